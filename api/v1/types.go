@@ -1,0 +1,307 @@
+// Package v1 holds Kiln's wire types and its Go client. It imports only the
+// standard library so that the CLI, the agent and outside tests can use it.
+package v1
+
+import "time"
+
+// Provisioning states of a cluster (status.provisioningState).
+const (
+	StateCreating  = "Creating"
+	StateUpdating  = "Updating"
+	StateDeleting  = "Deleting"
+	StateSucceeded = "Succeeded"
+	StateFailed    = "Failed"
+	StateCanceled  = "Canceled"
+)
+
+// Operation statuses (Operation.Status).
+const (
+	OpInProgress = "InProgress"
+	OpSucceeded  = "Succeeded"
+	OpFailed     = "Failed"
+	OpCanceled   = "Canceled"
+)
+
+// Operation kinds (OperationProperties.Kind).
+const (
+	KindCreate = "create"
+	KindUpdate = "update"
+	KindDelete = "delete"
+)
+
+// Step states (Step.State).
+const (
+	StepPending   = "Pending"
+	StepRunning   = "Running"
+	StepSucceeded = "Succeeded"
+	StepFailed    = "Failed"
+	StepSkipped   = "Skipped"
+)
+
+// Node states (Node.State), in the order a node passes through them.
+const (
+	NodeDiscovered   = "DISCOVERED"
+	NodeApproved     = "APPROVED"
+	NodeConfigured   = "CONFIGURED"
+	NodeProvisioning = "PROVISIONING"
+	NodeReady        = "READY"
+	NodeNotReady     = "NOT_READY"
+	NodeDeleting     = "DELETING"
+	NodeFailed       = "FAILED"
+)
+
+// Node roles.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+)
+
+// Terminal reports whether an operation status is final.
+func Terminal(status string) bool {
+	return status == OpSucceeded || status == OpFailed || status == OpCanceled
+}
+
+// Project is a tenant; every other resource belongs to one.
+type Project struct {
+	Name        string    `json:"name"`
+	ID          string    `json:"id"`
+	ETag        string    `json:"etag"`
+	DisplayName string    `json:"displayName,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// CloudAccount names a provider kind and the credentials Kiln uses with it.
+// Credentials are write-only: they never appear in a response.
+type CloudAccount struct {
+	Name        string            `json:"name"`
+	ID          string            `json:"id"`
+	ETag        string            `json:"etag"`
+	Provider    string            `json:"provider"`
+	Credentials map[string]string `json:"credentials,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+}
+
+// Profile is a versioned cluster template.
+type Profile struct {
+	Name              string    `json:"name"`
+	ID                string    `json:"id"`
+	ETag              string    `json:"etag"`
+	Version           int       `json:"version"`
+	KubernetesVersion string    `json:"kubernetesVersion"`
+	CNI               string    `json:"cni,omitempty"`
+	Packs             []Pack    `json:"packs,omitempty"`
+	CreatedAt         time.Time `json:"createdAt"`
+}
+
+// Pack is an add-on with its values, part of a profile.
+type Pack struct {
+	Name    string         `json:"name"`
+	Version string         `json:"version"`
+	Values  map[string]any `json:"values,omitempty"`
+}
+
+// Cluster is what the user wants (Spec) and what is (Status).
+type Cluster struct {
+	Name   string        `json:"name"`
+	ID     string        `json:"id"`
+	ETag   string        `json:"etag"`
+	Spec   ClusterSpec   `json:"spec"`
+	Status ClusterStatus `json:"status"`
+}
+
+// ClusterSpec is the desired state. Field names are part of the API contract.
+type ClusterSpec struct {
+	Provider           string            `json:"provider"`
+	CloudAccount       string            `json:"cloudAccount"`
+	Region             string            `json:"region"`
+	KubernetesVersion  string            `json:"kubernetesVersion"`
+	Profile            ProfileRef        `json:"profile"`
+	Network            Network           `json:"network"`
+	ControlPlane       ControlPlane      `json:"controlPlane"`
+	WorkerPools        []WorkerPool      `json:"workerPools"`
+	NodeApproval       string            `json:"nodeApproval"`
+	Proxy              *Proxy            `json:"proxy"`
+	CertificateTTLDays int               `json:"certificateTTLDays"`
+	Labels             map[string]string `json:"labels"`
+}
+
+// ProfileRef points at one version of a profile.
+type ProfileRef struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+// Network is the cluster's address plan and CNI.
+type Network struct {
+	PodCIDR     string `json:"podCIDR"`
+	ServiceCIDR string `json:"serviceCIDR"`
+	CNI         string `json:"cni"`
+}
+
+// ControlPlane describes the control-plane machines.
+type ControlPlane struct {
+	Size         int      `json:"size"`
+	Dedicated    bool     `json:"dedicated"`
+	InstanceType string   `json:"instanceType"`
+	Zones        []string `json:"zones"`
+}
+
+// WorkerPool is a group of identical worker machines.
+type WorkerPool struct {
+	Name         string            `json:"name"`
+	Size         int               `json:"size"`
+	InstanceType string            `json:"instanceType"`
+	Zones        []string          `json:"zones"`
+	Labels       map[string]string `json:"labels"`
+	Taints       []string          `json:"taints"`
+	Spot         *Spot             `json:"spot"`
+	Autoscale    *Autoscale        `json:"autoscale"`
+	Rollout      Rollout           `json:"rollout"`
+}
+
+// Spot asks for spot capacity up to a price, as a percent of on-demand.
+type Spot struct {
+	MaxPricePercent int `json:"maxPricePercent"`
+}
+
+// Autoscale bounds a pool's size.
+type Autoscale struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// Rollout bounds a rolling replacement.
+type Rollout struct {
+	MaxSurge       int `json:"maxSurge"`
+	MaxUnavailable int `json:"maxUnavailable"`
+}
+
+// Proxy is the HTTP proxy the nodes use.
+type Proxy struct {
+	HTTPProxy  string `json:"httpProxy"`
+	HTTPSProxy string `json:"httpsProxy"`
+	NoProxy    string `json:"noProxy"`
+	RootCA     string `json:"rootCA,omitempty"`
+}
+
+// ClusterStatus is what is.
+type ClusterStatus struct {
+	ProvisioningState       string       `json:"provisioningState"`
+	FailedProvisioningState string       `json:"failedProvisioningState"`
+	Endpoint                string       `json:"endpoint"`
+	CurrentOperation        string       `json:"currentOperation"`
+	LastError               *StatusError `json:"lastError"`
+	Nodes                   NodeCounts   `json:"nodes"`
+	CreatedAt               time.Time    `json:"createdAt"`
+	UpdatedAt               time.Time    `json:"updatedAt"`
+}
+
+// NodeCounts summarises the cluster's nodes.
+type NodeCounts struct {
+	ControlPlane int `json:"controlPlane"`
+	Workers      int `json:"workers"`
+	Ready        int `json:"ready"`
+}
+
+// StatusError is the last failure recorded on a cluster.
+type StatusError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Step      string `json:"step"`
+	Retryable bool   `json:"retryable"`
+}
+
+// Node is one machine of a cluster.
+type Node struct {
+	Name          string           `json:"name"`
+	ID            string           `json:"id"`
+	ETag          string           `json:"etag"`
+	Cluster       string           `json:"cluster"`
+	Role          string           `json:"role"`
+	Pool          string           `json:"pool"`
+	State         string           `json:"state"`
+	MachineID     string           `json:"machineID"`
+	Address       string           `json:"address"`
+	Facts         *NodeFacts       `json:"facts"`
+	Prechecks     []PrecheckResult `json:"prechecks"`
+	Message       string           `json:"message"`
+	LastHeartbeat *time.Time       `json:"lastHeartbeat"`
+	CreatedAt     time.Time        `json:"createdAt"`
+}
+
+// NodeFacts is what an agent reports about its host.
+type NodeFacts struct {
+	OS         string      `json:"os"`
+	Kernel     string      `json:"kernel"`
+	Arch       string      `json:"arch"`
+	CPUs       int         `json:"cpus"`
+	MemoryMiB  int64       `json:"memoryMiB"`
+	Hostname   string      `json:"hostname"`
+	Interfaces []Interface `json:"interfaces"`
+	Disks      []Disk      `json:"disks"`
+}
+
+// Interface is a network interface of a node.
+type Interface struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+}
+
+// Disk is a block device of a node.
+type Disk struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"sizeBytes"`
+}
+
+// PrecheckResult is the outcome of one host check.
+type PrecheckResult struct {
+	Name    string `json:"name"`
+	Result  string `json:"result"` // pass | warn | fail
+	Message string `json:"message"`
+}
+
+// Operation is the asynchronous record every change returns.
+type Operation struct {
+	ID              string              `json:"id"`
+	Name            string              `json:"name"`
+	Status          string              `json:"status"`
+	StartTime       time.Time           `json:"startTime"`
+	EndTime         *time.Time          `json:"endTime,omitempty"`
+	PercentComplete int                 `json:"percentComplete"`
+	Error           *Error              `json:"error,omitempty"`
+	Properties      OperationProperties `json:"properties"`
+}
+
+// OperationProperties says what an operation does and how far it is.
+type OperationProperties struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Steps  []Step `json:"steps"`
+}
+
+// Step is one named step of an operation's plan.
+type Step struct {
+	Name      string     `json:"name"`
+	State     string     `json:"state"`
+	Attempts  int        `json:"attempts"`
+	StartTime *time.Time `json:"startTime,omitempty"`
+	EndTime   *time.Time `json:"endTime,omitempty"`
+	Message   string     `json:"message"`
+}
+
+// Event is one entry of a cluster's timeline.
+type Event struct {
+	ID        int64     `json:"id"`
+	Time      time.Time `json:"time"`
+	Type      string    `json:"type"` // Normal | Warning
+	Reason    string    `json:"reason"`
+	Message   string    `json:"message"`
+	Operation string    `json:"operation,omitempty"`
+	Node      string    `json:"node,omitempty"`
+}
+
+// List is the shape of every list response.
+type List[T any] struct {
+	Value    []T    `json:"value"`
+	NextLink string `json:"nextLink,omitempty"`
+}

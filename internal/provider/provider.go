@@ -1,0 +1,83 @@
+// Package provider defines what Kiln asks of an infrastructure provider:
+// networks, machines and, optionally, load balancers. docs/provider-contract.md
+// states the rules every provider follows; providertest checks them.
+package provider
+
+import (
+	"context"
+	"errors"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// ErrUnknown is returned by a Registry for a provider name it does not have.
+var ErrUnknown = errors.New("unknown provider")
+
+// Cluster is what a provider is told about the cluster it works for.
+type Cluster struct {
+	Project string
+	Name    string
+	Spec    v1.ClusterSpec
+}
+
+// Network is the cluster's network as created.
+type Network struct {
+	ID   string
+	CIDR string
+}
+
+// MachineSpec is one machine the cluster wants. Name is unique in the cluster
+// and is how the provider finds the machine again (its tag).
+type MachineSpec struct {
+	Name         string
+	Role         string // v1.RoleControlPlane or v1.RoleWorker
+	Pool         string // "" for control-plane machines
+	InstanceType string
+	Zone         string
+}
+
+// Machine is a machine as it exists.
+type Machine struct {
+	MachineSpec
+	ID      string
+	Address string
+	// Ready means the machine's node is already Ready with no agent to wait
+	// for (the sim provider). Real providers leave it false.
+	Ready bool
+}
+
+// LoadBalancer fronts the cluster's API servers.
+type LoadBalancer struct {
+	ID      string
+	Address string // host:port
+}
+
+// Provider creates and deletes a cluster's infrastructure. Every method is
+// idempotent: Ensure* finds what exists before creating, Delete* succeeds
+// when nothing is there. Errors are classified with package failure.
+type Provider interface {
+	EnsureNetwork(ctx context.Context, c Cluster) (Network, error)
+	DeleteNetwork(ctx context.Context, c Cluster) error
+	EnsureMachine(ctx context.Context, c Cluster, m MachineSpec) (Machine, error)
+	ListMachines(ctx context.Context, c Cluster) ([]Machine, error)
+	DeleteMachine(ctx context.Context, c Cluster, name string) error
+}
+
+// LoadBalancers is the optional capability of providers that create load
+// balancers. Check for it with a type assertion.
+type LoadBalancers interface {
+	EnsureLoadBalancer(ctx context.Context, c Cluster) (LoadBalancer, error)
+	DeleteLoadBalancer(ctx context.Context, c Cluster) error
+}
+
+// Registry maps provider names (spec.provider) to providers.
+type Registry map[string]Provider
+
+// Get returns the named provider or ErrUnknown.
+func (r Registry) Get(name string) (Provider, error) {
+	p, ok := r[name]
+	if !ok {
+		return nil, ErrUnknown
+	}
+	return p, nil
+}

@@ -1,0 +1,222 @@
+// Package store records what users want and what is: projects, clusters,
+// nodes, operations, cloud accounts, profiles and events. It also holds the
+// leases that backend workers race for.
+//
+// Two implementations share one SQL code path (sqlstore): SQLite (the default,
+// a file under the data dir) and PostgreSQL. storetest is the conformance
+// suite both pass.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: Cond.IfNoneMatch was "*" and the record exists.
+	ErrExists = errors.New("already exists")
+	// ErrPreconditionFailed: Cond.IfMatch did not match the record's etag.
+	ErrPreconditionFailed = errors.New("etag does not match")
+	// ErrLeaseLost: a fenced write or renewal carried a token that is no
+	// longer the cluster's current lease.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNoWork: ClaimCluster found nothing claimable.
+	ErrNoWork = errors.New("nothing to claim")
+	// ErrNotEmpty: a project still holds clusters.
+	ErrNotEmpty = errors.New("not empty")
+)
+
+// ConflictError says a change was refused because another operation is
+// still running on the same cluster. errors.Is(err, ErrConflict) holds.
+type ConflictError struct {
+	Operation string // id of the running operation
+	State     string // the cluster's provisioning state
+}
+
+// ErrConflict is matched by every *ConflictError.
+var ErrConflict = errors.New("conflict")
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("cluster is %s: operation %s is still running", e.State, e.Operation)
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Fence is the proof of a lease that a worker carries on every write.
+type Fence struct {
+	Owner string
+	Token int64
+}
+
+// Lease is a cluster's lease as stored.
+type Lease struct {
+	Owner  string
+	Token  int64 // increases by one on every claim; never reused
+	Expiry time.Time
+}
+
+// Fence returns the fence a holder of this lease writes with.
+func (l Lease) Fence() Fence { return Fence{Owner: l.Owner, Token: l.Token} }
+
+// Cond says when a write may happen. The zero value always may.
+type Cond struct {
+	// IfMatch is the etag the record must have; "*" means it must exist.
+	IfMatch string
+	// IfNoneMatch "*" means the record must not exist.
+	IfNoneMatch string
+	// Fence, when set, is the cluster lease the writer must still hold
+	// (for nodes: the lease of their cluster).
+	Fence *Fence
+}
+
+// Page asks for one page of a list. Lists are ordered by name (operations and
+// events by id, which sorts by time). Limit 0 means the store's default (100);
+// more than 1000 is capped at 1000.
+type Page struct {
+	Limit int
+	Token string // from the previous page's next token; "" for the first page
+}
+
+// Key names a cluster.
+type Key struct {
+	Project string
+	Name    string
+}
+
+func (k Key) String() string { return k.Project + "/" + k.Name }
+
+// Cluster is a cluster record: the API object plus backend bookkeeping.
+type Cluster struct {
+	Project string
+	Name    string
+	ETag    string // set by the store on every write
+	Spec    v1.ClusterSpec
+	Status  v1.ClusterStatus
+	// Lease and Dequeues are the store's; writers' values are ignored.
+	Lease    Lease
+	Dequeues int // claims since the last step that made progress
+}
+
+// Key returns the cluster's key.
+func (c *Cluster) Key() Key { return Key{Project: c.Project, Name: c.Name} }
+
+// Operation is an asynchronous change to a cluster.
+type Operation struct {
+	ID        string // UUIDv7, so ids sort by creation time
+	Project   string
+	Cluster   string
+	Kind      string // v1.KindCreate, v1.KindUpdate, v1.KindDelete
+	Status    string // v1.OpInProgress, ...
+	StartTime time.Time
+	EndTime   *time.Time
+	Steps     []v1.Step
+	Error     *v1.Error
+}
+
+// Node is a node record.
+type Node struct {
+	Project string
+	v1.Node // Node.Cluster names its cluster; Node.ETag is set by the store
+}
+
+// CloudAccount is a cloud account record. Credentials are stored; the API
+// never returns them.
+type CloudAccount struct {
+	Project string
+	v1.CloudAccount
+}
+
+// Profile is a profile record.
+type Profile struct {
+	Project string
+	v1.Profile
+}
+
+// Event is one entry of a cluster's timeline. ID and Time are set by the
+// store when zero.
+type Event struct {
+	Project string
+	Cluster string
+	v1.Event
+}
+
+// Store is everything a Kiln control plane keeps. Users of the store declare
+// the narrower interface they need; this one is for wiring and for storetest.
+type Store interface {
+	// Projects.
+	PutProject(ctx context.Context, p *v1.Project, c Cond) error
+	GetProject(ctx context.Context, name string) (*v1.Project, error)
+	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
+	// DeleteProject refuses with ErrNotEmpty while the project has clusters.
+	DeleteProject(ctx context.Context, name string, c Cond) error
+
+	// Clusters.
+	GetCluster(ctx context.Context, k Key) (*Cluster, error)
+	ListClusters(ctx context.Context, project string, pg Page) ([]*Cluster, string, error)
+	// BeginOperation writes the cluster (creating or replacing it, spec and
+	// status as given) and inserts op, in one transaction. It refuses with a
+	// *ConflictError when the stored cluster is Creating, Updating or
+	// Deleting. The written cluster's lease is free, its dequeue count zero,
+	// so a worker can claim it at once. cl.ETag is set to the new etag.
+	BeginOperation(ctx context.Context, cl *Cluster, op *Operation, c Cond) error
+	// PutClusterStatus writes cl.Status; c.Fence is required.
+	PutClusterStatus(ctx context.Context, cl *Cluster, c Cond) error
+
+	// Leases.
+	// ClaimCluster takes the lease of one cluster that is Creating, Updating
+	// or Deleting and whose lease has expired (oldest expiry first), with one
+	// conditional write: owner set, token incremented, expiry now+ttl,
+	// dequeues incremented. Two concurrent claimers never both win the same
+	// cluster. It returns ErrNoWork when nothing is claimable.
+	ClaimCluster(ctx context.Context, owner string, ttl time.Duration) (*Cluster, error)
+	// RenewLease extends the lease to now+ttl, or returns ErrLeaseLost.
+	RenewLease(ctx context.Context, k Key, f Fence, ttl time.Duration) error
+	// ReleaseLease hands the lease back at once (it becomes claimable), or
+	// returns ErrLeaseLost.
+	ReleaseLease(ctx context.Context, k Key, f Fence) error
+
+	// Operations.
+	GetOperation(ctx context.Context, id string) (*Operation, error)
+	ListOperations(ctx context.Context, k Key, pg Page) ([]*Operation, string, error)
+	// SaveOperation writes op's status, steps and error, fenced by the lease
+	// of op's cluster. progress=true resets the cluster's dequeue count.
+	SaveOperation(ctx context.Context, op *Operation, f Fence, progress bool) error
+	// FinishOperation, in one transaction and fenced: writes op (which must
+	// be terminal), writes cl.Status (or, with deleteCluster, deletes the
+	// cluster and its nodes), and releases the lease. Until it commits, a
+	// reader sees the operation still InProgress.
+	FinishOperation(ctx context.Context, cl *Cluster, op *Operation, f Fence, deleteCluster bool) error
+
+	// Nodes.
+	PutNode(ctx context.Context, n *Node, c Cond) error
+	GetNode(ctx context.Context, k Key, name string) (*Node, error)
+	ListNodes(ctx context.Context, k Key, pg Page) ([]*Node, string, error)
+	DeleteNode(ctx context.Context, k Key, name string, c Cond) error
+
+	// Cloud accounts.
+	PutCloudAccount(ctx context.Context, a *CloudAccount, c Cond) error
+	GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error)
+	ListCloudAccounts(ctx context.Context, project string, pg Page) ([]*CloudAccount, string, error)
+	DeleteCloudAccount(ctx context.Context, project, name string, c Cond) error
+
+	// Profiles.
+	PutProfile(ctx context.Context, p *Profile, c Cond) error
+	GetProfile(ctx context.Context, project, name string) (*Profile, error)
+	ListProfiles(ctx context.Context, project string, pg Page) ([]*Profile, string, error)
+	DeleteProfile(ctx context.Context, project, name string, c Cond) error
+
+	// Events.
+	AppendEvent(ctx context.Context, e *Event) error
+	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
+
+	// Ping checks the database answers (for /readyz).
+	Ping(ctx context.Context) error
+	Close() error
+}
