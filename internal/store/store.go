@@ -220,3 +220,21 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
+
+// Percent is the share of the operation's steps that are done (Succeeded or
+// Skipped), 0-100. A terminal Succeeded operation is always 100.
+func (o *Operation) Percent() int {
+	if o.Status == v1.OpSucceeded {
+		return 100
+	}
+	if len(o.Steps) == 0 {
+		return 0
+	}
+	done := 0
+	for _, s := range o.Steps {
+		if s.State == v1.StepSucceeded || s.State == v1.StepSkipped {
+			done++
+		}
+	}
+	return done * 100 / len(o.Steps)
+}
