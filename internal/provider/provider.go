@@ -6,6 +6,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -81,3 +83,6 @@ func (r Registry) Get(name string) (Provider, error) {
 	}
 	return p, nil
 }
+
+// Names returns the registered provider names, sorted.
+func (r Registry) Names() []string { return slices.Sorted(maps.Keys(r)) }
