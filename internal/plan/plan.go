@@ -1,0 +1,95 @@
+// Package plan holds the named steps of every operation kind and the Runner
+// that carries them out for a claimed cluster.
+//
+// A plan is an explicit list of step names, read top to bottom like a runbook.
+// The names are part of what users see (operation status, events, logs, the
+// CLI), so they are written out here and never derived. plan_test.go pins
+// each list.
+package plan
+
+import v1 "kiln.dev/kiln/api/v1"
+
+// Step names.
+const (
+	StepValidateDynamic            = "validate-dynamic"
+	StepEnsureNetwork              = "ensure-network"
+	StepEnsureLoadBalancer         = "ensure-load-balancer"
+	StepEnsureControlPlaneMachines = "ensure-control-plane-machines"
+	StepWaitNodesRegistered        = "wait-nodes-registered"
+	StepApproveNodes               = "approve-nodes"
+	StepInstallControlPlane        = "install-control-plane"
+	StepEnsureWorkerMachines       = "ensure-worker-machines"
+	StepInstallWorkers             = "install-workers"
+	StepWaitNodesReady             = "wait-nodes-ready"
+	StepRemoveSurplusMachines      = "remove-surplus-machines"
+	StepDeleteWorkerMachines       = "delete-worker-machines"
+	StepDeleteControlPlaneMachines = "delete-control-plane-machines"
+	StepDeleteLoadBalancer         = "delete-load-balancer"
+	StepDeleteNetwork              = "delete-network"
+)
+
+// createSteps builds a cluster from nothing: its network and API endpoint,
+// then the control plane, then the workers.
+var createSteps = []string{
+	StepValidateDynamic,
+	StepEnsureNetwork,
+	StepEnsureLoadBalancer,
+	StepEnsureControlPlaneMachines,
+	StepWaitNodesRegistered,
+	StepApproveNodes,
+	StepInstallControlPlane,
+	StepEnsureWorkerMachines,
+	StepInstallWorkers,
+	StepWaitNodesReady,
+}
+
+// updateSteps reconciles the machines with the spec: it creates what is
+// missing (scale up), removes the newest surplus machines (scale down) and
+// waits until every node is Ready.
+var updateSteps = []string{
+	StepValidateDynamic,
+	StepEnsureControlPlaneMachines,
+	StepEnsureWorkerMachines,
+	StepRemoveSurplusMachines,
+	StepWaitNodesReady,
+}
+
+// deleteSteps tears a cluster down in the reverse order of create.
+var deleteSteps = []string{
+	StepDeleteWorkerMachines,
+	StepDeleteControlPlaneMachines,
+	StepDeleteLoadBalancer,
+	StepDeleteNetwork,
+}
+
+// Steps returns the step names of an operation kind (v1.KindCreate,
+// v1.KindUpdate, v1.KindDelete), or nil for an unknown kind. The caller owns
+// the returned slice.
+func Steps(kind string) []string {
+	var s []string
+	switch kind {
+	case v1.KindCreate:
+		s = createSteps
+	case v1.KindUpdate:
+		s = updateSteps
+	case v1.KindDelete:
+		s = deleteSteps
+	default:
+		return nil
+	}
+	return append([]string(nil), s...)
+}
+
+// PendingSteps returns the steps of an operation kind, each Pending, as an
+// operation is created with them.
+func PendingSteps(kind string) []v1.Step {
+	names := Steps(kind)
+	if names == nil {
+		return nil
+	}
+	steps := make([]v1.Step, len(names))
+	for i, n := range names {
+		steps[i] = v1.Step{Name: n, State: v1.StepPending}
+	}
+	return steps
+}
