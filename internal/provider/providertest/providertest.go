@@ -1,0 +1,228 @@
+// Package providertest is the provider contract as a conformance test. Every
+// provider passes Run; docs/provider-contract.md states the same rules in
+// prose.
+package providertest
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// Run checks that p follows the provider contract. It creates infrastructure
+// for clusters in project "providertest" and deletes it again.
+func Run(t *testing.T, p provider.Provider) {
+	t.Helper()
+	t.Run("NetworkEnsureIsIdempotent", func(t *testing.T) { testNetwork(t, p) })
+	t.Run("DeleteOfNothingSucceeds", func(t *testing.T) { testDeleteNothing(t, p) })
+	t.Run("MachineEnsureFindsByName", func(t *testing.T) { testMachines(t, p) })
+	t.Run("ClustersAreIsolated", func(t *testing.T) { testIsolation(t, p) })
+	if lbs, ok := p.(provider.LoadBalancers); ok {
+		t.Run("LoadBalancerEnsureIsIdempotent", func(t *testing.T) { testLoadBalancer(t, p, lbs) })
+	} else {
+		t.Log("provider has no load balancers; skipping load balancer checks")
+	}
+}
+
+func cluster(name string) provider.Cluster {
+	return provider.Cluster{
+		Project: "providertest",
+		Name:    name,
+		Spec: v1.ClusterSpec{
+			ControlPlane: v1.ControlPlane{Size: 1},
+			WorkerPools:  []v1.WorkerPool{{Name: "default", Size: 1}},
+			Labels:       map[string]string{},
+		},
+	}
+}
+
+// cleanup deletes everything of c when the test ends.
+func cleanup(t *testing.T, p provider.Provider, c provider.Cluster) {
+	t.Cleanup(func() {
+		// t.Context is cancelled before cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ms, err := p.ListMachines(ctx, c)
+		if err != nil {
+			t.Errorf("cleanup: list machines: %v", err)
+		}
+		for _, m := range ms {
+			if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
+				t.Errorf("cleanup: delete machine %q: %v", m.Name, err)
+			}
+		}
+		if lbs, ok := p.(provider.LoadBalancers); ok {
+			if err := lbs.DeleteLoadBalancer(ctx, c); err != nil {
+				t.Errorf("cleanup: delete load balancer: %v", err)
+			}
+		}
+		if err := p.DeleteNetwork(ctx, c); err != nil {
+			t.Errorf("cleanup: delete network: %v", err)
+		}
+	})
+}
+
+func testNetwork(t *testing.T, p provider.Provider) {
+	ctx := t.Context()
+	c := cluster("network")
+	cleanup(t, p, c)
+	first, err := p.EnsureNetwork(ctx, c)
+	if err != nil {
+		t.Fatalf("EnsureNetwork: %v", err)
+	}
+	if first.ID == "" {
+		t.Errorf("EnsureNetwork returned an empty ID")
+	}
+	second, err := p.EnsureNetwork(ctx, c)
+	if err != nil {
+		t.Fatalf("EnsureNetwork again: %v", err)
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("EnsureNetwork is not idempotent (-first +second):\n%s", diff)
+	}
+	if err := p.DeleteNetwork(ctx, c); err != nil {
+		t.Fatalf("DeleteNetwork: %v", err)
+	}
+	if err := p.DeleteNetwork(ctx, c); err != nil {
+		t.Errorf("DeleteNetwork of a deleted network: %v", err)
+	}
+}
+
+func testDeleteNothing(t *testing.T, p provider.Provider) {
+	ctx := t.Context()
+	c := cluster("nothing")
+	if err := p.DeleteMachine(ctx, c, "nothing-cp-0"); err != nil {
+		t.Errorf("DeleteMachine of a missing machine: %v", err)
+	}
+	if err := p.DeleteNetwork(ctx, c); err != nil {
+		t.Errorf("DeleteNetwork of a missing network: %v", err)
+	}
+	if lbs, ok := p.(provider.LoadBalancers); ok {
+		if err := lbs.DeleteLoadBalancer(ctx, c); err != nil {
+			t.Errorf("DeleteLoadBalancer of a missing load balancer: %v", err)
+		}
+	}
+	ms, err := p.ListMachines(ctx, c)
+	if err != nil {
+		t.Fatalf("ListMachines of an empty cluster: %v", err)
+	}
+	if len(ms) != 0 {
+		t.Errorf("ListMachines of an empty cluster = %v, want none", ms)
+	}
+}
+
+func testMachines(t *testing.T, p provider.Provider) {
+	ctx := t.Context()
+	c := cluster("machines")
+	cleanup(t, p, c)
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatalf("EnsureNetwork: %v", err)
+	}
+	specs := []provider.MachineSpec{
+		{Name: "machines-cp-0", Role: v1.RoleControlPlane},
+		{Name: "machines-default-0", Role: v1.RoleWorker, Pool: "default"},
+	}
+	created := map[string]provider.Machine{}
+	for _, s := range specs {
+		m, err := p.EnsureMachine(ctx, c, s)
+		if err != nil {
+			t.Fatalf("EnsureMachine(%q): %v", s.Name, err)
+		}
+		if m.ID == "" {
+			t.Errorf("EnsureMachine(%q) returned an empty ID", s.Name)
+		}
+		if m.Name != s.Name || m.Role != s.Role || m.Pool != s.Pool {
+			t.Errorf("EnsureMachine(%q) = name %q role %q pool %q, want the spec's", s.Name, m.Name, m.Role, m.Pool)
+		}
+		created[s.Name] = m
+	}
+	for _, s := range specs {
+		again, err := p.EnsureMachine(ctx, c, s)
+		if err != nil {
+			t.Fatalf("EnsureMachine(%q) again: %v", s.Name, err)
+		}
+		if again.ID != created[s.Name].ID {
+			t.Errorf("EnsureMachine(%q) again made a new machine %q; it must find %q by name", s.Name, again.ID, created[s.Name].ID)
+		}
+	}
+	if got := listNames(t, p, c); !slices.Equal(got, []string{"machines-cp-0", "machines-default-0"}) {
+		t.Errorf("ListMachines = %v, want both machines", got)
+	}
+	for _, s := range specs {
+		if err := p.DeleteMachine(ctx, c, s.Name); err != nil {
+			t.Fatalf("DeleteMachine(%q): %v", s.Name, err)
+		}
+		if err := p.DeleteMachine(ctx, c, s.Name); err != nil {
+			t.Errorf("DeleteMachine(%q) twice: %v", s.Name, err)
+		}
+	}
+	if got := listNames(t, p, c); len(got) != 0 {
+		t.Errorf("ListMachines after deleting all = %v, want none", got)
+	}
+}
+
+func testIsolation(t *testing.T, p provider.Provider) {
+	ctx := t.Context()
+	a, b := cluster("iso-a"), cluster("iso-b")
+	cleanup(t, p, a)
+	cleanup(t, p, b)
+	if _, err := p.EnsureMachine(ctx, a, provider.MachineSpec{Name: "iso-a-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatalf("EnsureMachine: %v", err)
+	}
+	if got := listNames(t, p, b); len(got) != 0 {
+		t.Errorf("ListMachines of cluster iso-b = %v; it shows machines of iso-a", got)
+	}
+	if err := p.DeleteMachine(ctx, b, "iso-a-cp-0"); err != nil {
+		t.Fatalf("DeleteMachine: %v", err)
+	}
+	if got := listNames(t, p, a); !slices.Equal(got, []string{"iso-a-cp-0"}) {
+		t.Errorf("ListMachines of iso-a = %v after deleting the name in iso-b; want [iso-a-cp-0]", got)
+	}
+}
+
+func testLoadBalancer(t *testing.T, p provider.Provider, lbs provider.LoadBalancers) {
+	ctx := t.Context()
+	c := cluster("lb")
+	cleanup(t, p, c)
+	first, err := lbs.EnsureLoadBalancer(ctx, c)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	if _, _, err := net.SplitHostPort(first.Address); err != nil || first.ID == "" {
+		t.Errorf("EnsureLoadBalancer = %+v; want an ID and a host:port address", first)
+	}
+	second, err := lbs.EnsureLoadBalancer(ctx, c)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer again: %v", err)
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("EnsureLoadBalancer is not idempotent (-first +second):\n%s", diff)
+	}
+	if err := lbs.DeleteLoadBalancer(ctx, c); err != nil {
+		t.Fatalf("DeleteLoadBalancer: %v", err)
+	}
+	if err := lbs.DeleteLoadBalancer(ctx, c); err != nil {
+		t.Errorf("DeleteLoadBalancer twice: %v", err)
+	}
+}
+
+func listNames(t *testing.T, p provider.Provider, c provider.Cluster) []string {
+	t.Helper()
+	ms, err := p.ListMachines(t.Context(), c)
+	if err != nil {
+		t.Fatalf("ListMachines: %v", err)
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return names
+}

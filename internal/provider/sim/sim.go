@@ -1,0 +1,229 @@
+// Package sim is Kiln's in-memory test double for infrastructure providers. It
+// keeps networks, machines and load balancers in memory, safe for concurrent
+// use, and passes providertest like any real provider. It is not a user's
+// default provider: it makes nothing real.
+//
+// Machines it creates are Ready at once (their nodes need no agent) and get an
+// address in 10.0.0.0/16; a cluster's load balancer address is
+// "<cluster>.<project>.sim.kiln.invalid:6443".
+//
+// # Fault injection
+//
+// Faults are read from the cluster's spec.labels, so a test in another
+// process can drive them through the API. The sim implements the plan
+// runner's step hook (BeforeStep), called before every attempt of every step:
+//
+//	sim.kiln.dev/step-latency: "2s"     every step waits this long (honouring cancellation)
+//	sim.kiln.dev/fail-step: "<step>"    that step fails with a retryable ProviderError ...
+//	sim.kiln.dev/fail-times: "N"        ... on its first N attempts (default 1)
+//	sim.kiln.dev/fail-terminal: "<step>" that step fails with a terminal ProviderError
+//	sim.kiln.dev/hang-step: "<step>"    that step blocks until its context is cancelled
+//
+// Attempts of fail-step are counted in memory per cluster and step; the count
+// is forgotten when the cluster's network is deleted (the last step of a
+// delete), so a cluster created again under the same name fails again.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"kiln.dev/kiln/internal/provider"
+)
+
+// Option configures a Sim.
+type Option func(*Sim)
+
+// WithLatency makes every provider call take d (honouring cancellation).
+func WithLatency(d time.Duration) Option { return func(s *Sim) { s.latency = d } }
+
+// Sim is the in-memory provider. Use New.
+type Sim struct {
+	latency time.Duration
+
+	mu       sync.Mutex
+	clusters map[string]*infra // by project/name
+	failures map[string]int    // fail-step attempts by project/name/step
+	nextID   int
+}
+
+type infra struct {
+	network  *provider.Network
+	lb       *provider.LoadBalancer
+	machines map[string]provider.Machine
+	nextAddr int
+}
+
+var (
+	_ provider.Provider      = (*Sim)(nil)
+	_ provider.LoadBalancers = (*Sim)(nil)
+)
+
+// New returns an empty Sim.
+func New(opts ...Option) *Sim {
+	s := &Sim{clusters: map[string]*infra{}, failures: map[string]int{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func key(c provider.Cluster) string { return c.Project + "/" + c.Name }
+
+// wait sleeps d or until ctx is done.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cluster returns the cluster's infrastructure, creating the record when
+// create is set. Callers hold s.mu.
+func (s *Sim) cluster(c provider.Cluster, create bool) *infra {
+	in := s.clusters[key(c)]
+	if in == nil && create {
+		in = &infra{machines: map[string]provider.Machine{}}
+		s.clusters[key(c)] = in
+	}
+	return in
+}
+
+func (s *Sim) id(kind string) string {
+	s.nextID++
+	return fmt.Sprintf("sim-%s-%d", kind, s.nextID)
+}
+
+// EnsureNetwork returns the cluster's network, creating it the first time.
+func (s *Sim) EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error) {
+	if err := wait(ctx, s.latency); err != nil {
+		return provider.Network{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.cluster(c, true)
+	if in.network == nil {
+		in.network = &provider.Network{ID: s.id("net"), CIDR: "10.0.0.0/16"}
+	}
+	return *in.network, nil
+}
+
+// DeleteNetwork deletes the cluster's network and forgets its fault counts.
+func (s *Sim) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
+	if err := wait(ctx, s.latency); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.cluster(c, false); in != nil {
+		in.network = nil
+		if in.lb == nil && len(in.machines) == 0 {
+			delete(s.clusters, key(c))
+		}
+	}
+	prefix := key(c) + "/"
+	for k := range s.failures {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.failures, k)
+		}
+	}
+	return nil
+}
+
+// EnsureMachine returns the machine named m.Name, creating it the first time.
+// A machine that exists is returned as it is.
+func (s *Sim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	if err := wait(ctx, s.latency); err != nil {
+		return provider.Machine{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.cluster(c, true)
+	if got, ok := in.machines[m.Name]; ok {
+		return got, nil
+	}
+	in.nextAddr++
+	n := in.nextAddr + 1 // 10.0.0.1 is the gateway
+	mc := provider.Machine{
+		MachineSpec: m,
+		ID:          s.id("vm"),
+		Address:     fmt.Sprintf("10.0.%d.%d", n/256, n%256),
+		Ready:       true,
+	}
+	in.machines[m.Name] = mc
+	return mc, nil
+}
+
+// ListMachines returns the cluster's machines ordered by name.
+func (s *Sim) ListMachines(ctx context.Context, c provider.Cluster) ([]provider.Machine, error) {
+	if err := wait(ctx, s.latency); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.cluster(c, false)
+	if in == nil {
+		return nil, nil
+	}
+	ms := make([]provider.Machine, 0, len(in.machines))
+	for _, m := range in.machines {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b provider.Machine) int { return strings.Compare(a.Name, b.Name) })
+	return ms, nil
+}
+
+// DeleteMachine deletes the named machine; a missing machine is not an error.
+func (s *Sim) DeleteMachine(ctx context.Context, c provider.Cluster, name string) error {
+	if err := wait(ctx, s.latency); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.cluster(c, false); in != nil {
+		delete(in.machines, name)
+	}
+	return nil
+}
+
+// EnsureLoadBalancer returns the cluster's load balancer, creating it the
+// first time.
+func (s *Sim) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (provider.LoadBalancer, error) {
+	if err := wait(ctx, s.latency); err != nil {
+		return provider.LoadBalancer{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.cluster(c, true)
+	if in.lb == nil {
+		in.lb = &provider.LoadBalancer{
+			ID:      s.id("lb"),
+			Address: fmt.Sprintf("%s.%s.sim.kiln.invalid:6443", c.Name, c.Project),
+		}
+	}
+	return *in.lb, nil
+}
+
+// DeleteLoadBalancer deletes the cluster's load balancer, if any.
+func (s *Sim) DeleteLoadBalancer(ctx context.Context, c provider.Cluster) error {
+	if err := wait(ctx, s.latency); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.cluster(c, false); in != nil {
+		in.lb = nil
+	}
+	return nil
+}
