@@ -1,0 +1,517 @@
+package v1
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultUserAgent is sent when no WithUserAgent option is given.
+const DefaultUserAgent = "kiln-go-client/v1"
+
+// Client is a Go client for the Kiln API. Its methods are safe for
+// concurrent use.
+type Client struct {
+	base      *url.URL
+	token     string
+	hc        *http.Client
+	userAgent string
+
+	// requestTimeout bounds one ordinary request; the long poll gets
+	// pollWait more.
+	requestTimeout time.Duration
+	// pollWait is the server-side wait asked for by WaitOperation.
+	pollWait time.Duration
+	// retryFor is how long WaitOperation keeps retrying transient
+	// failures in a row before giving up.
+	retryFor time.Duration
+	// backoff returns the pause before retry n (n starts at 1).
+	backoff func(n int) time.Duration
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithHTTPClient makes the client send requests with hc.
+func WithHTTPClient(hc *http.Client) ClientOption {
+	return func(c *Client) {
+		if hc != nil {
+			c.hc = hc
+		}
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request.
+func WithUserAgent(ua string) ClientOption {
+	return func(c *Client) {
+		if ua != "" {
+			c.userAgent = ua
+		}
+	}
+}
+
+// NewClient returns a client for the API at baseURL (for example
+// "http://127.0.0.1:7070") that authenticates with token. A baseURL with a
+// path prefix is kept as the prefix of every request path.
+func NewClient(baseURL, token string, opts ...ClientOption) *Client {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || u.Scheme == "" {
+		// Keep the raw text; every request will then fail with a clear
+		// error instead of NewClient having to return one.
+		u = &url.URL{Opaque: baseURL}
+	}
+	c := &Client{
+		base:           u,
+		token:          token,
+		hc:             &http.Client{},
+		userAgent:      DefaultUserAgent,
+		requestTimeout: time.Minute,
+		pollWait:       30 * time.Second,
+		retryFor:       2 * time.Minute,
+		backoff:        defaultBackoff,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func defaultBackoff(n int) time.Duration {
+	d := 250 * time.Millisecond << min(n-1, 5) // 250ms .. 8s
+	return min(d, 5*time.Second)
+}
+
+// ListProjects returns every project the token can see.
+func (c *Client) ListProjects(ctx context.Context) ([]Project, error) {
+	return listAll[Project](ctx, c, "/v1/projects")
+}
+
+// GetProject returns one project.
+func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) {
+	var p Project
+	if _, err := c.do(ctx, http.MethodGet, projectPath(name), nil, "", &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// PutProject creates or replaces a project.
+func (c *Client) PutProject(ctx context.Context, p *Project) (*Project, error) {
+	var out Project
+	if _, err := c.do(ctx, http.MethodPut, projectPath(p.Name), p, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteProject deletes a project.
+func (c *Client) DeleteProject(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, projectPath(name), nil, "", nil)
+	return err
+}
+
+// GetCluster returns one cluster.
+func (c *Client) GetCluster(ctx context.Context, project, name string) (*Cluster, error) {
+	var cl Cluster
+	h, err := c.do(ctx, http.MethodGet, clusterPath(project, name), nil, "", &cl)
+	if err != nil {
+		return nil, err
+	}
+	fillETag(&cl, h)
+	return &cl, nil
+}
+
+// ListClusters returns every cluster of a project, following nextLink.
+func (c *Client) ListClusters(ctx context.Context, project string) ([]Cluster, error) {
+	return listAll[Cluster](ctx, c, projectPath(project)+"/clusters")
+}
+
+// PutCluster creates or replaces a cluster and returns it with the id of the
+// operation that carries out the change. A non-empty ifMatch makes the write
+// conditional on the cluster's current etag (a stale one fails with 412).
+func (c *Client) PutCluster(ctx context.Context, project string, cluster *Cluster, ifMatch string) (*Cluster, string, error) {
+	var out Cluster
+	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, ifMatch, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	fillETag(&out, h)
+	return &out, clusterOperation(&out, h), nil
+}
+
+// PatchCluster applies a JSON merge patch (RFC 7396) to a cluster. patch is
+// marshalled as JSON unless it already is []byte or json.RawMessage.
+func (c *Client) PatchCluster(ctx context.Context, project, name string, patch any) (*Cluster, string, error) {
+	var out Cluster
+	h, err := c.do(ctx, http.MethodPatch, clusterPath(project, name), mergePatch{patch}, "", &out)
+	if err != nil {
+		return nil, "", err
+	}
+	fillETag(&out, h)
+	return &out, clusterOperation(&out, h), nil
+}
+
+// DeleteCluster starts deleting a cluster and returns the operation id.
+func (c *Client) DeleteCluster(ctx context.Context, project, name string) (string, error) {
+	h, err := c.do(ctx, http.MethodDelete, clusterPath(project, name), nil, "", nil)
+	if err != nil {
+		return "", err
+	}
+	return operationIDFromHeader(h), nil
+}
+
+// ListNodes returns every node of a cluster.
+func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]Node, error) {
+	return listAll[Node](ctx, c, clusterPath(project, cluster)+"/nodes")
+}
+
+// GetNode returns one node of a cluster.
+func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*Node, error) {
+	var n Node
+	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/nodes/"+url.PathEscape(name), nil, "", &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// ListOperations returns the operations of a cluster.
+func (c *Client) ListOperations(ctx context.Context, project, cluster string) ([]Operation, error) {
+	return listAll[Operation](ctx, c, clusterPath(project, cluster)+"/operations")
+}
+
+// ListEvents returns the events of a cluster.
+func (c *Client) ListEvents(ctx context.Context, project, cluster string) ([]Event, error) {
+	return listAll[Event](ctx, c, clusterPath(project, cluster)+"/events")
+}
+
+// GetOperation returns an operation. id may be the bare id or its path
+// ("/v1/operations/{id}", as in the Azure-AsyncOperation header).
+func (c *Client) GetOperation(ctx context.Context, id string) (*Operation, error) {
+	var op Operation
+	if _, err := c.do(ctx, http.MethodGet, operationPath(id), nil, "", &op); err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
+// WaitOperation long-polls an operation until it is terminal and returns it
+// in its final state. onChange, if not nil, is called with the first state
+// seen and then with every changed state. Transient network errors and
+// 5xx/429 answers are retried with a short backoff for a while; other errors
+// and ctx ending stop the wait. A terminal operation is returned with a nil
+// error whatever its status: the caller checks Status.
+func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Operation)) (*Operation, error) {
+	path := operationPath(id)
+	var (
+		last     []byte
+		failures int
+		failedAt time.Time
+	)
+	wait := ""
+	for {
+		var op Operation
+		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, "", &op, c.requestTimeout+c.pollWait)
+		if err != nil {
+			if ctx.Err() != nil || !transient(err) {
+				return nil, err
+			}
+			failures++
+			if failures == 1 {
+				failedAt = time.Now()
+			} else if time.Since(failedAt) > c.retryFor {
+				return nil, fmt.Errorf("wait for operation %s: giving up after %d attempts: %w", id, failures, err)
+			}
+			pause := c.backoff(failures)
+			if ra := retryAfter(h); ra > pause {
+				pause = min(ra, 30*time.Second)
+			}
+			if err := sleep(ctx, pause); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		failures = 0
+		wait = "?wait=" + c.pollWait.String()
+		cur, err := json.Marshal(&op)
+		if err != nil {
+			return nil, fmt.Errorf("wait for operation %s: %w", id, err)
+		}
+		if !bytes.Equal(cur, last) {
+			last = cur
+			if onChange != nil {
+				onChange(&op)
+			}
+		}
+		if Terminal(op.Status) {
+			return &op, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// OperationID returns the operation id in an operation URL or path such as
+// "/v1/operations/{id}" or "http://host/v1/operations/{id}?x=y". A bare id
+// is returned unchanged.
+func OperationID(s string) string {
+	s = strings.TrimSpace(s)
+	if u, err := url.Parse(s); err == nil && u.Path != "" {
+		s = u.Path
+	}
+	s = strings.TrimRight(s, "/")
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func operationIDFromHeader(h http.Header) string {
+	if v := h.Get("Azure-AsyncOperation"); v != "" {
+		return OperationID(v)
+	}
+	if v := h.Get("Location"); strings.Contains(v, "/operations/") {
+		return OperationID(v)
+	}
+	return ""
+}
+
+// clusterOperation is the operation a cluster write started: the
+// Azure-AsyncOperation header, else the cluster's current operation.
+func clusterOperation(cl *Cluster, h http.Header) string {
+	if id := operationIDFromHeader(h); id != "" {
+		return id
+	}
+	return OperationID(cl.Status.CurrentOperation)
+}
+
+// fillETag sets the body's etag from the ETag header when the body has none.
+func fillETag(cl *Cluster, h http.Header) {
+	if cl.ETag == "" {
+		cl.ETag = h.Get("ETag")
+	}
+}
+
+func projectPath(p string) string { return "/v1/projects/" + url.PathEscape(p) }
+
+func clusterPath(p, c string) string { return projectPath(p) + "/clusters/" + url.PathEscape(c) }
+
+func operationPath(id string) string { return "/v1/operations/" + url.PathEscape(OperationID(id)) }
+
+// maxPages stops a server whose nextLink never ends.
+const maxPages = 10000
+
+func listAll[T any](ctx context.Context, c *Client, path string) ([]T, error) {
+	out := []T{}
+	seen := map[string]bool{}
+	for page := 0; path != ""; page++ {
+		if seen[path] || page >= maxPages {
+			return nil, fmt.Errorf("list %s: nextLink does not advance", path)
+		}
+		seen[path] = true
+		var l List[T]
+		if _, err := c.do(ctx, http.MethodGet, path, nil, "", &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Value...)
+		next, err := c.relative(l.NextLink)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", path, err)
+		}
+		path = next
+	}
+	return out, nil
+}
+
+// relative turns a nextLink into a path (with query) below the base URL. An
+// absolute link must point at the same server: the token is never sent
+// anywhere else.
+func (c *Client) relative(link string) (string, error) {
+	if link == "" {
+		return "", nil
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		return "", fmt.Errorf("bad nextLink %q: %w", link, err)
+	}
+	if u.IsAbs() {
+		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+			return "", fmt.Errorf("nextLink %q points at another server", link)
+		}
+		u.Path = strings.TrimPrefix(u.Path, c.base.Path)
+	}
+	if !strings.HasPrefix(u.Path, "/") {
+		return "", fmt.Errorf("nextLink %q is not a path", link)
+	}
+	return u.RequestURI(), nil
+}
+
+// mergePatch marks a body to be sent as application/merge-patch+json.
+type mergePatch struct{ v any }
+
+func (c *Client) do(ctx context.Context, method, path string, body any, ifMatch string, out any) (http.Header, error) {
+	return c.doTimeout(ctx, method, path, body, ifMatch, out, c.requestTimeout)
+}
+
+func (c *Client) doTimeout(ctx context.Context, method, path string, body any, ifMatch string, out any, timeout time.Duration) (http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if c.base.Opaque != "" || c.base.Host == "" {
+		return nil, fmt.Errorf("%s %s: invalid server URL %q", method, path, c.base.String())
+	}
+	var (
+		rd          io.Reader
+		contentType string
+	)
+	if body != nil {
+		contentType = "application/json"
+		if mp, ok := body.(mergePatch); ok {
+			contentType, body = "application/merge-patch+json", mp.v
+		}
+		var data []byte
+		switch b := body.(type) {
+		case []byte:
+			data = b
+		case json.RawMessage:
+			data = b
+		default:
+			var err error
+			if data, err = json.Marshal(body); err != nil {
+				return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
+			}
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if ifMatch != "" {
+		req.Header.Set("If-Match", quoteETag(ifMatch))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read response: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The headers come back with the error for Retry-After.
+		return resp.Header, decodeError(resp, data)
+	}
+	if out != nil && len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode response: %w", method, path, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+// quoteETag makes an entity tag as If-Match wants it: quoted, or "*".
+func quoteETag(s string) string {
+	if s == "*" || strings.HasPrefix(s, `"`) || strings.HasPrefix(s, `W/"`) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// decodeError turns a non-2xx response into an *APIError. A body that is not
+// the API's error shape (a proxy's page, say) still gives a code from the
+// status and a short message.
+func decodeError(resp *http.Response, data []byte) error {
+	e := &APIError{StatusCode: resp.StatusCode}
+	var er ErrorResponse
+	if json.Unmarshal(data, &er) == nil && er.Error.Code != "" {
+		e.Err = er.Error
+	} else {
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		e.Err = Error{Code: codeForStatus(resp.StatusCode), Message: msg}
+	}
+	return e
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return CodeUnauthorized
+	case http.StatusForbidden:
+		return CodeForbidden
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusConflict:
+		return CodeConflict
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusRequestEntityTooLarge:
+		return CodeRequestTooLarge
+	case http.StatusUnsupportedMediaType:
+		return CodeUnsupportedMedia
+	case http.StatusTooManyRequests:
+		return CodeThrottled
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return CodeUnavailable
+	}
+	return CodeInternal
+}
+
+// transient reports whether a failed request may succeed when repeated.
+func transient(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.StatusCode >= 500 || ae.StatusCode == http.StatusTooManyRequests
+	}
+	var ne net.Error
+	return errors.As(err, &ne) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, context.DeadlineExceeded) // the per-request timeout
+}
+
+// retryAfter reads a Retry-After header given in seconds.
+func retryAfter(h http.Header) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
