@@ -1,0 +1,236 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+func clusterOut(cl *store.Cluster) v1.Cluster {
+	return v1.Cluster{
+		Name:   cl.Name,
+		ID:     clusterPath(cl.Project, cl.Name),
+		ETag:   cl.ETag,
+		Spec:   cl.Spec,
+		Status: cl.Status,
+	}
+}
+
+func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	items, next, err := s.store.ListClusters(r.Context(), r.PathValue("project"), pg)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, clusterOut)
+	return nil
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", quoteETag(cl.ETag))
+	writeJSON(w, http.StatusOK, clusterOut(cl))
+	return nil
+}
+
+// putCluster creates (201) or replaces (202) a cluster.
+func (s *Server) putCluster(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	m, err := parseObject(body)
+	if err != nil {
+		return err
+	}
+	return s.writeCluster(w, r, func(existing *store.Cluster) (v1.ClusterSpec, error) {
+		return s.clusterSpec(r, m)
+	})
+}
+
+// patchCluster applies a JSON merge patch (RFC 7386) to the cluster's
+// {"name", "spec"} and replaces it with the result (202).
+func (s *Server) patchCluster(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	patch, err := parseObject(body)
+	if err != nil {
+		return err
+	}
+	return s.writeCluster(w, r, func(existing *store.Cluster) (v1.ClusterSpec, error) {
+		if existing == nil {
+			return v1.ClusterSpec{}, notFound("cluster", "the cluster does not exist; create it with PUT")
+		}
+		doc, err := toMap(struct {
+			Name string         `json:"name"`
+			Spec v1.ClusterSpec `json:"spec"`
+		}{existing.Name, existing.Spec})
+		if err != nil {
+			return v1.ClusterSpec{}, err
+		}
+		merged, _ := mergePatch(doc, patch).(map[string]any)
+		return s.clusterSpec(r, merged)
+	})
+}
+
+// clusterSpec decodes a cluster body strictly, checks its name, applies
+// defaults and validates the spec. Read-only fields (id, etag, status) are
+// ignored.
+func (s *Server) clusterSpec(r *http.Request, m map[string]any) (v1.ClusterSpec, error) {
+	m = clone(m)
+	delete(m, "id")
+	delete(m, "etag")
+	delete(m, "status")
+	var in v1.Cluster
+	if err := decodeMap(m, &in); err != nil {
+		return v1.ClusterSpec{}, err
+	}
+	name := r.PathValue("cluster")
+	if in.Name != "" && in.Name != name {
+		return v1.ClusterSpec{}, badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
+	}
+	Defaults(&in.Spec)
+	if failures := validate.Cluster(name, &in.Spec, s.providers); len(failures) > 0 {
+		return v1.ClusterSpec{}, validationError("cluster", failures)
+	}
+	return in.Spec, nil
+}
+
+func clone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// deleteCluster starts deleting a cluster (202).
+func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.writeCluster(w, r, nil)
+}
+
+// writeCluster runs one cluster change: it reads the cluster, checks the
+// request's conditions, builds the new spec (spec == nil means delete) and
+// writes the cluster and a new operation with one BeginOperation,
+// conditional on what it read. A concurrent change between the read and
+// the write makes it start again.
+func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(existing *store.Cluster) (v1.ClusterSpec, error)) error {
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	key := clusterKey(r)
+	for range maxAttempts {
+		existing, err := s.store.GetCluster(r.Context(), key)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if existing == nil && spec == nil {
+			return notFound("cluster", "the cluster does not exist")
+		}
+		current := ""
+		if existing != nil {
+			current = existing.ETag
+		}
+		if err := conds.check(current, "cluster"); err != nil {
+			return err
+		}
+		cl, op := s.nextOperation(key, existing, spec == nil)
+		if spec != nil {
+			if cl.Spec, err = spec(existing); err != nil {
+				return err
+			}
+		}
+		err = s.store.BeginOperation(r.Context(), cl, op, writeCond(current))
+		if raced(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.log.InfoContext(r.Context(), "operation started", "requestId", requestID(r.Context()),
+			"cluster", key.String(), "operation", op.ID, "kind", op.Kind)
+		h := w.Header()
+		h.Set("Azure-AsyncOperation", operationPath(op.ID))
+		h.Set("Location", operationPath(op.ID))
+		h.Set("Retry-After", "1")
+		h.Set("ETag", quoteETag(cl.ETag))
+		status := http.StatusAccepted
+		if existing == nil {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, clusterOut(cl))
+		return nil
+	}
+	return errBusy("cluster")
+}
+
+// nextOperation builds the cluster record (spec not yet set, except on
+// delete) and the operation of the change that follows existing (nil when
+// the cluster is new). A PUT or PATCH on a cluster whose create failed
+// retries the create.
+func (s *Server) nextOperation(key store.Key, existing *store.Cluster, del bool) (*store.Cluster, *store.Operation) {
+	now := s.now().UTC()
+	kind, state := v1.KindCreate, v1.StateCreating
+	cl := &store.Cluster{Project: key.Project, Name: key.Name}
+	if existing != nil {
+		cl.Spec = existing.Spec
+		cl.Status = existing.Status
+		failedCreate := existing.Status.ProvisioningState == v1.StateFailed &&
+			existing.Status.FailedProvisioningState == v1.StateCreating
+		switch {
+		case del:
+			kind, state = v1.KindDelete, v1.StateDeleting
+		case !failedCreate:
+			kind, state = v1.KindUpdate, v1.StateUpdating
+		}
+	} else {
+		cl.Status.CreatedAt = now
+	}
+	id := newOperationID()
+	cl.Status.ProvisioningState = state
+	cl.Status.FailedProvisioningState = ""
+	cl.Status.CurrentOperation = id
+	cl.Status.UpdatedAt = now
+	op := &store.Operation{
+		ID: id, Project: key.Project, Cluster: key.Name,
+		Kind: kind, Status: v1.OpInProgress, StartTime: now,
+	}
+	for _, name := range s.steps(kind) {
+		op.Steps = append(op.Steps, v1.Step{Name: name, State: v1.StepPending})
+	}
+	return cl, op
+}
+
+// newOperationID is a UUIDv7, so ids sort by creation time.
+func newOperationID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		// NewV7 fails only when the system's randomness does; a v4 id
+		// still identifies the operation.
+		return uuid.NewString()
+	}
+	return id.String()
+}

@@ -1,0 +1,51 @@
+package server
+
+import v1 "kiln.dev/kiln/api/v1"
+
+// Default values of a cluster spec; docs/api.md lists them.
+const (
+	DefaultProvider           = "local"
+	DefaultKubernetesVersion  = "v1.36.3"
+	DefaultPodCIDR            = "10.244.0.0/16"
+	DefaultServiceCIDR        = "10.96.0.0/12"
+	DefaultCNI                = "calico"
+	DefaultControlPlaneSize   = 1
+	DefaultNodeApproval       = "auto"
+	DefaultCertificateTTLDays = 365
+	DefaultMaxSurge           = 1
+)
+
+// Defaults fills the empty fields of spec that have a default. It runs
+// before validation, so a value the user gave is never replaced.
+func Defaults(spec *v1.ClusterSpec) {
+	if spec.Provider == "" {
+		spec.Provider = DefaultProvider
+	}
+	if spec.KubernetesVersion == "" {
+		spec.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if spec.Network.PodCIDR == "" {
+		spec.Network.PodCIDR = DefaultPodCIDR
+	}
+	if spec.Network.ServiceCIDR == "" {
+		spec.Network.ServiceCIDR = DefaultServiceCIDR
+	}
+	if spec.Network.CNI == "" {
+		spec.Network.CNI = DefaultCNI
+	}
+	if spec.ControlPlane.Size == 0 {
+		spec.ControlPlane.Size = DefaultControlPlaneSize
+	}
+	if spec.NodeApproval == "" {
+		spec.NodeApproval = DefaultNodeApproval
+	}
+	if spec.CertificateTTLDays == 0 {
+		spec.CertificateTTLDays = DefaultCertificateTTLDays
+	}
+	for i := range spec.WorkerPools {
+		ro := &spec.WorkerPools[i].Rollout
+		if ro.MaxSurge == 0 && ro.MaxUnavailable == 0 {
+			ro.MaxSurge = DefaultMaxSurge
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// apiError is an error with its HTTP status and the body a user reads. The
+// cause, if any, is for the log only.
+type apiError struct {
+	status int
+	body   v1.Error
+	cause  error
+}
+
+func (e *apiError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%d %s: %s: %v", e.status, e.body.Code, e.body.Message, e.cause)
+	}
+	return fmt.Sprintf("%d %s: %s", e.status, e.body.Code, e.body.Message)
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
+
+func newError(status int, code, target, format string, args ...any) *apiError {
+	return &apiError{status: status, body: v1.Error{Code: code, Target: target, Message: fmt.Sprintf(format, args...)}}
+}
+
+func badRequest(target, format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, v1.CodeInvalidParameter, target, format, args...)
+}
+
+func invalidRequest(format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, v1.CodeInvalidRequest, "", format, args...)
+}
+
+func notFound(target, format string, args ...any) *apiError {
+	return newError(http.StatusNotFound, v1.CodeNotFound, target, format, args...)
+}
+
+// validationError is the 400 for a list of validation failures: the first
+// failure's code and target on top, every failure in details.
+func validationError(what string, failures []v1.Error) *apiError {
+	first := failures[0]
+	msg := first.Message
+	if len(failures) > 1 {
+		msg = fmt.Sprintf("the %s has %d problems; the first: %s", what, len(failures), first.Message)
+	}
+	return &apiError{status: http.StatusBadRequest, body: v1.Error{
+		Code: first.Code, Target: first.Target, Message: msg, Details: failures,
+	}}
+}
+
+// conflictError is the 409 for a change refused because an operation runs.
+func conflictError(ce *store.ConflictError) *apiError {
+	return &apiError{status: http.StatusConflict, cause: ce, body: v1.Error{
+		Code:    v1.CodeConflict,
+		Target:  operationPath(ce.Operation),
+		Message: fmt.Sprintf("the cluster is %s: operation %s is still running; wait for it to finish and try again", ce.State, ce.Operation),
+	}}
+}
+
+// toAPIError maps any error to what the user sees. what names the record
+// the handler worked on ("cluster", "project", ...) for NotFound and the
+// etag errors.
+func toAPIError(err error, what string) *apiError {
+	if ae, ok := errors.AsType[*apiError](err); ok {
+		return ae
+	}
+	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
+		return conflictError(ce)
+	}
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return &apiError{status: http.StatusRequestEntityTooLarge, cause: err, body: v1.Error{
+			Code: v1.CodeRequestTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit),
+		}}
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, cause: err, body: v1.Error{
+			Code: v1.CodeNotFound, Target: what, Message: fmt.Sprintf("the %s does not exist", what)}}
+	case errors.Is(err, store.ErrExists):
+		return &apiError{status: http.StatusPreconditionFailed, cause: err, body: v1.Error{
+			Code: v1.CodePreconditionFailed, Target: "If-None-Match", Message: fmt.Sprintf("the %s already exists", what)}}
+	case errors.Is(err, store.ErrPreconditionFailed):
+		return &apiError{status: http.StatusPreconditionFailed, cause: err, body: v1.Error{
+			Code: v1.CodePreconditionFailed, Target: "If-Match", Message: fmt.Sprintf("the %s's etag does not match If-Match; read it again and retry", what)}}
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
+			Code: v1.CodeConflict, Message: fmt.Sprintf("the %s is busy with another operation; try again when it finishes", what)}}
+	case errors.Is(err, store.ErrNotEmpty):
+		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
+			Code: v1.CodeConflict, Target: what, Message: fmt.Sprintf("the %s is not empty; delete what it holds first", what)}}
+	}
+	return &apiError{status: http.StatusInternalServerError, cause: err, body: v1.Error{
+		Code: v1.CodeInternal, Message: "an internal error occurred; the request id identifies it to an operator",
+	}}
+}
+
+// writeError answers with the error shape. A 500's cause is logged here,
+// once; the response says nothing about it.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, what string) {
+	ae := toAPIError(err, what)
+	if ae.status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed",
+			slog.String("requestId", requestID(r.Context())), slog.Any("error", err))
+		ae.body.Message = fmt.Sprintf("%s (request id %s)", ae.body.Message, requestID(r.Context()))
+	}
+	writeJSON(w, ae.status, v1.ErrorResponse{Error: ae.body})
+}
+
+// errorBody writes an error shape without a handler context (middleware).
+func errorBody(w http.ResponseWriter, status int, code, target, message string) {
+	writeJSON(w, status, v1.ErrorResponse{Error: v1.Error{Code: code, Target: target, Message: message}})
+}

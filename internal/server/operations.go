@@ -1,0 +1,134 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// MaxWait is the longest long-poll (?wait=) of an operation.
+const MaxWait = 60 * time.Second
+
+func operationOut(op *store.Operation) v1.Operation {
+	steps := op.Steps
+	if steps == nil {
+		steps = []v1.Step{}
+	}
+	return v1.Operation{
+		ID:              operationPath(op.ID),
+		Name:            op.ID,
+		Status:          op.Status,
+		StartTime:       op.StartTime,
+		EndTime:         op.EndTime,
+		PercentComplete: op.Percent(),
+		Error:           op.Error,
+		Properties: v1.OperationProperties{
+			Kind:   op.Kind,
+			Target: clusterPath(op.Project, op.Cluster),
+			Steps:  steps,
+		},
+	}
+}
+
+// listOperations lists a cluster's operations oldest first (ids are
+// UUIDv7, which sort by creation time). Like events, they outlive the
+// cluster.
+func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	items, next, err := s.store.ListOperations(r.Context(), clusterKey(r), pg)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, operationOut)
+	return nil
+}
+
+// getOperation returns an operation. With ?wait=<duration> (at most
+// MaxWait) it long-polls: it answers as soon as the operation differs from
+// what it was when the request arrived (status, percent or steps) or is
+// terminal, or when the wait is over, with the state at that moment.
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxWait {
+			return badRequest("wait", "wait must be a duration from 0s to %s, such as 30s", MaxWait)
+		}
+		wait = d
+	}
+	id := r.PathValue("operation")
+	ctx := r.Context()
+
+	first, err := s.store.GetOperation(ctx, id)
+	if err != nil {
+		return err
+	}
+	op := first
+	if wait > 0 && !v1.Terminal(first.Status) {
+		deadline := time.NewTimer(wait)
+		defer deadline.Stop()
+		tick := time.NewTicker(s.poll)
+		defer tick.Stop()
+	poll:
+		for {
+			// Watch before reading, so a notify between the read and the
+			// wait is not lost.
+			woken, release := s.notes.watch(id)
+			op, err = s.store.GetOperation(ctx, id)
+			if err != nil {
+				release()
+				return err
+			}
+			if v1.Terminal(op.Status) || changed(first, op) {
+				release()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				release()
+				return nil // the client is gone; nobody reads an answer
+			case <-deadline.C:
+				release()
+				if op, err = s.store.GetOperation(ctx, id); err != nil {
+					return err
+				}
+				break poll
+			case <-woken:
+			case <-tick.C:
+			}
+			release()
+		}
+	}
+	writeJSON(w, http.StatusOK, operationOut(op))
+	return nil
+}
+
+// changed reports whether a long-poller would see a difference.
+func changed(a, b *store.Operation) bool {
+	if a.Status != b.Status || a.Percent() != b.Percent() || len(a.Steps) != len(b.Steps) {
+		return true
+	}
+	for i := range a.Steps {
+		x, y := a.Steps[i], b.Steps[i]
+		if x.Name != y.Name || x.State != y.State || x.Attempts != y.Attempts || x.Message != y.Message ||
+			!sameTime(x.StartTime, y.StartTime) || !sameTime(x.EndTime, y.EndTime) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}

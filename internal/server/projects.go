@@ -1,0 +1,117 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+func projectOut(p *v1.Project) v1.Project {
+	out := *p
+	out.ID = projectPath(p.Name)
+	return out
+}
+
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.store.ListProjects(r.Context(), pg)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, projectOut)
+	return nil
+}
+
+func (s *Server) getProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.store.GetProject(r.Context(), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", quoteETag(p.ETag))
+	writeJSON(w, http.StatusOK, projectOut(p))
+	return nil
+}
+
+// putProject creates (201) or replaces (200) a project.
+func (s *Server) putProject(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("project")
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var in v1.Project
+	if err := decodeStrict(body, &in); err != nil {
+		return err
+	}
+	if in.Name != "" && in.Name != name {
+		return badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
+	}
+	for range maxAttempts {
+		existing, err := s.store.GetProject(r.Context(), name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		current := ""
+		p := &v1.Project{Name: name, DisplayName: in.DisplayName, CreatedAt: s.now().UTC()}
+		if existing != nil {
+			current = existing.ETag
+			p.CreatedAt = existing.CreatedAt
+		}
+		if err := conds.check(current, "project"); err != nil {
+			return err
+		}
+		err = s.store.PutProject(r.Context(), p, writeCond(current))
+		if raced(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if existing == nil {
+			status = http.StatusCreated
+		}
+		w.Header().Set("ETag", quoteETag(p.ETag))
+		writeJSON(w, status, projectOut(p))
+		return nil
+	}
+	return errBusy("project")
+}
+
+func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) error {
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	c := store.Cond{IfMatch: conds.ifMatch}
+	if err := s.store.DeleteProject(r.Context(), r.PathValue("project"), c); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// maxAttempts bounds the read-check-write loop of a write that races
+// another writer of the same record.
+const maxAttempts = 3
+
+// raced reports whether a conditional write failed only because the record
+// changed (or appeared, or vanished) after it was read.
+func raced(err error) bool {
+	return errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrPreconditionFailed) ||
+		errors.Is(err, store.ErrNotFound)
+}
+
+func errBusy(what string) error {
+	return newError(http.StatusConflict, v1.CodeConflict, "",
+		"the %s kept changing while this request was processed; try again", what)
+}

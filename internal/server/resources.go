@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// syncResource describes a project child written synchronously (no
+// operation): cloud accounts and profiles share one set of handlers.
+type syncResource[R any, W any] struct {
+	what   string // singular, also the path wildcard: "cloudaccount"
+	plural string // path segment: "cloudaccounts"
+	get    func(ctx context.Context, project, name string) (R, error)
+	list   func(ctx context.Context, project string, pg store.Page) ([]R, string, error)
+	put    func(ctx context.Context, rec R, c store.Cond) error
+	del    func(ctx context.Context, project, name string, c store.Cond) error
+	// build decodes and validates a PUT body into the record to write;
+	// existing is the stored record, or the zero R when there is none.
+	build func(r *http.Request, project, name string, body []byte, existing R, exists bool) (R, error)
+	// out is the wire form: it sets the id and leaves out every secret.
+	out  func(R) W
+	etag func(R) string
+}
+
+func registerResource[R, W any](s *Server, res syncResource[R, W]) {
+	base := "/v1/projects/{project}/" + res.plural
+	one := base + "/{" + res.what + "}"
+	s.handle("GET "+base, "project", func(w http.ResponseWriter, r *http.Request) error {
+		pg, err := page(r)
+		if err != nil {
+			return err
+		}
+		if err := s.requireProject(r); err != nil {
+			return err
+		}
+		items, next, err := res.list(r.Context(), r.PathValue("project"), pg)
+		if err != nil {
+			return err
+		}
+		list(w, r, pg, items, next, res.out)
+		return nil
+	})
+	s.handle("GET "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.requireProject(r); err != nil {
+			return err
+		}
+		rec, err := res.get(r.Context(), r.PathValue("project"), r.PathValue(res.what))
+		if err != nil {
+			return err
+		}
+		w.Header().Set("ETag", quoteETag(res.etag(rec)))
+		writeJSON(w, http.StatusOK, res.out(rec))
+		return nil
+	})
+	s.handle("PUT "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+		return putResource(s, res, w, r)
+	})
+	s.handle("DELETE "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+		conds, err := readConditions(r)
+		if err != nil {
+			return err
+		}
+		if err := s.requireProject(r); err != nil {
+			return err
+		}
+		err = res.del(r.Context(), r.PathValue("project"), r.PathValue(res.what), store.Cond{IfMatch: conds.ifMatch})
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+// putResource creates (201) or replaces (200) a synchronous resource.
+func putResource[R, W any](s *Server, res syncResource[R, W], w http.ResponseWriter, r *http.Request) error {
+	project, name := r.PathValue("project"), r.PathValue(res.what)
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	for range maxAttempts {
+		existing, err := res.get(r.Context(), project, name)
+		exists := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		current := ""
+		if exists {
+			current = res.etag(existing)
+		}
+		if err := conds.check(current, res.what); err != nil {
+			return err
+		}
+		rec, err := res.build(r, project, name, body, existing, exists)
+		if err != nil {
+			return err
+		}
+		err = res.put(r.Context(), rec, writeCond(current))
+		if raced(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if !exists {
+			status = http.StatusCreated
+		}
+		w.Header().Set("ETag", quoteETag(res.etag(rec)))
+		writeJSON(w, status, res.out(rec))
+		return nil
+	}
+	return errBusy(res.what)
+}
+
+// checkName refuses a body whose name differs from the URL's.
+func checkName(body, url string) error {
+	if body != "" && body != url {
+		return badRequest("name", "the body's name %q differs from the URL's %q", body, url)
+	}
+	return nil
+}
+
+// cloudAccounts: credentials are accepted on PUT and never returned. A PUT
+// without credentials keeps the stored ones.
+func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount] {
+	return syncResource[*store.CloudAccount, v1.CloudAccount]{
+		what: "cloudaccount", plural: "cloudaccounts",
+		get: s.store.GetCloudAccount, list: s.store.ListCloudAccounts,
+		put: s.store.PutCloudAccount, del: s.store.DeleteCloudAccount,
+		build: func(r *http.Request, project, name string, body []byte, existing *store.CloudAccount, exists bool) (*store.CloudAccount, error) {
+			var in v1.CloudAccount
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, err
+			}
+			if err := checkName(in.Name, name); err != nil {
+				return nil, err
+			}
+			if failures := validate.CloudAccount(name, &in, s.providers); len(failures) > 0 {
+				return nil, validationError("cloud account", failures)
+			}
+			a := &store.CloudAccount{Project: project, CloudAccount: v1.CloudAccount{
+				Name: name, Provider: in.Provider, Credentials: in.Credentials, CreatedAt: s.now().UTC(),
+			}}
+			if exists {
+				a.CreatedAt = existing.CreatedAt
+				if a.Credentials == nil {
+					a.Credentials = existing.Credentials
+				}
+			}
+			return a, nil
+		},
+		out: func(a *store.CloudAccount) v1.CloudAccount {
+			out := a.CloudAccount
+			out.ID = childPath(a.Project, "cloudaccounts", a.Name)
+			out.Credentials = nil
+			return out
+		},
+		etag: func(a *store.CloudAccount) string { return a.ETag },
+	}
+}
+
+func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
+	return syncResource[*store.Profile, v1.Profile]{
+		what: "profile", plural: "profiles",
+		get: s.store.GetProfile, list: s.store.ListProfiles,
+		put: s.store.PutProfile, del: s.store.DeleteProfile,
+		build: func(r *http.Request, project, name string, body []byte, existing *store.Profile, exists bool) (*store.Profile, error) {
+			var in v1.Profile
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, err
+			}
+			if err := checkName(in.Name, name); err != nil {
+				return nil, err
+			}
+			if failures := validate.Profile(name, &in); len(failures) > 0 {
+				return nil, validationError("profile", failures)
+			}
+			p := &store.Profile{Project: project, Profile: v1.Profile{
+				Name: name, Version: in.Version, KubernetesVersion: in.KubernetesVersion,
+				CNI: in.CNI, Packs: in.Packs, CreatedAt: s.now().UTC(),
+			}}
+			if exists {
+				p.CreatedAt = existing.CreatedAt
+			}
+			return p, nil
+		},
+		out: func(p *store.Profile) v1.Profile {
+			out := p.Profile
+			out.ID = childPath(p.Project, "profiles", p.Name)
+			return out
+		},
+		etag: func(p *store.Profile) string { return p.ETag },
+	}
+}

@@ -1,0 +1,314 @@
+// Package server is Kiln's API frontend: the HTTP handler that authenticates
+// requests, validates them, records what the user wants in the store and
+// answers at once, with an operation to poll for every cluster change.
+//
+// The http.Server around it (timeouts, TLS, graceful shutdown) is main's.
+// Its WriteTimeout must exceed MaxWait, or long-polls are cut off.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Store is what the frontend needs of the store; store.Store satisfies it.
+type Store interface {
+	PutProject(ctx context.Context, p *v1.Project, c store.Cond) error
+	GetProject(ctx context.Context, name string) (*v1.Project, error)
+	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
+	DeleteProject(ctx context.Context, name string, c store.Cond) error
+
+	GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error)
+	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
+
+	GetOperation(ctx context.Context, id string) (*store.Operation, error)
+	ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error)
+
+	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
+	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+
+	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
+	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
+	ListCloudAccounts(ctx context.Context, project string, pg store.Page) ([]*store.CloudAccount, string, error)
+	DeleteCloudAccount(ctx context.Context, project, name string, c store.Cond) error
+
+	PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error
+	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+	ListProfiles(ctx context.Context, project string, pg store.Page) ([]*store.Profile, string, error)
+	DeleteProfile(ctx context.Context, project, name string, c store.Cond) error
+
+	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
+
+	Ping(ctx context.Context) error
+}
+
+// Options configure a Server. Store and Auth are required; the rest have
+// working zero values.
+type Options struct {
+	Store  Store
+	Auth   Auth
+	Logger *slog.Logger // nil discards
+	// Registry receives the request metrics. If it is also a
+	// prometheus.Gatherer (a *prometheus.Registry is), /metrics serves it;
+	// nil means a private registry of the server's own.
+	Registry prometheus.Registerer
+	// Steps names the Pending steps of a new operation of a kind
+	// (v1.KindCreate, ...); main wires in the backend's plan. nil: no steps.
+	Steps func(kind string) []string
+	// Providers are the known values of spec.provider; nil means "local".
+	Providers []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// PollInterval is how often a long-poll re-reads the store, for
+	// backends in other processes; 0 means 500ms.
+	PollInterval time.Duration
+	// RateLimit is requests a second per caller, with bursts of RateBurst;
+	// 0 means 100 (burst 200), negative turns limiting off.
+	RateLimit float64
+	RateBurst int
+}
+
+// Server is the API frontend, an http.Handler.
+type Server struct {
+	store     Store
+	auth      Auth
+	log       *slog.Logger
+	steps     func(kind string) []string
+	providers []string
+	now       func() time.Time
+	poll      time.Duration
+	limiter   *limiter
+	m         *metrics
+	gatherer  prometheus.Gatherer
+	notes     notifier
+
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// New returns a Server. It panics if opts.Store or opts.Auth is nil, a
+// wiring mistake.
+func New(opts Options) *Server {
+	if opts.Store == nil || opts.Auth == nil {
+		panic("server.New: Options.Store and Options.Auth are required")
+	}
+	s := &Server{
+		store:     opts.Store,
+		auth:      opts.Auth,
+		log:       opts.Logger,
+		steps:     opts.Steps,
+		providers: opts.Providers,
+		now:       opts.Now,
+		poll:      opts.PollInterval,
+		mux:       http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.steps == nil {
+		s.steps = func(string) []string { return nil }
+	}
+	if len(s.providers) == 0 {
+		s.providers = []string{"local"}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.poll <= 0 {
+		s.poll = 500 * time.Millisecond
+	}
+	switch {
+	case opts.RateLimit == 0:
+		s.limiter = newLimiter(100, 200, s.now)
+	case opts.RateLimit > 0:
+		burst := opts.RateBurst
+		if burst < 1 {
+			burst = max(1, int(2*opts.RateLimit))
+		}
+		s.limiter = newLimiter(opts.RateLimit, burst, s.now)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg = r
+	}
+	s.m = newMetrics(reg)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		s.gatherer = g
+	}
+	s.routes()
+	s.handler = s.requestID(s.logRequests(s.metrics(s.recoverPanics(headers(http.HandlerFunc(s.route))))))
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Notify wakes long-polls of the operation id; an in-process backend calls
+// it after each write to an operation. It is optional: long-polls also
+// re-read the store every PollInterval.
+func (s *Server) Notify(id string) { s.notes.notify(id) }
+
+// handlerFunc is a handler that returns its error; what names the record
+// it works on for error messages.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle registers an authenticated route.
+func (s *Server) handle(pattern, what string, h handlerFunc) {
+	s.register(pattern, what, true, h)
+}
+
+func (s *Server) register(pattern, what string, authenticated bool, h handlerFunc) {
+	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err, what)
+		}
+	})
+	if authenticated {
+		next = s.authenticate(s.rateLimit(next))
+	}
+	next = validateURL(limitBody(next))
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r.Context()).pattern = r.Pattern
+		next.ServeHTTP(w, r)
+	}))
+}
+
+func (s *Server) routes() {
+	s.register("GET /healthz", "", false, s.healthz)
+	s.register("GET /readyz", "", false, s.readyz)
+	s.handle("GET /metrics", "", s.serveMetrics)
+
+	s.handle("GET /v1/projects", "project", s.listProjects)
+	s.handle("PUT /v1/projects/{project}", "project", s.putProject)
+	s.handle("GET /v1/projects/{project}", "project", s.getProject)
+	s.handle("DELETE /v1/projects/{project}", "project", s.deleteProject)
+
+	const cluster = "/v1/projects/{project}/clusters/{cluster}"
+	s.handle("GET /v1/projects/{project}/clusters", "project", s.listClusters)
+	s.handle("PUT "+cluster, "cluster", s.putCluster)
+	s.handle("PATCH "+cluster, "cluster", s.patchCluster)
+	s.handle("GET "+cluster, "cluster", s.getCluster)
+	s.handle("DELETE "+cluster, "cluster", s.deleteCluster)
+	s.handle("GET "+cluster+"/nodes", "cluster", s.listNodes)
+	s.handle("GET "+cluster+"/nodes/{node}", "node", s.getNode)
+	s.handle("GET "+cluster+"/operations", "project", s.listOperations)
+	s.handle("GET "+cluster+"/events", "project", s.listEvents)
+	s.handle("GET /v1/operations/{operation}", "operation", s.getOperation)
+
+	registerResource(s, cloudAccounts(s))
+	registerResource(s, profiles(s))
+}
+
+// route answers 404 and 405 in the error shape and hands everything else to
+// the mux.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux's own answer is plain text; run it into a recorder to learn
+	// whether it is a 404 or a 405 (and which methods are allowed).
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.code {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		errorBody(w, http.StatusMethodNotAllowed, v1.CodeMethodNotAllowed, "",
+			"method "+r.Method+" is not allowed here; allowed: "+rec.header.Get("Allow"))
+	case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusFound:
+		w.Header().Set("Location", rec.header.Get("Location"))
+		w.WriteHeader(rec.code)
+	default:
+		errorBody(w, http.StatusNotFound, v1.CodeNotFound, "", "no such route: "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// recorder captures the status and headers of the mux's fallback answers.
+type recorder struct {
+	header http.Header
+	code   int
+}
+
+func (rec *recorder) Header() http.Header { return rec.header }
+func (rec *recorder) Write(b []byte) (int, error) {
+	if rec.code == 0 {
+		rec.code = http.StatusOK
+	}
+	return len(b), nil
+}
+func (rec *recorder) WriteHeader(code int) {
+	if rec.code == 0 {
+		rec.code = code
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.WarnContext(r.Context(), "store not ready", slog.Any("error", err))
+		errorBody(w, http.StatusServiceUnavailable, v1.CodeUnavailable, "", "the store is not reachable")
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.gatherer == nil {
+		return notFound("", "this server's metrics registry cannot be served")
+	}
+	promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	return nil
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	labels := []string{"method", "route", "code"}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kiln_http_requests_total", Help: "API requests by method, route pattern and status code.",
+		}, labels),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kiln_http_request_duration_seconds", Help: "API request duration by method, route pattern and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, labels),
+	}
+	m.requests = register(reg, m.requests)
+	m.duration = register(reg, m.duration)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (two servers may share a registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("server: register metrics: " + err.Error())
+	}
+	return c
+}
