@@ -1,0 +1,159 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// fail ends the operation Failed at step i (-1: before any step) with one
+// FinishOperation: the step, the operation and the cluster's status commit
+// together, and the lease is released.
+func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
+	now := x.r.opts.Now().UTC()
+	step := ""
+	if i >= 0 {
+		s := &x.op.Steps[i]
+		step = s.Name
+		s.State, s.EndTime, s.Message = v1.StepFailed, &now, fe.Message
+	}
+	target := fe.Target
+	if target == "" {
+		target = fmt.Sprintf("/v1/projects/%s/clusters/%s", x.cl.Project, x.cl.Name)
+	}
+	x.op.Status, x.op.EndTime = v1.OpFailed, &now
+	x.op.Error = &v1.Error{Code: fe.Code, Message: fe.Message, Target: target}
+
+	st := &x.cl.Status
+	switch st.ProvisioningState {
+	case v1.StateCreating, v1.StateUpdating, v1.StateDeleting:
+		st.FailedProvisioningState = st.ProvisioningState
+	}
+	st.ProvisioningState = v1.StateFailed
+	st.LastError = &v1.StatusError{Code: fe.Code, Message: fe.Message, Step: step, Retryable: fe.Retryable}
+	st.UpdatedAt = now
+
+	x.log.Error("operation failed", "step", step, "code", fe.Code, "retryable", fe.Retryable, "err", fe)
+	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("finish failed operation: %w", err)
+	}
+	msg := fmt.Sprintf("%s operation failed: %s", x.op.Kind, fe.Message)
+	if step != "" {
+		msg = fmt.Sprintf("%s operation failed at step %s: %s", x.op.Kind, step, fe.Message)
+	}
+	x.event(ctx, "Warning", "OperationFailed", msg)
+	return nil
+}
+
+// succeed ends the operation Succeeded with one FinishOperation; a delete
+// removes the cluster and its nodes in the same transaction.
+func (x *run) succeed(ctx context.Context) error {
+	deleting := x.op.Kind == v1.KindDelete
+	st := &x.cl.Status
+	if !deleting {
+		if st.Endpoint == "" {
+			ep, err := x.endpoint(ctx)
+			if err != nil {
+				return fmt.Errorf("find endpoint: %w", err)
+			}
+			st.Endpoint = ep
+		}
+		counts, err := x.nodeCounts(ctx)
+		if err != nil {
+			return err
+		}
+		st.Nodes = counts
+	}
+	now := x.r.opts.Now().UTC()
+	x.op.Status, x.op.EndTime, x.op.Error = v1.OpSucceeded, &now, nil
+	st.ProvisioningState, st.FailedProvisioningState, st.LastError = v1.StateSucceeded, "", nil
+	st.UpdatedAt = now
+
+	x.log.Info("finishing operation", "kind", x.op.Kind, "endpoint", st.Endpoint)
+	if deleting {
+		// The cluster's timeline goes with it; say so while it exists.
+		x.event(ctx, "Normal", "OperationSucceeded", "delete operation succeeded; removing the cluster record")
+	}
+	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, deleting); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("finish operation: %w", err)
+	}
+	x.log.Info("operation succeeded", "kind", x.op.Kind, "duration", now.Sub(x.op.StartTime).Round(time.Millisecond))
+	if !deleting {
+		x.event(ctx, "Normal", "OperationSucceeded", fmt.Sprintf("%s operation succeeded", x.op.Kind))
+	}
+	return nil
+}
+
+// endpoint is the load balancer's address or, without load balancers, the
+// first control-plane machine's address on port 6443.
+func (x *run) endpoint(ctx context.Context) (string, error) {
+	if lbs, ok := x.p.(provider.LoadBalancers); ok {
+		lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)
+		if err != nil {
+			return "", fmt.Errorf("ensure load balancer: %w", err)
+		}
+		return lb.Address, nil
+	}
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return "", fmt.Errorf("list machines: %w", err)
+	}
+	for _, m := range ms {
+		if m.Role == v1.RoleControlPlane && m.Address != "" {
+			return net.JoinHostPort(m.Address, "6443"), nil
+		}
+	}
+	return "", nil
+}
+
+// nodeCounts summarises the cluster's node records.
+func (x *run) nodeCounts(ctx context.Context) (v1.NodeCounts, error) {
+	nodes, err := x.nodes(ctx)
+	if err != nil {
+		return v1.NodeCounts{}, err
+	}
+	var c v1.NodeCounts
+	for _, n := range nodes {
+		switch n.Role {
+		case v1.RoleControlPlane:
+			c.ControlPlane++
+		case v1.RoleWorker:
+			c.Workers++
+		}
+		if n.State == v1.NodeReady {
+			c.Ready++
+		}
+	}
+	return c, nil
+}
+
+// nodes returns every node record of the cluster, by name.
+func (x *run) nodes(ctx context.Context) (map[string]*store.Node, error) {
+	out := map[string]*store.Node{}
+	pg := store.Page{Limit: 1000}
+	for {
+		ns, next, err := x.s.ListNodes(ctx, x.cl.Key(), pg)
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		for _, n := range ns {
+			out[n.Name] = n
+		}
+		if next == "" {
+			return out, nil
+		}
+		pg.Token = next
+	}
+}

@@ -1,0 +1,267 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// machineParallelism bounds concurrent provider calls of one step.
+const machineParallelism = 8
+
+// controlPlaneMachines are the control-plane machines the spec wants, named
+// <cluster>-cp-<n>.
+func controlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
+	cp := cl.Spec.ControlPlane
+	ms := make([]provider.MachineSpec, cp.Size)
+	for i := range ms {
+		ms[i] = provider.MachineSpec{
+			Name:         fmt.Sprintf("%s-cp-%d", cl.Name, i),
+			Role:         v1.RoleControlPlane,
+			InstanceType: cp.InstanceType,
+			Zone:         zone(cp.Zones, i),
+		}
+	}
+	return ms
+}
+
+// workerMachines are the worker machines the spec wants, named
+// <cluster>-<pool>-<n>. A pool named "cp" would collide with the control
+// plane's names and is refused.
+func workerMachines(cl *store.Cluster) ([]provider.MachineSpec, error) {
+	var ms []provider.MachineSpec
+	for i, p := range cl.Spec.WorkerPools {
+		if p.Name == "cp" {
+			return nil, &failure.Error{Code: v1.CodeInvalidParameter, Target: fmt.Sprintf("spec.workerPools[%d].name", i),
+				Message: `worker pool name "cp" is reserved for the control plane's machines`}
+		}
+		for n := range p.Size {
+			ms = append(ms, provider.MachineSpec{
+				Name:         fmt.Sprintf("%s-%s-%d", cl.Name, p.Name, n),
+				Role:         v1.RoleWorker,
+				Pool:         p.Name,
+				InstanceType: p.InstanceType,
+				Zone:         zone(p.Zones, n),
+			})
+		}
+	}
+	return ms, nil
+}
+
+func zone(zones []string, i int) string {
+	if len(zones) == 0 {
+		return ""
+	}
+	return zones[i%len(zones)]
+}
+
+func names(ms []provider.MachineSpec) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// index is the machine's number within its pool, from its name; -1 if none.
+func index(name string) int {
+	n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// ensureMachines ensures every machine and the node record of every machine
+// that is Ready.
+func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(machineParallelism)
+	for _, spec := range specs {
+		g.Go(func() error {
+			x.log.Info("ensuring machine", "machine", spec.Name, "role", spec.Role, "pool", spec.Pool)
+			m, err := x.p.EnsureMachine(ctx, x.pc, spec)
+			if err != nil {
+				return fmt.Errorf("ensure machine %q: %w", spec.Name, err)
+			}
+			return x.syncNode(ctx, m)
+		})
+	}
+	return g.Wait()
+}
+
+// syncNode writes the node record of machine m. A Ready machine's node is
+// READY at once. A machine that is not Ready gets its node record when its
+// agent registers; an existing record gets the machine's details and keeps
+// its state.
+func (x *run) syncNode(ctx context.Context, m provider.Machine) error {
+	n, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if !m.Ready {
+			return nil
+		}
+		n = &store.Node{Project: x.cl.Project, Node: v1.Node{
+			Name:      m.Name,
+			ID:        fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", x.cl.Project, x.cl.Name, m.Name),
+			Cluster:   x.cl.Name,
+			CreatedAt: x.r.opts.Now().UTC(),
+		}}
+	case err != nil:
+		return fmt.Errorf("get node %q: %w", m.Name, err)
+	}
+	want := n.Node
+	want.Role, want.Pool, want.MachineID, want.Address = m.Role, m.Pool, m.ID, m.Address
+	if m.Ready {
+		want.State = v1.NodeReady
+	}
+	if n.ETag != "" && nodeEqual(n.Node, want) {
+		return nil
+	}
+	x.log.Info("writing node record", "node", m.Name, "state", want.State)
+	n.Node = want
+	if err := x.s.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+		return fmt.Errorf("put node %q: %w", m.Name, err)
+	}
+	return nil
+}
+
+func nodeEqual(a, b v1.Node) bool {
+	return a.Role == b.Role && a.Pool == b.Pool && a.MachineID == b.MachineID && a.Address == b.Address && a.State == b.State
+}
+
+// rank orders node states along the way to READY. A node that was READY and
+// is NOT_READY is configured but not ready; DELETING and FAILED reach nothing.
+func rank(state string) int {
+	switch state {
+	case v1.NodeDiscovered:
+		return 1
+	case v1.NodeApproved:
+		return 2
+	case v1.NodeConfigured:
+		return 3
+	case v1.NodeProvisioning, v1.NodeNotReady:
+		return 4
+	case v1.NodeReady:
+		return 5
+	}
+	return 0
+}
+
+// converge waits, within NodeTimeout, until every named node has reached
+// target. On the way it moves the nodes the control plane moves itself:
+// DISCOVERED to APPROVED when spec.nodeApproval is auto, and, with
+// configure, APPROVED to CONFIGURED (the role is already on the record; the
+// agent installs it next). Agents move nodes the rest of the way.
+func (x *run) converge(ctx context.Context, want []string, target, what string, configure bool) error {
+	auto := x.cl.Spec.NodeApproval == "" || x.cl.Spec.NodeApproval == "auto"
+	deadline := time.NewTimer(x.r.opts.NodeTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(x.r.opts.NodePoll)
+	defer tick.Stop()
+	logged := false
+	for {
+		nodes, err := x.nodes(ctx)
+		if err != nil {
+			return err
+		}
+		var missing []string
+		for _, name := range want {
+			n := nodes[name]
+			if n == nil {
+				missing = append(missing, name+" (not registered)")
+				continue
+			}
+			next := ""
+			switch {
+			case n.State == v1.NodeDiscovered && auto && rank(target) >= rank(v1.NodeApproved):
+				next = v1.NodeApproved
+			case n.State == v1.NodeApproved && configure:
+				next = v1.NodeConfigured
+			}
+			if next != "" {
+				x.log.Info("moving node", "node", name, "from", n.State, "to", next)
+				n.State = next
+				if err := x.s.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+					return fmt.Errorf("move node %q to %s: %w", name, next, err)
+				}
+			}
+			if rank(n.State) < rank(target) {
+				missing = append(missing, fmt.Sprintf("%s (%s)", name, n.State))
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if !logged {
+			x.log.Info("waiting for nodes", "target", target, "nodes", missing)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return failure.Retryable(v1.CodeTimeout, nil, "timed out after %s waiting for nodes to be %s: %s",
+				x.r.opts.NodeTimeout, what, strings.Join(missing, ", "))
+		case <-tick.C:
+		}
+	}
+}
+
+// removeMachines deletes, newest first (highest index), every machine and
+// node record whose name and role match, each machine before its record.
+func (x *run) removeMachines(ctx context.Context, match func(name, role string) bool) error {
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return fmt.Errorf("list machines: %w", err)
+	}
+	nodes, err := x.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	machine := map[string]bool{}
+	var doomed []string
+	for _, m := range ms {
+		if match(m.Name, m.Role) {
+			machine[m.Name] = true
+			doomed = append(doomed, m.Name)
+		}
+	}
+	for _, n := range nodes {
+		if !machine[n.Name] && match(n.Name, n.Role) {
+			doomed = append(doomed, n.Name)
+		}
+	}
+	slices.SortFunc(doomed, func(a, b string) int {
+		return cmp.Or(cmp.Compare(index(b), index(a)), strings.Compare(a, b))
+	})
+	for _, name := range doomed {
+		if machine[name] {
+			x.log.Info("deleting machine", "machine", name)
+			if err := x.p.DeleteMachine(ctx, x.pc, name); err != nil {
+				return fmt.Errorf("delete machine %q: %w", name, err)
+			}
+		}
+		if nodes[name] == nil {
+			continue
+		}
+		x.log.Info("deleting node record", "node", name)
+		err := x.s.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("delete node %q: %w", name, err)
+		}
+	}
+	return nil
+}

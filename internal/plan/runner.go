@@ -1,0 +1,348 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Store is what the runner needs of the store. Every write it makes is
+// fenced with the lease of the cluster it runs.
+type Store interface {
+	GetOperation(ctx context.Context, id string) (*store.Operation, error)
+	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error
+	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool) error
+	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
+
+	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
+	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
+	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
+
+	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
+	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// StepHook is an optional capability of a provider: BeforeStep is called
+// before every attempt of every step, and its error is treated as the
+// step's. The sim provider uses it to inject faults.
+type StepHook interface {
+	BeforeStep(ctx context.Context, c provider.Cluster, step string) error
+}
+
+// Options configure a Runner. Store and Providers are required.
+type Options struct {
+	Store     Store
+	Providers provider.Registry
+	Logger    *slog.Logger // default: slog.Default()
+
+	// MaxAttempts bounds the attempts of one step within one run before a
+	// retryable error fails the operation. Default 8.
+	MaxAttempts int
+	// MaxDequeues is how many claims without progress an operation gets
+	// before it fails with DequeueLimitExceeded. Default 5.
+	MaxDequeues int
+	// NewBackOff returns the wait between attempts of a step. Default:
+	// exponential from 1s, capped at 30s.
+	NewBackOff func() backoff.BackOff
+	// NodeTimeout bounds how long a step waits for nodes to reach a state
+	// before it fails with a retryable Timeout. Default 20m.
+	NodeTimeout time.Duration
+	// NodePoll is how often a waiting step looks at the nodes. Default 2s.
+	NodePoll time.Duration
+	// Now is the clock for step and operation times. Default time.Now.
+	Now func() time.Time
+}
+
+// Runner carries out a claimed cluster's current operation, step by step.
+// It implements worker.Runner.
+type Runner struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// NewRunner returns a Runner with opts, defaults filled in.
+func NewRunner(opts Options) *Runner {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 8
+	}
+	if opts.MaxDequeues <= 0 {
+		opts.MaxDequeues = 5
+	}
+	if opts.NewBackOff == nil {
+		opts.NewBackOff = func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval = time.Second
+			b.MaxInterval = 30 * time.Second
+			return b
+		}
+	}
+	if opts.NodeTimeout <= 0 {
+		opts.NodeTimeout = 20 * time.Minute
+	}
+	if opts.NodePoll <= 0 {
+		opts.NodePoll = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Runner{opts: opts, log: opts.Logger}
+}
+
+// skipError is returned by a step that has nothing to do for this cluster
+// (a provider without load balancers); the step is marked Skipped with the
+// reason as its message.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return e.reason }
+
+func skipped(format string, args ...any) error {
+	return &skipError{reason: fmt.Sprintf(format, args...)}
+}
+
+// run is one Run of one claimed cluster.
+type run struct {
+	r     *Runner
+	s     Store
+	cl    *store.Cluster
+	op    *store.Operation
+	fence store.Fence
+	p     provider.Provider
+	pc    provider.Cluster
+	log   *slog.Logger
+}
+
+// Run carries out cl's current operation with the lease cl was claimed with.
+// It returns nil when the operation reached a terminal state (Succeeded or
+// Failed, written in one FinishOperation), ctx.Err() when ctx was cancelled
+// (lease lost or drain; nothing more is written), and another error when a
+// store write failed; the next claimer then resumes at the step in flight.
+func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
+	log := r.log.With("cluster", cl.Key().String(), "operation", cl.Status.CurrentOperation)
+	op, err := r.opts.Store.GetOperation(ctx, cl.Status.CurrentOperation)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return r.orphaned(ctx, log, cl, "its operation record is missing")
+	case err != nil:
+		return fmt.Errorf("get operation %q: %w", cl.Status.CurrentOperation, err)
+	case v1.Terminal(op.Status):
+		return r.orphaned(ctx, log, cl, "its operation has already ended")
+	}
+	x := &run{
+		r: r, s: r.opts.Store, cl: cl, op: op, fence: cl.Lease.Fence(), log: log,
+		pc: provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
+	}
+	return x.execute(ctx)
+}
+
+// orphaned fails a cluster that is in progress without an operation to run,
+// so that it stops being claimed. Nothing else can finish it.
+func (r *Runner) orphaned(ctx context.Context, log *slog.Logger, cl *store.Cluster, why string) error {
+	log.Error("cluster is in progress but "+why+"; marking it Failed", "state", cl.Status.ProvisioningState)
+	cl.Status.FailedProvisioningState = cl.Status.ProvisioningState
+	cl.Status.ProvisioningState = v1.StateFailed
+	cl.Status.LastError = &v1.StatusError{Code: v1.CodeInternal, Message: "the operation could not be continued; retry it"}
+	cl.Status.UpdatedAt = r.opts.Now().UTC()
+	f := cl.Lease.Fence()
+	if err := r.opts.Store.PutClusterStatus(ctx, cl, store.Cond{Fence: &f}); err != nil {
+		return fmt.Errorf("mark orphaned cluster failed: %w", err)
+	}
+	return nil
+}
+
+func (x *run) execute(ctx context.Context) error {
+	if len(x.op.Steps) == 0 {
+		x.op.Steps = PendingSteps(x.op.Kind)
+		if x.op.Steps == nil {
+			return x.fail(ctx, -1, failure.Terminal(v1.CodeInternal, "unknown operation kind %q", x.op.Kind))
+		}
+		x.log.Info("filling in the operation's steps", "kind", x.op.Kind, "steps", len(x.op.Steps))
+		if err := x.save(ctx, false); err != nil {
+			return err
+		}
+	}
+	current := x.nextStep()
+	if x.cl.Dequeues > x.r.opts.MaxDequeues {
+		return x.fail(ctx, current, failure.Terminal(v1.CodeDequeueLimit,
+			"the operation made no progress after %d attempts", x.cl.Dequeues-1))
+	}
+	p, err := x.r.opts.Providers.Get(x.cl.Spec.Provider)
+	if err != nil {
+		return x.fail(ctx, current, &failure.Error{
+			Code:    v1.CodeInvalidParameter,
+			Message: fmt.Sprintf("provider %q is not available; available: %s", x.cl.Spec.Provider, strings.Join(x.r.opts.Providers.Names(), ", ")),
+			Target:  "spec.provider",
+			Err:     err,
+		})
+	}
+	x.p = p
+
+	if current >= 0 && x.op.Steps[current].Attempts == 0 && current == 0 {
+		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues)
+		x.event(ctx, "Normal", "OperationStarted", fmt.Sprintf("%s operation started", x.op.Kind))
+	} else if current >= 0 {
+		x.log.Info("resuming operation", "kind", x.op.Kind, "step", x.op.Steps[current].Name, "claims", x.cl.Dequeues)
+		x.event(ctx, "Normal", "OperationResumed", fmt.Sprintf("%s operation resumed at step %s", x.op.Kind, x.op.Steps[current].Name))
+	}
+
+	for i := range x.op.Steps {
+		if done(x.op.Steps[i].State) {
+			continue
+		}
+		fe, err := x.runStep(ctx, i)
+		if err != nil {
+			return err
+		}
+		if fe != nil {
+			return x.fail(ctx, i, fe)
+		}
+	}
+	return x.succeed(ctx)
+}
+
+func done(state string) bool { return state == v1.StepSucceeded || state == v1.StepSkipped }
+
+// nextStep is the index of the first step not done, or -1.
+func (x *run) nextStep() int {
+	for i, s := range x.op.Steps {
+		if !done(s.State) {
+			return i
+		}
+	}
+	return -1
+}
+
+// runStep runs step i until it succeeds, fails terminally, runs out of
+// attempts or ctx ends. It returns the terminal failure, not yet recorded,
+// or an error when the run must stop without writing anything more.
+func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
+	s := &x.op.Steps[i]
+	log := x.log.With("step", s.Name)
+	fn := x.stepFunc(s.Name)
+	if fn == nil {
+		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
+	}
+	b := x.r.opts.NewBackOff()
+	b.Reset()
+	for try := 1; ; try++ {
+		start := x.r.opts.Now().UTC()
+		s.State, s.StartTime, s.EndTime = v1.StepRunning, &start, nil
+		s.Attempts++
+		log.Info("running step", "attempt", s.Attempts)
+		if err := x.save(ctx, false); err != nil {
+			return nil, err
+		}
+		err := x.attempt(ctx, log, s.Name, fn)
+		if ctx.Err() != nil {
+			log.Info("step interrupted", "cause", context.Cause(ctx))
+			return nil, ctx.Err()
+		}
+		var skip *skipError
+		if err == nil || errors.As(err, &skip) {
+			end := x.r.opts.Now().UTC()
+			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, ""
+			if skip != nil {
+				s.State, s.Message = v1.StepSkipped, skip.reason
+			}
+			log.Info("step done", "state", s.State, "duration", end.Sub(start))
+			return nil, x.save(ctx, true)
+		}
+		fe := failure.From(err)
+		if !fe.Retryable {
+			return fe, nil
+		}
+		if try >= x.r.opts.MaxAttempts {
+			return &failure.Error{
+				Code:      fe.Code,
+				Message:   fmt.Sprintf("step %s failed after %d attempts: %s", s.Name, try, fe.Message),
+				Target:    fe.Target,
+				Retryable: true,
+				Err:       fe,
+			}, nil
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return fe, nil
+		}
+		s.Message = fmt.Sprintf("attempt %d failed: %s; retrying in %s", s.Attempts, fe.Message, wait.Round(time.Millisecond))
+		log.Warn("step failed; retrying", "attempt", s.Attempts, "code", fe.Code, "retryIn", wait, "err", err)
+		x.event(ctx, "Warning", "StepRetrying", fmt.Sprintf("step %s: %s", s.Name, s.Message))
+		if err := x.save(ctx, false); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			log.Info("step interrupted while backing off", "cause", context.Cause(ctx))
+			return nil, err
+		}
+	}
+}
+
+// attempt runs the provider's step hook, if any, then the step. A panic is
+// turned into a terminal Internal error.
+func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error("step panicked", "panic", v, "stack", string(debug.Stack()))
+			err = &failure.Error{Code: v1.CodeInternal, Message: "an internal error occurred", Err: fmt.Errorf("panic: %v", v)}
+		}
+	}()
+	if h, ok := x.p.(StepHook); ok {
+		if err := h.BeforeStep(ctx, x.pc, step); err != nil {
+			return err
+		}
+	}
+	return fn(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (x *run) save(ctx context.Context, progress bool) error {
+	if err := x.s.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("save operation: %w", err)
+	}
+	return nil
+}
+
+// event appends to the cluster's timeline. Events are best effort: a
+// failure is logged and the operation goes on.
+func (x *run) event(ctx context.Context, typ, reason, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	e := &store.Event{Project: x.cl.Project, Cluster: x.cl.Name,
+		Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: x.op.ID}}
+	if err := x.s.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", reason, "err", err)
+	}
+}

@@ -1,0 +1,186 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// stepFunc returns the code of a named step, or nil. Every step is
+// idempotent: running it again after it succeeded (or after a worker died in
+// the middle of it) changes nothing more.
+func (x *run) stepFunc(name string) func(context.Context) error {
+	return map[string]func(context.Context) error{
+		StepValidateDynamic:            x.validateDynamic,
+		StepEnsureNetwork:              x.ensureNetwork,
+		StepEnsureLoadBalancer:         x.ensureLoadBalancer,
+		StepEnsureControlPlaneMachines: x.ensureControlPlaneMachines,
+		StepWaitNodesRegistered:        x.waitNodesRegistered,
+		StepApproveNodes:               x.approveNodes,
+		StepInstallControlPlane:        x.installControlPlane,
+		StepEnsureWorkerMachines:       x.ensureWorkerMachines,
+		StepInstallWorkers:             x.installWorkers,
+		StepWaitNodesReady:             x.waitNodesReady,
+		StepRemoveSurplusMachines:      x.removeSurplusMachines,
+		StepDeleteWorkerMachines:       x.deleteWorkerMachines,
+		StepDeleteControlPlaneMachines: x.deleteControlPlaneMachines,
+		StepDeleteLoadBalancer:         x.deleteLoadBalancer,
+		StepDeleteNetwork:              x.deleteNetwork,
+	}[name]
+}
+
+// validateDynamic checks what static validation cannot: that what the spec
+// refers to exists.
+func (x *run) validateDynamic(ctx context.Context) error {
+	spec := x.cl.Spec
+	if name := spec.CloudAccount; name != "" {
+		a, err := x.s.GetCloudAccount(ctx, x.cl.Project, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.cloudAccount",
+				Message: fmt.Sprintf("cloud account %q does not exist in project %q", name, x.cl.Project)}
+		case err != nil:
+			return fmt.Errorf("get cloud account %q: %w", name, err)
+		case a.Provider != spec.Provider:
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.cloudAccount",
+				Message: fmt.Sprintf("cloud account %q is for provider %q, not %q", name, a.Provider, spec.Provider)}
+		}
+	}
+	if name := spec.Profile.Name; name != "" {
+		p, err := x.s.GetProfile(ctx, x.cl.Project, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.profile.name",
+				Message: fmt.Sprintf("profile %q does not exist in project %q", name, x.cl.Project)}
+		case err != nil:
+			return fmt.Errorf("get profile %q: %w", name, err)
+		case spec.Profile.Version != 0 && spec.Profile.Version != p.Version:
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.profile.version",
+				Message: fmt.Sprintf("profile %q is at version %d, not %d", name, p.Version, spec.Profile.Version)}
+		}
+	}
+	_, err := workerMachines(x.cl)
+	return err
+}
+
+func (x *run) ensureNetwork(ctx context.Context) error {
+	x.log.Info("ensuring network")
+	n, err := x.p.EnsureNetwork(ctx, x.pc)
+	if err != nil {
+		return fmt.Errorf("ensure network: %w", err)
+	}
+	x.log.Info("network ready", "network", n.ID, "cidr", n.CIDR)
+	return nil
+}
+
+// ensureLoadBalancer creates the API load balancer and records its address
+// as the cluster's endpoint at once, so users see it while the rest runs.
+func (x *run) ensureLoadBalancer(ctx context.Context) error {
+	lbs, ok := x.p.(provider.LoadBalancers)
+	if !ok {
+		return skipped("provider %q has no load balancers; the endpoint is the first control-plane machine", x.cl.Spec.Provider)
+	}
+	x.log.Info("ensuring load balancer")
+	lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)
+	if err != nil {
+		return fmt.Errorf("ensure load balancer: %w", err)
+	}
+	if x.cl.Status.Endpoint == lb.Address {
+		return nil
+	}
+	x.log.Info("recording endpoint", "endpoint", lb.Address)
+	x.cl.Status.Endpoint = lb.Address
+	x.cl.Status.UpdatedAt = x.r.opts.Now().UTC()
+	if err := x.s.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
+		return fmt.Errorf("record endpoint: %w", err)
+	}
+	return nil
+}
+
+func (x *run) ensureControlPlaneMachines(ctx context.Context) error {
+	return x.ensureMachines(ctx, controlPlaneMachines(x.cl))
+}
+
+func (x *run) ensureWorkerMachines(ctx context.Context) error {
+	ms, err := workerMachines(x.cl)
+	if err != nil {
+		return err
+	}
+	return x.ensureMachines(ctx, ms)
+}
+
+func (x *run) waitNodesRegistered(ctx context.Context) error {
+	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeDiscovered, "registered", false)
+}
+
+func (x *run) approveNodes(ctx context.Context) error {
+	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeApproved, "approved", false)
+}
+
+func (x *run) installControlPlane(ctx context.Context) error {
+	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeReady, "ready", true)
+}
+
+func (x *run) installWorkers(ctx context.Context) error {
+	ms, err := workerMachines(x.cl)
+	if err != nil {
+		return err
+	}
+	return x.converge(ctx, names(ms), v1.NodeConfigured, "configured", true)
+}
+
+func (x *run) waitNodesReady(ctx context.Context) error {
+	ws, err := workerMachines(x.cl)
+	if err != nil {
+		return err
+	}
+	all := append(names(controlPlaneMachines(x.cl)), names(ws)...)
+	return x.converge(ctx, all, v1.NodeReady, "ready", true)
+}
+
+// removeSurplusMachines removes what the spec no longer wants: the newest
+// machines of a pool that shrank, every machine of a pool that is gone.
+func (x *run) removeSurplusMachines(ctx context.Context) error {
+	ws, err := workerMachines(x.cl)
+	if err != nil {
+		return err
+	}
+	wanted := map[string]bool{}
+	for _, n := range append(names(controlPlaneMachines(x.cl)), names(ws)...) {
+		wanted[n] = true
+	}
+	return x.removeMachines(ctx, func(name, _ string) bool { return !wanted[name] })
+}
+
+func (x *run) deleteWorkerMachines(ctx context.Context) error {
+	return x.removeMachines(ctx, func(_, role string) bool { return role != v1.RoleControlPlane })
+}
+
+func (x *run) deleteControlPlaneMachines(ctx context.Context) error {
+	return x.removeMachines(ctx, func(string, string) bool { return true })
+}
+
+func (x *run) deleteLoadBalancer(ctx context.Context) error {
+	lbs, ok := x.p.(provider.LoadBalancers)
+	if !ok {
+		return skipped("provider %q has no load balancers", x.cl.Spec.Provider)
+	}
+	x.log.Info("deleting load balancer")
+	if err := lbs.DeleteLoadBalancer(ctx, x.pc); err != nil {
+		return fmt.Errorf("delete load balancer: %w", err)
+	}
+	return nil
+}
+
+func (x *run) deleteNetwork(ctx context.Context) error {
+	x.log.Info("deleting network")
+	if err := x.p.DeleteNetwork(ctx, x.pc); err != nil {
+		return fmt.Errorf("delete network: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the worker's Prometheus metrics.
+type metrics struct {
+	held   prometheus.Gauge
+	claims prometheus.Counter
+	lost   prometheus.Counter
+}
+
+// newMetrics creates the worker's metrics and registers them with reg, if
+// not nil. Metrics already registered there (by another Worker in the same
+// process) are shared.
+func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
+	m := &metrics{
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kiln_worker_leases_held", Help: "Cluster leases this process holds now."}),
+		claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kiln_worker_claims_total", Help: "Cluster leases claimed."}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kiln_worker_leases_lost_total", Help: "Runs cancelled because their lease was lost."}),
+	}
+	if reg != nil {
+		m.held = register(reg, m.held, log)
+		m.claims = register(reg, m.claims, log)
+		m.lost = register(reg, m.lost, log)
+	}
+	return m
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	log.Error("could not register worker metric; it will not be exported", "err", err)
+	return c
+}
