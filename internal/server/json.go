@@ -17,14 +17,17 @@ import (
 // writeJSON writes v with status. Encoding errors cannot be reported to the
 // client once the header is out; the types written here always encode.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b = []byte(`{"error":{"code":"Internal","message":"the response could not be encoded"}}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"Internal","message":"the response could not be encoded"}}` + "\n")
 		status = http.StatusInternalServerError
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // readBody reads the whole (size-limited) body. An empty body is an error.
