@@ -408,7 +408,7 @@ func (c *Client) doTimeout(ctx context.Context, method, path string, body any, i
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, err // a *url.Error naming the method and URL
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

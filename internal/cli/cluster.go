@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// describeEvents is how many recent events 'cluster describe' shows.
+const describeEvents = 20
+
+// scaleAttempts bounds the re-read and retry of 'cluster scale' on 412.
+const scaleAttempts = 5
+
+func (a *app) clusterCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "cluster",
+		Aliases: []string{"clusters"},
+		Short:   "Create, inspect, scale and delete clusters",
+		Example: `  kiln cluster create dev --workers 2 --wait
+  kiln cluster list
+  kiln cluster describe dev`,
+	})
+	cmd.AddCommand(
+		a.clusterCreateCommand(),
+		a.clusterGetCommand(),
+		a.clusterListCommand(),
+		a.clusterDescribeCommand(),
+		a.clusterDeleteCommand(),
+		a.clusterScaleCommand(),
+	)
+	return cmd
+}
+
+func (a *app) clusterGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show a cluster",
+		Example: "  kiln cluster get dev\n  kiln cluster get dev -o yaml",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			cl, err := c.GetCluster(cmd.Context(), s.Project, args[0])
+			if err != nil {
+				return err
+			}
+			return a.printCluster(cl)
+		}),
+	}
+}
+
+func (a *app) clusterListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the clusters of the project",
+		Example: "  kiln cluster list\n  kiln cluster list -p team-a -o json",
+		Args:    exactArgs(),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			cls, err := c.ListClusters(cmd.Context(), s.Project)
+			if err != nil {
+				return err
+			}
+			return a.emit(v1.List[v1.Cluster]{Value: cls}, func(w io.Writer) error {
+				return renderClusters(w, cls, a.now())
+			})
+		}),
+	}
+}
+
+func (a *app) clusterDescribeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "describe NAME",
+		Short:   "Show a cluster with its nodes, operation steps and recent events",
+		Example: "  kiln cluster describe dev",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cl, err := c.GetCluster(ctx, s.Project, args[0])
+			if err != nil {
+				return err
+			}
+			d := &describeView{Cluster: cl, Nodes: []v1.Node{}, Events: []v1.Event{}}
+			// The parts beyond the cluster are best effort: a warning,
+			// not a failure, when one cannot be read.
+			if d.Nodes, err = c.ListNodes(ctx, s.Project, cl.Name); err != nil {
+				a.warn("cannot list nodes: %v", err)
+				d.Nodes = []v1.Node{}
+			}
+			if d.Operation, err = a.latestOperation(cmd, c, s.Project, cl); err != nil {
+				a.warn("cannot read the operation: %v", err)
+			}
+			if d.Events, err = c.ListEvents(ctx, s.Project, cl.Name); err != nil {
+				a.warn("cannot list events: %v", err)
+				d.Events = []v1.Event{}
+			}
+			sort.SliceStable(d.Events, func(i, j int) bool { return d.Events[i].Time.Before(d.Events[j].Time) })
+			if n := len(d.Events); n > describeEvents {
+				d.Events = d.Events[n-describeEvents:]
+			}
+			return a.emit(d, func(w io.Writer) error { return renderDescribe(w, d, a.now()) })
+		}),
+	}
+}
+
+// latestOperation is the cluster's current operation, else its newest one.
+func (a *app) latestOperation(cmd *cobra.Command, c *v1.Client, project string, cl *v1.Cluster) (*v1.Operation, error) {
+	if cl.Status.CurrentOperation != "" {
+		return c.GetOperation(cmd.Context(), cl.Status.CurrentOperation)
+	}
+	ops, err := c.ListOperations(cmd.Context(), project, cl.Name)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	latest := &ops[0]
+	for i := range ops {
+		if ops[i].StartTime.After(latest.StartTime) {
+			latest = &ops[i]
+		}
+	}
+	return latest, nil
+}
+
+func (a *app) clusterDeleteCommand() *cobra.Command {
+	var wait, yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a cluster and its machines",
+		Long: `delete starts deleting a cluster. On a terminal it asks first unless --yes
+is given; when stdin is not a terminal it does not ask.`,
+		Example: "  kiln cluster delete dev --yes --wait",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			if !yes && a.isTerminal(a.stdin) {
+				ok, err := a.confirm(fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, s.Project))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errors.New("not deleted")
+				}
+			}
+			ctx := cmd.Context()
+			opID, err := c.DeleteCluster(ctx, s.Project, name)
+			if err != nil {
+				return err
+			}
+			var op *v1.Operation
+			if wait {
+				if op, err = a.waitOperation(ctx, c, opID); err != nil {
+					return err
+				}
+			} else if opID != "" && a.flags.output != "table" {
+				if op, err = c.GetOperation(ctx, opID); err != nil {
+					return err
+				}
+			}
+			if a.flags.output != "table" && op != nil {
+				return a.emit(op, nil)
+			}
+			switch {
+			case wait:
+				fmt.Fprintf(a.stdout, "cluster %q deleted\n", name)
+			case opID != "":
+				fmt.Fprintf(a.stdout, "cluster %q deleting (operation %s)\n", name, opID)
+			default:
+				fmt.Fprintf(a.stdout, "cluster %q deleting\n", name)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the deletion and show its steps")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// confirm asks a yes/no question on stderr and reads the answer from stdin.
+func (a *app) confirm(question string) (bool, error) {
+	fmt.Fprintf(a.stderr, "%s [y/N]: ", question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("read answer: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func (a *app) clusterScaleCommand() *cobra.Command {
+	var (
+		poolName string
+		size     int
+		wait     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scale NAME --size N [--pool P]",
+		Short: "Change the size of a worker pool",
+		Long: `scale reads the cluster, changes one worker pool's size and writes it back
+with If-Match, re-reading and retrying when another change got there first.`,
+		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("size") {
+				return usageErrorf("scale needs --size N")
+			}
+			if size < 0 {
+				return usageErrorf("--size must not be negative")
+			}
+			return a.scale(cmd, args[0], poolName, size, wait)
+		}),
+	}
+	cmd.Flags().StringVar(&poolName, "pool", "default", "worker pool to scale")
+	cmd.Flags().IntVar(&size, "size", 0, "new number of machines in the pool")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	return cmd
+}
+
+func (a *app) scale(cmd *cobra.Command, name, poolName string, size int, wait bool) error {
+	ctx := cmd.Context()
+	c, s, err := a.client()
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		cl, err := c.GetCluster(ctx, s.Project, name)
+		if err != nil {
+			return err
+		}
+		p := pool(&cl.Spec, poolName)
+		if p == nil {
+			names := make([]string, len(cl.Spec.WorkerPools))
+			for i, wp := range cl.Spec.WorkerPools {
+				names[i] = wp.Name
+			}
+			return fmt.Errorf("cluster %q has no worker pool %q; its pools: %s",
+				name, poolName, orDash(strings.Join(names, ", ")))
+		}
+		if p.Size == size {
+			fmt.Fprintf(a.stderr, "Pool %q of cluster %q already has size %d.\n", poolName, name, size)
+			return a.printCluster(cl)
+		}
+		p.Size = size
+		etag := cl.ETag
+		cl.Status = v1.ClusterStatus{}
+		out, opID, err := c.PutCluster(ctx, s.Project, cl, etag)
+		var ae *v1.APIError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed && attempt < scaleAttempts {
+			fmt.Fprintf(a.stderr, "Cluster %q changed meanwhile; retrying.\n", name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !wait {
+			fmt.Fprintf(a.stderr, "Scaling pool %q of cluster %q to %d (operation %s).\n", poolName, name, size, opID)
+			return a.printCluster(out)
+		}
+		return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
+	}
+}
+
+func (a *app) warn(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "warning: "+format+"\n", args...)
+}

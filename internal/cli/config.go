@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Config is the file 'kiln login' writes.
+type Config struct {
+	Server  string `json:"server"`
+	Token   string `json:"token"`
+	Project string `json:"project,omitempty"`
+}
+
+// settings are the values a command uses, after precedence.
+type settings struct {
+	Config
+	// Path is the config file consulted.
+	Path string
+}
+
+// DefaultProject is used when no flag, environment or file names one.
+const DefaultProject = "default"
+
+// configPath is --config, else $XDG_CONFIG_HOME/kiln/config.json, else
+// $HOME/.config/kiln/config.json.
+func (a *app) configPath() (string, error) {
+	if a.flags.config != "" {
+		return a.flags.config, nil
+	}
+	if x := a.env["XDG_CONFIG_HOME"]; x != "" {
+		return filepath.Join(x, "kiln", "config.json"), nil
+	}
+	if h := a.env["HOME"]; h != "" {
+		return filepath.Join(h, ".config", "kiln", "config.json"), nil
+	}
+	return "", errors.New("cannot find the config file: set --config, XDG_CONFIG_HOME or HOME")
+}
+
+// settings resolves server, token and project: flags over KILN_SERVER,
+// KILN_TOKEN and KILN_PROJECT over the config file over defaults. A missing
+// config file is not an error.
+func (a *app) settings() (settings, error) {
+	var s settings
+	path, err := a.configPath()
+	if err == nil {
+		s.Path = path
+		cfg, err := readConfig(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return s, err
+		}
+		s.Config = cfg
+	}
+	pick(&s.Server, a.env["KILN_SERVER"], a.flags.server)
+	pick(&s.Token, a.env["KILN_TOKEN"], a.flags.token)
+	pick(&s.Project, a.env["KILN_PROJECT"], a.flags.project)
+	if s.Project == "" {
+		s.Project = DefaultProject
+	}
+	return s, nil
+}
+
+// pick overwrites *dst with each non-empty value in turn, so the last
+// non-empty one wins.
+func pick(dst *string, values ...string) {
+	for _, v := range values {
+		if v != "" {
+			*dst = v
+		}
+	}
+}
+
+func readConfig(path string) (Config, error) {
+	var c Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// writeConfig writes c to path with mode 0600 in a directory with mode 0700,
+// replacing any previous file atomically.
+func writeConfig(path string, c Config) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".config-*.json")
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	return nil
+}

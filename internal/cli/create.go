@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// createFlags are the spec fields 'cluster create' takes as flags.
+type createFlags struct {
+	file                      string
+	provider, version         string
+	cpSize                    int
+	dedicated                 bool
+	workers                   int
+	instanceType              string
+	podCIDR, serviceCIDR, cni string
+	nodeApproval              string
+	labels                    []string
+	region, cloudAccount      string
+	wait                      bool
+}
+
+// defaultProvider is used without -f when --provider is not given.
+const defaultProvider = "local"
+
+func (a *app) clusterCreateCommand() *cobra.Command {
+	return a.createCommandWith(&createFlags{})
+}
+
+// createCommandWith builds 'cluster create' with its flags bound to f.
+func (a *app) createCommandWith(f *createFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create [NAME]",
+		Short: "Create a cluster",
+		Long: `create starts creating a cluster and prints it. With --wait it follows the
+operation step by step and exits 0 only if it succeeded.
+
+The spec comes from flags, or from a YAML or JSON file (-f, "-" for stdin)
+with the API's fields (name, spec); unknown fields in the file are an error.
+Flags given with -f override the file. Fields left empty get the server's
+defaults. Without -f the provider is "local".`,
+		Example: `  kiln cluster create dev --workers 2 --wait
+  kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
+  kiln cluster create -f cluster.yaml --workers 5 -o json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("create takes at most one argument, NAME (got %d)", len(args))
+			}
+			return nil
+		},
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			cl, err := a.buildCluster(cmd, args, f)
+			if err != nil {
+				return err
+			}
+			return a.createCluster(cmd, cl, f.wait)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", `cluster file, YAML or JSON ("-" for stdin)`)
+	fl.StringVar(&f.provider, "provider", "", `provider: local, edge, docker, sim, ... (default "local" without -f)`)
+	fl.StringVar(&f.version, "kubernetes-version", "", "Kubernetes version, e.g. v1.36.3")
+	fl.IntVar(&f.cpSize, "control-plane-size", 0, "number of control-plane machines (1, 3 or 5)")
+	fl.BoolVar(&f.dedicated, "dedicated-control-plane", false, "run no workloads on control-plane machines")
+	fl.IntVar(&f.workers, "workers", 0, `size of the worker pool "default"`)
+	fl.StringVar(&f.instanceType, "instance-type", "", "instance type of the control plane and every worker pool")
+	fl.StringVar(&f.podCIDR, "pod-cidr", "", "pod network CIDR")
+	fl.StringVar(&f.serviceCIDR, "service-cidr", "", "service network CIDR")
+	fl.StringVar(&f.cni, "cni", "", "CNI plugin, e.g. calico")
+	fl.StringVar(&f.nodeApproval, "node-approval", "", "node approval: auto or manual")
+	fl.StringArrayVar(&f.labels, "label", nil, "cluster label k=v (repeatable)")
+	fl.StringVar(&f.region, "region", "", "provider region")
+	fl.StringVar(&f.cloudAccount, "cloud-account", "", "cloud account name")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
+	return cmd
+}
+
+// buildCluster makes the cluster to create from -f and the flags.
+func (a *app) buildCluster(cmd *cobra.Command, args []string, f *createFlags) (*v1.Cluster, error) {
+	cl := &v1.Cluster{}
+	if f.file != "" {
+		data, err := a.readInput(f.file)
+		if err != nil {
+			return nil, err
+		}
+		if cl, err = decodeClusterFile(data, f.file); err != nil {
+			return nil, err
+		}
+		// A file may come from 'cluster get -o yaml': only name and
+		// spec are wanted.
+		cl = &v1.Cluster{Name: cl.Name, Spec: cl.Spec}
+	}
+	switch {
+	case len(args) == 1 && cl.Name != "" && cl.Name != args[0]:
+		return nil, usageErrorf("NAME %q differs from the file's name %q", args[0], cl.Name)
+	case len(args) == 1:
+		cl.Name = args[0]
+	case cl.Name == "":
+		return nil, usageErrorf("give the cluster a NAME (argument or the file's name field)")
+	}
+	if err := applyCreateFlags(&cl.Spec, f, cmd.Flags().Changed); err != nil {
+		return nil, err
+	}
+	if f.file == "" && cl.Spec.Provider == "" {
+		cl.Spec.Provider = defaultProvider
+	}
+	return cl, nil
+}
+
+// applyCreateFlags sets the spec fields whose flags were given.
+func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bool) error {
+	str := map[string]struct {
+		dst *string
+		v   string
+	}{
+		"provider":           {&s.Provider, f.provider},
+		"kubernetes-version": {&s.KubernetesVersion, f.version},
+		"pod-cidr":           {&s.Network.PodCIDR, f.podCIDR},
+		"service-cidr":       {&s.Network.ServiceCIDR, f.serviceCIDR},
+		"cni":                {&s.Network.CNI, f.cni},
+		"node-approval":      {&s.NodeApproval, f.nodeApproval},
+		"region":             {&s.Region, f.region},
+		"cloud-account":      {&s.CloudAccount, f.cloudAccount},
+	}
+	for name, sv := range str {
+		if changed(name) {
+			*sv.dst = sv.v
+		}
+	}
+	if changed("control-plane-size") {
+		if f.cpSize < 0 {
+			return usageErrorf("--control-plane-size must not be negative")
+		}
+		s.ControlPlane.Size = f.cpSize
+	}
+	if changed("dedicated-control-plane") {
+		s.ControlPlane.Dedicated = f.dedicated
+	}
+	if changed("workers") {
+		if f.workers < 0 {
+			return usageErrorf("--workers must not be negative")
+		}
+		if p := pool(s, "default"); p != nil {
+			p.Size = f.workers
+		} else {
+			s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{Name: "default", Size: f.workers})
+		}
+	}
+	if changed("instance-type") {
+		s.ControlPlane.InstanceType = f.instanceType
+		for i := range s.WorkerPools {
+			s.WorkerPools[i].InstanceType = f.instanceType
+		}
+	}
+	for _, kv := range f.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageErrorf("--label wants key=value, got %q", kv)
+		}
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[k] = v
+	}
+	return nil
+}
+
+func pool(s *v1.ClusterSpec, name string) *v1.WorkerPool {
+	for i := range s.WorkerPools {
+		if s.WorkerPools[i].Name == name {
+			return &s.WorkerPools[i]
+		}
+	}
+	return nil
+}
+
+func (a *app) readInput(name string) ([]byte, error) {
+	if name == "-" {
+		data, err := io.ReadAll(a.stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read stdin: %w", err)
+		}
+		return data, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster file: %w", err)
+	}
+	return data, nil
+}
+
+// createCluster refuses to replace an existing cluster, PUTs the new one
+// and prints it, after following the operation with --wait.
+func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error {
+	ctx := cmd.Context()
+	c, s, err := a.client()
+	if err != nil {
+		return err
+	}
+	switch _, err := c.GetCluster(ctx, s.Project, cl.Name); {
+	case err == nil:
+		return fmt.Errorf("cluster %q already exists in project %q", cl.Name, s.Project)
+	case !v1.IsNotFound(err):
+		return err
+	}
+	out, opID, err := c.PutCluster(ctx, s.Project, cl, "")
+	if err != nil {
+		return err
+	}
+	if !wait {
+		fmt.Fprintf(a.stderr, "Creating cluster %q (operation %s). Follow it with: kiln operation watch %s\n", cl.Name, opID, opID)
+		return a.printCluster(out)
+	}
+	return a.waitAndPrintCluster(cmd, c, s.Project, cl.Name, opID)
+}
+
+// waitAndPrintCluster follows an operation, then prints the cluster as it
+// is. A failed operation is an error (exit 1) after the cluster is printed.
+func (a *app) waitAndPrintCluster(cmd *cobra.Command, c *v1.Client, project, name, opID string) error {
+	ctx := cmd.Context()
+	_, werr := a.waitOperation(ctx, c, opID)
+	var oe *operationError
+	if werr != nil && !errors.As(werr, &oe) {
+		return werr
+	}
+	cl, err := c.GetCluster(ctx, project, name)
+	if err != nil {
+		return errors.Join(werr, err)
+	}
+	if err := a.printCluster(cl); err != nil {
+		return err
+	}
+	return werr
+}
+
+func (a *app) printCluster(cl *v1.Cluster) error {
+	return a.emit(cl, func(w io.Writer) error {
+		return renderClusters(w, []v1.Cluster{*cl}, a.now())
+	})
+}

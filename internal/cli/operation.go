@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"errors"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func (a *app) operationCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "operation",
+		Aliases: []string{"operations", "op"},
+		Short:   "Inspect and follow the operations that carry out changes",
+		Example: "  kiln operation get 0190a4b2-...\n  kiln operation watch 0190a4b2-...\n  kiln operation list dev",
+	})
+	cmd.AddCommand(a.operationGetCommand(), a.operationWatchCommand(), a.operationListCommand())
+	return cmd
+}
+
+func (a *app) operationGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get ID",
+		Short:   "Show an operation and its steps",
+		Long:    "get shows an operation. ID is the id or the path /v1/operations/ID.",
+		Example: "  kiln operation get 0190a4b2-7c1e-7d4a-9a60-2f4c1c6f3e10 -o json",
+		Args:    exactArgs("ID"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			op, err := c.GetOperation(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printOperation(op)
+		}),
+	}
+}
+
+func (a *app) operationWatchCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch ID",
+		Short: "Follow an operation step by step until it ends",
+		Long: `watch shows each step as it starts and ends (redrawn in place on a terminal,
+one line per change otherwise, on stderr), then prints the final operation on
+stdout. It exits 0 if the operation succeeded and 1 if it failed or was
+canceled.`,
+		Example: "  kiln operation watch 0190a4b2-7c1e-7d4a-9a60-2f4c1c6f3e10",
+		Args:    exactArgs("ID"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			op, werr := a.waitOperation(cmd.Context(), c, args[0])
+			var oe *operationError
+			if werr != nil && !errors.As(werr, &oe) {
+				return werr
+			}
+			if err := a.printOperation(op); err != nil {
+				return err
+			}
+			return werr
+		}),
+	}
+}
+
+func (a *app) operationListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list CLUSTER",
+		Aliases: []string{"ls"},
+		Short:   "List the operations of a cluster",
+		Example: "  kiln operation list dev",
+		Args:    exactArgs("CLUSTER"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			ops, err := c.ListOperations(cmd.Context(), s.Project, args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(v1.List[v1.Operation]{Value: ops}, func(w io.Writer) error {
+				return renderOperations(w, ops, a.now())
+			})
+		}),
+	}
+}
+
+func (a *app) printOperation(op *v1.Operation) error {
+	return a.emit(op, func(w io.Writer) error { return renderOperation(w, op, a.now()) })
+}

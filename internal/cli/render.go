@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// emit writes v as JSON or YAML for -o json|yaml, or calls table for -o table.
+func (a *app) emit(v any, table func(io.Writer) error) error {
+	return writeOutput(a.stdout, a.flags.output, v, table)
+}
+
+func writeOutput(w io.Writer, format string, v any, table func(io.Writer) error) error {
+	switch format {
+	case "json":
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode json: %w", err)
+		}
+		_, err = w.Write(append(data, '\n'))
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode yaml: %w", err)
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return table(w)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+}
+
+func row(tw io.Writer, cols ...string) {
+	for i, c := range cols {
+		if c == "" {
+			cols[i] = "-"
+		}
+	}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+}
+
+// renderClusters prints the cluster table. CONTROL-PLANE and WORKERS are
+// nodes present / nodes wanted.
+func renderClusters(w io.Writer, clusters []v1.Cluster, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tVERSION\tSTATE\tCONTROL-PLANE\tWORKERS\tENDPOINT\tAGE")
+	for _, c := range clusters {
+		row(tw, c.Name, c.Spec.Provider, c.Spec.KubernetesVersion, c.Status.ProvisioningState,
+			fmt.Sprintf("%d/%d", c.Status.Nodes.ControlPlane, c.Spec.ControlPlane.Size),
+			fmt.Sprintf("%d/%d", c.Status.Nodes.Workers, wantedWorkers(&c.Spec)),
+			c.Status.Endpoint, age(c.Status.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+func wantedWorkers(s *v1.ClusterSpec) int {
+	n := 0
+	for _, p := range s.WorkerPools {
+		n += p.Size
+	}
+	return n
+}
+
+func renderNodes(w io.Writer, nodes []v1.Node, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tROLE\tPOOL\tSTATE\tADDRESS\tHEARTBEAT\tAGE\tMESSAGE")
+	for _, n := range nodes {
+		hb := ""
+		if n.LastHeartbeat != nil {
+			hb = age(*n.LastHeartbeat, now) + " ago"
+		}
+		row(tw, n.Name, n.Role, n.Pool, n.State, n.Address, hb, age(n.CreatedAt, now), n.Message)
+	}
+	return tw.Flush()
+}
+
+func renderOperations(w io.Writer, ops []v1.Operation, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tPERCENT\tSTARTED\tDURATION\tERROR")
+	for _, o := range ops {
+		errCode := ""
+		if o.Error != nil {
+			errCode = o.Error.Code
+		}
+		row(tw, o.Name, o.Properties.Kind, o.Status, strconv.Itoa(o.PercentComplete)+"%",
+			age(o.StartTime, now)+" ago", opDuration(&o, now), errCode)
+	}
+	return tw.Flush()
+}
+
+// renderOperation prints one operation: a summary, its steps and its error.
+func renderOperation(w io.Writer, o *v1.Operation, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "ID:\t%s\n", orDash(o.Name))
+	fmt.Fprintf(tw, "Kind:\t%s\n", orDash(o.Properties.Kind))
+	fmt.Fprintf(tw, "Target:\t%s\n", orDash(o.Properties.Target))
+	fmt.Fprintf(tw, "Status:\t%s\n", orDash(o.Status))
+	fmt.Fprintf(tw, "Progress:\t%d%%\n", o.PercentComplete)
+	fmt.Fprintf(tw, "Started:\t%s\n", timestamp(o.StartTime))
+	fmt.Fprintf(tw, "Duration:\t%s\n", opDuration(o, now))
+	if o.Error != nil {
+		fmt.Fprintf(tw, "Error:\t%s: %s\n", o.Error.Code, o.Error.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.Error != nil {
+		if o.Error.Target != "" {
+			fmt.Fprintf(w, "  target: %s\n", o.Error.Target)
+		}
+		printDetails(w, o.Error.Details, "  ")
+	}
+	fmt.Fprintln(w)
+	return renderSteps(w, o.Properties.Steps, now)
+}
+
+func renderSteps(w io.Writer, steps []v1.Step, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPTS\tDURATION\tMESSAGE")
+	for _, s := range steps {
+		row(tw, s.Name, s.State, strconv.Itoa(s.Attempts), stepDuration(&s, now), s.Message)
+	}
+	return tw.Flush()
+}
+
+func renderEvents(w io.Writer, events []v1.Event, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "AGE\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	for _, e := range events {
+		obj := ""
+		if e.Node != "" {
+			obj = "node/" + e.Node
+		} else if e.Operation != "" {
+			obj = "operation/" + v1.OperationID(e.Operation)
+		}
+		row(tw, age(e.Time, now), e.Type, e.Reason, obj, e.Message)
+	}
+	return tw.Flush()
+}
+
+// describeView is what 'cluster describe' shows; -o json|yaml prints it as is.
+type describeView struct {
+	Cluster   *v1.Cluster   `json:"cluster"`
+	Nodes     []v1.Node     `json:"nodes"`
+	Operation *v1.Operation `json:"operation"`
+	Events    []v1.Event    `json:"events"`
+}
+
+func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
+	c := d.Cluster
+	s := &c.Spec
+	tw := newTable(w)
+	fmt.Fprintf(tw, "Name:\t%s\n", c.Name)
+	fmt.Fprintf(tw, "State:\t%s\n", orDash(c.Status.ProvisioningState))
+	if c.Status.FailedProvisioningState != "" {
+		fmt.Fprintf(tw, "Failed state:\t%s\n", c.Status.FailedProvisioningState)
+	}
+	fmt.Fprintf(tw, "Endpoint:\t%s\n", orDash(c.Status.Endpoint))
+	fmt.Fprintf(tw, "Provider:\t%s\n", orDash(s.Provider))
+	if s.CloudAccount != "" || s.Region != "" {
+		fmt.Fprintf(tw, "Cloud account:\t%s\n", orDash(s.CloudAccount))
+		fmt.Fprintf(tw, "Region:\t%s\n", orDash(s.Region))
+	}
+	fmt.Fprintf(tw, "Kubernetes:\t%s\n", orDash(s.KubernetesVersion))
+	if s.Profile.Name != "" {
+		fmt.Fprintf(tw, "Profile:\t%s v%d\n", s.Profile.Name, s.Profile.Version)
+	}
+	fmt.Fprintf(tw, "Network:\tpods %s, services %s, CNI %s\n",
+		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), orDash(s.Network.CNI))
+	cp := fmt.Sprintf("%d (%d present)", s.ControlPlane.Size, c.Status.Nodes.ControlPlane)
+	if s.ControlPlane.Dedicated {
+		cp += ", dedicated"
+	}
+	if s.ControlPlane.InstanceType != "" {
+		cp += ", " + s.ControlPlane.InstanceType
+	}
+	fmt.Fprintf(tw, "Control plane:\t%s\n", cp)
+	fmt.Fprintf(tw, "Node approval:\t%s\n", orDash(s.NodeApproval))
+	fmt.Fprintf(tw, "Labels:\t%s\n", labels(s.Labels))
+	fmt.Fprintf(tw, "Nodes ready:\t%d\n", c.Status.Nodes.Ready)
+	fmt.Fprintf(tw, "Created:\t%s (%s ago)\n", timestamp(c.Status.CreatedAt), age(c.Status.CreatedAt, now))
+	if e := c.Status.LastError; e != nil && e.Code != "" {
+		fmt.Fprintf(tw, "Last error:\t%s: %s (step %s, retryable %t)\n", e.Code, e.Message, orDash(e.Step), e.Retryable)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nWorker pools:")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "NAME\tSIZE\tINSTANCE-TYPE\tZONES\tLABELS")
+	for _, p := range s.WorkerPools {
+		row(tw, p.Name, strconv.Itoa(p.Size), p.InstanceType, strings.Join(p.Zones, ","), labels(p.Labels))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nNodes:")
+	if err := renderNodes(w, d.Nodes, now); err != nil {
+		return err
+	}
+	if d.Operation != nil {
+		fmt.Fprintln(w, "\nOperation:")
+		if err := renderOperation(w, d.Operation, now); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "\nEvents:")
+	return renderEvents(w, d.Events, now)
+}
+
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// age is a short, kubectl-like age: 45s, 12m, 5h, 3d.
+func age(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := max(now.Sub(t), 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// duration formats an elapsed time: 0.4s, 12.3s, 1m5s.
+func duration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+func opDuration(o *v1.Operation, now time.Time) string {
+	if o.StartTime.IsZero() {
+		return "-"
+	}
+	end := now
+	if o.EndTime != nil {
+		end = *o.EndTime
+	}
+	return duration(end.Sub(o.StartTime))
+}
+
+func stepDuration(s *v1.Step, now time.Time) string {
+	if s.StartTime == nil {
+		return "-"
+	}
+	end := now
+	if s.EndTime != nil {
+		end = *s.EndTime
+	}
+	return duration(end.Sub(*s.StartTime))
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, diff)
+	}
+}
+
+var (
+	t0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now = t0.Add(90 * time.Minute)
+)
+
+func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
+
+func sampleCluster() v1.Cluster {
+	return v1.Cluster{
+		Name: "dev",
+		ID:   "/v1/projects/default/clusters/dev",
+		ETag: `"3"`,
+		Spec: v1.ClusterSpec{
+			Provider:          "local",
+			KubernetesVersion: "v1.36.3",
+			Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
+			ControlPlane:      v1.ControlPlane{Size: 1, Dedicated: true},
+			WorkerPools: []v1.WorkerPool{
+				{Name: "default", Size: 2, Labels: map[string]string{"tier": "web"}},
+				{Name: "gpu", Size: 1, InstanceType: "g4", Zones: []string{"a", "b"}},
+			},
+			NodeApproval: "auto",
+			Labels:       map[string]string{"team": "infra", "env": "dev"},
+		},
+		Status: v1.ClusterStatus{
+			ProvisioningState: v1.StateSucceeded,
+			Endpoint:          "https://127.0.0.1:6443",
+			Nodes:             v1.NodeCounts{ControlPlane: 1, Workers: 3, Ready: 4},
+			CreatedAt:         t0,
+			UpdatedAt:         t0.Add(time.Minute),
+		},
+	}
+}
+
+func sampleNodes() []v1.Node {
+	return []v1.Node{
+		{Name: "dev-cp-0", Role: v1.RoleControlPlane, State: v1.NodeReady, Address: "10.0.0.2",
+			LastHeartbeat: at(90*time.Minute - 5*time.Second), CreatedAt: t0},
+		{Name: "dev-default-0", Role: v1.RoleWorker, Pool: "default", State: v1.NodeProvisioning,
+			Address: "10.0.0.3", Message: "installing kubelet", CreatedAt: t0.Add(time.Minute)},
+	}
+}
+
+func sampleOperation() *v1.Operation {
+	return &v1.Operation{
+		ID: "/v1/operations/op1", Name: "op1", Status: v1.OpFailed,
+		StartTime: t0, EndTime: at(75 * time.Second), PercentComplete: 40,
+		Error: &v1.Error{Code: v1.CodeQuotaExceeded, Message: "no more machines", Target: "spec.workerPools[0].size",
+			Details: []v1.Error{{Code: "Limit", Message: "limit is 2"}}},
+		Properties: v1.OperationProperties{Kind: v1.KindCreate, Target: "/v1/projects/default/clusters/dev",
+			Steps: []v1.Step{
+				{Name: "validate-dynamic", State: v1.StepSucceeded, Attempts: 1, StartTime: at(0), EndTime: at(1200 * time.Millisecond)},
+				{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 2, StartTime: at(2 * time.Second), EndTime: at(5 * time.Second)},
+				{Name: "ensure-control-plane-machines", State: v1.StepFailed, Attempts: 3, StartTime: at(5 * time.Second), EndTime: at(75 * time.Second), Message: "quota exceeded"},
+				{Name: "install-control-plane", State: v1.StepPending},
+			}},
+	}
+}
+
+func sampleEvents() []v1.Event {
+	return []v1.Event{
+		{ID: 1, Time: t0, Type: "Normal", Reason: "Creating", Message: "cluster accepted", Operation: "/v1/operations/op1"},
+		{ID: 2, Time: t0.Add(time.Minute), Type: "Warning", Reason: "QuotaExceeded", Message: "no more machines", Node: "dev-default-0"},
+	}
+}
+
+func TestRender(t *testing.T) {
+	cl := sampleCluster()
+	bare := v1.Cluster{Name: "new", Status: v1.ClusterStatus{ProvisioningState: v1.StateCreating}}
+	d := &describeView{Cluster: &cl, Nodes: sampleNodes(), Operation: sampleOperation(), Events: sampleEvents()}
+	tests := []struct {
+		name   string
+		format string
+		v      any
+		table  func(io.Writer) error
+	}{
+		{"clusters.table", "table", nil, func(w io.Writer) error { return renderClusters(w, []v1.Cluster{cl, bare}, now) }},
+		{"clusters.json", "json", v1.List[v1.Cluster]{Value: []v1.Cluster{cl}}, nil},
+		{"cluster.yaml", "yaml", cl, nil},
+		{"nodes.table", "table", nil, func(w io.Writer) error { return renderNodes(w, sampleNodes(), now) }},
+		{"operation.table", "table", nil, func(w io.Writer) error { return renderOperation(w, sampleOperation(), now) }},
+		{"operations.table", "table", nil, func(w io.Writer) error {
+			return renderOperations(w, []v1.Operation{*sampleOperation()}, now)
+		}},
+		{"describe.table", "table", nil, func(w io.Writer) error { return renderDescribe(w, d, now) }},
+		{"describe.json", "json", d, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeOutput(&b, tt.format, tt.v, tt.table); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tt.name, b.Bytes())
+		})
+	}
+}
+
+func TestOperationErrorOutput(t *testing.T) {
+	var b bytes.Buffer
+	printOperationError(&b, sampleOperation())
+	golden(t, "operation-error.txt", b.Bytes())
+}
+
+func TestAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 59 * time.Second: "59s", 5 * time.Minute: "5m", 3 * time.Hour: "3h", 72 * time.Hour: "3d",
+	} {
+		if got := age(now.Add(-d), now); got != want {
+			t.Errorf("age(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

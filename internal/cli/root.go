@@ -1,0 +1,270 @@
+// Package cli is the kiln command line: noun then verb (kiln cluster create),
+// results on stdout, everything else on stderr, -o json|yaml stable for
+// scripts. Commands are built by functions from New; nothing is global, so
+// the CLI can run in-process (tests, testscript) as often as wanted.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Exit codes of Run.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command ran and failed (API error, failed operation)
+	ExitUsage = 2 // the command line was wrong
+)
+
+// Main runs the CLI with the process's arguments, standard streams and
+// environment, cancelled on SIGINT or SIGTERM, and returns the exit code.
+// It is what testscript.RunMain wants: map[string]func() int{"kiln": cli.Main}.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+}
+
+// Run executes the CLI with args (without the program name) and returns the
+// exit code: 0 on success, 1 when the command failed, 2 on a usage error.
+// Errors are printed on stderr. env is in os.Environ form; the CLI reads the
+// environment only from it.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
+	root := New(stdin, stdout, stderr, env)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	return reportError(stderr, cmd, err)
+}
+
+// app holds what every command shares: streams, environment, global flags.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	env            map[string]string
+	now            func() time.Time
+	// isTerminal reports whether a stream is an interactive terminal.
+	isTerminal func(any) bool
+
+	flags globalFlags
+}
+
+type globalFlags struct {
+	server, token, project, output, config string
+}
+
+// New builds the root command. env is in os.Environ form ("KEY=value").
+func New(stdin io.Reader, stdout, stderr io.Writer, env []string) *cobra.Command {
+	a := &app{
+		stdin:      stdin,
+		stdout:     stdout,
+		stderr:     stderr,
+		env:        envMap(env),
+		now:        time.Now,
+		isTerminal: isTerminal,
+	}
+	return a.rootCommand()
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kiln",
+		Short: "Provision and operate Kubernetes clusters with Kiln",
+		Long: `kiln talks to a Kiln control plane (kilnd). Commands are noun then verb.
+Results go to stdout, progress and errors to stderr.
+
+Settings come from flags, then KILN_SERVER, KILN_TOKEN and KILN_PROJECT,
+then the config file written by 'kiln login'.`,
+		Example: `  kiln login --server http://127.0.0.1:7070 --token-file ~/.kiln/admin.token
+  kiln cluster create dev --workers 2 --wait
+  kiln cluster list -o json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			switch a.flags.output {
+			case "table", "json", "yaml":
+				return nil
+			}
+			return usageErrorf("--output must be table, json or yaml, not %q", a.flags.output)
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.flags.server, "server", "", "Kiln API URL (env KILN_SERVER)")
+	pf.StringVar(&a.flags.token, "token", "", "API token (env KILN_TOKEN)")
+	pf.StringVarP(&a.flags.project, "project", "p", "", `project (env KILN_PROJECT; default "default")`)
+	pf.StringVarP(&a.flags.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVar(&a.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/kiln/config.json)")
+
+	root.AddCommand(
+		a.loginCommand(),
+		a.clusterCommand(),
+		a.nodeCommand(),
+		a.operationCommand(),
+	)
+	return root
+}
+
+// client returns an API client for the resolved settings.
+func (a *app) client() (*v1.Client, settings, error) {
+	s, err := a.settings()
+	if err != nil {
+		return nil, s, err
+	}
+	if s.Server == "" {
+		return nil, s, errors.New("no server configured: run 'kiln login --server URL' or set KILN_SERVER")
+	}
+	return v1.NewClient(s.Server, s.Token, v1.WithUserAgent("kiln-cli/v1")), s, nil
+}
+
+// run adapts a command body: its errors are runtime errors (exit 1) unless
+// they are usage errors.
+func run(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := f(cmd, args); err != nil {
+			var ue usageError
+			if errors.As(err, &ue) {
+				return err
+			}
+			return runtimeError{err}
+		}
+		return nil
+	}
+}
+
+// group makes cmd a command that only holds subcommands: alone it prints
+// its help, with an argument it is a usage error.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageErrorf("%s takes %d argument(s): %s (got %d)",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// usageError is a wrong command line: exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// runtimeError is a failure of a command that ran: exit 1.
+type runtimeError struct{ err error }
+
+func (e runtimeError) Error() string { return e.err.Error() }
+func (e runtimeError) Unwrap() error { return e.err }
+
+// reportError prints err on w and returns the exit code for it. Errors that
+// are not from a command body come from cobra's parsing: usage errors.
+func reportError(w io.Writer, cmd *cobra.Command, err error) int {
+	var (
+		ue usageError
+		re runtimeError
+		oe *operationError
+		ae *v1.APIError
+	)
+	switch {
+	case errors.As(err, &ue) || !errors.As(err, &re):
+		fmt.Fprintf(w, "error: %v\n", err)
+		if cmd != nil {
+			fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return ExitUsage
+	case errors.As(err, &oe):
+		printOperationError(w, oe.op)
+	case errors.As(err, &ae):
+		printAPIError(w, ae)
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(w, "error: interrupted")
+	default:
+		fmt.Fprintf(w, "error: %v\n", err)
+	}
+	return ExitError
+}
+
+// printAPIError prints "error: <code>: <message>" and the target and details.
+func printAPIError(w io.Writer, ae *v1.APIError) {
+	fmt.Fprintf(w, "error: %s: %s\n", ae.Err.Code, ae.Err.Message)
+	if ae.Err.Target != "" {
+		fmt.Fprintf(w, "  target: %s\n", ae.Err.Target)
+	}
+	printDetails(w, ae.Err.Details, "  ")
+}
+
+func printDetails(w io.Writer, details []v1.Error, indent string) {
+	for _, d := range details {
+		line := indent + "- "
+		if d.Code != "" {
+			line += d.Code + ": "
+		}
+		line += d.Message
+		if d.Target != "" {
+			line += " (" + d.Target + ")"
+		}
+		fmt.Fprintln(w, line)
+		printDetails(w, d.Details, indent+"  ")
+	}
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// terminalWidth is the width of a terminal stream, or 0 when unknown.
+func terminalWidth(s any) int {
+	if f, ok := s.(interface{ Fd() uintptr }); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return w
+		}
+	}
+	return 0
+}
+
+// isTerminal reports whether a stream is a terminal; anything that is not a
+// file (a buffer in a test) is not.
+func isTerminal(s any) bool {
+	f, ok := s.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
