@@ -10,3 +10,8 @@ func (s *Server) HandleForTest(pattern string, h http.HandlerFunc) {
 		return nil
 	})
 }
+
+// OnLongPollWait sets a function called each time a long-poll of an
+// operation is about to wait, so tests change the operation only once the
+// poller has seen it. Call it before the first request.
+func (s *Server) OnLongPollWait(f func(opID string)) { s.waitHook = f }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -98,13 +99,22 @@ func (r response) decode(t *testing.T, v any) {
 // that override the defaults ("Authorization:" with no value drops it).
 func (h *harness) do(method, path, body string, headers ...string) response {
 	h.t.Helper()
+	r, err := h.send(method, path, body, headers...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// send is do for any goroutine: it returns its error.
+func (h *harness) send(method, path, body string, headers ...string) (response, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(h.t.Context(), method, h.srv.URL+path, rd)
 	if err != nil {
-		h.t.Fatal(err)
+		return response{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
@@ -128,14 +138,14 @@ func (h *harness) do(method, path, body string, headers ...string) response {
 	}
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
+		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		h.t.Fatal(err)
+		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // must sends a request and fails the test unless the status is want.

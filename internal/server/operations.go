@@ -91,6 +91,9 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 				release()
 				break
 			}
+			if s.waitHook != nil {
+				s.waitHook(id)
+			}
 			select {
 			case <-ctx.Done():
 				release()

@@ -91,6 +91,7 @@ type Server struct {
 	m         *metrics
 	gatherer  prometheus.Gatherer
 	notes     notifier
+	waitHook  func(opID string) // tests: a long-poll is about to wait
 
 	mux     *http.ServeMux
 	handler http.Handler

@@ -1,0 +1,142 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/server"
+)
+
+// longPoll starts GET /v1/operations/{id}?wait=... and returns a channel
+// with its answer and how long it took.
+func (h *harness) longPoll(id, wait string) <-chan polled {
+	ch := make(chan polled, 1)
+	go func() {
+		start := time.Now()
+		// Not h.do: t.Fatal must not run off the test goroutine.
+		r, err := h.send("GET", "/v1/operations/"+id+"?wait="+wait, "")
+		ch <- polled{r: r, err: err, took: time.Since(start)}
+	}()
+	return ch
+}
+
+type polled struct {
+	r    response
+	err  error
+	took time.Duration
+}
+
+// startStep marks the operation's first step Running, as a worker would.
+func (h *harness) startStep(opID string) {
+	h.t.Helper()
+	cl := h.claim()
+	op, err := h.store.GetOperation(h.t.Context(), opID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	op.Steps[0].State, op.Steps[0].StartTime, op.Steps[0].Attempts = v1.StepRunning, &now, 1
+	if err := h.store.SaveOperation(h.t.Context(), op, cl.Lease.Fence(), true); err != nil {
+		h.t.Fatalf("save operation: %v", err)
+	}
+}
+
+func TestLongPoll(t *testing.T) {
+	tests := []struct {
+		name   string
+		poll   time.Duration // store re-read interval
+		notify bool          // the in-process backend calls Notify
+	}{
+		{name: "woken by notify", poll: time.Hour, notify: true},
+		{name: "woken by store re-read", poll: 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(o *server.Options) { o.PollInterval = tt.poll })
+			waiting := make(chan string, 1)
+			h.s.OnLongPollWait(func(id string) {
+				select {
+				case waiting <- id:
+				default:
+				}
+			})
+			h.project("p")
+			_, opID := h.createCluster("p", "c", minimal)
+
+			answer := h.longPoll(opID, "30s")
+			select {
+			case <-waiting:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the long-poll never waited")
+			}
+			h.startStep(opID)
+			if tt.notify {
+				h.s.Notify(opID)
+			}
+			var got polled
+			select {
+			case got = <-answer:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the long-poll did not return after the operation changed")
+			}
+			if got.err != nil || got.r.status != http.StatusOK {
+				t.Fatalf("%v status %d: %s", got.err, got.r.status, got.r.body)
+			}
+			var op v1.Operation
+			got.r.decode(t, &op)
+			if op.Properties.Steps[0].State != v1.StepRunning {
+				t.Errorf("first step = %s, want Running", op.Properties.Steps[0].State)
+			}
+			if got.took > 10*time.Second {
+				t.Errorf("took %s", got.took)
+			}
+		})
+	}
+}
+
+func TestLongPollTimesOut(t *testing.T) {
+	h := newHarness(t, func(o *server.Options) { o.PollInterval = 20 * time.Millisecond })
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	got := <-h.longPoll(opID, "200ms")
+	if got.err != nil || got.r.status != http.StatusOK {
+		t.Fatalf("%v status %d: %s", got.err, got.r.status, got.r.body)
+	}
+	if got.took < 200*time.Millisecond {
+		t.Errorf("returned after %s, before the wait of 200ms", got.took)
+	}
+	var op v1.Operation
+	got.r.decode(t, &op)
+	if op.Status != v1.OpInProgress || op.PercentComplete != 0 {
+		t.Errorf("operation = %s %d%%, want unchanged", op.Status, op.PercentComplete)
+	}
+}
+
+func TestLongPollTerminalReturnsAtOnce(t *testing.T) {
+	h := newHarness(t, func(o *server.Options) { o.PollInterval = time.Hour })
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	h.finish(h.claim(), opID, v1.OpSucceeded, nil)
+	got := <-h.longPoll(opID, "60s")
+	var op v1.Operation
+	got.r.decode(t, &op)
+	if op.Status != v1.OpSucceeded || got.took > 10*time.Second {
+		t.Errorf("status %s after %s, want Succeeded at once", op.Status, got.took)
+	}
+}
+
+func TestLongPollBadWait(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	for _, wait := range []string{"abc", "61s", "-1s", "30"} {
+		t.Run(wait, func(t *testing.T) {
+			r := h.must(http.StatusBadRequest, "GET", "/v1/operations/"+opID+"?wait="+wait, "")
+			if e := r.errorBody(t); e.Target != "wait" {
+				t.Errorf("target = %q, want wait", e.Target)
+			}
+		})
+	}
+}
