@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func TestProjects(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.must(http.StatusCreated, "PUT", "/v1/projects/p", `{"displayName": "Platform"}`)
+	var p v1.Project
+	r.decode(t, &p)
+	if p.ID != "/v1/projects/p" || p.ETag == "" || r.header.Get("ETag") != `"`+p.ETag+`"` || p.DisplayName != "Platform" {
+		t.Errorf("project = %+v, ETag header %q", p, r.header.Get("ETag"))
+	}
+	h.must(http.StatusPreconditionFailed, "PUT", "/v1/projects/p", `{}`, "If-None-Match: *")
+	h.must(http.StatusPreconditionFailed, "PUT", "/v1/projects/p", `{}`, `If-Match: "old"`)
+	var p2 v1.Project
+	h.must(http.StatusOK, "PUT", "/v1/projects/p", `{"displayName": "Platform team"}`, "If-Match: "+p.ETag).decode(t, &p2)
+	if p2.ETag == p.ETag || !p2.CreatedAt.Equal(p.CreatedAt) {
+		t.Errorf("replace: etag %q (was %q), createdAt %v (was %v)", p2.ETag, p.ETag, p2.CreatedAt, p.CreatedAt)
+	}
+	h.must(http.StatusBadRequest, "PUT", "/v1/projects/p", `{"name": "q"}`)
+	h.must(http.StatusBadRequest, "PUT", "/v1/projects/p", `{"members": []}`)
+
+	var l v1.List[v1.Project]
+	h.must(http.StatusOK, "GET", "/v1/projects", "").decode(t, &l)
+	if len(l.Value) != 1 || l.Value[0].Name != "p" || l.NextLink != "" {
+		t.Errorf("projects = %+v", l)
+	}
+
+	// A project with clusters is not deleted.
+	h.createCluster("p", "c", minimal)
+	r = h.must(http.StatusConflict, "DELETE", "/v1/projects/p", "")
+	if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != "project" {
+		t.Errorf("delete non-empty = %+v", e)
+	}
+	h.project("empty")
+	h.must(http.StatusPreconditionFailed, "DELETE", "/v1/projects/empty", "", `If-Match: "old"`)
+	h.must(http.StatusNoContent, "DELETE", "/v1/projects/empty", "")
+	h.must(http.StatusNotFound, "DELETE", "/v1/projects/empty", "")
+}
+
+func TestCloudAccountCredentialsNeverReturned(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	const secret = "s3cr3t-key-material"
+	const path = "/v1/projects/p/cloudaccounts/acct"
+	var bodies []response
+	bodies = append(bodies, h.must(http.StatusCreated, "PUT", path,
+		`{"provider": "sim", "credentials": {"apiKey": "`+secret+`"}}`))
+	bodies = append(bodies, h.must(http.StatusOK, "GET", path, ""))
+	bodies = append(bodies, h.must(http.StatusOK, "GET", "/v1/projects/p/cloudaccounts", ""))
+	// A replace without credentials keeps the stored ones.
+	bodies = append(bodies, h.must(http.StatusOK, "PUT", path, `{"provider": "local"}`))
+	bodies = append(bodies, h.must(http.StatusBadRequest, "PUT", path,
+		`{"provider": "gcp", "credentials": {"apiKey": "`+secret+`"}}`))
+	bodies = append(bodies, h.must(http.StatusBadRequest, "PUT", path,
+		`{"provider": "sim", "credentials": {"apiKey": "`+secret+`"}, "extra": 1}`))
+	for i, r := range bodies {
+		if strings.Contains(string(r.body), secret) || strings.Contains(string(r.body), "credentials") {
+			t.Errorf("response %d contains the credentials: %s", i, r.body)
+		}
+	}
+	stored, err := h.store.GetCloudAccount(t.Context(), "p", "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Credentials["apiKey"] != secret || stored.Provider != "local" {
+		t.Errorf("stored account = %s with credentials kept %v", stored.Provider, stored.Credentials["apiKey"] == secret)
+	}
+	if strings.Contains(h.logs.String(), secret) {
+		t.Error("the log contains the credentials")
+	}
+	var a v1.CloudAccount
+	h.must(http.StatusOK, "GET", path, "").decode(t, &a)
+	if a.ID != path || a.Provider != "local" {
+		t.Errorf("account = %+v", a)
+	}
+	h.must(http.StatusNotFound, "GET", "/v1/projects/nope/cloudaccounts/acct", "")
+	h.must(http.StatusNoContent, "DELETE", path, "")
+	h.must(http.StatusNotFound, "GET", path, "")
+}
+
+func TestProfiles(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	const path = "/v1/projects/p/profiles/std"
+	r := h.must(http.StatusCreated, "PUT", path,
+		`{"version": 1, "kubernetesVersion": "v1.36.3", "cni": "cilium", "packs": [{"name": "metrics", "version": "1.0", "values": {"replicas": 2}}]}`)
+	var p v1.Profile
+	r.decode(t, &p)
+	etag := r.header.Get("ETag")
+	if p.ID != path || p.Version != 1 || len(p.Packs) != 1 || p.Packs[0].Values["replicas"] != float64(2) {
+		t.Errorf("profile = %+v", p)
+	}
+	r = h.must(http.StatusBadRequest, "PUT", path, `{"version": 0, "kubernetesVersion": "latest"}`)
+	if e := r.errorBody(t); e.Target != "version" || len(e.Details) != 2 {
+		t.Errorf("profile validation = %+v", e)
+	}
+	h.must(http.StatusPreconditionFailed, "PUT", path, `{"version": 2, "kubernetesVersion": "v1.36.3"}`, "If-None-Match: *")
+	h.must(http.StatusOK, "PUT", path, `{"version": 2, "kubernetesVersion": "v1.36.3"}`, "If-Match: "+etag)
+	var l v1.List[v1.Profile]
+	h.must(http.StatusOK, "GET", "/v1/projects/p/profiles", "").decode(t, &l)
+	if len(l.Value) != 1 || l.Value[0].Version != 2 {
+		t.Errorf("profiles = %+v", l.Value)
+	}
+	h.must(http.StatusMethodNotAllowed, "PATCH", path, `{}`)
+}
