@@ -1,0 +1,242 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+const clusterCols = `project, name, etag, spec, status, lease_owner, lease_token, lease_expiry, dequeues`
+
+// active reports whether a cluster in this state has an operation running.
+func active(state string) bool {
+	return state == v1.StateCreating || state == v1.StateUpdating || state == v1.StateDeleting
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanCluster(r scanner) (*store.Cluster, error) {
+	cl := new(store.Cluster)
+	var spec, status string
+	var expiry int64
+	if err := r.Scan(&cl.Project, &cl.Name, &cl.ETag, &spec, &status,
+		&cl.Lease.Owner, &cl.Lease.Token, &expiry, &cl.Dequeues); err != nil {
+		return nil, err
+	}
+	cl.Lease.Expiry = fromNanos(expiry)
+	if err := json.Unmarshal([]byte(spec), &cl.Spec); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if err := json.Unmarshal([]byte(status), &cl.Status); err != nil {
+		return nil, fmt.Errorf("decode status: %w", err)
+	}
+	return cl, nil
+}
+
+// GetCluster reads a cluster.
+func (s *Store) GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error) {
+	cl, err := scanCluster(s.read.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters
+		WHERE project = ? AND name = ?`), k.Project, k.Name))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get cluster %s: %w", k, err)
+	}
+	return cl, nil
+}
+
+// ListClusters lists a project's clusters by name.
+func (s *Store) ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list clusters %s: %w", project, err) }
+	after, err := decodeToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	limit := limitOf(pg)
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters
+		WHERE project = ? AND name > ? ORDER BY name LIMIT ?`), project, after, limit+1)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	defer rows.Close()
+	var out []*store.Cluster
+	for rows.Next() {
+		cl, err := scanCluster(rows)
+		if err != nil {
+			return nil, "", wrap(err)
+		}
+		out = append(out, cl)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", wrap(err)
+	}
+	out, next := trim(out, limit, func(cl *store.Cluster) string { return cl.Name })
+	return out, next, nil
+}
+
+// BeginOperation writes the cluster and inserts op in one transaction; see
+// store.Store. A replaced cluster keeps its lease token (tokens never go
+// back); a new one starts from the token its name last had, if any.
+func (s *Store) BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error {
+	k := cl.Key()
+	if err := s.beginOperation(ctx, cl, op, c); err != nil {
+		return fmt.Errorf("begin operation on cluster %s: %w", k, err)
+	}
+	return nil
+}
+
+func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error {
+	k := cl.Key()
+	if k.Project == "" || k.Name == "" || op.ID == "" {
+		return errors.New("cluster project, name and operation id are required")
+	}
+	if c.Fence != nil {
+		return errors.New("BeginOperation takes no fence")
+	}
+	if op.Project == "" && op.Cluster == "" {
+		op.Project, op.Cluster = k.Project, k.Name
+	}
+	if op.Project != k.Project || op.Cluster != k.Name {
+		return fmt.Errorf("operation %s is for cluster %s/%s", op.ID, op.Project, op.Cluster)
+	}
+	if op.StartTime.IsZero() {
+		op.StartTime = s.now().UTC()
+	}
+	spec, err := json.Marshal(cl.Spec)
+	if err != nil {
+		return err
+	}
+	status, err := json.Marshal(cl.Status)
+	if err != nil {
+		return err
+	}
+	etag := newETag()
+	var token int64
+	for attempt := 0; ; attempt++ {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			var oldETag, oldStatus, oldState string
+			err := tx.QueryRowContext(ctx, s.q(`SELECT etag, status, provisioning_state, lease_token FROM clusters
+				WHERE project = ? AND name = ?`+s.d.ForUpdate), k.Project, k.Name).Scan(&oldETag, &oldStatus, &oldState, &token)
+			exists := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if err := checkCond(c, exists, oldETag); err != nil {
+				return err
+			}
+			if exists && active(oldState) {
+				return s.conflict(ctx, tx, k, oldStatus, oldState)
+			}
+			if exists {
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, status = ?, provisioning_state = ?,
+					lease_owner = '', lease_expiry = 0, dequeues = 0 WHERE project = ? AND name = ?`),
+					etag, string(spec), string(status), cl.Status.ProvisioningState, k.Project, k.Name)
+				if err != nil {
+					return err
+				}
+			} else if err := s.insertCluster(ctx, tx, k, etag, string(spec), string(status), cl.Status.ProvisioningState, &token); err != nil {
+				return err
+			}
+			return s.insertOperation(ctx, tx, op)
+		})
+		if errors.Is(err, errRaced) && c.IfNoneMatch == "*" {
+			err = store.ErrExists
+		}
+		if !errors.Is(err, errRaced) || attempt == 2 {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	cl.ETag = etag
+	cl.Lease = store.Lease{Token: token}
+	cl.Dequeues = 0
+	return nil
+}
+
+// conflict builds the *ConflictError for a cluster that is busy. The running
+// operation is the one its status names or, failing that, the newest
+// InProgress one recorded for it.
+func (s *Store) conflict(ctx context.Context, tx *sql.Tx, k store.Key, status, state string) error {
+	var st v1.ClusterStatus
+	_ = json.Unmarshal([]byte(status), &st) // best effort: the state column is authoritative
+	opID := st.CurrentOperation
+	if opID == "" {
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM operations WHERE project = ? AND cluster = ? AND status = ?
+			ORDER BY id DESC LIMIT 1`), k.Project, k.Name, v1.OpInProgress).Scan(&opID)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+	}
+	return &store.ConflictError{Operation: opID, State: state}
+}
+
+func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, etag, spec, status, state string, token *int64) error {
+	err := tx.QueryRowContext(ctx, s.q(`SELECT lease_token FROM lease_tombstones WHERE project = ? AND name = ?`),
+		k.Project, k.Name).Scan(token)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state,
+		lease_owner, lease_token, lease_expiry, dequeues) VALUES (?, ?, ?, ?, ?, ?, '', ?, 0, 0)`),
+		k.Project, k.Name, etag, spec, status, state, *token)
+	switch s.constraint(err) {
+	case ForeignKey:
+		return fmt.Errorf("project %s: %w", k.Project, store.ErrNotFound)
+	case Unique:
+		return errRaced
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q(`DELETE FROM lease_tombstones WHERE project = ? AND name = ?`), k.Project, k.Name)
+	return err
+}
+
+// PutClusterStatus writes cl.Status, fenced by c.Fence (required) and
+// honouring c.IfMatch. cl.ETag is set to the new etag.
+func (s *Store) PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error {
+	k := cl.Key()
+	wrap := func(err error) error { return fmt.Errorf("put status of cluster %s: %w", k, err) }
+	if c.Fence == nil {
+		return wrap(errors.New("a fence is required"))
+	}
+	if c.IfNoneMatch == "*" {
+		return wrap(store.ErrExists) // the fence proves the cluster exists
+	}
+	status, err := json.Marshal(cl.Status)
+	if err != nil {
+		return wrap(err)
+	}
+	etag := newETag()
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
+			return err
+		}
+		if c.IfMatch != "" && c.IfMatch != "*" {
+			var old string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT etag FROM clusters WHERE project = ? AND name = ?`),
+				k.Project, k.Name).Scan(&old); err != nil {
+				return err
+			}
+			if old != c.IfMatch {
+				return store.ErrPreconditionFailed
+			}
+		}
+		_, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, status = ?, provisioning_state = ?
+			WHERE project = ? AND name = ?`), etag, string(status), cl.Status.ProvisioningState, k.Project, k.Name)
+		return err
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	cl.ETag = etag
+	return nil
+}

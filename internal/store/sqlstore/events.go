@@ -1,0 +1,67 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"kiln.dev/kiln/internal/store"
+)
+
+// AppendEvent adds an event to a cluster's timeline. The store always
+// assigns e.ID (increasing); it sets e.Time to now when zero. Events outlive
+// their cluster and need no lease.
+func (s *Store) AppendEvent(ctx context.Context, e *store.Event) error {
+	k := store.Key{Project: e.Project, Name: e.Cluster}
+	if e.Time.IsZero() {
+		e.Time = s.now().UTC()
+	}
+	data, err := json.Marshal(&e.Event)
+	if err != nil {
+		return fmt.Errorf("append event to cluster %s: %w", k, err)
+	}
+	var id int64
+	err = s.write.QueryRowContext(ctx, s.q(`INSERT INTO events (project, cluster, time, data) VALUES (?, ?, ?, ?)
+		RETURNING id`), e.Project, e.Cluster, toNanos(e.Time), string(data)).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("append event to cluster %s: %w", k, err)
+	}
+	e.ID = id
+	return nil
+}
+
+// ListEvents lists a cluster's events by id (oldest first).
+func (s *Store) ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list events of cluster %s: %w", k, err) }
+	after, err := decodeIDToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	limit := limitOf(pg)
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT id, time, data FROM events
+		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`), k.Project, k.Name, after, limit+1)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		var id, t int64
+		var data string
+		if err := rows.Scan(&id, &t, &data); err != nil {
+			return nil, "", wrap(err)
+		}
+		e := &store.Event{Project: k.Project, Cluster: k.Name}
+		if err := json.Unmarshal([]byte(data), &e.Event); err != nil {
+			return nil, "", wrap(fmt.Errorf("decode event %d: %w", id, err))
+		}
+		e.ID, e.Time = id, fromNanos(t)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", wrap(err)
+	}
+	out, next := trim(out, limit, func(e *store.Event) string { return strconv.FormatInt(e.ID, 10) })
+	return out, next, nil
+}

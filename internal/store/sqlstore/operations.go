@@ -1,0 +1,242 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error`
+
+// opRow is an operation's columns as written.
+type opRow struct {
+	steps, errJSON string
+	end            int64
+}
+
+func encodeOperation(op *store.Operation) (opRow, error) {
+	steps := op.Steps
+	if steps == nil {
+		steps = []v1.Step{}
+	}
+	b, err := json.Marshal(steps)
+	if err != nil {
+		return opRow{}, err
+	}
+	r := opRow{steps: string(b)}
+	if op.Error != nil {
+		e, err := json.Marshal(op.Error)
+		if err != nil {
+			return opRow{}, err
+		}
+		r.errJSON = string(e)
+	}
+	if op.EndTime != nil {
+		r.end = toNanos(*op.EndTime)
+	}
+	return r, nil
+}
+
+func scanOperation(r scanner) (*store.Operation, error) {
+	op := new(store.Operation)
+	var start, end int64
+	var steps, errJSON string
+	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON); err != nil {
+		return nil, err
+	}
+	op.StartTime = fromNanos(start)
+	if end != 0 {
+		t := fromNanos(end)
+		op.EndTime = &t
+	}
+	if err := json.Unmarshal([]byte(steps), &op.Steps); err != nil {
+		return nil, fmt.Errorf("decode steps: %w", err)
+	}
+	if len(op.Steps) == 0 {
+		op.Steps = nil
+	}
+	if errJSON != "" {
+		op.Error = new(v1.Error)
+		if err := json.Unmarshal([]byte(errJSON), op.Error); err != nil {
+			return nil, fmt.Errorf("decode error: %w", err)
+		}
+	}
+	return op, nil
+}
+
+func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Operation) error {
+	r, err := encodeOperation(op)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON)
+	if s.constraint(err) == Unique {
+		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
+	}
+	return err
+}
+
+// updateOperation writes op's status, steps, error and end time.
+func (s *Store) updateOperation(ctx context.Context, tx *sql.Tx, op *store.Operation) error {
+	r, err := encodeOperation(op)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET status = ?, steps = ?, error = ?, end_time = ?
+		WHERE id = ? AND project = ? AND cluster = ?`), op.Status, r.steps, r.errJSON, r.end, op.ID, op.Project, op.Cluster)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("operation %s: %w", op.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// GetOperation reads an operation; ErrNotFound for an unknown id.
+func (s *Store) GetOperation(ctx context.Context, id string) (*store.Operation, error) {
+	op, err := scanOperation(s.read.QueryRowContext(ctx, s.q(`SELECT `+operationCols+` FROM operations WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// ListOperations lists a cluster's operations by id (oldest first). They
+// outlive the cluster.
+func (s *Store) ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list operations of cluster %s: %w", k, err) }
+	after, err := decodeToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	limit := limitOf(pg)
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT `+operationCols+` FROM operations
+		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`), k.Project, k.Name, after, limit+1)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	defer rows.Close()
+	var out []*store.Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, "", wrap(err)
+		}
+		out = append(out, op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", wrap(err)
+	}
+	out, next := trim(out, limit, func(op *store.Operation) string { return op.ID })
+	return out, next, nil
+}
+
+// SaveOperation records progress of a running operation, fenced by the lease
+// of its cluster. A terminal status is refused: only FinishOperation ends an
+// operation, so that it never reads Succeeded before the cluster's final
+// write has committed.
+func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error {
+	wrap := func(err error) error { return fmt.Errorf("save operation %s: %w", op.ID, err) }
+	if v1.Terminal(op.Status) {
+		return wrap(fmt.Errorf("status %s is terminal: use FinishOperation", op.Status))
+	}
+	k := store.Key{Project: op.Project, Name: op.Cluster}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkFence(ctx, tx, k, f); err != nil {
+			return err
+		}
+		if progress {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET dequeues = 0 WHERE project = ? AND name = ?`),
+				k.Project, k.Name); err != nil {
+				return err
+			}
+		}
+		return s.updateOperation(ctx, tx, op)
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// FinishOperation ends an operation: in one fenced transaction it writes op
+// (terminal; EndTime set to now when nil), writes cl.Status or deletes the
+// cluster and its nodes, and releases the lease. With deleteCluster, cl may
+// be nil. On success cl.ETag is the new etag.
+func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool) error {
+	k := store.Key{Project: op.Project, Name: op.Cluster}
+	wrap := func(err error) error { return fmt.Errorf("finish operation %s on cluster %s: %w", op.ID, k, err) }
+	if !v1.Terminal(op.Status) {
+		return wrap(fmt.Errorf("status %q is not terminal", op.Status))
+	}
+	if cl == nil && !deleteCluster {
+		return wrap(errors.New("no cluster to write"))
+	}
+	if cl != nil && cl.Key() != k {
+		return wrap(fmt.Errorf("cluster %s is not the operation's", cl.Key()))
+	}
+	if op.EndTime == nil {
+		t := s.now().UTC()
+		op.EndTime = &t
+	}
+	var status []byte
+	if !deleteCluster {
+		var err error
+		if status, err = json.Marshal(cl.Status); err != nil {
+			return wrap(err)
+		}
+	}
+	etag := newETag()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkFence(ctx, tx, k, f); err != nil {
+			return err
+		}
+		if err := s.updateOperation(ctx, tx, op); err != nil {
+			return err
+		}
+		if deleteCluster {
+			return s.deleteCluster(ctx, tx, k)
+		}
+		_, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, status = ?, provisioning_state = ?,
+			lease_owner = '', lease_expiry = 0 WHERE project = ? AND name = ?`),
+			etag, string(status), cl.Status.ProvisioningState, k.Project, k.Name)
+		return err
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	if cl != nil && !deleteCluster {
+		cl.ETag = etag
+		cl.Lease = store.Lease{Token: f.Token}
+	}
+	return nil
+}
+
+// deleteCluster removes a cluster and its nodes, keeping its last lease
+// token in lease_tombstones for a cluster created later under its name.
+func (s *Store) deleteCluster(ctx context.Context, tx *sql.Tx, k store.Key) error {
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO lease_tombstones (project, name, lease_token)
+		SELECT project, name, lease_token FROM clusters WHERE project = ? AND name = ?
+		ON CONFLICT (project, name) DO UPDATE SET lease_token = excluded.lease_token`), k.Project, k.Name); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM nodes WHERE project = ? AND cluster = ?`), k.Project, k.Name); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, s.q(`DELETE FROM clusters WHERE project = ? AND name = ?`), k.Project, k.Name)
+	return err
+}

@@ -1,0 +1,193 @@
+package sqlstore
+
+import (
+	"context"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// The name, etag and created time of a document come from its columns; the
+// JSON holds the rest.
+
+// PutProject creates or replaces a project.
+func (s *Store) PutProject(ctx context.Context, p *v1.Project, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, projectsT, nil, p.Name, p.CreatedAt, p, c)
+	if err != nil {
+		return err
+	}
+	p.ETag, p.CreatedAt = etag, created
+	return nil
+}
+
+// GetProject reads a project.
+func (s *Store) GetProject(ctx context.Context, name string) (*v1.Project, error) {
+	d, err := s.getDoc(ctx, projectsT, nil, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeProject(d)
+}
+
+// ListProjects lists projects by name.
+func (s *Store) ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error) {
+	docs, next, err := s.listDocs(ctx, projectsT, nil, pg)
+	return decodeAll(docs, next, err, decodeProject)
+}
+
+// DeleteProject deletes a project, its cloud accounts and its profiles. It
+// refuses with ErrNotEmpty while the project has clusters.
+func (s *Store) DeleteProject(ctx context.Context, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, projectsT, nil, name, c)
+}
+
+func decodeProject(d doc) (*v1.Project, error) {
+	p := new(v1.Project)
+	if err := decodeDoc(projectsT, d, p); err != nil {
+		return nil, err
+	}
+	p.Name, p.ETag, p.CreatedAt = d.name, d.etag, d.created
+	return p, nil
+}
+
+// PutCloudAccount creates or replaces a cloud account.
+func (s *Store) PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, accountsT, []string{a.Project}, a.Name, a.CreatedAt, &a.CloudAccount, c)
+	if err != nil {
+		return err
+	}
+	a.ETag, a.CreatedAt = etag, created
+	return nil
+}
+
+// GetCloudAccount reads a cloud account, credentials included.
+func (s *Store) GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error) {
+	d, err := s.getDoc(ctx, accountsT, []string{project}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAccount(project)(d)
+}
+
+// ListCloudAccounts lists a project's cloud accounts by name.
+func (s *Store) ListCloudAccounts(ctx context.Context, project string, pg store.Page) ([]*store.CloudAccount, string, error) {
+	docs, next, err := s.listDocs(ctx, accountsT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeAccount(project))
+}
+
+// DeleteCloudAccount deletes a cloud account.
+func (s *Store) DeleteCloudAccount(ctx context.Context, project, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, accountsT, []string{project}, name, c)
+}
+
+func decodeAccount(project string) func(doc) (*store.CloudAccount, error) {
+	return func(d doc) (*store.CloudAccount, error) {
+		a := &store.CloudAccount{Project: project}
+		if err := decodeDoc(accountsT, d, &a.CloudAccount); err != nil {
+			return nil, err
+		}
+		a.Name, a.ETag, a.CreatedAt = d.name, d.etag, d.created
+		return a, nil
+	}
+}
+
+// PutProfile creates or replaces a profile.
+func (s *Store) PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, profilesT, []string{p.Project}, p.Name, p.CreatedAt, &p.Profile, c)
+	if err != nil {
+		return err
+	}
+	p.ETag, p.CreatedAt = etag, created
+	return nil
+}
+
+// GetProfile reads a profile.
+func (s *Store) GetProfile(ctx context.Context, project, name string) (*store.Profile, error) {
+	d, err := s.getDoc(ctx, profilesT, []string{project}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeProfile(project)(d)
+}
+
+// ListProfiles lists a project's profiles by name.
+func (s *Store) ListProfiles(ctx context.Context, project string, pg store.Page) ([]*store.Profile, string, error) {
+	docs, next, err := s.listDocs(ctx, profilesT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeProfile(project))
+}
+
+// DeleteProfile deletes a profile.
+func (s *Store) DeleteProfile(ctx context.Context, project, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, profilesT, []string{project}, name, c)
+}
+
+func decodeProfile(project string) func(doc) (*store.Profile, error) {
+	return func(d doc) (*store.Profile, error) {
+		p := &store.Profile{Project: project}
+		if err := decodeDoc(profilesT, d, &p.Profile); err != nil {
+			return nil, err
+		}
+		p.Name, p.ETag, p.CreatedAt = d.name, d.etag, d.created
+		return p, nil
+	}
+}
+
+// PutNode creates or replaces a node of an existing cluster (ErrNotFound
+// when the cluster does not exist). With c.Fence the writer must hold the
+// cluster's lease.
+func (s *Store) PutNode(ctx context.Context, n *store.Node, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, nodesT, []string{n.Project, n.Cluster}, n.Name, n.CreatedAt, &n.Node, c)
+	if err != nil {
+		return err
+	}
+	n.ETag, n.CreatedAt = etag, created
+	return nil
+}
+
+// GetNode reads a node.
+func (s *Store) GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error) {
+	d, err := s.getDoc(ctx, nodesT, []string{k.Project, k.Name}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeNode(k)(d)
+}
+
+// ListNodes lists a cluster's nodes by name.
+func (s *Store) ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error) {
+	docs, next, err := s.listDocs(ctx, nodesT, []string{k.Project, k.Name}, pg)
+	return decodeAll(docs, next, err, decodeNode(k))
+}
+
+// DeleteNode deletes a node; with c.Fence the writer must hold the
+// cluster's lease.
+func (s *Store) DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, nodesT, []string{k.Project, k.Name}, name, c)
+}
+
+func decodeNode(k store.Key) func(doc) (*store.Node, error) {
+	return func(d doc) (*store.Node, error) {
+		n := &store.Node{Project: k.Project}
+		if err := decodeDoc(nodesT, d, &n.Node); err != nil {
+			return nil, err
+		}
+		n.Name, n.Cluster, n.ETag, n.CreatedAt = d.name, k.Name, d.etag, d.created
+		return n, nil
+	}
+}
+
+// decodeAll turns a page of docs into a page of records with decode.
+func decodeAll[T any](docs []doc, next string, err error, decode func(doc) (T, error)) ([]T, string, error) {
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]T, 0, len(docs))
+	for _, d := range docs {
+		v, err := decode(d)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, v)
+	}
+	return out, next, nil
+}
