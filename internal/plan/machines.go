@@ -160,12 +160,12 @@ func rank(state string) int {
 	return 0
 }
 
-// converge waits, within NodeTimeout, until every named node has reached
-// target. On the way it moves the nodes the control plane moves itself:
-// DISCOVERED to APPROVED when spec.nodeApproval is auto, and, with
-// configure, APPROVED to CONFIGURED (the role is already on the record; the
-// agent installs it next). Agents move nodes the rest of the way.
-func (x *run) converge(ctx context.Context, want []string, target, what string, configure bool) error {
+// converge waits, within NodeTimeout, until the node of every machine in
+// want has reached target. On the way it moves the nodes the control plane
+// moves itself: DISCOVERED to APPROVED when spec.nodeApproval is auto, and,
+// with configure, APPROVED to CONFIGURED with the machine's role and pool
+// (the agent installs that role next). Agents move nodes the rest of the way.
+func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target, what string, configure bool) error {
 	auto := x.cl.Spec.NodeApproval == "" || x.cl.Spec.NodeApproval == "auto"
 	deadline := time.NewTimer(x.r.opts.NodeTimeout)
 	defer deadline.Stop()
@@ -178,7 +178,8 @@ func (x *run) converge(ctx context.Context, want []string, target, what string, 
 			return err
 		}
 		var missing []string
-		for _, name := range want {
+		for _, m := range want {
+			name := m.Name
 			n := nodes[name]
 			if n == nil {
 				missing = append(missing, name+" (not registered)")
@@ -192,8 +193,8 @@ func (x *run) converge(ctx context.Context, want []string, target, what string, 
 				next = v1.NodeConfigured
 			}
 			if next != "" {
-				x.log.Info("moving node", "node", name, "from", n.State, "to", next)
-				n.State = next
+				x.log.Info("moving node", "node", name, "from", n.State, "to", next, "role", m.Role)
+				n.State, n.Role, n.Pool = next, m.Role, m.Pool
 				if err := x.s.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
 					return fmt.Errorf("move node %q to %s: %w", name, next, err)
 				}

@@ -115,15 +115,15 @@ func (x *run) ensureWorkerMachines(ctx context.Context) error {
 }
 
 func (x *run) waitNodesRegistered(ctx context.Context) error {
-	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeDiscovered, "registered", false)
+	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeDiscovered, "registered", false)
 }
 
 func (x *run) approveNodes(ctx context.Context) error {
-	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeApproved, "approved", false)
+	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeApproved, "approved", false)
 }
 
 func (x *run) installControlPlane(ctx context.Context) error {
-	return x.converge(ctx, names(controlPlaneMachines(x.cl)), v1.NodeReady, "ready", true)
+	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeReady, "ready", true)
 }
 
 func (x *run) installWorkers(ctx context.Context) error {
@@ -131,7 +131,7 @@ func (x *run) installWorkers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return x.converge(ctx, names(ms), v1.NodeConfigured, "configured", true)
+	return x.converge(ctx, ms, v1.NodeConfigured, "configured", true)
 }
 
 func (x *run) waitNodesReady(ctx context.Context) error {
@@ -139,7 +139,7 @@ func (x *run) waitNodesReady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all := append(names(controlPlaneMachines(x.cl)), names(ws)...)
+	all := append(controlPlaneMachines(x.cl), ws...)
 	return x.converge(ctx, all, v1.NodeReady, "ready", true)
 }
 

@@ -1,0 +1,136 @@
+package plan_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/store"
+)
+
+// agentMachines is the sim with machines that are not Ready: their nodes
+// come from agents, as with a real provider.
+type agentMachines struct{ *sim.Sim }
+
+func (a agentMachines) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	got, err := a.Sim.EnsureMachine(ctx, c, m)
+	got.Ready = false
+	return got, err
+}
+
+// fakeAgents plays the node agents of cluster name until ctx ends: each
+// machine registers (DISCOVERED) and, once the control plane configured it,
+// installs and reports READY.
+func fakeAgents(ctx context.Context, e *env, name string) {
+	k := store.Key{Project: project, Name: name}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ms, _ := e.sim.ListMachines(ctx, provider.Cluster{Project: project, Name: name})
+		for _, m := range ms {
+			n, err := e.st.GetNode(ctx, k, m.Name)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				_ = e.st.PutNode(ctx, &store.Node{Project: project, Node: v1.Node{
+					Name: m.Name, Cluster: name, State: v1.NodeDiscovered, Address: m.Address}}, store.Cond{IfNoneMatch: "*"})
+			case err == nil && n.State == v1.NodeConfigured:
+				n.State = v1.NodeReady
+				_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+			}
+		}
+	}
+}
+
+func TestWaitsForAgents(t *testing.T) {
+	e := newEnv(t)
+	e.reg["agents"] = agentMachines{e.sim}
+	sp := spec(2, nil)
+	sp.Provider = "agents"
+	op := e.begin("c", v1.KindCreate, sp)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go fakeAgents(ctx, e, "c")
+	e.runOnce(e.runner())
+
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	want := map[string]string{
+		"c-cp-0":      "control-plane//READY",
+		"c-default-0": "worker/default/READY",
+		"c-default-1": "worker/default/READY",
+	}
+	got := e.nodes("c")
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("node %s = %q, want %q", n, got[n], w)
+		}
+	}
+}
+
+func TestWaitForNodesTimesOut(t *testing.T) {
+	e := newEnv(t)
+	e.reg["agents"] = agentMachines{e.sim}
+	sp := spec(1, nil)
+	sp.Provider = "agents"
+	op := e.begin("c", v1.KindCreate, sp)
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = 50 * time.Millisecond; o.MaxAttempts = 2 }))
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error.Code != v1.CodeTimeout {
+		t.Fatalf("operation %s %+v, want Failed with Timeout", got.Status, got.Error)
+	}
+	if !strings.Contains(got.Error.Message, "c-cp-0 (not registered)") {
+		t.Errorf("message %q does not name the missing node", got.Error.Message)
+	}
+	if le := e.cluster("c").Status.LastError; le.Step != plan.StepWaitNodesRegistered || !le.Retryable {
+		t.Errorf("lastError = %+v, want retryable at %s", le, plan.StepWaitNodesRegistered)
+	}
+}
+
+func TestManualApprovalWaitsForAPerson(t *testing.T) {
+	e := newEnv(t)
+	e.reg["agents"] = agentMachines{e.sim}
+	sp := spec(0, nil)
+	sp.Provider = "agents"
+	sp.NodeApproval = "manual"
+	op := e.begin("c", v1.KindCreate, sp)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go fakeAgents(ctx, e, "c")
+	errc := make(chan error, 1)
+	go func() { errc <- e.runner().Run(t.Context(), e.claim("w")) }()
+
+	waitFor(t, "approve-nodes to wait", func() bool {
+		return stepStates(e.op(op.ID))[plan.StepApproveNodes] == v1.StepRunning
+	})
+	k := store.Key{Project: project, Name: "c"}
+	n, err := e.st.GetNode(t.Context(), k, "c-cp-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.State != v1.NodeDiscovered {
+		t.Fatalf("node %s before approval, want DISCOVERED", n.State)
+	}
+	n.State = v1.NodeApproved // what `kiln node approve` does
+	if err := e.st.PutNode(t.Context(), n, store.Cond{IfMatch: n.ETag}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+}
