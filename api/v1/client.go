@@ -98,7 +98,7 @@ func (c *Client) ListProjects(ctx context.Context) ([]Project, error) {
 // GetProject returns one project.
 func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) {
 	var p Project
-	if _, err := c.do(ctx, http.MethodGet, projectPath(name), nil, "", &p); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, projectPath(name), nil, conditions{}, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -107,7 +107,7 @@ func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) 
 // PutProject creates or replaces a project.
 func (c *Client) PutProject(ctx context.Context, p *Project) (*Project, error) {
 	var out Project
-	if _, err := c.do(ctx, http.MethodPut, projectPath(p.Name), p, "", &out); err != nil {
+	if _, err := c.do(ctx, http.MethodPut, projectPath(p.Name), p, conditions{}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -115,14 +115,14 @@ func (c *Client) PutProject(ctx context.Context, p *Project) (*Project, error) {
 
 // DeleteProject deletes a project.
 func (c *Client) DeleteProject(ctx context.Context, name string) error {
-	_, err := c.do(ctx, http.MethodDelete, projectPath(name), nil, "", nil)
+	_, err := c.do(ctx, http.MethodDelete, projectPath(name), nil, conditions{}, nil)
 	return err
 }
 
 // GetCluster returns one cluster.
 func (c *Client) GetCluster(ctx context.Context, project, name string) (*Cluster, error) {
 	var cl Cluster
-	h, err := c.do(ctx, http.MethodGet, clusterPath(project, name), nil, "", &cl)
+	h, err := c.do(ctx, http.MethodGet, clusterPath(project, name), nil, conditions{}, &cl)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,20 @@ func (c *Client) ListClusters(ctx context.Context, project string) ([]Cluster, e
 // conditional on the cluster's current etag (a stale one fails with 412).
 func (c *Client) PutCluster(ctx context.Context, project string, cluster *Cluster, ifMatch string) (*Cluster, string, error) {
 	var out Cluster
-	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, ifMatch, &out)
+	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, conditions{ifMatch: ifMatch}, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	fillETag(&out, h)
+	return &out, clusterOperation(&out, h), nil
+}
+
+// CreateCluster creates a cluster that must not exist yet (If-None-Match: *):
+// an existing one fails with 412 Precondition Failed. It returns the
+// cluster and the id of the create operation.
+func (c *Client) CreateCluster(ctx context.Context, project string, cluster *Cluster) (*Cluster, string, error) {
+	var out Cluster
+	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, conditions{ifNoneMatch: true}, &out)
 	if err != nil {
 		return nil, "", err
 	}
@@ -152,7 +165,7 @@ func (c *Client) PutCluster(ctx context.Context, project string, cluster *Cluste
 // marshalled as JSON unless it already is []byte or json.RawMessage.
 func (c *Client) PatchCluster(ctx context.Context, project, name string, patch any) (*Cluster, string, error) {
 	var out Cluster
-	h, err := c.do(ctx, http.MethodPatch, clusterPath(project, name), mergePatch{patch}, "", &out)
+	h, err := c.do(ctx, http.MethodPatch, clusterPath(project, name), mergePatch{patch}, conditions{}, &out)
 	if err != nil {
 		return nil, "", err
 	}
@@ -162,7 +175,7 @@ func (c *Client) PatchCluster(ctx context.Context, project, name string, patch a
 
 // DeleteCluster starts deleting a cluster and returns the operation id.
 func (c *Client) DeleteCluster(ctx context.Context, project, name string) (string, error) {
-	h, err := c.do(ctx, http.MethodDelete, clusterPath(project, name), nil, "", nil)
+	h, err := c.do(ctx, http.MethodDelete, clusterPath(project, name), nil, conditions{}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +190,7 @@ func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]Node
 // GetNode returns one node of a cluster.
 func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*Node, error) {
 	var n Node
-	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/nodes/"+url.PathEscape(name), nil, "", &n); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/nodes/"+url.PathEscape(name), nil, conditions{}, &n); err != nil {
 		return nil, err
 	}
 	return &n, nil
@@ -197,7 +210,7 @@ func (c *Client) ListEvents(ctx context.Context, project, cluster string) ([]Eve
 // ("/v1/operations/{id}", as in the Azure-AsyncOperation header).
 func (c *Client) GetOperation(ctx context.Context, id string) (*Operation, error) {
 	var op Operation
-	if _, err := c.do(ctx, http.MethodGet, operationPath(id), nil, "", &op); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, operationPath(id), nil, conditions{}, &op); err != nil {
 		return nil, err
 	}
 	return &op, nil
@@ -219,7 +232,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 	wait := ""
 	for {
 		var op Operation
-		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, "", &op, c.requestTimeout+c.pollWait)
+		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, conditions{}, &op, c.requestTimeout+c.pollWait)
 		if err != nil {
 			if ctx.Err() != nil || !transient(err) {
 				return nil, err
@@ -319,7 +332,7 @@ func listAll[T any](ctx context.Context, c *Client, path string) ([]T, error) {
 		}
 		seen[path] = true
 		var l List[T]
-		if _, err := c.do(ctx, http.MethodGet, path, nil, "", &l); err != nil {
+		if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &l); err != nil {
 			return nil, err
 		}
 		out = append(out, l.Value...)
@@ -358,11 +371,17 @@ func (c *Client) relative(link string) (string, error) {
 // mergePatch marks a body to be sent as application/merge-patch+json.
 type mergePatch struct{ v any }
 
-func (c *Client) do(ctx context.Context, method, path string, body any, ifMatch string, out any) (http.Header, error) {
-	return c.doTimeout(ctx, method, path, body, ifMatch, out, c.requestTimeout)
+// conditions are the precondition headers of a write.
+type conditions struct {
+	ifMatch     string
+	ifNoneMatch bool // If-None-Match: *, create only
 }
 
-func (c *Client) doTimeout(ctx context.Context, method, path string, body any, ifMatch string, out any, timeout time.Duration) (http.Header, error) {
+func (c *Client) do(ctx context.Context, method, path string, body any, cond conditions, out any) (http.Header, error) {
+	return c.doTimeout(ctx, method, path, body, cond, out, c.requestTimeout)
+}
+
+func (c *Client) doTimeout(ctx context.Context, method, path string, body any, cond conditions, out any, timeout time.Duration) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if c.base.Opaque != "" || c.base.Host == "" {
@@ -403,8 +422,11 @@ func (c *Client) doTimeout(ctx context.Context, method, path string, body any, i
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	if ifMatch != "" {
-		req.Header.Set("If-Match", quoteETag(ifMatch))
+	if cond.ifMatch != "" {
+		req.Header.Set("If-Match", quoteETag(cond.ifMatch))
+	}
+	if cond.ifNoneMatch {
+		req.Header.Set("If-None-Match", "*")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -456,30 +478,26 @@ func decodeError(resp *http.Response, data []byte) error {
 	return e
 }
 
+// statusCodes names the error code of a status when the body has none.
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            CodeInvalidRequest,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusForbidden:             CodeForbidden,
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusConflict:              CodeConflict,
+	http.StatusPreconditionFailed:    CodePreconditionFailed,
+	http.StatusRequestEntityTooLarge: CodeRequestTooLarge,
+	http.StatusUnsupportedMediaType:  CodeUnsupportedMedia,
+	http.StatusTooManyRequests:       CodeThrottled,
+	http.StatusBadGateway:            CodeUnavailable,
+	http.StatusServiceUnavailable:    CodeUnavailable,
+	http.StatusGatewayTimeout:        CodeUnavailable,
+}
+
 func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return CodeInvalidRequest
-	case http.StatusUnauthorized:
-		return CodeUnauthorized
-	case http.StatusForbidden:
-		return CodeForbidden
-	case http.StatusNotFound:
-		return CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return CodeMethodNotAllowed
-	case http.StatusConflict:
-		return CodeConflict
-	case http.StatusPreconditionFailed:
-		return CodePreconditionFailed
-	case http.StatusRequestEntityTooLarge:
-		return CodeRequestTooLarge
-	case http.StatusUnsupportedMediaType:
-		return CodeUnsupportedMedia
-	case http.StatusTooManyRequests:
-		return CodeThrottled
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return CodeUnavailable
+	if c, ok := statusCodes[status]; ok {
+		return c
 	}
 	return CodeInternal
 }

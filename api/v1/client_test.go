@@ -174,6 +174,20 @@ func TestPutClusterHeaders(t *testing.T) {
 	}
 }
 
+func TestCreateClusterIfNoneMatch(t *testing.T) {
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") != "*" || r.Header.Get("If-Match") != "" {
+			t.Errorf("If-None-Match %q, If-Match %q", r.Header.Get("If-None-Match"), r.Header.Get("If-Match"))
+		}
+		writeJSON(w, 412, ErrorResponse{Error: Error{Code: CodePreconditionFailed, Message: "exists", Target: "If-None-Match"}})
+	}))
+	_, _, err := c.CreateCluster(t.Context(), "p", &Cluster{Name: "c"})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 412 {
+		t.Fatalf("err = %v, want a 412", err)
+	}
+}
+
 func TestPatchClusterIsMergePatch(t *testing.T) {
 	var gotCT, gotMethod, gotBody string
 	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -114,7 +114,7 @@ func TestBuildClusterFromFileAndFlags(t *testing.T) {
 		err  bool
 	}{
 		{"flags only", []string{"dev", "--workers", "2"}, &v1.Cluster{Name: "dev", Spec: v1.ClusterSpec{
-			Provider: "local", WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2}}}}, false},
+			WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2}}}}, false},
 		{"file", []string{"-f", path}, &v1.Cluster{Name: "dev", Spec: v1.ClusterSpec{Provider: "edge", Region: "r1"}}, false},
 		{"file and flags", []string{"-f", path, "--region", "r2", "--dedicated-control-plane"},
 			&v1.Cluster{Name: "dev", Spec: v1.ClusterSpec{Provider: "edge", Region: "r2",

@@ -27,9 +27,6 @@ type createFlags struct {
 	wait                      bool
 }
 
-// defaultProvider is used without -f when --provider is not given.
-const defaultProvider = "local"
-
 func (a *app) clusterCreateCommand() *cobra.Command {
 	return a.createCommandWith(&createFlags{})
 }
@@ -45,7 +42,8 @@ operation step by step and exits 0 only if it succeeded.
 The spec comes from flags, or from a YAML or JSON file (-f, "-" for stdin)
 with the API's fields (name, spec); unknown fields in the file are an error.
 Flags given with -f override the file. Fields left empty get the server's
-defaults. Without -f the provider is "local".`,
+defaults (provider local, one control-plane machine, ...). An existing
+cluster is never replaced.`,
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
   kiln cluster create -f cluster.yaml --workers 5 -o json`,
@@ -65,7 +63,7 @@ defaults. Without -f the provider is "local".`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", `cluster file, YAML or JSON ("-" for stdin)`)
-	fl.StringVar(&f.provider, "provider", "", `provider: local, edge, docker, sim, ... (default "local" without -f)`)
+	fl.StringVar(&f.provider, "provider", "", "provider: local, edge, docker, sim, ...")
 	fl.StringVar(&f.version, "kubernetes-version", "", "Kubernetes version, e.g. v1.36.3")
 	fl.IntVar(&f.cpSize, "control-plane-size", 0, "number of control-plane machines (1, 3 or 5)")
 	fl.BoolVar(&f.dedicated, "dedicated-control-plane", false, "run no workloads on control-plane machines")
@@ -107,9 +105,6 @@ func (a *app) buildCluster(cmd *cobra.Command, args []string, f *createFlags) (*
 	}
 	if err := applyCreateFlags(&cl.Spec, f, cmd.Flags().Changed); err != nil {
 		return nil, err
-	}
-	if f.file == "" && cl.Spec.Provider == "" {
-		cl.Spec.Provider = defaultProvider
 	}
 	return cl, nil
 }
@@ -196,7 +191,7 @@ func (a *app) readInput(name string) ([]byte, error) {
 	return data, nil
 }
 
-// createCluster refuses to replace an existing cluster, PUTs the new one
+// createCluster creates the cluster (never replacing one: If-None-Match)
 // and prints it, after following the operation with --wait.
 func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error {
 	ctx := cmd.Context()
@@ -204,14 +199,8 @@ func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error
 	if err != nil {
 		return err
 	}
-	switch _, err := c.GetCluster(ctx, s.Project, cl.Name); {
-	case err == nil:
-		return fmt.Errorf("cluster %q already exists in project %q", cl.Name, s.Project)
-	case !v1.IsNotFound(err):
-		return err
-	}
-	out, opID, err := c.PutCluster(ctx, s.Project, cl, "")
-	if err != nil {
+	out, opID, err := c.CreateCluster(ctx, s.Project, cl)
+	if err != nil { // an existing cluster is a 412 that says so
 		return err
 	}
 	if !wait {
