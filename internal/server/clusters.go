@@ -165,6 +165,10 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(
 		}
 		err = s.store.BeginOperation(r.Context(), cl, op, writeCond(current))
 		if raced(err) {
+			// The project may be the thing that vanished.
+			if err := s.requireProject(r); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {

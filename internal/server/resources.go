@@ -110,6 +110,10 @@ func putResource[R, W any](s *Server, res syncResource[R, W], w http.ResponseWri
 		}
 		err = res.put(r.Context(), rec, writeCond(current))
 		if raced(err) {
+			// The project may be the thing that vanished.
+			if err := s.requireProject(r); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
