@@ -23,7 +23,15 @@ const (
 // BeforeStep applies the faults the cluster's labels ask for to one attempt
 // of step. The plan runner calls it before every attempt and treats its error
 // as the step's.
-func (s *Sim) BeforeStep(ctx context.Context, c provider.Cluster, step string) error {
+func (s *Sim) BeforeStep(ctx context.Context, c provider.Cluster, step string) (err error) {
+	if s.journal != nil {
+		start := time.Now()
+		defer func() {
+			if jerr := s.journal.record(c, step, start); jerr != nil && err == nil {
+				err = jerr
+			}
+		}()
+	}
 	labels := c.Spec.Labels
 	if v, ok := labels[LabelStepLatency]; ok {
 		d, err := time.ParseDuration(v)

@@ -44,6 +44,7 @@ func WithLatency(d time.Duration) Option { return func(s *Sim) { s.latency = d }
 // Sim is the in-memory provider. Use New.
 type Sim struct {
 	latency time.Duration
+	journal *journal // nil unless WithJournal
 
 	mu       sync.Mutex
 	clusters map[string]*infra // by project/name
