@@ -152,14 +152,17 @@ func TestLoginFailures(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 	tests := []struct {
-		name string
-		args []string
-		code int
+		name   string
+		args   []string
+		code   int
+		stderr string
 	}{
-		{"refused token", []string{"login", "--server", srv.URL, "--token", "bad"}, ExitError},
-		{"unreachable", []string{"login", "--server", dead.URL, "--token", "good"}, ExitError},
-		{"no server", []string{"login", "--token", "good"}, ExitUsage},
-		{"empty token", []string{"login", "--server", srv.URL}, ExitUsage},
+		{"refused token", []string{"login", "--server", srv.URL, "--token", "bad"}, ExitError,
+			"error: Unauthorized: bad token\n  " + srv.URL + " refused the token; nothing was saved\n"},
+		{"unreachable", []string{"login", "--server", dead.URL, "--token", "good"}, ExitError, ""},
+		{"no server", []string{"login", "--token", "good"}, ExitUsage,
+			"error: login needs --server URL\nRun 'kiln login --help' for usage.\n"},
+		{"empty token", []string{"login", "--server", srv.URL}, ExitUsage, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +170,9 @@ func TestLoginFailures(t *testing.T) {
 			code, _, stderr := runCLI(t, []string{"XDG_CONFIG_HOME=" + dir}, "", tt.args...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			if tt.stderr != "" && stderr != tt.stderr {
+				t.Errorf("stderr = %q, want %q", stderr, tt.stderr)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "kiln", "config.json")); err == nil {
 				t.Error("config written after a failed login")

@@ -71,9 +71,9 @@ func (a *app) login(cmd *cobra.Command, tokenFile string) error {
 	var ae *v1.APIError
 	switch {
 	case errors.As(err, &ae) && (ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden):
-		return fmt.Errorf("%s refused the token: %w", server, err)
+		return &hintError{fmt.Sprintf("%s refused the token; nothing was saved", server), err}
 	case errors.As(err, &ae):
-		return fmt.Errorf("%s answered with an error: %w", server, err)
+		return &hintError{fmt.Sprintf("%s answered with an error; nothing was saved", server), err}
 	case err != nil:
 		return fmt.Errorf("cannot reach %s: %w", server, err)
 	}

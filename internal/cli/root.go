@@ -190,6 +190,16 @@ type runtimeError struct{ err error }
 func (e runtimeError) Error() string { return e.err.Error() }
 func (e runtimeError) Unwrap() error { return e.err }
 
+// hintError adds a sentence for the user to an API error, printed after
+// the error's code, message, target and details.
+type hintError struct {
+	hint string
+	err  error
+}
+
+func (e *hintError) Error() string { return e.hint + ": " + e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
 // reportError prints err on w and returns the exit code for it. Errors that
 // are not from a command body come from cobra's parsing: usage errors.
 func reportError(w io.Writer, cmd *cobra.Command, err error) int {
@@ -210,6 +220,10 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 		printOperationError(w, oe.op)
 	case errors.As(err, &ae):
 		printAPIError(w, ae)
+		var h *hintError
+		if errors.As(err, &h) {
+			fmt.Fprintf(w, "  %s\n", h.hint)
+		}
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(w, "error: interrupted")
 	default:
