@@ -31,6 +31,8 @@ type Client struct {
 	requestTimeout time.Duration
 	// pollWait is the server-side wait asked for by WaitOperation.
 	pollWait time.Duration
+	// minPoll is the shortest interval between two unchanged polls.
+	minPoll time.Duration
 	// retryFor is how long WaitOperation keeps retrying transient
 	// failures in a row before giving up.
 	retryFor time.Duration
@@ -76,6 +78,7 @@ func NewClient(baseURL, token string, opts ...ClientOption) *Client {
 		userAgent:      DefaultUserAgent,
 		requestTimeout: time.Minute,
 		pollWait:       30 * time.Second,
+		minPoll:        time.Second,
 		retryFor:       2 * time.Minute,
 		backoff:        defaultBackoff,
 	}
@@ -232,6 +235,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 	wait := ""
 	for {
 		var op Operation
+		start := time.Now()
 		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, conditions{}, &op, c.requestTimeout+c.pollWait)
 		if err != nil {
 			if ctx.Err() != nil || !transient(err) {
@@ -258,7 +262,8 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 		if err != nil {
 			return nil, fmt.Errorf("wait for operation %s: %w", id, err)
 		}
-		if !bytes.Equal(cur, last) {
+		changed := !bytes.Equal(cur, last)
+		if changed {
 			last = cur
 			if onChange != nil {
 				onChange(&op)
@@ -266,6 +271,13 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 		}
 		if Terminal(op.Status) {
 			return &op, nil
+		}
+		// A server that answers at once without a change (one that
+		// ignores ?wait) is polled at most every minPoll.
+		if elapsed := time.Since(start); !changed && elapsed < c.minPoll {
+			if err := sleep(ctx, c.minPoll-elapsed); err != nil {
+				return nil, err
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

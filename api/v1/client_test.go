@@ -20,6 +20,7 @@ func newTestClient(t *testing.T, h http.Handler) *Client {
 	t.Cleanup(srv.Close)
 	c := NewClient(srv.URL, "tok", WithHTTPClient(srv.Client()), WithUserAgent("kiln-test"))
 	c.backoff = func(int) time.Duration { return time.Millisecond }
+	c.minPoll = time.Millisecond
 	return c
 }
 
@@ -304,6 +305,30 @@ func TestWaitOperation(t *testing.T) {
 	}
 	if srv.waits[0] != "" || srv.waits[len(srv.waits)-1] != "2s" {
 		t.Errorf("wait params = %q, want none first, then 2s", srv.waits)
+	}
+}
+
+func TestWaitOperationDoesNotSpin(t *testing.T) {
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		writeJSON(w, 200, op(OpInProgress, 0)) // ignores ?wait, never changes
+	}))
+	c.minPoll = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), 350*time.Millisecond)
+	defer cancel()
+	if _, err := c.WaitOperation(ctx, "o1", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n > 6 {
+		t.Errorf("%d polls in 350ms with a 100ms floor", n)
 	}
 }
 
