@@ -1,0 +1,271 @@
+// Package daemon assembles a kilnd process from its parts: the store, the
+// frontend (API server) and the backend (lease-taking workers running plans
+// against providers). cmd/kilnd turns flags into a Config; the end-to-end
+// tests start the same assembly in-process.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/postgres"
+	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/worker"
+)
+
+// Roles a process can take.
+const (
+	RoleAll      = "all"
+	RoleFrontend = "frontend"
+	RoleBackend  = "backend"
+)
+
+// Config is a kilnd process's configuration. The zero value of every
+// duration means the package default.
+type Config struct {
+	DataDir string // holds the SQLite database and the admin token
+	Listen  string // host:port for the API (frontend) or health and metrics (backend)
+	Store   string // "" for SQLite in DataDir, a file path, or a postgres:// URL
+	Role    string // all (default), frontend or backend
+	Dev     bool   // all-in-one on loopback: default project, sim provider
+
+	// Sim registers the sim provider (a test double) outside dev mode.
+	Sim bool
+	// SimJournal, when set, is a file where the sim records every step
+	// attempt (for process tests).
+	SimJournal string
+
+	LeaseTTL     time.Duration // default 15s
+	Heartbeat    time.Duration // default 5s
+	DrainTimeout time.Duration // default 30s
+	Concurrency  int           // leases one backend holds at once; default 8
+
+	Logger *slog.Logger
+}
+
+// Daemon is a started kilnd.
+type Daemon struct {
+	cfg    Config
+	log    *slog.Logger
+	Store  store.Store
+	Addr   string // the address the HTTP listener is bound to
+	Token  string // the admin token
+	server *http.Server
+	worker *worker.Worker
+
+	workerDone chan error
+	serveDone  chan error
+	stopWorker context.CancelFunc
+	closeOnce  sync.Once
+}
+
+func (c *Config) defaults() error {
+	if c.Role == "" {
+		c.Role = RoleAll
+	}
+	switch c.Role {
+	case RoleAll, RoleFrontend, RoleBackend:
+	default:
+		return fmt.Errorf("--role %q: must be all, frontend or backend", c.Role)
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7080"
+	}
+	if c.Dev {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen %q: %w", c.Listen, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
+		}
+		c.Sim = true
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// Start opens the store and starts the parts the role asks for. It returns
+// once the listener is bound; Shutdown stops everything.
+func Start(ctx context.Context, cfg Config) (*Daemon, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st}
+	if err := d.start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
+		st, err := postgres.Open(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL store: %w", err)
+		}
+		return st, nil
+	default:
+		path := cfg.Store
+		if path == "" {
+			path = filepath.Join(cfg.DataDir, "kiln.db")
+		}
+		st, err := sqlite.Open(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+		}
+		return st, nil
+	}
+}
+
+func (d *Daemon) start(ctx context.Context) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	providers := provider.Registry{}
+	if d.cfg.Sim {
+		var opts []sim.Option
+		if d.cfg.SimJournal != "" {
+			opts = append(opts, sim.WithJournal(d.cfg.SimJournal))
+		}
+		providers["sim"] = sim.New(opts...)
+	}
+
+	token, err := ensureAdminToken(filepath.Join(d.cfg.DataDir, "admin.token"))
+	if err != nil {
+		return err
+	}
+	d.Token = token
+	var handler http.Handler
+	if d.cfg.Role != RoleBackend {
+		if d.cfg.Dev {
+			if err := ensureProject(ctx, d.Store, "default"); err != nil {
+				return err
+			}
+		}
+		handler = server.New(server.Options{
+			Store:     d.Store,
+			Logger:    d.log,
+			Auth:      server.StaticTokens(token),
+			Registry:  reg,
+			Steps:     plan.Steps,
+			Providers: providers.Names(),
+		})
+	} else {
+		handler = healthOnly(d.Store, reg, token)
+	}
+
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	d.Addr = ln.Addr().String()
+	d.server = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      90 * time.Second, // long-polls wait up to 60s
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	d.serveDone = make(chan error, 1)
+	go func() { d.serveDone <- d.server.Serve(ln) }()
+	d.log.Info("kilnd listening", "addr", d.Addr, "role", d.cfg.Role, "dev", d.cfg.Dev)
+
+	if d.cfg.Role != RoleFrontend {
+		runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log})
+		d.worker = worker.New(worker.Options{
+			Store:        d.Store,
+			Runner:       runner,
+			Owner:        worker.DefaultOwner(),
+			LeaseTTL:     d.cfg.LeaseTTL,
+			Heartbeat:    d.cfg.Heartbeat,
+			DrainTimeout: d.cfg.DrainTimeout,
+			Concurrency:  d.cfg.Concurrency,
+			Logger:       d.log,
+			Registerer:   reg,
+		})
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		d.stopWorker = cancel
+		d.workerDone = make(chan error, 1)
+		go func() { d.workerDone <- d.worker.Run(wctx) }()
+	}
+	return nil
+}
+
+// Shutdown drains the backend (stop claiming; running plans get the drain
+// timeout, then their leases are handed back), stops the HTTP server
+// gracefully and closes the store.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	var errs []error
+	d.closeOnce.Do(func() {
+		if d.stopWorker != nil {
+			d.log.Info("draining backend", "timeout", d.cfg.DrainTimeout)
+			d.stopWorker()
+			if err := <-d.workerDone; err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("worker: %w", err))
+			}
+		}
+		if err := d.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if err := <-d.serveDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http serve: %w", err))
+		}
+		if err := d.Store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Run starts kilnd and runs it until ctx is cancelled, then shuts it down.
+func Run(ctx context.Context, cfg Config) error {
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-d.serveDone:
+		d.serveDone <- err // Shutdown reads it
+	}
+	d.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+10*time.Second)
+	defer cancel()
+	return d.Shutdown(sctx)
+}
