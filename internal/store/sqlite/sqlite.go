@@ -63,6 +63,8 @@ func Open(ctx context.Context, path string, opts ...sqlstore.Option) (store.Stor
 	read.SetMaxIdleConns(n)
 	m, err := fs.Sub(migrations, "migrations")
 	if err != nil {
+		write.Close()
+		read.Close()
 		return nil, err
 	}
 	s, err := sqlstore.New(ctx, Dialect(m), write, read, opts...)

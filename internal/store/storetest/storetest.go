@@ -98,6 +98,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishOperationDelete", testFinishOperationDelete},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Events", testEvents},
+		{"PageLimitCap", testPageLimitCap},
 		{"BadPageToken", testBadPageToken},
 	}
 	for _, tc := range tests {
