@@ -229,6 +229,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 	path := operationPath(id)
 	var (
 		last     []byte
+		seen     string // ETag of the last answer: the server waits for another
 		failures int
 		failedAt time.Time
 	)
@@ -236,7 +237,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 	for {
 		var op Operation
 		start := time.Now()
-		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, conditions{}, &op, c.requestTimeout+c.pollWait)
+		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, conditions{notETag: seen}, &op, c.requestTimeout+c.pollWait)
 		if err != nil {
 			if ctx.Err() != nil || !transient(err) {
 				return nil, err
@@ -258,6 +259,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 		}
 		failures = 0
 		wait = "?wait=" + c.pollWait.String()
+		seen = h.Get("ETag")
 		cur, err := json.Marshal(&op)
 		if err != nil {
 			return nil, fmt.Errorf("wait for operation %s: %w", id, err)
@@ -386,11 +388,28 @@ type mergePatch struct{ v any }
 // conditions are the precondition headers of a write.
 type conditions struct {
 	ifMatch     string
-	ifNoneMatch bool // If-None-Match: *, create only
+	ifNoneMatch bool   // If-None-Match: *, create only
+	notETag     string // If-None-Match: <etag>, an operation's long-poll
 }
 
+// maxThrottled is how many times a request answered 429 is sent again.
+const maxThrottled = 5
+
+// do sends one request. A 429 means the server did not act on it, so any
+// request, writes included, is sent again after Retry-After (at most
+// maxThrottled times).
 func (c *Client) do(ctx context.Context, method, path string, body any, cond conditions, out any) (http.Header, error) {
-	return c.doTimeout(ctx, method, path, body, cond, out, c.requestTimeout)
+	for attempt := 1; ; attempt++ {
+		h, err := c.doTimeout(ctx, method, path, body, cond, out, c.requestTimeout)
+		var ae *APIError
+		if attempt > maxThrottled || !errors.As(err, &ae) || ae.StatusCode != http.StatusTooManyRequests {
+			return h, err
+		}
+		pause := min(max(retryAfter(h), c.backoff(attempt)), 10*time.Second)
+		if serr := sleep(ctx, pause); serr != nil {
+			return h, err
+		}
+	}
 }
 
 func (c *Client) doTimeout(ctx context.Context, method, path string, body any, cond conditions, out any, timeout time.Duration) (http.Header, error) {
@@ -436,6 +455,9 @@ func (c *Client) doTimeout(ctx context.Context, method, path string, body any, c
 	}
 	if cond.ifMatch != "" {
 		req.Header.Set("If-Match", quoteETag(cond.ifMatch))
+	}
+	if cond.notETag != "" {
+		req.Header.Set("If-None-Match", cond.notETag)
 	}
 	if cond.ifNoneMatch {
 		req.Header.Set("If-None-Match", "*")

@@ -399,3 +399,20 @@ func TestInvalidBaseURL(t *testing.T) {
 		t.Fatal("ListProjects with an invalid server URL succeeded")
 	}
 }
+
+func TestThrottledWriteIsSentAgain(t *testing.T) {
+	var calls int
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Error: Error{Code: CodeThrottled, Message: "slow down"}})
+			return
+		}
+		w.Header().Set("Azure-AsyncOperation", "/v1/operations/op1")
+		writeJSON(w, http.StatusCreated, Cluster{Name: "c"})
+	}))
+	_, opID, err := c.CreateCluster(t.Context(), "p", &Cluster{Name: "c"})
+	if err != nil || opID != "op1" || calls != 2 {
+		t.Fatalf("create after a 429: op %q, err %v, %d calls; want op1, nil, 2", opID, err, calls)
+	}
+}

@@ -66,6 +66,7 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (under a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
+	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "API requests a second per caller (bursts of twice that); 0 for the default 5000, negative for no limit")
 	f.StringVar(&cfg.SimJournal, "sim-journal", "", "file where the sim provider records every step attempt (tests)")
 	f.MarkHidden("sim-journal")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -56,6 +56,7 @@ type Config struct {
 	Heartbeat    time.Duration // default 5s
 	DrainTimeout time.Duration // default 30s
 	Concurrency  int           // leases one backend holds at once; default 8
+	RateLimit    float64       // API requests a second per caller; 0 default, negative off
 
 	Logger *slog.Logger
 }
@@ -170,23 +171,44 @@ func (d *Daemon) start(ctx context.Context) error {
 		return err
 	}
 	d.Token = token
-	var handler http.Handler
+	// The frontend and the backend of one process wake each other: a new
+	// operation wakes an idle worker, a step written wakes long-polls.
+	var (
+		handler  http.Handler
+		runStore store.Store = d.Store
+	)
 	if d.cfg.Role != RoleBackend {
 		if d.cfg.Dev {
 			if err := ensureProject(ctx, d.Store, "default"); err != nil {
 				return err
 			}
 		}
-		handler = server.New(server.Options{
-			Store:     d.Store,
+		srv := server.New(server.Options{
+			Store:     wakingStore{Store: d.Store, wake: d.wakeWorker},
 			Logger:    d.log,
 			Auth:      server.StaticTokens(token),
 			Registry:  reg,
 			Steps:     plan.Steps,
 			Providers: providers.Names(),
+			RateLimit: d.cfg.RateLimit,
 		})
+		handler = srv
+		runStore = notifyingStore{Store: d.Store, notify: srv.Notify}
 	} else {
 		handler = healthOnly(d.Store, reg, token)
+	}
+	if d.cfg.Role != RoleFrontend {
+		d.worker = worker.New(worker.Options{
+			Store:        d.Store,
+			Runner:       plan.NewRunner(plan.Options{Store: runStore, Providers: providers, Logger: d.log}),
+			Owner:        worker.DefaultOwner(),
+			LeaseTTL:     d.cfg.LeaseTTL,
+			Heartbeat:    d.cfg.Heartbeat,
+			DrainTimeout: d.cfg.DrainTimeout,
+			Concurrency:  d.cfg.Concurrency,
+			Logger:       d.log,
+			Registerer:   reg,
+		})
 	}
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
@@ -206,25 +228,20 @@ func (d *Daemon) start(ctx context.Context) error {
 	go func() { d.serveDone <- d.server.Serve(ln) }()
 	d.log.Info("kilnd listening", "addr", d.Addr, "role", d.cfg.Role, "dev", d.cfg.Dev)
 
-	if d.cfg.Role != RoleFrontend {
-		runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log})
-		d.worker = worker.New(worker.Options{
-			Store:        d.Store,
-			Runner:       runner,
-			Owner:        worker.DefaultOwner(),
-			LeaseTTL:     d.cfg.LeaseTTL,
-			Heartbeat:    d.cfg.Heartbeat,
-			DrainTimeout: d.cfg.DrainTimeout,
-			Concurrency:  d.cfg.Concurrency,
-			Logger:       d.log,
-			Registerer:   reg,
-		})
+	if d.worker != nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.stopWorker = cancel
 		d.workerDone = make(chan error, 1)
 		go func() { d.workerDone <- d.worker.Run(wctx) }()
 	}
 	return nil
+}
+
+// wakeWorker wakes this process's worker, if it has one.
+func (d *Daemon) wakeWorker() {
+	if d.worker != nil {
+		d.worker.Wake()
+	}
 }
 
 // Shutdown drains the backend (stop claiming; running plans get the drain

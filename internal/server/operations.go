@@ -1,6 +1,10 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -71,8 +75,18 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	op := first
-	if wait > 0 && !v1.Terminal(first.Status) {
+	// The long-poll waits for a state other than the one the client saw
+	// (If-None-Match: the ETag of its last answer) or, without one, other
+	// than the state when the request arrived.
+	out, etag := operationOut(first), ""
+	if etag, err = operationETag(&out); err != nil {
+		return err
+	}
+	seen := etag
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		seen = inm
+	}
+	if wait > 0 && !v1.Terminal(first.Status) && etag == seen {
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
 		tick := time.NewTicker(s.poll)
@@ -82,12 +96,16 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 			// Watch before reading, so a notify between the read and the
 			// wait is not lost.
 			woken, release := s.notes.watch(id)
-			op, err = s.store.GetOperation(ctx, id)
+			op, err := s.store.GetOperation(ctx, id)
+			if err == nil {
+				out = operationOut(op)
+				etag, err = operationETag(&out)
+			}
 			if err != nil {
 				release()
 				return err
 			}
-			if v1.Terminal(op.Status) || changed(first, op) {
+			if v1.Terminal(op.Status) || etag != seen {
 				release()
 				break
 			}
@@ -100,9 +118,6 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 				return nil // the client is gone; nobody reads an answer
 			case <-deadline.C:
 				release()
-				if op, err = s.store.GetOperation(ctx, id); err != nil {
-					return err
-				}
 				break poll
 			case <-woken:
 			case <-tick.C:
@@ -110,28 +125,18 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 			release()
 		}
 	}
-	writeJSON(w, http.StatusOK, operationOut(op))
+	w.Header().Set("ETag", etag)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// changed reports whether a long-poller would see a difference.
-func changed(a, b *store.Operation) bool {
-	if a.Status != b.Status || a.Percent() != b.Percent() || len(a.Steps) != len(b.Steps) {
-		return true
+// operationETag is a quoted hash of the operation as rendered: two answers
+// have the same ETag exactly when a client would see no difference.
+func operationETag(op *v1.Operation) (string, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return "", fmt.Errorf("render operation: %w", err)
 	}
-	for i := range a.Steps {
-		x, y := a.Steps[i], b.Steps[i]
-		if x.Name != y.Name || x.State != y.State || x.Attempts != y.Attempts || x.Message != y.Message ||
-			!sameTime(x.StartTime, y.StartTime) || !sameTime(x.EndTime, y.EndTime) {
-			return true
-		}
-	}
-	return false
-}
-
-func sameTime(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:12]) + `"`, nil
 }

@@ -140,3 +140,54 @@ func TestLongPollBadWait(t *testing.T) {
 		})
 	}
 }
+
+// TestLongPollIfNoneMatch: a client that names the state it saw (the ETag
+// of its last answer) gets a change that happened between its two requests
+// at once, and waits when it has seen the current state.
+func TestLongPollIfNoneMatch(t *testing.T) {
+	h := newHarness(t, func(o *server.Options) { o.PollInterval = time.Hour })
+	waiting := make(chan string, 1)
+	h.s.OnLongPollWait(func(id string) {
+		select {
+		case waiting <- id:
+		default:
+		}
+	})
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	seen := h.must(http.StatusOK, "GET", "/v1/operations/"+opID, "").header.Get("ETag")
+	if seen == "" {
+		t.Fatal("operation answer has no ETag")
+	}
+
+	h.startStep(opID) // changes between the client's two requests; nobody notifies
+	start := time.Now()
+	r := h.must(http.StatusOK, "GET", "/v1/operations/"+opID+"?wait=60s", "", "If-None-Match: "+seen)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("a long-poll naming an old ETag waited %s, want an answer at once", took)
+	}
+	var op v1.Operation
+	r.decode(t, &op)
+	if op.Properties.Steps[0].State != v1.StepRunning {
+		t.Fatalf("first step = %s, want Running", op.Properties.Steps[0].State)
+	}
+	current := r.header.Get("ETag")
+	if current == seen {
+		t.Fatalf("ETag %s did not change with the operation", current)
+	}
+
+	// Having seen the current state, the next long-poll waits.
+	ch := make(chan error, 1)
+	go func() {
+		_, err := h.send("GET", "/v1/operations/"+opID+"?wait=200ms", "", "If-None-Match: "+current)
+		ch <- err
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a long-poll naming the current ETag did not wait")
+	}
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+}

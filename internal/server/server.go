@@ -73,7 +73,8 @@ type Options struct {
 	// backends in other processes; 0 means 500ms.
 	PollInterval time.Duration
 	// RateLimit is requests a second per caller, with bursts of RateBurst;
-	// 0 means 100 (burst 200), negative turns limiting off.
+	// 0 means 5000 (burst 10000): a guard against runaway clients, well
+	// above what watching operations live needs; negative turns it off.
 	RateLimit float64
 	RateBurst int
 }
@@ -130,7 +131,7 @@ func New(opts Options) *Server {
 	}
 	switch {
 	case opts.RateLimit == 0:
-		s.limiter = newLimiter(100, 200, s.now)
+		s.limiter = newLimiter(5000, 10000, s.now)
 	case opts.RateLimit > 0:
 		burst := opts.RateBurst
 		if burst < 1 {

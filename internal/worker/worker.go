@@ -71,6 +71,7 @@ type Worker struct {
 	opts Options
 	log  *slog.Logger
 	m    *metrics
+	wake chan struct{} // capacity 1: a Wake while busy is not lost
 }
 
 // New returns a Worker with opts, defaults filled in.
@@ -102,7 +103,7 @@ func New(opts Options) *Worker {
 		opts.DrainTimeout = 30 * time.Second
 	}
 	log := opts.Logger.With("owner", opts.Owner)
-	return &Worker{opts: opts, log: log, m: newMetrics(opts.Registerer, log)}
+	return &Worker{opts: opts, log: log, m: newMetrics(opts.Registerer, log), wake: make(chan struct{}, 1)}
 }
 
 // DefaultOwner returns hostname-pid-random.
@@ -189,13 +190,25 @@ func (w *Worker) claim(ctx context.Context) (*store.Cluster, error) {
 	return cl, nil
 }
 
-// pause waits Poll plus jitter, or until ctx is done.
+// Wake makes an idle worker claim at once instead of at the end of its poll
+// interval: the frontend in the same process calls it when it records a new
+// operation. It never blocks.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pause waits Poll plus jitter, a Wake, or until ctx is done.
 func (w *Worker) pause(ctx context.Context) error {
 	d := w.opts.Poll + rand.N(w.opts.Poll/2+1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-w.wake:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -337,3 +337,33 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// emptyClaims counts claims that found nothing.
+type emptyClaims struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *emptyClaims) ClaimCluster(ctx context.Context, owner string, ttl time.Duration) (*store.Cluster, error) {
+	cl, err := s.Store.ClaimCluster(ctx, owner, ttl)
+	if errors.Is(err, store.ErrNoWork) {
+		s.n.Add(1)
+	}
+	return cl, err
+}
+
+func TestWakeClaimsAtOnce(t *testing.T) {
+	st := &emptyClaims{Store: openStore(t, &clock{})}
+	b := newBlocker()
+	w := worker.New(worker.Options{Store: st, Runner: b, Owner: "a", Poll: time.Hour, Logger: quiet()})
+	start(t, w)
+	// The worker found nothing and now idles for an hour...
+	waitFor(t, "an empty claim", func() bool { return st.n.Load() > 0 })
+	create(t, st, "c", nil)
+	// ...unless woken.
+	w.Wake()
+	if cl := recv(t, "the woken worker to run the new cluster", b.started); cl.Name != "c" {
+		t.Fatalf("ran %s, want c", cl.Name)
+	}
+	close(b.release)
+}
