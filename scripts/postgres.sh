@@ -6,7 +6,8 @@
 #   scripts/postgres.sh url [DIR]               # the export line of a running server
 #
 # start installs PostgreSQL from Debian's packages when no initdb can be found,
-# initialises a cluster in DIR (default .tmp/postgres under the repository),
+# initialises a cluster in DIR (default /tmp/kiln-postgres-UID-<hash of the
+# repository path>),
 # and runs it on 127.0.0.1 (port 55432, or the next free one) with trust
 # authentication on loopback. Durability is off (fsync, synchronous_commit,
 # full_page_writes): it is a throwaway test server, and tests create a
@@ -19,7 +20,9 @@ exec 3>&1 1>&2
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}
-dir=${2:-$repo/.tmp/postgres}
+# Outside the clone by default: the server runs as the postgres user, which
+# may not be able to traverse the clone's parent directories (say /root).
+dir=${2:-${TMPDIR:-/tmp}/kiln-postgres-$(id -u)-$(printf '%s' "$repo" | cksum | cut -d' ' -f1)}
 data=$dir/data
 
 usage() {
@@ -126,8 +129,13 @@ start() {
 		fi
 	done
 	log "starting on 127.0.0.1:$port"
+	# The server must not inherit this script's stdout (fd 3) or its stderr:
+	# a caller reading them, as in $(postgres.sh start), would wait for the
+	# server to exit.
 	as_owner "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start \
-		-o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" || {
+		-o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+		3>&- </dev/null >"$dir/pg_ctl.log" 2>&1 || {
+		cat "$dir/pg_ctl.log"
 		tail -n 30 "$dir/server.log"
 		exit 1
 	}
