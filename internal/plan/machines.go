@@ -16,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
 )
 
 // machineParallelism bounds concurrent provider calls of one step.
@@ -39,11 +40,12 @@ func controlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
 
 // workerMachines are the worker machines the spec wants, named
 // <cluster>-<pool>-<n>. A pool named "cp" would collide with the control
-// plane's names and is refused.
+// plane's names: validation refuses it, and so does this, for records written
+// before that check.
 func workerMachines(cl *store.Cluster) ([]provider.MachineSpec, error) {
 	var ms []provider.MachineSpec
 	for i, p := range cl.Spec.WorkerPools {
-		if p.Name == "cp" {
+		if p.Name == validate.ReservedPoolName {
 			return nil, &failure.Error{Code: v1.CodeInvalidParameter, Target: fmt.Sprintf("spec.workerPools[%d].name", i),
 				Message: `worker pool name "cp" is reserved for the control plane's machines`}
 		}

@@ -211,11 +211,18 @@ func (e *errs) controlPlane(cp *v1.ControlPlane) {
 	e.zones("spec.controlPlane.zones", cp.Zones)
 }
 
+// ReservedPoolName is the name part of control-plane machines
+// (<cluster>-cp-<n>); no worker pool may take it.
+const ReservedPoolName = "cp"
+
 func (e *errs) pools(pools []v1.WorkerPool) {
 	seen := make(map[string]int, len(pools))
 	for i, p := range pools {
 		at := fmt.Sprintf("spec.workerPools[%d]", i)
 		e.name(at+".name", p.Name, MaxLabel)
+		if p.Name == ReservedPoolName {
+			e.invalid(at+".name", "%q is reserved: control-plane machines are named <cluster>-%s-<n>", p.Name, ReservedPoolName)
+		}
 		if j, dup := seen[p.Name]; dup && p.Name != "" {
 			e.invalid(at+".name", "%q is also the name of spec.workerPools[%d]; pool names must be unique", p.Name, j)
 		} else {

@@ -65,6 +65,11 @@ func TestCluster(t *testing.T) {
 			want: []v1.Error{invalid("name", `"a234567890123456789012345678901234567890x" must be a lower-case DNS-1123 label of at most 40 characters (a-z, 0-9 and '-', starting and ending with a letter or digit)`)},
 		},
 		{
+			name: "pool named like the control plane", cluster: "c1",
+			edit: func(s *v1.ClusterSpec) { s.WorkerPools[0].Name = "cp" },
+			want: []v1.Error{invalid("spec.workerPools[0].name", `"cp" is reserved: control-plane machines are named <cluster>-cp-<n>`)},
+		},
+		{
 			name: "cluster name upper case", cluster: "Prod",
 			edit: func(*v1.ClusterSpec) {},
 			want: []v1.Error{invalid("name", `"Prod" must be a lower-case DNS-1123 label of at most 40 characters (a-z, 0-9 and '-', starting and ending with a letter or digit)`)},
