@@ -93,6 +93,9 @@ func toAPIError(err error, what string) *apiError {
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
 			Code: v1.CodeConflict, Message: fmt.Sprintf("the %s is busy with another operation; try again when it finishes", what)}}
+	case errors.Is(err, store.ErrBadPageToken):
+		return &apiError{status: http.StatusBadRequest, cause: err, body: v1.Error{
+			Code: v1.CodeInvalidParameter, Target: "skipToken", Message: "skipToken is not one this server handed out; start again from the first page"}}
 	case errors.Is(err, store.ErrNotEmpty):
 		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
 			Code: v1.CodeConflict, Target: what, Message: fmt.Sprintf("the %s is not empty; delete what it holds first", what)}}

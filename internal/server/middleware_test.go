@@ -126,6 +126,8 @@ func TestRoutingErrors(t *testing.T) {
 			code: v1.CodeNotFound, target: "operation"},
 		{name: "bad top", method: "GET", path: "/v1/projects?top=0", status: 400,
 			code: v1.CodeInvalidParameter, target: "top"},
+		{name: "bad skipToken", method: "GET", path: "/v1/projects?skipToken=garbage", status: 400,
+			code: v1.CodeInvalidParameter, target: "skipToken"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

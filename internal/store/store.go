@@ -31,6 +31,8 @@ var (
 	ErrNoWork = errors.New("nothing to claim")
 	// ErrNotEmpty: a project still holds clusters.
 	ErrNotEmpty = errors.New("not empty")
+	// ErrBadPageToken: Page.Token is not one this store handed out.
+	ErrBadPageToken = errors.New("invalid page token")
 )
 
 // ConflictError says a change was refused because another operation is

@@ -58,25 +58,12 @@ func (s *Store) ListClusters(ctx context.Context, project string, pg store.Page)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	limit := limitOf(pg)
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters
-		WHERE project = ? AND name > ? ORDER BY name LIMIT ?`), project, after, limit+1)
+	out, next, err := queryPage(ctx, s, `SELECT `+clusterCols+` FROM clusters
+		WHERE project = ? AND name > ? ORDER BY name LIMIT ?`, []any{project, after}, limitOf(pg),
+		scanCluster, func(cl *store.Cluster) string { return cl.Name })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	defer rows.Close()
-	var out []*store.Cluster
-	for rows.Next() {
-		cl, err := scanCluster(rows)
-		if err != nil {
-			return nil, "", wrap(err)
-		}
-		out = append(out, cl)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", wrap(err)
-	}
-	out, next := trim(out, limit, func(cl *store.Cluster) string { return cl.Name })
 	return out, next, nil
 }
 

@@ -160,28 +160,19 @@ func (s *Store) listDocs(ctx context.Context, t docTable, parent []string, pg st
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	limit := limitOf(pg)
-	args := append(keyArgs(parent, after), limit+1)
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT name, etag, created_at, data FROM `+t.table+`
-		WHERE `+t.parentWhere()+`name > ? ORDER BY name LIMIT ?`), args...)
+	scan := func(r scanner) (doc, error) {
+		var d doc
+		var created int64
+		err := r.Scan(&d.name, &d.etag, &created, &d.data)
+		d.created = fromNanos(created)
+		return d, err
+	}
+	out, next, err := queryPage(ctx, s, `SELECT name, etag, created_at, data FROM `+t.table+`
+		WHERE `+t.parentWhere()+`name > ? ORDER BY name LIMIT ?`, keyArgs(parent, after), limitOf(pg),
+		scan, func(d doc) string { return d.name })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	defer rows.Close()
-	var out []doc
-	for rows.Next() {
-		var d doc
-		var created int64
-		if err := rows.Scan(&d.name, &d.etag, &created, &d.data); err != nil {
-			return nil, "", wrap(err)
-		}
-		d.created = fromNanos(created)
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", wrap(err)
-	}
-	out, next := trim(out, limit, func(d doc) string { return d.name })
 	return out, next, nil
 }
 

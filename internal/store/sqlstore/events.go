@@ -38,30 +38,24 @@ func (s *Store) ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	limit := limitOf(pg)
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT id, time, data FROM events
-		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`), k.Project, k.Name, after, limit+1)
-	if err != nil {
-		return nil, "", wrap(err)
-	}
-	defer rows.Close()
-	var out []*store.Event
-	for rows.Next() {
+	scan := func(r scanner) (*store.Event, error) {
 		var id, t int64
 		var data string
-		if err := rows.Scan(&id, &t, &data); err != nil {
-			return nil, "", wrap(err)
+		if err := r.Scan(&id, &t, &data); err != nil {
+			return nil, err
 		}
 		e := &store.Event{Project: k.Project, Cluster: k.Name}
 		if err := json.Unmarshal([]byte(data), &e.Event); err != nil {
-			return nil, "", wrap(fmt.Errorf("decode event %d: %w", id, err))
+			return nil, fmt.Errorf("decode event %d: %w", id, err)
 		}
 		e.ID, e.Time = id, fromNanos(t)
-		out = append(out, e)
+		return e, nil
 	}
-	if err := rows.Err(); err != nil {
+	out, next, err := queryPage(ctx, s, `SELECT id, time, data FROM events
+		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`, []any{k.Project, k.Name, after}, limitOf(pg),
+		scan, func(e *store.Event) string { return strconv.FormatInt(e.ID, 10) })
+	if err != nil {
 		return nil, "", wrap(err)
 	}
-	out, next := trim(out, limit, func(e *store.Event) string { return strconv.FormatInt(e.ID, 10) })
 	return out, next, nil
 }

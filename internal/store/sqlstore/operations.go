@@ -123,25 +123,12 @@ func (s *Store) ListOperations(ctx context.Context, k store.Key, pg store.Page) 
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	limit := limitOf(pg)
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT `+operationCols+` FROM operations
-		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`), k.Project, k.Name, after, limit+1)
+	out, next, err := queryPage(ctx, s, `SELECT `+operationCols+` FROM operations
+		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`, []any{k.Project, k.Name, after}, limitOf(pg),
+		scanOperation, func(op *store.Operation) string { return op.ID })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	defer rows.Close()
-	var out []*store.Operation
-	for rows.Next() {
-		op, err := scanOperation(rows)
-		if err != nil {
-			return nil, "", wrap(err)
-		}
-		out = append(out, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", wrap(err)
-	}
-	out, next := trim(out, limit, func(op *store.Operation) string { return op.ID })
 	return out, next, nil
 }
 

@@ -1,8 +1,8 @@
 package sqlstore
 
 import (
+	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -13,9 +13,6 @@ const (
 	defaultLimit = 100
 	maxLimit     = 1000
 )
-
-// errBadToken is returned for a page token this store did not hand out.
-var errBadToken = errors.New("invalid page token")
 
 func limitOf(pg store.Page) int {
 	switch {
@@ -40,7 +37,7 @@ func decodeToken(tok string) (string, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil || len(b) < 3 || string(b[:3]) != "k1:" {
-		return "", fmt.Errorf("%w %q", errBadToken, tok)
+		return "", fmt.Errorf("%w %q", store.ErrBadPageToken, tok)
 	}
 	return string(b[3:]), nil
 }
@@ -52,9 +49,33 @@ func decodeIDToken(tok string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w %q", errBadToken, tok)
+		return 0, fmt.Errorf("%w %q", store.ErrBadPageToken, tok)
 	}
 	return n, nil
+}
+
+// queryPage runs a list query (its last placeholder is the row limit), scans
+// up to limit+1 rows with scan and cuts the page with trim.
+func queryPage[T any](ctx context.Context, s *Store, query string, args []any, limit int,
+	scan func(scanner) (T, error), key func(T) string) ([]T, string, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(query), append(args, limit+1)...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	out, next := trim(out, limit, key)
+	return out, next, nil
 }
 
 // trim cuts a page fetched with limit+1 rows down to limit and says what the

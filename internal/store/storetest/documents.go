@@ -384,13 +384,17 @@ func testDeleteProjectNotEmpty(e *env) {
 	}
 }
 
-// testBadPageToken: a token the store did not hand out is an error.
+// testBadPageToken: a token the store did not hand out is ErrBadPageToken
+// (a client's mistake, not a store failure).
 func testBadPageToken(e *env) {
 	e.project("p")
-	if _, _, err := e.s.ListProjects(e.ctx, store.Page{Token: "!!not a token!!"}); err == nil {
-		e.t.Error("ListProjects with a bad token: no error")
+	if _, _, err := e.s.ListProjects(e.ctx, store.Page{Token: "!!not a token!!"}); !errors.Is(err, store.ErrBadPageToken) {
+		e.t.Errorf("ListProjects with a bad token: %v, want ErrBadPageToken", err)
 	}
-	if _, _, err := e.s.ListEvents(e.ctx, store.Key{Project: "p", Name: "c"}, store.Page{Token: "Zm9v"}); err == nil {
-		e.t.Error("ListEvents with a bad token: no error")
+	if _, _, err := e.s.ListEvents(e.ctx, store.Key{Project: "p", Name: "c"}, store.Page{Token: "Zm9v"}); !errors.Is(err, store.ErrBadPageToken) {
+		e.t.Errorf("ListEvents with a bad token: %v, want ErrBadPageToken", err)
+	}
+	if _, _, err := e.s.ListClusters(e.ctx, "p", store.Page{Token: "Zm9v"}); !errors.Is(err, store.ErrBadPageToken) {
+		e.t.Errorf("ListClusters with a bad token: %v, want ErrBadPageToken", err)
 	}
 }
