@@ -69,6 +69,7 @@ type Daemon struct {
 	Addr   string // the address the HTTP listener is bound to
 	Token  string // the admin token
 	server *http.Server
+	api    *server.Server // nil in a backend-only process
 	worker *worker.Worker
 
 	workerDone chan error
@@ -192,7 +193,7 @@ func (d *Daemon) start(ctx context.Context) error {
 			Providers: providers.Names(),
 			RateLimit: d.cfg.RateLimit,
 		})
-		handler = srv
+		handler, d.api = srv, srv
 		runStore = notifyingStore{Store: d.Store, notify: srv.Notify}
 	} else {
 		handler = healthOnly(d.Store, reg, token)
@@ -257,8 +258,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("worker: %w", err))
 			}
 		}
+		if d.api != nil {
+			d.api.StopWaiting() // long-polls answer now instead of holding Shutdown up
+		}
 		if err := d.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			d.server.Close() // what is still open must not outlive the store
 		}
 		if err := <-d.serveDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))

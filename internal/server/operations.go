@@ -86,7 +86,9 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
 		seen = inm
 	}
-	if wait > 0 && !v1.Terminal(first.Status) && etag == seen {
+	if wait > 0 && !v1.Terminal(first.Status) && etag == seen && !s.isStopping() {
+		s.m.waiting.Inc()
+		defer s.m.waiting.Dec()
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
 		tick := time.NewTicker(s.poll)
@@ -119,6 +121,9 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 			case <-deadline.C:
 				release()
 				break poll
+			case <-s.stopping:
+				release()
+				break poll
 			case <-woken:
 			case <-tick.C:
 			}
@@ -128,6 +133,15 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("ETag", etag)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+func (s *Server) isStopping() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // operationETag is a quoted hash of the operation as rendered: two answers

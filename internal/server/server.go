@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,9 +95,17 @@ type Server struct {
 	notes     notifier
 	waitHook  func(opID string) // tests: a long-poll is about to wait
 
+	stopping chan struct{} // closed by StopWaiting
+	stopOnce sync.Once
+
 	mux     *http.ServeMux
 	handler http.Handler
 }
+
+// StopWaiting ends every long-poll, now and later, with the operation's
+// current state. Call it when the process shuts down, before
+// http.Server.Shutdown, which otherwise waits for them.
+func (s *Server) StopWaiting() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // New returns a Server. It panics if opts.Store or opts.Auth is nil, a
 // wiring mistake.
@@ -105,6 +114,7 @@ func New(opts Options) *Server {
 		panic("server.New: Options.Store and Options.Auth are required")
 	}
 	s := &Server{
+		stopping:  make(chan struct{}),
 		store:     opts.Store,
 		auth:      opts.Auth,
 		log:       opts.Logger,
@@ -283,6 +293,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	waiting  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -296,6 +307,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.DefBuckets,
 		}, labels),
 	}
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kiln_http_long_polls_waiting", Help: "Operation long-polls waiting for a change.",
+	})
+	m.waiting = register(reg, m.waiting)
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	return m
