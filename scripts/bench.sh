@@ -13,7 +13,7 @@ if pg_env=$(scripts/postgres.sh start 2>/dev/null); then
 	export KILN_TEST_POSTGRES
 fi
 
-go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1x}" -timeout 30m \
+go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m \
 	./internal/store/... ./internal/daemon/... | tee "$out"
 
 {
@@ -23,9 +23,14 @@ go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1x}" -timeout 30m 
 	echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "- machine: $(uname -srm), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 	echo "- go: $(go env GOVERSION)"
-	echo "- PostgreSQL: ${KILN_TEST_POSTGRES:+yes}${KILN_TEST_POSTGRES:-not running: its benchmarks skipped}"
+	if [ -n "${KILN_TEST_POSTGRES:-}" ]; then echo "- PostgreSQL: running"; else echo "- PostgreSQL: not running: its benchmarks skipped"; fi
 	echo
-	echo "Regenerate with \`make bench\`. Custom metrics (ops/s, ms/cluster) are reported next to ns/op."
+	echo "Regenerate with \`make bench\`. Custom metrics (ms/cluster, clusters/s) are reported next to ns/op."
+	echo
+	echo "- BenchmarkClaim: one lease claim + release on SQLite."
+	echo "- BenchmarkCreateToSucceeded: create (1 control plane + 2 workers) on the sim provider with zero step"
+	echo "  latency, through the HTTP API and the Go client, until the operation is Succeeded; sequential is one"
+	echo "  cluster at a time (latency), parallel-8 is 8 clients creating waves of 64 (throughput)."
 	echo
 	echo '```'
 	grep -E '^(Benchmark|goos|goarch|cpu|pkg)' "$out" || true
