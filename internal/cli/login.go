@@ -23,8 +23,8 @@ func (a *app) loginCommand() *cobra.Command {
 		Long: `login checks that the server answers and accepts the token (it lists the
 projects), then writes server, token and project to the config file with
 mode 0600. The token comes from --token, --token-file, or stdin.`,
-		Example: `  kiln login --server http://127.0.0.1:7070 --token-file /var/lib/kiln/admin.token
-  cat admin.token | kiln login --server http://127.0.0.1:7070`,
+		Example: `  kiln login --server http://127.0.0.1:7080 --token-file /var/lib/kiln/admin.token
+  cat admin.token | kiln login --server http://127.0.0.1:7080`,
 		Args: exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			return a.login(cmd, tokenFile)
