@@ -12,18 +12,22 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/store"
 )
 
 // TestTwoBackendsOneStore runs one frontend and two backend processes on one
-// SQLite store. Both backends work, and each cluster is worked by one backend
-// at a time: the sim's journal of step attempts (written by every process)
-// never shows two processes in the same cluster at once, and every step of
-// every plan ran exactly once.
+// store (SQLite, and PostgreSQL when there is one). Both backends work, and
+// each cluster is worked by one backend at a time: the sim's journal of step
+// attempts (written by every process) never shows two processes in the same
+// cluster at once, and every step of every plan ran exactly once.
 func TestTwoBackendsOneStore(t *testing.T) {
+	forEachStore(t, testTwoBackends)
+}
+
+func testTwoBackends(t *testing.T, storeFlags []string, _ func() store.Store, data string) {
 	ctx := t.Context()
-	data := t.TempDir()
 	journal := filepath.Join(data, "sim-journal")
-	common := []string{"--data-dir", data, "--sim", "--sim-journal", journal}
+	common := append([]string{"--data-dir", data, "--sim", "--sim-journal", journal}, storeFlags...)
 	backend := append([]string{"--role", "backend", "--concurrency", "2", "--lease-ttl", "3s", "--lease-heartbeat", "1s"}, common...)
 
 	fe := startKilnd(t, "frontend", nil, append([]string{"--role", "frontend"}, common...)...)

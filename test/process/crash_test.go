@@ -2,14 +2,12 @@ package process
 
 import (
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/store/sqlite"
 )
 
 // TestKillMidPlanResumes kills kilnd with SIGKILL while several clusters are
@@ -18,9 +16,12 @@ import (
 // to completion once after the crash: the step in flight at the kill may run
 // a second time, nothing else.
 func TestKillMidPlanResumes(t *testing.T) {
+	forEachStore(t, testKillMidPlan)
+}
+
+func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store, data string) {
 	ctx := t.Context()
-	data := t.TempDir()
-	args := []string{"--dev", "--data-dir", data, "--lease-ttl", "3s", "--lease-heartbeat", "1s"}
+	args := append([]string{"--dev", "--data-dir", data, "--lease-ttl", "3s", "--lease-heartbeat", "1s"}, storeFlags...)
 
 	first := startKilnd(t, "kilnd-before", nil, args...)
 	c := v1.NewClient(first.url(), readToken(t, data))
@@ -54,7 +55,7 @@ func TestKillMidPlanResumes(t *testing.T) {
 	first.kill(syscall.SIGKILL)
 
 	// What the store holds at the moment of the crash.
-	atCrash := readOperations(t, filepath.Join(data, "kiln.db"), ids)
+	atCrash := readOperations(t, open(), ids)
 
 	second := startKilnd(t, "kilnd-after", nil, args...)
 	c = v1.NewClient(second.url(), readToken(t, data))
@@ -127,13 +128,9 @@ func succeeded(steps []v1.Step) int {
 
 func clusterName(op *store.Operation) string { return op.Cluster }
 
-// readOperations opens the (crashed) process's SQLite store directly.
-func readOperations(t *testing.T, path string, ids []string) map[string]*store.Operation {
+// readOperations reads the operations from the (crashed) process's store.
+func readOperations(t *testing.T, st store.Store, ids []string) map[string]*store.Operation {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer st.Close()
 	ops := map[string]*store.Operation{}
 	for _, id := range ids {

@@ -18,6 +18,10 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/postgres"
+	"kiln.dev/kiln/internal/store/postgres/pgtest"
+	"kiln.dev/kiln/internal/store/sqlite"
 )
 
 var kilndBin string
@@ -118,6 +122,48 @@ func (k *kilnd) kill(sig syscall.Signal) {
 	case <-time.After(60 * time.Second):
 		k.cmd.Process.Kill()
 		<-k.done
+	}
+}
+
+// storeKind is where the kilnd processes of a test keep their records.
+type storeKind struct {
+	name string
+	// setup returns the kilnd flags that select the store, and a function
+	// that opens the same store from the test (for reading what a crashed
+	// process left).
+	setup func(t *testing.T, dataDir string) (flags []string, open func() store.Store)
+}
+
+var storeKinds = []storeKind{
+	{name: "sqlite", setup: func(t *testing.T, dataDir string) ([]string, func() store.Store) {
+		return nil, func() store.Store {
+			st, err := sqlite.Open(t.Context(), filepath.Join(dataDir, "kiln.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+	}},
+	{name: "postgres", setup: func(t *testing.T, _ string) ([]string, func() store.Store) {
+		url := pgtest.FreshDB(t)
+		return []string{"--store", url}, func() store.Store {
+			st, err := postgres.Open(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+	}},
+}
+
+// forEachStore runs test once per store kind, each in its own subtest.
+func forEachStore(t *testing.T, test func(t *testing.T, storeFlags []string, open func() store.Store, dataDir string)) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			flags, open := k.setup(t, dataDir)
+			test(t, flags, open, dataDir)
+		})
 	}
 }
 

@@ -1,69 +1,23 @@
 package postgres_test
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
+	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/store/storetest"
 )
 
-// serverURL is the test server from KILN_TEST_POSTGRES, or a skip.
-func serverURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv("KILN_TEST_POSTGRES")
-	if u == "" {
-		t.Skip("KILN_TEST_POSTGRES not set: PostgreSQL conformance skipped (run scripts/postgres.sh start)")
-	}
-	return u
-}
-
-// freshDB creates an empty database on the test server, drops it at
-// cleanup, and returns its URL.
-func freshDB(t testing.TB) string {
-	t.Helper()
-	base := serverURL(t)
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "kiln_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("KILN_TEST_POSTGRES: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
 func open(t *testing.T) store.Store {
 	t.Helper()
-	s, err := postgres.Open(t.Context(), freshDB(t), sqlstore.WithClock(storetest.Now(t)))
+	s, err := postgres.Open(t.Context(), pgtest.FreshDB(t), sqlstore.WithClock(storetest.Now(t)))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -76,13 +30,13 @@ func open(t *testing.T) store.Store {
 }
 
 func TestConformance(t *testing.T) {
-	serverURL(t)
+	pgtest.ServerURL(t)
 	storetest.Run(t, open)
 }
 
 // TestReopen: migrations apply once; data survives a reopen.
 func TestReopen(t *testing.T) {
-	u := freshDB(t)
+	u := pgtest.FreshDB(t)
 	s, err := postgres.Open(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +61,7 @@ func TestReopen(t *testing.T) {
 // scan of the partial index clusters_claim, the update finds its row by
 // primary key.
 func TestClaimPlan(t *testing.T) {
-	u := freshDB(t)
+	u := pgtest.FreshDB(t)
 	s, err := postgres.Open(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
