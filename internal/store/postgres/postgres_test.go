@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
@@ -37,24 +35,7 @@ func TestConformance(t *testing.T) {
 // TestReopen: migrations apply once; data survives a reopen.
 func TestReopen(t *testing.T) {
 	u := pgtest.FreshDB(t)
-	s, err := postgres.Open(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutProject(t.Context(), &v1.Project{Name: "p"}, store.Cond{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = postgres.Open(t.Context(), u)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer s.Close()
-	if _, err := s.GetProject(t.Context(), "p"); err != nil {
-		t.Fatalf("project after reopen: %v", err)
-	}
+	storetest.Reopen(t, func() (store.Store, error) { return postgres.Open(t.Context(), u) })
 }
 
 // TestClaimPlan pins the claim query's plan: the sub-select is an index

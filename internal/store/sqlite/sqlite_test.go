@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/store/sqlstore"
@@ -32,22 +31,5 @@ func TestConformance(t *testing.T) {
 // TestReopen: migrations apply once; data survives a reopen.
 func TestReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kiln.db")
-	s, err := sqlite.Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutProject(t.Context(), &v1.Project{Name: "p"}, store.Cond{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = sqlite.Open(t.Context(), path)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer s.Close()
-	if _, err := s.GetProject(t.Context(), "p"); err != nil {
-		t.Fatalf("project after reopen: %v", err)
-	}
+	storetest.Reopen(t, func() (store.Store, error) { return sqlite.Open(t.Context(), path) })
 }
