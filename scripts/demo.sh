@@ -12,7 +12,9 @@ PROVIDER=${PROVIDER:-sim}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kiln-demo.XXXXXX")
 PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7080)}
 SERVER=http://127.0.0.1:$PORT
-export KILN_CONFIG=$DATA/cli.json
+# The demo's own CLI config, so it does not touch yours.
+export XDG_CONFIG_HOME=$DATA/config
+export PATH=$PWD/bin:$PATH
 
 bin/kilnd --dev --data-dir "$DATA" --listen "127.0.0.1:$PORT" 2>"$DATA/kilnd.log" &
 KILND=$!
@@ -26,12 +28,12 @@ for _ in $(seq 1 100); do
 done
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
-step bin/kiln --config "$KILN_CONFIG" login --server "$SERVER" --token-file "$DATA/admin.token"
-step bin/kiln --config "$KILN_CONFIG" cluster create demo --provider "$PROVIDER" --workers 2 --wait
-step bin/kiln --config "$KILN_CONFIG" cluster list
-step bin/kiln --config "$KILN_CONFIG" node list demo
-step bin/kiln --config "$KILN_CONFIG" cluster scale demo --pool default --size 3 --wait
-step bin/kiln --config "$KILN_CONFIG" cluster describe demo
-step bin/kiln --config "$KILN_CONFIG" cluster delete demo --yes --wait
+step kiln login --server "$SERVER" --token-file "$DATA/admin.token"
+step kiln cluster create demo --provider "$PROVIDER" --workers 2 --wait
+step kiln cluster list
+step kiln node list demo
+step kiln cluster scale demo --pool default --size 3 --wait
+step kiln cluster describe demo
+step kiln cluster delete demo --yes --wait
 echo
 echo "demo finished: kilnd log was $DATA/kilnd.log (removed on exit)"
