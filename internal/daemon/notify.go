@@ -38,8 +38,8 @@ func (s notifyingStore) SaveOperation(ctx context.Context, op *store.Operation, 
 	return err
 }
 
-func (s notifyingStore) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool) error {
-	err := s.Store.FinishOperation(ctx, cl, op, f, deleteCluster)
+func (s notifyingStore) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error {
+	err := s.Store.FinishOperation(ctx, cl, op, f, deleteCluster, events...)
 	if err == nil {
 		s.notify(op.ID)
 	}

@@ -39,18 +39,19 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 	st.LastError = &v1.StatusError{Code: fe.Code, Message: fe.Message, Step: step, Retryable: fe.Retryable}
 	st.UpdatedAt = now
 
+	msg := fmt.Sprintf("%s operation failed: %s", x.op.Kind, fe.Message)
+	if step != "" {
+		msg = fmt.Sprintf("%s operation failed at step %s: %s", x.op.Kind, step, fe.Message)
+	}
 	x.log.Error("operation failed", "step", step, "code", fe.Code, "retryable", fe.Retryable, "err", fe)
-	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false); err != nil {
+	// The end event is written with the end itself: in the timeline exactly once.
+	end := x.newEvent("Warning", "OperationFailed", msg)
+	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false, end); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("finish failed operation: %w", err)
 	}
-	msg := fmt.Sprintf("%s operation failed: %s", x.op.Kind, fe.Message)
-	if step != "" {
-		msg = fmt.Sprintf("%s operation failed at step %s: %s", x.op.Kind, step, fe.Message)
-	}
-	x.event(ctx, "Warning", "OperationFailed", msg)
 	return nil
 }
 
@@ -79,20 +80,19 @@ func (x *run) succeed(ctx context.Context) error {
 	st.UpdatedAt = now
 
 	x.log.Info("finishing operation", "kind", x.op.Kind, "endpoint", st.Endpoint)
+	msg := fmt.Sprintf("%s operation succeeded", x.op.Kind)
 	if deleting {
-		// The cluster's timeline goes with it; say so while it exists.
-		x.event(ctx, "Normal", "OperationSucceeded", "delete operation succeeded; removing the cluster record")
+		msg = "delete operation succeeded; the cluster record is removed"
 	}
-	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, deleting); err != nil {
+	// The end event is written with the end itself: in the timeline exactly once.
+	end := x.newEvent("Normal", "OperationSucceeded", msg)
+	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, deleting, end); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("finish operation: %w", err)
 	}
 	x.log.Info("operation succeeded", "kind", x.op.Kind, "duration", now.Sub(x.op.StartTime).Round(time.Millisecond))
-	if !deleting {
-		x.event(ctx, "Normal", "OperationSucceeded", fmt.Sprintf("%s operation succeeded", x.op.Kind))
-	}
 	return nil
 }
 

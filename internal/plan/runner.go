@@ -22,7 +22,7 @@ import (
 type Store interface {
 	GetOperation(ctx context.Context, id string) (*store.Operation, error)
 	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error
-	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool) error
+	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error
 	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
 
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
@@ -334,15 +334,19 @@ func (x *run) save(ctx context.Context, progress bool) error {
 	return nil
 }
 
+// newEvent is an event of this run's cluster and operation.
+func (x *run) newEvent(typ, reason, msg string) *store.Event {
+	return &store.Event{Project: x.cl.Project, Cluster: x.cl.Name,
+		Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: x.op.ID}}
+}
+
 // event appends to the cluster's timeline. Events are best effort: a
 // failure is logged and the operation goes on.
 func (x *run) event(ctx context.Context, typ, reason, msg string) {
 	if ctx.Err() != nil {
 		return
 	}
-	e := &store.Event{Project: x.cl.Project, Cluster: x.cl.Name,
-		Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: x.op.ID}}
-	if err := x.s.AppendEvent(ctx, e); err != nil {
+	if err := x.s.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
 }

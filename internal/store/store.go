@@ -191,10 +191,11 @@ type Store interface {
 	// of op's cluster. progress=true resets the cluster's dequeue count.
 	SaveOperation(ctx context.Context, op *Operation, f Fence, progress bool) error
 	// FinishOperation, in one transaction and fenced: writes op (which must
-	// be terminal), writes cl.Status (or, with deleteCluster, deletes the
-	// cluster and its nodes), and releases the lease. Until it commits, a
-	// reader sees the operation still InProgress.
-	FinishOperation(ctx context.Context, cl *Cluster, op *Operation, f Fence, deleteCluster bool) error
+	// be terminal), appends events (the operation's end, so that it is in
+	// the timeline exactly once), writes cl.Status (or, with deleteCluster,
+	// deletes the cluster and its nodes), and releases the lease. Until it
+	// commits, a reader sees the operation still InProgress.
+	FinishOperation(ctx context.Context, cl *Cluster, op *Operation, f Fence, deleteCluster bool, events ...*Event) error
 
 	// Nodes.
 	PutNode(ctx context.Context, n *Node, c Cond) error

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -13,19 +14,30 @@ import (
 // assigns e.ID (increasing); it sets e.Time to now when zero. Events outlive
 // their cluster and need no lease.
 func (s *Store) AppendEvent(ctx context.Context, e *store.Event) error {
-	k := store.Key{Project: e.Project, Name: e.Cluster}
+	if err := s.insertEvent(ctx, s.write, e); err != nil {
+		return fmt.Errorf("append event to cluster %s/%s: %w", e.Project, e.Cluster, err)
+	}
+	return nil
+}
+
+// rowQuerier is a *sql.DB or a *sql.Tx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) insertEvent(ctx context.Context, q rowQuerier, e *store.Event) error {
 	if e.Time.IsZero() {
 		e.Time = s.now().UTC()
 	}
 	data, err := json.Marshal(&e.Event)
 	if err != nil {
-		return fmt.Errorf("append event to cluster %s: %w", k, err)
+		return err
 	}
 	var id int64
-	err = s.write.QueryRowContext(ctx, s.q(`INSERT INTO events (project, cluster, time, data) VALUES (?, ?, ?, ?)
+	err = q.QueryRowContext(ctx, s.q(`INSERT INTO events (project, cluster, time, data) VALUES (?, ?, ?, ?)
 		RETURNING id`), e.Project, e.Cluster, toNanos(e.Time), string(data)).Scan(&id)
 	if err != nil {
-		return fmt.Errorf("append event to cluster %s: %w", k, err)
+		return err
 	}
 	e.ID = id
 	return nil

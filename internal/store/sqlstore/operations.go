@@ -161,10 +161,10 @@ func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.
 }
 
 // FinishOperation ends an operation: in one fenced transaction it writes op
-// (terminal; EndTime set to now when nil), writes cl.Status or deletes the
-// cluster and its nodes, and releases the lease. With deleteCluster, cl may
-// be nil. On success cl.ETag is the new etag.
-func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool) error {
+// (terminal; EndTime set to now when nil), appends events, writes cl.Status
+// or deletes the cluster and its nodes, and releases the lease. With
+// deleteCluster, cl may be nil. On success cl.ETag is the new etag.
+func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error {
 	k := store.Key{Project: op.Project, Name: op.Cluster}
 	wrap := func(err error) error { return fmt.Errorf("finish operation %s on cluster %s: %w", op.ID, k, err) }
 	if !v1.Terminal(op.Status) {
@@ -194,6 +194,11 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		}
 		if err := s.updateOperation(ctx, tx, op); err != nil {
 			return err
+		}
+		for _, e := range events {
+			if err := s.insertEvent(ctx, tx, e); err != nil {
+				return fmt.Errorf("append event: %w", err)
+			}
 		}
 		if deleteCluster {
 			return s.deleteCluster(ctx, tx, k)

@@ -266,7 +266,15 @@ func testFinishOperation(e *env) {
 	op.Steps[0].State = v1.StepSucceeded
 	cl.Status.ProvisioningState = v1.StateSucceeded
 	cl.Status.Endpoint = "https://10.0.0.1:6443"
-	wantErr(t, "FinishOperation", s.FinishOperation(ctx, cl, op, f, false), nil)
+	end := &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Type: "Normal", Reason: "OperationSucceeded", Operation: op.ID}}
+	wantErr(t, "FinishOperation stale with an event", s.FinishOperation(ctx, cl, op, store.Fence{Owner: "w", Token: f.Token - 1}, false, end), store.ErrLeaseLost)
+	if evs := e.events(cl.Key()); len(evs) != 0 {
+		t.Fatalf("a refused FinishOperation appended events: %+v", evs)
+	}
+	wantErr(t, "FinishOperation", s.FinishOperation(ctx, cl, op, f, false, end), nil)
+	if evs := e.events(cl.Key()); len(evs) != 1 || evs[0].Reason != "OperationSucceeded" || evs[0].ID != end.ID {
+		t.Fatalf("events after FinishOperation: %+v, want the one end event (id %d)", evs, end.ID)
+	}
 
 	got := e.getOp(op.ID)
 	if got.Status != v1.OpSucceeded || got.EndTime == nil || !got.EndTime.Equal(e.clock.Now()) {
@@ -396,4 +404,14 @@ func testConcurrentClaims(e *env) {
 		}
 	}
 	e.noWork("late")
+}
+
+// events lists all of a cluster's events.
+func (e *env) events(k store.Key) []*store.Event {
+	e.t.Helper()
+	evs, _, err := e.s.ListEvents(e.ctx, k, store.Page{Limit: 1000})
+	if err != nil {
+		e.t.Fatalf("list events: %v", err)
+	}
+	return evs
 }
