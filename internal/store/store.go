@@ -149,6 +149,21 @@ type Event struct {
 	v1.Event
 }
 
+// Instruction is an instruction for a node's agent, with its result once
+// the agent has reported one.
+type Instruction struct {
+	Project string
+	Cluster string
+	Node    string
+	v1.Instruction
+	CreatedAt time.Time // set by the store
+	Result    *v1.InstructionResult
+	ResultAt  *time.Time
+}
+
+// MaxNodeLogLines is how many log lines the store keeps per node.
+const MaxNodeLogLines = 10000
+
 // Store is everything a Kiln control plane keeps. Users of the store declare
 // the narrower interface they need; this one is for wiring and for storetest.
 type Store interface {
@@ -218,6 +233,31 @@ type Store interface {
 	// Events.
 	AppendEvent(ctx context.Context, e *Event) error
 	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
+
+	// Cluster secrets (CA keys, credential and passphrase hashes, ...):
+	// written by the cluster's lease holder (c.Fence required; IfNoneMatch
+	// "*" writes only a missing one), read by the agent gateway, never
+	// returned by the API, deleted with their cluster.
+	PutClusterSecret(ctx context.Context, k Key, name string, value []byte, c Cond) error
+	GetClusterSecret(ctx context.Context, k Key, name string) ([]byte, error)
+
+	// Instructions for node agents.
+	// PutInstruction inserts in, fenced by its cluster's lease (c.Fence
+	// required); an id that exists is ErrExists, so a step run again finds
+	// the instruction it issued instead of issuing a second one.
+	PutInstruction(ctx context.Context, in *Instruction, c Cond) error
+	GetInstruction(ctx context.Context, id string) (*Instruction, error)
+	// ListInstructions lists a node's instructions by id; pending lists
+	// only those without a result.
+	ListInstructions(ctx context.Context, k Key, node string, pending bool) ([]*Instruction, error)
+	// SetInstructionResult records an instruction's result once: a second
+	// result is ErrExists, an unknown id ErrNotFound.
+	SetInstructionResult(ctx context.Context, id string, r v1.InstructionResult) error
+
+	// Node logs: the lines agents send, the newest MaxNodeLogLines kept per
+	// node, oldest first.
+	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
+	ListNodeLogs(ctx context.Context, k Key, node string, pg Page) ([]v1.LogLine, string, error)
 
 	// Ping checks the database answers (for /readyz).
 	Ping(ctx context.Context) error

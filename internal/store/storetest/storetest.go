@@ -100,6 +100,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"PageLimitCap", testPageLimitCap},
 		{"BadPageToken", testBadPageToken},
+		{"ClusterSecrets", testClusterSecrets},
+		{"Instructions", testInstructions},
+		{"NodeLogs", testNodeLogs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,153 @@
+package v1
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AgentProtocolVersion is the version of the agent protocol this package
+// speaks. Both sides send it; a version the other side does not speak ends
+// the registration or session with an error naming both.
+const AgentProtocolVersion = 1
+
+// Agent endpoints.
+const (
+	AgentRegisterPath = "/v1/agent/register"
+	AgentSessionPath  = "/v1/agent/session"
+)
+
+// Node states beyond the happy path (see also NodeDiscovered ... NodeReady).
+const (
+	NodePrecheckFailed = "PRECHECK_FAILED"
+)
+
+// Precheck results.
+const (
+	PrecheckPass = "pass"
+	PrecheckWarn = "warn"
+	PrecheckFail = "fail"
+)
+
+// AgentCredentials is the per-cluster credentials file an agent joins with.
+// The secret is checked against a hash; the passphrase travels in its own
+// file.
+type AgentCredentials struct {
+	Controller   string `json:"controller"`   // registration URL base, e.g. https://kiln.example:7443
+	ControllerCA string `json:"controllerCA"` // PEM: the CA that signed the controller's serving cert
+	Cluster      string `json:"cluster"`      // the cluster's id, /v1/projects/{p}/clusters/{c}
+	ID           string `json:"id"`
+	Secret       string `json:"secret"`
+}
+
+// RegisterRequest is the body of POST /v1/agent/register.
+type RegisterRequest struct {
+	ProtocolVersion int              `json:"protocolVersion"`
+	Cluster         string           `json:"cluster"`
+	CredentialID    string           `json:"credentialID"`
+	Secret          string           `json:"secret"`
+	Passphrase      string           `json:"passphrase"`
+	NodeName        string           `json:"nodeName,omitempty"` // set by providers that create machines
+	Hostname        string           `json:"hostname"`
+	CSR             string           `json:"csr"` // PEM certificate request; the key stays on the node
+	Facts           *NodeFacts       `json:"facts,omitempty"`
+	Prechecks       []PrecheckResult `json:"prechecks,omitempty"`
+}
+
+// RegisterResponse is the answer to a registration.
+type RegisterResponse struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	Node            string `json:"node"`
+	Certificate     string `json:"certificate"` // PEM, signed by the cluster CA
+	CA              string `json:"ca"`          // PEM of the cluster CA
+	Session         string `json:"session"`     // wss:// URL of the session endpoint
+}
+
+// Agent message types (AgentMessage.Type).
+const (
+	AgentHello     = "hello"
+	AgentFacts     = "facts"
+	AgentPrechecks = "prechecks"
+	AgentHeartbeat = "heartbeat"
+	AgentProgress  = "progress"
+	AgentLog       = "log"
+	AgentResult    = "result"
+)
+
+// AgentMessage is one message from an agent to the controller.
+type AgentMessage struct {
+	Type      string             `json:"type"`
+	Seq       int64              `json:"seq"`
+	Time      time.Time          `json:"time"`
+	Hello     *AgentHelloBody    `json:"hello,omitempty"`
+	Facts     *NodeFacts         `json:"facts,omitempty"`
+	Prechecks []PrecheckResult   `json:"prechecks,omitempty"`
+	Progress  *StepProgress      `json:"progress,omitempty"`
+	Log       *LogLine           `json:"log,omitempty"`
+	Result    *InstructionResult `json:"result,omitempty"`
+}
+
+// AgentHelloBody opens a session.
+type AgentHelloBody struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	Node            string `json:"node"`
+	AgentVersion    string `json:"agentVersion"`
+}
+
+// StepProgress reports a step of an instruction.
+type StepProgress struct {
+	Instruction string `json:"instruction"`
+	Step        string `json:"step"`
+	State       string `json:"state"` // a Step* state
+	Message     string `json:"message,omitempty"`
+}
+
+// LogLine is one line of an agent's log, shown by `kiln node logs`.
+type LogLine struct {
+	Time   time.Time `json:"time"`
+	Stream string    `json:"stream"` // agent, or the component: etcd, apiserver, kubelet, ...
+	Line   string    `json:"line"`
+}
+
+// Controller message types (ControllerMessage.Type).
+const (
+	ControllerWelcome     = "welcome"
+	ControllerInstruction = "instruction"
+	ControllerAck         = "ack"
+)
+
+// ControllerMessage is one message from the controller to an agent.
+type ControllerMessage struct {
+	Type        string       `json:"type"`
+	Seq         int64        `json:"seq"`
+	Welcome     *WelcomeBody `json:"welcome,omitempty"`
+	Instruction *Instruction `json:"instruction,omitempty"`
+	Ack         string       `json:"ack,omitempty"` // the instruction whose result was recorded
+}
+
+// WelcomeBody answers a hello.
+type WelcomeBody struct {
+	ProtocolVersion   int           `json:"protocolVersion"`
+	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
+}
+
+// Instruction kinds.
+const (
+	InstructionInstall = "install" // install Kubernetes in the node's role (params: the distribution's)
+	InstructionReset   = "reset"   // stop and remove everything Kubernetes on the node
+)
+
+// Instruction asks an agent to act. Its ID is unique; an agent runs an id at
+// most once to completion and reports its result until acknowledged.
+type Instruction struct {
+	ID     string          `json:"id"`
+	Kind   string          `json:"kind"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// InstructionResult is the outcome of an instruction.
+type InstructionResult struct {
+	Instruction string `json:"instruction"`
+	State       string `json:"state"` // StepSucceeded or StepFailed
+	Message     string `json:"message,omitempty"`
+	Retryable   bool   `json:"retryable,omitempty"`
+}

@@ -1,0 +1,154 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// testClusterSecrets: secrets are written by the lease holder only, create-
+// only when asked, read back byte for byte, and go with their cluster.
+func testClusterSecrets(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	cl := e.claim("w", time.Hour)
+	k, f := cl.Key(), cl.Lease.Fence()
+	stale := store.Fence{Owner: f.Owner, Token: f.Token - 1}
+	key := []byte("-----BEGIN EC PRIVATE KEY-----\x00\xff")
+
+	if err := s.PutClusterSecret(ctx, k, "ca.key", key, store.Cond{}); err == nil {
+		t.Fatal("PutClusterSecret without a fence: no error")
+	}
+	wantErr(t, "PutClusterSecret stale", s.PutClusterSecret(ctx, k, "ca.key", key, store.Cond{Fence: &stale}), store.ErrLeaseLost)
+	if _, err := s.GetClusterSecret(ctx, k, "ca.key"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused write left a secret (err %v)", err)
+	}
+	wantErr(t, "PutClusterSecret", s.PutClusterSecret(ctx, k, "ca.key", key, store.Cond{Fence: &f, IfNoneMatch: "*"}), nil)
+	wantErr(t, "PutClusterSecret create-only again", s.PutClusterSecret(ctx, k, "ca.key", []byte("other"), store.Cond{Fence: &f, IfNoneMatch: "*"}), store.ErrExists)
+	got, err := s.GetClusterSecret(ctx, k, "ca.key")
+	if err != nil || !bytes.Equal(got, key) {
+		t.Fatalf("GetClusterSecret = %q, %v; want the first value", got, err)
+	}
+	wantErr(t, "PutClusterSecret replace", s.PutClusterSecret(ctx, k, "ca.key", []byte("rotated"), store.Cond{Fence: &f}), nil)
+	if got, _ := s.GetClusterSecret(ctx, k, "ca.key"); string(got) != "rotated" {
+		t.Fatalf("replaced secret = %q, want rotated", got)
+	}
+
+	e.finishDelete(cl)
+	if _, err := s.GetClusterSecret(ctx, k, "ca.key"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("secret of a deleted cluster: %v, want ErrNotFound", err)
+	}
+}
+
+// testInstructions: an instruction is issued once by the lease holder, its
+// result recorded once, and it goes with its cluster.
+func testInstructions(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	cl := e.claim("w", time.Hour)
+	k, f := cl.Key(), cl.Lease.Fence()
+	stale := store.Fence{Owner: f.Owner, Token: f.Token - 1}
+	in := func(id, node string) *store.Instruction {
+		return &store.Instruction{Project: "p", Cluster: "c", Node: node,
+			Instruction: v1.Instruction{ID: id, Kind: v1.InstructionInstall, Params: []byte(`{"role":"worker"}`)}}
+	}
+
+	wantErr(t, "PutInstruction stale", s.PutInstruction(ctx, in("i1", "n1"), store.Cond{Fence: &stale}), store.ErrLeaseLost)
+	if _, err := s.GetInstruction(ctx, "i1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused instruction was written (err %v)", err)
+	}
+	for _, x := range []*store.Instruction{in("i1", "n1"), in("i2", "n1"), in("i3", "n2")} {
+		wantErr(t, "PutInstruction "+x.ID, s.PutInstruction(ctx, x, store.Cond{Fence: &f}), nil)
+	}
+	wantErr(t, "PutInstruction again", s.PutInstruction(ctx, in("i1", "n1"), store.Cond{Fence: &f}), store.ErrExists)
+
+	got, err := s.GetInstruction(ctx, "i1")
+	if err != nil || got.Node != "n1" || got.Kind != v1.InstructionInstall || string(got.Params) != `{"role":"worker"}` ||
+		got.Result != nil || !got.CreatedAt.Equal(e.clock.Now()) {
+		t.Fatalf("GetInstruction = %+v, %v", got, err)
+	}
+
+	wantErr(t, "SetInstructionResult", s.SetInstructionResult(ctx, "i1", v1.InstructionResult{Instruction: "i1", State: v1.StepSucceeded}), nil)
+	wantErr(t, "SetInstructionResult twice", s.SetInstructionResult(ctx, "i1", v1.InstructionResult{Instruction: "i1", State: v1.StepFailed}), store.ErrExists)
+	wantErr(t, "SetInstructionResult unknown", s.SetInstructionResult(ctx, "nope", v1.InstructionResult{State: v1.StepSucceeded}), store.ErrNotFound)
+	if got, _ := s.GetInstruction(ctx, "i1"); got.Result == nil || got.Result.State != v1.StepSucceeded || got.ResultAt == nil {
+		t.Fatalf("result after two reports: %+v, want the first (Succeeded)", got.Result)
+	}
+
+	ids := func(pending bool) []string {
+		list, err := s.ListInstructions(ctx, k, "n1", pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range list {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	diff(t, "all instructions of n1", []string{"i1", "i2"}, ids(false))
+	diff(t, "pending instructions of n1", []string{"i2"}, ids(true))
+
+	e.finishDelete(cl)
+	if _, err := s.GetInstruction(ctx, "i2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("instruction of a deleted cluster: %v, want ErrNotFound", err)
+	}
+}
+
+// testNodeLogs: lines come back in order, page by page; only the newest
+// MaxNodeLogLines are kept; they go with their cluster.
+func testNodeLogs(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	k := store.Key{Project: "p", Name: "c"}
+	const extra = 7
+	lines := make([]v1.LogLine, store.MaxNodeLogLines+extra)
+	for i := range lines {
+		lines[i] = v1.LogLine{Time: e.clock.Now(), Stream: "agent", Line: fmt.Sprintf("line %d", i)}
+	}
+	wantErr(t, "AppendNodeLogs", s.AppendNodeLogs(ctx, k, "n1", lines[:extra]), nil)
+	wantErr(t, "AppendNodeLogs", s.AppendNodeLogs(ctx, k, "n1", lines[extra:]), nil)
+	wantErr(t, "AppendNodeLogs other node", s.AppendNodeLogs(ctx, k, "n2", lines[:1]), nil)
+	wantErr(t, "AppendNodeLogs unknown cluster", s.AppendNodeLogs(ctx, store.Key{Project: "p", Name: "nope"}, "n1", lines[:1]), store.ErrNotFound)
+
+	var got []v1.LogLine
+	pg := store.Page{Limit: 1000}
+	for {
+		page, next, err := s.ListNodeLogs(ctx, k, "n1", pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page...)
+		if next == "" {
+			break
+		}
+		pg.Token = next
+	}
+	if len(got) != store.MaxNodeLogLines {
+		t.Fatalf("kept %d lines, want %d", len(got), store.MaxNodeLogLines)
+	}
+	if got[0].Line != fmt.Sprintf("line %d", extra) || got[len(got)-1].Line != lines[len(lines)-1].Line {
+		t.Fatalf("kept lines %q .. %q, want the newest", got[0].Line, got[len(got)-1].Line)
+	}
+	diff(t, "first kept line", lines[extra], got[0])
+
+	e.finishDelete(e.claim("w", time.Hour))
+	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.Page{}); err != nil || len(got) != 0 {
+		t.Fatalf("logs of a deleted cluster: %d lines, %v", len(got), err)
+	}
+}
+
+// finishDelete ends cl's operation as a successful delete.
+func (e *env) finishDelete(cl *store.Cluster) {
+	e.t.Helper()
+	op := e.getOp(cl.Status.CurrentOperation)
+	op.Status = v1.OpSucceeded
+	wantErr(e.t, "FinishOperation delete", e.s.FinishOperation(e.ctx, nil, op, cl.Lease.Fence(), true), nil)
+}
