@@ -213,20 +213,33 @@ type StatusError struct {
 
 // Node is one machine of a cluster.
 type Node struct {
-	Name          string           `json:"name"`
-	ID            string           `json:"id"`
-	ETag          string           `json:"etag"`
-	Cluster       string           `json:"cluster"`
-	Role          string           `json:"role"`
-	Pool          string           `json:"pool"`
-	State         string           `json:"state"`
-	MachineID     string           `json:"machineID"`
-	Address       string           `json:"address"`
-	Facts         *NodeFacts       `json:"facts"`
-	Prechecks     []PrecheckResult `json:"prechecks"`
-	Message       string           `json:"message"`
-	LastHeartbeat *time.Time       `json:"lastHeartbeat"`
-	CreatedAt     time.Time        `json:"createdAt"`
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	ETag      string `json:"etag"`
+	Cluster   string `json:"cluster"`
+	Role      string `json:"role"`
+	Pool      string `json:"pool"`
+	State     string `json:"state"`
+	MachineID string `json:"machineID"`
+	Address   string `json:"address"`
+	// Interface and StorageDevices are chosen when the node is configured,
+	// from what it reported (Facts).
+	Interface      string           `json:"interface,omitempty"`
+	StorageDevices []string         `json:"storageDevices,omitempty"`
+	Facts          *NodeFacts       `json:"facts"`
+	Prechecks      []PrecheckResult `json:"prechecks"`
+	Message        string           `json:"message"`
+	LastHeartbeat  *time.Time       `json:"lastHeartbeat"`
+	CreatedAt      time.Time        `json:"createdAt"`
+}
+
+// NodeConfig is the body of POST .../nodes/{node}/configure: the node's role
+// and, from what it reported, the network interface Kubernetes uses and the
+// storage devices it may use.
+type NodeConfig struct {
+	Role           string   `json:"role"`
+	Interface      string   `json:"interface,omitempty"`
+	StorageDevices []string `json:"storageDevices,omitempty"`
 }
 
 // NodeFacts is what an agent reports about its host.

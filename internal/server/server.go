@@ -37,6 +37,8 @@ type Store interface {
 
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
+	ListNodeLogs(ctx context.Context, k store.Key, node string, pg store.Page) ([]v1.LogLine, string, error)
 
 	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
 	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
@@ -49,6 +51,7 @@ type Store interface {
 	DeleteProfile(ctx context.Context, project, name string, c store.Cond) error
 
 	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
+	AppendEvent(ctx context.Context, e *store.Event) error
 
 	Ping(ctx context.Context) error
 }
@@ -213,6 +216,9 @@ func (s *Server) routes() {
 	s.handle("DELETE "+cluster, "cluster", s.deleteCluster)
 	s.handle("GET "+cluster+"/nodes", "cluster", s.listNodes)
 	s.handle("GET "+cluster+"/nodes/{node}", "node", s.getNode)
+	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", s.approveNode)
+	s.handle("POST "+cluster+"/nodes/{node}/configure", "node", s.configureNode)
+	s.handle("GET "+cluster+"/nodes/{node}/logs", "node", s.nodeLogs)
 	s.handle("GET "+cluster+"/operations", "project", s.listOperations)
 	s.handle("GET "+cluster+"/events", "project", s.listEvents)
 	s.handle("GET /v1/operations/{operation}", "operation", s.getOperation)
