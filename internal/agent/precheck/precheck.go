@@ -1,0 +1,243 @@
+// Package precheck holds the host checks kiln-agent runs before a machine
+// joins a cluster. Each check returns a v1.PrecheckResult: pass, warn (the
+// install may work, a person should look) or fail (the install will not
+// work), with a message that says what was found and what to do.
+//
+// Every input is injectable: the host's root directory (files such as
+// /etc/os-release are read under it), its /proc, its hostname, the port
+// prober, the clock, and the controller's URL and HTTP client. The local
+// provider runs agents whose root is their own data dir; tests point them at
+// fixtures.
+package precheck
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Results.
+const (
+	Pass = "pass"
+	Warn = "warn"
+	Fail = "fail"
+)
+
+// Check names, in the order Run reports them.
+const (
+	CheckOS              = "os"
+	CheckHostname        = "hostname"
+	CheckDNSPort         = "dns-port"
+	CheckResolvConf      = "resolv-conf"
+	CheckPreviousInstall = "previous-install"
+	CheckFirewall        = "firewall"
+	CheckController      = "controller"
+	CheckTimeSkew        = "time-skew"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout = 5 * time.Second
+	DefaultDNSPort = 53
+	// SkewFail and SkewWarn bound the difference between this host's clock
+	// and the controller's: certificates, tokens and etcd need clocks that
+	// agree.
+	SkewFail = 2 * time.Second
+	SkewWarn = 500 * time.Millisecond
+)
+
+// DefaultStateDirs are where a previous Kubernetes or Kiln installation
+// leaves files: a non-empty one fails the previous-install check.
+var DefaultStateDirs = []string{"/etc/kubernetes", "/var/lib/etcd", "/var/lib/kubelet", "/var/lib/kiln-agent"}
+
+// Host is the machine being checked. The zero Host is this machine.
+type Host struct {
+	// Root is the directory host files are read under: /etc/os-release is
+	// Root/etc/os-release. "" means "/".
+	Root string
+	// Proc is the proc filesystem; "" means Root/proc.
+	Proc string
+	// Hostname is the host's name; "" means os.Hostname().
+	Hostname string
+	// Ports finds who holds a port; nil means SystemPorts{Proc: Proc}.
+	Ports PortProber
+}
+
+// Config is what Run checks and against what. The zero Config checks this
+// machine without a controller (the controller checks then warn that they
+// were skipped).
+type Config struct {
+	Host Host
+	// Controller is the controller's base URL (https://kiln.example.com);
+	// "" skips the reachability check and, without Reference, the clock
+	// check.
+	Controller string
+	// HTTPClient talks to the controller; nil means a plain client. Give one
+	// that trusts the controller's CA when it serves TLS from its own CA.
+	HTTPClient *http.Client
+	// Now is this host's clock; nil means time.Now.
+	Now func() time.Time
+	// Reference, when set, is the trusted clock the host's is compared with,
+	// instead of the Date header of the controller's /healthz.
+	Reference func(ctx context.Context) (time.Time, error)
+	// DNSPort is the port the DNS check probes; 0 means 53.
+	DNSPort int
+	// StateDirs are the directories (under Root) whose content means a
+	// previous installation; nil means DefaultStateDirs.
+	StateDirs []string
+	// Timeout bounds each check; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Skip names checks not to run; they are left out of the results.
+	Skip []string
+}
+
+// check is one host check. It returns a result without its name.
+type check struct {
+	name string
+	run  func(ctx context.Context, e *env) v1.PrecheckResult
+}
+
+// checks in report order.
+var checks = []check{
+	{CheckOS, checkOS},
+	{CheckHostname, checkHostname},
+	{CheckDNSPort, checkDNSPort},
+	{CheckResolvConf, checkResolvConf},
+	{CheckPreviousInstall, checkPreviousInstall},
+	{CheckFirewall, checkFirewall},
+	{CheckController, checkController},
+	{CheckTimeSkew, checkTimeSkew},
+}
+
+// Names returns the names of all checks in the order Run reports them.
+func Names() []string {
+	out := make([]string, len(checks))
+	for i, c := range checks {
+		out[i] = c.name
+	}
+	return out
+}
+
+// env is a Config with its defaults filled in.
+type env struct {
+	Config
+	root, proc string
+}
+
+func newEnv(cfg Config) *env {
+	e := &env{Config: cfg, root: cfg.Host.Root, proc: cfg.Host.Proc}
+	if e.root == "" {
+		e.root = "/"
+	}
+	if e.proc == "" {
+		e.proc = filepath.Join(e.root, "proc")
+	}
+	if e.Host.Ports == nil {
+		e.Host.Ports = SystemPorts{Proc: e.proc}
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	if e.HTTPClient == nil {
+		e.HTTPClient = &http.Client{}
+	}
+	if e.DNSPort == 0 {
+		e.DNSPort = DefaultDNSPort
+	}
+	if e.StateDirs == nil {
+		e.StateDirs = DefaultStateDirs
+	}
+	if e.Timeout <= 0 {
+		e.Timeout = DefaultTimeout
+	}
+	return e
+}
+
+// path returns a host path under the root.
+func (e *env) path(p string) string { return filepath.Join(e.root, p) }
+
+// hostname returns the configured or the real hostname.
+func (e *env) hostname() (string, error) {
+	if e.Host.Hostname != "" {
+		return e.Host.Hostname, nil
+	}
+	return os.Hostname()
+}
+
+// Run runs every check not skipped, each under its own timeout, at the same
+// time, and returns the results in the order of Names. A check that does not
+// finish within its timeout fails with a message saying so.
+func Run(ctx context.Context, cfg Config) []v1.PrecheckResult {
+	e := newEnv(cfg)
+	type slot struct {
+		name string
+		done chan v1.PrecheckResult
+	}
+	var slots []slot
+	for _, c := range checks {
+		if slices.Contains(cfg.Skip, c.name) {
+			continue
+		}
+		s := slot{name: c.name, done: make(chan v1.PrecheckResult, 1)}
+		slots = append(slots, s)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, e.Timeout)
+			defer cancel()
+			r := c.run(cctx, e)
+			r.Name = c.name
+			s.done <- r
+		}()
+	}
+	out := make([]v1.PrecheckResult, 0, len(slots))
+	deadline := time.NewTimer(e.Timeout + time.Second)
+	defer deadline.Stop()
+	stopped := false // the deadline passed or ctx ended: no more waiting
+	for _, s := range slots {
+		if !stopped {
+			select {
+			case r := <-s.done:
+				out = append(out, r)
+				continue
+			case <-deadline.C:
+				stopped = true
+			case <-ctx.Done():
+				stopped = true
+			}
+		}
+		select {
+		case r := <-s.done:
+			out = append(out, r)
+		default:
+			msg := fmt.Sprintf("the check did not finish within %s: run it again; if it keeps hanging, "+
+				"the host is overloaded or a filesystem does not answer", e.Timeout)
+			if ctx.Err() != nil {
+				msg = "interrupted before the check finished: run the precheck again"
+			}
+			out = append(out, v1.PrecheckResult{Name: s.name, Result: Fail, Message: msg})
+		}
+	}
+	return out
+}
+
+// Failed reports whether any result is a failure.
+func Failed(results []v1.PrecheckResult) bool {
+	return slices.ContainsFunc(results, func(r v1.PrecheckResult) bool { return r.Result == Fail })
+}
+
+func pass(format string, args ...any) v1.PrecheckResult {
+	return v1.PrecheckResult{Result: Pass, Message: fmt.Sprintf(format, args...)}
+}
+
+func warn(format string, args ...any) v1.PrecheckResult {
+	return v1.PrecheckResult{Result: Warn, Message: fmt.Sprintf(format, args...)}
+}
+
+func fail(format string, args ...any) v1.PrecheckResult {
+	return v1.PrecheckResult{Result: Fail, Message: fmt.Sprintf(format, args...)}
+}

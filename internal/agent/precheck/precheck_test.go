@@ -1,0 +1,86 @@
+package precheck
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// goodHost is a fresh, supported machine.
+func goodHost(t *testing.T) Host {
+	t.Helper()
+	root := tree(t, map[string]string{
+		"etc/os-release":  "ID=debian\nVERSION_ID=\"12\"\n",
+		"etc/resolv.conf": "nameserver 10.0.0.2\n",
+		"proc/1/comm":     "systemd\n",
+		"proc/net/tcp":    socketHeader,
+		"proc/net/udp":    socketHeader,
+	})
+	return Host{Root: root, Hostname: "node-1", Ports: emptyPorts{}}
+}
+
+func TestRun(t *testing.T) {
+	srv := controller(t, http.StatusOK, t1)
+	cfg := Config{Host: goodHost(t), Controller: srv.URL, Now: func() time.Time { return t1 }}
+	got := Run(t.Context(), cfg)
+	var names, results []string
+	for _, r := range got {
+		names = append(names, r.Name)
+		results = append(results, r.Result)
+		if r.Message == "" {
+			t.Errorf("%s: no message", r.Name)
+		}
+	}
+	if diff := cmp.Diff(Names(), names); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	want := []string{Pass, Pass, Pass, Pass, Pass, Pass, Pass, Pass}
+	if diff := cmp.Diff(want, results); diff != "" {
+		t.Errorf("results (-want +got):\n%s\n%+v", diff, got)
+	}
+	if Failed(got) {
+		t.Errorf("Failed = true for %+v", got)
+	}
+
+	cfg.Skip = []string{CheckController, CheckOS}
+	got = Run(t.Context(), cfg)
+	if len(got) != len(Names())-2 || got[0].Name != CheckHostname {
+		t.Errorf("with skips: %+v", got)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	stuck := make(blockingPorts)
+	t.Cleanup(func() { close(stuck) })
+	host := goodHost(t)
+	host.Ports = stuck
+	got := Run(t.Context(), Config{Host: host, Timeout: 50 * time.Millisecond, Skip: []string{CheckController, CheckTimeSkew}})
+	byName := map[string]v1.PrecheckResult{}
+	for _, r := range got {
+		byName[r.Name] = r
+	}
+	expect(t, byName[CheckDNSPort], Fail, "did not finish within 50ms")
+	expect(t, byName[CheckOS], Pass)
+	if !Failed(got) {
+		t.Errorf("Failed = false for %+v", got)
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	stuck := make(blockingPorts)
+	t.Cleanup(func() { close(stuck) })
+	host := goodHost(t)
+	host.Ports = stuck
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	got := Run(ctx, Config{Host: host, Skip: []string{CheckController, CheckTimeSkew}})
+	for _, r := range got {
+		if r.Name == CheckDNSPort {
+			expect(t, r, Fail, "interrupted")
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package precheck
+
+import "testing"
+
+func TestPreviousInstall(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  map[string]string
+		result string
+		want   []string
+	}{
+		{"fresh host", map[string]string{"proc/1/comm": "systemd\n", "proc/2/comm": "sshd\n"}, Pass, nil},
+		{"empty dirs a package left", map[string]string{"etc/kubernetes/manifests/": "", "var/lib/kubelet/": "", "proc/": ""}, Pass, nil},
+		{"kubeadm files", map[string]string{"etc/kubernetes/admin.conf": "x", "etc/kubernetes/manifests/etcd.yaml": "x", "proc/": ""},
+			Fail, []string{"/etc/kubernetes/admin.conf", "/etc/kubernetes/manifests/etcd.yaml", "kubeadm reset"}},
+		{"etcd data", map[string]string{"var/lib/etcd/member/snap/db": "x", "proc/": ""}, Fail, []string{"/var/lib/etcd/member/snap/db"}},
+		{"agent state", map[string]string{"var/lib/kiln-agent/state.json": "{}", "proc/": ""}, Fail, []string{"/var/lib/kiln-agent/state.json"}},
+		{"running kubelet", map[string]string{"proc/1/comm": "systemd\n", "proc/4711/comm": "kubelet\n"}, Fail, []string{"running kubelet (pid 4711)"}},
+		{"running controller-manager (comm is 15 bytes)", map[string]string{"proc/90/comm": "kube-controller\n"}, Fail, []string{"kube-controller (pid 90)"}},
+		{"running etcd and apiserver", map[string]string{"proc/10/comm": "etcd\n", "proc/11/comm": "kube-apiserver\n"}, Fail,
+			[]string{"etcd (pid 10), kube-apiserver (pid 11)"}},
+		{"containerd alone", map[string]string{"proc/300/comm": "containerd\n"}, Warn, []string{"containerd (pid 300) is running"}},
+		{"no proc", map[string]string{}, Warn, []string{"cannot list processes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runOne(t, Config{Host: Host{Root: tree(t, tt.files)}}, CheckPreviousInstall)
+			expect(t, got, tt.result, tt.want...)
+		})
+	}
+
+	// The agent can name its own state dirs.
+	root := tree(t, map[string]string{"data/identity.json": "{}", "proc/": ""})
+	got := runOne(t, Config{Host: Host{Root: root}, StateDirs: []string{"/data"}}, CheckPreviousInstall)
+	expect(t, got, Fail, "/data/identity.json")
+}
+
+func TestFirewall(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  map[string]string
+		result string
+		want   []string
+	}{
+		{"none", map[string]string{"proc/1/comm": "systemd\n"}, Pass, nil},
+		{"firewalld", map[string]string{"proc/1/comm": "systemd\n", "proc/640/comm": "firewalld\n"}, Fail,
+			[]string{"firewalld (pid 640) is running", "systemctl disable --now firewalld", "10250"}},
+		{"fapolicyd and firewalld", map[string]string{"proc/640/comm": "firewalld\n", "proc/641/comm": "fapolicyd\n"}, Fail,
+			[]string{"fapolicyd (pid 641) is running", "systemctl disable --now fapolicyd", "firewalld (pid 640)"}},
+		{"no proc", map[string]string{}, Warn, []string{"cannot list processes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, runOne(t, Config{Host: Host{Root: tree(t, tt.files)}}, CheckFirewall), tt.result, tt.want...)
+		})
+	}
+}
