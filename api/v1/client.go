@@ -193,7 +193,7 @@ func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]Node
 // GetNode returns one node of a cluster.
 func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*Node, error) {
 	var n Node
-	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/nodes/"+url.PathEscape(name), nil, conditions{}, &n); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, nodePath(project, cluster, name), nil, conditions{}, &n); err != nil {
 		return nil, err
 	}
 	return &n, nil

@@ -143,7 +143,8 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 	return errBusy("node")
 }
 
-// nodeLogs lists the log lines a node's agent sent, oldest first, paged.
+// nodeLogs lists the log lines a node's agent sent, oldest first, paged. A
+// log grows, so the nextLink is always there: where to read on from.
 func (s *Server) nodeLogs(w http.ResponseWriter, r *http.Request) error {
 	pg, err := page(r)
 	if err != nil {
@@ -160,6 +161,9 @@ func (s *Server) nodeLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list(w, r, pg, lines, next, func(l v1.LogLine) v1.LogLine { return l })
+	if lines == nil {
+		lines = []v1.LogLine{}
+	}
+	writeJSON(w, http.StatusOK, v1.List[v1.LogLine]{Value: lines, NextLink: nextLink(r, pg, next)})
 	return nil
 }

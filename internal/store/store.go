@@ -255,7 +255,9 @@ type Store interface {
 	SetInstructionResult(ctx context.Context, id string, r v1.InstructionResult) error
 
 	// Node logs: the lines agents send, the newest MaxNodeLogLines kept per
-	// node, oldest first.
+	// node, oldest first. A log grows, so ListNodeLogs's next token is always
+	// where to go on reading (the page token itself when there was nothing
+	// new); an empty page means nothing new yet.
 	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
 	ListNodeLogs(ctx context.Context, k Key, node string, pg Page) ([]v1.LogLine, string, error)
 

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"sync"
 	"io"
 	"log/slog"
 	"os"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/cli"
 	"kiln.dev/kiln/internal/daemon"
+	"kiln.dev/kiln/internal/store"
 )
 
 func TestMain(m *testing.M) {
@@ -25,8 +28,31 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	stores := map[string]store.Store{} // by work dir: the kilnd of each script
+	var mu sync.Mutex
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// agent-registers CLUSTER NODE STATE [failed-precheck]: what an
+			// agent's registration writes (the agent itself is another issue).
+			"agent-registers": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 3 {
+					ts.Fatalf("usage: agent-registers CLUSTER NODE STATE [failed-precheck]")
+				}
+				mu.Lock()
+				st := stores[ts.Getenv("WORK")]
+				mu.Unlock()
+				n := &store.Node{Project: "default", Node: v1.Node{Name: args[1], Cluster: args[0], State: args[2],
+					Facts: &v1.NodeFacts{Hostname: args[1], Interfaces: []v1.Interface{{Name: "eth0"}}}}}
+				if len(args) > 3 {
+					n.Prechecks = []v1.PrecheckResult{{Name: args[3], Result: v1.PrecheckFail, Message: "failed on purpose"}}
+				}
+				k := store.Key{Project: "default", Name: args[0]}
+				ts.Check(st.PutNode(context.Background(), n, store.Cond{}))
+				ts.Check(st.AppendNodeLogs(context.Background(), k, args[1], []v1.LogLine{
+					{Stream: "agent", Line: "prechecks passed"}, {Stream: "agent", Line: "registered as " + args[1]}}))
+			},
+		},
 		Setup: func(env *testscript.Env) error {
 			dataDir := filepath.Join(env.WorkDir, ".kilnd")
 			d, err := daemon.Start(context.Background(), daemon.Config{
@@ -38,6 +64,9 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			mu.Lock()
+			stores[env.WorkDir] = d.Store
+			mu.Unlock()
 			env.Defer(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()

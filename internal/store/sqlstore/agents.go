@@ -211,7 +211,8 @@ func (s *Store) AppendNodeLogs(ctx context.Context, k store.Key, node string, li
 	return nil
 }
 
-// ListNodeLogs lists a node's log lines, oldest first.
+// ListNodeLogs lists a node's log lines, oldest first. The next token is
+// always where to go on reading: a log grows.
 func (s *Store) ListNodeLogs(ctx context.Context, k store.Key, node string, pg store.Page) ([]v1.LogLine, string, error) {
 	wrap := func(err error) error { return fmt.Errorf("list logs of node %s of cluster %s: %w", node, k, err) }
 	after, err := decodeIDToken(pg.Token)
@@ -229,15 +230,18 @@ func (s *Store) ListNodeLogs(ctx context.Context, k store.Key, node string, pg s
 		x.line.Time = fromNanos(t)
 		return x, err
 	}
-	rows, next, err := queryPage(ctx, s, `SELECT id, time, stream, line FROM node_logs
+	rows, _, err := queryPage(ctx, s, `SELECT id, time, stream, line FROM node_logs
 		WHERE project = ? AND cluster = ? AND node = ? AND id > ? ORDER BY id LIMIT ?`,
 		[]any{k.Project, k.Name, node, after}, limitOf(pg), scan, func(x row) string { return fmt.Sprint(x.id) })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
+	if len(rows) == 0 {
+		return nil, pg.Token, nil
+	}
 	out := make([]v1.LogLine, len(rows))
 	for i, x := range rows {
 		out[i] = x.line
 	}
-	return out, next, nil
+	return out, encodeToken(fmt.Sprint(rows[len(rows)-1].id)), nil
 }

@@ -125,10 +125,13 @@ func testNodeLogs(e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, page...)
-		if next == "" {
+		if len(page) == 0 {
+			if next != pg.Token {
+				t.Fatalf("an empty page moved the position from %q to %q", pg.Token, next)
+			}
 			break
 		}
+		got = append(got, page...)
 		pg.Token = next
 	}
 	if len(got) != store.MaxNodeLogLines {
@@ -138,6 +141,12 @@ func testNodeLogs(e *env) {
 		t.Fatalf("kept lines %q .. %q, want the newest", got[0].Line, got[len(got)-1].Line)
 	}
 	diff(t, "first kept line", lines[extra], got[0])
+
+	// Reading on from the end finds what was appended since.
+	wantErr(t, "AppendNodeLogs later", s.AppendNodeLogs(ctx, k, "n1", []v1.LogLine{{Time: e.clock.Now(), Stream: "kubelet", Line: "later"}}), nil)
+	if later, _, err := s.ListNodeLogs(ctx, k, "n1", pg); err != nil || len(later) != 1 || later[0].Line != "later" {
+		t.Fatalf("reading on from the end: %+v, %v; want the one new line", later, err)
+	}
 
 	e.finishDelete(e.claim("w", time.Hour))
 	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.Page{}); err != nil || len(got) != 0 {

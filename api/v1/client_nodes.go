@@ -1,0 +1,54 @@
+package v1
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+func nodePath(project, cluster, node string) string {
+	return clusterPath(project, cluster) + "/nodes/" + url.PathEscape(node)
+}
+
+// ApproveNode lets a DISCOVERED node go on; approving a node that is
+// approved already changes nothing.
+func (c *Client) ApproveNode(ctx context.Context, project, cluster, node string) (*Node, error) {
+	var n Node
+	if _, err := c.do(ctx, http.MethodPost, nodePath(project, cluster, node)+"/approve", nil, conditions{}, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// ConfigureNode gives an approved node its role, interface and devices.
+func (c *Client) ConfigureNode(ctx context.Context, project, cluster, node string, cfg NodeConfig) (*Node, error) {
+	var n Node
+	if _, err := c.do(ctx, http.MethodPost, nodePath(project, cluster, node)+"/configure", cfg, conditions{}, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// NodeLogs reads log lines of a node's agent from position from ("" for
+// the oldest kept line) and returns them with the position to read on from.
+// A log grows: reading on from the returned position later gets the lines
+// added since (none yet is an empty slice).
+func (c *Client) NodeLogs(ctx context.Context, project, cluster, node, from string) ([]LogLine, string, error) {
+	path := nodePath(project, cluster, node) + "/logs?top=1000"
+	if from != "" {
+		p, err := c.relative(from)
+		if err != nil {
+			return nil, from, err
+		}
+		path = p
+	}
+	var l List[LogLine]
+	if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &l); err != nil {
+		return nil, from, err
+	}
+	next := l.NextLink
+	if next == "" {
+		next = from
+	}
+	return l.Value, next, nil
+}
