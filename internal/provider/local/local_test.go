@@ -1,0 +1,260 @@
+package local
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/providertest"
+)
+
+var demo = provider.Cluster{Project: "p", Name: "demo"}
+
+func cp(n int) provider.MachineSpec {
+	return provider.MachineSpec{Name: "demo-cp-" + strconv.Itoa(n), Role: v1.RoleControlPlane}
+}
+
+func worker(n int) provider.MachineSpec {
+	return provider.MachineSpec{Name: "demo-default-" + strconv.Itoa(n), Role: v1.RoleWorker, Pool: "default"}
+}
+
+func TestContract(t *testing.T) {
+	providertest.Run(t, newLocal(t, testOpts{}))
+}
+
+func TestMachinesHaveTheirOwnAddressAndDir(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	addrs := map[string]string{}
+	for _, s := range []provider.MachineSpec{cp(0), worker(0), worker(1)} {
+		m, err := l.EnsureMachine(t.Context(), demo, s)
+		if err != nil {
+			t.Fatalf("EnsureMachine(%s): %v", s.Name, err)
+		}
+		if a, err := netip.ParseAddr(m.Address); err != nil || !a.IsLoopback() {
+			t.Errorf("machine %s address %q is not a loopback address", m.Name, m.Address)
+		}
+		for name, addr := range addrs {
+			if addr == m.Address {
+				t.Errorf("machines %s and %s share address %s", name, m.Name, addr)
+			}
+		}
+		addrs[m.Name] = m.Address
+	}
+	for name, addr := range addrs {
+		// The fake agent really bound its own address.
+		if got := greetEventually(t, addr+":6443"); got != name {
+			t.Errorf("%s:6443 answered as %q, want %q", addr, got, name)
+		}
+		dir := filepath.Join(l.opts.Dir, "p", "demo", name)
+		for _, f := range []string{"machine.json", "agent.pid", "agent.log", "root"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("machine %s: %v", name, err)
+			}
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		if !strings.Contains(string(b), "fake agent "+name+" listening") {
+			t.Errorf("agent.log of %s does not hold the process's output:\n%s", name, b)
+		}
+	}
+}
+
+func TestMachineHasItsOwnProcessGroup(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	if _, err := l.EnsureMachine(t.Context(), demo, cp(0)); err != nil {
+		t.Fatal(err)
+	}
+	s := status(t, l, demo, "demo-cp-0")
+	pgid, err := syscall.Getpgid(s.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Ctrl-C or crash of kilnd signals kilnd's group, not the machine's.
+	if pgid != s.PID || pgid == syscall.Getpgrp() {
+		t.Errorf("machine pgid = %d (pid %d, ours %d); want its own group", pgid, s.PID, syscall.Getpgrp())
+	}
+}
+
+func TestEnsureMachineRestartsAKilledMachine(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	m, err := l.EnsureMachine(t.Context(), demo, cp(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	greetEventually(t, m.Address+":6443")
+	before := status(t, l, demo, m.Name)
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the machine to be seen as stopped", func() bool {
+		return !status(t, l, demo, m.Name).Running
+	})
+	again, err := l.EnsureMachine(t.Context(), demo, cp(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := status(t, l, demo, m.Name)
+	if !after.Running || after.PID == before.PID {
+		t.Errorf("after EnsureMachine: running %v pid %d (was %d); want a new running process", after.Running, after.PID, before.PID)
+	}
+	if again.ID != m.ID || again.Address != m.Address || after.Dir != before.Dir {
+		t.Errorf("restarted machine = %+v in %s, want the same as %+v in %s", again, after.Dir, m, before.Dir)
+	}
+	if got := greetEventually(t, m.Address+":6443"); got != m.Name {
+		t.Errorf("restarted machine answered as %q", got)
+	}
+	// A running machine is left alone.
+	if _, err := l.EnsureMachine(t.Context(), demo, cp(0)); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(t, l, demo, m.Name); s.PID != after.PID {
+		t.Errorf("EnsureMachine of a running machine restarted it (pid %d -> %d)", after.PID, s.PID)
+	}
+}
+
+func TestDeleteMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		wantSlow  bool // SIGTERM is ignored: SIGKILL after the stop timeout
+		stopAfter time.Duration
+	}{
+		{name: "stops on SIGTERM", env: []string{"FAKE_CHILD=1"}},
+		{name: "ignores SIGTERM", env: []string{"FAKE_CHILD=1", "FAKE_IGNORE_TERM=1"}, wantSlow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 500 * time.Millisecond
+			l := newLocal(t, testOpts{env: tc.env, stopTimeout: timeout})
+			m, err := l.EnsureMachine(t.Context(), demo, cp(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			greetEventually(t, m.Address+":6443")
+			s := status(t, l, demo, m.Name)
+			var child int
+			eventually(t, 10*time.Second, "the fake agent's child", func() bool {
+				b, err := os.ReadFile(filepath.Join(s.Dir, "root", "child.pid"))
+				child, _ = strconv.Atoi(string(b))
+				return err == nil && child > 0
+			})
+			start := time.Now()
+			if err := l.DeleteMachine(t.Context(), demo, m.Name); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			if slow := took >= timeout; slow != tc.wantSlow {
+				t.Errorf("DeleteMachine took %s with a stop timeout of %s", took, timeout)
+			}
+			if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+				t.Errorf("machine dir after DeleteMachine: %v, want it gone", err)
+			}
+			pf := pidFile{PID: s.PID}
+			if st, err := readStat(s.PID); err == nil {
+				pf.StartTicks = st.start
+			}
+			if live := pf.group(); len(live) > 0 {
+				t.Errorf("processes %v of the machine's group are alive after DeleteMachine", live)
+			}
+			if st, err := readStat(child); err == nil && !st.dead() {
+				t.Errorf("the agent's child %d is alive after DeleteMachine", child)
+			}
+			// Zombies of the child are reaped by init, a moment later.
+			eventually(t, 15*time.Second, "kill -0 on the machine's group to fail", func() bool { return groupGone(s.PID) })
+			if _, err := l.Status(t.Context(), demo, m.Name); err == nil {
+				t.Errorf("Status after DeleteMachine found the machine")
+			}
+			if err := l.DeleteMachine(t.Context(), demo, m.Name); err != nil {
+				t.Errorf("DeleteMachine twice: %v", err)
+			}
+		})
+	}
+}
+
+func TestAlive(t *testing.T) {
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(pidFile{PID: os.Getpid(), StartTicks: st.start}).alive() {
+		t.Errorf("this process is not alive by its own start time")
+	}
+	// The pid of an exited process given to another: the start time differs.
+	if (pidFile{PID: os.Getpid(), StartTicks: st.start + 1}).alive() {
+		t.Errorf("a reused pid is seen as the recorded process")
+	}
+	if (pidFile{PID: os.Getpid(), StartTicks: st.start + 1}).group() != nil {
+		t.Errorf("the group of a reused pid is seen as the recorded one")
+	}
+}
+
+func TestAddressPoolExhausted(t *testing.T) {
+	l := newLocal(t, testOpts{poolSize: 1})
+	if _, err := l.EnsureMachine(t.Context(), demo, cp(0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.EnsureMachine(t.Context(), demo, cp(1))
+	wantFailure(t, err, v1.CodeProviderError, true)
+	// Deleting a machine frees its address.
+	if err := l.DeleteMachine(t.Context(), demo, "demo-cp-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.EnsureMachine(t.Context(), demo, cp(1)); err != nil {
+		t.Errorf("EnsureMachine after freeing the address: %v", err)
+	}
+}
+
+func TestCorruptMachineFile(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	dir := filepath.Join(l.opts.Dir, "p", "demo", "demo-cp-0")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "machine.json")
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.EnsureMachine(t.Context(), demo, cp(0))
+	e := wantFailure(t, err, v1.CodeProviderError, false)
+	if !strings.Contains(e.Message, path) {
+		t.Errorf("message %q does not name %s", e.Message, path)
+	}
+	_, err = l.ListMachines(t.Context(), demo)
+	wantFailure(t, err, v1.CodeProviderError, false)
+	os.Remove(path)
+}
+
+func TestBadNames(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	for _, c := range []provider.Cluster{{Project: "p", Name: ".."}, {Project: "a/b", Name: "c"}, {Project: "p", Name: ""}} {
+		_, err := l.EnsureNetwork(t.Context(), c)
+		wantFailure(t, err, v1.CodeInvalidParameter, false)
+	}
+	_, err := l.EnsureMachine(t.Context(), demo, provider.MachineSpec{Name: "../x"})
+	wantFailure(t, err, v1.CodeInvalidParameter, false)
+}
+
+func TestDeleteNetworkWaitsForMachines(t *testing.T) {
+	l := newLocal(t, testOpts{})
+	if _, err := l.EnsureNetwork(t.Context(), demo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.EnsureMachine(t.Context(), demo, worker(0)); err != nil {
+		t.Fatal(err)
+	}
+	wantFailure(t, l.DeleteNetwork(t.Context(), demo), v1.CodeProviderError, true)
+	if err := l.DeleteMachine(t.Context(), demo, "demo-default-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteNetwork(t.Context(), demo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(l.opts.Dir, "p")); !os.IsNotExist(err) {
+		t.Errorf("project dir after the last network was deleted: %v, want it gone", err)
+	}
+}

@@ -1,0 +1,296 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"kiln.dev/kiln/internal/provider"
+)
+
+// ErrNoMachine is returned by Status for a machine that does not exist.
+var ErrNoMachine = errors.New("no such machine")
+
+// machineFile is machine.json, the machine's tag.
+type machineFile struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Role    string    `json:"role"`
+	Pool    string    `json:"pool,omitempty"`
+	Project string    `json:"project"`
+	Cluster string    `json:"cluster"`
+	Address string    `json:"address"`
+	Created time.Time `json:"created"`
+}
+
+func (f machineFile) machine() provider.Machine {
+	return provider.Machine{
+		MachineSpec: provider.MachineSpec{Name: f.Name, Role: f.Role, Pool: f.Pool},
+		ID:          f.ID,
+		Address:     f.Address,
+	}
+}
+
+// target is what Options.Command is told about the machine in dir.
+func (f machineFile) target(dir string) Machine {
+	return Machine{Project: f.Project, Cluster: f.Cluster, Name: f.Name, Role: f.Role, Pool: f.Pool,
+		Address: f.Address, Dir: dir, Root: filepath.Join(dir, "root")}
+}
+
+func readMachine(dir string) (machineFile, error) {
+	var f machineFile
+	err := readJSON(filepath.Join(dir, "machine.json"), &f)
+	return f, err
+}
+
+// EnsureMachine returns the machine named m.Name and makes sure its process
+// runs: a machine whose process exited (a machine that rebooted) is started
+// again with the same address and directory; a new machine gets a free
+// address and a directory, and its process is started.
+func (l *Local) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	dir, err := l.machineDir(c, m.Name)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	log := l.log.With("cluster", c.Project+"/"+c.Name, "machine", m.Name)
+	unlock, err := l.lockDir(ctx)
+	if err != nil {
+		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
+	}
+	defer unlock()
+	f, err := readMachine(dir)
+	if err == nil {
+		if err := l.ensureRunning(ctx, log, dir, f); err != nil {
+			return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
+		}
+		return f.machine(), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
+	}
+	addr, err := l.allocate()
+	if err != nil {
+		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
+	}
+	f = machineFile{ID: newID("vm"), Name: m.Name, Role: m.Role, Pool: m.Pool, Project: c.Project,
+		Cluster: c.Name, Address: addr.String(), Created: time.Now().UTC()}
+	log.Info("creating machine", "address", f.Address, "dir", dir)
+	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o700); err != nil {
+		return provider.Machine{}, providerError(err, "cannot create the directory of machine %s", m.Name)
+	}
+	// The tag is written first: it reserves the address, and a crash after
+	// it leaves a machine that the next call finds and starts.
+	if err := writeJSON(filepath.Join(dir, "machine.json"), f); err != nil {
+		return provider.Machine{}, providerError(err, "cannot write the tag of machine %s", m.Name)
+	}
+	pf, err := l.start(f.target(dir))
+	if err != nil {
+		return provider.Machine{}, providerError(err, "cannot start machine %s", m.Name)
+	}
+	log.Info("machine started", "pid", pf.PID)
+	return f.machine(), nil
+}
+
+// ensureRunning starts the machine's process again if it is not running,
+// after ending whatever is left of its process group.
+func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string, f machineFile) error {
+	pf, ok, err := readPID(dir)
+	if err != nil {
+		return err
+	}
+	if ok && pf.alive() {
+		return nil
+	}
+	if ok {
+		log.Info("machine's process has exited; starting it again", "pid", pf.PID)
+		if err := l.stop(ctx, pf); err != nil { // its leftovers would hold its ports
+			return err
+		}
+	} else {
+		log.Info("machine has no process; starting it", "address", f.Address)
+	}
+	pf, err = l.start(f.target(dir))
+	if err != nil {
+		return providerError(err, "cannot start machine %s", f.Name)
+	}
+	log.Info("machine started", "pid", pf.PID)
+	return nil
+}
+
+// ListMachines returns every machine recorded in the cluster's directory,
+// running or not, ordered by name.
+func (l *Local) ListMachines(ctx context.Context, c provider.Cluster) ([]provider.Machine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir, err := l.clusterDir(c)
+	if err != nil {
+		return nil, err
+	}
+	files, err := machinesIn(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list machines: %w", err)
+	}
+	ms := make([]provider.Machine, 0, len(files))
+	for _, f := range files {
+		ms = append(ms, f.machine())
+	}
+	return ms, nil
+}
+
+// machinesIn reads the machine.json of every machine directory in a cluster
+// directory, ordered by name. A directory without machine.json is not a
+// machine (yet).
+func machinesIn(clusterDir string) ([]machineFile, error) {
+	ents, err := os.ReadDir(clusterDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, providerError(err, "cannot read the local provider's directory %s", clusterDir)
+	}
+	var out []machineFile
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		f, err := readMachine(filepath.Join(clusterDir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// subdirs lists the directories in dir; none when dir does not exist.
+func subdirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, providerError(err, "cannot read the local provider's directory %s", dir)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// allocate returns the lowest address of the pool that no machine under Dir
+// has. Callers hold the directory lock.
+func (l *Local) allocate() (netip.Addr, error) {
+	used := map[netip.Addr]bool{}
+	projects, err := subdirs(l.opts.Dir)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, p := range projects {
+		clusters, err := subdirs(p)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		for _, c := range clusters {
+			files, err := machinesIn(c)
+			if err != nil {
+				return netip.Addr{}, err
+			}
+			for _, f := range files {
+				if a, err := netip.ParseAddr(f.Address); err == nil {
+					used[a] = true
+				}
+			}
+		}
+	}
+	pool := l.opts.AddressPool
+	for a := pool.First; a.IsValid() && !pool.Last.Less(a); a = a.Next() {
+		if !used[a] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, providerError(nil, "the local provider's address pool %s is exhausted: %d machines use it; delete a cluster or widen the pool", pool, len(used))
+}
+
+// DeleteMachine stops the machine's whole process group (SIGTERM, SIGKILL
+// after the stop timeout) and removes its directory. A missing machine is
+// not an error.
+func (l *Local) DeleteMachine(ctx context.Context, c provider.Cluster, name string) error {
+	dir, err := l.machineDir(c, name)
+	if err != nil {
+		return err
+	}
+	unlock, err := l.lockDir(ctx)
+	if err != nil {
+		return fmt.Errorf("delete machine %q: %w", name, err)
+	}
+	defer unlock()
+	if ok, err := exists(dir); err != nil || !ok {
+		return err
+	}
+	log := l.log.With("cluster", c.Project+"/"+c.Name, "machine", name)
+	pf, ok, err := readPID(dir)
+	if err != nil {
+		return fmt.Errorf("delete machine %q: %w", name, err)
+	}
+	if ok {
+		log.Info("stopping machine", "pid", pf.PID)
+		if err := l.stop(ctx, pf); err != nil {
+			return fmt.Errorf("delete machine %q: %w", name, err)
+		}
+	}
+	log.Info("removing machine directory", "dir", dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return providerError(err, "cannot remove the directory of machine %s", name)
+	}
+	return nil
+}
+
+// Status is what the local provider knows of one machine beyond
+// provider.Machine.
+type Status struct {
+	provider.Machine
+	Dir     string // the machine's directory
+	Log     string // its agent.log
+	PID     int    // its process (and process group), 0 if none was recorded
+	Running bool
+}
+
+// Status returns the named machine's status, or ErrNoMachine.
+func (l *Local) Status(ctx context.Context, c provider.Cluster, name string) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	dir, err := l.machineDir(c, name)
+	if err != nil {
+		return Status{}, err
+	}
+	f, err := readMachine(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Status{}, fmt.Errorf("machine %q: %w", name, ErrNoMachine)
+	}
+	if err != nil {
+		return Status{}, err
+	}
+	s := Status{Machine: f.machine(), Dir: dir, Log: filepath.Join(dir, "agent.log")}
+	pf, ok, err := readPID(dir)
+	if err != nil {
+		return Status{}, err
+	}
+	if ok {
+		s.PID, s.Running = pf.PID, pf.alive()
+	}
+	return s, nil
+}

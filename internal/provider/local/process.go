@@ -1,0 +1,264 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// markerEnv is set in every machine process's environment to its machine
+// directory, so a machine whose pid file was never written (kilnd died
+// between starting it and writing the file) is still found.
+const markerEnv = "KILN_LOCAL_MACHINE_DIR"
+
+// pidFile is agent.pid: the process and its start time. A pid alone is not
+// enough: after the process exits the kernel may give its pid to another
+// process; the start time tells them apart.
+type pidFile struct {
+	PID        int       `json:"pid"` // also the process group id
+	StartTicks uint64    `json:"startTicks"`
+	Started    time.Time `json:"started"`
+}
+
+// procStat is what the provider reads from /proc/<pid>/stat.
+type procStat struct {
+	state   byte
+	pgrp    int
+	threads int
+	start   uint64 // field 22, clock ticks after boot
+}
+
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces and
+	// parentheses itself: the fields that follow start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	pgrp, err1 := strconv.Atoi(f[2])
+	threads, err2 := strconv.Atoi(f[17])
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return procStat{state: f[0][0], pgrp: pgrp, threads: threads, start: start}, nil
+}
+
+// dead reports whether the process has finished: a zombie waiting only for
+// its parent to reap it. The main thread of a multi-threaded process (a Go
+// program) can be a zombie while its other threads still exit and hold its
+// files and ports: that process is not dead yet.
+func (s procStat) dead() bool { return (s.state == 'Z' || s.state == 'X') && s.threads <= 1 }
+
+// alive reports whether the recorded process still runs: same pid, same start
+// time, not a zombie.
+func (p pidFile) alive() bool {
+	st, err := readStat(p.PID)
+	return err == nil && st.start == p.StartTicks && !st.dead()
+}
+
+// group returns the live processes of the recorded process's group: the
+// agent and everything it started that stayed in its group. When the pid
+// now belongs to another process, the group is gone (Linux does not reuse a
+// pid while a process group of that id has members).
+func (p pidFile) group() []int {
+	if st, err := readStat(p.PID); err == nil && st.start != p.StartTicks {
+		return nil
+	}
+	var pids []int
+	forEachProc(func(pid int, st procStat) {
+		if st.pgrp == p.PID && !st.dead() {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+func forEachProc(fn func(pid int, st procStat)) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			fn(pid, st)
+		}
+	}
+}
+
+// findByMarker looks for a live process group leader started for dir: the
+// fallback when agent.pid is missing.
+func findByMarker(dir string) (pidFile, bool) {
+	want := []byte(markerEnv + "=" + dir + "\x00")
+	var found pidFile
+	forEachProc(func(pid int, st procStat) {
+		if found.PID != 0 || st.pgrp != pid || st.dead() {
+			return
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err == nil && bytes.Contains(append([]byte{0}, env...), append([]byte{0}, want...)) {
+			found = pidFile{PID: pid, StartTicks: st.start}
+		}
+	})
+	return found, found.PID != 0
+}
+
+// start starts the machine's process in its own process group with its
+// output appended to agent.log, records it in agent.pid and reaps it in the
+// background when it exits. Callers hold the directory lock.
+func (l *Local) start(m Machine) (pidFile, error) {
+	cmd := l.opts.Command(m)
+	if cmd == nil {
+		return pidFile{}, fmt.Errorf("start machine %q: Command returned nil", m.Name)
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// Its own group: kilnd's Ctrl-C does not reach it, and Delete reaches
+	// all of it.
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, 0
+	if cmd.Dir == "" {
+		cmd.Dir = m.Root
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, markerEnv+"="+m.Dir)
+	logf, err := os.OpenFile(filepath.Join(m.Dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
+	}
+	defer logf.Close() // the process has its own copy
+	fmt.Fprintf(logf, "--- kiln local provider: starting machine %s (%s) at %s ---\n", m.Name, m.Address, time.Now().UTC().Format(time.RFC3339))
+	if cmd.Stdout == nil {
+		cmd.Stdout = logf
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = logf
+	}
+	if err := cmd.Start(); err != nil {
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
+	}
+	pid := cmd.Process.Pid
+	done := make(chan struct{})
+	l.wmu.Lock()
+	l.waits[pid] = done
+	l.wmu.Unlock()
+	go func() {
+		_ = cmd.Wait() // reap it, so that an exited machine is not a zombie that looks alive
+		l.wmu.Lock()
+		delete(l.waits, pid)
+		l.wmu.Unlock()
+		close(done)
+	}()
+	// Not reaped before Wait, so /proc/<pid> exists even if it already exited.
+	st, err := readStat(pid)
+	if err != nil {
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
+	}
+	pf := pidFile{PID: pid, StartTicks: st.start, Started: time.Now().UTC()}
+	if err := writeJSON(filepath.Join(m.Dir, "agent.pid"), pf); err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
+	}
+	return pf, nil
+}
+
+// readPID returns the machine's recorded process, falling back to a search
+// by marker. ok is false when there is no process to speak of.
+func readPID(dir string) (pf pidFile, ok bool, err error) {
+	err = readJSON(filepath.Join(dir, "agent.pid"), &pf)
+	if errors.Is(err, fs.ErrNotExist) {
+		pf, ok = findByMarker(dir)
+		return pf, ok, nil
+	}
+	return pf, err == nil, err
+}
+
+// stop ends the process group: SIGTERM, then SIGKILL after the stop timeout,
+// and returns once no process of the group is left.
+func (l *Local) stop(ctx context.Context, pf pidFile) error {
+	if len(pf.group()) == 0 {
+		return nil
+	}
+	if err := signalGroup(pf.PID, syscall.SIGTERM); err != nil {
+		return err
+	}
+	if err := l.waitGone(ctx, pf, l.opts.StopTimeout); err == nil {
+		return l.reaped(ctx, pf.PID)
+	} else if ctx.Err() != nil {
+		return err
+	}
+	l.log.Warn("machine did not stop after SIGTERM; killing it", "pid", pf.PID, "timeout", l.opts.StopTimeout)
+	if len(pf.group()) > 0 { // the pid may have been reused since
+		if err := signalGroup(pf.PID, syscall.SIGKILL); err != nil {
+			return err
+		}
+	}
+	if err := l.waitGone(ctx, pf, 10*time.Second); err != nil {
+		return providerError(err, "machine process group %d survived SIGKILL", pf.PID)
+	}
+	return l.reaped(ctx, pf.PID)
+}
+
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		return providerError(err, "cannot signal machine process group %d", pgid)
+	}
+	return nil
+}
+
+var errTimeout = errors.New("timed out")
+
+// waitGone polls until the group has no live process, d passes or ctx ends.
+func (l *Local) waitGone(ctx context.Context, pf pidFile, d time.Duration) error {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for len(pf.group()) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for machine process group %d to exit: %w", pf.PID, ctx.Err())
+		case <-deadline.C:
+			return errTimeout
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// reaped waits until this process has reaped pid, if this process started
+// it, so that no zombie is left behind.
+func (l *Local) reaped(ctx context.Context, pid int) error {
+	l.wmu.Lock()
+	done := l.waits[pid]
+	l.wmu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for machine process %d to be reaped: %w", pid, ctx.Err())
+	}
+}

@@ -1,0 +1,152 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// dialTimeout bounds the connection to one backend; loopback refuses at once
+// when nothing listens, so this only matters for a stopped (SIGSTOP) process.
+const dialTimeout = 2 * time.Second
+
+// proxy is one load balancer: a plain TCP passthrough from its listener to
+// the control-plane machines' API servers, round-robin over the backends that
+// accept a connection. TLS passes through untouched: clients see the API
+// server's own serving certificate.
+type proxy struct {
+	ln         net.Listener
+	addr       string
+	clusterDir string
+	log        *slog.Logger
+	next       atomic.Uint64
+
+	ctx    context.Context // cancelled by close: aborts dials
+	cancel context.CancelFunc
+	done   chan struct{} // closed when serve returns
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func newProxy(ln net.Listener, clusterDir string, log *slog.Logger) *proxy {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &proxy{ln: ln, addr: ln.Addr().String(), clusterDir: clusterDir, log: log,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+}
+
+func (p *proxy) serve() {
+	defer close(p.done)
+	var delay time.Duration
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.ctx.Err() != nil {
+				return
+			}
+			// Out of file descriptors and the like: back off as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			p.log.Warn("load balancer accept failed", "err", err, "retry_in", delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-p.ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		delay = 0
+		go p.handle(c)
+	}
+}
+
+// track records c so that close can end it; false when the proxy is closed
+// (c is closed then).
+func (p *proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *proxy) handle(c net.Conn) {
+	if !p.track(c) {
+		return
+	}
+	defer p.untrack(c)
+	bs := backends(p.clusterDir, p.log)
+	if len(bs) == 0 {
+		p.log.Debug("load balancer has no control-plane machine to forward to")
+		return
+	}
+	first := int(p.next.Add(1) - 1)
+	d := net.Dialer{Timeout: dialTimeout}
+	for i := range bs {
+		b := bs[(first+i)%len(bs)]
+		bc, err := d.DialContext(p.ctx, "tcp", b)
+		if err != nil {
+			p.log.Debug("load balancer backend refused; trying the next", "backend", b, "err", err)
+			continue
+		}
+		if !p.track(bc) {
+			return
+		}
+		defer p.untrack(bc)
+		pipe(c, bc)
+		return
+	}
+	p.log.Warn("no control-plane machine accepted a load balancer connection", "backends", bs)
+}
+
+// pipe copies both ways until both sides are done. A side that ends cleanly
+// is half-closed on the other connection (TLS close_notify and HTTP/2 rely
+// on it); an error ends both.
+func pipe(a, b net.Conn) {
+	errc := make(chan error, 2)
+	cp := func(dst, src net.Conn) {
+		_, err := io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
+			err = cw.CloseWrite()
+		}
+		errc <- err
+	}
+	go cp(a, b)
+	go cp(b, a)
+	if err := <-errc; err != nil {
+		a.Close()
+		b.Close()
+	}
+	<-errc
+}
+
+// close stops listening, ends every connection and waits for the accept
+// loop to return.
+func (p *proxy) close() {
+	p.cancel()
+	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	<-p.done
+}
