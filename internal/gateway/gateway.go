@@ -1,0 +1,238 @@
+// Package gateway is the controller side of kiln-agent: registration
+// (credential + passphrase exchanged for a node certificate signed by the
+// cluster CA), the mTLS websocket session each agent holds (facts,
+// prechecks, heartbeats, progress, logs and instruction results in;
+// instructions out), node liveness (NOT_READY after missed heartbeats), and
+// the per-cluster secrets registration checks against. docs/agent-protocol.md
+// is the protocol.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultMissedHeartbeats  = 3
+	DefaultPollInterval      = 2 * time.Second
+)
+
+// Store is what the gateway needs of the store. Node writes are not fenced
+// (the gateway holds no lease): they are conditional on the node's etag and
+// retried, so they never undo a plan's concurrent write.
+type Store interface {
+	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
+	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
+	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error)
+	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
+	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)
+	SetInstructionResult(ctx context.Context, id string, r v1.InstructionResult) error
+	AppendNodeLogs(ctx context.Context, k store.Key, node string, lines []v1.LogLine) error
+}
+
+// Options configure a Gateway. Store is required.
+type Options struct {
+	Store  Store
+	Logger *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// HeartbeatInterval is what agents are told to heartbeat at;
+	// DefaultHeartbeatInterval when zero.
+	HeartbeatInterval time.Duration
+	// MissedHeartbeats is how many intervals without a heartbeat make a
+	// node NOT_READY; DefaultMissedHeartbeats when zero.
+	MissedHeartbeats int
+	// PollInterval is how often a session re-reads its node's pending
+	// instructions (for instructions written by another process);
+	// DefaultPollInterval when zero.
+	PollInterval time.Duration
+	// Controller is the https base URL agents reach this gateway at, and
+	// ControllerCA the PEM of the CA of its serving certificate; both go
+	// into the credentials file (Credentials). SessionURL, when set, is
+	// the session URL registration answers; by default it is derived from
+	// the registration request's host.
+	Controller   string
+	ControllerCA []byte
+	SessionURL   string
+}
+
+// Gateway serves agents. Create it with New, serve Handler on the agent
+// listener, and call Run for the liveness sweep.
+type Gateway struct {
+	opts    Options
+	st      Store
+	log     *slog.Logger
+	started time.Time
+
+	mu       sync.Mutex
+	sessions map[nodeKey]*session
+	prev     map[nodeKey]string // a NOT_READY node's state before, while this process knows it
+}
+
+type nodeKey struct {
+	project, cluster, node string
+}
+
+func keyOf(k store.Key, node string) nodeKey { return nodeKey{k.Project, k.Name, node} }
+
+// New returns a Gateway.
+func New(opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opts.MissedHeartbeats <= 0 {
+		opts.MissedHeartbeats = DefaultMissedHeartbeats
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	return &Gateway{
+		opts:     opts,
+		st:       opts.Store,
+		log:      opts.Logger,
+		started:  opts.Now(),
+		sessions: map[nodeKey]*session{},
+		prev:     map[nodeKey]string{},
+	}
+}
+
+// Handler serves POST /v1/agent/register and GET /v1/agent/session. The
+// session needs TLS with client certificates requested (ServerTLSConfig);
+// registration is authenticated by its body, not by a bearer token.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+v1.AgentRegisterPath, g.register)
+	mux.HandleFunc("GET "+v1.AgentSessionPath, g.serveSession)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	return mux
+}
+
+// Notify wakes the session of node of cluster k in this process, if there
+// is one, to send the node's pending instructions now. A plan calls it after
+// PutInstruction; sessions in other processes find the instruction at their
+// next poll.
+func (g *Gateway) Notify(k store.Key, node string) {
+	g.mu.Lock()
+	s := g.sessions[keyOf(k, node)]
+	g.mu.Unlock()
+	if s != nil {
+		s.notify()
+	}
+}
+
+// CloseSessions ends every session of this process (the agents reconnect).
+// Call it before shutting the agent listener down: http.Server.Shutdown
+// does not close hijacked connections.
+func (g *Gateway) CloseSessions() {
+	g.mu.Lock()
+	all := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	for _, s := range all {
+		s.close()
+	}
+}
+
+// Credentials returns the credentials file content and the passphrase an
+// agent of cluster k joins with, for kilnd's own use (the local provider).
+func (g *Gateway) Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error) {
+	id, secret, pass, err := ClearCredentials(ctx, g.st, k)
+	if err != nil {
+		return v1.AgentCredentials{}, "", err
+	}
+	return v1.AgentCredentials{
+		Controller:   g.opts.Controller,
+		ControllerCA: string(g.opts.ControllerCA),
+		Cluster:      clusterID(k),
+		ID:           id,
+		Secret:       secret,
+	}, pass, nil
+}
+
+func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
+
+func nodeID(k store.Key, node string) string { return clusterID(k) + "/nodes/" + node }
+
+// errNodeChanged is returned by a node mutation that finds the node no
+// longer in a state it applies to; nothing is written.
+var errNodeUnchanged = errors.New("node unchanged")
+
+// updateNode reads node name of cluster k, applies mutate and writes it back
+// on the etag it read, trying again when another writer came first. mutate
+// returns errNodeUnchanged when there is nothing to write.
+func (g *Gateway) updateNode(ctx context.Context, k store.Key, name string, mutate func(n *store.Node) error) (*store.Node, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := g.st.GetNode(ctx, k, name)
+		if err != nil {
+			return nil, fmt.Errorf("read node %s of cluster %s: %w", name, k, err)
+		}
+		if err := mutate(n); errors.Is(err, errNodeUnchanged) {
+			return n, nil
+		} else if err != nil {
+			return nil, err
+		}
+		err = g.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) || attempt >= 20 {
+			return nil, fmt.Errorf("write node %s of cluster %s: %w", name, k, err)
+		}
+	}
+}
+
+// event appends an event to cluster k's timeline; a failure is logged, not
+// returned: the event is a record of what happened, not part of it.
+func (g *Gateway) event(ctx context.Context, k store.Key, typ, reason, node, format string, args ...any) {
+	e := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{
+		Type: typ, Reason: reason, Node: node, Message: fmt.Sprintf(format, args...)}}
+	if err := g.st.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
+		g.log.Warn("append event", "cluster", k.String(), "node", node, "reason", reason, "err", err)
+	}
+}
+
+// Event types and reasons the gateway writes.
+const (
+	eventNormal  = "Normal"
+	eventWarning = "Warning"
+
+	ReasonRegistrationRefused = "AgentRegistrationRefused"
+	ReasonRegistered          = "NodeRegistered"
+	ReasonApproved            = "NodeApproved"
+	ReasonPrecheckFailed      = "NodePrecheckFailed"
+	ReasonSessionRefused      = "AgentSessionRefused"
+	ReasonNotReady            = "NodeNotReady"
+	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"
+	ReasonStep                = "NodeStep"
+)
+
+// writeError writes the API's error shape.
+func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v1.ErrorResponse{Error: v1.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
+}

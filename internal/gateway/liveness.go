@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Node liveness is a sweep, not computed on read: NOT_READY is written to
+// the node record, so the API, the CLI and the plan's waits all see the same
+// state without knowing about heartbeats. The sweep (Run) looks at every
+// node with a heartbeat every HeartbeatInterval; a node whose last heartbeat
+// is older than MissedHeartbeats intervals (counted from this gateway's
+// start at the earliest, so a restarted kilnd gives agents time to
+// reconnect) becomes NOT_READY. Its state before is kept in memory; the
+// next heartbeat puts it back. A process that did not see the node go
+// NOT_READY (kilnd restarted, or another replica swept it) falls back to
+// CONFIGURED for a node with a role, else DISCOVERED (approval runs again).
+
+// liveStates are the states the sweep may turn into NOT_READY.
+var liveStates = map[string]bool{
+	v1.NodeDiscovered: true, v1.NodeApproved: true, v1.NodeConfigured: true,
+	v1.NodeProvisioning: true, v1.NodeReady: true,
+}
+
+// Run sweeps node liveness every heartbeat interval until ctx ends.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := time.NewTicker(g.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := g.Sweep(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("node liveness sweep", "err", err)
+		}
+	}
+}
+
+// Sweep marks NOT_READY every node that missed its heartbeats, once.
+func (g *Gateway) Sweep(ctx context.Context) error {
+	now := g.opts.Now()
+	limit := time.Duration(g.opts.MissedHeartbeats) * g.opts.HeartbeatInterval
+	var errs []error
+	err := g.eachNode(ctx, func(k store.Key, n *store.Node) {
+		if n.LastHeartbeat == nil || !liveStates[n.State] {
+			return
+		}
+		last := *n.LastHeartbeat
+		if last.Before(g.started) {
+			last = g.started
+		}
+		if now.Sub(last) <= limit {
+			return
+		}
+		var was string
+		_, err := g.updateNode(ctx, k, n.Name, func(n *store.Node) error {
+			if n.LastHeartbeat == nil || !liveStates[n.State] || now.Sub(*n.LastHeartbeat) <= limit {
+				return errNodeUnchanged
+			}
+			was = n.State
+			n.State = v1.NodeNotReady
+			n.Message = fmt.Sprintf("no heartbeat since %s (was %s)", n.LastHeartbeat.UTC().Format(time.RFC3339), was)
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if was == "" {
+			return
+		}
+		g.mu.Lock()
+		g.prev[keyOf(k, n.Name)] = was
+		g.mu.Unlock()
+		g.log.Warn("node not ready: missed heartbeats", "cluster", k.String(), "node", n.Name, "was", was)
+		g.event(ctx, k, eventWarning, ReasonNotReady, n.Name, "node %s missed %d heartbeats (%s): NOT_READY, was %s",
+			n.Name, g.opts.MissedHeartbeats, limit, was)
+	})
+	return errors.Join(append(errs, err)...)
+}
+
+// eachNode calls f for every node of every cluster.
+func (g *Gateway) eachNode(ctx context.Context, f func(store.Key, *store.Node)) error {
+	return eachPage(func(pg store.Page) ([]*v1.Project, string, error) { return g.st.ListProjects(ctx, pg) },
+		func(p *v1.Project) error {
+			return eachPage(func(pg store.Page) ([]*store.Cluster, string, error) { return g.st.ListClusters(ctx, p.Name, pg) },
+				func(cl *store.Cluster) error {
+					return eachPage(func(pg store.Page) ([]*store.Node, string, error) { return g.st.ListNodes(ctx, cl.Key(), pg) },
+						func(n *store.Node) error { f(cl.Key(), n); return nil })
+				})
+		})
+}
+
+func eachPage[T any](list func(store.Page) ([]T, string, error), f func(T) error) error {
+	pg := store.Page{Limit: 1000}
+	for {
+		items, next, err := list(pg)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := f(it); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		pg.Token = next
+	}
+}
+
+// heartbeat records that the node is alive: LastHeartbeat, written at most
+// every half interval, and a NOT_READY node back in its state before.
+func (s *session) heartbeat(time.Time) {
+	now := s.g.opts.Now()
+	if now.Sub(s.lastBeatWrite) < s.g.opts.HeartbeatInterval/2 {
+		return
+	}
+	var back string
+	_, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
+		t := now.UTC()
+		n.LastHeartbeat = &t
+		back = ""
+		if n.State == v1.NodeNotReady {
+			back = s.g.stateBefore(s.k, n)
+			n.State, n.Message = back, ""
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("record heartbeat", "err", err)
+		return
+	}
+	s.lastBeatWrite = now
+	if back != "" {
+		s.g.mu.Lock()
+		delete(s.g.prev, keyOf(s.k, s.node))
+		s.g.mu.Unlock()
+		s.log.Info("node heartbeats resumed", "state", back)
+		s.g.event(s.ctx, s.k, eventNormal, ReasonHeartbeatResumed, s.node, "node %s heartbeats again: %s", s.node, back)
+		if back == v1.NodeDiscovered {
+			s.g.autoApprove(s.ctx, s.k, s.node)
+		}
+	}
+}
+
+// stateBefore is the state a NOT_READY node had before it missed its
+// heartbeats.
+func (g *Gateway) stateBefore(k store.Key, n *store.Node) string {
+	g.mu.Lock()
+	was, ok := g.prev[keyOf(k, n.Name)]
+	g.mu.Unlock()
+	switch {
+	case ok:
+		return was
+	case n.Role != "":
+		return v1.NodeConfigured
+	}
+	return v1.NodeDiscovered
+}
+
+// autoApprove moves a DISCOVERED node to APPROVED when its cluster's
+// nodeApproval is auto.
+func (g *Gateway) autoApprove(ctx context.Context, k store.Key, node string) {
+	cl, err := g.st.GetCluster(ctx, k)
+	if err != nil {
+		g.log.Warn("auto-approve: read cluster", "cluster", k.String(), "node", node, "err", err)
+		return
+	}
+	if a := cl.Spec.NodeApproval; a != "" && a != "auto" {
+		return
+	}
+	moved := false
+	_, err = g.updateNode(ctx, k, node, func(n *store.Node) error {
+		if n.State != v1.NodeDiscovered {
+			return errNodeUnchanged
+		}
+		n.State, moved = v1.NodeApproved, true
+		return nil
+	})
+	if err != nil {
+		g.log.Warn("auto-approve", "cluster", k.String(), "node", node, "err", err)
+		return
+	}
+	if moved {
+		g.event(ctx, k, eventNormal, ReasonApproved, node, "node %s approved automatically (nodeApproval: auto)", node)
+	}
+}

@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/store"
+)
+
+const (
+	helloTimeout    = 10 * time.Second
+	writeTimeout    = 10 * time.Second
+	maxMessage      = 1 << 20
+	logFlushEvery   = 250 * time.Millisecond
+	logFlushLines   = 200
+	maxBufferedLogs = 5000
+)
+
+// session is one agent's connection.
+type session struct {
+	g      *Gateway
+	k      store.Key
+	node   string
+	conn   *websocket.Conn
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	seq    atomic.Int64
+
+	// Owned by the reader goroutine.
+	lastBeatWrite time.Time
+	steps         map[[2]string]string // (instruction, step) -> last state
+
+	mu   sync.Mutex
+	logs []v1.LogLine
+}
+
+func (s *session) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) close() {
+	s.conn.Close(websocket.StatusGoingAway, "the controller is closing the session")
+	s.cancel()
+}
+
+// serveSession is GET /v1/agent/session: it checks the client certificate
+// against the CA of the cluster it names, upgrades to a websocket and runs
+// the session until either side ends it.
+func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized,
+			"the session needs the node's client certificate: run kiln-agent join first")
+		return
+	}
+	peer := r.TLS.PeerCertificates[0]
+	k, node, ok := ParseNodeCommonName(peer.Subject.CommonName)
+	if !ok || !slices.Contains(peer.Subject.Organization, NodeOrganization) {
+		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized,
+			"certificate %q is not a Kiln node certificate", peer.Subject.CommonName)
+		return
+	}
+	log := g.log.With("cluster", k.String(), "node", node)
+	deny := func(format string, args ...any) {
+		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized, format, args...)
+	}
+	ca, err := loadCA(ctx, g.st, k)
+	if errors.Is(err, store.ErrNotFound) {
+		deny("cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
+		return
+	} else if err != nil {
+		log.Error("session: load cluster CA", "err", err)
+		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not check the certificate; try again")
+		return
+	}
+	if err := ca.VerifyCertificate(peer, pki.UsageClient, g.opts.Now()); err != nil {
+		log.Warn("session refused", "err", err)
+		msg := "the node certificate is not signed by the CA of cluster " + clusterID(k)
+		switch {
+		case errors.Is(err, pki.ErrExpired):
+			msg = "the node certificate expired at " + peer.NotAfter.UTC().Format(time.RFC3339) + ": run kiln-agent join again"
+		case errors.Is(err, pki.ErrNotYetValid):
+			msg = "the node certificate is valid only from " + peer.NotBefore.UTC().Format(time.RFC3339) + ": check the clocks"
+		case errors.Is(err, pki.ErrWrongUsage):
+			msg = "the certificate is not a client certificate"
+		}
+		g.event(ctx, k, eventWarning, ReasonSessionRefused, node, "session of node %s from %s refused: %s", node, remoteIP(r), msg)
+		deny("%s", msg)
+		return
+	}
+	if _, err := g.st.GetNode(ctx, k, node); errors.Is(err, store.ErrNotFound) {
+		deny("node %s is not registered in cluster %s (it was deleted): run kiln-agent join again", node, clusterID(k))
+		return
+	} else if err != nil {
+		log.Error("session: read node", "err", err)
+		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not read the node; try again")
+		return
+	}
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		log.Warn("session: websocket upgrade", "err", err)
+		return
+	}
+	conn.SetReadLimit(maxMessage)
+	// A hijacked connection outlives the request's context on server
+	// shutdown: the session has its own, cancelled by CloseSessions.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &session{g: g, k: k, node: node, conn: conn, log: log, ctx: sctx, cancel: cancel,
+		wake: make(chan struct{}, 1), steps: map[[2]string]string{}}
+	defer cancel()
+	if err := s.run(); err != nil {
+		log.Info("session ended", "err", err)
+	}
+}
+
+// run handles hello, then reads messages while a second goroutine sends
+// instructions and flushes logs.
+func (s *session) run() error {
+	hctx, cancel := context.WithTimeout(s.ctx, helloTimeout)
+	hello, err := s.read(hctx)
+	cancel()
+	if err != nil {
+		s.conn.Close(websocket.StatusPolicyViolation, "no hello")
+		return err
+	}
+	if hello.Type != v1.AgentHello || hello.Hello == nil {
+		s.conn.Close(websocket.StatusPolicyViolation, "the first message must be hello")
+		return errors.New("first message is " + hello.Type)
+	}
+	if v := hello.Hello.ProtocolVersion; v != v1.AgentProtocolVersion {
+		reason := "agent protocol " + strconv.Itoa(v) + ", controller protocol " + strconv.Itoa(v1.AgentProtocolVersion)
+		s.conn.Close(websocket.StatusPolicyViolation, reason)
+		return errors.New(reason)
+	}
+	if hello.Hello.Node != s.node {
+		s.conn.Close(websocket.StatusPolicyViolation, "hello names another node than the certificate")
+		return errors.New("hello names node " + hello.Hello.Node)
+	}
+	s.register()
+	defer s.unregister()
+	if err := s.send(&v1.ControllerMessage{Type: v1.ControllerWelcome, Welcome: &v1.WelcomeBody{
+		ProtocolVersion: v1.AgentProtocolVersion, HeartbeatInterval: s.g.opts.HeartbeatInterval}}); err != nil {
+		return err
+	}
+	s.log.Info("session started", "agentVersion", hello.Hello.AgentVersion)
+	s.heartbeat(hello.Time)
+
+	var wg sync.WaitGroup
+	wg.Go(s.sender)
+	defer func() {
+		s.cancel()
+		wg.Wait()
+		s.flushLogs(context.WithoutCancel(s.ctx))
+		s.conn.CloseNow()
+	}()
+	for {
+		m, err := s.read(s.ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.handle(m); err != nil {
+			s.conn.Close(websocket.StatusInternalError, "the controller could not record a message")
+			return err
+		}
+	}
+}
+
+func (s *session) register() {
+	s.g.mu.Lock()
+	old := s.g.sessions[keyOf(s.k, s.node)]
+	s.g.sessions[keyOf(s.k, s.node)] = s
+	s.g.mu.Unlock()
+	if old != nil {
+		old.log.Info("a new session of the node replaces this one")
+		old.close()
+	}
+}
+
+func (s *session) unregister() {
+	s.g.mu.Lock()
+	if s.g.sessions[keyOf(s.k, s.node)] == s {
+		delete(s.g.sessions, keyOf(s.k, s.node))
+	}
+	s.g.mu.Unlock()
+}
+
+func (s *session) read(ctx context.Context) (*v1.AgentMessage, error) {
+	typ, data, err := s.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, errors.New("binary message")
+	}
+	var m v1.AgentMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (s *session) send(m *v1.ControllerMessage) error {
+	m.Seq = s.seq.Add(1)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, websocket.MessageText, data)
+}
+
+// handle records one agent message. An error ends the session (the agent
+// reconnects and sends again what was not acknowledged).
+func (s *session) handle(m *v1.AgentMessage) error {
+	ctx := s.ctx
+	switch m.Type {
+	case v1.AgentHeartbeat:
+		s.heartbeat(m.Time)
+	case v1.AgentFacts:
+		if m.Facts == nil {
+			return nil
+		}
+		_, err := s.g.updateNode(ctx, s.k, s.node, func(n *store.Node) error {
+			n.Facts = m.Facts
+			return nil
+		})
+		return err
+	case v1.AgentPrechecks:
+		return s.prechecks(m.Prechecks)
+	case v1.AgentLog:
+		if m.Log != nil {
+			s.mu.Lock()
+			if len(s.logs) < maxBufferedLogs {
+				s.logs = append(s.logs, *m.Log)
+			}
+			full := len(s.logs) >= logFlushLines
+			s.mu.Unlock()
+			if full {
+				s.flushLogs(ctx)
+			}
+		}
+	case v1.AgentProgress:
+		if m.Progress != nil {
+			return s.progress(m.Progress)
+		}
+	case v1.AgentResult:
+		if m.Result != nil {
+			return s.result(m.Result)
+		}
+	default:
+		s.log.Debug("ignoring message", "type", m.Type)
+	}
+	return nil
+}
+
+func (s *session) prechecks(rs []v1.PrecheckResult) error {
+	failed := failedChecks(rs)
+	n, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
+		n.Prechecks = rs
+		switch {
+		case len(failed) > 0 && rankBeforeInstall(n.State):
+			n.State = v1.NodePrecheckFailed
+			n.Message = "prechecks failed: " + strings.Join(failed, ", ")
+		case len(failed) == 0 && n.State == v1.NodePrecheckFailed:
+			n.State, n.Message = v1.NodeDiscovered, ""
+		}
+		return nil
+	})
+	if err == nil && n.State == v1.NodeDiscovered {
+		s.g.autoApprove(s.ctx, s.k, s.node)
+	}
+	return err
+}
+
+func (s *session) progress(p *v1.StepProgress) error {
+	msg := p.Step + ": " + p.State
+	if p.Message != "" {
+		msg += ": " + p.Message
+	}
+	if _, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
+		if n.Message == msg {
+			return errNodeUnchanged
+		}
+		n.Message = msg
+		return nil
+	}); err != nil {
+		return err
+	}
+	key := [2]string{p.Instruction, p.Step}
+	if s.steps[key] != p.State {
+		s.steps[key] = p.State
+		typ := eventNormal
+		if p.State == v1.StepFailed {
+			typ = eventWarning
+		}
+		s.g.event(s.ctx, s.k, typ, ReasonStep, s.node, "node %s: instruction %s: %s", s.node, p.Instruction, msg)
+	}
+	return nil
+}
+
+func (s *session) result(r *v1.InstructionResult) error {
+	err := s.g.st.SetInstructionResult(s.ctx, r.Instruction, *r)
+	switch {
+	case err == nil:
+		s.log.Info("instruction result recorded", "instruction", r.Instruction, "state", r.State)
+	case errors.Is(err, store.ErrExists):
+		s.log.Info("instruction result already recorded", "instruction", r.Instruction)
+	case errors.Is(err, store.ErrNotFound):
+		// The instruction is gone (its cluster was deleted): the agent
+		// may forget it.
+		s.log.Warn("result of an unknown instruction", "instruction", r.Instruction)
+	default:
+		return err
+	}
+	return s.send(&v1.ControllerMessage{Type: v1.ControllerAck, Ack: r.Instruction})
+}
+
+// sender sends the node's pending instructions at once, when woken by
+// Notify and at every poll, and flushes buffered log lines.
+func (s *session) sender() {
+	poll := time.NewTicker(s.g.opts.PollInterval)
+	defer poll.Stop()
+	flush := time.NewTicker(logFlushEvery)
+	defer flush.Stop()
+	sent := map[string]bool{}
+	for {
+		if err := s.sendPending(sent); err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("send instructions", "err", err)
+				s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
+			}
+			return
+		}
+		for again := false; !again; {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-flush.C:
+				s.flushLogs(s.ctx)
+			case <-s.wake:
+				again = true
+			case <-poll.C:
+				again = true
+			}
+		}
+	}
+}
+
+func (s *session) sendPending(sent map[string]bool) error {
+	pending, err := s.g.st.ListInstructions(s.ctx, s.k, s.node, true)
+	if err != nil {
+		return err
+	}
+	for _, in := range pending {
+		if sent[in.ID] {
+			continue
+		}
+		s.log.Info("sending instruction", "instruction", in.ID, "kind", in.Kind)
+		if err := s.send(&v1.ControllerMessage{Type: v1.ControllerInstruction, Instruction: &in.Instruction}); err != nil {
+			return err
+		}
+		sent[in.ID] = true
+	}
+	return nil
+}
+
+func (s *session) flushLogs(ctx context.Context) {
+	s.mu.Lock()
+	lines := s.logs
+	s.logs = nil
+	s.mu.Unlock()
+	if len(lines) == 0 {
+		return
+	}
+	if err := s.g.st.AppendNodeLogs(ctx, s.k, s.node, lines); err != nil {
+		s.log.Warn("append node logs", "lines", len(lines), "err", err)
+	}
+}
