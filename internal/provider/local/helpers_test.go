@@ -94,6 +94,7 @@ type testOpts struct {
 	poolSize    int
 	stopTimeout time.Duration
 	dir         string
+	command     func(Machine) (*exec.Cmd, error) // instead of the fake agent
 }
 
 // newLocal returns a Local over a fresh directory (or o.dir) whose machines
@@ -116,11 +117,14 @@ func newLocal(t *testing.T, o testOpts) *Local {
 	n := byte(octet.Add(1))
 	l, err := New(Options{
 		Dir: o.dir,
-		Command: func(m Machine) *exec.Cmd {
+		Command: func(m Machine) (*exec.Cmd, error) {
+			if o.command != nil {
+				return o.command(m)
+			}
 			cmd := exec.Command(exe)
 			cmd.Env = append(os.Environ(), fakeEnv+"=agent", "FAKE_NAME="+m.Name, "FAKE_ADDR="+m.Address)
 			cmd.Env = append(cmd.Env, o.env...)
-			return cmd
+			return cmd, nil
 		},
 		Logger:      testLogger(t),
 		AddressPool: AddressRange{netip.AddrFrom4([4]byte{127, 77, n, 1}), netip.AddrFrom4([4]byte{127, 77, n, byte(o.poolSize)})},

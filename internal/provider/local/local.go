@@ -50,12 +50,13 @@ const APIServerPort = 6443
 type Options struct {
 	// Dir is the root of the machine directories (kilnd: DATA_DIR/machines).
 	Dir string
-	// Command builds the process of a machine: kilnd passes kiln-agent with
-	// its run arguments. The provider sets the process group, and, when
-	// they are not set, the working directory (m.Root) and stdout/stderr
-	// (agent.log). Files the process needs (credentials) must be in m.Dir
-	// before EnsureMachine is called.
-	Command func(m Machine) *exec.Cmd
+	// Command builds the process of a machine each time it is started:
+	// kilnd passes kiln-agent with its run arguments. m.Dir and m.Root
+	// exist when it is called, so it may write the files the process needs
+	// (credentials) there first; its error fails EnsureMachine. The
+	// provider sets the process group, and, when they are not set, the
+	// working directory (m.Root) and stdout/stderr (agent.log).
+	Command func(m Machine) (*exec.Cmd, error)
 	// Logger gets operator logs; default: discarded.
 	Logger *slog.Logger
 	// AddressPool is where machine addresses come from; default

@@ -105,6 +105,12 @@ func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string,
 		return err
 	}
 	if ok && pf.alive() {
+		path := filepath.Join(dir, "agent.pid")
+		if found, err := exists(path); err == nil && !found { // found by its marker: record it
+			log.Info("adopting machine process without a pid file", "pid", pf.PID)
+			pf.Started = time.Now().UTC()
+			return writeJSON(path, pf)
+		}
 		return nil
 	}
 	if ok {

@@ -124,9 +124,12 @@ func findByMarker(dir string) (pidFile, bool) {
 // output appended to agent.log, records it in agent.pid and reaps it in the
 // background when it exits. Callers hold the directory lock.
 func (l *Local) start(m Machine) (pidFile, error) {
-	cmd := l.opts.Command(m)
-	if cmd == nil {
-		return pidFile{}, fmt.Errorf("start machine %q: Command returned nil", m.Name)
+	cmd, err := l.opts.Command(m)
+	if err == nil && cmd == nil {
+		err = errors.New("Command returned no process")
+	}
+	if err != nil {
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
