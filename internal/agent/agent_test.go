@@ -1,0 +1,285 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/journal"
+	"kiln.dev/kiln/internal/agent/state"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/gateway/gatewaytest"
+	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/store"
+)
+
+func TestJoinAgainIsTheSameNode(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	first, err := agent.Join(t.Context(), n.join)
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	info, err := os.Stat(filepath.Join(n.join.DataDir, state.KeyFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("key file: %v, mode %v, want 0600", err, info.Mode())
+	}
+	again, err := agent.Join(t.Context(), n.join)
+	if err != nil {
+		t.Fatalf("join again: %v", err)
+	}
+	if again.Certificate != first.Certificate {
+		t.Error("a second join with a valid state registered again")
+	}
+	// A year and a day later the certificate has expired: it registers
+	// again, as the same node.
+	later := n.join
+	later.Now = func() time.Time { return time.Now().Add(366 * 24 * time.Hour) }
+	renewed, err := agent.Join(t.Context(), later)
+	if err != nil {
+		t.Fatalf("join with an expired certificate: %v", err)
+	}
+	if renewed.Certificate == first.Certificate || renewed.Node != first.Node {
+		t.Errorf("renewed %s (same certificate: %v), want a new certificate for %s", renewed.Node, renewed.Certificate == first.Certificate, first.Node)
+	}
+	nodes, _, _ := e.Store.ListNodes(t.Context(), c.Key, store.Page{})
+	if len(nodes) != 1 {
+		t.Errorf("%d node records, want 1", len(nodes))
+	}
+}
+
+func TestJoinRefused(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{})
+	n := newNode(t, e, c, "c-w-0")
+	if err := os.WriteFile(n.join.PassphraseFile, []byte("WRONG-WRONG-WRONG-WRONG"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := agent.Join(t.Context(), n.join)
+	var refused *agent.RefusedError
+	if !errors.As(err, &refused) || refused.Status != 401 || !strings.Contains(err.Error(), "the passphrase is wrong") {
+		t.Fatalf("join with a wrong passphrase: %v, want a 401 refusal naming the passphrase", err)
+	}
+	if _, err := state.Load(n.join.DataDir); !errors.Is(err, state.ErrNoState) {
+		t.Errorf("state after a refused join: %v, want none", err)
+	}
+}
+
+// forgeState writes an agent state for node of cluster k holding a
+// certificate signed by ca with the given issue time and lifetime.
+func forgeState(t *testing.T, e *gatewaytest.Env, dir string, c *gatewaytest.Cluster, ca *pki.CA, node string, now time.Time, validFor time.Duration) {
+	t.Helper()
+	key, keyPEM, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := pki.NewCSR(key, node)
+	cert, err := ca.SignCSR(csr, pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, node),
+		Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient, ValidFor: validFor, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &state.State{Controller: e.URL, Cluster: c.Credentials.Cluster, Node: node, Session: "wss://" + strings.TrimPrefix(e.URL, "https://") + v1.AgentSessionPath,
+		Certificate: string(cert), CA: string(ca.CertPEM()), ControllerCA: string(e.CAPEM), Key: keyPEM}
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clusterCA(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster) *pki.CA {
+	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, gateway.SecretCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadCA(raw, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func TestSessionRefused(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	a := e.CreateCluster("a", v1.ClusterSpec{})
+	b := e.CreateCluster("b", v1.ClusterSpec{})
+	tests := []struct {
+		name    string
+		ca      *pki.CA
+		now     time.Time
+		message string
+	}{
+		{"expired", clusterCA(t, e, a), time.Now().Add(-400 * 24 * time.Hour), "expired"},
+		{"another cluster's CA", clusterCA(t, e, b), time.Now(), "not signed by the CA of cluster /v1/projects/p/clusters/a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			forgeState(t, e, dir, a, tt.ca, "a-ghost", tt.now, 24*time.Hour)
+			err := agent.Run(t.Context(), agent.RunOptions{DataDir: dir, Prechecks: fixedPrechecks, Logger: logger(t)})
+			if !isRefused(err) || !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("run: %v, want a refusal containing %q", err, tt.message)
+			}
+			if _, err := e.Store.GetNode(t.Context(), a.Key, "a-ghost"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("node record after a refused session: %v", err)
+			}
+		})
+	}
+}
+
+func TestSessionReports(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 50 * time.Millisecond})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+	registered := n.get("c-w-0").LastHeartbeat
+	n.Run(nil)
+
+	gatewaytest.Eventually(t, wait, "facts, prechecks and a heartbeat", func() bool {
+		got := n.get("c-w-0")
+		return got.Facts != nil && got.Facts.CPUs > 0 && len(got.Facts.Interfaces) > 0 &&
+			len(got.Prechecks) == 1 && got.Prechecks[0].Message == "fixture" &&
+			got.LastHeartbeat != nil && got.LastHeartbeat.After(*registered)
+	})
+	gatewaytest.Eventually(t, wait, "the agent's log lines", func() bool {
+		lines, _, err := e.Store.ListNodeLogs(context.Background(), c.Key, "c-w-0", store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			if l.Stream == "agent" && strings.Contains(l.Line, "session established") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The placeholder executor fails every instruction, saying why.
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	gatewaytest.Eventually(t, wait, "the result of i-1", func() bool { return n.result("i-1") != nil })
+	if r := n.result("i-1"); r.State != v1.StepFailed || !strings.Contains(r.Message, "no distribution installed on this agent") {
+		t.Errorf("result %+v, want Failed: no distribution", r)
+	}
+}
+
+func TestExactlyOnceAcrossReconnects(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+	ex := newCounter()
+	release := ex.hold("i-1")
+	n.Run(ex)
+
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	ex.waitStarted(t, "i-1")
+	e.Stop() // the connection is cut mid-install; the controller is away
+	close(release)
+	gatewaytest.Eventually(t, wait, "the executor to finish i-1", func() bool { _, done := ex.count("i-1"); return done == 1 })
+	e.Start()
+	gatewaytest.Eventually(t, wait, "the result of i-1", func() bool { return n.result("i-1") != nil })
+
+	e.Issue(c, "c-w-0", "i-2", v1.InstructionInstall)
+	ex.waitStarted(t, "i-2")
+	gatewaytest.Eventually(t, wait, "the result of i-2", func() bool { return n.result("i-2") != nil })
+
+	// Reconnect once more: nothing runs again.
+	e.Stop()
+	e.Start()
+	gatewaytest.Eventually(t, wait, "a new session", func() bool {
+		got := n.get("c-w-0")
+		return got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < time.Second
+	})
+	for _, id := range []string{"i-1", "i-2"} {
+		if runs, _ := ex.count(id); runs != 1 {
+			t.Errorf("%s ran %d times, want 1", id, runs)
+		}
+		if r := n.result(id); r.State != v1.StepSucceeded {
+			t.Errorf("%s result %+v", id, r)
+		}
+	}
+	pending, _ := e.Store.ListInstructions(t.Context(), c.Key, "c-w-0", true)
+	if len(pending) != 0 {
+		t.Errorf("%d instructions still pending", len(pending))
+	}
+}
+
+func TestJournalAcrossAgentRestarts(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+
+	// The agent dies while i-1 runs: started, no result.
+	ex1 := newCounter()
+	ex1.hold("i-1")
+	r1 := n.Run(ex1)
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	ex1.waitStarted(t, "i-1")
+	r1.Stop(t)
+
+	// Restarted, it runs i-1 again. i-2 finishes while the controller is
+	// away; the agent dies before it could report it.
+	ex2 := newCounter()
+	release := ex2.hold("i-2")
+	r2 := n.Run(ex2)
+	gatewaytest.Eventually(t, wait, "i-1 to run again", func() bool { return n.result("i-1") != nil })
+	e.Issue(c, "c-w-0", "i-2", v1.InstructionInstall)
+	ex2.waitStarted(t, "i-1")
+	ex2.waitStarted(t, "i-2")
+	e.Stop()
+	close(release)
+	j, err := journal.Open(n.join.DataDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.Eventually(t, wait, "i-2's result in the journal", func() bool {
+		en, ok, _ := j.Get("i-2")
+		return ok && en.Result != nil
+	})
+	r2.Stop(t)
+	e.Start()
+
+	// Restarted again: i-2 is not run again, its result is reported.
+	ex3 := newCounter()
+	n.Run(ex3)
+	gatewaytest.Eventually(t, wait, "i-2's result", func() bool { return n.result("i-2") != nil })
+	if runs, _ := ex3.count("i-2"); runs != 0 {
+		t.Errorf("i-2 ran %d times after the restart, want 0 (it had a result)", runs)
+	}
+	if runs, done := ex2.count("i-1"); runs != 1 || done != 1 {
+		t.Errorf("i-1 after the crash: %d runs, %d done, want 1", runs, done)
+	}
+	if en, _, _ := j.Get("i-1"); en.Attempts != 2 {
+		t.Errorf("journal: i-1 started %d times, want 2", en.Attempts)
+	}
+	nodes, _, _ := e.Store.ListNodes(t.Context(), c.Key, store.Page{})
+	if len(nodes) != 1 {
+		t.Errorf("%d node records after three agent runs, want 1", len(nodes))
+	}
+}
+
+func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 50 * time.Millisecond})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+	r := n.Run(nil)
+	gatewaytest.Eventually(t, wait, "heartbeats", func() bool {
+		got := n.get("c-w-0")
+		return got.State == v1.NodeApproved && got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < 100*time.Millisecond
+	})
+	r.Stop(t)
+	gatewaytest.Eventually(t, wait, "NOT_READY", func() bool { return n.get("c-w-0").State == v1.NodeNotReady })
+	if msg := n.get("c-w-0").Message; !strings.Contains(msg, "no heartbeat since") || !strings.Contains(msg, "was APPROVED") {
+		t.Errorf("message %q", msg)
+	}
+	n.Run(nil)
+	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+}

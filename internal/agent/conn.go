@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/coder/websocket"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/facts"
+)
+
+const (
+	welcomeTimeout = 10 * time.Second
+	writeTimeout   = 10 * time.Second
+	maxMessage     = 1 << 20
+)
+
+// session connects once and runs the session until it breaks or ctx ends.
+// connected says whether the controller welcomed the agent.
+func (r *runner) session(ctx context.Context) (connected bool, err error) {
+	cert, err := r.st.TLSCertificate()
+	if err != nil {
+		return false, err
+	}
+	client, err := httpClient(r.st.ControllerCA, r.opts.BindAddress, &cert)
+	if err != nil {
+		return false, err
+	}
+	client.Timeout = 0 // the session is long-lived
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	conn, resp, err := websocket.Dial(dctx, r.st.Session, &websocket.DialOptions{HTTPClient: client})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode != 0 && resp.StatusCode != 101 {
+			body, _ := io.ReadAll(resp.Body) // coder/websocket keeps the first 1 KiB
+			return false, refusal("session", resp.StatusCode, body)
+		}
+		return false, fmt.Errorf("connect to %s: %w", r.st.Session, err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(maxMessage)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c := &agentConn{conn: conn, ctx: sctx}
+
+	if err := c.send(v1.AgentMessage{Type: v1.AgentHello, Time: r.opts.Now().UTC(), Hello: &v1.AgentHelloBody{
+		ProtocolVersion: v1.AgentProtocolVersion, Node: r.st.Node, AgentVersion: Version}}); err != nil {
+		return false, err
+	}
+	wctx, wcancel := context.WithTimeout(sctx, welcomeTimeout)
+	welcome, err := c.read(wctx)
+	wcancel()
+	if err != nil {
+		return false, fmt.Errorf("wait for welcome: %w", err)
+	}
+	if welcome.Type != v1.ControllerWelcome || welcome.Welcome == nil {
+		return false, fmt.Errorf("the controller answered hello with %q, not welcome", welcome.Type)
+	}
+	if v := welcome.Welcome.ProtocolVersion; v != v1.AgentProtocolVersion {
+		return false, fmt.Errorf("the controller speaks protocol version %d, this agent %d", v, v1.AgentProtocolVersion)
+	}
+	interval := r.opts.HeartbeatInterval
+	if welcome.Welcome.HeartbeatInterval > 0 {
+		interval = welcome.Welcome.HeartbeatInterval
+	}
+	r.log.Info("session established", "session", r.st.Session, "heartbeat", interval)
+
+	f := facts.Gather(facts.Options{Root: r.opts.Root})
+	first := []v1.AgentMessage{
+		{Type: v1.AgentFacts, Facts: &f},
+		{Type: v1.AgentPrechecks, Prechecks: r.prechecks},
+		{Type: v1.AgentHeartbeat},
+	}
+	unacked, err := r.j.Unacked()
+	if err != nil {
+		r.log.Error("journal: unacknowledged results", "err", err)
+	}
+	for i := range unacked {
+		first = append(first, v1.AgentMessage{Type: v1.AgentResult, Result: &unacked[i]})
+	}
+	for _, m := range first {
+		m.Time = r.opts.Now().UTC()
+		if err := c.send(m); err != nil {
+			return true, err
+		}
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- r.write(c, interval) }()
+	go func() { errc <- r.read(c) }()
+	err = <-errc
+	stop()
+	if ctx.Err() != nil {
+		conn.Close(websocket.StatusGoingAway, "the agent is stopping")
+	} else {
+		conn.CloseNow()
+	}
+	<-errc
+	return true, err
+}
+
+// write sends queued messages as they come and a heartbeat every interval.
+func (r *runner) write(c *agentConn, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		case <-tick.C:
+			if err := c.send(v1.AgentMessage{Type: v1.AgentHeartbeat, Time: r.opts.Now().UTC()}); err != nil {
+				return err
+			}
+		case <-r.out.ready:
+			for _, m := range r.out.take() {
+				if err := c.send(m); err != nil {
+					// What was taken is lost: log lines and progress;
+					// results are in the journal and sent again.
+					return err
+				}
+			}
+		}
+	}
+}
+
+// read handles instructions and acknowledgements.
+func (r *runner) read(c *agentConn) error {
+	for {
+		m, err := c.read(c.ctx)
+		if err != nil {
+			return err
+		}
+		switch m.Type {
+		case v1.ControllerInstruction:
+			if m.Instruction != nil {
+				r.offer(*m.Instruction)
+			}
+		case v1.ControllerAck:
+			if err := r.j.Ack(m.Ack); err != nil {
+				r.log.Error("journal: record acknowledgement", "instruction", m.Ack, "err", err)
+			}
+		default:
+			r.log.Debug("ignoring controller message", "type", m.Type)
+		}
+	}
+}
+
+// agentConn is the agent's end of a session.
+type agentConn struct {
+	conn *websocket.Conn
+	ctx  context.Context
+	seq  int64 // the writer's: hello and the first messages are sent before it starts
+}
+
+func (c *agentConn) send(m v1.AgentMessage) error {
+	c.seq++
+	m.Seq = c.seq
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+	defer cancel()
+	return c.conn.Write(ctx, websocket.MessageText, data)
+}
+
+func (c *agentConn) read(ctx context.Context) (*v1.ControllerMessage, error) {
+	typ, data, err := c.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, errors.New("binary message from the controller")
+	}
+	var m v1.ControllerMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode controller message: %w", err)
+	}
+	return &m, nil
+}

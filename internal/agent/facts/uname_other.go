@@ -1,0 +1,5 @@
+//go:build !linux
+
+package facts
+
+func kernel() string { return "" }

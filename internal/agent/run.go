@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/journal"
+	"kiln.dev/kiln/internal/agent/precheck"
+	"kiln.dev/kiln/internal/agent/state"
+)
+
+// Defaults of RunOptions.
+const (
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultMaxBackoff        = 10 * time.Second
+	// journalRetention is how long acknowledged journal entries are kept.
+	journalRetention = 24 * time.Hour
+)
+
+// RunOptions say how to run. DataDir is required and must hold a joined
+// state (Join).
+type RunOptions struct {
+	DataDir string
+	// Executor runs instructions; NoDistribution when nil.
+	Executor Executor
+	// HeartbeatInterval is used until the controller's welcome says
+	// otherwise; DefaultHeartbeatInterval when zero.
+	HeartbeatInterval time.Duration
+	// Root is the host's root for prechecks and facts; "" means "/".
+	Root string
+	// BindAddress, when set, is the local address connections come from.
+	BindAddress string
+	// Prechecks, when set, replaces precheck.Run (tests).
+	Prechecks func(ctx context.Context) []v1.PrecheckResult
+	// MaxBackoff caps the wait between reconnects; DefaultMaxBackoff when
+	// zero.
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Run holds the node's session until ctx ends, reconnecting with backoff,
+// and runs the instructions it receives one at a time, in order. It returns
+// nil when ctx ends, and an error wrapping ErrRefused when the controller
+// refuses the session (an expired certificate: join again).
+func Run(ctx context.Context, o RunOptions) error {
+	if o.Executor == nil {
+		o.Executor = NoDistribution{}
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	st, err := state.Load(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	j, err := journal.Open(o.DataDir, o.Now)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	if err := j.Prune(o.Now().Add(-journalRetention)); err != nil {
+		o.Logger.Warn("prune journal", "err", err)
+	}
+	out := newOutbox(o.Now)
+	r := &runner{
+		opts:    o,
+		st:      st,
+		j:       j,
+		out:     out,
+		log:     forwarding(o.Logger, out).With("cluster", st.Cluster, "node", st.Node),
+		queue:   make(chan v1.Instruction, 256),
+		running: map[string]bool{},
+	}
+	return r.run(ctx)
+}
+
+type runner struct {
+	opts  RunOptions
+	st    *state.State
+	j     *journal.Journal
+	out   *outbox
+	log   *slog.Logger
+	queue chan v1.Instruction
+
+	prechecks []v1.PrecheckResult
+
+	mu      sync.Mutex
+	running map[string]bool // queued or executing in this process
+}
+
+func (r *runner) run(ctx context.Context) error {
+	if r.opts.Prechecks != nil {
+		r.prechecks = r.opts.Prechecks(ctx)
+	} else {
+		client, err := httpClient(r.st.ControllerCA, r.opts.BindAddress, nil)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		r.prechecks = precheck.Run(ctx, precheck.Config{Host: precheck.Host{Root: r.opts.Root}, Controller: r.st.Controller, HTTPClient: client})
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ectx, stop := context.WithCancel(ctx)
+	defer stop()
+	wg.Go(func() { r.execute(ectx) })
+
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     200 * time.Millisecond,
+		RandomizationFactor: 0.3,
+		Multiplier:          2,
+		MaxInterval:         r.opts.MaxBackoff,
+	}
+	b.Reset()
+	for {
+		connected, err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrRefused) {
+			r.log.Error("session refused", "err", err)
+			return fmt.Errorf("run: %w", err)
+		}
+		if connected {
+			b.Reset()
+		}
+		wait := b.NextBackOff()
+		r.log.Info("session lost: reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// offer takes an instruction from the controller: a known result is sent
+// again, an instruction running here is left alone, any other (new, or
+// started before a crash) is queued.
+func (r *runner) offer(in v1.Instruction) {
+	log := r.log.With("instruction", in.ID)
+	e, ok, err := r.j.Get(in.ID)
+	if err != nil {
+		log.Error("read journal", "err", err)
+		return
+	}
+	if ok && e.Result != nil {
+		log.Info("instruction already done: sending its result again")
+		r.out.push(v1.AgentMessage{Type: v1.AgentResult, Result: e.Result})
+		return
+	}
+	r.mu.Lock()
+	if r.running[in.ID] {
+		r.mu.Unlock()
+		return
+	}
+	r.running[in.ID] = true
+	r.mu.Unlock()
+	if ok {
+		log.Info("instruction was started before a restart and has no result: running it again", "attempts", e.Attempts)
+	}
+	r.queue <- in
+}
+
+// execute runs queued instructions one at a time until ctx ends.
+func (r *runner) execute(ctx context.Context) {
+	for {
+		var in v1.Instruction
+		select {
+		case <-ctx.Done():
+			return
+		case in = <-r.queue:
+		}
+		r.executeOne(ctx, in)
+	}
+}
+
+func (r *runner) executeOne(ctx context.Context, in v1.Instruction) {
+	log := r.log.With("instruction", in.ID)
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, in.ID)
+		r.mu.Unlock()
+	}()
+	if _, err := r.j.Start(in); err != nil {
+		// Not recorded as started: not run. The controller sends it again
+		// at the next session.
+		log.Error("journal: record start", "err", err)
+		return
+	}
+	log.Info("running instruction", "kind", in.Kind)
+	err := r.opts.Executor.Execute(ctx, in, reporter{out: r.out, id: in.ID})
+	if ctx.Err() != nil {
+		// Stopped mid-way: no result; it runs again after a restart.
+		log.Info("instruction interrupted", "err", err)
+		return
+	}
+	res := v1.InstructionResult{Instruction: in.ID, State: v1.StepSucceeded}
+	if err != nil {
+		res.State, res.Message, res.Retryable = v1.StepFailed, err.Error(), errors.Is(err, ErrRetryable)
+		log.Warn("instruction failed", "err", err)
+	} else {
+		log.Info("instruction succeeded")
+	}
+	if err := r.j.Finish(res); err != nil {
+		log.Error("journal: record result", "err", err)
+		return
+	}
+	r.out.push(v1.AgentMessage{Type: v1.AgentResult, Result: &res})
+}

@@ -1,0 +1,140 @@
+// Package state keeps a joined agent's identity in its data dir: the node
+// name, the node certificate and its key, the cluster CA, the controller's
+// CA and the session URL. Every file is written atomically (temporary file,
+// fsync, rename), the key with mode 0600 and before the state that names it,
+// so a crash leaves the old identity, the new one, or a key that matches no
+// certificate (then there is no state and the agent joins again).
+package state
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"kiln.dev/kiln/internal/pki"
+)
+
+// Files in the data dir.
+const (
+	File    = "state.json"
+	KeyFile = "node.key"
+)
+
+// ErrNoState: the data dir holds no usable state (never joined, or a crash
+// between writing the key and the state).
+var ErrNoState = errors.New("no agent state: the node has not joined")
+
+// State is a joined agent's identity.
+type State struct {
+	Controller   string    `json:"controller"`   // the base URL it registered at
+	Cluster      string    `json:"cluster"`      // the cluster's id
+	CredentialID string    `json:"credentialID"` // the credential it joined with
+	Node         string    `json:"node"`
+	Session      string    `json:"session"`      // wss:// URL
+	Certificate  string    `json:"certificate"`  // PEM, signed by the cluster CA
+	CA           string    `json:"ca"`           // PEM of the cluster CA
+	ControllerCA string    `json:"controllerCA"` // PEM of the CA of the controller's serving certificate
+	JoinedAt     time.Time `json:"joinedAt"`
+
+	Key []byte `json:"-"` // PEM, in KeyFile
+}
+
+// Load reads the state in dir. A missing state, or a key that does not
+// match the certificate, is ErrNoState.
+func Load(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, File))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoState
+	} else if err != nil {
+		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("read agent state %s: %w", filepath.Join(dir, File), err)
+	}
+	s.Key, err = os.ReadFile(filepath.Join(dir, KeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (the key file is missing)", ErrNoState)
+	} else if err != nil {
+		return nil, fmt.Errorf("read agent key: %w", err)
+	}
+	if _, err := s.TLSCertificate(); err != nil {
+		return nil, fmt.Errorf("%w (the key does not match the certificate: %v)", ErrNoState, err)
+	}
+	return &s, nil
+}
+
+// Save writes s into dir: the key first, then the state.
+func (s *State) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save agent state: %w", err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save agent state: %w", err)
+	}
+	if err := WriteFile(filepath.Join(dir, KeyFile), s.Key, 0o600); err != nil {
+		return fmt.Errorf("save agent key: %w", err)
+	}
+	if err := WriteFile(filepath.Join(dir, File), data, 0o600); err != nil {
+		return fmt.Errorf("save agent state: %w", err)
+	}
+	return nil
+}
+
+// TLSCertificate is the node's client certificate with its key.
+func (s *State) TLSCertificate() (tls.Certificate, error) {
+	return tls.X509KeyPair([]byte(s.Certificate), s.Key)
+}
+
+// NotAfter is when the node certificate expires.
+func (s *State) NotAfter() (time.Time, error) {
+	cert, err := pki.ParseCertificate([]byte(s.Certificate))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return cert.NotAfter, nil
+}
+
+// ValidAt reports whether the node certificate is valid at now.
+func (s *State) ValidAt(now time.Time) bool {
+	cert, err := pki.ParseCertificate([]byte(s.Certificate))
+	return err == nil && !now.Before(cert.NotBefore) && now.Before(cert.NotAfter)
+}
+
+// ControllerPool is a pool holding the controller's CA.
+func (s *State) ControllerPool() (*x509.CertPool, error) {
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM([]byte(s.ControllerCA)) {
+		return nil, errors.New("the controller CA in the agent state is not PEM")
+	}
+	return p, nil
+}
+
+// WriteFile writes a temporary file in path's directory, syncs it, renames
+// it into place and syncs the directory.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
