@@ -74,6 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newPrecheckCommand(stdout, stderr), newVersionCommand(stdout))
+	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr))
 	return root
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"kiln.dev/kiln/internal/agent"
+)
+
+// joinFlags are the flags of join, and of run when it joins first.
+type joinFlags struct {
+	controller, credentials, passphrase, dataDir, nodeName, root, bind string
+}
+
+func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.controller, "controller", "", "the controller's URL (default: the one in the credentials file)")
+	fl.StringVar(&f.credentials, "credentials", "", credentialsUsage)
+	fl.StringVar(&f.passphrase, "passphrase", "", "a file holding the cluster's join passphrase")
+	fl.StringVar(&f.dataDir, "data-dir", "/var/lib/kiln-agent", "where the agent keeps its identity and journal")
+	fl.StringVar(&f.nodeName, "node-name", "", "the node's name (default: CLUSTER-HOSTNAME, chosen by the controller)")
+	fl.StringVar(&f.root, "root", "/", "the host's root directory for prechecks and facts")
+	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
+}
+
+func (f *joinFlags) options(log *slog.Logger) agent.JoinOptions {
+	return agent.JoinOptions{
+		Controller:      f.controller,
+		CredentialsFile: f.credentials,
+		PassphraseFile:  f.passphrase,
+		DataDir:         f.dataDir,
+		NodeName:        f.nodeName,
+		Root:            f.root,
+		BindAddress:     f.bind,
+		Logger:          log,
+	}
+}
+
+func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
+	var f joinFlags
+	cmd := &cobra.Command{
+		Use:   "join",
+		Short: "Register this host with a cluster and save its node identity",
+		Long: "Runs the prechecks, makes the node's key (it never leaves the host), and registers with the\n" +
+			"controller using the cluster's credentials file and passphrase. The node identity is saved in\n" +
+			"--data-dir; joining again with a valid identity does nothing. Then start `kiln-agent run`.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.credentials == "" || f.passphrase == "" {
+				return usageError{errMissingJoinFlags}
+			}
+			st, err := agent.Join(cmd.Context(), f.options(newLogger(stderr)))
+			if err != nil {
+				return err
+			}
+			cmd.Printf("joined %s as node %s\n", st.Cluster, st.Node)
+			return nil
+		},
+	}
+	cmd.SetOut(stdout)
+	f.register(cmd, "the cluster's credentials file (JSON, from the controller)")
+	return cmd
+}
+
+func newLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, nil))
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/state"
+)
+
+var errMissingJoinFlags = errors.New("--credentials and --passphrase are required to join")
+
+func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		f         joinFlags
+		heartbeat time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Hold the node's session with the controller and run its instructions",
+		Long: "Connects to the controller with the node identity in --data-dir, reports facts, prechecks,\n" +
+			"heartbeats and logs, and runs the instructions it receives, reconnecting until stopped.\n" +
+			"Without an identity and with --credentials and --passphrase it joins first, so one command\n" +
+			"line starts a node.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(stderr)
+			_, err := state.Load(f.dataDir)
+			switch {
+			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
+				if _, err := agent.Join(cmd.Context(), f.options(log)); err != nil {
+					return err
+				}
+			case errors.Is(err, state.ErrNoState):
+				return usageError{fmt.Errorf("%s has no node identity: run kiln-agent join, or give --credentials and --passphrase", f.dataDir)}
+			case err != nil:
+				return err
+			}
+			return agent.Run(cmd.Context(), agent.RunOptions{
+				DataDir:           f.dataDir,
+				Executor:          agent.NoDistribution{}, // the local distribution plugs in here
+				HeartbeatInterval: heartbeat,
+				Root:              f.root,
+				BindAddress:       f.bind,
+				Logger:            log,
+			})
+		},
+	}
+	cmd.SetOut(stdout)
+	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
+	return cmd
+}
