@@ -1,0 +1,196 @@
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/pki"
+)
+
+// ServiceAccountIssuer is the issuer of service-account tokens.
+const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+
+// BuildInput is what the controller knows when it builds a node's install.
+type BuildInput struct {
+	// CA is the cluster CA; its key signs every certificate of the node.
+	CA *pki.CA
+	// ServiceAccountKey and ServiceAccountPub are the service-account key
+	// pair (pki.NewServiceAccountKey), PEM. Control-plane nodes only.
+	ServiceAccountKey, ServiceAccountPub []byte
+	// ClusterID is the cluster's id (/v1/projects/p/clusters/c), ClusterName
+	// its name (the kubeconfigs' cluster name).
+	ClusterID, ClusterName string
+	KubernetesVersion      string
+	ServiceCIDR, PodCIDR   string
+	// Endpoint is the cluster's API endpoint, host:port (the load balancer).
+	Endpoint string
+	// Node is the node to install.
+	Node Node
+	// DedicatedControlPlane: control-plane nodes are tainted
+	// node-role.kubernetes.io/control-plane:NoSchedule.
+	DedicatedControlPlane bool
+	// ControlPlane are the control-plane nodes in order (names and
+	// addresses). Required for a control-plane node.
+	ControlPlane []Member
+	// EtcdJoin: this control-plane node joins the etcd cluster of the other
+	// members instead of founding it. The plan sets it on every
+	// control-plane node but the first.
+	EtcdJoin bool
+	// CertificateTTL is the certificates' lifetime; pki.DefaultValidity
+	// when zero.
+	CertificateTTL time.Duration
+	// Now is the issue time; time.Now() when zero.
+	Now time.Time
+}
+
+// BuildInstall issues every certificate the node needs with the cluster CA,
+// renders its kubeconfigs, and returns the params of its install
+// instruction. It has no side effect; each call issues new keys.
+func BuildInstall(in BuildInput) (InstallParams, error) {
+	if in.CA == nil {
+		return InstallParams{}, fmt.Errorf("build install for %s: no cluster CA", in.Node.Name)
+	}
+	p := InstallParams{
+		Version:           ParamsVersion,
+		ClusterID:         in.ClusterID,
+		ClusterName:       in.ClusterName,
+		KubernetesVersion: in.KubernetesVersion,
+		Node:              in.Node,
+		Endpoint:          in.Endpoint,
+		ServiceCIDR:       in.ServiceCIDR,
+		PodCIDR:           in.PodCIDR,
+		Files:             map[string]string{FileCA: string(in.CA.CertPEM())},
+	}
+	b := builder{in: in, files: p.Files}
+	if in.Node.Role == v1.RoleControlPlane {
+		cp, err := b.controlPlane()
+		if err != nil {
+			return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
+		}
+		p.ControlPlane = cp
+		if in.DedicatedControlPlane {
+			p.Taints = []string{ControlPlaneTaint}
+		}
+	}
+	// Every node, control plane included, runs a kubelet registered through
+	// the endpoint.
+	if err := b.kubeconfig(FileKubeletConf, "https://"+in.Endpoint, pki.NodeClientRequest(in.Node.Name)); err != nil {
+		return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
+	}
+	if err := p.Validate(); err != nil {
+		return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
+	}
+	return p, nil
+}
+
+type builder struct {
+	in    BuildInput
+	files map[string]string
+}
+
+func (b builder) controlPlane() (*ControlPlaneParams, error) {
+	in := b.in
+	if len(in.ServiceAccountKey) == 0 || len(in.ServiceAccountPub) == 0 {
+		return nil, fmt.Errorf("%w: no service-account key pair", ErrInvalidParams)
+	}
+	nodeIP := net.ParseIP(in.Node.Address)
+	if nodeIP == nil {
+		return nil, fmt.Errorf("%w: node address %q", ErrInvalidParams, in.Node.Address)
+	}
+	var joinURLs []string
+	for _, m := range in.ControlPlane {
+		if m.Name != in.Node.Name {
+			joinURLs = append(joinURLs, clientURL(m.Address))
+		}
+	}
+	cp := &ControlPlaneParams{
+		Members:              slices.Clone(in.ControlPlane),
+		EtcdJoin:             in.EtcdJoin,
+		EtcdToken:            etcdToken(in.ClusterID),
+		LeaderElect:          len(in.ControlPlane) > 1,
+		ServiceAccountIssuer: ServiceAccountIssuer,
+	}
+	if in.EtcdJoin {
+		cp.EtcdJoinURLs = joinURLs
+	}
+
+	// The API server's serving certificate names the endpoint and the
+	// node's address besides the in-cluster names (APIServerRequest).
+	names, ips := []string{in.Node.Name}, []net.IP{nodeIP}
+	if host, _, err := net.SplitHostPort(in.Endpoint); err == nil {
+		if ip := net.ParseIP(host); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, host)
+		}
+	}
+	apiReq, err := pki.APIServerRequest(in.ServiceCIDR, names, ips)
+	if err != nil {
+		return nil, err
+	}
+	local := "https://" + net.JoinHostPort(in.Node.Address, fmt.Sprint(APIServerPort))
+	steps := []struct {
+		cert, key string
+		req       pki.CertRequest
+	}{
+		{FileEtcdCert, FileEtcdKey, pki.EtcdRequest(in.Node.Name, []net.IP{nodeIP})},
+		{FileAPIServerCert, FileAPIServerKey, apiReq},
+		{FileAPIServerEtcdCert, FileAPIServerEtcdKey, pki.CertRequest{CommonName: "kube-apiserver-etcd-client", Usage: pki.UsageClient}},
+		{FileAPIServerKubeletCert, FileAPIServerKubeletKey, pki.APIServerKubeletClientRequest()},
+	}
+	for _, s := range steps {
+		if err := b.issue(s.cert, s.key, s.req); err != nil {
+			return nil, err
+		}
+	}
+	b.files[FileServiceAccountKey] = string(in.ServiceAccountKey)
+	b.files[FileServiceAccountPub] = string(in.ServiceAccountPub)
+	if err := b.kubeconfig(FileControllerManagerConf, local, pki.ControllerManagerRequest()); err != nil {
+		return nil, err
+	}
+	if err := b.kubeconfig(FileSchedulerConf, local, pki.SchedulerRequest()); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {
+	req.ValidFor, req.Now = b.in.CertificateTTL, b.in.Now
+	cert, key, err := b.in.CA.Issue(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", certFile, err)
+	}
+	b.files[certFile], b.files[keyFile] = string(cert), string(key)
+	return nil
+}
+
+func (b builder) kubeconfig(file, server string, req pki.CertRequest) error {
+	req.ValidFor, req.Now = b.in.CertificateTTL, b.in.Now
+	cert, key, err := b.in.CA.Issue(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	b.files[file] = string(pki.Kubeconfig(server, b.in.CA.CertPEM(), cert, key, b.in.ClusterName, req.CommonName))
+	return nil
+}
+
+// clientURL and peerURL are a member's etcd URLs.
+func clientURL(addr string) string {
+	return "https://" + net.JoinHostPort(addr, fmt.Sprint(EtcdClientPort))
+}
+
+func peerURL(addr string) string {
+	return "https://" + net.JoinHostPort(addr, fmt.Sprint(EtcdPeerPort))
+}
+
+// etcdToken is the initial cluster token: derived from the cluster id, so
+// members of different clusters never mistake each other.
+func etcdToken(clusterID string) string {
+	sum := sha256.Sum256([]byte(clusterID))
+	return "kiln-" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,305 @@
+package local
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/pki"
+)
+
+var testNow = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// testInput is a BuildInput for node of a cluster with three control-plane
+// nodes on 127.0.0.2-4 and a worker on 127.0.0.5.
+func testInput(t *testing.T, ca *pki.CA, node Node) BuildInput {
+	t.Helper()
+	key, pub, err := pki.NewServiceAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return BuildInput{
+		CA: ca, ServiceAccountKey: key, ServiceAccountPub: pub,
+		ClusterID: "/v1/projects/p/clusters/demo", ClusterName: "demo", KubernetesVersion: "v1.36.3",
+		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: "127.0.0.1:24443",
+		Node: node, DedicatedControlPlane: true,
+		ControlPlane:   []Member{{"demo-cp-0", "127.0.0.2"}, {"demo-cp-1", "127.0.0.3"}, {"demo-cp-2", "127.0.0.4"}},
+		EtcdJoin:       node.Name != "demo-cp-0" && node.Role == v1.RoleControlPlane,
+		CertificateTTL: 30 * 24 * time.Hour, Now: testNow,
+	}
+}
+
+func newTestCA(t *testing.T) *pki.CA {
+	t.Helper()
+	ca, err := pki.NewCA("demo", pki.DefaultCAValidity, testNow.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// wantCert is what a certificate file must hold.
+type wantCert struct {
+	cn    string
+	org   []string
+	usage pki.Usage
+	dns   []string // each must be present
+	ips   []string // each must be present
+}
+
+func TestBuildInstall(t *testing.T) {
+	ca := newTestCA(t)
+	cp0 := Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
+	cp1 := Node{Name: "demo-cp-1", Role: v1.RoleControlPlane, Address: "127.0.0.3"}
+	worker := Node{Name: "demo-default-0", Role: v1.RoleWorker, Address: "127.0.0.5"}
+	converged := func(in *BuildInput) { in.DedicatedControlPlane = false }
+	single := func(in *BuildInput) { in.ControlPlane = in.ControlPlane[:1] }
+
+	tests := []struct {
+		name      string
+		node      Node
+		modify    func(*BuildInput)
+		wantFiles []string
+		wantTaint []string
+		wantJoin  []string // etcd join URLs; nil: founds
+		leader    bool
+		certs     map[string]wantCert
+	}{
+		{
+			name: "first control plane founds etcd", node: cp0,
+			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
+			wantTaint: []string{ControlPlaneTaint}, leader: true,
+			certs: map[string]wantCert{
+				FileEtcdCert: {cn: "demo-cp-0", usage: pki.UsageBoth, dns: []string{"demo-cp-0", "localhost"},
+					ips: []string{"127.0.0.2", "127.0.0.1"}},
+				FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer,
+					dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+						"kubernetes.default.svc.cluster.local", "localhost", "demo-cp-0"},
+					ips: []string{"10.96.0.1", "127.0.0.1", "127.0.0.2"}},
+				FileAPIServerEtcdCert:    {cn: "kube-apiserver-etcd-client", usage: pki.UsageClient},
+				FileAPIServerKubeletCert: {cn: pki.UserAPIServerKubelet, org: []string{pki.GroupMasters}, usage: pki.UsageClient},
+			},
+		},
+		{
+			name: "second control plane joins etcd", node: cp1,
+			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
+			wantTaint: []string{ControlPlaneTaint}, leader: true,
+			wantJoin: []string{"https://127.0.0.2:2379", "https://127.0.0.4:2379"},
+			certs: map[string]wantCert{
+				FileEtcdCert:      {cn: "demo-cp-1", usage: pki.UsageBoth, ips: []string{"127.0.0.3"}},
+				FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer, ips: []string{"127.0.0.3", "127.0.0.1", "10.96.0.1"}},
+			},
+		},
+		{
+			name: "single converged control plane", node: cp0, modify: func(in *BuildInput) { converged(in); single(in) },
+			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
+		},
+		{
+			name: "worker gets no control-plane file", node: worker,
+			wantFiles: slices.Clone(workerFiles),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := testInput(t, ca, tt.node)
+			if tt.modify != nil {
+				tt.modify(&in)
+			}
+			p, err := BuildInstall(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The params survive JSON as the instruction carries them.
+			raw, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err = ParseParams(raw); err != nil {
+				t.Fatal(err)
+			}
+			var files []string
+			for f := range p.Files {
+				files = append(files, f)
+			}
+			sort.Strings(files)
+			sort.Strings(tt.wantFiles)
+			if diff := cmp.Diff(tt.wantFiles, files); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantTaint, p.Taints); diff != "" {
+				t.Errorf("taints (-want +got):\n%s", diff)
+			}
+			if tt.node.Role == v1.RoleWorker {
+				if p.ControlPlane != nil {
+					t.Errorf("worker has control-plane params %+v", p.ControlPlane)
+				}
+			} else {
+				if diff := cmp.Diff(tt.wantJoin, p.ControlPlane.EtcdJoinURLs); diff != "" {
+					t.Errorf("etcd join URLs (-want +got):\n%s", diff)
+				}
+				if p.ControlPlane.EtcdJoin != (tt.wantJoin != nil) {
+					t.Errorf("etcdJoin = %v", p.ControlPlane.EtcdJoin)
+				}
+				if p.ControlPlane.LeaderElect != tt.leader {
+					t.Errorf("leaderElect = %v, want %v", p.ControlPlane.LeaderElect, tt.leader)
+				}
+			}
+			for file, want := range tt.certs {
+				checkCert(t, ca, file, []byte(p.Files[file]), want)
+			}
+			// Every node's kubelet is system:node:NAME against the endpoint.
+			checkKubeconfig(t, ca, p.Files[FileKubeletConf], "https://127.0.0.1:24443",
+				wantCert{cn: "system:node:" + tt.node.Name, org: []string{pki.GroupNodes}, usage: pki.UsageClient})
+			if tt.node.Role == v1.RoleControlPlane {
+				local := "https://" + tt.node.Address + ":6443"
+				checkKubeconfig(t, ca, p.Files[FileControllerManagerConf], local,
+					wantCert{cn: pki.UserControllerManager, usage: pki.UsageClient})
+				checkKubeconfig(t, ca, p.Files[FileSchedulerConf], local,
+					wantCert{cn: pki.UserScheduler, usage: pki.UsageClient})
+			}
+			for f := range p.Files {
+				if strings.HasSuffix(f, ".key") || strings.HasSuffix(f, ".conf") {
+					if fileMode(f) != 0o600 {
+						t.Errorf("%s mode %o, want 0600", f, fileMode(f))
+					}
+				}
+			}
+		})
+	}
+}
+
+func checkCert(t *testing.T, ca *pki.CA, name string, certPEM []byte, want wantCert) {
+	t.Helper()
+	cert, err := ca.Verify(certPEM, want.usage, testNow)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if cert.Subject.CommonName != want.cn {
+		t.Errorf("%s: CN %q, want %q", name, cert.Subject.CommonName, want.cn)
+	}
+	if diff := cmp.Diff(want.org, cert.Subject.Organization); diff != "" {
+		t.Errorf("%s: O (-want +got):\n%s", name, diff)
+	}
+	for _, d := range want.dns {
+		if !slices.Contains(cert.DNSNames, d) {
+			t.Errorf("%s: no DNS SAN %q in %v", name, d, cert.DNSNames)
+		}
+	}
+	for _, s := range want.ips {
+		if !slices.ContainsFunc(cert.IPAddresses, func(ip net.IP) bool { return ip.Equal(net.ParseIP(s)) }) {
+			t.Errorf("%s: no IP SAN %s in %v", name, s, cert.IPAddresses)
+		}
+	}
+	if got := cert.NotAfter.Sub(testNow); got != 30*24*time.Hour {
+		t.Errorf("%s: valid for %s after now, want 720h", name, got)
+	}
+}
+
+func checkKubeconfig(t *testing.T, ca *pki.CA, conf, server string, want wantCert) {
+	t.Helper()
+	var kc struct {
+		Clusters []struct {
+			Cluster struct {
+				Server string `json:"server"`
+				CA     string `json:"certificate-authority-data"`
+			} `json:"cluster"`
+		} `json:"clusters"`
+		Users []struct {
+			User struct {
+				Cert string `json:"client-certificate-data"`
+				Key  string `json:"client-key-data"`
+			} `json:"user"`
+		} `json:"users"`
+	}
+	if err := yaml.Unmarshal([]byte(conf), &kc); err != nil {
+		t.Fatalf("kubeconfig does not parse: %v", err)
+	}
+	if len(kc.Clusters) != 1 || len(kc.Users) != 1 {
+		t.Fatalf("kubeconfig has %d clusters and %d users", len(kc.Clusters), len(kc.Users))
+	}
+	if got := kc.Clusters[0].Cluster.Server; got != server {
+		t.Errorf("kubeconfig server %q, want %q", got, server)
+	}
+	caPEM, _ := base64.StdEncoding.DecodeString(kc.Clusters[0].Cluster.CA)
+	if string(caPEM) != string(ca.CertPEM()) {
+		t.Errorf("kubeconfig CA is not the cluster CA")
+	}
+	certPEM, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCert(t, ca, "kubeconfig "+want.cn, certPEM, want)
+}
+
+func TestBuildInstallRefuses(t *testing.T) {
+	ca := newTestCA(t)
+	cp0 := Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
+	tests := []struct {
+		name   string
+		modify func(*BuildInput)
+	}{
+		{"no CA", func(in *BuildInput) { in.CA = nil }},
+		{"bad role", func(in *BuildInput) { in.Node.Role = "etcd" }},
+		{"bad address", func(in *BuildInput) { in.Node.Address = "localhost" }},
+		{"bad endpoint", func(in *BuildInput) { in.Endpoint = "127.0.0.1" }},
+		{"bad service CIDR", func(in *BuildInput) { in.ServiceCIDR = "10.96.0.0" }},
+		{"no service-account key", func(in *BuildInput) { in.ServiceAccountKey = nil }},
+		{"not a member", func(in *BuildInput) { in.ControlPlane = in.ControlPlane[1:] }},
+		{"join alone", func(in *BuildInput) { in.ControlPlane = in.ControlPlane[:1]; in.EtcdJoin = true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := testInput(t, ca, cp0)
+			tt.modify(&in)
+			if _, err := BuildInstall(in); err == nil {
+				t.Fatal("BuildInstall succeeded")
+			}
+		})
+	}
+}
+
+func TestParseParamsRefuses(t *testing.T) {
+	ca := newTestCA(t)
+	p, err := BuildInstall(testInput(t, ca, Node{Name: "w", Role: v1.RoleWorker, Address: "127.0.0.5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		modify func(*InstallParams)
+	}{
+		{"other version", func(p *InstallParams) { p.Version = 2 }},
+		{"missing kubeconfig", func(p *InstallParams) { delete(p.Files, FileKubeletConf) }},
+		{"file outside etc/kiln", func(p *InstallParams) { p.Files["etc/passwd"] = "x" }},
+		{"file escaping", func(p *InstallParams) { p.Files["etc/kiln/../../x"] = "x" }},
+		{"worker with control-plane params", func(p *InstallParams) { p.ControlPlane = &ControlPlaneParams{} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := p
+			q.Files = map[string]string{}
+			for k, v := range p.Files {
+				q.Files[k] = v
+			}
+			tt.modify(&q)
+			raw, _ := json.Marshal(q)
+			if _, err := ParseParams(raw); !errors.Is(err, ErrInvalidParams) {
+				t.Fatalf("ParseParams = %v, want ErrInvalidParams", err)
+			}
+		})
+	}
+	if _, err := ParseParams(json.RawMessage(`{"version":1,"bogus":true}`)); !errors.Is(err, ErrInvalidParams) {
+		t.Fatalf("unknown field: %v", err)
+	}
+}
