@@ -208,6 +208,20 @@ func TestExactlyOnceAcrossReconnects(t *testing.T) {
 	if len(pending) != 0 {
 		t.Errorf("%d instructions still pending", len(pending))
 	}
+	// Progress reached the node's message and the timeline.
+	if msg := n.get("c-w-0").Message; msg != "install: Succeeded" {
+		t.Errorf("node message %q, want the last step's progress", msg)
+	}
+	events, _, _ := e.Store.ListEvents(t.Context(), c.Key, store.Page{})
+	var steps []string
+	for _, ev := range events {
+		if ev.Reason == gateway.ReasonStep && strings.Contains(ev.Message, "i-2") {
+			steps = append(steps, ev.Message)
+		}
+	}
+	if len(steps) != 2 {
+		t.Errorf("step events of i-2: %q, want Running and Succeeded", steps)
+	}
 }
 
 func TestJournalAcrossAgentRestarts(t *testing.T) {

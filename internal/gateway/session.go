@@ -114,6 +114,11 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not read the node; try again")
 		return
 	}
+	// The server's read and write timeouts must not end a long-lived
+	// session: clear the deadlines the hijacked connection inherits.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		log.Warn("session: websocket upgrade", "err", err)
@@ -313,72 +318,6 @@ func (s *session) progress(p *v1.StepProgress) error {
 			typ = eventWarning
 		}
 		s.g.event(s.ctx, s.k, typ, ReasonStep, s.node, "node %s: instruction %s: %s", s.node, p.Instruction, msg)
-	}
-	return nil
-}
-
-func (s *session) result(r *v1.InstructionResult) error {
-	err := s.g.st.SetInstructionResult(s.ctx, r.Instruction, *r)
-	switch {
-	case err == nil:
-		s.log.Info("instruction result recorded", "instruction", r.Instruction, "state", r.State)
-	case errors.Is(err, store.ErrExists):
-		s.log.Info("instruction result already recorded", "instruction", r.Instruction)
-	case errors.Is(err, store.ErrNotFound):
-		// The instruction is gone (its cluster was deleted): the agent
-		// may forget it.
-		s.log.Warn("result of an unknown instruction", "instruction", r.Instruction)
-	default:
-		return err
-	}
-	return s.send(&v1.ControllerMessage{Type: v1.ControllerAck, Ack: r.Instruction})
-}
-
-// sender sends the node's pending instructions at once, when woken by
-// Notify and at every poll, and flushes buffered log lines.
-func (s *session) sender() {
-	poll := time.NewTicker(s.g.opts.PollInterval)
-	defer poll.Stop()
-	flush := time.NewTicker(logFlushEvery)
-	defer flush.Stop()
-	sent := map[string]bool{}
-	for {
-		if err := s.sendPending(sent); err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("send instructions", "err", err)
-				s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
-			}
-			return
-		}
-		for again := false; !again; {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-flush.C:
-				s.flushLogs(s.ctx)
-			case <-s.wake:
-				again = true
-			case <-poll.C:
-				again = true
-			}
-		}
-	}
-}
-
-func (s *session) sendPending(sent map[string]bool) error {
-	pending, err := s.g.st.ListInstructions(s.ctx, s.k, s.node, true)
-	if err != nil {
-		return err
-	}
-	for _, in := range pending {
-		if sent[in.ID] {
-			continue
-		}
-		s.log.Info("sending instruction", "instruction", in.ID, "kind", in.Kind)
-		if err := s.send(&v1.ControllerMessage{Type: v1.ControllerInstruction, Instruction: &in.Instruction}); err != nil {
-			return err
-		}
-		sent[in.ID] = true
 	}
 	return nil
 }
