@@ -39,7 +39,8 @@ func newRoot() *cobra.Command {
 the plans that create, change and delete clusters.
 
 With --dev it runs everything on loopback with SQLite in --data-dir, a
-"default" project, the sim provider, and an admin token written to
+"default" project, the local provider (machines are kiln-agent processes on
+this host) and the sim provider (a test double), and an admin token written to
 DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token`,
 		Example: `  kilnd --dev --data-dir .data
   kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --store postgres://kiln@db/kiln --role frontend`,
@@ -62,6 +63,10 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.StringVar(&cfg.Role, "role", daemon.RoleAll, "what this process runs: all, frontend (API) or backend (workers)")
 	f.BoolVar(&cfg.Dev, "dev", false, "all-in-one development mode on loopback (default project, sim provider)")
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
+	f.BoolVar(&cfg.Local, "local", false, "register the local provider (machines are kiln-agent processes on this host; on with --dev)")
+	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")
+	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
+	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube program local nodes run (default: next to kilnd)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (under a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")

@@ -20,8 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
@@ -48,6 +50,16 @@ type Config struct {
 
 	// Sim registers the sim provider (a test double) outside dev mode.
 	Sim bool
+	// Local registers the local provider: machines are kiln-agent processes
+	// on this host. It needs the agent gateway in the same process (role all).
+	Local bool
+	// AgentListen is where agents register and hold their sessions (TLS);
+	// default 127.0.0.1:7443.
+	AgentListen string
+	// AgentBinary and KubeBinary are the kiln-agent and kiln-kube programs
+	// local machines run; default: next to this executable.
+	AgentBinary string
+	KubeBinary  string
 	// SimJournal, when set, is a file where the sim records every step
 	// attempt (for process tests).
 	SimJournal string
@@ -63,14 +75,22 @@ type Config struct {
 
 // Daemon is a started kilnd.
 type Daemon struct {
-	cfg    Config
-	log    *slog.Logger
-	Store  store.Store
-	Addr   string // the address the HTTP listener is bound to
-	Token  string // the admin token
-	server *http.Server
-	api    *server.Server // nil in a backend-only process
-	worker *worker.Worker
+	cfg   Config
+	log   *slog.Logger
+	Store store.Store
+	Addr  string // the address the HTTP listener is bound to
+	// AgentAddr is the address the agent gateway listens on ("" without one).
+	AgentAddr string
+	Token     string // the admin token
+	server    *http.Server
+	api       *server.Server // nil in a backend-only process
+	worker    *worker.Worker
+	local     *local.Local // nil unless Config.Local
+
+	gw          *gateway.Gateway // nil in a backend-only process
+	agentServer *http.Server
+	agentDone   chan error
+	stopGateway context.CancelFunc
 
 	workerDone chan error
 	serveDone  chan error
@@ -98,7 +118,19 @@ func (c *Config) defaults() error {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
 		}
-		c.Sim = true
+		c.Sim, c.Local = true, true
+	}
+	if c.Local && c.Role != RoleAll {
+		return fmt.Errorf("the local provider runs machines that register with this process: use --role all")
+	}
+	if c.AgentListen == "" {
+		c.AgentListen = "127.0.0.1:7443"
+	}
+	if c.AgentBinary == "" {
+		c.AgentBinary = besideExecutable("kiln-agent")
+	}
+	if c.KubeBinary == "" {
+		c.KubeBinary = besideExecutable("kiln-kube")
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir is required")
@@ -165,6 +197,20 @@ func (d *Daemon) start(ctx context.Context) error {
 			opts = append(opts, sim.WithJournal(d.cfg.SimJournal))
 		}
 		providers["sim"] = sim.New(opts...)
+	}
+
+	if d.cfg.Role != RoleBackend {
+		if err := d.startGateway(ctx); err != nil {
+			return err
+		}
+	}
+	if d.cfg.Local {
+		l, err := d.newLocal(ctx)
+		if err != nil {
+			return err
+		}
+		d.local = l
+		providers["local"] = l
 	}
 
 	token, err := ensureAdminToken(filepath.Join(d.cfg.DataDir, "admin.token"))
@@ -261,9 +307,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.api != nil {
 			d.api.StopWaiting() // long-polls answer now instead of holding Shutdown up
 		}
+		errs = append(errs, d.stopAgents(ctx)...)
 		if err := d.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			d.server.Close() // what is still open must not outlive the store
+		}
+		if d.local != nil {
+			d.local.Close() // load balancers stop; machines keep running for the next kilnd
 		}
 		if err := <-d.serveDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))

@@ -12,6 +12,7 @@ import v1 "kiln.dev/kiln/api/v1"
 // Step names.
 const (
 	StepValidateDynamic            = "validate-dynamic"
+	StepEnsureClusterPKI           = "ensure-cluster-pki"
 	StepEnsureNetwork              = "ensure-network"
 	StepEnsureLoadBalancer         = "ensure-load-balancer"
 	StepEnsureControlPlaneMachines = "ensure-control-plane-machines"
@@ -32,6 +33,7 @@ const (
 // then the control plane, then the workers.
 var createSteps = []string{
 	StepValidateDynamic,
+	StepEnsureClusterPKI,
 	StepEnsureNetwork,
 	StepEnsureLoadBalancer,
 	StepEnsureControlPlaneMachines,

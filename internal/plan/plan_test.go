@@ -18,6 +18,7 @@ func TestSteps(t *testing.T) {
 	}{
 		{name: "create", kind: v1.KindCreate, want: []string{
 			"validate-dynamic",
+			"ensure-cluster-pki",
 			"ensure-network",
 			"ensure-load-balancer",
 			"ensure-control-plane-machines",

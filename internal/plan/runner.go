@@ -30,6 +30,9 @@ type Store interface {
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
 
+	PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error
+	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
+
 	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
 	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
 

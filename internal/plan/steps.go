@@ -7,6 +7,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -17,6 +19,7 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
+		StepEnsureClusterPKI:           x.ensureClusterPKI,
 		StepEnsureNetwork:              x.ensureNetwork,
 		StepEnsureLoadBalancer:         x.ensureLoadBalancer,
 		StepEnsureControlPlaneMachines: x.ensureControlPlaneMachines,
@@ -66,6 +69,28 @@ func (x *run) validateDynamic(ctx context.Context) error {
 	}
 	_, err := workerMachines(x.cl)
 	return err
+}
+
+// agentless is implemented by providers whose machines run no agent (sim):
+// their clusters need no CA, credential or passphrase.
+type agentless interface{ Agentless() bool }
+
+// ensureClusterPKI creates, once, the cluster's CA, the agent credential,
+// the passphrase and the service-account key.
+func (x *run) ensureClusterPKI(ctx context.Context) error {
+	if a, ok := x.p.(agentless); ok && a.Agentless() {
+		return skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
+	}
+	// The CA outlives every certificate it signs (node certificates last
+	// spec.certificateTTLDays, at most 10 years).
+	sec, err := gateway.EnsureSecrets(ctx, x.s, x.cl.Key(), x.fence, pki.DefaultCAValidity)
+	if err != nil {
+		return fmt.Errorf("ensure cluster secrets: %w", err)
+	}
+	if sec.Created {
+		x.log.Info("created the cluster's CA, agent credential and passphrase")
+	}
+	return nil
 }
 
 func (x *run) ensureNetwork(ctx context.Context) error {

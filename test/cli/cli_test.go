@@ -5,11 +5,11 @@ package cli
 
 import (
 	"context"
-	"sync"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,10 +56,11 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			dataDir := filepath.Join(env.WorkDir, ".kilnd")
 			d, err := daemon.Start(context.Background(), daemon.Config{
-				DataDir: dataDir,
-				Listen:  "127.0.0.1:0",
-				Dev:     true,
-				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+				DataDir:     dataDir,
+				Listen:      "127.0.0.1:0",
+				AgentListen: "127.0.0.1:0",
+				Dev:         true,
+				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			if err != nil {
 				return err

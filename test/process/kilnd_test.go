@@ -64,7 +64,7 @@ func startKilnd(t *testing.T, name string, env []string, args ...string) *kilnd 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(kilndBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(kilndBin, append([]string{"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

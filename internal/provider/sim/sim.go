@@ -73,6 +73,10 @@ func New(opts ...Option) *Sim {
 	return s
 }
 
+// Agentless says the sim's machines run no agent: their nodes are Ready at
+// once, and their clusters need no CA, credential or passphrase.
+func (s *Sim) Agentless() bool { return true }
+
 func key(c provider.Cluster) string { return c.Project + "/" + c.Name }
 
 // wait sleeps d or until ctx is done.

@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/provider/local"
+	"kiln.dev/kiln/internal/store"
+)
+
+// startGateway serves the agent gateway (registration and sessions) over
+// TLS on its own listener, with a serving certificate from kilnd's agent CA
+// in the data dir.
+func (d *Daemon) startGateway(ctx context.Context) error {
+	ca, err := gateway.EnsureAgentCA(d.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", d.cfg.AgentListen)
+	if err != nil {
+		return fmt.Errorf("agent listener on %s: %w", d.cfg.AgentListen, err)
+	}
+	d.AgentAddr = ln.Addr().String()
+	tlsCfg, err := gateway.ServerTLSConfig(ca, d.AgentAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	d.gw = gateway.New(gateway.Options{
+		Store:        d.Store,
+		Logger:       d.log.With("part", "gateway"),
+		Controller:   "https://" + d.AgentAddr,
+		ControllerCA: ca.CertPEM(),
+	})
+	// No read or write timeout: sessions are long-lived websockets.
+	d.agentServer = &http.Server{
+		Handler:           d.gw.Handler(),
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	d.agentDone = make(chan error, 1)
+	go func() { d.agentDone <- d.agentServer.ServeTLS(ln, "", "") }()
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopGateway = cancel
+	go d.gw.Run(gctx)
+	d.log.Info("agent gateway listening", "addr", d.AgentAddr)
+	return nil
+}
+
+// stopAgents closes agent sessions and the agent listener.
+func (d *Daemon) stopAgents(ctx context.Context) []error {
+	if d.gw == nil {
+		return nil
+	}
+	var errs []error
+	d.stopGateway()
+	d.gw.CloseSessions() // Shutdown does not close hijacked websocket connections
+	if err := d.agentServer.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("agent listener shutdown: %w", err))
+		d.agentServer.Close()
+	}
+	if err := <-d.agentDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("agent listener: %w", err))
+	}
+	return errs
+}
+
+// newLocal builds the local provider: machines are kiln-agent processes
+// under DATA_DIR/machines, started by agentCommand.
+func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {
+	l, err := local.New(local.Options{
+		Dir:     filepath.Join(d.cfg.DataDir, "machines"),
+		Command: d.agentCommand,
+		Logger:  d.log.With("provider", "local"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	if err := l.RestoreLoadBalancers(ctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("local provider: restore load balancers: %w", err)
+	}
+	return l, nil
+}
+
+// agentCommand is the process of a local machine: kiln-agent run, joining
+// its cluster with the credentials and passphrase written into the machine's
+// dir (mode 0600), as the machine's node, bound to the machine's address.
+func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
+	if d.gw == nil {
+		return nil, errors.New("the local provider needs this kilnd to serve the agent gateway (--role all)")
+	}
+	creds, passphrase, err := d.gw.Credentials(context.Background(), store.Key{Project: m.Project, Name: m.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
+	}
+	credPath, passPath := filepath.Join(m.Dir, "credentials.json"), filepath.Join(m.Dir, "passphrase")
+	if err := writeJSONFile(credPath, creds); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(passPath, []byte(passphrase+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write passphrase: %w", err)
+	}
+	args := []string{"run",
+		"--data-dir", filepath.Join(m.Dir, "agent"),
+		"--credentials", credPath,
+		"--passphrase", passPath,
+		"--node-name", m.Name,
+		"--root", m.Root,
+		"--bind-address", m.Address,
+	}
+	if d.cfg.KubeBinary != "" {
+		args = append(args, "--kube-binary", d.cfg.KubeBinary)
+	}
+	return exec.Command(d.cfg.AgentBinary, args...), nil
+}
+
+// besideExecutable is the path of a program installed next to kilnd.
+func besideExecutable(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return name
+	}
+	return filepath.Join(filepath.Dir(exe), name)
+}
