@@ -475,6 +475,10 @@ func (c *Client) doTimeout(ctx context.Context, method, path string, body any, c
 		// The headers come back with the error for Retry-After.
 		return resp.Header, decodeError(resp, data)
 	}
+	if raw, ok := out.(*[]byte); ok { // a body that is not JSON (a kubeconfig)
+		*raw = data
+		return resp.Header, nil
+	}
 	if out != nil && len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
 			return nil, fmt.Errorf("%s %s: decode response: %w", method, path, err)

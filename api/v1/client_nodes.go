@@ -52,3 +52,13 @@ func (c *Client) NodeLogs(ctx context.Context, project, cluster, node, from stri
 	}
 	return l.Value, next, nil
 }
+
+// Kubeconfig returns an admin kubeconfig (YAML) for a cluster, verified by
+// the cluster's CA. Every call issues a new client certificate.
+func (c *Client) Kubeconfig(ctx context.Context, project, cluster string) ([]byte, error) {
+	var b []byte
+	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/kubeconfig", nil, conditions{}, &b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

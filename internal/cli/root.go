@@ -119,6 +119,7 @@ then the config file written by 'kiln login'.`,
 		a.clusterCommand(),
 		a.nodeCommand(),
 		a.operationCommand(),
+		a.kubeconfigCommand(),
 	)
 	return root
 }

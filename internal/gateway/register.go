@@ -141,7 +141,7 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	if ref != nil {
 		return nil, k, ref
 	}
-	ca, err := loadCA(ctx, g.st, k)
+	ca, err := LoadCA(ctx, g.st, k)
 	if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}

@@ -178,8 +178,8 @@ func ClearCredentials(ctx context.Context, st SecretReader, k store.Key) (id, se
 	return cred.ID, cred.Secret, string(pass), nil
 }
 
-// loadCA reads cluster k's CA.
-func loadCA(ctx context.Context, st SecretReader, k store.Key) (*pki.CA, error) {
+// LoadCA reads cluster k's CA (certificate and key).
+func LoadCA(ctx context.Context, st SecretReader, k store.Key) (*pki.CA, error) {
 	raw, err := st.GetClusterSecret(ctx, k, SecretCA)
 	if err != nil {
 		return nil, fmt.Errorf("read CA of cluster %s: %w", k, err)

@@ -82,7 +82,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	deny := func(format string, args ...any) {
 		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized, format, args...)
 	}
-	ca, err := loadCA(ctx, g.st, k)
+	ca, err := LoadCA(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		deny("cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
 		return

@@ -39,6 +39,7 @@ type Store interface {
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
 	ListNodeLogs(ctx context.Context, k store.Key, node string, pg store.Page) ([]v1.LogLine, string, error)
+	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
 
 	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
 	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
@@ -214,6 +215,7 @@ func (s *Server) routes() {
 	s.handle("PATCH "+cluster, "cluster", s.patchCluster)
 	s.handle("GET "+cluster, "cluster", s.getCluster)
 	s.handle("DELETE "+cluster, "cluster", s.deleteCluster)
+	s.handle("GET "+cluster+"/kubeconfig", "cluster", s.getKubeconfig)
 	s.handle("GET "+cluster+"/nodes", "cluster", s.listNodes)
 	s.handle("GET "+cluster+"/nodes/{node}", "node", s.getNode)
 	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", s.approveNode)
