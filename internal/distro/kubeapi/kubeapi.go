@@ -1,0 +1,258 @@
+// Package kubeapi is the small part of the Kubernetes API that Kiln's plans
+// use on a cluster they install: read nodes and their conditions, label
+// nodes, create a namespace and a ConfigMap. It is net/http and
+// encoding/json with a client certificate from the cluster CA; the root
+// module does not link client-go.
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Errors. A failed request returns a *StatusError, which wraps ErrNotFound
+// or ErrConflict for 404 and 409.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// StatusError is a Kubernetes API error answer.
+type StatusError struct {
+	Method, Path string
+	Code         int    // HTTP status
+	Reason       string // metav1.Status reason (NotFound, AlreadyExists, Forbidden, ...)
+	Message      string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
+}
+
+// Unwrap maps 404 and 409 to ErrNotFound and ErrConflict.
+func (e *StatusError) Unwrap() error {
+	switch e.Code {
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusConflict:
+		return ErrConflict
+	}
+	return nil
+}
+
+// Client talks to one API server (or load balancer).
+type Client struct {
+	server string
+	http   *http.Client
+}
+
+// New returns a client for server (https://host:port) that trusts caPEM and
+// presents the client certificate certPEM/keyPEM (pki.AdminRequest for
+// what the plans do).
+func New(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("kubeapi: the CA PEM holds no certificate")
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("kubeapi: client certificate: %w", err)
+	}
+	return &Client{server: strings.TrimRight(server, "/"), http: &http.Client{
+		Timeout: 15 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}}, nil
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Node is what the plans read of a Node.
+type Node struct {
+	Name          string
+	Labels        map[string]string
+	Taints        []Taint
+	Unschedulable bool
+	Conditions    []Condition
+}
+
+// Taint of a node.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Condition of a node (Ready, MemoryPressure, ...).
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"` // True, False, Unknown
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Ready reports whether the node's Ready condition is True.
+func (n Node) Ready() bool {
+	c, ok := n.Condition("Ready")
+	return ok && c.Status == "True"
+}
+
+// Condition returns the condition of type t.
+func (n Node) Condition(t string) (Condition, bool) {
+	for _, c := range n.Conditions {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return Condition{}, false
+}
+
+type wireNode struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Taints        []Taint `json:"taints"`
+		Unschedulable bool    `json:"unschedulable"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []Condition `json:"conditions"`
+	} `json:"status"`
+}
+
+func (w wireNode) node() Node {
+	return Node{Name: w.Metadata.Name, Labels: w.Metadata.Labels, Taints: w.Spec.Taints,
+		Unschedulable: w.Spec.Unschedulable, Conditions: w.Status.Conditions}
+}
+
+// Ready checks the API server's /readyz.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", "", nil, nil)
+}
+
+// GetNode reads a node; a missing one is an error wrapping ErrNotFound.
+func (c *Client) GetNode(ctx context.Context, name string) (Node, error) {
+	var w wireNode
+	if err := c.do(ctx, http.MethodGet, "/api/v1/nodes/"+url.PathEscape(name), "", nil, &w); err != nil {
+		return Node{}, err
+	}
+	return w.node(), nil
+}
+
+// ListNodes lists every node.
+func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
+	var list struct {
+		Items []wireNode `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/nodes", "", nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]Node, 0, len(list.Items))
+	for _, w := range list.Items {
+		out = append(out, w.node())
+	}
+	return out, nil
+}
+
+// LabelNode sets labels on a node (a merge patch: other labels stay; an
+// empty value is a label with an empty value, as node-role labels are).
+func (c *Client) LabelNode(ctx context.Context, name string, labels map[string]string) error {
+	patch := map[string]any{"metadata": map[string]any{"labels": labels}}
+	return c.do(ctx, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(name), "application/merge-patch+json", patch, nil)
+}
+
+// EnsureNamespace creates a namespace unless it exists.
+func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
+	body := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}
+	err := c.do(ctx, http.MethodPost, "/api/v1/namespaces", "application/json", body, nil)
+	if errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// ApplyConfigMap creates a ConfigMap, or sets data on the one that exists
+// (other keys stay).
+func (c *Client) ApplyConfigMap(ctx context.Context, namespace, name string, data map[string]string) error {
+	base := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/configmaps"
+	body := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": namespace}, "data": data}
+	err := c.do(ctx, http.MethodPost, base, "application/json", body, nil)
+	if !errors.Is(err, ErrConflict) {
+		return err
+	}
+	return c.do(ctx, http.MethodPatch, base+"/"+url.PathEscape(name), "application/merge-patch+json",
+		map[string]any{"data": data}, nil)
+}
+
+// GetConfigMap returns a ConfigMap's data.
+func (c *Client) GetConfigMap(ctx context.Context, namespace, name string) (map[string]string, error) {
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/configmaps/" + url.PathEscape(name)
+	if err := c.do(ctx, http.MethodGet, path, "", nil, &cm); err != nil {
+		return nil, err
+	}
+	return cm.Data, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path, contentType string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := &StatusError{Method: method, Path: path, Code: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+		var st struct {
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(b, &st) == nil && st.Message != "" {
+			se.Reason, se.Message = st.Reason, st.Message
+		}
+		return se
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Component names: the kiln-kube subcommand, the log stream, the pid file.
+const (
+	Etcd              = "etcd"
+	APIServer         = "apiserver"
+	ControllerManager = "controller-manager"
+	Scheduler         = "scheduler"
+	Kubelet           = "kubelet"
+)
+
+// allComponents in start order.
+var allComponents = []string{Etcd, APIServer, ControllerManager, Scheduler, Kubelet}
+
+// Directories under the node's root.
+const (
+	dirEtcd              = "var/lib/kiln-etcd"
+	dirAPIServer         = "var/lib/kiln-apiserver"
+	dirControllerManager = "var/lib/kiln-controller-manager"
+	dirKubelet           = "var/lib/kiln-kubelet"
+	dirRun               = "run"
+	dirLog               = "var/log/kiln"
+	dirEtc               = "etc/kiln"
+)
+
+// spec is how to run one component: kiln-kube NAME ARGS... with ENV added.
+type spec struct {
+	name string
+	args []string
+	env  []string
+	dirs []string // directories (absolute) to create first
+	hash string   // of args, env and the files' contents: a change restarts
+}
+
+// specs returns what runs on the node of p, in start order. kubeletPort is
+// the port the hollow kubelet listens on (all addresses).
+func specs(p InstallParams, root string, kubeletPort int) []spec {
+	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
+	addr := p.Node.Address
+	var out []spec
+	if cp := p.ControlPlane; cp != nil {
+		etcd := spec{name: Etcd, dirs: []string{f(dirEtcd)}, args: []string{
+			"--name", p.Node.Name,
+			"--data-dir", f(dirEtcd),
+			"--listen-client-urls", clientURL(addr),
+			"--advertise-client-urls", clientURL(addr),
+			"--listen-peer-urls", peerURL(addr),
+			"--initial-advertise-peer-urls", peerURL(addr),
+			"--initial-cluster-token", cp.EtcdToken,
+			"--cert-file", f(FileEtcdCert), "--key-file", f(FileEtcdKey),
+			"--trusted-ca-file", f(FileCA), "--client-cert-auth",
+			"--peer-cert-file", f(FileEtcdCert), "--peer-key-file", f(FileEtcdKey),
+			"--peer-trusted-ca-file", f(FileCA), "--peer-client-cert-auth",
+		}}
+		if cp.EtcdJoin {
+			// kiln-kube etcd --join adds this member through an existing
+			// one (MemberAdd) and starts it with the cluster it was told.
+			etcd.args = append(etcd.args,
+				"--join", strings.Join(cp.EtcdJoinURLs, ","),
+				"--join-cert-file", f(FileAPIServerEtcdCert), "--join-key-file", f(FileAPIServerEtcdKey),
+				"--join-ca-file", f(FileCA))
+		} else {
+			etcd.args = append(etcd.args,
+				"--initial-cluster", p.Node.Name+"="+peerURL(addr), "--initial-cluster-state", "new")
+		}
+		out = append(out, etcd)
+
+		out = append(out, spec{name: APIServer, dirs: []string{f(dirAPIServer)}, args: []string{
+			"--etcd-servers", clientURL(addr),
+			"--etcd-cafile", f(FileCA),
+			"--etcd-certfile", f(FileAPIServerEtcdCert), "--etcd-keyfile", f(FileAPIServerEtcdKey),
+			"--bind-address", addr, "--advertise-address", addr, "--secure-port", fmt.Sprint(APIServerPort),
+			"--tls-cert-file", f(FileAPIServerCert), "--tls-private-key-file", f(FileAPIServerKey),
+			"--client-ca-file", f(FileCA),
+			"--kubelet-client-certificate", f(FileAPIServerKubeletCert),
+			"--kubelet-client-key", f(FileAPIServerKubeletKey),
+			"--service-account-issuer", cp.ServiceAccountIssuer,
+			"--service-account-key-file", f(FileServiceAccountPub),
+			"--service-account-signing-key-file", f(FileServiceAccountKey),
+			"--service-cluster-ip-range", p.ServiceCIDR,
+			"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
+			"--allow-privileged", "--endpoint-reconciler-type", "none",
+			"--cert-dir", f(dirAPIServer),
+		}})
+
+		leader := fmt.Sprintf("--leader-elect=%t", cp.LeaderElect)
+		cm := spec{name: ControllerManager, dirs: []string{f(dirControllerManager)}, args: []string{
+			"--kubeconfig", f(FileControllerManagerConf),
+			"--authentication-kubeconfig", f(FileControllerManagerConf),
+			"--authorization-kubeconfig", f(FileControllerManagerConf),
+			"--bind-address", addr, "--secure-port", fmt.Sprint(ControllerManagerPort), leader,
+			"--use-service-account-credentials",
+			"--service-account-private-key-file", f(FileServiceAccountKey),
+			"--root-ca-file", f(FileCA),
+			"--service-cluster-ip-range", p.ServiceCIDR,
+			"--cert-dir", f(dirControllerManager),
+		}}
+		if p.PodCIDR != "" {
+			cm.args = append(cm.args, "--cluster-cidr", p.PodCIDR, "--allocate-node-cidrs")
+		}
+		out = append(out, cm)
+
+		out = append(out, spec{name: Scheduler, args: []string{
+			"--kubeconfig", f(FileSchedulerConf),
+			"--authentication-kubeconfig", f(FileSchedulerConf),
+			"--authorization-kubeconfig", f(FileSchedulerConf),
+			"--bind-address", addr, "--secure-port", fmt.Sprint(SchedulerPort), leader,
+		}})
+	}
+
+	// The hollow kubelet makes a fresh root directory at each start
+	// (upstream: under /tmp, whatever $TMPDIR says; see hollowRootDirs).
+	// Role labels are not set here: NodeRestriction refuses
+	// node-role.kubernetes.io labels from a kubelet; the plan sets them.
+	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, env: []string{"TMPDIR=" + f(dirKubelet)}, args: []string{
+		"--name", p.Node.Name,
+		"--kubeconfig", f(FileKubeletConf),
+		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-read-only-port", "0",
+	}}
+	if len(p.Taints) > 0 {
+		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))
+	}
+	out = append(out, kubelet)
+
+	for i := range out {
+		out[i].hash = specHash(out[i], p.Files)
+	}
+	return out
+}
+
+// specHash covers the command line, the environment and every file of the
+// node: new certificates restart the components that read them.
+func specHash(s spec, files map[string]string) string {
+	h := sha256.New()
+	for _, part := range [][]string{{s.name}, s.args, s.env} {
+		for _, a := range part {
+			fmt.Fprintf(h, "%d:%s\n", len(a), a)
+		}
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %d:%s\n", n, len(files[n]), files[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Install steps, reported through Reporter.Progress.
+const (
+	StepWriteCertificates      = "write-certificates"
+	StepStartEtcd              = "start-etcd"
+	StepEtcdHealthy            = "etcd-healthy"
+	StepStartAPIServer         = "start-apiserver"
+	StepAPIServerReady         = "apiserver-ready"
+	StepStartControllerManager = "start-controller-manager"
+	StepStartScheduler         = "start-scheduler"
+	StepStartKubelet           = "start-kubelet"
+	StepKubeletRegistered      = "kubelet-registered"
+	StepStopComponents         = "stop-components"
+	StepRemoveFiles            = "remove-files"
+)
+
+var (
+	controlPlaneSteps = []string{StepWriteCertificates, StepStartEtcd, StepEtcdHealthy, StepStartAPIServer,
+		StepAPIServerReady, StepStartControllerManager, StepStartScheduler, StepStartKubelet, StepKubeletRegistered}
+	workerSteps = []string{StepWriteCertificates, StepStartKubelet, StepKubeletRegistered}
+)

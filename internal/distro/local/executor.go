@@ -1,0 +1,294 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/failure"
+)
+
+// DefaultStepTimeout bounds each wait for a component to become healthy.
+const DefaultStepTimeout = 2 * time.Minute
+
+// logTailLines is how many lines of a component's log an error carries.
+const logTailLines = 12
+
+// Executor is the node side of the local distribution: kiln-agent's
+// agent.Executor for the instructions `install` (params: InstallParams) and
+// `reset`. Use it as a pointer; the zero value of the optional fields works.
+//
+// Components run as children of the agent process, in its process group (so
+// stopping the agent's group stops them), are restarted with backoff when
+// they exit, and outlive Execute: an install returns once everything is
+// healthy and leaves them running. A restarted agent adopts the components
+// the previous one started (pid files under Root/run with the process's
+// start time and a hash of its configuration).
+type Executor struct {
+	// KubeBinary is the kiln-kube binary. Required.
+	KubeBinary string
+	// Root is the node's root directory: files go to Root/etc/kiln, data to
+	// Root/var/lib/kiln-*, logs to Root/var/log/kiln. Required.
+	Root string
+	// Logger gets operator logs; default: discarded.
+	Logger *slog.Logger
+	// StepTimeout bounds each health wait; DefaultStepTimeout when zero.
+	StepTimeout time.Duration
+	// StopTimeout is how long a component has after SIGTERM before
+	// SIGKILL; DefaultStopTimeout when zero.
+	StopTimeout time.Duration
+
+	initOnce sync.Once
+	run      sync.Mutex // one instruction at a time
+	sup      *supervisor
+	logs     *logForwarder
+}
+
+var _ agent.Executor = (*Executor)(nil)
+
+func (e *Executor) init() {
+	e.initOnce.Do(func() {
+		if e.Logger == nil {
+			e.Logger = slog.New(slog.DiscardHandler)
+		}
+		if e.StepTimeout <= 0 {
+			e.StepTimeout = DefaultStepTimeout
+		}
+		if e.StopTimeout <= 0 {
+			e.StopTimeout = DefaultStopTimeout
+		}
+		e.logs = newLogForwarder()
+		e.sup = newSupervisor(e.Root, e.KubeBinary, e.Logger, e.StopTimeout, e.logs)
+	})
+}
+
+// Execute runs an install or reset instruction. Its errors are
+// *failure.Error: bad params are terminal; a component that does not become
+// healthy in time is retryable (wrapping agent.ErrRetryable) and its message
+// carries the last lines of the component's log.
+func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.Reporter) error {
+	e.init()
+	e.run.Lock()
+	defer e.run.Unlock()
+	// Component lines go to the latest instruction's reporter (the agent's
+	// outbox outlives the instruction).
+	e.logs.setSink(report)
+	log := e.Logger.With("instruction", in.ID, "kind", in.Kind)
+	switch in.Kind {
+	case v1.InstructionInstall:
+		p, err := ParseParams(in.Params)
+		if err != nil {
+			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
+			return &failure.Error{Code: v1.CodeInvalidParameter, Message: err.Error(), Err: err}
+		}
+		if e.Root == "" || e.KubeBinary == "" {
+			return failure.Terminal(v1.CodeInternal, "the local distribution has no root or no kiln-kube binary configured")
+		}
+		if _, err := os.Stat(e.KubeBinary); err != nil {
+			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
+			return &failure.Error{Code: v1.CodeInternal, Err: err,
+				Message: fmt.Sprintf("this agent's kiln-kube binary %s is missing (build it with `make kube`)", e.KubeBinary)}
+		}
+		log.Info("installing", "node", p.Node.Name, "role", p.Node.Role)
+		start := time.Now()
+		if err := e.install(ctx, p, report); err != nil {
+			return err
+		}
+		log.Info("installed", "node", p.Node.Name, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	case v1.InstructionReset:
+		log.Info("resetting")
+		return e.reset(report)
+	default:
+		return failure.Terminal(v1.CodeInvalidParameter, "the local distribution does not know instruction kind %q", in.Kind)
+	}
+}
+
+// Close stops supervising and forwarding without stopping the components:
+// the agent is shutting down and the next one adopts them. To stop them,
+// run a reset instruction or call Stop.
+func (e *Executor) Close() {
+	e.init()
+	e.sup.release()
+	e.logs.close()
+}
+
+// Stop stops every component (supervised or recorded in a pid file) and
+// keeps the files.
+func (e *Executor) Stop() {
+	e.init()
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.sup.stopAll()
+}
+
+// install brings the node to p, one reported step at a time.
+func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Reporter) error {
+	step := func(name string, fn func() (string, error)) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		report.Progress(name, v1.StepRunning, "")
+		msg, err := fn()
+		if err != nil {
+			var fe *failure.Error
+			if errors.As(err, &fe) {
+				report.Progress(name, v1.StepFailed, fe.Message)
+			} else {
+				report.Progress(name, v1.StepFailed, err.Error())
+			}
+			return err
+		}
+		report.Progress(name, v1.StepSucceeded, msg)
+		return nil
+	}
+	var changed int
+	if err := step(StepWriteCertificates, func() (string, error) {
+		var err error
+		changed, err = e.writeFiles(p)
+		if err != nil {
+			return "", retryable(v1.CodeInternal, err, "write the node's files: %v", err)
+		}
+		return fmt.Sprintf("%d of %d files written", changed, len(p.Files)), nil
+	}); err != nil {
+		return err
+	}
+	port, err := e.kubeletPort(p.Node.Address)
+	if err != nil {
+		return retryable(v1.CodeInternal, err, "choose a kubelet port: %v", err)
+	}
+	byName := map[string]spec{}
+	for _, s := range specs(p, e.Root, port) {
+		byName[s.name] = s
+	}
+	start := func(name string) func() (string, error) {
+		return func() (string, error) {
+			already, err := e.sup.ensure(byName[name])
+			if err != nil {
+				return "", retryable(v1.CodeInternal, err, "start %s: %v", name, err)
+			}
+			if already {
+				return "already running", nil
+			}
+			return "started", nil
+		}
+	}
+	healthy := func(name string, check func(context.Context) error) func() (string, error) {
+		return func() (string, error) {
+			t0 := time.Now()
+			if err := waitFor(ctx, e.StepTimeout, check); err != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				return "", retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
+					name, e.StepTimeout, err, lastLines(e.sup.logPath(name), logTailLines))
+			}
+			return fmt.Sprintf("healthy after %s", time.Since(t0).Round(time.Millisecond)), nil
+		}
+	}
+	addr := p.Node.Address
+	if p.IsControlPlane() {
+		etcdClient, err := fileClient(e.Root, FileAPIServerEtcdCert, FileAPIServerEtcdKey)
+		if err != nil {
+			return retryable(v1.CodeInternal, err, "etcd client: %v", err)
+		}
+		apiClient, err := fileClient(e.Root, FileAPIServerKubeletCert, FileAPIServerKubeletKey)
+		if err != nil {
+			return retryable(v1.CodeInternal, err, "API client: %v", err)
+		}
+		for _, s := range []struct {
+			name string
+			fn   func() (string, error)
+		}{
+			{StepStartEtcd, start(Etcd)},
+			{StepEtcdHealthy, healthy(Etcd, func(ctx context.Context) error { return etcdHealthy(ctx, etcdClient, addr) })},
+			{StepStartAPIServer, start(APIServer)},
+			{StepAPIServerReady, healthy(APIServer, func(ctx context.Context) error { return apiServerReady(ctx, apiClient, addr) })},
+			{StepStartControllerManager, start(ControllerManager)},
+			{StepStartScheduler, start(Scheduler)},
+		} {
+			if err := step(s.name, s.fn); err != nil {
+				return err
+			}
+		}
+	}
+	kubeletClient, err := kubeconfigClient(e.Root, FileKubeletConf)
+	if err != nil {
+		return retryable(v1.CodeInternal, err, "kubelet client: %v", err)
+	}
+	if err := step(StepStartKubelet, start(Kubelet)); err != nil {
+		return err
+	}
+	return step(StepKubeletRegistered, healthy(Kubelet, func(ctx context.Context) error {
+		return nodeRegistered(ctx, kubeletClient, p.Endpoint, p.Node.Name)
+	}))
+}
+
+// writeFiles writes p's files under Root, leaving files whose content is
+// already right alone. It returns how many it wrote.
+func (e *Executor) writeFiles(p InstallParams) (int, error) {
+	n := 0
+	for name, content := range p.Files {
+		path := filepath.Join(e.Root, filepath.FromSlash(name))
+		mode := os.FileMode(fileMode(name))
+		if old, err := os.ReadFile(path); err == nil && string(old) == content {
+			if st, err := os.Stat(path); err == nil && st.Mode().Perm() == mode {
+				continue
+			}
+		}
+		if err := writeFileAtomic(path, []byte(content), mode); err != nil {
+			return n, fmt.Errorf("write %s: %w", name, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// reset stops every component and removes what install made.
+func (e *Executor) reset(report agent.Reporter) error {
+	report.Progress(StepStopComponents, v1.StepRunning, "")
+	e.sup.stopAll()
+	cleanHollowDirs(filepath.Join(e.Root, dirKubelet), e.sup.logPath(Kubelet))
+	report.Progress(StepStopComponents, v1.StepSucceeded, "")
+	report.Progress(StepRemoveFiles, v1.StepRunning, "")
+	var errs []error
+	remove := []string{filepath.Join(e.Root, dirEtc), filepath.Join(e.Root, dirLog)}
+	if libs, err := filepath.Glob(filepath.Join(e.Root, "var", "lib", "kiln-*")); err == nil {
+		remove = append(remove, libs...)
+	}
+	for _, c := range allComponents {
+		remove = append(remove, e.sup.pidPath(c))
+	}
+	for _, path := range remove {
+		if err := os.RemoveAll(path); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		report.Progress(StepRemoveFiles, v1.StepFailed, err.Error())
+		return retryable(v1.CodeInternal, err, "remove the node's files: %v", err)
+	}
+	report.Progress(StepRemoveFiles, v1.StepSucceeded, "")
+	return nil
+}
+
+// retryable is a retryable *failure.Error the agent reports as retryable:
+// its cause wraps agent.ErrRetryable and the error that caused it, and
+// prints as "retryable" (the message already says what failed).
+func retryable(code string, cause error, format string, args ...any) error {
+	return &failure.Error{Code: code, Message: strings.TrimSpace(fmt.Sprintf(format, args...)), Retryable: true,
+		Err: retryableCause{cause}}
+}
+
+type retryableCause struct{ cause error }
+
+func (c retryableCause) Error() string   { return "retryable" }
+func (c retryableCause) Unwrap() []error { return []error{agent.ErrRetryable, c.cause} }

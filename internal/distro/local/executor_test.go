@@ -1,0 +1,219 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/pki"
+)
+
+// cluster is a throwaway cluster for the real tests.
+type cluster struct {
+	ca       *pki.CA
+	saKey    []byte
+	saPub    []byte
+	endpoint string
+	members  []Member
+}
+
+func newCluster(t *testing.T, members []Member) *cluster {
+	t.Helper()
+	ca, err := pki.NewCA("kiln-test", pki.DefaultCAValidity, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, pub, err := pki.NewServiceAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backends []string
+	for _, m := range members {
+		backends = append(backends, fmt.Sprintf("%s:%d", m.Address, APIServerPort))
+	}
+	return &cluster{ca: ca, saKey: key, saPub: pub, endpoint: proxy(t, backends...), members: members}
+}
+
+// params builds the install of node; join says whether a control-plane
+// node joins etcd.
+func (c *cluster) params(t *testing.T, node Node, join bool) v1.Instruction {
+	t.Helper()
+	p, err := BuildInstall(BuildInput{
+		CA: c.ca, ServiceAccountKey: c.saKey, ServiceAccountPub: c.saPub,
+		ClusterID: "/v1/projects/test/clusters/" + t.Name(), ClusterName: "test", KubernetesVersion: "v1.36.3",
+		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: c.endpoint,
+		Node: node, DedicatedControlPlane: true, ControlPlane: c.members, EtcdJoin: join,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v1.Instruction{ID: "install-" + node.Name, Kind: v1.InstructionInstall, Params: raw}
+}
+
+// newExecutor is an Executor on its own root that stops its components
+// when the test ends.
+func newExecutor(t *testing.T, bin, name string) *Executor {
+	t.Helper()
+	e := &Executor{KubeBinary: bin, Root: filepath.Join(t.TempDir(), name), Logger: testLogger(t).With("node", name),
+		StepTimeout: 90 * time.Second, StopTimeout: 10 * time.Second}
+	t.Cleanup(func() {
+		e.Stop()
+		e.Close()
+		if t.Failed() {
+			if dir := os.Getenv("KILN_TEST_KEEP_LOGS"); dir != "" {
+				_ = os.MkdirAll(filepath.Join(dir, name), 0o755)
+				for _, c := range allComponents {
+					if b, err := os.ReadFile(filepath.Join(e.Root, dirLog, c+".log")); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, name, c+".log"), b, 0o644)
+					}
+				}
+			}
+			for _, c := range allComponents {
+				if tail := lastLines(filepath.Join(e.Root, dirLog, c+".log"), 40); tail != "" {
+					t.Logf("%s: last lines of %s:\n%s", name, c, tail)
+				}
+			}
+		}
+	})
+	return e
+}
+
+// install runs in and checks that every step of want succeeded.
+func install(t *testing.T, e *Executor, in v1.Instruction, want []string) (time.Duration, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	start := time.Now()
+	if err := e.Execute(t.Context(), in, rec); err != nil {
+		t.Fatalf("install %s: %v", in.ID, err)
+	}
+	took := time.Since(start)
+	steps, states := rec.final()
+	if !slices.Equal(steps, want) {
+		t.Errorf("install %s: steps %v, want %v", in.ID, steps, want)
+	}
+	for _, s := range steps {
+		if states[s].State != v1.StepSucceeded {
+			t.Errorf("install %s: step %s %s: %s", in.ID, s, states[s].State, states[s].Message)
+		}
+	}
+	return took, rec
+}
+
+func TestInstallControlPlaneAndWorker(t *testing.T) {
+	bin := kubeBinary(t)
+	cpAddr := freeAddress(t, "127.0.0.2")
+	wAddr := freeAddress(t, "127.0.0.3", cpAddr)
+	cp := Node{Name: "test-cp-0", Role: v1.RoleControlPlane, Address: cpAddr}
+	worker := Node{Name: "test-default-0", Role: v1.RoleWorker, Address: wAddr}
+	c := newCluster(t, []Member{{cp.Name, cp.Address}})
+
+	cpExec := newExecutor(t, bin, "cp")
+	cpIn := c.params(t, cp, false)
+	cpTook, cpRec := install(t, cpExec, cpIn, controlPlaneSteps)
+	t.Logf("control-plane install took %s", cpTook.Round(time.Millisecond))
+
+	wExec := newExecutor(t, bin, "worker")
+	wIn := c.params(t, worker, false)
+	wTook, _ := install(t, wExec, wIn, workerSteps)
+	t.Logf("worker install took %s", wTook.Round(time.Millisecond))
+
+	// Both nodes Ready in Kubernetes itself, through the load balancer.
+	admin := adminClient(t, c.ca, c.endpoint)
+	readyStart := time.Now()
+	poll(t, 2*time.Minute, "both nodes Ready", func(ctx context.Context) error {
+		nodes, err := admin.ListNodes(ctx)
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Ready() {
+				ready++
+			}
+		}
+		if ready != 2 {
+			return fmt.Errorf("%d of %d nodes Ready: %w", ready, len(nodes), errNotReady)
+		}
+		return nil
+	})
+	t.Logf("both nodes Ready %s after the worker's install", time.Since(readyStart).Round(time.Millisecond))
+	n, err := admin.GetNode(t.Context(), cp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(n.Taints, func(t kubeapi.Taint) bool {
+		return t.Key == "node-role.kubernetes.io/control-plane" && t.Effect == "NoSchedule"
+	}) {
+		t.Errorf("control-plane node taints %+v", n.Taints)
+	}
+	if w, err := admin.GetNode(t.Context(), worker.Name); err != nil || len(w.Taints) > 1 {
+		t.Errorf("worker taints %+v (%v)", w.Taints, err)
+	}
+	// The plan's calls: label, namespace, ConfigMap.
+	if err := admin.LabelNode(t.Context(), worker.Name, map[string]string{"node-role.kubernetes.io/worker": ""}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := admin.EnsureNamespace(t.Context(), "kiln-system"); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.ApplyConfigMap(t.Context(), "kiln-system", "kiln-cluster", map[string]string{"id": "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err := admin.GetConfigMap(t.Context(), "kiln-system", "kiln-cluster"); err != nil || data["id"] != "x" {
+		t.Errorf("configmap: %v, %v", data, err)
+	}
+	w, err := admin.GetNode(t.Context(), worker.Name)
+	if _, ok := w.Labels["node-role.kubernetes.io/worker"]; err != nil || !ok {
+		t.Errorf("worker after label: %+v, %v", w.Labels, err)
+	}
+	if got := cpRec.logLines(APIServer); got == 0 {
+		t.Errorf("no apiserver log line forwarded")
+	}
+
+	// Again: nothing changes, and it is quick.
+	before := pidsOf(cpExec.Root)
+	took, rec := install(t, cpExec, cpIn, controlPlaneSteps)
+	if took > 10*time.Second {
+		t.Errorf("second control-plane install took %s", took)
+	}
+	_, states := rec.final()
+	if m := states[StepStartAPIServer].Message; m != "already running" {
+		t.Errorf("second install: start-apiserver %q", m)
+	}
+	if after := pidsOf(cpExec.Root); !slices.Equal(before, after) {
+		t.Errorf("second install changed processes: %v -> %v", before, after)
+	}
+	took, _ = install(t, wExec, wIn, workerSteps)
+	t.Logf("second installs: control plane and worker quick (worker %s)", took.Round(time.Millisecond))
+
+	// Reset: no process, no directory left.
+	for _, e := range []*Executor{wExec, cpExec} {
+		pids := pidsOf(e.Root)
+		if err := e.Execute(t.Context(), v1.Instruction{ID: "reset", Kind: v1.InstructionReset}, &recorder{}); err != nil {
+			t.Fatalf("reset: %v", err)
+		}
+		for _, pf := range pids {
+			if alive(pf) {
+				t.Errorf("pid %d alive after reset", pf.PID)
+			}
+		}
+		for _, d := range []string{dirEtc, dirEtcd, dirKubelet, dirAPIServer} {
+			if _, err := os.Stat(filepath.Join(e.Root, d)); !os.IsNotExist(err) {
+				t.Errorf("%s after reset: %v", d, err)
+			}
+		}
+	}
+}

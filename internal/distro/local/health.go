@@ -1,0 +1,177 @@
+package local
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// healthPoll is how often a health check is tried while waiting.
+const healthPoll = 250 * time.Millisecond
+
+// tlsClient is an HTTP client that trusts the cluster CA of root and
+// presents the given client certificate.
+func tlsClient(root string, certPEM, keyPEM []byte) (*http.Client, error) {
+	caPEM, err := os.ReadFile(filepath.Join(root, FileCA))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no certificate", FileCA)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+			DisableKeepAlives: true,
+			DialContext:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		},
+	}, nil
+}
+
+// fileClient is tlsClient with the certificate and key in files under root.
+func fileClient(root, certFile, keyFile string) (*http.Client, error) {
+	cert, err := os.ReadFile(filepath.Join(root, certFile))
+	if err != nil {
+		return nil, err
+	}
+	key, err := os.ReadFile(filepath.Join(root, keyFile))
+	if err != nil {
+		return nil, err
+	}
+	return tlsClient(root, cert, key)
+}
+
+// kubeconfigClient is tlsClient with the client certificate embedded in a
+// kubeconfig under root (pki.Kubeconfig's format).
+func kubeconfigClient(root, file string) (*http.Client, error) {
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		return nil, err
+	}
+	var kc struct {
+		Users []struct {
+			User struct {
+				Cert string `json:"client-certificate-data"`
+				Key  string `json:"client-key-data"`
+			} `json:"user"`
+		} `json:"users"`
+	}
+	if err := yaml.Unmarshal(b, &kc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(kc.Users) != 1 {
+		return nil, fmt.Errorf("%s: %d users, want 1", file, len(kc.Users))
+	}
+	cert, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Cert)
+	if err != nil {
+		return nil, fmt.Errorf("%s: client certificate: %w", file, err)
+	}
+	key, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: client key: %w", file, err)
+	}
+	return tlsClient(root, cert, key)
+}
+
+// get does GET url and returns the body of a 200 answer.
+func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+// etcdHealthy checks etcd's /health.
+func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
+	body, err := get(ctx, c, clientURL(addr)+"/health")
+	if err != nil {
+		return err
+	}
+	var h struct {
+		Health string `json:"health"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("etcd /health: %w", err)
+	}
+	if h.Health != "true" {
+		return fmt.Errorf("etcd /health: %s %s", h.Health, h.Reason)
+	}
+	return nil
+}
+
+// apiServerReady checks kube-apiserver's /readyz on the node's address.
+func apiServerReady(ctx context.Context, c *http.Client, addr string) error {
+	_, err := get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(APIServerPort))+"/readyz")
+	return err
+}
+
+// nodeRegistered checks that the node object exists (the kubelet may read
+// its own Node).
+func nodeRegistered(ctx context.Context, c *http.Client, endpoint, node string) error {
+	_, err := get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
+	return err
+}
+
+// errTimeout is wrapped by waitFor's error when the deadline passed.
+var errTimeout = errors.New("timed out")
+
+// waitFor calls check until it succeeds, ctx ends, or timeout passes; the
+// error names the last failure.
+func waitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(healthPoll)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		err := check(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%w after %s: %w", errTimeout, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

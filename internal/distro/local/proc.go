@@ -1,0 +1,180 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// pidFile is Root/run/<component>.pid: the process, its start time (so a
+// reused pid is not mistaken for it) and the spec it runs.
+type pidFile struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"` // /proc/PID/stat starttime, clock ticks since boot
+	Hash  string `json:"hash"`
+}
+
+// readPID reads a component's pid file and reports whether that process is
+// still alive (same pid and start time).
+func (s *supervisor) readPID(name string) (pidFile, bool) {
+	b, err := os.ReadFile(s.pidPath(name))
+	if err != nil {
+		return pidFile{}, false
+	}
+	var pf pidFile
+	if json.Unmarshal(b, &pf) != nil || pf.PID <= 0 {
+		return pidFile{}, false
+	}
+	return pf, alive(pf)
+}
+
+// alive reports whether the process of pf runs: its pid exists, is not a
+// zombie, and started when pf says.
+func alive(pf pidFile) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pf.PID))
+	if err != nil {
+		return false
+	}
+	state, start, err := parseStat(string(b))
+	return err == nil && state != "Z" && state != "X" && start == pf.Start
+}
+
+// procStart returns the start time of pid (clock ticks after boot).
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	_, start, err := parseStat(string(b))
+	return start, err
+}
+
+// parseStat returns the state (field 3) and starttime (field 22) of a
+// /proc/PID/stat line; the command (field 2) may hold spaces and ')'.
+func parseStat(stat string) (string, uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(stat[i+1:])
+	if len(fields) < 20 {
+		return "", 0, errors.New("short stat")
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	return fields[0], start, err
+}
+
+// watchAdopted returns a channel closed when the adopted process of pf is
+// gone (or stop is closed and it is gone).
+func watchAdopted(pf pidFile, stop <-chan struct{}) chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		t := time.NewTicker(adoptedPoll)
+		defer t.Stop()
+		for alive(pf) {
+			select {
+			case <-t.C:
+			case <-stop:
+				// Keep watching: halt waits on gone after its signal.
+				for alive(pf) {
+					<-t.C
+				}
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// stopPID stops a process this agent did not start: SIGTERM, then SIGKILL.
+func stopPID(pf pidFile, timeout time.Duration) {
+	if !alive(pf) {
+		return
+	}
+	_ = syscall.Kill(pf.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for alive(pf) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pf.PID, syscall.SIGKILL)
+			deadline = time.Now().Add(timeout)
+		}
+		<-t.C
+	}
+}
+
+// cleanHollowDirs removes the root directories earlier hollow kubelets of
+// this node made: under dir (when the kubelet honours $TMPDIR) and the ones
+// its log names ("Using /tmp/hollow-kubelet.NNN as root dir"; upstream
+// makes them under /tmp whatever $TMPDIR says). Call it only while the
+// kubelet is stopped.
+func cleanHollowDirs(dir, logPath string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "hollow-kubelet.") {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, p := range []string{logPath + ".1", logPath} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			_, rest, ok := strings.Cut(line, "Using ")
+			if !ok {
+				continue
+			}
+			d, _, ok := strings.Cut(rest, " as root dir for hollow-kubelet")
+			if ok && filepath.IsAbs(d) && strings.HasPrefix(filepath.Base(d), "hollow-kubelet.") &&
+				filepath.Clean(d) == d {
+				_ = os.RemoveAll(d)
+			}
+		}
+	}
+}
+
+// writeJSONFile writes v to path atomically.
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b, 0o600)
+}
+
+// writeFileAtomic writes a temporary file, syncs it, and renames it.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
