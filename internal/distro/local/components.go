@@ -41,9 +41,8 @@ type spec struct {
 	hash string   // of args, env and the files' contents: a change restarts
 }
 
-// specs returns what runs on the node of p, in start order. kubeletPort is
-// the port the hollow kubelet listens on (all addresses).
-func specs(p InstallParams, root string, kubeletPort int) []spec {
+// specs returns what runs on the node of p, in start order.
+func specs(p InstallParams, root string) []spec {
 	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	addr := p.Node.Address
 	var out []spec
@@ -117,14 +116,14 @@ func specs(p InstallParams, root string, kubeletPort int) []spec {
 		}})
 	}
 
-	// The hollow kubelet makes a fresh root directory at each start
-	// (upstream: under /tmp, whatever $TMPDIR says; see hollowRootDirs).
 	// Role labels are not set here: NodeRestriction refuses
 	// node-role.kubernetes.io labels from a kubelet; the plan sets them.
-	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, env: []string{"TMPDIR=" + f(dirKubelet)}, args: []string{
+	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, args: []string{
 		"--name", p.Node.Name,
 		"--kubeconfig", f(FileKubeletConf),
-		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-read-only-port", "0",
+		"--root-dir", f(dirKubelet),
+		"--address", addr, "--node-ip", addr,
+		"--kubelet-port", fmt.Sprint(KubeletPort), "--kubelet-read-only-port", "0",
 	}}
 	if len(p.Taints) > 0 {
 		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))

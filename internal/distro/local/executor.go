@@ -161,12 +161,8 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	}); err != nil {
 		return err
 	}
-	port, err := e.kubeletPort(p.Node.Address)
-	if err != nil {
-		return retryable(v1.CodeInternal, err, "choose a kubelet port: %v", err)
-	}
 	byName := map[string]spec{}
-	for _, s := range specs(p, e.Root, port) {
+	for _, s := range specs(p, e.Root) {
 		byName[s.name] = s
 	}
 	start := func(name string) func() (string, error) {
@@ -256,7 +252,6 @@ func (e *Executor) writeFiles(p InstallParams) (int, error) {
 func (e *Executor) reset(report agent.Reporter) error {
 	report.Progress(StepStopComponents, v1.StepRunning, "")
 	e.sup.stopAll()
-	cleanHollowDirs(filepath.Join(e.Root, dirKubelet), e.sup.logPath(Kubelet))
 	report.Progress(StepStopComponents, v1.StepSucceeded, "")
 	report.Progress(StepRemoveFiles, v1.StepRunning, "")
 	var errs []error

@@ -130,7 +130,7 @@ next:
 				continue next
 			}
 		}
-		for _, port := range []int{EtcdClientPort, EtcdPeerPort, APIServerPort, ControllerManagerPort, SchedulerPort} {
+		for _, port := range []int{EtcdClientPort, EtcdPeerPort, APIServerPort, ControllerManagerPort, SchedulerPort, KubeletPort} {
 			l, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(port)))
 			if err != nil {
 				continue next

@@ -30,15 +30,14 @@ import (
 // refuses params of another version (terminal).
 const ParamsVersion = 1
 
-// Ports every component binds on the node's own address. The hollow
-// kubelet's port is the exception: it listens on all addresses, so each node
-// picks a free one (see Executor).
+// Ports every component binds on the node's own address.
 const (
 	EtcdClientPort        = 2379
 	EtcdPeerPort          = 2380
 	APIServerPort         = 6443
 	ControllerManagerPort = 10257
 	SchedulerPort         = 10259
+	KubeletPort           = 10250
 )
 
 // ControlPlaneTaint is the taint of a dedicated control-plane node.

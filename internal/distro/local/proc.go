@@ -111,37 +111,6 @@ func stopPID(pf pidFile, timeout time.Duration) {
 	}
 }
 
-// cleanHollowDirs removes the root directories earlier hollow kubelets of
-// this node made: under dir (when the kubelet honours $TMPDIR) and the ones
-// its log names ("Using /tmp/hollow-kubelet.NNN as root dir"; upstream
-// makes them under /tmp whatever $TMPDIR says). Call it only while the
-// kubelet is stopped.
-func cleanHollowDirs(dir, logPath string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "hollow-kubelet.") {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
-		}
-	}
-	for _, p := range []string{logPath + ".1", logPath} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for line := range strings.Lines(string(b)) {
-			_, rest, ok := strings.Cut(line, "Using ")
-			if !ok {
-				continue
-			}
-			d, _, ok := strings.Cut(rest, " as root dir for hollow-kubelet")
-			if ok && filepath.IsAbs(d) && strings.HasPrefix(filepath.Base(d), "hollow-kubelet.") &&
-				filepath.Clean(d) == d {
-				_ = os.RemoveAll(d)
-			}
-		}
-	}
-}
-
 // writeJSONFile writes v to path atomically.
 func writeJSONFile(path string, v any) error {
 	b, err := json.Marshal(v)

@@ -166,9 +166,6 @@ func (m *managed) spawn() error {
 			return fmt.Errorf("start %s: %w", sp.name, err)
 		}
 	}
-	if sp.name == Kubelet {
-		cleanHollowDirs(filepath.Join(s.root, dirKubelet), s.logPath(Kubelet))
-	}
 	logFile, offset, err := openLog(s.logPath(sp.name))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", sp.name, err)
