@@ -30,6 +30,7 @@ type etcdOptions struct {
 	logLevel                                     string
 	quotaBackendBytes                            int64
 	autoCompactionMode, autoCompactionRetention  string
+	warnUnaryRequest                             time.Duration
 	readyTimeout                                 time.Duration
 }
 
@@ -73,6 +74,7 @@ func newEtcdCommand() *cobra.Command {
 	fs.Int64Var(&o.quotaBackendBytes, "quota-backend-bytes", 0, "backend size quota in bytes (0: etcd's default)")
 	fs.StringVar(&o.autoCompactionMode, "auto-compaction-mode", "periodic", "periodic or revision")
 	fs.StringVar(&o.autoCompactionRetention, "auto-compaction-retention", "0", "auto compaction retention (0 disables; kube-apiserver compacts by itself)")
+	fs.DurationVar(&o.warnUnaryRequest, "warning-unary-request-duration", embed.DefaultWarningUnaryRequestDuration, "log a warning for a request slower than this")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "give up if the member has not joined a quorum within this time")
 	return cmd
 }
@@ -151,6 +153,9 @@ func (o etcdOptions) config() (*embed.Config, error) {
 	cfg.QuotaBackendBytes = o.quotaBackendBytes
 	cfg.AutoCompactionMode = o.autoCompactionMode
 	cfg.AutoCompactionRetention = o.autoCompactionRetention
+	// embed.NewConfig leaves this 0 (only etcd's own flag parsing sets the default), and 0
+	// logs every request as "request stats" at warn level.
+	cfg.WarningUnaryRequestDuration = o.warnUnaryRequest
 	return cfg, nil
 }
 

@@ -30,7 +30,7 @@ type component struct {
 
 func components() []component {
 	return []component{
-		{"etcd", "embedded etcd server (go.etcd.io/etcd/server/v3/embed)", func() int { return cli.Run(newEtcdCommand()) }},
+		{"etcd", "embedded etcd server (go.etcd.io/etcd/server/v3/embed)", func() int { return cli.Run(withJoin(newEtcdCommand())) }},
 		{"apiserver", "kube-apiserver", func() int { return cli.Run(newAPIServerCommand()) }},
 		{"controller-manager", "kube-controller-manager", func() int { return cli.Run(newControllerManagerCommand()) }},
 		{"scheduler", "kube-scheduler", func() int { return cli.Run(newSchedulerCommand()) }},
