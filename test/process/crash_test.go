@@ -24,7 +24,7 @@ func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store,
 	args := append([]string{"--dev", "--data-dir", data, "--lease-ttl", "3s", "--lease-heartbeat", "1s"}, storeFlags...)
 
 	first := startKilnd(t, "kilnd-before", nil, args...)
-	c := v1.NewClient(first.url(), readToken(t, data))
+	c := v1.NewClient(first.URL(), readToken(t, data))
 
 	const clusters = 4
 	var ids []string
@@ -52,13 +52,13 @@ func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store,
 		}
 		return true, nil
 	})
-	first.kill(syscall.SIGKILL)
+	first.Kill(syscall.SIGKILL)
 
 	// What the store holds at the moment of the crash.
 	atCrash := readOperations(t, open(), ids)
 
 	second := startKilnd(t, "kilnd-after", nil, args...)
-	c = v1.NewClient(second.url(), readToken(t, data))
+	c = v1.NewClient(second.URL(), readToken(t, data))
 	final := waitTerminal(t, ctx, c, ids)
 
 	inFlight := 0

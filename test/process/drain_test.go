@@ -12,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // TestSigtermHandsLeasesBack stops kilnd with SIGTERM while a plan is stuck
@@ -23,7 +24,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	data := t.TempDir()
 	args := []string{"--dev", "--data-dir", data, "--drain-timeout", "1s", "--lease-ttl", "1h", "--lease-heartbeat", "1s"}
 	first := startKilnd(t, "kilnd-draining", nil, args...)
-	c := v1.NewClient(first.url(), readToken(t, data))
+	c := v1.NewClient(first.URL(), readToken(t, data))
 
 	cl := simCluster("stuck", 0, 1)
 	cl.Spec.Labels = map[string]string{"sim.kiln.dev/hang-step": "ensure-network"}
@@ -41,7 +42,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 
 	// A client in the middle of a long-poll must not hold the shutdown up:
 	// it gets the current state at once.
-	req, err := http.NewRequestWithContext(ctx, "GET", first.url()+"/v1/operations/"+opID+"?wait=60s", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", first.URL()+"/v1/operations/"+opID+"?wait=60s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +65,9 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	waitFor(t, "the long-poll to wait", 30*time.Second, func() (bool, error) {
 		return metric(t, first, data, "kiln_http_long_polls_waiting") == "1", nil
 	})
-	first.kill(syscall.SIGTERM)
-	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("kilnd exited with %d after SIGTERM; log:\n%s", code, first.logText())
+	first.Kill(syscall.SIGTERM)
+	if code := first.ExitCode(); code != 0 {
+		t.Fatalf("kilnd exited with %d after SIGTERM; log:\n%s", code, first.LogText())
 	}
 	select {
 	case a := <-polled:
@@ -93,16 +94,16 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 
 	// A new kilnd without the hang finishes the job.
 	second := startKilnd(t, "kilnd-after-drain", nil, args...)
-	c = v1.NewClient(second.url(), readToken(t, data))
+	c = v1.NewClient(second.URL(), readToken(t, data))
 	if _, _, err := c.PatchCluster(ctx, "default", "stuck", map[string]any{"spec": map[string]any{"labels": nil}}); !v1.IsConflict(err) {
 		t.Fatalf("a change while the create is unfinished: %v, want 409", err)
 	}
 }
 
 // metric reads one unlabelled metric's value from kilnd's /metrics.
-func metric(t *testing.T, k *kilnd, dataDir, name string) string {
+func metric(t *testing.T, k *kilndtest.Kilnd, dataDir, name string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", k.url()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", k.URL()+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,17 +3,11 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 var kilndBin string
@@ -33,96 +28,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	kilndBin = filepath.Join(dir, "kilnd")
-	build := exec.Command("go", "build", "-o", kilndBin, "kiln.dev/kiln/cmd/kilnd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kilnd:", err)
+	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// kilnd is one running kilnd process.
-type kilnd struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	log  string // path of its stderr
-	done chan struct{}
-}
-
-var listenRE = regexp.MustCompile(`msg="kilnd listening" addr=(\S+)`)
-
-// startKilnd starts kilnd with args (plus --listen 127.0.0.1:0) and waits
-// until it reports its address. env is added to the process environment.
-func startKilnd(t *testing.T, name string, env []string, args ...string) *kilnd {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(kilndBin, append([]string{"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	k := &kilnd{t: t, cmd: cmd, log: logPath, done: make(chan struct{})}
-	addr := make(chan string, 1)
-	go func() {
-		defer close(k.done)
-		defer logFile.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(logFile, line)
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(logFile, stderr)
-		cmd.Wait()
-	}()
-	t.Cleanup(func() { k.kill(syscall.SIGKILL) })
-	select {
-	case k.addr = <-addr:
-	case <-k.done:
-		t.Fatalf("%s exited before listening; log:\n%s", name, k.logText())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not report its address in 60s; log:\n%s", name, k.logText())
-	}
-	return k
-}
-
-func (k *kilnd) url() string { return "http://" + k.addr }
-
-func (k *kilnd) logText() string {
-	b, _ := os.ReadFile(k.log)
-	return string(b)
-}
-
-// kill sends sig and waits for the process to exit.
-func (k *kilnd) kill(sig syscall.Signal) {
-	if k.cmd.Process == nil {
-		return
-	}
-	k.cmd.Process.Signal(sig)
-	select {
-	case <-k.done:
-	case <-time.After(60 * time.Second):
-		k.cmd.Process.Kill()
-		<-k.done
-	}
 }
 
 // storeKind is where the kilnd processes of a test keep their records.
@@ -167,14 +79,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, storeFlags []string, ope
 	}
 }
 
-func readToken(t *testing.T, dataDir string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
+func readToken(t *testing.T, dataDir string) string { return kilndtest.Token(t, dataDir) }
 
 // simCluster is a cluster on the sim provider whose every step takes latency.
 func simCluster(name string, latency time.Duration, workers int) *v1.Cluster {
@@ -189,25 +94,9 @@ func simCluster(name string, latency time.Duration, workers int) *v1.Cluster {
 	}
 }
 
-// waitFor polls cond until it returns true or the deadline passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	kilndtest.WaitFor(t, what, timeout, cond)
 }
 
 // waitTerminal waits for every operation to end and returns them by id.
@@ -239,4 +128,10 @@ func waitTerminal(t *testing.T, ctx context.Context, c *v1.Client, ids []string)
 		t.FailNow()
 	}
 	return ops
+}
+
+// startKilnd starts the kilnd built for this package.
+func startKilnd(t *testing.T, name string, env []string, args ...string) *kilndtest.Kilnd {
+	t.Helper()
+	return kilndtest.Start(t, kilndBin, name, env, args...)
 }

@@ -1,0 +1,149 @@
+// Package kilndtest runs kilnd as a real process for tests: it builds the
+// binaries once and starts kilnd on loopback, waiting until it listens.
+package kilndtest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build builds the main packages (import paths) into dir, named after the
+// last path element, and returns dir.
+func Build(dir string, pkgs ...string) error {
+	for _, p := range pkgs {
+		out := filepath.Join(dir, filepath.Base(p))
+		cmd := exec.Command("go", "build", "-o", out, p)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Kilnd is one running kilnd process.
+type Kilnd struct {
+	Cmd  *exec.Cmd
+	Addr string // the API's host:port
+	Log  string // path of its stderr
+	done chan struct{}
+}
+
+var listenRE = regexp.MustCompile(`msg="kilnd listening" addr=(\S+)`)
+
+// Start starts the kilnd binary with args (after --listen and --agent-listen
+// on 127.0.0.1:0) and waits until it reports its address. env is added to
+// the process environment. The process is killed when the test ends.
+func Start(t *testing.T, kilnd, name string, env []string, args ...string) *Kilnd {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(kilnd, append([]string{"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	k := &Kilnd{Cmd: cmd, Log: logPath, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(k.done)
+		defer logFile.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(logFile, stderr)
+		cmd.Wait()
+	}()
+	t.Cleanup(func() { k.Kill(syscall.SIGKILL) })
+	select {
+	case k.Addr = <-addr:
+	case <-k.done:
+		t.Fatalf("%s exited before listening; log:\n%s", name, k.LogText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not report its address in 60s; log:\n%s", name, k.LogText())
+	}
+	return k
+}
+
+// URL is the API's base URL.
+func (k *Kilnd) URL() string { return "http://" + k.Addr }
+
+// LogText is everything the process logged so far.
+func (k *Kilnd) LogText() string {
+	b, _ := os.ReadFile(k.Log)
+	return string(b)
+}
+
+// Kill sends sig and waits (up to a minute, then SIGKILL) for the process to
+// exit.
+func (k *Kilnd) Kill(sig syscall.Signal) {
+	if k.Cmd.Process == nil {
+		return
+	}
+	k.Cmd.Process.Signal(sig)
+	select {
+	case <-k.done:
+	case <-time.After(60 * time.Second):
+		k.Cmd.Process.Kill()
+		<-k.done
+	}
+}
+
+// ExitCode is the process's exit code once it has exited.
+func (k *Kilnd) ExitCode() int { return k.Cmd.ProcessState.ExitCode() }
+
+// Token reads the admin token kilnd wrote into its data dir.
+func Token(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// WaitFor polls cond every 50ms until it returns true or the timeout passes.
+func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
