@@ -203,7 +203,7 @@ for n in 1 2; do
 	port_var=KUBELET$n
 	start "kubelet-$n" kubelet \
 		--name "hollow-$n" --kubeconfig "$WORK/node-$n.kubeconfig" --root-dir "$WORK/kubelet-$n" \
-		--address 127.0.0.1 --kubelet-port "${!port_var}" --kubelet-read-only-port 0
+		--node-ip 127.0.0.1 --kubelet-port "${!port_var}" --kubelet-read-only-port 0
 done
 
 # kubectl wait fails at once while no node exists, so first wait for both to register.

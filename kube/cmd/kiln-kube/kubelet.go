@@ -4,6 +4,7 @@ import (
 	"context"
 	goflag "flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -104,7 +105,7 @@ func newKubeletCommand() *cobra.Command {
 	fs.StringVar(&o.morph, "morph", "kubelet", "Only kubelet (kubemark compatibility).")
 	fs.StringVar(&o.rootDir, "root-dir", "", "Kubelet root directory (default: a new temporary directory, as upstream).")
 	fs.StringVar(&o.address, "address", "", "IP address the kubelet serves on (default --node-ip, else 0.0.0.0).")
-	fs.StringVar(&o.nodeIP, "node-ip", "", "IP address reported as the node's InternalIP.")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "IP address reported as the node's InternalIP (a loopback address is only served on: the kubelet refuses it as a node address).")
 	_ = fs.MarkHidden("api-server-port")
 	_ = fs.MarkHidden("morph")
 	return cmd
@@ -160,7 +161,13 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 	} else {
 		defer os.RemoveAll(f.RootDirectory) // a new temporary root each start, as upstream
 	}
-	f.NodeIP = o.nodeIP
+	// The kubelet refuses a loopback node IP ("nodeIP can't be loopback address") on every
+	// status update; such an address is only used to serve on.
+	if ip := net.ParseIP(o.nodeIP); ip != nil && ip.IsLoopback() {
+		klog.InfoS("Not reporting a loopback --node-ip as the node's address (the kubelet refuses it)", "nodeIP", o.nodeIP)
+	} else {
+		f.NodeIP = o.nodeIP
+	}
 	switch {
 	case o.address != "":
 		c.Address = o.address
