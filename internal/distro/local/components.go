@@ -3,8 +3,11 @@ package local
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -176,3 +179,43 @@ var (
 		StepAPIServerReady, StepStartControllerManager, StepStartScheduler, StepStartKubelet, StepKubeletRegistered}
 	workerSteps = []string{StepWriteCertificates, StepStartKubelet, StepKubeletRegistered}
 )
+
+// specsFile is Root/run/components.json: what the last install runs, so a
+// restarted agent can resume supervising it (Executor.Resume) without an
+// instruction.
+const specsFile = dirRun + "/components.json"
+
+type specRecord struct {
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+	Env  []string `json:"env,omitempty"`
+	Dirs []string `json:"dirs,omitempty"`
+	Hash string   `json:"hash"`
+}
+
+func saveSpecs(path string, ss []spec) error {
+	recs := make([]specRecord, 0, len(ss))
+	for _, s := range ss {
+		recs = append(recs, specRecord{Name: s.name, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
+	}
+	return writeJSONFile(path, recs)
+}
+
+func loadSpecs(path string) ([]spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var recs []specRecord
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make([]spec, 0, len(recs))
+	for _, r := range recs {
+		if !slices.Contains(allComponents, r.Name) || r.Hash == "" {
+			return nil, fmt.Errorf("%s: unknown component %q", path, r.Name)
+		}
+		out = append(out, spec{name: r.Name, args: r.Args, env: r.Env, dirs: r.Dirs, hash: r.Hash})
+	}
+	return out, nil
+}

@@ -112,6 +112,35 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	}
 }
 
+// Resume supervises again what the last install on this root runs: it
+// adopts the components still running (pid file and start time) and
+// restarts the others. kiln-agent calls it when it starts, so components
+// orphaned by an agent that died are watched again without a new
+// instruction. A root without an install is left alone. Component log
+// lines are forwarded from the next instruction on.
+func (e *Executor) Resume() error {
+	e.init()
+	e.run.Lock()
+	defer e.run.Unlock()
+	all, err := loadSpecs(filepath.Join(e.Root, specsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("resume components: %w", err)
+	}
+	var errs []error
+	for _, s := range all {
+		if _, err := e.sup.ensure(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("resume components: %w", err)
+	}
+	return nil
+}
+
 // Close stops supervising and forwarding without stopping the components:
 // the agent is shutting down and the next one adopts them. To stop them,
 // run a reset instruction or call Stop.
@@ -161,8 +190,12 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	}); err != nil {
 		return err
 	}
+	all := specs(p, e.Root)
+	if err := saveSpecs(filepath.Join(e.Root, specsFile), all); err != nil {
+		return retryable(v1.CodeInternal, err, "record the node's components: %v", err)
+	}
 	byName := map[string]spec{}
-	for _, s := range specs(p, e.Root) {
+	for _, s := range all {
 		byName[s.name] = s
 	}
 	start := func(name string) func() (string, error) {
@@ -262,6 +295,7 @@ func (e *Executor) reset(report agent.Reporter) error {
 	for _, c := range allComponents {
 		remove = append(remove, e.sup.pidPath(c))
 	}
+	remove = append(remove, filepath.Join(e.Root, specsFile))
 	for _, path := range remove {
 		if err := os.RemoveAll(path); err != nil {
 			errs = append(errs, err)

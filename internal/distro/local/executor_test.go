@@ -65,20 +65,27 @@ func (c *cluster) params(t *testing.T, node Node, join bool) v1.Instruction {
 // when the test ends.
 func newExecutor(t *testing.T, bin, name string) *Executor {
 	t.Helper()
-	e := &Executor{KubeBinary: bin, Root: filepath.Join(t.TempDir(), name), Logger: testLogger(t).With("node", name),
+	return executorOn(t, bin, name, filepath.Join(t.TempDir(), name))
+}
+
+// executorOn is newExecutor on a given root.
+func executorOn(t *testing.T, bin, name, root string) *Executor {
+	t.Helper()
+	e := &Executor{KubeBinary: bin, Root: root, Logger: testLogger(t).With("node", name),
 		StepTimeout: 90 * time.Second, StopTimeout: 10 * time.Second}
 	t.Cleanup(func() {
 		e.Stop()
 		e.Close()
-		if t.Failed() {
-			if dir := os.Getenv("KILN_TEST_KEEP_LOGS"); dir != "" {
-				_ = os.MkdirAll(filepath.Join(dir, name), 0o755)
-				for _, c := range allComponents {
-					if b, err := os.ReadFile(filepath.Join(e.Root, dirLog, c+".log")); err == nil {
-						_ = os.WriteFile(filepath.Join(dir, name, c+".log"), b, 0o644)
-					}
+		// KILN_TEST_KEEP_LOGS=DIR keeps every component's log in DIR/NODE/.
+		if dir := os.Getenv("KILN_TEST_KEEP_LOGS"); dir != "" {
+			_ = os.MkdirAll(filepath.Join(dir, name), 0o755)
+			for _, c := range allComponents {
+				if b, err := os.ReadFile(filepath.Join(e.Root, dirLog, c+".log")); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, name, c+".log"), b, 0o644)
 				}
 			}
+		}
+		if t.Failed() {
 			for _, c := range allComponents {
 				if tail := lastLines(filepath.Join(e.Root, dirLog, c+".log"), 40); tail != "" {
 					t.Logf("%s: last lines of %s:\n%s", name, c, tail)
@@ -183,8 +190,15 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 		t.Errorf("no apiserver log line forwarded")
 	}
 
-	// Again: nothing changes, and it is quick.
+	// The agent restarts: a new Executor on the same root resumes
+	// supervising the running components, and installing again changes
+	// nothing and is quick.
 	before := pidsOf(cpExec.Root)
+	cpExec.Close()
+	cpExec = executorOn(t, bin, "cp-again", cpExec.Root)
+	if err := cpExec.Resume(); err != nil {
+		t.Fatal(err)
+	}
 	took, rec := install(t, cpExec, cpIn, controlPlaneSteps)
 	if took > 10*time.Second {
 		t.Errorf("second control-plane install took %s", took)
@@ -216,4 +230,89 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestInstallThreeControlPlanes: the first control-plane node founds etcd,
+// the other two join it at the same time (kiln-kube etcd --join retries
+// while an earlier member has not started); with one node's components
+// stopped, the API still answers through the load balancer.
+func TestInstallThreeControlPlanes(t *testing.T) {
+	bin := kubeBinary(t)
+	var nodes []Node
+	var members []Member
+	var used []string
+	for i, want := range []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"} {
+		addr := freeAddress(t, want, used...)
+		used = append(used, addr)
+		n := Node{Name: fmt.Sprintf("ha-cp-%d", i), Role: v1.RoleControlPlane, Address: addr}
+		nodes = append(nodes, n)
+		members = append(members, Member{n.Name, n.Address})
+	}
+	c := newCluster(t, members)
+	execs := make([]*Executor, len(nodes))
+	for i, n := range nodes {
+		execs[i] = newExecutor(t, bin, n.Name)
+	}
+	start := time.Now()
+	install(t, execs[0], c.params(t, nodes[0], false), controlPlaneSteps)
+	t.Logf("first control-plane node installed in %s", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	errs := make(chan error, 2)
+	for i := 1; i < 3; i++ {
+		go func() {
+			errs <- execs[i].Execute(t.Context(), c.params(t, nodes[i], true), &recorder{})
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("joining control-plane node: %v", err)
+		}
+	}
+	t.Logf("two joining control-plane nodes installed in %s", time.Since(start).Round(time.Millisecond))
+
+	admin := adminClient(t, c.ca, c.endpoint)
+	poll(t, 2*time.Minute, "three nodes Ready", func(ctx context.Context) error {
+		list, err := admin.ListNodes(ctx)
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range list {
+			if n.Ready() {
+				ready++
+			}
+		}
+		if ready != 3 {
+			return fmt.Errorf("%d of %d nodes Ready: %w", ready, len(list), errNotReady)
+		}
+		return nil
+	})
+	// Every member serves, and writes made through one are read through
+	// another (the ConfigMap goes through the load balancer, the read
+	// through the last node's own API server).
+	if err := admin.EnsureNamespace(t.Context(), "kiln-system"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ApplyConfigMap(t.Context(), "kiln-system", "kiln-cluster", map[string]string{"id": "ha"}); err != nil {
+		t.Fatal(err)
+	}
+	last := adminClient(t, c.ca, fmt.Sprintf("%s:%d", nodes[2].Address, APIServerPort))
+	if data, err := last.GetConfigMap(t.Context(), "kiln-system", "kiln-cluster"); err != nil || data["id"] != "ha" {
+		t.Fatalf("read through the third node: %v, %v", data, err)
+	}
+
+	// Stop the first node's components: the API still answers.
+	execs[0].Stop()
+	poll(t, time.Minute, "API through the load balancer without the first node", func(ctx context.Context) error {
+		_, err := admin.GetConfigMap(ctx, "kiln-system", "kiln-cluster")
+		return err
+	})
+
+	// Stop the other two at once, so neither loses quorum while its API
+	// server shuts down.
+	done := make(chan struct{})
+	go func() { execs[1].Stop(); close(done) }()
+	execs[2].Stop()
+	<-done
 }

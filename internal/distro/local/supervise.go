@@ -121,28 +121,33 @@ func (s *supervisor) running(name string) bool {
 	}
 }
 
+// stopOrder: the components that use the API server stop together first,
+// then the API server (its shutdown still reaches etcd), then etcd.
+var stopOrder = [][]string{{Kubelet, Scheduler, ControllerManager}, {APIServer}, {Etcd}}
+
 // stopAll stops every component, supervised or recorded in a pid file, in
-// reverse start order.
+// stopOrder.
 func (s *supervisor) stopAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var wg sync.WaitGroup
-	for i := len(allComponents) - 1; i >= 0; i-- {
-		name := allComponents[i]
-		m := s.procs[name]
-		delete(s.procs, name)
-		wg.Go(func() {
-			if m != nil {
-				m.halt(s.stopTimeout)
-			}
-			if pf, ok := s.readPID(name); ok {
-				stopPID(pf, s.stopTimeout)
-			}
-			s.logs.unfollow(name)
-			_ = os.Remove(s.pidPath(name))
-		})
+	for _, stage := range stopOrder {
+		var wg sync.WaitGroup
+		for _, name := range stage {
+			m := s.procs[name]
+			delete(s.procs, name)
+			wg.Go(func() {
+				if m != nil {
+					m.halt(s.stopTimeout)
+				}
+				if pf, ok := s.readPID(name); ok {
+					stopPID(pf, s.stopTimeout)
+				}
+				s.logs.unfollow(name)
+				_ = os.Remove(s.pidPath(name))
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // release stops supervising without stopping the processes (the agent is
