@@ -1,0 +1,164 @@
+package kubeapi
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"kiln.dev/kiln/internal/pki"
+)
+
+// fakeAPI is a tiny Kubernetes API: one node, namespaces and ConfigMaps.
+type fakeAPI struct {
+	mu         sync.Mutex
+	labels     map[string]string
+	namespaces map[string]bool
+	configmaps map[string]map[string]string
+	users      []string
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(r.TLS.PeerCertificates) > 0 {
+		f.users = append(f.users, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}
+	status := func(code int, reason, msg string) {
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "reason": reason, "message": msg})
+	}
+	var body map[string]any
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+	}
+	node := func() map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": "n1", "labels": f.labels},
+			"spec":   map[string]any{"taints": []any{map[string]any{"key": "k", "effect": "NoSchedule"}}},
+			"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}
+	}
+	switch r.Method + " " + r.URL.Path {
+	case "GET /readyz":
+		_, _ = io.WriteString(w, "ok")
+	case "GET /api/v1/nodes":
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": []any{node()}})
+	case "GET /api/v1/nodes/n1":
+		_ = json.NewEncoder(w).Encode(node())
+	case "PATCH /api/v1/nodes/n1":
+		if r.Header.Get("Content-Type") != "application/merge-patch+json" {
+			status(http.StatusUnsupportedMediaType, "UnsupportedMediaType", r.Header.Get("Content-Type"))
+			return
+		}
+		for k, v := range body["metadata"].(map[string]any)["labels"].(map[string]any) {
+			f.labels[k] = v.(string)
+		}
+		_ = json.NewEncoder(w).Encode(node())
+	case "POST /api/v1/namespaces":
+		name := body["metadata"].(map[string]any)["name"].(string)
+		if f.namespaces[name] {
+			status(http.StatusConflict, "AlreadyExists", "namespaces \""+name+"\" already exists")
+			return
+		}
+		f.namespaces[name] = true
+		w.WriteHeader(http.StatusCreated)
+	case "POST /api/v1/namespaces/kiln-system/configmaps":
+		name := body["metadata"].(map[string]any)["name"].(string)
+		if _, ok := f.configmaps[name]; ok {
+			status(http.StatusConflict, "AlreadyExists", "exists")
+			return
+		}
+		f.configmaps[name] = map[string]string{}
+		for k, v := range body["data"].(map[string]any) {
+			f.configmaps[name][k] = v.(string)
+		}
+		w.WriteHeader(http.StatusCreated)
+	case "PATCH /api/v1/namespaces/kiln-system/configmaps/c":
+		for k, v := range body["data"].(map[string]any) {
+			f.configmaps["c"][k] = v.(string)
+		}
+	case "GET /api/v1/namespaces/kiln-system/configmaps/c":
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": f.configmaps["c"]})
+	default:
+		status(http.StatusNotFound, "NotFound", r.URL.Path+" not found")
+	}
+}
+
+func TestClient(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA("test", pki.DefaultCAValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCert, srvKey, err := ca.Issue(pki.CertRequest{CommonName: "api", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.UsageServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeAPI{labels: map[string]string{}, namespaces: map[string]bool{}, configmaps: map[string]map[string]string{}}
+	srv := httptest.NewUnstartedServer(api)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	cert, key, err := ca.Issue(pki.AdminRequest("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(srv.URL, ca.CertPEM(), cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := t.Context()
+
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.ListNodes(ctx)
+	if err != nil || len(nodes) != 1 || !nodes[0].Ready() || nodes[0].Taints[0].Key != "k" {
+		t.Fatalf("ListNodes = %+v, %v", nodes, err)
+	}
+	if err := c.LabelNode(ctx, "n1", map[string]string{"node-role.kubernetes.io/worker": ""}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.GetNode(ctx, "n1")
+	if _, ok := n.Labels["node-role.kubernetes.io/worker"]; err != nil || !ok {
+		t.Fatalf("GetNode after label = %+v, %v", n, err)
+	}
+	_, err = c.GetNode(ctx, "missing")
+	var se *StatusError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &se) || se.Reason != "NotFound" {
+		t.Fatalf("GetNode(missing) = %v", err)
+	}
+	for range 2 {
+		if err := c.EnsureNamespace(ctx, "kiln-system"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ApplyConfigMap(ctx, "kiln-system", "c", map[string]string{"id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyConfigMap(ctx, "kiln-system", "c", map[string]string{"id": "2", "x": "y"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.GetConfigMap(ctx, "kiln-system", "c")
+	if err != nil || data["id"] != "2" || data["x"] != "y" {
+		t.Fatalf("GetConfigMap = %v, %v", data, err)
+	}
+	if api.users[0] != "admin" {
+		t.Errorf("server saw user %q", api.users[0])
+	}
+	if _, err := New(srv.URL, []byte("no pem"), cert, key); err == nil {
+		t.Error("New with a bad CA succeeded")
+	}
+}
