@@ -93,21 +93,45 @@ func watchAdopted(pf pidFile, stop <-chan struct{}) chan struct{} {
 	return gone
 }
 
-// stopPID stops a process this agent did not start: SIGTERM, then SIGKILL.
+// stopPID stops a process this agent did not start (see terminate).
 func stopPID(pf pidFile, timeout time.Duration) {
 	if !alive(pf) {
 		return
 	}
-	_ = syscall.Kill(pf.PID, syscall.SIGTERM)
-	deadline := time.Now().Add(timeout)
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for alive(pf) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pf.PID, syscall.SIGKILL)
-			deadline = time.Now().Add(timeout)
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for alive(pf) {
+			<-t.C
 		}
-		<-t.C
+	}()
+	terminate(pf.PID, gone, timeout)
+}
+
+// terminate stops pid and returns once gone is closed: SIGTERM; a second
+// SIGTERM after a third of timeout (kube-apiserver then exits at once
+// instead of waiting for long-running requests, such as other nodes'
+// watches through the load balancer, to drain); SIGKILL after timeout. It
+// reports whether SIGKILL was needed.
+func terminate(pid int, gone <-chan struct{}, timeout time.Duration) bool {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	second := time.NewTimer(timeout / 3)
+	defer second.Stop()
+	kill := time.NewTimer(timeout)
+	defer kill.Stop()
+	for {
+		select {
+		case <-gone:
+			return false
+		case <-second.C:
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		case <-kill.C:
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			<-gone
+			return true
+		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -258,14 +257,7 @@ func (m *managed) halt(timeout time.Duration) {
 		return
 	default:
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-exited:
-	case <-t.C:
-		m.sup.log.Warn("component ignored SIGTERM; killing", "component", m.spec.name, "pid", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		<-exited
+	if terminate(pid, exited, timeout) {
+		m.sup.log.Warn("component ignored SIGTERM; killed", "component", m.spec.name, "pid", pid)
 	}
 }
