@@ -1,6 +1,7 @@
 package local
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -256,5 +257,23 @@ func TestDeleteNetworkWaitsForMachines(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(l.opts.Dir, "p")); !os.IsNotExist(err) {
 		t.Errorf("project dir after the last network was deleted: %v, want it gone", err)
+	}
+}
+
+// TestAllocationSkipsBusyAddresses: an address whose node ports another
+// process holds (another kilnd's machine, a leftover) is not handed out.
+func TestAllocationSkipsBusyAddresses(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.2:6443")
+	if err != nil {
+		t.Skipf("cannot hold 127.0.0.2:6443 for the test: %v", err)
+	}
+	defer busy.Close()
+	l := newLocal(t, testOpts{})
+	m, err := l.EnsureMachine(t.Context(), demo, provider.MachineSpec{Name: "demo-cp-0", Role: v1.RoleControlPlane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Address == "127.0.0.2" {
+		t.Fatalf("got the address whose apiserver port is taken")
 	}
 }

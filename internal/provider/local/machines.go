@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -197,7 +198,9 @@ func subdirs(dir string) ([]string, error) {
 }
 
 // allocate returns the lowest address of the pool that no machine under Dir
-// has. Callers hold the directory lock.
+// has and whose Kubernetes ports no process on this host holds (another
+// kilnd's data dir, or something left running). Callers hold the directory
+// lock.
 func (l *Local) allocate() (netip.Addr, error) {
 	used := map[netip.Addr]bool{}
 	projects, err := subdirs(l.opts.Dir)
@@ -223,7 +226,7 @@ func (l *Local) allocate() (netip.Addr, error) {
 	}
 	pool := l.opts.AddressPool
 	for a := pool.First; a.IsValid() && !pool.Last.Less(a); a = a.Next() {
-		if !used[a] {
+		if !used[a] && portsFree(a) {
 			return a, nil
 		}
 	}
@@ -299,4 +302,19 @@ func (l *Local) Status(ctx context.Context, c provider.Cluster, name string) (St
 		s.PID, s.Running = pf.PID, pf.alive()
 	}
 	return s, nil
+}
+
+// nodePorts are the ports a node's components bind on its address.
+var nodePorts = []int{APIServerPort, 2379, 2380, 10250}
+
+// portsFree reports whether every node port on a can be bound now.
+func portsFree(a netip.Addr) bool {
+	for _, port := range nodePorts {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err != nil {
+			return false
+		}
+		ln.Close()
+	}
+	return true
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	goflag "flag"
 	"fmt"
 	"net"
@@ -138,6 +140,17 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 		if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 			return err
 		}
+		// Unix sockets (the fake runtime's, pod-resources, plugins) live under the root
+		// directory and sun_path holds 108 bytes: a deep root is used through a short
+		// symlink in /tmp.
+		if len(o.rootDir) > 40 {
+			link, err := shortLink(o.rootDir)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(link)
+			o.rootDir = link
+		}
 		if err := os.Setenv("TMPDIR", o.rootDir); err != nil {
 			return err
 		}
@@ -193,9 +206,10 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 	}
 
 	// The fake runtime serves CRI on a unix socket; keep it short (sun_path is 108 bytes).
+	// Not os.TempDir(): TMPDIR may point into the node's (deep) root.
 	sockDir := f.RootDirectory
 	if len(sockDir) > 80 {
-		if sockDir, err = os.MkdirTemp("", "kk"); err != nil {
+		if sockDir, err = os.MkdirTemp("/tmp", "kk"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(sockDir)
@@ -229,4 +243,19 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 	<-ctx.Done()
 	klog.InfoS("Stopping hollow kubelet", "node", o.nodeName)
 	return nil
+}
+
+// shortLink makes /tmp/kiln-kubelet-<hash of dir> a symlink to dir and
+// returns it.
+func shortLink(dir string) (string, error) {
+	sum := sha256.Sum256([]byte(dir))
+	link := "/tmp/kiln-kubelet-" + hex.EncodeToString(sum[:6])
+	if target, err := os.Readlink(link); err == nil && target == dir {
+		return link, nil
+	}
+	_ = os.Remove(link)
+	if err := os.Symlink(dir, link); err != nil {
+		return "", fmt.Errorf("short path for the kubelet root %s: %w", dir, err)
+	}
+	return link, nil
 }
