@@ -10,14 +10,16 @@ import (
 
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/state"
+	distro "kiln.dev/kiln/internal/distro/local"
 )
 
 var errMissingJoinFlags = errors.New("--credentials and --passphrase are required to join")
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		f         joinFlags
-		heartbeat time.Duration
+		f          joinFlags
+		heartbeat  time.Duration
+		kubeBinary string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -40,9 +42,21 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			case err != nil:
 				return err
 			}
+			var exec agent.Executor = agent.NoDistribution{}
+			if kubeBinary != "" {
+				// The local distribution: Kubernetes components from kiln-kube,
+				// children of this agent, under --root.
+				local := &distro.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
+				defer local.Close()
+				// Components a crashed agent left running are supervised again.
+				if err := local.Resume(); err != nil {
+					log.Warn("could not resume the components of the last install", "err", err)
+				}
+				exec = local
+			}
 			return agent.Run(cmd.Context(), agent.RunOptions{
 				DataDir:           f.dataDir,
-				Executor:          agent.NoDistribution{}, // the local distribution plugs in here
+				Executor:          exec,
 				HeartbeatInterval: heartbeat,
 				Root:              f.root,
 				BindAddress:       f.bind,
@@ -53,5 +67,6 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.SetOut(stdout)
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
+	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube program: install the local distribution's components from it (without it, install instructions fail)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/store"
 )
@@ -132,4 +133,13 @@ func besideExecutable(name string) string {
 		return name
 	}
 	return filepath.Join(filepath.Dir(exe), name)
+}
+
+// agents is what wakes agent sessions when the plan issues an instruction:
+// this process's gateway, if it has one.
+func (d *Daemon) agents() plan.Agents {
+	if d.gw == nil {
+		return nil
+	}
+	return d.gw
 }

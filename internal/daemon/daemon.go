@@ -247,7 +247,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.cfg.Role != RoleFrontend {
 		d.worker = worker.New(worker.Options{
 			Store:        d.Store,
-			Runner:       plan.NewRunner(plan.Options{Store: runStore, Providers: providers, Logger: d.log}),
+			Runner:       plan.NewRunner(plan.Options{Store: runStore, Providers: providers, Logger: d.log, Agents: d.agents()}),
 			Owner:        worker.DefaultOwner(),
 			LeaseTTL:     d.cfg.LeaseTTL,
 			Heartbeat:    d.cfg.Heartbeat,

@@ -52,6 +52,7 @@ var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
 	StepEnsureWorkerMachines,
+	StepInstallWorkers,
 	StepRemoveSurplusMachines,
 	StepWaitNodesReady,
 }

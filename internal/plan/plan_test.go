@@ -33,6 +33,7 @@ func TestSteps(t *testing.T) {
 			"validate-dynamic",
 			"ensure-control-plane-machines",
 			"ensure-worker-machines",
+			"install-workers",
 			"remove-surplus-machines",
 			"wait-nodes-ready",
 		}},

@@ -30,6 +30,10 @@ type Store interface {
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
 
+	PutInstruction(ctx context.Context, in *store.Instruction, c store.Cond) error
+	GetInstruction(ctx context.Context, id string) (*store.Instruction, error)
+	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)
+
 	PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error
 	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
 
@@ -68,6 +72,11 @@ type Options struct {
 	NodePoll time.Duration
 	// Now is the clock for step and operation times. Default time.Now.
 	Now func() time.Time
+	// Agents wakes agent sessions when an instruction is issued; optional.
+	Agents Agents
+	// InstructionPoll is how often a step waiting for an instruction's
+	// result reads it. Default 250ms.
+	InstructionPoll time.Duration
 }
 
 // Runner carries out a claimed cluster's current operation, step by step.
@@ -105,6 +114,9 @@ func NewRunner(opts Options) *Runner {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.InstructionPoll <= 0 {
+		opts.InstructionPoll = 250 * time.Millisecond
+	}
 	return &Runner{opts: opts, log: opts.Logger}
 }
 
@@ -129,6 +141,7 @@ type run struct {
 	p     provider.Provider
 	pc    provider.Cluster
 	log   *slog.Logger
+	step  string // the step running now
 }
 
 // Run carries out cl's current operation with the lease cl was claimed with.
@@ -238,6 +251,7 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	s := &x.op.Steps[i]
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
+	x.step = s.Name
 	if fn == nil {
 		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
 	}

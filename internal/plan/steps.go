@@ -147,8 +147,10 @@ func (x *run) approveNodes(ctx context.Context) error {
 	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeApproved, "approved", false)
 }
 
+// installControlPlane installs the control-plane nodes one at a time: each
+// etcd member joins the ones before it.
 func (x *run) installControlPlane(ctx context.Context) error {
-	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeReady, "ready", true)
+	return x.installNodes(ctx, controlPlaneMachines(x.cl), true)
 }
 
 func (x *run) installWorkers(ctx context.Context) error {
@@ -156,7 +158,7 @@ func (x *run) installWorkers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return x.converge(ctx, ms, v1.NodeConfigured, "configured", true)
+	return x.installNodes(ctx, ms, false)
 }
 
 func (x *run) waitNodesReady(ctx context.Context) error {
@@ -165,7 +167,10 @@ func (x *run) waitNodesReady(ctx context.Context) error {
 		return err
 	}
 	all := append(controlPlaneMachines(x.cl), ws...)
-	return x.converge(ctx, all, v1.NodeReady, "ready", true)
+	if !x.usesAgents() {
+		return x.converge(ctx, all, v1.NodeReady, "ready", true)
+	}
+	return x.kubernetesReady(ctx, all)
 }
 
 // removeSurplusMachines removes what the spec no longer wants: the newest

@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	v1 "kiln.dev/kiln/api/v1"
+	distro "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Agents wakes a node's agent session when an instruction is written for it
+// (the gateway in the same process). Optional: without it, sessions find new
+// instructions on their next poll.
+type Agents interface {
+	Notify(k store.Key, node string)
+}
+
+// usesAgents reports whether the cluster's machines run agents that install
+// Kubernetes (every provider but agentless ones such as sim).
+func (x *run) usesAgents() bool {
+	a, ok := x.p.(agentless)
+	return !ok || !a.Agentless()
+}
+
+// installNodes brings the nodes of machines to CONFIGURED (registered,
+// approved, given their role) and then installs Kubernetes on each through
+// an install instruction: one after the other when sequential (control-plane
+// nodes: each etcd member joins the ones before it), else all at once.
+func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec, sequential bool) error {
+	if !x.usesAgents() {
+		return x.converge(ctx, machines, v1.NodeReady, "ready", true)
+	}
+	if err := x.converge(ctx, machines, v1.NodeConfigured, "configured", true); err != nil {
+		return err
+	}
+	in, err := x.installInput(ctx)
+	if err != nil {
+		return err
+	}
+	install := func(ctx context.Context, i int, m provider.MachineSpec) error {
+		node, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		if node.State == v1.NodeReady {
+			return nil // installed by an earlier operation
+		}
+		b := in
+		b.Node = distro.Node{Name: m.Name, Role: m.Role, Address: node.Address}
+		b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
+		return x.instruct(ctx, node, b)
+	}
+	if sequential {
+		for i, m := range machines {
+			if err := install(ctx, i, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i, m := range machines {
+		g.Go(func() error { return install(gctx, i, m) })
+	}
+	return g.Wait()
+}
+
+// installInput is what every node's install shares: the CA, the
+// service-account keys, the endpoint and the control-plane members.
+func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
+	k := x.cl.Key()
+	ca, err := gateway.LoadCA(ctx, x.s, k)
+	if err != nil {
+		return distro.BuildInput{}, err
+	}
+	sa, err := x.s.GetClusterSecret(ctx, k, gateway.SecretServiceAccount)
+	if err != nil {
+		return distro.BuildInput{}, fmt.Errorf("service-account key: %w", err)
+	}
+	priv, pub, ok := strings.Cut(string(sa), "-----BEGIN PUBLIC KEY-----")
+	if !ok {
+		return distro.BuildInput{}, errors.New("service-account key secret has no public key")
+	}
+	endpoint, err := x.endpoint(ctx)
+	if err != nil {
+		return distro.BuildInput{}, fmt.Errorf("find endpoint: %w", err)
+	}
+	var members []distro.Member
+	for _, m := range controlPlaneMachines(x.cl) {
+		n, err := x.s.GetNode(ctx, k, m.Name)
+		if err != nil {
+			return distro.BuildInput{}, fmt.Errorf("control-plane node %s: %w", m.Name, err)
+		}
+		members = append(members, distro.Member{Name: m.Name, Address: n.Address})
+	}
+	spec := x.cl.Spec
+	return distro.BuildInput{
+		CA:                    ca,
+		ServiceAccountKey:     []byte(priv),
+		ServiceAccountPub:     []byte("-----BEGIN PUBLIC KEY-----" + pub),
+		ClusterID:             clusterID(k),
+		ClusterName:           k.Name,
+		KubernetesVersion:     spec.KubernetesVersion,
+		ServiceCIDR:           spec.Network.ServiceCIDR,
+		PodCIDR:               spec.Network.PodCIDR,
+		Endpoint:              endpoint,
+		DedicatedControlPlane: spec.ControlPlane.Dedicated,
+		ControlPlane:          members,
+		CertificateTTL:        time.Duration(max(spec.CertificateTTLDays, 1)) * 24 * time.Hour,
+	}, nil
+}
+
+func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
+
+// instruct makes sure node has a successful install instruction of this
+// operation's step, issuing it if needed, and waits for its result. The
+// instruction ids are <operation>.<step>.<node>.<n>: a step run again (a new
+// worker after a crash) finds the instruction it issued and waits for it
+// rather than issuing another; an instruction that failed retryably is
+// followed by the next n.
+func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInput) error {
+	k := x.cl.Key()
+	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, x.step, node.Name)
+	latest, n, err := x.latestInstruction(ctx, node.Name, prefix)
+	if err != nil {
+		return err
+	}
+	if latest == nil || (latest.Result != nil && latest.Result.State != v1.StepSucceeded) {
+		params, err := distro.BuildInstall(b)
+		if err != nil {
+			return failure.Terminal(v1.CodeInternal, "build the install of node %s: %v", node.Name, err)
+		}
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("encode install params: %w", err)
+		}
+		latest = &store.Instruction{Project: k.Project, Cluster: k.Name, Node: node.Name,
+			Instruction: v1.Instruction{ID: prefix + strconv.Itoa(n+1), Kind: v1.InstructionInstall, Params: raw}}
+		x.log.Info("instructing node to install", "node", node.Name, "role", b.Node.Role, "instruction", latest.ID)
+		if err := x.s.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("issue install instruction to node %s: %w", node.Name, err)
+		}
+		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, "installing "+b.Node.Role); err != nil {
+			return err
+		}
+		if x.r.opts.Agents != nil {
+			x.r.opts.Agents.Notify(k, node.Name)
+		}
+	}
+	res, err := x.awaitResult(ctx, latest.ID)
+	if err != nil {
+		return err
+	}
+	if res.State == v1.StepSucceeded {
+		return nil
+	}
+	msg := fmt.Sprintf("node %s: install failed: %s", node.Name, res.Message)
+	if res.Retryable {
+		// The node stays PROVISIONING: the step's next attempt instructs it again.
+		_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, "install failed, retrying: "+res.Message)
+		return failure.Retryable(v1.CodeProviderError, nil, "%s", msg)
+	}
+	_ = x.setNodeState(ctx, node.Name, v1.NodeFailed, res.Message)
+	return failure.Terminal(v1.CodeProviderError, "%s", msg)
+}
+
+// latestInstruction finds the node's instruction with prefix and the
+// highest number n.
+func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*store.Instruction, int, error) {
+	all, err := x.s.ListInstructions(ctx, x.cl.Key(), node, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	var latest *store.Instruction
+	n := 0
+	for _, in := range all {
+		rest, ok := strings.CutPrefix(in.ID, prefix)
+		if !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(rest); err == nil && i > n {
+			latest, n = in, i
+		}
+	}
+	return latest, n, nil
+}
+
+// awaitResult polls the instruction until it has a result, within
+// NodeTimeout.
+func (x *run) awaitResult(parent context.Context, id string) (*v1.InstructionResult, error) {
+	ctx, cancel := context.WithTimeout(parent, x.r.opts.NodeTimeout)
+	defer cancel()
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	for {
+		in, err := x.s.GetInstruction(ctx, id)
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("read instruction %s: %w", id, err)
+		}
+		if in != nil && in.Result != nil {
+			return in.Result, nil
+		}
+		select {
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return nil, parent.Err()
+			}
+			return nil, failure.Retryable(v1.CodeTimeout, ctx.Err(),
+				"instruction %s got no result within %s: is the node's agent connected?", id, x.r.opts.NodeTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// setNodeState writes a node's state and message, conditional on its etag.
+func (x *run) setNodeState(ctx context.Context, name, state, msg string) error {
+	for range 3 {
+		n, err := x.s.GetNode(ctx, x.cl.Key(), name)
+		if err != nil {
+			return err
+		}
+		n.State, n.Message = state, msg
+		err = x.s.PutNode(ctx, n, store.Cond{IfMatch: n.ETag, Fence: &x.fence})
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			return err
+		}
+	}
+	return fmt.Errorf("node %s changed under the plan three times", name)
+}

@@ -1,0 +1,135 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// Where the cluster keeps its own identity, inside Kubernetes.
+const (
+	SystemNamespace  = "kiln-system"
+	ClusterConfigMap = "kiln-cluster"
+)
+
+// kubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
+// the node of every machine Ready. On the way it gives nodes their role
+// labels (kubelets may not set node-role labels themselves), writes the
+// kiln-system/kiln-cluster ConfigMap with the cluster's id, and marks node
+// records READY as Kubernetes reports them Ready.
+func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	deadline := time.Now().Add(x.r.opts.NodeTimeout)
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	labelled, recorded := map[string]bool{}, false
+	for {
+		missing, err := x.readyPass(ctx, kc, machines, labelled)
+		if err == nil && !recorded {
+			if err = x.recordClusterID(ctx, kc); err == nil {
+				recorded = true
+			}
+		}
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			msg := "not Ready in Kubernetes: " + strings.Join(missing, ", ")
+			if err != nil {
+				msg = fmt.Sprintf("the cluster's API does not answer: %v", err)
+			}
+			return failure.Retryable(v1.CodeTimeout, err, "after %s, %s", x.r.opts.NodeTimeout, msg)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// readyPass looks once: labels what needs labels, marks Ready nodes READY
+// and returns the names of the nodes not Ready yet.
+func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
+	nodes, err := kc.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]kubeapi.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	var missing []string
+	for _, m := range machines {
+		n, ok := byName[m.Name]
+		if !ok || !n.Ready() {
+			missing = append(missing, m.Name)
+			continue
+		}
+		if !labelled[m.Name] {
+			role := "node-role.kubernetes.io/" + m.Role
+			if _, has := n.Labels[role]; !has {
+				if err := kc.LabelNode(ctx, m.Name, map[string]string{role: ""}); err != nil {
+					return nil, fmt.Errorf("label node %s: %w", m.Name, err)
+				}
+			}
+			labelled[m.Name] = true
+		}
+		rec, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+		if err != nil {
+			return nil, err
+		}
+		if rec.State != v1.NodeReady {
+			if err := x.setNodeState(ctx, m.Name, v1.NodeReady, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
+// recordClusterID writes the cluster's id into kiln-system/kiln-cluster.
+func (x *run) recordClusterID(ctx context.Context, kc *kubeapi.Client) error {
+	if err := kc.EnsureNamespace(ctx, SystemNamespace); err != nil {
+		return fmt.Errorf("namespace %s: %w", SystemNamespace, err)
+	}
+	data := map[string]string{"id": clusterID(x.cl.Key()), "name": x.cl.Name, "project": x.cl.Project}
+	if err := kc.ApplyConfigMap(ctx, SystemNamespace, ClusterConfigMap, data); err != nil {
+		return fmt.Errorf("configmap %s/%s: %w", SystemNamespace, ClusterConfigMap, err)
+	}
+	return nil
+}
+
+// kubeClient talks to the cluster's API through its endpoint as an admin,
+// with a certificate that lasts an hour.
+func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	ca, err := gateway.LoadCA(ctx, x.s, x.cl.Key())
+	if err != nil {
+		return nil, err
+	}
+	endpoint, err := x.endpoint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find endpoint: %w", err)
+	}
+	req := pki.AdminRequest("kiln:plan")
+	req.ValidFor = time.Hour
+	cert, key, err := ca.Issue(req)
+	if err != nil {
+		return nil, fmt.Errorf("issue the plan's admin certificate: %w", err)
+	}
+	return kubeapi.New("https://"+endpoint, ca.CertPEM(), cert, key)
+}
