@@ -10,13 +10,13 @@ LISTEN  ?= 127.0.0.1:7080
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build kilnd and kiln into bin/
+build: ## build kilnd, kiln and kiln-agent into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 	$(GO) test -count=1 $(PKGS)
 
-test-all: build ## every test: starts a private PostgreSQL, runs unit, API, e2e and crash tests
+test-all: build kube ## every test: private PostgreSQL, unit, API, crash, kube smoke and real-cluster tests
 	scripts/test-all.sh
 
 lint: ## go vet and gofmt
@@ -26,10 +26,13 @@ lint: ## go vet and gofmt
 bench: build ## benchmarks; figures written to BENCHMARKS.md
 	scripts/bench.sh
 
-run: build ## kilnd --dev in the foreground (data in $(DATA))
+e2e: build kube ## only the real-cluster tests (test/e2e)
+	$(GO) test -count=1 -v -timeout 30m ./test/e2e/
+
+run: build kube ## kilnd --dev in the foreground (data in $(DATA))
 	$(BIN)/kilnd --dev --data-dir $(DATA) --listen $(LISTEN)
 
-demo: build ## the main job: start kilnd --dev, create a cluster, show it, delete it
+demo: build kube ## the main job: kilnd --dev, a real local cluster, kubectl get nodes, delete
 	scripts/demo.sh
 
 clean: ## remove build output and dev data

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The main job, end to end: start kilnd --dev, log in, create a cluster and
-# watch its steps, show it, delete it, stop kilnd.
-#
-# Until the local provider lands (issue 3) the cluster runs on the sim
-# provider, whose machines are simulated; everything else (API, store,
-# workers, plans, CLI) is the real thing.
+# The main job, end to end: start kilnd --dev, log in, create a real
+# Kubernetes cluster on this machine (one control plane, two workers: each a
+# kiln-agent process running kiln-kube components on its own 127.0.0.N),
+# watch its steps, show its nodes with kubectl, scale it, delete it, stop
+# kilnd. PROVIDER=sim runs the same flow on simulated machines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PROVIDER=${PROVIDER:-sim}
+PROVIDER=${PROVIDER:-local}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kiln-demo.XXXXXX")
 PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7080)}
 SERVER=http://127.0.0.1:$PORT
@@ -16,9 +15,17 @@ SERVER=http://127.0.0.1:$PORT
 export XDG_CONFIG_HOME=$DATA/config
 export PATH=$PWD/bin:$PATH
 
-bin/kilnd --dev --data-dir "$DATA" --listen "127.0.0.1:$PORT" 2>"$DATA/kilnd.log" &
+AGENT_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7443)
+bin/kilnd --dev --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$AGENT_PORT" 2>"$DATA/kilnd.log" &
 KILND=$!
-cleanup() { kill -TERM "$KILND" 2>/dev/null && wait "$KILND" 2>/dev/null; rm -rf "$DATA"; }
+cleanup() {
+	kill -TERM "$KILND" 2>/dev/null && wait "$KILND" 2>/dev/null
+	# Machines outlive kilnd by design; the demo's are stopped with it.
+	for pid in $(python3 -c 'import glob,json,sys; [print(json.load(open(f))["pid"]) for f in glob.glob(sys.argv[1]+"/machines/*/*/*/agent.pid")]' "$DATA" 2>/dev/null); do
+		kill -TERM -- "-$pid" 2>/dev/null
+	done
+	rm -rf "$DATA"
+}
 trap cleanup EXIT
 
 for _ in $(seq 1 100); do
@@ -29,11 +36,17 @@ done
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step kiln login --server "$SERVER" --token-file "$DATA/admin.token"
-step kiln cluster create demo --provider "$PROVIDER" --workers 2 --wait
+step kiln cluster create demo --provider "$PROVIDER" --dedicated-control-plane --workers 2 --wait
 step kiln cluster list
 step kiln node list demo
+if [ "$PROVIDER" != sim ]; then
+	step kiln kubeconfig demo -f "$DATA/demo.kubeconfig"
+	step kiln-kube kubectl --kubeconfig "$DATA/demo.kubeconfig" get nodes -o wide
+fi
 step kiln cluster scale demo --pool default --size 3 --wait
-step kiln cluster describe demo
+if [ "$PROVIDER" != sim ]; then
+	step kiln-kube kubectl --kubeconfig "$DATA/demo.kubeconfig" get nodes
+fi
 step kiln cluster delete demo --yes --wait
 echo
 echo "demo finished: kilnd log was $DATA/kilnd.log (removed on exit)"

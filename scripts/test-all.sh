@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test Kiln has: starts a private PostgreSQL (installing it from Debian's
 # packages when missing) so the store conformance suite runs on both databases,
-# then vets and runs all packages, including the end-to-end and crash tests
-# that start real kilnd processes.
+# then vets and runs all packages, including the crash tests that start real
+# kilnd processes and the end-to-end tests that bring up real Kubernetes
+# clusters with bin/kiln-kube (built by make test-all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,4 +16,7 @@ else
 fi
 
 go vet ./...
-go test -count=1 -timeout 30m "$@" ./...
+# The Kubernetes components on their own, then everything (test/e2e brings up
+# real clusters with them; it needs bin/kiln-kube, which make test-all built).
+make --no-print-directory kube-smoke
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -count=1 -timeout 45m "$@" ./...

@@ -1,0 +1,247 @@
+// Package e2e brings up real Kubernetes clusters with the local provider:
+// kilnd, kiln-agent and kiln-kube as real processes on loopback, checked with
+// kubectl. It needs bin/kiln-kube (make kube); without it every test skips
+// and says so.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/kilndtest"
+)
+
+var (
+	binDir   string // kilnd and kiln-agent, built for this run
+	kubeBin  string // kiln-kube
+	skipWhy  string // why the tests cannot run, if they cannot
+	opWait   = 10 * time.Minute
+	repoRoot = func() string { _, f, _, _ := runtime.Caller(0); return filepath.Join(filepath.Dir(f), "..", "..") }()
+)
+
+func TestMain(m *testing.M) {
+	kubeBin = os.Getenv("KILN_KUBE_BIN")
+	if kubeBin == "" {
+		kubeBin = filepath.Join(repoRoot, "bin", "kiln-kube")
+	}
+	if _, err := os.Stat(kubeBin); err != nil {
+		skipWhy = fmt.Sprintf("no kiln-kube at %s (run make kube, or set KILN_KUBE_BIN): real-Kubernetes tests SKIPPED", kubeBin)
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "kiln-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd", "kiln.dev/kiln/cmd/kiln-agent"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one kilnd --dev with its client.
+type env struct {
+	t    *testing.T
+	k    *kilndtest.Kilnd
+	c    *v1.Client
+	data string
+}
+
+func start(t *testing.T, name string) *env {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	data := t.TempDir()
+	// Machines outlive kilnd by design; a test's must not outlive the test.
+	// Registered first, so it runs after kilnd is killed.
+	t.Cleanup(func() { killProcessesUnder(t, data) })
+	k := kilndtest.Start(t, filepath.Join(binDir, "kilnd"), name, nil,
+		"--dev", "--data-dir", data, "--kube-binary", kubeBin)
+	e := &env{t: t, k: k, c: v1.NewClient(k.URL(), kilndtest.Token(t, data)), data: data}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kilnd log:\n%s", tail(k.LogText(), 80))
+		}
+	})
+	return e
+}
+
+func localCluster(name string, cp int, dedicated bool, workers int) *v1.Cluster {
+	cl := &v1.Cluster{Name: name, Spec: v1.ClusterSpec{
+		Provider:     "local",
+		ControlPlane: v1.ControlPlane{Size: cp, Dedicated: dedicated},
+	}}
+	if workers > 0 {
+		cl.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: workers}}
+	}
+	return cl
+}
+
+// create creates the cluster and waits for its operation, failing the test
+// with the operation's steps and the nodes' logs if it does not succeed.
+func (e *env) create(cl *v1.Cluster) *v1.Operation {
+	e.t.Helper()
+	_, opID, err := e.c.CreateCluster(e.t.Context(), "default", cl)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.wait(cl.Name, opID)
+}
+
+func (e *env) wait(cluster, opID string) *v1.Operation {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), opWait)
+	defer cancel()
+	op, err := e.c.WaitOperation(ctx, opID, nil)
+	if err != nil || op.Status != v1.OpSucceeded {
+		if op == nil {
+			op, _ = e.c.GetOperation(e.t.Context(), opID)
+		}
+		e.dump(cluster, op)
+		e.t.Fatalf("operation %s: %v", opID, err)
+	}
+	return op
+}
+
+// dump logs what a person would look at when a cluster does not come up.
+func (e *env) dump(cluster string, op *v1.Operation) {
+	e.t.Helper()
+	if op != nil {
+		b, _ := json.MarshalIndent(op, "", "  ")
+		e.t.Logf("operation:\n%s", b)
+	}
+	nodes, _ := e.c.ListNodes(e.t.Context(), "default", cluster)
+	for _, n := range nodes {
+		e.t.Logf("node %s: %s %s", n.Name, n.State, n.Message)
+		lines, _, _ := e.c.NodeLogs(e.t.Context(), "default", cluster, n.Name, "")
+		var b strings.Builder
+		for _, l := range lines[max(0, len(lines)-30):] {
+			fmt.Fprintf(&b, "  %s %s\n", l.Stream, l.Line)
+		}
+		e.t.Logf("last log lines of %s:\n%s", n.Name, b.String())
+	}
+}
+
+// kubectl runs kiln-kube kubectl with the cluster's admin kubeconfig.
+func (e *env) kubectl(cluster string, args ...string) (string, error) {
+	e.t.Helper()
+	cfg := filepath.Join(e.data, cluster+".kubeconfig")
+	if _, err := os.Stat(cfg); err != nil {
+		b, err := e.c.Kubeconfig(e.t.Context(), "default", cluster)
+		if err != nil {
+			e.t.Fatalf("kubeconfig: %v", err)
+		}
+		if err := os.WriteFile(cfg, b, 0o600); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(e.t.Context(), kubeBin, append([]string{"kubectl", "--kubeconfig", cfg, "--request-timeout", "20s"}, args...)...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out.String(), err
+}
+
+func (e *env) mustKubectl(cluster string, args ...string) string {
+	e.t.Helper()
+	out, err := e.kubectl(cluster, args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// kubeNode is what the tests read of a Kubernetes Node.
+type kubeNode struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Taints []taint `json:"taints"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+type taint struct {
+	Key    string `json:"key"`
+	Effect string `json:"effect"`
+}
+
+func (n kubeNode) ready() bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+func (e *env) kubeNodes(cluster string) map[string]kubeNode {
+	e.t.Helper()
+	var list struct{ Items []kubeNode }
+	if err := json.Unmarshal([]byte(e.mustKubectl(cluster, "get", "nodes", "-o", "json")), &list); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]kubeNode{}
+	for _, n := range list.Items {
+		out[n.Metadata.Name] = n
+	}
+	return out
+}
+
+// processesUnder lists the processes whose command line mentions dir.
+func processesUnder(dir string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(b, []byte(dir)) {
+			continue
+		}
+		found = append(found, ent.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return found
+}
+
+// killProcessesUnder SIGKILLs every process whose command line mentions dir.
+func killProcessesUnder(t *testing.T, dir string) {
+	for _, p := range processesUnder(dir) {
+		pid, _, _ := strings.Cut(p, ":")
+		if n, err := strconv.Atoi(pid); err == nil {
+			if err := syscall.Kill(n, syscall.SIGKILL); err == nil {
+				t.Logf("killed a process the test left: %s", p)
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
