@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,7 +160,7 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 			x.r.opts.Agents.Notify(k, node.Name)
 		}
 	}
-	res, err := x.awaitResult(ctx, latest.ID)
+	res, err := x.awaitResult(ctx, latest.ID, node.Name)
 	if err != nil {
 		return err
 	}
@@ -198,7 +200,7 @@ func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*stor
 
 // awaitResult polls the instruction until it has a result, within
 // NodeTimeout.
-func (x *run) awaitResult(parent context.Context, id string) (*v1.InstructionResult, error) {
+func (x *run) awaitResult(parent context.Context, id, node string) (*v1.InstructionResult, error) {
 	ctx, cancel := context.WithTimeout(parent, x.r.opts.NodeTimeout)
 	defer cancel()
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
@@ -209,7 +211,11 @@ func (x *run) awaitResult(parent context.Context, id string) (*v1.InstructionRes
 			return nil, fmt.Errorf("read instruction %s: %w", id, err)
 		}
 		if in != nil && in.Result != nil {
+			x.showProgress(ctx, node, "installed")
 			return in.Result, nil
+		}
+		if n, err := x.s.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
+			x.showProgress(ctx, node, n.Message)
 		}
 		select {
 		case <-ctx.Done():
@@ -220,6 +226,34 @@ func (x *run) awaitResult(parent context.Context, id string) (*v1.InstructionRes
 				"instruction %s got no result within %s: is the node's agent connected?", id, x.r.opts.NodeTimeout)
 		case <-tick.C:
 		}
+	}
+}
+
+// showProgress puts what each node is doing into the running step's
+// message ("c-cp-0: apiserver-ready: Running; c-default-0: installed"), so
+// the operation shows every node's step. Nodes install in parallel, hence
+// the lock.
+func (x *run) showProgress(ctx context.Context, node, what string) {
+	x.progressMu.Lock()
+	defer x.progressMu.Unlock()
+	if x.progress == nil {
+		x.progress = map[string]string{}
+	}
+	if x.progress[node] == what {
+		return
+	}
+	x.progress[node] = what
+	i := slices.IndexFunc(x.op.Steps, func(s v1.Step) bool { return s.Name == x.step })
+	if i < 0 {
+		return
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(x.progress)) {
+		parts = append(parts, n+": "+x.progress[n])
+	}
+	x.op.Steps[i].Message = strings.Join(parts, "; ")
+	if err := x.save(ctx, false); err != nil {
+		x.log.Debug("could not show node progress", "err", err)
 	}
 }
 

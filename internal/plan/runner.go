@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -142,6 +143,9 @@ type run struct {
 	pc    provider.Cluster
 	log   *slog.Logger
 	step  string // the step running now
+
+	progressMu sync.Mutex
+	progress   map[string]string // node -> what it is doing, in the running step's message
 }
 
 // Run carries out cl's current operation with the lease cl was claimed with.
@@ -252,6 +256,9 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
 	x.step = s.Name
+	x.progressMu.Lock()
+	x.progress = nil // each step shows its own nodes
+	x.progressMu.Unlock()
 	if fn == nil {
 		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
 	}

@@ -63,7 +63,7 @@ type env struct {
 	data string
 }
 
-func start(t *testing.T, name string) *env {
+func start(t *testing.T, name string, args ...string) *env {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -72,15 +72,22 @@ func start(t *testing.T, name string) *env {
 	// Machines outlive kilnd by design; a test's must not outlive the test.
 	// Registered first, so it runs after kilnd is killed.
 	t.Cleanup(func() { killProcessesUnder(t, data) })
-	k := kilndtest.Start(t, filepath.Join(binDir, "kilnd"), name, nil,
-		"--dev", "--data-dir", data, "--kube-binary", kubeBin)
-	e := &env{t: t, k: k, c: v1.NewClient(k.URL(), kilndtest.Token(t, data)), data: data}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kilnd log:\n%s", tail(k.LogText(), 80))
+	e := &env{t: t, data: data}
+	e.startKilnd(name, args...)
+	return e
+}
+
+// startKilnd starts (or starts again) kilnd --dev on the env's data dir.
+func (e *env) startKilnd(name string, args ...string) {
+	e.t.Helper()
+	k := kilndtest.Start(e.t, filepath.Join(binDir, "kilnd"), name, nil,
+		append([]string{"--dev", "--data-dir", e.data, "--kube-binary", kubeBin}, args...)...)
+	e.k, e.c = k, v1.NewClient(k.URL(), kilndtest.Token(e.t, e.data))
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("%s log:\n%s", name, tail(k.LogText(), 80))
 		}
 	})
-	return e
 }
 
 func localCluster(name string, cp int, dedicated bool, workers int) *v1.Cluster {
