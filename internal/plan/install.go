@@ -38,7 +38,8 @@ func (x *run) usesAgents() bool {
 // installNodes brings the nodes of machines to CONFIGURED (registered,
 // approved, given their role) and then installs Kubernetes on each through
 // an install instruction: one after the other when sequential (control-plane
-// nodes: each etcd member joins the ones before it), else all at once.
+// nodes: each etcd member joins the ones before it; installing the joiners at
+// once measured no faster on 2 cores), else all at once.
 func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec, sequential bool) error {
 	if !x.usesAgents() {
 		return x.converge(ctx, machines, v1.NodeReady, "ready", true)

@@ -69,7 +69,7 @@ type Options struct {
 	// NodeTimeout bounds how long a step waits for nodes to reach a state
 	// before it fails with a retryable Timeout. Default 20m.
 	NodeTimeout time.Duration
-	// NodePoll is how often a waiting step looks at the nodes. Default 2s.
+	// NodePoll is how often a waiting step looks at the nodes. Default 250ms.
 	NodePoll time.Duration
 	// Now is the clock for step and operation times. Default time.Now.
 	Now func() time.Time
@@ -110,7 +110,7 @@ func NewRunner(opts Options) *Runner {
 		opts.NodeTimeout = 20 * time.Minute
 	}
 	if opts.NodePoll <= 0 {
-		opts.NodePoll = 2 * time.Second
+		opts.NodePoll = 250 * time.Millisecond
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

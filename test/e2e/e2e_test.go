@@ -57,13 +57,13 @@ func TestMain(m *testing.M) {
 
 // env is one kilnd --dev with its client.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	k    *kilndtest.Kilnd
 	c    *v1.Client
 	data string
 }
 
-func start(t *testing.T, name string, args ...string) *env {
+func start(t testing.TB, name string, args ...string) *env {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -237,7 +237,7 @@ func processesUnder(dir string) []string {
 }
 
 // killProcessesUnder SIGKILLs every process whose command line mentions dir.
-func killProcessesUnder(t *testing.T, dir string) {
+func killProcessesUnder(t testing.TB, dir string) {
 	for _, p := range processesUnder(dir) {
 		pid, _, _ := strings.Cut(p, ":")
 		if n, err := strconv.Atoi(pid); err == nil {

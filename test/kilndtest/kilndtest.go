@@ -43,7 +43,7 @@ var listenRE = regexp.MustCompile(`msg="kilnd listening" addr=(\S+)`)
 // Start starts the kilnd binary with args (after --listen and --agent-listen
 // on 127.0.0.1:0) and waits until it reports its address. env is added to
 // the process environment. The process is killed when the test ends.
-func Start(t *testing.T, kilnd, name string, env []string, args ...string) *Kilnd {
+func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kilnd {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -118,7 +118,7 @@ func (k *Kilnd) Kill(sig syscall.Signal) {
 func (k *Kilnd) ExitCode() int { return k.Cmd.ProcessState.ExitCode() }
 
 // Token reads the admin token kilnd wrote into its data dir.
-func Token(t *testing.T, dataDir string) string {
+func Token(t testing.TB, dataDir string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
 	if err != nil {
@@ -128,7 +128,7 @@ func Token(t *testing.T, dataDir string) string {
 }
 
 // WaitFor polls cond every 50ms until it returns true or the timeout passes.
-func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
