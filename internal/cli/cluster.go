@@ -25,7 +25,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		Use:     "cluster",
 		Aliases: []string{"clusters"},
 		Short:   "Create, inspect, scale and delete clusters",
-		Example: `  kiln cluster create dev --provider sim --workers 2 --wait
+		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster list
   kiln cluster describe dev`,
 	})

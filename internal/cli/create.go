@@ -44,7 +44,7 @@ with the API's fields (name, spec); unknown fields in the file are an error.
 Flags given with -f override the file. Fields left empty get the server's
 defaults (provider local, one control-plane machine, ...). An existing
 cluster is never replaced.`,
-		Example: `  kiln cluster create dev --provider sim --workers 2 --wait
+		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
   kiln cluster create -f cluster.yaml --workers 5 -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {

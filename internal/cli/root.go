@@ -90,7 +90,7 @@ Results go to stdout, progress and errors to stderr.
 Settings come from flags, then KILN_SERVER, KILN_TOKEN and KILN_PROJECT,
 then the config file written by 'kiln login'.`,
 		Example: `  kiln login --server http://127.0.0.1:7080 --token-file .data/admin.token
-  kiln cluster create dev --provider sim --workers 2 --wait
+  kiln cluster create dev --workers 2 --wait
   kiln cluster list -o json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
