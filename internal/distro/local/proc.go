@@ -2,14 +2,12 @@ package local
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"kiln.dev/kiln/internal/proc"
 )
 
 // pidFile is Root/run/<component>.pid: the process, its start time (so a
@@ -34,41 +32,9 @@ func (s *supervisor) readPID(name string) (pidFile, bool) {
 	return pf, alive(pf)
 }
 
-// alive reports whether the process of pf runs: its pid exists, is not a
-// zombie, and started when pf says.
-func alive(pf pidFile) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pf.PID))
-	if err != nil {
-		return false
-	}
-	state, start, err := parseStat(string(b))
-	return err == nil && state != "Z" && state != "X" && start == pf.Start
-}
-
-// procStart returns the start time of pid (clock ticks after boot).
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	_, start, err := parseStat(string(b))
-	return start, err
-}
-
-// parseStat returns the state (field 3) and starttime (field 22) of a
-// /proc/PID/stat line; the command (field 2) may hold spaces and ')'.
-func parseStat(stat string) (string, uint64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", 0, errors.New("malformed stat")
-	}
-	fields := strings.Fields(stat[i+1:])
-	if len(fields) < 20 {
-		return "", 0, errors.New("short stat")
-	}
-	start, err := strconv.ParseUint(fields[19], 10, 64)
-	return fields[0], start, err
-}
+// alive reports whether the process of pf runs: its pid exists, has not
+// finished, and started when pf says.
+func alive(pf pidFile) bool { return proc.Alive(pf.PID, pf.Start) }
 
 // watchAdopted returns a channel closed when the adopted process of pf is
 // gone (or stop is closed and it is gone).

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"kiln.dev/kiln/internal/proc"
 )
 
 // Supervision defaults.
@@ -186,7 +188,9 @@ func (m *managed) spawn() error {
 		return fmt.Errorf("start %s: %w", sp.name, err)
 	}
 	pf := pidFile{PID: cmd.Process.Pid, Hash: sp.hash}
-	pf.Start, _ = procStart(pf.PID)
+	if st, err := proc.ReadStat(pf.PID); err == nil {
+		pf.Start = st.Start
+	}
 	if err := writeJSONFile(s.pidPath(sp.name), pf); err != nil {
 		s.log.Warn("write pid file", "component", sp.name, "err", err)
 	}

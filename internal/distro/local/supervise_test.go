@@ -97,28 +97,6 @@ func TestSupervisor(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	for _, tt := range []struct {
-		stat  string
-		state string
-		start uint64
-	}{
-		{"1234 (kiln-kube) S 1 1 1 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 10 0 98765 1000 10", "S", 98765},
-		{"1234 (a) b) c) Z 1 1 1 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 10 0 42 1000 10", "Z", 42},
-	} {
-		state, start, err := parseStat(tt.stat)
-		if err != nil || state != tt.state || start != tt.start {
-			t.Errorf("parseStat(%q) = %q, %d, %v", tt.stat, state, start, err)
-		}
-	}
-	if _, _, err := parseStat("garbage"); err == nil {
-		t.Error("parseStat(garbage) succeeded")
-	}
-	if start, err := procStart(os.Getpid()); err != nil || start == 0 {
-		t.Errorf("procStart(self) = %d, %v", start, err)
-	}
-}
-
 func TestLastLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.log")
 	var b []byte

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/internal/proc"
+
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/providertest"
@@ -156,13 +158,13 @@ func TestDeleteMachine(t *testing.T) {
 				t.Errorf("machine dir after DeleteMachine: %v, want it gone", err)
 			}
 			pf := pidFile{PID: s.PID}
-			if st, err := readStat(s.PID); err == nil {
-				pf.StartTicks = st.start
+			if st, err := proc.ReadStat(s.PID); err == nil {
+				pf.StartTicks = st.Start
 			}
 			if live := pf.group(); len(live) > 0 {
 				t.Errorf("processes %v of the machine's group are alive after DeleteMachine", live)
 			}
-			if st, err := readStat(child); err == nil && !st.dead() {
+			if st, err := proc.ReadStat(child); err == nil && !st.Dead() {
 				t.Errorf("the agent's child %d is alive after DeleteMachine", child)
 			}
 			// Zombies of the child are reaped by init, a moment later.
@@ -178,18 +180,18 @@ func TestDeleteMachine(t *testing.T) {
 }
 
 func TestAlive(t *testing.T) {
-	st, err := readStat(os.Getpid())
+	st, err := proc.ReadStat(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(pidFile{PID: os.Getpid(), StartTicks: st.start}).alive() {
+	if !(pidFile{PID: os.Getpid(), StartTicks: st.Start}).alive() {
 		t.Errorf("this process is not alive by its own start time")
 	}
 	// The pid of an exited process given to another: the start time differs.
-	if (pidFile{PID: os.Getpid(), StartTicks: st.start + 1}).alive() {
+	if (pidFile{PID: os.Getpid(), StartTicks: st.Start + 1}).alive() {
 		t.Errorf("a reused pid is seen as the recorded process")
 	}
-	if (pidFile{PID: os.Getpid(), StartTicks: st.start + 1}).group() != nil {
+	if (pidFile{PID: os.Getpid(), StartTicks: st.Start + 1}).group() != nil {
 		t.Errorf("the group of a reused pid is seen as the recorded one")
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"kiln.dev/kiln/internal/proc"
 )
 
 // markerEnv is set in every machine process's environment to its machine
@@ -28,49 +29,10 @@ type pidFile struct {
 	Started    time.Time `json:"started"`
 }
 
-// procStat is what the provider reads from /proc/<pid>/stat.
-type procStat struct {
-	state   byte
-	pgrp    int
-	threads int
-	start   uint64 // field 22, clock ticks after boot
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces and
-	// parentheses itself: the fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:])) // f[0] is field 3
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	pgrp, err1 := strconv.Atoi(f[2])
-	threads, err2 := strconv.Atoi(f[17])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-	}
-	return procStat{state: f[0][0], pgrp: pgrp, threads: threads, start: start}, nil
-}
-
-// dead reports whether the process has finished: a zombie waiting only for
-// its parent to reap it. The main thread of a multi-threaded process (a Go
-// program) can be a zombie while its other threads still exit and hold its
-// files and ports: that process is not dead yet.
-func (s procStat) dead() bool { return (s.state == 'Z' || s.state == 'X') && s.threads <= 1 }
-
 // alive reports whether the recorded process still runs: same pid, same start
 // time, not a zombie.
 func (p pidFile) alive() bool {
-	st, err := readStat(p.PID)
-	return err == nil && st.start == p.StartTicks && !st.dead()
+	return proc.Alive(p.PID, p.StartTicks)
 }
 
 // group returns the live processes of the recorded process's group: the
@@ -78,26 +40,26 @@ func (p pidFile) alive() bool {
 // now belongs to another process, the group is gone (Linux does not reuse a
 // pid while a process group of that id has members).
 func (p pidFile) group() []int {
-	if st, err := readStat(p.PID); err == nil && st.start != p.StartTicks {
+	if st, err := proc.ReadStat(p.PID); err == nil && st.Start != p.StartTicks {
 		return nil
 	}
 	var pids []int
-	forEachProc(func(pid int, st procStat) {
-		if st.pgrp == p.PID && !st.dead() {
+	forEachProc(func(pid int, st proc.Stat) {
+		if st.Pgrp == p.PID && !st.Dead() {
 			pids = append(pids, pid)
 		}
 	})
 	return pids
 }
 
-func forEachProc(fn func(pid int, st procStat)) {
+func forEachProc(fn func(pid int, st proc.Stat)) {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, err := readStat(pid); err == nil {
+		if st, err := proc.ReadStat(pid); err == nil {
 			fn(pid, st)
 		}
 	}
@@ -108,13 +70,13 @@ func forEachProc(fn func(pid int, st procStat)) {
 func findByMarker(dir string) (pidFile, bool) {
 	want := []byte(markerEnv + "=" + dir + "\x00")
 	var found pidFile
-	forEachProc(func(pid int, st procStat) {
-		if found.PID != 0 || st.pgrp != pid || st.dead() {
+	forEachProc(func(pid int, st proc.Stat) {
+		if found.PID != 0 || st.Pgrp != pid || st.Dead() {
 			return
 		}
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err == nil && bytes.Contains(append([]byte{0}, env...), append([]byte{0}, want...)) {
-			found = pidFile{PID: pid, StartTicks: st.start}
+			found = pidFile{PID: pid, StartTicks: st.Start}
 		}
 	})
 	return found, found.PID != 0
@@ -172,11 +134,11 @@ func (l *Local) start(m Machine) (pidFile, error) {
 		close(done)
 	}()
 	// Not reaped before Wait, so /proc/<pid> exists even if it already exited.
-	st, err := readStat(pid)
+	st, err := proc.ReadStat(pid)
 	if err != nil {
 		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
 	}
-	pf := pidFile{PID: pid, StartTicks: st.start, Started: time.Now().UTC()}
+	pf := pidFile{PID: pid, StartTicks: st.Start, Started: time.Now().UTC()}
 	if err := writeJSON(filepath.Join(m.Dir, "agent.pid"), pf); err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
