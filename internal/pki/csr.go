@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"time"
 )
 
 const pemCSR = "CERTIFICATE REQUEST"
@@ -54,49 +53,18 @@ func NewKey() (*ecdsa.PrivateKey, []byte, error) {
 // reaches the CA. An unparsable request, a bad signature or a weak key is
 // ErrInvalidCSR.
 func (ca *CA) SignCSR(csrPEM []byte, req CertRequest) ([]byte, error) {
-	if req.CommonName == "" {
-		return nil, fmt.Errorf("sign certificate request: no common name: %w", ErrInvalidRequest)
-	}
-	if req.Usage&^UsageBoth != 0 || req.Usage == 0 {
-		return nil, fmt.Errorf("sign certificate request %q: usage %s: %w", req.CommonName, req.Usage, ErrInvalidRequest)
-	}
-	if req.ValidFor < 0 {
-		return nil, fmt.Errorf("sign certificate request %q: negative validity %s: %w", req.CommonName, req.ValidFor, ErrInvalidRequest)
+	if err := req.check(); err != nil {
+		return nil, fmt.Errorf("sign certificate request: %w", err)
 	}
 	csr, err := parseCSR(csrPEM)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate request %q: %w", req.CommonName, err)
 	}
-	if req.ValidFor == 0 {
-		req.ValidFor = DefaultValidity
-	}
-	if req.Now.IsZero() {
-		req.Now = time.Now()
-	}
-	serial, err := newSerial()
+	cert, err := ca.sign(req, csr.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate request %q: %w", req.CommonName, err)
 	}
-	notAfter := req.Now.Add(req.ValidFor)
-	if notAfter.After(ca.cert.NotAfter) {
-		notAfter = ca.cert.NotAfter
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: req.CommonName, Organization: req.Organization},
-		DNSNames:              req.DNSNames,
-		IPAddresses:           req.IPs,
-		NotBefore:             req.Now.Add(-ClockSkewAllowance).UTC(),
-		NotAfter:              notAfter.UTC(),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           req.Usage.extKeyUsages(),
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
-	if err != nil {
-		return nil, fmt.Errorf("sign certificate request %q: %w", req.CommonName, err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), nil
+	return cert, nil
 }
 
 // parseCSR parses the first CERTIFICATE REQUEST block, checks its signature

@@ -6,6 +6,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -210,14 +211,32 @@ type CertRequest struct {
 // Issue creates a new key and a certificate for it signed by the CA, and
 // returns both in PEM. The serial number is a random 128-bit number.
 func (ca *CA) Issue(req CertRequest) (certPEM, keyPEM []byte, err error) {
+	if err := req.check(); err != nil {
+		return nil, nil, fmt.Errorf("issue certificate: %w", err)
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
+	}
+	if certPEM, err = ca.sign(req, key.Public()); err != nil {
+		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
+	}
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
+	}
+	return certPEM, keyPEM, nil
+}
+
+// check validates req and fills in its defaults (validity, issue time).
+func (req *CertRequest) check() error {
 	if req.CommonName == "" {
-		return nil, nil, fmt.Errorf("issue certificate: no common name: %w", ErrInvalidRequest)
+		return fmt.Errorf("no common name: %w", ErrInvalidRequest)
 	}
 	if req.Usage&^UsageBoth != 0 || req.Usage == 0 {
-		return nil, nil, fmt.Errorf("issue certificate %q: usage %s: %w", req.CommonName, req.Usage, ErrInvalidRequest)
+		return fmt.Errorf("%q: usage %s: %w", req.CommonName, req.Usage, ErrInvalidRequest)
 	}
 	if req.ValidFor < 0 {
-		return nil, nil, fmt.Errorf("issue certificate %q: negative validity %s: %w", req.CommonName, req.ValidFor, ErrInvalidRequest)
+		return fmt.Errorf("%q: negative validity %s: %w", req.CommonName, req.ValidFor, ErrInvalidRequest)
 	}
 	if req.ValidFor == 0 {
 		req.ValidFor = DefaultValidity
@@ -225,13 +244,15 @@ func (ca *CA) Issue(req CertRequest) (certPEM, keyPEM []byte, err error) {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
-	key, err := newKey()
-	if err != nil {
-		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
-	}
+	return nil
+}
+
+// sign issues the certificate of req for pub, valid from a clock-skew
+// allowance before req.Now and never past the CA's own end.
+func (ca *CA) sign(req CertRequest, pub crypto.PublicKey) ([]byte, error) {
 	serial, err := newSerial()
 	if err != nil {
-		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
+		return nil, err
 	}
 	notAfter := req.Now.Add(req.ValidFor)
 	if notAfter.After(ca.cert.NotAfter) {
@@ -248,15 +269,11 @@ func (ca *CA) Issue(req CertRequest) (certPEM, keyPEM []byte, err error) {
 		ExtKeyUsage:           req.Usage.extKeyUsages(),
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("issue certificate %q: sign: %w", req.CommonName, err)
+		return nil, fmt.Errorf("sign: %w", err)
 	}
-	keyPEM, err = encodeKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("issue certificate %q: %w", req.CommonName, err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), keyPEM, nil
+	return pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), nil
 }
 
 // ParseCertificate parses the first CERTIFICATE block of a PEM input.
