@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
+
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/local"
@@ -106,11 +108,11 @@ func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
 	}
 	credPath, passPath := filepath.Join(m.Dir, "credentials.json"), filepath.Join(m.Dir, "passphrase")
-	if err := writeJSONFile(credPath, creds); err != nil {
+	if err := atomicfile.WriteJSON(credPath, creds, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(passPath, []byte(passphrase+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("write passphrase: %w", err)
+	if err := atomicfile.Write(passPath, []byte(passphrase+"\n"), 0o600); err != nil {
+		return nil, err
 	}
 	args := []string{"run",
 		"--data-dir", filepath.Join(m.Dir, "agent"),

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
+
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -48,10 +50,10 @@ func EnsureAgentCA(dataDir string) (*pki.CA, error) {
 	}
 	// The key first: a crash between the two writes leaves a key without a
 	// certificate, which the next start replaces.
-	if err := writeFileAtomic(keyPath, ca.KeyPEM(), 0o600); err != nil {
+	if err := atomicfile.Write(keyPath, ca.KeyPEM(), 0o600); err != nil {
 		return nil, fmt.Errorf("write agent CA key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, ca.CertPEM(), 0o644); err != nil {
+	if err := atomicfile.Write(certPath, ca.CertPEM(), 0o644); err != nil {
 		return nil, fmt.Errorf("write agent CA: %w", err)
 	}
 	return ca, nil
@@ -106,19 +108,4 @@ func ServerTLSConfig(ca *pki.CA, listenAddr string) (*tls.Config, error) {
 		ClientAuth:   tls.RequestClientCert,
 		MinVersion:   tls.VersionTLS13,
 	}, nil
-}
-
-// writeFileAtomic writes a temporary file, syncs it and renames it into
-// place, so a reader sees the old content or the new, never a part.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -18,8 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
+
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/agent/state"
 )
 
 // Dir is the journal's directory under the data dir.
@@ -87,7 +88,7 @@ func (j *Journal) put(e Entry) error {
 	if err != nil {
 		return err
 	}
-	if err := state.WriteFile(j.path(e.ID), data, 0o600); err != nil {
+	if err := atomicfile.Write(j.path(e.ID), data, 0o600); err != nil {
 		return fmt.Errorf("write journal entry %s: %w", e.ID, err)
 	}
 	return nil

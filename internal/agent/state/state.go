@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
+
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -78,10 +80,10 @@ func (s *State) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("save agent state: %w", err)
 	}
-	if err := WriteFile(filepath.Join(dir, KeyFile), s.Key, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, KeyFile), s.Key, 0o600); err != nil {
 		return fmt.Errorf("save agent key: %w", err)
 	}
-	if err := WriteFile(filepath.Join(dir, File), data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, File), data, 0o600); err != nil {
 		return fmt.Errorf("save agent state: %w", err)
 	}
 	return nil
@@ -114,27 +116,4 @@ func (s *State) ControllerPool() (*x509.CertPool, error) {
 		return nil, errors.New("the controller CA in the agent state is not PEM")
 	}
 	return p, nil
-}
-
-// WriteFile writes a temporary file in path's directory, syncs it, renames
-// it into place and syncs the directory.
-func WriteFile(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }

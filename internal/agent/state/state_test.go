@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -39,7 +40,7 @@ func TestSaveLoad(t *testing.T) {
 	// A crash after the new key was written but before the state: the key
 	// matches no certificate, so there is no state.
 	_, other, _ := ca.Issue(pki.CertRequest{CommonName: "n", Usage: pki.UsageClient})
-	if err := WriteFile(filepath.Join(dir, KeyFile), other, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, KeyFile), other, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(dir); !errors.Is(err, ErrNoState) {

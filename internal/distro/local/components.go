@@ -198,7 +198,7 @@ func saveSpecs(path string, ss []spec) error {
 	for _, s := range ss {
 		recs = append(recs, specRecord{Name: s.name, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
 	}
-	return writeJSONFile(path, recs)
+	return writeJSON(path, recs)
 }
 
 func loadSpecs(path string) ([]spec, error) {

@@ -273,7 +273,7 @@ func (e *Executor) writeFiles(p InstallParams) (int, error) {
 				continue
 			}
 		}
-		if err := writeFileAtomic(path, []byte(content), mode); err != nil {
+		if err := writeFile(path, []byte(content), mode); err != nil {
 			return n, fmt.Errorf("write %s: %w", name, err)
 		}
 		n++

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
 	"kiln.dev/kiln/internal/proc"
 )
 
@@ -101,39 +102,19 @@ func terminate(pid int, gone <-chan struct{}, timeout time.Duration) bool {
 	}
 }
 
-// writeJSONFile writes v to path atomically.
-func writeJSONFile(path string, v any) error {
+// writeFile writes a node file atomically, making its directory first.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, data, mode)
+}
+
+// writeJSON writes v as JSON with writeFile, mode 0600.
+func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, b, 0o600)
-}
-
-// writeFileAtomic writes a temporary file, syncs it, and renames it.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFile(path, b, 0o600)
 }

@@ -103,25 +103,6 @@ func (s *supervisor) ensure(sp spec) (already bool, err error) {
 	return false, nil
 }
 
-// running reports whether the component is supervised and its process
-// alive.
-func (s *supervisor) running(name string) bool {
-	s.mu.Lock()
-	m := s.procs[name]
-	s.mu.Unlock()
-	if m == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	select {
-	case <-m.exited:
-		return false
-	default:
-		return true
-	}
-}
-
 // stopOrder: the components that use the API server stop together first,
 // then the API server (its shutdown still reaches etcd), then etcd.
 var stopOrder = [][]string{{Kubelet, Scheduler, ControllerManager}, {APIServer}, {Etcd}}
@@ -191,7 +172,7 @@ func (m *managed) spawn() error {
 	if st, err := proc.ReadStat(pf.PID); err == nil {
 		pf.Start = st.Start
 	}
-	if err := writeJSONFile(s.pidPath(sp.name), pf); err != nil {
+	if err := writeJSON(s.pidPath(sp.name), pf); err != nil {
 		s.log.Warn("write pid file", "component", sp.name, "err", err)
 	}
 	exited := make(chan struct{})

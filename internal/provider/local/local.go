@@ -37,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	"kiln.dev/kiln/internal/atomicfile"
+
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
@@ -226,33 +228,8 @@ func corrupt(path string, err error) error {
 	return e
 }
 
-// writeJSON writes v to path atomically: a temporary file in the same
-// directory, synced, then renamed over path.
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeJSON writes v to path atomically.
+func writeJSON(path string, v any) error { return atomicfile.WriteJSON(path, v, 0o600) }
 
 // readJSON reads path into v. A missing file is fs.ErrNotExist (wrapped); a
 // file that does not parse is a terminal corrupt-file error.
