@@ -56,6 +56,3 @@ func From(err error) *Error {
 	}
 	return &Error{Code: v1.CodeInternal, Message: "an internal error occurred; the step will be retried", Retryable: true, Err: err}
 }
-
-// IsRetryable reports whether err is worth another attempt.
-func IsRetryable(err error) bool { return From(err).Retryable }

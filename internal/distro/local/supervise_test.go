@@ -113,3 +113,22 @@ func TestLastLines(t *testing.T) {
 		t.Errorf("lastLines(missing) = %q", got)
 	}
 }
+
+// running reports whether the component is supervised and its process
+// alive.
+func (s *supervisor) running(name string) bool {
+	s.mu.Lock()
+	m := s.procs[name]
+	s.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
