@@ -171,12 +171,16 @@ func (w tWriter) Write(b []byte) (int, error) {
 // eventually polls cond every 10 ms until it is true or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out after %s waiting for %s", d, what)
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval, bounded by the deadline
 	}
 }
 
