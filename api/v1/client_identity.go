@@ -1,0 +1,176 @@
+package v1
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+func userPath(name string) string { return "/v1/users/" + url.PathEscape(name) }
+
+func memberPath(project, name string) string {
+	return projectPath(project) + "/members/" + url.PathEscape(name)
+}
+
+func serviceAccountPath(project, name string) string {
+	return projectPath(project) + "/serviceaccounts/" + url.PathEscape(name)
+}
+
+// get, put and del are the one-record calls of the identity resources.
+func get[T any](ctx context.Context, c *Client, path string) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func put[T any](ctx context.Context, c *Client, path string, in *T) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, http.MethodPut, path, in, conditions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *Client) del(ctx context.Context, path string) error {
+	_, err := c.do(ctx, http.MethodDelete, path, nil, conditions{}, nil)
+	return err
+}
+
+// Whoami says who the client's token acts for.
+func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
+	return get[Whoami](ctx, c, "/v1/whoami")
+}
+
+// ListUsers lists users (owners only).
+func (c *Client) ListUsers(ctx context.Context) ([]User, error) {
+	return listAll[User](ctx, c, "/v1/users")
+}
+
+// GetUser reads a user.
+func (c *Client) GetUser(ctx context.Context, name string) (*User, error) {
+	return get[User](ctx, c, userPath(name))
+}
+
+// PutUser creates or replaces a user (owners only).
+func (c *Client) PutUser(ctx context.Context, u *User) (*User, error) {
+	return put(ctx, c, userPath(u.Name), u)
+}
+
+// DeleteUser deletes a user, its memberships and its tokens.
+func (c *Client) DeleteUser(ctx context.Context, name string) error {
+	return c.del(ctx, userPath(name))
+}
+
+// ListMembers lists a project's members.
+func (c *Client) ListMembers(ctx context.Context, project string) ([]Member, error) {
+	return listAll[Member](ctx, c, projectPath(project)+"/members")
+}
+
+// PutMember gives user m.Name the role m.Role in project (admins only).
+func (c *Client) PutMember(ctx context.Context, project string, m *Member) (*Member, error) {
+	return put(ctx, c, memberPath(project, m.Name), m)
+}
+
+// DeleteMember removes a user from a project.
+func (c *Client) DeleteMember(ctx context.Context, project, name string) error {
+	return c.del(ctx, memberPath(project, name))
+}
+
+// ListServiceAccounts lists a project's service accounts.
+func (c *Client) ListServiceAccounts(ctx context.Context, project string) ([]ServiceAccount, error) {
+	return listAll[ServiceAccount](ctx, c, projectPath(project)+"/serviceaccounts")
+}
+
+// PutServiceAccount creates or replaces a service account (admins only).
+func (c *Client) PutServiceAccount(ctx context.Context, project string, sa *ServiceAccount) (*ServiceAccount, error) {
+	return put(ctx, c, serviceAccountPath(project, sa.Name), sa)
+}
+
+// DeleteServiceAccount deletes a service account and its tokens.
+func (c *Client) DeleteServiceAccount(ctx context.Context, project, name string) error {
+	return c.del(ctx, serviceAccountPath(project, name))
+}
+
+// TokenOwner names whose tokens a call manages: a user, or a project's
+// service account.
+type TokenOwner struct {
+	User           string
+	Project        string // with ServiceAccount
+	ServiceAccount string
+}
+
+func (o TokenOwner) path() string {
+	if o.ServiceAccount != "" {
+		return serviceAccountPath(o.Project, o.ServiceAccount) + "/tokens"
+	}
+	return userPath(o.User) + "/tokens"
+}
+
+// CreateToken creates a token; the answer holds its value, once.
+func (c *Client) CreateToken(ctx context.Context, owner TokenOwner, req TokenRequest) (*Token, error) {
+	var t Token
+	if _, err := c.do(ctx, http.MethodPost, owner.path(), req, conditions{}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// ListTokens lists tokens, without their values.
+func (c *Client) ListTokens(ctx context.Context, owner TokenOwner) ([]Token, error) {
+	return listAll[Token](ctx, c, owner.path())
+}
+
+// RevokeToken revokes a token; the next request with it is refused.
+func (c *Client) RevokeToken(ctx context.Context, owner TokenOwner, id string) error {
+	return c.del(ctx, owner.path()+"/"+url.PathEscape(id))
+}
+
+// AuditFilter narrows an audit listing; zero fields match everything.
+type AuditFilter struct {
+	Project string // with an admin token of the project: that project's entries only
+	Actor   string
+	Action  string // a substring of the action, "DELETE" or "clusters"
+	Result  string // AuditSuccess, AuditDenied or AuditFailed
+	Since   time.Time
+	Until   time.Time
+	Limit   int // at most this many, newest first; 0 means all
+}
+
+// ListAudit lists audit entries, newest first. Owners read every
+// project's entries at /v1/audit; with f.Project set the call reads the
+// project's own log, which its admins may read too.
+func (c *Client) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	path := "/v1/audit"
+	if f.Project != "" {
+		path = projectPath(f.Project) + "/audit"
+	}
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("actor", f.Actor)
+	set("action", f.Action)
+	set("result", f.Result)
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	all, err := listAll[AuditEntry](ctx, c, path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Limit > 0 && len(all) > f.Limit {
+		all = all[:f.Limit]
+	}
+	return all, nil
+}
