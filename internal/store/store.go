@@ -167,6 +167,8 @@ const MaxNodeLogLines = 10000
 // Store is everything a Kiln control plane keeps. Users of the store declare
 // the narrower interface they need; this one is for wiring and for storetest.
 type Store interface {
+	Identities
+
 	// Projects.
 	PutProject(ctx context.Context, p *v1.Project, c Cond) error
 	GetProject(ctx context.Context, name string) (*v1.Project, error)

@@ -177,7 +177,9 @@ func (s *Store) listDocs(ctx context.Context, t docTable, parent []string, pg st
 }
 
 // deleteDoc deletes a document; a missing one is ErrNotFound whatever c says.
-func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name string, c store.Cond) error {
+// also runs in the same transaction, before the delete, to delete what goes
+// with the document.
+func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name string, c store.Cond, also ...func(*sql.Tx) error) error {
 	p := path(parent, name)
 	if c.Fence != nil && !t.fenced {
 		return fmt.Errorf("delete %s %s: a fence applies only to cluster records", t.kind, p)
@@ -199,6 +201,11 @@ func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name
 		}
 		if err := checkCond(c, true, etag); err != nil {
 			return err
+		}
+		for _, f := range also {
+			if err := f(tx); err != nil {
+				return err
+			}
 		}
 		_, err = tx.ExecContext(ctx, s.q(`DELETE FROM `+t.table+` WHERE `+t.keyWhere()), keyArgs(parent, name)...)
 		if s.constraint(err) == ForeignKey {

@@ -109,6 +109,87 @@ func docKinds() []docKind {
 			},
 		},
 		{
+			name:  "user",
+			setup: func(*env) {},
+			put: func(ctx context.Context, s store.Store, name, value string, c store.Cond) (string, error) {
+				u := &v1.User{Name: name, DisplayName: value}
+				err := s.PutUser(ctx, u, c)
+				return u.ETag, err
+			},
+			get: func(ctx context.Context, s store.Store, name string) (string, string, error) {
+				u, err := s.GetUser(ctx, name)
+				if err != nil {
+					return "", "", err
+				}
+				return u.ETag, u.DisplayName, nil
+			},
+			del: func(ctx context.Context, s store.Store, name string, c store.Cond) error {
+				return s.DeleteUser(ctx, name, c)
+			},
+			list: func(ctx context.Context, s store.Store, pg store.Page) ([]string, string, error) {
+				us, next, err := s.ListUsers(ctx, pg)
+				var names []string
+				for _, u := range us {
+					names = append(names, u.Name)
+				}
+				return names, next, err
+			},
+		},
+		{
+			name:  "member",
+			setup: func(e *env) { e.project("p") },
+			put: func(ctx context.Context, s store.Store, name, value string, c store.Cond) (string, error) {
+				m := &store.Member{Project: "p", Member: v1.Member{Name: name, Role: value}}
+				err := s.PutMember(ctx, m, c)
+				return m.ETag, err
+			},
+			get: func(ctx context.Context, s store.Store, name string) (string, string, error) {
+				m, err := s.GetMember(ctx, "p", name)
+				if err != nil {
+					return "", "", err
+				}
+				return m.ETag, m.Role, nil
+			},
+			del: func(ctx context.Context, s store.Store, name string, c store.Cond) error {
+				return s.DeleteMember(ctx, "p", name, c)
+			},
+			list: func(ctx context.Context, s store.Store, pg store.Page) ([]string, string, error) {
+				ms, next, err := s.ListMembers(ctx, "p", pg)
+				var names []string
+				for _, m := range ms {
+					names = append(names, m.Name)
+				}
+				return names, next, err
+			},
+		},
+		{
+			name:  "service account",
+			setup: func(e *env) { e.project("p") },
+			put: func(ctx context.Context, s store.Store, name, value string, c store.Cond) (string, error) {
+				sa := &store.ServiceAccount{Project: "p", ServiceAccount: v1.ServiceAccount{Name: name, Role: value}}
+				err := s.PutServiceAccount(ctx, sa, c)
+				return sa.ETag, err
+			},
+			get: func(ctx context.Context, s store.Store, name string) (string, string, error) {
+				sa, err := s.GetServiceAccount(ctx, "p", name)
+				if err != nil {
+					return "", "", err
+				}
+				return sa.ETag, sa.Role, nil
+			},
+			del: func(ctx context.Context, s store.Store, name string, c store.Cond) error {
+				return s.DeleteServiceAccount(ctx, "p", name, c)
+			},
+			list: func(ctx context.Context, s store.Store, pg store.Page) ([]string, string, error) {
+				sas, next, err := s.ListServiceAccounts(ctx, "p", pg)
+				var names []string
+				for _, sa := range sas {
+					names = append(names, sa.Name)
+				}
+				return names, next, err
+			},
+		},
+		{
 			name: "node",
 			setup: func(e *env) {
 				e.project("p")

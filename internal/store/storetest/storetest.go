@@ -103,6 +103,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClusterSecrets", testClusterSecrets},
 		{"Instructions", testInstructions},
 		{"NodeLogs", testNodeLogs},
+		{"Tokens", testTokens},
+		{"IdentityCascades", testIdentityCascades},
+		{"Audit", testAudit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

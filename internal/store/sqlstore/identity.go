@@ -1,0 +1,346 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+var (
+	usersT           = docTable{table: "users", kind: "user"}
+	membersT         = docTable{table: "members", kind: "member", parent: []string{"project"}}
+	serviceAccountsT = docTable{table: "service_accounts", kind: "service account", parent: []string{"project"}}
+)
+
+// PutUser creates or replaces a user.
+func (s *Store) PutUser(ctx context.Context, u *v1.User, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, usersT, nil, u.Name, u.CreatedAt, u, c)
+	if err != nil {
+		return err
+	}
+	u.ETag, u.CreatedAt = etag, created
+	return nil
+}
+
+// GetUser reads a user.
+func (s *Store) GetUser(ctx context.Context, name string) (*v1.User, error) {
+	d, err := s.getDoc(ctx, usersT, nil, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeUser(d)
+}
+
+// ListUsers lists users by name.
+func (s *Store) ListUsers(ctx context.Context, pg store.Page) ([]*v1.User, string, error) {
+	docs, next, err := s.listDocs(ctx, usersT, nil, pg)
+	return decodeAll(docs, next, err, decodeUser)
+}
+
+// DeleteUser deletes a user with its memberships and tokens.
+func (s *Store) DeleteUser(ctx context.Context, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, usersT, nil, name, c, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM members WHERE name = ?`), name); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.q(`DELETE FROM tokens WHERE principal = ?`), v1.PrincipalUser+":"+name)
+		return err
+	})
+}
+
+func decodeUser(d doc) (*v1.User, error) {
+	u := &v1.User{}
+	if err := decodeDoc(usersT, d, u); err != nil {
+		return nil, err
+	}
+	u.Name, u.ETag, u.CreatedAt = d.name, d.etag, d.created
+	return u, nil
+}
+
+// PutMember creates or replaces a membership.
+func (s *Store) PutMember(ctx context.Context, m *store.Member, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, membersT, []string{m.Project}, m.Name, m.CreatedAt, &m.Member, c)
+	if err != nil {
+		return err
+	}
+	m.ETag, m.CreatedAt = etag, created
+	return nil
+}
+
+// GetMember reads a user's membership of a project.
+func (s *Store) GetMember(ctx context.Context, project, user string) (*store.Member, error) {
+	d, err := s.getDoc(ctx, membersT, []string{project}, user)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMember(project)(d)
+}
+
+// ListMembers lists a project's members by user name.
+func (s *Store) ListMembers(ctx context.Context, project string, pg store.Page) ([]*store.Member, string, error) {
+	docs, next, err := s.listDocs(ctx, membersT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeMember(project))
+}
+
+// Memberships lists every membership of a user, by project.
+func (s *Store) Memberships(ctx context.Context, user string) ([]*store.Member, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, etag, created_at, data FROM members
+		WHERE name = ? ORDER BY project`), user)
+	if err != nil {
+		return nil, fmt.Errorf("list memberships of user %s: %w", user, err)
+	}
+	defer rows.Close()
+	var out []*store.Member
+	for rows.Next() {
+		d := doc{name: user}
+		var project string
+		var created int64
+		if err := rows.Scan(&project, &d.etag, &created, &d.data); err != nil {
+			return nil, fmt.Errorf("list memberships of user %s: %w", user, err)
+		}
+		d.created = fromNanos(created)
+		m, err := decodeMember(project)(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list memberships of user %s: %w", user, err)
+	}
+	return out, nil
+}
+
+// DeleteMember removes a user from a project.
+func (s *Store) DeleteMember(ctx context.Context, project, user string, c store.Cond) error {
+	return s.deleteDoc(ctx, membersT, []string{project}, user, c)
+}
+
+func decodeMember(project string) func(doc) (*store.Member, error) {
+	return func(d doc) (*store.Member, error) {
+		m := &store.Member{Project: project}
+		if err := decodeDoc(membersT, d, &m.Member); err != nil {
+			return nil, err
+		}
+		m.Name, m.ETag, m.CreatedAt = d.name, d.etag, d.created
+		return m, nil
+	}
+}
+
+// PutServiceAccount creates or replaces a service account.
+func (s *Store) PutServiceAccount(ctx context.Context, sa *store.ServiceAccount, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, serviceAccountsT, []string{sa.Project}, sa.Name, sa.CreatedAt, &sa.ServiceAccount, c)
+	if err != nil {
+		return err
+	}
+	sa.ETag, sa.CreatedAt = etag, created
+	return nil
+}
+
+// GetServiceAccount reads a service account.
+func (s *Store) GetServiceAccount(ctx context.Context, project, name string) (*store.ServiceAccount, error) {
+	d, err := s.getDoc(ctx, serviceAccountsT, []string{project}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeServiceAccount(project)(d)
+}
+
+// ListServiceAccounts lists a project's service accounts by name.
+func (s *Store) ListServiceAccounts(ctx context.Context, project string, pg store.Page) ([]*store.ServiceAccount, string, error) {
+	docs, next, err := s.listDocs(ctx, serviceAccountsT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeServiceAccount(project))
+}
+
+// DeleteServiceAccount deletes a service account and its tokens.
+func (s *Store) DeleteServiceAccount(ctx context.Context, project, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, serviceAccountsT, []string{project}, name, c, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`DELETE FROM tokens WHERE principal = ?`),
+			v1.PrincipalServiceAccount+":"+project+"/"+name)
+		return err
+	})
+}
+
+func decodeServiceAccount(project string) func(doc) (*store.ServiceAccount, error) {
+	return func(d doc) (*store.ServiceAccount, error) {
+		sa := &store.ServiceAccount{Project: project}
+		if err := decodeDoc(serviceAccountsT, d, &sa.ServiceAccount); err != nil {
+			return nil, err
+		}
+		sa.Name, sa.ETag, sa.CreatedAt = d.name, d.etag, d.created
+		return sa, nil
+	}
+}
+
+const tokenColumns = `id, hash, principal, description, created_at, expires_at, last_used_at, revoked_at`
+
+// CreateToken inserts a token.
+func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
+	if t.ID == "" || t.Hash == "" || t.Principal == "" {
+		return fmt.Errorf("create token: id, hash and principal are required")
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = s.now().UTC()
+	}
+	_, err := s.write.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, t.Hash, t.Principal, t.Description, toNanos(t.CreatedAt), toNanos(t.ExpiresAt),
+		toNanos(t.LastUsedAt), toNanos(t.RevokedAt))
+	if s.constraint(err) == Unique {
+		err = store.ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("create token %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func scanToken(r scanner) (*store.Token, error) {
+	t := &store.Token{}
+	var created, expires, used, revoked int64
+	if err := r.Scan(&t.ID, &t.Hash, &t.Principal, &t.Description, &created, &expires, &used, &revoked); err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.ExpiresAt, t.LastUsedAt, t.RevokedAt = fromNanos(created), fromNanos(expires), fromNanos(used), fromNanos(revoked)
+	return t, nil
+}
+
+// TokenByHash finds a token by the hash of its value.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	t, err := scanToken(s.read.QueryRowContext(ctx, s.q(`SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`), hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find token: %w", err)
+	}
+	return t, nil
+}
+
+// ListTokens lists a principal's tokens by id.
+func (s *Store) ListTokens(ctx context.Context, principal string, pg store.Page) ([]*store.Token, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list tokens of %s: %w", principal, err) }
+	after, err := decodeToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	out, next, err := queryPage(ctx, s, `SELECT `+tokenColumns+` FROM tokens
+		WHERE principal = ? AND id > ? ORDER BY id LIMIT ?`, []any{principal, after}, limitOf(pg),
+		scanToken, func(t *store.Token) string { return t.ID })
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	return out, next, nil
+}
+
+// RevokeToken revokes a principal's token.
+func (s *Store) RevokeToken(ctx context.Context, principal, id string, at time.Time) error {
+	res, err := s.write.ExecContext(ctx, s.q(`UPDATE tokens
+		SET revoked_at = CASE WHEN revoked_at = 0 THEN ? ELSE revoked_at END
+		WHERE principal = ? AND id = ?`), toNanos(at), principal, id)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("revoke token %s of %s: %w", id, principal, err)
+	}
+	return nil
+}
+
+// TouchToken records the time a token was last used.
+func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
+	_, err := s.write.ExecContext(ctx, s.q(`UPDATE tokens SET last_used_at = ? WHERE id = ? AND last_used_at < ?`),
+		toNanos(at), id, toNanos(at))
+	if err != nil {
+		return fmt.Errorf("touch token %s: %w", id, err)
+	}
+	return nil
+}
+
+// AppendAudit adds an audit entry.
+func (s *Store) AppendAudit(ctx context.Context, e *v1.AuditEntry) error {
+	if e.Time.IsZero() {
+		e.Time = s.now().UTC()
+	}
+	e.ID = ""
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	var id int64
+	err = s.write.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, action, project, result, data)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
+		toNanos(e.Time), e.Actor, e.Action, e.Project, e.Result, string(data)).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	e.ID = strconv.FormatInt(id, 10)
+	return nil
+}
+
+// ListAudit lists audit entries newest first.
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter, pg store.Page) ([]*v1.AuditEntry, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list audit entries: %w", err) }
+	before, err := decodeIDToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	if before == 0 {
+		before = math.MaxInt64
+	}
+	where := []string{"id < ?"}
+	args := []any{before}
+	eq := func(col, v string) {
+		if v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	eq("project", f.Project)
+	eq("actor", f.Actor)
+	eq("result", f.Result)
+	if f.Action != "" {
+		// LIKE's wildcards in the filter match themselves.
+		esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(f.Action)
+		where = append(where, `LOWER(action) LIKE LOWER(?) ESCAPE '\'`)
+		args = append(args, "%"+esc+"%")
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time >= ?")
+		args = append(args, toNanos(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "time < ?")
+		args = append(args, toNanos(f.Until))
+	}
+	scan := func(r scanner) (*v1.AuditEntry, error) {
+		var id, t int64
+		var data string
+		if err := r.Scan(&id, &t, &data); err != nil {
+			return nil, err
+		}
+		e := &v1.AuditEntry{}
+		if err := json.Unmarshal([]byte(data), e); err != nil {
+			return nil, fmt.Errorf("decode audit entry %d: %w", id, err)
+		}
+		e.ID, e.Time = strconv.FormatInt(id, 10), fromNanos(t)
+		return e, nil
+	}
+	out, next, err := queryPage(ctx, s, `SELECT id, time, data FROM audit WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id DESC LIMIT ?`, args, limitOf(pg), scan, func(e *v1.AuditEntry) string { return e.ID })
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	return out, next, nil
+}
