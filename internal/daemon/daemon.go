@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
@@ -31,6 +32,10 @@ import (
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/worker"
 )
+
+// AdminUser is the owner user kilnd creates at initialization; its token
+// is DATA_DIR/admin.token.
+const AdminUser = "admin"
 
 // Roles a process can take.
 const (
@@ -218,6 +223,11 @@ func (d *Daemon) start(ctx context.Context) error {
 		return err
 	}
 	d.Token = token
+	// The data dir's token is the first owner's: it is how an operator gets
+	// in to create users, projects and other tokens.
+	if err := auth.EnsureOwnerToken(ctx, d.Store, AdminUser, token); err != nil {
+		return err
+	}
 	// The frontend and the backend of one process wake each other: a new
 	// operation wakes an idle worker, a step written wakes long-polls.
 	var (
@@ -233,7 +243,6 @@ func (d *Daemon) start(ctx context.Context) error {
 		srv := server.New(server.Options{
 			Store:     wakingStore{Store: d.Store, wake: d.wakeWorker},
 			Logger:    d.log,
-			Auth:      server.StaticTokens(token),
 			Registry:  reg,
 			Steps:     plan.Steps,
 			Providers: providers.Names(),
@@ -242,7 +251,7 @@ func (d *Daemon) start(ctx context.Context) error {
 		handler, d.api = srv, srv
 		runStore = notifyingStore{Store: d.Store, notify: srv.Notify}
 	} else {
-		handler = healthOnly(d.Store, reg, token)
+		handler = healthOnly(d.Store, reg)
 	}
 	if d.cfg.Role != RoleFrontend {
 		d.worker = worker.New(worker.Options{

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -73,8 +73,9 @@ func ensureProject(ctx context.Context, st store.Store, name string) error {
 }
 
 // healthOnly is the HTTP surface of a backend-only process: health checks
-// and, behind the admin token, metrics.
-func healthOnly(st store.Store, reg *prometheus.Registry, token string) http.Handler {
+// and, behind any valid token, metrics.
+func healthOnly(st store.Store, reg *prometheus.Registry) http.Handler {
+	authn := auth.New(st, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -89,7 +90,7 @@ func healthOnly(st store.Store, reg *prometheus.Registry, token string) http.Han
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if _, err := authn.Authenticate(r.Context(), got); err != nil {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

@@ -114,10 +114,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, w
 			slog.String("requestId", requestID(r.Context())), slog.Any("error", err))
 		ae.body.Message = fmt.Sprintf("%s (request id %s)", ae.body.Message, requestID(r.Context()))
 	}
+	w.Header().Set(codeHeader, ae.body.Code)
 	writeJSON(w, ae.status, v1.ErrorResponse{Error: ae.body})
 }
 
+// codeHeader carries an error answer's code, as Azure's x-ms-error-code
+// does: clients and the audit log read it without parsing the body.
+const codeHeader = "X-Kiln-Error-Code"
+
 // errorBody writes an error shape without a handler context (middleware).
 func errorBody(w http.ResponseWriter, status int, code, target, message string) {
+	w.Header().Set(codeHeader, code)
 	writeJSON(w, status, v1.ErrorResponse{Error: v1.Error{Code: code, Target: target, Message: message}})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -55,10 +56,12 @@ func newHarness(t *testing.T, edit func(*server.Options)) *harness {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if err := auth.EnsureOwnerToken(t.Context(), st, "admin", token); err != nil {
+		t.Fatal(err)
+	}
 	logs := &logBuffer{}
 	opts := server.Options{
 		Store:     st,
-		Auth:      server.StaticTokens(token),
 		Logger:    slog.New(slog.NewTextHandler(logs, nil)),
 		Steps:     testSteps,
 		Providers: []string{"local", "sim"},

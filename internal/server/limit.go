@@ -1,8 +1,12 @@
 package server
 
 import (
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // limiter is a token bucket per caller: rate tokens a second, up to burst.
@@ -60,4 +64,31 @@ func (l *limiter) sweep(now time.Time) {
 			delete(l.buckets, k)
 		}
 	}
+}
+
+// limitInFlight answers 429 with Retry-After when MaxInFlight requests are
+// being served already, before any work (authentication included) is done
+// for the new one. Health checks and operation long-polls, which mostly
+// wait, are not counted. Agent heartbeats and lease renewals never pass
+// here: they go to the agent gateway and the store.
+func (s *Server) limitInFlight(next http.Handler) http.Handler {
+	if s.inflight == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Query().Has("wait") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case s.inflight <- struct{}{}:
+			defer func() { <-s.inflight }()
+			next.ServeHTTP(w, r)
+		default:
+			s.m.shed.Inc()
+			w.Header().Set("Retry-After", "1")
+			errorBody(w, http.StatusTooManyRequests, v1.CodeThrottled, "",
+				fmt.Sprintf("the server is busy serving %d requests; retry after 1 s", cap(s.inflight)))
+		}
+	})
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/validate"
 )
 
@@ -31,7 +31,8 @@ import (
 type reqInfo struct {
 	id        string
 	pattern   string
-	principal Principal
+	principal auth.Principal
+	project   string // the project the request acts in, once authorized
 }
 
 type infoKey struct{}
@@ -183,7 +184,8 @@ func headers(next http.Handler) http.Handler {
 
 // nameSegments are the path wildcards that hold names, and the role each
 // is reported as.
-var nameSegments = []string{"project", "cluster", "node", "operation", "cloudaccount", "profile"}
+var nameSegments = []string{"project", "cluster", "node", "operation", "cloudaccount", "profile",
+	"user", "member", "serviceaccount"}
 
 // validateURL checks every name in the path is a lower-case DNS label.
 func validateURL(next http.Handler) http.Handler {
@@ -233,28 +235,10 @@ func hasBody(r *http.Request) bool {
 	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.auth.Authenticate(r)
-		if err != nil {
-			if !errors.Is(err, ErrUnauthenticated) {
-				s.writeError(w, r, fmt.Errorf("authenticate: %w", err), "")
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-			errorBody(w, http.StatusUnauthorized, v1.CodeUnauthorized, "",
-				"a valid bearer token is required (Authorization: Bearer <token>)")
-			return
-		}
-		info(r.Context()).principal = p
-		next.ServeHTTP(w, r)
-	})
-}
-
 func (s *Server) rateLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.limiter != nil {
-			if wait := s.limiter.take(info(r.Context()).principal.Name); wait > 0 {
+			if wait := s.limiter.take(info(r.Context()).principal.TokenID); wait > 0 {
 				secs := int((wait + time.Second - 1) / time.Second)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
 				errorBody(w, http.StatusTooManyRequests, v1.CodeThrottled, "",

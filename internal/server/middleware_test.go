@@ -42,14 +42,19 @@ func TestHealthWithoutAuth(t *testing.T) {
 
 func TestAuthentication(t *testing.T) {
 	h := newHarness(t, nil)
+	const (
+		missing = "a bearer token is required (Authorization: Bearer <token>)"
+		invalid = "the token is not valid"
+	)
 	tests := []struct {
 		name   string
 		header string
+		want   string
 	}{
-		{name: "no token", header: "Authorization:"},
-		{name: "wrong token", header: "Authorization: Bearer nope"},
-		{name: "wrong scheme", header: "Authorization: Basic " + token},
-		{name: "token prefix", header: "Authorization: Bearer test-"},
+		{name: "no token", header: "Authorization:", want: missing},
+		{name: "wrong token", header: "Authorization: Bearer nope", want: invalid},
+		{name: "wrong scheme", header: "Authorization: Basic " + token, want: missing},
+		{name: "token prefix", header: "Authorization: Bearer test-", want: invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +62,9 @@ func TestAuthentication(t *testing.T) {
 			if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
 				t.Errorf("WWW-Authenticate = %q, want Bearer", got)
 			}
-			golden(t, "unauthorized", r.body)
+			if e := r.errorBody(t); e.Code != v1.CodeUnauthorized || e.Message != tt.want {
+				t.Errorf("error = %s %q, want %s %q", e.Code, e.Message, v1.CodeUnauthorized, tt.want)
+			}
 		})
 	}
 	for _, lower := range []string{"bearer", "BEARER"} {

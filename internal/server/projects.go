@@ -2,9 +2,12 @@ package server
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -19,11 +22,38 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p := info(r.Context()).principal
+	if !p.Owner {
+		return s.listOwnProjects(w, r, p)
+	}
 	items, next, err := s.store.ListProjects(r.Context(), pg)
 	if err != nil {
 		return err
 	}
 	list(w, r, pg, items, next, projectOut)
+	return nil
+}
+
+// listOwnProjects lists, in one page, the projects p has a role in: a
+// caller sees no other tenant's project.
+func (s *Server) listOwnProjects(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	roles, err := s.projectsOf(r, p)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(roles))
+	items := make([]*v1.Project, 0, len(names))
+	for _, name := range names {
+		proj, err := s.store.GetProject(r.Context(), name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		items = append(items, proj)
+	}
+	list(w, r, store.Page{}, items, "", projectOut)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -97,7 +96,8 @@ func nextLink(r *http.Request, pg store.Page, next string) string {
 	if next == "" {
 		return ""
 	}
-	q := url.Values{}
+	q := r.URL.Query() // filters go on to the next page
+	q.Del("top")
 	if pg.Limit > 0 {
 		q.Set("top", strconv.Itoa(pg.Limit))
 	}

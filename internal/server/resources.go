@@ -15,10 +15,12 @@ import (
 type syncResource[R any, W any] struct {
 	what   string // singular, also the path wildcard: "cloudaccount"
 	plural string // path segment: "cloudaccounts"
-	get    func(ctx context.Context, project, name string) (R, error)
-	list   func(ctx context.Context, project string, pg store.Page) ([]R, string, error)
-	put    func(ctx context.Context, rec R, c store.Cond) error
-	del    func(ctx context.Context, project, name string, c store.Cond) error
+	// read and write are the least project roles that may read and write.
+	read, write string
+	get         func(ctx context.Context, project, name string) (R, error)
+	list        func(ctx context.Context, project string, pg store.Page) ([]R, string, error)
+	put         func(ctx context.Context, rec R, c store.Cond) error
+	del         func(ctx context.Context, project, name string, c store.Cond) error
 	// build decodes and validates a PUT body into the record to write;
 	// existing is the stored record, or the zero R when there is none.
 	build func(r *http.Request, project, name string, body []byte, existing R, exists bool) (R, error)
@@ -30,7 +32,7 @@ type syncResource[R any, W any] struct {
 func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 	base := "/v1/projects/{project}/" + res.plural
 	one := base + "/{" + res.what + "}"
-	s.handle("GET "+base, "project", func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET "+base, "project", inProject(res.read), func(w http.ResponseWriter, r *http.Request) error {
 		pg, err := page(r)
 		if err != nil {
 			return err
@@ -45,7 +47,7 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 		list(w, r, pg, items, next, res.out)
 		return nil
 	})
-	s.handle("GET "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET "+one, res.what, inProject(res.read), func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.requireProject(r); err != nil {
 			return err
 		}
@@ -57,10 +59,10 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 		writeJSON(w, http.StatusOK, res.out(rec))
 		return nil
 	})
-	s.handle("PUT "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("PUT "+one, res.what, inProject(res.write), func(w http.ResponseWriter, r *http.Request) error {
 		return putResource(s, res, w, r)
 	})
-	s.handle("DELETE "+one, res.what, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("DELETE "+one, res.what, inProject(res.write), func(w http.ResponseWriter, r *http.Request) error {
 		conds, err := readConditions(r)
 		if err != nil {
 			return err
@@ -143,6 +145,7 @@ func checkName(body, url string) error {
 func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount] {
 	return syncResource[*store.CloudAccount, v1.CloudAccount]{
 		what: "cloudaccount", plural: "cloudaccounts",
+		read: v1.RoleViewer, write: v1.RoleAdmin,
 		get: s.store.GetCloudAccount, list: s.store.ListCloudAccounts,
 		put: s.store.PutCloudAccount, del: s.store.DeleteCloudAccount,
 		build: func(r *http.Request, project, name string, body []byte, existing *store.CloudAccount, exists bool) (*store.CloudAccount, error) {
@@ -180,6 +183,7 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 	return syncResource[*store.Profile, v1.Profile]{
 		what: "profile", plural: "profiles",
+		read: v1.RoleViewer, write: v1.RoleOperator,
 		get: s.store.GetProfile, list: s.store.ListProfiles,
 		put: s.store.PutProfile, del: s.store.DeleteProfile,
 		build: func(r *http.Request, project, name string, body []byte, existing *store.Profile, exists bool) (*store.Profile, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -54,14 +55,31 @@ type Store interface {
 	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
 	AppendEvent(ctx context.Context, e *store.Event) error
 
+	auth.Store
+	PutUser(ctx context.Context, u *v1.User, c store.Cond) error
+	ListUsers(ctx context.Context, pg store.Page) ([]*v1.User, string, error)
+	DeleteUser(ctx context.Context, name string, c store.Cond) error
+	PutMember(ctx context.Context, m *store.Member, c store.Cond) error
+	ListMembers(ctx context.Context, project string, pg store.Page) ([]*store.Member, string, error)
+	Memberships(ctx context.Context, user string) ([]*store.Member, error)
+	DeleteMember(ctx context.Context, project, user string, c store.Cond) error
+	PutServiceAccount(ctx context.Context, sa *store.ServiceAccount, c store.Cond) error
+	ListServiceAccounts(ctx context.Context, project string, pg store.Page) ([]*store.ServiceAccount, string, error)
+	DeleteServiceAccount(ctx context.Context, project, name string, c store.Cond) error
+	CreateToken(ctx context.Context, t *store.Token) error
+	ListTokens(ctx context.Context, principal string, pg store.Page) ([]*store.Token, string, error)
+	RevokeToken(ctx context.Context, principal, id string, at time.Time) error
+	AppendAudit(ctx context.Context, e *v1.AuditEntry) error
+	ListAudit(ctx context.Context, f store.AuditFilter, pg store.Page) ([]*v1.AuditEntry, string, error)
+
 	Ping(ctx context.Context) error
 }
 
-// Options configure a Server. Store and Auth are required; the rest have
-// working zero values.
+// Options configure a Server. Store is required; the rest have working
+// zero values. Callers authenticate with tokens the store holds (see
+// internal/auth).
 type Options struct {
 	Store  Store
-	Auth   Auth
 	Logger *slog.Logger // nil discards
 	// Registry receives the request metrics. If it is also a
 	// prometheus.Gatherer (a *prometheus.Registry is), /metrics serves it;
@@ -82,18 +100,23 @@ type Options struct {
 	// above what watching operations live needs; negative turns it off.
 	RateLimit float64
 	RateBurst int
+	// MaxInFlight caps the API requests served at once (health checks and
+	// operation long-polls aside); more are answered 429 with Retry-After.
+	// 0 means 512; negative turns the cap off.
+	MaxInFlight int
 }
 
 // Server is the API frontend, an http.Handler.
 type Server struct {
 	store     Store
-	auth      Auth
+	auth      *auth.Authenticator
 	log       *slog.Logger
 	steps     func(kind string) []string
 	providers []string
 	now       func() time.Time
 	poll      time.Duration
 	limiter   *limiter
+	inflight  chan struct{} // a slot per request being served; nil: no cap
 	m         *metrics
 	gatherer  prometheus.Gatherer
 	notes     notifier
@@ -103,6 +126,7 @@ type Server struct {
 	stopOnce sync.Once
 
 	mux     *http.ServeMux
+	table   []Route
 	handler http.Handler
 }
 
@@ -111,16 +135,14 @@ type Server struct {
 // http.Server.Shutdown, which otherwise waits for them.
 func (s *Server) StopWaiting() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
-// New returns a Server. It panics if opts.Store or opts.Auth is nil, a
-// wiring mistake.
+// New returns a Server. It panics if opts.Store is nil, a wiring mistake.
 func New(opts Options) *Server {
-	if opts.Store == nil || opts.Auth == nil {
-		panic("server.New: Options.Store and Options.Auth are required")
+	if opts.Store == nil {
+		panic("server.New: Options.Store is required")
 	}
 	s := &Server{
 		stopping:  make(chan struct{}),
 		store:     opts.Store,
-		auth:      opts.Auth,
 		log:       opts.Logger,
 		steps:     opts.Steps,
 		providers: opts.Providers,
@@ -139,6 +161,13 @@ func New(opts Options) *Server {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	s.auth = auth.New(opts.Store, s.now)
+	switch {
+	case opts.MaxInFlight == 0:
+		s.inflight = make(chan struct{}, 512)
+	case opts.MaxInFlight > 0:
+		s.inflight = make(chan struct{}, opts.MaxInFlight)
 	}
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond
@@ -163,7 +192,7 @@ func New(opts Options) *Server {
 		s.gatherer = g
 	}
 	s.routes()
-	s.handler = s.requestID(s.logRequests(s.metrics(s.recoverPanics(headers(http.HandlerFunc(s.route))))))
+	s.handler = s.requestID(s.logRequests(s.metrics(s.recoverPanics(headers(s.limitInFlight(http.HandlerFunc(s.route)))))))
 	return s
 }
 
@@ -178,19 +207,16 @@ func (s *Server) Notify(id string) { s.notes.notify(id) }
 // it works on for error messages.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers an authenticated route.
-func (s *Server) handle(pattern, what string, h handlerFunc) {
-	s.register(pattern, what, true, h)
-}
-
-func (s *Server) register(pattern, what string, authenticated bool, h handlerFunc) {
+// handle registers a route with who may call it.
+func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
+	s.table = append(s.table, Route{Pattern: pattern, Access: acc})
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err, what)
 		}
 	})
-	if authenticated {
-		next = s.authenticate(s.rateLimit(next))
+	if acc.Scope != Public {
+		next = s.audit(acc, s.authenticate(s.rateLimit(s.authorize(acc, next))))
 	}
 	next = validateURL(limitBody(next))
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -200,33 +226,54 @@ func (s *Server) register(pattern, what string, authenticated bool, h handlerFun
 }
 
 func (s *Server) routes() {
-	s.register("GET /healthz", "", false, s.healthz)
-	s.register("GET /readyz", "", false, s.readyz)
-	s.handle("GET /metrics", "", s.serveMetrics)
+	s.handle("GET /healthz", "", public(), s.healthz)
+	s.handle("GET /readyz", "", public(), s.readyz)
+	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
+	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
 
-	s.handle("GET /v1/projects", "project", s.listProjects)
-	s.handle("PUT /v1/projects/{project}", "project", s.putProject)
-	s.handle("GET /v1/projects/{project}", "project", s.getProject)
-	s.handle("DELETE /v1/projects/{project}", "project", s.deleteProject)
+	s.handle("GET /v1/users", "user", owners(), s.listUsers)
+	s.handle("PUT /v1/users/{user}", "user", owners(), s.putUser)
+	s.handle("GET /v1/users/{user}", "user", self(), s.getUser)
+	s.handle("DELETE /v1/users/{user}", "user", owners(), s.deleteUser)
+	s.handle("POST /v1/users/{user}/tokens", "user", self(), s.createToken)
+	s.handle("GET /v1/users/{user}/tokens", "user", self(), s.listTokens)
+	s.handle("DELETE /v1/users/{user}/tokens/{token}", "token", self(), s.revokeToken)
+	s.handle("GET /v1/audit", "", owners(), s.listAudit)
 
-	const cluster = "/v1/projects/{project}/clusters/{cluster}"
-	s.handle("GET /v1/projects/{project}/clusters", "project", s.listClusters)
-	s.handle("PUT "+cluster, "cluster", s.putCluster)
-	s.handle("PATCH "+cluster, "cluster", s.patchCluster)
-	s.handle("GET "+cluster, "cluster", s.getCluster)
-	s.handle("DELETE "+cluster, "cluster", s.deleteCluster)
-	s.handle("GET "+cluster+"/kubeconfig", "cluster", s.getKubeconfig)
-	s.handle("GET "+cluster+"/nodes", "cluster", s.listNodes)
-	s.handle("GET "+cluster+"/nodes/{node}", "node", s.getNode)
-	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", s.approveNode)
-	s.handle("POST "+cluster+"/nodes/{node}/configure", "node", s.configureNode)
-	s.handle("GET "+cluster+"/nodes/{node}/logs", "node", s.nodeLogs)
-	s.handle("GET "+cluster+"/operations", "project", s.listOperations)
-	s.handle("GET "+cluster+"/events", "project", s.listEvents)
-	s.handle("GET /v1/operations/{operation}", "operation", s.getOperation)
+	const project = "/v1/projects/{project}"
+	s.handle("GET /v1/projects", "project", anyone(), s.listProjects)
+	s.handle("PUT "+project, "project", owners(), s.putProject)
+	s.handle("GET "+project, "project", inProject(v1.RoleViewer), s.getProject)
+	s.handle("DELETE "+project, "project", owners(), s.deleteProject)
+	s.handle("GET "+project+"/audit", "", inProject(v1.RoleAdmin), s.listAudit)
+
+	const cluster = project + "/clusters/{cluster}"
+	viewer, operator := inProject(v1.RoleViewer), inProject(v1.RoleOperator)
+	s.handle("GET "+project+"/clusters", "project", viewer, s.listClusters)
+	s.handle("PUT "+cluster, "cluster", operator, s.putCluster)
+	s.handle("PATCH "+cluster, "cluster", operator, s.patchCluster)
+	s.handle("GET "+cluster, "cluster", viewer, s.getCluster)
+	s.handle("DELETE "+cluster, "cluster", operator, s.deleteCluster)
+	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
+	s.handle("GET "+cluster+"/nodes", "cluster", viewer, s.listNodes)
+	s.handle("GET "+cluster+"/nodes/{node}", "node", viewer, s.getNode)
+	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", operator, s.approveNode)
+	s.handle("POST "+cluster+"/nodes/{node}/configure", "node", operator, s.configureNode)
+	s.handle("GET "+cluster+"/nodes/{node}/logs", "node", viewer, s.nodeLogs)
+	s.handle("GET "+cluster+"/operations", "project", viewer, s.listOperations)
+	s.handle("GET "+cluster+"/events", "project", viewer, s.listEvents)
+	s.handle("GET /v1/operations/{operation}", "operation",
+		Access{Scope: InOperationProject, Role: v1.RoleViewer}, s.getOperation)
 
 	registerResource(s, cloudAccounts(s))
 	registerResource(s, profiles(s))
+	registerResource(s, members(s))
+	registerResource(s, serviceAccounts(s))
+	const sa = project + "/serviceaccounts/{serviceaccount}"
+	admin := inProject(v1.RoleAdmin)
+	s.handle("POST "+sa+"/tokens", "serviceaccount", admin, s.createToken)
+	s.handle("GET "+sa+"/tokens", "serviceaccount", admin, s.listTokens)
+	s.handle("DELETE "+sa+"/tokens/{token}", "token", admin, s.revokeToken)
 }
 
 // route answers 404 and 405 in the error shape and hands everything else to
@@ -302,6 +349,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	waiting  prometheus.Gauge
+	shed     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -319,6 +367,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "kiln_http_long_polls_waiting", Help: "Operation long-polls waiting for a change.",
 	})
 	m.waiting = register(reg, m.waiting)
+	m.shed = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kiln_http_requests_shed_total", Help: "API requests answered 429 because MaxInFlight requests were being served.",
+	}))
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	return m

@@ -27,6 +27,8 @@ const (
 	MaxPoolSize = 1000
 	// MaxCertificateTTLDays is the longest node certificate lifetime.
 	MaxCertificateTTLDays = 3650
+	// MaxDisplayName bounds free-text display names and descriptions.
+	MaxDisplayName = 256
 )
 
 // CNIs are the network plugins Kiln installs.

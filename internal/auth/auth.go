@@ -1,0 +1,227 @@
+// Package auth answers who a request acts for and what that identity may
+// do: it turns a bearer token into a Principal (users and service accounts
+// hold tokens; only a token's SHA-256 is stored) and says which role a
+// principal has in a project. The frontend's route table decides which role
+// each route needs.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Store is what auth reads.
+type Store interface {
+	TokenByHash(ctx context.Context, hash string) (*store.Token, error)
+	TouchToken(ctx context.Context, id string, at time.Time) error
+	GetUser(ctx context.Context, name string) (*v1.User, error)
+	GetMember(ctx context.Context, project, user string) (*store.Member, error)
+	GetServiceAccount(ctx context.Context, project, name string) (*store.ServiceAccount, error)
+}
+
+// Principal is who a request acts for.
+type Principal struct {
+	// Name is "user:NAME" or "serviceaccount:PROJECT/NAME": what logs and
+	// the audit log show. Never the token.
+	Name    string
+	TokenID string
+	Owner   bool
+	// User is the user's name; empty for a service account.
+	User string
+	// Project and Role are a service account's project and role there.
+	Project string
+	Role    string
+}
+
+// ErrUnauthenticated means a request carries no valid token; the error
+// wrapping it says why (safe to show the client: it names no secret).
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// rank orders the project roles; owner is above them all.
+var rank = map[string]int{v1.RoleViewer: 1, v1.RoleOperator: 2, v1.RoleAdmin: 3, v1.RoleOwner: 4}
+
+// ValidProjectRole reports whether role can be given in a project.
+func ValidProjectRole(role string) bool {
+	return role == v1.RoleViewer || role == v1.RoleOperator || role == v1.RoleAdmin
+}
+
+// Allows reports whether a principal holding role have may act where need
+// is required.
+func Allows(have, need string) bool { return have != "" && rank[have] >= rank[need] }
+
+// TokenPrefix starts every token Kiln issues, so that secret scanners can
+// find leaked ones.
+const TokenPrefix = "kiln_"
+
+// NewToken returns a fresh token value (256 random bits) and its hash.
+func NewToken() (value, hash string, err error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", "", err
+	}
+	value = TokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	return value, Hash(value), nil
+}
+
+// Hash is what the store keeps of a token: hex SHA-256. Tokens carry 256
+// random bits, so no slow hash is needed.
+func Hash(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewTokenID returns a token's public id ("tok_" and 16 hex digits).
+func NewTokenID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "tok_" + hex.EncodeToString(b)
+}
+
+// UserPrincipal and ServiceAccountPrincipal name principals.
+func UserPrincipal(user string) string { return v1.PrincipalUser + ":" + user }
+
+// ServiceAccountPrincipal names a project's service account.
+func ServiceAccountPrincipal(project, name string) string {
+	return v1.PrincipalServiceAccount + ":" + project + "/" + name
+}
+
+// touchEvery is how stale a token's last-used time may get before a
+// request writes it again: one write a minute per token at most.
+const touchEvery = time.Minute
+
+// Authenticator checks tokens against the store.
+type Authenticator struct {
+	st  Store
+	now func() time.Time
+}
+
+// New returns an Authenticator; now nil means time.Now.
+func New(st Store, now func() time.Time) *Authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Authenticator{st: st, now: now}
+}
+
+// Authenticate returns the principal a token acts for. A token that is
+// unknown, revoked or expired, or whose user or service account is gone,
+// is an error wrapping ErrUnauthenticated; a store failure is another error.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	deny := func(why string) (Principal, error) {
+		return Principal{}, fmt.Errorf("%w: %s", ErrUnauthenticated, why)
+	}
+	if token == "" {
+		return deny("a bearer token is required (Authorization: Bearer <token>)")
+	}
+	t, err := a.st.TokenByHash(ctx, Hash(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return deny("the token is not valid")
+	} else if err != nil {
+		return Principal{}, err
+	}
+	now := a.now()
+	switch {
+	case !t.RevokedAt.IsZero():
+		return deny("the token " + t.ID + " was revoked")
+	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
+		return deny("the token " + t.ID + " expired at " + t.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	p := Principal{Name: t.Principal, TokenID: t.ID}
+	kind, rest, _ := strings.Cut(t.Principal, ":")
+	switch kind {
+	case v1.PrincipalUser:
+		u, err := a.st.GetUser(ctx, rest)
+		if errors.Is(err, store.ErrNotFound) {
+			return deny("the token's user " + rest + " no longer exists")
+		} else if err != nil {
+			return Principal{}, err
+		}
+		p.User, p.Owner = u.Name, u.Owner
+	case v1.PrincipalServiceAccount:
+		project, name, _ := strings.Cut(rest, "/")
+		sa, err := a.st.GetServiceAccount(ctx, project, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return deny("the token's service account " + rest + " no longer exists")
+		} else if err != nil {
+			return Principal{}, err
+		}
+		p.Project, p.Role = project, sa.Role
+	default:
+		return deny("the token names an unknown kind of principal")
+	}
+	if now.Sub(t.LastUsedAt) > touchEvery {
+		// Best effort: a failed write must not refuse a valid token.
+		_ = a.st.TouchToken(ctx, t.ID, now)
+	}
+	return p, nil
+}
+
+// RoleIn returns p's role in project: owner for owners, the service
+// account's role in its own project, a user's membership role, or "" for
+// none.
+func (a *Authenticator) RoleIn(ctx context.Context, p Principal, project string) (string, error) {
+	switch {
+	case p.Owner:
+		return v1.RoleOwner, nil
+	case p.User == "":
+		if p.Project == project {
+			return p.Role, nil
+		}
+		return "", nil
+	}
+	m, err := a.st.GetMember(ctx, project, p.User)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return m.Role, nil
+}
+
+// BootstrapStore is what EnsureOwnerToken writes.
+type BootstrapStore interface {
+	Store
+	PutUser(ctx context.Context, u *v1.User, c store.Cond) error
+	CreateToken(ctx context.Context, t *store.Token) error
+}
+
+// bootstrapValidity is the lifetime of the first owner token: it is how an
+// operator gets in at all, so it lasts (revoke it once other owners exist).
+const bootstrapValidity = 10 * 365 * 24 * time.Hour
+
+// EnsureOwnerToken makes sure value is a valid token of the owner user
+// named user, creating the user and the token when missing: how kilnd
+// turns its data dir's admin.token into an identity.
+func EnsureOwnerToken(ctx context.Context, st BootstrapStore, user, value string) error {
+	err := st.PutUser(ctx, &v1.User{Name: user, Owner: true, DisplayName: "created by kilnd at initialization"},
+		store.Cond{IfNoneMatch: "*"})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("create owner user %s: %w", user, err)
+	}
+	hash := Hash(value)
+	if _, err := st.TokenByHash(ctx, hash); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	err = st.CreateToken(ctx, &store.Token{
+		ID: NewTokenID(), Hash: hash, Principal: UserPrincipal(user),
+		Description: "initial owner token (DATA_DIR/admin.token)",
+		ExpiresAt:   time.Now().Add(bootstrapValidity),
+	})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("record the initial owner token: %w", err)
+	}
+	return nil
+}

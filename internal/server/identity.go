@@ -1,0 +1,341 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// whoami says who the caller is and where it has roles.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
+	p := info(r.Context()).principal
+	out := v1.Whoami{Principal: p.Name, Owner: p.Owner, TokenID: p.TokenID}
+	projects, err := s.projectsOf(r, p)
+	if err != nil {
+		return err
+	}
+	if !p.Owner && len(projects) > 0 {
+		out.Projects = projects
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// projectsOf maps each project p has a role in to that role; nil for an
+// owner, who has every project.
+func (s *Server) projectsOf(r *http.Request, p auth.Principal) (map[string]string, error) {
+	switch {
+	case p.Owner:
+		return nil, nil
+	case p.User == "":
+		return map[string]string{p.Project: p.Role}, nil
+	}
+	ms, err := s.store.Memberships(r.Context(), p.User)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ms))
+	for _, m := range ms {
+		out[m.Project] = m.Role
+	}
+	return out, nil
+}
+
+func userOut(u *v1.User) v1.User {
+	out := *u
+	out.ID = "/v1/users/" + u.Name
+	return out
+}
+
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.store.ListUsers(r.Context(), pg)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, userOut)
+	return nil
+}
+
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request) error {
+	u, err := s.store.GetUser(r.Context(), r.PathValue("user"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", quoteETag(u.ETag))
+	writeJSON(w, http.StatusOK, userOut(u))
+	return nil
+}
+
+// putUser creates (201) or replaces (200) a user. An owner cannot take
+// its own owner flag away: a system with no owner left cannot be managed.
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("user")
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var in v1.User
+	if err := decodeStrict(body, &in); err != nil {
+		return err
+	}
+	if err := checkName(in.Name, name); err != nil {
+		return err
+	}
+	if len(in.DisplayName) > validate.MaxDisplayName {
+		return badRequest("displayName", "displayName is longer than %d characters", validate.MaxDisplayName)
+	}
+	if p := info(r.Context()).principal; p.User == name && !in.Owner {
+		return badRequest("owner", "you cannot remove your own owner flag; another owner can")
+	}
+	for range maxAttempts {
+		existing, err := s.store.GetUser(r.Context(), name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		current := ""
+		u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, CreatedAt: s.now().UTC()}
+		if existing != nil {
+			current, u.CreatedAt = existing.ETag, existing.CreatedAt
+		}
+		if err := conds.check(current, "user"); err != nil {
+			return err
+		}
+		err = s.store.PutUser(r.Context(), u, writeCond(current))
+		if raced(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if existing == nil {
+			status = http.StatusCreated
+		}
+		w.Header().Set("ETag", quoteETag(u.ETag))
+		writeJSON(w, status, userOut(u))
+		return nil
+	}
+	return errBusy("user")
+}
+
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("user")
+	if info(r.Context()).principal.User == name {
+		return badRequest("user", "you cannot delete yourself; another owner can")
+	}
+	conds, err := readConditions(r)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteUser(r.Context(), name, store.Cond{IfMatch: conds.ifMatch}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// members: a user's role in a project. The user must exist.
+func members(s *Server) syncResource[*store.Member, v1.Member] {
+	return syncResource[*store.Member, v1.Member]{
+		what: "member", plural: "members",
+		read: v1.RoleViewer, write: v1.RoleAdmin,
+		get: s.store.GetMember, list: s.store.ListMembers,
+		put: s.store.PutMember, del: s.store.DeleteMember,
+		build: func(r *http.Request, project, name string, body []byte, existing *store.Member, exists bool) (*store.Member, error) {
+			var in v1.Member
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, err
+			}
+			if err := checkName(in.Name, name); err != nil {
+				return nil, err
+			}
+			if err := checkRole(in.Role); err != nil {
+				return nil, err
+			}
+			if _, err := s.store.GetUser(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+				return nil, notFound("name", "user %s does not exist; an owner creates users (kiln user create)", name)
+			} else if err != nil {
+				return nil, err
+			}
+			m := &store.Member{Project: project, Member: v1.Member{Name: name, Role: in.Role, CreatedAt: s.now().UTC()}}
+			if exists {
+				m.CreatedAt = existing.CreatedAt
+			}
+			return m, nil
+		},
+		out: func(m *store.Member) v1.Member {
+			out := m.Member
+			out.ID = childPath(m.Project, "members", m.Name)
+			return out
+		},
+		etag: func(m *store.Member) string { return m.ETag },
+	}
+}
+
+func serviceAccounts(s *Server) syncResource[*store.ServiceAccount, v1.ServiceAccount] {
+	return syncResource[*store.ServiceAccount, v1.ServiceAccount]{
+		what: "serviceaccount", plural: "serviceaccounts",
+		read: v1.RoleViewer, write: v1.RoleAdmin,
+		get: s.store.GetServiceAccount, list: s.store.ListServiceAccounts,
+		put: s.store.PutServiceAccount, del: s.store.DeleteServiceAccount,
+		build: func(r *http.Request, project, name string, body []byte, existing *store.ServiceAccount, exists bool) (*store.ServiceAccount, error) {
+			var in v1.ServiceAccount
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, err
+			}
+			if err := checkName(in.Name, name); err != nil {
+				return nil, err
+			}
+			if err := checkRole(in.Role); err != nil {
+				return nil, err
+			}
+			if len(in.Description) > validate.MaxDisplayName {
+				return nil, badRequest("description", "description is longer than %d characters", validate.MaxDisplayName)
+			}
+			sa := &store.ServiceAccount{Project: project, ServiceAccount: v1.ServiceAccount{
+				Name: name, Role: in.Role, Description: in.Description, CreatedAt: s.now().UTC(),
+			}}
+			if exists {
+				sa.CreatedAt = existing.CreatedAt
+			}
+			return sa, nil
+		},
+		out: func(sa *store.ServiceAccount) v1.ServiceAccount {
+			out := sa.ServiceAccount
+			out.ID = childPath(sa.Project, "serviceaccounts", sa.Name)
+			return out
+		},
+		etag: func(sa *store.ServiceAccount) string { return sa.ETag },
+	}
+}
+
+func checkRole(role string) error {
+	switch {
+	case role == "":
+		return newError(http.StatusBadRequest, v1.CodeMissingParameter, "role", "role is required: viewer, operator or admin")
+	case role == v1.RoleOwner:
+		return badRequest("role", "owner is not a project role: it is a flag on a user (kiln user create --owner)")
+	case !auth.ValidProjectRole(role):
+		return badRequest("role", "role %q is not one of viewer, operator, admin", role)
+	}
+	return nil
+}
+
+// Token lifetimes.
+const (
+	defaultTokenDays = 90
+	maxTokenDays     = 3650
+)
+
+// tokenPrincipal is the principal whose tokens the path names; for a
+// service account, it must exist.
+func (s *Server) tokenPrincipal(r *http.Request) (string, error) {
+	if user := r.PathValue("user"); user != "" {
+		if _, err := s.store.GetUser(r.Context(), user); err != nil {
+			return "", toAPIError(err, "user")
+		}
+		return auth.UserPrincipal(user), nil
+	}
+	project, name := r.PathValue("project"), r.PathValue("serviceaccount")
+	if _, err := s.store.GetServiceAccount(r.Context(), project, name); err != nil {
+		return "", toAPIError(err, "serviceaccount")
+	}
+	return auth.ServiceAccountPrincipal(project, name), nil
+}
+
+func tokenOut(t *store.Token) v1.Token {
+	out := v1.Token{ID: t.ID, Principal: t.Principal, Description: t.Description,
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	if !t.LastUsedAt.IsZero() {
+		out.LastUsedAt = &t.LastUsedAt
+	}
+	if !t.RevokedAt.IsZero() {
+		out.RevokedAt = &t.RevokedAt
+	}
+	return out
+}
+
+// createToken issues a token: the answer is the only time its value is
+// shown; the store keeps its hash.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var in v1.TokenRequest
+	if len(body) > 0 {
+		if err := decodeStrict(body, &in); err != nil {
+			return err
+		}
+	}
+	switch {
+	case in.ExpiresInDays < 0 || in.ExpiresInDays > maxTokenDays:
+		return badRequest("expiresInDays", "expiresInDays must be from 1 to %d (0 means %d)", maxTokenDays, defaultTokenDays)
+	case len(in.Description) > validate.MaxDisplayName:
+		return badRequest("description", "description is longer than %d characters", validate.MaxDisplayName)
+	case in.ExpiresInDays == 0:
+		in.ExpiresInDays = defaultTokenDays
+	}
+	principal, err := s.tokenPrincipal(r)
+	if err != nil {
+		return err
+	}
+	value, hash, err := auth.NewToken()
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	t := &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: principal, Description: in.Description,
+		CreatedAt: now, ExpiresAt: now.Add(time.Duration(in.ExpiresInDays) * 24 * time.Hour)}
+	if err := s.store.CreateToken(r.Context(), t); err != nil {
+		return err
+	}
+	out := tokenOut(t)
+	out.Value = value
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	principal, err := s.tokenPrincipal(r)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.store.ListTokens(r.Context(), principal, pg)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, tokenOut)
+	return nil
+}
+
+// revokeToken revokes a token at once: the next request with it is 401.
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
+	principal, err := s.tokenPrincipal(r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("token")
+	if err := s.store.RevokeToken(r.Context(), principal, id, s.now().UTC()); err != nil {
+		return toAPIError(err, "token")
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
