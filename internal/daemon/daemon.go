@@ -73,7 +73,8 @@ type Config struct {
 	Heartbeat    time.Duration // default 5s
 	DrainTimeout time.Duration // default 30s
 	Concurrency  int           // leases one backend holds at once; default 8
-	RateLimit    float64       // API requests a second per caller; 0 default, negative off
+	RateLimit    float64       // API requests a second per token; 0 default, negative off
+	MaxInFlight  int           // API requests served at once; 0 default (512), negative off
 
 	Logger *slog.Logger
 }
@@ -241,12 +242,13 @@ func (d *Daemon) start(ctx context.Context) error {
 			}
 		}
 		srv := server.New(server.Options{
-			Store:     wakingStore{Store: d.Store, wake: d.wakeWorker},
-			Logger:    d.log,
-			Registry:  reg,
-			Steps:     plan.Steps,
-			Providers: providers.Names(),
-			RateLimit: d.cfg.RateLimit,
+			Store:       wakingStore{Store: d.Store, wake: d.wakeWorker},
+			Logger:      d.log,
+			Registry:    reg,
+			Steps:       plan.Steps,
+			Providers:   providers.Names(),
+			RateLimit:   d.cfg.RateLimit,
+			MaxInFlight: d.cfg.MaxInFlight,
 		})
 		handler, d.api = srv, srv
 		runStore = notifyingStore{Store: d.Store, notify: srv.Notify}

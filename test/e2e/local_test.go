@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,10 +9,6 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/store/sqlite"
-	"kiln.dev/kiln/test/kilndtest"
 )
 
 // TestLocalCluster: one dedicated control plane and two workers on this
@@ -108,72 +102,4 @@ func stepDuration(s v1.Step) string {
 		return ""
 	}
 	return s.EndTime.Sub(*s.StartTime).Round(time.Millisecond).String()
-}
-
-// secretsStayInside checks that the cluster's agent credential secret and
-// passphrase appear in no API answer and in no log: kilnd's, or any agent's.
-func (e *env) secretsStayInside(cluster string) {
-	e.t.Helper()
-	st, err := sqlite.Open(e.t.Context(), filepath.Join(e.data, "kiln.db"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, secret, passphrase, err := gateway.ClearCredentials(e.t.Context(), st, store.Key{Project: "default", Name: cluster})
-	st.Close()
-	if err != nil || secret == "" || passphrase == "" {
-		e.t.Fatalf("read the cluster's secrets: %v", err)
-	}
-	var seen []string
-	for _, path := range []string{
-		"/v1/projects/default/clusters/" + cluster,
-		"/v1/projects/default/clusters/" + cluster + "/nodes",
-		"/v1/projects/default/clusters/" + cluster + "/events",
-		"/v1/projects/default/clusters/" + cluster + "/operations",
-	} {
-		seen = append(seen, e.get(path))
-	}
-	seen = append(seen, e.k.LogText())
-	logs, _ := filepath.Glob(filepath.Join(e.data, "machines", "default", cluster, "*", "agent.log"))
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		seen = append(seen, string(b))
-	}
-	if len(logs) == 0 {
-		e.t.Error("found no agent logs to check")
-	}
-	for i, text := range seen {
-		for name, v := range map[string]string{"credential secret": secret, "passphrase": passphrase} {
-			if strings.Contains(text, v) {
-				e.t.Errorf("the %s appears in %s", name, describe(i, logs))
-			}
-		}
-	}
-}
-
-func describe(i int, logs []string) string {
-	switch {
-	case i < 4:
-		return "an API answer"
-	case i == 4:
-		return "kilnd's log"
-	default:
-		return logs[i-5]
-	}
-}
-
-// get returns the raw body of an authenticated GET.
-func (e *env) get(path string) string {
-	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.t.Context(), "GET", e.k.URL()+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+kilndtest.Token(e.t, e.data))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }

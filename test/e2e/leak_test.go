@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/kilndtest"
+)
+
+// secretsStayInside plants secrets with recognizable values next to a real
+// cluster's own (agent credential, passphrase, CA key, service-account
+// key), sends every route of the API a request, as the owner, and fails if
+// any secret appears in an answer, in kilnd's log or in an agent's log. The
+// only answers allowed to hold a secret are those that exist to hand one
+// out once: a new token's value in the answer that creates it.
+func (e *env) secretsStayInside(cluster string) {
+	t := e.t
+	ctx := t.Context()
+	secrets := map[string]string{
+		"cloud credential": "CANARY-CLOUD-SECRET-6f1d2c",
+		"owner token":      kilndtest.Token(e.t, e.data),
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(e.data, "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := store.Key{Project: "default", Name: cluster}
+	_, secrets["agent credential"], secrets["passphrase"], err = gateway.ClearCredentials(ctx, st, k)
+	if err != nil {
+		t.Fatalf("read the cluster's credentials: %v", err)
+	}
+	for name, secret := range map[string]string{"CA key": gateway.SecretCA, "service-account key": gateway.SecretServiceAccount} {
+		b, err := st.GetClusterSecret(ctx, k, secret)
+		if err != nil {
+			t.Fatalf("read the cluster's %s: %v", name, err)
+		}
+		secrets[name] = privateKeyLine(string(b))
+	}
+	// The route table, from a server over a scratch store.
+	scratch, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "scratch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := server.New(server.Options{Store: scratch}).Routes()
+	scratch.Close()
+	st.Close()
+
+	// Records with secrets of their own, for the routes that name them.
+	if _, err := e.c.PutUser(ctx, &v1.User{Name: "leak-user"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.PutMember(ctx, "default", &v1.Member{Name: "leak-user", Role: v1.RoleViewer}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.PutServiceAccount(ctx, "default", &v1.ServiceAccount{Name: "leak-sa", Role: v1.RoleViewer}); err != nil {
+		t.Fatal(err)
+	}
+	saToken, err := e.c.CreateToken(ctx, v1.TokenOwner{Project: "default", ServiceAccount: "leak-sa"}, v1.TokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["service account token"] = saToken.Value
+	e.send("PUT", "/v1/projects/default/cloudaccounts/leak-account",
+		`{"provider": "local", "credentials": {"key": "`+secrets["cloud credential"]+`"}}`)
+	e.send("PUT", "/v1/projects/default/profiles/leak-profile", `{"kubernetesVersion": "v1.36.3"}`)
+	nodes, err := e.c.ListNodes(ctx, "default", cluster)
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("nodes: %v %v", nodes, err)
+	}
+	ops, err := e.c.ListOperations(ctx, "default", cluster)
+	if err != nil || len(ops) == 0 {
+		t.Fatalf("operations: %v %v", ops, err)
+	}
+	fill := strings.NewReplacer("{project}", "default", "{cluster}", cluster, "{node}", nodes[0].Name,
+		"{operation}", v1.OperationID(ops[0].ID), "{cloudaccount}", "leak-account", "{profile}", "leak-profile",
+		"{user}", "admin", "{member}", "leak-user", "{serviceaccount}", "leak-sa", "{token}", saToken.ID)
+
+	type answer struct{ what, body string }
+	var seen []answer
+	for _, rt := range routes {
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		path = fill.Replace(path)
+		body := ""
+		if method != "GET" {
+			// Refused before it changes anything: a stale If-Match and a
+			// body with an unknown field. The error answers count too.
+			body = `{"leakCheck": true}`
+			if method == "DELETE" && strings.HasSuffix(rt.Pattern, "{token}") {
+				path = strings.Replace(path, saToken.ID, "tok_0000000000000000", 1)
+			}
+		}
+		seen = append(seen, answer{rt.Pattern, e.send(method, path, body)})
+	}
+	if _, err := e.c.GetCluster(ctx, "default", cluster); err != nil {
+		t.Fatalf("the cluster after every route was sent a request: %v", err)
+	}
+	seen = append(seen, answer{"kilnd's log", e.k.LogText()})
+	logs, _ := filepath.Glob(filepath.Join(e.data, "machines", "default", cluster, "*", "agent.log"))
+	if len(logs) == 0 {
+		t.Error("found no agent logs to check")
+	}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		seen = append(seen, answer{l, string(b)})
+	}
+	for _, a := range seen {
+		for name, v := range secrets {
+			if v != "" && strings.Contains(a.body, v) {
+				t.Errorf("the %s appears in %s", name, a.what)
+			}
+		}
+	}
+}
+
+// privateKeyLine is the first base64 line of the last PEM private key in
+// s: enough to recognize the key anywhere.
+func privateKeyLine(s string) string {
+	i := strings.LastIndex(s, "PRIVATE KEY-----\n")
+	if i < 0 {
+		return ""
+	}
+	rest := s[i+len("PRIVATE KEY-----\n"):]
+	line, _, _ := strings.Cut(rest, "\n")
+	return line
+}
+
+// send makes a request as the owner with a stale If-Match and returns the
+// answer's body, whatever its status.
+func (e *env) send(method, path, body string) string {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.k.URL()+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+kilndtest.Token(e.t, e.data))
+	if method != "GET" && method != "PUT" || strings.Contains(body, "leakCheck") {
+		req.Header.Set("If-Match", `"leak-check-stale"`)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := e.httpClient().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// httpClient is the client raw requests to kilnd go through.
+func (e *env) httpClient() *http.Client { return http.DefaultClient }

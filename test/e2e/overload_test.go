@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/kilndtest"
+)
+
+// TestOverloadKeepsNodesAlive: with the API saturated (slow clients hold
+// every in-flight slot), new API requests are answered 429 with
+// Retry-After, while agents' heartbeats keep arriving and an operation
+// started before keeps its lease and finishes.
+func TestOverloadKeepsNodesAlive(t *testing.T) {
+	const slots = 2
+	e := start(t, "kilnd", "--max-inflight", fmt.Sprint(slots))
+	e.create(localCluster("busy", 1, false, 0))
+
+	// An update that adds a worker runs while the API is saturated.
+	cl, err := e.c.GetCluster(t.Context(), "default", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1}}
+	_, opID, err := e.c.PutCluster(t.Context(), "default", cl, cl.ETag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range slots {
+		e.holdSlot()
+	}
+
+	// Over the cap: 429 and Retry-After. The slots are taken once kilnd has
+	// read the slow requests' headers: until then a request gets through.
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", e.k.URL()+"/v1/projects", nil)
+		req.Header.Set("Authorization", "Bearer "+kilndtest.Token(t, e.data))
+		if resp, err = e.httpClient().Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a request over the cap: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	// Meanwhile, read from the store: heartbeats move on and the operation
+	// finishes.
+	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k := store.Key{Project: "default", Name: "busy"}
+	first, err := st.GetNode(t.Context(), k, "busy-cp-0")
+	if err != nil || first.LastHeartbeat == nil {
+		t.Fatalf("control-plane node: %v, %+v", err, first)
+	}
+	deadline := time.Now().Add(25 * time.Second) // within kilnd's 30 s read timeout, which ends the slow clients
+	beat, done := false, false
+	for time.Now().Before(deadline) && !(beat && done) {
+		n, err := st.GetNode(t.Context(), k, "busy-cp-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		beat = beat || n.LastHeartbeat.After(*first.LastHeartbeat)
+		op, err := st.GetOperation(t.Context(), opID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = done || op.Status == v1.OpSucceeded
+		if op.Status == v1.OpFailed {
+			t.Fatalf("the update failed while the API was saturated: %+v", op.Error)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !beat {
+		t.Error("no heartbeat was recorded while the API was saturated")
+	}
+	if !done {
+		t.Error("the update did not finish while the API was saturated")
+	}
+}
+
+// holdSlot opens a request that announces a body it never sends, so it
+// holds one of kilnd's in-flight slots until the test ends or kilnd's
+// read timeout cuts it off.
+func (e *env) holdSlot() {
+	e.t.Helper()
+	conn, err := e.dialAPI()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "PUT /v1/projects/default/clusters/slow HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", e.k.Addr, kilndtest.Token(e.t, e.data))
+}
+
+// dialAPI opens a raw connection to the API.
+func (e *env) dialAPI() (net.Conn, error) { return net.Dial("tcp", e.k.Addr) }
