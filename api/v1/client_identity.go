@@ -34,9 +34,25 @@ func put[T any](ctx context.Context, c *Client, path string, in *T) (*T, error) 
 	return &out, nil
 }
 
+// create is put with If-None-Match: *: a record that exists already is
+// not replaced, the call fails with 412 Precondition Failed.
+func create[T any](ctx context.Context, c *Client, path string, in *T) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, http.MethodPut, path, in, conditions{ifNoneMatch: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func (c *Client) del(ctx context.Context, path string) error {
 	_, err := c.do(ctx, http.MethodDelete, path, nil, conditions{}, nil)
 	return err
+}
+
+// CreateProject creates a project that must not exist yet (owners only);
+// an existing one fails with 412 and is left as it is.
+func (c *Client) CreateProject(ctx context.Context, p *Project) (*Project, error) {
+	return create(ctx, c, projectPath(p.Name), p)
 }
 
 // Whoami says who the client's token acts for.
@@ -57,6 +73,12 @@ func (c *Client) GetUser(ctx context.Context, name string) (*User, error) {
 // PutUser creates or replaces a user (owners only).
 func (c *Client) PutUser(ctx context.Context, u *User) (*User, error) {
 	return put(ctx, c, userPath(u.Name), u)
+}
+
+// CreateUser creates a user that must not exist yet (owners only); an
+// existing one fails with 412 and is left as it is.
+func (c *Client) CreateUser(ctx context.Context, u *User) (*User, error) {
+	return create(ctx, c, userPath(u.Name), u)
 }
 
 // DeleteUser deletes a user, its memberships and its tokens.
@@ -87,6 +109,12 @@ func (c *Client) ListServiceAccounts(ctx context.Context, project string) ([]Ser
 // PutServiceAccount creates or replaces a service account (admins only).
 func (c *Client) PutServiceAccount(ctx context.Context, project string, sa *ServiceAccount) (*ServiceAccount, error) {
 	return put(ctx, c, serviceAccountPath(project, sa.Name), sa)
+}
+
+// CreateServiceAccount creates a service account that must not exist yet
+// (admins only); an existing one fails with 412 and keeps its role.
+func (c *Client) CreateServiceAccount(ctx context.Context, project string, sa *ServiceAccount) (*ServiceAccount, error) {
+	return create(ctx, c, serviceAccountPath(project, sa.Name), sa)
 }
 
 // DeleteServiceAccount deletes a service account and its tokens.

@@ -155,14 +155,8 @@ is given; when stdin is not a terminal it does not ask.`,
 			if err != nil {
 				return err
 			}
-			if !yes && a.isTerminal(a.stdin) {
-				ok, err := a.confirm(fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, s.Project))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("not deleted")
-				}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, s.Project)); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			opID, err := c.DeleteCluster(ctx, s.Project, name)

@@ -302,3 +302,108 @@ func stepDuration(s *v1.Step, now time.Time) string {
 	}
 	return duration(end.Sub(*s.StartTime))
 }
+
+func renderProjects(w io.Writer, projects []v1.Project, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tDISPLAY-NAME\tAGE")
+	for _, p := range projects {
+		row(tw, p.Name, p.DisplayName, age(p.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+// renderWhoami prints the principal, whether it is an owner, its token and
+// its projects with roles, "team-a (admin), team-b (viewer)".
+func renderWhoami(w io.Writer, who *v1.Whoami) error {
+	projects := "none"
+	switch {
+	case who.Owner:
+		projects = "every project, as owner"
+	case len(who.Projects) > 0:
+		names := make([]string, 0, len(who.Projects))
+		for p := range who.Projects {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		for i, p := range names {
+			names[i] = p + " (" + who.Projects[p] + ")"
+		}
+		projects = strings.Join(names, ", ")
+	}
+	tw := newTable(w)
+	fmt.Fprintf(tw, "Principal:\t%s\n", orDash(who.Principal))
+	fmt.Fprintf(tw, "Owner:\t%s\n", yesNo(who.Owner))
+	fmt.Fprintf(tw, "Projects:\t%s\n", projects)
+	fmt.Fprintf(tw, "Token:\t%s\n", orDash(who.TokenID))
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func renderUsers(w io.Writer, users []v1.User, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tDISPLAY-NAME\tOWNER\tAGE")
+	for _, u := range users {
+		row(tw, u.Name, u.DisplayName, yesNo(u.Owner), age(u.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+func renderMembers(w io.Writer, members []v1.Member, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "USER\tROLE\tAGE")
+	for _, m := range members {
+		row(tw, m.Name, m.Role, age(m.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+func renderServiceAccounts(w io.Writer, sas []v1.ServiceAccount, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tROLE\tDESCRIPTION\tAGE")
+	for _, sa := range sas {
+		row(tw, sa.Name, sa.Role, sa.Description, age(sa.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+// renderTokens prints tokens, never a value. STATE is active, revoked or
+// expired.
+func renderTokens(w io.Writer, tokens []v1.Token, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tPRINCIPAL\tSTATE\tDESCRIPTION\tCREATED\tEXPIRES\tLAST-USED")
+	for _, t := range tokens {
+		lastUsed := ""
+		if t.LastUsedAt != nil {
+			lastUsed = age(*t.LastUsedAt, now) + " ago"
+		}
+		row(tw, t.ID, t.Principal, tokenState(&t, now), t.Description,
+			timestamp(t.CreatedAt), timestamp(t.ExpiresAt), lastUsed)
+	}
+	return tw.Flush()
+}
+
+func tokenState(t *v1.Token, now time.Time) string {
+	switch {
+	case t.RevokedAt != nil:
+		return "revoked"
+	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
+
+// renderAudit prints audit entries with their time in UTC, as recorded.
+func renderAudit(w io.Writer, entries []v1.AuditEntry) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tPATH\tSTATUS\tRESULT\tSOURCE")
+	for _, e := range entries {
+		row(tw, timestamp(e.Time), e.Actor, e.Action, e.Path, strconv.Itoa(e.Status), e.Result, e.Source)
+	}
+	return tw.Flush()
+}

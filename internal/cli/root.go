@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -91,7 +92,8 @@ Settings come from flags, then KILN_SERVER, KILN_TOKEN and KILN_PROJECT,
 then the config file written by 'kiln login'.`,
 		Example: `  kiln login --server http://127.0.0.1:7080 --token-file .data/admin.token
   kiln cluster create dev --workers 2 --wait
-  kiln cluster list -o json`,
+  kiln cluster list -o json
+  kiln whoami`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -120,6 +122,13 @@ then the config file written by 'kiln login'.`,
 		a.nodeCommand(),
 		a.operationCommand(),
 		a.kubeconfigCommand(),
+		a.whoamiCommand(),
+		a.projectCommand(),
+		a.userCommand(),
+		a.memberCommand(),
+		a.serviceAccountCommand(),
+		a.tokenCommand(),
+		a.auditCommand(),
 	)
 	return root
 }
@@ -224,6 +233,8 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 		var h *hintError
 		if errors.As(err, &h) {
 			fmt.Fprintf(w, "  %s\n", h.hint)
+		} else if hint := authHint(ae); hint != "" {
+			fmt.Fprintf(w, "  %s\n", hint)
 		}
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(w, "error: interrupted")
@@ -240,6 +251,18 @@ func printAPIError(w io.Writer, ae *v1.APIError) {
 		fmt.Fprintf(w, "  target: %s\n", ae.Err.Target)
 	}
 	printDetails(w, ae.Err.Details, "  ")
+}
+
+// authHint says what to do about a refused token (401) or a missing role
+// (403); the server's message says which token or role.
+func authHint(ae *v1.APIError) string {
+	switch ae.StatusCode {
+	case http.StatusUnauthorized:
+		return "the server did not accept the token: log in again with a valid one (kiln login), or check --token and KILN_TOKEN"
+	case http.StatusForbidden:
+		return "'kiln whoami' shows who the token acts for and its role in each project"
+	}
+	return ""
 }
 
 func printDetails(w io.Writer, details []v1.Error, indent string) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,25 @@ func TestScripts(t *testing.T) {
 				ts.Check(st.PutNode(context.Background(), n, store.Cond{}))
 				ts.Check(st.AppendNodeLogs(context.Background(), k, args[1], []v1.LogLine{
 					{Stream: "agent", Line: "prechecks passed"}, {Stream: "agent", Line: "registered as " + args[1]}}))
+			},
+			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
+			// REGEXP (multi-line) in FILE, by default the last stdout: a
+			// token's value or id for the commands after.
+			"capture": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 || len(args) > 3 {
+					ts.Fatalf("usage: capture VAR REGEXP [FILE]")
+				}
+				file := "stdout"
+				if len(args) == 3 {
+					file = args[2]
+				}
+				re, err := regexp.Compile("(?m)" + args[1])
+				ts.Check(err)
+				m := re.FindStringSubmatch(ts.ReadFile(file))
+				if len(m) < 2 {
+					ts.Fatalf("capture: no match for %q in %s", args[1], file)
+				}
+				ts.Setenv(args[0], m[1])
 			},
 		},
 		Setup: func(env *testscript.Env) error {

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func (a *app) projectCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "project",
+		Aliases: []string{"projects"},
+		Short:   "Create, list and delete projects (creating and deleting needs an owner)",
+		Example: "  kiln project create team-a --display-name \"Team A\"\n  kiln project list\n  kiln project delete team-a --yes",
+	})
+	cmd.AddCommand(a.projectCreateCommand(), a.projectListCommand(), a.projectGetCommand(), a.projectDeleteCommand())
+	return cmd
+}
+
+func (a *app) projectCreateCommand() *cobra.Command {
+	var displayName string
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a project",
+		Long: `create makes a new project; an existing project is left as it is and the
+command fails. Only owners create projects. Give people roles in it with
+'kiln member add USER --role ROLE -p NAME'.`,
+		Example: "  kiln project create team-a\n  kiln project create team-b --display-name \"Team B\" -o json",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.CreateProject(cmd.Context(), &v1.Project{Name: args[0], DisplayName: displayName})
+			if err != nil {
+				return createError(err, "project", args[0])
+			}
+			fmt.Fprintf(a.stderr, "Project %q created. Give users a role in it with: kiln member add USER --role viewer -p %s\n", p.Name, p.Name)
+			return a.emit(p, func(w io.Writer) error { return renderProjects(w, []v1.Project{*p}, a.now()) })
+		}),
+	}
+	cmd.Flags().StringVar(&displayName, "display-name", "", "a human-friendly name")
+	return cmd
+}
+
+func (a *app) projectListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the projects you can see",
+		Long:    "list shows every project to an owner, and to anyone else the projects they have a role in.",
+		Example: "  kiln project list\n  kiln project list -o json",
+		Args:    exactArgs(),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			ps, err := c.ListProjects(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.emit(v1.List[v1.Project]{Value: ps}, func(w io.Writer) error {
+				return renderProjects(w, ps, a.now())
+			})
+		}),
+	}
+}
+
+func (a *app) projectGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show a project",
+		Example: "  kiln project get team-a -o yaml",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.GetProject(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(p, func(w io.Writer) error { return renderProjects(w, []v1.Project{*p}, a.now()) })
+		}),
+	}
+}
+
+func (a *app) projectDeleteCommand() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a project",
+		Long: `delete removes a project (owners only). On a terminal it asks first unless
+--yes is given; when stdin is not a terminal it does not ask.`,
+		Example: "  kiln project delete team-a --yes",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Delete project %q?", name)); err != nil {
+				return err
+			}
+			if err := c.DeleteProject(cmd.Context(), name); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "project %q deleted\n", name)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// createError explains a create-only write refused because the record
+// exists (412): nothing was changed.
+func createError(err error, what, name string) error {
+	var ae *v1.APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed {
+		return &hintError{fmt.Sprintf("%s %q exists already; it was left as it is", what, name), err}
+	}
+	return err
+}
+
+// errNotConfirmed is the answer no to a confirmation.
+var errNotConfirmed = errors.New("not deleted")
+
+// confirmUnless asks question on a terminal unless yes; a no is
+// errNotConfirmed. Without a terminal (scripts, CI) it does not ask.
+func (a *app) confirmUnless(yes bool, question string) error {
+	if yes || !a.isTerminal(a.stdin) {
+		return nil
+	}
+	ok, err := a.confirm(question)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errNotConfirmed
+	}
+	return nil
+}

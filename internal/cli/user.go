@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func (a *app) whoamiCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show who your token acts for and your role in each project",
+		Long: `whoami shows the principal the token acts for (user:NAME or
+serviceaccount:PROJECT/NAME), whether it is a system-wide owner, its role in
+each project it is in, and the id of the token (for 'kiln token revoke').`,
+		Example: "  kiln whoami\n  kiln whoami -o json",
+		Args:    exactArgs(),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			w, err := c.Whoami(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.emit(w, func(out io.Writer) error { return renderWhoami(out, w) })
+		}),
+	}
+}
+
+func (a *app) userCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "user",
+		Aliases: []string{"users"},
+		Short:   "Create, list and delete users (owners)",
+		Example: "  kiln user create alice --display-name \"Alice Liddell\"\n  kiln user list\n  kiln user delete alice --yes",
+	})
+	cmd.AddCommand(a.userCreateCommand(), a.userListCommand(), a.userGetCommand(), a.userDeleteCommand())
+	return cmd
+}
+
+func (a *app) userCreateCommand() *cobra.Command {
+	var u v1.User
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a user",
+		Long: `create makes a new user; an existing user is left as it is and the command
+fails. Only owners create users. --owner makes the user a system-wide owner,
+who may do everything; anyone else acts through project roles
+('kiln member add'). A user signs in with a token: 'kiln token create --user NAME'.`,
+		Example: "  kiln user create alice --display-name \"Alice Liddell\"\n  kiln user create root2 --owner",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			u.Name = args[0]
+			out, err := c.CreateUser(cmd.Context(), &u)
+			if err != nil {
+				return createError(err, "user", u.Name)
+			}
+			fmt.Fprintf(a.stderr, "User %q created. Give it a token with: kiln token create --user %s\n", out.Name, out.Name)
+			return a.emit(out, func(w io.Writer) error { return renderUsers(w, []v1.User{*out}, a.now()) })
+		}),
+	}
+	cmd.Flags().StringVar(&u.DisplayName, "display-name", "", "the person's name")
+	cmd.Flags().BoolVar(&u.Owner, "owner", false, "make the user a system-wide owner")
+	return cmd
+}
+
+func (a *app) userListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List users (owners)",
+		Example: "  kiln user list\n  kiln user list -o json",
+		Args:    exactArgs(),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			us, err := c.ListUsers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.emit(v1.List[v1.User]{Value: us}, func(w io.Writer) error { return renderUsers(w, us, a.now()) })
+		}),
+	}
+}
+
+func (a *app) userGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show a user (yourself, or anyone for an owner)",
+		Example: "  kiln user get alice -o yaml",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			u, err := c.GetUser(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(u, func(w io.Writer) error { return renderUsers(w, []v1.User{*u}, a.now()) })
+		}),
+	}
+}
+
+func (a *app) userDeleteCommand() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a user with its project memberships and tokens",
+		Long: `delete removes a user, its memberships in every project and its tokens (owners
+only; nobody deletes themselves). On a terminal it asks first unless --yes is
+given; when stdin is not a terminal it does not ask.`,
+		Example: "  kiln user delete alice --yes",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Delete user %q, its project memberships and its tokens?", name)); err != nil {
+				return err
+			}
+			if err := c.DeleteUser(cmd.Context(), name); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "user %q deleted\n", name)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
