@@ -15,4 +15,7 @@ type Resealer interface {
 	// that many rows; 0 means all. A call that returns 0 found every value
 	// current.
 	Reseal(ctx context.Context, limit int) (int, error)
+	// SealedKeys counts the secret values by the id of the key they are
+	// sealed under; values in clear count under "".
+	SealedKeys(ctx context.Context) (map[string]int, error)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -156,4 +157,44 @@ func (s *Store) resealRow(ctx context.Context, c sealedColumn, r sealedRow) (boo
 	}
 	return false, fmt.Errorf("reseal %s.%s of %s: the row changed %d times while being resealed; run the reseal again",
 		c.table, c.column, strings.Join(r.key, "/"), resealAttempts)
+}
+
+// SealedKeys implements store.Resealer. It reads only the start of each
+// value, where the key id is.
+func (s *Store) SealedKeys(ctx context.Context) (map[string]int, error) {
+	counts := map[string]int{}
+	for _, c := range sealedColumns {
+		if err := s.countKeys(ctx, c, counts); err != nil {
+			return nil, fmt.Errorf("count sealed keys of %s.%s: %w", c.table, c.column, err)
+		}
+	}
+	return counts, nil
+}
+
+// countKeys adds the key ids of c's values to counts. A value that starts
+// like a sealed value but names no key counts under "invalid".
+func (s *Store) countKeys(ctx context.Context, c sealedColumn, counts map[string]int) error {
+	// 100 bytes hold the prefix, a key id of up to 64 characters and the
+	// colon after it.
+	rows, err := s.read.QueryContext(ctx, `SELECT substr(`+c.column+`, 1, 100) FROM `+c.table)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var head []byte
+		if err := rows.Scan(&head); err != nil {
+			return err
+		}
+		id, ok := secret.KeyID(head)
+		switch {
+		case ok:
+			counts[id]++
+		case secret.IsSealed(head):
+			counts["invalid"]++
+		default:
+			counts[""]++
+		}
+	}
+	return rows.Err()
 }

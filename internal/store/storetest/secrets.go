@@ -352,6 +352,9 @@ func testLegacyPlaintext(e *secretEnv) {
 	if at := e.plaintextAt(); len(at) != 3 {
 		e.t.Fatalf("legacy plaintext found at %v, want in the three sealed columns (is the raw scan blind?)", at)
 	}
+	keys, err := e.resealer.SealedKeys(e.ctx)
+	wantErr(e.t, "SealedKeys", err, nil)
+	diff(e.t, "values by key before the reseal", map[string]int{"": 3}, keys)
 	e.readBack(x, "1")
 	if n := e.reseal(0); n != 3 {
 		e.t.Errorf("Reseal of three legacy values rewrote %d", n)
@@ -381,6 +384,9 @@ func testResealRotation(e *secretEnv) {
 		e.t.Errorf("Reseal of the rest rewrote %d rows, want 3", n)
 	}
 	e.wantAllUnder(fresh)
+	keys, err := e.resealer.SealedKeys(e.ctx)
+	wantErr(e.t, "SealedKeys", err, nil)
+	diff(e.t, "values by key after the reseal", map[string]int{fresh: 4}, keys)
 	dropped, err := e.sealer.DropRetired()
 	if err != nil || len(dropped) != 1 || dropped[0] != old {
 		e.t.Fatalf("DropRetired = %v, %v; want [%s]", dropped, err, old)
