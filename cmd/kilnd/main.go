@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"kiln.dev/kiln/internal/daemon"
 )
@@ -60,6 +61,7 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the SQLite database and the admin token")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7080", "address to serve the API on")
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
+	secretKeyFlag(f, &cfg.SecretKeyFile)
 	f.StringVar(&cfg.Role, "role", daemon.RoleAll, "what this process runs: all, frontend (API) or backend (workers)")
 	f.BoolVar(&cfg.Dev, "dev", false, "all-in-one development mode on loopback (default project, sim provider)")
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
@@ -76,7 +78,15 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.MarkHidden("sim-journal")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	cmd.AddCommand(newRotateKey())
 	return cmd
+}
+
+// secretKeyFlag is --secret-key-file, whose default comes from
+// KILN_SECRET_KEY_FILE.
+func secretKeyFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "secret-key-file", os.Getenv("KILN_SECRET_KEY_FILE"),
+		"file of the keys secrets are encrypted with at rest, created when missing (default DATA_DIR/secret.key; env KILN_SECRET_KEY_FILE)")
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

@@ -114,7 +114,7 @@ func stepDuration(s v1.Step) string {
 // passphrase appear in no API answer and in no log: kilnd's, or any agent's.
 func (e *env) secretsStayInside(cluster string) {
 	e.t.Helper()
-	st, err := sqlite.Open(e.t.Context(), filepath.Join(e.data, "kiln.db"))
+	st, err := sqlite.Open(e.t.Context(), filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(e.t, e.data))
 	if err != nil {
 		e.t.Fatal(err)
 	}
