@@ -36,7 +36,7 @@ type RotateOptions struct {
 
 // ErrRotationStopped is returned by RotateKey when RotateOptions.StopAfter
 // stopped it.
-var ErrRotationStopped = errors.New("rotation stopped before it finished (StopAfter)")
+var ErrRotationStopped = errors.New("rotation stopped before it finished, as --stop-after asked: run kilnd rotate-key again to finish it")
 
 // RotateKey re-encrypts every secret in cfg's store under a new key, while
 // kilnd processes keep running on the same store and key file:
