@@ -42,7 +42,11 @@ the plans that create, change and delete clusters.
 With --dev it runs everything on loopback with SQLite in --data-dir, a
 "default" project, the local provider (machines are kiln-agent processes on
 this host) and the sim provider (a test double), and an admin token written to
-DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token`,
+DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token
+
+Secrets in the store are encrypted under --secret-key-file (DATA_DIR/secret.key
+unless set; created on first start): back it up apart from the database.
+"kilnd rotate-key" re-encrypts them under a new key while kilnd runs.`,
 		Example: `  kilnd --dev --data-dir .data
   kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --store postgres://kiln@db/kiln --role frontend`,
 		Args:          cobra.NoArgs,
