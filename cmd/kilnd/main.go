@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"kiln.dev/kiln/internal/daemon"
 )
@@ -41,7 +42,11 @@ the plans that create, change and delete clusters.
 With --dev it runs everything on loopback with SQLite in --data-dir, a
 "default" project, the local provider (machines are kiln-agent processes on
 this host) and the sim provider (a test double), and an admin token written to
-DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token`,
+DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token
+
+Secrets in the store are encrypted under --secret-key-file (DATA_DIR/secret.key
+unless set; created on first start): back it up apart from the database.
+"kilnd rotate-key" re-encrypts them under a new key while kilnd runs.`,
 		Example: `  kilnd --dev --data-dir .data
   kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --store postgres://kiln@db/kiln --role frontend`,
 		Args:          cobra.NoArgs,
@@ -60,6 +65,7 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the SQLite database and the admin token")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7080", "address to serve the API on")
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
+	secretKeyFlag(f, &cfg.SecretKeyFile)
 	f.StringVar(&cfg.Role, "role", daemon.RoleAll, "what this process runs: all, frontend (API) or backend (workers)")
 	f.BoolVar(&cfg.Dev, "dev", false, "all-in-one development mode on loopback (default project, sim provider)")
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
@@ -77,7 +83,15 @@ DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file 
 	f.MarkHidden("sim-journal")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	cmd.AddCommand(newRotateKey())
 	return cmd
+}
+
+// secretKeyFlag is --secret-key-file, whose default comes from
+// KILN_SECRET_KEY_FILE.
+func secretKeyFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "secret-key-file", os.Getenv("KILN_SECRET_KEY_FILE"),
+		"file of the keys secrets are encrypted with at rest, created when missing (default DATA_DIR/secret.key; env KILN_SECRET_KEY_FILE)")
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

@@ -13,27 +13,60 @@ import (
 // Write writes data to a temporary file in path's directory with mode, syncs
 // it, renames it over path and syncs the directory.
 func Write(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(f.Name()) // a no-op once renamed
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := errors.Join(d.Sync(), d.Close()); err != nil {
+	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("write %s: sync dir: %w", path, err)
 	}
 	return nil
+}
+
+// Create writes data to path like Write, but only if path does not exist:
+// otherwise it returns an error matching fs.ErrExist and leaves the file as
+// it is. Of several processes creating one path at once, exactly one
+// succeeds (the file is linked into place, which never replaces).
+func Create(path string, data []byte, mode os.FileMode) error {
+	tmp, err := writeTemp(path, data, mode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("create %s: sync dir: %w", path, err)
+	}
+	return nil
+}
+
+// writeTemp writes data with mode to a new temporary file beside path,
+// synced, and returns its name.
+func writeTemp(path string, data []byte, mode os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 // WriteJSON writes v as indented JSON (and a newline) with Write.

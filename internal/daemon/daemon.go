@@ -26,10 +26,12 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/worker"
 )
 
@@ -52,6 +54,10 @@ type Config struct {
 	Store   string // "" for SQLite in DataDir, a file path, or a postgres:// URL
 	Role    string // all (default), frontend or backend
 	Dev     bool   // all-in-one on loopback: default project, sim provider
+
+	// SecretKeyFile holds the keys secrets are encrypted with at rest
+	// (internal/secret); default DataDir/secret.key, created when missing.
+	SecretKeyFile string
 
 	// Sim registers the sim provider (a test double) outside dev mode.
 	Sim bool
@@ -159,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	st, err := openStore(ctx, cfg)
+	st, _, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -171,25 +177,35 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+// openStore opens the store cfg names, sealing secrets with the keyring of
+// cfg's key file (secrets.go), and returns both.
+func openStore(ctx context.Context, cfg Config) (store.Store, *secret.Keyring, error) {
+	kr, created, err := openKeyring(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st store.Store
 	switch {
 	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
-		st, err := postgres.Open(ctx, cfg.Store)
-		if err != nil {
-			return nil, fmt.Errorf("open PostgreSQL store: %w", err)
+		if st, err = postgres.Open(ctx, cfg.Store, sqlstore.WithSealer(kr)); err != nil {
+			return nil, nil, fmt.Errorf("open PostgreSQL store: %w", err)
 		}
-		return st, nil
 	default:
 		path := cfg.Store
 		if path == "" {
 			path = filepath.Join(cfg.DataDir, "kiln.db")
 		}
-		st, err := sqlite.Open(ctx, path)
-		if err != nil {
-			return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+		if st, err = sqlite.Open(ctx, path, sqlstore.WithSealer(kr)); err != nil {
+			return nil, nil, fmt.Errorf("open SQLite store %s: %w", path, err)
 		}
-		return st, nil
 	}
+	if created {
+		if err := checkNewKeyring(ctx, st, kr, cfg.Logger); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+	}
+	return st, kr, nil
 }
 
 func (d *Daemon) start(ctx context.Context) error {

@@ -20,9 +20,9 @@ import (
 )
 
 // Names of a cluster's secrets in the store. Values marked "clear" hold a
-// secret in clear text because kilnd needs it again (the local provider
-// starts agents with them after a restart); issue 4's encryption at rest
-// must cover them first.
+// secret kilnd can read again (the local provider starts agents with them
+// after a restart) rather than only its hash; like every cluster secret they
+// are encrypted at rest when the store has a sealer (docs/security.md).
 const (
 	SecretCA               = "cluster-ca"             // CA certificate PEM followed by its key PEM
 	SecretServiceAccount   = "service-account-key"    // private key PEM followed by public key PEM

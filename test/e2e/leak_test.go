@@ -28,7 +28,7 @@ func (e *env) secretsStayInside(cluster string) {
 		"cloud credential": "CANARY-CLOUD-SECRET-6f1d2c",
 		"owner token":      kilndtest.Token(e.t, e.data),
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(e.data, "kiln.db"))
+	st, err := sqlite.Open(ctx, filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestOverloadKeepsNodesAlive(t *testing.T) {
 
 	// Meanwhile, read from the store: heartbeats move on and the operation
 	// finishes.
-	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestKilndLostMidInstall(t *testing.T) {
 		t.Fatalf("operation %s", op.Status)
 	}
 
-	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
 	if err != nil {
 		t.Fatal(err)
 	}

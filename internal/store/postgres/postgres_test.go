@@ -15,7 +15,8 @@ import (
 
 func open(t *testing.T) store.Store {
 	t.Helper()
-	s, err := postgres.Open(t.Context(), pgtest.FreshDB(t), sqlstore.WithClock(storetest.Now(t)))
+	s, err := postgres.Open(t.Context(), pgtest.FreshDB(t), sqlstore.WithClock(storetest.Now(t)),
+		sqlstore.WithSealer(storetest.Keyring(t)))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -30,6 +31,24 @@ func open(t *testing.T) store.Store {
 func TestConformance(t *testing.T) {
 	pgtest.ServerURL(t)
 	storetest.Run(t, open)
+}
+
+func TestSecretsAtRest(t *testing.T) {
+	pgtest.ServerURL(t)
+	storetest.SecretsAtRest(t, storetest.PostgresTables, func(t *testing.T, sealer sqlstore.Sealer) (store.Store, *sql.DB) {
+		u := pgtest.FreshDB(t)
+		s, err := postgres.Open(t.Context(), u, sqlstore.WithClock(storetest.Now(t)), sqlstore.WithSealer(sealer))
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		db, err := sql.Open("pgx", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return s, db
+	})
 }
 
 // TestReopen: migrations apply once; data survives a reopen.

@@ -20,7 +20,11 @@ func (s *Store) PutClusterSecret(ctx context.Context, k store.Key, name string, 
 	if c.IfMatch != "" {
 		return wrap(errors.New("cluster secrets have no etag: IfMatch does not apply"))
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	value, err := s.seal(secretsCol, value, k.Project, k.Name, name)
+	if err != nil {
+		return wrap(err)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 			return err
 		}
@@ -55,6 +59,9 @@ func (s *Store) GetClusterSecret(ctx context.Context, k store.Key, name string) 
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
+	if err == nil {
+		value, err = s.open(secretsCol, value, k.Project, k.Name, name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get secret %s of cluster %s: %w", name, k, err)
 	}
@@ -63,17 +70,23 @@ func (s *Store) GetClusterSecret(ctx context.Context, k store.Key, name string) 
 
 const instructionCols = `id, project, cluster, node, kind, params, created_at, result, result_at`
 
-func scanInstruction(r scanner) (*store.Instruction, error) {
+// scanInstruction reads a row of instructionCols, opening its params.
+func (s *Store) scanInstruction(r scanner) (*store.Instruction, error) {
 	var (
 		in                store.Instruction
-		params, result    string
+		params            []byte
+		result            string
 		created, resultAt int64
 	)
 	if err := r.Scan(&in.ID, &in.Project, &in.Cluster, &in.Node, &in.Kind, &params, &created, &result, &resultAt); err != nil {
 		return nil, err
 	}
-	if params != "" {
-		in.Params = json.RawMessage(params)
+	if len(params) > 0 {
+		plain, err := s.open(paramsCol, params, in.ID)
+		if err != nil {
+			return nil, err
+		}
+		in.Params = json.RawMessage(plain)
 	}
 	in.CreatedAt = fromNanos(created)
 	if result != "" {
@@ -99,13 +112,20 @@ func (s *Store) PutInstruction(ctx context.Context, in *store.Instruction, c sto
 	if in.ID == "" || in.Node == "" || in.Kind == "" {
 		return wrap(errors.New("id, node and kind are required"))
 	}
+	var params []byte
+	if len(in.Params) > 0 {
+		var err error
+		if params, err = s.seal(paramsCol, in.Params, in.ID); err != nil {
+			return wrap(err)
+		}
+	}
 	created := s.now().UTC()
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO instructions (id, project, cluster, node, kind, params, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`), in.ID, in.Project, in.Cluster, in.Node, in.Kind, string(in.Params), toNanos(created))
+			VALUES (?, ?, ?, ?, ?, ?, ?)`), in.ID, in.Project, in.Cluster, in.Node, in.Kind, string(params), toNanos(created))
 		if s.constraint(err) == Unique {
 			return store.ErrExists
 		}
@@ -120,7 +140,7 @@ func (s *Store) PutInstruction(ctx context.Context, in *store.Instruction, c sto
 
 // GetInstruction reads one instruction.
 func (s *Store) GetInstruction(ctx context.Context, id string) (*store.Instruction, error) {
-	in, err := scanInstruction(s.read.QueryRowContext(ctx, s.q(`SELECT `+instructionCols+` FROM instructions WHERE id = ?`), id))
+	in, err := s.scanInstruction(s.read.QueryRowContext(ctx, s.q(`SELECT `+instructionCols+` FROM instructions WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -143,7 +163,7 @@ func (s *Store) ListInstructions(ctx context.Context, k store.Key, node string, 
 	defer rows.Close()
 	var out []*store.Instruction
 	for rows.Next() {
-		in, err := scanInstruction(rows)
+		in, err := s.scanInstruction(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list instructions of node %s of cluster %s: %w", node, k, err)
 		}

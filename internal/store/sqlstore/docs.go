@@ -21,11 +21,14 @@ type docTable struct {
 	parent []string // key columns before name; nodes: project, cluster
 	// fenced: the parent is a cluster, whose lease Cond.Fence names.
 	fenced bool
+	// sealed, when set, is the data column as a sealed column: the whole
+	// document is sealed (cloud accounts: the credentials are in it).
+	sealed *sealedColumn
 }
 
 var (
 	projectsT = docTable{table: "projects", kind: "project"}
-	accountsT = docTable{table: "cloud_accounts", kind: "cloud account", parent: []string{"project"}}
+	accountsT = docTable{table: "cloud_accounts", kind: "cloud account", parent: []string{"project"}, sealed: &accountsCol}
 	profilesT = docTable{table: "profiles", kind: "profile", parent: []string{"project"}}
 	nodesT    = docTable{table: "nodes", kind: "node", parent: []string{"project", "cluster"}, fenced: true}
 )
@@ -56,8 +59,14 @@ func keyArgs(parent []string, name string) []any {
 	return append(args, name)
 }
 
+// keyParts is a document's primary key: its parent columns' values, then
+// its name.
+func keyParts(parent []string, name string) []string {
+	return append(append([]string(nil), parent...), name)
+}
+
 func path(parent []string, name string) string {
-	return strings.Join(append(append([]string(nil), parent...), name), "/")
+	return strings.Join(keyParts(parent, name), "/")
 }
 
 // putDoc creates or replaces a document. It returns the new etag and the
@@ -72,6 +81,9 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 		return "", time.Time{}, fmt.Errorf("put %s %s: a fence applies only to cluster records", t.kind, p)
 	}
 	data, err := json.Marshal(v)
+	if err == nil && t.sealed != nil {
+		data, err = s.seal(*t.sealed, data, keyParts(parent, name)...)
+	}
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("put %s %s: %w", t.kind, p, err)
 	}
@@ -147,11 +159,22 @@ func (s *Store) getDoc(ctx context.Context, t docTable, parent []string, name st
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
+	if err == nil {
+		d.data, err = s.openDoc(t, parent, d)
+	}
 	if err != nil {
 		return doc{}, fmt.Errorf("get %s %s: %w", t.kind, path(parent, name), err)
 	}
 	d.created = fromNanos(created)
 	return d, nil
+}
+
+// openDoc returns d's data, opened if t is sealed.
+func (s *Store) openDoc(t docTable, parent []string, d doc) ([]byte, error) {
+	if t.sealed == nil {
+		return d.data, nil
+	}
+	return s.open(*t.sealed, d.data, keyParts(parent, d.name)...)
 }
 
 func (s *Store) listDocs(ctx context.Context, t docTable, parent []string, pg store.Page) ([]doc, string, error) {
@@ -172,6 +195,11 @@ func (s *Store) listDocs(ctx context.Context, t docTable, parent []string, pg st
 		scan, func(d doc) string { return d.name })
 	if err != nil {
 		return nil, "", wrap(err)
+	}
+	for i := range out {
+		if out[i].data, err = s.openDoc(t, parent, out[i]); err != nil {
+			return nil, "", wrap(err)
+		}
 	}
 	return out, next, nil
 }

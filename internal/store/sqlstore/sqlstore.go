@@ -78,6 +78,8 @@ type Store struct {
 	write *sql.DB
 	read  *sql.DB
 	now   func() time.Time
+	// sealer seals secret columns (sealer.go); nil stores them in clear.
+	sealer Sealer
 }
 
 var _ store.Store = (*Store)(nil)
