@@ -83,14 +83,14 @@ type Whoami struct {
 type AuditEntry struct {
 	ID        string    `json:"id"`
 	Time      time.Time `json:"time"`
-	Actor     string    `json:"actor"`            // principal, or "anonymous"
-	Action    string    `json:"action"`           // method and route, "PUT /v1/projects/{project}/clusters/{cluster}"
-	Path      string    `json:"path"`             // the request's path
+	Actor     string    `json:"actor"`  // principal, or "anonymous"
+	Action    string    `json:"action"` // method and route, "PUT /v1/projects/{project}/clusters/{cluster}"
+	Path      string    `json:"path"`   // the request's path
 	Project   string    `json:"project,omitempty"`
-	Source    string    `json:"source"`           // the client's address
-	Status    int       `json:"status"`           // the HTTP status answered
-	Result    string    `json:"result"`           // success, denied or failed
-	Code      string    `json:"code,omitempty"`   // the error code when not a success
+	Source    string    `json:"source"`         // the client's address
+	Status    int       `json:"status"`         // the HTTP status answered
+	Result    string    `json:"result"`         // success, denied or failed
+	Code      string    `json:"code,omitempty"` // the error code when not a success
 	RequestID string    `json:"requestId"`
 }
 
