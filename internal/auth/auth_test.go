@@ -1,0 +1,103 @@
+package auth_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+)
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestEnsureOwnerToken: the data dir's token becomes an owner's, once;
+// running it again adds nothing and does not bring back a revoked token.
+func TestEnsureOwnerToken(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	value, _, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := auth.EnsureOwnerToken(ctx, st, "admin", value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens, _, err := st.ListTokens(ctx, "user:admin", store.Page{})
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("tokens of admin: %d, %v; want 1", len(tokens), err)
+	}
+	a := auth.New(st, nil)
+	p, err := a.Authenticate(ctx, value)
+	if err != nil || !p.Owner || p.Name != "user:admin" {
+		t.Fatalf("Authenticate = %+v, %v; want the owner admin", p, err)
+	}
+	if err := st.RevokeToken(ctx, "user:admin", tokens[0].ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.EnsureOwnerToken(ctx, st, "admin", value); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, value); !errors.Is(err, auth.ErrUnauthenticated) || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("a revoked initial token after a restart: %v, want it still revoked", err)
+	}
+}
+
+func TestRoles(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.PutProject(ctx, &v1.Project{Name: "p"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutUser(ctx, &v1.User{Name: "u"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMember(ctx, &store.Member{Project: "p", Member: v1.Member{Name: "u", Role: v1.RoleOperator}}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	a := auth.New(st, nil)
+	for _, tc := range []struct {
+		p       auth.Principal
+		project string
+		want    string
+	}{
+		{auth.Principal{User: "u"}, "p", v1.RoleOperator},
+		{auth.Principal{User: "u"}, "q", ""},
+		{auth.Principal{User: "root", Owner: true}, "q", v1.RoleOwner},
+		{auth.Principal{Project: "p", Role: v1.RoleViewer}, "p", v1.RoleViewer},
+		{auth.Principal{Project: "p", Role: v1.RoleViewer}, "q", ""},
+	} {
+		got, err := a.RoleIn(ctx, tc.p, tc.project)
+		if err != nil || got != tc.want {
+			t.Errorf("RoleIn(%+v, %s) = %q, %v; want %q", tc.p, tc.project, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		have, need string
+		want       bool
+	}{
+		{v1.RoleViewer, v1.RoleViewer, true},
+		{v1.RoleViewer, v1.RoleOperator, false},
+		{v1.RoleAdmin, v1.RoleOperator, true},
+		{v1.RoleOwner, v1.RoleAdmin, true},
+		{"", v1.RoleViewer, false},
+	} {
+		if got := auth.Allows(tc.have, tc.need); got != tc.want {
+			t.Errorf("Allows(%q, %q) = %v", tc.have, tc.need, got)
+		}
+	}
+}
