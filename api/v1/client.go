@@ -3,6 +3,8 @@ package v1
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +27,12 @@ type Client struct {
 	token     string
 	hc        *http.Client
 	userAgent string
+	// caPEM, when not nil, holds the only CAs the client trusts for the
+	// server's certificate (WithCA).
+	caPEM []byte
+	// err, when not nil, is returned by every request: an option that
+	// could not be applied.
+	err error
 
 	// requestTimeout bounds one ordinary request; the long poll gets
 	// pollWait more.
@@ -52,6 +60,47 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	}
 }
 
+// WithCA makes the client verify the server's certificate with the
+// certificate authorities in caPEM (one or more PEM certificates) instead of
+// the system's roots: for a kilnd that serves a certificate from its own CA,
+// give the contents of DATA_DIR/tls/ca.crt. It applies to the client given
+// with WithHTTPClient too (to a copy: the one given is not changed), which
+// then must have no Transport or an *http.Transport. When caPEM holds no
+// certificate, or the transport is of another kind, every request fails
+// with an error that says so.
+func WithCA(caPEM []byte) ClientOption {
+	return func(c *Client) {
+		c.caPEM = caPEM
+		if c.caPEM == nil {
+			c.caPEM = []byte{}
+		}
+	}
+}
+
+// trustCA returns a copy of hc whose transport trusts only the CAs in caPEM.
+func trustCA(hc *http.Client, caPEM []byte) (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("WithCA: no PEM certificate in the CA given")
+	}
+	var tr *http.Transport
+	switch t := hc.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = t.Clone()
+	default:
+		return nil, fmt.Errorf("WithCA: cannot set the CA of a %T transport (an *http.Transport is needed)", t)
+	}
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tr.TLSClientConfig.RootCAs = pool
+	out := *hc
+	out.Transport = tr
+	return &out, nil
+}
+
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) ClientOption {
 	return func(c *Client) {
@@ -62,7 +111,7 @@ func WithUserAgent(ua string) ClientOption {
 }
 
 // NewClient returns a client for the API at baseURL (for example
-// "http://127.0.0.1:7070") that authenticates with token. A baseURL with a
+// "https://127.0.0.1:7080") that authenticates with token. A baseURL with a
 // path prefix is kept as the prefix of every request path.
 func NewClient(baseURL, token string, opts ...ClientOption) *Client {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
@@ -84,6 +133,13 @@ func NewClient(baseURL, token string, opts ...ClientOption) *Client {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.caPEM != nil {
+		if hc, err := trustCA(c.hc, c.caPEM); err != nil {
+			c.err = err
+		} else {
+			c.hc = hc
+		}
 	}
 	return c
 }
@@ -418,6 +474,9 @@ func (c *Client) doTimeout(ctx context.Context, method, path string, body any, c
 	if c.base.Opaque != "" || c.base.Host == "" {
 		return nil, fmt.Errorf("%s %s: invalid server URL %q", method, path, c.base.String())
 	}
+	if c.err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, c.err)
+	}
 	var (
 		rd          io.Reader
 		contentType string
@@ -540,11 +599,20 @@ func codeForStatus(status int) string {
 	return CodeInternal
 }
 
-// transient reports whether a failed request may succeed when repeated.
+// transient reports whether a failed request may succeed when repeated. A
+// server certificate that does not verify, or a server that does not speak
+// TLS to an https URL, will not change by asking again.
 func transient(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.StatusCode >= 500 || ae.StatusCode == http.StatusTooManyRequests
+	}
+	var (
+		cve *tls.CertificateVerificationError
+		rhe tls.RecordHeaderError
+	)
+	if errors.As(err, &cve) || errors.As(err, &rhe) || errors.Is(err, http.ErrSchemeMismatch) {
+		return false
 	}
 	var ne net.Error
 	return errors.As(err, &ne) ||
