@@ -39,16 +39,24 @@ func newRoot() *cobra.Command {
 		Long: `kilnd records what users want, answers with operations to poll, and runs
 the plans that create, change and delete clusters.
 
+The API is served over HTTPS. Without --tls-cert and --tls-key, kilnd creates
+a CA in DATA_DIR/tls (ca.crt, and ca.key with mode 0600) the first time and
+serves a certificate from it for the --listen address, --tls-name names,
+localhost and the loopback addresses; clients trust DATA_DIR/tls/ca.crt.
+--insecure-http serves plain HTTP instead, on a loopback address only.
+
 With --dev it runs everything on loopback with SQLite in --data-dir, a
 "default" project, the local provider (machines are kiln-agent processes on
 this host) and the sim provider (a test double), and an admin token written to
-DATA_DIR/admin.token. Use that token with: kiln login --server URL --token-file DATA_DIR/admin.token
+DATA_DIR/admin.token. Log in with:
+  kiln login --server https://127.0.0.1:7080 --token-file DATA_DIR/admin.token --ca-file DATA_DIR/tls/ca.crt
 
 Secrets in the store are encrypted under --secret-key-file (DATA_DIR/secret.key
 unless set; created on first start): back it up apart from the database.
 "kilnd rotate-key" re-encrypts them under a new key while kilnd runs.`,
 		Example: `  kilnd --dev --data-dir .data
-  kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --store postgres://kiln@db/kiln --role frontend`,
+  kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --tls-name kiln.example.com --store postgres://kiln@db/kiln --role frontend
+  kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --tls-cert /etc/kiln/tls.crt --tls-key /etc/kiln/tls.key`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -62,8 +70,12 @@ unless set; created on first start): back it up apart from the database.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the SQLite database and the admin token")
-	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7080", "address to serve the API on")
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the SQLite database, the admin token and the API's CA (tls/)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7080", "address to serve the API on (HTTPS), or health and metrics with --role backend")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (and intermediates) to serve instead of one from DATA_DIR/tls/ca.crt; read again when it changes")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringSliceVar(&cfg.TLSNames, "tls-name", nil, "host name or IP address clients reach the API by, added to the certificate kilnd issues (repeatable)")
+	f.BoolVar(&cfg.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS (development only: --listen must be a loopback address)")
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
 	secretKeyFlag(f, &cfg.SecretKeyFile)
 	f.StringVar(&cfg.Role, "role", daemon.RoleAll, "what this process runs: all, frontend (API) or backend (workers)")

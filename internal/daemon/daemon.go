@@ -71,6 +71,18 @@ type Config struct {
 	// local machines run; default: next to this executable.
 	AgentBinary string
 	KubeBinary  string
+	// TLSCert and TLSKey are PEM files of the API listener's certificate
+	// (intermediates after it) and key, when the operator supplies them.
+	// Without them kilnd serves a certificate from its own CA in
+	// DATA_DIR/tls (see tls.go).
+	TLSCert, TLSKey string
+	// TLSNames are more host names or IP addresses for the certificate
+	// kilnd issues itself; the listen address, localhost and the loopback
+	// addresses are always in it.
+	TLSNames []string
+	// InsecureHTTP serves the API over plain HTTP instead of HTTPS; only on
+	// a loopback Listen address.
+	InsecureHTTP bool
 	// SimJournal, when set, is a file where the sim records every step
 	// attempt (for process tests).
 	SimJournal string
@@ -91,6 +103,16 @@ type Daemon struct {
 	log   *slog.Logger
 	Store store.Store
 	Addr  string // the address the HTTP listener is bound to
+	// URL is the API's base URL: https://Addr, or http://Addr with
+	// Config.InsecureHTTP.
+	URL string
+	// CACert is the PEM certificate of the CA that signed the API's
+	// certificate, kept in CAFile (DATA_DIR/tls/ca.crt): what clients
+	// trust. Both are empty with Config.TLSCert or Config.InsecureHTTP.
+	CACert []byte
+	CAFile string
+	// serving is what the API listener serves TLS with.
+	serving apiTLS
 	// AgentAddr is the address the agent gateway listens on ("" without one).
 	AgentAddr string
 	Token     string // the admin token
@@ -122,15 +144,17 @@ func (c *Config) defaults() error {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7080"
 	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
 	if c.Dev {
-		host, _, err := net.SplitHostPort(c.Listen)
-		if err != nil {
-			return fmt.Errorf("--listen %q: %w", c.Listen, err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if !loopback(c.Listen) {
 			return fmt.Errorf("--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
 		}
 		c.Sim, c.Local = true, true
+	}
+	if err := c.checkTLS(); err != nil {
+		return err
 	}
 	if c.Local && c.Role != RoleAll {
 		return fmt.Errorf("the local provider runs machines that register with this process: use --role all")
@@ -209,6 +233,9 @@ func openStore(ctx context.Context, cfg Config) (store.Store, *secret.Keyring, e
 }
 
 func (d *Daemon) start(ctx context.Context) error {
+	if err := d.loadTLS(); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -290,8 +317,14 @@ func (d *Daemon) start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
 	d.Addr = ln.Addr().String()
+	tlsCfg, err := d.listenerTLS(d.Addr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	d.server = &http.Server{
 		Handler:           handler,
+		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long-polls wait up to 60s
@@ -299,8 +332,8 @@ func (d *Daemon) start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	d.serveDone = make(chan error, 1)
-	go func() { d.serveDone <- d.server.Serve(ln) }()
-	d.log.Info("kilnd listening", "addr", d.Addr, "role", d.cfg.Role, "dev", d.cfg.Dev)
+	go func() { d.serveDone <- serve(d.server, ln) }()
+	d.log.Info("kilnd listening", "addr", d.Addr, "url", d.URL, "role", d.cfg.Role, "dev", d.cfg.Dev)
 
 	if d.worker != nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -38,7 +38,7 @@ func startDev(tb testing.TB) *v1.Client {
 			tb.Errorf("shutdown: %v", err)
 		}
 	})
-	return v1.NewClient("http://"+d.Addr, d.Token)
+	return v1.NewClient(d.URL, d.Token, v1.WithCA(d.CACert))
 }
 
 func simCluster(name string, workers int, labels map[string]string) *v1.Cluster {
