@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,10 @@ type Config struct {
 	Server  string `json:"server"`
 	Token   string `json:"token"`
 	Project string `json:"project,omitempty"`
+	// CA is the PEM certificate of the CA that verifies the server's
+	// certificate (kiln login --ca-file), kept in the file itself so the
+	// file alone is enough; empty for the system's CAs.
+	CA string `json:"ca,omitempty"`
 }
 
 // settings are the values a command uses, after precedence.
@@ -43,9 +48,9 @@ func (a *app) configPath() (string, error) {
 	return "", errors.New("cannot find the config file: set --config, XDG_CONFIG_HOME or HOME")
 }
 
-// settings resolves server, token and project: flags over KILN_SERVER,
-// KILN_TOKEN and KILN_PROJECT over the config file over defaults. A missing
-// config file is not an error.
+// settings resolves server, token, project and CA: flags over KILN_SERVER,
+// KILN_TOKEN, KILN_PROJECT and KILN_CA_FILE over the config file over
+// defaults. A missing config file is not an error.
 func (a *app) settings() (settings, error) {
 	var s settings
 	path, err := a.configPath()
@@ -63,7 +68,30 @@ func (a *app) settings() (settings, error) {
 	if s.Project == "" {
 		s.Project = DefaultProject
 	}
+	ca, err := a.caFromFile()
+	if err != nil {
+		return s, err
+	}
+	pick(&s.CA, string(ca))
 	return s, nil
+}
+
+// caFromFile reads the CA file of --ca-file, else KILN_CA_FILE; nil when
+// neither is set.
+func (a *app) caFromFile() ([]byte, error) {
+	path := a.env["KILN_CA_FILE"]
+	pick(&path, a.flags.caFile)
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA file: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", path)
+	}
+	return data, nil
 }
 
 // pick overwrites *dst with each non-empty value in turn, so the last

@@ -82,18 +82,24 @@ func TestConfigPath(t *testing.T) {
 	}
 }
 
-// projectsServer answers GET /v1/projects for token "good" and 401 otherwise.
+// projectsServer serves projectsHandler.
 func projectsServer(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(projectsHandler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// projectsHandler answers every GET (GET /v1/projects is what login asks)
+// with a list of one project for token "good", and 401 otherwise.
+func projectsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer good" {
 			w.WriteHeader(http.StatusUnauthorized)
 			json.NewEncoder(w).Encode(v1.ErrorResponse{Error: v1.Error{Code: v1.CodeUnauthorized, Message: "bad token"}})
 			return
 		}
 		json.NewEncoder(w).Encode(v1.List[v1.Project]{Value: []v1.Project{{Name: "default"}}})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 func TestLogin(t *testing.T) {

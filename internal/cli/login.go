@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +23,16 @@ func (a *app) loginCommand() *cobra.Command {
 		Use:   "login",
 		Short: "Check a server and token and save them in the config file",
 		Long: `login checks that the server answers and accepts the token (it lists the
-projects), then writes server, token and project to the config file with
-mode 0600. The token comes from --token, --token-file, or stdin.`,
-		Example: `  kiln login --server http://127.0.0.1:7080 --token-file /var/lib/kiln/admin.token
-  cat admin.token | kiln login --server http://127.0.0.1:7080`,
+projects), then writes server, token, project and CA to the config file with
+mode 0600. The token comes from --token, --token-file, or stdin.
+
+kilnd serves HTTPS with a certificate from its own CA unless it was given
+one: pass that CA with --ca-file DATA_DIR/tls/ca.crt (or KILN_CA_FILE). The
+CA's certificate is saved in the config file, and every command verifies the
+server with it. Without a CA the system's CAs verify the server. Logging in
+again to the same server keeps the CA saved before unless another is given.`,
+		Example: `  kiln login --server https://127.0.0.1:7080 --token-file /var/lib/kiln/admin.token --ca-file /var/lib/kiln/tls/ca.crt
+  cat admin.token | kiln login --server https://kiln.example.com:7080`,
 		Args: exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			return a.login(cmd, tokenFile)
@@ -66,29 +74,78 @@ func (a *app) login(cmd *cobra.Command, tokenFile string) error {
 		return usageErrorf("the token is empty")
 	}
 
-	c := v1.NewClient(server, token, v1.WithUserAgent("kiln-cli/v1"))
+	ca, err := a.caFromFile()
+	if err != nil {
+		return err
+	}
+	plain := strings.HasPrefix(strings.ToLower(server), "http://")
+	if ca != nil && plain {
+		return usageErrorf("a CA (--ca-file or KILN_CA_FILE) verifies an https:// server; %s is plain HTTP", server)
+	}
+	old, _ := readConfig(path)
+	if ca == nil && old.Server == server {
+		ca = []byte(old.CA) // the CA saved at an earlier login to this server
+	}
+	using := "the system's CAs"
+	if len(ca) > 0 {
+		using = "the CA given"
+	}
+
+	c := newClient(server, token, ca)
 	projects, err := c.ListProjects(cmd.Context())
 	var ae *v1.APIError
 	switch {
 	case errors.As(err, &ae) && (ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden):
 		return &hintError{fmt.Sprintf("%s refused the token; nothing was saved", server), err}
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest && plain:
+		return &hintError{"kilnd serves HTTPS unless started with --insecure-http: try https:// instead of http://; nothing was saved", err}
 	case errors.As(err, &ae):
 		return &hintError{fmt.Sprintf("%s answered with an error; nothing was saved", server), err}
 	case err != nil:
+		if hint := tlsHint(err, using); hint != "" {
+			return &hintError{hint + "; nothing was saved", err}
+		}
 		return fmt.Errorf("cannot reach %s: %w", server, err)
 	}
 
-	cfg := Config{Server: server, Token: token, Project: a.flags.project}
+	cfg := Config{Server: server, Token: token, Project: a.flags.project, CA: string(ca)}
 	if cfg.Project == "" {
-		// Keep the project chosen at an earlier login.
-		old, _ := readConfig(path)
-		cfg.Project = old.Project
+		cfg.Project = old.Project // the project chosen at an earlier login
 	}
 	if err := writeConfig(path, cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "Logged in to %s (%d project(s) visible). Saved %s\n", server, len(projects), path)
 	return nil
+}
+
+// tlsHint says how to fix a TLS failure to talk to the server, "" when err
+// is not one. using names the CAs the client trusted ("" when unknown).
+func tlsHint(err error, using string) string {
+	var (
+		hostErr x509.HostnameError
+		cve     *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &hostErr) && hostErr.Certificate != nil:
+		return fmt.Sprintf("the server's certificate is for %s, not %s: use one of those in the URL, or start kilnd with --tls-name %s",
+			strings.Join(certNames(hostErr.Certificate), ", "), hostErr.Host, hostErr.Host)
+	case errors.As(err, &cve) && using == "":
+		return "the server's certificate does not verify: pass the CA that issued it with --ca-file or KILN_CA_FILE, or log in again with it (kilnd's own CA is DATA_DIR/tls/ca.crt)"
+	case errors.As(err, &cve):
+		return fmt.Sprintf("the server's certificate does not verify with %s: if kilnd issued it from its own CA, pass that CA: --ca-file DATA_DIR/tls/ca.crt", using)
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the server speaks plain HTTP (kilnd --insecure-http): use an http:// URL"
+	}
+	return ""
+}
+
+func certNames(c *x509.Certificate) []string {
+	names := append([]string{}, c.DNSNames...)
+	for _, ip := range c.IPAddresses {
+		names = append(names, ip.String())
+	}
+	return names
 }
 
 // readToken reads the token from stdin: without echo from a terminal,

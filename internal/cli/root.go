@@ -65,7 +65,7 @@ type app struct {
 }
 
 type globalFlags struct {
-	server, token, project, output, config string
+	server, token, project, output, config, caFile string
 }
 
 // New builds the root command. env is in os.Environ form ("KEY=value").
@@ -88,9 +88,9 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `kiln talks to a Kiln control plane (kilnd). Commands are noun then verb.
 Results go to stdout, progress and errors to stderr.
 
-Settings come from flags, then KILN_SERVER, KILN_TOKEN and KILN_PROJECT,
-then the config file written by 'kiln login'.`,
-		Example: `  kiln login --server http://127.0.0.1:7080 --token-file .data/admin.token
+Settings come from flags, then KILN_SERVER, KILN_TOKEN, KILN_PROJECT and
+KILN_CA_FILE, then the config file written by 'kiln login'.`,
+		Example: `  kiln login --server https://127.0.0.1:7080 --token-file .data/admin.token --ca-file .data/tls/ca.crt
   kiln cluster create dev --workers 2 --wait
   kiln cluster list -o json
   kiln whoami`,
@@ -112,6 +112,7 @@ then the config file written by 'kiln login'.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.flags.server, "server", "", "Kiln API URL (env KILN_SERVER)")
 	pf.StringVar(&a.flags.token, "token", "", "API token (env KILN_TOKEN)")
+	pf.StringVar(&a.flags.caFile, "ca-file", "", "PEM file of the CA that verifies the server's certificate, e.g. kilnd's DATA_DIR/tls/ca.crt (env KILN_CA_FILE)")
 	pf.StringVarP(&a.flags.project, "project", "p", "", `project (env KILN_PROJECT; default "default")`)
 	pf.StringVarP(&a.flags.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.StringVar(&a.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/kiln/config.json)")
@@ -142,7 +143,17 @@ func (a *app) client() (*v1.Client, settings, error) {
 	if s.Server == "" {
 		return nil, s, errors.New("no server configured: run 'kiln login --server URL' or set KILN_SERVER")
 	}
-	return v1.NewClient(s.Server, s.Token, v1.WithUserAgent("kiln-cli/v1")), s, nil
+	return newClient(s.Server, s.Token, []byte(s.CA)), s, nil
+}
+
+// newClient returns an API client for server that verifies the server's
+// certificate with caPEM, or with the system's CAs when caPEM is empty.
+func newClient(server, token string, caPEM []byte) *v1.Client {
+	opts := []v1.ClientOption{v1.WithUserAgent("kiln-cli/v1")}
+	if len(caPEM) > 0 {
+		opts = append(opts, v1.WithCA(caPEM))
+	}
+	return v1.NewClient(server, token, opts...)
 }
 
 // run adapts a command body: its errors are runtime errors (exit 1) unless
@@ -200,8 +211,8 @@ type runtimeError struct{ err error }
 func (e runtimeError) Error() string { return e.err.Error() }
 func (e runtimeError) Unwrap() error { return e.err }
 
-// hintError adds a sentence for the user to an API error, printed after
-// the error's code, message, target and details.
+// hintError adds a sentence for the user to an error, printed after it (an
+// API error's code, message, target and details).
 type hintError struct {
 	hint string
 	err  error
@@ -239,7 +250,15 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(w, "error: interrupted")
 	default:
+		var h *hintError
+		if errors.As(err, &h) {
+			fmt.Fprintf(w, "error: %v\n  %s\n", h.err, h.hint)
+			break
+		}
 		fmt.Fprintf(w, "error: %v\n", err)
+		if hint := tlsHint(err, ""); hint != "" {
+			fmt.Fprintf(w, "  %s\n", hint)
+		}
 	}
 	return ExitError
 }

@@ -94,8 +94,11 @@ func TestScripts(t *testing.T) {
 				d.Shutdown(ctx)
 			})
 			// The server is known; logging in is each script's business.
-			env.Setenv("SERVER", "http://"+d.Addr)
+			// kilnd serves HTTPS from the CA it made in its data dir.
+			env.Setenv("SERVER", d.URL)
 			env.Setenv("TOKEN_FILE", filepath.Join(dataDir, "admin.token"))
+			env.Setenv("CA_FILE", d.CAFile)
+			env.Setenv("ADDR", d.Addr)
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			return nil
 		},
