@@ -333,7 +333,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	}
 	d.serveDone = make(chan error, 1)
 	go func() { d.serveDone <- serve(d.server, ln) }()
-	d.log.Info("kilnd listening", "addr", d.Addr, "url", d.URL, "role", d.cfg.Role, "dev", d.cfg.Dev)
+	d.log.Info("kilnd listening", listeningAttrs(d)...)
 
 	if d.worker != nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -121,6 +121,17 @@ func (d *Daemon) listenerTLS(bound string) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// listeningAttrs are the attributes of the "kilnd listening" log line: the
+// address, the URL, the CA file clients trust (when kilnd made the CA),
+// the role and dev mode. test/kilndtest reads addr, url and ca from it.
+func listeningAttrs(d *Daemon) []any {
+	attrs := []any{"addr", d.Addr, "url", d.URL}
+	if d.CAFile != "" {
+		attrs = append(attrs, "ca", d.CAFile)
+	}
+	return append(attrs, "role", d.cfg.Role, "dev", d.cfg.Dev)
+}
+
 func certAttrs(c *x509.Certificate) []any {
 	names := append([]string{}, c.DNSNames...)
 	for _, ip := range c.IPAddresses {

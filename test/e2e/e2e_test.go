@@ -82,7 +82,7 @@ func (e *env) startKilnd(name string, args ...string) {
 	e.t.Helper()
 	k := kilndtest.Start(e.t, filepath.Join(binDir, "kilnd"), name, nil,
 		append([]string{"--dev", "--data-dir", e.data, "--kube-binary", kubeBin}, args...)...)
-	e.k, e.c = k, v1.NewClient(k.URL(), kilndtest.Token(e.t, e.data))
+	e.k, e.c = k, k.Client(kilndtest.Token(e.t, e.data))
 	e.t.Cleanup(func() {
 		if e.t.Failed() {
 			e.t.Logf("%s log:\n%s", name, tail(k.LogText(), 80))

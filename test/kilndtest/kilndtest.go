@@ -1,19 +1,26 @@
 // Package kilndtest runs kilnd as a real process for tests: it builds the
-// binaries once and starts kilnd on loopback, waiting until it listens.
+// binaries once and starts kilnd on loopback, waiting until it listens, and
+// gives clients that verify its HTTPS certificate with the CA kilnd made.
 package kilndtest
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // Build builds the main packages (import paths) into dir, named after the
@@ -35,10 +42,19 @@ type Kilnd struct {
 	Cmd  *exec.Cmd
 	Addr string // the API's host:port
 	Log  string // path of its stderr
-	done chan struct{}
+	// CACert is the PEM certificate of the CA that issued the API's
+	// certificate (DATA_DIR/tls/ca.crt); nil when kilnd serves plain HTTP
+	// or a certificate it was given.
+	CACert []byte
+	url    string
+	done   chan struct{}
 }
 
-var listenRE = regexp.MustCompile(`msg="kilnd listening" addr=(\S+)`)
+// listenRE matches the "kilnd listening" log line (see daemon.listeningAttrs).
+var listenRE = regexp.MustCompile(`msg="kilnd listening" addr=(\S+) url=(\S+)(?: ca=("(?:[^"\\]|\\.)*"|\S+))?`)
+
+// listening is what the "kilnd listening" line says.
+type listening struct{ addr, url, caFile string }
 
 // Start starts the kilnd binary with args (after --listen and --agent-listen
 // on 127.0.0.1:0) and waits until it reports its address. env is added to
@@ -60,7 +76,7 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 		t.Fatal(err)
 	}
 	k := &Kilnd{Cmd: cmd, Log: logPath, done: make(chan struct{})}
-	addr := make(chan string, 1)
+	addr := make(chan listening, 1)
 	go func() {
 		defer close(k.done)
 		defer logFile.Close()
@@ -70,8 +86,12 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 			line := sc.Text()
 			fmt.Fprintln(logFile, line)
 			if m := listenRE.FindStringSubmatch(line); m != nil {
+				l := listening{addr: m[1], url: m[2], caFile: m[3]}
+				if uq, err := strconv.Unquote(l.caFile); err == nil {
+					l.caFile = uq
+				}
 				select {
-				case addr <- m[1]:
+				case addr <- l:
 				default:
 				}
 			}
@@ -81,7 +101,13 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 	}()
 	t.Cleanup(func() { k.Kill(syscall.SIGKILL) })
 	select {
-	case k.Addr = <-addr:
+	case l := <-addr:
+		k.Addr, k.url = l.addr, l.url
+		if l.caFile != "" {
+			if k.CACert, err = os.ReadFile(l.caFile); err != nil {
+				t.Fatalf("%s: the CA it names: %v", name, err)
+			}
+		}
 	case <-k.done:
 		t.Fatalf("%s exited before listening; log:\n%s", name, k.LogText())
 	case <-time.After(60 * time.Second):
@@ -90,8 +116,31 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 	return k
 }
 
-// URL is the API's base URL.
-func (k *Kilnd) URL() string { return "http://" + k.Addr }
+// URL is the API's base URL: https://Addr, or http://Addr when kilnd was
+// started with --insecure-http.
+func (k *Kilnd) URL() string { return k.url }
+
+// HTTPClient is an HTTP client that verifies the API's certificate with
+// CACert (with the system's CAs when kilnd made no CA).
+func (k *Kilnd) HTTPClient() *http.Client {
+	if k.CACert == nil {
+		return &http.Client{}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(k.CACert)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}
+}
+
+// Client is an API client authenticated with token that verifies the API's
+// certificate with CACert.
+func (k *Kilnd) Client(token string, opts ...v1.ClientOption) *v1.Client {
+	if k.CACert != nil {
+		opts = append([]v1.ClientOption{v1.WithCA(k.CACert)}, opts...)
+	}
+	return v1.NewClient(k.URL(), token, opts...)
+}
 
 // LogText is everything the process logged so far.
 func (k *Kilnd) LogText() string {

@@ -34,7 +34,7 @@ func testTwoBackends(t *testing.T, storeFlags []string, _ func() store.Store, da
 	startKilnd(t, "backend-1", nil, backend...)
 	startKilnd(t, "backend-2", nil, backend...)
 
-	c := v1.NewClient(fe.URL(), readToken(t, data))
+	c := fe.Client(readToken(t, data))
 	if _, err := c.PutProject(ctx, &v1.Project{Name: "team"}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store,
 	args := append([]string{"--dev", "--data-dir", data, "--lease-ttl", "3s", "--lease-heartbeat", "1s"}, storeFlags...)
 
 	first := startKilnd(t, "kilnd-before", nil, args...)
-	c := v1.NewClient(first.URL(), readToken(t, data))
+	c := first.Client(readToken(t, data))
 
 	const clusters = 4
 	var ids []string
@@ -58,7 +58,7 @@ func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store,
 	atCrash := readOperations(t, open(), ids)
 
 	second := startKilnd(t, "kilnd-after", nil, args...)
-	c = v1.NewClient(second.URL(), readToken(t, data))
+	c = second.Client(readToken(t, data))
 	final := waitTerminal(t, ctx, c, ids)
 
 	inFlight := 0

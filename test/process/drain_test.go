@@ -24,7 +24,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	data := t.TempDir()
 	args := []string{"--dev", "--data-dir", data, "--drain-timeout", "1s", "--lease-ttl", "1h", "--lease-heartbeat", "1s"}
 	first := startKilnd(t, "kilnd-draining", nil, args...)
-	c := v1.NewClient(first.URL(), readToken(t, data))
+	c := first.Client(readToken(t, data))
 
 	cl := simCluster("stuck", 0, 1)
 	cl.Spec.Labels = map[string]string{"sim.kiln.dev/hang-step": "ensure-network"}
@@ -53,7 +53,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	}
 	polled := make(chan answer, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := first.HTTPClient().Do(req)
 		if err != nil {
 			polled <- answer{err: err}
 			return
@@ -94,7 +94,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 
 	// A new kilnd without the hang finishes the job.
 	second := startKilnd(t, "kilnd-after-drain", nil, args...)
-	c = v1.NewClient(second.URL(), readToken(t, data))
+	c = second.Client(readToken(t, data))
 	if _, _, err := c.PatchCluster(ctx, "default", "stuck", map[string]any{"spec": map[string]any{"labels": nil}}); !v1.IsConflict(err) {
 		t.Fatalf("a change while the create is unfinished: %v, want 409", err)
 	}
@@ -108,7 +108,7 @@ func metric(t *testing.T, k *kilndtest.Kilnd, dataDir, name string) string {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+readToken(t, dataDir))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := k.HTTPClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
