@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The main job, end to end: start kilnd --dev, log in, create a real
-# Kubernetes cluster on this machine (one control plane, two workers: each a
-# kiln-agent process running kiln-kube components on its own 127.0.0.N),
-# watch its steps, show its nodes with kubectl, scale it, delete it, stop
-# kilnd. PROVIDER=sim runs the same flow on simulated machines.
+# The main job, end to end: start kilnd --dev (HTTPS from a CA it makes in
+# its data dir), log in trusting that CA, create a real Kubernetes cluster on
+# this machine (one control plane, two workers: each a kiln-agent process
+# running kiln-kube components on its own 127.0.0.N), watch its steps, show
+# its nodes with kubectl, scale it, delete it, stop kilnd. PROVIDER=sim runs
+# the same flow on simulated machines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROVIDER=${PROVIDER:-local}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kiln-demo.XXXXXX")
 PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7080)}
-SERVER=http://127.0.0.1:$PORT
+SERVER=https://127.0.0.1:$PORT
 # The demo's own CLI config, so it does not touch yours.
 export XDG_CONFIG_HOME=$DATA/config
 export PATH=$PWD/bin:$PATH
@@ -28,14 +29,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# kilnd writes its CA before it listens; until then curl fails and we wait.
 for _ in $(seq 1 100); do
-	curl -fsS "$SERVER/readyz" >/dev/null 2>&1 && break
+	curl -fsS --cacert "$DATA/tls/ca.crt" "$SERVER/readyz" >/dev/null 2>&1 && break
 	kill -0 "$KILND" 2>/dev/null || { cat "$DATA/kilnd.log" >&2; exit 1; }
 	sleep 0.1
 done
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
-step kiln login --server "$SERVER" --token-file "$DATA/admin.token"
+step kiln login --server "$SERVER" --token-file "$DATA/admin.token" --ca-file "$DATA/tls/ca.crt"
 step kiln cluster create demo --provider "$PROVIDER" --dedicated-control-plane --workers 2 --wait
 step kiln cluster list
 step kiln node list demo
