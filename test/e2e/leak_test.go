@@ -161,4 +161,4 @@ func (e *env) send(method, path, body string) string {
 }
 
 // httpClient is the client raw requests to kilnd go through.
-func (e *env) httpClient() *http.Client { return http.DefaultClient }
+func (e *env) httpClient() *http.Client { return e.k.HTTPClient() }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -107,5 +108,5 @@ func (e *env) holdSlot() {
 		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", e.k.Addr, kilndtest.Token(e.t, e.data))
 }
 
-// dialAPI opens a raw connection to the API.
-func (e *env) dialAPI() (net.Conn, error) { return net.Dial("tcp", e.k.Addr) }
+// dialAPI opens a raw connection to the API, over TLS (HTTP/1.1).
+func (e *env) dialAPI() (net.Conn, error) { return tls.Dial("tcp", e.k.Addr, e.k.TLSConfig()) }

@@ -120,16 +120,22 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 // started with --insecure-http.
 func (k *Kilnd) URL() string { return k.url }
 
+// TLSConfig is a client TLS configuration that verifies the API's
+// certificate with CACert (with the system's CAs when kilnd made no CA).
+func (k *Kilnd) TLSConfig() *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if k.CACert != nil {
+		cfg.RootCAs = x509.NewCertPool()
+		cfg.RootCAs.AppendCertsFromPEM(k.CACert)
+	}
+	return cfg
+}
+
 // HTTPClient is an HTTP client that verifies the API's certificate with
 // CACert (with the system's CAs when kilnd made no CA).
 func (k *Kilnd) HTTPClient() *http.Client {
-	if k.CACert == nil {
-		return &http.Client{}
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(k.CACert)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr.TLSClientConfig = k.TLSConfig()
 	return &http.Client{Transport: tr}
 }
 

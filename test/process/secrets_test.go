@@ -25,6 +25,7 @@ import (
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/store/storetest"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // canary marks plaintext secrets written in this test; no column of any
@@ -50,7 +51,7 @@ func testRotateKeyWithRestart(t *testing.T, storeFlags []string, _ func() store.
 
 	args := append([]string{"--dev", "--data-dir", data}, storeFlags...)
 	k := startKilnd(t, "kilnd-before", nil, args...)
-	api := newAccountAPI(k.URL(), readToken(t, data))
+	api := newAccountAPI(k, readToken(t, data))
 	var accounts []string
 	for i := range 12 {
 		name := fmt.Sprintf("acc-%d", i)
@@ -94,7 +95,7 @@ func testRotateKeyWithRestart(t *testing.T, storeFlags []string, _ func() store.
 	// kilnd dies mid-rotation and comes back on a key file with two keys.
 	k.Kill(syscall.SIGKILL)
 	k = startKilnd(t, "kilnd-after", nil, args...)
-	api = newAccountAPI(k.URL(), readToken(t, data))
+	api = newAccountAPI(k, readToken(t, data))
 	api.checkAll(t, append(accounts, "legacy", "after-add"))
 
 	out, err = runRotateKey(t, api, storeFlags, data)
@@ -254,10 +255,11 @@ func runRotateKey(t *testing.T, api *accountAPI, storeFlags []string, data strin
 type accountAPI struct {
 	base, token string
 	c           *v1.Client
+	hc          *http.Client
 }
 
-func newAccountAPI(base, token string) *accountAPI {
-	return &accountAPI{base: base, token: token, c: v1.NewClient(base, token)}
+func newAccountAPI(k *kilndtest.Kilnd, token string) *accountAPI {
+	return &accountAPI{base: k.URL(), token: token, c: k.Client(token), hc: k.HTTPClient()}
 }
 
 func (a *accountAPI) do(ctx context.Context, method, name string, body any) error {
@@ -275,7 +277,7 @@ func (a *accountAPI) do(ctx context.Context, method, name string, body any) erro
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s cloud account %s: %w", method, name, err)
 	}
