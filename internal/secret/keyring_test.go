@@ -37,7 +37,8 @@ func TestRoundTrip(t *testing.T) {
 	k := newKeyring(t)
 	for _, plain := range []string{"", "x", "-----BEGIN EC PRIVATE KEY-----\n\x00\xff", strings.Repeat("long ", 10000)} {
 		v := seal(t, k, plain, "cluster_secrets\x00p\x00c\x00ca")
-		if !IsSealed(v) || bytes.Contains(v, []byte(plain)) && plain != "" {
+		// A short plaintext ("x") may turn up in the base64 by chance.
+		if !IsSealed(v) || len(plain) >= 8 && bytes.Contains(v, []byte(plain)) {
 			t.Fatalf("sealed value %.60q is not sealed or holds the plaintext", v)
 		}
 		if id, ok := KeyID(v); !ok || id != k.Primary() {
