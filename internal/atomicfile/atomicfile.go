@@ -26,12 +26,31 @@ func Write(path string, data []byte, mode os.FileMode) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	return nil
+}
+
+// Rename renames oldpath to newpath (in the same directory, replacing it)
+// and syncs the directory, so the rename survives a crash.
+func Rename(oldpath, newpath string) error {
+	if err := os.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(newpath)); err != nil {
+		return fmt.Errorf("rename %s: %w", oldpath, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
 	if err := errors.Join(d.Sync(), d.Close()); err != nil {
-		return fmt.Errorf("write %s: sync dir: %w", path, err)
+		return fmt.Errorf("sync dir: %w", err)
 	}
 	return nil
 }
