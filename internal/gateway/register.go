@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
@@ -145,19 +144,25 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
-	ttl := time.Duration(cl.Spec.CertificateTTLDays) * 24 * time.Hour
-	cert, err := ca.SignCSR([]byte(req.CSR), pki.CertRequest{
-		CommonName:   NodeCommonName(k, name),
-		Organization: []string{NodeOrganization},
-		Usage:        pki.UsageClient,
-		ValidFor:     ttl, // zero: pki.DefaultValidity, the default of certificateTTLDays
-		Now:          g.opts.Now(),
-	})
+	cert, err := g.signNodeCSR(ca, cl, name, req.CSR)
 	if errors.Is(err, pki.ErrInvalidCSR) {
 		return nil, k, refuse(http.StatusBadRequest, v1.CodeInvalidParameter, "csr: %v", err)
 	} else if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "sign: %v", err)
 	}
+	parsed, err := pki.ParseCertificate(cert)
+	if err != nil {
+		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "parse the signed certificate: %v", err)
+	}
+	// The new certificate is recorded before the node record is written,
+	// so there is no moment when the node exists with no certificate
+	// recorded (a session would then be trusted on first use). From here
+	// on, the node's other certificates are refused.
+	serial := serialOf(parsed)
+	if err := g.recordCertificate(ctx, k, name, serial); err != nil {
+		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
+	}
+	g.closeSession(k, name, serial, "the node registered again: this certificate is replaced")
 	if err := g.recordNode(ctx, cl, name, req, remoteIP(r)); err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
