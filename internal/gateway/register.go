@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
@@ -194,6 +195,9 @@ func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.Regi
 	}
 	switch {
 	case req.CredentialID == cred.ID:
+	case cred.retired(req.CredentialID) != nil:
+		return unauthorized("the credential %q of cluster %s was replaced by a new one at %s: join with the cluster's new credentials and passphrase",
+			req.CredentialID, req.Cluster, cred.retired(req.CredentialID).At.UTC().Format(time.RFC3339))
 	case !strings.HasPrefix(req.CredentialID, clusterTag(k)+"."):
 		return unauthorized("the credential is not this cluster's: credential %q does not belong to cluster %s", req.CredentialID, req.Cluster)
 	default:
@@ -201,6 +205,10 @@ func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.Regi
 	}
 	if !secretMatches(req.Secret, cred.SHA256) {
 		return unauthorized("the credential's secret is wrong")
+	}
+	if cred.RevokedAt != nil {
+		return unauthorized("the credential %q of cluster %s was revoked at %s: no node may join with it; ask for new activation material (the credential and passphrase issued again)",
+			req.CredentialID, req.Cluster, cred.RevokedAt.UTC().Format(time.RFC3339))
 	}
 	stored, err := g.st.GetClusterSecret(ctx, k, SecretPassphraseHash)
 	if err != nil {
