@@ -156,31 +156,37 @@ func (f *forgetter) ForgetNode(ctx context.Context, k store.Key, node string) er
 	return nil
 }
 
-// TestRemovedNodesAreForgotten: a node whose machine is removed is
+// TestRemovedNodesAreForgotten: the node of a machine that is removed is
 // forgotten by the agents (its certificates refused, its session ended)
-// before its record is deleted, on a scale down and on a delete.
+// before its record is deleted; agentless machines (the sim's) have nothing
+// to forget.
 func TestRemovedNodesAreForgotten(t *testing.T) {
 	e := newEnv(t)
+	e.reg["agents"] = withAgents{e.sim}
 	f := &forgetter{st: e.st, forgot: map[string]bool{}}
 	withForgetter := func(o *plan.Options) { o.Agents = f }
-	e.begin("c", v1.KindCreate, spec(2, nil))
+	e.begin("c", v1.KindCreate, spec(3, nil))
 	e.runOnce(e.runner(withForgetter))
+	op := e.begin("c", v1.KindUpdate, spec(2, nil))
+	e.runOnce(e.runner(withForgetter))
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("scale down: %s %+v", got.Status, got.Error)
+	}
 	if len(f.forgot) != 0 {
-		t.Fatalf("a create forgot %v", f.forgot)
+		t.Fatalf("agentless nodes forgotten: %v", f.forgot)
 	}
 
-	e.begin("c", v1.KindUpdate, spec(1, nil))
-	e.runOnce(e.runner(withForgetter))
-	if diff := cmp.Diff(map[string]bool{"c-default-1": true}, f.forgot); diff != "" {
-		t.Errorf("forgotten on scale down, with their records then (-want +got):\n%s", diff)
-	}
-	op := e.begin("c", v1.KindDelete, spec(1, nil))
+	// The same machines as an agent provider's: every node is forgotten,
+	// each while it still had its record.
+	sp := spec(2, nil)
+	sp.Provider = "agents"
+	op = e.begin("c", v1.KindDelete, sp)
 	e.runOnce(e.runner(withForgetter))
 	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
 		t.Fatalf("delete: %s %+v", got.Status, got.Error)
 	}
-	want := map[string]bool{"c-default-1": true, "c-default-0": true, "c-cp-0": true}
+	want := map[string]bool{"c-cp-0": true, "c-default-0": true, "c-default-1": true}
 	if diff := cmp.Diff(want, f.forgot); diff != "" {
-		t.Errorf("forgotten by the delete (-want +got):\n%s", diff)
+		t.Errorf("forgotten by the delete, with their records then (-want +got):\n%s", diff)
 	}
 }

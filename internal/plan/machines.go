@@ -262,7 +262,7 @@ func (x *run) removeMachines(ctx context.Context, match func(name, role string) 
 		}
 		// Its certificates are refused first: a retried step finds no
 		// record left to forget.
-		if f, ok := x.r.opts.Agents.(NodeForgetter); ok {
+		if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
 			if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
 				return fmt.Errorf("forget node %q: %w", name, err)
 			}
