@@ -373,3 +373,38 @@ func TestRenewalTiming(t *testing.T) {
 		t.Errorf("renewed at %s, not before 80%% (%s)", at, pki.RenewAt(cert))
 	}
 }
+
+// TestJoinForce: a node the controller forgot (deleted or reset) is refused
+// with its still valid identity, which a plain join keeps; join with Force
+// registers it again, and it runs.
+func TestJoinForce(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	first, err := agent.Join(t.Context(), n.join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+		t.Fatal(err)
+	}
+	err = agent.Run(t.Context(), agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Logger: logger(t)})
+	if !isRefused(err) || !strings.Contains(err.Error(), "kiln-agent join --force") {
+		t.Fatalf("run with a forgotten identity: %v, want a refusal saying to join with --force", err)
+	}
+	if again, err := agent.Join(t.Context(), n.join); err != nil || again.Certificate != first.Certificate {
+		t.Fatalf("join without --force: %v, new certificate %v; want the identity kept", err, again.Certificate != first.Certificate)
+	}
+	forced := n.join
+	forced.Force = true
+	renewed, err := agent.Join(t.Context(), forced)
+	if err != nil {
+		t.Fatalf("join --force: %v", err)
+	}
+	if renewed.Certificate == first.Certificate || renewed.Node != "c-w-0" {
+		t.Fatalf("join --force: node %s, same certificate %v; want c-w-0 with a new one", renewed.Node, renewed.Certificate == first.Certificate)
+	}
+	n.Run(nil)
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	gatewaytest.Eventually(t, wait, "the result of an instruction", func() bool { return n.result("i-1") != nil })
+}

@@ -117,12 +117,12 @@ func (g *Gateway) admitCertificate(ctx context.Context, k store.Key, node string
 		}
 		switch {
 		case rec.RevokedAt != nil:
-			return fmt.Sprintf("the certificates of node %s were revoked at %s (the node was deleted or reset): run kiln-agent join again",
+			return fmt.Sprintf("the certificates of node %s were revoked at %s (the node was deleted or reset): register it again with kiln-agent join --force",
 				node, rec.RevokedAt.UTC().Format(time.RFC3339)), nil
 		case serial == rec.Serial:
 			return "", nil
 		case serial != rec.Next || rec.Next == "":
-			return fmt.Sprintf("the node certificate (serial %s) is no longer the certificate of node %s: the node registered again or renewed it since; run kiln-agent join again",
+			return fmt.Sprintf("the node certificate (serial %s) is no longer the certificate of node %s: the node registered again or renewed it since; to register this host again, kiln-agent join --force",
 				serial, node), nil
 		}
 		err = g.st.UpdateClusterSecrets(ctx, k, store.SecretWrite{
@@ -186,7 +186,7 @@ func (s *session) renewCertificate(body *v1.RenewBody) (*v1.CertificateBody, str
 		return nil, tryAgain
 	}
 	if rec.RevokedAt != nil || rec.Serial != s.serial {
-		return nil, "this session's certificate is no longer the node's: run kiln-agent join again"
+		return nil, "this session's certificate is no longer the node's"
 	}
 	cl, err := g.st.GetCluster(ctx, s.k)
 	if err != nil {

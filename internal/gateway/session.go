@@ -113,7 +113,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := g.st.GetNode(ctx, k, node); errors.Is(err, store.ErrNotFound) {
-		deny("node %s is not registered in cluster %s (it was deleted): run kiln-agent join again", node, clusterID(k))
+		deny("node %s is not registered in cluster %s (it was deleted): register it again with kiln-agent join --force", node, clusterID(k))
 		return
 	} else if err != nil {
 		log.Error("session: read node", "err", err)
