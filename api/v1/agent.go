@@ -71,6 +71,9 @@ const (
 	AgentProgress  = "progress"
 	AgentLog       = "log"
 	AgentResult    = "result"
+	// AgentRenew asks for the node's next certificate (Renew). The agent
+	// sends it after two thirds of its certificate's lifetime.
+	AgentRenew = "renew"
 )
 
 // AgentMessage is one message from an agent to the controller.
@@ -84,6 +87,7 @@ type AgentMessage struct {
 	Progress  *StepProgress      `json:"progress,omitempty"`
 	Log       *LogLine           `json:"log,omitempty"`
 	Result    *InstructionResult `json:"result,omitempty"`
+	Renew     *RenewBody         `json:"renew,omitempty"`
 }
 
 // AgentHelloBody opens a session.
@@ -113,21 +117,41 @@ const (
 	ControllerWelcome     = "welcome"
 	ControllerInstruction = "instruction"
 	ControllerAck         = "ack"
+	// ControllerCertificate answers AgentRenew (Certificate).
+	ControllerCertificate = "certificate"
 )
 
 // ControllerMessage is one message from the controller to an agent.
 type ControllerMessage struct {
-	Type        string       `json:"type"`
-	Seq         int64        `json:"seq"`
-	Welcome     *WelcomeBody `json:"welcome,omitempty"`
-	Instruction *Instruction `json:"instruction,omitempty"`
-	Ack         string       `json:"ack,omitempty"` // the instruction whose result was recorded
+	Type        string           `json:"type"`
+	Seq         int64            `json:"seq"`
+	Welcome     *WelcomeBody     `json:"welcome,omitempty"`
+	Instruction *Instruction     `json:"instruction,omitempty"`
+	Ack         string           `json:"ack,omitempty"` // the instruction whose result was recorded
+	Certificate *CertificateBody `json:"certificate,omitempty"`
 }
 
 // WelcomeBody answers a hello.
 type WelcomeBody struct {
 	ProtocolVersion   int           `json:"protocolVersion"`
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
+}
+
+// RenewBody asks for the node's next certificate. The controller signs
+// it for the node the session's certificate names, whatever the request's
+// subject says.
+type RenewBody struct {
+	CSR string `json:"csr"` // PEM certificate request for a new key; the key stays on the node
+}
+
+// CertificateBody answers a renewal: the node's next certificate, or why
+// the controller issued none (the agent asks again later). The new
+// certificate is accepted, and the one before refused, from the first
+// session that presents it.
+type CertificateBody struct {
+	Certificate string `json:"certificate,omitempty"` // PEM, signed by the cluster CA
+	CA          string `json:"ca,omitempty"`          // PEM of the cluster CA
+	Error       string `json:"error,omitempty"`
 }
 
 // Instruction kinds.

@@ -12,6 +12,8 @@ import (
 // joinFlags are the flags of join, and of run when it joins first.
 type joinFlags struct {
 	controller, credentials, passphrase, dataDir, nodeName, root, bind string
+
+	force bool // join only
 }
 
 func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
@@ -34,6 +36,7 @@ func (f *joinFlags) options(log *slog.Logger) agent.JoinOptions {
 		NodeName:        f.nodeName,
 		Root:            f.root,
 		BindAddress:     f.bind,
+		Force:           f.force,
 		Logger:          log,
 	}
 }
@@ -45,7 +48,8 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Register this host with a cluster and save its node identity",
 		Long: "Runs the prechecks, makes the node's key (it never leaves the host), and registers with the\n" +
 			"controller using the cluster's credentials file and passphrase. The node identity is saved in\n" +
-			"--data-dir; joining again with a valid identity does nothing. Then start `kiln-agent run`.",
+			"--data-dir; joining again with a valid identity does nothing, unless --force (the controller\n" +
+			"refuses the identity: the node was deleted, reset or registered elsewhere). Then start `kiln-agent run`.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.credentials == "" || f.passphrase == "" {
@@ -61,6 +65,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	cmd.SetOut(stdout)
 	f.register(cmd, "the cluster's credentials file (JSON, from the controller)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "register again even with a valid identity, as the same node")
 	return cmd
 }
 

@@ -83,6 +83,7 @@ unless set; created on first start): back it up apart from the database.
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
 	f.BoolVar(&cfg.Local, "local", false, "register the local provider (machines are kiln-agent processes on this host; on with --dev)")
 	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")
+	f.DurationVar(&cfg.NodeCertValidity, "node-cert-validity", 0, "lifetime of agents' node certificates (renewed after two thirds of it); 0 for each cluster's certificateTTLDays")
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
 	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube program local nodes run (default: next to kilnd)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")

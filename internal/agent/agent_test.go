@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,4 +297,114 @@ func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
 	}
 	n.Run(nil)
 	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+}
+
+// fakeClock is a clock a test sets.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// TestRenewalTiming: by the agent's (injected) clock, it does not renew its
+// certificate just before two thirds of its lifetime, and does just after,
+// before 80%.
+func TestRenewalTiming(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 20 * time.Millisecond, NodeCertValidity: time.Hour})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	first, err := agent.Join(t.Context(), n.join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCertificate([]byte(first.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := pki.IssuedAt(cert)
+	clock := &fakeClock{now: issued.Add(time.Hour * 66 / 100)}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Now: clock.Now, Logger: logger(t)})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	// The agent checks at every heartbeat: after a few, nothing was asked.
+	var beats []time.Time
+	gatewaytest.Eventually(t, wait, "heartbeats at 66% of the lifetime", func() bool {
+		if hb := n.get("c-w-0").LastHeartbeat; hb != nil && (len(beats) == 0 || !hb.Equal(beats[len(beats)-1])) {
+			beats = append(beats, *hb)
+		}
+		return len(beats) >= 4
+	})
+	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, gateway.NodeCertSecret("c-w-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), `"next"`) {
+		t.Fatalf("the agent asked for a certificate at 66%% of its lifetime: record %s", raw)
+	}
+	if st, _ := state.Load(n.join.DataDir); st.Certificate != first.Certificate {
+		t.Fatal("the certificate changed at 66% of its lifetime")
+	}
+
+	clock.Set(issued.Add(time.Hour * 67 / 100))
+	gatewaytest.Eventually(t, wait, "a renewed certificate at 67% of the lifetime", func() bool {
+		st, err := state.Load(n.join.DataDir)
+		return err == nil && st.Certificate != first.Certificate
+	})
+	if at := issued.Add(time.Hour * 67 / 100); !at.Before(pki.RenewAt(cert)) {
+		t.Errorf("renewed at %s, not before 80%% (%s)", at, pki.RenewAt(cert))
+	}
+}
+
+// TestJoinForce: a node the controller forgot (deleted or reset) is refused
+// with its still valid identity, which a plain join keeps; join with Force
+// registers it again, and it runs.
+func TestJoinForce(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	first, err := agent.Join(t.Context(), n.join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+		t.Fatal(err)
+	}
+	err = agent.Run(t.Context(), agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Logger: logger(t)})
+	if !isRefused(err) || !strings.Contains(err.Error(), "kiln-agent join --force") {
+		t.Fatalf("run with a forgotten identity: %v, want a refusal saying to join with --force", err)
+	}
+	if again, err := agent.Join(t.Context(), n.join); err != nil || again.Certificate != first.Certificate {
+		t.Fatalf("join without --force: %v, new certificate %v; want the identity kept", err, again.Certificate != first.Certificate)
+	}
+	forced := n.join
+	forced.Force = true
+	renewed, err := agent.Join(t.Context(), forced)
+	if err != nil {
+		t.Fatalf("join --force: %v", err)
+	}
+	if renewed.Certificate == first.Certificate || renewed.Node != "c-w-0" {
+		t.Fatalf("join --force: node %s, same certificate %v; want c-w-0 with a new one", renewed.Node, renewed.Certificate == first.Certificate)
+	}
+	n.Run(nil)
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	gatewaytest.Eventually(t, wait, "the result of an instruction", func() bool { return n.result("i-1") != nil })
 }

@@ -23,33 +23,34 @@ const (
 // session connects once and runs the session until it breaks or ctx ends.
 // connected says whether the controller welcomed the agent.
 func (r *runner) session(ctx context.Context) (connected bool, err error) {
-	cert, err := r.st.TLSCertificate()
+	id := r.identity()
+	cert, err := id.TLSCertificate()
 	if err != nil {
 		return false, err
 	}
-	client, err := httpClient(r.st.ControllerCA, r.opts.BindAddress, &cert)
+	client, err := httpClient(id.ControllerCA, r.opts.BindAddress, &cert)
 	if err != nil {
 		return false, err
 	}
 	client.Timeout = 0 // the session is long-lived
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, resp, err := websocket.Dial(dctx, r.st.Session, &websocket.DialOptions{HTTPClient: client})
+	conn, resp, err := websocket.Dial(dctx, id.Session, &websocket.DialOptions{HTTPClient: client})
 	cancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode != 0 && resp.StatusCode != 101 {
 			body, _ := io.ReadAll(resp.Body) // coder/websocket keeps the first 1 KiB
 			return false, refusal("session", resp.StatusCode, body)
 		}
-		return false, fmt.Errorf("connect to %s: %w", r.st.Session, err)
+		return false, fmt.Errorf("connect to %s: %w", id.Session, err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(maxMessage)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	c := &agentConn{conn: conn, ctx: sctx}
+	c := &agentConn{conn: conn, ctx: sctx, renewed: make(chan struct{}, 1)}
 
 	if err := c.send(v1.AgentMessage{Type: v1.AgentHello, Time: r.opts.Now().UTC(), Hello: &v1.AgentHelloBody{
-		ProtocolVersion: v1.AgentProtocolVersion, Node: r.st.Node, AgentVersion: Version}}); err != nil {
+		ProtocolVersion: v1.AgentProtocolVersion, Node: id.Node, AgentVersion: Version}}); err != nil {
 		return false, err
 	}
 	wctx, wcancel := context.WithTimeout(sctx, welcomeTimeout)
@@ -68,7 +69,7 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 	if welcome.Welcome.HeartbeatInterval > 0 {
 		interval = welcome.Welcome.HeartbeatInterval
 	}
-	r.log.Info("session established", "session", r.st.Session, "heartbeat", interval)
+	r.log.Info("session established", "session", id.Session, "heartbeat", interval)
 
 	f := facts.Gather(facts.Options{Root: r.opts.Root})
 	first := []v1.AgentMessage{
@@ -95,25 +96,53 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 	go func() { errc <- r.read(c) }()
 	err = <-errc
 	stop()
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		conn.Close(websocket.StatusGoingAway, "the agent is stopping")
-	} else {
+	case errors.Is(err, errRenewed):
+		conn.Close(websocket.StatusNormalClosure, "the agent renewed its certificate: reconnecting with it")
+	default:
 		conn.CloseNow()
 	}
 	<-errc
 	return true, err
 }
 
-// write sends queued messages as they come and a heartbeat every interval.
+// write sends queued messages as they come, a heartbeat every interval and
+// a renewal of the node certificate when it is due (checked at its time
+// and at every heartbeat). It ends the session, with errRenewed, once the
+// reader saved a renewed certificate.
 func (r *runner) write(c *agentConn, interval time.Duration) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	renew := time.NewTimer(r.renewWait())
+	defer renew.Stop()
+	renewIfDue := func() error {
+		m, err := r.renewRequest()
+		if err != nil {
+			r.log.Error("renew the node certificate", "err", err)
+		}
+		renew.Reset(r.renewWait())
+		if m == nil {
+			return nil
+		}
+		return c.send(*m)
+	}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		case <-c.renewed:
+			return errRenewed
+		case <-renew.C:
+			if err := renewIfDue(); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := c.send(v1.AgentMessage{Type: v1.AgentHeartbeat, Time: r.opts.Now().UTC()}); err != nil {
+				return err
+			}
+			if err := renewIfDue(); err != nil {
 				return err
 			}
 		case <-r.out.ready:
@@ -144,6 +173,13 @@ func (r *runner) read(c *agentConn) error {
 			if err := r.j.Ack(m.Ack); err != nil {
 				r.log.Error("journal: record acknowledgement", "instruction", m.Ack, "err", err)
 			}
+		case v1.ControllerCertificate:
+			if r.renewed(m.Certificate) {
+				select {
+				case c.renewed <- struct{}{}:
+				default: // the writer is told already
+				}
+			}
 		default:
 			r.log.Debug("ignoring controller message", "type", m.Type)
 		}
@@ -155,6 +191,9 @@ type agentConn struct {
 	conn *websocket.Conn
 	ctx  context.Context
 	seq  int64 // the writer's: hello and the first messages are sent before it starts
+	// renewed tells the writer that the reader saved a renewed
+	// certificate.
+	renewed chan struct{}
 }
 
 func (c *agentConn) send(m v1.AgentMessage) error {

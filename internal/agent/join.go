@@ -40,6 +40,10 @@ type JoinOptions struct {
 	// BindAddress, when set, is the local address connections come from
 	// (the local provider's 127.0.0.N).
 	BindAddress string
+	// Force registers again even with a valid identity (a node that was
+	// deleted, reset or registered elsewhere: the controller refuses its
+	// certificate), as the same node unless NodeName says otherwise.
+	Force bool
 	// Prechecks, when set, replaces precheck.Run (tests).
 	Prechecks func(ctx context.Context) []v1.PrecheckResult
 	Logger    *slog.Logger
@@ -50,7 +54,7 @@ type JoinOptions struct {
 // of the same cluster whose certificate is still valid (and the same node
 // name, when one is given), it does nothing and returns that state: a
 // restarted agent is the same node. With an expired certificate it
-// registers again, as the same node.
+// registers again, as the same node; with Force too.
 func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 	if o.CredentialsFile == "" || o.PassphraseFile == "" || o.DataDir == "" {
 		return nil, errors.New("join: the credentials file, the passphrase file and the data dir are required")
@@ -81,11 +85,15 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 	old, err := state.Load(o.DataDir)
 	switch {
 	case err == nil && old.Cluster == creds.Cluster && (o.NodeName == "" || o.NodeName == old.Node):
-		if old.ValidAt(o.Now()) {
+		switch {
+		case !old.ValidAt(o.Now()):
+			log.Info("node certificate expired: registering again", "node", old.Node)
+		case o.Force:
+			log.Info("registering again (forced)", "node", old.Node)
+		default:
 			log.Info("already joined", "node", old.Node)
 			return old, nil
 		}
-		log.Info("node certificate expired: registering again", "node", old.Node)
 		if o.NodeName == "" {
 			o.NodeName = old.Node
 		}

@@ -80,19 +80,20 @@ func Run(ctx context.Context, o RunOptions) error {
 	out := newOutbox(o.Now)
 	r := &runner{
 		opts:    o,
-		st:      st,
 		j:       j,
 		out:     out,
 		log:     forwarding(o.Logger, out).With("cluster", st.Cluster, "node", st.Node),
 		queue:   make(chan v1.Instruction, 256),
 		running: map[string]bool{},
 	}
+	if err := r.setIdentity(st); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	return r.run(ctx)
 }
 
 type runner struct {
 	opts  RunOptions
-	st    *state.State
 	j     *journal.Journal
 	out   *outbox
 	log   *slog.Logger
@@ -102,17 +103,22 @@ type runner struct {
 
 	mu      sync.Mutex
 	running map[string]bool // queued or executing in this process
+
+	idMu  sync.Mutex
+	st    *state.State // the node's identity: renewal replaces it
+	renew renewal
 }
 
 func (r *runner) run(ctx context.Context) error {
 	if r.opts.Prechecks != nil {
 		r.prechecks = r.opts.Prechecks(ctx)
 	} else {
-		client, err := httpClient(r.st.ControllerCA, r.opts.BindAddress, nil)
+		id := r.identity()
+		client, err := httpClient(id.ControllerCA, r.opts.BindAddress, nil)
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-		r.prechecks = precheck.Run(ctx, precheck.Config{Host: precheck.Host{Root: r.opts.Root}, Controller: r.st.Controller, HTTPClient: client})
+		r.prechecks = precheck.Run(ctx, precheck.Config{Host: precheck.Host{Root: r.opts.Root}, Controller: id.Controller, HTTPClient: client})
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -138,6 +144,10 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if connected {
 			b.Reset()
+		}
+		if errors.Is(err, errRenewed) {
+			r.log.Info("connecting with the renewed certificate")
+			continue
 		}
 		wait := b.NextBackOff()
 		r.log.Info("session lost: reconnecting", "err", err, "in", wait.Round(time.Millisecond))

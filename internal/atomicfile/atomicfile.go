@@ -61,6 +61,18 @@ func writeTemp(path string, data []byte, mode os.FileMode) (string, error) {
 	return f.Name(), nil
 }
 
+// Rename renames oldpath to newpath (in the same directory, replacing it)
+// and syncs the directory, so the rename survives a crash.
+func Rename(oldpath, newpath string) error {
+	if err := os.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(newpath)); err != nil {
+		return fmt.Errorf("rename %s: sync dir: %w", oldpath, err)
+	}
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -24,6 +24,10 @@ import (
 // TLS on its own listener, with a serving certificate from kilnd's agent CA
 // in the data dir.
 func (d *Daemon) startGateway(ctx context.Context) error {
+	st, ok := d.Store.(gateway.Store)
+	if !ok {
+		return fmt.Errorf("the agent gateway needs a store that updates cluster secrets without a lease (store.ClusterSecretUpdater); %T does not", d.Store)
+	}
 	ca, err := gateway.EnsureAgentCA(d.cfg.DataDir)
 	if err != nil {
 		return err
@@ -39,10 +43,11 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		return err
 	}
 	d.gw = gateway.New(gateway.Options{
-		Store:        d.Store,
-		Logger:       d.log.With("part", "gateway"),
-		Controller:   "https://" + d.AgentAddr,
-		ControllerCA: ca.CertPEM(),
+		Store:            st,
+		Logger:           d.log.With("part", "gateway"),
+		Controller:       "https://" + d.AgentAddr,
+		ControllerCA:     ca.CertPEM(),
+		NodeCertValidity: d.cfg.NodeCertValidity,
 	})
 	// No read or write timeout: sessions are long-lived websockets.
 	d.agentServer = &http.Server{

@@ -67,6 +67,10 @@ type Config struct {
 	// AgentListen is where agents register and hold their sessions (TLS);
 	// default 127.0.0.1:7443.
 	AgentListen string
+	// NodeCertValidity, when set, is the lifetime of the agents' node
+	// certificates instead of each cluster's certificateTTLDays
+	// (gateway.Options.NodeCertValidity).
+	NodeCertValidity time.Duration
 	// AgentBinary and KubeBinary are the kiln-agent and kiln-kube programs
 	// local machines run; default: next to this executable.
 	AgentBinary string

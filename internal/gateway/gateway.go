@@ -2,9 +2,11 @@
 // (credential + passphrase exchanged for a node certificate signed by the
 // cluster CA), the mTLS websocket session each agent holds (facts,
 // prechecks, heartbeats, progress, logs and instruction results in;
-// instructions out), node liveness (NOT_READY after missed heartbeats), and
-// the per-cluster secrets registration checks against. docs/agent-protocol.md
-// is the protocol.
+// instructions out; certificate renewals), node liveness (NOT_READY after
+// missed heartbeats), the record of each node's current certificate (any
+// other is refused), and the per-cluster secrets registration checks
+// against, which the API server can revoke and issue again.
+// docs/agent-protocol.md is the protocol.
 package gateway
 
 import (
@@ -16,6 +18,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
@@ -30,8 +34,12 @@ const (
 
 // Store is what the gateway needs of the store. Node writes are not fenced
 // (the gateway holds no lease): they are conditional on the node's etag and
-// retried, so they never undo a plan's concurrent write.
+// retried, so they never undo a plan's concurrent write. The record of each
+// node's certificate is a cluster secret written without the lease, by
+// compare-and-swap (store.ClusterSecretUpdater, which store.Store does not
+// include: wiring asserts it of the concrete store).
 type Store interface {
+	store.ClusterSecretUpdater
 	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
 	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
 	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
@@ -69,6 +77,11 @@ type Options struct {
 	Controller   string
 	ControllerCA []byte
 	SessionURL   string
+	// NodeCertValidity is the lifetime of the node certificates that
+	// registration and renewal issue. When zero it is the cluster's
+	// spec.certificateTTLDays (pki.DefaultValidity, 365 days, when that is
+	// 0). Agents renew theirs after two thirds of it.
+	NodeCertValidity time.Duration
 }
 
 // Gateway serves agents. Create it with New, serve Handler on the agent
@@ -138,6 +151,37 @@ func (g *Gateway) Notify(k store.Key, node string) {
 	g.mu.Unlock()
 	if s != nil {
 		s.notify()
+	}
+}
+
+// ForgetNode refuses every certificate of node of cluster k from now on,
+// in every process (its certificate record is marked revoked), and ends the
+// node's session in this process at once; sessions in other processes end
+// at their next poll (Options.PollInterval). The node must join again: a
+// registration records its new certificate. Call it before deleting a
+// node's record, and when a node is reset. A cluster that no longer exists
+// has nothing to refuse: its session is closed all the same.
+func (g *Gateway) ForgetNode(ctx context.Context, k store.Key, node string) error {
+	now := g.opts.Now().UTC()
+	err := g.st.UpdateClusterSecrets(ctx, k, store.SecretWrite{Name: NodeCertSecret(node), Value: encodeNodeCert(nodeCert{RevokedAt: &now})})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("forget node %s of cluster %s: %w", node, k, err)
+	}
+	g.log.Info("node forgotten: its certificates are refused", "cluster", k.String(), "node", node)
+	g.closeSession(k, node, "", "the node was deleted or reset: join again")
+	return nil
+}
+
+// closeSession ends the session of node of cluster k in this process, if
+// it has one and its certificate's serial is not keep, with reason as the
+// websocket close reason (at most 123 bytes).
+func (g *Gateway) closeSession(k store.Key, node, keep, reason string) {
+	g.mu.Lock()
+	s := g.sessions[keyOf(k, node)]
+	g.mu.Unlock()
+	if s != nil && (keep == "" || s.serial != keep) {
+		s.log.Info("closing the session", "reason", reason)
+		s.closeWith(websocket.StatusPolicyViolation, reason)
 	}
 }
 
@@ -227,6 +271,7 @@ const (
 	ReasonNotReady            = "NodeNotReady"
 	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"
 	ReasonStep                = "NodeStep"
+	ReasonCertificateRenewed  = "NodeCertificateRenewed"
 )
 
 // writeError writes the API's error shape.

@@ -56,6 +56,9 @@ func (s *session) sender() {
 			case <-s.wake:
 				again = true
 			case <-poll.C:
+				if !s.checkCertificate() {
+					return
+				}
 				again = true
 			}
 		}

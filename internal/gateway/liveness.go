@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coder/websocket"
+
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 )
@@ -135,7 +137,11 @@ func (s *session) heartbeat(time.Time) {
 		}
 		return nil
 	})
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted by a process that could not end the session itself.
+		s.closeWith(websocket.StatusPolicyViolation, "the node was deleted: join again")
+		return
+	} else if err != nil {
 		s.log.Warn("record heartbeat", "err", err)
 		return
 	}

@@ -145,19 +145,25 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
-	ttl := time.Duration(cl.Spec.CertificateTTLDays) * 24 * time.Hour
-	cert, err := ca.SignCSR([]byte(req.CSR), pki.CertRequest{
-		CommonName:   NodeCommonName(k, name),
-		Organization: []string{NodeOrganization},
-		Usage:        pki.UsageClient,
-		ValidFor:     ttl, // zero: pki.DefaultValidity, the default of certificateTTLDays
-		Now:          g.opts.Now(),
-	})
+	cert, err := g.signNodeCSR(ca, cl, name, req.CSR)
 	if errors.Is(err, pki.ErrInvalidCSR) {
 		return nil, k, refuse(http.StatusBadRequest, v1.CodeInvalidParameter, "csr: %v", err)
 	} else if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "sign: %v", err)
 	}
+	parsed, err := pki.ParseCertificate(cert)
+	if err != nil {
+		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "parse the signed certificate: %v", err)
+	}
+	// The new certificate is recorded before the node record is written,
+	// so there is no moment when the node exists with no certificate
+	// recorded (a session would then be trusted on first use). From here
+	// on, the node's other certificates are refused.
+	serial := serialOf(parsed)
+	if err := g.recordCertificate(ctx, k, name, serial); err != nil {
+		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
+	}
+	g.closeSession(k, name, serial, "the node registered again: this certificate is replaced")
 	if err := g.recordNode(ctx, cl, name, req, remoteIP(r)); err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
@@ -189,6 +195,9 @@ func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.Regi
 	}
 	switch {
 	case req.CredentialID == cred.ID:
+	case cred.retired(req.CredentialID) != nil:
+		return unauthorized("the credential %q of cluster %s was replaced by a new one at %s: join with the cluster's new credentials and passphrase",
+			req.CredentialID, req.Cluster, cred.retired(req.CredentialID).At.UTC().Format(time.RFC3339))
 	case !strings.HasPrefix(req.CredentialID, clusterTag(k)+"."):
 		return unauthorized("the credential is not this cluster's: credential %q does not belong to cluster %s", req.CredentialID, req.Cluster)
 	default:
@@ -196,6 +205,10 @@ func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.Regi
 	}
 	if !secretMatches(req.Secret, cred.SHA256) {
 		return unauthorized("the credential's secret is wrong")
+	}
+	if cred.RevokedAt != nil {
+		return unauthorized("the credential %q of cluster %s was revoked at %s: no node may join with it; ask for new activation material (the credential and passphrase issued again)",
+			req.CredentialID, req.Cluster, cred.RevokedAt.UTC().Format(time.RFC3339))
 	}
 	stored, err := g.st.GetClusterSecret(ctx, k, SecretPassphraseHash)
 	if err != nil {

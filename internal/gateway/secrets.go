@@ -69,6 +69,28 @@ type clearCredential struct {
 type credentialHash struct {
 	ID     string `json:"id"`
 	SHA256 string `json:"sha256"` // hex of sha256(secret): the secret is 256 random bits, so no stretching is needed
+	// RevokedAt is set by RevokeActivation: registration with the
+	// credential is refused.
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// Retired are the credentials ReissueActivation replaced, newest
+	// first (at most maxRetired), so that registration with one says so.
+	Retired []retiredCredential `json:"retired,omitempty"`
+}
+
+// retiredCredential is a credential replaced by a new one.
+type retiredCredential struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// retired returns the retired credential id, or nil.
+func (c *credentialHash) retired(id string) *retiredCredential {
+	for i := range c.Retired {
+		if c.Retired[i].ID == id {
+			return &c.Retired[i]
+		}
+	}
+	return nil
 }
 
 // EnsureSecrets creates, once, cluster k's CA (valid for caValidity;
@@ -162,6 +184,9 @@ func EnsureSecrets(ctx context.Context, st SecretStore, k store.Key, f store.Fen
 
 // ClearCredentials reads cluster k's agent credential (id and secret) and
 // passphrase in clear, for kilnd's own use (a provider that starts agents).
+// After ReissueActivation they are the new ones; after RevokeActivation
+// they are the revoked ones, which agents that joined already start with
+// (they do not register again) and registration refuses.
 func ClearCredentials(ctx context.Context, st SecretReader, k store.Key) (id, secret, passphrase string, err error) {
 	raw, err := st.GetClusterSecret(ctx, k, SecretCredentialClear)
 	if err != nil {

@@ -34,6 +34,7 @@ type session struct {
 	g      *Gateway
 	k      store.Key
 	node   string
+	serial string // of the certificate the session presented
 	conn   *websocket.Conn
 	log    *slog.Logger
 	ctx    context.Context
@@ -57,7 +58,12 @@ func (s *session) notify() {
 }
 
 func (s *session) close() {
-	s.conn.Close(websocket.StatusGoingAway, "the controller is closing the session")
+	s.closeWith(websocket.StatusGoingAway, "the controller is closing the session")
+}
+
+// closeWith ends the session with a websocket close code and reason.
+func (s *session) closeWith(code websocket.StatusCode, reason string) {
+	s.conn.Close(code, reason)
 	s.cancel()
 }
 
@@ -107,11 +113,21 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := g.st.GetNode(ctx, k, node); errors.Is(err, store.ErrNotFound) {
-		deny("node %s is not registered in cluster %s (it was deleted): run kiln-agent join again", node, clusterID(k))
+		deny("node %s is not registered in cluster %s (it was deleted): register it again with kiln-agent join --force", node, clusterID(k))
 		return
 	} else if err != nil {
 		log.Error("session: read node", "err", err)
 		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not read the node; try again")
+		return
+	}
+	if msg, err := g.admitCertificate(ctx, k, node, peer); err != nil {
+		log.Error("session: check the node's certificate record", "err", err)
+		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not check the certificate; try again")
+		return
+	} else if msg != "" {
+		log.Warn("session refused", "reason", msg)
+		g.event(ctx, k, eventWarning, ReasonSessionRefused, node, "session of node %s from %s refused: %s", node, remoteIP(r), msg)
+		deny("%s", msg)
 		return
 	}
 	// The server's read and write timeouts must not end a long-lived
@@ -128,7 +144,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	// A hijacked connection outlives the request's context on server
 	// shutdown: the session has its own, cancelled by CloseSessions.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &session{g: g, k: k, node: node, conn: conn, log: log, ctx: sctx, cancel: cancel,
+	s := &session{g: g, k: k, node: node, serial: serialOf(peer), conn: conn, log: log, ctx: sctx, cancel: cancel,
 		wake: make(chan struct{}, 1), steps: map[[2]string]string{}}
 	defer cancel()
 	if err := s.run(); err != nil {
@@ -161,6 +177,12 @@ func (s *session) run() error {
 	}
 	s.register()
 	defer s.unregister()
+	// Checked again once registered: a registration or ForgetNode that
+	// came after the admission and before register found no session to
+	// close.
+	if !s.checkCertificate() {
+		return errors.New("the node's certificate changed while the session opened")
+	}
 	if err := s.send(&v1.ControllerMessage{Type: v1.ControllerWelcome, Welcome: &v1.WelcomeBody{
 		ProtocolVersion: v1.AgentProtocolVersion, HeartbeatInterval: s.g.opts.HeartbeatInterval}}); err != nil {
 		return err
@@ -271,6 +293,8 @@ func (s *session) handle(m *v1.AgentMessage) error {
 		if m.Result != nil {
 			return s.result(m.Result)
 		}
+	case v1.AgentRenew:
+		return s.renew(m.Renew)
 	default:
 		s.log.Debug("ignoring message", "type", m.Type)
 	}

@@ -296,11 +296,27 @@ func ParseCertificate(certPEM []byte) (*x509.Certificate, error) {
 	}
 }
 
-// RenewAt is when the holder of cert should get a new one: after
-// RenewFraction of its lifetime.
+// IssuedAt is when cert was issued, as far as the certificate tells: its
+// NotBefore plus the ClockSkewAllowance this package puts it back by, or
+// NotBefore itself when that would not leave it valid (a certificate from
+// elsewhere). Renewal times count from it: a certificate valid for seconds
+// (in tests) is otherwise past any fraction of its lifetime at once.
+func IssuedAt(cert *x509.Certificate) time.Time {
+	t := cert.NotBefore.Add(ClockSkewAllowance)
+	if !t.Before(cert.NotAfter) {
+		return cert.NotBefore
+	}
+	return t
+}
+
+// RenewAt is when the holder of cert should have a new one: after
+// RenewFraction of its lifetime since it was issued (IssuedAt). Holders
+// start asking earlier (kiln-agent at two thirds), so that a failed
+// attempt can be tried again by then.
 func RenewAt(cert *x509.Certificate) time.Time {
-	life := cert.NotAfter.Sub(cert.NotBefore)
-	return cert.NotBefore.Add(time.Duration(float64(life) * RenewFraction))
+	issued := IssuedAt(cert)
+	life := cert.NotAfter.Sub(issued)
+	return issued.Add(time.Duration(float64(life) * RenewFraction))
 }
 
 func newKey() (*ecdsa.PrivateKey, error) {

@@ -131,8 +131,11 @@ func TestIssue(t *testing.T) {
 	if _, err := parseKey(keyPEM); err != nil {
 		t.Errorf("issued key: %v", err)
 	}
-	if got, want := RenewAt(cert), cert.NotBefore.Add(time.Duration(0.8*float64(cert.NotAfter.Sub(cert.NotBefore)))); !got.Equal(want) {
-		t.Errorf("RenewAt = %s, want %s", got, want)
+	if got, want := IssuedAt(cert), t0; !got.Equal(want) {
+		t.Errorf("IssuedAt = %s, want the issue time %s", got, want)
+	}
+	if got, want := RenewAt(cert), t0.Add(24*day); !got.Equal(want) {
+		t.Errorf("RenewAt = %s, want %s (80%% of 30 days after the issue)", got, want)
 	}
 
 	// Two certificates never share a serial.
@@ -154,6 +157,29 @@ func TestIssue(t *testing.T) {
 	dflt, _ := issue(t, ca, CertRequest{CommonName: "x", Usage: UsageClient, Now: t0})
 	if c, _ := ParseCertificate(dflt); !c.NotAfter.Equal(t0.Add(365 * day)) {
 		t.Errorf("default NotAfter = %s, want 365 days after %s", c.NotAfter, t0)
+	}
+}
+
+// TestRenewAtShortLived: renewal counts from the issue time, not from the
+// NotBefore put back by the clock-skew allowance, so a certificate valid for
+// seconds is not due at once; a certificate not put back counts from its
+// NotBefore.
+func TestRenewAtShortLived(t *testing.T) {
+	ca := newCA(t, "c")
+	certPEM, _, err := ca.Issue(CertRequest{CommonName: "n", Usage: UsageClient, ValidFor: 10 * time.Second, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := ParseCertificate(certPEM)
+	if got := IssuedAt(cert); !got.Equal(t0) {
+		t.Errorf("IssuedAt = %s, want %s", got, t0)
+	}
+	if got, want := RenewAt(cert), t0.Add(8*time.Second); !got.Equal(want) {
+		t.Errorf("RenewAt = %s, want %s", got, want)
+	}
+	foreign := &x509.Certificate{NotBefore: t0, NotAfter: t0.Add(30 * time.Second)}
+	if got := IssuedAt(foreign); !got.Equal(t0) {
+		t.Errorf("IssuedAt of a certificate valid for 30s from its NotBefore = %s, want %s", got, t0)
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/plan"
@@ -132,5 +135,58 @@ func TestManualApprovalWaitsForAPerson(t *testing.T) {
 	}
 	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
 		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+}
+
+// forgetter is an Agents that records the nodes the plan forgets, and
+// whether each still had its record then.
+type forgetter struct {
+	st     store.Store
+	mu     sync.Mutex
+	forgot map[string]bool
+}
+
+func (f *forgetter) Notify(store.Key, string) {}
+
+func (f *forgetter) ForgetNode(ctx context.Context, k store.Key, node string) error {
+	_, err := f.st.GetNode(ctx, k, node)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgot[node] = err == nil
+	return nil
+}
+
+// TestRemovedNodesAreForgotten: the node of a machine that is removed is
+// forgotten by the agents (its certificates refused, its session ended)
+// before its record is deleted; agentless machines (the sim's) have nothing
+// to forget.
+func TestRemovedNodesAreForgotten(t *testing.T) {
+	e := newEnv(t)
+	e.reg["agents"] = withAgents{e.sim}
+	f := &forgetter{st: e.st, forgot: map[string]bool{}}
+	withForgetter := func(o *plan.Options) { o.Agents = f }
+	e.begin("c", v1.KindCreate, spec(3, nil))
+	e.runOnce(e.runner(withForgetter))
+	op := e.begin("c", v1.KindUpdate, spec(2, nil))
+	e.runOnce(e.runner(withForgetter))
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("scale down: %s %+v", got.Status, got.Error)
+	}
+	if len(f.forgot) != 0 {
+		t.Fatalf("agentless nodes forgotten: %v", f.forgot)
+	}
+
+	// The same machines as an agent provider's: every node is forgotten,
+	// each while it still had its record.
+	sp := spec(2, nil)
+	sp.Provider = "agents"
+	op = e.begin("c", v1.KindDelete, sp)
+	e.runOnce(e.runner(withForgetter))
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("delete: %s %+v", got.Status, got.Error)
+	}
+	want := map[string]bool{"c-cp-0": true, "c-default-0": true, "c-default-1": true}
+	if diff := cmp.Diff(want, f.forgot); diff != "" {
+		t.Errorf("forgotten by the delete, with their records then (-want +got):\n%s", diff)
 	}
 }

@@ -28,6 +28,14 @@ type Agents interface {
 	Notify(k store.Key, node string)
 }
 
+// NodeForgetter is an Agents that also refuses the certificates of a node
+// whose record is about to be deleted, and ends its session at once (the
+// gateway: (*gateway.Gateway).ForgetNode). Optional: without it, a deleted
+// node's session ends at its next heartbeat, and is refused after that.
+type NodeForgetter interface {
+	ForgetNode(ctx context.Context, k store.Key, node string) error
+}
+
 // usesAgents reports whether the cluster's machines run agents that install
 // Kubernetes (every provider but agentless ones such as sim).
 func (x *run) usesAgents() bool {

@@ -260,6 +260,13 @@ func (x *run) removeMachines(ctx context.Context, match func(name, role string) 
 		if nodes[name] == nil {
 			continue
 		}
+		// Its certificates are refused first: a retried step finds no
+		// record left to forget.
+		if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
+			if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
+				return fmt.Errorf("forget node %q: %w", name, err)
+			}
+		}
 		x.log.Info("deleting node record", "node", name)
 		err := x.s.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

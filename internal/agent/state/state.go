@@ -1,9 +1,11 @@
 // Package state keeps a joined agent's identity in its data dir: the node
 // name, the node certificate and its key, the cluster CA, the controller's
 // CA and the session URL. Every file is written atomically (temporary file,
-// fsync, rename), the key with mode 0600 and before the state that names it,
-// so a crash leaves the old identity, the new one, or a key that matches no
-// certificate (then there is no state and the agent joins again).
+// fsync, rename), the keys with mode 0600. A new key is written beside the
+// current one (NextKeyFile) before the state that names its certificate,
+// and renamed over the current one after, so a crash leaves the old
+// identity or the new one: Load finishes a save that a crash cut short. A
+// renewed certificate thus never leaves a node without a usable identity.
 package state
 
 import (
@@ -25,6 +27,9 @@ import (
 const (
 	File    = "state.json"
 	KeyFile = "node.key"
+	// NextKeyFile holds the key of the certificate being saved until the
+	// state naming that certificate is written.
+	NextKeyFile = "node.key.next"
 )
 
 // ErrNoState: the data dir holds no usable state (never joined, or a crash
@@ -60,18 +65,34 @@ func Load(dir string) (*State, error) {
 		return nil, fmt.Errorf("read agent state %s: %w", filepath.Join(dir, File), err)
 	}
 	s.Key, err = os.ReadFile(filepath.Join(dir, KeyFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w (the key file is missing)", ErrNoState)
-	} else if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read agent key: %w", err)
 	}
-	if _, err := s.TLSCertificate(); err != nil {
-		return nil, fmt.Errorf("%w (the key does not match the certificate: %v)", ErrNoState, err)
+	_, mismatch := s.TLSCertificate()
+	if err == nil && mismatch == nil {
+		return &s, nil
 	}
-	return &s, nil
+	// A save cut short after the state was written: the key of its
+	// certificate is still the next key.
+	next, nerr := os.ReadFile(filepath.Join(dir, NextKeyFile))
+	if nerr == nil {
+		s.Key = next
+		if _, nerr = s.TLSCertificate(); nerr == nil {
+			if err := atomicfile.Rename(filepath.Join(dir, NextKeyFile), filepath.Join(dir, KeyFile)); err != nil {
+				return nil, fmt.Errorf("finish saving the agent key: %w", err)
+			}
+			return &s, nil
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (the key file is missing)", ErrNoState)
+	}
+	return nil, fmt.Errorf("%w (the key does not match the certificate: %v)", ErrNoState, mismatch)
 }
 
-// Save writes s into dir: the key first, then the state.
+// Save writes s into dir: the key as the next key, then the state, then
+// the next key over the current one. A crash at any point leaves the state
+// before or the state after (Load).
 func (s *State) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save agent state: %w", err)
@@ -80,13 +101,22 @@ func (s *State) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("save agent state: %w", err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, KeyFile), s.Key, 0o600); err != nil {
+	next := filepath.Join(dir, NextKeyFile)
+	if err := atomicfile.Write(next, s.Key, 0o600); err != nil {
 		return fmt.Errorf("save agent key: %w", err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, File), data, 0o600); err != nil {
 		return fmt.Errorf("save agent state: %w", err)
 	}
+	if err := atomicfile.Rename(next, filepath.Join(dir, KeyFile)); err != nil {
+		return fmt.Errorf("save agent key: %w", err)
+	}
 	return nil
+}
+
+// ParsedCertificate is the node certificate, parsed.
+func (s *State) ParsedCertificate() (*x509.Certificate, error) {
+	return pki.ParseCertificate([]byte(s.Certificate))
 }
 
 // TLSCertificate is the node's client certificate with its key.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,5 +46,67 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if _, err := Load(dir); !errors.Is(err, ErrNoState) {
 		t.Errorf("mismatched key: %v, want ErrNoState", err)
+	}
+}
+
+// TestSaveCutShort: a renewal saves a new certificate and key over a joined
+// state; a crash at any point leaves the old identity or the new one.
+func TestSaveCutShort(t *testing.T) {
+	ca, err := pki.NewCA("c", 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func() *State {
+		cert, key, err := ca.Issue(pki.CertRequest{CommonName: "n", Usage: pki.UsageClient})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &State{Cluster: "/v1/projects/p/clusters/c", Node: "n", Certificate: string(cert), CA: string(ca.CertPEM()), Key: key}
+	}
+	old, renewed := identity(), identity()
+	stateJSON := func(s *State) []byte {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name  string
+		files map[string][]byte // written after the old state was saved
+		want  *State
+	}{
+		{"before the next key", nil, old},
+		{"after the next key", map[string][]byte{NextKeyFile: renewed.Key}, old},
+		{"after the state", map[string][]byte{NextKeyFile: renewed.Key, File: stateJSON(renewed)}, renewed},
+		{"after the rename", map[string][]byte{KeyFile: renewed.Key, File: stateJSON(renewed)}, renewed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := old.Save(dir); err != nil {
+				t.Fatal(err)
+			}
+			for name, data := range tt.files {
+				if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Load(dir)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if got.Certificate != tt.want.Certificate || string(got.Key) != string(tt.want.Key) {
+				t.Errorf("Load returned the other identity")
+			}
+			// Loaded again: the same, with the key in its place.
+			again, err := Load(dir)
+			if err != nil || again.Certificate != tt.want.Certificate {
+				t.Fatalf("Load again: %v", err)
+			}
+			if key, err := os.ReadFile(filepath.Join(dir, KeyFile)); err != nil || string(key) != string(tt.want.Key) {
+				t.Errorf("%s after Load: %v, not the loaded identity's key", KeyFile, err)
+			}
+		})
 	}
 }

@@ -27,10 +27,17 @@ import (
 // Project is the project every cluster of an Env is in.
 const Project = "p"
 
+// Store is the store of an Env: all of store.Store and the cluster secret
+// updates the gateway and the activation functions need.
+type Store interface {
+	store.Store
+	store.ClusterSecretUpdater
+}
+
 // Env is a running gateway.
 type Env struct {
 	T       testing.TB
-	Store   store.Store
+	Store   Store
 	Gateway *gateway.Gateway
 	CAPEM   []byte // the agent CA: agents trust it as the controller's
 	URL     string // https://127.0.0.1:PORT
@@ -40,15 +47,22 @@ type Env struct {
 	mu        sync.Mutex
 	srv       *http.Server
 	done      chan struct{}
+	// handlers counts running requests: sessions outlive Server.Close
+	// (hijacked), and must not log after the test ended.
+	handlers sync.WaitGroup
 }
 
 // New starts a gateway with opts (Store and Logger are filled in).
 func New(t testing.TB, opts gateway.Options) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "kiln.db"))
+	opened, err := sqlite.Open(t.Context(), filepath.Join(dir, "kiln.db"))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
+	}
+	st, ok := opened.(Store)
+	if !ok {
+		t.Fatalf("the SQLite store %T does not update cluster secrets", opened)
 	}
 	if err := st.PutProject(t.Context(), &v1.Project{Name: Project, ID: "/v1/projects/" + Project}, store.Cond{}); err != nil {
 		t.Fatalf("put project: %v", err)
@@ -87,7 +101,13 @@ func New(t testing.TB, opts gateway.Options) *Env {
 }
 
 func (e *Env) serve(ln net.Listener) {
-	srv := &http.Server{Handler: e.Gateway.Handler(), TLSConfig: e.tlsConfig.Clone(), ReadHeaderTimeout: 10 * time.Second}
+	h := e.Gateway.Handler()
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.handlers.Add(1)
+		defer e.handlers.Done()
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: counted, TLSConfig: e.tlsConfig.Clone(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.ServeTLS(ln, "", "") }()
 	e.mu.Lock()
@@ -108,6 +128,7 @@ func (e *Env) Stop() {
 	e.Gateway.CloseSessions()
 	srv.Close()
 	<-done
+	e.handlers.Wait()
 }
 
 // Start serves again on the same address after Stop.

@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PageLimitCap", testPageLimitCap},
 		{"BadPageToken", testBadPageToken},
 		{"ClusterSecrets", testClusterSecrets},
+		{"UpdateClusterSecrets", testUpdateClusterSecrets},
 		{"Instructions", testInstructions},
 		{"NodeLogs", testNodeLogs},
 		{"Tokens", testTokens},
