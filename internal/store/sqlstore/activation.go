@@ -15,9 +15,8 @@ var _ store.ClusterSecretUpdater = (*Store)(nil)
 // UpdateClusterSecrets writes cluster secrets without a fence, in one
 // transaction: each record is read (locked for the transaction where the
 // dialect locks rows), its condition checked, then replaced or inserted.
-// Values are stored as PutClusterSecret stores them, and compared in Go,
-// so whatever PutClusterSecret and GetClusterSecret do to a value (issue
-// 4's encryption at rest) must be done here too.
+// Values are sealed and opened as PutClusterSecret and GetClusterSecret
+// do (encryption at rest); conditions compare the opened values.
 func (s *Store) UpdateClusterSecrets(ctx context.Context, k store.Key, writes ...store.SecretWrite) error {
 	wrap := func(err error) error { return fmt.Errorf("update secrets of cluster %s: %w", k, err) }
 	seen := map[string]bool{}
@@ -48,6 +47,11 @@ func (s *Store) UpdateClusterSecrets(ctx context.Context, k store.Key, writes ..
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
+			if exists {
+				if old, err = s.open(secretsCol, old, k.Project, k.Name, w.Name); err != nil {
+					return err
+				}
+			}
 			switch {
 			case w.IfMissing && exists:
 				return fmt.Errorf("secret %s: %w", w.Name, store.ErrExists)
@@ -57,6 +61,9 @@ func (s *Store) UpdateClusterSecrets(ctx context.Context, k store.Key, writes ..
 			value := w.Value
 			if value == nil {
 				value = []byte{}
+			}
+			if value, err = s.seal(secretsCol, value, k.Project, k.Name, w.Name); err != nil {
+				return err
 			}
 			if exists {
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE cluster_secrets SET value = ? WHERE project = ? AND cluster = ? AND name = ?`),

@@ -297,6 +297,16 @@ func (e *secretEnv) reseal(limit int) int {
 func testNoPlaintextAtRest(e *secretEnv) {
 	x := e.writeSecrets("1")
 	e.readBack(x, "1")
+	tag := "1"
+	if u, ok := e.s.(store.ClusterSecretUpdater); ok {
+		// Activation material written without the lease (reissue) is sealed too.
+		wantErr(e.t, "UpdateClusterSecrets", u.UpdateClusterSecrets(e.ctx, x.k,
+			store.SecretWrite{Name: "activation", Value: []byte(canary + "activation-" + tag)}), nil)
+		v, err := e.s.GetClusterSecret(e.ctx, x.k, "activation")
+		if err != nil || string(v) != canary+"activation-"+tag {
+			e.t.Errorf("activation secret read back = %q, %v", v, err)
+		}
+	}
 	if at := e.plaintextAt(); len(at) > 0 {
 		e.t.Errorf("plaintext secrets in the database at %v", at)
 	}
