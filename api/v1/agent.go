@@ -175,3 +175,11 @@ type InstructionResult struct {
 	Message     string `json:"message,omitempty"`
 	Retryable   bool   `json:"retryable,omitempty"`
 }
+
+// Activation is a cluster's activation material as reissued: the
+// credentials file an agent joins with and the passphrase. It is shown
+// once, in the answer to the reissue; Kiln keeps only what it needs.
+type Activation struct {
+	Credentials AgentCredentials `json:"credentials"`
+	Passphrase  string           `json:"passphrase"`
+}

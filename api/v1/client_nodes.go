@@ -62,3 +62,20 @@ func (c *Client) Kubeconfig(ctx context.Context, project, cluster string) ([]byt
 	}
 	return b, nil
 }
+
+// ReissueActivation gives a cluster a new activation credential and
+// passphrase (admins only); the old ones are refused from now on. The
+// answer is the only time they are shown.
+func (c *Client) ReissueActivation(ctx context.Context, project, cluster string) (*Activation, error) {
+	var a Activation
+	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster)+"/activation", nil, conditions{}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// RevokeActivation revokes a cluster's activation credential: hosts can no
+// longer join with it; nodes that joined keep working.
+func (c *Client) RevokeActivation(ctx context.Context, project, cluster string) error {
+	return c.del(ctx, clusterPath(project, cluster)+"/activation")
+}

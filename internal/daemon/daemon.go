@@ -288,7 +288,12 @@ func (d *Daemon) start(ctx context.Context) error {
 				return err
 			}
 		}
+		var activation server.Activation
+		if d.gw != nil {
+			activation = d.gw
+		}
 		srv := server.New(server.Options{
+			Activation:  activation,
 			Store:       wakingStore{Store: d.Store, wake: d.wakeWorker},
 			Logger:      d.log,
 			Registry:    reg,

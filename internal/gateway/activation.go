@@ -157,3 +157,19 @@ func readCredentialHash(ctx context.Context, st SecretReader, k store.Key) (cred
 	}
 	return c, raw, nil
 }
+
+// Reissue gives cluster k a new activation credential and passphrase (the
+// old ones are refused from now on) and returns them as an agent joins with
+// them: the credentials file for this gateway and the passphrase.
+func (g *Gateway) Reissue(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error) {
+	a, err := ReissueActivation(ctx, g.st, k)
+	if err != nil {
+		return v1.AgentCredentials{}, "", err
+	}
+	return a.AgentCredentials(g.opts.Controller, g.opts.ControllerCA), a.Passphrase, nil
+}
+
+// Revoke revokes cluster k's activation credential (RevokeActivation).
+func (g *Gateway) Revoke(ctx context.Context, k store.Key) error {
+	return RevokeActivation(ctx, g.st, k)
+}

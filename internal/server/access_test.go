@@ -46,6 +46,8 @@ var required = map[string]string{
 	"DELETE /v1/projects/{project}/clusters/{cluster}":                              "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",
+	"POST /v1/projects/{project}/clusters/{cluster}/activation":                     "admin",
+	"DELETE /v1/projects/{project}/clusters/{cluster}/activation":                   "admin",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes/{node}":                    "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/nodes/{node}/approve":           "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/nodes/{node}/configure":         "operator",

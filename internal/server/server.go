@@ -100,6 +100,9 @@ type Options struct {
 	// above what watching operations live needs; negative turns it off.
 	RateLimit float64
 	RateBurst int
+	// Activation reissues and revokes activation material; nil answers
+	// those routes 409 (a process without an agent gateway).
+	Activation Activation
 	// MaxInFlight caps the API requests served at once (health checks and
 	// operation long-polls aside); more are answered 429 with Retry-After.
 	// 0 means 512; negative turns the cap off.
@@ -108,19 +111,20 @@ type Options struct {
 
 // Server is the API frontend, an http.Handler.
 type Server struct {
-	store     Store
-	auth      *auth.Authenticator
-	log       *slog.Logger
-	steps     func(kind string) []string
-	providers []string
-	now       func() time.Time
-	poll      time.Duration
-	limiter   *limiter
-	inflight  chan struct{} // a slot per request being served; nil: no cap
-	m         *metrics
-	gatherer  prometheus.Gatherer
-	notes     notifier
-	waitHook  func(opID string) // tests: a long-poll is about to wait
+	store      Store
+	activation Activation
+	auth       *auth.Authenticator
+	log        *slog.Logger
+	steps      func(kind string) []string
+	providers  []string
+	now        func() time.Time
+	poll       time.Duration
+	limiter    *limiter
+	inflight   chan struct{} // a slot per request being served; nil: no cap
+	m          *metrics
+	gatherer   prometheus.Gatherer
+	notes      notifier
+	waitHook   func(opID string) // tests: a long-poll is about to wait
 
 	stopping chan struct{} // closed by StopWaiting
 	stopOnce sync.Once
@@ -141,14 +145,15 @@ func New(opts Options) *Server {
 		panic("server.New: Options.Store is required")
 	}
 	s := &Server{
-		stopping:  make(chan struct{}),
-		store:     opts.Store,
-		log:       opts.Logger,
-		steps:     opts.Steps,
-		providers: opts.Providers,
-		now:       opts.Now,
-		poll:      opts.PollInterval,
-		mux:       http.NewServeMux(),
+		stopping:   make(chan struct{}),
+		store:      opts.Store,
+		activation: opts.Activation,
+		log:        opts.Logger,
+		steps:      opts.Steps,
+		providers:  opts.Providers,
+		now:        opts.Now,
+		poll:       opts.PollInterval,
+		mux:        http.NewServeMux(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -255,6 +260,8 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster, "cluster", viewer, s.getCluster)
 	s.handle("DELETE "+cluster, "cluster", operator, s.deleteCluster)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
+	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
+	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)
 	s.handle("GET "+cluster+"/nodes", "cluster", viewer, s.listNodes)
 	s.handle("GET "+cluster+"/nodes/{node}", "node", viewer, s.getNode)
 	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", operator, s.approveNode)

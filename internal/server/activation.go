@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Activation reissues and revokes clusters' activation material; the agent
+// gateway does it (*gateway.Gateway).
+type Activation interface {
+	Reissue(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
+	Revoke(ctx context.Context, k store.Key) error
+}
+
+// reissueActivation answers 201 with a new credential and passphrase; the
+// old ones are refused from now on.
+func (s *Server) reissueActivation(w http.ResponseWriter, r *http.Request) error {
+	if err := s.activationTarget(r); err != nil {
+		return err
+	}
+	creds, pass, err := s.activation.Reissue(r.Context(), clusterKey(r))
+	if err != nil {
+		return activationError(err)
+	}
+	writeJSON(w, http.StatusCreated, v1.Activation{Credentials: creds, Passphrase: pass})
+	return nil
+}
+
+// revokeActivation answers 204; hosts can no longer join with the
+// cluster's credential, nodes that joined keep working.
+func (s *Server) revokeActivation(w http.ResponseWriter, r *http.Request) error {
+	if err := s.activationTarget(r); err != nil {
+		return err
+	}
+	if err := s.activation.Revoke(r.Context(), clusterKey(r)); err != nil {
+		return activationError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// activationTarget checks the request has no body, this process can
+// change activation material and the cluster exists.
+func (s *Server) activationTarget(r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(body) > 0 {
+		return invalidRequest("this request takes no body")
+	}
+	if s.activation == nil {
+		return newError(http.StatusConflict, v1.CodeConflict, "",
+			"this kilnd has no agent gateway (--role backend); send the request to a frontend")
+	}
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	if _, err := s.store.GetCluster(r.Context(), clusterKey(r)); err != nil {
+		return toAPIError(err, "cluster")
+	}
+	return nil
+}
+
+func activationError(err error) error {
+	if errors.Is(err, gateway.ErrNoActivation) {
+		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+			"the cluster has no activation credential yet: its create makes one; wait for it to start")
+	}
+	return err
+}
