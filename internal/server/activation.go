@@ -47,11 +47,7 @@ func (s *Server) revokeActivation(w http.ResponseWriter, r *http.Request) error 
 // activationTarget checks the request has no body, this process can
 // change activation material and the cluster exists.
 func (s *Server) activationTarget(r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if len(body) > 0 {
+	if hasBody(r) {
 		return invalidRequest("this request takes no body")
 	}
 	if s.activation == nil {

@@ -162,3 +162,42 @@ func (e *env) send(method, path, body string) string {
 
 // httpClient is the client raw requests to kilnd go through.
 func (e *env) httpClient() *http.Client { return e.k.HTTPClient() }
+
+// reissueActivation reissues a cluster's activation material through the
+// API: the answer holds a new credential and passphrase, the store's clear
+// copies (what new local machines join with) follow, the reissue is in the
+// audit log, and a revoke answers 204.
+func (e *env) reissueActivation(cluster string) {
+	t := e.t
+	ctx := t.Context()
+	readClear := func() (id, secret, pass string) {
+		st, err := sqlite.Open(ctx, filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		id, secret, pass, err = gateway.ClearCredentials(ctx, st, store.Key{Project: "default", Name: cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, secret, pass
+	}
+	oldID, oldSecret, oldPass := readClear()
+	a, err := e.c.ReissueActivation(ctx, "default", cluster)
+	if err != nil {
+		t.Fatalf("reissue: %v", err)
+	}
+	if a.Credentials.ID == oldID || a.Credentials.Secret == oldSecret || a.Passphrase == oldPass || a.Passphrase == "" {
+		t.Errorf("reissued material is not new: %s", a.Credentials.ID)
+	}
+	if id, secret, pass := readClear(); id != a.Credentials.ID || secret != a.Credentials.Secret || pass != a.Passphrase {
+		t.Errorf("the stored credential %s is not the reissued %s", id, a.Credentials.ID)
+	}
+	entries, err := e.c.ListAudit(ctx, v1.AuditFilter{Action: "activation", Limit: 1})
+	if err != nil || len(entries) != 1 || entries[0].Result != v1.AuditSuccess || entries[0].Actor != "user:admin" {
+		t.Errorf("audit of the reissue: %+v, %v", entries, err)
+	}
+	if err := e.c.RevokeActivation(ctx, "default", cluster); err != nil {
+		t.Errorf("revoke: %v", err)
+	}
+}

@@ -66,6 +66,7 @@ func TestLocalCluster(t *testing.T) {
 	}
 
 	e.secretsStayInside("demo")
+	e.reissueActivation("demo")
 
 	// Workloads run, on the workers.
 	e.mustKubectl("demo", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=5")
