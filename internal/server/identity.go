@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -100,35 +101,20 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) error {
 	if p := info(r.Context()).principal; p.User == name && !in.Owner {
 		return badRequest("owner", "you cannot remove your own owner flag; another owner can")
 	}
-	for range maxAttempts {
-		existing, err := s.store.GetUser(r.Context(), name)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		current := ""
-		u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, CreatedAt: s.now().UTC()}
-		if existing != nil {
-			current, u.CreatedAt = existing.ETag, existing.CreatedAt
-		}
-		if err := conds.check(current, "user"); err != nil {
-			return err
-		}
-		err = s.store.PutUser(r.Context(), u, writeCond(current))
-		if raced(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		status := http.StatusOK
-		if existing == nil {
-			status = http.StatusCreated
-		}
-		w.Header().Set("ETag", quoteETag(u.ETag))
-		writeJSON(w, status, userOut(u))
-		return nil
-	}
-	return errBusy("user")
+	return putRecord(w, r, conds, putLoop[*v1.User, v1.User]{
+		what: "user",
+		get:  func(ctx context.Context) (*v1.User, error) { return s.store.GetUser(ctx, name) },
+		build: func(existing *v1.User, exists bool) (*v1.User, error) {
+			u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, CreatedAt: s.now().UTC()}
+			if exists {
+				u.CreatedAt = existing.CreatedAt
+			}
+			return u, nil
+		},
+		put:  s.store.PutUser,
+		etag: func(u *v1.User) string { return u.ETag },
+		out:  userOut,
+	})
 }
 
 func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"net/http"
@@ -85,36 +86,20 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) error {
 	if in.Name != "" && in.Name != name {
 		return badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
 	}
-	for range maxAttempts {
-		existing, err := s.store.GetProject(r.Context(), name)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		current := ""
-		p := &v1.Project{Name: name, DisplayName: in.DisplayName, CreatedAt: s.now().UTC()}
-		if existing != nil {
-			current = existing.ETag
-			p.CreatedAt = existing.CreatedAt
-		}
-		if err := conds.check(current, "project"); err != nil {
-			return err
-		}
-		err = s.store.PutProject(r.Context(), p, writeCond(current))
-		if raced(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		status := http.StatusOK
-		if existing == nil {
-			status = http.StatusCreated
-		}
-		w.Header().Set("ETag", quoteETag(p.ETag))
-		writeJSON(w, status, projectOut(p))
-		return nil
-	}
-	return errBusy("project")
+	return putRecord(w, r, conds, putLoop[*v1.Project, v1.Project]{
+		what: "project",
+		get:  func(ctx context.Context) (*v1.Project, error) { return s.store.GetProject(ctx, name) },
+		build: func(existing *v1.Project, exists bool) (*v1.Project, error) {
+			p := &v1.Project{Name: name, DisplayName: in.DisplayName, CreatedAt: s.now().UTC()}
+			if exists {
+				p.CreatedAt = existing.CreatedAt
+			}
+			return p, nil
+		},
+		put:  s.store.PutProject,
+		etag: func(p *v1.Project) string { return p.ETag },
+		out:  projectOut,
+	})
 }
 
 func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) error {

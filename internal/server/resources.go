@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -93,43 +92,16 @@ func putResource[R, W any](s *Server, res syncResource[R, W], w http.ResponseWri
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	for range maxAttempts {
-		existing, err := res.get(r.Context(), project, name)
-		exists := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		current := ""
-		if exists {
-			current = res.etag(existing)
-		}
-		if err := conds.check(current, res.what); err != nil {
-			return err
-		}
-		rec, err := res.build(r, project, name, body, existing, exists)
-		if err != nil {
-			return err
-		}
-		err = res.put(r.Context(), rec, writeCond(current))
-		if raced(err) {
-			// The project may be the thing that vanished.
-			if err := s.requireProject(r); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		status := http.StatusOK
-		if !exists {
-			status = http.StatusCreated
-		}
-		w.Header().Set("ETag", quoteETag(res.etag(rec)))
-		writeJSON(w, status, res.out(rec))
-		return nil
-	}
-	return errBusy(res.what)
+	return putRecord(w, r, conds, putLoop[R, W]{
+		what: res.what,
+		get:  func(ctx context.Context) (R, error) { return res.get(ctx, project, name) },
+		build: func(existing R, exists bool) (R, error) {
+			return res.build(r, project, name, body, existing, exists)
+		},
+		put: res.put, etag: res.etag, out: res.out,
+		// The project may be the thing that vanished.
+		raced: func() error { return s.requireProject(r) },
+	})
 }
 
 // checkName refuses a body whose name differs from the URL's.
