@@ -27,7 +27,59 @@ const (
 	CodeTimeout            = "Timeout"
 	CodeDequeueLimit       = "DequeueLimitExceeded"
 	CodeCanceled           = "Canceled"
+	CodeImmutableField     = "ImmutableField"
+	CodeInvalidCredentials = "InvalidCredentials"
+	CodeUnsupportedVersion = "UnsupportedVersion"
+	CodeNodeCountMismatch  = "NodeCountMismatch"
 )
+
+// CodeInfo is one row of the error-code table: the HTTP status an API
+// answer with the code carries (0 when the code appears only in operations
+// and validation findings) and whether trying the same thing again later can
+// succeed without changing the request.
+type CodeInfo struct {
+	Code      string
+	Status    int
+	Retryable bool
+}
+
+// Codes is the error-code table; docs/errors.md documents each row, and a
+// test keeps the two equal.
+var Codes = []CodeInfo{
+	{CodeInvalidParameter, http.StatusBadRequest, false},
+	{CodeMissingParameter, http.StatusBadRequest, false},
+	{CodeImmutableField, http.StatusBadRequest, false},
+	{CodeUnsupportedVersion, http.StatusBadRequest, false},
+	{CodeInvalidRequest, http.StatusBadRequest, false},
+	{CodeInvalidCredentials, http.StatusBadRequest, false},
+	{CodeQuotaExceeded, http.StatusBadRequest, false},
+	{CodeUnauthorized, http.StatusUnauthorized, false},
+	{CodeForbidden, http.StatusForbidden, false},
+	{CodeNotFound, http.StatusNotFound, false},
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, false},
+	{CodeConflict, http.StatusConflict, true},
+	{CodeNodeCountMismatch, http.StatusConflict, false},
+	{CodePreconditionFailed, http.StatusPreconditionFailed, false},
+	{CodeRequestTooLarge, http.StatusRequestEntityTooLarge, false},
+	{CodeUnsupportedMedia, http.StatusUnsupportedMediaType, false},
+	{CodeThrottled, http.StatusTooManyRequests, true},
+	{CodeInternal, http.StatusInternalServerError, true},
+	{CodeProviderError, http.StatusServiceUnavailable, true},
+	{CodeUnavailable, http.StatusServiceUnavailable, true},
+	{CodeTimeout, 0, true},
+	{CodeDequeueLimit, 0, false},
+	{CodeCanceled, 0, true},
+}
+
+// LookupCode returns the table row of code.
+func LookupCode(code string) (CodeInfo, bool) {
+	for _, c := range Codes {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return CodeInfo{}, false
+}
 
 // Error is the one error shape of the API, also used in operations.
 type Error struct {

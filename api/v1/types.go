@@ -78,7 +78,20 @@ type CloudAccount struct {
 	ETag        string            `json:"etag"`
 	Provider    string            `json:"provider"`
 	Credentials map[string]string `json:"credentials,omitempty"`
-	CreatedAt   time.Time         `json:"createdAt"`
+	// Quotas limit what the account's clusters may use, per region.
+	Quotas    []Quota   `json:"quotas,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Quota limits what the clusters of one cloud account use in a region
+// (Region "" applies to every region without an entry of its own). A nil
+// limit is no limit. Dynamic validation counts the machines, vCPUs and load
+// balancers every cluster of the account asks for.
+type Quota struct {
+	Region        string `json:"region"`
+	Machines      *int   `json:"machines,omitempty"`
+	VCPUs         *int   `json:"vcpus,omitempty"`
+	LoadBalancers *int   `json:"loadBalancers,omitempty"`
 }
 
 // Profile is a versioned cluster template.
@@ -109,6 +122,16 @@ type Cluster struct {
 	Status ClusterStatus `json:"status"`
 }
 
+// ClusterValidation is the answer of a dry run that found nothing to fix
+// (POST .../clusters/{c}/validate): the spec as it would be written, with
+// defaults, and what was checked.
+type ClusterValidation struct {
+	Name   string      `json:"name"`
+	ID     string      `json:"id"`
+	Spec   ClusterSpec `json:"spec"`
+	Checks []string    `json:"checks"`
+}
+
 // ClusterSpec is the desired state. Field names are part of the API contract.
 type ClusterSpec struct {
 	Provider           string            `json:"provider"`
@@ -136,6 +159,17 @@ type Network struct {
 	PodCIDR     string `json:"podCIDR"`
 	ServiceCIDR string `json:"serviceCIDR"`
 	CNI         string `json:"cni"`
+	// NodeCIDR is where the machines get their addresses; empty means
+	// wherever the provider puts them. The pod and service CIDRs must not
+	// overlap it.
+	NodeCIDR string `json:"nodeCIDR,omitempty"`
+	// Name places the cluster in a network it shares: clusters of one
+	// provider, cloud account and region that name the same network must
+	// not overlap each other's CIDRs. Empty means a network of its own.
+	Name string `json:"name,omitempty"`
+	// DNSServers are the resolvers the nodes use (IP or IP:port); each must
+	// answer when the cluster is validated.
+	DNSServers []string `json:"dnsServers,omitempty"`
 }
 
 // ControlPlane describes the control-plane machines.

@@ -298,7 +298,7 @@ func (d *Daemon) start(ctx context.Context) error {
 			Logger:      d.log,
 			Registry:    reg,
 			Steps:       plan.Steps,
-			Providers:   providers.Names(),
+			Providers:   providers,
 			RateLimit:   d.cfg.RateLimit,
 			MaxInFlight: d.cfg.MaxInFlight,
 		})

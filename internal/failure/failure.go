@@ -18,7 +18,9 @@ type Error struct {
 	Message   string
 	Target    string
 	Retryable bool
-	Err       error
+	// Details are the individual failures of a validation, when several.
+	Details []v1.Error
+	Err     error
 }
 
 func (e *Error) Error() string {
@@ -38,6 +40,18 @@ func Terminal(code, format string, args ...any) *Error {
 // Retryable returns an error after which the step is tried again.
 func Retryable(code string, cause error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: true, Err: cause}
+}
+
+// Findings returns the terminal error of a validation that found problems
+// in what (non-empty): the first finding's code and target, every finding in
+// Details.
+func Findings(what string, findings []v1.Error) *Error {
+	first := findings[0]
+	msg := first.Message
+	if len(findings) > 1 {
+		msg = fmt.Sprintf("%s has %d problems; the first: %s", what, len(findings), first.Message)
+	}
+	return &Error{Code: first.Code, Target: first.Target, Message: msg, Details: findings}
 }
 
 // From classifies any error. A *Error is returned as is; a context error is

@@ -16,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
 )
 
 // Store is what the runner needs of the store. Every write it makes is
@@ -40,6 +41,7 @@ type Store interface {
 
 	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
 	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
 
 	AppendEvent(ctx context.Context, e *store.Event) error
 }
@@ -83,8 +85,9 @@ type Options struct {
 // Runner carries out a claimed cluster's current operation, step by step.
 // It implements worker.Runner.
 type Runner struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	checker *validate.Checker
 }
 
 // NewRunner returns a Runner with opts, defaults filled in.
@@ -118,7 +121,8 @@ func NewRunner(opts Options) *Runner {
 	if opts.InstructionPoll <= 0 {
 		opts.InstructionPoll = 250 * time.Millisecond
 	}
-	return &Runner{opts: opts, log: opts.Logger}
+	return &Runner{opts: opts, log: opts.Logger,
+		checker: &validate.Checker{Store: opts.Store, Providers: opts.Providers}}
 }
 
 // skipError is returned by a step that has nothing to do for this cluster

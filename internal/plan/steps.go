@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -37,37 +36,21 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 	}[name]
 }
 
-// validateDynamic checks what static validation cannot: that what the spec
-// refers to exists.
+// validateDynamic checks the cluster against the world (package validate's
+// Checker, as the dry run does): a finding fails the operation with every
+// finding in its details; a check that could not be made is retried.
 func (x *run) validateDynamic(ctx context.Context) error {
-	spec := x.cl.Spec
-	if name := spec.CloudAccount; name != "" {
-		a, err := x.s.GetCloudAccount(ctx, x.cl.Project, name)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.cloudAccount",
-				Message: fmt.Sprintf("cloud account %q does not exist in project %q", name, x.cl.Project)}
-		case err != nil:
-			return fmt.Errorf("get cloud account %q: %w", name, err)
-		case a.Provider != spec.Provider:
-			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.cloudAccount",
-				Message: fmt.Sprintf("cloud account %q is for provider %q, not %q", name, a.Provider, spec.Provider)}
-		}
+	rep, err := x.r.checker.Cluster(ctx, x.cl.Project, x.cl.Name, &x.cl.Spec)
+	if err != nil {
+		return err
 	}
-	if name := spec.Profile.Name; name != "" {
-		p, err := x.s.GetProfile(ctx, x.cl.Project, name)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.profile.name",
-				Message: fmt.Sprintf("profile %q does not exist in project %q", name, x.cl.Project)}
-		case err != nil:
-			return fmt.Errorf("get profile %q: %w", name, err)
-		case spec.Profile.Version != 0 && spec.Profile.Version != p.Version:
-			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "spec.profile.version",
-				Message: fmt.Sprintf("profile %q is at version %d, not %d", name, p.Version, spec.Profile.Version)}
-		}
+	for _, c := range rep.Checks {
+		x.log.Info("checked: " + c)
 	}
-	_, err := workerMachines(x.cl)
+	if len(rep.Findings) > 0 {
+		return failure.Findings("the cluster", rep.Findings)
+	}
+	_, err = workerMachines(x.cl)
 	return err
 }
 

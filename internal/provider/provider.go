@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/netip"
 	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -72,6 +73,70 @@ type LoadBalancers interface {
 	DeleteLoadBalancer(ctx context.Context, c Cluster) error
 }
 
+// Account is the cloud account a cluster uses, credentials included.
+type Account struct {
+	Name        string
+	Credentials map[string]string
+}
+
+// InstanceType is one machine size a provider offers.
+type InstanceType struct {
+	Name      string
+	VCPUs     int
+	MemoryMiB int
+}
+
+// Offer is what a provider offers one account in one region, for checking a
+// cluster before anything is created.
+type Offer struct {
+	// Regions are the provider's regions; empty means it has none and
+	// spec.region must be empty. The region "" is the provider's default.
+	Regions []string
+	// Zones are the asked region's zones; empty means zones cannot be
+	// chosen.
+	Zones []string
+	// Spot says whether spot capacity can be asked for.
+	Spot bool
+	// InstanceTypes are the machine sizes; empty means instanceType must be
+	// empty. DefaultInstanceType is the one used for "".
+	InstanceTypes       []InstanceType
+	DefaultInstanceType string
+	// LoadBalancers says whether each cluster gets a load balancer (counted
+	// against quotas).
+	LoadBalancers bool
+	// NodeNetwork is where the provider puts machines when the spec does not
+	// say (spec.network.nodeCIDR); invalid when it cannot say.
+	NodeNetwork netip.Prefix
+}
+
+// InstanceType returns the named instance type ("" is the default).
+func (o Offer) InstanceType(name string) (InstanceType, bool) {
+	if name == "" {
+		name = o.DefaultInstanceType
+	}
+	for _, t := range o.InstanceTypes {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return InstanceType{}, false
+}
+
+// Describer is the optional capability of providers that say what they
+// offer. Describe authenticates with the account's credentials (nil: the
+// cluster names no account), so bad credentials fail it with a
+// failure.Error of code v1.CodeInvalidCredentials.
+type Describer interface {
+	Describe(ctx context.Context, a *Account, region string) (Offer, error)
+}
+
+// Versioned is the optional capability of providers that know which
+// Kubernetes versions their machines can run, oldest first. Providers
+// without it accept any well-formed version.
+type Versioned interface {
+	KubernetesVersions() []string
+}
+
 // Registry maps provider names (spec.provider) to providers.
 type Registry map[string]Provider
 
@@ -86,3 +151,17 @@ func (r Registry) Get(name string) (Provider, error) {
 
 // Names returns the registered provider names, sorted.
 func (r Registry) Names() []string { return slices.Sorted(maps.Keys(r)) }
+
+// Versions maps each provider's name to the Kubernetes versions it offers
+// (nil for a provider that is not Versioned).
+func (r Registry) Versions() map[string][]string {
+	out := make(map[string][]string, len(r))
+	for name, p := range r {
+		var vs []string
+		if v, ok := p.(Versioned); ok {
+			vs = v.KubernetesVersions()
+		}
+		out[name] = vs
+	}
+	return out
+}

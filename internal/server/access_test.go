@@ -44,6 +44,7 @@ var required = map[string]string{
 	"PATCH /v1/projects/{project}/clusters/{cluster}":                               "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}":                                 "viewer",
 	"DELETE /v1/projects/{project}/clusters/{cluster}":                              "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/validate":                       "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/activation":                     "admin",

@@ -61,7 +61,7 @@ func (s *Server) putCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.writeCluster(w, r, func(existing *store.Cluster) (v1.ClusterSpec, error) {
-		return s.clusterSpec(r, m)
+		return s.clusterSpec(r, m, existing)
 	})
 }
 
@@ -88,14 +88,14 @@ func (s *Server) patchCluster(w http.ResponseWriter, r *http.Request) error {
 			return v1.ClusterSpec{}, err
 		}
 		merged, _ := mergePatch(doc, patch).(map[string]any)
-		return s.clusterSpec(r, merged)
+		return s.clusterSpec(r, merged, existing)
 	})
 }
 
 // clusterSpec decodes a cluster body strictly, checks its name, applies
-// defaults and validates the spec. Read-only fields (id, etag, status) are
-// ignored.
-func (s *Server) clusterSpec(r *http.Request, m map[string]any) (v1.ClusterSpec, error) {
+// defaults and validates the spec, and, when the cluster exists, the
+// change. Read-only fields (id, etag, status) are ignored.
+func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.Cluster) (v1.ClusterSpec, error) {
 	m = clone(m)
 	delete(m, "id")
 	delete(m, "etag")
@@ -109,7 +109,11 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any) (v1.ClusterSpec,
 		return v1.ClusterSpec{}, badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
 	}
 	Defaults(&in.Spec)
-	if failures := validate.Cluster(name, &in.Spec, s.providers); len(failures) > 0 {
+	failures := validate.Cluster(name, &in.Spec, s.catalog)
+	if existing != nil {
+		failures = append(failures, validate.Update(&existing.Spec, &in.Spec)...)
+	}
+	if len(failures) > 0 {
 		return v1.ClusterSpec{}, validationError("cluster", failures)
 	}
 	return in.Spec, nil

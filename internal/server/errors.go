@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -46,13 +47,9 @@ func notFound(target, format string, args ...any) *apiError {
 // validationError is the 400 for a list of validation failures: the first
 // failure's code and target on top, every failure in details.
 func validationError(what string, failures []v1.Error) *apiError {
-	first := failures[0]
-	msg := first.Message
-	if len(failures) > 1 {
-		msg = fmt.Sprintf("the %s has %d problems; the first: %s", what, len(failures), first.Message)
-	}
+	fe := failure.Findings("the "+what, failures)
 	return &apiError{status: http.StatusBadRequest, body: v1.Error{
-		Code: first.Code, Target: first.Target, Message: msg, Details: failures,
+		Code: fe.Code, Target: fe.Target, Message: fe.Message, Details: fe.Details,
 	}}
 }
 

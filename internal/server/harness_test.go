@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +22,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/local"
+	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -37,6 +42,20 @@ func testSteps(kind string) []string {
 	default:
 		return []string{"validate-dynamic", "ensure-network", "ensure-control-plane-machines"}
 	}
+}
+
+// testProviders are the real local and sim providers. The server only asks
+// them what they offer (no backend runs here), so the local provider's
+// machine command is never called.
+func testProviders(t *testing.T) provider.Registry {
+	t.Helper()
+	l, err := local.New(local.Options{Dir: t.TempDir(), Command: func(local.Machine) (*exec.Cmd, error) {
+		return nil, errors.New("server tests start no machines")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provider.Registry{"local": l, "sim": sim.New()}
 }
 
 type harness struct {
@@ -64,7 +83,7 @@ func newHarness(t *testing.T, edit func(*server.Options)) *harness {
 		Store:     st,
 		Logger:    slog.New(slog.NewTextHandler(logs, nil)),
 		Steps:     testSteps,
-		Providers: []string{"local", "sim"},
+		Providers: testProviders(t),
 	}
 	if edit != nil {
 		edit(&opts)

@@ -128,7 +128,7 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 			if err := checkName(in.Name, name); err != nil {
 				return nil, err
 			}
-			if failures := validate.CloudAccount(name, &in, s.providers); len(failures) > 0 {
+			if failures := validate.CloudAccount(name, &in, s.catalog); len(failures) > 0 {
 				return nil, validationError("cloud account", failures)
 			}
 			a := &store.CloudAccount{Project: project, CloudAccount: v1.CloudAccount{

@@ -19,7 +19,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
 )
 
 // Store is what the frontend needs of the store; store.Store satisfies it.
@@ -88,8 +90,11 @@ type Options struct {
 	// Steps names the Pending steps of a new operation of a kind
 	// (v1.KindCreate, ...); main wires in the backend's plan. nil: no steps.
 	Steps func(kind string) []string
-	// Providers are the known values of spec.provider; nil means "local".
-	Providers []string
+	// Providers are the providers clusters may name in spec.provider;
+	// static validation asks them which Kubernetes versions they offer and
+	// the dry run (POST .../validate) what they offer and whether they
+	// accept a cloud account. nil means none: every cluster is refused.
+	Providers provider.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// PollInterval is how often a long-poll re-reads the store, for
@@ -116,7 +121,8 @@ type Server struct {
 	auth       *auth.Authenticator
 	log        *slog.Logger
 	steps      func(kind string) []string
-	providers  []string
+	catalog    validate.Catalog
+	checker    *validate.Checker
 	now        func() time.Time
 	poll       time.Duration
 	limiter    *limiter
@@ -150,7 +156,8 @@ func New(opts Options) *Server {
 		activation: opts.Activation,
 		log:        opts.Logger,
 		steps:      opts.Steps,
-		providers:  opts.Providers,
+		catalog:    validate.Catalog(opts.Providers.Versions()),
+		checker:    &validate.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
 		poll:       opts.PollInterval,
 		mux:        http.NewServeMux(),
@@ -160,9 +167,6 @@ func New(opts Options) *Server {
 	}
 	if s.steps == nil {
 		s.steps = func(string) []string { return nil }
-	}
-	if len(s.providers) == 0 {
-		s.providers = []string{"local"}
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -259,6 +263,7 @@ func (s *Server) routes() {
 	s.handle("PATCH "+cluster, "cluster", operator, s.patchCluster)
 	s.handle("GET "+cluster, "cluster", viewer, s.getCluster)
 	s.handle("DELETE "+cluster, "cluster", operator, s.deleteCluster)
+	s.handle("POST "+cluster+"/validate", "cluster", operator, s.validateCluster)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)

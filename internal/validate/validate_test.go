@@ -1,7 +1,16 @@
 package validate_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -9,7 +18,8 @@ import (
 	"kiln.dev/kiln/internal/validate"
 )
 
-var providers = []string{"local", "sim"}
+// catalog is two providers, one with a version list.
+var catalog = validate.Catalog{"local": {"v1.36.3"}, "sim": {"v1.35.5", "v1.36.3"}}
 
 // valid returns a spec that passes, with defaults filled in.
 func valid() v1.ClusterSpec {
@@ -43,18 +53,22 @@ func TestCluster(t *testing.T) {
 			edit: func(s *v1.ClusterSpec) {
 				s.Provider = "sim"
 				s.CloudAccount = "acct"
-				s.Network = v1.Network{PodCIDR: "fd00:10::/56", ServiceCIDR: "fd00:20::/108", CNI: "cilium"}
+				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "cilium",
+					NodeCIDR: "fd00:30::/64", Name: "dc1", DNSServers: []string{"10.0.0.2", "[fd00::53]:5353"}}
 				s.ControlPlane.Size = 5
 				s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{
 					Name: "gpu", Size: 1000, Zones: []string{"a"},
-					Labels:    map[string]string{"kiln.dev/pool": "gpu", "tier": ""},
-					Taints:    []string{"gpu=true:NoSchedule", "dedicated:NoExecute"},
-					Spot:      &v1.Spot{MaxPricePercent: 40},
-					Autoscale: &v1.Autoscale{Min: 0, Max: 10},
-					Rollout:   v1.Rollout{MaxUnavailable: 1},
+					Labels:       map[string]string{"kiln.dev/pool": "gpu", "tier": ""},
+					Taints:       []string{"gpu=true:NoSchedule", "dedicated:NoExecute"},
+					Spot:         &v1.Spot{MaxPricePercent: 40},
+					Autoscale:    &v1.Autoscale{Min: 0, Max: 1000},
+					InstanceType: "m5.large",
+					Rollout:      v1.Rollout{MaxUnavailable: 1},
 				})
 				s.NodeApproval = "manual"
-				s.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", HTTPSProxy: "https://proxy:3128"}
+				s.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", HTTPSProxy: "https://proxy:3128",
+					NoProxy: "localhost,.svc,10.0.0.0/8,192.168.1.1,*", RootCA: testCA(t) + testCA(t)}
+				s.Region = "eu-west-1"
 				s.CertificateTTLDays = 3650
 				s.Labels = map[string]string{"app.kubernetes.io/name": "x"}
 			},
@@ -107,7 +121,7 @@ func TestCluster(t *testing.T) {
 		{
 			name: "cidrs overlap", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Network.ServiceCIDR = "10.244.128.0/20" },
-			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.244.128.0/20 overlaps the pod CIDR 10.244.0.0/16")},
+			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.244.128.0/20 overlaps the pod CIDR 10.244.0.0/16; pick ranges that do not share addresses")},
 		},
 		{
 			name: "cidr families differ", cluster: "c",
@@ -138,6 +152,7 @@ func TestCluster(t *testing.T) {
 				}
 			},
 			want: []v1.Error{
+				invalid("spec.network.podCIDR", "10.244.0.0/16 holds 256 node pod ranges (/24 each) but the cluster can have 1003 nodes; use a /14 or larger"),
 				invalid("spec.workerPools[0].size", "1001 must be between 0 and 1000"),
 				{Code: v1.CodeMissingParameter, Target: "spec.workerPools[1].name", Message: "spec.workerPools[1].name is required"},
 				invalid("spec.workerPools[1].size", "-1 must be between 0 and 1000"),
@@ -145,7 +160,7 @@ func TestCluster(t *testing.T) {
 				invalid("spec.workerPools[2].name", `"a" is also the name of spec.workerPools[0]; pool names must be unique`),
 				invalid("spec.workerPools[2].rollout", "maxSurge and maxUnavailable must not both be 0, or a rollout could never progress"),
 				invalid("spec.workerPools[3].name", `"B_" must be a lower-case DNS-1123 label of at most 63 characters (a-z, 0-9 and '-', starting and ending with a letter or digit)`),
-				invalid("spec.workerPools[3].spot.maxPricePercent", "0 must be between 1 and 100"),
+				invalid("spec.workerPools[3].spot.maxPricePercent", "0 must be between 1 and 100 (percent of the on-demand price)"),
 				invalid("spec.workerPools[3].autoscale", "min 3 and max 2 must satisfy 0 <= min <= max <= 1000"),
 			},
 		},
@@ -165,14 +180,195 @@ func TestCluster(t *testing.T) {
 		{
 			name: "proxy", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "proxy:3128"} },
-			want: []v1.Error{invalid("spec.proxy.httpProxy", "must be an http:// or https:// URL with a host")},
+			want: []v1.Error{invalid("spec.proxy.httpProxy", `"proxy:3128" must be an http:// or https:// URL with a host, for example http://proxy.example.com:3128`)},
+		},
+		{
+			name: "version not offered", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.30.0" },
+			want: []v1.Error{{Code: v1.CodeUnsupportedVersion, Target: "spec.kubernetesVersion",
+				Message: "Kubernetes v1.30.0 is not offered by the local provider; use one of v1.36.3"}},
+		},
+		{
+			name: "region", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Region = "EU West" },
+			want: []v1.Error{invalid("spec.region", `"EU West" must be a region name: lower-case letters, digits and '-', at most 63 characters`)},
+		},
+		{
+			name: "public ranges", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.PodCIDR = "8.8.0.0/16"; s.Network.ServiceCIDR = "2001:db8::/108" },
+			want: []v1.Error{
+				invalid("spec.network.podCIDR", "8.8.0.0/16 is not a private range; use one inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7"),
+				invalid("spec.network.serviceCIDR", "2001:db8::/108 is not a private range; use one inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7"),
+				invalid("spec.network.serviceCIDR", "2001:db8::/108 and the pod CIDR 8.8.0.0/16 must both be IPv4 or both IPv6"),
+			},
+		},
+		{
+			name: "pod range too small for the nodes", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.PodCIDR = "10.244.0.0/23" },
+			want: []v1.Error{invalid("spec.network.podCIDR", "10.244.0.0/23 holds 2 node pod ranges (/24 each) but the cluster can have 3 nodes; use a /22 or larger")},
+		},
+		{
+			name: "pod range counts autoscale maximum", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Network.PodCIDR = "10.244.0.0/22"
+				s.WorkerPools[0].Autoscale = &v1.Autoscale{Min: 1, Max: 9}
+			},
+			want: []v1.Error{invalid("spec.network.podCIDR", "10.244.0.0/22 holds 4 node pod ranges (/24 each) but the cluster can have 10 nodes; use a /20 or larger")},
+		},
+		{
+			name: "pod range smaller than a node's", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.PodCIDR = "10.244.0.0/25" },
+			want: []v1.Error{invalid("spec.network.podCIDR", "10.244.0.0/25 is smaller than one node's pod range (/24); use a /20 or larger (/16 is usual)")},
+		},
+		{
+			name: "service range at kube-apiserver's limit", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.ServiceCIDR = "172.16.0.0/12"; s.Network.PodCIDR = "192.168.0.0/16" },
+		},
+		{
+			name: "service range beyond kube-apiserver's limit", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.ServiceCIDR = "10.0.0.0/11"; s.Network.PodCIDR = "192.168.0.0/16" },
+			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.0.0.0/11 is larger than Kubernetes allows; use a /12 or smaller")},
+		},
+		{
+			name: "service range too small", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.ServiceCIDR = "10.96.0.0/29" },
+			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.96.0.0/29 is too small for a cluster's services; use a /28 or larger")},
+		},
+		{
+			name: "node network", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.NodeCIDR = "10.244.0.0/30" },
+			want: []v1.Error{
+				invalid("spec.network.nodeCIDR", "10.244.0.0/30 holds 2 machine addresses but the cluster can have 3 nodes; use a larger range"),
+				invalid("spec.network.podCIDR", "10.244.0.0/16 overlaps the node network 10.244.0.0/30 (spec.network.nodeCIDR); pick ranges that do not share addresses"),
+			},
+		},
+		{
+			name: "node network overlaps services", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.NodeCIDR = "10.96.0.0/24" },
+			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.96.0.0/12 overlaps the node network 10.96.0.0/24 (spec.network.nodeCIDR); pick ranges that do not share addresses")},
+		},
+		{
+			name: "network name and dns servers", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Network.Name = "DC_1"
+				s.Network.DNSServers = []string{"dns.example.com", "10.0.0.2", "10.0.0.2:53", "10.0.0.3:0"}
+			},
+			want: []v1.Error{
+				invalid("spec.network.name", `"DC_1" must be a network name: a lower-case DNS-1123 label of at most 63 characters`),
+				invalid("spec.network.dnsServers", "4 servers; at most 3 are used by a node's resolver"),
+			},
+		},
+		{
+			name: "dns server entries", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.DNSServers = []string{"dns.example.com", "10.0.0.2", "10.0.0.2:53"} },
+			want: []v1.Error{
+				invalid("spec.network.dnsServers[0]", `"dns.example.com" must be an IP address, or IP:port, of a DNS server`),
+				invalid("spec.network.dnsServers[2]", "10.0.0.2:53 is listed twice"),
+			},
+		},
+		{
+			name: "autoscale bounds the size", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.WorkerPools[0].Autoscale = &v1.Autoscale{Min: 3, Max: 5} },
+			want: []v1.Error{invalid("spec.workerPools[0].size", "2 must be between autoscale.min 3 and autoscale.max 5")},
+		},
+		{
+			name: "spot price above 100", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 101} },
+			want: []v1.Error{invalid("spec.workerPools[0].spot.maxPricePercent", "101 must be between 1 and 100 (percent of the on-demand price)")},
+		},
+		{
+			name: "certificate ttl zero", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.CertificateTTLDays = 0 },
+			want: []v1.Error{invalid("spec.certificateTTLDays", "0 must be between 1 and 3650")},
+		},
+		{
+			name: "zones and instance types", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.ControlPlane.Zones = []string{"a", "a", "Zone 1"}
+				s.ControlPlane.InstanceType = "m5 large"
+				s.WorkerPools[0].Zones = make([]string, 17)
+			},
+			want: []v1.Error{
+				invalid("spec.controlPlane.instanceType", `"m5 large" must be an instance type name: at most 63 letters, digits, '-', '_' or '.'`),
+				invalid("spec.controlPlane.zones[1]", `zone "a" is listed twice`),
+				invalid("spec.controlPlane.zones[2]", `"Zone 1" must be a zone name: lower-case letters, digits and '-', at most 63 characters`),
+				invalid("spec.workerPools[0].zones", "17 zones; at most 16 are supported"),
+			},
+		},
+		{
+			name: "too many pools, labels and taints", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Labels = map[string]string{}
+				for i := range 65 {
+					s.Labels[fmt.Sprintf("l%d", i)] = ""
+				}
+				s.WorkerPools[0].Taints = make([]string, 33)
+			},
+			want: []v1.Error{
+				invalid("spec.workerPools[0].taints", "33 taints; at most 32 are supported"),
+				invalid("spec.labels", "65 labels; at most 64 are supported"),
+			},
+		},
+		{
+			name: "too many pools", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.WorkerPools = make([]v1.WorkerPool, 51) },
+			want: []v1.Error{invalid("spec.workerPools", "51 pools; at most 50 are supported")},
+		},
+		{
+			name: "too many nodes", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Network.PodCIDR = "100.64.0.0/10"
+				s.WorkerPools = nil
+				for i := range 6 {
+					s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{Name: fmt.Sprintf("p%d", i), Size: 1000, Rollout: v1.Rollout{MaxSurge: 1}})
+				}
+			},
+			want: []v1.Error{invalid("spec.workerPools", "the cluster would have up to 6001 nodes; at most 5000 are supported")},
+		},
+		{
+			name: "proxy without a URL", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{NoProxy: "localhost"} },
+			want: []v1.Error{{Code: v1.CodeMissingParameter, Target: "spec.proxy", Message: "a proxy needs httpProxy or httpsProxy; set one, or set proxy to null"}},
+		},
+		{
+			name: "proxy url without a host", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPSProxy: "https://:3128", NoProxy: "a b,,10.0.0.0/8"} },
+			want: []v1.Error{
+				invalid("spec.proxy.httpsProxy", `"https://:3128" must be an http:// or https:// URL with a host, for example http://proxy.example.com:3128`),
+				invalid("spec.proxy.noProxy", `entry 1 "a b" must be a host name, a domain (.example.com), an IP address, a CIDR or *`),
+				invalid("spec.proxy.noProxy", `entry 2 "" must be a host name, a domain (.example.com), an IP address, a CIDR or *`),
+			},
+		},
+		{
+			name: "root CA not PEM", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:1", RootCA: "MIIB..."} },
+			want: []v1.Error{invalid("spec.proxy.rootCA", "must be a PEM certificate (-----BEGIN CERTIFICATE-----)")},
+		},
+		{
+			name: "root CA is a key", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Proxy = &v1.Proxy{HTTPProxy: "http://p:1", RootCA: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}
+			},
+			want: []v1.Error{invalid("spec.proxy.rootCA", `must hold PEM certificates only, not a "PRIVATE KEY" block`)},
+		},
+		{
+			name: "root CA with trailing data", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:1", RootCA: testCA(t) + "junk"} },
+			want: []v1.Error{invalid("spec.proxy.rootCA", "has data after its last PEM certificate")},
+		},
+		{
+			name: "root CA does not parse", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Proxy = &v1.Proxy{HTTPProxy: "http://p:1", RootCA: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}
+			},
+			want: []v1.Error{invalid("spec.proxy.rootCA", "certificate 1 does not parse: x509: malformed certificate")},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := valid()
 			tt.edit(&spec)
-			got := validate.Cluster(tt.cluster, &spec, providers)
+			got := validate.Cluster(tt.cluster, &spec, catalog)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Cluster() mismatch (-want +got):\n%s", diff)
 			}
@@ -253,11 +449,11 @@ func TestProfileAndCloudAccount(t *testing.T) {
 		},
 		{
 			name: "cloud account valid",
-			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "sim"}, providers),
+			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "sim"}, catalog),
 		},
 		{
 			name: "cloud account unknown provider",
-			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "gcp"}, providers),
+			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "gcp"}, catalog),
 			want: []v1.Error{invalid("provider", `unknown provider "gcp"; one of local, sim`)},
 		},
 	}
@@ -268,4 +464,23 @@ func TestProfileAndCloudAccount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testCA returns a self-signed CA certificate in PEM.
+func testCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

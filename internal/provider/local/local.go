@@ -106,6 +106,8 @@ type Local struct {
 var (
 	_ provider.Provider      = (*Local)(nil)
 	_ provider.LoadBalancers = (*Local)(nil)
+	_ provider.Describer     = (*Local)(nil)
+	_ provider.Versioned     = (*Local)(nil)
 )
 
 // New returns a Local over opts.Dir, creating the directory. Machines and load

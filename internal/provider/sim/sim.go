@@ -62,6 +62,8 @@ type infra struct {
 var (
 	_ provider.Provider      = (*Sim)(nil)
 	_ provider.LoadBalancers = (*Sim)(nil)
+	_ provider.Describer     = (*Sim)(nil)
+	_ provider.Versioned     = (*Sim)(nil)
 )
 
 // New returns an empty Sim.
@@ -119,7 +121,7 @@ func (s *Sim) EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.N
 	defer s.mu.Unlock()
 	in := s.cluster(c, true)
 	if in.network == nil {
-		in.network = &provider.Network{ID: s.id("net"), CIDR: "10.0.0.0/16"}
+		in.network = &provider.Network{ID: s.id("net"), CIDR: NodeNetwork.String()}
 	}
 	return *in.network, nil
 }

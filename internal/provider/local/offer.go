@@ -1,0 +1,20 @@
+package local
+
+import (
+	"context"
+
+	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// KubernetesVersions are the versions of the local distribution, which its
+// machines install.
+func (l *Local) KubernetesVersions() []string { return distro.LocalVersions() }
+
+// Describe says what the local provider offers: machines are processes on
+// this host, so there are no regions, zones, instance types or spot
+// capacity, and it needs no credentials. Each cluster gets a load balancer;
+// machines take addresses from the loopback pool.
+func (l *Local) Describe(ctx context.Context, _ *provider.Account, _ string) (provider.Offer, error) {
+	return provider.Offer{LoadBalancers: true, NodeNetwork: covering(l.opts.AddressPool)}, ctx.Err()
+}

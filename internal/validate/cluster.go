@@ -1,0 +1,317 @@
+package validate
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Catalog is what static validation knows of the providers: each provider's
+// name and the Kubernetes versions it offers, oldest first (nil: any
+// well-formed version).
+type Catalog map[string][]string
+
+// Providers returns the provider names, sorted.
+func (c Catalog) Providers() []string { return slices.Sorted(maps.Keys(c)) }
+
+// Bounds of a cluster spec.
+const (
+	MaxPools              = 50       // worker pools in a cluster
+	MaxNodes              = 5000     // nodes in a cluster, Kubernetes' tested limit
+	MaxZones              = 16       // zones of the control plane or a pool
+	MaxLabels             = 64       // labels in one map
+	MaxTaints             = 32       // taints of a pool
+	MaxInstanceType       = 63       // characters of an instance type or region
+	MaxNoProxy            = 4096     // characters of spec.proxy.noProxy
+	MaxRootCA             = 64 << 10 // bytes of spec.proxy.rootCA
+	MaxDNSServers         = 3        // what resolv.conf honours
+	MaxSpotPrice          = 100      // percent of the on-demand price
+	MinSpotPrice          = 1
+	MinCertificateTTLDays = 1
+)
+
+var instanceTypeRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// Cluster checks a cluster's name and spec (after defaults) against catalog
+// and returns every failure, in field order; nil means valid.
+func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
+	var e errs
+	e.name("name", name, MaxClusterName)
+
+	providers := catalog.Providers()
+	versions, known := catalog[spec.Provider]
+	switch {
+	case spec.Provider == "":
+		e.missing("spec.provider", "spec.provider is required; one of %s", strings.Join(providers, ", "))
+	case !known:
+		e.invalid("spec.provider", "unknown provider %q; one of %s", spec.Provider, strings.Join(providers, ", "))
+	}
+	if spec.CloudAccount != "" && !IsDNSLabel(spec.CloudAccount, MaxLabel) {
+		e.invalid("spec.cloudAccount", "%q must be the name of a cloud account (a lower-case DNS-1123 label)", spec.CloudAccount)
+	}
+	if spec.Region != "" && !IsDNSLabel(spec.Region, MaxInstanceType) {
+		e.invalid("spec.region", "%q must be a region name: lower-case letters, digits and '-', at most %d characters", spec.Region, MaxInstanceType)
+	}
+	switch {
+	case spec.KubernetesVersion == "":
+		e.missing("spec.kubernetesVersion", "spec.kubernetesVersion is required, for example v1.36.3")
+	case !IsKubernetesVersion(spec.KubernetesVersion):
+		e.invalid("spec.kubernetesVersion", "%q must look like vMAJOR.MINOR.PATCH, for example v1.36.3", spec.KubernetesVersion)
+	case known && versions != nil && !slices.Contains(versions, spec.KubernetesVersion):
+		e.add(v1.CodeUnsupportedVersion, "spec.kubernetesVersion", "Kubernetes %s is not offered by the %s provider; use one of %s",
+			spec.KubernetesVersion, spec.Provider, strings.Join(versions, ", "))
+	}
+	if spec.Profile.Name != "" && !IsDNSLabel(spec.Profile.Name, MaxLabel) {
+		e.invalid("spec.profile.name", "%q must be the name of a profile (a lower-case DNS-1123 label)", spec.Profile.Name)
+	}
+	if spec.Profile.Version < 0 {
+		e.invalid("spec.profile.version", "must be 0 (latest) or a positive version")
+	}
+	e.network(&spec.Network, NodeCount(spec))
+	e.controlPlane(&spec.ControlPlane)
+	e.pools(spec.WorkerPools)
+	if n := NodeCount(spec); n > MaxNodes {
+		e.invalid("spec.workerPools", "the cluster would have up to %d nodes; at most %d are supported", n, MaxNodes)
+	}
+	if !slices.Contains(NodeApprovals, spec.NodeApproval) {
+		e.invalid("spec.nodeApproval", "%q must be one of %s", spec.NodeApproval, strings.Join(NodeApprovals, ", "))
+	}
+	e.proxy(spec.Proxy)
+	if spec.CertificateTTLDays < MinCertificateTTLDays || spec.CertificateTTLDays > MaxCertificateTTLDays {
+		e.invalid("spec.certificateTTLDays", "%d must be between %d and %d", spec.CertificateTTLDays, MinCertificateTTLDays, MaxCertificateTTLDays)
+	}
+	e.labels("spec.labels", spec.Labels)
+	return e
+}
+
+// NodeCount is the most nodes the spec can have: the control plane plus
+// every pool at its size or, when it autoscales, its maximum.
+func NodeCount(spec *v1.ClusterSpec) int {
+	n := max(spec.ControlPlane.Size, 0)
+	for _, p := range spec.WorkerPools {
+		size := max(p.Size, 0)
+		if p.Autoscale != nil {
+			size = max(size, p.Autoscale.Max)
+		}
+		n += min(size, MaxPoolSize)
+	}
+	return n
+}
+
+func (e *errs) controlPlane(cp *v1.ControlPlane) {
+	if !slices.Contains(ControlPlaneSizes, cp.Size) {
+		e.invalid("spec.controlPlane.size", "%d must be 1, 3 or 5", cp.Size)
+	}
+	e.instanceType("spec.controlPlane.instanceType", cp.InstanceType)
+	e.zones("spec.controlPlane.zones", cp.Zones)
+}
+
+// ReservedPoolName is the name part of control-plane machines
+// (<cluster>-cp-<n>); no worker pool may take it.
+const ReservedPoolName = "cp"
+
+func (e *errs) pools(pools []v1.WorkerPool) {
+	if len(pools) > MaxPools {
+		e.invalid("spec.workerPools", "%d pools; at most %d are supported", len(pools), MaxPools)
+		return
+	}
+	seen := make(map[string]int, len(pools))
+	for i, p := range pools {
+		at := fmt.Sprintf("spec.workerPools[%d]", i)
+		e.name(at+".name", p.Name, MaxLabel)
+		if p.Name == ReservedPoolName {
+			e.invalid(at+".name", "%q is reserved: control-plane machines are named <cluster>-%s-<n>", p.Name, ReservedPoolName)
+		}
+		if j, dup := seen[p.Name]; dup && p.Name != "" {
+			e.invalid(at+".name", "%q is also the name of spec.workerPools[%d]; pool names must be unique", p.Name, j)
+		} else {
+			seen[p.Name] = i
+		}
+		if p.Size < 0 || p.Size > MaxPoolSize {
+			e.invalid(at+".size", "%d must be between 0 and %d", p.Size, MaxPoolSize)
+		}
+		e.instanceType(at+".instanceType", p.InstanceType)
+		e.zones(at+".zones", p.Zones)
+		e.labels(at+".labels", p.Labels)
+		e.taints(at+".taints", p.Taints)
+		if p.Spot != nil && (p.Spot.MaxPricePercent < MinSpotPrice || p.Spot.MaxPricePercent > MaxSpotPrice) {
+			e.invalid(at+".spot.maxPricePercent", "%d must be between %d and %d (percent of the on-demand price)",
+				p.Spot.MaxPricePercent, MinSpotPrice, MaxSpotPrice)
+		}
+		e.autoscale(at, p)
+		e.rollout(at+".rollout", p.Rollout)
+	}
+}
+
+func (e *errs) autoscale(at string, p v1.WorkerPool) {
+	a := p.Autoscale
+	switch {
+	case a == nil:
+	case a.Min < 0 || a.Max > MaxPoolSize || a.Min > a.Max:
+		e.invalid(at+".autoscale", "min %d and max %d must satisfy 0 <= min <= max <= %d", a.Min, a.Max, MaxPoolSize)
+	case p.Size < a.Min || p.Size > a.Max:
+		e.invalid(at+".size", "%d must be between autoscale.min %d and autoscale.max %d", p.Size, a.Min, a.Max)
+	}
+}
+
+func (e *errs) rollout(at string, r v1.Rollout) {
+	if r.MaxSurge < 0 {
+		e.invalid(at+".maxSurge", "%d must not be negative", r.MaxSurge)
+	}
+	if r.MaxUnavailable < 0 {
+		e.invalid(at+".maxUnavailable", "%d must not be negative", r.MaxUnavailable)
+	}
+	if r.MaxSurge == 0 && r.MaxUnavailable == 0 {
+		e.invalid(at, "maxSurge and maxUnavailable must not both be 0, or a rollout could never progress")
+	}
+}
+
+func (e *errs) taints(target string, taints []string) {
+	if len(taints) > MaxTaints {
+		e.invalid(target, "%d taints; at most %d are supported", len(taints), MaxTaints)
+		return
+	}
+	for j, t := range taints {
+		if msg := taint(t); msg != "" {
+			e.invalid(fmt.Sprintf("%s[%d]", target, j), "%q: %s", t, msg)
+		}
+	}
+}
+
+// taint checks key[=value]:Effect.
+func taint(t string) string {
+	kv, effect, ok := strings.Cut(t, ":")
+	if !ok || (effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute") {
+		return "a taint is key[=value]:Effect with Effect one of NoSchedule, PreferNoSchedule, NoExecute"
+	}
+	k, v, _ := strings.Cut(kv, "=")
+	if msg := LabelKey(k); msg != "" {
+		return msg
+	}
+	return LabelValue(v)
+}
+
+func (e *errs) instanceType(target, t string) {
+	if t != "" && (len(t) > MaxInstanceType || !instanceTypeRE.MatchString(t)) {
+		e.invalid(target, "%q must be an instance type name: at most %d letters, digits, '-', '_' or '.'", t, MaxInstanceType)
+	}
+}
+
+func (e *errs) zones(target string, zones []string) {
+	if len(zones) > MaxZones {
+		e.invalid(target, "%d zones; at most %d are supported", len(zones), MaxZones)
+		return
+	}
+	seen := make(map[string]bool, len(zones))
+	for i, z := range zones {
+		at := fmt.Sprintf("%s[%d]", target, i)
+		switch {
+		case z == "":
+			e.invalid(at, "a zone must not be empty")
+		case !IsDNSLabel(z, MaxInstanceType):
+			e.invalid(at, "%q must be a zone name: lower-case letters, digits and '-', at most %d characters", z, MaxInstanceType)
+		case seen[z]:
+			e.invalid(at, "zone %q is listed twice", z)
+		}
+		seen[z] = true
+	}
+}
+
+func (e *errs) labels(target string, labels map[string]string) {
+	if len(labels) > MaxLabels {
+		e.invalid(target, "%d labels; at most %d are supported", len(labels), MaxLabels)
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		at := target + "[" + strconv.Quote(k) + "]"
+		if msg := LabelKey(k); msg != "" {
+			e.invalid(at, "%q: %s", k, msg)
+		}
+		if msg := LabelValue(labels[k]); msg != "" {
+			e.invalid(at, "%q: %s", labels[k], msg)
+		}
+	}
+}
+
+func (e *errs) proxy(p *v1.Proxy) {
+	if p == nil {
+		return
+	}
+	if p.HTTPProxy == "" && p.HTTPSProxy == "" {
+		e.missing("spec.proxy", "a proxy needs httpProxy or httpsProxy; set one, or set proxy to null")
+	}
+	for _, f := range []struct{ target, value string }{
+		{"spec.proxy.httpProxy", p.HTTPProxy},
+		{"spec.proxy.httpsProxy", p.HTTPSProxy},
+	} {
+		if f.value == "" {
+			continue
+		}
+		u, err := url.Parse(f.value)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+			e.invalid(f.target, "%q must be an http:// or https:// URL with a host, for example http://proxy.example.com:3128", f.value)
+		}
+	}
+	e.noProxy(p.NoProxy)
+	if p.RootCA != "" {
+		if msg := rootCA(p.RootCA); msg != "" {
+			e.invalid("spec.proxy.rootCA", "%s", msg)
+		}
+	}
+}
+
+// noProxy checks the comma-separated list of hosts, domains, IPs and CIDRs
+// that bypass the proxy.
+func (e *errs) noProxy(s string) {
+	if len(s) > MaxNoProxy {
+		e.invalid("spec.proxy.noProxy", "is %d characters; at most %d are supported", len(s), MaxNoProxy)
+		return
+	}
+	if strings.TrimSpace(s) == "" {
+		return
+	}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || strings.ContainsAny(entry, " \t/\\@?#") && !isCIDR(entry) {
+			e.invalid("spec.proxy.noProxy", "entry %d %q must be a host name, a domain (.example.com), an IP address, a CIDR or *", i+1, entry)
+		}
+	}
+}
+
+// rootCA returns what is wrong with a PEM bundle of CA certificates, or "".
+func rootCA(s string) string {
+	if len(s) > MaxRootCA {
+		return fmt.Sprintf("the root CA is %d bytes; at most %d are supported", len(s), MaxRootCA)
+	}
+	rest := []byte(s)
+	n := 0
+	for {
+		block, r := pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		rest = r
+		if block.Type != "CERTIFICATE" {
+			return fmt.Sprintf("must hold PEM certificates only, not a %q block", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Sprintf("certificate %d does not parse: %v", n+1, err)
+		}
+		n++
+	}
+	switch {
+	case n == 0:
+		return "must be a PEM certificate (-----BEGIN CERTIFICATE-----)"
+	case strings.TrimSpace(string(rest)) != "":
+		return "has data after its last PEM certificate"
+	}
+	return ""
+}

@@ -1,0 +1,191 @@
+package validate
+
+import (
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// PrivateRanges are where pod, service and node CIDRs may lie: RFC 1918,
+// the RFC 6598 shared space and IPv6 unique local addresses.
+var PrivateRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("fc00::/7"),
+}
+
+// Sizes of the cluster's ranges. Each node takes one pod range of
+// NodePodMask bits from the pod CIDR (the controller manager's
+// --node-cidr-mask-size); the service CIDR is bounded by what
+// kube-apiserver accepts (at most 2^20 addresses) and what a cluster needs
+// (its DNS service is the tenth address).
+const (
+	NodePodMaskIPv4    = 24
+	NodePodMaskIPv6    = 64
+	MinServiceMaskIPv4 = 12
+	MaxServiceMaskIPv4 = 28
+	MinServiceMaskIPv6 = 108
+	MaxServiceMaskIPv6 = 124
+)
+
+func (e *errs) network(n *v1.Network, nodes int) {
+	pod := e.cidr("spec.network.podCIDR", n.PodCIDR)
+	svc := e.cidr("spec.network.serviceCIDR", n.ServiceCIDR)
+	var node netip.Prefix
+	if n.NodeCIDR != "" {
+		node = e.cidr("spec.network.nodeCIDR", n.NodeCIDR)
+	}
+	if pod.IsValid() {
+		e.podRange(pod, nodes)
+	}
+	if svc.IsValid() {
+		e.serviceRange(svc)
+	}
+	if node.IsValid() {
+		if hosts := blocks(node, node.Addr().BitLen()) - 2; hosts < nodes {
+			e.invalid("spec.network.nodeCIDR", "%s holds %d machine addresses but the cluster can have %d nodes; use a larger range", node, max(hosts, 0), nodes)
+		}
+	}
+	if pod.IsValid() && svc.IsValid() {
+		switch {
+		case pod.Addr().Is4() != svc.Addr().Is4():
+			e.invalid("spec.network.serviceCIDR", "%s and the pod CIDR %s must both be IPv4 or both IPv6", svc, pod)
+		case pod.Overlaps(svc):
+			e.invalid("spec.network.serviceCIDR", "%s overlaps the pod CIDR %s; pick ranges that do not share addresses", svc, pod)
+		}
+	}
+	if node.IsValid() {
+		for _, r := range []struct {
+			target string
+			p      netip.Prefix
+		}{{"spec.network.podCIDR", pod}, {"spec.network.serviceCIDR", svc}} {
+			if r.p.IsValid() && r.p.Overlaps(node) {
+				e.invalid(r.target, "%s overlaps the node network %s (spec.network.nodeCIDR); pick ranges that do not share addresses", r.p, node)
+			}
+		}
+	}
+	if !slices.Contains(CNIs, n.CNI) {
+		e.invalid("spec.network.cni", "%q must be one of %s", n.CNI, strings.Join(CNIs, ", "))
+	}
+	if n.Name != "" && !IsDNSLabel(n.Name, MaxLabel) {
+		e.invalid("spec.network.name", "%q must be a network name: a lower-case DNS-1123 label of at most %d characters", n.Name, MaxLabel)
+	}
+	e.dnsServers(n.DNSServers)
+}
+
+// cidr parses a required private network prefix; the zero prefix means it
+// does not parse.
+func (e *errs) cidr(target, s string) netip.Prefix {
+	if s == "" {
+		e.missing(target, "%s is required, for example 10.244.0.0/16", target)
+		return netip.Prefix{}
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		e.invalid(target, "%q is not a CIDR such as 10.244.0.0/16", s)
+		return netip.Prefix{}
+	}
+	if p != p.Masked() {
+		e.invalid(target, "%q has host bits set; did you mean %s?", s, p.Masked())
+		return netip.Prefix{}
+	}
+	if !IsPrivate(p) {
+		e.invalid(target, "%s is not a private range; use one inside %s", p, joinPrefixes(PrivateRanges))
+	}
+	return p
+}
+
+// IsPrivate reports whether p lies inside one of PrivateRanges.
+func IsPrivate(p netip.Prefix) bool {
+	for _, r := range PrivateRanges {
+		if r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// podRange checks that the pod CIDR holds a node range for every node.
+func (e *errs) podRange(pod netip.Prefix, nodes int) {
+	mask := NodePodMaskIPv4
+	if pod.Addr().Is6() {
+		mask = NodePodMaskIPv6
+	}
+	if pod.Bits() > mask {
+		e.invalid("spec.network.podCIDR", "%s is smaller than one node's pod range (/%d); use a /%d or larger (/16 is usual)", pod, mask, mask-4)
+		return
+	}
+	if ranges := blocks(pod, mask); nodes > 0 && ranges < nodes {
+		e.invalid("spec.network.podCIDR", "%s holds %d node pod ranges (/%d each) but the cluster can have %d nodes; use a /%d or larger",
+			pod, ranges, mask, nodes, mask-bits.Len(uint(nodes-1)))
+	}
+}
+
+func (e *errs) serviceRange(svc netip.Prefix) {
+	lo, hi := MinServiceMaskIPv4, MaxServiceMaskIPv4
+	if svc.Addr().Is6() {
+		lo, hi = MinServiceMaskIPv6, MaxServiceMaskIPv6
+	}
+	switch {
+	case svc.Bits() < lo:
+		e.invalid("spec.network.serviceCIDR", "%s is larger than Kubernetes allows; use a /%d or smaller", svc, lo)
+	case svc.Bits() > hi:
+		e.invalid("spec.network.serviceCIDR", "%s is too small for a cluster's services; use a /%d or larger", svc, hi)
+	}
+}
+
+func (e *errs) dnsServers(servers []string) {
+	if len(servers) > MaxDNSServers {
+		e.invalid("spec.network.dnsServers", "%d servers; at most %d are used by a node's resolver", len(servers), MaxDNSServers)
+		return
+	}
+	seen := map[string]bool{}
+	for i, s := range servers {
+		at := fmt.Sprintf("spec.network.dnsServers[%d]", i)
+		addr, ok := DNSServerAddr(s)
+		switch {
+		case !ok:
+			e.invalid(at, "%q must be an IP address, or IP:port, of a DNS server", s)
+		case seen[addr.String()]:
+			e.invalid(at, "%s is listed twice", s)
+		}
+		seen[addr.String()] = true
+	}
+}
+
+// DNSServerAddr parses a DNS server given as IP or IP:port (port 53 when
+// absent).
+func DNSServerAddr(s string) (netip.AddrPort, bool) {
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return netip.AddrPortFrom(a, 53), true
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {
+		return netip.AddrPort{}, false
+	}
+	return ap, true
+}
+
+// blocks is how many /mask blocks p holds, 2^(mask-bits) capped at 2^40;
+// blocks(p, p.Addr().BitLen()) counts its addresses.
+func blocks(p netip.Prefix, mask int) int { return 1 << min(max(mask-p.Bits(), 0), 40) }
+
+// isCIDR reports whether s parses as a network prefix.
+func isCIDR(s string) bool {
+	_, err := netip.ParsePrefix(s)
+	return err == nil
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
+}

@@ -1,0 +1,91 @@
+package validate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// MaxPacks bounds a profile's add-on packs.
+const MaxPacks = 100
+
+// Profile checks a cluster profile.
+func Profile(name string, p *v1.Profile) []v1.Error {
+	var e errs
+	e.name("name", name, MaxLabel)
+	if p.Version < 1 {
+		e.invalid("version", "%d must be 1 or more", p.Version)
+	}
+	switch {
+	case p.KubernetesVersion == "":
+		e.missing("kubernetesVersion", "kubernetesVersion is required, for example v1.36.3")
+	case !IsKubernetesVersion(p.KubernetesVersion):
+		e.invalid("kubernetesVersion", "%q must look like vMAJOR.MINOR.PATCH, for example v1.36.3", p.KubernetesVersion)
+	}
+	if len(p.Packs) > MaxPacks {
+		e.invalid("packs", "%d packs; at most %d are supported", len(p.Packs), MaxPacks)
+	}
+	if p.CNI != "" && !slices.Contains(CNIs, p.CNI) {
+		e.invalid("cni", "%q must be one of %s", p.CNI, strings.Join(CNIs, ", "))
+	}
+	for i, pk := range p.Packs {
+		at := fmt.Sprintf("packs[%d]", i)
+		e.name(at+".name", pk.Name, MaxLabel)
+		if pk.Version == "" {
+			e.missing(at+".version", "%s.version is required", at)
+		}
+	}
+	return e
+}
+
+// CloudAccount checks a cloud account.
+func CloudAccount(name string, a *v1.CloudAccount, catalog Catalog) []v1.Error {
+	var e errs
+	providers := catalog.Providers()
+	e.name("name", name, MaxLabel)
+	switch {
+	case a.Provider == "":
+		e.missing("provider", "provider is required; one of %s", strings.Join(providers, ", "))
+	case !slices.Contains(providers, a.Provider):
+		e.invalid("provider", "unknown provider %q; one of %s", a.Provider, strings.Join(providers, ", "))
+	}
+	keys := make([]string, 0, len(a.Credentials))
+	for k := range a.Credentials {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k == "" {
+			e.invalid("credentials", "a credential name must not be empty")
+		}
+	}
+	e.quotas(a.Quotas)
+	return e
+}
+
+func (e *errs) quotas(quotas []v1.Quota) {
+	seen := map[string]int{}
+	for i, q := range quotas {
+		at := fmt.Sprintf("quotas[%d]", i)
+		if q.Region != "" && !IsDNSLabel(q.Region, MaxInstanceType) {
+			e.invalid(at+".region", "%q must be a region name, or empty for every region without its own entry", q.Region)
+		}
+		if j, dup := seen[q.Region]; dup {
+			e.invalid(at+".region", "region %q already has quotas[%d]; one entry per region", q.Region, j)
+		}
+		seen[q.Region] = i
+		for _, l := range []struct {
+			field string
+			v     *int
+		}{{"machines", q.Machines}, {"vcpus", q.VCPUs}, {"loadBalancers", q.LoadBalancers}} {
+			if l.v != nil && (*l.v < 0 || *l.v > MaxQuota) {
+				e.invalid(at+"."+l.field, "%d must be between 0 and %d; leave it out for no limit", *l.v, MaxQuota)
+			}
+		}
+	}
+}
+
+// MaxQuota bounds a quota limit.
+const MaxQuota = 1_000_000

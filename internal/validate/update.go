@@ -1,0 +1,77 @@
+package validate
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Update checks a change of an existing cluster's spec (both after
+// defaults): the fields a cluster is built on cannot change, and the
+// control plane only grows. It returns every failure; nil means the change
+// is allowed.
+func Update(old, next *v1.ClusterSpec) []v1.Error {
+	var e errs
+	for _, f := range []struct {
+		target    string
+		old, next any
+	}{
+		{"spec.provider", old.Provider, next.Provider},
+		{"spec.cloudAccount", old.CloudAccount, next.CloudAccount},
+		{"spec.region", old.Region, next.Region},
+		{"spec.network.podCIDR", old.Network.PodCIDR, next.Network.PodCIDR},
+		{"spec.network.serviceCIDR", old.Network.ServiceCIDR, next.Network.ServiceCIDR},
+		{"spec.network.cni", old.Network.CNI, next.Network.CNI},
+		{"spec.network.nodeCIDR", old.Network.NodeCIDR, next.Network.NodeCIDR},
+		{"spec.network.name", old.Network.Name, next.Network.Name},
+		{"spec.network.dnsServers", old.Network.DNSServers, next.Network.DNSServers},
+		{"spec.proxy", old.Proxy, next.Proxy},
+		{"spec.controlPlane.dedicated", old.ControlPlane.Dedicated, next.ControlPlane.Dedicated},
+	} {
+		if !same(f.old, f.next) {
+			e.add(v1.CodeImmutableField, f.target, "%s cannot change after the cluster is created (it is %s); create a new cluster for a different value",
+				f.target, show(f.old))
+		}
+	}
+	if next.ControlPlane.Size < old.ControlPlane.Size {
+		e.invalid("spec.controlPlane.size", "the control plane cannot shrink from %d to %d machines: etcd members are only added; keep %d or grow to %d",
+			old.ControlPlane.Size, next.ControlPlane.Size, old.ControlPlane.Size, nextSize(old.ControlPlane.Size))
+	}
+	return e
+}
+
+// same compares two field values, taking a nil and an empty slice as equal.
+func same(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Kind() == reflect.Slice && va.Len() == 0 && vb.Len() == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// show renders a field value for a message: JSON, secrets aside (a proxy's
+// root CA is not a secret but is long, so it is shortened).
+func show(v any) string {
+	if p, ok := v.(*v1.Proxy); ok && p != nil && p.RootCA != "" {
+		c := *p
+		c.RootCA = "<PEM>"
+		v = &c
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// nextSize is the control-plane size after n, or n when it is the largest.
+func nextSize(n int) int {
+	for _, s := range ControlPlaneSizes {
+		if s > n {
+			return s
+		}
+	}
+	return n
+}
