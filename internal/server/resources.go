@@ -132,7 +132,7 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 				return nil, validationError("cloud account", failures)
 			}
 			a := &store.CloudAccount{Project: project, CloudAccount: v1.CloudAccount{
-				Name: name, Provider: in.Provider, Credentials: in.Credentials, CreatedAt: s.now().UTC(),
+				Name: name, Provider: in.Provider, Credentials: in.Credentials, Quotas: in.Quotas, CreatedAt: s.now().UTC(),
 			}}
 			if exists {
 				a.CreatedAt = existing.CreatedAt

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -35,7 +36,8 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 				f.target, show(f.old))
 		}
 	}
-	if next.ControlPlane.Size < old.ControlPlane.Size {
+	// A size that is not 1, 3 or 5 is refused by Cluster already.
+	if next.ControlPlane.Size < old.ControlPlane.Size && slices.Contains(ControlPlaneSizes, next.ControlPlane.Size) {
 		e.invalid("spec.controlPlane.size", "the control plane cannot shrink from %d to %d machines: etcd members are only added; keep %d or grow to %d",
 			old.ControlPlane.Size, next.ControlPlane.Size, old.ControlPlane.Size, nextSize(old.ControlPlane.Size))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
 )
@@ -105,7 +106,8 @@ type baseline struct {
 }
 
 // buildBaseline fills the store through the API as the owner: project
-// team with cloud account sim-account, profile standard, sim cluster alpha
+// team with cloud accounts sim-account, sim-small (a quota of 4 machines)
+// and sim-revoked (a secret the sim refuses), profile standard, sim cluster alpha
 // (using both; its create has succeeded), service account ci (operator)
 // with a token, and user vera, viewer in team, with a token.
 func buildBaseline(t *testing.T, k *kilndtest.Kilnd, ownerToken string) *baseline {
@@ -120,7 +122,18 @@ func buildBaseline(t *testing.T, k *kilndtest.Kilnd, ownerToken string) *baselin
 		t.Fatal(err)
 	}
 	b.mustDo(t, http.MethodPut, "/v1/projects/team/cloudaccounts/sim-account",
-		v1.CloudAccount{Provider: "sim", Credentials: map[string]string{"token": "sim-secret"}})
+		v1.CloudAccount{Provider: "sim", Credentials: map[string]string{
+			sim.CredentialKeyID: "AKSIMTEAM", sim.CredentialSecret: sim.SecretFor("AKSIMTEAM")}})
+	// Accounts only dry runs use: one with a quota alpha's spec exceeds,
+	// one whose secret the sim refuses.
+	four := 4
+	b.mustDo(t, http.MethodPut, "/v1/projects/team/cloudaccounts/sim-small",
+		v1.CloudAccount{Provider: "sim", Credentials: map[string]string{
+			sim.CredentialKeyID: "AKSIMSMALL", sim.CredentialSecret: sim.SecretFor("AKSIMSMALL")},
+			Quotas: []v1.Quota{{Machines: &four}}})
+	b.mustDo(t, http.MethodPut, "/v1/projects/team/cloudaccounts/sim-revoked",
+		v1.CloudAccount{Provider: "sim", Credentials: map[string]string{
+			sim.CredentialKeyID: "AKSIMOLD", sim.CredentialSecret: "simsk_rotated-away"}})
 	b.mustDo(t, http.MethodPut, "/v1/projects/team/profiles/standard",
 		v1.Profile{Version: 1, KubernetesVersion: "v1.36.3", CNI: "cilium",
 			Packs: []v1.Pack{{Name: "metrics", Version: "1.0.0", Values: map[string]any{"replicas": 2}}}})
