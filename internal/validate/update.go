@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -61,11 +62,13 @@ func show(v any) string {
 		c.RootCA = "<PEM>"
 		v = &c
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSpace(b.String())
 }
 
 // nextSize is the control-plane size after n, or n when it is the largest.

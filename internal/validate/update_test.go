@@ -1,0 +1,114 @@
+package validate_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/validate"
+)
+
+func immutable(target, msg string) v1.Error {
+	return v1.Error{Code: v1.CodeImmutableField, Target: target, Message: msg}
+}
+
+func TestUpdate(t *testing.T) {
+	tests := []struct {
+		name string
+		old  func(*v1.ClusterSpec)
+		edit func(*v1.ClusterSpec)
+		want []v1.Error
+	}{
+		{name: "nothing changes", edit: func(*v1.ClusterSpec) {}},
+		{name: "what may change", edit: func(s *v1.ClusterSpec) {
+			s.KubernetesVersion = "v1.37.0"
+			s.ControlPlane.Size = 3
+			s.ControlPlane.InstanceType = "large"
+			s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{Name: "gpu", Size: 1})
+			s.WorkerPools[0].Size = 9
+			s.Labels = map[string]string{"a": "b"}
+			s.CertificateTTLDays = 30
+			s.NodeApproval = "manual"
+		}},
+		{name: "nil and empty DNS servers are the same", old: func(s *v1.ClusterSpec) { s.Network.DNSServers = []string{} },
+			edit: func(s *v1.ClusterSpec) { s.Network.DNSServers = nil }},
+		{name: "provider, account and region", edit: func(s *v1.ClusterSpec) {
+			s.Provider, s.CloudAccount, s.Region = "sim", "acct", "sim-west"
+		}, want: []v1.Error{
+			immutable("spec.provider", `spec.provider cannot change after the cluster is created (it is "local"); create a new cluster for a different value`),
+			immutable("spec.cloudAccount", `spec.cloudAccount cannot change after the cluster is created (it is ""); create a new cluster for a different value`),
+			immutable("spec.region", `spec.region cannot change after the cluster is created (it is ""); create a new cluster for a different value`),
+		}},
+		{name: "network", edit: func(s *v1.ClusterSpec) {
+			s.Network = v1.Network{PodCIDR: "10.200.0.0/16", ServiceCIDR: "10.100.0.0/16", CNI: "cilium",
+				NodeCIDR: "192.168.0.0/24", Name: "dc1", DNSServers: []string{"10.0.0.2"}}
+		}, want: []v1.Error{
+			immutable("spec.network.podCIDR", `spec.network.podCIDR cannot change after the cluster is created (it is "10.244.0.0/16"); create a new cluster for a different value`),
+			immutable("spec.network.serviceCIDR", `spec.network.serviceCIDR cannot change after the cluster is created (it is "10.96.0.0/12"); create a new cluster for a different value`),
+			immutable("spec.network.cni", `spec.network.cni cannot change after the cluster is created (it is "calico"); create a new cluster for a different value`),
+			immutable("spec.network.nodeCIDR", `spec.network.nodeCIDR cannot change after the cluster is created (it is ""); create a new cluster for a different value`),
+			immutable("spec.network.name", `spec.network.name cannot change after the cluster is created (it is ""); create a new cluster for a different value`),
+			immutable("spec.network.dnsServers", `spec.network.dnsServers cannot change after the cluster is created (it is null); create a new cluster for a different value`),
+		}},
+		{name: "proxy added", edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:3128"} },
+			want: []v1.Error{immutable("spec.proxy", `spec.proxy cannot change after the cluster is created (it is null); create a new cluster for a different value`)}},
+		{name: "proxy changed, its root CA not echoed",
+			old:  func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:3128", RootCA: "-----BEGIN CERTIFICATE-----..."} },
+			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://q:3128"} },
+			want: []v1.Error{immutable("spec.proxy", `spec.proxy cannot change after the cluster is created (it is {"httpProxy":"http://p:3128","httpsProxy":"","noProxy":"","rootCA":"<PEM>"}); create a new cluster for a different value`)}},
+		{name: "dedicated control plane", edit: func(s *v1.ClusterSpec) { s.ControlPlane.Dedicated = true },
+			want: []v1.Error{immutable("spec.controlPlane.dedicated", `spec.controlPlane.dedicated cannot change after the cluster is created (it is false); create a new cluster for a different value`)}},
+		{name: "control plane shrinks", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 5 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
+			want: []v1.Error{invalid("spec.controlPlane.size", "the control plane cannot shrink from 5 to 3 machines: etcd members are only added; keep 5 or grow to 5")}},
+		{name: "control plane shrinks from 3", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 1 },
+			want: []v1.Error{invalid("spec.controlPlane.size", "the control plane cannot shrink from 3 to 1 machines: etcd members are only added; keep 3 or grow to 5")}},
+		{name: "an invalid size is left to Cluster", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 2 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, next := valid(), valid()
+			if tt.old != nil {
+				tt.old(&old)
+				tt.old(&next)
+			}
+			tt.edit(&next)
+			if diff := cmp.Diff(tt.want, validate.Update(&old, &next)); diff != "" {
+				t.Errorf("Update() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCloudAccountQuotas(t *testing.T) {
+	n := func(v int) *int { return &v }
+	tests := []struct {
+		name   string
+		quotas []v1.Quota
+		want   []v1.Error
+	}{
+		{name: "none"},
+		{name: "every region and one", quotas: []v1.Quota{{Machines: n(10)}, {Region: "sim-west", VCPUs: n(0), LoadBalancers: n(3)}}},
+		{name: "bad values", quotas: []v1.Quota{
+			{Region: "West", Machines: n(-1)},
+			{Region: "", VCPUs: n(1_000_001)},
+			{Region: "", LoadBalancers: n(1)},
+		}, want: []v1.Error{
+			invalid("quotas[0].region", `"West" must be a region name, or empty for every region without its own entry`),
+			invalid("quotas[0].machines", "-1 must be between 0 and 1000000; leave it out for no limit"),
+			invalid("quotas[1].vcpus", "1000001 must be between 0 and 1000000; leave it out for no limit"),
+			invalid("quotas[2].region", `region "" already has quotas[1]; one entry per region`),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := validate.CloudAccount("a", &v1.CloudAccount{Provider: "sim", Quotas: tt.quotas}, catalog)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("CloudAccount() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
