@@ -220,6 +220,19 @@ func (c *Client) CreateCluster(ctx context.Context, project string, cluster *Clu
 	return &out, clusterOperation(&out, h), nil
 }
 
+// ValidateCluster is the dry run of PutCluster: the server checks the
+// cluster as a PUT would, then against the world (cloud account,
+// credentials, quotas, what the provider offers, shared networks, DNS
+// servers), and writes nothing. Findings come back as an *APIError whose
+// details list every one.
+func (c *Client) ValidateCluster(ctx context.Context, project string, cluster *Cluster) (*ClusterValidation, error) {
+	var out ClusterValidation
+	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster.Name)+"/validate", cluster, conditions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // PatchCluster applies a JSON merge patch (RFC 7396) to a cluster. patch is
 // marshalled as JSON unless it already is []byte or json.RawMessage.
 func (c *Client) PatchCluster(ctx context.Context, project, name string, patch any) (*Cluster, string, error) {

@@ -24,7 +24,9 @@ type createFlags struct {
 	nodeApproval              string
 	labels                    []string
 	region, cloudAccount      string
-	wait                      bool
+	nodeCIDR                  string
+	dnsServers                []string
+	wait, dryRun              bool
 }
 
 func (a *app) clusterCreateCommand() *cobra.Command {
@@ -43,10 +45,16 @@ The spec comes from flags, or from a YAML or JSON file (-f, "-" for stdin)
 with the API's fields (name, spec); unknown fields in the file are an error.
 Flags given with -f override the file. Fields left empty get the server's
 defaults (provider local, one control-plane machine, ...). An existing
-cluster is never replaced.`,
+cluster is never replaced.
+
+With --dry-run nothing is created: the server checks the cluster as it
+would on create and then as the first step would (cloud account and its
+credentials, quotas, the provider's regions, zones and instance types,
+shared networks, DNS servers), and every problem found is listed.`,
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
-  kiln cluster create -f cluster.yaml --workers 5 -o json`,
+  kiln cluster create -f cluster.yaml --workers 5 -o json
+  kiln cluster create prod --provider sim --cloud-account acme --region sim-west --dry-run`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageErrorf("create takes at most one argument, NAME (got %d)", len(args))
@@ -57,6 +65,12 @@ cluster is never replaced.`,
 			cl, err := a.buildCluster(cmd, args, f)
 			if err != nil {
 				return err
+			}
+			if f.dryRun {
+				if f.wait {
+					return usageErrorf("--dry-run creates nothing to --wait for")
+				}
+				return a.validateCluster(cmd, cl)
 			}
 			return a.createCluster(cmd, cl, f.wait)
 		}),
@@ -76,7 +90,10 @@ cluster is never replaced.`,
 	fl.StringArrayVar(&f.labels, "label", nil, "cluster label k=v (repeatable)")
 	fl.StringVar(&f.region, "region", "", "provider region")
 	fl.StringVar(&f.cloudAccount, "cloud-account", "", "cloud account name")
+	fl.StringVar(&f.nodeCIDR, "node-cidr", "", "CIDR the machines' addresses are in (when the provider lets you choose)")
+	fl.StringArrayVar(&f.dnsServers, "dns-server", nil, "DNS server the nodes use, IP or IP:port (repeatable, at most 3)")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "check everything the create would, list every problem, create nothing")
 	return cmd
 }
 
@@ -123,6 +140,7 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		"node-approval":      {&s.NodeApproval, f.nodeApproval},
 		"region":             {&s.Region, f.region},
 		"cloud-account":      {&s.CloudAccount, f.cloudAccount},
+		"node-cidr":          {&s.Network.NodeCIDR, f.nodeCIDR},
 	}
 	for name, sv := range str {
 		if changed(name) {
@@ -153,6 +171,9 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		for i := range s.WorkerPools {
 			s.WorkerPools[i].InstanceType = f.instanceType
 		}
+	}
+	if changed("dns-server") {
+		s.Network.DNSServers = f.dnsServers
 	}
 	for _, kv := range f.labels {
 		k, v, ok := strings.Cut(kv, "=")
@@ -208,6 +229,26 @@ func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error
 		return a.printCluster(out)
 	}
 	return a.waitAndPrintCluster(cmd, c, s.Project, cl.Name, opID)
+}
+
+// validateCluster runs the server's dry run of the create and says what it
+// checked; problems are the API error's details (exit 1).
+func (a *app) validateCluster(cmd *cobra.Command, cl *v1.Cluster) error {
+	c, s, err := a.client()
+	if err != nil {
+		return err
+	}
+	res, err := c.ValidateCluster(cmd.Context(), s.Project, cl)
+	if err != nil {
+		return err
+	}
+	return a.emit(res, func(w io.Writer) error {
+		fmt.Fprintf(w, "Cluster %q is valid; nothing was created.\n", res.Name)
+		for _, check := range res.Checks {
+			fmt.Fprintf(w, "  checked: %s\n", check)
+		}
+		return nil
+	})
 }
 
 // waitAndPrintCluster follows an operation, then prints the cluster as it

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,5 +289,43 @@ func TestDeleteRemovesClusterAndNodes(t *testing.T) {
 	}
 	if m := e.machines("c"); len(m) != 0 {
 		t.Errorf("machines after delete = %v", m)
+	}
+}
+
+// validate-dynamic fails the create before anything is made, with every
+// finding in the operation's error details.
+func TestValidateDynamicFailsWithEveryFinding(t *testing.T) {
+	e := newEnv(t)
+	sp := spec(2, nil)
+	sp.CloudAccount = "missing"
+	sp.ControlPlane.InstanceType = "gigantic"
+	sp.WorkerPools[0].Zones = []string{"sim-west-1"}
+	op := e.begin("c", v1.KindCreate, sp)
+	e.runOnce(e.runner())
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error == nil {
+		t.Fatalf("operation = %s %+v, want Failed", got.Status, got.Error)
+	}
+	wantDetails := []v1.Error{
+		{Code: v1.CodeInvalidParameter, Target: "spec.cloudAccount", Message: `cloud account "missing" does not exist in project "p"; create it first or fix the name`},
+		{Code: v1.CodeInvalidParameter, Target: "spec.controlPlane.instanceType", Message: `the sim provider has no instance type "gigantic"; one of small, medium, large`},
+		{Code: v1.CodeInvalidParameter, Target: "spec.workerPools[0].zones[0]", Message: `the sim provider has no zone "sim-west-1"; one of sim-east-1, sim-east-2, sim-east-3`},
+	}
+	if diff := cmp.Diff(wantDetails, got.Error.Details); diff != "" {
+		t.Errorf("error details (-want +got):\n%s", diff)
+	}
+	if got.Error.Code != v1.CodeInvalidParameter || got.Error.Target != "spec.cloudAccount" ||
+		!strings.HasPrefix(got.Error.Message, "the cluster has 3 problems; the first: ") {
+		t.Errorf("error = %s %s %q", got.Error.Code, got.Error.Target, got.Error.Message)
+	}
+	if s := got.Steps[0]; s.Name != plan.StepValidateDynamic || s.State != v1.StepFailed || s.Attempts != 1 {
+		t.Errorf("first step = %+v, want validate-dynamic Failed after one attempt", s)
+	}
+	if ms := e.machines("c"); len(ms) != 0 {
+		t.Errorf("machines %v were made for a cluster that failed validation", ms)
+	}
+	if le := e.cluster("c").Status.LastError; le == nil || le.Step != plan.StepValidateDynamic || le.Retryable {
+		t.Errorf("lastError = %+v, want a terminal error at validate-dynamic", le)
 	}
 }
