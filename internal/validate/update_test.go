@@ -54,7 +54,9 @@ func TestUpdate(t *testing.T) {
 		{name: "proxy added", edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:3128"} },
 			want: []v1.Error{immutable("spec.proxy", `spec.proxy cannot change after the cluster is created (it is null); create a new cluster for a different value`)}},
 		{name: "proxy changed, its root CA not echoed",
-			old:  func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://p:3128", RootCA: "-----BEGIN CERTIFICATE-----..."} },
+			old: func(s *v1.ClusterSpec) {
+				s.Proxy = &v1.Proxy{HTTPProxy: "http://p:3128", RootCA: "-----BEGIN CERTIFICATE-----..."}
+			},
 			edit: func(s *v1.ClusterSpec) { s.Proxy = &v1.Proxy{HTTPProxy: "http://q:3128"} },
 			want: []v1.Error{immutable("spec.proxy", `spec.proxy cannot change after the cluster is created (it is {"httpProxy":"http://p:3128","httpsProxy":"","noProxy":"","rootCA":"<PEM>"}); create a new cluster for a different value`)}},
 		{name: "dedicated control plane", edit: func(s *v1.ClusterSpec) { s.ControlPlane.Dedicated = true },
