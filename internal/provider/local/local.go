@@ -216,10 +216,27 @@ func (l *Local) lockDir(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-// providerError is a retryable ProviderError: something on this computer
-// (disk, a port, the address pool) that may pass or be fixed by an operator.
+// providerError classifies a failure on this computer. Most (a busy port,
+// a lock) may pass, and are retryable ProviderErrors; a full disk is a
+// retryable QuotaExceeded that says to free space; a permission error will
+// not pass by itself and fails the operation, saying what to fix.
 func providerError(cause error, format string, args ...any) error {
-	return failure.Retryable(v1.CodeProviderError, cause, format, args...)
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case errors.Is(cause, syscall.ENOSPC), errors.Is(cause, syscall.EDQUOT):
+		return failure.Retryable(v1.CodeQuotaExceeded, cause, "%s: the disk is full; free space under %s", msg, "the data directory")
+	case errors.Is(cause, fs.ErrPermission):
+		e := failure.Terminal(v1.CodeProviderError, "%s: permission denied; kilnd's user must own the data directory (check its owner and mode), then retry", msg)
+		e.Err = cause
+		return e
+	}
+	return failure.Retryable(v1.CodeProviderError, cause, "%s", msg)
+}
+
+// exhausted is the terminal QuotaExceeded of a full address pool: waiting
+// does not free addresses, deleting a cluster or widening the pool does.
+func exhausted(format string, args ...any) error {
+	return failure.Terminal(v1.CodeQuotaExceeded, format, args...)
 }
 
 // corrupt is a terminal ProviderError for a file the provider wrote and

@@ -230,7 +230,7 @@ func (l *Local) allocate() (netip.Addr, error) {
 			return a, nil
 		}
 	}
-	return netip.Addr{}, providerError(nil, "the local provider's address pool %s is exhausted: %d machines use it; delete a cluster or widen the pool", pool, len(used))
+	return netip.Addr{}, exhausted("the local provider's address pool %s is exhausted: %d machines use it; delete a cluster or widen the pool", pool, len(used))
 }
 
 // DeleteMachine stops the machine's whole process group (SIGTERM, SIGKILL
