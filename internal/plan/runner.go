@@ -16,7 +16,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/validate"
+	"kiln.dev/kiln/internal/validate/dynamic"
 )
 
 // Store is what the runner needs of the store. Every write it makes is
@@ -87,7 +87,7 @@ type Options struct {
 type Runner struct {
 	opts    Options
 	log     *slog.Logger
-	checker *validate.Checker
+	checker *dynamic.Checker
 }
 
 // NewRunner returns a Runner with opts, defaults filled in.
@@ -122,7 +122,7 @@ func NewRunner(opts Options) *Runner {
 		opts.InstructionPoll = 250 * time.Millisecond
 	}
 	return &Runner{opts: opts, log: opts.Logger,
-		checker: &validate.Checker{Store: opts.Store, Providers: opts.Providers}}
+		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
 }
 
 // skipError is returned by a step that has nothing to do for this cluster

@@ -22,6 +22,7 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
+	"kiln.dev/kiln/internal/validate/dynamic"
 )
 
 // Store is what the frontend needs of the store; store.Store satisfies it.
@@ -122,7 +123,7 @@ type Server struct {
 	log        *slog.Logger
 	steps      func(kind string) []string
 	catalog    validate.Catalog
-	checker    *validate.Checker
+	checker    *dynamic.Checker
 	now        func() time.Time
 	poll       time.Duration
 	limiter    *limiter
@@ -157,7 +158,7 @@ func New(opts Options) *Server {
 		log:        opts.Logger,
 		steps:      opts.Steps,
 		catalog:    validate.Catalog(opts.Providers.Versions()),
-		checker:    &validate.Checker{Store: opts.Store, Providers: opts.Providers},
+		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
 		poll:       opts.PollInterval,
 		mux:        http.NewServeMux(),

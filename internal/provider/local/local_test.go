@@ -201,8 +201,9 @@ func TestAddressPoolExhausted(t *testing.T) {
 	if _, err := l.EnsureMachine(t.Context(), demo, cp(0)); err != nil {
 		t.Fatal(err)
 	}
+	// Waiting frees no address: the operation fails and says what to do.
 	_, err := l.EnsureMachine(t.Context(), demo, cp(1))
-	wantFailure(t, err, v1.CodeProviderError, true)
+	wantFailure(t, err, v1.CodeQuotaExceeded, false)
 	// Deleting a machine frees its address.
 	if err := l.DeleteMachine(t.Context(), demo, "demo-cp-0"); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package validate_test
+package dynamic_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
-	"kiln.dev/kiln/internal/validate"
+	"kiln.dev/kiln/internal/validate/dynamic"
 )
 
 // world is a real SQLite store with project p, the sim provider and cloud
@@ -34,7 +34,7 @@ import (
 type world struct {
 	t       *testing.T
 	st      store.Store
-	checker *validate.Checker
+	checker *dynamic.Checker
 }
 
 func newWorld(t *testing.T) *world {
@@ -44,7 +44,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	w := &world{t: t, st: st, checker: &validate.Checker{
+	w := &world{t: t, st: st, checker: &dynamic.Checker{
 		Store:     st,
 		Providers: provider.Registry{"sim": sim.New(), "other": sim.New()},
 	}}
@@ -254,7 +254,7 @@ func TestCheckerDNSServers(t *testing.T) {
 	silent := dnsServer(t, false)
 	closed := closedUDPPort(t)
 	w.checker.ProbeDNS = func(ctx context.Context, s netip.AddrPort) error {
-		return validate.ProbeDNS(ctx, s, 300*time.Millisecond)
+		return dynamic.ProbeDNS(ctx, s, 300*time.Millisecond)
 	}
 	spec := simSpec(func(s *v1.ClusterSpec) { s.Network.DNSServers = []string{answering, silent, closed} })
 	rep, err := w.checker.Cluster(t.Context(), "p", "c", &spec)
@@ -330,4 +330,23 @@ func closedUDPPort(t *testing.T) string {
 	addr := pc.LocalAddr().String()
 	pc.Close()
 	return addr
+}
+
+func invalid(target, msg string) v1.Error {
+	return v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: msg}
+}
+
+// valid is a spec that passes static validation, with defaults filled in.
+func valid() v1.ClusterSpec {
+	return v1.ClusterSpec{
+		Provider:          "sim",
+		KubernetesVersion: "v1.36.3",
+		Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
+		ControlPlane:      v1.ControlPlane{Size: 1},
+		WorkerPools: []v1.WorkerPool{
+			{Name: "default", Size: 2, Rollout: v1.Rollout{MaxSurge: 1}},
+		},
+		NodeApproval:       "auto",
+		CertificateTTLDays: 365,
+	}
 }

@@ -1,4 +1,10 @@
-package validate
+// Package dynamic checks a cluster against the world before anything is
+// made: what its spec refers to exists, the provider accepts the cloud
+// account and offers what is asked, quotas hold, shared networks do not
+// collide and DNS servers answer. Static rules, which need nothing but the
+// request, are in package validate; this package reads the store and asks
+// providers, so the agent, which links validate, does not link it.
+package dynamic
 
 import (
 	"context"
@@ -13,6 +19,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
 )
 
 // Store is what dynamic validation reads.
@@ -376,7 +383,7 @@ func (c *Checker) dns(ctx context.Context, rep *Report, servers []string) {
 	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		addr, ok := DNSServerAddr(s)
+		addr, ok := validate.DNSServerAddr(s)
 		if !ok {
 			continue // static validation refused it
 		}
