@@ -41,34 +41,23 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// parseObject parses b as one JSON object and nothing after it.
+// parseObject parses b as one JSON object and nothing after it, refusing
+// duplicate keys, text that is not UTF-8 and deep nesting (bodyParser).
 func parseObject(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, syntaxError(err)
+	p := newBodyParser(b)
+	m, err := p.object()
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalidRequest("the request body has data after the JSON object")
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalidRequest("the request body must be a JSON object")
+	if err := p.end(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-func syntaxError(err error) error {
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return invalidRequest("the request body is not valid JSON (at byte %d)", se.Offset)
-	}
-	return invalidRequest("the request body is not valid JSON")
-}
-
 // decodeStrict decodes the JSON object b into dst (a pointer to a struct).
 // A field dst does not have is a 400 whose target is its full path; so is a
-// value of the wrong type.
+// value of the wrong type or a number the field cannot hold.
 func decodeStrict(b []byte, dst any) error {
 	m, err := parseObject(b)
 	if err != nil {
@@ -77,10 +66,12 @@ func decodeStrict(b []byte, dst any) error {
 	return decodeMap(m, dst)
 }
 
-// decodeMap checks m's fields against dst's type, then decodes it.
+// decodeMap checks m's shape against dst's type, then decodes it. The
+// decoder's own errors are a fallback: shapeError finds the same ones
+// first, with a more precise path.
 func decodeMap(m map[string]any, dst any) error {
-	if path := unknownField(m, reflect.TypeOf(dst), ""); path != "" {
-		return badRequest(path, "unknown field %q", path)
+	if err := shapeError(m, reflect.TypeOf(dst), ""); err != nil {
+		return err
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -94,7 +85,7 @@ func decodeMap(m map[string]any, dst any) error {
 			if target == "" {
 				target = "body"
 			}
-			return badRequest(target, "%s must be %s, not a JSON %s", target, jsonKind(te.Type), te.Value)
+			return badRequest(target, "%s must be %s, not a JSON %s", target, jsonKind(te.Type), clip(te.Value))
 		}
 		return invalidRequest("the request body does not match the resource: %s", fieldFree(err))
 	}
