@@ -15,8 +15,8 @@ import (
 // these targets (go test runs the seeds).
 
 // FuzzParseObject: any body is an object or a 4xx; an object it accepts
-// is valid JSON and UTF-8, nests at most MaxBodyDepth deep and is what
-// encoding/json reads.
+// is valid JSON and UTF-8, nests at most MaxBodyDepth deep, has every key
+// the body has (none was a duplicate) and is what encoding/json reads.
 func FuzzParseObject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseObject(b)
@@ -29,6 +29,9 @@ func FuzzParseObject(f *testing.F) {
 		}
 		if d := depth(m); d > MaxBodyDepth {
 			t.Fatalf("accepted a body %d deep: %q", d, b)
+		}
+		if got, want := keyCount(m), colons(b); got != want {
+			t.Fatalf("parsed %d keys from a body with %d: a duplicate was dropped: %q", got, want, b)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
@@ -108,4 +111,38 @@ func depth(v any) int {
 		return 0
 	}
 	return deepest + 1
+}
+
+// keyCount counts the keys of every object in v.
+func keyCount(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		n = len(v)
+		for _, e := range v {
+			n += keyCount(e)
+		}
+	case []any:
+		for _, e := range v {
+			n += keyCount(e)
+		}
+	}
+	return n
+}
+
+// colons counts the colons outside strings in the valid JSON b: one per
+// key.
+func colons(b []byte) int {
+	n, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case inString && b[i] == '\\':
+			i++
+		case b[i] == '"':
+			inString = !inString
+		case !inString && b[i] == ':':
+			n++
+		}
+	}
+	return n
 }
