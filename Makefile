@@ -4,8 +4,9 @@ BIN     := bin
 PKGS    := ./...
 DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
+FUZZTIME ?= 15
 
-.PHONY: help build test test-all lint bench run demo e2e clean kube kube-smoke
+.PHONY: help build test test-all fuzz lint bench run demo e2e clean kube kube-smoke
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -18,6 +19,9 @@ test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 
 test-all: build kube ## every test: private PostgreSQL, unit, API, crash, kube smoke and real-cluster tests
 	scripts/test-all.sh
+
+fuzz: ## every Go fuzz target for FUZZTIME seconds each (default 15); failing inputs land in testdata/fuzz
+	scripts/fuzz.sh $(FUZZTIME)
 
 lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)

@@ -3,7 +3,8 @@
 # packages when missing) so the store conformance suite runs on both databases,
 # then vets and runs all packages, including the crash tests that start real
 # kilnd processes and the end-to-end tests that bring up real Kubernetes
-# clusters with bin/kiln-kube (built by make test-all).
+# clusters with bin/kiln-kube (built by make test-all), and last runs every
+# fuzz target for 10 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +21,5 @@ go vet ./...
 # real clusters with them; it needs bin/kiln-kube, which make test-all built).
 make --no-print-directory kube-smoke
 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -count=1 -timeout 45m "$@" ./...
+# Every fuzz target for a bounded time (go test above ran their seeds).
+scripts/fuzz.sh 10

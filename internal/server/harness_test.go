@@ -59,7 +59,7 @@ func testProviders(t *testing.T) provider.Registry {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	s     *server.Server
 	store store.Store
@@ -67,8 +67,9 @@ type harness struct {
 }
 
 // newHarness runs the server over a real SQLite store on loopback. edit
-// changes the options before New.
-func newHarness(t *testing.T, edit func(*server.Options)) *harness {
+// changes the options before New. t may be a fuzz target's *testing.F:
+// one harness serves every input of a fuzz run.
+func newHarness(t testing.TB, edit func(*server.Options)) *harness {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
 	if err != nil {
@@ -101,7 +102,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) errorBody(t *testing.T) v1.Error {
+func (r response) errorBody(t testing.TB) v1.Error {
 	t.Helper()
 	var e v1.ErrorResponse
 	if err := json.Unmarshal(r.body, &e); err != nil {
@@ -110,7 +111,7 @@ func (r response) errorBody(t *testing.T) v1.Error {
 	return e.Error
 }
 
-func (r response) decode(t *testing.T, v any) {
+func (r response) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %q: %v", r.body, err)

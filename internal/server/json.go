@@ -2,16 +2,12 @@ package server
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
-	"slices"
-	"strconv"
-	"strings"
 )
 
 // writeJSON writes v with status. Encoding errors cannot be reported to the
@@ -45,34 +41,23 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// parseObject parses b as one JSON object and nothing after it.
+// parseObject parses b as one JSON object and nothing after it, refusing
+// duplicate keys, text that is not UTF-8 and deep nesting (bodyParser).
 func parseObject(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, syntaxError(err)
+	p := newBodyParser(b)
+	m, err := p.object()
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalidRequest("the request body has data after the JSON object")
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalidRequest("the request body must be a JSON object")
+	if err := p.end(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-func syntaxError(err error) error {
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return invalidRequest("the request body is not valid JSON (at byte %d)", se.Offset)
-	}
-	return invalidRequest("the request body is not valid JSON")
-}
-
 // decodeStrict decodes the JSON object b into dst (a pointer to a struct).
 // A field dst does not have is a 400 whose target is its full path; so is a
-// value of the wrong type.
+// value of the wrong type or a number the field cannot hold.
 func decodeStrict(b []byte, dst any) error {
 	m, err := parseObject(b)
 	if err != nil {
@@ -81,10 +66,12 @@ func decodeStrict(b []byte, dst any) error {
 	return decodeMap(m, dst)
 }
 
-// decodeMap checks m's fields against dst's type, then decodes it.
+// decodeMap checks m's shape against dst's type, then decodes it. The
+// decoder's own errors are a fallback: shapeError finds the same ones
+// first, with a more precise path.
 func decodeMap(m map[string]any, dst any) error {
-	if path := unknownField(m, reflect.TypeOf(dst), ""); path != "" {
-		return badRequest(path, "unknown field %q", path)
+	if err := shapeError(m, reflect.TypeOf(dst), ""); err != nil {
+		return err
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -98,7 +85,7 @@ func decodeMap(m map[string]any, dst any) error {
 			if target == "" {
 				target = "body"
 			}
-			return badRequest(target, "%s must be %s, not a JSON %s", target, jsonKind(te.Type), te.Value)
+			return badRequest(target, "%s must be %s, not a JSON %s", target, jsonKind(te.Type), clip(te.Value))
 		}
 		return invalidRequest("the request body does not match the resource: %s", fieldFree(err))
 	}
@@ -111,136 +98,6 @@ func fieldFree(err error) string {
 		return "invalid JSON"
 	}
 	return "a value has the wrong form"
-}
-
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "a " + t.String()
-}
-
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-
-// unknownField walks the decoded value v against type t and returns the
-// path of the first field t has no json tag for ("" if none). Names must
-// match the tag exactly: encoding/json's case-insensitive matching is not
-// part of the API. Values whose type does not match are left to the decoder.
-func unknownField(v any, t reflect.Type, path string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
-		reflect.PointerTo(t).Implements(textUnmarshaler) {
-		return ""
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		fields := jsonFields(t)
-		// Sorted for a stable answer when several fields are unknown.
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			ft, ok := fields[k]
-			if !ok {
-				return join(path, k)
-			}
-			if p := unknownField(obj[k], ft, join(path, k)); p != "" {
-				return p
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := v.([]any)
-		if !ok {
-			return ""
-		}
-		for i, e := range arr {
-			if p := unknownField(e, t.Elem(), path+"["+strconv.Itoa(i)+"]"); p != "" {
-				return p
-			}
-		}
-	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if p := unknownField(obj[k], t.Elem(), path+"["+strconv.Quote(k)+"]"); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
-func join(path, field string) string {
-	if path == "" {
-		return field
-	}
-	return path + "." + field
-}
-
-// jsonFields maps the json names of t's fields (embedded structs flattened)
-// to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := make(map[string]reflect.Type, t.NumField())
-	for f := range t.Fields() {
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					if _, ok := fields[k]; !ok {
-						fields[k] = v
-					}
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	return fields
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch to target and returns the

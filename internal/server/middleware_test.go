@@ -150,39 +150,145 @@ func TestRoutingErrors(t *testing.T) {
 	}
 }
 
+// TestBodyErrors sends bodies the API refuses: each answer is a 4xx in the
+// error shape whose code, target and message say what to fix.
 func TestBodyErrors(t *testing.T) {
 	h := newHarness(t, nil)
 	h.project("p")
+	existing, _ := h.createCluster("p", "d", `{}`)
+	const (
+		cluster      = "/v1/projects/p/clusters/c"
+		patched      = "/v1/projects/p/clusters/d"
+		profile      = "/v1/projects/p/profiles/prof"
+		profileStart = `{"version": 1, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1", "values": `
+	)
 	big := `{"spec": {"region": "` + strings.Repeat("x", server.MaxBodyBytes) + `"}}`
+	tooDeep := `{"spec": {"labels": ` + nested(server.MaxBodyDepth-1) + `}}`
 	tests := []struct {
 		name    string
-		method  string
+		method  string // PUT unless set
+		path    string // the cluster unless set
 		body    string
 		headers []string
 		status  int
-		golden  string
+		code    string
 		target  string
+		message string // a fragment of the message
+		golden  string
 	}{
-		{name: "too large", method: "PUT", body: big, status: 413, golden: "too-large"},
-		{name: "too large chunked", method: "PUT", body: big, headers: []string{"Content-Length:"}, status: 413},
-		{name: "not json", method: "PUT", body: `{}`, headers: []string{"Content-Type: text/plain"}, status: 415, golden: "unsupported-media-type"},
-		{name: "merge patch on put", method: "PUT", body: `{}`, headers: []string{"Content-Type: application/merge-patch+json"}, status: 415},
-		{name: "unknown field", method: "PUT", body: `{"spec": {"network": {"podCIDRs": "10.0.0.0/16"}}}`, status: 400, golden: "unknown-field", target: "spec.network.podCIDRs"},
-		{name: "unknown field in pool", method: "PUT", body: `{"spec": {"workerPools": [{"name": "a"}, {"name": "b", "sise": 1}]}}`, status: 400, target: "spec.workerPools[1].sise"},
-		{name: "field in wrong case", method: "PUT", body: `{"spec": {"Provider": "local"}}`, status: 400, target: "spec.Provider"},
-		{name: "unknown top-level field", method: "PUT", body: `{"specs": {}}`, status: 400, target: "specs"},
-		{name: "wrong type", method: "PUT", body: `{"spec": {"controlPlane": {"size": "three"}}}`, status: 400, target: "spec.controlPlane.size"},
-		{name: "trailing data", method: "PUT", body: `{"spec": {}} {"spec": {}}`, status: 400, golden: "trailing-data"},
-		{name: "syntax", method: "PUT", body: `{"spec": `, status: 400},
-		{name: "not an object", method: "PUT", body: `[]`, status: 400},
-		{name: "empty", method: "PUT", body: ``, status: 400},
-		{name: "name differs", method: "PUT", body: `{"name": "other"}`, status: 400, target: "name"},
+		// Size and media type (middleware).
+		{name: "too large", body: big, status: 413, code: v1.CodeRequestTooLarge, message: "larger than 1048576 bytes", golden: "too-large"},
+		{name: "too large chunked", body: big, headers: []string{"Content-Length:"}, status: 413, code: v1.CodeRequestTooLarge, message: "larger than 1048576 bytes"},
+		{name: "not json", body: `{}`, headers: []string{"Content-Type: text/plain"}, status: 415,
+			code: v1.CodeUnsupportedMedia, target: "Content-Type", message: "send application/json", golden: "unsupported-media-type"},
+		{name: "merge patch on put", body: `{}`, headers: []string{"Content-Type: application/merge-patch+json"}, status: 415,
+			code: v1.CodeUnsupportedMedia, target: "Content-Type", message: "merge-patch+json with PATCH"},
+		{name: "bad content type", body: `{}`, headers: []string{"Content-Type: ;;"}, status: 415, code: v1.CodeUnsupportedMedia, target: "Content-Type"},
+
+		// Syntax and framing.
+		{name: "empty", body: ``, status: 400, code: v1.CodeInvalidRequest, message: "a JSON request body is required"},
+		{name: "white space only", body: " \n\t ", status: 400, code: v1.CodeInvalidRequest, message: "a JSON request body is required"},
+		{name: "syntax", body: `{"spec": {"region": "x",}}`, status: 400, code: v1.CodeInvalidRequest, message: "not valid JSON (at byte 24)"},
+		{name: "truncated", body: `{"spec": `, status: 400, code: v1.CodeInvalidRequest, message: "ends before its object does"},
+		{name: "trailing data", body: `{"spec": {}} {"spec": {}}`, status: 400, code: v1.CodeInvalidRequest, message: "data after the JSON object", golden: "trailing-data"},
+		{name: "trailing garbage", body: `{"spec": {}} x`, status: 400, code: v1.CodeInvalidRequest, message: "data after the JSON object"},
+		{name: "not an object", body: `[]`, status: 400, code: v1.CodeInvalidRequest, message: "must be a JSON object"},
+		{name: "null", body: `null`, status: 400, code: v1.CodeInvalidRequest, message: "must be a JSON object"},
+
+		// Duplicate keys, at any depth.
+		{name: "duplicate top-level key", body: `{"spec": {}, "spec": {}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "spec", message: `duplicate key "spec" at the body's top level`, golden: "duplicate-key"},
+		{name: "duplicate key in pool", body: `{"spec": {"workerPools": [{"name": "a", "size": 1, "size": 2}]}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.workerPools[0].size", message: `duplicate key "size" in spec.workerPools[0]`},
+		{name: "duplicate label", body: `{"spec": {"labels": {"app.kubernetes.io/name": "a", "app.kubernetes.io/name": "b"}}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: `spec.labels["app.kubernetes.io/name"]`, message: `duplicate key "app.kubernetes.io/name" in spec.labels`},
+		{name: "duplicate key spelled with an escape", body: `{"spec": {"region": "a", "re\u0067ion": "b"}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.region", message: `duplicate key "region" in spec`},
+		{name: "duplicate key in patch", method: "PATCH", path: patched, body: `{"spec": {"controlPlane": {"size": 3, "size": 5}}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.controlPlane.size", message: `duplicate key "size" in spec.controlPlane`},
+
+		// Nesting.
+		{name: "too deep", body: tooDeep, status: 400, code: v1.CodeInvalidRequest,
+			target: "spec.labels" + strings.Repeat(".a", server.MaxBodyDepth-2), message: "more than 32 levels deep"},
+		{name: "far too deep", body: strings.Repeat(`{"a": `, 100_000), status: 400, code: v1.CodeInvalidRequest,
+			target: "a" + strings.Repeat(".a", server.MaxBodyDepth-1), message: "more than 32 levels deep"},
+		{name: "too deep patch", method: "PATCH", path: patched, body: tooDeep, status: 400, code: v1.CodeInvalidRequest,
+			target: "spec.labels" + strings.Repeat(".a", server.MaxBodyDepth-2), message: "more than 32 levels deep"},
+		{name: "too deep pack values", path: profile, body: profileStart + nested(server.MaxBodyDepth-2) + `}]}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "packs[0].values" + strings.Repeat(".a", server.MaxBodyDepth-3), message: "more than 32 levels deep"},
+
+		// Text that is not UTF-8, or not Unicode.
+		{name: "invalid UTF-8", body: "{\"spec\": {\"region\": \"eu\xff\"}}", status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.region", message: "not valid UTF-8 (in spec.region)"},
+		{name: "invalid UTF-8 in a key", body: "{\"spec\": {\"re\xc0\xafgion\": \"eu\"}}", status: 400,
+			code: v1.CodeInvalidRequest, target: "spec[\"re\uFFFD\uFFFDgion\"]", message: "not valid UTF-8"},
+		{name: "UTF-8 surrogate", body: "{\"spec\": {\"workerPools\": [{\"name\": \"\xed\xa0\x80\"}]}}", status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.workerPools[0].name", message: "not valid UTF-8"},
+		{name: "invalid UTF-8 outside a string", body: "{\"spec\": {}}\xff", status: 400, code: v1.CodeInvalidRequest, message: "data after the JSON object"},
+		{name: "unpaired surrogate escape", body: `{"spec": {"region": "\ud800"}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: "spec.region", message: "surrogate pair without its other half"},
+		{name: "reversed surrogate escapes", body: `{"spec": {"labels": {"a": "\udc00\ud800"}}}`, status: 400,
+			code: v1.CodeInvalidRequest, target: `spec.labels.a`, message: "surrogate"},
+
+		// Numbers the field cannot hold.
+		{name: "exponent overflow", body: `{"spec": {"controlPlane": {"size": 1e400}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.controlPlane.size", message: "must be an integer, written without a fraction or an exponent, not 1e400"},
+		{name: "int overflow", body: `{"spec": {"controlPlane": {"size": 123456789012345678901234567890}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.controlPlane.size", message: "must be an integer from -9223372036854775808 to 9223372036854775807"},
+		{name: "negative overflow in pool", body: `{"spec": {"workerPools": [{"name": "a"}, {"name": "b", "size": -1e309}]}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.workerPools[1].size", message: "not -1e309"},
+		{name: "fraction", body: `{"spec": {"certificateTTLDays": 1.5}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.certificateTTLDays", message: "must be an integer"},
+		{name: "long number clipped", body: `{"spec": {"certificateTTLDays": 1` + strings.Repeat("0", 1000) + `}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.certificateTTLDays", message: "not 1" + strings.Repeat("0", 63) + "…"},
+		{name: "NaN", body: `{"spec": {"controlPlane": {"size": NaN}}}`, status: 400, code: v1.CodeInvalidRequest, message: "not valid JSON"},
+		{name: "Infinity", body: `{"spec": {"controlPlane": {"size": -Infinity}}}`, status: 400, code: v1.CodeInvalidRequest, message: "not valid JSON"},
+		{name: "hex", body: `{"spec": {"controlPlane": {"size": 0x3}}}`, status: 400, code: v1.CodeInvalidRequest, message: "not valid JSON"},
+		{name: "leading plus", body: `{"spec": {"controlPlane": {"size": +3}}}`, status: 400, code: v1.CodeInvalidRequest, message: "not valid JSON"},
+		{name: "overflow in patch", method: "PATCH", path: patched, body: `{"spec": {"controlPlane": {"size": 1e400}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.controlPlane.size", message: "not 1e400"},
+		{name: "wrong type in patch", method: "PATCH", path: patched, body: `{"spec": {"workerPools": [{"name": "a", "size": "2"}]}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.workerPools[0].size", message: "must be an integer, not a JSON string"},
+		{name: "huge pack value", path: profile, body: profileStart + `{"replicas": 1e400}}]}`, status: 400,
+			code: v1.CodeInvalidParameter, target: `packs[0].values["replicas"]`, message: "must be a number of at most 1.7976931348623157e+308"},
+		{name: "inexact pack value", path: profile, body: profileStart + `{"big": [9007199254740993]}}]}`, status: 400,
+			code: v1.CodeInvalidParameter, target: `packs[0].values["big"][0]`, message: "send it as a string"},
+
+		// Fields the resource lacks, values of the wrong type.
+		{name: "unknown field", body: `{"spec": {"network": {"podCIDRs": "10.0.0.0/16"}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.network.podCIDRs", message: `unknown field "spec.network.podCIDRs"`, golden: "unknown-field"},
+		{name: "unknown field in pool", body: `{"spec": {"workerPools": [{"name": "a"}, {"name": "b", "sise": 1}]}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.workerPools[1].sise"},
+		{name: "field in wrong case", body: `{"spec": {"Provider": "local"}}`, status: 400, code: v1.CodeInvalidParameter, target: "spec.Provider"},
+		{name: "unknown top-level field", body: `{"specs": {}}`, status: 400, code: v1.CodeInvalidParameter, target: "specs"},
+		{name: "unknown odd field", body: `{"spec": {"a b": 1}}`, status: 400, code: v1.CodeInvalidParameter, target: `spec["a b"]`},
+		{name: "wrong type", body: `{"spec": {"controlPlane": {"size": "three"}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.controlPlane.size", message: "spec.controlPlane.size must be an integer, not a JSON string"},
+		{name: "wrong type in pool", body: `{"spec": {"workerPools": [{"name": "a"}, {"name": 7}]}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.workerPools[1].name", message: "must be a string, not a JSON number"},
+		{name: "wrong type of label", body: `{"spec": {"labels": {"a": true}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: `spec.labels["a"]`, message: "must be a string, not true or false"},
+		{name: "array for object", body: `{"spec": []}`, status: 400, code: v1.CodeInvalidParameter, target: "spec", message: "spec must be an object, not a JSON array"},
+		{name: "object for array", body: `{"spec": {"workerPools": {}}}`, status: 400,
+			code: v1.CodeInvalidParameter, target: "spec.workerPools", message: "must be an array, not a JSON object"},
+		{name: "name differs", body: `{"name": "other"}`, status: 400, code: v1.CodeInvalidParameter, target: "name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := h.must(tt.status, tt.method, "/v1/projects/p/clusters/c", tt.body, tt.headers...)
-			if e := r.errorBody(t); tt.target != "" && e.Target != tt.target {
-				t.Errorf("target = %q, want %q (%s)", e.Target, tt.target, e.Message)
+			method, path := "PUT", cluster
+			if tt.method != "" {
+				method = tt.method
+			}
+			if tt.path != "" {
+				path = tt.path
+			}
+			r := h.must(tt.status, method, path, tt.body, tt.headers...)
+			e := r.errorBody(t)
+			if e.Code != tt.code || e.Target != tt.target || !strings.Contains(e.Message, tt.message) {
+				t.Errorf("error = %s %q %q, want %s %q with %q", e.Code, e.Target, e.Message, tt.code, tt.target, tt.message)
+			}
+			if got := r.header.Get("X-Kiln-Error-Code"); got != e.Code {
+				t.Errorf("X-Kiln-Error-Code = %q, want %q", got, e.Code)
 			}
 			if tt.golden != "" {
 				golden(t, tt.golden, r.body)
@@ -190,7 +296,48 @@ func TestBodyErrors(t *testing.T) {
 		})
 	}
 	// Nothing was written.
-	h.must(http.StatusNotFound, "GET", "/v1/projects/p/clusters/c", "")
+	h.must(http.StatusNotFound, "GET", cluster, "")
+	h.must(http.StatusNotFound, "GET", profile, "")
+	r := h.must(http.StatusOK, "GET", patched, "")
+	if got := r.header.Get("ETag"); got != `"`+existing.ETag+`"` {
+		t.Errorf("cluster d's ETag = %s, want %q: a refused PATCH changed it", got, existing.ETag)
+	}
+}
+
+// nested is n objects, one in the other: {"a": {"a": ... {}}}.
+func nested(n int) string {
+	return strings.Repeat(`{"a": `, n-1) + `{}` + strings.Repeat(`}`, n-1)
+}
+
+// TestBodiesAccepted sends bodies at the limits that the API takes.
+func TestBodiesAccepted(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	// The deepest body accepted: the profile is level 1, its packs 2, a
+	// pack 3, its values 4.
+	deep := `{"version": 1, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1", "values": ` +
+		nested(server.MaxBodyDepth-3) + `}]}`
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/profiles/deep", deep)
+	exact := `{"version": 1, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1",
+		"values": {"max": 9007199254740992, "min": -9007199254740992, "small": 1e-5, "big": 1.5e300, "zero": -0}}]}`
+	r := h.must(http.StatusCreated, "PUT", "/v1/projects/p/profiles/exact", exact)
+	var prof v1.Profile
+	r.decode(t, &prof)
+	if got := prof.Packs[0].Values["max"]; got != float64(1<<53) {
+		t.Errorf("values.max = %v, want 2^53", got)
+	}
+	// An escaped surrogate pair, an escaped U+FFFD and a literal one are text.
+	r = h.must(http.StatusCreated, "PUT", "/v1/projects/q", `{"displayName": "\ud83d\ude00 \ufffd \u00e9 �"}`)
+	var proj v1.Project
+	r.decode(t, &proj)
+	if want := "😀 � é �"; proj.DisplayName != want {
+		t.Errorf("displayName = %q, want %q", proj.DisplayName, want)
+	}
+	// Keys that differ only in case are two keys (and Spec is not a field).
+	r = h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/c", `{"spec": {}, "Spec": {}}`)
+	if e := r.errorBody(t); e.Target != "Spec" {
+		t.Errorf("target = %q, want Spec", e.Target)
+	}
 }
 
 func TestValidationDetails(t *testing.T) {
