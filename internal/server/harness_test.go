@@ -47,7 +47,7 @@ func testSteps(kind string) []string {
 // testProviders are the real local and sim providers. The server only asks
 // them what they offer (no backend runs here), so the local provider's
 // machine command is never called.
-func testProviders(t *testing.T) provider.Registry {
+func testProviders(t testing.TB) provider.Registry {
 	t.Helper()
 	l, err := local.New(local.Options{Dir: t.TempDir(), Command: func(local.Machine) (*exec.Cmd, error) {
 		return nil, errors.New("server tests start no machines")

@@ -80,6 +80,18 @@ func inertRequests(b *baseline) []inertRequest {
 	return []inertRequest{
 		// The body is not one JSON object.
 		{name: "invalid JSON", method: put, path: beta, body: `{"spec": {"provider": "sim"`, status: bad, code: invalidRequest},
+		{name: "duplicate key", method: put, path: beta, body: `{"spec": {"provider": "sim", "provider": "local"}}`,
+			status: bad, code: invalidRequest, target: "spec.provider"},
+		{name: "duplicate key in a PATCH", method: patch, path: alpha, body: `{"spec": {"workerPools": [{"name": "web", "size": 1, "size": 9}]}}`,
+			status: bad, code: invalidRequest, target: "spec.workerPools[0].size"},
+		{name: "nested 100 deep", method: put, path: beta, body: strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100),
+			status: bad, code: invalidRequest, target: strings.TrimSuffix(strings.Repeat("a.", 32), ".")},
+		{name: "invalid UTF-8", method: put, path: beta, body: "{\"spec\": {\"provider\": \"sim\", \"labels\": {\"team\": \"\xff\"}}}",
+			status: bad, code: invalidRequest, target: "spec.labels.team"},
+		{name: "a number no int holds", method: put, path: beta, body: `{"spec": {"provider": "sim", "certificateTTLDays": 1e400}}`,
+			status: bad, code: invalid, target: "spec.certificateTTLDays"},
+		{name: "a fraction for a size", method: patch, path: alpha, body: `{"spec": {"controlPlane": {"size": 3.5}}}`,
+			status: bad, code: invalid, target: "spec.controlPlane.size"},
 		{name: "data after the object", method: put, path: beta, body: valid + ` {}`, status: bad, code: invalidRequest},
 		{name: "garbage after the object", method: put, path: account, body: `{"provider":"sim"}x`, status: bad, code: invalidRequest},
 		{name: "no body", method: put, path: beta, status: bad, code: invalidRequest},
@@ -117,7 +129,7 @@ func inertRequests(b *baseline) []inertRequest {
 		{name: "an object for an array", method: put, path: beta, body: `{"spec":{"provider":"sim","workerPools":{"name":"web"}}}`,
 			status: bad, code: invalid, target: "spec.workerPools"},
 		{name: "a number for a credential", method: put, path: account, body: `{"provider":"sim","credentials":{"token":42}}`,
-			status: bad, code: invalid, target: "credentials"},
+			status: bad, code: invalid, target: `credentials["token"]`},
 		{name: "a string for a flag", method: put, path: vera, body: `{"owner":"yes"}`, status: bad, code: invalid, target: "owner"},
 
 		// Cluster specs that fail validation (PUT of a new cluster unless said).
