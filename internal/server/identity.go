@@ -257,12 +257,12 @@ func tokenOut(t *store.Token) v1.Token {
 // createToken issues a token: the answer is the only time its value is
 // shown; the store keeps its hash.
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
+	body, err := readOptionalBody(r) // no body: the defaults
 	if err != nil {
 		return err
 	}
 	var in v1.TokenRequest
-	if len(body) > 0 {
+	if body != nil {
 		if err := decodeStrict(body, &in); err != nil {
 			return err
 		}

@@ -28,6 +28,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // readBody reads the whole (size-limited) body. An empty body is an error.
 func readBody(r *http.Request) ([]byte, error) {
+	b, err := readOptionalBody(r)
+	if err == nil && b == nil {
+		return nil, invalidRequest("a JSON request body is required")
+	}
+	return b, err
+}
+
+// readOptionalBody reads the whole (size-limited) body of a route whose
+// body may be left out; an empty one is nil.
+func readOptionalBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -36,7 +46,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, invalidRequest("the request body could not be read")
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, invalidRequest("a JSON request body is required")
+		return nil, nil
 	}
 	return b, nil
 }

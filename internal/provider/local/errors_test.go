@@ -14,7 +14,9 @@ import (
 // Failures on this computer are classified into the API's codes, each with
 // a message that says what to do.
 func TestProviderErrorClassification(t *testing.T) {
-	wrap := func(err error) error { return fmt.Errorf("open /data/machines/x: %w", &fs.PathError{Op: "open", Path: "x", Err: err}) }
+	wrap := func(err error) error {
+		return fmt.Errorf("open /data/machines/x: %w", &fs.PathError{Op: "open", Path: "x", Err: err})
+	}
 	tests := []struct {
 		name      string
 		cause     error
