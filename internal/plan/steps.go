@@ -36,7 +36,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 	}[name]
 }
 
-// validateDynamic checks the cluster against the world (package validate's
+// validateDynamic checks the cluster against the world (package dynamic's
 // Checker, as the dry run does): a finding fails the operation with every
 // finding in its details; a check that could not be made is retried.
 func (x *run) validateDynamic(ctx context.Context) error {
