@@ -24,9 +24,17 @@ const (
 
 // Operation kinds (OperationProperties.Kind).
 const (
-	KindCreate = "create"
-	KindUpdate = "update"
-	KindDelete = "delete"
+	KindCreate    = "create"
+	KindUpdate    = "update"
+	KindDelete    = "delete"
+	KindProvision = "provision" // edge: install Kubernetes on the configured hosts
+	KindReset     = "reset"     // edge: tear Kubernetes down, keep the cluster and its activation
+)
+
+// Distributions (spec.distribution): how Kubernetes is installed on a node.
+const (
+	DistroLocal   = "local"   // kiln-kube processes, works on this machine
+	DistroKubeadm = "kubeadm" // containerd and kubeadm on a real host
 )
 
 // Step states (Step.State).
@@ -138,6 +146,9 @@ type ClusterSpec struct {
 	CloudAccount       string            `json:"cloudAccount"`
 	Region             string            `json:"region"`
 	KubernetesVersion  string            `json:"kubernetesVersion"`
+	// Distribution is how nodes install Kubernetes (DistroLocal,
+	// DistroKubeadm); the provider's default when empty.
+	Distribution string     `json:"distribution,omitempty"`
 	Profile            ProfileRef        `json:"profile"`
 	Network            Network           `json:"network"`
 	ControlPlane       ControlPlane      `json:"controlPlane"`

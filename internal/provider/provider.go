@@ -130,11 +130,13 @@ type Describer interface {
 	Describe(ctx context.Context, a *Account, region string) (Offer, error)
 }
 
-// Versioned is the optional capability of providers that know which
-// Kubernetes versions their machines can run, oldest first. Providers
-// without it accept any well-formed version.
-type Versioned interface {
-	KubernetesVersions() []string
+// Installing is the optional capability of providers whose machines
+// install Kubernetes: Distributions maps each distribution they can install
+// (spec.distribution) to the Kubernetes versions it offers, oldest first.
+// Providers without it (sim) take no distribution and any well-formed
+// version.
+type Installing interface {
+	Distributions() map[string][]string
 }
 
 // Registry maps provider names (spec.provider) to providers.
@@ -152,16 +154,17 @@ func (r Registry) Get(name string) (Provider, error) {
 // Names returns the registered provider names, sorted.
 func (r Registry) Names() []string { return slices.Sorted(maps.Keys(r)) }
 
-// Versions maps each provider's name to the Kubernetes versions it offers
-// (nil for a provider that is not Versioned).
-func (r Registry) Versions() map[string][]string {
-	out := make(map[string][]string, len(r))
+// Catalog maps each provider's name to its distributions and their
+// Kubernetes versions (Installing); a provider without distributions maps
+// to {"": nil}: no distribution, any version.
+func (r Registry) Catalog() map[string]map[string][]string {
+	out := make(map[string]map[string][]string, len(r))
 	for name, p := range r {
-		var vs []string
-		if v, ok := p.(Versioned); ok {
-			vs = v.KubernetesVersions()
+		if in, ok := p.(Installing); ok {
+			out[name] = in.Distributions()
+		} else {
+			out[name] = map[string][]string{"": nil}
 		}
-		out[name] = vs
 	}
 	return out
 }

@@ -21,6 +21,7 @@ func TestClusterDefaults(t *testing.T) {
 	cl, _ := h.createCluster("p", "c", minimal)
 	want := v1.ClusterSpec{
 		Provider:          "local",
+		Distribution:      "local",
 		KubernetesVersion: "v1.36.3",
 		Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
 		ControlPlane:      v1.ControlPlane{Size: 1},

@@ -15,11 +15,18 @@ const (
 	DefaultMaxSurge           = 1
 )
 
+// DefaultDistributions are the distributions of providers that install
+// one, when spec.distribution is empty.
+var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1.DistroLocal}
+
 // Defaults fills the empty fields of spec that have a default. It runs
 // before validation, so a value the user gave is never replaced.
 func Defaults(spec *v1.ClusterSpec) {
 	if spec.Provider == "" {
 		spec.Provider = DefaultProvider
+	}
+	if spec.Distribution == "" {
+		spec.Distribution = DefaultDistributions[spec.Provider]
 	}
 	if spec.KubernetesVersion == "" {
 		spec.KubernetesVersion = DefaultKubernetesVersion

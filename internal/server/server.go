@@ -157,7 +157,7 @@ func New(opts Options) *Server {
 		activation: opts.Activation,
 		log:        opts.Logger,
 		steps:      opts.Steps,
-		catalog:    validate.Catalog(opts.Providers.Versions()),
+		catalog:    validate.Catalog(opts.Providers.Catalog()),
 		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
 		poll:       opts.PollInterval,

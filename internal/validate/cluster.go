@@ -14,10 +14,11 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 )
 
-// Catalog is what static validation knows of the providers: each provider's
-// name and the Kubernetes versions it offers, oldest first (nil: any
-// well-formed version).
-type Catalog map[string][]string
+// Catalog is what static validation knows of the providers: each
+// provider's name, the distributions it installs (spec.distribution; the
+// key "" for a provider that installs none) and the Kubernetes versions each
+// offers, oldest first (nil: any well-formed version).
+type Catalog map[string]map[string][]string
 
 // Providers returns the provider names, sorted.
 func (c Catalog) Providers() []string { return slices.Sorted(maps.Keys(c)) }
@@ -47,7 +48,8 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	e.name("name", name, MaxClusterName)
 
 	providers := catalog.Providers()
-	versions, known := catalog[spec.Provider]
+	distros, known := catalog[spec.Provider]
+	versions, distroKnown := distros[spec.Distribution]
 	switch {
 	case spec.Provider == "":
 		e.missing("spec.provider", "spec.provider is required; one of %s", strings.Join(providers, ", "))
@@ -60,14 +62,23 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	if spec.Region != "" && !IsDNSLabel(spec.Region, MaxInstanceType) {
 		e.invalid("spec.region", "%q must be a region name: lower-case letters, digits and '-', at most %d characters", spec.Region, MaxInstanceType)
 	}
+	if known && !distroKnown {
+		names := slices.Sorted(maps.Keys(distros))
+		if len(names) == 1 && names[0] == "" {
+			e.invalid("spec.distribution", "the %s provider installs no distribution; leave spec.distribution empty", spec.Provider)
+		} else {
+			e.invalid("spec.distribution", "%q is not a distribution the %s provider installs; one of %s",
+				spec.Distribution, spec.Provider, strings.Join(names, ", "))
+		}
+	}
 	switch {
 	case spec.KubernetesVersion == "":
 		e.missing("spec.kubernetesVersion", "spec.kubernetesVersion is required, for example v1.36.3")
 	case !IsKubernetesVersion(spec.KubernetesVersion):
 		e.invalid("spec.kubernetesVersion", "%q must look like vMAJOR.MINOR.PATCH, for example v1.36.3", spec.KubernetesVersion)
-	case known && versions != nil && !slices.Contains(versions, spec.KubernetesVersion):
-		e.add(v1.CodeUnsupportedVersion, "spec.kubernetesVersion", "Kubernetes %s is not offered by the %s provider; use one of %s",
-			spec.KubernetesVersion, spec.Provider, strings.Join(versions, ", "))
+	case distroKnown && versions != nil && !slices.Contains(versions, spec.KubernetesVersion):
+		e.add(v1.CodeUnsupportedVersion, "spec.kubernetesVersion", "Kubernetes %s is not offered by %s; use one of %s",
+			spec.KubernetesVersion, offeredBy(spec), strings.Join(versions, ", "))
 	}
 	if spec.Profile.Name != "" && !IsDNSLabel(spec.Profile.Name, MaxLabel) {
 		e.invalid("spec.profile.name", "%q must be the name of a profile (a lower-case DNS-1123 label)", spec.Profile.Name)
@@ -90,6 +101,14 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	}
 	e.labels("spec.labels", spec.Labels)
 	return e
+}
+
+// offeredBy names who offers a cluster's versions in messages.
+func offeredBy(spec *v1.ClusterSpec) string {
+	if spec.Distribution == "" {
+		return "the " + spec.Provider + " provider"
+	}
+	return "the " + spec.Distribution + " distribution of the " + spec.Provider + " provider"
 }
 
 // NodeCount is the most nodes the spec can have: the control plane plus

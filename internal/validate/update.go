@@ -21,6 +21,7 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 		old, next any
 	}{
 		{"spec.provider", old.Provider, next.Provider},
+		{"spec.distribution", old.Distribution, next.Distribution},
 		{"spec.cloudAccount", old.CloudAccount, next.CloudAccount},
 		{"spec.region", old.Region, next.Region},
 		{"spec.network.podCIDR", old.Network.PodCIDR, next.Network.PodCIDR},

@@ -19,12 +19,17 @@ import (
 )
 
 // catalog is two providers, one with a version list.
-var catalog = validate.Catalog{"local": {"v1.36.3"}, "sim": {"v1.35.5", "v1.36.3"}}
+var catalog = validate.Catalog{
+	"local": {"local": {"v1.36.3"}},
+	"sim":   {"": {"v1.35.5", "v1.36.3"}},
+	"edge":  {"local": {"v1.36.3"}, "kubeadm": nil},
+}
 
 // valid returns a spec that passes, with defaults filled in.
 func valid() v1.ClusterSpec {
 	return v1.ClusterSpec{
 		Provider:          "local",
+		Distribution:      "local",
 		KubernetesVersion: "v1.36.3",
 		Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
 		ControlPlane:      v1.ControlPlane{Size: 1},
@@ -51,7 +56,7 @@ func TestCluster(t *testing.T) {
 		{
 			name: "valid everything", cluster: "prod-eu-1",
 			edit: func(s *v1.ClusterSpec) {
-				s.Provider = "sim"
+				s.Provider, s.Distribution = "sim", ""
 				s.CloudAccount = "acct"
 				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "cilium",
 					NodeCIDR: "fd00:30::/64", Name: "dc1", DNSServers: []string{"10.0.0.2", "[fd00::53]:5353"}}
@@ -91,12 +96,12 @@ func TestCluster(t *testing.T) {
 		{
 			name: "unknown provider", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Provider = "aws" },
-			want: []v1.Error{invalid("spec.provider", `unknown provider "aws"; one of local, sim`)},
+			want: []v1.Error{invalid("spec.provider", `unknown provider "aws"; one of edge, local, sim`)},
 		},
 		{
 			name: "missing provider", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Provider = "" },
-			want: []v1.Error{{Code: v1.CodeMissingParameter, Target: "spec.provider", Message: "spec.provider is required; one of local, sim"}},
+			want: []v1.Error{{Code: v1.CodeMissingParameter, Target: "spec.provider", Message: "spec.provider is required; one of edge, local, sim"}},
 		},
 		{
 			name: "bad version", cluster: "c",
@@ -186,7 +191,21 @@ func TestCluster(t *testing.T) {
 			name: "version not offered", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.30.0" },
 			want: []v1.Error{{Code: v1.CodeUnsupportedVersion, Target: "spec.kubernetesVersion",
-				Message: "Kubernetes v1.30.0 is not offered by the local provider; use one of v1.36.3"}},
+				Message: "Kubernetes v1.30.0 is not offered by the local distribution of the local provider; use one of v1.36.3"}},
+		},
+		{
+			name: "distribution the provider does not install", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Distribution = "kubeadm" },
+			want: []v1.Error{invalid("spec.distribution", `"kubeadm" is not a distribution the local provider installs; one of local`)},
+		},
+		{
+			name: "a distribution for the sim", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Provider = "sim" },
+			want: []v1.Error{invalid("spec.distribution", "the sim provider installs no distribution; leave spec.distribution empty")},
+		},
+		{
+			name: "edge with kubeadm takes any version", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0" },
 		},
 		{
 			name: "region", cluster: "c",
@@ -454,7 +473,7 @@ func TestProfileAndCloudAccount(t *testing.T) {
 		{
 			name: "cloud account unknown provider",
 			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "gcp"}, catalog),
-			want: []v1.Error{invalid("provider", `unknown provider "gcp"; one of local, sim`)},
+			want: []v1.Error{invalid("provider", `unknown provider "gcp"; one of edge, local, sim`)},
 		},
 	}
 	for _, tt := range tests {

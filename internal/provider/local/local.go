@@ -107,7 +107,7 @@ var (
 	_ provider.Provider      = (*Local)(nil)
 	_ provider.LoadBalancers = (*Local)(nil)
 	_ provider.Describer     = (*Local)(nil)
-	_ provider.Versioned     = (*Local)(nil)
+	_ provider.Installing    = (*Local)(nil)
 )
 
 // New returns a Local over opts.Dir, creating the directory. Machines and load

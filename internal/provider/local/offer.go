@@ -3,13 +3,17 @@ package local
 import (
 	"context"
 
+	v1 "kiln.dev/kiln/api/v1"
+
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
 )
 
-// KubernetesVersions are the versions of the local distribution, which its
-// machines install.
-func (l *Local) KubernetesVersions() []string { return distro.LocalVersions() }
+// Distributions: the local provider's machines install the local
+// distribution (kiln-kube).
+func (l *Local) Distributions() map[string][]string {
+	return map[string][]string{v1.DistroLocal: distro.LocalVersions()}
+}
 
 // Describe says what the local provider offers: machines are processes on
 // this host, so there are no regions, zones, instance types or spot

@@ -44,8 +44,11 @@ func SecretFor(keyID string) string {
 	return "simsk_" + hex.EncodeToString(sum[:16])
 }
 
-// KubernetesVersions returns the versions the sim offers.
-func (s *Sim) KubernetesVersions() []string { return slices.Clone(KubernetesVersions) }
+// Distributions says the sim installs nothing real: no distribution, and
+// the versions it pretends to install.
+func (s *Sim) Distributions() map[string][]string {
+	return map[string][]string{"": slices.Clone(KubernetesVersions)}
+}
 
 // Describe checks the account's credentials and returns what the sim
 // offers in region ("" is DefaultRegion).

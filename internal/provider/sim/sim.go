@@ -63,7 +63,7 @@ var (
 	_ provider.Provider      = (*Sim)(nil)
 	_ provider.LoadBalancers = (*Sim)(nil)
 	_ provider.Describer     = (*Sim)(nil)
-	_ provider.Versioned     = (*Sim)(nil)
+	_ provider.Installing    = (*Sim)(nil)
 )
 
 // New returns an empty Sim.
