@@ -99,6 +99,9 @@ func (x *run) succeed(ctx context.Context) error {
 // endpoint is the load balancer's address or, without load balancers, the
 // first control-plane machine's address on port 6443.
 func (x *run) endpoint(ctx context.Context) (string, error) {
+	if x.hostsJoin() {
+		return x.hostEndpoint(ctx)
+	}
 	if lbs, ok := x.p.(provider.LoadBalancers); ok {
 		lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)
 		if err != nil {

@@ -70,8 +70,15 @@ func spec(workers int, labels map[string]string) v1.ClusterSpec {
 // begin starts an operation of kind on cluster name, as the frontend does.
 func (e *env) begin(name, kind string, sp v1.ClusterSpec) *store.Operation {
 	e.t.Helper()
+	return e.beginSteps(name, kind, sp, plan.Steps(kind))
+}
+
+// beginSteps starts an operation of kind with the given steps.
+func (e *env) beginSteps(name, kind string, sp v1.ClusterSpec, steps []string) *store.Operation {
+	e.t.Helper()
 	ctx := e.t.Context()
-	state := map[string]string{v1.KindCreate: v1.StateCreating, v1.KindUpdate: v1.StateUpdating, v1.KindDelete: v1.StateDeleting}[kind]
+	state := map[string]string{v1.KindCreate: v1.StateCreating, v1.KindUpdate: v1.StateUpdating, v1.KindDelete: v1.StateDeleting,
+		v1.KindProvision: v1.StateUpdating, v1.KindReset: v1.StateUpdating}[kind]
 	cl, err := e.st.GetCluster(ctx, store.Key{Project: project, Name: name})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -84,7 +91,10 @@ func (e *env) begin(name, kind string, sp v1.ClusterSpec) *store.Operation {
 		e.t.Fatal(err)
 	}
 	op := &store.Operation{ID: id.String(), Project: project, Cluster: name, Kind: kind,
-		Status: v1.OpInProgress, StartTime: time.Now().UTC(), Steps: plan.PendingSteps(kind)}
+		Status: v1.OpInProgress, StartTime: time.Now().UTC()}
+	for _, s := range steps {
+		op.Steps = append(op.Steps, v1.Step{Name: s, State: v1.StepPending})
+	}
 	cl.Spec = sp
 	cl.Status.ProvisioningState = state
 	cl.Status.CurrentOperation = op.ID

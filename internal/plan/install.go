@@ -107,8 +107,12 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	if err != nil {
 		return distro.BuildInput{}, fmt.Errorf("find endpoint: %w", err)
 	}
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return distro.BuildInput{}, err
+	}
 	var members []distro.Member
-	for _, m := range controlPlaneMachines(x.cl) {
+	for _, m := range cps {
 		n, err := x.s.GetNode(ctx, k, m.Name)
 		if err != nil {
 			return distro.BuildInput{}, fmt.Errorf("control-plane node %s: %w", m.Name, err)
@@ -134,13 +138,27 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 
 func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
 
-// instruct makes sure node has a successful install instruction of this
-// operation's step, issuing it if needed, and waits for its result. The
-// instruction ids are <operation>.<step>.<node>.<n>: a step run again (a new
-// worker after a crash) finds the instruction it issued and waits for it
-// rather than issuing another; an instruction that failed retryably is
-// followed by the next n.
+// instruct has node install Kubernetes in the role b says.
 func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInput) error {
+	return x.order(ctx, node, v1.InstructionInstall, "installing "+b.Node.Role, func() (json.RawMessage, error) {
+		params, err := distro.BuildInstall(b)
+		if err != nil {
+			return nil, failure.Terminal(v1.CodeInternal, "build the install of node %s: %v", node.Name, err)
+		}
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, fmt.Errorf("encode install params: %w", err)
+		}
+		return raw, nil
+	})
+}
+
+// order issues one instruction of kind to node, once per step attempt
+// that needs it (an instruction a crashed worker already issued is awaited,
+// not issued again; a failed one is issued anew), and waits for its result.
+// The node is PROVISIONING while it runs, with doing as its message; params
+// builds the instruction's params (nil for none).
+func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error)) error {
 	k := x.cl.Key()
 	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, x.step, node.Name)
 	latest, n, err := x.latestInstruction(ctx, node.Name, prefix)
@@ -148,38 +166,36 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 		return err
 	}
 	if latest == nil || (latest.Result != nil && latest.Result.State != v1.StepSucceeded) {
-		params, err := distro.BuildInstall(b)
-		if err != nil {
-			return failure.Terminal(v1.CodeInternal, "build the install of node %s: %v", node.Name, err)
-		}
-		raw, err := json.Marshal(params)
-		if err != nil {
-			return fmt.Errorf("encode install params: %w", err)
+		var raw json.RawMessage
+		if params != nil {
+			if raw, err = params(); err != nil {
+				return err
+			}
 		}
 		latest = &store.Instruction{Project: k.Project, Cluster: k.Name, Node: node.Name,
-			Instruction: v1.Instruction{ID: prefix + strconv.Itoa(n+1), Kind: v1.InstructionInstall, Params: raw}}
-		x.log.Info("instructing node to install", "node", node.Name, "role", b.Node.Role, "instruction", latest.ID)
+			Instruction: v1.Instruction{ID: prefix + strconv.Itoa(n+1), Kind: kind, Params: raw}}
+		x.log.Info("instructing node", "node", node.Name, "kind", kind, "instruction", latest.ID)
 		if err := x.s.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("issue install instruction to node %s: %w", node.Name, err)
+			return fmt.Errorf("issue %s instruction to node %s: %w", kind, node.Name, err)
 		}
-		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, "installing "+b.Node.Role); err != nil {
+		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, doing); err != nil {
 			return err
 		}
 		if x.r.opts.Agents != nil {
 			x.r.opts.Agents.Notify(k, node.Name)
 		}
 	}
-	res, err := x.awaitResult(ctx, latest.ID, node.Name)
+	res, err := x.awaitResult(ctx, latest.ID, node.Name, kind)
 	if err != nil {
 		return err
 	}
 	if res.State == v1.StepSucceeded {
 		return nil
 	}
-	msg := fmt.Sprintf("node %s: install failed: %s", node.Name, res.Message)
+	msg := fmt.Sprintf("node %s: %s failed: %s", node.Name, kind, res.Message)
 	if res.Retryable {
 		// The node stays PROVISIONING: the step's next attempt instructs it again.
-		_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, "install failed, retrying: "+res.Message)
+		_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, kind+" failed, retrying: "+res.Message)
 		return failure.Retryable(v1.CodeProviderError, nil, "%s", msg)
 	}
 	_ = x.setNodeState(ctx, node.Name, v1.NodeFailed, res.Message)
@@ -209,7 +225,9 @@ func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*stor
 
 // awaitResult polls the instruction until it has a result, within
 // NodeTimeout.
-func (x *run) awaitResult(parent context.Context, id, node string) (*v1.InstructionResult, error) {
+// The running step's message says the node's progress, then "<kind>
+// done".
+func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.InstructionResult, error) {
 	ctx, cancel := context.WithTimeout(parent, x.r.opts.NodeTimeout)
 	defer cancel()
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
@@ -220,7 +238,7 @@ func (x *run) awaitResult(parent context.Context, id, node string) (*v1.Instruct
 			return nil, fmt.Errorf("read instruction %s: %w", id, err)
 		}
 		if in != nil && in.Result != nil {
-			x.showProgress(ctx, node, "installed")
+			x.showProgress(ctx, node, doneWord(kind))
 			return in.Result, nil
 		}
 		if n, err := x.s.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
@@ -236,6 +254,15 @@ func (x *run) awaitResult(parent context.Context, id, node string) (*v1.Instruct
 		case <-tick.C:
 		}
 	}
+}
+
+// doneWord is what the step's message says of a node whose instruction
+// of kind has a result.
+func doneWord(kind string) string {
+	if kind == v1.InstructionInstall {
+		return "installed"
+	}
+	return kind + " done"
 }
 
 // showProgress puts what each node is doing into the running step's

@@ -27,6 +27,9 @@ const (
 	StepDeleteControlPlaneMachines = "delete-control-plane-machines"
 	StepDeleteLoadBalancer         = "delete-load-balancer"
 	StepDeleteNetwork              = "delete-network"
+	StepCheckNodeConfiguration     = "check-node-configuration"
+	StepResetNodes                 = "reset-nodes"
+	StepRemoveNodes                = "remove-nodes"
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
@@ -63,6 +66,56 @@ var deleteSteps = []string{
 	StepDeleteControlPlaneMachines,
 	StepDeleteLoadBalancer,
 	StepDeleteNetwork,
+}
+
+// Bring-your-own-host clusters (the edge provider) have no machines to
+// make: hosts join with the cluster's installer and are given their roles
+// by a person, and a separate operation installs Kubernetes on them.
+var (
+	// hostCreateSteps makes the cluster's activation material.
+	hostCreateSteps = []string{StepValidateDynamic, StepEnsureClusterPKI}
+	// hostUpdateSteps checks a changed spec; nothing else follows a spec.
+	hostUpdateSteps = []string{StepValidateDynamic}
+	// hostProvisionSteps installs Kubernetes on the configured hosts.
+	hostProvisionSteps = []string{
+		StepValidateDynamic,
+		StepCheckNodeConfiguration,
+		StepInstallControlPlane,
+		StepInstallWorkers,
+		StepWaitNodesReady,
+	}
+	// hostResetSteps tears Kubernetes down on every host and removes the
+	// hosts from the cluster; the cluster, its settings and its activation
+	// material stay, so hosts can join again.
+	hostResetSteps = []string{StepResetNodes, StepRemoveNodes}
+	// hostDeleteSteps leaves the hosts as a reset does; the cluster record
+	// and its secrets go with the operation's end.
+	hostDeleteSteps = []string{StepResetNodes, StepRemoveNodes}
+)
+
+// StepsFor returns the step names of an operation kind for a cluster whose
+// provider makes machines (hosts false) or takes the hosts users bring
+// (hosts true); nil for a kind that provider has no plan for.
+func StepsFor(kind string, hosts bool) []string {
+	if !hosts {
+		return Steps(kind)
+	}
+	var s []string
+	switch kind {
+	case v1.KindCreate:
+		s = hostCreateSteps
+	case v1.KindUpdate:
+		s = hostUpdateSteps
+	case v1.KindProvision:
+		s = hostProvisionSteps
+	case v1.KindReset:
+		s = hostResetSteps
+	case v1.KindDelete:
+		s = hostDeleteSteps
+	default:
+		return nil
+	}
+	return append([]string(nil), s...)
 }
 
 // Steps returns the step names of an operation kind (v1.KindCreate,

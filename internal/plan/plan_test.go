@@ -54,6 +54,32 @@ func TestSteps(t *testing.T) {
 	}
 }
 
+// TestStepsForHosts pins the plans of clusters made of hosts users bring.
+func TestStepsForHosts(t *testing.T) {
+	tests := []struct {
+		kind string
+		want []string
+	}{
+		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
+		{v1.KindUpdate, []string{"validate-dynamic"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready"}},
+		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
+		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
+		{"reboot", nil},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, StepsFor(tt.kind, true)); diff != "" {
+			t.Errorf("StepsFor(%q, true) (-want +got):\n%s", tt.kind, diff)
+		}
+	}
+	if diff := cmp.Diff(Steps(v1.KindCreate), StepsFor(v1.KindCreate, false)); diff != "" {
+		t.Errorf("StepsFor(create, false) differs from Steps(create):\n%s", diff)
+	}
+	if got := StepsFor(v1.KindProvision, false); got != nil {
+		t.Errorf("machine clusters have a provision plan: %v", got)
+	}
+}
+
 func TestStepsReturnsACopy(t *testing.T) {
 	s := Steps(v1.KindCreate)
 	s[0] = "changed"

@@ -192,7 +192,9 @@ func (r *Runner) orphaned(ctx context.Context, log *slog.Logger, cl *store.Clust
 
 func (x *run) execute(ctx context.Context) error {
 	if len(x.op.Steps) == 0 {
-		x.op.Steps = PendingSteps(x.op.Kind)
+		for _, name := range StepsFor(x.op.Kind, x.hostsJoin()) {
+			x.op.Steps = append(x.op.Steps, v1.Step{Name: name, State: v1.StepPending})
+		}
 		if x.op.Steps == nil {
 			return x.fail(ctx, -1, failure.Terminal(v1.CodeInternal, "unknown operation kind %q", x.op.Kind))
 		}

@@ -33,6 +33,9 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepDeleteControlPlaneMachines: x.deleteControlPlaneMachines,
 		StepDeleteLoadBalancer:         x.deleteLoadBalancer,
 		StepDeleteNetwork:              x.deleteNetwork,
+		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
+		StepResetNodes:                 x.resetNodes,
+		StepRemoveNodes:                x.removeNodes,
 	}[name]
 }
 
@@ -133,23 +136,34 @@ func (x *run) approveNodes(ctx context.Context) error {
 // installControlPlane installs the control-plane nodes one at a time: each
 // etcd member joins the ones before it.
 func (x *run) installControlPlane(ctx context.Context) error {
-	return x.installNodes(ctx, controlPlaneMachines(x.cl), true)
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return err
+	}
+	return x.installNodes(ctx, cps, true)
 }
 
 func (x *run) installWorkers(ctx context.Context) error {
-	ms, err := workerMachines(x.cl)
+	ms, err := x.workerTargets(ctx)
 	if err != nil {
 		return err
+	}
+	if len(ms) == 0 && x.hostsJoin() {
+		return skipped("no host is configured as a worker")
 	}
 	return x.installNodes(ctx, ms, false)
 }
 
 func (x *run) waitNodesReady(ctx context.Context) error {
-	ws, err := workerMachines(x.cl)
+	cps, err := x.controlPlaneTargets(ctx)
 	if err != nil {
 		return err
 	}
-	all := append(controlPlaneMachines(x.cl), ws...)
+	ws, err := x.workerTargets(ctx)
+	if err != nil {
+		return err
+	}
+	all := append(cps, ws...)
 	if !x.usesAgents() {
 		return x.converge(ctx, all, v1.NodeReady, "ready", true)
 	}

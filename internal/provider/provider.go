@@ -130,6 +130,21 @@ type Describer interface {
 	Describe(ctx context.Context, a *Account, region string) (Offer, error)
 }
 
+// Hosted is the optional capability of providers that make no machines:
+// users bring hosts, which join with the cluster's installer and are given
+// their roles by a person (the edge provider). Their clusters have plans of
+// their own (plan.StepsFor).
+type Hosted interface {
+	HostsJoin() bool
+}
+
+// HostsJoin reports whether the named provider's clusters are made of the
+// hosts users bring.
+func (r Registry) HostsJoin(name string) bool {
+	h, ok := r[name].(Hosted)
+	return ok && h.HostsJoin()
+}
+
 // Installing is the optional capability of providers whose machines
 // install Kubernetes: Distributions maps each distribution they can install
 // (spec.distribution) to the Kubernetes versions it offers, oldest first.

@@ -1,0 +1,99 @@
+package validate
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// Hosts are the hosts of a bring-your-own-host cluster as a person
+// configured them: how many took each role, and the names of those that
+// joined but have no role yet (DISCOVERED, APPROVED).
+type Hosts struct {
+	ControlPlanes, Workers int
+	Unconfigured           []string
+}
+
+// Configuration names the shape a spec asks for: converged (the control
+// plane runs workloads, no workers) or dedicated (at least one worker),
+// single or multi control plane.
+func Configuration(spec *v1.ClusterSpec) string {
+	size := "single"
+	if spec.ControlPlane.Size > 1 {
+		size = "multi"
+	}
+	if spec.ControlPlane.Dedicated {
+		return "dedicated " + size + " control plane"
+	}
+	return "converged " + size + " control plane"
+}
+
+// HostCounts checks the configured hosts against the spec's configuration
+// before provisioning: a converged cluster is exactly its control-plane
+// hosts (1, 3 or 5); a dedicated one also has at least one worker. It
+// returns nil when they match, otherwise a NodeCountMismatch that says what
+// is missing or extra and how to fix it.
+func HostCounts(spec *v1.ClusterSpec, h Hosts) *v1.Error {
+	cp := spec.ControlPlane.Size
+	var fix []string
+	switch {
+	case h.ControlPlanes < cp:
+		fix = append(fix, fmt.Sprintf("configure %s more as control plane", hostsN(cp-h.ControlPlanes)))
+	case h.ControlPlanes > cp:
+		fix = append(fix, fmt.Sprintf("%s too many %s the control-plane role: remove the extra, or give them the worker role",
+			hostsN(h.ControlPlanes-cp), have(h.ControlPlanes-cp)))
+	}
+	switch {
+	case spec.ControlPlane.Dedicated && h.Workers == 0:
+		fix = append(fix, "configure at least 1 host as worker")
+	case !spec.ControlPlane.Dedicated && h.Workers > 0:
+		fix = append(fix, fmt.Sprintf("a converged cluster has no workers: set spec.controlPlane.dedicated for %s, or remove %s",
+			hostsN(h.Workers), pronoun(h.Workers)))
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("a %s needs %s; configured: %d control plane, %d worker%s; %s",
+		Configuration(spec), needs(spec), h.ControlPlanes, h.Workers, plural(h.Workers), strings.Join(fix, "; "))
+	if len(h.Unconfigured) > 0 {
+		msg += fmt.Sprintf(" (joined without a role: %s; kiln node configure CLUSTER NODE --role ...)", strings.Join(h.Unconfigured, ", "))
+	}
+	return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes", Message: msg}
+}
+
+func needs(spec *v1.ClusterSpec) string {
+	s := fmt.Sprintf("%d control-plane host%s", spec.ControlPlane.Size, plural(spec.ControlPlane.Size))
+	if spec.ControlPlane.Dedicated {
+		return s + " and at least 1 worker"
+	}
+	return s + " and no workers"
+}
+
+func have(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
+func hostsN(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return fmt.Sprintf("%d hosts", n)
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
