@@ -112,9 +112,7 @@ func (a *app) readCredentials(f *accountFlags) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	for k, v := range flags {
-		creds[k] = v
-	}
+	maps.Copy(creds, flags) // a flag wins over the file
 	return creds, nil
 }
 
