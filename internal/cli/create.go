@@ -101,7 +101,7 @@ shared networks, DNS servers), and every problem found is listed.`,
 func (a *app) buildCluster(cmd *cobra.Command, args []string, f *createFlags) (*v1.Cluster, error) {
 	cl := &v1.Cluster{}
 	if f.file != "" {
-		data, err := a.readInput(f.file)
+		data, err := a.readInput(f.file, "cluster file")
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +197,9 @@ func pool(s *v1.ClusterSpec, name string) *v1.WorkerPool {
 	return nil
 }
 
-func (a *app) readInput(name string) ([]byte, error) {
+// readInput reads the file name, or stdin for "-"; what names the file in
+// an error.
+func (a *app) readInput(name, what string) ([]byte, error) {
 	if name == "-" {
 		data, err := io.ReadAll(a.stdin)
 		if err != nil {
@@ -207,7 +209,7 @@ func (a *app) readInput(name string) ([]byte, error) {
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("read cluster file: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return data, nil
 }

@@ -407,3 +407,50 @@ func renderAudit(w io.Writer, entries []v1.AuditEntry) error {
 	}
 	return tw.Flush()
 }
+
+// renderCloudAccounts prints cloud accounts with their quotas, never
+// credentials (the API does not send them).
+func renderCloudAccounts(w io.Writer, accounts []v1.CloudAccount, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tQUOTAS\tAGE")
+	for _, a := range accounts {
+		row(tw, a.Name, a.Provider, quotaSummary(a.Quotas), age(a.CreatedAt, now))
+	}
+	return tw.Flush()
+}
+
+// quotaSummary is an account's quotas on one line, in the account's order:
+// "*: 20 machines, 64 vCPUs; sim-west: 100 machines", where "*" is the entry
+// for every region without its own. No quotas is "".
+func quotaSummary(quotas []v1.Quota) string {
+	entries := make([]string, 0, len(quotas))
+	for _, q := range quotas {
+		region := q.Region
+		if region == "" {
+			region = "*"
+		}
+		var limits []string
+		for _, l := range []struct {
+			n         *int
+			one, many string
+		}{
+			{q.Machines, "machine", "machines"},
+			{q.VCPUs, "vCPU", "vCPUs"},
+			{q.LoadBalancers, "load balancer", "load balancers"},
+		} {
+			if l.n == nil {
+				continue
+			}
+			unit := l.many
+			if *l.n == 1 {
+				unit = l.one
+			}
+			limits = append(limits, fmt.Sprintf("%d %s", *l.n, unit))
+		}
+		if len(limits) == 0 {
+			limits = []string{"no limit"}
+		}
+		entries = append(entries, region+": "+strings.Join(limits, ", "))
+	}
+	return strings.Join(entries, "; ")
+}

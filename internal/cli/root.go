@@ -129,6 +129,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 		a.memberCommand(),
 		a.serviceAccountCommand(),
 		a.tokenCommand(),
+		a.cloudAccountCommand(),
 		a.auditCommand(),
 	)
 	return root

@@ -19,6 +19,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/cli"
 	"kiln.dev/kiln/internal/daemon"
+	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -100,6 +101,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("CA_FILE", d.CAFile)
 			env.Setenv("ADDR", d.Addr)
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
+			// The secret the sim provider accepts for access key AKTEST.
+			env.Setenv("SIM_SECRET", sim.SecretFor("AKTEST"))
 			return nil
 		},
 	})

@@ -1,0 +1,68 @@
+package v1
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+func cloudAccountPath(project, name string) string {
+	return projectPath(project) + "/cloudaccounts/" + url.PathEscape(name)
+}
+
+// ListCloudAccounts returns every cloud account of a project, following
+// nextLink. Credentials are never in a response.
+func (c *Client) ListCloudAccounts(ctx context.Context, project string) ([]CloudAccount, error) {
+	return listAll[CloudAccount](ctx, c, projectPath(project)+"/cloudaccounts")
+}
+
+// GetCloudAccount returns one cloud account, without its credentials, with
+// the etag to give PutCloudAccount for a conditional write.
+func (c *Client) GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error) {
+	var a CloudAccount
+	h, err := c.do(ctx, http.MethodGet, cloudAccountPath(project, name), nil, conditions{}, &a)
+	if err != nil {
+		return nil, err
+	}
+	a.ETag = etagOf(a.ETag, h)
+	return &a, nil
+}
+
+// PutCloudAccount creates or replaces a cloud account (admins only). A nil
+// a.Credentials keeps the stored credentials; a.Quotas replace the stored
+// ones (nil clears them). A non-empty ifMatch makes the write conditional on
+// the account's current etag ("*": it must exist); a stale one fails with
+// 412 Precondition Failed and changes nothing.
+func (c *Client) PutCloudAccount(ctx context.Context, project string, a *CloudAccount, ifMatch string) (*CloudAccount, error) {
+	return c.putCloudAccount(ctx, project, a, conditions{ifMatch: ifMatch})
+}
+
+// CreateCloudAccount creates a cloud account that must not exist yet
+// (If-None-Match: *, admins only); an existing one fails with 412 and is
+// left as it is.
+func (c *Client) CreateCloudAccount(ctx context.Context, project string, a *CloudAccount) (*CloudAccount, error) {
+	return c.putCloudAccount(ctx, project, a, conditions{ifNoneMatch: true})
+}
+
+func (c *Client) putCloudAccount(ctx context.Context, project string, a *CloudAccount, cond conditions) (*CloudAccount, error) {
+	var out CloudAccount
+	h, err := c.do(ctx, http.MethodPut, cloudAccountPath(project, a.Name), a, cond, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.ETag = etagOf(out.ETag, h)
+	return &out, nil
+}
+
+// DeleteCloudAccount deletes a cloud account (admins only).
+func (c *Client) DeleteCloudAccount(ctx context.Context, project, name string) error {
+	return c.del(ctx, cloudAccountPath(project, name))
+}
+
+// etagOf is a body's etag, else the ETag header's.
+func etagOf(body string, h http.Header) string {
+	if body != "" {
+		return body
+	}
+	return h.Get("ETag")
+}
