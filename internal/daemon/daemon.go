@@ -20,10 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/secret"
@@ -243,7 +245,8 @@ func (d *Daemon) start(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	providers := provider.Registry{}
+	// Edge clusters are made of hosts users bring: nothing to configure.
+	providers := provider.Registry{edge.Name: edge.Edge{}}
 	if d.cfg.Sim {
 		var opts []sim.Option
 		if d.cfg.SimJournal != "" {
@@ -293,11 +296,13 @@ func (d *Daemon) start(ctx context.Context) error {
 			activation = d.gw
 		}
 		srv := server.New(server.Options{
-			Activation:  activation,
-			Store:       wakingStore{Store: d.Store, wake: d.wakeWorker},
-			Logger:      d.log,
-			Registry:    reg,
-			Steps:       plan.Steps,
+			Activation: activation,
+			Store:      wakingStore{Store: d.Store, wake: d.wakeWorker},
+			Logger:     d.log,
+			Registry:   reg,
+			Steps: func(kind string, spec *v1.ClusterSpec) []string {
+				return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
+			},
 			Providers:   providers,
 			RateLimit:   d.cfg.RateLimit,
 			MaxInFlight: d.cfg.MaxInFlight,

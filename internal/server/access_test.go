@@ -45,6 +45,8 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/clusters/{cluster}":                                 "viewer",
 	"DELETE /v1/projects/{project}/clusters/{cluster}":                              "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/validate":                       "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/provision":                      "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/reset":                          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/activation":                     "admin",

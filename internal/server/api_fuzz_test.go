@@ -58,6 +58,8 @@ var (
 		"/v1/projects/p/serviceaccounts/sa/tokens/tok_0000000000000000",
 		"/v1/projects/p/clusters/d", // 34: a cluster that does not exist
 		"/v1/projects/p/clusters/c/validate",
+		"/v1/projects/p/clusters/c/provision",
+		"/v1/projects/p/clusters/c/reset",
 	}
 )
 

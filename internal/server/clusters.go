@@ -167,6 +167,7 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(
 				return err
 			}
 		}
+		op.Steps = s.pendingSteps(op.Kind, &cl.Spec)
 		err = s.store.BeginOperation(r.Context(), cl, op, writeCond(current))
 		if raced(err) {
 			// The project may be the thing that vanished.
@@ -178,21 +179,37 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(
 		if err != nil {
 			return err
 		}
-		s.log.InfoContext(r.Context(), "operation started", "requestId", requestID(r.Context()),
-			"cluster", key.String(), "operation", op.ID, "kind", op.Kind)
-		h := w.Header()
-		h.Set("Azure-AsyncOperation", operationPath(op.ID))
-		h.Set("Location", operationPath(op.ID))
-		h.Set("Retry-After", "1")
-		h.Set("ETag", quoteETag(cl.ETag))
 		status := http.StatusAccepted
 		if existing == nil {
 			status = http.StatusCreated
 		}
-		writeJSON(w, status, clusterOut(cl))
+		s.accepted(w, r, cl, op, status)
 		return nil
 	}
 	return errBusy("cluster")
+}
+
+// accepted answers a request that started operation op on cluster cl:
+// the cluster, with the operation's URL to poll in the headers.
+func (s *Server) accepted(w http.ResponseWriter, r *http.Request, cl *store.Cluster, op *store.Operation, status int) {
+	s.log.InfoContext(r.Context(), "operation started", "requestId", requestID(r.Context()),
+		"cluster", cl.Key().String(), "operation", op.ID, "kind", op.Kind)
+	h := w.Header()
+	h.Set("Azure-AsyncOperation", operationPath(op.ID))
+	h.Set("Location", operationPath(op.ID))
+	h.Set("Retry-After", "1")
+	h.Set("ETag", quoteETag(cl.ETag))
+	writeJSON(w, status, clusterOut(cl))
+}
+
+// pendingSteps are the steps of a new operation of kind on a cluster with
+// spec, each Pending.
+func (s *Server) pendingSteps(kind string, spec *v1.ClusterSpec) []v1.Step {
+	var steps []v1.Step
+	for _, name := range s.steps(kind, spec) {
+		steps = append(steps, v1.Step{Name: name, State: v1.StepPending})
+	}
+	return steps
 }
 
 // nextOperation builds the cluster record (spec not yet set, except on
@@ -225,9 +242,6 @@ func (s *Server) nextOperation(key store.Key, existing *store.Cluster, del bool)
 	op := &store.Operation{
 		ID: id, Project: key.Project, Cluster: key.Name,
 		Kind: kind, Status: v1.OpInProgress, StartTime: now,
-	}
-	for _, name := range s.steps(kind) {
-		op.Steps = append(op.Steps, v1.Step{Name: name, State: v1.StepPending})
 	}
 	return cl, op
 }

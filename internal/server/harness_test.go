@@ -22,7 +22,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/server"
@@ -34,8 +36,11 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 const token = "test-token"
 
-// testSteps stands in for the backend's plan.
-func testSteps(kind string) []string {
+// testSteps stands in for the backend's plan; edge clusters get theirs.
+func testSteps(kind string, spec *v1.ClusterSpec) []string {
+	if spec.Provider == "edge" {
+		return plan.StepsFor(kind, true)
+	}
 	switch kind {
 	case v1.KindDelete:
 		return []string{"delete-machines", "delete-network"}
@@ -55,7 +60,7 @@ func testProviders(t testing.TB) provider.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return provider.Registry{"local": l, "sim": sim.New()}
+	return provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{}}
 }
 
 type harness struct {

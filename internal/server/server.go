@@ -89,8 +89,9 @@ type Options struct {
 	// nil means a private registry of the server's own.
 	Registry prometheus.Registerer
 	// Steps names the Pending steps of a new operation of a kind
-	// (v1.KindCreate, ...); main wires in the backend's plan. nil: no steps.
-	Steps func(kind string) []string
+	// (v1.KindCreate, ...) on a cluster with spec; main wires in the
+	// backend's plan. nil: no steps.
+	Steps func(kind string, spec *v1.ClusterSpec) []string
 	// Providers are the providers clusters may name in spec.provider;
 	// static validation asks them which Kubernetes versions they offer and
 	// the dry run (POST .../validate) what they offer and whether they
@@ -121,7 +122,8 @@ type Server struct {
 	activation Activation
 	auth       *auth.Authenticator
 	log        *slog.Logger
-	steps      func(kind string) []string
+	steps      func(kind string, spec *v1.ClusterSpec) []string
+	providers  provider.Registry
 	catalog    validate.Catalog
 	checker    *dynamic.Checker
 	now        func() time.Time
@@ -157,6 +159,7 @@ func New(opts Options) *Server {
 		activation: opts.Activation,
 		log:        opts.Logger,
 		steps:      opts.Steps,
+		providers:  opts.Providers,
 		catalog:    validate.Catalog(opts.Providers.Catalog()),
 		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
@@ -167,7 +170,7 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.steps == nil {
-		s.steps = func(string) []string { return nil }
+		s.steps = func(string, *v1.ClusterSpec) []string { return nil }
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -265,6 +268,8 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster, "cluster", viewer, s.getCluster)
 	s.handle("DELETE "+cluster, "cluster", operator, s.deleteCluster)
 	s.handle("POST "+cluster+"/validate", "cluster", operator, s.validateCluster)
+	s.handle("POST "+cluster+"/provision", "cluster", operator, s.provisionCluster)
+	s.handle("POST "+cluster+"/reset", "cluster", operator, s.resetCluster)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// provisionCluster installs Kubernetes on the configured hosts of a cluster
+// made of hosts users bring (POST .../clusters/{c}/provision, no body):
+// 202 with a provision operation, or 409 when the hosts do not make the
+// configuration the spec asks for (NodeCountMismatch, saying what is
+// missing), when the cluster is provisioned already, or while another
+// operation runs.
+func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.hostAction(w, r, v1.KindProvision, func(ctx context.Context, cl *store.Cluster) error {
+		nodes, err := s.allNodes(ctx, cl.Key())
+		if err != nil {
+			return err
+		}
+		var h hostCounter
+		for _, n := range nodes {
+			switch {
+			case n.State == v1.NodeReady || n.State == v1.NodeNotReady:
+				if cl.Status.ProvisioningState == v1.StateSucceeded {
+					return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+						"the cluster is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
+				}
+				h.count(n.Role)
+			case n.Role != "" && n.State != v1.NodeDiscovered && n.State != v1.NodeApproved && n.State != v1.NodePrecheckFailed:
+				h.count(n.Role)
+			case n.State == v1.NodeDiscovered || n.State == v1.NodeApproved:
+				h.Unconfigured = append(h.Unconfigured, n.Name)
+			}
+		}
+		if e := validate.HostCounts(&cl.Spec, h.Hosts); e != nil {
+			return &apiError{status: http.StatusConflict, body: *e}
+		}
+		return nil
+	})
+}
+
+// resetCluster tears Kubernetes down on every host of a cluster made of
+// hosts users bring and removes the hosts from it (POST
+// .../clusters/{c}/reset, no body). The cluster keeps its settings and its
+// activation material, so hosts can join again. Refused (409) while
+// another operation runs.
+func (s *Server) resetCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.hostAction(w, r, v1.KindReset, func(context.Context, *store.Cluster) error { return nil })
+}
+
+// hostCounter counts configured hosts by role.
+type hostCounter struct{ validate.Hosts }
+
+func (h *hostCounter) count(role string) {
+	switch role {
+	case v1.RoleControlPlane:
+		h.ControlPlanes++
+	case v1.RoleWorker:
+		h.Workers++
+	}
+}
+
+// hostAction starts an operation of kind on a host cluster after check
+// passes: 202, or 404 for a missing cluster, 409 for a cluster of another
+// provider, a cluster whose create did not succeed, or one busy with an
+// operation.
+func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string, check func(context.Context, *store.Cluster) error) error {
+	if err := s.requireProject(r); err != nil {
+		return err
+	}
+	key := clusterKey(r)
+	for range maxAttempts {
+		cl, err := s.store.GetCluster(r.Context(), key)
+		if err != nil {
+			return toAPIError(err, "cluster")
+		}
+		if !s.hostsJoin(cl.Spec.Provider) {
+			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+				"a %s cluster is not made of hosts that join: its provider provisions its machines itself; %s is for edge clusters", cl.Spec.Provider, kind)
+		}
+		st := cl.Status
+		switch {
+		case st.CurrentOperation != "" && slices.Contains([]string{v1.StateCreating, v1.StateUpdating, v1.StateDeleting}, st.ProvisioningState):
+			return conflictError(&store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
+		case st.ProvisioningState == v1.StateFailed && st.FailedProvisioningState == v1.StateCreating:
+			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+				"the cluster's create failed: retry it (PUT the cluster again) or delete it before a %s", kind)
+		}
+		if err := check(r.Context(), cl); err != nil {
+			return err
+		}
+		next, op := s.nextOperation(key, cl, false)
+		op.Kind = kind
+		op.Steps = s.pendingSteps(kind, &next.Spec)
+		err = s.store.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
+		if raced(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.accepted(w, r, next, op, http.StatusAccepted)
+		return nil
+	}
+	return errBusy("cluster")
+}
+
+// hostsJoin reports whether the named provider's clusters are made of the
+// hosts users bring.
+func (s *Server) hostsJoin(name string) bool { return s.providers.HostsJoin(name) }
+
+// allNodes reads every node of cluster k.
+func (s *Server) allNodes(ctx context.Context, k store.Key) ([]*store.Node, error) {
+	var out []*store.Node
+	pg := store.Page{Limit: 1000}
+	for {
+		ns, next, err := s.store.ListNodes(ctx, k, pg)
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		out = append(out, ns...)
+		if next == "" {
+			return out, nil
+		}
+		pg.Token = next
+	}
+}

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/edge"
+	"kiln.dev/kiln/internal/store"
+)
+
+const edgeCluster = `{"spec": {"provider": "edge", "nodeApproval": "manual", "controlPlane": {"size": 1, "dedicated": true}}}`
+
+// runBackend runs the claimed operation to its end with the real plan.
+func (h *harness) runBackend() {
+	h.t.Helper()
+	r := plan.NewRunner(plan.Options{Store: h.store, Providers: provider.Registry{"edge": edge.Edge{}},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := r.Run(h.t.Context(), h.claim()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) host(name, state, role string) {
+	h.t.Helper()
+	n := &store.Node{Project: "p", Node: v1.Node{Name: name, Cluster: "e", State: state, Role: role, Address: "192.0.2.1"}}
+	if err := h.store.PutNode(h.t.Context(), n, store.Cond{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// Provision and reset of an edge cluster, and every refusal on the way.
+func TestProvisionAndReset(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	const base = "/v1/projects/p/clusters/e"
+	_, createOp := h.createCluster("p", "e", edgeCluster)
+
+	// Nothing while the create runs.
+	r := h.must(http.StatusConflict, "POST", base+"/provision", "")
+	if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != "/v1/operations/"+createOp {
+		t.Errorf("provision during create: %s", r.body)
+	}
+	r = h.must(http.StatusConflict, "POST", base+"/reset", "")
+	if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != "/v1/operations/"+createOp {
+		t.Errorf("reset during create: %s", r.body)
+	}
+	h.runBackend()
+
+	// No host configured yet: what is missing, and who joined without a role.
+	h.host("host-b", v1.NodeApproved, "")
+	r = h.must(http.StatusConflict, "POST", base+"/provision", "")
+	e := r.errorBody(t)
+	if e.Code != v1.CodeNodeCountMismatch || e.Target != "nodes" ||
+		!strings.Contains(e.Message, "configure 1 host more as control plane; configure at least 1 host as worker") ||
+		!strings.Contains(e.Message, "joined without a role: host-b") {
+		t.Errorf("provision without hosts: %s", r.body)
+	}
+
+	// The configuration matches: a provision operation starts.
+	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	h.host("host-b", v1.NodeConfigured, v1.RoleWorker)
+	r = h.must(http.StatusAccepted, "POST", base+"/provision", "")
+	opURL := r.header.Get("Azure-AsyncOperation")
+	var op v1.Operation
+	h.must(http.StatusOK, "GET", opURL, "").decode(t, &op)
+	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 5 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
+		t.Errorf("provision operation = %+v", op.Properties)
+	}
+	// Provision twice, or reset while it runs: refused, naming it.
+	for _, action := range []string{"provision", "reset"} {
+		r = h.must(http.StatusConflict, "POST", base+"/"+action, "")
+		if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != opURL {
+			t.Errorf("%s during provision: %s", action, r.body)
+		}
+	}
+}
+
+func TestProvisionRefusals(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	h.createCluster("p", "e", edgeCluster)
+	h.runBackend()
+	h.host("host-a", v1.NodeReady, v1.RoleControlPlane)
+	h.host("host-b", v1.NodeReady, v1.RoleWorker)
+	r := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/e/provision", "")
+	if e := r.errorBody(t); e.Code != v1.CodeConflict || !strings.Contains(e.Message, "provisioned already") {
+		t.Errorf("provision of a provisioned cluster: %s", r.body)
+	}
+	// A reset is what lets it be provisioned again.
+	h.must(http.StatusAccepted, "POST", "/v1/projects/p/clusters/e/reset", "")
+
+	h.createCluster("p", "s", `{"spec": {"provider": "sim"}}`)
+	r = h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/s/reset", "")
+	if e := r.errorBody(t); !strings.Contains(e.Message, "not made of hosts that join") {
+		t.Errorf("reset of a sim cluster: %s", r.body)
+	}
+	h.must(http.StatusNotFound, "POST", "/v1/projects/p/clusters/nope/provision", "")
+	h.must(http.StatusNotFound, "POST", "/v1/projects/q/clusters/e/provision", "")
+}
