@@ -36,6 +36,8 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterDescribeCommand(),
 		a.clusterDeleteCommand(),
 		a.clusterScaleCommand(),
+		a.clusterProvisionCommand(),
+		a.clusterResetCommand(),
 	)
 	return cmd
 }
