@@ -15,6 +15,9 @@ import (
 type Activation interface {
 	Reissue(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
 	Revoke(ctx context.Context, k store.Key) error
+	// Credentials reads the cluster's activation credential and
+	// passphrase, for its installer.
+	Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
 }
 
 // reissueActivation answers 201 with a new credential and passphrase; the

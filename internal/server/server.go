@@ -110,6 +110,9 @@ type Options struct {
 	// Activation reissues and revokes activation material; nil answers
 	// those routes 409 (a process without an agent gateway).
 	Activation Activation
+	// Installer finds what an edge host's installer holds besides the
+	// cluster's activation material; its zero value offers no installer.
+	Installer Installer
 	// MaxInFlight caps the API requests served at once (health checks and
 	// operation long-polls aside); more are answered 429 with Retry-After.
 	// 0 means 512; negative turns the cap off.
@@ -120,6 +123,7 @@ type Options struct {
 type Server struct {
 	store      Store
 	activation Activation
+	installer  Installer
 	auth       *auth.Authenticator
 	log        *slog.Logger
 	steps      func(kind string, spec *v1.ClusterSpec) []string
@@ -157,6 +161,7 @@ func New(opts Options) *Server {
 		stopping:   make(chan struct{}),
 		store:      opts.Store,
 		activation: opts.Activation,
+		installer:  opts.Installer,
 		log:        opts.Logger,
 		steps:      opts.Steps,
 		providers:  opts.Providers,
@@ -273,6 +278,7 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)
+	s.handle("GET "+cluster+"/installer", "cluster", audited(inProject(v1.RoleAdmin)), s.getInstaller)
 	s.handle("GET "+cluster+"/nodes", "cluster", viewer, s.listNodes)
 	s.handle("GET "+cluster+"/nodes/{node}", "node", viewer, s.getNode)
 	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", operator, s.approveNode)
