@@ -1,5 +1,6 @@
 // Package distro names the Kubernetes distributions Kiln installs and the
-// versions each offers. The installers are in its subpackages (local, ...).
+// versions each offers. The installers are in its subpackages (local,
+// kubeadm).
 package distro
 
 import "slices"
@@ -13,9 +14,12 @@ var localVersions = []string{"v1.36.3"}
 func LocalVersions() []string { return slices.Clone(localVersions) }
 
 // kubeadmVersions are the Kubernetes releases the kubeadm distribution
-// installs from pkgs.k8s.io, oldest first.
-var kubeadmVersions = []string{"v1.34.3", "v1.35.1", "v1.36.3"}
+// installs, oldest first: one patch release of each supported minor.
+var kubeadmVersions = []string{"v1.34.4", "v1.35.4", "v1.36.3"}
 
 // KubeadmVersions returns the Kubernetes versions the kubeadm distribution
-// installs, oldest first.
+// installs, oldest first. The plan pins the apt package version from the
+// chosen one (kubelet, kubeadm and kubectl at 1.36.3-1.1 from the v1.36
+// repository of pkgs.k8s.io for v1.36.3), so a version offered here must be
+// a published kubeadm release.
 func KubeadmVersions() []string { return slices.Clone(kubeadmVersions) }

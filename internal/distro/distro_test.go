@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"kiln.dev/kiln/internal/distro"
@@ -23,5 +24,26 @@ func TestLocalVersionsMatchTheBuild(t *testing.T) {
 	}
 	if got := distro.LocalVersions(); !slices.Contains(got, string(m[1])) {
 		t.Errorf("LocalVersions() = %v, want it to hold the Makefile's KUBE_VERSION %s", got, m[1])
+	}
+}
+
+// The kubeadm distribution's versions are vMAJOR.MINOR.PATCH, oldest first,
+// one per minor (the plan takes the apt repository from the minor).
+func TestKubeadmVersions(t *testing.T) {
+	re := regexp.MustCompile(`^v1\.(\d+)\.(\d+)$`)
+	prev := -1
+	for _, v := range distro.KubeadmVersions() {
+		m := re.FindStringSubmatch(v)
+		if m == nil {
+			t.Fatalf("%q is not v1.MINOR.PATCH", v)
+		}
+		minor, _ := strconv.Atoi(m[1])
+		if minor <= prev {
+			t.Errorf("%s: minors must increase, one version each", v)
+		}
+		prev = minor
+	}
+	if prev < 0 {
+		t.Error("no kubeadm versions")
 	}
 }

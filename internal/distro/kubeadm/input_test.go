@@ -1,0 +1,289 @@
+package kubeadm
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func workerJoin() Input {
+	in := firstControlPlane()
+	in.FirstControlPlane = false
+	in.Node = Node{Name: "demo-default-1", Address: "10.0.0.21", Role: v1.RoleWorker}
+	in.Join = JoinMaterial{Token: testToken, CACertHashes: []string{testCACertHash}}
+	return in
+}
+
+func controlPlaneJoin() Input {
+	in := workerJoin()
+	in.Node = Node{Name: "demo-cp-2", Address: "10.0.0.12", Role: v1.RoleControlPlane}
+	in.Join.CertificateKey = testCertificateKey
+	return in
+}
+
+// Every refusal of Build names the field at fault.
+func TestBuildRefuses(t *testing.T) {
+	const key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+	tests := []struct {
+		name  string
+		base  func() Input
+		edit  func(*Input)
+		field string
+	}{
+		{"no cluster name", firstControlPlane, func(in *Input) { in.ClusterName = "" }, "clusterName"},
+		{"cluster name upper case", firstControlPlane, func(in *Input) { in.ClusterName = "Demo" }, "clusterName"},
+		{"version without v", firstControlPlane, func(in *Input) { in.KubernetesVersion = "1.36.3" }, "kubernetesVersion"},
+		{"version not offered", firstControlPlane, func(in *Input) { in.KubernetesVersion = "v1.30.0" }, "kubernetesVersion"},
+		{"endpoint without port", firstControlPlane, func(in *Input) { in.Endpoint = "10.0.0.5" }, "endpoint"},
+		{"endpoint without host", firstControlPlane, func(in *Input) { in.Endpoint = ":6443" }, "endpoint"},
+		{"endpoint port 0", firstControlPlane, func(in *Input) { in.Endpoint = "10.0.0.5:0" }, "endpoint"},
+		{"endpoint port too large", firstControlPlane, func(in *Input) { in.Endpoint = "10.0.0.5:65536" }, "endpoint"},
+		{"endpoint port not a number", firstControlPlane, func(in *Input) { in.Endpoint = "10.0.0.5:https" }, "endpoint"},
+		{"endpoint IPv6", firstControlPlane, func(in *Input) { in.Endpoint = "[fd00::5]:6443" }, "endpoint"},
+		{"endpoint bad name", firstControlPlane, func(in *Input) { in.Endpoint = "API_server:6443" }, "endpoint"},
+		{"endpoint in service CIDR", firstControlPlane, func(in *Input) { in.Endpoint = "10.96.0.1:6443" }, "endpoint"},
+		{"pod CIDR not a CIDR", firstControlPlane, func(in *Input) { in.PodCIDR = "10.244.0.0" }, "podCIDR"},
+		{"pod CIDR host bits", firstControlPlane, func(in *Input) { in.PodCIDR = "10.244.1.0/16" }, "podCIDR"},
+		{"pod CIDR IPv6", firstControlPlane, func(in *Input) { in.PodCIDR = "fd00:10::/56" }, "podCIDR"},
+		{"pod CIDR too small", firstControlPlane, func(in *Input) { in.PodCIDR = "10.244.0.0/25" }, "podCIDR"},
+		{"pod CIDR too large", firstControlPlane, func(in *Input) { in.PodCIDR = "10.0.0.0/7" }, "podCIDR"},
+		{"service CIDR too large", firstControlPlane, func(in *Input) { in.ServiceCIDR = "10.0.0.0/11" }, "serviceCIDR"},
+		{"service CIDR too small", firstControlPlane, func(in *Input) { in.ServiceCIDR = "10.96.0.0/29" }, "serviceCIDR"},
+		{"service CIDR bad", firstControlPlane, func(in *Input) { in.ServiceCIDR = "ten/12" }, "serviceCIDR"},
+		{"service CIDR overlaps pod CIDR", firstControlPlane, func(in *Input) { in.ServiceCIDR = "10.244.128.0/20" }, "serviceCIDR"},
+		{"flannel", firstControlPlane, func(in *Input) { in.CNI = "flannel" }, "cni"},
+		{"unknown CNI", firstControlPlane, func(in *Input) { in.CNI = "weave" }, "cni"},
+		{"no node name", firstControlPlane, func(in *Input) { in.Node.Name = "" }, "node.name"},
+		{"node name with underscore", firstControlPlane, func(in *Input) { in.Node.Name = "cp_1" }, "node.name"},
+		{"no node address", firstControlPlane, func(in *Input) { in.Node.Address = "" }, "node.address"},
+		{"node address IPv6", firstControlPlane, func(in *Input) { in.Node.Address = "fd00::11" }, "node.address"},
+		{"node address loopback", firstControlPlane, func(in *Input) { in.Node.Address = "127.0.0.1" }, "node.address"},
+		{"node address in pod CIDR", firstControlPlane, func(in *Input) { in.Node.Address = "10.244.3.4" }, "node.address"},
+		{"unknown role", firstControlPlane, func(in *Input) { in.Node.Role = "master" }, "node.role"},
+		{"first control plane on a worker", workerJoin, func(in *Input) { in.FirstControlPlane = true }, "firstControlPlane"},
+		{"interface with a space", firstControlPlane, func(in *Input) { in.Node.Interface = "eth 0" }, "node.interface"},
+		{"interface too long", firstControlPlane, func(in *Input) { in.Node.Interface = "enp0s31f6abcdefgh" }, "node.interface"},
+		{"unknown arch", firstControlPlane, func(in *Input) { in.Node.Arch = "riscv64" }, "node.arch"},
+		{"bad label key", workerJoin, func(in *Input) { in.Node.Labels = map[string]string{"-team": "a"} }, `node.labels["-team"]`},
+		{"bad label value", workerJoin, func(in *Input) { in.Node.Labels = map[string]string{"team": "a,b=c"} }, `node.labels["team"]`},
+		{"role label", workerJoin, func(in *Input) {
+			in.Node.Labels = map[string]string{"node-role.kubernetes.io/worker": ""}
+		}, `node.labels["node-role.kubernetes.io/worker"]`},
+		{"k8s.io label", workerJoin, func(in *Input) { in.Node.Labels = map[string]string{"k8s.io/x": "y"} }, `node.labels["k8s.io/x"]`},
+		{"bad token", workerJoin, func(in *Input) { in.Join.Token = "abcdef0123456789abcdef" }, "join.token"},
+		{"bad token on the first control plane", firstControlPlane, func(in *Input) { in.Join.Token = "ABCDEF.0123456789abcdef" }, "join.token"},
+		{"worker join without token", workerJoin, func(in *Input) { in.Join.Token = "" }, "join.token"},
+		{"control-plane join without token", controlPlaneJoin, func(in *Input) { in.Join.Token = "" }, "join.token"},
+		{"join without CA hash", workerJoin, func(in *Input) { in.Join.CACertHashes = nil }, "join.caCertHashes"},
+		{"bad CA hash", workerJoin, func(in *Input) { in.Join.CACertHashes = []string{"7c1b0f2e"} }, "join.caCertHashes[0]"},
+		{"CA hash on the first control plane", firstControlPlane, func(in *Input) {
+			in.Join.CACertHashes = []string{testCACertHash}
+		}, "join.caCertHashes"},
+		{"control-plane join without certificate key", controlPlaneJoin, func(in *Input) { in.Join.CertificateKey = "" }, "join.certificateKey"},
+		{"bad certificate key", controlPlaneJoin, func(in *Input) { in.Join.CertificateKey = "0d5b" }, "join.certificateKey"},
+		{"certificate key on a worker", workerJoin, func(in *Input) { in.Join.CertificateKey = testCertificateKey }, "join.certificateKey"},
+		{"proxy not http", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{HTTPProxy: "ftp://proxy:21"} }, "proxy.httpProxy"},
+		{"proxy without host", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{HTTPProxy: "http://"} }, "proxy.httpProxy"},
+		{"https proxy with a quote", firstControlPlane, func(in *Input) {
+			in.Proxy = &v1.Proxy{HTTPSProxy: `http://proxy:3128/"x`}
+		}, "proxy.httpsProxy"},
+		{"no-proxy entry with a space", firstControlPlane, func(in *Input) {
+			in.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", NoProxy: "a.example, b example"}
+		}, "proxy.noProxy"},
+		{"root CA not PEM", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{RootCA: "not a certificate"} }, "proxy.rootCA"},
+		{"root CA with a private key", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{RootCA: key} }, "proxy.rootCA"},
+		{"root CA that does not parse", firstControlPlane, func(in *Input) {
+			in.Proxy = &v1.Proxy{RootCA: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}
+		}, "proxy.rootCA"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.base()
+			tt.edit(&in)
+			p, err := Build(in)
+			if err == nil {
+				t.Fatalf("Build succeeded, want a refusal of %s; summary %q", tt.field, p.Summary)
+			}
+			if !errors.Is(err, ErrInvalidInput) {
+				t.Errorf("error %v does not wrap ErrInvalidInput", err)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a *FieldError", err)
+			}
+			if fe.Field != tt.field {
+				t.Errorf("field %q, want %q (error: %v)", fe.Field, tt.field, err)
+			}
+			if fe.Reason == "" || !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("error %q should name %s and say why", err, tt.field)
+			}
+		})
+	}
+}
+
+// The refusal table's bases are accepted as they are, so each row tests its
+// one change.
+func TestBuildAccepts(t *testing.T) {
+	ca := readCA(t)
+	tests := []struct {
+		name string
+		in   Input
+	}{
+		{"first control plane", firstControlPlane()},
+		{"worker join", workerJoin()},
+		{"control-plane join", controlPlaneJoin()},
+		{"labels a kubelet may set", func() Input {
+			in := workerJoin()
+			in.Node.Labels = map[string]string{
+				"node.kubernetes.io/instance-type": "m5", "kubelet.kubernetes.io/x": "y",
+				"topology.kubernetes.io/region": "eu", "a.node.kubernetes.io/b": "c", "kubernetes.io.example.com/x": "z",
+			}
+			return in
+		}()},
+		{"root CA without a proxy", func() Input {
+			in := workerJoin()
+			in.Proxy = &v1.Proxy{RootCA: ca}
+			return in
+		}()},
+		{"endpoint by name", func() Input { in := workerJoin(); in.Endpoint = "api.example.com:443"; return in }()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Build(tt.in); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// NO_PROXY holds the user's entries, then the node, the endpoint, the pod
+// and service CIDRs, localhost and the cluster's service domains, each once.
+func TestNoProxy(t *testing.T) {
+	in := workerJoin()
+	in.Endpoint = "api.demo.example.com:6443"
+	in.PodCIDR = "172.20.0.0/16"
+	in.Proxy = &v1.Proxy{
+		HTTPProxy: "http://proxy.example.com:3128",
+		NoProxy:   " LOCALHOST,.svc, corp.example ,,10.0.0.21,corp.example,172.20.0.0/16",
+	}
+	p, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range p.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, dup := env[name]; dup {
+			t.Errorf("%s is set twice in %q", name, p.Env)
+		}
+		env[name] = value
+	}
+	if env["NO_PROXY"] != env["no_proxy"] {
+		t.Errorf("NO_PROXY %q and no_proxy %q differ", env["NO_PROXY"], env["no_proxy"])
+	}
+	got := strings.Split(env["NO_PROXY"], ",")
+	want := []string{"LOCALHOST", ".svc", "corp.example", "10.0.0.21", "172.20.0.0/16",
+		"127.0.0.1", "api.demo.example.com", "10.96.0.0/12", ".cluster.local"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NO_PROXY (-want +got):\n%s", diff)
+	}
+	seen := map[string]bool{}
+	for _, e := range got {
+		if k := strings.ToLower(e); seen[k] {
+			t.Errorf("NO_PROXY lists %q twice", e)
+		} else {
+			seen[k] = true
+		}
+	}
+	for _, required := range []string{"localhost", "127.0.0.1", "10.0.0.21", "api.demo.example.com",
+		"172.20.0.0/16", "10.96.0.0/12", ".svc", ".cluster.local"} {
+		if !seen[required] {
+			t.Errorf("NO_PROXY %q lacks %s", env["NO_PROXY"], required)
+		}
+	}
+	if _, ok := env["HTTPS_PROXY"]; ok {
+		t.Errorf("HTTPS_PROXY set without an httpsProxy: %q", p.Env)
+	}
+	// The services get the same list.
+	for _, f := range p.Files {
+		if strings.HasSuffix(f.Path, "kiln-proxy.conf") && !strings.Contains(f.Content, `"NO_PROXY=`+env["NO_PROXY"]+`"`) {
+			t.Errorf("%s does not set NO_PROXY=%s:\n%s", f.Path, env["NO_PROXY"], f.Content)
+		}
+	}
+}
+
+// No proxy URL, no proxy environment and no drop-ins.
+func TestNoProxyWithoutProxy(t *testing.T) {
+	in := workerJoin()
+	in.Proxy = &v1.Proxy{NoProxy: "corp.example"}
+	p, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"DEBIAN_FRONTEND=noninteractive"}; !slices.Equal(p.Env, want) {
+		t.Errorf("Env %q, want %q", p.Env, want)
+	}
+	for _, f := range p.Files {
+		if strings.Contains(f.Path, "proxy") {
+			t.Errorf("file %s written without a proxy", f.Path)
+		}
+	}
+}
+
+// The same input gives the same plan, byte for byte, however often it is
+// built (map order, for one, must not leak into it).
+func TestDeterministic(t *testing.T) {
+	for _, tt := range goldenCases {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in(t)
+			in.Node.Labels = map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6", "g": "7", "h": "8"}
+			first, err := Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				again, err := Build(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if again.Script() != first.Script() || !reflect.DeepEqual(again, first) {
+					t.Fatalf("two builds of the same input differ:\n%s", cmp.Diff(first.Script(), again.Script()))
+				}
+			}
+		})
+	}
+}
+
+// Build does not change its input (the maps and slices it was given).
+func TestBuildKeepsInput(t *testing.T) {
+	in := controlPlaneJoin()
+	in.Node.Labels = map[string]string{"team": "a"}
+	in.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", NoProxy: "x"}
+	before := cloneInput(in)
+	if _, err := Build(in); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, in); diff != "" {
+		t.Errorf("input changed (-before +after):\n%s", diff)
+	}
+}
+
+func cloneInput(in Input) Input {
+	out := in
+	out.Node.Labels = map[string]string{}
+	for k, v := range in.Node.Labels {
+		out.Node.Labels[k] = v
+	}
+	out.Join.CACertHashes = slices.Clone(in.Join.CACertHashes)
+	if in.Proxy != nil {
+		p := *in.Proxy
+		out.Proxy = &p
+	}
+	return out
+}
