@@ -11,8 +11,9 @@ FUZZTIME ?= 15
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build kilnd, kiln and kiln-agent into bin/
+build: ## build kilnd, kiln and kiln-agent into bin/, and kiln-agent for each architecture edge installers offer
 	$(GO) build -o $(BIN)/ ./cmd/...
+	for arch in amd64 arm64; do GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -o $(BIN)/kiln-agent-linux-$$arch ./cmd/kiln-agent; done
 
 test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 	$(GO) test -count=1 $(PKGS)

@@ -3,6 +3,7 @@ package v1
 import (
 	"context"
 	"net/http"
+	"net/url"
 )
 
 // ProvisionCluster installs Kubernetes on the configured hosts of an edge
@@ -28,4 +29,17 @@ func (c *Client) clusterAction(ctx context.Context, project, name, action string
 	}
 	fillETag(&out, h)
 	return &out, clusterOperation(&out, h), nil
+}
+
+// Installer downloads an edge cluster's installer for linux/arch (admins
+// only): a gzipped tar of the agent, the activation credential and
+// passphrase, and install.sh; and the command that joins a host, run as root
+// where the tar was unpacked.
+func (c *Client) Installer(ctx context.Context, project, cluster, arch string) (bundle []byte, command string, err error) {
+	path := clusterPath(project, cluster) + "/installer?arch=" + url.QueryEscape(arch)
+	h, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &bundle)
+	if err != nil {
+		return nil, "", err
+	}
+	return bundle, h.Get("X-Kiln-Install-Command"), nil
 }

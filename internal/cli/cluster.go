@@ -38,6 +38,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterScaleCommand(),
 		a.clusterProvisionCommand(),
 		a.clusterResetCommand(),
+		a.clusterInstallerCommand(),
 	)
 	return cmd
 }

@@ -1,8 +1,18 @@
 package cli
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"kiln.dev/kiln/internal/atomicfile"
 
 	"github.com/spf13/cobra"
 
@@ -82,4 +92,87 @@ func (a *app) clusterAction(cmd *cobra.Command, name string, wait bool, doing st
 		return a.printCluster(out)
 	}
 	return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
+}
+
+func (a *app) clusterInstallerCommand() *cobra.Command {
+	var arch, dir string
+	cmd := &cobra.Command{
+		Use:   "installer NAME [--arch amd64|arm64] [-d DIR]",
+		Short: "Write an edge cluster's installer: the agent, its credentials and the command for a host",
+		Long: `installer writes what a host needs to join an edge cluster into DIR
+(default ./kiln-installer-NAME): the kiln-agent program for --arch, the
+cluster's activation credential (credentials.json) and passphrase, both
+mode 0600, and install.sh. It prints the command to run on each host, as
+root, in that directory. The host runs its prechecks, registers and shows
+up in 'kiln node list NAME' as DISCOVERED; with nodeApproval manual it waits
+for 'kiln node approve'.
+
+The credential and passphrase are secrets: only project admins may download
+them, each download is in the audit log, and 'kiln' never prints them.`,
+		Example: "  kiln cluster installer edge1\n  kiln cluster installer edge1 --arch arm64 -d /tmp/edge1-arm",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if arch != "amd64" && arch != "arm64" {
+				return usageErrorf("--arch must be amd64 or arm64, not %q", arch)
+			}
+			if dir == "" {
+				dir = "kiln-installer-" + name
+			}
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			bundle, command, err := c.Installer(cmd.Context(), s.Project, name, arch)
+			if err != nil {
+				return err
+			}
+			files, err := unpackInstaller(bundle, dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "Wrote the installer of cluster %q (linux/%s) to %s: %s.\n", name, arch, dir, strings.Join(files, ", "))
+			fmt.Fprintf(a.stderr, "Copy it to each host and run there, as root, in that directory:\n")
+			fmt.Fprintln(a.stdout, command)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&arch, "arch", "amd64", "the hosts' architecture: amd64 or arm64")
+	cmd.Flags().StringVarP(&dir, "dir", "d", "", "where to write the installer (default ./kiln-installer-NAME)")
+	return cmd
+}
+
+// unpackInstaller writes the installer's files into dir (made 0700) with
+// their modes and returns their names. Only plain file names are taken:
+// nothing is written outside dir.
+func unpackInstaller(bundle []byte, dir string) ([]string, error) {
+	gz, err := gzip.NewReader(bytes.NewReader(bundle))
+	if err != nil {
+		return nil, fmt.Errorf("read the installer: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return names, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the installer: %w", err)
+		}
+		if hd.Typeflag != tar.TypeReg || hd.Name != filepath.Base(hd.Name) || hd.Name == ".." || hd.Name == "." {
+			return nil, fmt.Errorf("the installer holds an unexpected entry %q", hd.Name)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, 256<<20))
+		if err != nil {
+			return nil, fmt.Errorf("read the installer: %w", err)
+		}
+		if err := atomicfile.Write(filepath.Join(dir, hd.Name), data, os.FileMode(hd.Mode)&0o777); err != nil {
+			return nil, err
+		}
+		names = append(names, hd.Name)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"kiln.dev/kiln/internal/atomicfile"
@@ -131,6 +132,21 @@ func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
 		args = append(args, "--kube-binary", d.cfg.KubeBinary)
 	}
 	return exec.Command(d.cfg.AgentBinary, args...), nil
+}
+
+// agentBinary is the kiln-agent program for linux/arch that edge
+// installers hold: kiln-agent-linux-ARCH next to the agent this kilnd runs
+// (make build builds one per architecture), or that agent itself for this
+// machine's architecture.
+func (d *Daemon) agentBinary(arch string) (string, error) {
+	path := filepath.Join(filepath.Dir(d.cfg.AgentBinary), "kiln-agent-linux-"+arch)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if arch == runtime.GOARCH && runtime.GOOS == "linux" {
+		return d.cfg.AgentBinary, nil
+	}
+	return "", fmt.Errorf("%s is missing", path)
 }
 
 // besideExecutable is the path of a program installed next to kilnd.

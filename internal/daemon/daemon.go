@@ -304,6 +304,7 @@ func (d *Daemon) start(ctx context.Context) error {
 				return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 			},
 			Providers:   providers,
+			Installer:   server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
 			RateLimit:   d.cfg.RateLimit,
 			MaxInFlight: d.cfg.MaxInFlight,
 		})

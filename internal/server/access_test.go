@@ -46,6 +46,7 @@ var required = map[string]string{
 	"DELETE /v1/projects/{project}/clusters/{cluster}":                              "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/validate":                       "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/provision":                      "operator",
+	"GET /v1/projects/{project}/clusters/{cluster}/installer":                       "admin",
 	"POST /v1/projects/{project}/clusters/{cluster}/reset":                          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",

@@ -60,6 +60,7 @@ var (
 		"/v1/projects/p/clusters/c/validate",
 		"/v1/projects/p/clusters/c/provision",
 		"/v1/projects/p/clusters/c/reset",
+		"/v1/projects/p/clusters/c/installer",
 	}
 )
 

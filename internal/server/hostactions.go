@@ -71,6 +71,9 @@ func (h *hostCounter) count(role string) {
 // provider, a cluster whose create did not succeed, or one busy with an
 // operation.
 func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string, check func(context.Context, *store.Cluster) error) error {
+	if hasBody(r) {
+		return invalidRequest("this request takes no body")
+	}
 	if err := s.requireProject(r); err != nil {
 		return err
 	}

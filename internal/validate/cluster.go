@@ -87,6 +87,9 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.invalid("spec.profile.version", "must be 0 (latest) or a positive version")
 	}
 	e.network(&spec.Network, NodeCount(spec))
+	if spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == "flannel" {
+		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel")
+	}
 	e.controlPlane(&spec.ControlPlane)
 	e.pools(spec.WorkerPools)
 	if n := NodeCount(spec); n > MaxNodes {

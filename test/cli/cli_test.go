@@ -21,6 +21,7 @@ import (
 	"kiln.dev/kiln/internal/daemon"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 func TestMain(m *testing.M) {
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	// The agent edge installers hold (kilnd serves the one beside it).
+	bin := t.TempDir()
+	if err := kilndtest.Build(bin, "kiln.dev/kiln/cmd/kiln-agent"); err != nil {
+		t.Fatal(err)
+	}
 	stores := map[string]store.Store{} // by work dir: the kilnd of each script
 	var mu sync.Mutex
 	testscript.Run(t, testscript.Params{
@@ -80,6 +86,7 @@ func TestScripts(t *testing.T) {
 				DataDir:     dataDir,
 				Listen:      "127.0.0.1:0",
 				AgentListen: "127.0.0.1:0",
+				AgentBinary: filepath.Join(bin, "kiln-agent"),
 				Dev:         true,
 				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
