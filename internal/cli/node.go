@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,27 +24,86 @@ func (a *app) nodeCommand() *cobra.Command {
 	return cmd
 }
 
+// nodeStates are the states a node can be in, for --state.
+var nodeStates = []string{v1.NodeDiscovered, v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning,
+	v1.NodeReady, v1.NodeNotReady, v1.NodeDeleting, v1.NodeFailed, v1.NodePrecheckFailed}
+
+// nodeSorts are the orders of --sort, each by name after its key.
+var nodeSorts = map[string]func(v1.Node) string{
+	"name":     func(n v1.Node) string { return "" },
+	"hostname": func(n v1.Node) string { return hostname(n) },
+	"state":    func(n v1.Node) string { return n.State },
+	"role":     func(n v1.Node) string { return n.Role },
+}
+
+func hostname(n v1.Node) string {
+	if n.Facts != nil {
+		return n.Facts.Hostname
+	}
+	return ""
+}
+
 func (a *app) nodeListCommand() *cobra.Command {
-	return &cobra.Command{
+	var (
+		states       []string
+		role, search string
+		sortBy       string
+	)
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
-		Short:   "List the nodes of a cluster",
-		Example: "  kiln node list dev\n  kiln node list dev -o json",
-		Args:    exactArgs("CLUSTER"),
+		Short:   "List the nodes of a cluster, searched and sorted",
+		Long: `list shows a cluster's nodes: name, role, pool, state, address, last heartbeat.
+--state and --role keep the nodes in those states and that role; --search
+keeps those whose name or hostname contains the text. --sort orders them by
+name (the default), hostname, state or role.`,
+		Example: `  kiln node list dev
+  kiln node list edge1 --state DISCOVERED,APPROVED --sort hostname
+  kiln node list edge1 --role worker --search rack2 -o json`,
+		Args: exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			for i, st := range states {
+				states[i] = strings.ToUpper(st)
+				if !slices.Contains(nodeStates, states[i]) {
+					return usageErrorf("--state %q is not a node state; one of %s", st, strings.Join(nodeStates, ", "))
+				}
+			}
+			if role != "" && role != v1.RoleControlPlane && role != v1.RoleWorker {
+				return usageErrorf("--role must be %s or %s", v1.RoleControlPlane, v1.RoleWorker)
+			}
+			key, ok := nodeSorts[sortBy]
+			if !ok {
+				return usageErrorf("--sort must be one of name, hostname, state, role")
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
 			}
-			nodes, err := c.ListNodes(cmd.Context(), s.Project, args[0])
+			all, err := c.ListNodes(cmd.Context(), s.Project, args[0])
 			if err != nil {
 				return err
 			}
+			nodes := make([]v1.Node, 0, len(all))
+			for _, n := range all {
+				if (len(states) == 0 || slices.Contains(states, n.State)) && (role == "" || n.Role == role) &&
+					(search == "" || strings.Contains(n.Name, search) || strings.Contains(hostname(n), search)) {
+					nodes = append(nodes, n)
+				}
+			}
+			slices.SortStableFunc(nodes, func(x, y v1.Node) int {
+				return cmp.Or(strings.Compare(key(x), key(y)), strings.Compare(x.Name, y.Name))
+			})
 			return a.emit(v1.List[v1.Node]{Value: nodes}, func(w io.Writer) error {
 				return renderNodes(w, nodes, a.now())
 			})
 		}),
 	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&states, "state", nil, "only nodes in these states (comma-separated or repeated)")
+	fl.StringVar(&role, "role", "", "only nodes of this role: control-plane or worker")
+	fl.StringVar(&search, "search", "", "only nodes whose name or hostname contains this text")
+	fl.StringVar(&sortBy, "sort", "name", "order: name, hostname, state or role")
+	return cmd
 }
 
 func (a *app) nodeGetCommand() *cobra.Command {
