@@ -37,6 +37,9 @@ type AgentCredentials struct {
 	Cluster      string `json:"cluster"`      // the cluster's id, /v1/projects/{p}/clusters/{c}
 	ID           string `json:"id"`
 	Secret       string `json:"secret"`
+	// ExpiresAt is when the credential stops admitting hosts: its issue
+	// time plus the cluster's certificateTTLDays.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // RegisterRequest is the body of POST /v1/agent/register.

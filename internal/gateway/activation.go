@@ -117,7 +117,8 @@ func ReissueActivation(ctx context.Context, st ActivationStore, k store.Key) (*A
 		}
 		cleartext := clearCredential{ID: newCredentialID(k), Secret: secret}
 		retired := append([]retiredCredential{{ID: old.ID, At: time.Now().UTC()}}, old.Retired...)
-		hashed := credentialHash{ID: cleartext.ID, SHA256: hashSecret(secret), Retired: retired[:min(len(retired), maxRetired)]}
+		issued := time.Now().UTC()
+		hashed := credentialHash{ID: cleartext.ID, SHA256: hashSecret(secret), Retired: retired[:min(len(retired), maxRetired)], IssuedAt: &issued}
 		clearJSON, err := json.Marshal(cleartext)
 		if err != nil {
 			return nil, wrap(err)

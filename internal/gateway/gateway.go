@@ -207,13 +207,34 @@ func (g *Gateway) Credentials(ctx context.Context, k store.Key) (v1.AgentCredent
 	if err != nil {
 		return v1.AgentCredentials{}, "", err
 	}
-	return v1.AgentCredentials{
+	creds := v1.AgentCredentials{
 		Controller:   g.opts.Controller,
 		ControllerCA: string(g.opts.ControllerCA),
 		Cluster:      clusterID(k),
 		ID:           id,
 		Secret:       secret,
-	}, pass, nil
+	}
+	if exp, ok, err := g.credentialExpiry(ctx, k); err != nil {
+		return v1.AgentCredentials{}, "", err
+	} else if ok {
+		creds.ExpiresAt = &exp
+	}
+	return creds, pass, nil
+}
+
+// credentialExpiry is when cluster k's activation credential expires: its
+// issue time plus the cluster's certificateTTLDays.
+func (g *Gateway) credentialExpiry(ctx context.Context, k store.Key) (time.Time, bool, error) {
+	cred, _, err := readCredentialHash(ctx, g.st, k)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	cl, err := g.st.GetCluster(ctx, k)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read cluster %s: %w", k, err)
+	}
+	exp, ok := cred.expiry(cl.Spec.CertificateTTLDays)
+	return exp, ok, nil
 }
 
 func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }

@@ -131,7 +131,7 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	} else if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "read cluster: %v", err)
 	}
-	if ref := g.checkCredential(ctx, k, req); ref != nil {
+	if ref := g.checkCredential(ctx, k, req, cl.Spec.CertificateTTLDays); ref != nil {
 		return nil, k, ref
 	}
 	if cl.Status.ProvisioningState == v1.StateDeleting {
@@ -182,7 +182,8 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 
 // checkCredential checks the two factors: the credential (id and secret)
 // and the passphrase. Each refusal says which factor failed and no more.
-func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.RegisterRequest) *refusal {
+// A credential older than the cluster's certificateTTLDays is refused.
+func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.RegisterRequest, ttlDays int) *refusal {
 	raw, err := g.st.GetClusterSecret(ctx, k, SecretCredentialHash)
 	if errors.Is(err, store.ErrNotFound) {
 		return unauthorized("unknown credential: cluster %s has no agent credential yet", req.Cluster)
@@ -209,6 +210,10 @@ func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.Regi
 	if cred.RevokedAt != nil {
 		return unauthorized("the credential %q of cluster %s was revoked at %s: no node may join with it; ask for new activation material (the credential and passphrase issued again)",
 			req.CredentialID, req.Cluster, cred.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	if exp, ok := cred.expiry(ttlDays); ok && g.opts.Now().After(exp) {
+		return unauthorized("the credential %q of cluster %s expired at %s (certificateTTLDays %d): reissue the activation (kiln: POST .../activation) and download the installer again",
+			req.CredentialID, req.Cluster, exp.UTC().Format(time.RFC3339), ttlDays)
 	}
 	stored, err := g.st.GetClusterSecret(ctx, k, SecretPassphraseHash)
 	if err != nil {

@@ -239,3 +239,37 @@ func TestEnsureSecretsOnce(t *testing.T) {
 		t.Error("EnsureSecrets with a stale fence succeeded")
 	}
 }
+
+// The activation credential admits hosts for the cluster's
+// certificateTTLDays after it was issued, then says it expired.
+func TestCredentialExpires(t *testing.T) {
+	now := time.Now()
+	clock := &now
+	e := gatewaytest.New(t, gateway.Options{Now: func() time.Time { return *clock }})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto", CertificateTTLDays: 2})
+
+	later := now.Add(3 * 24 * time.Hour)
+	clock = &later
+	status, _, apiErr := post(t, e, registration(t, c, "n1"))
+	if status != 401 || !strings.Contains(apiErr.Message, "expired at") || !strings.Contains(apiErr.Message, "reissue the activation") {
+		t.Fatalf("registration after the TTL: %d %q, want 401 saying it expired and what to do", status, apiErr.Message)
+	}
+	if n := nodeCount(t, e, c.Key); n != 0 {
+		t.Errorf("%d node records written by a refused registration", n)
+	}
+	creds, _, err := e.Gateway.Credentials(context.Background(), c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creds.ExpiresAt == nil || creds.ExpiresAt.Sub(now) < 47*time.Hour || creds.ExpiresAt.Sub(now) > 49*time.Hour {
+		t.Errorf("credentials expire at %v, want two days after %v", creds.ExpiresAt, now)
+	}
+
+	// A cluster whose certificates last longer admits hosts at that time.
+	clock = &now
+	long := e.CreateCluster("long", v1.ClusterSpec{NodeApproval: "auto", CertificateTTLDays: 30})
+	clock = &later
+	if status, _, apiErr := post(t, e, registration(t, long, "n1")); status >= 300 {
+		t.Errorf("registration within a 30-day TTL: %d %q", status, apiErr.Message)
+	}
+}

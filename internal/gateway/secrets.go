@@ -72,6 +72,10 @@ type credentialHash struct {
 	// RevokedAt is set by RevokeActivation: registration with the
 	// credential is refused.
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// IssuedAt is when the credential was made; it expires the cluster's
+	// certificateTTLDays later (CredentialExpiry). Records written before
+	// it existed have none and do not expire.
+	IssuedAt *time.Time `json:"issuedAt,omitempty"`
 	// Retired are the credentials ReissueActivation replaced, newest
 	// first (at most maxRetired), so that registration with one says so.
 	Retired []retiredCredential `json:"retired,omitempty"`
@@ -84,6 +88,15 @@ type retiredCredential struct {
 }
 
 // retired returns the retired credential id, or nil.
+// expiry is when the credential stops admitting hosts, for a cluster whose
+// certificates last ttlDays; ok is false when it does not expire.
+func (c *credentialHash) expiry(ttlDays int) (t time.Time, ok bool) {
+	if c.IssuedAt == nil || ttlDays <= 0 {
+		return time.Time{}, false
+	}
+	return c.IssuedAt.Add(time.Duration(ttlDays) * 24 * time.Hour), true
+}
+
 func (c *credentialHash) retired(id string) *retiredCredential {
 	for i := range c.Retired {
 		if c.Retired[i].ID == id {
@@ -154,7 +167,8 @@ func EnsureSecrets(ctx context.Context, st SecretStore, k store.Key, f store.Fen
 	if err := json.Unmarshal(raw, &cred); err != nil {
 		return nil, wrap(fmt.Errorf("stored credential: %w", err))
 	}
-	hashed, _ := json.Marshal(credentialHash{ID: cred.ID, SHA256: hashSecret(cred.Secret)})
+	issued := time.Now().UTC()
+	hashed, _ := json.Marshal(credentialHash{ID: cred.ID, SHA256: hashSecret(cred.Secret), IssuedAt: &issued})
 	if _, _, err := put(SecretCredentialHash, hashed); err != nil {
 		return nil, wrap(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
@@ -63,10 +66,11 @@ func TestInstaller(t *testing.T) {
 		mode int64
 		ok   bool
 	}{
-		"kiln-agent":       {0o755, files["kiln-agent"].data == "#!/bin/sh\necho the agent\n"},
-		"credentials.json": {0o600, creds == wantCreds && creds.Cluster == "/v1/projects/p/clusters/e"},
-		"passphrase":       {0o600, files["passphrase"].data == wantPass+"\n"},
-		"install.sh":       {0o755, strings.Contains(files["install.sh"].data, "exec "+command)},
+		"kiln-agent": {0o755, files["kiln-agent"].data == "#!/bin/sh\necho the agent\n"},
+		"credentials.json": {0o600, cmp.Equal(creds, wantCreds) && creds.Cluster == "/v1/projects/p/clusters/e" &&
+			creds.ExpiresAt != nil && creds.ExpiresAt.After(time.Now().Add(364*24*time.Hour))},
+		"passphrase": {0o600, files["passphrase"].data == wantPass+"\n"},
+		"install.sh": {0o755, strings.Contains(files["install.sh"].data, "exec "+command)},
 	} {
 		if f, ok := files[name]; !ok || f.mode != want.mode || !want.ok {
 			t.Errorf("%s: present %v, mode %o, content right %v; want mode %o", name, ok, f.mode, want.ok, want.mode)
