@@ -142,13 +142,13 @@ type ClusterValidation struct {
 
 // ClusterSpec is the desired state. Field names are part of the API contract.
 type ClusterSpec struct {
-	Provider           string            `json:"provider"`
-	CloudAccount       string            `json:"cloudAccount"`
-	Region             string            `json:"region"`
-	KubernetesVersion  string            `json:"kubernetesVersion"`
+	Provider          string `json:"provider"`
+	CloudAccount      string `json:"cloudAccount"`
+	Region            string `json:"region"`
+	KubernetesVersion string `json:"kubernetesVersion"`
 	// Distribution is how nodes install Kubernetes (DistroLocal,
 	// DistroKubeadm); the provider's default when empty.
-	Distribution string     `json:"distribution,omitempty"`
+	Distribution       string            `json:"distribution,omitempty"`
 	Profile            ProfileRef        `json:"profile"`
 	Network            Network           `json:"network"`
 	ControlPlane       ControlPlane      `json:"controlPlane"`

@@ -205,7 +205,9 @@ func TestCluster(t *testing.T) {
 		},
 		{
 			name: "edge with kubeadm takes any version", cluster: "c",
-			edit: func(s *v1.ClusterSpec) { s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0" },
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0"
+			},
 		},
 		{
 			name: "region", cluster: "c",
