@@ -89,18 +89,11 @@ func (x *run) checkNodeConfiguration(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var h validate.Hosts
+	var all []v1.Node
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		n := nodes[name]
-		switch {
-		case configured(n) && n.Role == v1.RoleControlPlane:
-			h.ControlPlanes++
-		case configured(n) && n.Role == v1.RoleWorker:
-			h.Workers++
-		case n.State == v1.NodeDiscovered || n.State == v1.NodeApproved:
-			h.Unconfigured = append(h.Unconfigured, name)
-		}
+		all = append(all, nodes[name].Node)
 	}
+	h := validate.HostsOf(all)
 	if e := validate.HostCounts(&x.cl.Spec, h); e != nil {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
 	}

@@ -23,22 +23,15 @@ func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			return err
 		}
-		var h hostCounter
-		for _, n := range nodes {
-			switch {
-			case n.State == v1.NodeReady || n.State == v1.NodeNotReady:
-				if cl.Status.ProvisioningState == v1.StateSucceeded {
-					return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-						"the cluster is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
-				}
-				h.count(n.Role)
-			case n.Role != "" && n.State != v1.NodeDiscovered && n.State != v1.NodeApproved && n.State != v1.NodePrecheckFailed:
-				h.count(n.Role)
-			case n.State == v1.NodeDiscovered || n.State == v1.NodeApproved:
-				h.Unconfigured = append(h.Unconfigured, n.Name)
+		all := make([]v1.Node, len(nodes))
+		for i, n := range nodes {
+			if (n.State == v1.NodeReady || n.State == v1.NodeNotReady) && cl.Status.ProvisioningState == v1.StateSucceeded {
+				return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+					"the cluster is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
 			}
+			all[i] = n.Node
 		}
-		if e := validate.HostCounts(&cl.Spec, h.Hosts); e != nil {
+		if e := validate.HostCounts(&cl.Spec, validate.HostsOf(all)); e != nil {
 			return &apiError{status: http.StatusConflict, body: *e}
 		}
 		return nil
@@ -52,18 +45,6 @@ func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error 
 // another operation runs.
 func (s *Server) resetCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.hostAction(w, r, v1.KindReset, func(context.Context, *store.Cluster) error { return nil })
-}
-
-// hostCounter counts configured hosts by role.
-type hostCounter struct{ validate.Hosts }
-
-func (h *hostCounter) count(role string) {
-	switch role {
-	case v1.RoleControlPlane:
-		h.ControlPlanes++
-	case v1.RoleWorker:
-		h.Workers++
-	}
 }
 
 // hostAction starts an operation of kind on a host cluster after check

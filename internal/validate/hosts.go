@@ -15,6 +15,27 @@ type Hosts struct {
 	Unconfigured           []string
 }
 
+// HostsOf counts the hosts of a cluster made of hosts users bring: those
+// with a role that were configured (or went further: provisioning, ready,
+// not ready, failed), and by name those that joined without a role.
+func HostsOf(nodes []v1.Node) Hosts {
+	var h Hosts
+	for _, n := range nodes {
+		switch n.State {
+		case v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
+			switch n.Role {
+			case v1.RoleControlPlane:
+				h.ControlPlanes++
+			case v1.RoleWorker:
+				h.Workers++
+			}
+		case v1.NodeDiscovered, v1.NodeApproved:
+			h.Unconfigured = append(h.Unconfigured, n.Name)
+		}
+	}
+	return h
+}
+
 // Configuration names the shape a spec asks for: converged (the control
 // plane runs workloads, no workers) or dedicated (at least one worker),
 // single or multi control plane.

@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"strings"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -44,5 +45,20 @@ func TestHostCounts(t *testing.T) {
 				t.Errorf("HostCounts() = %s %s %q\nwant NodeCountMismatch nodes %q", got.Code, got.Target, got.Message, tt.want)
 			}
 		})
+	}
+}
+
+func TestHostsOf(t *testing.T) {
+	got := validate.HostsOf([]v1.Node{
+		{Name: "a", State: v1.NodeConfigured, Role: v1.RoleControlPlane},
+		{Name: "b", State: v1.NodeReady, Role: v1.RoleWorker},
+		{Name: "c", State: v1.NodeFailed, Role: v1.RoleWorker},
+		{Name: "d", State: v1.NodeDiscovered},
+		{Name: "e", State: v1.NodeApproved},
+		{Name: "f", State: v1.NodePrecheckFailed},
+		{Name: "g", State: v1.NodeDeleting, Role: v1.RoleWorker},
+	})
+	if got.ControlPlanes != 1 || got.Workers != 2 || strings.Join(got.Unconfigured, ",") != "d,e" {
+		t.Errorf("HostsOf() = %+v, want 1 control plane, 2 workers, d and e without a role", got)
 	}
 }
