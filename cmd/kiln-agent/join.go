@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,20 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.nodeName, "node-name", "", "the node's name (default: CLUSTER-HOSTNAME, chosen by the controller)")
 	fl.StringVar(&f.root, "root", "/", "the host's root directory for prechecks and facts")
 	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
+}
+
+// absolute makes the data and root directories absolute, so a command line
+// with relative ones (an installer unpacked in a directory) means the same
+// to the components the agent starts.
+func (f *joinFlags) absolute() error {
+	for _, p := range []*string{&f.dataDir, &f.root} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	return nil
 }
 
 func (f *joinFlags) options(log *slog.Logger) agent.JoinOptions {
@@ -54,6 +69,9 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.credentials == "" || f.passphrase == "" {
 				return usageError{errMissingJoinFlags}
+			}
+			if err := f.absolute(); err != nil {
+				return err
 			}
 			st, err := agent.Join(cmd.Context(), f.options(newLogger(stderr)))
 			if err != nil {

@@ -31,6 +31,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(stderr)
+			if err := f.absolute(); err != nil {
+				return err
+			}
 			_, err := state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":

@@ -40,11 +40,13 @@ const (
 
 // InstallCommand is the command line that joins a host, run as root in the
 // directory the installer was unpacked in. Hosts of the local distribution
-// also get the kiln-kube program (kubeBinary, on this machine).
+// are on this machine (network namespaces, containers): they keep their
+// agent data and their root in that directory and run this machine's
+// kiln-kube (kubeBinary).
 func InstallCommand(distribution, kubeBinary string) string {
 	cmd := "./" + InstallerAgent + " run --credentials " + InstallerCredentials + " --passphrase " + InstallerPassphrase
 	if distribution == v1.DistroLocal && kubeBinary != "" {
-		cmd += " --kube-binary " + kubeBinary
+		cmd += " --data-dir agent --root root --kube-binary " + kubeBinary
 	}
 	return cmd
 }

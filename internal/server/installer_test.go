@@ -49,7 +49,7 @@ func TestInstaller(t *testing.T) {
 	const path = "/v1/projects/p/clusters/e/installer"
 
 	r := h.must(http.StatusOK, "GET", path+"?arch=amd64", "")
-	const command = "./kiln-agent run --credentials credentials.json --passphrase passphrase --kube-binary /opt/kiln/kiln-kube"
+	const command = "./kiln-agent run --credentials credentials.json --passphrase passphrase --data-dir agent --root root --kube-binary /opt/kiln/kiln-kube"
 	if got := r.header.Get("X-Kiln-Install-Command"); got != command {
 		t.Errorf("X-Kiln-Install-Command = %q, want %q", got, command)
 	}
