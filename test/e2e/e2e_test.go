@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd", "kiln.dev/kiln/cmd/kiln-agent"); err != nil {
+	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd", "kiln.dev/kiln/cmd/kiln-agent", "kiln.dev/kiln/cmd/kiln"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
