@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -80,9 +81,8 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			continue
 		}
 		if !labelled[m.Name] {
-			role := "node-role.kubernetes.io/" + m.Role
-			if _, has := n.Labels[role]; !has {
-				if err := kc.LabelNode(ctx, m.Name, map[string]string{role: ""}); err != nil {
+			if patch := missingLabels(n.Labels, x.nodeLabels(m)); len(patch) > 0 {
+				if err := kc.LabelNode(ctx, m.Name, patch); err != nil {
 					return nil, fmt.Errorf("label node %s: %w", m.Name, err)
 				}
 			}
@@ -100,6 +100,31 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 	}
 	slices.Sort(missing)
 	return missing, nil
+}
+
+// nodeLabels are the labels a node gets: its role's, the cluster's
+// (spec.labels) and its pool's.
+func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
+	labels := map[string]string{"node-role.kubernetes.io/" + m.Role: ""}
+	maps.Copy(labels, x.cl.Spec.Labels)
+	for _, p := range x.cl.Spec.WorkerPools {
+		if p.Name == m.Pool && m.Pool != "" {
+			maps.Copy(labels, p.Labels)
+		}
+	}
+	return labels
+}
+
+// missingLabels are the labels of want that have is missing or has with
+// another value.
+func missingLabels(have, want map[string]string) map[string]string {
+	patch := map[string]string{}
+	for k, v := range want {
+		if cur, ok := have[k]; !ok || cur != v {
+			patch[k] = v
+		}
+	}
+	return patch
 }
 
 // recordClusterID writes the cluster's id into kiln-system/kiln-cluster.

@@ -126,6 +126,7 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 	e.create(&v1.Cluster{Name: "edge1", Spec: v1.ClusterSpec{
 		Provider: "edge", NodeApproval: "manual",
 		ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
+		Labels:       map[string]string{"kiln.dev/site": "rack-7"},
 	}})
 	installer := filepath.Join(e.data, "hosts", "installer")
 	command := e.kiln("cluster", "installer", "edge1", "-d", installer)
@@ -172,6 +173,19 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 		}
 		if got := strings.TrimSpace(out); got != "edge1-host1=True edge1-host2=True" {
 			t.Fatalf("kubectl get nodes: %q, want both Ready", got)
+		}
+		// The cluster's labels and each host's role are on its node.
+		for selector, want := range map[string]string{
+			"kiln.dev/site=rack-7,node-role.kubernetes.io/control-plane": "edge1-host1",
+			"kiln.dev/site=rack-7,node-role.kubernetes.io/worker":        "edge1-host2",
+		} {
+			out, err := e.kubectl("edge1", "get", "nodes", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(out); got != want {
+				t.Errorf("nodes with %s: %q, want %s", selector, got, want)
+			}
 		}
 
 		t.Logf("round %d: reset", round)
