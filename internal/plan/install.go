@@ -131,6 +131,7 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 		PodCIDR:               spec.Network.PodCIDR,
 		Endpoint:              endpoint,
 		DedicatedControlPlane: spec.ControlPlane.Dedicated,
+		Proxy:                 spec.Proxy,
 		ControlPlane:          members,
 		CertificateTTL:        time.Duration(max(spec.CertificateTTLDays, 1)) * 24 * time.Hour,
 	}, nil

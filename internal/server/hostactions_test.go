@@ -102,3 +102,17 @@ func TestProvisionRefusals(t *testing.T) {
 	h.must(http.StatusNotFound, "POST", "/v1/projects/p/clusters/nope/provision", "")
 	h.must(http.StatusNotFound, "POST", "/v1/projects/q/clusters/e/provision", "")
 }
+
+// Provisioning with kubeadm is refused up front, saying why, rather than
+// failing on every host.
+func TestProvisionKubeadmNotYet(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	h.createCluster("p", "e", `{"spec": {"provider": "edge", "distribution": "kubeadm", "kubernetesVersion": "v1.35.4"}}`)
+	h.runBackend()
+	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	r := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/e/provision", "")
+	if e := r.errorBody(t); e.Target != "spec.distribution" || !strings.Contains(e.Message, "not available yet") {
+		t.Errorf("kubeadm provision: %s", r.body)
+	}
+}

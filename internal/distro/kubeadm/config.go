@@ -115,11 +115,11 @@ func (s *spec) calicoInstallation() string {
 func (s *spec) aptProxy() string {
 	var b strings.Builder
 	b.WriteString("// Written by Kiln: the cluster's proxy for apt.\n")
-	if s.proxy.http != "" {
-		fmt.Fprintf(&b, "Acquire::http::Proxy %s;\n", q(s.proxy.http))
+	if s.proxy.HTTP != "" {
+		fmt.Fprintf(&b, "Acquire::http::Proxy %s;\n", q(s.proxy.HTTP))
 	}
-	if s.proxy.https != "" {
-		fmt.Fprintf(&b, "Acquire::https::Proxy %s;\n", q(s.proxy.https))
+	if s.proxy.HTTPS != "" {
+		fmt.Fprintf(&b, "Acquire::https::Proxy %s;\n", q(s.proxy.HTTPS))
 	}
 	return b.String()
 }
@@ -129,7 +129,7 @@ func (s *spec) aptProxy() string {
 func (s *spec) systemdProxy(service string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by Kiln: the cluster's proxy for %s.\n[Service]\n", service)
-	for _, kv := range s.proxy.env() {
+	for _, kv := range s.proxy.Env() {
 		fmt.Fprintf(&b, "Environment=\"%s\"\n", strings.ReplaceAll(kv, "%", "%%"))
 	}
 	return b.String()

@@ -134,7 +134,7 @@ type spec struct {
 	minor                  string // v1.36
 	pkgVersion             string // 1.36.3-1.1
 	labels                 string // k=v,... sorted
-	proxy                  proxyEnv
+	proxy                  distro.ProxyEnv
 	rootCA                 string // normalised PEM, "" for none
 }
 

@@ -115,7 +115,7 @@ func Build(in Input) (*Plan, error) {
 	}
 	b := &builder{s: s}
 	b.plan.Summary = s.summary()
-	b.plan.Env = append([]string{"DEBIAN_FRONTEND=noninteractive"}, s.proxy.env()...)
+	b.plan.Env = append([]string{"DEBIAN_FRONTEND=noninteractive"}, s.proxy.Env()...)
 	b.files()
 	b.commands()
 	return &b.plan, nil
@@ -165,7 +165,7 @@ func (b *builder) files() {
 	if s.rootCA != "" {
 		b.file(ProxyCAPath, 0o644, "the proxy's root CA, for the system trust store (update-ca-certificates)", s.rootCA)
 	}
-	if s.proxy.set() {
+	if s.proxy.Set() {
 		b.file("/etc/apt/apt.conf.d/90kiln-proxy", 0o644, "apt reaches its repositories through the proxy", s.aptProxy())
 		b.file("/etc/systemd/system/containerd.service.d/kiln-proxy.conf", 0o644,
 			"containerd pulls images through the proxy", s.systemdProxy("containerd"))

@@ -5,32 +5,9 @@ import (
 	"encoding/pem"
 	"net/url"
 	"strings"
+
+	"kiln.dev/kiln/internal/distro"
 )
-
-// proxyEnv is the proxy environment of the node's services and commands.
-type proxyEnv struct {
-	http, https string
-	noProxy     []string
-}
-
-func (p proxyEnv) set() bool { return p.http != "" || p.https != "" }
-
-// env is NAME=value for each variable, upper case then lower case, in a
-// fixed order.
-func (p proxyEnv) env() []string {
-	var env []string
-	add := func(name, value string) {
-		if value != "" {
-			env = append(env, name+"="+value, strings.ToLower(name)+"="+value)
-		}
-	}
-	add("HTTP_PROXY", p.http)
-	add("HTTPS_PROXY", p.https)
-	if p.set() {
-		add("NO_PROXY", strings.Join(p.noProxy, ","))
-	}
-	return env
-}
 
 func (s *spec) checkProxy() error {
 	p := s.Proxy
@@ -41,8 +18,8 @@ func (s *spec) checkProxy() error {
 		field, value string
 		to           *string
 	}{
-		{"proxy.httpProxy", p.HTTPProxy, &s.proxy.http},
-		{"proxy.httpsProxy", p.HTTPSProxy, &s.proxy.https},
+		{"proxy.httpProxy", p.HTTPProxy, &s.proxy.HTTP},
+		{"proxy.httpsProxy", p.HTTPSProxy, &s.proxy.HTTPS},
 	} {
 		if f.value == "" {
 			continue
@@ -53,12 +30,12 @@ func (s *spec) checkProxy() error {
 		}
 		*f.to = f.value
 	}
-	if s.proxy.set() {
+	if s.proxy.Set() {
 		entries, err := noProxy(p.NoProxy, s.requiredNoProxy())
 		if err != nil {
 			return err
 		}
-		s.proxy.noProxy = entries
+		s.proxy.NoProxy = entries
 	}
 	if p.RootCA != "" {
 		ca, err := normalizeRootCA(p.RootCA)
@@ -74,23 +51,13 @@ func (s *spec) checkProxy() error {
 // the node itself, the API endpoint, the pods and services, and the cluster's
 // service names.
 func (s *spec) requiredNoProxy() []string {
-	return []string{
-		"localhost", "127.0.0.1", s.address.String(), s.endpointHost,
-		s.pod.String(), s.service.String(), ".svc", ".cluster.local",
-	}
+	return distro.NoProxyRequired(s.address.String(), s.endpointHost, s.pod.String(), s.service.String())
 }
 
 // noProxy is the user's comma-separated list, then the required entries,
 // without duplicates (compared without case), in that order.
 func noProxy(user string, required []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(e string) {
-		if k := strings.ToLower(e); !seen[k] {
-			seen[k] = true
-			out = append(out, e)
-		}
-	}
+	var entries []string
 	for i, e := range strings.Split(user, ",") {
 		e = strings.TrimSpace(e)
 		if e == "" {
@@ -99,12 +66,9 @@ func noProxy(user string, required []string) ([]string, error) {
 		if unsafeValue(e) {
 			return nil, refuse("proxy.noProxy", "entry %d %q must be a host name, a domain (.example.com), an IP address, a CIDR or *", i+1, e)
 		}
-		add(e)
+		entries = append(entries, e)
 	}
-	for _, e := range required {
-		add(e)
-	}
-	return out, nil
+	return distro.MergeNoProxy(entries, required), nil
 }
 
 // unsafeValue reports whether s has a character that a quoted value in a

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
+
+	"kiln.dev/kiln/internal/distro"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
@@ -41,6 +44,8 @@ type BuildInput struct {
 	// members instead of founding it. The plan sets it on every
 	// control-plane node but the first.
 	EtcdJoin bool
+	// Proxy is spec.proxy; nil for none.
+	Proxy *v1.Proxy
 	// CertificateTTL is the certificates' lifetime; pki.DefaultValidity
 	// when zero.
 	CertificateTTL time.Duration
@@ -67,6 +72,14 @@ func BuildInstall(in BuildInput) (InstallParams, error) {
 		Files:             map[string]string{FileCA: string(in.CA.CertPEM())},
 	}
 	b := builder{in: in, files: p.Files}
+	if pr := in.Proxy; pr != nil {
+		endpointHost, _, _ := net.SplitHostPort(in.Endpoint)
+		p.Proxy = &distro.ProxyEnv{HTTP: pr.HTTPProxy, HTTPS: pr.HTTPSProxy, NoProxy: distro.MergeNoProxy(
+			strings.Split(pr.NoProxy, ","), distro.NoProxyRequired(in.Node.Address, endpointHost, in.PodCIDR, in.ServiceCIDR))}
+		if pr.RootCA != "" {
+			p.Files[FileProxyCA] = pr.RootCA
+		}
+	}
 	if in.Node.Role == v1.RoleControlPlane {
 		cp, err := b.controlPlane()
 		if err != nil {

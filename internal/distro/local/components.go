@@ -133,7 +133,12 @@ func specs(p InstallParams, root string) []spec {
 	}
 	out = append(out, kubelet)
 
+	env := p.Proxy.Env()
+	if p.Files[FileProxyCA] != "" {
+		env = append(env, "SSL_CERT_DIR=/etc/ssl/certs:"+filepath.Dir(f(FileProxyCA)))
+	}
 	for i := range out {
+		out[i].env = append(out[i].env, env...)
 		out[i].hash = specHash(out[i], p.Files)
 	}
 	return out

@@ -23,6 +23,8 @@ import (
 	"path"
 	"strings"
 
+	"kiln.dev/kiln/internal/distro"
+
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -46,7 +48,10 @@ const ControlPlaneTaint = "node-role.kubernetes.io/control-plane:NoSchedule"
 // Files a node gets, relative to its root. Keys and kubeconfigs are written
 // 0600, certificates and public keys 0644.
 const (
-	FileCA                    = "etc/kiln/pki/ca.crt"
+	FileCA = "etc/kiln/pki/ca.crt"
+	// FileProxyCA is spec.proxy.rootCA: the components trust it besides
+	// the system's roots (SSL_CERT_DIR).
+	FileProxyCA               = "etc/kiln/ca-certificates/proxy-ca.crt"
 	FileEtcdCert              = "etc/kiln/pki/etcd/member.crt" // serving and peer
 	FileEtcdKey               = "etc/kiln/pki/etcd/member.key"
 	FileAPIServerCert         = "etc/kiln/pki/apiserver.crt"
@@ -97,6 +102,9 @@ type InstallParams struct {
 	Taints []string `json:"taints,omitempty"`
 	// ControlPlane is set on control-plane nodes only.
 	ControlPlane *ControlPlaneParams `json:"controlPlane,omitempty"`
+	// Proxy is the HTTP proxy every component uses (spec.proxy), with what
+	// must not go through it added to its no-proxy list; nil for none.
+	Proxy *distro.ProxyEnv `json:"proxy,omitempty"`
 	// Files are the node's files, path (relative to its root) -> content.
 	Files map[string]string `json:"files"`
 }

@@ -1,0 +1,54 @@
+package local
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// spec.proxy reaches every component: the proxy variables, a no-proxy list
+// with what the cluster reaches directly, and the proxy's root CA trusted
+// besides the system's.
+func TestProxyReachesEveryComponent(t *testing.T) {
+	in := testInput(t, newTestCA(t), Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	in.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", HTTPSProxy: "http://proxy:3128", NoProxy: "corp.example, 127.0.0.1", RootCA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+	p, err := BuildInstall(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNoProxy := "corp.example,127.0.0.1,localhost,127.0.0.2,10.244.0.0/16,10.96.0.0/12,.svc,.cluster.local"
+	if p.Proxy == nil || strings.Join(p.Proxy.NoProxy, ",") != wantNoProxy {
+		t.Fatalf("proxy params = %+v, want no-proxy %s", p.Proxy, wantNoProxy)
+	}
+	if p.Files[FileProxyCA] != in.Proxy.RootCA {
+		t.Errorf("the proxy's root CA is not among the node's files")
+	}
+	root := t.TempDir()
+	all := specs(p, root)
+	if len(all) != 5 {
+		t.Fatalf("%d components, want 5", len(all))
+	}
+	for _, s := range all {
+		for _, want := range []string{
+			"HTTPS_PROXY=http://proxy:3128", "https_proxy=http://proxy:3128", "HTTP_PROXY=http://proxy:3128",
+			"NO_PROXY=" + wantNoProxy, "SSL_CERT_DIR=/etc/ssl/certs:" + root + "/etc/kiln/ca-certificates",
+		} {
+			if !slices.Contains(s.env, want) {
+				t.Errorf("%s's environment %q lacks %s", s.name, s.env, want)
+			}
+		}
+	}
+
+	// Without a proxy, nothing is added.
+	in.Proxy = nil
+	if p, err = BuildInstall(in); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs(p, root) {
+		if len(s.env) != 0 {
+			t.Errorf("%s has environment %q without a proxy", s.name, s.env)
+		}
+	}
+}
