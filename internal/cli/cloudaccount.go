@@ -395,34 +395,19 @@ func (a *app) cloudAccountGetCommand() *cobra.Command {
 }
 
 func (a *app) cloudAccountDeleteCommand() *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a cloud account and its credentials",
-		Long: `delete removes a cloud account of the project with its credentials. The
-server does not check whether clusters still name the account. On a terminal
-it asks first unless --yes is given; when stdin is not a terminal it does not
-ask.`,
-		Example: "  kiln cloudaccount delete acme --yes",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := a.confirmUnless(yes, fmt.Sprintf("Delete cloud account %q of project %q and its credentials?", name, s.Project)); err != nil {
-				return err
-			}
-			if err := c.DeleteCloudAccount(cmd.Context(), s.Project, name); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "cloud account %q deleted from project %q\n", name, s.Project)
-			return nil
-		}),
-	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	return cmd
+	return a.deleteCommand(deleteCmd{
+		short: "Delete a cloud account and its credentials",
+		long: `delete removes a cloud account of the project with its credentials. The
+server does not check whether clusters still name the account.`,
+		example: "  kiln cloudaccount delete acme --yes",
+		question: func(name, project string) string {
+			return fmt.Sprintf("Delete cloud account %q of project %q and its credentials?", name, project)
+		},
+		del: (*v1.Client).DeleteCloudAccount,
+		done: func(name, project string) string {
+			return fmt.Sprintf("cloud account %q deleted from project %q", name, project)
+		},
+	})
 }
 
 func (a *app) printCloudAccount(acct *v1.CloudAccount) error {

@@ -186,31 +186,17 @@ func (a *app) serviceAccountListCommand() *cobra.Command {
 }
 
 func (a *app) serviceAccountDeleteCommand() *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a service account and its tokens",
-		Long: `delete removes a service account of the project; its tokens stop working at
-once. On a terminal it asks first unless --yes is given; when stdin is not a
-terminal it does not ask.`,
-		Example: "  kiln serviceaccount delete ci -p team-a --yes",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := a.confirmUnless(yes, fmt.Sprintf("Delete service account %q of project %q and its tokens?", name, s.Project)); err != nil {
-				return err
-			}
-			if err := c.DeleteServiceAccount(cmd.Context(), s.Project, name); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "service account %q deleted from project %q\n", name, s.Project)
-			return nil
-		}),
-	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	return cmd
+	return a.deleteCommand(deleteCmd{
+		short: "Delete a service account and its tokens",
+		long: `delete removes a service account of the project; its tokens stop working at
+once.`,
+		example: "  kiln serviceaccount delete ci -p team-a --yes",
+		question: func(name, project string) string {
+			return fmt.Sprintf("Delete service account %q of project %q and its tokens?", name, project)
+		},
+		del: (*v1.Client).DeleteServiceAccount,
+		done: func(name, project string) string {
+			return fmt.Sprintf("service account %q deleted from project %q", name, project)
+		},
+	})
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -94,32 +95,16 @@ func (a *app) projectGetCommand() *cobra.Command {
 }
 
 func (a *app) projectDeleteCommand() *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a project",
-		Long: `delete removes a project (owners only). On a terminal it asks first unless
---yes is given; when stdin is not a terminal it does not ask.`,
-		Example: "  kiln project delete team-a --yes",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			c, _, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := a.confirmUnless(yes, fmt.Sprintf("Delete project %q?", name)); err != nil {
-				return err
-			}
-			if err := c.DeleteProject(cmd.Context(), name); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "project %q deleted\n", name)
-			return nil
-		}),
-	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	return cmd
+	return a.deleteCommand(deleteCmd{
+		short:    "Delete a project",
+		long:     "delete removes a project (owners only).",
+		example:  "  kiln project delete team-a --yes",
+		question: func(name, _ string) string { return fmt.Sprintf("Delete project %q?", name) },
+		del: func(c *v1.Client, ctx context.Context, _, name string) error {
+			return c.DeleteProject(ctx, name)
+		},
+		done: func(name, _ string) string { return fmt.Sprintf("project %q deleted", name) },
+	})
 }
 
 // createError explains a create-only write refused because the record
@@ -134,6 +119,46 @@ func createError(err error, what, name string) error {
 
 // errNotConfirmed is the answer no to a confirmation.
 var errNotConfirmed = errors.New("not deleted")
+
+// deleteCmd describes a 'delete NAME' command: its help, the question asked
+// before deleting (of the name and the -p project), the call, and what is
+// printed after.
+type deleteCmd struct {
+	short, long, example string
+	question             func(name, project string) string
+	del                  func(c *v1.Client, ctx context.Context, project, name string) error
+	done                 func(name, project string) string
+}
+
+// deleteCommand builds a 'delete NAME' that asks first on a terminal
+// unless --yes.
+func (a *app) deleteCommand(d deleteCmd) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "delete NAME",
+		Short:   d.short,
+		Long:    d.long + "\nOn a terminal it asks first unless --yes is given; when stdin is not a terminal\nit does not ask.",
+		Example: d.example,
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := a.confirmUnless(yes, d.question(name, s.Project)); err != nil {
+				return err
+			}
+			if err := d.del(c, cmd.Context(), s.Project, name); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, d.done(name, s.Project))
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
 
 // confirmUnless asks question on a terminal unless yes; a no is
 // errNotConfirmed. Without a terminal (scripts, CI) it does not ask.

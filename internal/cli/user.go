@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -115,31 +116,17 @@ func (a *app) userGetCommand() *cobra.Command {
 }
 
 func (a *app) userDeleteCommand() *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a user with its project memberships and tokens",
-		Long: `delete removes a user, its memberships in every project and its tokens (owners
-only; nobody deletes themselves). On a terminal it asks first unless --yes is
-given; when stdin is not a terminal it does not ask.`,
-		Example: "  kiln user delete alice --yes",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			c, _, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := a.confirmUnless(yes, fmt.Sprintf("Delete user %q, its project memberships and its tokens?", name)); err != nil {
-				return err
-			}
-			if err := c.DeleteUser(cmd.Context(), name); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "user %q deleted\n", name)
-			return nil
-		}),
-	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	return cmd
+	return a.deleteCommand(deleteCmd{
+		short: "Delete a user with its project memberships and tokens",
+		long: `delete removes a user, its memberships in every project and its tokens (owners
+only; nobody deletes themselves).`,
+		example: "  kiln user delete alice --yes",
+		question: func(name, _ string) string {
+			return fmt.Sprintf("Delete user %q, its project memberships and its tokens?", name)
+		},
+		del: func(c *v1.Client, ctx context.Context, _, name string) error {
+			return c.DeleteUser(ctx, name)
+		},
+		done: func(name, _ string) string { return fmt.Sprintf("user %q deleted", name) },
+	})
 }
