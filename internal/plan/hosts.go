@@ -13,7 +13,6 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
 
@@ -25,15 +24,6 @@ func (x *run) hostsJoin() bool {
 	return ok && h.HostsJoin()
 }
 
-// configured reports whether a host has its role: configured, or further.
-func configured(n *store.Node) bool {
-	switch n.State {
-	case v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
-		return n.Role != ""
-	}
-	return false
-}
-
 // hostTargets are the configured hosts of a role as the install steps
 // take them, by name: the first control-plane host founds etcd.
 func (x *run) hostTargets(ctx context.Context, role string) ([]provider.MachineSpec, error) {
@@ -43,7 +33,7 @@ func (x *run) hostTargets(ctx context.Context, role string) ([]provider.MachineS
 	}
 	var out []provider.MachineSpec
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		if n := nodes[name]; configured(n) && n.Role == role {
+		if n := nodes[name]; validate.Configured(n.Node) && n.Role == role {
 			out = append(out, provider.MachineSpec{Name: name, Role: role})
 		}
 	}

@@ -21,19 +21,26 @@ type Hosts struct {
 func HostsOf(nodes []v1.Node) Hosts {
 	var h Hosts
 	for _, n := range nodes {
-		switch n.State {
-		case v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
-			switch n.Role {
-			case v1.RoleControlPlane:
-				h.ControlPlanes++
-			case v1.RoleWorker:
-				h.Workers++
-			}
-		case v1.NodeDiscovered, v1.NodeApproved:
+		switch {
+		case Configured(n) && n.Role == v1.RoleControlPlane:
+			h.ControlPlanes++
+		case Configured(n) && n.Role == v1.RoleWorker:
+			h.Workers++
+		case n.State == v1.NodeDiscovered || n.State == v1.NodeApproved:
 			h.Unconfigured = append(h.Unconfigured, n.Name)
 		}
 	}
 	return h
+}
+
+// Configured reports whether a host has its role: configured, or further
+// (provisioning, ready, not ready, failed).
+func Configured(n v1.Node) bool {
+	switch n.State {
+	case v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
+		return n.Role != ""
+	}
+	return false
 }
 
 // Configuration names the shape a spec asks for: converged (the control
