@@ -106,6 +106,22 @@ func (c *credentialHash) retired(id string) *retiredCredential {
 	return nil
 }
 
+// EnsureSecret writes cluster k's secret name as value unless it exists
+// (IfNoneMatch "*", fenced by f) and returns what is stored: value and true
+// when this call wrote it, else the existing value and false. A crashed
+// step that runs again gets the secret its first run made.
+func EnsureSecret(ctx context.Context, st SecretStore, k store.Key, f store.Fence, name string, value []byte) ([]byte, bool, error) {
+	err := st.PutClusterSecret(ctx, k, name, value, store.Cond{IfNoneMatch: "*", Fence: &f})
+	switch {
+	case err == nil:
+		return value, true, nil
+	case errors.Is(err, store.ErrExists):
+		got, err := st.GetClusterSecret(ctx, k, name)
+		return got, false, err
+	}
+	return nil, false, err
+}
+
 // EnsureSecrets creates, once, cluster k's CA (valid for caValidity;
 // pki.DefaultCAValidity when zero), agent credential, passphrase and
 // service-account key pair, each written with IfNoneMatch "*" and fenced by
@@ -117,17 +133,7 @@ func (c *credentialHash) retired(id string) *retiredCredential {
 // derived again from it when missing.
 func EnsureSecrets(ctx context.Context, st SecretStore, k store.Key, f store.Fence, caValidity time.Duration) (*Secrets, error) {
 	wrap := func(err error) error { return fmt.Errorf("ensure secrets of cluster %s: %w", k, err) }
-	put := func(name string, value []byte) ([]byte, bool, error) {
-		err := st.PutClusterSecret(ctx, k, name, value, store.Cond{IfNoneMatch: "*", Fence: &f})
-		switch {
-		case err == nil:
-			return value, true, nil
-		case errors.Is(err, store.ErrExists):
-			got, err := st.GetClusterSecret(ctx, k, name)
-			return got, false, err
-		}
-		return nil, false, err
-	}
+	put := func(name string, value []byte) ([]byte, bool, error) { return EnsureSecret(ctx, st, k, f, name, value) }
 	out := &Secrets{}
 
 	ca, err := pki.NewCA("kiln-cluster:"+k.String(), caValidity, time.Now())

@@ -55,22 +55,9 @@ func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec,
 	if err := x.converge(ctx, machines, v1.NodeConfigured, "configured", true); err != nil {
 		return err
 	}
-	in, err := x.installInput(ctx)
+	install, err := x.installer(ctx)
 	if err != nil {
 		return err
-	}
-	install := func(ctx context.Context, i int, m provider.MachineSpec) error {
-		node, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", m.Name, err)
-		}
-		if node.State == v1.NodeReady {
-			return nil // installed by an earlier operation
-		}
-		b := in
-		b.Node = distro.Node{Name: m.Name, Role: m.Role, Address: node.Address}
-		b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
-		return x.instruct(ctx, node, b)
 	}
 	if sequential {
 		for i, m := range machines {
@@ -85,6 +72,45 @@ func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec,
 		g.Go(func() error { return install(gctx, i, m) })
 	}
 	return g.Wait()
+}
+
+// installer returns what installs one node (the i-th of its role in
+// install order) with the cluster's distribution.
+func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
+	installed := func(ctx context.Context, m provider.MachineSpec) (*store.Node, bool, error) {
+		node, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+		if err != nil {
+			return nil, false, fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		return node, node.State == v1.NodeReady, nil // Ready: installed by an earlier operation
+	}
+	if x.usesKubeadm() {
+		in, ca, err := x.kubeadmInput(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, i int, m provider.MachineSpec) error {
+			node, done, err := installed(ctx, m)
+			if err != nil || done {
+				return err
+			}
+			return x.instructKubeadm(ctx, node, x.kubeadmNodeInput(in, ca, node, m, i))
+		}, nil
+	}
+	in, err := x.installInput(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, i int, m provider.MachineSpec) error {
+		node, done, err := installed(ctx, m)
+		if err != nil || done {
+			return err
+		}
+		b := in
+		b.Node = distro.Node{Name: m.Name, Role: m.Role, Address: node.Address}
+		b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
+		return x.instruct(ctx, node, b)
+	}, nil
 }
 
 // installInput is what every node's install shares: the CA, the

@@ -19,10 +19,6 @@ import (
 // operation runs.
 func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.hostAction(w, r, v1.KindProvision, func(ctx context.Context, cl *store.Cluster) error {
-		if cl.Spec.Distribution == v1.DistroKubeadm {
-			return newError(http.StatusConflict, v1.CodeConflict, "spec.distribution",
-				"provisioning with the kubeadm distribution is not available yet: its plans are built (docs/distro-kubeadm.md) but no agent runs them; create the cluster with distribution local")
-		}
 		nodes, err := s.allNodes(ctx, cl.Key())
 		if err != nil {
 			return err

@@ -103,16 +103,23 @@ func TestProvisionRefusals(t *testing.T) {
 	h.must(http.StatusNotFound, "POST", "/v1/projects/q/clusters/e/provision", "")
 }
 
-// Provisioning with kubeadm is refused up front, saying why, rather than
-// failing on every host.
-func TestProvisionKubeadmNotYet(t *testing.T) {
+// A kubeadm cluster is provisioned like a local one: the hosts' agents run
+// the kubeadm plans the operation hands them.
+func TestProvisionKubeadm(t *testing.T) {
 	h := newHarness(t, nil)
 	h.project("p")
 	h.createCluster("p", "e", `{"spec": {"provider": "edge", "distribution": "kubeadm", "kubernetesVersion": "v1.35.4"}}`)
 	h.runBackend()
 	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
-	r := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/e/provision", "")
-	if e := r.errorBody(t); e.Target != "spec.distribution" || !strings.Contains(e.Message, "not available yet") {
-		t.Errorf("kubeadm provision: %s", r.body)
+	r := h.must(http.StatusAccepted, "POST", "/v1/projects/p/clusters/e/provision", "")
+	var cl v1.Cluster
+	r.decode(t, &cl)
+	if cl.Status.ProvisioningState != v1.StateUpdating || cl.Status.CurrentOperation == "" {
+		t.Fatalf("after provision: state %q, operation %q", cl.Status.ProvisioningState, cl.Status.CurrentOperation)
+	}
+	var op v1.Operation
+	h.must(http.StatusOK, "GET", "/v1/operations/"+cl.Status.CurrentOperation, "").decode(t, &op)
+	if op.Properties.Kind != v1.KindProvision {
+		t.Errorf("operation kind %q, want %q", op.Properties.Kind, v1.KindProvision)
 	}
 }

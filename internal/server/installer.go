@@ -42,11 +42,16 @@ const (
 // directory the installer was unpacked in. Hosts of the local distribution
 // are on this machine (network namespaces, containers): they keep their
 // agent data and their root in that directory and run this machine's
-// kiln-kube (kubeBinary).
+// kiln-kube (kubeBinary). Hosts of the kubeadm distribution are real
+// machines: the agent keeps its data in /var/lib/kiln-agent and installs
+// Kubernetes on the host itself.
 func InstallCommand(distribution, kubeBinary string) string {
 	cmd := "./" + InstallerAgent + " run --credentials " + InstallerCredentials + " --passphrase " + InstallerPassphrase
-	if distribution == v1.DistroLocal && kubeBinary != "" {
+	switch {
+	case distribution == v1.DistroLocal && kubeBinary != "":
 		cmd += " --data-dir agent --root root --kube-binary " + kubeBinary
+	case distribution == v1.DistroKubeadm:
+		cmd += " --distribution kubeadm"
 	}
 	return cmd
 }

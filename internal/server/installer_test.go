@@ -125,3 +125,20 @@ func untar(t *testing.T, body string) map[string]tarFile {
 		out[hd.Name] = tarFile{hd.Mode, string(b)}
 	}
 }
+
+// The command says where each distribution keeps the agent's data and
+// what it installs with.
+func TestInstallCommand(t *testing.T) {
+	tests := []struct{ distribution, kubeBinary, want string }{
+		{v1.DistroLocal, "/opt/kiln/kiln-kube",
+			"./kiln-agent run --credentials credentials.json --passphrase passphrase --data-dir agent --root root --kube-binary /opt/kiln/kiln-kube"},
+		{v1.DistroLocal, "", "./kiln-agent run --credentials credentials.json --passphrase passphrase"},
+		{v1.DistroKubeadm, "/opt/kiln/kiln-kube",
+			"./kiln-agent run --credentials credentials.json --passphrase passphrase --distribution kubeadm"},
+	}
+	for _, tt := range tests {
+		if got := server.InstallCommand(tt.distribution, tt.kubeBinary); got != tt.want {
+			t.Errorf("InstallCommand(%q, %q) = %q, want %q", tt.distribution, tt.kubeBinary, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -87,8 +88,8 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.invalid("spec.profile.version", "must be 0 (latest) or a positive version")
 	}
 	e.network(&spec.Network, NodeCount(spec))
-	if spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == "flannel" {
-		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel")
+	if spec.Distribution == v1.DistroKubeadm {
+		e.kubeadm(&spec.Network)
 	}
 	e.controlPlane(&spec.ControlPlane)
 	e.pools(spec.WorkerPools)
@@ -336,4 +337,17 @@ func rootCA(s string) string {
 		return "has data after its last PEM certificate"
 	}
 	return ""
+}
+
+// kubeadm refuses what the kubeadm distribution's plans do not install:
+// Flannel, and IPv6 pod or service ranges.
+func (e *errs) kubeadm(n *v1.Network) {
+	if n.CNI == "flannel" {
+		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel")
+	}
+	for _, f := range []struct{ field, cidr string }{{"spec.network.podCIDR", n.PodCIDR}, {"spec.network.serviceCIDR", n.ServiceCIDR}} {
+		if p, err := netip.ParsePrefix(f.cidr); err == nil && !p.Addr().Is4() {
+			e.invalid(f.field, "%s: the kubeadm distribution installs IPv4 clusters only", f.cidr)
+		}
+	}
 }

@@ -210,6 +210,18 @@ func TestCluster(t *testing.T) {
 			},
 		},
 		{
+			name: "kubeadm installs IPv4 with calico or cilium", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0"
+				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "flannel"}
+			},
+			want: []v1.Error{
+				invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel"),
+				invalid("spec.network.podCIDR", "fd00:10::/48: the kubeadm distribution installs IPv4 clusters only"),
+				invalid("spec.network.serviceCIDR", "fd00:20::/108: the kubeadm distribution installs IPv4 clusters only"),
+			},
+		},
+		{
 			name: "region", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Region = "EU West" },
 			want: []v1.Error{invalid("spec.region", `"EU West" must be a region name: lower-case letters, digits and '-', at most 63 characters`)},

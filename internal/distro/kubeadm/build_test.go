@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,7 +36,24 @@ func firstControlPlane() Input {
 
 func readCA(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "proxy-ca.pem"))
+	return readTestdata(t, "proxy-ca.pem")
+}
+
+// clusterCA is a test cluster CA (testdata/cluster-ca.pem: made with
+// pki.NewCA, certificate then key).
+func clusterCA(t *testing.T) *ClusterCA {
+	t.Helper()
+	pair := readTestdata(t, "cluster-ca.pem")
+	i := strings.Index(pair, "-----BEGIN EC PRIVATE KEY-----")
+	if i < 0 {
+		t.Fatal("testdata/cluster-ca.pem has no EC private key")
+	}
+	return &ClusterCA{CertPEM: pair[:i], KeyPEM: pair[i:]}
+}
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +140,16 @@ var goldenCases = []goldenCase{
 		},
 		steps: []string{StepWriteFiles, StepPrepareKernel, StepInstallPrerequisites, StepTrustProxyCA,
 			StepAddKubernetesRepository, StepInstallPackages, StepEnableServices, StepKubeadmInit, StepInstallCNI},
+	},
+	{
+		name: "first-with-cluster-ca",
+		in: func(t *testing.T) Input {
+			in := firstControlPlane()
+			in.ClusterCA = clusterCA(t)
+			in.Join = JoinMaterial{Token: testToken, CertificateKey: testCertificateKey}
+			return in
+		},
+		steps: stepsInit,
 	},
 	{
 		name: "custom-subnets",

@@ -1,6 +1,11 @@
 package kubeadm
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
@@ -60,6 +65,14 @@ type Input struct {
 	FirstControlPlane bool `json:"firstControlPlane"`
 	// Join is what a joining node needs, produced by the controller.
 	Join JoinMaterial `json:"join"`
+	// ClusterCA is the cluster CA the first control-plane node's kubeadm
+	// init uses instead of making one (/etc/kubernetes/pki/ca.crt and
+	// ca.key): the controller keeps it, so it knows the CA hash joining
+	// nodes trust before any node is installed and issues kubeconfigs the
+	// API server accepts. Optional on the first control-plane node (kubeadm
+	// makes a CA); refused elsewhere (joining control-plane nodes download
+	// it with the other control-plane certificates).
+	ClusterCA *ClusterCA `json:"clusterCA,omitempty"`
 	// Proxy is the cluster's HTTP proxy; nil for none. Its root CA is
 	// trusted by the host even without proxy URLs.
 	Proxy *v1.Proxy `json:"proxy,omitempty"`
@@ -104,6 +117,28 @@ type JoinMaterial struct {
 	// control-plane join; optional on the first control-plane node (kubeadm
 	// init uses it instead of making one up); refused on workers.
 	CertificateKey string `json:"certificateKey,omitempty"`
+}
+
+// ClusterCA is a CA certificate and its private key, PEM.
+type ClusterCA struct {
+	CertPEM string `json:"certPEM"`
+	KeyPEM  string `json:"keyPEM"`
+}
+
+// CACertHash is the hash joining nodes pin the cluster CA by
+// (JoinMaterial.CACertHashes): "sha256:" and the hex SHA-256 of the DER
+// SubjectPublicKeyInfo of the first certificate in certPEM.
+func CACertHash(certPEM []byte) (string, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("parse certificate: %w", err)
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // ErrInvalidInput is what every refusal of Build wraps.
@@ -160,7 +195,7 @@ func check(in Input) (*spec, error) {
 	if s.Node.Arch == "" {
 		s.Node.Arch = DefaultArch
 	}
-	for _, f := range []func() error{s.cluster, s.network, s.node, s.join, s.checkProxy} {
+	for _, f := range []func() error{s.cluster, s.network, s.node, s.join, s.clusterCA, s.checkProxy} {
 		if err := f(); err != nil {
 			return nil, err
 		}
@@ -304,7 +339,7 @@ func (s *spec) node() error {
 		if msg := validate.LabelValue(n.Labels[k]); msg != "" {
 			return refuse(field, "%s", msg)
 		}
-		if !kubeletMaySet(k) {
+		if !KubeletMaySet(k) {
 			return refuse(field, "a kubelet may not set a label in the kubernetes.io or k8s.io namespaces other than %s/*, %s/* and %s; the controller sets it through the API",
 				kubeletLabelNamespaces[0], kubeletLabelNamespaces[1], strings.Join(kubeletLabels, ", "))
 		}
@@ -314,8 +349,8 @@ func (s *spec) node() error {
 	return nil
 }
 
-// kubeletMaySet reports whether a kubelet may set label key k on its node.
-func kubeletMaySet(k string) bool {
+// KubeletMaySet reports whether a kubelet may set label key k on its node.
+func KubeletMaySet(k string) bool {
 	ns, _, ok := strings.Cut(k, "/")
 	if !ok {
 		return true
@@ -358,6 +393,30 @@ func (s *spec) join() error {
 		return refuse("join.certificateKey", "a joining control-plane node needs the key of the certificates kubeadm init uploaded")
 	case s.Node.Role == v1.RoleWorker && j.CertificateKey != "":
 		return refuse("join.certificateKey", "set on a worker; only control-plane nodes download the control-plane certificates")
+	}
+	return nil
+}
+
+// clusterCA checks the CA given to the first control-plane node: a CA
+// certificate and the private key of its public key.
+func (s *spec) clusterCA() error {
+	ca := s.ClusterCA
+	switch {
+	case ca == nil:
+		return nil
+	case !s.FirstControlPlane:
+		return refuse("clusterCA", "set on a node that joins; only the first control-plane node's kubeadm init takes the cluster CA")
+	}
+	pair, err := tls.X509KeyPair([]byte(ca.CertPEM), []byte(ca.KeyPEM))
+	if err != nil {
+		return refuse("clusterCA", "the certificate and key must be a PEM pair: %v", err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return refuse("clusterCA.certPEM", "%v", err)
+	}
+	if !cert.IsCA {
+		return refuse("clusterCA.certPEM", "%q is not a CA certificate", cert.Subject.CommonName)
 	}
 	return nil
 }

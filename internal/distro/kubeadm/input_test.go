@@ -2,6 +2,7 @@ package kubeadm
 
 import (
 	"errors"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -30,6 +31,7 @@ func controlPlaneJoin() Input {
 // Every refusal of Build names the field at fault.
 func TestBuildRefuses(t *testing.T) {
 	const key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+	ca, proxyCA := clusterCA(t), readCA(t)
 	tests := []struct {
 		name  string
 		base  func() Input
@@ -98,6 +100,12 @@ func TestBuildRefuses(t *testing.T) {
 		}, "proxy.noProxy"},
 		{"root CA not PEM", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{RootCA: "not a certificate"} }, "proxy.rootCA"},
 		{"root CA with a private key", firstControlPlane, func(in *Input) { in.Proxy = &v1.Proxy{RootCA: key} }, "proxy.rootCA"},
+		{"cluster CA on a worker", workerJoin, func(in *Input) { in.ClusterCA = ca }, "clusterCA"},
+		{"cluster CA on a joining control plane", controlPlaneJoin, func(in *Input) { in.ClusterCA = ca }, "clusterCA"},
+		{"cluster CA key of another certificate", firstControlPlane, func(in *Input) {
+			in.ClusterCA = &ClusterCA{CertPEM: proxyCA, KeyPEM: ca.KeyPEM}
+		}, "clusterCA"},
+		{"cluster CA without its key", firstControlPlane, func(in *Input) { in.ClusterCA = &ClusterCA{CertPEM: ca.CertPEM} }, "clusterCA"},
 		{"root CA that does not parse", firstControlPlane, func(in *Input) {
 			in.Proxy = &v1.Proxy{RootCA: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}
 		}, "proxy.rootCA"},
@@ -286,4 +294,29 @@ func cloneInput(in Input) Input {
 		out.Proxy = &p
 	}
 	return out
+}
+
+// CACertHash is what kubeadm's documentation computes with openssl: the
+// SHA-256 of the DER public key.
+func TestCACertHash(t *testing.T) {
+	ca := clusterCA(t)
+	got, err := CACertHash([]byte(ca.CertPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed: cannot compute the reference hash")
+	}
+	cmd := exec.Command("sh", "-c", "openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | sha256sum")
+	cmd.Stdin = strings.NewReader(ca.CertPEM)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("openssl: %v", err)
+	}
+	if want := "sha256:" + strings.Fields(string(out))[0]; got != want {
+		t.Errorf("CACertHash = %s, openssl says %s", got, want)
+	}
+	if _, err := CACertHash([]byte(ca.KeyPEM)); err == nil {
+		t.Error("CACertHash of a key succeeded")
+	}
 }

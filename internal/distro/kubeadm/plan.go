@@ -2,6 +2,7 @@ package kubeadm
 
 import (
 	"io/fs"
+	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -27,6 +28,8 @@ const (
 // Paths on the host.
 const (
 	KubeadmConfigPath  = "/etc/kiln/kubeadm.yaml"
+	ClusterCACert      = "/etc/kubernetes/pki/ca.crt"
+	ClusterCAKey       = "/etc/kubernetes/pki/ca.key"
 	AdminKubeconfig    = "/etc/kubernetes/admin.conf"
 	KubeletKubeconfig  = "/etc/kubernetes/kubelet.conf"
 	ProxyCAPath        = "/usr/local/share/ca-certificates/kiln-proxy-ca.crt"
@@ -176,10 +179,21 @@ func (b *builder) files() {
 	b.file("/etc/apt/sources.list.d/kubernetes.list", 0o644,
 		"the Kubernetes "+s.minor+" package repository, signed by its own key",
 		"deb [signed-by="+AptKeyring+"] "+s.repository()+" /\n")
+	if ca := s.ClusterCA; ca != nil {
+		b.file(ClusterCACert, 0o644, "the cluster CA Kiln keeps: kubeadm init signs the cluster's certificates with it instead of making one",
+			pemText(ca.CertPEM))
+		b.file(ClusterCAKey, 0o600, "the cluster CA's key (kubeadm init --upload-certs shares it with the other control-plane nodes)",
+			pemText(ca.KeyPEM))
+	}
 	b.file(KubeadmConfigPath, 0o600, "kubeadm's configuration for this node (it holds the join secrets)", s.kubeadmConfig())
 	if s.FirstControlPlane && s.CNI == CNICalico {
 		b.file(CalicoInstallation, 0o644, "the Calico installation the Tigera operator carries out: the pod CIDR as its IP pool", s.calicoInstallation())
 	}
+}
+
+// pemText is PEM text ending in a newline.
+func pemText(s string) string {
+	return strings.TrimRight(s, "\n") + "\n"
 }
 
 // repository is the apt repository of the version's minor.

@@ -1,0 +1,166 @@
+package plan
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeadm"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// SecretKubeadmJoin is the cluster secret that holds the kubeadm join
+// material (JSON kubeadmJoin): made before the first control-plane node is
+// installed and kept, so that a step run again hands every node the same.
+const SecretKubeadmJoin = "kubeadm-join"
+
+// kubeadmJoin is what the first control-plane node's kubeadm init is given
+// so that the controller knows it ahead: the bootstrap token joining nodes
+// present and the key that encrypts the uploaded control-plane
+// certificates.
+type kubeadmJoin struct {
+	Token          string `json:"token"`
+	CertificateKey string `json:"certificateKey"`
+}
+
+// usesKubeadm reports whether the cluster's nodes install Kubernetes with
+// the kubeadm distribution (hosts users bring, real Debian or Ubuntu
+// machines).
+func (x *run) usesKubeadm() bool { return x.cl.Spec.Distribution == v1.DistroKubeadm }
+
+// kubeadmInput is what every node's kubeadm plan shares. The cluster CA
+// Kiln keeps is given to the first control-plane node's kubeadm init, so
+// the CA hash joining nodes pin is known before any node is installed and
+// the kubeconfigs kilnd issues are accepted; the token and the certificate
+// key are made once and kept (SecretKubeadmJoin).
+func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.ClusterCA, error) {
+	k := x.cl.Key()
+	ca, err := gateway.LoadCA(ctx, x.s, k)
+	if err != nil {
+		return kubeadm.Input{}, nil, err
+	}
+	hash, err := kubeadm.CACertHash(ca.CertPEM())
+	if err != nil {
+		return kubeadm.Input{}, nil, fmt.Errorf("hash of the cluster CA: %w", err)
+	}
+	join, err := x.ensureKubeadmJoin(ctx)
+	if err != nil {
+		return kubeadm.Input{}, nil, err
+	}
+	endpoint, err := x.endpoint(ctx)
+	if err != nil {
+		return kubeadm.Input{}, nil, fmt.Errorf("find endpoint: %w", err)
+	}
+	spec := x.cl.Spec
+	in := kubeadm.Input{
+		ClusterName:           k.Name,
+		KubernetesVersion:     spec.KubernetesVersion,
+		Endpoint:              endpoint,
+		PodCIDR:               spec.Network.PodCIDR,
+		ServiceCIDR:           spec.Network.ServiceCIDR,
+		CNI:                   spec.Network.CNI,
+		DedicatedControlPlane: spec.ControlPlane.Dedicated,
+		Join: kubeadm.JoinMaterial{Token: join.Token, CACertHashes: []string{hash},
+			CertificateKey: join.CertificateKey},
+		Proxy: spec.Proxy,
+	}
+	return in, &kubeadm.ClusterCA{CertPEM: string(ca.CertPEM()), KeyPEM: string(ca.KeyPEM())}, nil
+}
+
+// ensureKubeadmJoin makes the cluster's token and certificate key once and
+// returns what is kept.
+func (x *run) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
+	fresh, err := newKubeadmJoin()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(fresh)
+	if err != nil {
+		return nil, err
+	}
+	kept, created, err := gateway.EnsureSecret(ctx, x.s, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm join material: %w", err)
+	}
+	if created {
+		x.log.Info("made the cluster's kubeadm bootstrap token and certificate key")
+	}
+	var j kubeadmJoin
+	if err := json.Unmarshal(kept, &j); err != nil {
+		return nil, fmt.Errorf("read kubeadm join material: %w", err)
+	}
+	return &j, nil
+}
+
+// newKubeadmJoin makes a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16}) and a
+// 32-byte certificate key (64 hex digits).
+func newKubeadmJoin() (*kubeadmJoin, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [22 + 32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("random token: %w", err)
+	}
+	tok := make([]byte, 22)
+	for i := range tok {
+		// 256 is not a multiple of 36: the first 4 letters are a little
+		// likelier (8/256 against 7/256), which leaves about 112 bits of a
+		// 22-character token's 113.
+		tok[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return &kubeadmJoin{
+		Token:          string(tok[:6]) + "." + string(tok[6:]),
+		CertificateKey: hex.EncodeToString(b[22:]),
+	}, nil
+}
+
+// kubeadmNodeInput is in for node m, the i-th of its role in install
+// order: the first control-plane node runs kubeadm init with the cluster
+// CA, every other node joins. The kubelet gets the node's labels it may set
+// on itself; the others (role labels) are set through the API once the
+// node is Ready.
+func (x *run) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *store.Node, m provider.MachineSpec, i int) kubeadm.Input {
+	in.Node = kubeadm.Node{Name: node.Name, Address: node.Address, Role: m.Role, Interface: node.Interface,
+		Labels: map[string]string{}}
+	if node.Facts != nil {
+		in.Node.Arch = node.Facts.Arch
+	}
+	for key, value := range x.nodeLabels(m) {
+		if kubeadm.KubeletMaySet(key) {
+			in.Node.Labels[key] = value
+		}
+	}
+	in.Join.CACertHashes = slices.Clone(in.Join.CACertHashes)
+	switch {
+	case m.Role == v1.RoleControlPlane && i == 0:
+		in.FirstControlPlane, in.ClusterCA = true, ca
+		in.Join.CACertHashes = nil // it makes the cluster the hash pins
+	case m.Role == v1.RoleWorker:
+		in.Join.CertificateKey = ""
+	}
+	return in
+}
+
+// instructKubeadm has node run its kubeadm plan.
+func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.Input) error {
+	doing := "installing " + in.Node.Role + " with kubeadm"
+	return x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
+		p, err := kubeadm.Build(in)
+		var fe *kubeadm.FieldError
+		if errors.As(err, &fe) {
+			return nil, failure.Terminal(v1.CodeInvalidParameter, "node %s cannot be installed with kubeadm: %s: %s",
+				node.Name, fe.Field, fe.Reason)
+		}
+		if err != nil {
+			return nil, failure.Terminal(v1.CodeInternal, "build the kubeadm plan of node %s: %v", node.Name, err)
+		}
+		return json.Marshal(p)
+	})
+}
