@@ -1,6 +1,7 @@
 // Package kubeapi is the small part of the Kubernetes API that Kiln's plans
-// use on a cluster they install: read nodes and their conditions, label
-// nodes, create a namespace and a ConfigMap. It is net/http and
+// use on a cluster they install: read nodes and their conditions, label,
+// taint, cordon and delete nodes, drain a node (list its pods, evict them
+// through the Eviction API), create a namespace and a ConfigMap. It is net/http and
 // encoding/json with a client certificate from the cluster CA; the root
 // module does not link client-go.
 package kubeapi
@@ -20,11 +21,12 @@ import (
 	"time"
 )
 
-// Errors. A failed request returns a *StatusError, which wraps ErrNotFound
-// or ErrConflict for 404 and 409.
+// Errors. A failed request returns a *StatusError, which wraps ErrNotFound,
+// ErrConflict or ErrTooManyRequests for 404, 409 and 429.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
+	ErrNotFound        = errors.New("not found")
+	ErrConflict        = errors.New("conflict")
+	ErrTooManyRequests = errors.New("too many requests")
 )
 
 // StatusError is a Kubernetes API error answer.
@@ -33,19 +35,29 @@ type StatusError struct {
 	Code         int    // HTTP status
 	Reason       string // metav1.Status reason (NotFound, AlreadyExists, Forbidden, ...)
 	Message      string
+	// Causes are the messages of the Status's details.causes (an eviction
+	// refused for a PodDisruptionBudget says which budget, and why, there).
+	Causes []string
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
+	msg := fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
+	if len(e.Causes) > 0 {
+		msg += " (" + strings.Join(e.Causes, "; ") + ")"
+	}
+	return msg
 }
 
-// Unwrap maps 404 and 409 to ErrNotFound and ErrConflict.
+// Unwrap maps 404, 409 and 429 to ErrNotFound, ErrConflict and
+// ErrTooManyRequests.
 func (e *StatusError) Unwrap() error {
 	switch e.Code {
 	case http.StatusNotFound:
 		return ErrNotFound
 	case http.StatusConflict:
 		return ErrConflict
+	case http.StatusTooManyRequests:
+		return ErrTooManyRequests
 	}
 	return nil
 }
@@ -83,11 +95,13 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Node is what the plans read of a Node.
 type Node struct {
-	Name          string
-	Labels        map[string]string
-	Taints        []Taint
-	Unschedulable bool
-	Conditions    []Condition
+	Name            string
+	ResourceVersion string
+	Labels          map[string]string
+	Annotations     map[string]string
+	Taints          []Taint
+	Unschedulable   bool
+	Conditions      []Condition
 }
 
 // Taint of a node.
@@ -123,8 +137,10 @@ func (n Node) Condition(t string) (Condition, bool) {
 
 type wireNode struct {
 	Metadata struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels"`
+		Name            string            `json:"name"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
+		Annotations     map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
 		Taints        []Taint `json:"taints"`
@@ -136,8 +152,9 @@ type wireNode struct {
 }
 
 func (w wireNode) node() Node {
-	return Node{Name: w.Metadata.Name, Labels: w.Metadata.Labels, Taints: w.Spec.Taints,
-		Unschedulable: w.Spec.Unschedulable, Conditions: w.Status.Conditions}
+	return Node{Name: w.Metadata.Name, ResourceVersion: w.Metadata.ResourceVersion, Labels: w.Metadata.Labels,
+		Annotations: w.Metadata.Annotations, Taints: w.Spec.Taints, Unschedulable: w.Spec.Unschedulable,
+		Conditions: w.Status.Conditions}
 }
 
 // Ready checks the API server's /readyz.
@@ -148,7 +165,7 @@ func (c *Client) Ready(ctx context.Context) error {
 // GetNode reads a node; a missing one is an error wrapping ErrNotFound.
 func (c *Client) GetNode(ctx context.Context, name string) (Node, error) {
 	var w wireNode
-	if err := c.do(ctx, http.MethodGet, "/api/v1/nodes/"+url.PathEscape(name), "", nil, &w); err != nil {
+	if err := c.do(ctx, http.MethodGet, nodePath(name), "", nil, &w); err != nil {
 		return Node{}, err
 	}
 	return w.node(), nil
@@ -173,7 +190,7 @@ func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
 // empty value is a label with an empty value, as node-role labels are).
 func (c *Client) LabelNode(ctx context.Context, name string, labels map[string]string) error {
 	patch := map[string]any{"metadata": map[string]any{"labels": labels}}
-	return c.do(ctx, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(name), "application/merge-patch+json", patch, nil)
+	return c.do(ctx, http.MethodPatch, nodePath(name), "application/merge-patch+json", patch, nil)
 }
 
 // EnsureNamespace creates a namespace unless it exists.
@@ -243,9 +260,19 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, in, o
 		var st struct {
 			Reason  string `json:"reason"`
 			Message string `json:"message"`
+			Details struct {
+				Causes []struct {
+					Message string `json:"message"`
+				} `json:"causes"`
+			} `json:"details"`
 		}
 		if json.Unmarshal(b, &st) == nil && st.Message != "" {
 			se.Reason, se.Message = st.Reason, st.Message
+			for _, c := range st.Details.Causes {
+				if c.Message != "" {
+					se.Causes = append(se.Causes, c.Message)
+				}
+			}
 		}
 		return se
 	}

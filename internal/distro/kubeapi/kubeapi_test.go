@@ -90,9 +90,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func TestClient(t *testing.T) {
-	now := time.Now()
-	ca, err := pki.NewCA("test", pki.DefaultCAValidity, now)
+// newTestClient serves api over TLS with a fresh cluster CA and returns an
+// admin client of it.
+func newTestClient(t *testing.T, api http.Handler) (*Client, *pki.CA, string) {
+	t.Helper()
+	ca, err := pki.NewCA("test", pki.DefaultCAValidity, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +106,10 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &fakeAPI{labels: map[string]string{}, namespaces: map[string]bool{}, configmaps: map[string]map[string]string{}}
 	srv := httptest.NewUnstartedServer(api)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-
 	cert, key, err := ca.Issue(pki.AdminRequest("admin"))
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +119,12 @@ func TestClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	return c, ca, srv.URL
+}
+
+func TestClient(t *testing.T) {
+	api := &fakeAPI{labels: map[string]string{}, namespaces: map[string]bool{}, configmaps: map[string]map[string]string{}}
+	c, ca, url := newTestClient(t, api)
 	ctx := t.Context()
 
 	if err := c.Ready(ctx); err != nil {
@@ -158,7 +164,11 @@ func TestClient(t *testing.T) {
 	if api.users[0] != "admin" {
 		t.Errorf("server saw user %q", api.users[0])
 	}
-	if _, err := New(srv.URL, []byte("no pem"), cert, key); err == nil {
+	cert, key, err := ca.Issue(pki.AdminRequest("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(url, []byte("no pem"), cert, key); err == nil {
 		t.Error("New with a bad CA succeeded")
 	}
 }

@@ -1,0 +1,216 @@
+package kubeapi
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+)
+
+// MirrorAnnotation marks the API's copy of a static pod (a pod the kubelet
+// runs from a file); it cannot be evicted, and goes with its node.
+const MirrorAnnotation = "kubernetes.io/config.mirror"
+
+// PodRef names a pod.
+type PodRef struct {
+	Namespace, Name string
+}
+
+func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
+
+// Pod is what a drain reads of a Pod.
+type Pod struct {
+	PodRef
+	UID      string
+	NodeName string
+	Phase    string // Pending, Running, Succeeded, Failed, Unknown
+	Labels   map[string]string
+	// Owner is the kind and name of the pod's controller (ReplicaSet,
+	// DaemonSet, StatefulSet, Job, ...); empty for a bare pod.
+	OwnerKind, OwnerName string
+	// Mirror: the API's copy of a static pod.
+	Mirror bool
+	// Terminating: the pod is being deleted (it has a deletionTimestamp).
+	Terminating bool
+}
+
+// DaemonSet reports whether a DaemonSet controls the pod. A DaemonSet
+// tolerates unschedulable nodes and would start its pod again, so a drain
+// leaves these; they go with the node.
+func (p Pod) DaemonSet() bool { return p.OwnerKind == "DaemonSet" }
+
+type wirePod struct {
+	Metadata struct {
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace"`
+		UID               string            `json:"uid"`
+		Labels            map[string]string `json:"labels"`
+		Annotations       map[string]string `json:"annotations"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		OwnerReferences   []struct {
+			Kind       string `json:"kind"`
+			Name       string `json:"name"`
+			Controller *bool  `json:"controller"`
+		} `json:"ownerReferences"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName string `json:"nodeName"`
+	} `json:"spec"`
+	Status struct {
+		Phase string `json:"phase"`
+	} `json:"status"`
+}
+
+func (w wirePod) pod() Pod {
+	m := w.Metadata
+	p := Pod{PodRef: PodRef{Namespace: m.Namespace, Name: m.Name}, UID: m.UID, NodeName: w.Spec.NodeName,
+		Phase: w.Status.Phase, Labels: m.Labels, Terminating: m.DeletionTimestamp != nil}
+	_, p.Mirror = m.Annotations[MirrorAnnotation]
+	for _, o := range m.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			p.OwnerKind, p.OwnerName = o.Kind, o.Name
+		}
+	}
+	return p
+}
+
+// PodsOnNode lists the pods bound to a node, in every namespace, ordered
+// by namespace and name.
+func (c *Client) PodsOnNode(ctx context.Context, node string) ([]Pod, error) {
+	q := url.Values{"fieldSelector": {"spec.nodeName=" + node}, "limit": {"500"}}
+	var out []Pod
+	for {
+		var list struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []wirePod `json:"items"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/api/v1/pods?"+q.Encode(), "", nil, &list); err != nil {
+			return nil, err
+		}
+		for _, w := range list.Items {
+			out = append(out, w.pod())
+		}
+		if list.Metadata.Continue == "" {
+			break
+		}
+		q.Set("continue", list.Metadata.Continue)
+	}
+	slices.SortFunc(out, func(a, b Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// Evict asks the Eviction API (policy/v1) to evict the pod with uid: the
+// API server deletes it gracefully unless a PodDisruptionBudget forbids
+// it. A refusal for a budget is an error wrapping ErrTooManyRequests whose
+// StatusError.Causes name the budget and why; a pod that is gone (or was
+// replaced by another of the same name) wraps ErrNotFound or ErrConflict.
+func (c *Client) Evict(ctx context.Context, p PodRef, uid string) error {
+	body := map[string]any{
+		"apiVersion": "policy/v1", "kind": "Eviction",
+		"metadata":      map[string]any{"name": p.Name, "namespace": p.Namespace},
+		"deleteOptions": map[string]any{"preconditions": map[string]any{"uid": uid}},
+	}
+	path := "/api/v1/namespaces/" + url.PathEscape(p.Namespace) + "/pods/" + url.PathEscape(p.Name) + "/eviction"
+	return c.do(ctx, http.MethodPost, path, "application/json", body, nil)
+}
+
+// PodDisruptionBudget is what a drain reads of a budget: its name and
+// which pods it selects.
+type PodDisruptionBudget struct {
+	Namespace, Name string
+	// Selector is nil when the budget has none: it selects no pod.
+	Selector *LabelSelector
+	// DisruptionsAllowed, CurrentHealthy and DesiredHealthy are its status.
+	DisruptionsAllowed, CurrentHealthy, DesiredHealthy int
+}
+
+// LabelSelector is a metav1.LabelSelector.
+type LabelSelector struct {
+	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
+	MatchExpressions []Requirement     `json:"matchExpressions,omitempty"`
+}
+
+// Requirement is one of a LabelSelector's matchExpressions.
+type Requirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"` // In, NotIn, Exists, DoesNotExist
+	Values   []string `json:"values,omitempty"`
+}
+
+// Selects reports whether the budget covers a pod with labels: a
+// policy/v1 budget with an empty selector covers every pod of its
+// namespace, one without a selector none.
+func (b PodDisruptionBudget) Selects(labels map[string]string) bool {
+	return b.Selector != nil && b.Selector.Matches(labels)
+}
+
+// Matches reports whether labels satisfy the selector; an empty selector
+// matches everything.
+func (s LabelSelector) Matches(labels map[string]string) bool {
+	for k, v := range s.MatchLabels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		v, ok := labels[r.Key]
+		switch r.Operator {
+		case "In":
+			if !ok || !slices.Contains(r.Values, v) {
+				return false
+			}
+		case "NotIn":
+			if ok && slices.Contains(r.Values, v) {
+				return false
+			}
+		case "Exists":
+			if !ok {
+				return false
+			}
+		case "DoesNotExist":
+			if ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// PodDisruptionBudgets lists the budgets of a namespace.
+func (c *Client) PodDisruptionBudgets(ctx context.Context, namespace string) ([]PodDisruptionBudget, error) {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Spec struct {
+				Selector *LabelSelector `json:"selector"`
+			} `json:"spec"`
+			Status struct {
+				DisruptionsAllowed int `json:"disruptionsAllowed"`
+				CurrentHealthy     int `json:"currentHealthy"`
+				DesiredHealthy     int `json:"desiredHealthy"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	path := "/apis/policy/v1/namespaces/" + url.PathEscape(namespace) + "/poddisruptionbudgets"
+	if err := c.do(ctx, http.MethodGet, path, "", nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]PodDisruptionBudget, 0, len(list.Items))
+	for _, it := range list.Items {
+		b := PodDisruptionBudget{Namespace: it.Metadata.Namespace, Name: it.Metadata.Name,
+			DisruptionsAllowed: it.Status.DisruptionsAllowed, CurrentHealthy: it.Status.CurrentHealthy,
+			DesiredHealthy: it.Status.DesiredHealthy, Selector: it.Spec.Selector}
+		out = append(out, b)
+	}
+	return out, nil
+}
