@@ -31,6 +31,7 @@ const (
 	CodeInvalidCredentials = "InvalidCredentials"
 	CodeUnsupportedVersion = "UnsupportedVersion"
 	CodeNodeCountMismatch  = "NodeCountMismatch"
+	CodeDrainTimeout       = "DrainTimeout"
 )
 
 // CodeInfo is one row of the error-code table: the HTTP status an API
@@ -67,6 +68,7 @@ var Codes = []CodeInfo{
 	{CodeProviderError, http.StatusServiceUnavailable, true},
 	{CodeUnavailable, http.StatusServiceUnavailable, true},
 	{CodeTimeout, 0, true},
+	{CodeDrainTimeout, 0, false},
 	{CodeDequeueLimit, 0, false},
 	{CodeCanceled, 0, true},
 }

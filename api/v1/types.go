@@ -202,6 +202,11 @@ type WorkerPool struct {
 	Spot         *Spot             `json:"spot"`
 	Autoscale    *Autoscale        `json:"autoscale"`
 	Rollout      Rollout           `json:"rollout"`
+	// DrainTimeout bounds the drain of each node that leaves the pool
+	// (scale-down, pool removal): a duration such as "90s" or "5m", 1s to
+	// 24h; "5m" when empty. When it passes with pods still on the node, the
+	// operation fails with DrainTimeout naming them.
+	DrainTimeout string `json:"drainTimeout,omitempty"`
 }
 
 // Spot asks for spot capacity up to a price, as a percent of on-demand.

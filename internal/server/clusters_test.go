@@ -26,7 +26,7 @@ func TestClusterDefaults(t *testing.T) {
 		Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
 		ControlPlane:      v1.ControlPlane{Size: 1},
 		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2,
-			Rollout: v1.Rollout{MaxSurge: 1, MaxUnavailable: 0}}},
+			Rollout: v1.Rollout{MaxSurge: 1, MaxUnavailable: 0}, DrainTimeout: "5m"}},
 		NodeApproval:       "auto",
 		CertificateTTLDays: 365,
 	}
@@ -35,8 +35,9 @@ func TestClusterDefaults(t *testing.T) {
 	}
 	// A value the user gives is kept.
 	cl, _ = h.createCluster("p", "d", `{"name": "d", "spec": {"provider": "sim", "controlPlane": {"size": 3},
-		"workerPools": [{"name": "a", "rollout": {"maxUnavailable": 2}}]}}`)
-	if cl.Spec.Provider != "sim" || cl.Spec.ControlPlane.Size != 3 || cl.Spec.WorkerPools[0].Rollout != (v1.Rollout{MaxUnavailable: 2}) {
+		"workerPools": [{"name": "a", "rollout": {"maxUnavailable": 2}, "drainTimeout": "90s"}]}}`)
+	if cl.Spec.Provider != "sim" || cl.Spec.ControlPlane.Size != 3 || cl.Spec.WorkerPools[0].Rollout != (v1.Rollout{MaxUnavailable: 2}) ||
+		cl.Spec.WorkerPools[0].DrainTimeout != "90s" {
 		t.Errorf("spec = %+v, want the given values kept", cl.Spec)
 	}
 }
@@ -268,5 +269,32 @@ func TestNodesAndEvents(t *testing.T) {
 	h.must(http.StatusOK, "GET", "/v1/projects/p/clusters/c/events", "").decode(t, &events)
 	if len(events.Value) != 1 || events.Value[0].Reason != "Started" || events.Value[0].Operation != opID {
 		t.Errorf("events = %+v", events.Value)
+	}
+}
+
+// TestClusterDrainTimeout: a pool's drainTimeout is defaulted, kept when
+// given, and a bad one is a 400 naming its field, on PUT and on PATCH.
+func TestClusterDrainTimeout(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	path := "/v1/projects/p/clusters/c"
+	for _, body := range []string{
+		`{"spec": {"provider": "sim", "workerPools": [{"name": "a", "size": 1, "drainTimeout": "soon"}]}}`,
+		`{"spec": {"provider": "sim", "workerPools": [{"name": "a", "size": 1}, {"name": "b", "size": 1, "drainTimeout": "48h"}]}}`,
+	} {
+		r := h.must(http.StatusBadRequest, "PUT", path, body)
+		if e := r.errorBody(t); !strings.HasPrefix(e.Target, "spec.workerPools[") || !strings.HasSuffix(e.Target, "].drainTimeout") {
+			t.Errorf("PUT %s: target %q, want spec.workerPools[i].drainTimeout", body, e.Target)
+		}
+	}
+	cl, _ := h.createCluster("p", "c", `{"spec": {"provider": "sim", "workerPools": [{"name": "a", "size": 1}, {"name": "b", "size": 1, "drainTimeout": "45s"}]}}`)
+	if got := []string{cl.Spec.WorkerPools[0].DrainTimeout, cl.Spec.WorkerPools[1].DrainTimeout}; got[0] != "5m" || got[1] != "45s" {
+		t.Errorf("drain timeouts %v, want [5m 45s]", got)
+	}
+	h.finish(h.claim(), cl.Status.CurrentOperation, v1.OpSucceeded, nil)
+	r := h.must(http.StatusBadRequest, "PATCH", path, `{"spec": {"workerPools": [{"name": "a", "size": 1, "drainTimeout": "0s"}]}}`,
+		"Content-Type: application/merge-patch+json")
+	if e := r.errorBody(t); e.Target != "spec.workerPools[0].drainTimeout" || e.Code != v1.CodeInvalidParameter {
+		t.Errorf("PATCH drainTimeout 0s: %+v", e)
 	}
 }

@@ -1,6 +1,9 @@
 package server
 
-import v1 "kiln.dev/kiln/api/v1"
+import (
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/validate"
+)
 
 // Default values of a cluster spec; docs/api.md lists them.
 const (
@@ -53,6 +56,9 @@ func Defaults(spec *v1.ClusterSpec) {
 		ro := &spec.WorkerPools[i].Rollout
 		if ro.MaxSurge == 0 && ro.MaxUnavailable == 0 {
 			ro.MaxSurge = DefaultMaxSurge
+		}
+		if spec.WorkerPools[i].DrainTimeout == "" {
+			spec.WorkerPools[i].DrainTimeout = validate.DefaultDrainTimeout
 		}
 	}
 }

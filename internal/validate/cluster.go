@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -38,7 +39,23 @@ const (
 	MaxSpotPrice          = 100      // percent of the on-demand price
 	MinSpotPrice          = 1
 	MinCertificateTTLDays = 1
+	MinDrainTimeout       = time.Second    // a pool's drainTimeout
+	MaxDrainTimeout       = 24 * time.Hour // a pool's drainTimeout
 )
+
+// DefaultDrainTimeout is a pool's drainTimeout when it has none.
+const DefaultDrainTimeout = "5m"
+
+// DrainTimeout is how long the drain of one of the pool's nodes may take:
+// its drainTimeout, or DefaultDrainTimeout when that is empty (or, in a
+// record written before validation knew the field, not a duration).
+func DrainTimeout(p v1.WorkerPool) time.Duration {
+	if d, err := time.ParseDuration(p.DrainTimeout); err == nil && d > 0 {
+		return d
+	}
+	d, _ := time.ParseDuration(DefaultDrainTimeout)
+	return d
+}
 
 var instanceTypeRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
@@ -171,7 +188,37 @@ func (e *errs) pools(pools []v1.WorkerPool) {
 		}
 		e.autoscale(at, p)
 		e.rollout(at+".rollout", p.Rollout)
+		e.drainTimeout(at+".drainTimeout", p.DrainTimeout)
 	}
+}
+
+// drainTimeout checks a pool's drainTimeout: empty (the default) or a
+// duration within bounds.
+func (e *errs) drainTimeout(target, s string) {
+	if s == "" {
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		e.invalid(target, "%q must be a duration such as 90s, 5m or 1h30m", s)
+		return
+	}
+	if d < MinDrainTimeout || d > MaxDrainTimeout {
+		e.invalid(target, "%s must be between %s and %s", s, short(MinDrainTimeout), short(MaxDrainTimeout))
+	}
+}
+
+// short writes a duration without its zero minutes and seconds: 24h, not
+// 24h0m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (e *errs) autoscale(at string, p v1.WorkerPool) {

@@ -41,6 +41,17 @@ func valid() v1.ClusterSpec {
 	}
 }
 
+func TestDrainTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+	}{{"", 5 * time.Minute}, {"90s", 90 * time.Second}, {"1h", time.Hour}, {"junk", 5 * time.Minute}, {"0s", 5 * time.Minute}} {
+		if got := validate.DrainTimeout(v1.WorkerPool{DrainTimeout: tt.in}); got != tt.want {
+			t.Errorf("DrainTimeout(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
 func invalid(target, msg string) v1.Error {
 	return v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: msg}
 }
@@ -167,6 +178,25 @@ func TestCluster(t *testing.T) {
 				invalid("spec.workerPools[3].name", `"B_" must be a lower-case DNS-1123 label of at most 63 characters (a-z, 0-9 and '-', starting and ending with a letter or digit)`),
 				invalid("spec.workerPools[3].spot.maxPricePercent", "0 must be between 1 and 100 (percent of the on-demand price)"),
 				invalid("spec.workerPools[3].autoscale", "min 3 and max 2 must satisfy 0 <= min <= max <= 1000"),
+			},
+		},
+		{
+			name: "drain timeouts", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.WorkerPools = []v1.WorkerPool{
+					{Name: "a", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "5m"},
+					{Name: "b", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "300"},
+					{Name: "c", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "500ms"},
+					{Name: "d", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "25h"},
+					{Name: "e", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "-1m"},
+					{Name: "f", Rollout: v1.Rollout{MaxSurge: 1}, DrainTimeout: "1h30m"},
+				}
+			},
+			want: []v1.Error{
+				invalid("spec.workerPools[1].drainTimeout", `"300" must be a duration such as 90s, 5m or 1h30m`),
+				invalid("spec.workerPools[2].drainTimeout", "500ms must be between 1s and 24h"),
+				invalid("spec.workerPools[3].drainTimeout", "25h must be between 1s and 24h"),
+				invalid("spec.workerPools[4].drainTimeout", "-1m must be between 1s and 24h"),
 			},
 		},
 		{
