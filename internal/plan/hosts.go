@@ -54,7 +54,7 @@ func (x *run) workerTargets(ctx context.Context) ([]provider.MachineSpec, error)
 	if x.hostsJoin() {
 		return x.hostTargets(ctx, v1.RoleWorker)
 	}
-	return workerMachines(x.cl)
+	return x.workerMachines(ctx)
 }
 
 // hostEndpoint is a host cluster's API endpoint: its first control-plane

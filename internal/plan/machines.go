@@ -16,7 +16,6 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/validate"
 )
 
 // machineParallelism bounds concurrent provider calls of one step.
@@ -36,30 +35,6 @@ func controlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
 		}
 	}
 	return ms
-}
-
-// workerMachines are the worker machines the spec wants, named
-// <cluster>-<pool>-<n>. A pool named "cp" would collide with the control
-// plane's names: validation refuses it, and so does this, for records written
-// before that check.
-func workerMachines(cl *store.Cluster) ([]provider.MachineSpec, error) {
-	var ms []provider.MachineSpec
-	for i, p := range cl.Spec.WorkerPools {
-		if p.Name == validate.ReservedPoolName {
-			return nil, &failure.Error{Code: v1.CodeInvalidParameter, Target: fmt.Sprintf("spec.workerPools[%d].name", i),
-				Message: `worker pool name "cp" is reserved for the control plane's machines`}
-		}
-		for n := range p.Size {
-			ms = append(ms, provider.MachineSpec{
-				Name:         fmt.Sprintf("%s-%s-%d", cl.Name, p.Name, n),
-				Role:         v1.RoleWorker,
-				Pool:         p.Name,
-				InstanceType: p.InstanceType,
-				Zone:         zone(p.Zones, n),
-			})
-		}
-	}
-	return ms, nil
 }
 
 func zone(zones []string, i int) string {
@@ -251,27 +226,44 @@ func (x *run) removeMachines(ctx context.Context, match func(name, role string) 
 		return cmp.Or(cmp.Compare(index(b), index(a)), strings.Compare(a, b))
 	})
 	for _, name := range doomed {
-		if machine[name] {
-			x.log.Info("deleting machine", "machine", name)
-			if err := x.p.DeleteMachine(ctx, x.pc, name); err != nil {
-				return fmt.Errorf("delete machine %q: %w", name, err)
-			}
+		if err := x.removeNode(ctx, name, machine[name], nodes[name] != nil, nil); err != nil {
+			return err
 		}
-		if nodes[name] == nil {
-			continue
+	}
+	return nil
+}
+
+// removeNode deletes a node's machine (when the provider has it), its Node
+// object in Kubernetes (when kc is not nil) and its record (when it has
+// one), in that order: a kubelet that still ran would register the Node
+// again, and a retried step finds what is left.
+func (x *run) removeNode(ctx context.Context, name string, machine, record bool, kc nodeDeleter) error {
+	if machine {
+		x.log.Info("deleting machine", "machine", name)
+		if err := x.p.DeleteMachine(ctx, x.pc, name); err != nil {
+			return fmt.Errorf("delete machine %q: %w", name, err)
 		}
-		// Its certificates are refused first: a retried step finds no
-		// record left to forget.
-		if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
-			if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
-				return fmt.Errorf("forget node %q: %w", name, err)
-			}
+	}
+	if kc != nil {
+		x.log.Info("deleting Kubernetes node", "node", name)
+		if err := kc.DeleteNode(ctx, name); err != nil {
+			return failure.Retryable(v1.CodeInternal, err, "delete node %s in Kubernetes: %v", name, err)
 		}
-		x.log.Info("deleting node record", "node", name)
-		err := x.s.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("delete node %q: %w", name, err)
+	}
+	if !record {
+		return nil
+	}
+	// Its certificates are refused first: a retried step finds no
+	// record left to forget.
+	if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
+		if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
+			return fmt.Errorf("forget node %q: %w", name, err)
 		}
+	}
+	x.log.Info("deleting node record", "node", name)
+	err := x.s.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete node %q: %w", name, err)
 	}
 	return nil
 }

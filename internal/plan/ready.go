@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -81,12 +82,11 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			continue
 		}
 		if !labelled[m.Name] {
-			if patch := missingLabels(n.Labels, x.nodeLabels(m)); len(patch) > 0 {
-				if err := kc.LabelNode(ctx, m.Name, patch); err != nil {
-					return nil, fmt.Errorf("label node %s: %w", m.Name, err)
-				}
+			done, err := x.configureKubeNode(ctx, kc, n, m)
+			if err != nil {
+				return nil, err
 			}
-			labelled[m.Name] = true
+			labelled[m.Name] = done
 		}
 		rec, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
 		if err != nil {
@@ -113,6 +113,78 @@ func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
 		}
 	}
 	return labels
+}
+
+// configureKubeNode gives a Ready node what Kiln sets on it in
+// Kubernetes: its labels (nodeLabels) and its pool's taints, and makes it
+// schedulable again if an earlier drain of Kiln's cordoned it (a scale-down
+// that failed, then was undone). done is false when the node changed while
+// its taints were set; the next pass tries again.
+func (x *run) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) (done bool, err error) {
+	if patch := missingLabels(n.Labels, x.nodeLabels(m)); len(patch) > 0 {
+		if err := kc.LabelNode(ctx, m.Name, patch); err != nil {
+			return false, fmt.Errorf("label node %s: %w", m.Name, err)
+		}
+	}
+	if taints, changed := withTaints(n.Taints, x.nodeTaints(m)); changed {
+		x.log.Info("tainting node", "node", m.Name, "taints", taints)
+		err := kc.SetTaints(ctx, m.Name, n.ResourceVersion, taints)
+		if errors.Is(err, kubeapi.ErrConflict) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("taint node %s: %w", m.Name, err)
+		}
+	}
+	if by := n.Annotations[kubeapi.CordonedBy]; n.Unschedulable && by != "" {
+		x.log.Info("uncordoning node", "node", m.Name, "cordonedBy", by)
+		if err := kc.Uncordon(ctx, m.Name); err != nil {
+			return false, fmt.Errorf("uncordon node %s: %w", m.Name, err)
+		}
+		x.nodeEvent(ctx, "Normal", "NodeUncordoned", m.Name,
+			fmt.Sprintf("node %s is schedulable again: the spec keeps it (operation %s had cordoned it to drain it)", m.Name, by))
+	}
+	return true, nil
+}
+
+// nodeTaints are the taints of the machine's pool, as the spec writes them
+// (key[=value]:Effect, validated).
+func (x *run) nodeTaints(m provider.MachineSpec) []kubeapi.Taint {
+	var out []kubeapi.Taint
+	if m.Pool == "" {
+		return nil
+	}
+	for _, p := range x.cl.Spec.WorkerPools {
+		if p.Name != m.Pool {
+			continue
+		}
+		for _, t := range p.Taints {
+			kv, effect, _ := strings.Cut(t, ":")
+			k, v, _ := strings.Cut(kv, "=")
+			out = append(out, kubeapi.Taint{Key: k, Value: v, Effect: effect})
+		}
+	}
+	return out
+}
+
+// withTaints returns have with every taint of want in it: a taint of have
+// with the key and effect of a wanted one takes the wanted value; others
+// stay (the node controller's, a person's). changed is false when have
+// holds them all already.
+func withTaints(have, want []kubeapi.Taint) (out []kubeapi.Taint, changed bool) {
+	out = slices.Clone(have)
+	for _, w := range want {
+		i := slices.IndexFunc(out, func(t kubeapi.Taint) bool { return t.Key == w.Key && t.Effect == w.Effect })
+		switch {
+		case i < 0:
+			out = append(out, w)
+			changed = true
+		case out[i].Value != w.Value:
+			out[i].Value = w.Value
+			changed = true
+		}
+	}
+	return out, changed
 }
 
 // missingLabels are the labels of want that have is missing or has with

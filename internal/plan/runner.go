@@ -147,6 +147,7 @@ type run struct {
 	pc    provider.Cluster
 	log   *slog.Logger
 	step  string // the step running now
+	note  string // what the running step's message says when it succeeds
 
 	progressMu sync.Mutex
 	progress   map[string]string // node -> what it is doing, in the running step's message
@@ -261,7 +262,7 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	s := &x.op.Steps[i]
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
-	x.step = s.Name
+	x.step, x.note = s.Name, ""
 	x.progressMu.Lock()
 	x.progress = nil // each step shows its own nodes
 	x.progressMu.Unlock()
@@ -286,7 +287,7 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		var skip *skipError
 		if err == nil || errors.As(err, &skip) {
 			end := x.r.opts.Now().UTC()
-			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, ""
+			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, x.note
 			if skip != nil {
 				s.State, s.Message = v1.StepSkipped, skip.reason
 			}

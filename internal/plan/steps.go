@@ -53,8 +53,7 @@ func (x *run) validateDynamic(ctx context.Context) error {
 	if len(rep.Findings) > 0 {
 		return failure.Findings("the cluster", rep.Findings)
 	}
-	_, err = workerMachines(x.cl)
-	return err
+	return checkPoolNames(x.cl)
 }
 
 // agentless is implemented by providers whose machines run no agent (sim):
@@ -118,7 +117,7 @@ func (x *run) ensureControlPlaneMachines(ctx context.Context) error {
 }
 
 func (x *run) ensureWorkerMachines(ctx context.Context) error {
-	ms, err := workerMachines(x.cl)
+	ms, err := x.workerMachines(ctx)
 	if err != nil {
 		return err
 	}
@@ -171,14 +170,18 @@ func (x *run) waitNodesReady(ctx context.Context) error {
 }
 
 // removeSurplusMachines removes what the spec no longer wants: the newest
-// machines of a pool that shrank, every machine of a pool that is gone.
+// nodes of a pool that shrank and every node of a pool that is gone, each
+// drained first (drainAndRemove); then anything else the spec does not name.
 func (x *run) removeSurplusMachines(ctx context.Context) error {
-	ws, err := workerMachines(x.cl)
+	keep, surplus, err := x.workerPlan(ctx)
 	if err != nil {
 		return err
 	}
+	if err := x.drainAndRemove(ctx, surplus); err != nil {
+		return err
+	}
 	wanted := map[string]bool{}
-	for _, n := range append(names(controlPlaneMachines(x.cl)), names(ws)...) {
+	for _, n := range append(names(controlPlaneMachines(x.cl)), names(keep)...) {
 		wanted[n] = true
 	}
 	return x.removeMachines(ctx, func(name, _ string) bool { return !wanted[name] })

@@ -1,0 +1,166 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// nodeDeleter deletes Node objects in Kubernetes (*kubeapi.Client).
+type nodeDeleter interface {
+	DeleteNode(ctx context.Context, name string) error
+}
+
+// drainAndRemove removes worker nodes that leave their pools, one at a
+// time in the order given (newest first): each is cordoned and drained
+// through the cluster's Kubernetes API within its pool's drainTimeout
+// (kubeapi.Drain: every pod but DaemonSet and mirror pods is evicted,
+// PodDisruptionBudgets respected), then its machine, its Node object and its
+// record are deleted. A drain that times out fails the operation with
+// DrainTimeout naming the pods left; the node stays cordoned and nothing of
+// it is deleted. Machines without Kubernetes (sim) are removed undrained,
+// and the step says so.
+func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
+	if len(doomed) == 0 {
+		return nil
+	}
+	records, err := x.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var done []string
+	if !x.usesAgents() {
+		for _, m := range doomed {
+			if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, nil); err != nil {
+				return err
+			}
+			x.nodeEvent(ctx, "Normal", "NodeRemoved", m.Name, fmt.Sprintf("node %s left pool %s; not drained: the %s provider's machines run no Kubernetes",
+				m.Name, m.Pool, x.cl.Spec.Provider))
+			done = append(done, m.Name)
+		}
+		x.note = fmt.Sprintf("removed %s (newest first); not drained: the %s provider's machines run no Kubernetes",
+			strings.Join(done, ", "), x.cl.Spec.Provider)
+		return nil
+	}
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	for _, m := range doomed {
+		st, err := x.drain(ctx, kc, m)
+		if err != nil {
+			return err
+		}
+		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("%d pods evicted", st.Evicted)
+		if st.NodeMissing {
+			what = "it was not in Kubernetes"
+		}
+		x.showProgress(ctx, m.Name, "removed")
+		x.nodeEvent(ctx, "Normal", "NodeRemoved", m.Name, fmt.Sprintf("node %s left pool %s: drained (%s) and removed", m.Name, m.Pool, what))
+		done = append(done, fmt.Sprintf("%s (%s)", m.Name, what))
+	}
+	x.note = "drained and removed, newest first: " + strings.Join(done, ", ")
+	return nil
+}
+
+// drain drains one node within its pool's drainTimeout, showing how far it
+// is in the step's message.
+func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.DrainStatus, error) {
+	pool, i := x.poolOf(m.Pool)
+	timeout, field := validate.DrainTimeout(v1.WorkerPool{}), "the default drain timeout: the pool is gone from the spec"
+	if pool != nil {
+		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
+	}
+	x.log.Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
+	x.nodeEvent(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
+	x.showProgress(ctx, m.Name, "cordoned, draining")
+	st, err := kc.Drain(ctx, m.Name, kubeapi.DrainOptions{
+		Timeout:    timeout,
+		CordonedBy: x.op.ID,
+		Poll:       x.r.opts.InstructionPoll,
+		Progress:   func(st kubeapi.DrainStatus) { x.showProgress(ctx, m.Name, drainProgress(st)) },
+	})
+	var de *kubeapi.DrainError
+	switch {
+	case errors.As(err, &de):
+		fe := drainFailure(x.nodeID(m.Name), m, timeout, field, de)
+		x.nodeEvent(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
+		return st, fe
+	case err != nil && ctx.Err() != nil:
+		return st, ctx.Err()
+	case err != nil:
+		return st, failure.Retryable(v1.CodeInternal, err, "drain node %s: the cluster's Kubernetes API failed: %v", m.Name, err)
+	}
+	x.log.Info("node drained", "node", m.Name, "evicted", st.Evicted, "skipped", len(st.Skipped), "missing", st.NodeMissing)
+	return st, nil
+}
+
+// drainProgress is what the step's message says of a node being drained.
+func drainProgress(st kubeapi.DrainStatus) string {
+	if len(st.Left) == 0 {
+		return "drained"
+	}
+	s := fmt.Sprintf("draining: %d pods left", len(st.Left))
+	if r := st.Refused(); len(r) > 0 {
+		names := make([]string, len(r))
+		for i, p := range r {
+			names[i] = p.PodRef.String()
+		}
+		s += fmt.Sprintf(", eviction refused by a PodDisruptionBudget for %s", strings.Join(names, ", "))
+	}
+	return s
+}
+
+// drainFailure is the operation's error for a drain that timed out: what
+// is left on the node and why, the timeout and where it is set, and what to
+// do. Each pod left is also a detail.
+func drainFailure(target string, m member, timeout time.Duration, field string, de *kubeapi.DrainError) *failure.Error {
+	left := de.Status.Left
+	parts := make([]string, len(left))
+	details := make([]v1.Error, len(left))
+	for i, p := range left {
+		parts[i] = p.Describe()
+		details[i] = v1.Error{Code: v1.CodeDrainTimeout, Target: "pods/" + p.PodRef.String(), Message: p.Describe()}
+	}
+	what := "let these pods go (relax the PodDisruptionBudget or scale the workload) or raise the drain timeout, then retry"
+	if len(de.Status.Refused()) == 0 {
+		what = "find out why these pods do not terminate or raise the drain timeout, then retry"
+	}
+	return &failure.Error{
+		Code:   v1.CodeDrainTimeout,
+		Target: target,
+		Message: fmt.Sprintf("node %s of pool %s was not drained within %s (%s): %d pods left: %s. The node stays cordoned and was not removed; %s",
+			m.Name, m.Pool, timeout, field, len(left), strings.Join(parts, "; "), what),
+		Details: details,
+		Err:     de,
+	}
+}
+
+// nodeID is the API path of one of the cluster's nodes.
+func (x *run) nodeID(name string) string {
+	return fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", x.cl.Project, x.cl.Name, name)
+}
+
+// nodeEvent appends an event about one node to the cluster's timeline.
+func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	e := x.newEvent(typ, reason, msg)
+	e.Node = node
+	if err := x.s.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", reason, "err", err)
+	}
+}
+

@@ -1,0 +1,200 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// member is a worker machine, or the node record of one, as the plan finds
+// it: what a pool has now.
+type member struct {
+	Name  string
+	Pool  string
+	Index int // the number in its name; -1 if none
+	// Created is when its node record was made (the machine's agent
+	// registered, or a sim machine was made); zero without a record.
+	Created time.Time
+	Machine bool // the provider has the machine
+}
+
+// ageGap separates generations of nodes: node records made less than
+// this apart (one after the other, as the nodes one operation adds
+// register) are one generation, and within one the highest number counts
+// as the newest.
+const ageGap = 2 * time.Second
+
+// generations numbers the members by age, oldest 0: records made within
+// ageGap of the one before are of its generation. A machine that never
+// registered is newer than any.
+func generations(members []member) map[string]int {
+	var made []member
+	for _, m := range members {
+		if !m.Created.IsZero() {
+			made = append(made, m)
+		}
+	}
+	slices.SortFunc(made, func(a, b member) int { return a.Created.Compare(b.Created) })
+	gen := map[string]int{}
+	g := 0
+	for i, m := range made {
+		if i > 0 && m.Created.Sub(made[i-1].Created) > ageGap {
+			g++
+		}
+		gen[m.Name] = g
+	}
+	for _, m := range members {
+		if m.Created.IsZero() {
+			gen[m.Name] = g + 1
+		}
+	}
+	return gen
+}
+
+// newestFirst returns the order of removal: machines that never registered
+// first, then the newest generation, and within one the highest number.
+func newestFirst(gen map[string]int) func(a, b member) int {
+	return func(a, b member) int {
+		return cmp.Or(cmp.Compare(gen[b.Name], gen[a.Name]), cmp.Compare(b.Index, a.Index), cmp.Compare(a.Name, b.Name))
+	}
+}
+
+// selectWorkers decides, from what the pools have now, which worker
+// machines the spec wants and which must go. Each pool keeps its oldest
+// members up to its size and gets new machines, named with the lowest
+// numbers no machine of the cluster uses, for the rest; what is left over,
+// and every member of a pool the spec no longer has, is surplus, newest
+// first. Scaling a pool down therefore removes its newest nodes.
+func selectWorkers(cluster string, pools []v1.WorkerPool, members []member) (keep []provider.MachineSpec, surplus []member) {
+	byPool := map[string][]member{}
+	used := map[string]bool{}
+	for _, m := range members {
+		byPool[m.Pool] = append(byPool[m.Pool], m)
+		used[m.Name] = true
+	}
+	newer := newestFirst(generations(members))
+	wanted := map[string]bool{}
+	for _, p := range pools {
+		have := byPool[p.Name]
+		slices.SortFunc(have, func(a, b member) int { return newer(b, a) }) // oldest first
+		var mine []provider.MachineSpec
+		for _, m := range have[:min(len(have), max(p.Size, 0))] {
+			mine = append(mine, workerSpec(m.Name, m.Index, p))
+			wanted[m.Name] = true
+		}
+		for n := 0; len(mine) < p.Size; n++ {
+			name := fmt.Sprintf("%s-%s-%d", cluster, p.Name, n)
+			if used[name] {
+				continue
+			}
+			used[name] = true
+			mine = append(mine, workerSpec(name, n, p))
+		}
+		slices.SortFunc(mine, func(a, b provider.MachineSpec) int {
+			return cmp.Or(cmp.Compare(index(a.Name), index(b.Name)), cmp.Compare(a.Name, b.Name))
+		})
+		keep = append(keep, mine...)
+	}
+	for _, m := range members {
+		if !wanted[m.Name] {
+			surplus = append(surplus, m)
+		}
+	}
+	slices.SortFunc(surplus, newer)
+	return keep, surplus
+}
+
+func workerSpec(name string, i int, p v1.WorkerPool) provider.MachineSpec {
+	return provider.MachineSpec{
+		Name:         name,
+		Role:         v1.RoleWorker,
+		Pool:         p.Name,
+		InstanceType: p.InstanceType,
+		Zone:         zone(p.Zones, max(i, 0)),
+	}
+}
+
+// checkPoolNames refuses a pool named "cp": its machines' names would
+// collide with the control plane's. Validation refuses it too; this is for
+// records written before that check.
+func checkPoolNames(cl *store.Cluster) error {
+	for i, p := range cl.Spec.WorkerPools {
+		if p.Name == validate.ReservedPoolName {
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: fmt.Sprintf("spec.workerPools[%d].name", i),
+				Message: `worker pool name "cp" is reserved for the control plane's machines`}
+		}
+	}
+	return nil
+}
+
+// workerMembers lists the cluster's worker machines and the worker node
+// records without a machine (a removal that stopped half way).
+func (x *run) workerMembers(ctx context.Context) ([]member, error) {
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return nil, fmt.Errorf("list machines: %w", err)
+	}
+	nodes, err := x.nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []member
+	seen := map[string]bool{}
+	for _, m := range ms {
+		seen[m.Name] = true
+		if m.Role != v1.RoleWorker {
+			continue
+		}
+		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true}
+		if n := nodes[m.Name]; n != nil {
+			mb.Created = n.CreatedAt
+		}
+		out = append(out, mb)
+	}
+	for name, n := range nodes {
+		if !seen[name] && n.Role == v1.RoleWorker && n.Pool != "" {
+			out = append(out, member{Name: name, Pool: n.Pool, Index: index(name), Created: n.CreatedAt})
+		}
+	}
+	return out, nil
+}
+
+// workerPlan is selectWorkers on what the cluster has now.
+func (x *run) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surplus []member, err error) {
+	if err := checkPoolNames(x.cl); err != nil {
+		return nil, nil, err
+	}
+	members, err := x.workerMembers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.WorkerPools, members)
+	return keep, surplus, nil
+}
+
+// workerMachines are the worker machines the spec wants, named
+// <cluster>-<pool>-<n>: each pool's oldest machines up to its size, and new
+// ones for the rest.
+func (x *run) workerMachines(ctx context.Context) ([]provider.MachineSpec, error) {
+	keep, _, err := x.workerPlan(ctx)
+	return keep, err
+}
+
+// poolOf returns the pool named name and its index in the spec; nil and
+// -1 for a pool the spec no longer has.
+func (x *run) poolOf(name string) (*v1.WorkerPool, int) {
+	for i := range x.cl.Spec.WorkerPools {
+		if x.cl.Spec.WorkerPools[i].Name == name {
+			return &x.cl.Spec.WorkerPools[i], i
+		}
+	}
+	return nil, -1
+}
