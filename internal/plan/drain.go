@@ -163,4 +163,3 @@ func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
 }
-
