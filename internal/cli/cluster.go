@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -211,16 +210,23 @@ func (a *app) confirm(question string) (bool, error) {
 
 func (a *app) clusterScaleCommand() *cobra.Command {
 	var (
-		poolName string
-		size     int
-		wait     bool
+		poolName, drainTimeout string
+		size                   int
+		wait                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scale NAME --size N [--pool P]",
 		Short: "Change the size of a worker pool",
 		Long: `scale reads the cluster, changes one worker pool's size and writes it back
-with If-Match, re-reading and retrying when another change got there first.`,
-		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0",
+with If-Match, re-reading and retrying when another change got there first.
+
+Scaling down removes the pool's newest nodes, each drained first: cordoned,
+then every pod but DaemonSet and mirror pods evicted through the Eviction
+API, respecting PodDisruptionBudgets, within the pool's drain timeout
+(--drain-timeout sets it in the same write; default 5m). A drain that times
+out fails the operation, naming the pods left and what blocks them; the
+node stays cordoned.`,
+		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0\n  kiln cluster scale dev --size 1 --drain-timeout 10m --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("size") {
@@ -229,57 +235,28 @@ with If-Match, re-reading and retrying when another change got there first.`,
 			if size < 0 {
 				return usageErrorf("--size must not be negative")
 			}
-			return a.scale(cmd, args[0], poolName, size, wait)
+			name := args[0]
+			return a.changeCluster(cmd, name, wait, func(s *v1.ClusterSpec) (string, error) {
+				p := pool(s, poolName)
+				if p == nil {
+					return "", noPool(name, poolName, s)
+				}
+				if p.Size == size && (drainTimeout == "" || p.DrainTimeout == drainTimeout) {
+					return "", errUnchanged{fmt.Sprintf("Pool %q of cluster %q already has size %d.", poolName, name, size)}
+				}
+				p.Size = size
+				if drainTimeout != "" {
+					p.DrainTimeout = drainTimeout
+				}
+				return fmt.Sprintf("Scaling pool %q of cluster %q to %d", poolName, name, size), nil
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&poolName, "pool", "default", "worker pool to scale")
 	cmd.Flags().IntVar(&size, "size", 0, "new number of machines in the pool")
+	cmd.Flags().StringVar(&drainTimeout, "drain-timeout", "", "set the pool's drain timeout too, e.g. 90s or 10m")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	return cmd
-}
-
-func (a *app) scale(cmd *cobra.Command, name, poolName string, size int, wait bool) error {
-	ctx := cmd.Context()
-	c, s, err := a.client()
-	if err != nil {
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		cl, err := c.GetCluster(ctx, s.Project, name)
-		if err != nil {
-			return err
-		}
-		p := pool(&cl.Spec, poolName)
-		if p == nil {
-			names := make([]string, len(cl.Spec.WorkerPools))
-			for i, wp := range cl.Spec.WorkerPools {
-				names[i] = wp.Name
-			}
-			return fmt.Errorf("cluster %q has no worker pool %q; its pools: %s",
-				name, poolName, orDash(strings.Join(names, ", ")))
-		}
-		if p.Size == size {
-			fmt.Fprintf(a.stderr, "Pool %q of cluster %q already has size %d.\n", poolName, name, size)
-			return a.printCluster(cl)
-		}
-		p.Size = size
-		etag := cl.ETag
-		cl.Status = v1.ClusterStatus{}
-		out, opID, err := c.PutCluster(ctx, s.Project, cl, etag)
-		var ae *v1.APIError
-		if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed && attempt < scaleAttempts {
-			fmt.Fprintf(a.stderr, "Cluster %q changed meanwhile; retrying.\n", name)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !wait {
-			fmt.Fprintf(a.stderr, "Scaling pool %q of cluster %q to %d (operation %s).\n", poolName, name, size, opID)
-			return a.printCluster(out)
-		}
-		return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
-	}
 }
 
 func (a *app) warn(format string, args ...any) {

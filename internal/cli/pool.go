@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func (a *app) poolCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "pool",
+		Aliases: []string{"pools"},
+		Short:   "List, add and remove the worker pools of a cluster",
+		Long: `A worker pool is a group of identical workers: its own size, instance type,
+zones, labels and taints. 'kiln cluster scale' changes a pool's size.
+
+Nodes that leave a pool (a smaller size, a removed pool) are drained first:
+cordoned, and every pod but DaemonSet and mirror pods evicted through the
+Eviction API, respecting PodDisruptionBudgets, within the pool's drain
+timeout (default 5m); the newest nodes leave first.`,
+		Example: `  kiln pool list dev
+  kiln pool add dev gpu --size 2 --instance-type large --label accel=gpu --taint gpu=true:NoSchedule --wait
+  kiln cluster scale dev --pool gpu --size 1 --drain-timeout 2m --wait
+  kiln pool remove dev gpu --yes --wait`,
+	})
+	cmd.AddCommand(a.poolListCommand(), a.poolAddCommand(), a.poolRemoveCommand())
+	return cmd
+}
+
+// poolView is a pool as 'pool list' shows it: its spec and how many nodes
+// it has now, and how many of those are Ready.
+type poolView struct {
+	v1.WorkerPool
+	Nodes int `json:"nodes"`
+	Ready int `json:"ready"`
+}
+
+func (a *app) poolListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list CLUSTER",
+		Aliases: []string{"ls"},
+		Short:   "List a cluster's worker pools",
+		Long: `list shows each worker pool of a cluster: its size (wanted), the nodes it has
+and how many are READY, and its instance type, zones, labels, taints and
+drain timeout.`,
+		Example: "  kiln pool list dev\n  kiln pool list dev -o json",
+		Args:    exactArgs("CLUSTER"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cl, err := c.GetCluster(ctx, s.Project, args[0])
+			if err != nil {
+				return err
+			}
+			nodes, err := c.ListNodes(ctx, s.Project, args[0])
+			if err != nil {
+				return err
+			}
+			views := poolViews(&cl.Spec, nodes)
+			return a.emit(views, func(w io.Writer) error { return renderPools(w, views) })
+		}),
+	}
+}
+
+func poolViews(spec *v1.ClusterSpec, nodes []v1.Node) []poolView {
+	views := make([]poolView, len(spec.WorkerPools))
+	for i, p := range spec.WorkerPools {
+		views[i].WorkerPool = p
+		for _, n := range nodes {
+			if n.Role == v1.RoleWorker && n.Pool == p.Name {
+				views[i].Nodes++
+				if n.State == v1.NodeReady {
+					views[i].Ready++
+				}
+			}
+		}
+	}
+	return views
+}
+
+func renderPools(w io.Writer, pools []poolView) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tSIZE\tNODES\tREADY\tINSTANCE-TYPE\tZONES\tLABELS\tTAINTS\tDRAIN-TIMEOUT")
+	for _, p := range pools {
+		row(tw, p.Name, strconv.Itoa(p.Size), strconv.Itoa(p.Nodes), strconv.Itoa(p.Ready), p.InstanceType,
+			strings.Join(p.Zones, ","), labels(p.Labels), strings.Join(p.Taints, ","), p.DrainTimeout)
+	}
+	return tw.Flush()
+}
+
+func (a *app) poolAddCommand() *cobra.Command {
+	var (
+		p          v1.WorkerPool
+		lbls       []string
+		wait       bool
+		drainAfter string
+	)
+	cmd := &cobra.Command{
+		Use:   "add CLUSTER POOL --size N",
+		Short: "Add a worker pool to a cluster",
+		Long: `add writes the cluster back with one more worker pool (If-Match, re-reading
+and retrying when another change got there first). The update operation
+makes the pool's machines; its nodes get the pool's labels and taints.`,
+		Example: `  kiln pool add dev gpu --size 2 --wait
+  kiln pool add dev edge --size 3 --zone sim-east-1 --zone sim-east-2 --label site=edge --taint dedicated=edge:NoSchedule`,
+		Args: exactArgs("CLUSTER", "POOL"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("size") {
+				return usageErrorf("add needs --size N")
+			}
+			if p.Size < 0 {
+				return usageErrorf("--size must not be negative")
+			}
+			for _, kv := range lbls {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usageErrorf("--label wants key=value, got %q", kv)
+				}
+				if p.Labels == nil {
+					p.Labels = map[string]string{}
+				}
+				p.Labels[k] = v
+			}
+			p.Name, p.DrainTimeout = args[1], drainAfter
+			return a.changeCluster(cmd, args[0], wait, func(s *v1.ClusterSpec) (string, error) {
+				if pool(s, p.Name) != nil {
+					return "", fmt.Errorf("cluster %q already has a worker pool %q; scale it with 'kiln cluster scale %s --pool %s --size N'",
+						args[0], p.Name, args[0], p.Name)
+				}
+				s.WorkerPools = append(s.WorkerPools, p)
+				return fmt.Sprintf("Adding pool %q of %d to cluster %q", p.Name, p.Size, args[0]), nil
+			})
+		}),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&p.Size, "size", 0, "number of machines in the pool")
+	fl.StringVar(&p.InstanceType, "instance-type", "", "instance type of the pool's machines")
+	fl.StringArrayVar(&p.Zones, "zone", nil, "zone to spread the machines over (repeatable)")
+	fl.StringArrayVar(&lbls, "label", nil, "node label k=v (repeatable)")
+	fl.StringArrayVar(&p.Taints, "taint", nil, "node taint key[=value]:NoSchedule|PreferNoSchedule|NoExecute (repeatable)")
+	fl.StringVar(&drainAfter, "drain-timeout", "", `how long draining one of the pool's nodes may take, e.g. 90s or 5m (default "5m")`)
+	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	return cmd
+}
+
+func (a *app) poolRemoveCommand() *cobra.Command {
+	var wait, yes bool
+	cmd := &cobra.Command{
+		Use:     "remove CLUSTER POOL",
+		Aliases: []string{"rm", "delete"},
+		Short:   "Remove a worker pool and its nodes",
+		Long: `remove writes the cluster back without the pool. The update operation drains
+each of the pool's nodes (newest first, within the pool's drain timeout, as
+it was before the removal: 5m by default) and deletes it. On a terminal it
+asks first unless --yes is given; when stdin is not a terminal it does not ask.
+To drain with the pool's own timeout, scale it to 0 first.`,
+		Example: "  kiln pool remove dev gpu --yes --wait",
+		Args:    exactArgs("CLUSTER", "POOL"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name, poolName := args[0], args[1]
+			if err := a.confirmUnless(yes, fmt.Sprintf("Remove worker pool %q of cluster %q? Its nodes are drained and deleted.", poolName, name)); err != nil {
+				return err
+			}
+			return a.changeCluster(cmd, name, wait, func(s *v1.ClusterSpec) (string, error) {
+				for i, p := range s.WorkerPools {
+					if p.Name == poolName {
+						s.WorkerPools = append(s.WorkerPools[:i], s.WorkerPools[i+1:]...)
+						return fmt.Sprintf("Removing pool %q (%d nodes) from cluster %q", poolName, p.Size, name), nil
+					}
+				}
+				return "", noPool(name, poolName, s)
+			})
+		}),
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// errUnchanged is what a change returns when the spec has what was asked
+// already; the message says so.
+type errUnchanged struct{ msg string }
+
+func (e errUnchanged) Error() string { return e.msg }
+
+func noPool(cluster, poolName string, s *v1.ClusterSpec) error {
+	names := make([]string, len(s.WorkerPools))
+	for i, wp := range s.WorkerPools {
+		names[i] = wp.Name
+	}
+	return fmt.Errorf("cluster %q has no worker pool %q; its pools: %s", cluster, poolName, orDash(strings.Join(names, ", ")))
+}
+
+// changeCluster reads the cluster, lets change edit its spec and writes it
+// back with If-Match, re-reading and retrying when another change got there
+// first. change returns what the CLI says it does (on stderr), or
+// errUnchanged when there is nothing to write. With wait it follows the
+// operation; either way it prints the cluster.
+func (a *app) changeCluster(cmd *cobra.Command, name string, wait bool, change func(*v1.ClusterSpec) (string, error)) error {
+	ctx := cmd.Context()
+	c, s, err := a.client()
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		cl, err := c.GetCluster(ctx, s.Project, name)
+		if err != nil {
+			return err
+		}
+		doing, err := change(&cl.Spec)
+		var same errUnchanged
+		if errors.As(err, &same) {
+			fmt.Fprintln(a.stderr, same.msg)
+			return a.printCluster(cl)
+		}
+		if err != nil {
+			return err
+		}
+		etag := cl.ETag
+		cl.Status = v1.ClusterStatus{}
+		out, opID, err := c.PutCluster(ctx, s.Project, cl, etag)
+		var ae *v1.APIError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed && attempt < scaleAttempts {
+			fmt.Fprintf(a.stderr, "Cluster %q changed meanwhile; retrying.\n", name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !wait {
+			fmt.Fprintf(a.stderr, "%s (operation %s).\n", doing, opID)
+			return a.printCluster(out)
+		}
+		fmt.Fprintf(a.stderr, "%s.\n", doing)
+		return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
+	}
+}
