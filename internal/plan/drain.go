@@ -62,7 +62,7 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
 			return err
 		}
-		what := fmt.Sprintf("%d pods evicted", st.Evicted)
+		what := pods(st.Evicted) + " evicted"
 		if st.NodeMissing {
 			what = "it was not in Kubernetes"
 		}
@@ -111,7 +111,7 @@ func drainProgress(st kubeapi.DrainStatus) string {
 	if len(st.Left) == 0 {
 		return "drained"
 	}
-	s := fmt.Sprintf("draining: %d pods left", len(st.Left))
+	s := fmt.Sprintf("draining: %s left", pods(len(st.Left)))
 	if r := st.Refused(); len(r) > 0 {
 		names := make([]string, len(r))
 		for i, p := range r {
@@ -140,11 +140,19 @@ func drainFailure(target string, m member, timeout time.Duration, field string, 
 	return &failure.Error{
 		Code:   v1.CodeDrainTimeout,
 		Target: target,
-		Message: fmt.Sprintf("node %s of pool %s was not drained within %s (%s): %d pods left: %s. The node stays cordoned and was not removed; %s",
-			m.Name, m.Pool, timeout, field, len(left), strings.Join(parts, "; "), what),
+		Message: fmt.Sprintf("node %s of pool %s was not drained within %s (%s): %s left: %s. The node stays cordoned and was not removed; %s",
+			m.Name, m.Pool, timeout, field, pods(len(left)), strings.Join(parts, "; "), what),
 		Details: details,
 		Err:     de,
 	}
+}
+
+// pods says "1 pod", "2 pods".
+func pods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 // nodeID is the API path of one of the cluster's nodes.

@@ -82,11 +82,10 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			continue
 		}
 		if !labelled[m.Name] {
-			done, err := x.configureKubeNode(ctx, kc, n, m)
-			if err != nil {
+			if err := x.configureKubeNode(ctx, kc, n, m); err != nil {
 				return nil, err
 			}
-			labelled[m.Name] = done
+			labelled[m.Name] = true
 		}
 		rec, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
 		if err != nil {
@@ -118,33 +117,55 @@ func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
 // configureKubeNode gives a Ready node what Kiln sets on it in
 // Kubernetes: its labels (nodeLabels) and its pool's taints, and makes it
 // schedulable again if an earlier drain of Kiln's cordoned it (a scale-down
-// that failed, then was undone). done is false when the node changed while
-// its taints were set; the next pass tries again.
-func (x *run) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) (done bool, err error) {
+// that failed, then was undone).
+func (x *run) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
 	if patch := missingLabels(n.Labels, x.nodeLabels(m)); len(patch) > 0 {
 		if err := kc.LabelNode(ctx, m.Name, patch); err != nil {
-			return false, fmt.Errorf("label node %s: %w", m.Name, err)
+			return fmt.Errorf("label node %s: %w", m.Name, err)
 		}
 	}
-	if taints, changed := withTaints(n.Taints, x.nodeTaints(m)); changed {
-		x.log.Info("tainting node", "node", m.Name, "taints", taints)
-		err := kc.SetTaints(ctx, m.Name, n.ResourceVersion, taints)
-		if errors.Is(err, kubeapi.ErrConflict) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("taint node %s: %w", m.Name, err)
-		}
+	if err := x.taintKubeNode(ctx, kc, n, m); err != nil {
+		return err
 	}
 	if by := n.Annotations[kubeapi.CordonedBy]; n.Unschedulable && by != "" {
 		x.log.Info("uncordoning node", "node", m.Name, "cordonedBy", by)
 		if err := kc.Uncordon(ctx, m.Name); err != nil {
-			return false, fmt.Errorf("uncordon node %s: %w", m.Name, err)
+			return fmt.Errorf("uncordon node %s: %w", m.Name, err)
 		}
 		x.nodeEvent(ctx, "Normal", "NodeUncordoned", m.Name,
 			fmt.Sprintf("node %s is schedulable again: the spec keeps it (operation %s had cordoned it to drain it)", m.Name, by))
 	}
-	return true, nil
+	return nil
+}
+
+// taintAttempts bounds the re-reads of a node that keeps changing while its
+// taints are set.
+const taintAttempts = 5
+
+// taintKubeNode adds the taints of the machine's pool to its node. Taints
+// are one list in the Node, which the node controller changes too, so the
+// list is written at the resourceVersion it was read at, and read again
+// when the node changed meanwhile.
+func (x *run) taintKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
+	want := x.nodeTaints(m)
+	for range taintAttempts {
+		taints, changed := withTaints(n.Taints, want)
+		if !changed {
+			return nil
+		}
+		x.log.Info("tainting node", "node", m.Name, "taints", taints)
+		err := kc.SetTaints(ctx, m.Name, n.ResourceVersion, taints)
+		if !errors.Is(err, kubeapi.ErrConflict) {
+			if err != nil {
+				return fmt.Errorf("taint node %s: %w", m.Name, err)
+			}
+			return nil
+		}
+		if n, err = kc.GetNode(ctx, m.Name); err != nil {
+			return fmt.Errorf("read node %s: %w", m.Name, err)
+		}
+	}
+	return fmt.Errorf("taint node %s: it changed %d times while its taints were written", m.Name, taintAttempts)
 }
 
 // nodeTaints are the taints of the machine's pool, as the spec writes them

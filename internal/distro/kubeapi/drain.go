@@ -84,7 +84,7 @@ func (e *DrainError) Error() string {
 	for i, p := range e.Status.Left {
 		parts[i] = p.Describe()
 	}
-	return fmt.Sprintf("node %s was not drained within %s: %d pods left: %s",
+	return fmt.Sprintf("node %s was not drained within %s: %d left: %s",
 		e.Node, e.Timeout, len(e.Status.Left), strings.Join(parts, "; "))
 }
 
