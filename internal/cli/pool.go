@@ -160,10 +160,10 @@ func (a *app) poolRemoveCommand() *cobra.Command {
 		Aliases: []string{"rm", "delete"},
 		Short:   "Remove a worker pool and its nodes",
 		Long: `remove writes the cluster back without the pool. The update operation drains
-each of the pool's nodes (newest first, within the pool's drain timeout, as
-it was before the removal: 5m by default) and deletes it. On a terminal it
-asks first unless --yes is given; when stdin is not a terminal it does not ask.
-To drain with the pool's own timeout, scale it to 0 first.`,
+each of the pool's nodes, newest first, and deletes it. The pool's own
+drain timeout goes with it, so its nodes are drained within the default 5m;
+to drain with its own, scale it to 0 first. On a terminal it asks first
+unless --yes is given; when stdin is not a terminal it does not ask.`,
 		Example: "  kiln pool remove dev gpu --yes --wait",
 		Args:    exactArgs("CLUSTER", "POOL"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
