@@ -262,9 +262,9 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	s := &x.op.Steps[i]
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
-	x.step, x.note = s.Name, ""
+	x.step = s.Name
 	x.progressMu.Lock()
-	x.progress = nil // each step shows its own nodes
+	x.progress, x.note = nil, "" // each step shows its own nodes
 	x.progressMu.Unlock()
 	if fn == nil {
 		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
