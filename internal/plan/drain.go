@@ -41,7 +41,7 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 			if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, nil); err != nil {
 				return err
 			}
-			x.nodeEvent(ctx, "Normal", "NodeRemoved", m.Name, fmt.Sprintf("node %s left pool %s; not drained: the %s provider's machines run no Kubernetes",
+			x.eventOn(ctx, "Normal", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s left pool %s and was removed without a drain: the %s provider's machines run no Kubernetes",
 				m.Name, m.Pool, x.cl.Spec.Provider))
 			done = append(done, m.Name)
 		}
@@ -59,15 +59,15 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 		if err != nil {
 			return err
 		}
-		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
-			return err
-		}
 		what := pods(st.Evicted) + " evicted"
 		if st.NodeMissing {
 			what = "it was not in Kubernetes"
 		}
+		x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s of pool %s drained (%s); removing it", m.Name, m.Pool, what))
+		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
+			return err
+		}
 		x.showProgress(ctx, m.Name, "removed")
-		x.nodeEvent(ctx, "Normal", "NodeRemoved", m.Name, fmt.Sprintf("node %s left pool %s: drained (%s) and removed", m.Name, m.Pool, what))
 		done = append(done, fmt.Sprintf("%s (%s)", m.Name, what))
 	}
 	x.note = "drained and removed, newest first: " + strings.Join(done, ", ")
@@ -83,7 +83,7 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
 	}
 	x.log.Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
-	x.nodeEvent(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
+	x.eventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
 	x.showProgress(ctx, m.Name, "cordoned, draining")
 	st, err := kc.Drain(ctx, m.Name, kubeapi.DrainOptions{
 		Timeout:    timeout,
@@ -95,7 +95,7 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 	switch {
 	case errors.As(err, &de):
 		fe := drainFailure(x.nodeID(m.Name), m, timeout, field, de)
-		x.nodeEvent(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
+		x.eventOn(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
 		return st, fe
 	case err != nil && ctx.Err() != nil:
 		return st, ctx.Err()
@@ -160,8 +160,9 @@ func (x *run) nodeID(name string) string {
 	return fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", x.cl.Project, x.cl.Name, name)
 }
 
-// nodeEvent appends an event about one node to the cluster's timeline.
-func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
+// eventOn appends an event about one node to the cluster's timeline; best
+// effort, as every event.
+func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
 	if ctx.Err() != nil {
 		return
 	}

@@ -132,7 +132,7 @@ func (x *run) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubea
 		if err := kc.Uncordon(ctx, m.Name); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", m.Name, err)
 		}
-		x.nodeEvent(ctx, "Normal", "NodeUncordoned", m.Name,
+		x.eventOn(ctx, "Normal", "NodeUncordoned", m.Name,
 			fmt.Sprintf("node %s is schedulable again: the spec keeps it (operation %s had cordoned it to drain it)", m.Name, by))
 	}
 	return nil

@@ -111,12 +111,12 @@ func TestScaleDownRemovesTheNewestNodes(t *testing.T) {
 
 	var removed []string
 	for _, ev := range e.events("c") {
-		if ev.Reason == "NodeRemoved" {
+		if ev.Reason == "NodeDrainSkipped" {
 			removed = append(removed, ev.Node)
 		}
 	}
 	if diff := cmp.Diff([]string{"c-default-0", "c-default-2"}, removed); diff != "" {
-		t.Errorf("NodeRemoved events (-want +got):\n%s", diff)
+		t.Errorf("NodeDrainSkipped events (-want +got):\n%s", diff)
 	}
 }
 

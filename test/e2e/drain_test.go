@@ -203,12 +203,12 @@ func TestScaleDownDrains(t *testing.T) {
 	}
 	var reasons []string
 	for _, ev := range e.events("drain") {
-		if ev.Node == gone && (strings.HasPrefix(ev.Reason, "NodeDrain") || ev.Reason == "NodeRemoved") {
+		if ev.Node == gone && strings.HasPrefix(ev.Reason, "NodeDrain") {
 			reasons = append(reasons, ev.Reason)
 		}
 	}
-	if !slices.Equal(reasons, []string{"NodeDraining", "NodeRemoved"}) {
-		t.Errorf("events of %s: %v; want NodeDraining, NodeRemoved", gone, reasons)
+	if !slices.Equal(reasons, []string{"NodeDraining", "NodeDrained"}) {
+		t.Errorf("drain events of %s: %v; want NodeDraining, NodeDrained", gone, reasons)
 	}
 }
 
