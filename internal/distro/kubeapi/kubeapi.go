@@ -109,6 +109,10 @@ type Taint struct {
 	Key    string `json:"key"`
 	Value  string `json:"value,omitempty"`
 	Effect string `json:"effect"`
+	// TimeAdded is when a NoExecute taint was added (RFC 3339), kept as it
+	// is when SetTaints writes the list back: pods' tolerationSeconds count
+	// from it.
+	TimeAdded string `json:"timeAdded,omitempty"`
 }
 
 // Condition of a node (Ready, MemoryPressure, ...).
