@@ -91,6 +91,26 @@ func (e *env) podsByNode(cluster, selector string) map[string]int {
 	return out
 }
 
+// waitPodsByNode waits, up to a minute, until ok holds of the Running
+// pods of selector by node, and returns them; it fails the test with every
+// pod and the cluster's events if it does not.
+func (e *env) waitPodsByNode(cluster, selector string, ok func(map[string]int) bool) map[string]int {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := e.podsByNode(cluster, selector)
+		if ok(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			out, _ := e.kubectl(cluster, "get", "pods", "-A", "-o", "wide")
+			evs, _ := e.kubectl(cluster, "get", "events", "-A", "--sort-by=.lastTimestamp")
+			e.t.Fatalf("pods of %s by node: %v\npods:\n%s\nevents:\n%s", selector, got, out, tail(evs, 40))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // scale sets a pool's size with a merge patch and returns the operation.
 func (e *env) scale(cluster string, spec v1.ClusterSpec, size int) string {
 	e.t.Helper()
@@ -150,12 +170,9 @@ func TestScaleDownDrains(t *testing.T) {
 	e.mustKubectl("drain", "wait", "--for=jsonpath={.status.availableReplicas}=6", "deployment/web", "--timeout=180s")
 	e.mustKubectl("drain", "rollout", "status", "daemonset/agent", "--timeout=180s")
 	workers := []string{"drain-default-0", "drain-default-1", "drain-default-2"}
-	before := e.podsByNode("drain", "app=web")
-	for _, w := range workers {
-		if before[w] != 2 {
-			t.Fatalf("web pods by node before the scale-down: %v; want 2 on each worker", before)
-		}
-	}
+	e.waitPodsByNode("drain", "app=web", func(m map[string]int) bool {
+		return m[workers[0]] == 2 && m[workers[1]] == 2 && m[workers[2]] == 2
+	})
 
 	t0 = time.Now()
 	op := e.wait("drain", e.scale("drain", cl.Spec, 2))
@@ -233,10 +250,7 @@ spec:
 `)
 	e.mustKubectl("pdb", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/web", "--timeout=180s")
 	e.mustKubectl("pdb", "wait", "--for=jsonpath={.status.currentHealthy}=2", "pdb/web", "--timeout=60s")
-	before := e.podsByNode("pdb", "app=web")
-	if before["pdb-default-0"] != 1 || before["pdb-default-1"] != 1 {
-		t.Fatalf("web pods by node: %v; want one on each worker", before)
-	}
+	e.waitPodsByNode("pdb", "app=web", func(m map[string]int) bool { return m["pdb-default-0"] == 1 && m["pdb-default-1"] == 1 })
 	onNode := map[string]string{}
 	for _, p := range e.pods("pdb", "app=web") {
 		onNode[p.Spec.NodeName] = p.Metadata.Name
