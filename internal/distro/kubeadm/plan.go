@@ -246,8 +246,9 @@ func (b *builder) commands() {
 	done := []string{"test", "-e", KubeletKubeconfig}
 	if s.FirstControlPlane {
 		b.step = StepKubeadmInit
-		b.runUnless(done, "create the cluster; --upload-certs lets the other control-plane nodes join",
-			"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs")
+		b.runUnless(done, "create the cluster; --upload-certs lets the other control-plane nodes join; "+
+			"its output (the node's logs) omits the token and the key",
+			"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs", "--skip-token-print", "--skip-certificate-key-print")
 		b.step = StepInstallCNI
 		if s.CNI == CNICalico {
 			b.calico()
