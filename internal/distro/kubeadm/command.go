@@ -123,6 +123,11 @@ func runCommand(ctx context.Context, argv, env []string, timeout time.Duration, 
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = stopGrace
 	err = cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
+		// It succeeded; a child it left running kept its output open
+		// past stopGrace (and keeps running).
+		err = nil
+	}
 	if cmd.Process != nil && cctx.Err() != nil {
 		// What is left of the group: children that outlived SIGTERM or
 		// the leader. The group id is not reused while any of them lives.
