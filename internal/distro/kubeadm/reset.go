@@ -63,6 +63,9 @@ func ResetPlan() *Plan {
 		"stop the kubelet, remove the Kubernetes containers, the static pods, the certificates, the kubeconfigs, "+
 			"etcd's data (with this node's etcd member) and the kubelet's state",
 		"kubeadm", "reset", "--force", "--cri-socket", ContainerdSocket, "--cleanup-tmp-dir")
+	b.run("the certificates and keys, also where kubeadm reset did not run (kubeadm not installed): "+
+		"a key written for kubeadm init is a secret",
+		"rm", "-rf", "--one-file-system", "/etc/kubernetes/pki")
 
 	b.step = StepCleanNetwork
 	b.runUnless([]string{"sh", "-c", `[ -z "$(ls -A "$1" 2>/dev/null)" ]`, "cni-config-empty", CNIConfigDir},

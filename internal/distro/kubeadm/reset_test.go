@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,11 +48,14 @@ var keptByReset = map[string]string{
 // Every file an install plan writes is removed by the reset plan or kept on
 // purpose (keptByReset). A new file in Build must be added to one of them.
 func TestResetRemovesWhatInstallWrites(t *testing.T) {
-	var removed []string
+	var removed []string // files and directories
 	for _, c := range ResetPlan().Commands {
 		if c.Argv[0] == "rm" {
 			removed = append(removed, c.Argv[1:]...)
 		}
+	}
+	isRemoved := func(path string) bool {
+		return slices.ContainsFunc(removed, func(r string) bool { return path == r || strings.HasPrefix(path, r+"/") })
 	}
 	for _, tt := range goldenCases {
 		p, err := Build(tt.in(t))
@@ -59,7 +63,7 @@ func TestResetRemovesWhatInstallWrites(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		for _, f := range p.Files {
-			if _, kept := keptByReset[f.Path]; !kept && !slices.Contains(removed, f.Path) {
+			if _, kept := keptByReset[f.Path]; !kept && !isRemoved(f.Path) {
 				t.Errorf("%s: the reset plan neither removes %s nor keeps it on purpose", tt.name, f.Path)
 			}
 			if _, kept := keptByReset[f.Path]; kept && f.Mode&0o077 == 0 {
