@@ -33,6 +33,8 @@ var (
 	ErrNotEmpty = errors.New("not empty")
 	// ErrBadPageToken: Page.Token is not one this store handed out.
 	ErrBadPageToken = errors.New("invalid page token")
+	// ErrEnded: RequestCancel found the operation terminal already.
+	ErrEnded = errors.New("operation has ended")
 )
 
 // ConflictError says a change was refused because another operation is
@@ -120,6 +122,16 @@ type Operation struct {
 	EndTime   *time.Time
 	Steps     []v1.Step
 	Error     *v1.Error
+	// RetryOf and Force are set when the operation is begun and never
+	// change: the operation it retries, and a forced delete.
+	RetryOf string
+	Force   bool
+	// Leftovers is what a forced delete may have left behind; written by
+	// SaveOperation and FinishOperation.
+	Leftovers []v1.Leftover
+	// CancelRequested is written only by RequestCancel; other writes keep
+	// it as stored.
+	CancelRequested *v1.CancelRequest
 }
 
 // Node is a node record.
@@ -213,6 +225,13 @@ type Store interface {
 	// deletes the cluster and its nodes), and releases the lease. Until it
 	// commits, a reader sees the operation still InProgress.
 	FinishOperation(ctx context.Context, cl *Cluster, op *Operation, f Fence, deleteCluster bool, events ...*Event) error
+	// RequestCancel records a request to cancel operation id, unfenced
+	// (the API asks; the lease holder acts on it at its next safe point).
+	// It records the first request only: a later one returns recorded
+	// false and keeps the first. It returns the operation as stored after
+	// the call, ErrNotFound for an unknown id, and, for an operation that
+	// has ended, the operation with ErrEnded (nothing written).
+	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (op *Operation, recorded bool, err error)
 
 	// Nodes.
 	PutNode(ctx context.Context, n *Node, c Cond) error
