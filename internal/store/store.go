@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -303,4 +304,35 @@ func (o *Operation) Percent() int {
 		}
 	}
 	return done * 100 / len(o.Steps)
+}
+
+// retainedPrefix starts the message of a step a retry kept.
+const retainedPrefix = "done by operation "
+
+// Retry returns a new operation, id, that runs o again from the step
+// where o stopped: a retry of o (RetryOf). o must have ended Failed or
+// Canceled. Its steps are o's: those o had done stay Succeeded or Skipped,
+// with their attempts and times and a message naming o, so the runner
+// does not run them again; the step that failed or was canceled and every
+// step after it are Pending again. Kind, cluster and Force are o's.
+func (o *Operation) Retry(id string, now time.Time) *Operation {
+	op := &Operation{ID: id, Project: o.Project, Cluster: o.Cluster, Kind: o.Kind, Status: v1.OpInProgress,
+		StartTime: now, RetryOf: o.ID, Force: o.Force}
+	redo := false
+	for _, s := range o.Steps {
+		if !redo && (s.State == v1.StepSucceeded || s.State == v1.StepSkipped) {
+			if !strings.HasPrefix(s.Message, retainedPrefix) { // a retry of a retry names the first
+				msg := retainedPrefix + o.ID + "; not run again"
+				if s.Message != "" {
+					msg += " (" + s.Message + ")"
+				}
+				s.Message = msg
+			}
+			op.Steps = append(op.Steps, s)
+			continue
+		}
+		redo = true
+		op.Steps = append(op.Steps, v1.Step{Name: s.Name, State: v1.StepPending})
+	}
+	return op
 }
