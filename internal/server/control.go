@@ -32,6 +32,7 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 		return toAPIError(err, "operation")
 	}
 	if recorded {
+		s.notes.notify(op.ID) // long-polls show the request at once
 		msg := fmt.Sprintf("%s asked to cancel the %s operation", who, op.Kind)
 		if step := runningStep(op); step != "" {
 			msg += " at step " + step

@@ -418,3 +418,58 @@ func TestForceDeleteRefusedAfterARetryableError(t *testing.T) {
 		t.Errorf("a refused force changed the cluster: %s", cl.Status.ProvisioningState)
 	}
 }
+
+// Cancel an update and a delete through the API; a later change continues.
+func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
+	h := newHarness(t, withPlan)
+	h.project("p")
+	h.backend(sim.New())
+	const c = "/v1/projects/p/clusters/c"
+	_, opID := h.createCluster("p", "c", simCluster(nil))
+	h.await(opID)
+
+	// An update (a scale to 4 workers) canceled while it makes workers.
+	r := h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": {"`+sim.LabelHangStep+`": "ensure-worker-machines"},
+		"workerPools": [{"name": "default", "size": 4}]}}`)
+	update := v1.OperationID(r.header.Get("Location"))
+	h.awaitStep(update, plan.StepEnsureWorkerMachines)
+	h.must(http.StatusAccepted, "POST", "/v1/operations/"+update+"/cancel", "")
+	if op := h.await(update); op.Status != v1.OpCanceled || stepState(op, plan.StepEnsureWorkerMachines).State != v1.StepCanceled {
+		t.Fatalf("update: %s, steps %+v", op.Status, op.Properties.Steps)
+	}
+	if cl := h.cluster("p", "c"); cl.Status.ProvisioningState != v1.StateCanceled || cl.Status.FailedProvisioningState != v1.StateUpdating {
+		t.Errorf("after the canceled update: %s (was %s)", cl.Status.ProvisioningState, cl.Status.FailedProvisioningState)
+	}
+	// The next change continues: it is an update, and it makes the workers.
+	r = h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": {"`+sim.LabelHangStep+`": "delete-network"}}}`)
+	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindUpdate {
+		t.Fatalf("the PATCH after the canceled update: %s %s %+v", op.Properties.Kind, op.Status, op.Error)
+	}
+	if cl := h.cluster("p", "c"); cl.Status.Nodes.Workers != 4 {
+		t.Errorf("workers after the update: %d, want 4", cl.Status.Nodes.Workers)
+	}
+
+	// A delete canceled at its last step; the cluster stays, Canceled.
+	r = h.must(http.StatusAccepted, "DELETE", c, "")
+	del := v1.OperationID(r.header.Get("Location"))
+	h.awaitStep(del, plan.StepDeleteNetwork)
+	h.must(http.StatusAccepted, "POST", "/v1/operations/"+del+"/cancel", "")
+	if op := h.await(del); op.Status != v1.OpCanceled {
+		t.Fatalf("delete: %s", op.Status)
+	}
+	cl := h.cluster("p", "c")
+	if cl.Status.ProvisioningState != v1.StateCanceled || cl.Status.FailedProvisioningState != v1.StateDeleting || cl.Status.Nodes.Workers != 0 {
+		t.Errorf("after the canceled delete: %s (was %s), %d workers", cl.Status.ProvisioningState, cl.Status.FailedProvisioningState, cl.Status.Nodes.Workers)
+	}
+	// Retry would hang at the same step again; a PATCH dropping the hang
+	// makes the machines again, and the delete then ends the cluster.
+	r = h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": null}}`)
+	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
+		t.Fatalf("the PATCH after the canceled delete: %s %+v", op.Status, op.Error)
+	}
+	r = h.must(http.StatusAccepted, "DELETE", c, "")
+	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
+		t.Fatalf("delete: %s %+v", op.Status, op.Error)
+	}
+	h.must(http.StatusNotFound, "GET", c, "")
+}
