@@ -420,20 +420,6 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 	return fn(ctx)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (x *run) save(ctx context.Context, progress bool) error {
 	if err := x.s.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
 		if ctx.Err() != nil {
