@@ -473,3 +473,29 @@ func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
 	}
 	h.must(http.StatusNotFound, "GET", c, "")
 }
+
+// Events are paged like every list, oldest first, and outlive the cluster.
+func TestEventsArePaged(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	for i := range 5 {
+		ev := &store.Event{Project: "p", Cluster: "gone", Event: v1.Event{Type: "Normal", Reason: "Test", Message: fmt.Sprint(i)}}
+		if err := h.store.AppendEvent(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	path, pages := "/v1/projects/p/clusters/gone/events?top=2", 0
+	for path != "" {
+		var l v1.List[v1.Event]
+		h.must(http.StatusOK, "GET", path, "").decode(t, &l)
+		for _, ev := range l.Value {
+			got = append(got, ev.Message)
+		}
+		path = l.NextLink
+		pages++
+	}
+	if strings.Join(got, ",") != "0,1,2,3,4" || pages != 3 {
+		t.Errorf("events %v in %d pages, want 0..4, oldest first, in 3", got, pages)
+	}
+}
