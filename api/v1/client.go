@@ -254,6 +254,36 @@ func (c *Client) DeleteCluster(ctx context.Context, project, name string) (strin
 	return operationIDFromHeader(h), nil
 }
 
+// ForceDeleteCluster starts a forced delete (DELETE ...?force=true), which
+// the server allows only after an operation of the cluster failed with a
+// terminal provider error; it returns the operation id. The operation's
+// Leftovers list what may be left behind once it ends.
+func (c *Client) ForceDeleteCluster(ctx context.Context, project, name string) (string, error) {
+	h, err := c.do(ctx, http.MethodDelete, clusterPath(project, name)+"?force=true", nil, conditions{}, nil)
+	if err != nil {
+		return "", err
+	}
+	return operationIDFromHeader(h), nil
+}
+
+// RetryCluster runs the cluster's Failed or Canceled operation again from
+// the step where it stopped, and returns the cluster with the id of the new
+// operation.
+func (c *Client) RetryCluster(ctx context.Context, project, name string) (*Cluster, string, error) {
+	return c.clusterAction(ctx, project, name, "retry")
+}
+
+// CancelOperation asks the server to cancel an operation; it stops at its
+// next safe point and ends Canceled. It returns the operation as it is
+// when asked (CancelRequested set); one that ended already is a 409.
+func (c *Client) CancelOperation(ctx context.Context, id string) (*Operation, error) {
+	var op Operation
+	if _, err := c.do(ctx, http.MethodPost, operationPath(id)+"/cancel", nil, conditions{}, &op); err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
 // ListNodes returns every node of a cluster.
 func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]Node, error) {
 	return listAll[Node](ctx, c, clusterPath(project, cluster)+"/nodes")

@@ -44,6 +44,10 @@ const (
 	StepSucceeded = "Succeeded"
 	StepFailed    = "Failed"
 	StepSkipped   = "Skipped"
+	// StepCanceled is the step at which a canceled operation stopped:
+	// the one running when the cancel reached a safe point, or the one
+	// about to start. The steps after it stay Pending.
+	StepCanceled = "Canceled"
 )
 
 // Node states (Node.State), in the order a node passes through them.
@@ -340,6 +344,44 @@ type OperationProperties struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
 	Steps  []Step `json:"steps"`
+	// RetryOf is the id of the Failed or Canceled operation this one
+	// retries (POST .../clusters/{c}/retry): the steps that operation had
+	// done are copied Succeeded or Skipped and not run again.
+	RetryOf string `json:"retryOf,omitempty"`
+	// Force marks a forced delete (DELETE ...?force=true): provider errors
+	// are ignored and Leftovers lists what may be left behind.
+	Force bool `json:"force,omitempty"`
+	// Leftovers is what a forced delete may have left behind at the
+	// provider, filled in when it ends.
+	Leftovers []Leftover `json:"leftovers,omitempty"`
+	// CancelRequested says who asked to cancel the operation, and when
+	// (POST /v1/operations/{id}/cancel); the operation ends Canceled at
+	// its next safe point.
+	CancelRequested *CancelRequest `json:"cancelRequested,omitempty"`
+}
+
+// CancelRequest is a request to cancel an operation.
+type CancelRequest struct {
+	By   string    `json:"by"` // the principal, such as user:alice
+	Time time.Time `json:"time"`
+}
+
+// Kinds of Leftover.
+const (
+	LeftoverMachine      = "machine"
+	LeftoverLoadBalancer = "loadBalancer"
+	LeftoverNetwork      = "network"
+	LeftoverHost         = "host"
+)
+
+// Leftover is something a forced delete may have left behind: a machine
+// the provider still reported, a load balancer or network it failed to
+// delete, or a host that may still run Kubernetes.
+type Leftover struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // Step is one named step of an operation's plan.

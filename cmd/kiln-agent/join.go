@@ -24,7 +24,7 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.passphrase, "passphrase", "", "a file holding the cluster's join passphrase")
 	fl.StringVar(&f.dataDir, "data-dir", "/var/lib/kiln-agent", "where the agent keeps its identity and journal")
 	fl.StringVar(&f.nodeName, "node-name", "", "the node's name (default: CLUSTER-HOSTNAME, chosen by the controller)")
-	fl.StringVar(&f.root, "root", "/", "the host's root directory for prechecks and facts")
+	fl.StringVar(&f.root, "root", "/", "the host's root directory: prechecks and facts read it, the distribution writes its files under it")
 	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
 }
 

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/state"
+	"kiln.dev/kiln/internal/distro/kubeadm"
 	distro "kiln.dev/kiln/internal/distro/local"
 )
 
@@ -17,9 +21,10 @@ var errMissingJoinFlags = errors.New("--credentials and --passphrase are require
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		f          joinFlags
-		heartbeat  time.Duration
-		kubeBinary string
+		f            joinFlags
+		heartbeat    time.Duration
+		kubeBinary   string
+		distribution string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -27,14 +32,27 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: "Connects to the controller with the node identity in --data-dir, reports facts, prechecks,\n" +
 			"heartbeats and logs, and runs the instructions it receives, reconnecting until stopped.\n" +
 			"Without an identity and with --credentials and --passphrase it joins first, so one command\n" +
-			"line starts a node.",
+			"line starts a node.\n\n" +
+			"--distribution says how it carries out install and reset instructions:\n" +
+			"  local    Kubernetes components from --kube-binary (kiln-kube), run as the agent's children,\n" +
+			"           with their files under --root: hosts on this machine (the local and edge providers).\n" +
+			"  kubeadm  containerd, kubelet, kubeadm and kubectl installed on this host with apt, then\n" +
+			"           kubeadm init or join: a real Debian or Ubuntu host. The agent must run as root. The\n" +
+			"           plan's files go under --root (/ on a real host); its commands always run on this\n" +
+			"           host. Another --root is for tests, and then root is not required.\n" +
+			"Without --distribution: local when --kube-binary is given, otherwise none (every install\n" +
+			"instruction fails, saying so).",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(stderr)
 			if err := f.absolute(); err != nil {
 				return err
 			}
-			_, err := state.Load(f.dataDir)
+			dist, err := chooseDistribution(distribution, kubeBinary, f.root)
+			if err != nil {
+				return err
+			}
+			_, err = state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
 				if _, err := agent.Join(cmd.Context(), f.options(log)); err != nil {
@@ -46,9 +64,10 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			var exec agent.Executor = agent.NoDistribution{}
-			if kubeBinary != "" {
-				// The local distribution: Kubernetes components from kiln-kube,
-				// children of this agent, under --root.
+			switch dist {
+			case v1.DistroLocal:
+				// Kubernetes components from kiln-kube, children of this
+				// agent, under --root.
 				local := &distro.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
 				defer local.Close()
 				// Components a crashed agent left running are supervised again.
@@ -56,6 +75,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 					log.Warn("could not resume the components of the last install", "err", err)
 				}
 				exec = local
+			case v1.DistroKubeadm:
+				log.Info("installing with kubeadm on this host", "root", f.root)
+				exec = &kubeadm.Executor{Root: f.root, Logger: log}
 			}
 			return agent.Run(cmd.Context(), agent.RunOptions{
 				DataDir:           f.dataDir,
@@ -70,6 +92,38 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.SetOut(stdout)
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
-	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube program: install the local distribution's components from it (without it, install instructions fail)")
+	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube program: install the local distribution's components from it")
+	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
+}
+
+// geteuid is os.Geteuid; tests replace it.
+var geteuid = os.Geteuid
+
+// chooseDistribution checks --distribution against --kube-binary and
+// --root and returns the distribution to install with: v1.DistroLocal,
+// v1.DistroKubeadm or "" for none.
+func chooseDistribution(distribution, kubeBinary, root string) (string, error) {
+	switch distribution {
+	case "":
+		if kubeBinary != "" {
+			return v1.DistroLocal, nil
+		}
+		return "", nil
+	case v1.DistroLocal:
+		if kubeBinary == "" {
+			return "", usageError{errors.New("--distribution local needs --kube-binary, the kiln-kube program its components run from")}
+		}
+	case v1.DistroKubeadm:
+		if kubeBinary != "" {
+			return "", usageError{errors.New("--kube-binary is the local distribution's: leave it out with --distribution kubeadm")}
+		}
+		if filepath.Clean(root) == "/" && geteuid() != 0 {
+			return "", errors.New("--distribution kubeadm installs packages, writes under /etc and runs kubeadm on this host: " +
+				"run kiln-agent as root")
+		}
+	default:
+		return "", usageError{fmt.Errorf("--distribution %q: want local or kubeadm", distribution)}
+	}
+	return distribution, nil
 }

@@ -36,17 +36,83 @@ func (s *syncBuffer) String() string {
 func TestRunJoinsFirst(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{})
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
-	creds, pass := c.WriteCredentials(t, t.TempDir())
-	dataDir := t.TempDir()
+	startRun(t, e, c, "c-w-0")
+	res := instruct(t, e, c, "c-w-0", "i-1", v1.InstructionInstall)
+	if res.State != v1.StepFailed || !strings.Contains(res.Message, "no distribution installed on this agent") {
+		t.Errorf("result %+v", res)
+	}
 
+	// Without an identity and without credentials: a usage error.
+	code, _, errOut := runAgent(t, "run", "--data-dir", t.TempDir())
+	if code != exitUsage || !strings.Contains(errOut, "no node identity") {
+		t.Errorf("run without identity: exit %d, %q", code, errOut)
+	}
+}
+
+// --distribution kubeadm runs install instructions with the kubeadm
+// executor: params that are not a kubeadm plan are refused before anything
+// runs on this host.
+func TestRunDistributionKubeadm(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	startRun(t, e, c, "c-w-0", "--distribution", "kubeadm")
+	res := instruct(t, e, c, "c-w-0", "i-1", v1.InstructionInstall)
+	if res.State != v1.StepFailed || res.Retryable || !strings.Contains(res.Message, "InvalidParameter") ||
+		!strings.Contains(res.Message, "invalid kubeadm plan") {
+		t.Errorf("result %+v", res)
+	}
+}
+
+// Wrong combinations of --distribution are refused before anything else.
+func TestRunDistributionRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		euid int
+		code int
+		says string
+	}{
+		{"local without kiln-kube", []string{"--distribution", "local"}, 0, exitUsage, "--distribution local needs --kube-binary"},
+		{"kubeadm with kiln-kube", []string{"--distribution", "kubeadm", "--kube-binary", "/x/kiln-kube"}, 0, exitUsage,
+			"--kube-binary is the local distribution's"},
+		{"unknown", []string{"--distribution", "rke2"}, 0, exitUsage, `--distribution "rke2": want local or kubeadm`},
+		{"kubeadm not as root", []string{"--distribution", "kubeadm"}, 1000, exitError, "run kiln-agent as root"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			euid := geteuid
+			geteuid = func() int { return tt.euid }
+			t.Cleanup(func() { geteuid = euid })
+			code, _, errOut := runAgent(t, append([]string{"run", "--data-dir", t.TempDir()}, tt.args...)...)
+			if code != tt.code || !strings.Contains(errOut, tt.says) {
+				t.Errorf("exit %d, %q; want %d, %q", code, errOut, tt.code, tt.says)
+			}
+		})
+	}
+	// Not root, but files under a --root of their own: a test's setup.
+	euid := geteuid
+	geteuid = func() int { return 1000 }
+	t.Cleanup(func() { geteuid = euid })
+	if dist, err := chooseDistribution("kubeadm", "", t.TempDir()); err != nil || dist != v1.DistroKubeadm {
+		t.Errorf("kubeadm under a test root: %q, %v", dist, err)
+	}
+	if dist, err := chooseDistribution("", "/x/kiln-kube", "/"); err != nil || dist != v1.DistroLocal {
+		t.Errorf("--kube-binary alone: %q, %v; want the local distribution", dist, err)
+	}
+}
+
+// startRun runs `kiln-agent run` for node of c, joining first, with extra
+// flags and a fixture root, until the test ends.
+func startRun(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node string, extra ...string) {
+	t.Helper()
+	creds, pass := c.WriteCredentials(t, t.TempDir())
+	args := append([]string{"run", "--data-dir", t.TempDir(), "--credentials", creds, "--passphrase", pass,
+		"--node-name", node, "--root", fixture(t, "nameserver 127.0.0.53\n")}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stderr syncBuffer
-	go func() {
-		done <- run(ctx, []string{"run", "--data-dir", dataDir, "--credentials", creds, "--passphrase", pass,
-			"--node-name", "c-w-0", "--root", fixture(t, "nameserver 127.0.0.53\n")}, &syncBuffer{}, &stderr)
-	}()
-	defer func() {
+	go func() { done <- run(ctx, args, &syncBuffer{}, &stderr) }()
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case code := <-done:
@@ -56,24 +122,24 @@ func TestRunJoinsFirst(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Error("run did not stop")
 		}
-	}()
+	})
 	gatewaytest.Eventually(t, 30*time.Second, "the node record", func() bool {
-		_, err := e.Store.GetNode(context.Background(), c.Key, "c-w-0")
+		_, err := e.Store.GetNode(context.Background(), c.Key, node)
 		return err == nil
 	})
-	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
-	gatewaytest.Eventually(t, 30*time.Second, "the result of i-1", func() bool {
-		in, err := e.Store.GetInstruction(context.Background(), "i-1")
-		return err == nil && in.Result != nil
-	})
-	in, _ := e.Store.GetInstruction(context.Background(), "i-1")
-	if in.Result.State != v1.StepFailed || !strings.Contains(in.Result.Message, "no distribution installed on this agent") {
-		t.Errorf("result %+v", in.Result)
-	}
+}
 
-	// Without an identity and without credentials: a usage error.
-	code, _, errOut := runAgent(t, "run", "--data-dir", t.TempDir())
-	if code != exitUsage || !strings.Contains(errOut, "no node identity") {
-		t.Errorf("run without identity: exit %d, %q", code, errOut)
-	}
+// instruct issues an instruction of kind to node and returns its result.
+func instruct(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node, id, kind string) *v1.InstructionResult {
+	t.Helper()
+	e.Issue(c, node, id, kind)
+	var res *v1.InstructionResult
+	gatewaytest.Eventually(t, 30*time.Second, "the result of "+id, func() bool {
+		in, err := e.Store.GetInstruction(context.Background(), id)
+		if err == nil {
+			res = in.Result
+		}
+		return res != nil
+	})
+	return res
 }

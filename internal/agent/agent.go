@@ -13,8 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
 )
 
 // Version is the agent's version, sent in every hello.
@@ -57,6 +59,20 @@ type Reporter interface {
 	// kubelet, ...) to `kiln node logs`.
 	Log(stream, line string)
 }
+
+// Retryable returns the error of an instruction that may succeed when it
+// runs again: a retryable *failure.Error whose cause wraps ErrRetryable (so
+// Run reports the result as retryable) and cause. The cause prints as
+// "retryable": the message already says what failed.
+func Retryable(code string, cause error, format string, args ...any) *failure.Error {
+	return &failure.Error{Code: code, Message: strings.TrimSpace(fmt.Sprintf(format, args...)), Retryable: true,
+		Err: retryableCause{cause}}
+}
+
+type retryableCause struct{ cause error }
+
+func (c retryableCause) Error() string   { return "retryable" }
+func (c retryableCause) Unwrap() []error { return []error{ErrRetryable, c.cause} }
 
 // Executor runs instructions. Execute must be idempotent: an instruction
 // interrupted by a crash is run again from the start. It returns nil when

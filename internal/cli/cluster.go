@@ -23,10 +23,12 @@ func (a *app) clusterCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "cluster",
 		Aliases: []string{"clusters"},
-		Short:   "Create, inspect, scale and delete clusters",
+		Short:   "Create, inspect, scale, cancel, retry and delete clusters",
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster list
-  kiln cluster describe dev`,
+  kiln cluster describe dev
+  kiln cluster events dev
+  kiln cluster retry dev --wait`,
 	})
 	cmd.AddCommand(
 		a.clusterCreateCommand(),
@@ -38,6 +40,9 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterProvisionCommand(),
 		a.clusterResetCommand(),
 		a.clusterInstallerCommand(),
+		a.clusterCancelCommand(),
+		a.clusterRetryCommand(),
+		a.clusterEventsCommand(),
 	)
 	return cmd
 }
@@ -143,25 +148,37 @@ func (a *app) latestOperation(cmd *cobra.Command, c *v1.Client, project string, 
 }
 
 func (a *app) clusterDeleteCommand() *cobra.Command {
-	var wait, yes bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a cluster and its machines",
-		Long: `delete starts deleting a cluster. On a terminal it asks first unless --yes
-is given; when stdin is not a terminal it does not ask.`,
-		Example: "  kiln cluster delete dev --yes --wait",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			c, s, err := a.client()
-			if err != nil {
-				return err
+	var wait, force bool
+	return a.deleteCommand(deleteCmd{
+		use:   "delete NAME [--wait] [--yes] [--force]",
+		short: "Delete a cluster and its machines",
+		long: `delete starts deleting a cluster: workers, control plane, load balancer,
+network, then its records. It prints the operation's id; --wait follows it.
+
+--force is for a cluster whose last operation failed with a terminal
+provider error (the provider refuses, credentials revoked, ...), when a
+delete cannot clean up: provider errors are ignored, the records are
+removed, and the operation lists what may be left behind at the provider
+(kiln operation get ID). The server refuses it otherwise.`,
+		example:  "  kiln cluster delete dev\n  kiln cluster delete dev --yes --wait\n  kiln cluster delete dev --force --yes --wait",
+		typeName: true,
+		question: func(name, project string) string {
+			if force {
+				return fmt.Sprintf("Force the delete of cluster %q in project %q? Provider errors are ignored: machines, its load balancer or network may be left behind.", name, project)
 			}
-			if err := a.confirmUnless(yes, fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, s.Project)); err != nil {
-				return err
-			}
+			return fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, project)
+		},
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().BoolVar(&wait, "wait", false, "wait for the deletion and show its steps")
+			cmd.Flags().BoolVar(&force, "force", false, "after a terminal provider error: delete ignoring provider errors, listing what may be left behind")
+		},
+		run: func(cmd *cobra.Command, c *v1.Client, project, name string) error {
 			ctx := cmd.Context()
-			opID, err := c.DeleteCluster(ctx, s.Project, name)
+			del := c.DeleteCluster
+			if force {
+				del = c.ForceDeleteCluster
+			}
+			opID, err := del(ctx, project, name)
 			if err != nil {
 				return err
 			}
@@ -170,7 +187,7 @@ is given; when stdin is not a terminal it does not ask.`,
 				if op, err = a.waitOperation(ctx, c, opID); err != nil {
 					return err
 				}
-			} else if opID != "" && a.flags.output != "table" {
+			} else if opID != "" && (a.flags.output != "table" || force) {
 				if op, err = c.GetOperation(ctx, opID); err != nil {
 					return err
 				}
@@ -179,19 +196,44 @@ is given; when stdin is not a terminal it does not ask.`,
 				return a.emit(op, nil)
 			}
 			switch {
+			case wait && force:
+				fmt.Fprintf(a.stdout, "cluster %q deleted (forced)\n", name)
+				printLeftovers(a.stdout, op.Properties.Leftovers)
 			case wait:
 				fmt.Fprintf(a.stdout, "cluster %q deleted\n", name)
 			case opID != "":
 				fmt.Fprintf(a.stdout, "cluster %q deleting (operation %s)\n", name, opID)
+				if force {
+					fmt.Fprintf(a.stderr, "Forced: provider errors are ignored. When it ends, 'kiln operation get %s' lists what may be left behind.\n", opID)
+				}
 			default:
 				fmt.Fprintf(a.stdout, "cluster %q deleting\n", name)
 			}
 			return nil
-		}),
+		},
+	})
+}
+
+// printLeftovers says what a forced delete may have left behind.
+func printLeftovers(w io.Writer, ls []v1.Leftover) {
+	if len(ls) == 0 {
+		fmt.Fprintln(w, "The provider reports nothing left behind.")
+		return
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the deletion and show its steps")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	return cmd
+	fmt.Fprintln(w, "May be left behind at the provider (remove it there):")
+	for _, l := range ls {
+		line := "  " + l.Kind
+		if l.Name != "" {
+			line += " " + l.Name
+		}
+		if l.ID != "" {
+			line += " (" + l.ID + ")"
+		}
+		if l.Message != "" {
+			line += ": " + l.Message
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // confirm asks a yes/no question on stderr and reads the answer from stdin.

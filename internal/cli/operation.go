@@ -13,10 +13,10 @@ func (a *app) operationCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "operation",
 		Aliases: []string{"operations", "op"},
-		Short:   "Inspect and follow the operations that carry out changes",
-		Example: "  kiln operation get 0190a4b2-...\n  kiln operation watch 0190a4b2-...\n  kiln operation list dev",
+		Short:   "Inspect, follow and cancel the operations that carry out changes",
+		Example: "  kiln operation get 0190a4b2-...\n  kiln operation watch 0190a4b2-...\n  kiln operation list dev\n  kiln operation cancel 0190a4b2-...",
 	})
-	cmd.AddCommand(a.operationGetCommand(), a.operationWatchCommand(), a.operationListCommand())
+	cmd.AddCommand(a.operationGetCommand(), a.operationWatchCommand(), a.operationListCommand(), a.operationCancelCommand())
 	return cmd
 }
 

@@ -77,7 +77,7 @@ func stepLine(s v1.Step) string {
 	if s.StartTime != nil && s.EndTime != nil {
 		line += " " + duration(s.EndTime.Sub(*s.StartTime))
 	}
-	if s.State == v1.StepFailed && s.Message != "" {
+	if (s.State == v1.StepFailed || s.State == v1.StepCanceled) && s.Message != "" {
 		line += ": " + s.Message
 	}
 	return line
@@ -201,6 +201,8 @@ func liveView(op *v1.Operation, now time.Time, spin string) string {
 			mark = "✗"
 		case v1.StepSkipped:
 			mark = "-"
+		case v1.StepCanceled:
+			mark = "⊘"
 		}
 		line := fmt.Sprintf("  %s %-*s  %-9s", mark, width, s.Name, orDash(s.State))
 		if s.Attempts > 1 {
@@ -239,12 +241,23 @@ func printOperationError(w io.Writer, op *v1.Operation) {
 		printDetails(w, e.Details, "  ")
 	}
 	for _, s := range op.Properties.Steps {
-		if s.State == v1.StepFailed {
+		switch s.State {
+		case v1.StepCanceled:
+			fmt.Fprintf(w, "  canceled step: %s: %s\n", s.Name, s.Message)
+		case v1.StepFailed:
 			fmt.Fprintf(w, "  failed step: %s (attempts %d)", s.Name, s.Attempts)
 			if s.Message != "" {
 				fmt.Fprintf(w, ": %s", s.Message)
 			}
 			fmt.Fprintln(w)
+		}
+	}
+	if _, name, ok := strings.Cut(op.Properties.Target, "/clusters/"); ok && !op.Properties.Force {
+		switch op.Status {
+		case v1.OpCanceled:
+			fmt.Fprintf(w, "  the cluster is Canceled: 'kiln cluster retry %s' goes on from that step; a change or a delete also starts from here\n", name)
+		case v1.OpFailed:
+			fmt.Fprintf(w, "  'kiln cluster retry %s' runs it again from the failed step\n", name)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -128,16 +130,38 @@ type deleteCmd struct {
 	question             func(name, project string) string
 	del                  func(c *v1.Client, ctx context.Context, project, name string) error
 	done                 func(name, project string) string
+
+	// typeName asks for the name to be typed, from stdin whether it is a
+	// terminal or not, instead of y/N on a terminal only; without --yes
+	// and with nothing on stdin it refuses, saying to pass --yes.
+	typeName bool
+	// flags adds the command's own flags; use, when set, replaces "delete
+	// NAME" in the usage line.
+	flags func(cmd *cobra.Command)
+	use   string
+	// run, when set, replaces del and done: it deletes and prints.
+	run func(cmd *cobra.Command, c *v1.Client, project, name string) error
 }
 
-// deleteCommand builds a 'delete NAME' that asks first on a terminal
-// unless --yes.
+// deleteCommand builds a 'delete NAME' that asks first unless --yes: on a
+// terminal y/N, or, with typeName, the name itself.
 func (a *app) deleteCommand(d deleteCmd) *cobra.Command {
 	var yes bool
+	long := d.long + "\nOn a terminal it asks first unless --yes is given; when stdin is not a terminal\nit does not ask."
+	if d.typeName {
+		long = d.long + `
+It asks for the name to be typed unless --yes is given, and reads the answer
+from stdin, a terminal or not (echo NAME | kiln ... delete NAME). When
+stdin gives nothing (a script, CI) it refuses: pass --yes.`
+	}
+	use := "delete NAME"
+	if d.use != "" {
+		use = d.use
+	}
 	cmd := &cobra.Command{
-		Use:     "delete NAME",
+		Use:     use,
 		Short:   d.short,
-		Long:    d.long + "\nOn a terminal it asks first unless --yes is given; when stdin is not a terminal\nit does not ask.",
+		Long:    long,
 		Example: d.example,
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -146,8 +170,17 @@ func (a *app) deleteCommand(d deleteCmd) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.confirmUnless(yes, d.question(name, s.Project)); err != nil {
+			if d.typeName {
+				if !yes {
+					if err := a.confirmName(d.question(name, s.Project), name); err != nil {
+						return err
+					}
+				}
+			} else if err := a.confirmUnless(yes, d.question(name, s.Project)); err != nil {
 				return err
+			}
+			if d.run != nil {
+				return d.run(cmd, c, s.Project, name)
 			}
 			if err := d.del(c, cmd.Context(), s.Project, name); err != nil {
 				return err
@@ -157,7 +190,37 @@ func (a *app) deleteCommand(d deleteCmd) *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	if d.flags != nil {
+		d.flags(cmd)
+	}
 	return cmd
+}
+
+// confirmName asks question and for name to be typed, and reads the
+// answer from stdin: anything but name is errNotConfirmed. A stdin that is
+// not a terminal and gives nothing is a usage error saying to pass --yes.
+func (a *app) confirmName(question, name string) error {
+	fmt.Fprintf(a.stderr, "%s\nType its name (%s) to confirm: ", question, name)
+	var line string
+	var err error
+	if a.stdin != nil {
+		line, err = bufio.NewReader(a.stdin).ReadString('\n')
+	} else {
+		err = io.EOF
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	typed := strings.TrimSpace(line)
+	if typed == "" && errors.Is(err, io.EOF) && !a.isTerminal(a.stdin) {
+		fmt.Fprintln(a.stderr)
+		return usageErrorf("stdin is not a terminal and gave no confirmation: pass --yes to delete without asking")
+	}
+	if typed != name {
+		fmt.Fprintf(a.stderr, "%q is not %q.\n", typed, name)
+		return errNotConfirmed
+	}
+	return nil
 }
 
 // confirmUnless asks question on a terminal unless yes; a no is

@@ -112,11 +112,23 @@ func renderOperation(w io.Writer, o *v1.Operation, now time.Time) error {
 	fmt.Fprintf(tw, "Progress:\t%d%%\n", o.PercentComplete)
 	fmt.Fprintf(tw, "Started:\t%s\n", timestamp(o.StartTime))
 	fmt.Fprintf(tw, "Duration:\t%s\n", opDuration(o, now))
+	if p := o.Properties; p.RetryOf != "" {
+		fmt.Fprintf(tw, "Retry of:\t%s (the steps it had done are kept, not run again)\n", p.RetryOf)
+	}
+	if o.Properties.Force {
+		fmt.Fprintf(tw, "Forced:\tyes: provider errors are ignored\n")
+	}
+	if r := o.Properties.CancelRequested; r != nil {
+		fmt.Fprintf(tw, "Cancel:\trequested by %s at %s\n", r.By, timestamp(r.Time))
+	}
 	if o.Error != nil {
 		fmt.Fprintf(tw, "Error:\t%s: %s\n", o.Error.Code, o.Error.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if o.Properties.Force && v1.Terminal(o.Status) {
+		printLeftovers(w, o.Properties.Leftovers)
 	}
 	if o.Error != nil {
 		if o.Error.Target != "" {

@@ -94,6 +94,46 @@ func sampleOperation() *v1.Operation {
 	}
 }
 
+// canceledRetry is a retry of op1 that was canceled at its first step.
+func canceledRetry() *v1.Operation {
+	return &v1.Operation{
+		ID: "/v1/operations/op2", Name: "op2", Status: v1.OpCanceled,
+		StartTime: t0, EndTime: at(20 * time.Second), PercentComplete: 50,
+		Error: &v1.Error{Code: v1.CodeCanceled, Message: "canceled by user:alice at step ensure-control-plane-machines",
+			Target: "/v1/projects/default/clusters/dev"},
+		Properties: v1.OperationProperties{Kind: v1.KindCreate, Target: "/v1/projects/default/clusters/dev", RetryOf: "op1",
+			CancelRequested: &v1.CancelRequest{By: "user:alice", Time: t0.Add(15 * time.Second)},
+			Steps: []v1.Step{
+				{Name: "validate-dynamic", State: v1.StepSucceeded, Attempts: 1, StartTime: at(0), EndTime: at(1200 * time.Millisecond),
+					Message: "done by operation op1; not run again"},
+				{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 2, StartTime: at(2 * time.Second), EndTime: at(5 * time.Second),
+					Message: "done by operation op1; not run again"},
+				{Name: "ensure-control-plane-machines", State: v1.StepCanceled, Attempts: 1, StartTime: at(10 * time.Second), EndTime: at(20 * time.Second),
+					Message: "canceled by user:alice while running"},
+				{Name: "install-control-plane", State: v1.StepPending},
+			}},
+	}
+}
+
+// forcedDelete is a forced delete that left a machine and the network.
+func forcedDelete() *v1.Operation {
+	return &v1.Operation{
+		ID: "/v1/operations/op3", Name: "op3", Status: v1.OpSucceeded,
+		StartTime: t0, EndTime: at(3 * time.Second), PercentComplete: 100,
+		Properties: v1.OperationProperties{Kind: v1.KindDelete, Target: "/v1/projects/default/clusters/dev", Force: true,
+			Leftovers: []v1.Leftover{
+				{Kind: v1.LeftoverMachine, Name: "dev-default-1", ID: "vm-7", Message: "the provider still reports it"},
+				{Kind: v1.LeftoverNetwork, Name: "dev", Message: "forced delete: error ignored: permission denied"},
+			},
+			Steps: []v1.Step{
+				{Name: "delete-worker-machines", State: v1.StepFailed, Attempts: 1, StartTime: at(0), EndTime: at(time.Second),
+					Message: "forced delete: error ignored: the provider refuses to delete machine dev-default-1"},
+				{Name: "delete-network", State: v1.StepFailed, Attempts: 1, StartTime: at(time.Second), EndTime: at(2 * time.Second),
+					Message: "forced delete: error ignored: permission denied"},
+			}},
+	}
+}
+
 func sampleEvents() []v1.Event {
 	return []v1.Event{
 		{ID: 1, Time: t0, Type: "Normal", Reason: "Creating", Message: "cluster accepted", Operation: "/v1/operations/op1"},
@@ -116,6 +156,9 @@ func TestRender(t *testing.T) {
 		{"cluster.yaml", "yaml", cl, nil},
 		{"nodes.table", "table", nil, func(w io.Writer) error { return renderNodes(w, sampleNodes(), now) }},
 		{"operation.table", "table", nil, func(w io.Writer) error { return renderOperation(w, sampleOperation(), now) }},
+		{"operation-canceled-retry.table", "table", nil, func(w io.Writer) error { return renderOperation(w, canceledRetry(), now) }},
+		{"operation-forced.table", "table", nil, func(w io.Writer) error { return renderOperation(w, forcedDelete(), now) }},
+		{"events.table", "table", nil, func(w io.Writer) error { return renderEvents(w, sampleEvents(), now) }},
 		{"operations.table", "table", nil, func(w io.Writer) error {
 			return renderOperations(w, []v1.Operation{*sampleOperation()}, now)
 		}},
@@ -137,6 +180,9 @@ func TestOperationErrorOutput(t *testing.T) {
 	var b bytes.Buffer
 	printOperationError(&b, sampleOperation())
 	golden(t, "operation-error.txt", b.Bytes())
+	b.Reset()
+	printOperationError(&b, canceledRetry())
+	golden(t, "operation-canceled.txt", b.Bytes())
 }
 
 func TestAge(t *testing.T) {

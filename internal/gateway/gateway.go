@@ -288,6 +288,7 @@ const (
 	ReasonRegistered          = "NodeRegistered"
 	ReasonApproved            = "NodeApproved"
 	ReasonPrecheckFailed      = "NodePrecheckFailed"
+	ReasonPrecheckPassed      = "NodePrecheckPassed"
 	ReasonSessionRefused      = "AgentSessionRefused"
 	ReasonNotReady            = "NodeNotReady"
 	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"

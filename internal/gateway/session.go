@@ -303,8 +303,10 @@ func (s *session) handle(m *v1.AgentMessage) error {
 
 func (s *session) prechecks(rs []v1.PrecheckResult) error {
 	failed := failedChecks(rs)
+	was := ""
 	n, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
 		n.Prechecks = rs
+		was = n.State
 		switch {
 		case len(failed) > 0 && rankBeforeInstall(n.State):
 			n.State = v1.NodePrecheckFailed
@@ -314,10 +316,19 @@ func (s *session) prechecks(rs []v1.PrecheckResult) error {
 		}
 		return nil
 	})
-	if err == nil && n.State == v1.NodeDiscovered {
+	if err != nil {
+		return err
+	}
+	switch {
+	case was != v1.NodePrecheckFailed && n.State == v1.NodePrecheckFailed:
+		s.g.event(s.ctx, s.k, eventWarning, ReasonPrecheckFailed, s.node, "node %s: %s (was %s)", s.node, n.Message, was)
+	case was == v1.NodePrecheckFailed && n.State == v1.NodeDiscovered:
+		s.g.event(s.ctx, s.k, eventNormal, ReasonPrecheckPassed, s.node, "node %s passes its prechecks again: DISCOVERED", s.node)
+	}
+	if n.State == v1.NodeDiscovered {
 		s.g.autoApprove(s.ctx, s.k, s.node)
 	}
-	return err
+	return nil
 }
 
 func (s *session) progress(p *v1.StepProgress) error {

@@ -44,9 +44,12 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 		msg = fmt.Sprintf("%s operation failed at step %s: %s", x.op.Kind, step, fe.Message)
 	}
 	x.log.Error("operation failed", "step", step, "code", fe.Code, "retryable", fe.Retryable, "err", fe)
-	// The end event is written with the end itself: in the timeline exactly once.
-	end := x.newEvent("Warning", "OperationFailed", msg)
-	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false, end); err != nil {
+	// The end events are written with the end itself: in the timeline exactly once.
+	events := []*store.Event{x.newEvent("Warning", "OperationFailed", msg)}
+	if step != "" {
+		events = append([]*store.Event{x.newEvent("Warning", "StepFailed", fmt.Sprintf("step %s failed: %s", step, fe.Message))}, events...)
+	}
+	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false, events...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -83,6 +86,13 @@ func (x *run) succeed(ctx context.Context) error {
 	msg := fmt.Sprintf("%s operation succeeded", x.op.Kind)
 	if deleting {
 		msg = "delete operation succeeded; the cluster record is removed"
+	}
+	if x.forcing() {
+		x.op.Leftovers = x.leftovers(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		msg = "forced delete succeeded; the cluster record is removed; " + describeLeftovers(x.op.Leftovers)
 	}
 	// The end event is written with the end itself: in the timeline exactly once.
 	end := x.newEvent("Normal", "OperationSucceeded", msg)

@@ -272,6 +272,8 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 			x.showProgress(ctx, node, n.Message)
 		}
 		select {
+		case <-x.cancelRequested():
+			return nil, errCancelRequested
 		case <-ctx.Done():
 			if parent.Err() != nil {
 				return nil, parent.Err()

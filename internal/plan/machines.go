@@ -190,6 +190,8 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-x.cancelRequested():
+			return errCancelRequested
 		case <-deadline.C:
 			return failure.Retryable(v1.CodeTimeout, nil, "timed out after %s waiting for nodes to be %s: %s",
 				x.r.opts.NodeTimeout, what, strings.Join(missing, ", "))

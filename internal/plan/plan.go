@@ -49,11 +49,13 @@ var createSteps = []string{
 }
 
 // updateSteps reconciles the machines with the spec: it creates what is
-// missing (scale up), removes the newest surplus machines (scale down) and
-// waits until every node is Ready.
+// missing (scale up; new control-plane members join etcd one at a time,
+// each healthy before the next), removes the newest surplus machines (scale
+// down) and waits until every node is Ready.
 var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
+	StepInstallControlPlane,
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepRemoveSurplusMachines,

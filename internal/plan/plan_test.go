@@ -32,6 +32,7 @@ func TestSteps(t *testing.T) {
 		{name: "update", kind: v1.KindUpdate, want: []string{
 			"validate-dynamic",
 			"ensure-control-plane-machines",
+			"install-control-plane",
 			"ensure-worker-machines",
 			"install-workers",
 			"remove-surplus-machines",

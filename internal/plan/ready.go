@@ -58,6 +58,8 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-x.cancelRequested():
+			return errCancelRequested
 		case <-tick.C:
 		}
 	}

@@ -80,6 +80,10 @@ type Options struct {
 	// InstructionPoll is how often a step waiting for an instruction's
 	// result reads it. Default 250ms.
 	InstructionPoll time.Duration
+	// CancelPoll is how often a running operation reads whether someone
+	// asked to cancel it, for the steps that wait; between steps it is
+	// read every time. Default 1s.
+	CancelPoll time.Duration
 }
 
 // Runner carries out a claimed cluster's current operation, step by step.
@@ -121,6 +125,9 @@ func NewRunner(opts Options) *Runner {
 	if opts.InstructionPoll <= 0 {
 		opts.InstructionPoll = 250 * time.Millisecond
 	}
+	if opts.CancelPoll <= 0 {
+		opts.CancelPoll = time.Second
+	}
 	return &Runner{opts: opts, log: opts.Logger,
 		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
 }
@@ -151,6 +158,12 @@ type run struct {
 
 	progressMu sync.Mutex
 	progress   map[string]string // node -> what it is doing, in the running step's message
+
+	// canceled is closed once the run noticed a request to cancel its
+	// operation (cancelReq); it stops at its next safe point.
+	canceled   chan struct{}
+	cancelOnce sync.Once
+	cancelReq  *v1.CancelRequest
 }
 
 // Run carries out cl's current operation with the lease cl was claimed with.
@@ -170,9 +183,11 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 		return r.orphaned(ctx, log, cl, "its operation has already ended")
 	}
 	x := &run{
-		r: r, s: r.opts.Store, cl: cl, op: op, fence: cl.Lease.Fence(), log: log,
-		pc: provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
+		r: r, cl: cl, op: op, fence: cl.Lease.Fence(), log: log,
+		pc:       provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
+		canceled: make(chan struct{}),
 	}
+	x.s = nodeEvents{Store: r.opts.Store, x: x}
 	return x.execute(ctx)
 }
 
@@ -220,21 +235,43 @@ func (x *run) execute(ctx context.Context) error {
 	}
 	x.p = p
 
-	if current >= 0 && x.op.Steps[current].Attempts == 0 && current == 0 {
-		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues)
-		x.event(ctx, "Normal", "OperationStarted", fmt.Sprintf("%s operation started", x.op.Kind))
+	if current >= 0 && x.op.Steps[current].Attempts == 0 && (current == 0 || x.op.RetryOf != "") {
+		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues, "retryOf", x.op.RetryOf, "force", x.op.Force)
+		msg := fmt.Sprintf("%s operation started", x.op.Kind)
+		if x.op.RetryOf != "" {
+			msg = fmt.Sprintf("%s operation started: a retry of operation %s, from step %s", x.op.Kind, x.op.RetryOf, x.op.Steps[current].Name)
+		}
+		if x.forcing() {
+			msg += "; forced: provider errors are ignored and what may be left behind is listed at the end"
+		}
+		x.event(ctx, "Normal", "OperationStarted", msg)
 	} else if current >= 0 {
 		x.log.Info("resuming operation", "kind", x.op.Kind, "step", x.op.Steps[current].Name, "claims", x.cl.Dequeues)
 		x.event(ctx, "Normal", "OperationResumed", fmt.Sprintf("%s operation resumed at step %s", x.op.Kind, x.op.Steps[current].Name))
 	}
 
+	if x.op.CancelRequested != nil {
+		x.noticeCancel(x.op.CancelRequested)
+	}
+	stop := x.watchCancel(ctx)
+	defer stop()
 	for i := range x.op.Steps {
 		if done(x.op.Steps[i].State) {
 			continue
 		}
+		// Between steps is the first safe point.
+		if err := x.pollCancel(ctx); err != nil {
+			return err
+		}
+		if x.canceling() {
+			return x.cancel(ctx, i, false)
+		}
 		fe, err := x.runStep(ctx, i)
 		if err != nil {
 			return err
+		}
+		if fe != nil && errors.Is(fe, errCancelRequested) {
+			return x.cancel(ctx, i, true)
 		}
 		if fe != nil {
 			return x.fail(ctx, i, fe)
@@ -262,6 +299,9 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	s := &x.op.Steps[i]
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
+	if f := x.forceStep(s.Name); f != nil {
+		fn = f
+	}
 	x.step = s.Name
 	x.progressMu.Lock()
 	x.progress, x.note = nil, "" // each step shows its own nodes
@@ -279,10 +319,21 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		if err := x.save(ctx, false); err != nil {
 			return nil, err
 		}
+		if try == 1 {
+			msg := "step " + s.Name + " started"
+			if s.Attempts > 1 {
+				msg += fmt.Sprintf(" (attempt %d)", s.Attempts)
+			}
+			x.event(ctx, "Normal", "StepStarted", msg)
+		}
 		err := x.attempt(ctx, log, s.Name, fn)
 		if ctx.Err() != nil {
 			log.Info("step interrupted", "cause", context.Cause(ctx))
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, errCancelRequested) {
+			log.Info("step stopped at a safe point: cancel requested")
+			return canceledFailure(), nil
 		}
 		var skip *skipError
 		if err == nil || errors.As(err, &skip) {
@@ -292,23 +343,41 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 				s.State, s.Message = v1.StepSkipped, skip.reason
 			}
 			log.Info("step done", "state", s.State, "duration", end.Sub(start))
-			return nil, x.save(ctx, true)
+			if err := x.save(ctx, true); err != nil {
+				return nil, err
+			}
+			msg := fmt.Sprintf("step %s %s in %s", s.Name, strings.ToLower(s.State), end.Sub(start).Round(time.Millisecond))
+			if skip != nil {
+				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.reason)
+			}
+			x.event(ctx, "Normal", "Step"+s.State, msg)
+			return nil, nil
 		}
 		fe := failure.From(err)
 		if !fe.Retryable {
+			if x.forcing() {
+				return nil, x.ignore(ctx, i, fe)
+			}
 			return fe, nil
 		}
 		if try >= x.r.opts.MaxAttempts {
-			return &failure.Error{
+			fe = &failure.Error{
 				Code:      fe.Code,
 				Message:   fmt.Sprintf("step %s failed after %d attempts: %s", s.Name, try, fe.Message),
 				Target:    fe.Target,
 				Retryable: true,
 				Err:       fe,
-			}, nil
+			}
+			if x.forcing() {
+				return nil, x.ignore(ctx, i, fe)
+			}
+			return fe, nil
 		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
+			if x.forcing() {
+				return nil, x.ignore(ctx, i, fe)
+			}
 			return fe, nil
 		}
 		s.Message = fmt.Sprintf("attempt %d failed: %s; retrying in %s", s.Attempts, fe.Message, wait.Round(time.Millisecond))
@@ -317,7 +386,10 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		if err := x.save(ctx, false); err != nil {
 			return nil, err
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := x.pause(ctx, wait); errors.Is(err, errCancelRequested) {
+			log.Info("step stopped while backing off: cancel requested")
+			return canceledFailure(), nil
+		} else if err != nil {
 			log.Info("step interrupted while backing off", "cause", context.Cause(ctx))
 			return nil, err
 		}
@@ -334,25 +406,19 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 		}
 	}()
 	if h, ok := x.p.(StepHook); ok {
-		if err := h.BeforeStep(ctx, x.pc, step); err != nil {
+		// The hook runs before the step does anything, so a cancel may
+		// stop it (the sim's injected latency and hangs wait here).
+		hctx, stop := x.cancelable(ctx)
+		err := h.BeforeStep(hctx, x.pc, step)
+		stop()
+		if err != nil {
+			if context.Cause(hctx) == errCancelRequested && ctx.Err() == nil {
+				return errCancelRequested
+			}
 			return err
 		}
 	}
 	return fn(ctx)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (x *run) save(ctx context.Context, progress bool) error {

@@ -127,8 +127,9 @@ func (s *Server) requireRole(r *http.Request, p auth.Principal, project, role st
 	return forbidden("%s is %s in project %s; this needs %s", p.Name, have, project, role)
 }
 
-// authorizeOperation lets p read an operation of a project where it has
-// at least role; for anyone else the operation does not exist.
+// authorizeOperation lets p at an operation of a project where it has at
+// least role. For a caller with no role there the operation does not
+// exist (404); one with a lesser role is refused (403).
 func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role string) error {
 	id := r.PathValue("operation")
 	op, err := s.store.GetOperation(r.Context(), id)
@@ -143,8 +144,11 @@ func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role stri
 	if err != nil {
 		return err
 	}
-	if !auth.Allows(have, role) {
+	if have == "" {
 		return notFound("operation", "operation %s does not exist", id)
+	}
+	if !auth.Allows(have, role) {
+		return forbidden("%s is %s in project %s; this needs %s", p.Name, have, op.Project, role)
 	}
 	return nil
 }

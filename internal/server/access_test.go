@@ -15,8 +15,9 @@ import (
 // required is this test's own statement of who may call each route: the
 // least role in the path's project (viewer, operator, admin), "owner"
 // (system-wide owners), "self" (the path's user, or an owner), "anyone"
-// (any valid token), "public" (no token), or "operation" (viewer in the
-// operation's project; 404 for others). A route the server has and this
+// (any valid token), "public" (no token), "operation" (viewer in the
+// operation's project; 404 for others) or "operation-operator" (operator
+// in the operation's project; 403 for its viewers, 404 for others). A route the server has and this
 // table lacks fails the test: every new route must be classified here.
 var required = map[string]string{
 	"GET /healthz":     "public",
@@ -38,6 +39,7 @@ var required = map[string]string{
 	"DELETE /v1/projects/{project}":          "owner",
 	"GET /v1/projects/{project}/audit":       "admin",
 	"GET /v1/operations/{operation}":         "operation",
+	"POST /v1/operations/{operation}/cancel": "operation-operator",
 	"GET /v1/projects/{project}/clusters":    "viewer",
 
 	"PUT /v1/projects/{project}/clusters/{cluster}":                                 "operator",
@@ -48,6 +50,7 @@ var required = map[string]string{
 	"POST /v1/projects/{project}/clusters/{cluster}/provision":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/installer":                       "admin",
 	"POST /v1/projects/{project}/clusters/{cluster}/reset":                          "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/retry":                          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/activation":                     "admin",
@@ -242,7 +245,7 @@ func checkRoute(t *testing.T, w *world, pattern, need string) {
 				allowed(c.name, own, method)
 			}
 		}
-	case "operation":
+	case "operation", "operation-operator":
 		if r := w.as("outsider", method, path, body); r.status != http.StatusNotFound {
 			t.Errorf("%s as outsider: status %d, want 404 (the operation is another project's)", pattern, r.status)
 		}
@@ -252,6 +255,10 @@ func checkRoute(t *testing.T, w *world, pattern, need string) {
 			t.Errorf("outsider tells another project's operation (%d) from a missing one (%d)", other.status, none.status)
 		}
 		for _, c := range callers[:4] {
+			if need == "operation-operator" && projectRank[c.role] < projectRank[v1.RoleOperator] {
+				denied(c.name, path, method) // it may see the operation: told why, not 404
+				continue
+			}
 			allowed(c.name, path, method)
 		}
 	default: // a project role

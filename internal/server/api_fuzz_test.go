@@ -61,6 +61,8 @@ var (
 		"/v1/projects/p/clusters/c/provision",
 		"/v1/projects/p/clusters/c/reset",
 		"/v1/projects/p/clusters/c/installer",
+		"/v1/projects/p/clusters/c/retry",
+		"/v1/operations/{operation}/cancel",
 	}
 )
 

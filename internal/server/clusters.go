@@ -127,9 +127,29 @@ func clone(m map[string]any) map[string]any {
 	return out
 }
 
-// deleteCluster starts deleting a cluster (202).
+// deleteCluster starts deleting a cluster (202). With ?force=true it starts
+// a forced delete, which ignores provider errors and lists what may be
+// left behind: allowed only after an operation failed with a terminal
+// provider error (checkForce), else 409.
 func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) error {
-	return s.writeCluster(w, r, nil)
+	force := false
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false":
+	case "true":
+		force = true
+	default:
+		return badRequest("force", "force must be true or false, not %q", v)
+	}
+	if !force {
+		return s.writeCluster(w, r, nil)
+	}
+	return s.writeClusterWith(w, r, nil, func(existing *store.Cluster, op *store.Operation) error {
+		if err := checkForce(existing); err != nil {
+			return err
+		}
+		op.Force = true
+		return nil
+	})
 }
 
 // writeCluster runs one cluster change: it reads the cluster, checks the
@@ -138,6 +158,13 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 // conditional on what it read. A concurrent change between the read and
 // the write makes it start again.
 func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(existing *store.Cluster) (v1.ClusterSpec, error)) error {
+	return s.writeClusterWith(w, r, spec, nil)
+}
+
+// writeClusterWith is writeCluster with a check of the cluster as read and
+// the new operation, before anything is written (nil: none).
+func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec func(existing *store.Cluster) (v1.ClusterSpec, error),
+	check func(existing *store.Cluster, op *store.Operation) error) error {
 	conds, err := readConditions(r)
 	if err != nil {
 		return err
@@ -168,6 +195,11 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(
 			}
 		}
 		op.Steps = s.pendingSteps(op.Kind, &cl.Spec)
+		if check != nil {
+			if err := check(existing, op); err != nil {
+				return err
+			}
+		}
 		err = s.store.BeginOperation(r.Context(), cl, op, writeCond(current))
 		if raced(err) {
 			// The project may be the thing that vanished.
@@ -214,8 +246,8 @@ func (s *Server) pendingSteps(kind string, spec *v1.ClusterSpec) []v1.Step {
 
 // nextOperation builds the cluster record (spec not yet set, except on
 // delete) and the operation of the change that follows existing (nil when
-// the cluster is new). A PUT or PATCH on a cluster whose create failed
-// retries the create.
+// the cluster is new). A PUT or PATCH on a cluster whose create failed or
+// was canceled starts the create again.
 func (s *Server) nextOperation(key store.Key, existing *store.Cluster, del bool) (*store.Cluster, *store.Operation) {
 	now := s.now().UTC()
 	kind, state := v1.KindCreate, v1.StateCreating
@@ -223,8 +255,7 @@ func (s *Server) nextOperation(key store.Key, existing *store.Cluster, del bool)
 	if existing != nil {
 		cl.Spec = existing.Spec
 		cl.Status = existing.Status
-		failedCreate := existing.Status.ProvisioningState == v1.StateFailed &&
-			existing.Status.FailedProvisioningState == v1.StateCreating
+		failedCreate := createUnfinished(existing.Status)
 		switch {
 		case del:
 			kind, state = v1.KindDelete, v1.StateDeleting
@@ -244,6 +275,13 @@ func (s *Server) nextOperation(key store.Key, existing *store.Cluster, del bool)
 		Kind: kind, Status: v1.OpInProgress, StartTime: now,
 	}
 	return cl, op
+}
+
+// createUnfinished reports whether a cluster's create failed or was
+// canceled: it has no cluster yet to update.
+func createUnfinished(st v1.ClusterStatus) bool {
+	return (st.ProvisioningState == v1.StateFailed || st.ProvisioningState == v1.StateCanceled) &&
+		st.FailedProvisioningState == v1.StateCreating
 }
 
 // newOperationID is a UUIDv7, so ids sort by creation time.

@@ -72,9 +72,10 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 		switch {
 		case st.CurrentOperation != "" && slices.Contains([]string{v1.StateCreating, v1.StateUpdating, v1.StateDeleting}, st.ProvisioningState):
 			return conflictError(&store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
-		case st.ProvisioningState == v1.StateFailed && st.FailedProvisioningState == v1.StateCreating:
+		case createUnfinished(st):
 			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-				"the cluster's create failed: retry it (PUT the cluster again) or delete it before a %s", kind)
+				"the cluster's create did not finish (%s): retry it (kiln cluster retry, or PUT the cluster again) or delete it before a %s",
+				st.ProvisioningState, kind)
 		}
 		if err := check(r.Context(), cl); err != nil {
 			return err

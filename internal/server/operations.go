@@ -29,9 +29,13 @@ func operationOut(op *store.Operation) v1.Operation {
 		PercentComplete: op.Percent(),
 		Error:           op.Error,
 		Properties: v1.OperationProperties{
-			Kind:   op.Kind,
-			Target: clusterPath(op.Project, op.Cluster),
-			Steps:  steps,
+			Kind:            op.Kind,
+			Target:          clusterPath(op.Project, op.Cluster),
+			Steps:           steps,
+			RetryOf:         op.RetryOf,
+			Force:           op.Force,
+			Leftovers:       op.Leftovers,
+			CancelRequested: op.CancelRequested,
 		},
 	}
 }

@@ -38,6 +38,7 @@ type Store interface {
 
 	GetOperation(ctx context.Context, id string) (*store.Operation, error)
 	ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error)
+	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error)
 
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
@@ -275,6 +276,7 @@ func (s *Server) routes() {
 	s.handle("POST "+cluster+"/validate", "cluster", operator, s.validateCluster)
 	s.handle("POST "+cluster+"/provision", "cluster", operator, s.provisionCluster)
 	s.handle("POST "+cluster+"/reset", "cluster", operator, s.resetCluster)
+	s.handle("POST "+cluster+"/retry", "cluster", operator, s.retryCluster)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)
@@ -288,6 +290,8 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster+"/events", "project", viewer, s.listEvents)
 	s.handle("GET /v1/operations/{operation}", "operation",
 		Access{Scope: InOperationProject, Role: v1.RoleViewer}, s.getOperation)
+	s.handle("POST /v1/operations/{operation}/cancel", "operation",
+		Access{Scope: InOperationProject, Role: v1.RoleOperator}, s.cancelOperation)
 
 	registerResource(s, cloudAccounts(s))
 	registerResource(s, profiles(s))

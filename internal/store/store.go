@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -33,6 +34,8 @@ var (
 	ErrNotEmpty = errors.New("not empty")
 	// ErrBadPageToken: Page.Token is not one this store handed out.
 	ErrBadPageToken = errors.New("invalid page token")
+	// ErrEnded: RequestCancel found the operation terminal already.
+	ErrEnded = errors.New("operation has ended")
 )
 
 // ConflictError says a change was refused because another operation is
@@ -120,6 +123,16 @@ type Operation struct {
 	EndTime   *time.Time
 	Steps     []v1.Step
 	Error     *v1.Error
+	// RetryOf and Force are set when the operation is begun and never
+	// change: the operation it retries, and a forced delete.
+	RetryOf string
+	Force   bool
+	// Leftovers is what a forced delete may have left behind; written by
+	// SaveOperation and FinishOperation.
+	Leftovers []v1.Leftover
+	// CancelRequested is written only by RequestCancel; other writes keep
+	// it as stored.
+	CancelRequested *v1.CancelRequest
 }
 
 // Node is a node record.
@@ -213,6 +226,13 @@ type Store interface {
 	// deletes the cluster and its nodes), and releases the lease. Until it
 	// commits, a reader sees the operation still InProgress.
 	FinishOperation(ctx context.Context, cl *Cluster, op *Operation, f Fence, deleteCluster bool, events ...*Event) error
+	// RequestCancel records a request to cancel operation id, unfenced
+	// (the API asks; the lease holder acts on it at its next safe point).
+	// It records the first request only: a later one returns recorded
+	// false and keeps the first. It returns the operation as stored after
+	// the call, ErrNotFound for an unknown id, and, for an operation that
+	// has ended, the operation with ErrEnded (nothing written).
+	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (op *Operation, recorded bool, err error)
 
 	// Nodes.
 	PutNode(ctx context.Context, n *Node, c Cond) error
@@ -284,4 +304,35 @@ func (o *Operation) Percent() int {
 		}
 	}
 	return done * 100 / len(o.Steps)
+}
+
+// retainedPrefix starts the message of a step a retry kept.
+const retainedPrefix = "done by operation "
+
+// Retry returns a new operation, id, that runs o again from the step
+// where o stopped: a retry of o (RetryOf). o must have ended Failed or
+// Canceled. Its steps are o's: those o had done stay Succeeded or Skipped,
+// with their attempts and times and a message naming o, so the runner
+// does not run them again; the step that failed or was canceled and every
+// step after it are Pending again. Kind, cluster and Force are o's.
+func (o *Operation) Retry(id string, now time.Time) *Operation {
+	op := &Operation{ID: id, Project: o.Project, Cluster: o.Cluster, Kind: o.Kind, Status: v1.OpInProgress,
+		StartTime: now, RetryOf: o.ID, Force: o.Force}
+	redo := false
+	for _, s := range o.Steps {
+		if !redo && (s.State == v1.StepSucceeded || s.State == v1.StepSkipped) {
+			if !strings.HasPrefix(s.Message, retainedPrefix) { // a retry of a retry names the first
+				msg := retainedPrefix + o.ID + "; not run again"
+				if s.Message != "" {
+					msg += " (" + s.Message + ")"
+				}
+				s.Message = msg
+			}
+			op.Steps = append(op.Steps, s)
+			continue
+		}
+		redo = true
+		op.Steps = append(op.Steps, v1.Step{Name: s.Name, State: v1.StepPending})
+	}
+	return op
 }

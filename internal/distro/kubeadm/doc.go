@@ -40,10 +40,18 @@
 // download is checked against the release's own .sha256sum file (Kiln pins
 // no hash of its own). containerd is the distribution's package, not pinned.
 //
-// Executing a plan needs a real host with network access (directly or
-// through the proxy) to the distribution's archive, pkgs.k8s.io,
-// registry.k8s.io, GitHub and the CNI's image registries. Nothing in this
-// package executes a plan, and no plan has been executed by its tests: they
-// pin what the plan says, not that a host accepts it. docs/distro-kubeadm.md
-// has the details.
+// ResetPlan is the plan of a reset instruction: kubeadm reset, then what it
+// leaves (the CNI's configuration, state, iptables rules and devices) and
+// Kiln's files that belong to the cluster; the packages stay.
+//
+// Executor is kiln-agent's executor for the distribution: it decodes an
+// install instruction's params with ParsePlan (the JSON of a Plan), writes
+// the files under its Root and runs the commands on the host, reporting
+// each step and forwarding the commands' output to the node's logs. Its
+// tests run real processes against test doubles of the host programs.
+// Executing a plan for real needs a real host (root, systemd, apt) with
+// network access (directly or through the proxy) to the distribution's
+// archive, pkgs.k8s.io, registry.k8s.io, GitHub and the CNI's image
+// registries: no plan has been executed on such a host by this repository's
+// tests. docs/distro-kubeadm.md has the details.
 package kubeadm

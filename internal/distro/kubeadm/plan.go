@@ -38,6 +38,11 @@ const (
 	ContainerdSocket   = "unix:///var/run/containerd/containerd.sock"
 	AptKeyring         = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
 	CiliumCLIDir       = "/var/lib/kiln/cilium-cli/" + CiliumCLIVersion
+	// The proxy settings of apt, containerd and the kubelet (they may hold
+	// the proxy's credentials).
+	AptProxyConf          = "/etc/apt/apt.conf.d/90kiln-proxy"
+	ContainerdProxyDropIn = "/etc/systemd/system/containerd.service.d/kiln-proxy.conf"
+	KubeletProxyDropIn    = "/etc/systemd/system/kubelet.service.d/kiln-proxy.conf"
 )
 
 // ControlPlaneTaint is the taint of a dedicated control plane's nodes.
@@ -169,10 +174,10 @@ func (b *builder) files() {
 		b.file(ProxyCAPath, 0o644, "the proxy's root CA, for the system trust store (update-ca-certificates)", s.rootCA)
 	}
 	if s.proxy.Set() {
-		b.file("/etc/apt/apt.conf.d/90kiln-proxy", 0o644, "apt reaches its repositories through the proxy", s.aptProxy())
-		b.file("/etc/systemd/system/containerd.service.d/kiln-proxy.conf", 0o644,
+		b.file(AptProxyConf, 0o644, "apt reaches its repositories through the proxy", s.aptProxy())
+		b.file(ContainerdProxyDropIn, 0o644,
 			"containerd pulls images through the proxy", s.systemdProxy("containerd"))
-		b.file("/etc/systemd/system/kubelet.service.d/kiln-proxy.conf", 0o644,
+		b.file(KubeletProxyDropIn, 0o644,
 			"the kubelet's environment has the proxy and what bypasses it", s.systemdProxy("the kubelet"))
 	}
 	b.file(ContainerdConfig, 0o644, "containerd's CRI runtime uses the systemd cgroup driver, like the kubelet", containerdConfig)
@@ -260,8 +265,9 @@ func (b *builder) commands() {
 	done := []string{"test", "-e", KubeletKubeconfig}
 	if s.FirstControlPlane {
 		b.step = StepKubeadmInit
-		b.runUnless(done, "create the cluster; --upload-certs lets the other control-plane nodes join",
-			"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs")
+		b.runUnless(done, "create the cluster; --upload-certs lets the other control-plane nodes join; "+
+			"its output (the node's logs) omits the token and the key",
+			"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs", "--skip-token-print", "--skip-certificate-key-print")
 		b.step = StepInstallCNI
 		if s.CNI == CNICalico {
 			b.calico()

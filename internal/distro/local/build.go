@@ -122,10 +122,13 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 		}
 	}
 	cp := &ControlPlaneParams{
-		Members:              slices.Clone(in.ControlPlane),
-		EtcdJoin:             in.EtcdJoin,
-		EtcdToken:            etcdToken(in.ClusterID),
-		LeaderElect:          len(in.ControlPlane) > 1,
+		Members:   slices.Clone(in.ControlPlane),
+		EtcdJoin:  in.EtcdJoin,
+		EtcdToken: etcdToken(in.ClusterID),
+		// Always on, as kubeadm does: a control plane that grows from one
+		// node keeps its first controller-manager and scheduler running,
+		// and without leader election they would act beside the new ones.
+		LeaderElect:          true,
 		ServiceAccountIssuer: ServiceAccountIssuer,
 	}
 	if in.EtcdJoin {

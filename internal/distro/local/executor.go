@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +183,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 		var err error
 		changed, err = e.writeFiles(p)
 		if err != nil {
-			return "", retryable(v1.CodeInternal, err, "write the node's files: %v", err)
+			return "", agent.Retryable(v1.CodeInternal, err, "write the node's files: %v", err)
 		}
 		return fmt.Sprintf("%d of %d files written", changed, len(p.Files)), nil
 	}); err != nil {
@@ -192,7 +191,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	}
 	all := specs(p, e.Root)
 	if err := saveSpecs(filepath.Join(e.Root, specsFile), all); err != nil {
-		return retryable(v1.CodeInternal, err, "record the node's components: %v", err)
+		return agent.Retryable(v1.CodeInternal, err, "record the node's components: %v", err)
 	}
 	byName := map[string]spec{}
 	for _, s := range all {
@@ -202,7 +201,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 		return func() (string, error) {
 			already, err := e.sup.ensure(byName[name])
 			if err != nil {
-				return "", retryable(v1.CodeInternal, err, "start %s: %v", name, err)
+				return "", agent.Retryable(v1.CodeInternal, err, "start %s: %v", name, err)
 			}
 			if already {
 				return "already running", nil
@@ -217,7 +216,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
-				return "", retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
+				return "", agent.Retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
 					name, e.StepTimeout, err, lastLines(e.sup.logPath(name), logTailLines))
 			}
 			return fmt.Sprintf("healthy after %s", time.Since(t0).Round(time.Millisecond)), nil
@@ -227,11 +226,11 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	if p.IsControlPlane() {
 		etcdClient, err := fileClient(e.Root, FileAPIServerEtcdCert, FileAPIServerEtcdKey)
 		if err != nil {
-			return retryable(v1.CodeInternal, err, "etcd client: %v", err)
+			return agent.Retryable(v1.CodeInternal, err, "etcd client: %v", err)
 		}
 		apiClient, err := fileClient(e.Root, FileAPIServerKubeletCert, FileAPIServerKubeletKey)
 		if err != nil {
-			return retryable(v1.CodeInternal, err, "API client: %v", err)
+			return agent.Retryable(v1.CodeInternal, err, "API client: %v", err)
 		}
 		for _, s := range []struct {
 			name string
@@ -251,7 +250,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	}
 	kubeletClient, err := kubeconfigClient(e.Root, FileKubeletConf)
 	if err != nil {
-		return retryable(v1.CodeInternal, err, "kubelet client: %v", err)
+		return agent.Retryable(v1.CodeInternal, err, "kubelet client: %v", err)
 	}
 	if err := step(StepStartKubelet, start(Kubelet)); err != nil {
 		return err
@@ -303,21 +302,8 @@ func (e *Executor) reset(report agent.Reporter) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		report.Progress(StepRemoveFiles, v1.StepFailed, err.Error())
-		return retryable(v1.CodeInternal, err, "remove the node's files: %v", err)
+		return agent.Retryable(v1.CodeInternal, err, "remove the node's files: %v", err)
 	}
 	report.Progress(StepRemoveFiles, v1.StepSucceeded, "")
 	return nil
 }
-
-// retryable is a retryable *failure.Error the agent reports as retryable:
-// its cause wraps agent.ErrRetryable and the error that caused it, and
-// prints as "retryable" (the message already says what failed).
-func retryable(code string, cause error, format string, args ...any) error {
-	return &failure.Error{Code: code, Message: strings.TrimSpace(fmt.Sprintf(format, args...)), Retryable: true,
-		Err: retryableCause{cause}}
-}
-
-type retryableCause struct{ cause error }
-
-func (c retryableCause) Error() string   { return "retryable" }
-func (c retryableCause) Unwrap() []error { return []error{agent.ErrRetryable, c.cause} }

@@ -134,7 +134,8 @@ type ControlPlaneParams struct {
 	EtcdJoinURLs []string `json:"etcdJoinURLs,omitempty"`
 	// EtcdToken is the initial cluster token, unique per cluster.
 	EtcdToken string `json:"etcdToken"`
-	// LeaderElect is on when there are several control-plane nodes.
+	// LeaderElect is --leader-elect of the controller-manager and the
+	// scheduler: BuildInstall always turns it on.
 	LeaderElect bool `json:"leaderElect"`
 	// ServiceAccountIssuer is --service-account-issuer.
 	ServiceAccountIssuer string `json:"serviceAccountIssuer"`

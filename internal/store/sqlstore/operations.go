@@ -11,12 +11,14 @@ import (
 	"kiln.dev/kiln/internal/store"
 )
 
-const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error`
+const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by`
 
 // opRow is an operation's columns as written.
 type opRow struct {
-	steps, errJSON string
-	end            int64
+	steps, errJSON, leftovers string
+	end                       int64
+	forced                    int64
 }
 
 func encodeOperation(op *store.Operation) (opRow, error) {
@@ -39,15 +41,35 @@ func encodeOperation(op *store.Operation) (opRow, error) {
 	if op.EndTime != nil {
 		r.end = toNanos(*op.EndTime)
 	}
+	if len(op.Leftovers) > 0 {
+		l, err := json.Marshal(op.Leftovers)
+		if err != nil {
+			return opRow{}, err
+		}
+		r.leftovers = string(l)
+	}
+	if op.Force {
+		r.forced = 1
+	}
 	return r, nil
 }
 
 func scanOperation(r scanner) (*store.Operation, error) {
 	op := new(store.Operation)
-	var start, end int64
-	var steps, errJSON string
-	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON); err != nil {
+	var start, end, forced, cancelAt int64
+	var steps, errJSON, leftovers, cancelBy string
+	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy); err != nil {
 		return nil, err
+	}
+	op.Force = forced != 0
+	if cancelAt != 0 {
+		op.CancelRequested = &v1.CancelRequest{By: cancelBy, Time: fromNanos(cancelAt)}
+	}
+	if leftovers != "" {
+		if err := json.Unmarshal([]byte(leftovers), &op.Leftovers); err != nil {
+			return nil, fmt.Errorf("decode leftovers: %w", err)
+		}
 	}
 	op.StartTime = fromNanos(start)
 	if end != 0 {
@@ -74,22 +96,26 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON)
+	// A new operation has no cancel request: only RequestCancel writes one.
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')`),
+		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
+		op.RetryOf, r.forced, r.leftovers)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}
 	return err
 }
 
-// updateOperation writes op's status, steps, error and end time.
+// updateOperation writes op's status, steps, error, end time and
+// leftovers; never its cancel request, which is RequestCancel's.
 func (s *Store) updateOperation(ctx context.Context, tx *sql.Tx, op *store.Operation) error {
 	r, err := encodeOperation(op)
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET status = ?, steps = ?, error = ?, end_time = ?
-		WHERE id = ? AND project = ? AND cluster = ?`), op.Status, r.steps, r.errJSON, r.end, op.ID, op.Project, op.Cluster)
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET status = ?, steps = ?, error = ?, end_time = ?, leftovers = ?
+		WHERE id = ? AND project = ? AND cluster = ?`), op.Status, r.steps, r.errJSON, r.end, r.leftovers, op.ID, op.Project, op.Cluster)
 	if err != nil {
 		return err
 	}
@@ -113,6 +139,47 @@ func (s *Store) GetOperation(ctx context.Context, id string) (*store.Operation, 
 		return nil, fmt.Errorf("get operation %s: %w", id, err)
 	}
 	return op, nil
+}
+
+// RequestCancel records the first request to cancel an operation that has
+// not ended; see store.Store.
+func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error) {
+	wrap := func(err error) error { return fmt.Errorf("request cancel of operation %s: %w", id, err) }
+	if req.By == "" || req.Time.IsZero() {
+		return nil, false, wrap(errors.New("who asked and when are required"))
+	}
+	var (
+		op       *store.Operation
+		recorded bool
+	)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		recorded = false
+		// The conditional UPDATE is the check: a terminal operation or one
+		// asked to cancel already is left as it is.
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET cancel_requested_at = ?, cancel_requested_by = ?
+			WHERE id = ? AND cancel_requested_at = 0 AND status NOT IN (?, ?, ?)`),
+			toNanos(req.Time), req.By, id, v1.OpSucceeded, v1.OpFailed, v1.OpCanceled)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		recorded = n == 1
+		op, err = scanOperation(tx.QueryRowContext(ctx, s.q(`SELECT `+operationCols+` FROM operations WHERE id = ?`), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, wrap(err)
+	}
+	if !recorded && v1.Terminal(op.Status) {
+		return op, false, wrap(store.ErrEnded)
+	}
+	return op, recorded, nil
 }
 
 // ListOperations lists a cluster's operations by id (oldest first). They

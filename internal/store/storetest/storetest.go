@@ -96,6 +96,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SaveOperationProgress", testSaveOperationProgress},
 		{"FinishOperation", testFinishOperation},
 		{"FinishOperationDelete", testFinishOperationDelete},
+		{"RequestCancel", testRequestCancel},
+		{"OperationRetryAndForce", testOperationRetryAndForce},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Events", testEvents},
 		{"PageLimitCap", testPageLimitCap},

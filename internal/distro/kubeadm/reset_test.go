@@ -1,0 +1,74 @@
+package kubeadm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The reset plan is pinned by testdata/reset.golden, and is valid shell.
+func TestResetGolden(t *testing.T) {
+	p := ResetPlan()
+	if diff := cmp.Diff([]string{StepKubeadmReset, StepCleanNetwork, StepRemoveFiles}, p.Steps()); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	if len(p.Files) != 0 {
+		t.Errorf("the reset plan writes files: %v", p.Files)
+	}
+	golden(t, "reset", p.Script())
+
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "reset.sh")
+	if err := os.WriteFile(path, []byte(p.Script()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), sh, "-n", path).CombinedOutput(); err != nil {
+		t.Errorf("sh -n: %v\n%s", err, out)
+	}
+}
+
+// keptByReset are the files an install writes that a reset leaves on
+// purpose: they are the same for every cluster (or rewritten by the next
+// install) and hold no secret.
+var keptByReset = map[string]string{
+	"/etc/modules-load.d/kiln-kubernetes.conf": "the same for every cluster",
+	"/etc/sysctl.d/99-kiln-kubernetes.conf":    "the same for every cluster",
+	ContainerdConfig:                           "containerd stays installed, with this configuration",
+	"/etc/apt/sources.list.d/kubernetes.list":  "the packages stay; the next install points it at its minor",
+}
+
+// Every file an install plan writes is removed by the reset plan or kept on
+// purpose (keptByReset). A new file in Build must be added to one of them.
+func TestResetRemovesWhatInstallWrites(t *testing.T) {
+	var removed []string // files and directories
+	for _, c := range ResetPlan().Commands {
+		if c.Argv[0] == "rm" {
+			removed = append(removed, c.Argv[1:]...)
+		}
+	}
+	isRemoved := func(path string) bool {
+		return slices.ContainsFunc(removed, func(r string) bool { return path == r || strings.HasPrefix(path, r+"/") })
+	}
+	for _, tt := range goldenCases {
+		p, err := Build(tt.in(t))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		for _, f := range p.Files {
+			if _, kept := keptByReset[f.Path]; !kept && !isRemoved(f.Path) {
+				t.Errorf("%s: the reset plan neither removes %s nor keeps it on purpose", tt.name, f.Path)
+			}
+			if _, kept := keptByReset[f.Path]; kept && f.Mode&0o077 == 0 {
+				t.Errorf("%s: %s is kept by a reset but is private (mode %04o): it holds a secret", tt.name, f.Path, f.Mode)
+			}
+		}
+	}
+}

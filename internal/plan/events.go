@@ -1,0 +1,69 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// nodeEvents is the store as a run uses it: every node state the plan
+// writes, whichever step writes it, and every node record it removes, is
+// also an event in the cluster's timeline, with the run's operation.
+type nodeEvents struct {
+	Store
+	x *run
+}
+
+// PutNode writes n and, when its state changed, adds a NodeStateChanged
+// event. The state before is read first; a write that fails adds nothing.
+func (s nodeEvents) PutNode(ctx context.Context, n *store.Node, c store.Cond) error {
+	was, known := "", false
+	if old, err := s.Store.GetNode(ctx, store.Key{Project: n.Project, Name: n.Cluster}, n.Name); err == nil {
+		was, known = old.State, true
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := s.Store.PutNode(ctx, n, c); err != nil {
+		return err
+	}
+	if known && was == n.State {
+		return nil
+	}
+	msg := fmt.Sprintf("node %s: %s -> %s", n.Name, was, n.State)
+	if !known {
+		msg = fmt.Sprintf("node %s recorded as %s", n.Name, n.State)
+	}
+	if n.Message != "" {
+		msg += ": " + n.Message
+	}
+	typ := "Normal"
+	if n.State == v1.NodeFailed || n.State == v1.NodeNotReady {
+		typ = "Warning"
+	}
+	s.x.nodeEvent(ctx, typ, "NodeStateChanged", n.Name, msg)
+	return nil
+}
+
+// DeleteNode removes the record and adds a NodeRemoved event.
+func (s nodeEvents) DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error {
+	if err := s.Store.DeleteNode(ctx, k, name, c); err != nil {
+		return err
+	}
+	s.x.nodeEvent(ctx, "Normal", "NodeRemoved", name, fmt.Sprintf("node %s removed from the cluster", name))
+	return nil
+}
+
+// nodeEvent appends an event about node; best effort, as every event.
+func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	e := x.newEvent(typ, reason, msg)
+	e.Node = node
+	if err := x.r.opts.Store.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", reason, "node", node, "err", err)
+	}
+}

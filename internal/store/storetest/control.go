@@ -1,0 +1,108 @@
+package storetest
+
+import (
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// testRequestCancel: a cancel request is recorded once, unfenced, on an
+// operation that has not ended; the lease holder's writes keep it; an ended
+// operation refuses it with ErrEnded and is returned as it is.
+func testRequestCancel(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	_, op := e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+
+	first := v1.CancelRequest{By: "user:alice", Time: e.clock.Now()}
+	_, _, err := s.RequestCancel(ctx, "no-such-operation", first)
+	wantErr(t, "RequestCancel of a missing operation", err, store.ErrNotFound)
+	if _, _, err := s.RequestCancel(ctx, op.ID, v1.CancelRequest{Time: e.clock.Now()}); err == nil {
+		t.Fatal("RequestCancel without who asked: no error")
+	}
+	if got := e.getOp(op.ID); got.CancelRequested != nil {
+		t.Fatalf("a refused request was recorded: %+v", got.CancelRequested)
+	}
+
+	got, recorded, err := s.RequestCancel(ctx, op.ID, first)
+	wantErr(t, "RequestCancel", err, nil)
+	if !recorded || got.CancelRequested == nil || *got.CancelRequested != first || got.Status != v1.OpInProgress {
+		t.Fatalf("RequestCancel = %+v recorded %t; want the request recorded on the InProgress operation", got.CancelRequested, recorded)
+	}
+	e.clock.Advance(time.Second)
+	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()})
+	wantErr(t, "RequestCancel again", err, nil)
+	if recorded || got.CancelRequested == nil || *got.CancelRequested != first {
+		t.Fatalf("second RequestCancel = %+v recorded %t; want the first request kept", got.CancelRequested, recorded)
+	}
+
+	// The lease holder's progress and end keep the request, whatever its
+	// copy of the operation says.
+	cl := e.claim("w", time.Minute)
+	f := cl.Lease.Fence()
+	mine := *op // read before the request: no CancelRequested
+	mine.Steps = []v1.Step{{Name: "validate-dynamic", State: v1.StepRunning, Attempts: 1}}
+	wantErr(t, "SaveOperation", s.SaveOperation(ctx, &mine, f, true), nil)
+	if got := e.getOp(op.ID); got.CancelRequested == nil || *got.CancelRequested != first {
+		t.Fatalf("after SaveOperation the request is %+v, want %+v", got.CancelRequested, first)
+	}
+	mine.Status = v1.OpCanceled
+	mine.Steps[0].State = v1.StepCanceled
+	mine.Error = &v1.Error{Code: v1.CodeCanceled, Message: "canceled by user:alice"}
+	cl.Status.ProvisioningState = v1.StateCanceled
+	cl.Status.FailedProvisioningState = v1.StateCreating
+	wantErr(t, "FinishOperation", s.FinishOperation(ctx, cl, &mine, f, false), nil)
+	ended := e.getOp(op.ID)
+	if ended.Status != v1.OpCanceled || ended.CancelRequested == nil || *ended.CancelRequested != first {
+		t.Fatalf("ended operation %s with request %+v, want Canceled keeping %+v", ended.Status, ended.CancelRequested, first)
+	}
+	// A Canceled cluster has nothing for workers.
+	e.noWork("w")
+
+	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()})
+	wantErr(t, "RequestCancel of an ended operation", err, store.ErrEnded)
+	if recorded || got == nil || got.Status != v1.OpCanceled || *got.CancelRequested != first {
+		t.Fatalf("RequestCancel of an ended operation = %+v recorded %t; want it as it is", got, recorded)
+	}
+
+	// Succeeded without a request: ended all the same.
+	cl2, op2 := e.begin("p", "c2", v1.KindCreate, v1.StateCreating)
+	c2 := e.claim("w", time.Minute)
+	op2.Status = v1.OpSucceeded
+	cl2.Status.ProvisioningState = v1.StateSucceeded
+	wantErr(t, "FinishOperation c2", s.FinishOperation(ctx, cl2, op2, c2.Lease.Fence(), false), nil)
+	got, _, err = s.RequestCancel(ctx, op2.ID, first)
+	wantErr(t, "RequestCancel of a Succeeded operation", err, store.ErrEnded)
+	if got.CancelRequested != nil {
+		t.Fatalf("a Succeeded operation got a cancel request: %+v", got.CancelRequested)
+	}
+}
+
+// testOperationRetryAndForce: what a retry or a forced delete carries
+// round-trips, and leftovers are written with the operation's progress and
+// end.
+func testOperationRetryAndForce(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	cl, op := e.newClusterOp("p", "c", v1.KindDelete, v1.StateDeleting)
+	op.RetryOf = newOpID(t)
+	op.Force = true
+	wantErr(t, "BeginOperation", s.BeginOperation(ctx, cl, op, store.Cond{}), nil)
+	diff(t, "begun operation", op, e.getOp(op.ID))
+
+	claimed := e.claim("w", time.Minute)
+	f := claimed.Lease.Fence()
+	op.Leftovers = []v1.Leftover{{Kind: v1.LeftoverMachine, Name: "c-cp-0", ID: "vm-1"}}
+	wantErr(t, "SaveOperation", s.SaveOperation(ctx, op, f, false), nil)
+	diff(t, "saved operation", op, e.getOp(op.ID))
+
+	op.Status = v1.OpSucceeded
+	op.Leftovers = append(op.Leftovers, v1.Leftover{Kind: v1.LeftoverNetwork, Message: "refused"})
+	wantErr(t, "FinishOperation", s.FinishOperation(ctx, nil, op, f, true), nil)
+	got := e.getOp(op.ID)
+	diff(t, "finished operation", op, got)
+	if !got.Force || got.RetryOf != op.RetryOf || len(got.Leftovers) != 2 {
+		t.Fatalf("finished operation force %t retryOf %q leftovers %+v", got.Force, got.RetryOf, got.Leftovers)
+	}
+}
