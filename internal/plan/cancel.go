@@ -17,8 +17,9 @@ import (
 //   - between steps, where it reads the operation every time;
 //   - inside steps, where they wait and poll anyway (nodes to register,
 //     approve or be ready, an instruction's result, Kubernetes to report
-//     nodes Ready), and in the back-off between attempts, where a watcher
-//     that reads the operation every CancelPoll wakes them;
+//     nodes Ready, a node's drain, where the node stays cordoned), and in
+//     the back-off between attempts, where a watcher that reads the
+//     operation every CancelPoll wakes them;
 //   - in the provider's step hook, before the step does anything.
 //
 // A provider call in flight is never interrupted: it ends, and the step

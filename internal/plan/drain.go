@@ -55,6 +55,9 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 	}
 	defer kc.Close()
 	for _, m := range doomed {
+		if x.canceling() { // a safe point: between two nodes
+			return errCancelRequested
+		}
 		st, err := x.drain(ctx, kc, m)
 		if err != nil {
 			return err
@@ -85,7 +88,12 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 	x.log.Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
 	x.eventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
 	x.showProgress(ctx, m.Name, "cordoned, draining")
-	st, err := kc.Drain(ctx, m.Name, kubeapi.DrainOptions{
+	// A drain may stop at any moment for a cancel: the node stays
+	// cordoned, with what was evicted gone, and a later change drains it
+	// again or, if the spec keeps it, uncordons it.
+	dctx, stop := x.cancelable(ctx)
+	defer stop()
+	st, err := kc.Drain(dctx, m.Name, kubeapi.DrainOptions{
 		Timeout:    timeout,
 		CordonedBy: x.op.ID,
 		Poll:       x.r.opts.InstructionPoll,
@@ -97,6 +105,9 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 		fe := drainFailure(x.nodeID(m.Name), m, timeout, field, de)
 		x.eventOn(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
 		return st, fe
+	case err != nil && ctx.Err() == nil && context.Cause(dctx) == errCancelRequested:
+		x.log.Info("drain stopped: cancel requested", "node", m.Name)
+		return st, errCancelRequested
 	case err != nil && ctx.Err() != nil:
 		return st, ctx.Err()
 	case err != nil:

@@ -134,6 +134,23 @@ func (e *env) finish(opID string) *v1.Operation {
 	return op
 }
 
+// waitOperation waits, up to a minute, until ok holds of the operation.
+func (e *env) waitOperation(opID, what string, ok func(*v1.Operation) bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		op, err := e.c.GetOperation(e.t.Context(), opID)
+		if err == nil && ok(op) {
+			return
+		}
+		if time.Now().After(deadline) || (op != nil && v1.Terminal(op.Status)) {
+			b, _ := json.MarshalIndent(op, "", "  ")
+			e.t.Fatalf("operation %s: waiting for %s: %v\n%s", opID, what, err, b)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func step(op *v1.Operation, name string) v1.Step {
 	for _, s := range op.Properties.Steps {
 		if s.Name == name {
@@ -315,6 +332,29 @@ spec:
 	e.wait("pdb", e.scale("pdb", cl.Spec, 2))
 	if cordoned := e.mustKubectl("pdb", "get", "node", victim, "-o", "jsonpath={.spec.unschedulable}"); cordoned != "" {
 		t.Errorf("node %s unschedulable = %q after the pool kept it; want it schedulable", victim, cordoned)
+	}
+
+	// A drain with a long timeout, blocked, is canceled: the operation
+	// stops at once, Canceled; the node stays, cordoned.
+	long := cl.Spec
+	long.WorkerPools = slices.Clone(cl.Spec.WorkerPools)
+	long.WorkerPools[0].DrainTimeout = "10m"
+	opID := e.scale("pdb", long, 1)
+	e.waitOperation(opID, "the drain refused", func(op *v1.Operation) bool {
+		return strings.Contains(step(op, "remove-surplus-machines").Message, "eviction refused by a PodDisruptionBudget for default/"+blocked)
+	})
+	t0 = time.Now()
+	if _, err := e.c.CancelOperation(t.Context(), opID); err != nil {
+		t.Fatal(err)
+	}
+	op = e.finish(opID)
+	t.Logf("cancel of a blocked drain: %s after %s; step %s: %s", op.Status, time.Since(t0).Round(time.Millisecond),
+		step(op, "remove-surplus-machines").State, step(op, "remove-surplus-machines").Message)
+	if op.Status != v1.OpCanceled || step(op, "remove-surplus-machines").State != v1.StepCanceled {
+		t.Errorf("operation %s, step %s; want both Canceled", op.Status, step(op, "remove-surplus-machines").State)
+	}
+	if cordoned := e.mustKubectl("pdb", "get", "node", victim, "-o", "jsonpath={.spec.unschedulable}"); cordoned != "true" {
+		t.Errorf("node %s unschedulable = %q after the canceled drain; want true", victim, cordoned)
 	}
 
 	// With the budget gone the scale-down goes through.
