@@ -29,6 +29,7 @@ const (
 	KindDelete    = "delete"
 	KindProvision = "provision" // edge: install Kubernetes on the configured hosts
 	KindReset     = "reset"     // edge: tear Kubernetes down, keep the cluster and its activation
+	KindRepair    = "repair"    // the health check replaces worker nodes unhealthy for too long
 )
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
@@ -211,6 +212,15 @@ type WorkerPool struct {
 	// 24h; "5m" when empty. When it passes with pods still on the node, the
 	// operation fails with DrainTimeout naming them.
 	DrainTimeout string `json:"drainTimeout,omitempty"`
+	// UnhealthyTimeout is how long a node of the pool may be unhealthy
+	// (NOT_READY in Kiln: missed heartbeats; or NotReady in Kubernetes)
+	// before it is replaced: a duration, 10s to 24h; "5m" when empty.
+	UnhealthyTimeout string `json:"unhealthyTimeout,omitempty"`
+	// MaxUnhealthy is the most nodes of the pool that may be unhealthy for
+	// any to be replaced: "40%" (of the pool's size, rounded down) or a
+	// count such as "2"; "40%" when empty. Beyond it nothing is replaced and
+	// the cluster's NodesHealthy condition says why.
+	MaxUnhealthy string `json:"maxUnhealthy,omitempty"`
 }
 
 // Spot asks for spot capacity up to a price, as a percent of on-demand.
@@ -246,9 +256,31 @@ type ClusterStatus struct {
 	CurrentOperation        string       `json:"currentOperation"`
 	LastError               *StatusError `json:"lastError"`
 	Nodes                   NodeCounts   `json:"nodes"`
-	CreatedAt               time.Time    `json:"createdAt"`
-	UpdatedAt               time.Time    `json:"updatedAt"`
+	// Conditions are observations that hold between operations, such as
+	// NodesHealthy; at most one of each type.
+	Conditions []Condition `json:"conditions,omitempty"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
 }
+
+// Condition is one observation about a cluster, in the shape Kubernetes
+// uses: Status is "True", "False" or "Unknown"; Reason is a CamelCase word
+// for programs, Message a sentence for people.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Condition types.
+const (
+	// ConditionNodesHealthy is False while the health check will not
+	// replace a pool's unhealthy nodes (more than maxUnhealthy of the pool
+	// is unhealthy), True otherwise.
+	ConditionNodesHealthy = "NodesHealthy"
+)
 
 // NodeCounts summarises the cluster's nodes.
 type NodeCounts struct {

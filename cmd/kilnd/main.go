@@ -89,6 +89,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (under a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
+	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "API requests a second per token (bursts of twice that); 0 for the default 5000, negative for no limit")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "API requests served at once before more are answered 429 with Retry-After (agent heartbeats and lease renewals are never shed); 0 for the default 512, negative for no cap")

@@ -23,6 +23,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
@@ -97,8 +98,11 @@ type Config struct {
 	Heartbeat    time.Duration // default 5s
 	DrainTimeout time.Duration // default 30s
 	Concurrency  int           // leases one backend holds at once; default 8
-	RateLimit    float64       // API requests a second per token; 0 default, negative off
-	MaxInFlight  int           // API requests served at once; 0 default (512), negative off
+	// HealthInterval is how often the backend's machine health check looks
+	// at every cluster; default health.DefaultInterval.
+	HealthInterval time.Duration
+	RateLimit      float64 // API requests a second per token; 0 default, negative off
+	MaxInFlight    int     // API requests served at once; 0 default (512), negative off
 
 	Logger *slog.Logger
 }
@@ -125,6 +129,7 @@ type Daemon struct {
 	server    *http.Server
 	api       *server.Server // nil in a backend-only process
 	worker    *worker.Worker
+	checker   *health.Checker
 	local     *local.Local // nil unless Config.Local
 
 	gw          *gateway.Gateway // nil in a backend-only process
@@ -325,6 +330,28 @@ func (d *Daemon) start(ctx context.Context) error {
 			Logger:       d.log,
 			Registerer:   reg,
 		})
+		d.checker = health.NewChecker(health.Options{
+			Store:   d.Store,
+			Watched: func(name string) bool { return replaceable(providers, name) },
+			Steps:   plan.PendingSteps,
+			KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
+				if cl.Status.Endpoint == "" {
+					return nil, nil
+				}
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:health")
+				if err != nil {
+					return nil, err
+				}
+				defer kc.Close()
+				nodes, err := kc.ListNodes(ctx)
+				return health.KubeNotReady(nodes), err
+			},
+			Started:  func(*store.Operation) { d.wakeWorker() },
+			Interval: d.cfg.HealthInterval,
+			Logger:   d.log,
+		})
 	}
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
@@ -353,8 +380,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.worker != nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.stopWorker = cancel
-		d.workerDone = make(chan error, 1)
+		d.workerDone = make(chan error, 2)
 		go func() { d.workerDone <- d.worker.Run(wctx) }()
+		go func() { d.workerDone <- d.checker.Run(wctx) }()
 	}
 	return nil
 }
@@ -375,8 +403,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.stopWorker != nil {
 			d.log.Info("draining backend", "timeout", d.cfg.DrainTimeout)
 			d.stopWorker()
-			if err := <-d.workerDone; err != nil && !errors.Is(err, context.Canceled) {
-				errs = append(errs, fmt.Errorf("worker: %w", err))
+			for range 2 { // the worker and the health checker
+				if err := <-d.workerDone; err != nil && !errors.Is(err, context.Canceled) {
+					errs = append(errs, fmt.Errorf("worker: %w", err))
+				}
 			}
 		}
 		if d.api != nil {
@@ -415,4 +445,16 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+10*time.Second)
 	defer cancel()
 	return d.Shutdown(sctx)
+}
+
+// replaceable reports whether the health check watches the clusters of the
+// named provider: machines Kiln makes, that run agents (not the sim's,
+// which send no heartbeats, nor the hosts users bring).
+func replaceable(providers provider.Registry, name string) bool {
+	p, ok := providers[name]
+	if !ok || providers.HostsJoin(name) {
+		return false
+	}
+	a, ok := p.(interface{ Agentless() bool })
+	return !ok || !a.Agentless()
 }

@@ -90,33 +90,14 @@ func (g *Gateway) Sweep(ctx context.Context) error {
 
 // eachNode calls f for every node of every cluster.
 func (g *Gateway) eachNode(ctx context.Context, f func(store.Key, *store.Node)) error {
-	return eachPage(func(pg store.Page) ([]*v1.Project, string, error) { return g.st.ListProjects(ctx, pg) },
+	return store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return g.st.ListProjects(ctx, pg) },
 		func(p *v1.Project) error {
-			return eachPage(func(pg store.Page) ([]*store.Cluster, string, error) { return g.st.ListClusters(ctx, p.Name, pg) },
+			return store.Each(func(pg store.Page) ([]*store.Cluster, string, error) { return g.st.ListClusters(ctx, p.Name, pg) },
 				func(cl *store.Cluster) error {
-					return eachPage(func(pg store.Page) ([]*store.Node, string, error) { return g.st.ListNodes(ctx, cl.Key(), pg) },
+					return store.Each(func(pg store.Page) ([]*store.Node, string, error) { return g.st.ListNodes(ctx, cl.Key(), pg) },
 						func(n *store.Node) error { f(cl.Key(), n); return nil })
 				})
 		})
-}
-
-func eachPage[T any](list func(store.Page) ([]T, string, error), f func(T) error) error {
-	pg := store.Page{Limit: 1000}
-	for {
-		items, next, err := list(pg)
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			if err := f(it); err != nil {
-				return err
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		pg.Token = next
-	}
 }
 
 // heartbeat records that the node is alive: LastHeartbeat, written at most

@@ -30,6 +30,7 @@ const (
 	StepCheckNodeConfiguration     = "check-node-configuration"
 	StepResetNodes                 = "reset-nodes"
 	StepRemoveNodes                = "remove-nodes"
+	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
@@ -59,6 +60,16 @@ var updateSteps = []string{
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepRemoveSurplusMachines,
+	StepWaitNodesReady,
+}
+
+// repairSteps replace the worker nodes that stayed unhealthy longer than
+// their pool allows (the health check starts it): they are removed without
+// a drain (they do not answer) and made again, as a scale-up makes them.
+var repairSteps = []string{
+	StepReplaceUnhealthyNodes,
+	StepEnsureWorkerMachines,
+	StepInstallWorkers,
 	StepWaitNodesReady,
 }
 
@@ -132,6 +143,8 @@ func Steps(kind string) []string {
 		s = updateSteps
 	case v1.KindDelete:
 		s = deleteSteps
+	case v1.KindRepair:
+		s = repairSteps
 	default:
 		return nil
 	}

@@ -38,6 +38,12 @@ func TestSteps(t *testing.T) {
 			"remove-surplus-machines",
 			"wait-nodes-ready",
 		}},
+		{name: "repair", kind: v1.KindRepair, want: []string{
+			"replace-unhealthy-nodes",
+			"ensure-worker-machines",
+			"install-workers",
+			"wait-nodes-ready",
+		}},
 		{name: "delete", kind: v1.KindDelete, want: []string{
 			"delete-worker-machines",
 			"delete-control-plane-machines",

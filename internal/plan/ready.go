@@ -15,6 +15,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
 )
 
 // Where the cluster keeps its own identity, inside Kubernetes.
@@ -237,19 +238,26 @@ func (x *run) recordClusterID(ctx context.Context, kc *kubeapi.Client) error {
 // kubeClient talks to the cluster's API through its endpoint as an admin,
 // with a certificate that lasts an hour.
 func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
-	ca, err := gateway.LoadCA(ctx, x.s, x.cl.Key())
-	if err != nil {
-		return nil, err
-	}
 	endpoint, err := x.endpoint(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	req := pki.AdminRequest("kiln:plan")
+	return KubeClient(ctx, x.s, x.cl.Key(), endpoint, "kiln:plan")
+}
+
+// KubeClient talks to cluster k's Kubernetes API at endpoint (host:port)
+// as user, a cluster admin, with a certificate from the cluster CA that
+// lasts an hour.
+func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
+	ca, err := gateway.LoadCA(ctx, st, k)
+	if err != nil {
+		return nil, err
+	}
+	req := pki.AdminRequest(user)
 	req.ValidFor = time.Hour
 	cert, key, err := ca.Issue(req)
 	if err != nil {
-		return nil, fmt.Errorf("issue the plan's admin certificate: %w", err)
+		return nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
 	}
 	return kubeapi.New("https://"+endpoint, ca.CertPEM(), cert, key)
 }

@@ -36,6 +36,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
 		StepResetNodes:                 x.resetNodes,
 		StepRemoveNodes:                x.removeNodes,
+		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
 	}[name]
 }
 

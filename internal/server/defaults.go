@@ -57,8 +57,15 @@ func Defaults(spec *v1.ClusterSpec) {
 		if ro.MaxSurge == 0 && ro.MaxUnavailable == 0 {
 			ro.MaxSurge = DefaultMaxSurge
 		}
-		if spec.WorkerPools[i].DrainTimeout == "" {
-			spec.WorkerPools[i].DrainTimeout = validate.DefaultDrainTimeout
+		p := &spec.WorkerPools[i]
+		if p.DrainTimeout == "" {
+			p.DrainTimeout = validate.DefaultDrainTimeout
+		}
+		if p.UnhealthyTimeout == "" {
+			p.UnhealthyTimeout = validate.DefaultUnhealthyTimeout
+		}
+		if p.MaxUnhealthy == "" {
+			p.MaxUnhealthy = validate.DefaultMaxUnhealthy
 		}
 	}
 }

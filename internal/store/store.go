@@ -198,7 +198,9 @@ type Store interface {
 	// Deleting. The written cluster's lease is free, its dequeue count zero,
 	// so a worker can claim it at once. cl.ETag is set to the new etag.
 	BeginOperation(ctx context.Context, cl *Cluster, op *Operation, c Cond) error
-	// PutClusterStatus writes cl.Status; c.Fence is required.
+	// PutClusterStatus writes cl.Status, fenced by c.Fence; or, without a
+	// fence, conditioned on c.IfMatch for a cluster no operation runs on
+	// (ErrPreconditionFailed otherwise).
 	PutClusterStatus(ctx context.Context, cl *Cluster, c Cond) error
 
 	// Leases.
@@ -335,4 +337,25 @@ func (o *Operation) Retry(id string, now time.Time) *Operation {
 		op.Steps = append(op.Steps, v1.Step{Name: s.Name, State: v1.StepPending})
 	}
 	return op
+}
+
+// Each calls f for every item of a paged list, page by page (1000 at a
+// time), until the list ends or f or list fails.
+func Each[T any](list func(Page) ([]T, string, error), f func(T) error) error {
+	pg := Page{Limit: 1000}
+	for {
+		items, next, err := list(pg)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := f(it); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		pg.Token = next
+	}
 }

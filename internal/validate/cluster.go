@@ -41,6 +41,8 @@ const (
 	MinCertificateTTLDays = 1
 	MinDrainTimeout       = time.Second    // a pool's drainTimeout
 	MaxDrainTimeout       = 24 * time.Hour // a pool's drainTimeout
+	MinUnhealthyTimeout   = 10 * time.Second
+	MaxUnhealthyTimeout   = 24 * time.Hour
 )
 
 // DefaultDrainTimeout is a pool's drainTimeout when it has none.
@@ -55,6 +57,52 @@ func DrainTimeout(p v1.WorkerPool) time.Duration {
 	}
 	d, _ := time.ParseDuration(DefaultDrainTimeout)
 	return d
+}
+
+// Defaults of a pool's health check.
+const (
+	DefaultUnhealthyTimeout = "5m"
+	DefaultMaxUnhealthy     = "40%"
+)
+
+// UnhealthyTimeout is how long one of the pool's nodes may stay unhealthy
+// before it is replaced: its unhealthyTimeout, or DefaultUnhealthyTimeout.
+func UnhealthyTimeout(p v1.WorkerPool) time.Duration {
+	if d, err := time.ParseDuration(p.UnhealthyTimeout); err == nil && d > 0 {
+		return d
+	}
+	d, _ := time.ParseDuration(DefaultUnhealthyTimeout)
+	return d
+}
+
+// MaxUnhealthy is the most of the pool's size nodes that may be unhealthy
+// for any to be replaced: its maxUnhealthy (a percentage, rounded down, or
+// a count), or DefaultMaxUnhealthy.
+func MaxUnhealthy(p v1.WorkerPool, size int) int {
+	pct, count, err := parseMaxUnhealthy(p.MaxUnhealthy)
+	if err != nil || p.MaxUnhealthy == "" {
+		pct, count, _ = parseMaxUnhealthy(DefaultMaxUnhealthy)
+	}
+	if pct >= 0 {
+		return size * pct / 100
+	}
+	return count
+}
+
+// parseMaxUnhealthy reads "N%" (pct N, count -1) or "N" (pct -1, count N).
+func parseMaxUnhealthy(s string) (pct, count int, err error) {
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 || strconv.Itoa(n) != v {
+			return -1, -1, fmt.Errorf("%q: a percentage must be a whole number from 0%% to 100%%", s)
+		}
+		return n, -1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return -1, -1, fmt.Errorf("%q must be a count of nodes (0 or more) or a percentage such as 40%%", s)
+	}
+	return -1, n, nil
 }
 
 var instanceTypeRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
@@ -189,6 +237,25 @@ func (e *errs) pools(pools []v1.WorkerPool) {
 		e.autoscale(at, p)
 		e.rollout(at+".rollout", p.Rollout)
 		e.drainTimeout(at+".drainTimeout", p.DrainTimeout)
+		e.health(at, p)
+	}
+}
+
+// health checks a pool's unhealthyTimeout and maxUnhealthy.
+func (e *errs) health(at string, p v1.WorkerPool) {
+	if s := p.UnhealthyTimeout; s != "" {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			e.invalid(at+".unhealthyTimeout", "%q must be a duration such as 90s, 5m or 1h", s)
+		case d < MinUnhealthyTimeout || d > MaxUnhealthyTimeout:
+			e.invalid(at+".unhealthyTimeout", "%s must be between %s and %s", s, short(MinUnhealthyTimeout), short(MaxUnhealthyTimeout))
+		}
+	}
+	if s := p.MaxUnhealthy; s != "" {
+		if _, _, err := parseMaxUnhealthy(s); err != nil {
+			e.invalid(at+".maxUnhealthy", "%v", err)
+		}
 	}
 }
 

@@ -200,6 +200,26 @@ func TestCluster(t *testing.T) {
 			},
 		},
 		{
+			name: "health check", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.WorkerPools = []v1.WorkerPool{
+					{Name: "a", Rollout: v1.Rollout{MaxSurge: 1}, UnhealthyTimeout: "5m", MaxUnhealthy: "40%"},
+					{Name: "b", Rollout: v1.Rollout{MaxSurge: 1}, UnhealthyTimeout: "5s", MaxUnhealthy: "2"},
+					{Name: "c", Rollout: v1.Rollout{MaxSurge: 1}, UnhealthyTimeout: "soon", MaxUnhealthy: "101%"},
+					{Name: "d", Rollout: v1.Rollout{MaxSurge: 1}, UnhealthyTimeout: "25h", MaxUnhealthy: "-1"},
+					{Name: "e", Rollout: v1.Rollout{MaxSurge: 1}, MaxUnhealthy: "half"},
+				}
+			},
+			want: []v1.Error{
+				invalid("spec.workerPools[1].unhealthyTimeout", "5s must be between 10s and 24h"),
+				invalid("spec.workerPools[2].unhealthyTimeout", `"soon" must be a duration such as 90s, 5m or 1h`),
+				invalid("spec.workerPools[2].maxUnhealthy", `"101%": a percentage must be a whole number from 0% to 100%`),
+				invalid("spec.workerPools[3].unhealthyTimeout", "25h must be between 10s and 24h"),
+				invalid("spec.workerPools[3].maxUnhealthy", `"-1" must be a count of nodes (0 or more) or a percentage such as 40%`),
+				invalid("spec.workerPools[4].maxUnhealthy", `"half" must be a count of nodes (0 or more) or a percentage such as 40%`),
+			},
+		},
+		{
 			name: "labels and taints", cluster: "c",
 			edit: func(s *v1.ClusterSpec) {
 				s.Labels = map[string]string{"Bad.Prefix/x": "v", "-x": "v", "ok": "-bad"}

@@ -121,6 +121,8 @@ type Condition struct {
 	Status  string `json:"status"` // True, False, Unknown
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when Status last changed.
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 }
 
 // Ready reports whether the node's Ready condition is True.

@@ -187,16 +187,18 @@ func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, etag
 	return err
 }
 
-// PutClusterStatus writes cl.Status, fenced by c.Fence (required) and
-// honouring c.IfMatch. cl.ETag is set to the new etag.
+// PutClusterStatus writes cl.Status, fenced by c.Fence and honouring
+// c.IfMatch. Without a fence it needs c.IfMatch (an etag) and a cluster no
+// worker may lease (no operation running): the health checker writes the
+// conditions of idle clusters that way. cl.ETag is set to the new etag.
 func (s *Store) PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error {
 	k := cl.Key()
 	wrap := func(err error) error { return fmt.Errorf("put status of cluster %s: %w", k, err) }
-	if c.Fence == nil {
-		return wrap(errors.New("a fence is required"))
+	if c.Fence == nil && (c.IfMatch == "" || c.IfMatch == "*") {
+		return wrap(errors.New("a fence or an etag to match is required"))
 	}
 	if c.IfNoneMatch == "*" {
-		return wrap(store.ErrExists) // the fence proves the cluster exists
+		return wrap(store.ErrExists) // the fence or the etag proves the cluster exists
 	}
 	status, err := json.Marshal(cl.Status)
 	if err != nil {
@@ -204,16 +206,24 @@ func (s *Store) PutClusterStatus(ctx context.Context, cl *store.Cluster, c store
 	}
 	etag := newETag()
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
-			return err
-		}
-		if c.IfMatch != "" && c.IfMatch != "*" {
-			var old string
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT etag FROM clusters WHERE project = ? AND name = ?`),
-				k.Project, k.Name).Scan(&old); err != nil {
+		if c.Fence != nil {
+			if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 				return err
 			}
-			if old != c.IfMatch {
+		}
+		if c.IfMatch != "" && c.IfMatch != "*" {
+			var old, state string
+			err := tx.QueryRowContext(ctx, s.q(`SELECT etag, provisioning_state FROM clusters WHERE project = ? AND name = ?`),
+				k.Project, k.Name).Scan(&old, &state)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return store.ErrNotFound
+			case err != nil:
+				return err
+			case old != c.IfMatch:
+				return store.ErrPreconditionFailed
+			case c.Fence == nil && active(state):
+				// A worker may hold its lease: only it writes the status.
 				return store.ErrPreconditionFailed
 			}
 		}

@@ -415,3 +415,41 @@ func (e *env) events(k store.Key) []*store.Event {
 	}
 	return evs
 }
+
+// testUnfencedStatus: without a fence, PutClusterStatus needs the current
+// etag and a cluster no operation runs on (the health checker's writes).
+func testUnfencedStatus(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	leased := e.claim("w1", time.Minute)
+	k := leased.Key()
+
+	cl := e.get(k)
+	cl.Status.Endpoint = "https://unfenced:6443"
+	wantErr(t, "unfenced PutClusterStatus of a Creating cluster", s.PutClusterStatus(ctx, cl, store.Cond{IfMatch: cl.ETag}), store.ErrPreconditionFailed)
+	if got := e.get(k); got.Status.Endpoint != "" {
+		t.Fatal("a refused unfenced PutClusterStatus changed the cluster")
+	}
+
+	// The operation ends: the worker writes Succeeded with its fence.
+	fence := leased.Lease.Fence()
+	cl = e.get(k)
+	cl.Status.ProvisioningState, cl.Status.CurrentOperation = v1.StateSucceeded, ""
+	wantErr(t, "fenced PutClusterStatus", s.PutClusterStatus(ctx, cl, store.Cond{Fence: &fence, IfMatch: cl.ETag}), nil)
+
+	cl = e.get(k)
+	cl.Status.Conditions = []v1.Condition{{Type: "NodesHealthy", Status: "False", Reason: "TooManyUnhealthy", Message: "m"}}
+	wantErr(t, "unfenced PutClusterStatus with a stale etag", s.PutClusterStatus(ctx, cl, store.Cond{IfMatch: "stale"}), store.ErrPreconditionFailed)
+	if err := s.PutClusterStatus(ctx, cl, store.Cond{}); err == nil {
+		t.Fatal("PutClusterStatus with neither a fence nor an etag: no error")
+	}
+	before := cl.ETag
+	wantErr(t, "unfenced PutClusterStatus", s.PutClusterStatus(ctx, cl, store.Cond{IfMatch: cl.ETag}), nil)
+	got := e.get(k)
+	if got.ETag == before || got.ETag != cl.ETag || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Reason != "TooManyUnhealthy" {
+		t.Fatalf("after an unfenced PutClusterStatus: etag %q (was %q), conditions %+v", got.ETag, before, got.Status.Conditions)
+	}
+	gone := &store.Cluster{Project: "p", Name: "nope"}
+	wantErr(t, "unfenced PutClusterStatus of a missing cluster", s.PutClusterStatus(ctx, gone, store.Cond{IfMatch: "x"}), store.ErrNotFound)
+}

@@ -93,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RenewLease", testRenewLease},
 		{"ReleaseLease", testReleaseLease},
 		{"FencedWrites", testFencedWrites},
+		{"UnfencedStatus", testUnfencedStatus},
 		{"SaveOperationProgress", testSaveOperationProgress},
 		{"FinishOperation", testFinishOperation},
 		{"FinishOperationDelete", testFinishOperationDelete},

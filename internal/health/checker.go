@@ -1,0 +1,210 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// DefaultInterval is how often the Checker looks at every cluster.
+const DefaultInterval = 15 * time.Second
+
+// Store is what the Checker needs of the store.
+type Store interface {
+	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
+	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
+	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// Options configure a Checker. Store, Watched and Steps are required.
+type Options struct {
+	Store Store
+	// Watched reports whether the clusters of a provider are checked: those
+	// whose machines run agents and that Kiln makes (not sim's, which have
+	// no heartbeats, nor the hosts users bring, which Kiln cannot make
+	// again).
+	Watched func(provider string) bool
+	// Steps are the pending steps of an operation kind (plan.PendingSteps).
+	Steps func(kind string) []v1.Step
+	// KubeNotReady, when set, says which of the cluster's Kubernetes nodes
+	// are NotReady and since when (KubeNotReady of its nodes). An error is
+	// logged and the check goes on by heartbeats.
+	KubeNotReady func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error)
+	// Started is called with a repair operation the Checker began (to wake
+	// the worker); optional.
+	Started  func(*store.Operation)
+	Interval time.Duration // DefaultInterval when zero
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Checker is the machine health check: every Interval it judges the worker
+// nodes of every idle (Succeeded) cluster it watches with Assess, begins a
+// repair operation for the nodes to replace, and keeps the cluster's
+// NodesHealthy condition saying whether a pool is beyond its maxUnhealthy.
+// Several replicas may run one each: the operation is begun conditional on
+// the cluster's etag, so one of them wins.
+type Checker struct{ opts Options }
+
+// NewChecker returns a Checker with opts, defaults filled in.
+func NewChecker(opts Options) *Checker {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Checker{opts: opts}
+}
+
+// Run checks every Interval until ctx ends.
+func (c *Checker) Run(ctx context.Context) error {
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := c.CheckAll(ctx); err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("machine health check", "err", err)
+		}
+	}
+}
+
+// CheckAll checks every cluster once.
+func (c *Checker) CheckAll(ctx context.Context) error {
+	var errs []error
+	err := store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return c.opts.Store.ListProjects(ctx, pg) },
+		func(p *v1.Project) error {
+			return store.Each(func(pg store.Page) ([]*store.Cluster, string, error) { return c.opts.Store.ListClusters(ctx, p.Name, pg) },
+				func(cl *store.Cluster) error {
+					if err := c.Check(ctx, cl); err != nil {
+						errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
+					}
+					return ctx.Err()
+				})
+		})
+	return errors.Join(append(errs, err)...)
+}
+
+// Check judges one cluster as read (cl), and acts on what it finds.
+func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) == 0 || !c.opts.Watched(cl.Spec.Provider) {
+		return nil
+	}
+	var records []v1.Node
+	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return c.opts.Store.ListNodes(ctx, cl.Key(), pg) },
+		func(n *store.Node) error { records = append(records, n.Node); return nil })
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	var kube map[string]time.Time
+	if c.opts.KubeNotReady != nil && slices.ContainsFunc(records, func(n v1.Node) bool { return n.Role == v1.RoleWorker }) {
+		if kube, err = c.opts.KubeNotReady(ctx, cl); err != nil {
+			c.opts.Logger.Debug("could not read the cluster's Kubernetes nodes; judging by heartbeats", "cluster", cl.Key().String(), "err", err)
+		}
+	}
+	now := c.opts.Now()
+	v := Assess(&cl.Spec, Nodes(records, kube), now)
+	if len(v.Replace) > 0 {
+		return c.repair(ctx, cl, v, now)
+	}
+	return c.setCondition(ctx, cl, v, now)
+}
+
+// repair begins a repair operation, conditional on the cluster being as
+// read: a user's change or another replica's repair wins over it.
+func (c *Checker) repair(ctx context.Context, cl *store.Cluster, v Verdict, now time.Time) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	next := *cl
+	next.Status.ProvisioningState = v1.StateUpdating
+	next.Status.FailedProvisioningState = ""
+	next.Status.CurrentOperation = id.String()
+	next.Status.UpdatedAt = now.UTC()
+	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindRepair,
+		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(v1.KindRepair)}
+	err = c.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
+	var conflict *store.ConflictError
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
+		return nil // changed since it was read: the next check sees it as it is
+	}
+	if err != nil {
+		return fmt.Errorf("begin repair: %w", err)
+	}
+	msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
+	c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)
+	c.event(ctx, cl, "Warning", "NodesUnhealthy", op.ID, msg)
+	if c.opts.Started != nil {
+		c.opts.Started(op)
+	}
+	return nil
+}
+
+// setCondition keeps NodesHealthy as the verdict says, writing only a
+// change.
+func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict, now time.Time) error {
+	want := v1.Condition{Type: v1.ConditionNodesHealthy, Status: "True", Reason: "AsExpected",
+		Message: "no pool has more unhealthy nodes than its maxUnhealthy"}
+	if msg := v.BlockedMessage(); msg != "" {
+		want.Status, want.Reason, want.Message = "False", "TooManyUnhealthy", msg
+	}
+	i := slices.IndexFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == want.Type })
+	switch {
+	case i < 0 && want.Status == "True":
+		return nil // healthy, and never said otherwise
+	case i >= 0 && cl.Status.Conditions[i].Status == want.Status && cl.Status.Conditions[i].Message == want.Message:
+		return nil
+	}
+	next := *cl
+	next.Status.Conditions = slices.Clone(cl.Status.Conditions)
+	want.LastTransitionTime = now.UTC()
+	if i >= 0 {
+		if next.Status.Conditions[i].Status == want.Status {
+			want.LastTransitionTime = next.Status.Conditions[i].LastTransitionTime
+		}
+		next.Status.Conditions[i] = want
+	} else {
+		next.Status.Conditions = append(next.Status.Conditions, want)
+	}
+	err := c.opts.Store.PutClusterStatus(ctx, &next, store.Cond{IfMatch: cl.ETag})
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write condition %s: %w", want.Type, err)
+	}
+	typ := "Normal"
+	if want.Status == "False" {
+		typ = "Warning"
+		c.opts.Logger.Warn("machine health check: not replacing", "cluster", cl.Key().String(), "why", want.Message)
+	}
+	c.event(ctx, cl, typ, "NodesHealthy"+want.Status, "", want.Message)
+	return nil
+}
+
+func (c *Checker) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
+	e := &store.Event{Project: cl.Project, Cluster: cl.Name, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
+	if err := c.opts.Store.AppendEvent(ctx, e); err != nil {
+		c.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
+	}
+}

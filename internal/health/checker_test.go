@@ -1,0 +1,168 @@
+package health_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+)
+
+type env struct {
+	t   *testing.T
+	st  store.Store
+	now time.Time
+	c   *health.Checker
+	k   store.Key
+}
+
+// newEnv is an idle (Succeeded) local cluster with a pool of 3 workers, all
+// beating, in a real SQLite store, and a Checker over it.
+func newEnv(t *testing.T) *env {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, st: st, now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), k: store.Key{Project: "p", Name: "c"}}
+	if err := st.PutProject(t.Context(), &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	cl := &store.Cluster{Project: "p", Name: "c", Spec: v1.ClusterSpec{Provider: "local",
+		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 3, UnhealthyTimeout: "1m", MaxUnhealthy: "40%"}}}}
+	cl.Status.ProvisioningState = v1.StateSucceeded
+	op := &store.Operation{ID: "op-create", Project: "p", Cluster: "c", Kind: v1.KindCreate, Status: v1.OpSucceeded, StartTime: e.now}
+	if err := st.BeginOperation(t.Context(), cl, op, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"c-default-0", "c-default-1", "c-default-2"} {
+		e.node(n, v1.NodeReady, 0)
+	}
+	e.c = health.NewChecker(health.Options{
+		Store: st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
+		Now: func() time.Time { return e.now },
+	})
+	return e
+}
+
+// node writes a worker whose last heartbeat was ago.
+func (e *env) node(name, state string, ago time.Duration) {
+	e.t.Helper()
+	beat := e.now.Add(-ago)
+	n := &store.Node{Project: "p", Node: v1.Node{Name: name, Cluster: "c", Role: v1.RoleWorker, Pool: "default", State: state, LastHeartbeat: &beat}}
+	if err := e.st.PutNode(e.t.Context(), n, store.Cond{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) cluster() *store.Cluster {
+	e.t.Helper()
+	cl, err := e.st.GetCluster(e.t.Context(), e.k)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cl
+}
+
+func (e *env) check() {
+	e.t.Helper()
+	if err := e.c.CheckAll(e.t.Context()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) condition() *v1.Condition {
+	for _, c := range e.cluster().Status.Conditions {
+		if c.Type == v1.ConditionNodesHealthy {
+			return &c
+		}
+	}
+	return nil
+}
+
+// A node unhealthy past its pool's timeout starts one repair operation with
+// the repair plan's steps; the cluster is Updating, so the next check
+// starts nothing more.
+func TestCheckerStartsARepair(t *testing.T) {
+	e := newEnv(t)
+	e.node("c-default-1", v1.NodeNotReady, 30*time.Second)
+	e.check()
+	if cl := e.cluster(); cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("within the timeout the cluster became %s", cl.Status.ProvisioningState)
+	}
+
+	e.now = e.now.Add(time.Minute)
+	e.check()
+	cl := e.cluster()
+	if cl.Status.ProvisioningState != v1.StateUpdating || cl.Status.CurrentOperation == "" {
+		t.Fatalf("cluster %s, operation %q: want a repair under way", cl.Status.ProvisioningState, cl.Status.CurrentOperation)
+	}
+	op, err := e.st.GetOperation(t.Context(), cl.Status.CurrentOperation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Kind != v1.KindRepair || len(op.Steps) == 0 || op.Steps[0].Name != plan.StepReplaceUnhealthyNodes {
+		t.Errorf("operation kind %s steps %+v", op.Kind, op.Steps)
+	}
+	e.check()
+	if again := e.cluster(); again.Status.CurrentOperation != cl.Status.CurrentOperation {
+		t.Errorf("a second check started operation %s", again.Status.CurrentOperation)
+	}
+	events, _, err := e.st.ListEvents(t.Context(), e.k, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) == 0 || events[len(events)-1].Reason != "NodesUnhealthy" || !strings.Contains(events[len(events)-1].Message, "c-default-1") {
+		t.Errorf("events %+v, want NodesUnhealthy naming c-default-1", events)
+	}
+}
+
+// Beyond maxUnhealthy nothing is replaced and NodesHealthy says why; once
+// the nodes recover it says so.
+func TestCheckerGuardsMaxUnhealthy(t *testing.T) {
+	e := newEnv(t)
+	if e.check(); e.condition() != nil {
+		t.Fatalf("a healthy cluster got condition %+v", e.condition())
+	}
+	e.node("c-default-0", v1.NodeNotReady, 2*time.Minute)
+	e.node("c-default-1", v1.NodeNotReady, 2*time.Minute)
+	e.check()
+	cl := e.cluster()
+	if cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("cluster %s: something was started beyond maxUnhealthy", cl.Status.ProvisioningState)
+	}
+	c := e.condition()
+	if c == nil || c.Status != "False" || c.Reason != "TooManyUnhealthy" || !strings.Contains(c.Message, "2 of 3 nodes of pool default") {
+		t.Fatalf("condition %+v, want NodesHealthy False saying 2 of 3", c)
+	}
+	etag := cl.ETag
+	e.check()
+	if e.cluster().ETag != etag {
+		t.Error("an unchanged verdict was written again")
+	}
+
+	e.node("c-default-0", v1.NodeReady, 0)
+	e.node("c-default-1", v1.NodeReady, 0)
+	e.check()
+	if c := e.condition(); c == nil || c.Status != "True" {
+		t.Errorf("after recovery, condition %+v, want True", c)
+	}
+}
+
+// Clusters of providers the checker does not watch, and clusters with an
+// operation running, are left alone.
+func TestCheckerLeavesOthersAlone(t *testing.T) {
+	e := newEnv(t)
+	e.node("c-default-1", v1.NodeNotReady, time.Hour)
+	e.c = health.NewChecker(health.Options{Store: e.st, Watched: func(string) bool { return false }, Steps: plan.PendingSteps,
+		Now: func() time.Time { return e.now }})
+	e.check()
+	if cl := e.cluster(); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Status.Conditions) != 0 {
+		t.Errorf("an unwatched provider's cluster was touched: %+v", cl.Status)
+	}
+}
