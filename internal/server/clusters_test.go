@@ -26,7 +26,8 @@ func TestClusterDefaults(t *testing.T) {
 		Network:           v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"},
 		ControlPlane:      v1.ControlPlane{Size: 1},
 		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2,
-			Rollout: v1.Rollout{MaxSurge: 1, MaxUnavailable: 0}, DrainTimeout: "5m"}},
+			Rollout: v1.Rollout{MaxSurge: 1, MaxUnavailable: 0}, DrainTimeout: "5m",
+			UnhealthyTimeout: "5m", MaxUnhealthy: "40%"}},
 		NodeApproval:       "auto",
 		CertificateTTLDays: 365,
 	}
