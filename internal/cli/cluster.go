@@ -253,12 +253,12 @@ func (a *app) confirm(question string) (bool, error) {
 func (a *app) clusterScaleCommand() *cobra.Command {
 	var (
 		poolName, drainTimeout string
-		size                   int
+		size, controlPlane     int
 		wait                   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "scale NAME --size N [--pool P]",
-		Short: "Change the size of a worker pool",
+		Use:   "scale NAME --size N [--pool P] | --control-plane N",
+		Short: "Change the size of a worker pool or of the control plane",
 		Long: `scale reads the cluster, changes one worker pool's size and writes it back
 with If-Match, re-reading and retrying when another change got there first.
 
@@ -267,17 +267,33 @@ then every pod but DaemonSet and mirror pods evicted through the Eviction
 API, respecting PodDisruptionBudgets, within the pool's drain timeout
 (--drain-timeout sets it in the same write; default 5m). A drain that times
 out fails the operation, naming the pods left and what blocks them; the
-node stays cordoned.`,
-		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0\n  kiln cluster scale dev --size 1 --drain-timeout 10m --wait",
+node stays cordoned.
+
+--control-plane grows the control plane to 3 or 5 nodes instead: the new
+members join etcd one at a time, each healthy before the next. It never
+shrinks.`,
+		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0\n  kiln cluster scale dev --size 1 --drain-timeout 10m --wait\n  kiln cluster scale dev --control-plane 3 --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if cmd.Flags().Changed("control-plane") {
+				if cmd.Flags().Changed("size") || cmd.Flags().Changed("pool") || drainTimeout != "" {
+					return usageErrorf("--control-plane scales the control plane; --size, --pool and --drain-timeout are for a worker pool: give one or the other")
+				}
+				return a.changeCluster(cmd, name, wait, func(s *v1.ClusterSpec) (string, error) {
+					if s.ControlPlane.Size == controlPlane {
+						return "", errUnchanged{fmt.Sprintf("The control plane of cluster %q already has %d nodes.", name, controlPlane)}
+					}
+					s.ControlPlane.Size = controlPlane
+					return fmt.Sprintf("Scaling the control plane of cluster %q to %d", name, controlPlane), nil
+				})
+			}
 			if !cmd.Flags().Changed("size") {
-				return usageErrorf("scale needs --size N")
+				return usageErrorf("scale needs --size N (a worker pool) or --control-plane N")
 			}
 			if size < 0 {
 				return usageErrorf("--size must not be negative")
 			}
-			name := args[0]
 			return a.changeCluster(cmd, name, wait, func(s *v1.ClusterSpec) (string, error) {
 				p := pool(s, poolName)
 				if p == nil {
@@ -297,6 +313,7 @@ node stays cordoned.`,
 	cmd.Flags().StringVar(&poolName, "pool", "default", "worker pool to scale")
 	cmd.Flags().IntVar(&size, "size", 0, "new number of machines in the pool")
 	cmd.Flags().StringVar(&drainTimeout, "drain-timeout", "", "set the pool's drain timeout too, e.g. 90s or 10m")
+	cmd.Flags().IntVar(&controlPlane, "control-plane", 0, "new number of control-plane nodes (3 or 5; it never shrinks)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	return cmd
 }
