@@ -70,6 +70,6 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.SetOut(stdout)
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
-	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube program: install the local distribution's components from it (without it, install instructions fail)")
+	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube: a directory of kiln-kube-VERSION programs (an install runs the one of its Kubernetes version), or one kiln-kube program (installs its own version only); without it, install instructions fail")
 	return cmd
 }
