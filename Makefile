@@ -43,17 +43,37 @@ demo: build kube ## the main job: kilnd --dev, a real local cluster, kubectl get
 clean: ## remove build output and dev data
 	rm -rf $(BIN) $(DATA) .tmp
 
-# kiln-kube: the Kubernetes components (kube/, its own module; see docs/kube.md). The file target
-# makes a second `make kube` a no-op; Go's build cache makes a rebuild after a change incremental.
-KUBE_VERSION := v1.36.3
-KUBE_VPKG    := k8s.io/component-base/version
-KUBE_LDFLAGS := -s -w -X $(KUBE_VPKG).gitVersion=$(KUBE_VERSION) -X $(KUBE_VPKG).gitMajor=1 \
-	-X $(KUBE_VPKG).gitMinor=36 -X $(KUBE_VPKG).gitTreeState=clean
+# kiln-kube: the Kubernetes components (kube/, its own module; see docs/kube.md), one program per
+# Kubernetes version in KUBE_VERSIONS (oldest first; internal/distro's LocalVersions must match):
+# bin/kiln-kube-VERSION, and bin/kiln-kube a link to the newest. A version with its own
+# kube/versions/VERSION.mod (and .sum) builds from it (go build -modfile), the newest from
+# kube/go.mod; each build has the tag kube1.MINOR for the few files that differ between versions.
+# The file targets make a second `make kube` a no-op; Go's build cache makes a rebuild after a
+# change incremental. Builds run under nice: a cold one takes minutes of both cores.
+KUBE_VERSIONS := v1.35.4 v1.36.3
+KUBE_NEWEST   := $(lastword $(KUBE_VERSIONS))
+KUBE_SRC      := $(shell find kube -name '*.go')
+KUBE_VPKG     := k8s.io/component-base/version
+kube_modfile   = $(if $(wildcard kube/versions/$(1).mod),versions/$(1).mod,go.mod)
+kube_minor     = $(word 2,$(subst ., ,$(1)))
+kube_ldflags   = -s -w -X $(KUBE_VPKG).gitVersion=$(1) -X $(KUBE_VPKG).gitMajor=1 \
+	-X $(KUBE_VPKG).gitMinor=$(call kube_minor,$(1)) -X $(KUBE_VPKG).gitTreeState=clean
 
-kube: $(BIN)/kiln-kube ## build bin/kiln-kube, Kubernetes components from kube/ (cold: ~5 min, 2.5 GB)
+kube: $(KUBE_VERSIONS:%=$(BIN)/kiln-kube-%) $(BIN)/kiln-kube ## build bin/kiln-kube-VERSION for each KUBE_VERSIONS, from kube/ (cold: ~5 min, 2.5 GB each)
 
-$(BIN)/kiln-kube: kube/go.mod kube/go.sum $(shell find kube -name '*.go')
-	cd kube && GOFLAGS=-mod=mod $(GO) build -ldflags '$(KUBE_LDFLAGS)' -o ../$(BIN)/kiln-kube ./cmd/kiln-kube
+# kube_build VERSION: the rule of bin/kiln-kube-VERSION. It first checks that the go.mod it
+# builds from requires that version of k8s.io/kubernetes.
+define kube_build
+$(BIN)/kiln-kube-$(1): kube/$(call kube_modfile,$(1)) kube/$(basename $(call kube_modfile,$(1))).sum $(KUBE_SRC)
+	@grep -Eq '^\s*k8s.io/kubernetes $(1)$$$$' kube/$(call kube_modfile,$(1)) || \
+		{ echo "kube/$(call kube_modfile,$(1)) does not require k8s.io/kubernetes $(1)" >&2; exit 1; }
+	cd kube && GOFLAGS=-mod=mod nice -n 10 $(GO) build -modfile=$(call kube_modfile,$(1)) -tags kube1.$(call kube_minor,$(1)) \
+		-ldflags '$(call kube_ldflags,$(1))' -o ../$$@ ./cmd/kiln-kube
+endef
+$(foreach v,$(KUBE_VERSIONS),$(eval $(call kube_build,$(v))))
 
-kube-smoke: $(BIN)/kiln-kube ## etcd, apiserver, controller-manager, scheduler, 2 hollow kubelets; 5 replicas available
-	kube/smoke/smoke.sh $(BIN)/kiln-kube
+$(BIN)/kiln-kube: $(BIN)/kiln-kube-$(KUBE_NEWEST)
+	ln -sfn kiln-kube-$(KUBE_NEWEST) $@
+
+kube-smoke: kube ## for each version: etcd, apiserver, controller-manager, scheduler, 2 hollow kubelets; 5 replicas available
+	for v in $(KUBE_VERSIONS); do kube/smoke/smoke.sh $(BIN)/kiln-kube-$$v $$v || exit 1; done

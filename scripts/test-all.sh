@@ -17,7 +17,7 @@ else
 fi
 
 go vet ./...
-# The Kubernetes components on their own, then everything (test/e2e brings up
+# The Kubernetes components on their own (each version), then everything (test/e2e brings up
 # real clusters with them; it needs bin/kiln-kube, which make test-all built).
 make --no-print-directory kube-smoke
 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -count=1 -timeout 45m "$@" ./...

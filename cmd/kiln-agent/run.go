@@ -92,7 +92,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.SetOut(stdout)
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
-	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube program: install the local distribution's components from it")
+	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube for the local distribution: a directory of kiln-kube-VERSION programs (an install runs the one of its Kubernetes version), or one kiln-kube program (installs its own version only)")
 	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
 }

@@ -85,7 +85,7 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")
 	f.DurationVar(&cfg.NodeCertValidity, "node-cert-validity", 0, "lifetime of agents' node certificates (renewed after two thirds of it); 0 for each cluster's certificateTTLDays")
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
-	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube program local nodes run (default: next to kilnd)")
+	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube for local nodes: a directory of kiln-kube-VERSION programs (make kube's bin/), or one kiln-kube program (default: kilnd's directory)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (under a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/atomicfile"
+	"kiln.dev/kiln/internal/distro"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
@@ -88,9 +90,10 @@ func (d *Daemon) stopAgents(ctx context.Context) []error {
 // under DATA_DIR/machines, started by agentCommand.
 func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {
 	l, err := local.New(local.Options{
-		Dir:     filepath.Join(d.cfg.DataDir, "machines"),
-		Command: d.agentCommand,
-		Logger:  d.log.With("provider", "local"),
+		Dir:      filepath.Join(d.cfg.DataDir, "machines"),
+		Command:  d.agentCommand,
+		Logger:   d.log.With("provider", "local"),
+		Versions: d.localVersions(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
@@ -100,6 +103,33 @@ func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {
 		return nil, fmt.Errorf("local provider: restore load balancers: %w", err)
 	}
 	return l, nil
+}
+
+// localVersions are the versions the local provider offers: those of
+// distro.LocalVersions() that the kiln-kube at --kube-binary has a program
+// for, so validation refuses the others and lists these. When it has none
+// of them (nothing built yet), all are offered and each install fails on
+// its node saying what to build.
+func (d *Daemon) localVersions(ctx context.Context) []string {
+	all := distro.LocalVersions()
+	bins, err := distrolocal.FindKubeBinaries(ctx, d.cfg.KubeBinary)
+	if err != nil {
+		d.log.Warn("local clusters will not install until kiln-kube is built (make kube)", "err", err)
+		return all
+	}
+	var out []string
+	for _, v := range all {
+		if bins[v] != "" {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		d.log.Warn("kiln-kube has none of the local distribution's versions; local clusters will not install until they are built (make kube)",
+			"kubeBinary", d.cfg.KubeBinary, "has", bins.Versions(), "want", all)
+		return all
+	}
+	d.log.Info("local clusters offer the Kubernetes versions kiln-kube has", "kubeBinary", d.cfg.KubeBinary, "versions", out)
+	return out
 }
 
 // agentCommand is the process of a local machine: kiln-agent run, joining

@@ -74,10 +74,14 @@ type Config struct {
 	// certificates instead of each cluster's certificateTTLDays
 	// (gateway.Options.NodeCertValidity).
 	NodeCertValidity time.Duration
-	// AgentBinary and KubeBinary are the kiln-agent and kiln-kube programs
-	// local machines run; default: next to this executable.
+	// AgentBinary is the kiln-agent program local machines run; default:
+	// next to this executable.
 	AgentBinary string
-	KubeBinary  string
+	// KubeBinary is kiln-agent's --kube-binary for local machines: a
+	// directory of kiln-kube-VERSION programs (make kube's bin/), or one
+	// kiln-kube program (distrolocal.FindKubeBinaries); default: the
+	// directory of this executable.
+	KubeBinary string
 	// TLSCert and TLSKey are PEM files of the API listener's certificate
 	// (intermediates after it) and key, when the operator supplies them.
 	// Without them kilnd serves a certificate from its own CA in
@@ -177,7 +181,7 @@ func (c *Config) defaults() error {
 		c.AgentBinary = besideExecutable("kiln-agent")
 	}
 	if c.KubeBinary == "" {
-		c.KubeBinary = besideExecutable("kiln-kube")
+		c.KubeBinary = filepath.Dir(besideExecutable("kiln-kube"))
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir is required")

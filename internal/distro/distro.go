@@ -5,9 +5,9 @@ package distro
 
 import "slices"
 
-// localVersions are the versions of bin/kiln-kube that `make kube` builds
-// (the Makefile's KUBE_VERSION), oldest first.
-var localVersions = []string{"v1.36.3"}
+// localVersions are the versions of kiln-kube that `make kube` builds (the
+// Makefile's KUBE_VERSIONS: bin/kiln-kube-VERSION), oldest first.
+var localVersions = []string{"v1.35.4", "v1.36.3"}
 
 // LocalVersions returns the Kubernetes versions the local distribution
 // installs, oldest first.

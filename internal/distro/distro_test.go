@@ -5,25 +5,26 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"kiln.dev/kiln/internal/distro"
 )
 
-// The local distribution offers exactly the version the Makefile builds
-// kiln-kube at: offering another would pass validation and then fail on
-// every node.
+// The local distribution offers exactly the versions the Makefile builds
+// kiln-kube at, in the same order (oldest first): offering another would
+// pass validation and then fail on every node.
 func TestLocalVersionsMatchTheBuild(t *testing.T) {
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^KUBE_VERSION\s*:=\s*(\S+)$`).FindSubmatch(mk)
+	m := regexp.MustCompile(`(?m)^KUBE_VERSIONS\s*:=\s*(.+)$`).FindSubmatch(mk)
 	if m == nil {
-		t.Fatal("the Makefile has no KUBE_VERSION")
+		t.Fatal("the Makefile has no KUBE_VERSIONS")
 	}
-	if got := distro.LocalVersions(); !slices.Contains(got, string(m[1])) {
-		t.Errorf("LocalVersions() = %v, want it to hold the Makefile's KUBE_VERSION %s", got, m[1])
+	if got, want := distro.LocalVersions(), strings.Fields(string(m[1])); !slices.Equal(got, want) {
+		t.Errorf("LocalVersions() = %v, want the Makefile's KUBE_VERSIONS %v", got, want)
 	}
 }
 

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Smoke test for kiln-kube: real Kubernetes components working together on 127.0.0.1.
 #
-#   kube/smoke/smoke.sh [path/to/kiln-kube]      (make kube-smoke)
+#   kube/smoke/smoke.sh [path/to/kiln-kube [VERSION]]      (make kube-smoke: each version)
 #
 # Starts, in a temporary directory with free ports: a throwaway CA and certificates (openssl),
 # embedded etcd (client and peer TLS from the CA), kube-apiserver (client-certificate auth,
 # Node,RBAC), controller-manager, scheduler and two hollow kubelets. Then checks that both nodes
 # are Ready and a Deployment of 5 replicas becomes Available, prints timings and each
 # component's resident memory, stops everything and removes the directory (KEEP=1 keeps it).
+# kiln-kube version, kubectl, the apiserver and both kubelets must all report the same version,
+# and VERSION when it is given.
 # These flags are the reference for the `local` distribution; docs/kube.md lists them.
 set -euo pipefail
 
 KUBE=$(realpath "${1:-bin/kiln-kube}")
 [ -x "$KUBE" ] || { echo "smoke: $KUBE is not an executable (run make kube)" >&2; exit 2; }
+VERSION=$("$KUBE" version)
+[ -z "${2:-}" ] || [ "$VERSION" = "$2" ] || { echo "smoke: $KUBE is $VERSION, not $2" >&2; exit 1; }
 for tool in openssl ss; do
 	command -v "$tool" >/dev/null || { echo "smoke: $tool is required" >&2; exit 2; }
 done
@@ -181,6 +185,12 @@ start apiserver apiserver \
 wait_for "apiserver /readyz" 60 kubectl get --raw /readyz
 T_API=$(elapsed)
 log "apiserver ready"
+# The version ldflags reached every part: kubectl, the apiserver (and below, the kubelets).
+git_version() { grep -o '"gitVersion": *"[^"]*"' | head -n 1 | cut -d '"' -f 4; }
+client=$(kubectl version --client -o json | git_version)
+server=$(kubectl get --raw /version | git_version)
+[ "$client" = "$VERSION" ] && [ "$server" = "$VERSION" ] ||
+	{ echo "smoke: kubectl says $client, the apiserver $server; kiln-kube version says $VERSION" >&2; exit 1; }
 
 # ---- controller-manager and scheduler -------------------------------------------------------
 start controller-manager controller-manager \
@@ -214,6 +224,8 @@ kubectl wait --for=condition=Ready node --all --timeout=120s
 kubectl label node hollow-1 hollow-2 node-role.kubernetes.io/worker= >/dev/null
 T_NODES=$(elapsed)
 log "both nodes Ready"
+kubelets=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.nodeInfo.kubeletVersion}{" "}{end}')
+[ "$kubelets" = "$VERSION $VERSION " ] || { echo "smoke: kubelets report '$kubelets', want $VERSION" >&2; exit 1; }
 kubectl get nodes -o wide
 
 # ---- a Deployment of 5 replicas -------------------------------------------------------------
@@ -228,7 +240,7 @@ kubectl get pods -o wide
 
 # ---- figures --------------------------------------------------------------------------------
 echo
-printf 'kiln-kube smoke: %s\n' "$("$KUBE" version)"
+printf 'kiln-kube smoke: %s (kubectl, apiserver and kubelets agree)\n' "$VERSION"
 printf '  apiserver ready     %6.2f s\n' "$T_API"
 printf '  nodes Ready         %6.2f s\n' "$T_NODES"
 printf '  deployment (5/5)    %6.2f s\n' "$T_DEPLOY"

@@ -192,6 +192,9 @@ type kubeNode struct {
 			Type   string `json:"type"`
 			Status string `json:"status"`
 		} `json:"conditions"`
+		NodeInfo struct {
+			KubeletVersion string `json:"kubeletVersion"`
+		} `json:"nodeInfo"`
 	} `json:"status"`
 }
 

@@ -35,17 +35,19 @@ const (
 	dirEtc               = "etc/kiln"
 )
 
-// spec is how to run one component: kiln-kube NAME ARGS... with ENV added.
+// spec is how to run one component: BINARY NAME ARGS... with ENV added.
 type spec struct {
-	name string
-	args []string
-	env  []string
-	dirs []string // directories (absolute) to create first
-	hash string   // of args, env and the files' contents: a change restarts
+	name   string
+	binary string // the kiln-kube program of the install's Kubernetes version
+	args   []string
+	env    []string
+	dirs   []string // directories (absolute) to create first
+	hash   string   // of binary, args, env and the files' contents: a change restarts
 }
 
-// specs returns what runs on the node of p, in start order.
-func specs(p InstallParams, root string) []spec {
+// specs returns what runs on the node of p, in start order, with binary,
+// the kiln-kube of p.KubernetesVersion.
+func specs(p InstallParams, root, binary string) []spec {
 	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	addr := p.Node.Address
 	var out []spec
@@ -138,17 +140,19 @@ func specs(p InstallParams, root string) []spec {
 		env = append(env, "SSL_CERT_DIR=/etc/ssl/certs:"+filepath.Dir(f(FileProxyCA)))
 	}
 	for i := range out {
+		out[i].binary = binary
 		out[i].env = append(out[i].env, env...)
 		out[i].hash = specHash(out[i], p.Files)
 	}
 	return out
 }
 
-// specHash covers the command line, the environment and every file of the
-// node: new certificates restart the components that read them.
+// specHash covers the program, the command line, the environment and every
+// file of the node: new certificates restart the components that read them,
+// and another Kubernetes version (another program) restarts them all.
 func specHash(s spec, files map[string]string) string {
 	h := sha256.New()
-	for _, part := range [][]string{{s.name}, s.args, s.env} {
+	for _, part := range [][]string{{s.binary, s.name}, s.args, s.env} {
 		for _, a := range part {
 			fmt.Fprintf(h, "%d:%s\n", len(a), a)
 		}
@@ -191,17 +195,20 @@ var (
 const specsFile = dirRun + "/components.json"
 
 type specRecord struct {
-	Name string   `json:"name"`
-	Args []string `json:"args"`
-	Env  []string `json:"env,omitempty"`
-	Dirs []string `json:"dirs,omitempty"`
-	Hash string   `json:"hash"`
+	Name string `json:"name"`
+	// Binary is empty in records of agents before kiln-kube versions;
+	// those ran the agent's one kiln-kube.
+	Binary string   `json:"binary,omitempty"`
+	Args   []string `json:"args"`
+	Env    []string `json:"env,omitempty"`
+	Dirs   []string `json:"dirs,omitempty"`
+	Hash   string   `json:"hash"`
 }
 
 func saveSpecs(path string, ss []spec) error {
 	recs := make([]specRecord, 0, len(ss))
 	for _, s := range ss {
-		recs = append(recs, specRecord{Name: s.name, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
+		recs = append(recs, specRecord{Name: s.name, Binary: s.binary, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
 	}
 	return writeJSON(path, recs)
 }
@@ -220,7 +227,7 @@ func loadSpecs(path string) ([]spec, error) {
 		if !slices.Contains(allComponents, r.Name) || r.Hash == "" {
 			return nil, fmt.Errorf("%s: unknown component %q", path, r.Name)
 		}
-		out = append(out, spec{name: r.Name, args: r.Args, env: r.Env, dirs: r.Dirs, hash: r.Hash})
+		out = append(out, spec{name: r.Name, binary: r.Binary, args: r.Args, env: r.Env, dirs: r.Dirs, hash: r.Hash})
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,11 @@ const logTailLines = 12
 // the previous one started (pid files under Root/run with the process's
 // start time and a hash of its configuration).
 type Executor struct {
-	// KubeBinary is the kiln-kube binary. Required.
+	// KubeBinary is where kiln-kube is (FindKubeBinaries): a directory of
+	// kiln-kube-VERSION programs, one per Kubernetes version this node
+	// installs, or one kiln-kube program, which installs its own version.
+	// An install runs the program of its params' KubernetesVersion and fails
+	// (terminal, UnsupportedVersion) when there is none. Required.
 	KubeBinary string
 	// Root is the node's root directory: files go to Root/etc/kiln, data to
 	// Root/var/lib/kiln-*, logs to Root/var/log/kiln. Required.
@@ -65,7 +70,7 @@ func (e *Executor) init() {
 			e.StopTimeout = DefaultStopTimeout
 		}
 		e.logs = newLogForwarder()
-		e.sup = newSupervisor(e.Root, e.KubeBinary, e.Logger, e.StopTimeout, e.logs)
+		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
 	})
 }
 
@@ -91,14 +96,17 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 		if e.Root == "" || e.KubeBinary == "" {
 			return failure.Terminal(v1.CodeInternal, "the local distribution has no root or no kiln-kube binary configured")
 		}
-		if _, err := os.Stat(e.KubeBinary); err != nil {
-			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
-			return &failure.Error{Code: v1.CodeInternal, Err: err,
-				Message: fmt.Sprintf("this agent's kiln-kube binary %s is missing (build it with `make kube`)", e.KubeBinary)}
+		binary, err := e.binary(ctx, p.KubernetesVersion)
+		if err != nil {
+			var fe *failure.Error
+			if errors.As(err, &fe) {
+				report.Progress(StepWriteCertificates, v1.StepFailed, fe.Message)
+			}
+			return err
 		}
-		log.Info("installing", "node", p.Node.Name, "role", p.Node.Role)
+		log.Info("installing", "node", p.Node.Name, "role", p.Node.Role, "version", p.KubernetesVersion, "binary", binary)
 		start := time.Now()
-		if err := e.install(ctx, p, report); err != nil {
+		if err := e.install(ctx, p, binary, report); err != nil {
 			return err
 		}
 		log.Info("installed", "node", p.Node.Name, "took", time.Since(start).Round(time.Millisecond))
@@ -109,6 +117,22 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	default:
 		return failure.Terminal(v1.CodeInvalidParameter, "the local distribution does not know instruction kind %q", in.Kind)
 	}
+}
+
+// binary is the kiln-kube program that installs Kubernetes version. Its
+// errors are terminal *failure.Error: without the program, running the
+// instruction again does not help.
+func (e *Executor) binary(ctx context.Context, version string) (string, error) {
+	bins, err := FindKubeBinaries(ctx, e.KubeBinary)
+	if err != nil {
+		return "", &failure.Error{Code: v1.CodeInternal, Err: err,
+			Message: fmt.Sprintf("this agent has no kiln-kube at %s (build it with `make kube`): %v", e.KubeBinary, err)}
+	}
+	if path, ok := bins[version]; ok {
+		return path, nil
+	}
+	return "", failure.Terminal(v1.CodeUnsupportedVersion, "this agent has no kiln-kube for Kubernetes %q: %s has %s",
+		version, e.KubeBinary, strings.Join(bins.Versions(), ", "))
 }
 
 // Resume supervises again what the last install on this root runs: it
@@ -130,6 +154,14 @@ func (e *Executor) Resume() error {
 	}
 	var errs []error
 	for _, s := range all {
+		if s.binary == "" {
+			// Recorded by an agent that had one kiln-kube for every version.
+			if st, err := os.Stat(e.KubeBinary); err != nil || st.IsDir() {
+				errs = append(errs, fmt.Errorf("%s: recorded without its kiln-kube program, and %s is not one", s.name, e.KubeBinary))
+				continue
+			}
+			s.binary = e.KubeBinary
+		}
 		if _, err := e.sup.ensure(s); err != nil {
 			errs = append(errs, err)
 		}
@@ -159,7 +191,7 @@ func (e *Executor) Stop() {
 }
 
 // install brings the node to p, one reported step at a time.
-func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Reporter) error {
+func (e *Executor) install(ctx context.Context, p InstallParams, binary string, report agent.Reporter) error {
 	step := func(name string, fn func() (string, error)) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -189,7 +221,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, report agent.Re
 	}); err != nil {
 		return err
 	}
-	all := specs(p, e.Root)
+	all := specs(p, e.Root, binary)
 	if err := saveSpecs(filepath.Join(e.Root, specsFile), all); err != nil {
 		return agent.Retryable(v1.CodeInternal, err, "record the node's components: %v", err)
 	}

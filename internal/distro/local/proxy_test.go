@@ -26,7 +26,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 		t.Errorf("the proxy's root CA is not among the node's files")
 	}
 	root := t.TempDir()
-	all := specs(p, root)
+	all := specs(p, root, "kiln-kube")
 	if len(all) != 5 {
 		t.Fatalf("%d components, want 5", len(all))
 	}
@@ -46,7 +46,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 	if p, err = BuildInstall(in); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range specs(p, root) {
+	for _, s := range specs(p, root, "kiln-kube") {
 		if len(s.env) != 0 {
 			t.Errorf("%s has environment %q without a proxy", s.name, s.env)
 		}

@@ -32,7 +32,6 @@ const (
 // when they exit, and adopts the ones a previous agent started.
 type supervisor struct {
 	root        string
-	binary      string
 	log         *slog.Logger
 	stopTimeout time.Duration
 	logs        *logForwarder
@@ -54,8 +53,8 @@ type managed struct {
 	started time.Time
 }
 
-func newSupervisor(root, binary string, log *slog.Logger, stopTimeout time.Duration, logs *logForwarder) *supervisor {
-	return &supervisor{root: root, binary: binary, log: log, stopTimeout: stopTimeout, logs: logs,
+func newSupervisor(root string, log *slog.Logger, stopTimeout time.Duration, logs *logForwarder) *supervisor {
+	return &supervisor{root: root, log: log, stopTimeout: stopTimeout, logs: logs,
 		procs: map[string]*managed{}}
 }
 
@@ -158,7 +157,7 @@ func (m *managed) spawn() error {
 		return fmt.Errorf("start %s: %w", sp.name, err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(s.binary, append([]string{sp.name}, sp.args...)...)
+	cmd := exec.Command(sp.binary, append([]string{sp.name}, sp.args...)...)
 	cmd.Dir = s.root
 	cmd.Env = append(os.Environ(), sp.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -28,9 +28,9 @@ func TestSupervisor(t *testing.T) {
 	t.Cleanup(logs.close)
 	rec := &recorder{}
 	logs.setSink(rec)
-	s := newSupervisor(root, fakeKube(t), testLogger(t), 5*time.Second, logs)
+	s := newSupervisor(root, testLogger(t), 5*time.Second, logs)
 	t.Cleanup(s.stopAll)
-	sp := spec{name: Etcd, args: []string{"--name", "x"}, hash: "one"}
+	sp := spec{name: Etcd, binary: fakeKube(t), args: []string{"--name", "x"}, hash: "one"}
 
 	if already, err := s.ensure(sp); err != nil || already {
 		t.Fatalf("first ensure: already=%v err=%v", already, err)
@@ -65,7 +65,7 @@ func TestSupervisor(t *testing.T) {
 
 	// A new agent (supervisor) adopts the running process.
 	s.release()
-	s2 := newSupervisor(root, s.binary, testLogger(t), 5*time.Second, logs)
+	s2 := newSupervisor(root, testLogger(t), 5*time.Second, logs)
 	t.Cleanup(s2.stopAll)
 	if already, err := s2.ensure(sp); err != nil || !already {
 		t.Fatalf("ensure after restart: already=%v err=%v", already, err)

@@ -69,6 +69,10 @@ type Options struct {
 	// StopTimeout is how long DeleteMachine waits after SIGTERM before it
 	// sends SIGKILL; default 10s.
 	StopTimeout time.Duration
+	// Versions are the Kubernetes versions machines install (the versions
+	// of the kiln-kube programs they are given), oldest first; default
+	// distro.LocalVersions().
+	Versions []string
 }
 
 // AddressRange is an inclusive range of IPv4 addresses.

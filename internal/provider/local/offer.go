@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
 
@@ -10,8 +11,11 @@ import (
 )
 
 // Distributions: the local provider's machines install the local
-// distribution (kiln-kube).
+// distribution (kiln-kube), at the versions of Options.Versions.
 func (l *Local) Distributions() map[string][]string {
+	if l.opts.Versions != nil {
+		return map[string][]string{v1.DistroLocal: slices.Clone(l.opts.Versions)}
+	}
 	return map[string][]string{v1.DistroLocal: distro.LocalVersions()}
 }
 

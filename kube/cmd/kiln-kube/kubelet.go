@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.opentelemetry.io/otel/trace/noop"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/component-base/version"
 	"k8s.io/component-base/version/verflag"
 	internalapi "k8s.io/cri-api/pkg/apis"
-	remote "k8s.io/cri-client/pkg"
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/klog/v2"
 	kubeletapp "k8s.io/kubernetes/cmd/kubelet/app"
@@ -220,13 +218,13 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 		return fmt.Errorf("start fake runtime: %w", err)
 	}
 	defer runtime.Stop()
-	runtimeService, err := remote.NewRemoteRuntimeService(ctx, endpoint, 15*time.Second, noop.NewTracerProvider(), false)
+	runtimeService, err := newRuntimeService(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("fake runtime service: %w", err)
 	}
 	var imageService internalapi.ImageManagerService = runtime.ImageService
 	if o.useHostImageService {
-		if imageService, err = remote.NewRemoteImageService(ctx, c.ImageServiceEndpoint, 15*time.Second, noop.NewTracerProvider(), false); err != nil {
+		if imageService, err = newImageService(ctx, c.ImageServiceEndpoint); err != nil {
 			return fmt.Errorf("host image service: %w", err)
 		}
 	}

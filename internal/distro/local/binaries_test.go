@@ -1,0 +1,202 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+)
+
+// fakeVersioned writes a kiln-kube at path that says it is version and
+// otherwise prints its own path and arguments and sleeps.
+func fakeVersioned(t *testing.T, path, version string, mode os.FileMode) {
+	t.Helper()
+	script := "#!/bin/sh\nif [ \"$1\" = version ]; then echo '" + version + "'; exit 0; fi\n" +
+		"echo \"$0 $*\"\nexec sleep 300\n"
+	if err := os.WriteFile(path, []byte(script), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeDir is a directory as make kube leaves bin/: kiln-kube-VERSION for
+// each version, plus files that are not versioned programs.
+func kubeDir(t *testing.T, versions ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, v := range versions {
+		fakeVersioned(t, filepath.Join(dir, ProgramPrefix+v), v, 0o755)
+	}
+	fakeVersioned(t, filepath.Join(dir, "kiln-kube"), "v1.36.3", 0o755)                 // not versioned
+	fakeVersioned(t, filepath.Join(dir, ProgramPrefix+"v1.33.1"), "v1.33.1", 0o644)     // not executable
+	fakeVersioned(t, filepath.Join(dir, ProgramPrefix+"v1.36.3.tmp"), "v1.36.3", 0o755) // not a version
+	fakeVersioned(t, filepath.Join(dir, "kilnd"), "", 0o755)
+	if err := os.Mkdir(filepath.Join(dir, ProgramPrefix+"v1.32.0"), 0o755); err != nil { // a directory
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestFindKubeBinaries(t *testing.T) {
+	dir := kubeDir(t, "v1.35.4", "v1.36.3", "v1.9.0")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relative, err := filepath.Rel(wd, filepath.Join(dir, "kiln-kube-v1.36.3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := filepath.Join(t.TempDir(), "kiln-kube")
+	fakeVersioned(t, one, "v1.36.3", 0o755)
+	unbuilt := filepath.Join(t.TempDir(), "kiln-kube")
+	fakeVersioned(t, unbuilt, "v0.0.0-master+$Format:%H$", 0o755)
+	failing := filepath.Join(t.TempDir(), "kiln-kube")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		path         string
+		want         KubeBinaries
+		wantVersions []string
+	}{
+		{name: "a directory: its kiln-kube-VERSION programs", path: dir,
+			want: KubeBinaries{
+				"v1.9.0":  filepath.Join(dir, "kiln-kube-v1.9.0"),
+				"v1.35.4": filepath.Join(dir, "kiln-kube-v1.35.4"),
+				"v1.36.3": filepath.Join(dir, "kiln-kube-v1.36.3"),
+			},
+			wantVersions: []string{"v1.9.0", "v1.35.4", "v1.36.3"}},
+		{name: "a program: the version it says", path: one,
+			want: KubeBinaries{"v1.36.3": one}, wantVersions: []string{"v1.36.3"}},
+		{name: "a relative path: absolute programs", path: relative,
+			want: KubeBinaries{"v1.36.3": filepath.Join(dir, "kiln-kube-v1.36.3")}, wantVersions: []string{"v1.36.3"}},
+		{name: "missing", path: filepath.Join(dir, "nothing")},
+		{name: "an empty directory", path: t.TempDir()},
+		{name: "a directory of unversioned programs", path: filepath.Dir(unbuilt)},
+		{name: "a program built without make kube", path: unbuilt},
+		{name: "a program that fails", path: failing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FindKubeBinaries(t.Context(), tc.path)
+			if tc.want == nil {
+				if !errors.Is(err, ErrNoKubeBinary) {
+					t.Fatalf("FindKubeBinaries = %v, %v; want ErrNoKubeBinary", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("programs (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantVersions, got.Versions()); diff != "" {
+				t.Errorf("versions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// workerInstall is the install instruction of a worker of a cluster at
+// version whose API endpoint nobody serves.
+func workerInstall(t *testing.T, version string) v1.Instruction {
+	t.Helper()
+	in := testInput(t, newTestCA(t), Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"})
+	in.KubernetesVersion = version
+	p, err := BuildInstall(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v1.Instruction{ID: "install", Kind: v1.InstructionInstall, Params: raw}
+}
+
+// An install runs the program of its Kubernetes version, and an install of
+// a version the agent has no program for fails, terminally, before anything
+// is written or started, naming the versions it has.
+func TestExecutorRunsTheVersionAsked(t *testing.T) {
+	dir := kubeDir(t, "v1.35.4", "v1.36.3")
+	one := filepath.Join(t.TempDir(), "kiln-kube")
+	fakeVersioned(t, one, "v1.36.3", 0o755)
+	for _, tc := range []struct {
+		name, kubeBinary, version string
+		wantBinary                string // "" for refused
+		wantMessage               string
+	}{
+		{name: "directory, older version", kubeBinary: dir, version: "v1.35.4",
+			wantBinary: filepath.Join(dir, "kiln-kube-v1.35.4")},
+		{name: "directory, newer version", kubeBinary: dir, version: "v1.36.3",
+			wantBinary: filepath.Join(dir, "kiln-kube-v1.36.3")},
+		{name: "directory, version it lacks", kubeBinary: dir, version: "v1.34.4",
+			wantMessage: `this agent has no kiln-kube for Kubernetes "v1.34.4": ` + dir + " has v1.35.4, v1.36.3"},
+		{name: "one program, its version", kubeBinary: one, version: "v1.36.3", wantBinary: one},
+		{name: "one program, another version", kubeBinary: one, version: "v1.35.4",
+			wantMessage: `this agent has no kiln-kube for Kubernetes "v1.35.4": ` + one + " has v1.36.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			e := &Executor{KubeBinary: tc.kubeBinary, Root: root, Logger: testLogger(t),
+				StepTimeout: 500 * time.Millisecond, StopTimeout: 5 * time.Second}
+			t.Cleanup(func() { e.Stop(); e.Close() })
+			rec := &recorder{}
+			err := e.Execute(t.Context(), workerInstall(t, tc.version), rec)
+			var fe *failure.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Execute = %v, want a *failure.Error", err)
+			}
+			if tc.wantBinary == "" {
+				if fe.Code != v1.CodeUnsupportedVersion || fe.Retryable || fe.Message != tc.wantMessage {
+					t.Fatalf("Execute = %+v, want terminal %s %q", fe, v1.CodeUnsupportedVersion, tc.wantMessage)
+				}
+				if steps, states := rec.final(); len(steps) != 1 || steps[0] != StepWriteCertificates || states[StepWriteCertificates].State != v1.StepFailed {
+					t.Errorf("progress %v %v, want %s failed", steps, states, StepWriteCertificates)
+				}
+				if _, err := os.Stat(filepath.Join(root, dirEtc)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("files written for a refused install: %v", err)
+				}
+				return
+			}
+			// Nothing serves the API, so the kubelet never registers: the
+			// install times out after starting it.
+			if fe.Code != v1.CodeTimeout || !fe.Retryable {
+				t.Fatalf("Execute = %+v, want the kubelet-registered timeout", fe)
+			}
+			all, err := loadSpecs(filepath.Join(root, specsFile))
+			if err != nil || len(all) != 1 || all[0].binary != tc.wantBinary {
+				t.Fatalf("recorded components %+v (%v), want the kubelet of %s", all, err, tc.wantBinary)
+			}
+			poll(t, 10*time.Second, "the kubelet's first line", func(context.Context) error {
+				b, _ := os.ReadFile(filepath.Join(root, dirLog, Kubelet+".log"))
+				if !strings.HasPrefix(string(b), tc.wantBinary+" kubelet ") {
+					return errNotReady
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// Another version is another program: the components restart.
+func TestSpecHashCoversTheProgram(t *testing.T) {
+	p, err := BuildInstall(testInput(t, newTestCA(t), Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := specs(p, "/root", "/bin/kiln-kube-v1.35.4"), specs(p, "/root", "/bin/kiln-kube-v1.36.3")
+	if a[0].hash == b[0].hash {
+		t.Errorf("the same hash %s for two programs", a[0].hash)
+	}
+}
