@@ -32,6 +32,7 @@ func controlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
 			Role:         v1.RoleControlPlane,
 			InstanceType: cp.InstanceType,
 			Zone:         zone(cp.Zones, i),
+			Revision:     controlPlaneRevision(cl.Spec.KubernetesVersion, cp),
 		}
 	}
 	return ms

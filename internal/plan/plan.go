@@ -31,6 +31,8 @@ const (
 	StepResetNodes                 = "reset-nodes"
 	StepRemoveNodes                = "remove-nodes"
 	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
+	StepUpgradeControlPlane        = "upgrade-control-plane"
+	StepRollOutWorkers             = "roll-out-workers"
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
@@ -51,14 +53,18 @@ var createSteps = []string{
 
 // updateSteps reconciles the machines with the spec: it creates what is
 // missing (scale up; new control-plane members join etcd one at a time,
-// each healthy before the next), removes the newest surplus machines (scale
-// down) and waits until every node is Ready.
+// each healthy before the next), upgrades the control plane in place one
+// node at a time, replaces the workers made for other pool settings or
+// another Kubernetes version within each pool's rollout bounds, removes the
+// newest surplus machines (scale down) and waits until every node is Ready.
 var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
 	StepInstallControlPlane,
+	StepUpgradeControlPlane,
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
+	StepRollOutWorkers,
 	StepRemoveSurplusMachines,
 	StepWaitNodesReady,
 }

@@ -24,6 +24,9 @@ type member struct {
 	// registered, or a sim machine was made); zero without a record.
 	Created time.Time
 	Machine bool // the provider has the machine
+	// Revision is the machine's (provider.MachineSpec.Revision); "" for a
+	// record without a machine.
+	Revision string
 }
 
 // ageGap separates generations of nodes: node records made less than
@@ -73,7 +76,11 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 // numbers no machine of the cluster uses, for the rest; what is left over,
 // and every member of a pool the spec no longer has, is surplus, newest
 // first. Scaling a pool down therefore removes its newest nodes.
-func selectWorkers(cluster string, pools []v1.WorkerPool, members []member) (keep []provider.MachineSpec, surplus []member) {
+//
+// Members of the pool's current revision are kept before older ones, so
+// that what a rollout (or an upgrade) already replaced stays when a pool is
+// scaled down half way through one.
+func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member) (keep []provider.MachineSpec, surplus []member) {
 	byPool := map[string][]member{}
 	used := map[string]bool{}
 	for _, m := range members {
@@ -84,10 +91,17 @@ func selectWorkers(cluster string, pools []v1.WorkerPool, members []member) (kee
 	wanted := map[string]bool{}
 	for _, p := range pools {
 		have := byPool[p.Name]
-		slices.SortFunc(have, func(a, b member) int { return newer(b, a) }) // oldest first
+		rev := poolRevision(version, p)
+		current := func(m member) int {
+			if outdated(m.Revision, rev) {
+				return 1
+			}
+			return 0
+		}
+		slices.SortFunc(have, func(a, b member) int { return cmp.Or(cmp.Compare(current(a), current(b)), newer(b, a)) }) // current, then oldest first
 		var mine []provider.MachineSpec
 		for _, m := range have[:min(len(have), max(p.Size, 0))] {
-			mine = append(mine, workerSpec(m.Name, m.Index, p))
+			mine = append(mine, workerSpec(m.Name, m.Index, p, rev))
 			wanted[m.Name] = true
 		}
 		for n := 0; len(mine) < p.Size; n++ {
@@ -96,7 +110,7 @@ func selectWorkers(cluster string, pools []v1.WorkerPool, members []member) (kee
 				continue
 			}
 			used[name] = true
-			mine = append(mine, workerSpec(name, n, p))
+			mine = append(mine, workerSpec(name, n, p, rev))
 		}
 		slices.SortFunc(mine, func(a, b provider.MachineSpec) int {
 			return cmp.Or(cmp.Compare(index(a.Name), index(b.Name)), cmp.Compare(a.Name, b.Name))
@@ -112,13 +126,14 @@ func selectWorkers(cluster string, pools []v1.WorkerPool, members []member) (kee
 	return keep, surplus
 }
 
-func workerSpec(name string, i int, p v1.WorkerPool) provider.MachineSpec {
+func workerSpec(name string, i int, p v1.WorkerPool, revision string) provider.MachineSpec {
 	return provider.MachineSpec{
 		Name:         name,
 		Role:         v1.RoleWorker,
 		Pool:         p.Name,
 		InstanceType: p.InstanceType,
 		Zone:         zone(p.Zones, max(i, 0)),
+		Revision:     revision,
 	}
 }
 
@@ -153,7 +168,7 @@ func (x *run) workerMembers(ctx context.Context) ([]member, error) {
 		if m.Role != v1.RoleWorker {
 			continue
 		}
-		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true}
+		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true, Revision: m.Revision}
 		if n := nodes[m.Name]; n != nil {
 			mb.Created = n.CreatedAt
 		}
@@ -176,7 +191,7 @@ func (x *run) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surp
 	if err != nil {
 		return nil, nil, err
 	}
-	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.WorkerPools, members)
+	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.KubernetesVersion, x.cl.Spec.WorkerPools, members)
 	return keep, surplus, nil
 }
 

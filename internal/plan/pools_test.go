@@ -83,7 +83,7 @@ func TestSelectWorkers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			keep, surplus := selectWorkers("c", tt.pools, tt.members)
+			keep, surplus := selectWorkers("c", "v1.36.3", tt.pools, tt.members)
 			var sn []string
 			for _, s := range surplus {
 				sn = append(sn, s.Name)
@@ -100,11 +100,12 @@ func TestSelectWorkers(t *testing.T) {
 
 func TestSelectWorkersGivesPoolSettings(t *testing.T) {
 	p := v1.WorkerPool{Name: "gpu", Size: 3, InstanceType: "big", Zones: []string{"z1", "z2"}}
-	keep, _ := selectWorkers("c", []v1.WorkerPool{p}, nil)
+	keep, _ := selectWorkers("c", "v1.36.3", []v1.WorkerPool{p}, nil)
+	rev := poolRevision("v1.36.3", p)
 	want := []provider.MachineSpec{
-		{Name: "c-gpu-0", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z1"},
-		{Name: "c-gpu-1", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z2"},
-		{Name: "c-gpu-2", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z1"},
+		{Name: "c-gpu-0", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z1", Revision: rev},
+		{Name: "c-gpu-1", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z2", Revision: rev},
+		{Name: "c-gpu-2", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z1", Revision: rev},
 	}
 	if diff := cmp.Diff(want, keep); diff != "" {
 		t.Errorf("machines (-want +got):\n%s", diff)
@@ -150,5 +151,29 @@ func TestWithTaints(t *testing.T) {
 	}
 	if _, changed := withTaints(got, want); changed {
 		t.Error("withTaints changed a node that has every taint")
+	}
+}
+
+// A revision changes with what a machine is made for, and only with that.
+func TestPoolRevision(t *testing.T) {
+	p := v1.WorkerPool{Name: "a", Size: 3, InstanceType: "small", Zones: []string{"z1", "z2"},
+		Labels: map[string]string{"team": "x"}, Taints: []string{"a=b:NoSchedule", "c=d:NoExecute"}}
+	base := poolRevision("v1.35.4", p)
+	same := p
+	same.Size, same.DrainTimeout, same.Rollout = 7, "1m", v1.Rollout{MaxSurge: 2}
+	same.Zones, same.Taints = []string{"z2", "z1"}, []string{"c=d:NoExecute", "a=b:NoSchedule"}
+	if got := poolRevision("v1.35.4", same); got != base {
+		t.Errorf("size, drain timeout, rollout or order changed the revision: %s -> %s", base, got)
+	}
+	for name, edit := range map[string]func(*v1.WorkerPool) string{
+		"instance type": func(p *v1.WorkerPool) string { p.InstanceType = "large"; return "v1.35.4" },
+		"label":         func(p *v1.WorkerPool) string { p.Labels = map[string]string{"team": "y"}; return "v1.35.4" },
+		"taint":         func(p *v1.WorkerPool) string { p.Taints = []string{"a=b:NoSchedule"}; return "v1.35.4" },
+		"version":       func(p *v1.WorkerPool) string { return "v1.36.3" },
+	} {
+		q := p
+		if got := poolRevision(edit(&q), q); got == base {
+			t.Errorf("a new %s kept the revision %s", name, base)
+		}
 	}
 }

@@ -151,6 +151,14 @@ func TestAddAndRemovePools(t *testing.T) {
 		{Name: "c-gpu-1", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "large", Zone: "sim-east-2"},
 		{Name: "c-gpu-2", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "large", Zone: "sim-east-1"},
 	}
+	// Every machine carries a revision, the same for the whole pool.
+	first := gpu[0].Revision
+	for i := range gpu {
+		if gpu[i].Revision == "" || gpu[i].Revision != first {
+			t.Errorf("machine %s revision %q, the pool's first %q", gpu[i].Name, gpu[i].Revision, first)
+		}
+		gpu[i].Revision = ""
+	}
 	if diff := cmp.Diff(wantGPU, gpu); diff != "" {
 		t.Errorf("machines of the new pool (-want +got):\n%s", diff)
 	}

@@ -37,6 +37,8 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepResetNodes:                 x.resetNodes,
 		StepRemoveNodes:                x.removeNodes,
 		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
+		StepUpgradeControlPlane:        x.upgradeControlPlane,
+		StepRollOutWorkers:             x.rollOutWorkers,
 	}[name]
 }
 

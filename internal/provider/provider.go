@@ -37,6 +37,12 @@ type MachineSpec struct {
 	Pool         string // "" for control-plane machines
 	InstanceType string
 	Zone         string
+	// Revision is the plan's fingerprint of what the machine is made for
+	// (its pool's settings, the Kubernetes version). The provider keeps it
+	// with the machine, as its tag, and reports it back from ListMachines
+	// and EnsureMachine; a rollout replaces machines whose revision is not
+	// the one the spec wants.
+	Revision string
 }
 
 // Machine is a machine as it exists.

@@ -1,10 +1,12 @@
 package validate
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -43,7 +45,50 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 		e.invalid("spec.controlPlane.size", "the control plane cannot shrink from %d to %d machines: etcd members are only added; keep %d or grow to %d",
 			old.ControlPlane.Size, next.ControlPlane.Size, old.ControlPlane.Size, nextSize(old.ControlPlane.Size))
 	}
+	e.versionChange(old.KubernetesVersion, next.KubernetesVersion)
 	return e
+}
+
+// versionChange allows an upgrade by at most one minor version (the
+// Kubernetes skew policy: the control plane is upgraded one minor at a
+// time) and no downgrade. Whether the new version is offered is Cluster's
+// check.
+func (e *errs) versionChange(old, next string) {
+	o, okOld := minorOf(old)
+	n, okNext := minorOf(next)
+	if !okOld || !okNext || old == next {
+		return
+	}
+	const target = "spec.kubernetesVersion"
+	switch {
+	case compareVersions(next, old) < 0:
+		e.invalid(target, "Kubernetes cannot be downgraded from %s to %s; keep %s or upgrade", old, next, old)
+	case n > o+1:
+		e.invalid(target, "upgrade one minor version at a time: from %s to a v1.%d release first, then to %s", old, o+1, next)
+	}
+}
+
+// minorOf returns the minor number of vMAJOR.MINOR.PATCH.
+func minorOf(v string) (int, bool) {
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(parts[1])
+	return n, err == nil
+}
+
+// compareVersions compares two vMAJOR.MINOR.PATCH versions numerically.
+func compareVersions(a, b string) int {
+	pa, pb := strings.Split(strings.TrimPrefix(a, "v"), "."), strings.Split(strings.TrimPrefix(b, "v"), ".")
+	for i := range min(len(pa), len(pb)) {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if c := cmp.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(pa), len(pb))
 }
 
 // same compares two field values, taking a nil and an empty slice as equal.

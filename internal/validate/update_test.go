@@ -31,6 +31,16 @@ func TestUpdate(t *testing.T) {
 			s.CertificateTTLDays = 30
 			s.NodeApproval = "manual"
 		}},
+		{name: "upgrade by one minor", old: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.35.4" },
+			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.36.3" }},
+		{name: "patch upgrade", old: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.36.1" },
+			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.36.3" }},
+		{name: "downgrade", old: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.36.3" },
+			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.35.4" },
+			want: []v1.Error{invalid("spec.kubernetesVersion", "Kubernetes cannot be downgraded from v1.36.3 to v1.35.4; keep v1.36.3 or upgrade")}},
+		{name: "two minors at once", old: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.34.4" },
+			edit: func(s *v1.ClusterSpec) { s.KubernetesVersion = "v1.36.3" },
+			want: []v1.Error{invalid("spec.kubernetesVersion", "upgrade one minor version at a time: from v1.34.4 to a v1.35 release first, then to v1.36.3")}},
 		{name: "nil and empty DNS servers are the same", old: func(s *v1.ClusterSpec) { s.Network.DNSServers = []string{} },
 			edit: func(s *v1.ClusterSpec) { s.Network.DNSServers = nil }},
 		{name: "provider, account and region", edit: func(s *v1.ClusterSpec) {

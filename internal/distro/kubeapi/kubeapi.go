@@ -102,6 +102,9 @@ type Node struct {
 	Taints          []Taint
 	Unschedulable   bool
 	Conditions      []Condition
+	// KubeletVersion is the version the node's kubelet reports
+	// (status.nodeInfo.kubeletVersion), such as v1.36.3.
+	KubeletVersion string
 }
 
 // Taint of a node.
@@ -154,13 +157,16 @@ type wireNode struct {
 	} `json:"spec"`
 	Status struct {
 		Conditions []Condition `json:"conditions"`
+		NodeInfo   struct {
+			KubeletVersion string `json:"kubeletVersion"`
+		} `json:"nodeInfo"`
 	} `json:"status"`
 }
 
 func (w wireNode) node() Node {
 	return Node{Name: w.Metadata.Name, ResourceVersion: w.Metadata.ResourceVersion, Labels: w.Metadata.Labels,
 		Annotations: w.Metadata.Annotations, Taints: w.Spec.Taints, Unschedulable: w.Spec.Unschedulable,
-		Conditions: w.Status.Conditions}
+		Conditions: w.Status.Conditions, KubeletVersion: w.Status.NodeInfo.KubeletVersion}
 }
 
 // Ready checks the API server's /readyz.

@@ -28,11 +28,16 @@ type machineFile struct {
 	Cluster string    `json:"cluster"`
 	Address string    `json:"address"`
 	Created time.Time `json:"created"`
+	// InstanceType, Zone and Revision are the spec it was made with.
+	InstanceType string `json:"instanceType,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	Revision     string `json:"revision,omitempty"`
 }
 
 func (f machineFile) machine() provider.Machine {
 	return provider.Machine{
-		MachineSpec: provider.MachineSpec{Name: f.Name, Role: f.Role, Pool: f.Pool},
+		MachineSpec: provider.MachineSpec{Name: f.Name, Role: f.Role, Pool: f.Pool,
+			InstanceType: f.InstanceType, Zone: f.Zone, Revision: f.Revision},
 		ID:          f.ID,
 		Address:     f.Address,
 	}
@@ -80,7 +85,8 @@ func (l *Local) EnsureMachine(ctx context.Context, c provider.Cluster, m provide
 		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 	}
 	f = machineFile{ID: newID("vm"), Name: m.Name, Role: m.Role, Pool: m.Pool, Project: c.Project,
-		Cluster: c.Name, Address: addr.String(), Created: time.Now().UTC()}
+		Cluster: c.Name, Address: addr.String(), Created: time.Now().UTC(),
+		InstanceType: m.InstanceType, Zone: m.Zone, Revision: m.Revision}
 	log.Info("creating machine", "address", f.Address, "dir", dir)
 	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o700); err != nil {
 		return provider.Machine{}, providerError(err, "cannot create the directory of machine %s", m.Name)

@@ -127,7 +127,7 @@ func testMachines(t *testing.T, p provider.Provider) {
 	}
 	specs := []provider.MachineSpec{
 		{Name: "machines-cp-0", Role: v1.RoleControlPlane},
-		{Name: "machines-default-0", Role: v1.RoleWorker, Pool: "default"},
+		{Name: "machines-default-0", Role: v1.RoleWorker, Pool: "default", Revision: "r1"},
 	}
 	created := map[string]provider.Machine{}
 	for _, s := range specs {
@@ -138,8 +138,8 @@ func testMachines(t *testing.T, p provider.Provider) {
 		if m.ID == "" {
 			t.Errorf("EnsureMachine(%q) returned an empty ID", s.Name)
 		}
-		if m.Name != s.Name || m.Role != s.Role || m.Pool != s.Pool {
-			t.Errorf("EnsureMachine(%q) = name %q role %q pool %q, want the spec's", s.Name, m.Name, m.Role, m.Pool)
+		if m.Name != s.Name || m.Role != s.Role || m.Pool != s.Pool || m.Revision != s.Revision {
+			t.Errorf("EnsureMachine(%q) = name %q role %q pool %q revision %q, want the spec's", s.Name, m.Name, m.Role, m.Pool, m.Revision)
 		}
 		created[s.Name] = m
 	}
@@ -154,6 +154,22 @@ func testMachines(t *testing.T, p provider.Provider) {
 	}
 	if got := listNames(t, p, c); !slices.Equal(got, []string{"machines-cp-0", "machines-default-0"}) {
 		t.Errorf("ListMachines = %v, want both machines", got)
+	}
+	// The revision is the machine's tag: listed as it was made, and not
+	// changed by an ensure with another (a rollout makes a new machine).
+	again := specs[1]
+	again.Revision = "r2"
+	if m, err := p.EnsureMachine(ctx, c, again); err != nil || m.Revision != "r1" {
+		t.Errorf("EnsureMachine with another revision = %q, %v; want the machine as made (r1)", m.Revision, err)
+	}
+	ms, err := p.ListMachines(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == "machines-default-0" && m.Revision != "r1" {
+			t.Errorf("ListMachines: revision %q, want r1", m.Revision)
+		}
 	}
 	for _, s := range specs {
 		if err := p.DeleteMachine(ctx, c, s.Name); err != nil {

@@ -1,0 +1,289 @@
+package plan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// A machine's revision is a fingerprint of what it was made for: its pool's
+// instance type, zones, labels and taints and the Kubernetes version (the
+// control plane's: its instance type and the version). It is the machine's
+// tag at the provider (provider.MachineSpec.Revision). A rollout replaces
+// the workers whose revision is not their pool's; the control plane is
+// upgraded in place.
+
+// poolRevision is the revision of pool p's machines at Kubernetes version.
+func poolRevision(version string, p v1.WorkerPool) string {
+	taints := slices.Clone(p.Taints)
+	slices.Sort(taints)
+	zones := slices.Clone(p.Zones)
+	slices.Sort(zones)
+	return revision(struct {
+		Version      string            `json:"version"`
+		InstanceType string            `json:"instanceType"`
+		Zones        []string          `json:"zones"`
+		Labels       map[string]string `json:"labels"` // json sorts map keys
+		Taints       []string          `json:"taints"`
+	}{version, p.InstanceType, zones, p.Labels, taints})
+}
+
+// controlPlaneRevision is the revision of the control plane's machines.
+func controlPlaneRevision(version string, cp v1.ControlPlane) string {
+	return revision(struct {
+		Version      string `json:"version"`
+		InstanceType string `json:"instanceType"`
+	}{version, cp.InstanceType})
+}
+
+func revision(v any) string {
+	b, _ := json.Marshal(v) // plain strings, slices and maps: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// outdated reports whether a machine of revision have is to be replaced
+// for want. A machine made before revisions were kept ("") is not.
+func outdated(have, want string) bool { return have != "" && have != want }
+
+// upgradeControlPlane brings every control-plane node to the spec's
+// Kubernetes version in place, one node at a time, by name: the node
+// installs again at the new version (its components restart on the new
+// kiln-kube; etcd keeps its data and its membership) and the next starts
+// only once Kubernetes reports this one Ready at that version.
+func (x *run) upgradeControlPlane(ctx context.Context) error {
+	if !x.usesAgents() {
+		return skipped("the %s provider's machines run no Kubernetes to upgrade", x.cl.Spec.Provider)
+	}
+	want := x.cl.Spec.KubernetesVersion
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return err
+	}
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	install, err := x.installer(ctx)
+	if err != nil {
+		return err
+	}
+	var done []string
+	for i, m := range cps {
+		if x.canceling() {
+			return errCancelRequested
+		}
+		kn, err := kc.GetNode(ctx, m.Name)
+		if err != nil {
+			return failure.Retryable(v1.CodeInternal, err, "read node %s in Kubernetes: %v", m.Name, err)
+		}
+		if kn.KubeletVersion == want {
+			continue
+		}
+		x.eventOn(ctx, "Normal", "NodeUpgrading", m.Name, fmt.Sprintf("upgrading control-plane node %s from %s to %s", m.Name, kn.KubeletVersion, want))
+		if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, "upgrading to "+want); err != nil {
+			return err
+		}
+		if err := install(ctx, i, m); err != nil {
+			return err
+		}
+		if err := x.awaitVersion(ctx, kc, m.Name, want); err != nil {
+			return err
+		}
+		if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
+			return err
+		}
+		x.showProgress(ctx, m.Name, "upgraded to "+want)
+		done = append(done, m.Name)
+	}
+	if len(done) == 0 {
+		return skipped("every control-plane node runs %s", want)
+	}
+	x.note = fmt.Sprintf("upgraded to %s, one at a time: %s", want, strings.Join(done, ", "))
+	return nil
+}
+
+// awaitVersion waits, within NodeTimeout, until Kubernetes reports node
+// name Ready with its kubelet at version.
+func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
+	deadline := time.Now().Add(x.r.opts.NodeTimeout)
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	for {
+		kn, err := kc.GetNode(ctx, name)
+		if err == nil && kn.Ready() && kn.KubeletVersion == version {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			got := kn.KubeletVersion
+			if err != nil {
+				got = err.Error()
+			}
+			return failure.Retryable(v1.CodeTimeout, err, "after %s, node %s does not report Ready at %s (it reports %s)",
+				x.r.opts.NodeTimeout, name, version, got)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-x.cancelRequested():
+			return errCancelRequested
+		case <-tick.C:
+		}
+	}
+}
+
+// rollOutWorkers replaces, pool by pool, the workers whose revision is not
+// their pool's (a new instance type, labels, taints or Kubernetes version)
+// within the pool's rollout bounds: at most maxSurge nodes above its size
+// and at most maxUnavailable Ready nodes below it, at any time. New nodes
+// are made and Ready before old ones are drained and removed (drainAndRemove),
+// oldest first; each round is recomputed from what the pool has, so a
+// rollout interrupted by a crash resumes where it was.
+func (x *run) rollOutWorkers(ctx context.Context) error {
+	var rolled []string
+	for _, p := range x.cl.Spec.WorkerPools {
+		want := poolRevision(x.cl.Spec.KubernetesVersion, p)
+		surge, unavailable := p.Rollout.MaxSurge, p.Rollout.MaxUnavailable
+		if surge <= 0 && unavailable <= 0 {
+			surge = 1 // the default; validation refuses 0 and 0
+		}
+		for {
+			if x.canceling() {
+				return errCancelRequested
+			}
+			members, err := x.poolMembers(ctx, p.Name)
+			if err != nil {
+				return err
+			}
+			var old, current []member
+			for _, m := range members {
+				if outdated(m.Revision, want) {
+					old = append(old, m)
+				} else {
+					current = append(current, m)
+				}
+			}
+			add := min(p.Size+surge-len(members), p.Size-len(current))
+			if len(old) == 0 && add <= 0 {
+				break
+			}
+			if add > 0 { // new nodes first; with maxSurge 0, the last removal's replacement
+				specs, err := x.newWorkers(ctx, p, want, add)
+				if err != nil {
+					return err
+				}
+				x.log.Info("rollout: adding nodes", "pool", p.Name, "nodes", names(specs), "outdated", len(old))
+				if err := x.bringUp(ctx, specs); err != nil {
+					return err
+				}
+				continue
+			}
+			ready, err := x.readyCount(ctx, members)
+			if err != nil {
+				return err
+			}
+			if ready-1 < p.Size-unavailable {
+				return failure.Retryable(v1.CodeConflict, nil,
+					"rollout of pool %s: %d of its nodes are Ready; removing one more would leave fewer than size %d - maxUnavailable %d",
+					p.Name, ready, p.Size, unavailable)
+			}
+			slices.SortFunc(old, func(a, b member) int { return a.Created.Compare(b.Created) })
+			victim := old[0]
+			x.eventOn(ctx, "Normal", "NodeReplacing", victim.Name, fmt.Sprintf("rollout of pool %s: replacing %s (revision %s, the pool's is %s)",
+				p.Name, victim.Name, victim.Revision, want))
+			if err := x.drainAndRemove(ctx, []member{victim}); err != nil {
+				return err
+			}
+			rolled = append(rolled, victim.Name)
+		}
+	}
+	if len(rolled) == 0 {
+		return skipped("every worker is of its pool's revision")
+	}
+	x.note = "replaced, one by one: " + strings.Join(rolled, ", ")
+	return nil
+}
+
+// poolMembers are the pool's worker machines.
+func (x *run) poolMembers(ctx context.Context, pool string) ([]member, error) {
+	all, err := x.workerMembers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []member
+	for _, m := range all {
+		if m.Pool == pool && m.Machine {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// newWorkers names n new machines of pool p at revision rev, with the
+// lowest numbers no machine of the cluster uses.
+func (x *run) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int) ([]provider.MachineSpec, error) {
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return nil, fmt.Errorf("list machines: %w", err)
+	}
+	records, err := x.nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, m := range ms {
+		used[m.Name] = true
+	}
+	for name := range maps.Keys(records) {
+		used[name] = true
+	}
+	var out []provider.MachineSpec
+	for i := 0; len(out) < n; i++ {
+		name := fmt.Sprintf("%s-%s-%d", x.cl.Name, p.Name, i)
+		if !used[name] {
+			out = append(out, workerSpec(name, i, p, rev))
+		}
+	}
+	return out, nil
+}
+
+// bringUp makes machines, installs them and waits until they are Ready.
+func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
+	if err := x.ensureMachines(ctx, specs); err != nil {
+		return err
+	}
+	if err := x.installNodes(ctx, specs, false); err != nil {
+		return err
+	}
+	if !x.usesAgents() {
+		return nil // installNodes waited until they were READY
+	}
+	return x.kubernetesReady(ctx, specs)
+}
+
+// readyCount counts the members whose node is READY.
+func (x *run) readyCount(ctx context.Context, members []member) (int, error) {
+	records, err := x.nodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range members {
+		if r := records[m.Name]; r != nil && r.State == v1.NodeReady {
+			n++
+		}
+	}
+	return n, nil
+}
