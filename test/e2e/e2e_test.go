@@ -185,7 +185,8 @@ type kubeNode struct {
 		Labels map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
-		Taints []taint `json:"taints"`
+		Taints        []taint `json:"taints"`
+		Unschedulable bool    `json:"unschedulable"`
 	} `json:"spec"`
 	Status struct {
 		Conditions []struct {
@@ -214,15 +215,42 @@ func (n kubeNode) ready() bool {
 
 func (e *env) kubeNodes(cluster string) map[string]kubeNode {
 	e.t.Helper()
-	var list struct{ Items []kubeNode }
-	if err := json.Unmarshal([]byte(e.mustKubectl(cluster, "get", "nodes", "-o", "json")), &list); err != nil {
+	nodes, err := e.kubeNodesErr(cluster)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	out := map[string]kubeNode{}
-	for _, n := range list.Items {
-		out[n.Metadata.Name] = n
+	return nodes
+}
+
+// kubeNodesErr is kubeNodes for a goroutine other than the test's.
+func (e *env) kubeNodesErr(cluster string) (map[string]kubeNode, error) {
+	out, err := e.kubectl(cluster, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil, err
 	}
-	return out
+	var list struct{ Items []kubeNode }
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, err
+	}
+	nodes := map[string]kubeNode{}
+	for _, n := range list.Items {
+		nodes[n.Metadata.Name] = n
+	}
+	return nodes, nil
+}
+
+// serverVersion is the version the cluster's API server reports.
+func (e *env) serverVersion(cluster string) string {
+	e.t.Helper()
+	var ver struct {
+		ServerVersion struct {
+			GitVersion string `json:"gitVersion"`
+		} `json:"serverVersion"`
+	}
+	if err := json.Unmarshal([]byte(e.mustKubectl(cluster, "version", "-o", "json")), &ver); err != nil {
+		e.t.Fatal(err)
+	}
+	return ver.ServerVersion.GitVersion
 }
 
 // processesUnder lists the processes whose command line mentions dir.
