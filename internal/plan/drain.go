@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,4 +183,46 @@ func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
 	if err := x.s.AppendEvent(ctx, e); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
+}
+
+// drainBeforeDelete drains every worker of a cluster being deleted, one at
+// a time within its pool's drainTimeout, so that its workloads stop as they
+// would on a scale-down (PodDisruptionBudgets respected). The cluster is
+// going away whatever happens, so a drain that times out or fails, or an API
+// that does not answer, is an event and the delete goes on; a forced delete
+// drains nothing. Only a cancel stops it.
+func (x *run) drainBeforeDelete(ctx context.Context) error {
+	if !x.usesAgents() || x.forcing() {
+		return nil
+	}
+	members, err := x.workerMembers(ctx)
+	if err != nil || len(members) == 0 {
+		return err
+	}
+	kc, err := x.kubeClient(ctx)
+	if err == nil {
+		defer kc.Close()
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = kc.Ready(pctx)
+		cancel()
+	}
+	if err != nil {
+		x.event(ctx, "Warning", "NodeDrainSkipped", fmt.Sprintf("workers not drained before the delete: the cluster's API does not answer: %v", err))
+		return nil
+	}
+	for _, m := range members {
+		if !m.Machine {
+			continue
+		}
+		_, err := x.drain(ctx, kc, m)
+		switch {
+		case errors.Is(err, errCancelRequested) || ctx.Err() != nil:
+			return cmp.Or(ctx.Err(), err)
+		case err != nil:
+			x.eventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
+		default:
+			x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained before the delete", m.Name))
+		}
+	}
+	return nil
 }

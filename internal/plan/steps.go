@@ -191,6 +191,9 @@ func (x *run) removeSurplusMachines(ctx context.Context) error {
 }
 
 func (x *run) deleteWorkerMachines(ctx context.Context) error {
+	if err := x.drainBeforeDelete(ctx); err != nil {
+		return err
+	}
 	return x.removeMachines(ctx, func(_, role string) bool { return role != v1.RoleControlPlane })
 }
 

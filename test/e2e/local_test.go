@@ -88,6 +88,22 @@ func TestLocalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wait("demo", opID)
+	// The workers were drained first: their pods evicted as on a scale-down.
+	events, err := e.c.ListEvents(t.Context(), "default", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := map[string]bool{}
+	for _, ev := range events {
+		if ev.Reason == "NodeDrained" && strings.Contains(ev.Message, "before the delete") {
+			drained[ev.Node] = true
+		}
+	}
+	for _, w := range workers {
+		if !drained[w] {
+			t.Errorf("worker %s was not drained before the delete (events: NodeDrained for %v)", w, drained)
+		}
+	}
 	dir := filepath.Join(e.data, "machines", "default", "demo")
 	if left := processesUnder(dir); len(left) > 0 {
 		t.Errorf("processes left after delete:\n%s", strings.Join(left, "\n"))
