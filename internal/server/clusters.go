@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -112,6 +114,18 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 	failures := validate.Cluster(name, &in.Spec, s.catalog)
 	if existing != nil {
 		failures = append(failures, validate.Update(&existing.Spec, &in.Spec)...)
+		if s.hostsJoin(existing.Spec.Provider) && existing.Spec.KubernetesVersion != in.Spec.KubernetesVersion {
+			installed, err := s.hostsInstalled(r.Context(), existing.Key())
+			if err != nil {
+				return v1.ClusterSpec{}, err
+			}
+			if len(installed) > 0 {
+				// The hosts' install is not upgraded in place yet.
+				failures = append(failures, v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.kubernetesVersion",
+					Message: fmt.Sprintf("Kiln does not upgrade the hosts of a %s cluster yet, and %s run %s: reset the cluster (kiln cluster reset), change the version, and provision it again",
+						existing.Spec.Provider, strings.Join(installed, ", "), existing.Spec.KubernetesVersion)})
+			}
+		}
 	}
 	if len(failures) > 0 {
 		return v1.ClusterSpec{}, validationError("cluster", failures)

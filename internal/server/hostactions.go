@@ -116,3 +116,20 @@ func (s *Server) allNodes(ctx context.Context, k store.Key) ([]*store.Node, erro
 		pg.Token = next
 	}
 }
+
+// hostsInstalled names the hosts of cluster k that have Kubernetes
+// installed (or being installed).
+func (s *Server) hostsInstalled(ctx context.Context, k store.Key) ([]string, error) {
+	nodes, err := s.allNodes(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes {
+		switch n.State {
+		case v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady:
+			out = append(out, n.Name)
+		}
+	}
+	return out, nil
+}

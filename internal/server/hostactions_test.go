@@ -123,3 +123,21 @@ func TestProvisionKubeadm(t *testing.T) {
 		t.Errorf("operation kind %q, want %q", op.Properties.Kind, v1.KindProvision)
 	}
 }
+
+// Kiln does not upgrade hosts in place: the version of an edge cluster
+// with installed hosts is refused, saying to reset first; with no host
+// installed it may change.
+func TestEdgeVersionChange(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	h.createCluster("p", "e", `{"spec": {"provider": "edge", "kubernetesVersion": "v1.35.4", "distribution": "kubeadm"}}`)
+	h.runBackend()
+	h.host("host-a", v1.NodeReady, v1.RoleControlPlane)
+	r := h.must(http.StatusBadRequest, "PATCH", "/v1/projects/p/clusters/e", `{"spec": {"kubernetesVersion": "v1.36.3"}}`)
+	if e := r.errorBody(t); len(e.Details) != 1 || e.Details[0].Target != "spec.kubernetesVersion" ||
+		!strings.Contains(e.Details[0].Message, "host-a") || !strings.Contains(e.Details[0].Message, "kiln cluster reset") {
+		t.Errorf("version change with an installed host: %s", r.body)
+	}
+	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	h.must(http.StatusAccepted, "PATCH", "/v1/projects/p/clusters/e", `{"spec": {"kubernetesVersion": "v1.36.3"}}`)
+}
