@@ -38,8 +38,8 @@ func (f machineFile) machine() provider.Machine {
 	return provider.Machine{
 		MachineSpec: provider.MachineSpec{Name: f.Name, Role: f.Role, Pool: f.Pool,
 			InstanceType: f.InstanceType, Zone: f.Zone, Revision: f.Revision},
-		ID:          f.ID,
-		Address:     f.Address,
+		ID:      f.ID,
+		Address: f.Address,
 	}
 }
 
