@@ -87,7 +87,10 @@ func TestLocalCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.wait("demo", opID)
+	del := e.wait("demo", opID)
+	for _, s := range del.Properties.Steps {
+		t.Logf("  %-30s %-9s %s  %s", s.Name, s.State, stepDuration(s), s.Message)
+	}
 	// The workers were drained first: their pods evicted as on a scale-down.
 	events, err := e.c.ListEvents(t.Context(), "default", "demo")
 	if err != nil {
