@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -282,4 +283,51 @@ func killProcessesUnder(t testing.TB, dir string) {
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// workerSample is what sampleWorkers saw.
+type workerSample struct {
+	samples, maxWorkers, minReady int
+}
+
+// sampleWorkers polls kubectl until the returned stop is called, counting
+// the nodes whose names start with prefix and those of them Ready and
+// schedulable; stop returns the extremes seen.
+func (e *env) sampleWorkers(cluster, prefix string) (stop func() workerSample) {
+	done := make(chan struct{})
+	var (
+		mu sync.Mutex
+		ws = workerSample{minReady: 1 << 30}
+		wg sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			nodes, err := e.kubeNodesErr(cluster)
+			if err != nil {
+				continue
+			}
+			workers, ready := 0, 0
+			for name, n := range nodes {
+				if strings.HasPrefix(name, prefix) {
+					workers++
+					if n.ready() && !n.Spec.Unschedulable {
+						ready++
+					}
+				}
+			}
+			mu.Lock()
+			ws.samples, ws.maxWorkers, ws.minReady = ws.samples+1, max(ws.maxWorkers, workers), min(ws.minReady, ready)
+			mu.Unlock()
+		}
+	})
+	return func() workerSample {
+		close(done)
+		wg.Wait()
+		return ws
+	}
 }

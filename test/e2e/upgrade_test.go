@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,60 +28,27 @@ func TestUpgrade(t *testing.T) {
 	e.mustKubectl("up", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=4")
 
 	// Sample the workers as kubectl sees them while the upgrade runs.
-	stop := make(chan struct{})
-	var (
-		mu                   sync.Mutex
-		maxWorkers, minReady = 0, 1 << 30
-		samples              int
-	)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			nodes, err := e.kubeNodesErr("up")
-			if err != nil {
-				continue
-			}
-			workers, ready := 0, 0
-			for name, n := range nodes {
-				if strings.HasPrefix(name, "up-default-") {
-					workers++
-					if n.ready() && !n.Spec.Unschedulable {
-						ready++
-					}
-				}
-			}
-			mu.Lock()
-			maxWorkers, minReady, samples = max(maxWorkers, workers), min(minReady, ready), samples+1
-			mu.Unlock()
-		}
-	})
-
+	stop := e.sampleWorkers("up", "up-default-")
 	began := time.Now()
 	_, opID, err := e.c.PatchCluster(t.Context(), "default", "up", map[string]any{"spec": map[string]any{"kubernetesVersion": to}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := e.wait("up", opID)
-	close(stop)
-	wg.Wait()
+	ws := stop()
 	t.Logf("upgrade %s -> %s: %s; %d samples, workers at most %d, Ready schedulable workers at least %d",
-		from, to, time.Since(began).Round(time.Second), samples, maxWorkers, minReady)
+		from, to, time.Since(began).Round(time.Second), ws.samples, ws.maxWorkers, ws.minReady)
 	for _, s := range op.Properties.Steps {
 		t.Logf("  %-30s %-9s %s  %s", s.Name, s.State, stepDuration(s), s.Message)
 	}
-	if samples == 0 {
+	if ws.samples == 0 {
 		t.Fatal("kubectl never answered during the upgrade")
 	}
-	if maxWorkers > 3 {
-		t.Errorf("kubectl saw %d workers during the upgrade; maxSurge 1 allows 3", maxWorkers)
+	if ws.maxWorkers > 3 {
+		t.Errorf("kubectl saw %d workers during the upgrade; maxSurge 1 allows 3", ws.maxWorkers)
 	}
-	if minReady < 2 {
-		t.Errorf("kubectl saw %d Ready schedulable workers during the upgrade; maxUnavailable 0 keeps 2", minReady)
+	if ws.minReady < 2 {
+		t.Errorf("kubectl saw %d Ready schedulable workers during the upgrade; maxUnavailable 0 keeps 2", ws.minReady)
 	}
 	steps := map[string]v1.Step{}
 	for _, s := range op.Properties.Steps {
