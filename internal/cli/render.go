@@ -208,6 +208,10 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	if e := c.Status.LastError; e != nil && e.Code != "" {
 		fmt.Fprintf(tw, "Last error:\t%s: %s (step %s, retryable %t)\n", e.Code, e.Message, orDash(e.Step), e.Retryable)
 	}
+	for _, cond := range c.Status.Conditions {
+		fmt.Fprintf(tw, "Condition %s:\t%s (%s, since %s): %s\n", cond.Type, cond.Status, cond.Reason,
+			timestamp(cond.LastTransitionTime), cond.Message)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

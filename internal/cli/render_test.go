@@ -145,6 +145,10 @@ func TestRender(t *testing.T) {
 	cl := sampleCluster()
 	bare := v1.Cluster{Name: "new", Status: v1.ClusterStatus{ProvisioningState: v1.StateCreating}}
 	d := &describeView{Cluster: &cl, Nodes: sampleNodes(), Operation: sampleOperation(), Events: sampleEvents()}
+	unhealthy := cl
+	unhealthy.Status.Conditions = []v1.Condition{{Type: v1.ConditionNodesHealthy, Status: "False", Reason: "TooManyUnhealthy",
+		Message: "2 of 3 nodes of pool default are unhealthy (dev-default-0, dev-default-1), more than maxUnhealthy 40% allows (1)",
+		LastTransitionTime: t0}}
 	tests := []struct {
 		name   string
 		format string
@@ -164,6 +168,9 @@ func TestRender(t *testing.T) {
 		}},
 		{"describe.table", "table", nil, func(w io.Writer) error { return renderDescribe(w, d, now) }},
 		{"describe.json", "json", d, nil},
+		{"describe-condition.table", "table", nil, func(w io.Writer) error {
+			return renderDescribe(w, &describeView{Cluster: &unhealthy}, now)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
