@@ -6,7 +6,7 @@ DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
 FUZZTIME ?= 15
 
-.PHONY: help build test test-all fuzz lint bench run demo e2e clean kube kube-smoke
+.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,11 @@ test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 
 test-all: build kube ## every test: private PostgreSQL, unit, API, crash, kube smoke and real-cluster tests
 	scripts/test-all.sh
+
+FAULTS ?= 100
+faults: ## the fault suite (test/faults): FAULTS (default 100) SIGKILLs of replicas under load, on PostgreSQL (3 replicas) and SQLite
+	@if pg_env=$$(scripts/postgres.sh start); then eval "$$pg_env"; export KILN_TEST_POSTGRES; else echo "faults: PostgreSQL could not be started: its half will be SKIPPED" >&2; fi; \
+	FAULTS=$(FAULTS) $(GO) test -count=1 -v -timeout 90m -run TestFaults ./test/faults/
 
 fuzz: ## every Go fuzz target for FUZZTIME seconds each (default 15); failing inputs land in testdata/fuzz
 	scripts/fuzz.sh $(FUZZTIME)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"kiln.dev/kiln/internal/daemon"
+	"kiln.dev/kiln/internal/fault"
 )
 
 func main() {
@@ -32,6 +33,7 @@ func newRoot() *cobra.Command {
 		cfg       daemon.Config
 		logLevel  string
 		logFormat string
+		faultSpec string
 	)
 	cmd := &cobra.Command{
 		Use:   "kilnd",
@@ -66,6 +68,12 @@ unless set; created on first start): back it up apart from the database.
 				return err
 			}
 			cfg.Logger = logger
+			if err := fault.Arm(faultSpec); err != nil {
+				return fmt.Errorf("--fault: %w", err)
+			}
+			if faultSpec != "" {
+				logger.Warn("fault injection armed: this process kills itself at a fault point", "fault", faultSpec)
+			}
 			return daemon.Run(cmd.Context(), cfg)
 		},
 	}
@@ -95,6 +103,10 @@ unless set; created on first start): back it up apart from the database.
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "API requests served at once before more are answered 429 with Retry-After (agent heartbeats and lease renewals are never shed); 0 for the default 512, negative for no cap")
 	f.StringVar(&cfg.SimJournal, "sim-journal", "", "file where the sim provider records every step attempt (tests)")
 	f.MarkHidden("sim-journal")
+	f.StringVar(&cfg.SimState, "sim-state", "", "file where the sim provider keeps its machines, networks and load balancers, shared by every process naming it (tests)")
+	f.MarkHidden("sim-state")
+	f.StringVar(&faultSpec, "fault", os.Getenv(fault.Env), "POINT[:N]: SIGKILL this process the Nth time it reaches fault point POINT (a glob; docs/faults.md) (tests; env KILN_FAULT)")
+	f.MarkHidden("fault")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.AddCommand(newRotateKey())

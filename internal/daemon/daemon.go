@@ -97,6 +97,10 @@ type Config struct {
 	// SimJournal, when set, is a file where the sim records every step
 	// attempt (for process tests).
 	SimJournal string
+	// SimState, when set, is a file where the sim keeps its inventory
+	// (networks, machines, load balancers), shared by every process that
+	// names it (tests).
+	SimState string
 
 	LeaseTTL     time.Duration // default 15s
 	Heartbeat    time.Duration // default 5s
@@ -260,6 +264,9 @@ func (d *Daemon) start(ctx context.Context) error {
 		var opts []sim.Option
 		if d.cfg.SimJournal != "" {
 			opts = append(opts, sim.WithJournal(d.cfg.SimJournal))
+		}
+		if d.cfg.SimState != "" {
+			opts = append(opts, sim.WithStateFile(d.cfg.SimState))
 		}
 		providers["sim"] = sim.New(opts...)
 	}

@@ -14,6 +14,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
@@ -233,7 +234,7 @@ func (x *run) execute(ctx context.Context) error {
 			Err:     err,
 		})
 	}
-	x.p = p
+	x.p = faultPoints(p)
 
 	if current >= 0 && x.op.Steps[current].Attempts == 0 && (current == 0 || x.op.RetryOf != "") {
 		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues, "retryOf", x.op.RetryOf, "force", x.op.Force)
@@ -319,6 +320,7 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		if err := x.save(ctx, false); err != nil {
 			return nil, err
 		}
+		fault.Hit("step." + s.Name + ".after-start")
 		if try == 1 {
 			msg := "step " + s.Name + " started"
 			if s.Attempts > 1 {
@@ -343,9 +345,11 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 				s.State, s.Message = v1.StepSkipped, skip.reason
 			}
 			log.Info("step done", "state", s.State, "duration", end.Sub(start))
+			fault.Hit("step." + s.Name + ".before-checkpoint")
 			if err := x.save(ctx, true); err != nil {
 				return nil, err
 			}
+			fault.Hit("step." + s.Name + ".after-checkpoint")
 			msg := fmt.Sprintf("step %s %s in %s", s.Name, strings.ToLower(s.State), end.Sub(start).Round(time.Millisecond))
 			if skip != nil {
 				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.reason)

@@ -169,6 +169,9 @@ func (k *Kilnd) Kill(sig syscall.Signal) {
 	}
 }
 
+// Done is closed once the process has exited (and its log is complete).
+func (k *Kilnd) Done() <-chan struct{} { return k.done }
+
 // ExitCode is the process's exit code once it has exited.
 func (k *Kilnd) ExitCode() int { return k.Cmd.ProcessState.ExitCode() }
 

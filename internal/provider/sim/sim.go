@@ -1,5 +1,6 @@
 // Package sim is Kiln's in-memory test double for infrastructure providers. It
-// keeps networks, machines and load balancers in memory, safe for concurrent
+// keeps networks, machines and load balancers in memory (or, with
+// WithStateFile, in a file several processes share), safe for concurrent
 // use, and passes providertest like any real provider. It is not a user's
 // default provider: it makes nothing real.
 //
@@ -45,18 +46,26 @@ func WithLatency(d time.Duration) Option { return func(s *Sim) { s.latency = d }
 type Sim struct {
 	latency time.Duration
 	journal *journal // nil unless WithJournal
+	file    string   // the shared inventory; "" keeps it in memory (WithStateFile)
 
 	mu       sync.Mutex
-	clusters map[string]*infra // by project/name
-	failures map[string]int    // fail-step attempts by project/name/step
-	nextID   int
+	inv      *Inventory     // in memory, or loaded from file while held
+	failures map[string]int // fail-step attempts by project/name/step
 }
 
-type infra struct {
-	network  *provider.Network
-	lb       *provider.LoadBalancer
-	machines map[string]provider.Machine
-	nextAddr int
+// Inventory is everything the sim has made: what WithStateFile keeps in its
+// file, and what ReadInventory returns.
+type Inventory struct {
+	NextID   int                      `json:"nextID"`
+	Clusters map[string]*ClusterInfra `json:"clusters"` // by project/name
+}
+
+// ClusterInfra is one cluster's infrastructure in the sim.
+type ClusterInfra struct {
+	Network      *provider.Network           `json:"network,omitempty"`
+	LoadBalancer *provider.LoadBalancer      `json:"loadBalancer,omitempty"`
+	Machines     map[string]provider.Machine `json:"machines"` // by name
+	NextAddr     int                         `json:"nextAddr"`
 }
 
 var (
@@ -68,7 +77,7 @@ var (
 
 // New returns an empty Sim.
 func New(opts ...Option) *Sim {
-	s := &Sim{clusters: map[string]*infra{}, failures: map[string]int{}}
+	s := &Sim{inv: newInventory(), failures: map[string]int{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -97,33 +106,37 @@ func wait(ctx context.Context, d time.Duration) error {
 }
 
 // cluster returns the cluster's infrastructure, creating the record when
-// create is set. Callers hold s.mu.
-func (s *Sim) cluster(c provider.Cluster, create bool) *infra {
-	in := s.clusters[key(c)]
+// create is set. Callers are inside s.update.
+func (s *Sim) cluster(c provider.Cluster, create bool) *ClusterInfra {
+	in := s.inv.Clusters[key(c)]
 	if in == nil && create {
-		in = &infra{machines: map[string]provider.Machine{}}
-		s.clusters[key(c)] = in
+		in = &ClusterInfra{Machines: map[string]provider.Machine{}}
+		s.inv.Clusters[key(c)] = in
 	}
 	return in
 }
 
 func (s *Sim) id(kind string) string {
-	s.nextID++
-	return fmt.Sprintf("sim-%s-%d", kind, s.nextID)
+	s.inv.NextID++
+	return fmt.Sprintf("sim-%s-%d", kind, s.inv.NextID)
 }
 
 // EnsureNetwork returns the cluster's network, creating it the first time.
-func (s *Sim) EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error) {
+func (s *Sim) EnsureNetwork(ctx context.Context, c provider.Cluster) (n provider.Network, err error) {
 	if err := wait(ctx, s.latency); err != nil {
 		return provider.Network{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.cluster(c, true)
-	if in.network == nil {
-		in.network = &provider.Network{ID: s.id("net"), CIDR: NodeNetwork.String()}
-	}
-	return *in.network, nil
+	err = s.update(func() bool {
+		in := s.cluster(c, true)
+		if in.Network != nil {
+			n = *in.Network
+			return false
+		}
+		in.Network = &provider.Network{ID: s.id("net"), CIDR: NodeNetwork.String()}
+		n = *in.Network
+		return true
+	})
+	return n, err
 }
 
 // DeleteNetwork deletes the cluster's network and forgets its fault counts.
@@ -131,64 +144,69 @@ func (s *Sim) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
 	if err := wait(ctx, s.latency); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if in := s.cluster(c, false); in != nil {
-		in.network = nil
-		if in.lb == nil && len(in.machines) == 0 {
-			delete(s.clusters, key(c))
+	return s.update(func() bool {
+		in := s.cluster(c, false)
+		prefix := key(c) + "/"
+		for k := range s.failures {
+			if strings.HasPrefix(k, prefix) {
+				delete(s.failures, k)
+			}
 		}
-	}
-	prefix := key(c) + "/"
-	for k := range s.failures {
-		if strings.HasPrefix(k, prefix) {
-			delete(s.failures, k)
+		if in == nil {
+			return false
 		}
-	}
-	return nil
+		in.Network = nil
+		if in.LoadBalancer == nil && len(in.Machines) == 0 {
+			delete(s.inv.Clusters, key(c))
+		}
+		return true
+	})
 }
 
 // EnsureMachine returns the machine named m.Name, creating it the first time.
 // A machine that exists is returned as it is.
-func (s *Sim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+func (s *Sim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (mc provider.Machine, err error) {
 	if err := wait(ctx, s.latency); err != nil {
 		return provider.Machine{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.cluster(c, true)
-	if got, ok := in.machines[m.Name]; ok {
-		return got, nil
-	}
-	in.nextAddr++
-	n := in.nextAddr + 1 // 10.0.0.1 is the gateway
-	mc := provider.Machine{
-		MachineSpec: m,
-		ID:          s.id("vm"),
-		Address:     fmt.Sprintf("10.0.%d.%d", n/256, n%256),
-		Ready:       true,
-	}
-	in.machines[m.Name] = mc
-	return mc, nil
+	err = s.update(func() bool {
+		in := s.cluster(c, true)
+		if got, ok := in.Machines[m.Name]; ok {
+			mc = got
+			return false
+		}
+		in.NextAddr++
+		n := in.NextAddr + 1 // 10.0.0.1 is the gateway
+		mc = provider.Machine{
+			MachineSpec: m,
+			ID:          s.id("vm"),
+			Address:     fmt.Sprintf("10.0.%d.%d", n/256, n%256),
+			Ready:       true,
+		}
+		in.Machines[m.Name] = mc
+		return true
+	})
+	return mc, err
 }
 
 // ListMachines returns the cluster's machines ordered by name.
-func (s *Sim) ListMachines(ctx context.Context, c provider.Cluster) ([]provider.Machine, error) {
+func (s *Sim) ListMachines(ctx context.Context, c provider.Cluster) (ms []provider.Machine, err error) {
 	if err := wait(ctx, s.latency); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.cluster(c, false)
-	if in == nil {
-		return nil, nil
-	}
-	ms := make([]provider.Machine, 0, len(in.machines))
-	for _, m := range in.machines {
-		ms = append(ms, m)
-	}
+	err = s.update(func() bool {
+		in := s.cluster(c, false)
+		if in == nil {
+			return false
+		}
+		ms = make([]provider.Machine, 0, len(in.Machines))
+		for _, m := range in.Machines {
+			ms = append(ms, m)
+		}
+		return false
+	})
 	slices.SortFunc(ms, func(a, b provider.Machine) int { return strings.Compare(a.Name, b.Name) })
-	return ms, nil
+	return ms, err
 }
 
 // DeleteMachine deletes the named machine; a missing machine is not an error.
@@ -196,30 +214,39 @@ func (s *Sim) DeleteMachine(ctx context.Context, c provider.Cluster, name string
 	if err := wait(ctx, s.latency); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if in := s.cluster(c, false); in != nil {
-		delete(in.machines, name)
-	}
-	return nil
+	return s.update(func() bool {
+		in := s.cluster(c, false)
+		if in == nil {
+			return false
+		}
+		if _, ok := in.Machines[name]; !ok {
+			return false
+		}
+		delete(in.Machines, name)
+		return true
+	})
 }
 
 // EnsureLoadBalancer returns the cluster's load balancer, creating it the
 // first time.
-func (s *Sim) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (provider.LoadBalancer, error) {
+func (s *Sim) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (lb provider.LoadBalancer, err error) {
 	if err := wait(ctx, s.latency); err != nil {
 		return provider.LoadBalancer{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.cluster(c, true)
-	if in.lb == nil {
-		in.lb = &provider.LoadBalancer{
+	err = s.update(func() bool {
+		in := s.cluster(c, true)
+		if in.LoadBalancer != nil {
+			lb = *in.LoadBalancer
+			return false
+		}
+		in.LoadBalancer = &provider.LoadBalancer{
 			ID:      s.id("lb"),
 			Address: fmt.Sprintf("%s.%s.sim.kiln.invalid:6443", c.Name, c.Project),
 		}
-	}
-	return *in.lb, nil
+		lb = *in.LoadBalancer
+		return true
+	})
+	return lb, err
 }
 
 // DeleteLoadBalancer deletes the cluster's load balancer, if any.
@@ -227,10 +254,12 @@ func (s *Sim) DeleteLoadBalancer(ctx context.Context, c provider.Cluster) error 
 	if err := wait(ctx, s.latency); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if in := s.cluster(c, false); in != nil {
-		in.lb = nil
-	}
-	return nil
+	return s.update(func() bool {
+		in := s.cluster(c, false)
+		if in == nil || in.LoadBalancer == nil {
+			return false
+		}
+		in.LoadBalancer = nil
+		return true
+	})
 }

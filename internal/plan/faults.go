@@ -1,0 +1,96 @@
+package plan
+
+import (
+	"context"
+
+	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// faultPoints wraps p so that every provider call the plan makes hits the
+// fault points provider.<Method>.before and provider.<Method>.after
+// (docs/faults.md). The wrapper keeps the capabilities the plan checks for:
+// load balancers (only when p has them), the step hook, Agentless and
+// HostsJoin (each answering as p does, or as if absent).
+func faultPoints(p provider.Provider) provider.Provider {
+	fp := faultProvider{p: p}
+	if lbs, ok := p.(provider.LoadBalancers); ok {
+		return faultProviderLB{faultProvider: fp, lbs: lbs}
+	}
+	return fp
+}
+
+type faultProvider struct{ p provider.Provider }
+
+func (f faultProvider) EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error) {
+	fault.Hit("provider.EnsureNetwork.before")
+	defer fault.Hit("provider.EnsureNetwork.after")
+	return f.p.EnsureNetwork(ctx, c)
+}
+
+func (f faultProvider) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
+	fault.Hit("provider.DeleteNetwork.before")
+	defer fault.Hit("provider.DeleteNetwork.after")
+	return f.p.DeleteNetwork(ctx, c)
+}
+
+func (f faultProvider) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	fault.Hit("provider.EnsureMachine.before")
+	defer fault.Hit("provider.EnsureMachine.after")
+	return f.p.EnsureMachine(ctx, c, m)
+}
+
+func (f faultProvider) ListMachines(ctx context.Context, c provider.Cluster) ([]provider.Machine, error) {
+	fault.Hit("provider.ListMachines.before")
+	defer fault.Hit("provider.ListMachines.after")
+	return f.p.ListMachines(ctx, c)
+}
+
+func (f faultProvider) DeleteMachine(ctx context.Context, c provider.Cluster, name string) error {
+	fault.Hit("provider.DeleteMachine.before")
+	defer fault.Hit("provider.DeleteMachine.after")
+	return f.p.DeleteMachine(ctx, c, name)
+}
+
+// BeforeStep is the step hook of p, if it has one.
+func (f faultProvider) BeforeStep(ctx context.Context, c provider.Cluster, step string) error {
+	if h, ok := f.p.(StepHook); ok {
+		return h.BeforeStep(ctx, c, step)
+	}
+	return nil
+}
+
+// Agentless is p's answer, false when p does not say.
+func (f faultProvider) Agentless() bool {
+	a, ok := f.p.(agentless)
+	return ok && a.Agentless()
+}
+
+// HostsJoin is p's answer, false when p does not say.
+func (f faultProvider) HostsJoin() bool {
+	h, ok := f.p.(provider.Hosted)
+	return ok && h.HostsJoin()
+}
+
+type faultProviderLB struct {
+	faultProvider
+	lbs provider.LoadBalancers
+}
+
+func (f faultProviderLB) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (provider.LoadBalancer, error) {
+	fault.Hit("provider.EnsureLoadBalancer.before")
+	defer fault.Hit("provider.EnsureLoadBalancer.after")
+	return f.lbs.EnsureLoadBalancer(ctx, c)
+}
+
+func (f faultProviderLB) DeleteLoadBalancer(ctx context.Context, c provider.Cluster) error {
+	fault.Hit("provider.DeleteLoadBalancer.before")
+	defer fault.Hit("provider.DeleteLoadBalancer.after")
+	return f.lbs.DeleteLoadBalancer(ctx, c)
+}
+
+var (
+	_ provider.LoadBalancers = faultProviderLB{}
+	_ StepHook               = faultProvider{}
+	_ provider.Hosted        = faultProvider{}
+)

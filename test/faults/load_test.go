@@ -1,0 +1,220 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/kilndtest"
+)
+
+const project = "faults"
+
+type suite struct {
+	t       *testing.T
+	data    string
+	journal string
+	state   string
+	args    []string
+	token   string
+
+	mu    sync.Mutex
+	procs []*kilndtest.Kilnd
+	kills []killRecord
+	ops   []*opRecord // every operation the load started, acknowledged or not
+	// final is what each cluster should be at the end: its last operation.
+	final map[string]*opRecord
+}
+
+type killRecord struct {
+	pid int
+	at  time.Time
+}
+
+// opRecord is one operation the load started.
+type opRecord struct {
+	cluster string
+	kind    string
+	id      string
+	acked   bool // the client got its 201/202 (else found after an ambiguous request)
+	workers int  // the pool size it asked for
+}
+
+// client is an API client for a random replica that is up.
+func (s *suite) client() *v1.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.procs[rand.IntN(len(s.procs))]
+	return k.Client(s.token)
+}
+
+// retry calls fn on a random replica until it succeeds, fails with an API
+// error that is not a 5xx, or 3 minutes pass.
+func (s *suite) retry(what string, fn func(ctx context.Context, c *v1.Client) error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := fn(ctx, s.client())
+		cancel()
+		var ae *v1.APIError
+		if err == nil || (errors.As(err, &ae) && ae.StatusCode < 500) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: still failing after 3 minutes: %w", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func simCluster(name string, workers int) *v1.Cluster {
+	return &v1.Cluster{
+		Name: name,
+		Spec: v1.ClusterSpec{
+			Provider:     "sim",
+			ControlPlane: v1.ControlPlane{Size: 1},
+			WorkerPools:  []v1.WorkerPool{{Name: "default", Size: workers}},
+			Labels:       map[string]string{"sim.kiln.dev/step-latency": "150ms"},
+		},
+	}
+}
+
+func (s *suite) setup() {
+	s.final = map[string]*opRecord{}
+	err := s.retry("create project", func(ctx context.Context, c *v1.Client) error {
+		_, err := c.PutProject(ctx, &v1.Project{Name: project})
+		return err
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *suite) errorf(format string, args ...any) {
+	s.t.Errorf(format, args...)
+}
+
+// load runs create, scale, delete cycles of its own clusters until stop.
+func (s *suite) load(g int, stop <-chan struct{}) {
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		name := fmt.Sprintf("load-%d-%d", g, n)
+		if !s.mutate(name, v1.KindCreate, 1+rand.IntN(2), "") {
+			return
+		}
+		if !s.mutate(name, v1.KindUpdate, 1+rand.IntN(3), s.lastOp(name)) {
+			return
+		}
+		if rand.IntN(4) == 0 {
+			continue // keep a quarter of the clusters, to check their inventory
+		}
+		if !s.mutate(name, v1.KindDelete, 0, s.lastOp(name)) {
+			return
+		}
+	}
+}
+
+func (s *suite) lastOp(cluster string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.final[cluster]; r != nil {
+		return r.id
+	}
+	return ""
+}
+
+// mutate starts one operation on cluster and waits until it ends. An
+// ambiguous request (no answer: the replica died) is resolved by reading the
+// cluster: a new current operation is adopted as accepted, unacknowledged.
+func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
+	rec := &opRecord{cluster: cluster, kind: kind, workers: workers}
+	for attempt := 0; rec.id == ""; attempt++ {
+		if attempt > 50 {
+			s.errorf("cluster %s: %s never accepted", cluster, kind)
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c := s.client()
+		var (
+			id  string
+			err error
+		)
+		if kind == v1.KindDelete {
+			id, err = c.DeleteCluster(ctx, project, cluster)
+		} else {
+			_, id, err = c.PutCluster(ctx, project, simCluster(cluster, workers), "")
+		}
+		cancel()
+		if err == nil {
+			rec.id, rec.acked = id, true
+			break
+		}
+		var ae *v1.APIError
+		if errors.As(err, &ae) && ae.StatusCode < 500 && ae.StatusCode != http.StatusConflict {
+			s.errorf("cluster %s: %s refused: %v", cluster, kind, err)
+			return false
+		}
+		// No answer (or a 5xx, or busy): did it happen?
+		var cl *v1.Cluster
+		gerr := s.retry("get cluster", func(ctx context.Context, c *v1.Client) error {
+			var err error
+			cl, err = c.GetCluster(ctx, project, cluster)
+			return err
+		})
+		if errors.As(gerr, &ae) && ae.StatusCode == http.StatusNotFound {
+			if kind == v1.KindDelete && prev != "" {
+				s.errorf("cluster %s: gone before its delete was acknowledged, operation unknown", cluster)
+				return false
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if gerr != nil {
+			s.errorf("cluster %s: %v", cluster, gerr)
+			return false
+		}
+		if op := cl.Status.CurrentOperation; op != "" && op != prev {
+			rec.id = op
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.mu.Lock()
+	s.ops = append(s.ops, rec)
+	s.final[cluster] = rec
+	s.mu.Unlock()
+	return s.waitOp(rec.id) != nil
+}
+
+// waitOp polls the operation on any replica until it ends (5 minutes).
+func (s *suite) waitOp(id string) *v1.Operation {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		var op *v1.Operation
+		err := s.retry("get operation", func(ctx context.Context, c *v1.Client) error {
+			var err error
+			op, err = c.GetOperation(ctx, id)
+			return err
+		})
+		if err != nil {
+			s.errorf("operation %s: %v", id, err)
+			return nil
+		}
+		if v1.Terminal(op.Status) {
+			return op
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	s.errorf("operation %s did not end in 5 minutes", id)
+	return nil
+}
