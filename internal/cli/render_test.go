@@ -147,7 +147,7 @@ func TestRender(t *testing.T) {
 	d := &describeView{Cluster: &cl, Nodes: sampleNodes(), Operation: sampleOperation(), Events: sampleEvents()}
 	unhealthy := cl
 	unhealthy.Status.Conditions = []v1.Condition{{Type: v1.ConditionNodesHealthy, Status: "False", Reason: "TooManyUnhealthy",
-		Message: "2 of 3 nodes of pool default are unhealthy (dev-default-0, dev-default-1), more than maxUnhealthy 40% allows (1)",
+		Message:            "2 of 3 nodes of pool default are unhealthy (dev-default-0, dev-default-1), more than maxUnhealthy 40% allows (1)",
 		LastTransitionTime: t0}}
 	tests := []struct {
 		name   string
