@@ -96,6 +96,12 @@ func toAPIError(err error, what string) *apiError {
 	case errors.Is(err, store.ErrNotEmpty):
 		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
 			Code: v1.CodeConflict, Target: what, Message: fmt.Sprintf("the %s is not empty; delete what it holds first", what)}}
+	case store.Unavailable(err):
+		// The database is out of reach (restarting, failing over): nothing
+		// is known to have been written, and the same request can succeed
+		// in a moment. writeError adds Retry-After.
+		return &apiError{status: http.StatusServiceUnavailable, cause: err, body: v1.Error{
+			Code: v1.CodeUnavailable, Message: "the store is not reachable; retry after Retry-After seconds"}}
 	}
 	return &apiError{status: http.StatusInternalServerError, cause: err, body: v1.Error{
 		Code: v1.CodeInternal, Message: "an internal error occurred; the request id identifies it to an operator",
@@ -111,9 +117,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, w
 			slog.String("requestId", requestID(r.Context())), slog.Any("error", err))
 		ae.body.Message = fmt.Sprintf("%s (request id %s)", ae.body.Message, requestID(r.Context()))
 	}
+	if ae.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfterUnavailable)
+	}
 	w.Header().Set(codeHeader, ae.body.Code)
 	writeJSON(w, ae.status, v1.ErrorResponse{Error: ae.body})
 }
+
+// retryAfterUnavailable is the Retry-After, in seconds, of a 503 that did
+// not set its own: every 503 is retryable (docs/errors.md).
+const retryAfterUnavailable = "2"
 
 // codeHeader carries an error answer's code, as Azure's x-ms-error-code
 // does: clients and the audit log read it without parsing the body.
