@@ -61,15 +61,18 @@ func TestFaultsPostgres(t *testing.T) {
 		t.Skip("SKIPPED: KILN_TEST_POSTGRES is not set, so the fault suite's PostgreSQL half (3 replicas) does not run; " +
 			"start one with scripts/postgres.sh start and eval $(scripts/postgres.sh url)")
 	}
-	run(t, 3, []string{"--store", pgtest.FreshDB(t)})
+	// A server of its own, which the suite restarts once in the middle of
+	// the load.
+	pg := pgtest.StartPrivate(t)
+	run(t, 3, pg, []string{"--store", pg.URL})
 }
 
 // TestFaultsSQLite: one process on SQLite, killed with SIGKILL and restarted.
 func TestFaultsSQLite(t *testing.T) {
-	run(t, 1, nil)
+	run(t, 1, nil, nil)
 }
 
-func run(t *testing.T, replicas int, storeFlags []string) {
+func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	data := t.TempDir()
 	s := &suite{
 		t:       t,
@@ -77,6 +80,7 @@ func run(t *testing.T, replicas int, storeFlags []string) {
 		journal: filepath.Join(data, "sim-journal"),
 		state:   filepath.Join(data, "sim-state"),
 		procs:   make([]*kilndtest.Kilnd, replicas),
+		pg:      pg,
 	}
 	s.args = append([]string{"--data-dir", data, "--sim", "--sim-journal", s.journal, "--sim-state", s.state,
 		"--lease-ttl", "3s", "--lease-heartbeat", "1s", "--concurrency", "4", "--health-interval", "1h"}, storeFlags...)
@@ -94,7 +98,11 @@ func run(t *testing.T, replicas int, storeFlags []string) {
 		wg.Go(func() { s.load(g, stop) })
 	}
 	start := time.Now()
-	for range kills {
+	for n := range kills {
+		if pg != nil && n == kills/2 {
+			// Once per run, half way: PostgreSQL itself restarts.
+			s.restartPostgres()
+		}
 		// Kill only while something is running, so each kill interrupts work.
 		time.Sleep(time.Duration(1500+rand.IntN(1500)) * time.Millisecond)
 		i := rand.IntN(replicas)
@@ -104,6 +112,7 @@ func run(t *testing.T, replicas int, storeFlags []string) {
 	wg.Wait()
 	t.Logf("load and faults: %d kills in %s", kills, time.Since(start).Round(time.Second))
 	s.check()
+	s.checkOutage()
 }
 
 func (s *suite) start(i int) *kilndtest.Kilnd {

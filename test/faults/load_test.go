@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -30,6 +31,12 @@ type suite struct {
 	ops   []*opRecord // every operation the load started, acknowledged or not
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord
+
+	// The PostgreSQL restart (pgrestart_test.go); pg is nil on SQLite.
+	pg           *pgtest.Private
+	pgStop, pgUp time.Time
+	firstOK      time.Time // the first 2xx after pgUp
+	answers      []answer  // every 5xx
 }
 
 type killRecord struct {
@@ -51,7 +58,9 @@ func (s *suite) client() *v1.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.procs[rand.IntN(len(s.procs))]
-	return k.Client(s.token)
+	hc := k.HTTPClient()
+	hc.Transport = observing{s: s, rt: hc.Transport}
+	return v1.NewClient(k.URL(), s.token, v1.WithHTTPClient(hc)) // hc verifies k.CACert
 }
 
 // retry calls fn on a random replica until it succeeds, fails with an API
