@@ -23,21 +23,7 @@ import (
 
 var kilndBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kiln-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kilndBin = filepath.Join(dir, "kilnd")
-	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(kilndtest.RunWithKilnd(m, &kilndBin)) }
 
 // faults is how many SIGKILLs a run injects (FAULTS). Unset, the suite is
 // skipped: make test stays fast; make test-all sets FAULTS=15, make faults

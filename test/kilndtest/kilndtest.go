@@ -37,6 +37,25 @@ func Build(dir string, pkgs ...string) error {
 	return nil
 }
 
+// RunWithKilnd is a TestMain body for packages that start kilnd: it builds
+// kiln.dev/kiln/cmd/kilnd into a temporary directory, sets *bin to the
+// program, runs the tests and removes the directory. It returns the exit
+// code for os.Exit.
+func RunWithKilnd(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "kiln-kilnd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = filepath.Join(dir, "kilnd")
+	if err := Build(dir, "kiln.dev/kiln/cmd/kilnd"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
 // Kilnd is one running kilnd process.
 type Kilnd struct {
 	Cmd  *exec.Cmd

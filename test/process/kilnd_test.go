@@ -21,21 +21,7 @@ import (
 
 var kilndBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kiln-process-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kilndBin = filepath.Join(dir, "kilnd")
-	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(kilndtest.RunWithKilnd(m, &kilndBin)) }
 
 // storeKind is where the kilnd processes of a test keep their records.
 type storeKind struct {
