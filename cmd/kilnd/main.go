@@ -99,6 +99,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
+	f.DurationVar(&cfg.Poll, "poll", 0, "how often the worker, operation long-polls and agent sessions re-read the store for changes no notification brought (changes wake them at once: in this process, and from the other replicas on PostgreSQL); 0 for the defaults (0.5s, 0.5s, 2s)")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "API requests a second per token (bursts of twice that); 0 for the default 5000, negative for no limit")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "API requests served at once before more are answered 429 with Retry-After (agent heartbeats and lease renewals are never shed); 0 for the default 512, negative for no cap")
 	f.StringVar(&cfg.SimJournal, "sim-journal", "", "file where the sim provider records every step attempt (tests)")

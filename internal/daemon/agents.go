@@ -51,6 +51,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		Controller:       "https://" + d.AgentAddr,
 		ControllerCA:     ca.CertPEM(),
 		NodeCertValidity: d.cfg.NodeCertValidity,
+		PollInterval:     d.cfg.Poll,
 	})
 	// No read or write timeout: sessions are long-lived websockets.
 	d.agentServer = &http.Server{

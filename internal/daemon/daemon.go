@@ -109,8 +109,14 @@ type Config struct {
 	// HealthInterval is how often the backend's machine health check looks
 	// at every cluster; default health.DefaultInterval.
 	HealthInterval time.Duration
-	RateLimit      float64 // API requests a second per token; 0 default, negative off
-	MaxInFlight    int     // API requests served at once; 0 default (512), negative off
+	// Poll, when set, is how often the worker looks for work, long-polls
+	// re-read their operation and agent sessions their instructions, for
+	// the changes that no notification brought (the store's changes wake
+	// them at once: watch.go). Zero keeps each one's default (0.5 s, 0.5 s,
+	// 2 s).
+	Poll        time.Duration
+	RateLimit   float64 // API requests a second per token; 0 default, negative off
+	MaxInFlight int     // API requests served at once; 0 default (512), negative off
 
 	Logger *slog.Logger
 }
@@ -141,6 +147,7 @@ type Daemon struct {
 	local     *local.Local // nil unless Config.Local
 
 	gw          *gateway.Gateway // nil in a backend-only process
+	stopWatch   func()           // ends watch (watch.go)
 	agentServer *http.Server
 	agentDone   chan error
 	stopGateway context.CancelFunc
@@ -295,12 +302,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	if err := auth.EnsureOwnerToken(ctx, d.Store, AdminUser, token); err != nil {
 		return err
 	}
-	// The frontend and the backend of one process wake each other: a new
-	// operation wakes an idle worker, a step written wakes long-polls.
-	var (
-		handler  http.Handler
-		runStore store.Store = d.Store
-	)
+	var handler http.Handler
 	if d.cfg.Role != RoleBackend {
 		if d.cfg.Dev {
 			if err := ensureProject(ctx, d.Store, "default"); err != nil {
@@ -313,31 +315,32 @@ func (d *Daemon) start(ctx context.Context) error {
 		}
 		srv := server.New(server.Options{
 			Activation: activation,
-			Store:      wakingStore{Store: d.Store, wake: d.wakeWorker},
+			Store:      d.Store,
 			Logger:     d.log,
 			Registry:   reg,
 			Steps: func(kind string, spec *v1.ClusterSpec) []string {
 				return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 			},
-			Providers:   providers,
-			Installer:   server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
-			RateLimit:   d.cfg.RateLimit,
-			MaxInFlight: d.cfg.MaxInFlight,
+			Providers:    providers,
+			Installer:    server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
+			RateLimit:    d.cfg.RateLimit,
+			MaxInFlight:  d.cfg.MaxInFlight,
+			PollInterval: d.cfg.Poll,
 		})
 		handler, d.api = srv, srv
-		runStore = notifyingStore{Store: d.Store, notify: srv.Notify}
 	} else {
 		handler = healthOnly(d.Store, reg)
 	}
 	if d.cfg.Role != RoleFrontend {
 		d.worker = worker.New(worker.Options{
 			Store:        d.Store,
-			Runner:       plan.NewRunner(plan.Options{Store: runStore, Providers: providers, Logger: d.log, Agents: d.agents()}),
+			Runner:       plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents()}),
 			Owner:        worker.DefaultOwner(),
 			LeaseTTL:     d.cfg.LeaseTTL,
 			Heartbeat:    d.cfg.Heartbeat,
 			DrainTimeout: d.cfg.DrainTimeout,
 			Concurrency:  d.cfg.Concurrency,
+			Poll:         d.cfg.Poll,
 			Logger:       d.log,
 			Registerer:   reg,
 		})
@@ -364,6 +367,8 @@ func (d *Daemon) start(ctx context.Context) error {
 			Logger:   d.log,
 		})
 	}
+
+	d.watch()
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -433,6 +438,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if err := <-d.serveDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
+		}
+		if d.stopWatch != nil {
+			d.stopWatch()
 		}
 		if err := d.Store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,9 +143,10 @@ func (g *Gateway) Handler() http.Handler {
 }
 
 // Notify wakes the session of node of cluster k in this process, if there
-// is one, to send the node's pending instructions now. A plan calls it after
-// PutInstruction; sessions in other processes find the instruction at their
-// next poll.
+// is one, to check its certificate and send the node's pending instructions
+// now. Run calls it for every instruction and certificate record written,
+// by this process or (on a store that relays changes: PostgreSQL) another;
+// sessions that a change does not reach find it at their next poll.
 func (g *Gateway) Notify(k store.Key, node string) {
 	g.mu.Lock()
 	s := g.sessions[keyOf(k, node)]
@@ -152,6 +154,32 @@ func (g *Gateway) Notify(k store.Key, node string) {
 	if s != nil {
 		s.notify()
 	}
+}
+
+// watch wakes sessions on the store's changes (while Run runs): an
+// instruction for their node, their node's certificate record written by
+// another process (this one's registrations and ForgetNode close the
+// sessions they replace themselves, saying why), or a resync (every
+// session).
+func (g *Gateway) watch() (stop func()) {
+	w, ok := g.st.(store.Watcher)
+	if !ok {
+		return func() {}
+	}
+	return w.Watch(func(c store.Change) {
+		switch {
+		case c.Kind == store.ChangeInstruction:
+			g.Notify(c.Key(), c.Node)
+		case c.Kind == store.ChangeSecret && c.Remote && strings.HasPrefix(c.Secret, NodeCertSecretPrefix):
+			g.Notify(c.Key(), strings.TrimPrefix(c.Secret, NodeCertSecretPrefix))
+		case c.Kind == store.ChangeResync:
+			g.mu.Lock()
+			for _, s := range g.sessions {
+				s.notify()
+			}
+			g.mu.Unlock()
+		}
+	})
 }
 
 // ForgetNode refuses every certificate of node of cluster k from now on,

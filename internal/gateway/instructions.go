@@ -13,6 +13,7 @@ import (
 // Instructions travel to the agent once per session (on connect, when
 // Notify wakes the session, at every poll); results come back once into the
 // store and are acknowledged, also when they were recorded already.
+// A wake and a poll both check the session's certificate first.
 
 func (s *session) result(r *v1.InstructionResult) error {
 	err := s.g.st.SetInstructionResult(s.ctx, r.Instruction, *r)
@@ -47,20 +48,21 @@ func (s *session) sender() {
 			}
 			return
 		}
-		for again := false; !again; {
+	wait:
+		for {
 			select {
 			case <-s.ctx.Done():
 				return
 			case <-flush.C:
 				s.flushLogs(s.ctx)
 			case <-s.wake:
-				again = true
+				break wait
 			case <-poll.C:
-				if !s.checkCertificate() {
-					return
-				}
-				again = true
+				break wait
 			}
+		}
+		if !s.checkCertificate() {
+			return
 		}
 	}
 }

@@ -31,6 +31,7 @@ var liveStates = map[string]bool{
 
 // Run sweeps node liveness every heartbeat interval until ctx ends.
 func (g *Gateway) Run(ctx context.Context) error {
+	defer g.watch()()
 	t := time.NewTicker(g.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {

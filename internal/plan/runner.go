@@ -18,6 +18,7 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
+	"kiln.dev/kiln/internal/worker"
 )
 
 // Store is what the runner needs of the store. Every write it makes is
@@ -260,7 +261,14 @@ func (x *run) execute(ctx context.Context) error {
 		if done(x.op.Steps[i].State) {
 			continue
 		}
-		// Between steps is the first safe point.
+		// Between steps is the first safe point: a draining worker hands
+		// the lease back here, and a cancel is honoured.
+		select {
+		case <-worker.Draining(ctx):
+			x.log.Info("stopping before the next step: this process drains", "step", x.op.Steps[i].Name)
+			return worker.ErrDraining
+		default:
+		}
 		if err := x.pollCancel(ctx); err != nil {
 			return err
 		}

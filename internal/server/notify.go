@@ -42,6 +42,15 @@ func (n *notifier) watch(id string) (<-chan struct{}, func()) {
 	}
 }
 
+func (n *notifier) notifyAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, w := range n.watches {
+		close(w.ch)
+		delete(n.watches, id)
+	}
+}
+
 func (n *notifier) notify(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

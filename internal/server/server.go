@@ -217,10 +217,13 @@ func New(opts Options) *Server {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// Notify wakes long-polls of the operation id; an in-process backend calls
-// it after each write to an operation. It is optional: long-polls also
-// re-read the store every PollInterval.
+// Notify wakes long-polls of the operation id; call it after each write to
+// an operation (kilnd does, for every change its store reports). It is
+// optional: long-polls also re-read the store every PollInterval.
 func (s *Server) Notify(id string) { s.notes.notify(id) }
+
+// NotifyAll wakes every long-poll: changes may have been missed.
+func (s *Server) NotifyAll() { s.notes.notifyAll() }
 
 // handlerFunc is a handler that returns its error; what names the record
 // it works on for error messages.

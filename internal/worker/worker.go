@@ -39,6 +39,23 @@ var ErrLeaseLost = errors.New("lease lost")
 // and the run did not finish within the drain timeout.
 var ErrDrainTimeout = errors.New("drain timeout")
 
+// ErrDraining is what a Runner returns when it stopped at a safe point
+// because its worker drains (Draining): the lease goes back at once, for
+// another process to carry on from there.
+var ErrDraining = errors.New("stopped at a safe point: the worker drains")
+
+type drainingKey struct{}
+
+// Draining is closed when the worker running ctx's job starts draining (its
+// process is stopping). A Runner should then stop at its next safe point
+// (between steps) and return ErrDraining: its lease is handed back at once,
+// instead of when the run ends or the drain timeout cancels it. Outside a
+// worker's job it is nil, which never closes.
+func Draining(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(drainingKey{}).(<-chan struct{})
+	return ch
+}
+
 // Options configure a Worker. Store and Runner are required.
 type Options struct {
 	Store  Store
@@ -119,11 +136,12 @@ func DefaultOwner() string {
 func (w *Worker) Owner() string { return w.opts.Owner }
 
 // Run claims and runs clusters until ctx is cancelled, then drains: it stops
-// claiming at once, gives running jobs DrainTimeout to finish, cancels the
-// rest and releases their leases. It returns nil when every job is done.
+// claiming at once, tells running jobs (Draining), gives them DrainTimeout
+// to reach a safe point or finish, cancels the rest and releases their
+// leases. It returns nil when every job is done.
 func (w *Worker) Run(ctx context.Context) error {
-	// Jobs outlive ctx by up to DrainTimeout.
-	jobs, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	// Jobs outlive ctx by up to DrainTimeout; Draining tells them ctx ended.
+	jobs, stopJobs := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), drainingKey{}, ctx.Done()))
 	defer stopJobs(nil)
 	slots := make(chan struct{}, w.opts.Concurrency)
 	var wg sync.WaitGroup
@@ -240,6 +258,8 @@ func (w *Worker) job(parent context.Context, cl *store.Cluster) {
 		// Someone else holds the lease; there is nothing to release.
 		log.Warn("run stopped: lease lost", "err", err)
 		return
+	case errors.Is(err, ErrDraining):
+		log.Info("run stopped at a safe point to drain; handing the lease back")
 	case err != nil && ctx.Err() != nil:
 		log.Info("run stopped", "cause", cause)
 	case err != nil:

@@ -282,6 +282,45 @@ func TestDrainLetsRunsFinish(t *testing.T) {
 	}
 }
 
+// safePointRunner stops at its "safe point" when its worker drains.
+type safePointRunner struct{ started chan struct{} }
+
+func (r safePointRunner) Run(ctx context.Context, cl *store.Cluster) error {
+	r.started <- struct{}{}
+	select {
+	case <-worker.Draining(ctx):
+		return worker.ErrDraining
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestDrainingRunStopsAtASafePoint: a draining worker tells its runs
+// (Draining); one that stops at a safe point has its lease handed back
+// then, long before the drain timeout.
+func TestDrainingRunStopsAtASafePoint(t *testing.T) {
+	if worker.Draining(t.Context()) != nil {
+		t.Fatal("Draining outside a worker's job is not nil")
+	}
+	st := openStore(t, &clock{})
+	create(t, st, "c", nil)
+	r := safePointRunner{started: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(t.Context())
+	w := worker.New(worker.Options{Store: st, Runner: r, Owner: "a", Poll: 5 * time.Millisecond,
+		DrainTimeout: time.Hour, Logger: logger(t)})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	recv(t, "the run to start", r.started)
+
+	cancel()
+	if err := recv(t, "Run to return (not after the hour-long drain timeout)", done); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimCluster(t.Context(), "b", time.Minute); err != nil {
+		t.Fatalf("claim right after the drain: %v; the lease was not handed back", err)
+	}
+}
+
 // countingStore counts lease renewals.
 type countingStore struct {
 	worker.Store

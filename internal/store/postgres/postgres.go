@@ -61,6 +61,9 @@ func Open(ctx context.Context, url string, opts ...sqlstore.Option) (store.Store
 	}
 	d := Dialect(m)
 	d.SessionLocker = locker
+	// Other kilnd processes on this database hear of this one's writes
+	// (and it of theirs) through LISTEN/NOTIFY: relay.go.
+	opts = append(opts[:len(opts):len(opts)], sqlstore.WithRelay(newRelay(url, db)))
 	s, err := sqlstore.New(ctx, d, db, db, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", cfg.Database, err)

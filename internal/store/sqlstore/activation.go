@@ -91,5 +91,8 @@ func (s *Store) UpdateClusterSecrets(ctx context.Context, k store.Key, writes ..
 	if err != nil {
 		return wrap(err)
 	}
+	for _, w := range writes {
+		s.changed(store.Change{Kind: store.ChangeSecret, Project: k.Project, Cluster: k.Name, Secret: w.Name})
+	}
 	return nil
 }

@@ -48,6 +48,7 @@ func (s *Store) PutClusterSecret(ctx context.Context, k store.Key, name string, 
 	if err != nil {
 		return wrap(err)
 	}
+	s.changed(store.Change{Kind: store.ChangeSecret, Project: k.Project, Cluster: k.Name, Secret: name})
 	return nil
 }
 
@@ -135,6 +136,7 @@ func (s *Store) PutInstruction(ctx context.Context, in *store.Instruction, c sto
 		return wrap(err)
 	}
 	in.CreatedAt, in.Result, in.ResultAt = created, nil, nil
+	s.changed(store.Change{Kind: store.ChangeInstruction, Project: k.Project, Cluster: k.Name, Node: in.Node})
 	return nil
 }
 

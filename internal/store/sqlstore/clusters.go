@@ -75,6 +75,7 @@ func (s *Store) BeginOperation(ctx context.Context, cl *store.Cluster, op *store
 	if err := s.beginOperation(ctx, cl, op, c); err != nil {
 		return fmt.Errorf("begin operation on cluster %s: %w", k, err)
 	}
+	s.changed(operationChanged(op), store.Change{Kind: store.ChangeWork, Project: k.Project, Cluster: k.Name})
 	return nil
 }
 

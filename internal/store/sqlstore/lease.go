@@ -88,6 +88,7 @@ func (s *Store) ReleaseLease(ctx context.Context, k store.Key, f store.Fence) er
 	if err := s.fencedUpdate(ctx, `lease_owner = '', lease_expiry = 0`, nil, k, f); err != nil {
 		return fmt.Errorf("release lease of cluster %s: %w", k, err)
 	}
+	s.changed(store.Change{Kind: store.ChangeWork, Project: k.Project, Cluster: k.Name})
 	return nil
 }
 

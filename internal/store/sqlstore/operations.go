@@ -179,6 +179,9 @@ func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelReque
 	if !recorded && v1.Terminal(op.Status) {
 		return op, false, wrap(store.ErrEnded)
 	}
+	if recorded {
+		s.changed(operationChanged(op))
+	}
 	return op, recorded, nil
 }
 
@@ -224,6 +227,7 @@ func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.
 	if err != nil {
 		return wrap(err)
 	}
+	s.changed(operationChanged(op))
 	return nil
 }
 
@@ -282,6 +286,7 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		cl.ETag = etag
 		cl.Lease = store.Lease{Token: f.Token}
 	}
+	s.changed(operationChanged(op))
 	return nil
 }
 

@@ -72,6 +72,13 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// WithRelay sets the relay that carries this store's changes to other
+// processes and theirs back (changes.go). Without one, Watch sees the
+// writes of this process only.
+func WithRelay(r Relay) Option {
+	return func(s *Store) { s.relay = r }
+}
+
 // Store implements store.Store over database/sql.
 type Store struct {
 	d     Dialect
@@ -80,9 +87,15 @@ type Store struct {
 	now   func() time.Time
 	// sealer seals secret columns (sealer.go); nil stores them in clear.
 	sealer Sealer
+	// changes and relay tell watchers about committed writes (changes.go).
+	changes store.Hub
+	relay   Relay
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Watcher = (*Store)(nil)
+)
 
 // New applies the dialect's migrations to write and returns a Store. Reads
 // outside a transaction (Get, List) go to read; everything else to write.
@@ -95,6 +108,9 @@ func New(ctx context.Context, d Dialect, write, read *sql.DB, opts ...Option) (*
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if s.relay != nil {
+		s.relay.Start(s.changes.Publish)
 	}
 	return s, nil
 }
@@ -127,9 +143,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the pools.
+// Close stops the relay and closes the pools.
 func (s *Store) Close() error {
-	err := s.write.Close()
+	var err error
+	if s.relay != nil {
+		err = s.relay.Close()
+	}
+	err = errors.Join(err, s.write.Close())
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
 	}

@@ -110,6 +110,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},
+		{"Changes", testChanges},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
