@@ -316,7 +316,10 @@ type Node struct {
 	Prechecks      []PrecheckResult `json:"prechecks"`
 	Message        string           `json:"message"`
 	LastHeartbeat  *time.Time       `json:"lastHeartbeat"`
-	CreatedAt      time.Time        `json:"createdAt"`
+	// PreviousState is, while the node is NOT_READY, the state it had
+	// before it missed its heartbeats: the next heartbeat puts it back.
+	PreviousState string    `json:"previousState,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
 // NodeConfig is the body of POST .../nodes/{node}/configure: the node's role

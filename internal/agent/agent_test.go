@@ -295,8 +295,16 @@ func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
 	if msg := n.get("c-w-0").Message; !strings.Contains(msg, "no heartbeat since") || !strings.Contains(msg, "was APPROVED") {
 		t.Errorf("message %q", msg)
 	}
+	// The state before is on the record, for whichever replica (or
+	// restarted kilnd) receives the next heartbeat.
+	if got := n.get("c-w-0").PreviousState; got != v1.NodeApproved {
+		t.Errorf("previousState %q while NOT_READY, want APPROVED", got)
+	}
 	n.Run(nil)
 	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+	if got := n.get("c-w-0"); got.PreviousState != "" || got.Message != "" {
+		t.Errorf("back to APPROVED with previousState %q, message %q; want both cleared", got.PreviousState, got.Message)
+	}
 }
 
 // fakeClock is a clock a test sets.

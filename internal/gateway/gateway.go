@@ -95,7 +95,6 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[nodeKey]*session
-	prev     map[nodeKey]string // a NOT_READY node's state before, while this process knows it
 }
 
 type nodeKey struct {
@@ -127,7 +126,6 @@ func New(opts Options) *Gateway {
 		log:      opts.Logger,
 		started:  opts.Now(),
 		sessions: map[nodeKey]*session{},
-		prev:     map[nodeKey]string{},
 	}
 }
 

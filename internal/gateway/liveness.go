@@ -18,10 +18,11 @@ import (
 // node with a heartbeat every HeartbeatInterval; a node whose last heartbeat
 // is older than MissedHeartbeats intervals (counted from this gateway's
 // start at the earliest, so a restarted kilnd gives agents time to
-// reconnect) becomes NOT_READY. Its state before is kept in memory; the
-// next heartbeat puts it back. A process that did not see the node go
-// NOT_READY (kilnd restarted, or another replica swept it) falls back to
-// CONFIGURED for a node with a role, else DISCOVERED (approval runs again).
+// reconnect) becomes NOT_READY. Its state before is kept on the record
+// (PreviousState), so the next heartbeat puts it back whichever replica
+// receives it, also after kilnd restarted. A record written before
+// PreviousState existed falls back to CONFIGURED for a node with a role,
+// else DISCOVERED (approval runs again).
 
 // liveStates are the states the sweep may turn into NOT_READY.
 var liveStates = map[string]bool{
@@ -68,7 +69,7 @@ func (g *Gateway) Sweep(ctx context.Context) error {
 				return errNodeUnchanged
 			}
 			was = n.State
-			n.State = v1.NodeNotReady
+			n.State, n.PreviousState = v1.NodeNotReady, was
 			n.Message = fmt.Sprintf("no heartbeat since %s (was %s)", n.LastHeartbeat.UTC().Format(time.RFC3339), was)
 			return nil
 		})
@@ -79,9 +80,6 @@ func (g *Gateway) Sweep(ctx context.Context) error {
 		if was == "" {
 			return
 		}
-		g.mu.Lock()
-		g.prev[keyOf(k, n.Name)] = was
-		g.mu.Unlock()
 		g.log.Warn("node not ready: missed heartbeats", "cluster", k.String(), "node", n.Name, "was", was)
 		g.event(ctx, k, eventWarning, ReasonNotReady, n.Name, "node %s missed %d heartbeats (%s): NOT_READY, was %s",
 			n.Name, g.opts.MissedHeartbeats, limit, was)
@@ -114,8 +112,8 @@ func (s *session) heartbeat(time.Time) {
 		n.LastHeartbeat = &t
 		back = ""
 		if n.State == v1.NodeNotReady {
-			back = s.g.stateBefore(s.k, n)
-			n.State, n.Message = back, ""
+			back = stateBefore(n)
+			n.State, n.Message, n.PreviousState = back, "", ""
 		}
 		return nil
 	})
@@ -129,9 +127,6 @@ func (s *session) heartbeat(time.Time) {
 	}
 	s.lastBeatWrite = now
 	if back != "" {
-		s.g.mu.Lock()
-		delete(s.g.prev, keyOf(s.k, s.node))
-		s.g.mu.Unlock()
 		s.log.Info("node heartbeats resumed", "state", back)
 		s.g.event(s.ctx, s.k, eventNormal, ReasonHeartbeatResumed, s.node, "node %s heartbeats again: %s", s.node, back)
 		if back == v1.NodeDiscovered {
@@ -142,13 +137,10 @@ func (s *session) heartbeat(time.Time) {
 
 // stateBefore is the state a NOT_READY node had before it missed its
 // heartbeats.
-func (g *Gateway) stateBefore(k store.Key, n *store.Node) string {
-	g.mu.Lock()
-	was, ok := g.prev[keyOf(k, n.Name)]
-	g.mu.Unlock()
+func stateBefore(n *store.Node) string {
 	switch {
-	case ok:
-		return was
+	case n.PreviousState != "":
+		return n.PreviousState
 	case n.Role != "":
 		return v1.NodeConfigured
 	}
