@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		return fmt.Errorf("agent listener on %s: %w", d.cfg.AgentListen, err)
 	}
 	d.AgentAddr = ln.Addr().String()
-	tlsCfg, err := gateway.ServerTLSConfig(ca, d.AgentAddr)
+	tlsCfg, err := gateway.ServerTLSConfig(ca, d.AgentAddr, d.cfg.AgentAdvertise)
 	if err != nil {
 		ln.Close()
 		return err
@@ -48,7 +49,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 	d.gw = gateway.New(gateway.Options{
 		Store:            st,
 		Logger:           d.log.With("part", "gateway"),
-		Controller:       "https://" + d.AgentAddr,
+		Controller:       "https://" + cmp.Or(d.cfg.AgentAdvertise, d.AgentAddr),
 		ControllerCA:     ca.CertPEM(),
 		NodeCertValidity: d.cfg.NodeCertValidity,
 		PollInterval:     d.cfg.Poll,
@@ -65,7 +66,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.stopGateway = cancel
 	go d.gw.Run(gctx)
-	d.log.Info("agent gateway listening", "addr", d.AgentAddr)
+	d.log.Info("agent gateway listening", "addr", d.AgentAddr, "advertised", d.gw.Controller())
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,12 @@ type Config struct {
 	// AgentListen is where agents register and hold their sessions (TLS);
 	// default 127.0.0.1:7443.
 	AgentListen string
+	// AgentAdvertise, when set, is the HOST:PORT agents are told to reach
+	// the gateway at (in their credentials and installer commands) instead
+	// of the agent listener's address: a load balancer in front of several
+	// frontends, or a name the hosts resolve. The gateway's serving
+	// certificate names its host too.
+	AgentAdvertise string
 	// NodeCertValidity, when set, is the lifetime of the agents' node
 	// certificates instead of each cluster's certificateTTLDays
 	// (gateway.Options.NodeCertValidity).
@@ -187,6 +194,12 @@ func (c *Config) defaults() error {
 	}
 	if c.AgentListen == "" {
 		c.AgentListen = "127.0.0.1:7443"
+	}
+	if c.AgentAdvertise != "" {
+		host, port, err := net.SplitHostPort(c.AgentAdvertise)
+		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("--agent-advertise %q: want HOST:PORT, the address agents reach the gateway at", c.AgentAdvertise)
+		}
 	}
 	if c.AgentBinary == "" {
 		c.AgentBinary = besideExecutable("kiln-agent")

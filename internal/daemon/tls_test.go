@@ -17,6 +17,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -280,4 +281,33 @@ func poolOf(t *testing.T, caPEM []byte) *x509.CertPool {
 		t.Fatal("no certificate in the CA PEM")
 	}
 	return p
+}
+
+// TestAgentAdvertise: agents are told the advertised address (a load
+// balancer in front of several frontends), and the gateway's certificate is
+// valid for its host; a malformed address is refused at start.
+func TestAgentAdvertise(t *testing.T) {
+	d := startTLS(t, Config{AgentAdvertise: "gw.kiln.test:8443", Role: RoleAll})
+	if got, want := d.gw.Controller(), "https://gw.kiln.test:8443"; got != want {
+		t.Errorf("agents are told %q, want %q", got, want)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(d.cfg.DataDir, gateway.AgentCACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	conn, err := tls.Dial("tcp", d.AgentAddr, &tls.Config{RootCAs: roots, ServerName: "gw.kiln.test"})
+	if err != nil {
+		t.Fatalf("TLS to the gateway as gw.kiln.test: %v", err)
+	}
+	conn.Close()
+
+	for _, bad := range []string{"gw.kiln.test", ":8443", "gw.kiln.test:http", "gw.kiln.test:0"} {
+		_, err := Start(t.Context(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", AgentAdvertise: bad,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil || !strings.Contains(err.Error(), "--agent-advertise") {
+			t.Errorf("--agent-advertise %q: %v, want it refused", bad, err)
+		}
+	}
 }

@@ -140,6 +140,9 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
+// Controller is the URL agents are told to reach this gateway at.
+func (g *Gateway) Controller() string { return g.opts.Controller }
+
 // Notify wakes the session of node of cluster k in this process, if there
 // is one, to check its certificate and send the node's pending instructions
 // now. Run calls it for every instruction and certificate record written,

@@ -32,11 +32,18 @@ func EnsureAgentCA(dataDir string) (*pki.CA, error) {
 // ServerTLSConfig returns the agent listener's TLS configuration: a serving
 // certificate signed by ca for listenAddr's host (every interface address
 // when it is unspecified, plus localhost and the loopback addresses) and
+// the hosts of the other addresses agents are told (empty ones skipped), and
 // client certificates requested but not verified by the TLS layer: the
 // session verifies them against the CA of the cluster the certificate
 // names, and registration needs none.
-func ServerTLSConfig(ca *pki.CA, listenAddr string) (*tls.Config, error) {
-	cert, err := pki.NewServingCert(ca, pki.ServerRequest("kilnd agent gateway", servingValidity, listenAddr))
+func ServerTLSConfig(ca *pki.CA, listenAddr string, advertised ...string) (*tls.Config, error) {
+	hosts := []string{listenAddr}
+	for _, a := range advertised {
+		if a != "" {
+			hosts = append(hosts, a)
+		}
+	}
+	cert, err := pki.NewServingCert(ca, pki.ServerRequest("kilnd agent gateway", servingValidity, hosts...))
 	if err != nil {
 		return nil, fmt.Errorf("agent listener certificate: %w", err)
 	}
