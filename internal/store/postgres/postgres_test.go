@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"database/sql"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,24 @@ func TestClaimPlan(t *testing.T) {
 	if strings.Contains(got, "Seq Scan") {
 		t.Errorf("claim plan scans the clusters table:\n%s", got)
 	}
+}
+
+// BenchmarkLeaseThroughput: claims and step checkpoints against raw
+// single-row UPDATEs on the same database.
+func BenchmarkLeaseThroughput(b *testing.B) {
+	if os.Getenv("KILN_TEST_POSTGRES") == "" {
+		b.Skip("KILN_TEST_POSTGRES is not set")
+	}
+	u := pgtest.FreshDB(b)
+	s, err := postgres.Open(b.Context(), u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	storetest.LeaseThroughput(b, s, raw)
 }
