@@ -217,7 +217,10 @@ func (s *session) register() {
 	s.g.mu.Unlock()
 	if old != nil {
 		old.log.Info("a new session of the node replaces this one")
-		old.close()
+		// Not waited for: the old connection may be dead (the agent
+		// reconnects after a network cut), and its close handshake would
+		// hold the new session's welcome for seconds.
+		go old.close()
 	}
 }
 
