@@ -44,7 +44,11 @@ type session struct {
 
 	// Owned by the reader goroutine.
 	lastBeatWrite time.Time
-	steps         map[[2]string]string // (instruction, step) -> last state
+	// minLag is the smallest delay seen from an agent's message time to
+	// its receipt (clock skew included), once lagKnown (liveness.go).
+	minLag   time.Duration
+	lagKnown bool
+	steps    map[[2]string]string // (instruction, step) -> last state
 
 	mu   sync.Mutex
 	logs []v1.LogLine
