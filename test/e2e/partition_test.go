@@ -167,6 +167,10 @@ func TestAgentPartition(t *testing.T) {
 	})
 	rc = reconnectAfter(t, agentLog, cutAt)
 	rc.check(t, healAt)
+	if !readyAt.After(rc.back) {
+		t.Errorf("Kiln showed the node READY (seen at %s) before its agent connected again (%s): stale heartbeats revived it",
+			readyAt.UTC().Format(time.RFC3339Nano), rc.back.UTC().Format(time.RFC3339Nano))
+	}
 	t.Logf("cut once Ready: %s; Kiln NOT_READY after %s, Kubernetes NotReady after %s; the agent found its session dead after %s, "+
 		"%d failed attempts (waits %s), connected %s after the heal; Kiln READY %s and Kubernetes Ready %s after the heal",
 		healAt.Sub(cutAt).Round(time.Millisecond), notReadyAt.Sub(cutAt).Round(time.Millisecond),
