@@ -307,6 +307,41 @@ func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
 	}
 }
 
+// TestReconnectAfterSilentPartition: the link goes down without a word
+// while an instruction runs (no error on either side, the old connection
+// never comes back). The agent finds out by itself (no pong), keeps
+// running the instruction, tries again with backoff, and on a new
+// connection once the link is back reports the result; the node is
+// NOT_READY during the cut and back after, and the instruction ran once.
+func TestReconnectAfterSilentPartition(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 50 * time.Millisecond})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+	ex := newCounter()
+	release := ex.hold("i-1")
+	n.Run(ex)
+	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
+	ex.waitStarted(t, "i-1")
+
+	e.Partition()
+	gatewaytest.Eventually(t, wait, "NOT_READY", func() bool { return n.get("c-w-0").State == v1.NodeNotReady })
+	close(release)
+	gatewaytest.Eventually(t, wait, "the executor to finish i-1", func() bool { _, done := ex.count("i-1"); return done == 1 })
+	gatewaytest.Eventually(t, wait, "the agent to try to connect again, twice", func() bool { return e.Dropped() >= 2 })
+	// Only a new connection can bring heartbeats back: the old one stays
+	// silent for good.
+	e.Heal()
+	gatewaytest.Eventually(t, 3*wait, "the result of i-1 over a new session", func() bool { return n.result("i-1") != nil })
+	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+	if runs, _ := ex.count("i-1"); runs != 1 {
+		t.Errorf("i-1 ran %d times, want 1", runs)
+	}
+	if r := n.result("i-1"); r.State != v1.StepSucceeded {
+		t.Errorf("i-1 result %+v", r)
+	}
+}
+
 // fakeClock is a clock a test sets.
 type fakeClock struct {
 	mu  sync.Mutex

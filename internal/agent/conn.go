@@ -18,6 +18,13 @@ const (
 	welcomeTimeout = 10 * time.Second
 	writeTimeout   = 10 * time.Second
 	maxMessage     = 1 << 20
+	// missedPongs is how many heartbeat intervals the agent waits for the
+	// controller to answer a ping, as the controller waits for missed
+	// heartbeats (gateway.DefaultMissedHeartbeats); never less than
+	// minPongTimeout, so a controller busy for a moment is not taken for
+	// a lost one.
+	missedPongs    = 3
+	minPongTimeout = 2 * time.Second
 )
 
 // session connects once and runs the session until it breaks or ctx ends.
@@ -91,9 +98,10 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- r.write(c, interval) }()
 	go func() { errc <- r.read(c) }()
+	go func() { errc <- probe(c, interval) }()
 	err = <-errc
 	stop()
 	switch {
@@ -105,7 +113,41 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 		conn.CloseNow()
 	}
 	<-errc
+	<-errc
 	return true, err
+}
+
+// probe pings the controller every interval and ends the session when no
+// pong comes within pongTimeout(interval). A link that went down without a
+// word (a cable, a partition, a firewall or a NAT that forgot the
+// connection) shows no error on this side for as long as TCP retransmits
+// (about 15 minutes): heartbeats queue in the socket and reads wait. Only an
+// answer proves the controller still hears the agent.
+func probe(c *agentConn, interval time.Duration) error {
+	timeout := pongTimeout(interval)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		err := c.conn.Ping(ctx)
+		cancel()
+		if c.ctx.Err() != nil {
+			return c.ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("the controller did not answer a ping within %s: %w", timeout, err)
+		}
+	}
+}
+
+// pongTimeout is how long the agent waits for the answer to a ping.
+func pongTimeout(interval time.Duration) time.Duration {
+	return max(missedPongs*interval, minPongTimeout)
 }
 
 // write sends queued messages as they come, a heartbeat every interval and

@@ -50,7 +50,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // Sweep marks NOT_READY every node that missed its heartbeats, once.
 func (g *Gateway) Sweep(ctx context.Context) error {
 	now := g.opts.Now()
-	limit := time.Duration(g.opts.MissedHeartbeats) * g.opts.HeartbeatInterval
+	limit := g.liveLimit()
 	var errs []error
 	err := g.eachNode(ctx, func(k store.Key, n *store.Node) {
 		if n.LastHeartbeat == nil || !liveStates[n.State] {
@@ -99,10 +99,22 @@ func (g *Gateway) eachNode(ctx context.Context, f func(store.Key, *store.Node)) 
 		})
 }
 
+// liveLimit is how long a node may go without a heartbeat before it is
+// NOT_READY.
+func (g *Gateway) liveLimit() time.Duration {
+	return time.Duration(g.opts.MissedHeartbeats) * g.opts.HeartbeatInterval
+}
+
 // heartbeat records that the node is alive: LastHeartbeat, written at most
 // every half interval, and a NOT_READY node back in its state before.
-func (s *session) heartbeat(time.Time) {
+// sent is the agent's time of the heartbeat (zero when unknown); one that
+// was delayed on the way longer than liveLimit is ignored (delayed).
+func (s *session) heartbeat(sent time.Time) {
 	now := s.g.opts.Now()
+	if s.delayed(now, sent) {
+		s.log.Debug("ignoring a delayed heartbeat", "sent", sent, "received", now)
+		return
+	}
 	if now.Sub(s.lastBeatWrite) < s.g.opts.HeartbeatInterval/2 {
 		return
 	}
@@ -133,6 +145,26 @@ func (s *session) heartbeat(time.Time) {
 			s.g.autoApprove(s.ctx, s.k, s.node)
 		}
 	}
+}
+
+// delayed says whether a heartbeat sent at sent (the agent's clock) and
+// received now spent longer on the way than liveLimit: it says the agent
+// was alive then, not now. Heartbeats an agent wrote into a connection
+// while its link was cut reach the controller when the link is back, all
+// at once and just before the agent gives up that connection; counted,
+// they would put a NOT_READY node back for seconds while it has no session
+// (or for a whole liveLimit, if the agent died meanwhile). The delay is
+// measured against the smallest seen in this session (the hello's at the
+// latest), so the clocks of the agent and the controller need not agree.
+func (s *session) delayed(now, sent time.Time) bool {
+	if sent.IsZero() {
+		return false
+	}
+	d := now.Sub(sent)
+	if !s.lagKnown || d < s.minLag {
+		s.minLag, s.lagKnown = d, true
+	}
+	return d-s.minLag > s.g.liveLimit()
 }
 
 // stateBefore is the state a NOT_READY node had before it missed its

@@ -44,7 +44,11 @@ type session struct {
 
 	// Owned by the reader goroutine.
 	lastBeatWrite time.Time
-	steps         map[[2]string]string // (instruction, step) -> last state
+	// minLag is the smallest delay seen from an agent's message time to
+	// its receipt (clock skew included), once lagKnown (liveness.go).
+	minLag   time.Duration
+	lagKnown bool
+	steps    map[[2]string]string // (instruction, step) -> last state
 
 	mu   sync.Mutex
 	logs []v1.LogLine
@@ -217,7 +221,10 @@ func (s *session) register() {
 	s.g.mu.Unlock()
 	if old != nil {
 		old.log.Info("a new session of the node replaces this one")
-		old.close()
+		// Not waited for: the old connection may be dead (the agent
+		// reconnects after a network cut), and its close handshake would
+		// hold the new session's welcome for seconds.
+		go old.close()
 	}
 }
 

@@ -106,6 +106,7 @@ type agentSession struct {
 	t      *testing.T
 	conn   *websocket.Conn
 	seq    int64
+	skew   time.Duration // of the agent's clock: added to the time of every message
 	msgs   chan *v1.ControllerMessage
 	closed chan error // the error that ended reading
 }
@@ -114,11 +115,17 @@ type agentSession struct {
 // controller welcomes it.
 func open(t *testing.T, e *gatewaytest.Env, id identity) *agentSession {
 	t.Helper()
+	return openSkewed(t, e, id, 0)
+}
+
+// openSkewed is open for an agent whose clock is skew off.
+func openSkewed(t *testing.T, e *gatewaytest.Env, id identity, skew time.Duration) *agentSession {
+	t.Helper()
 	conn, status, apiErr := dial(t, e, id)
 	if conn == nil {
 		t.Fatalf("session of %s refused: %d %s", id.node, status, apiErr.Message)
 	}
-	s := &agentSession{t: t, conn: conn, msgs: make(chan *v1.ControllerMessage, 64), closed: make(chan error, 1)}
+	s := &agentSession{t: t, conn: conn, skew: skew, msgs: make(chan *v1.ControllerMessage, 64), closed: make(chan error, 1)}
 	t.Cleanup(func() { conn.CloseNow() })
 	go func() {
 		for {
@@ -146,8 +153,15 @@ func open(t *testing.T, e *gatewaytest.Env, id identity) *agentSession {
 
 func (s *agentSession) send(m v1.AgentMessage) {
 	s.t.Helper()
+	s.sendSent(m, time.Now())
+}
+
+// sendSent sends m as written at sent (by the controller's clock): a
+// message that spent time on the way.
+func (s *agentSession) sendSent(m v1.AgentMessage, sent time.Time) {
+	s.t.Helper()
 	s.seq++
-	m.Seq, m.Time = s.seq, time.Now().UTC()
+	m.Seq, m.Time = s.seq, sent.Add(s.skew).UTC()
 	data, _ := json.Marshal(m)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

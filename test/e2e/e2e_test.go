@@ -21,6 +21,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -62,6 +63,7 @@ type env struct {
 	k    *kilndtest.Kilnd
 	c    *v1.Client
 	data string
+	st   store.Store // opened by (*env).store
 }
 
 func start(t testing.TB, name string, args ...string) *env {

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/agent/journal"
-	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -42,39 +39,8 @@ func TestKilndLostMidInstall(t *testing.T) {
 		t.Fatalf("operation %s", op.Status)
 	}
 
-	st, err := sqlite.Open(t.Context(), filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	k := store.Key{Project: "default", Name: "re"}
 	for _, node := range []string{"re-cp-0", "re-default-0", "re-default-1"} {
-		ins, err := st.ListInstructions(t.Context(), k, node, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ins) != 1 || ins[0].Result == nil || ins[0].Result.State != v1.StepSucceeded {
-			t.Errorf("node %s: %d instructions (want exactly one, Succeeded): %+v", node, len(ins), ins)
-			continue
-		}
-		// The agent's journal counts every run it started, across its own
-		// restarts: the instruction ran once. (Progress events cannot say
-		// so: one the agent sent to the kilnd that was killed is lost.)
-		j, err := journal.Open(filepath.Join(e.data, "machines", "default", "re", node, "agent"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entry, ok, err := j.Get(ins[0].ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs := entry.Attempts
-		if !ok {
-			runs = 0
-		}
-		if runs != 1 {
-			t.Errorf("node %s ran its install %d times, want once", node, runs)
-		}
+		e.installedOnce("re", node, filepath.Join(e.data, "machines", "default", "re", node, "agent"))
 	}
 	if nodes := e.kubeNodes("re"); len(nodes) != 3 {
 		t.Errorf("%d nodes in Kubernetes after the restart, want 3", len(nodes))

@@ -47,6 +47,10 @@ type Env struct {
 	mu        sync.Mutex
 	srv       *http.Server
 	done      chan struct{}
+	// partitioned and conns are Partition's (partition.go).
+	partitioned bool
+	dropped     int
+	conns       map[*partConn]bool
 	// handlers counts running requests: sessions outlive Server.Close
 	// (hijacked), and must not log after the test ended.
 	handlers sync.WaitGroup
@@ -109,7 +113,7 @@ func (e *Env) serve(ln net.Listener) {
 	})
 	srv := &http.Server{Handler: counted, TLSConfig: e.tlsConfig.Clone(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
-	go func() { defer close(done); srv.ServeTLS(ln, "", "") }()
+	go func() { defer close(done); srv.ServeTLS(partListener{Listener: ln, e: e}, "", "") }()
 	e.mu.Lock()
 	e.srv, e.done = srv, done
 	e.mu.Unlock()
@@ -125,6 +129,7 @@ func (e *Env) Stop() {
 	if srv == nil {
 		return
 	}
+	e.releaseSilenced()
 	e.Gateway.CloseSessions()
 	srv.Close()
 	<-done
