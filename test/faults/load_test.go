@@ -25,10 +25,20 @@ type suite struct {
 	args    []string
 	token   string
 
-	mu    sync.Mutex
-	procs []*kilndtest.Kilnd
-	kills []killRecord
-	ops   []*opRecord // every operation the load started, acknowledged or not
+	// storeURL is the PostgreSQL URL the replicas share; "" for SQLite in
+	// data.
+	storeURL string
+
+	mu     sync.Mutex
+	procs  []*kilndtest.Kilnd
+	faults []faultRecord
+	// armed is each process's --fault spec by pid ("" unarmed); stopping
+	// the pids the loop stopped (its watcher then says nothing).
+	armed    map[int]string
+	stopping map[int]bool
+	deaths   chan death  // processes that exited by themselves
+	closing  bool        // the test is returning: watchers stay silent
+	ops      []*opRecord // every operation the load started, acknowledged or not
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord
 
@@ -37,11 +47,6 @@ type suite struct {
 	pgStop, pgUp time.Time
 	firstOK      time.Time // the first 2xx after pgUp
 	answers      []answer  // every 5xx
-}
-
-type killRecord struct {
-	pid int
-	at  time.Time
 }
 
 // opRecord is one operation the load started.
