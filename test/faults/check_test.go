@@ -134,11 +134,17 @@ func (s *suite) check() {
 
 	js := s.checkJournal(ops)
 	takeover, handback := percentiles(js.takeovers), percentiles(js.handbacks)
-	t.Logf("fault suite: %d kills injected (%d SIGKILL, %d at a fault point) and %d SIGTERMs; %d operations checked (%d acknowledged, %d found after an ambiguous request); "+
+	armed := 0
+	for _, spec := range s.armed {
+		if spec != "" {
+			armed++
+		}
+	}
+	t.Logf("fault suite: %d kills injected (%d SIGKILL, %d at a fault point, of %d processes armed with one) and %d SIGTERMs; %d operations checked (%d acknowledged, %d found after an ambiguous request); "+
 		"%d steps in flight ran again (after a kill, a SIGTERM's drain timeout, a lost lease or the store restart); "+
 		"takeover after a kill (to the next step on another process), %d samples: %s; "+
 		"hand-back after SIGTERM (to the next step on another process), %d samples: %s; %d steps started in a drain",
-		s.counted(), s.count(faultSIGKILL), s.count(faultPoint), s.count(faultSIGTERM), len(ops), acked, len(ops)-acked,
+		s.counted(), s.count(faultSIGKILL), s.count(faultPoint), armed, s.count(faultSIGTERM), len(ops), acked, len(ops)-acked,
 		js.reruns, len(js.takeovers), takeover, len(js.handbacks), handback, js.drainSteps)
 }
 

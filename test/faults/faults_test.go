@@ -88,6 +88,7 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 			return ""
 		}(),
 		armed:    map[int]string{},
+		born:     map[int]time.Time{},
 		stopping: map[int]bool{},
 		deaths:   make(chan death, 1024),
 	}
@@ -132,12 +133,34 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 		}
 		next = interval()
 		i := s.pick()
+		if i < 0 {
+			continue
+		}
 		if rand.IntN(sigtermOneIn) == 0 {
 			s.sigterm(i)
 		} else {
 			s.kill(i)
 		}
 	}
+	// From here on restarts are unarmed, but a process armed before may
+	// still reach its point: restart it while the load ends and the checker
+	// reads.
+	s.mu.Lock()
+	s.noArm = true
+	s.mu.Unlock()
+	checked, serviced := make(chan struct{}), make(chan struct{})
+	defer func() { close(checked); <-serviced }()
+	go func() {
+		defer close(serviced)
+		for {
+			select {
+			case d := <-s.deaths:
+				s.restartDead(d)
+			case <-checked:
+				return
+			}
+		}
+	}()
 	close(stop)
 	wg.Wait()
 	t.Logf("load and faults: %d kills and %d SIGTERMs in %s", s.counted(), s.count(faultSIGTERM), time.Since(start).Round(time.Second))
@@ -202,6 +225,7 @@ func (s *suite) start(i int, spec string) *kilndtest.Kilnd {
 	}
 	s.mu.Lock()
 	s.armed[pid] = spec
+	s.born[pid] = time.Now()
 	s.mu.Unlock()
 	go func() {
 		<-k.Done()
@@ -222,29 +246,46 @@ func (s *suite) start(i int, spec string) *kilndtest.Kilnd {
 	return k
 }
 
-// restart starts replica i again.
+// restart starts replica i again, armed with a random fault point one time
+// in armOneIn.
 func (s *suite) restart(i int) {
-	n := s.start(i, "")
+	spec := ""
+	s.mu.Lock()
+	arm := !s.noArm
+	s.mu.Unlock()
+	if arm && rand.IntN(armOneIn) == 0 {
+		spec = randomPoint()
+	}
+	n := s.start(i, spec)
 	s.mu.Lock()
 	s.procs[i] = n
 	s.mu.Unlock()
 }
 
 // pick chooses the replica to stop: an unarmed one when there is one, so
-// that armed processes live until they reach their point.
+// that armed processes live until they reach their point, else one armed
+// for armedGrace already; -1 when there is none (every replica is armed and
+// young: the loop waits for them).
 func (s *suite) pick() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var unarmed []int
+	var unarmed, old []int
 	for i, k := range s.procs {
-		if s.armed[k.Cmd.Process.Pid] == "" {
+		pid := k.Cmd.Process.Pid
+		switch {
+		case s.armed[pid] == "":
 			unarmed = append(unarmed, i)
+		case time.Since(s.born[pid]) > armedGrace:
+			old = append(old, i)
 		}
 	}
 	if len(unarmed) > 0 {
 		return unarmed[rand.IntN(len(unarmed))]
 	}
-	return rand.IntN(len(s.procs))
+	if len(old) > 0 {
+		return old[rand.IntN(len(old))]
+	}
+	return -1
 }
 
 // record adds a fault and logs it.

@@ -35,9 +35,11 @@ type suite struct {
 	// armed is each process's --fault spec by pid ("" unarmed); stopping
 	// the pids the loop stopped (its watcher then says nothing).
 	armed    map[int]string
+	born     map[int]time.Time // when each pid started
 	stopping map[int]bool
 	deaths   chan death  // processes that exited by themselves
 	closing  bool        // the test is returning: watchers stay silent
+	noArm    bool        // the fault loop is over: restarts are unarmed
 	ops      []*opRecord // every operation the load started, acknowledged or not
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord
