@@ -33,7 +33,7 @@ lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-bench: build kube ## benchmarks (incl. real local clusters); figures written to BENCHMARKS.md
+bench: build kube ## benchmarks (incl. real local clusters and a bounded fault suite); figures written to BENCHMARKS.md
 	scripts/bench.sh
 
 e2e: build kube ## only the real-cluster tests (test/e2e)

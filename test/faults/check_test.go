@@ -35,7 +35,7 @@ import (
 // after each SIGTERM (sigterm_test.go checks the leases themselves). Each
 // violation names the faults injected while the operation (or the cluster)
 // it concerns was at work, with how to replay a fault point.
-func (s *suite) check() {
+func (s *suite) check() (operations int, js journalStats) {
 	t := s.t
 	ops := map[string]*v1.Operation{}
 	acked := 0
@@ -132,7 +132,7 @@ func (s *suite) check() {
 		}
 	}
 
-	js := s.checkJournal(ops)
+	js = s.checkJournal(ops)
 	takeover, handback := percentiles(js.takeovers), percentiles(js.handbacks)
 	armed := 0
 	for _, spec := range s.armed {
@@ -146,6 +146,7 @@ func (s *suite) check() {
 		"hand-back after SIGTERM (to the next step on another process), %d samples: %s; %d steps started in a drain",
 		s.counted(), s.count(faultSIGKILL), s.count(faultPoint), armed, s.count(faultSIGTERM), len(ops), acked, len(ops)-acked,
 		js.reruns, len(js.takeovers), takeover, len(js.handbacks), handback, js.drainSteps)
+	return len(ops), js
 }
 
 // percentiles is "p50 X, max Y" of ds, or "none".

@@ -164,8 +164,9 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	close(stop)
 	wg.Wait()
 	t.Logf("load and faults: %d kills and %d SIGTERMs in %s", s.counted(), s.count(faultSIGTERM), time.Since(start).Round(time.Second))
-	s.check()
+	operations, js := s.check()
 	s.checkOutage()
+	s.summary(operations, js)
 }
 
 // Fault kinds.
