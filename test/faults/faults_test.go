@@ -73,9 +73,6 @@ const drainTimeout = 500 * time.Millisecond
 const sigtermOneIn = 4
 
 func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
-	t.Log(`local clusters SKIPPED: not part of this suite (docs/faults.md, "Local clusters"): a local cluster's ` +
-		`load balancer and agent gateway live in one kilnd process, which replicas sharing a --data-dir cannot share, ` +
-		`and the one SQLite process is killed faster than a local install step completes`)
 	data := t.TempDir()
 	s := &suite{
 		t:       t,
@@ -98,6 +95,7 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	s.args = append([]string{"--data-dir", data, "--sim", "--sim-journal", s.journal, "--sim-state", s.state,
 		"--lease-ttl", "3s", "--lease-heartbeat", "1s", "--drain-timeout", drainTimeout.String(),
 		"--concurrency", "4", "--health-interval", "1h"}, storeFlags...)
+	local := s.setupLocal(replicas)
 	// No watcher may report on the test once it has returned.
 	defer func() {
 		s.mu.Lock()
@@ -116,6 +114,9 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	const loaders = 3
 	for g := range loaders {
 		wg.Go(func() { s.load(g, stop) })
+	}
+	if local {
+		wg.Go(func() { s.localLoad(stop) })
 	}
 	start := time.Now()
 	// Act only while something is running, so each fault interrupts work.

@@ -23,7 +23,12 @@ import (
 func (s *suite) sigterm(i int) {
 	k, armed := s.stopped(i)
 	pid := k.Cmd.Process.Pid
-	owner := workerOwner(k)
+	// The worker logs its owner name just after kilnd listens.
+	var owner string
+	kilndtest.WaitFor(s.t, fmt.Sprintf("replica-%d pid %d to log \"worker started\"", i, pid), time.Minute, func() (bool, error) {
+		owner = workerOwner(k)
+		return owner != "", nil
+	})
 	// What it holds just before (a sanity check of owner, and a figure).
 	before, err := s.leasesOf(owner)
 	if err != nil {
