@@ -136,6 +136,11 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 		case <-next:
 		}
 		next = interval()
+		if hold, why := s.holdKills(); hold {
+			s.held++
+			t.Logf("fault loop holds (local cluster %s)", why)
+			continue
+		}
 		i := s.pick()
 		if i < 0 {
 			continue
@@ -256,7 +261,7 @@ func (s *suite) start(i int, spec string) *kilndtest.Kilnd {
 func (s *suite) restart(i int) {
 	spec := ""
 	s.mu.Lock()
-	arm := !s.noArm
+	arm := !s.noArm && s.localBusy == ""
 	s.mu.Unlock()
 	if arm && rand.IntN(armOneIn) == 0 {
 		spec = randomPoint()

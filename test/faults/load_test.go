@@ -41,6 +41,8 @@ type suite struct {
 	closing   bool        // the test is returning: watchers stay silent
 	noArm     bool        // the fault loop is over: restarts are unarmed
 	localMade int         // local clusters made with their nodes Ready
+	localBusy string      // the local cluster whose create runs, if any
+	held      int         // fault loop ticks held for a local create's progress
 	ops       []*opRecord // every operation the load started, acknowledged or not
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord

@@ -94,7 +94,14 @@ func (s *suite) localLoad(stop <-chan struct{}) {
 	var made []string
 	for n := range localClusters {
 		name := fmt.Sprintf("%s%d", localPrefix, n)
-		if !s.mutate(name, v1.KindCreate, 1, "") {
+		s.mu.Lock()
+		s.localBusy = name
+		s.mu.Unlock()
+		ok := s.mutate(name, v1.KindCreate, 1, "")
+		s.mu.Lock()
+		s.localBusy = ""
+		s.mu.Unlock()
+		if !ok {
 			return
 		}
 		made = append(made, name)
@@ -109,6 +116,47 @@ func (s *suite) localLoad(stop <-chan struct{}) {
 			s.checkLocalGone(name)
 		}
 	}
+}
+
+// maxClaims is how many claims of a local operation's step the fault loop
+// lets end without the step finishing before it holds its kills: the runner
+// fails an operation after 5 claims without progress
+// (DequeueLimitExceeded), and a local install step (seconds, tens on a busy
+// machine) outlasts the loop's 1.5-3 s between kills, so the suite alone
+// would fail it. Attempts also count retries within one claim, so this
+// holds early rather than late.
+const maxClaims = 2
+
+// holdKills says whether the fault loop must not stop the replica now: a
+// local create is running and its step in flight has had maxClaims
+// attempts already, or the operation cannot be read. While a local create
+// runs, restarts are not armed (a fault point could kill it at any moment).
+func (s *suite) holdKills() (bool, string) {
+	s.mu.Lock()
+	name := s.localBusy
+	s.mu.Unlock()
+	if name == "" {
+		return false, ""
+	}
+	id := s.lastOp(name)
+	if id == "" {
+		return true, name + ": its create is not accepted yet"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	op, err := s.client().GetOperation(ctx, id)
+	if err != nil {
+		return true, fmt.Sprintf("%s: its operation cannot be read: %v", name, err)
+	}
+	if v1.Terminal(op.Status) {
+		return false, ""
+	}
+	for _, st := range op.Properties.Steps {
+		if st.State == v1.StepRunning && st.Attempts >= maxClaims {
+			return true, fmt.Sprintf("%s: step %s at attempt %d", name, st.Name, st.Attempts)
+		}
+	}
+	return false, ""
 }
 
 // checkLocalNodes checks, once the create ended, that the cluster has its

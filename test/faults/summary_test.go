@@ -39,9 +39,9 @@ func (s *suite) summary(operations int, js journalStats) {
 		met = "missed"
 	}
 	s.t.Logf("fault suite summary: store=%s replicas=%d faults=%d (sigkill=%d, fault-point=%d, sigterm=%d, pg-restart=%d) armed=%d "+
-		"operations-checked=%d local-clusters=%d takeover-after-kill %s (target %s: %s) handback-after-sigterm %s",
+		"operations-checked=%d local-clusters=%d (held %d) takeover-after-kill %s (target %s: %s) handback-after-sigterm %s",
 		storeName, len(s.procs), sigkill+point+sigterm+pgRestarts, sigkill, point, sigterm, pgRestarts, armed,
-		operations, s.localMade, spread(js.takeovers), takeoverTarget, met, spread(js.handbacks))
+		operations, s.localMade, s.held, spread(js.takeovers), takeoverTarget, met, spread(js.handbacks))
 }
 
 // spread is "p50=X max=Y n=N" of ds (sorted in place).
