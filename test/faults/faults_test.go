@@ -58,6 +58,7 @@ func TestFaultsPostgres(t *testing.T) {
 
 // TestFaultsSQLite: one process on SQLite, killed with SIGKILL and restarted.
 func TestFaultsSQLite(t *testing.T) {
+	faults(t)
 	run(t, 1, nil, nil)
 }
 
