@@ -22,7 +22,7 @@ test-all: build kube ## every test: private PostgreSQL, unit, API, crash, kube s
 	scripts/test-all.sh
 
 FAULTS ?= 100
-faults: ## the fault suite (test/faults): FAULTS (default 100) SIGKILLs of replicas under load, on PostgreSQL (3 replicas) and SQLite
+faults: ## the fault suite (test/faults): FAULTS (default 100) kills of replicas (SIGKILL or a random fault point), plus SIGTERMs, under load, on PostgreSQL (3 replicas) and SQLite
 	@if pg_env=$$(scripts/postgres.sh start); then eval "$$pg_env"; export KILN_TEST_POSTGRES; else echo "faults: PostgreSQL could not be started: its half will be SKIPPED" >&2; fi; \
 	FAULTS=$(FAULTS) $(GO) test -count=1 -v -timeout 90m -run TestFaults ./test/faults/
 
@@ -33,7 +33,7 @@ lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-bench: build kube ## benchmarks (incl. real local clusters); figures written to BENCHMARKS.md
+bench: build kube ## benchmarks (incl. real local clusters and a bounded fault suite); figures written to BENCHMARKS.md
 	scripts/bench.sh
 
 e2e: build kube ## only the real-cluster tests (test/e2e)

@@ -20,7 +20,7 @@ go vet ./...
 # The Kubernetes components on their own (each version), then everything (test/e2e brings up
 # real clusters with them; it needs bin/kiln-kube, which make test-all built).
 make --no-print-directory kube-smoke
-# FAULTS: the fault suite's bounded run (test/faults: 15 SIGKILLs on each store, ~75 s; make faults runs 100).
+# FAULTS: the fault suite's bounded run (test/faults: 15 kills on each store, ~75 s; make faults runs 100).
 FAULTS=15 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -count=1 -timeout 45m "$@" ./...
 # Every fuzz target for a bounded time (go test above ran their seeds).
 scripts/fuzz.sh 10

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -26,11 +28,14 @@ import (
 //   - from the sim's journal, within each operation a step ran again only
 //     while it was in flight: right after its previous attempt, before any
 //     other step of the operation (whose start would prove its checkpoint
-//     written). A kill, a lost lease or the store's restart may cause that;
-//     a completed step never runs again;
+//     written). A kill, a SIGTERM's drain timeout, a lost lease or the
+//     store's restart may cause that; a completed step never runs again;
 //
-// and reports the takeover time after each kill.
-func (s *suite) check() {
+// and reports the takeover time after each kill and the hand-back time
+// after each SIGTERM (sigterm_test.go checks the leases themselves). Each
+// violation names the faults injected while the operation (or the cluster)
+// it concerns was at work, with how to replay a fault point.
+func (s *suite) check() (operations int, js journalStats) {
 	t := s.t
 	ops := map[string]*v1.Operation{}
 	acked := 0
@@ -44,7 +49,7 @@ func (s *suite) check() {
 			acked++
 		}
 		if op.Status != v1.OpSucceeded {
-			t.Errorf("operation %s (%s of %s): %s %+v; want Succeeded", rec.id, rec.kind, rec.cluster, op.Status, op.Error)
+			t.Errorf("operation %s (%s of %s): %s %+v; want Succeeded; %s", rec.id, rec.kind, rec.cluster, op.Status, op.Error, s.faultsDuring(op))
 		}
 		if op.Properties.Kind != rec.kind {
 			t.Errorf("operation %s: kind %s, want %s", rec.id, op.Properties.Kind, rec.kind)
@@ -66,6 +71,7 @@ func (s *suite) check() {
 	}
 	for name, rec := range s.final {
 		in := inv.Clusters[project+"/"+name]
+		faults := s.faultsOfCluster(name, ops)
 		if rec.kind == v1.KindDelete {
 			err := s.retry("get cluster", func(ctx context.Context, c *v1.Client) error {
 				_, err := c.GetCluster(ctx, project, name)
@@ -73,10 +79,10 @@ func (s *suite) check() {
 			})
 			var ae *v1.APIError
 			if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
-				t.Errorf("cluster %s: deleted, but GET says %v", name, err)
+				t.Errorf("cluster %s: deleted, but GET says %v; %s", name, err, faults)
 			}
 			if in != nil && (len(in.Machines) > 0 || in.Network != nil || in.LoadBalancer != nil) {
-				t.Errorf("cluster %s: deleted, but the sim still has %d machines, network %v, load balancer %v", name, len(in.Machines), in.Network, in.LoadBalancer)
+				t.Errorf("cluster %s: deleted, but the sim still has %d machines, network %v, load balancer %v; %s", name, len(in.Machines), in.Network, in.LoadBalancer, faults)
 			}
 			continue
 		}
@@ -97,10 +103,13 @@ func (s *suite) check() {
 			continue
 		}
 		if cl.Status.ProvisioningState != v1.StateSucceeded || cl.Status.CurrentOperation != rec.id {
-			t.Errorf("cluster %s: %s by operation %s; want Succeeded by %s", name, cl.Status.ProvisioningState, cl.Status.CurrentOperation, rec.id)
+			t.Errorf("cluster %s: %s by operation %s; want Succeeded by %s; %s", name, cl.Status.ProvisioningState, cl.Status.CurrentOperation, rec.id, faults)
 		}
 		if got := cl.Spec.WorkerPools[0].Size; got != rec.workers {
-			t.Errorf("cluster %s: %d workers, want %d (acknowledged: %v)", name, got, rec.workers, rec.acked)
+			t.Errorf("cluster %s: %d workers, want %d (acknowledged: %v); %s", name, got, rec.workers, rec.acked, faults)
+		}
+		if isLocal(name) {
+			continue // local_test.go checks its nodes; the sim has none of its machines
 		}
 		var nodeNames, machineNames []string
 		for _, n := range nodes {
@@ -114,10 +123,10 @@ func (s *suite) check() {
 		slices.Sort(nodeNames)
 		slices.Sort(machineNames)
 		if !slices.Equal(nodeNames, machineNames) {
-			t.Errorf("cluster %s: nodes %v, sim machines %v; want the same", name, nodeNames, machineNames)
+			t.Errorf("cluster %s: nodes %v, sim machines %v; want the same; %s", name, nodeNames, machineNames, faults)
 		}
 		if len(nodeNames) != 1+rec.workers {
-			t.Errorf("cluster %s: %d nodes, want %d", name, len(nodeNames), 1+rec.workers)
+			t.Errorf("cluster %s: %d nodes, want %d; %s", name, len(nodeNames), 1+rec.workers, faults)
 		}
 	}
 	for ck := range inv.Clusters {
@@ -126,19 +135,93 @@ func (s *suite) check() {
 		}
 	}
 
-	reruns, takeovers := s.checkJournal(ops)
-	slices.Sort(takeovers)
-	p50, max := time.Duration(0), time.Duration(0)
-	if len(takeovers) > 0 {
-		p50, max = takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
+	js = s.checkJournal(ops)
+	takeover, handback := percentiles(js.takeovers), percentiles(js.handbacks)
+	armed := 0
+	for _, spec := range s.armed {
+		if spec != "" {
+			armed++
+		}
 	}
-	t.Logf("fault suite: %d kills injected; %d operations checked (%d acknowledged, %d found after an ambiguous request); "+
-		"%d steps in flight ran again (after a kill, a lost lease or the store restart); takeover after SIGKILL (kill to the next step on another process), %d samples: p50 %s, max %s",
-		len(s.kills), len(ops), acked, len(ops)-acked, reruns, len(takeovers), p50.Round(time.Millisecond), max.Round(time.Millisecond))
+	t.Logf("fault suite: %d kills injected (%d SIGKILL, %d at a fault point, of %d processes armed with one) and %d SIGTERMs; %d operations checked (%d acknowledged, %d found after an ambiguous request); "+
+		"%d steps in flight ran again (after a kill, a SIGTERM's drain timeout, a lost lease or the store restart); "+
+		"takeover after a kill (to the next step on another process), %d samples: %s; "+
+		"hand-back after SIGTERM (to the next step on another process), %d samples: %s; %d steps started in a drain",
+		s.counted(), s.count(faultSIGKILL), s.count(faultPoint), armed, s.count(faultSIGTERM), len(ops), acked, len(ops)-acked,
+		js.reruns, len(js.takeovers), takeover, len(js.handbacks), handback, js.drainSteps)
+	return len(ops), js
 }
 
-// checkJournal checks step re-runs against the kills and measures takeovers.
-func (s *suite) checkJournal(ops map[string]*v1.Operation) (reruns int, takeovers []time.Duration) {
+// percentiles is "p50 X, max Y" of ds, or "none".
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("p50 %s, max %s", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// faultsBetween names the faults injected from..to, each with how to replay
+// it, for a violation's message.
+func (s *suite) faultsBetween(from, to time.Time) string {
+	s.mu.Lock()
+	faults := slices.Clone(s.faults)
+	s.mu.Unlock()
+	var names []string
+	for _, f := range faults {
+		if !f.at.Before(from) && !f.at.After(to) {
+			names = append(names, f.String())
+		}
+	}
+	if len(names) == 0 {
+		return "no fault injected in that time"
+	}
+	return "faults injected in that time: " + strings.Join(names, "; ")
+}
+
+// faultsDuring names the faults injected while op ran.
+func (s *suite) faultsDuring(op *v1.Operation) string {
+	end := time.Now()
+	if op.EndTime != nil {
+		end = *op.EndTime
+	}
+	return s.faultsBetween(op.StartTime, end)
+}
+
+// faultsOfCluster names the faults injected while any operation of the
+// cluster ran.
+func (s *suite) faultsOfCluster(name string, ops map[string]*v1.Operation) string {
+	var from, to time.Time
+	for _, rec := range s.ops {
+		op := ops[rec.id]
+		if rec.cluster != name || op == nil {
+			continue
+		}
+		if from.IsZero() || op.StartTime.Before(from) {
+			from = op.StartTime
+		}
+		end := time.Now()
+		if op.EndTime != nil {
+			end = *op.EndTime
+		}
+		if end.After(to) {
+			to = end
+		}
+	}
+	return s.faultsBetween(from, to)
+}
+
+// journalStats is what checkJournal measured.
+type journalStats struct {
+	reruns     int             // steps in flight that ran again
+	takeovers  []time.Duration // kill to the next step on another process
+	handbacks  []time.Duration // SIGTERM to the next step on another process
+	drainSteps int             // steps started by a process after its SIGTERM
+}
+
+// checkJournal checks step re-runs against the faults and measures
+// takeovers and hand-backs.
+func (s *suite) checkJournal(ops map[string]*v1.Operation) (js journalStats) {
 	t := s.t
 	f, err := os.Open(s.journal)
 	if err != nil {
@@ -154,9 +237,15 @@ func (s *suite) checkJournal(ops map[string]*v1.Operation) (reruns int, takeover
 		}
 		byCluster[e.Cluster] = append(byCluster[e.Cluster], e)
 	}
-	killed := map[int]time.Time{}
-	for _, k := range s.kills {
-		killed[k.pid] = k.at
+	killed := map[int]time.Time{}    // SIGKILL and fault points
+	sigtermed := map[int]time.Time{} // SIGTERM
+	for _, f := range s.faults {
+		switch f.kind {
+		case faultSIGKILL, faultPoint:
+			killed[f.pid] = f.at
+		case faultSIGTERM:
+			sigtermed[f.pid] = f.at
+		}
 	}
 	for _, rec := range s.ops {
 		op := ops[rec.id]
@@ -172,31 +261,37 @@ func (s *suite) checkJournal(ops map[string]*v1.Operation) (reruns int, takeover
 		sort.SliceStable(seg, func(i, j int) bool { return seg[i].Start.Before(seg[j].Start) })
 		prev := map[string]int{} // step -> index of its previous entry
 		for i, e := range seg {
+			if at, ok := sigtermed[e.PID]; ok && e.Start.After(at) {
+				js.drainSteps++
+			}
 			if j, ok := prev[e.Step]; ok {
 				p := seg[j]
 				if j != i-1 {
 					// Another step of the operation ran between: this one's
 					// Succeeded was written, and a completed step ran again.
-					_, wasKilled := killed[p.PID]
-					t.Errorf("operation %s (%s of %s): step %s ran again in pid %d after pid %d had completed it and %s followed (pid %d killed: %v)",
-						rec.id, rec.kind, rec.cluster, e.Step, e.PID, p.PID, seg[j+1].Step, p.PID, wasKilled)
+					t.Errorf("operation %s (%s of %s): step %s ran again in pid %d after pid %d had completed it at %s and %s followed; %s",
+						rec.id, rec.kind, rec.cluster, e.Step, e.PID, p.PID, p.Start.Format("15:04:05.000"), seg[j+1].Step, s.faultsBetween(p.Start, e.Start))
 				} else {
 					// The step in flight: its checkpoint was not written
-					// (the process was killed, lost its lease, or the store
-					// was restarting), and the lease's next holder, this
-					// process too, ran it again.
-					reruns++
+					// (the process was killed, its drain timed out, it lost
+					// its lease, or the store was restarting), and the
+					// lease's next holder, this process too, ran it again.
+					js.reruns++
 				}
 			}
 			prev[e.Step] = i
-			// Takeover: the first entry of another process after a kill of
-			// the process that had this operation.
+			// Takeover (hand-back): the first entry of another process
+			// after a kill (SIGTERM) of the process that had this
+			// operation.
 			if i > 0 && seg[i-1].PID != e.PID {
 				if at, ok := killed[seg[i-1].PID]; ok && e.Start.After(at) {
-					takeovers = append(takeovers, e.Start.Sub(at))
+					js.takeovers = append(js.takeovers, e.Start.Sub(at))
+				}
+				if at, ok := sigtermed[seg[i-1].PID]; ok && e.Start.After(at) {
+					js.handbacks = append(js.handbacks, e.Start.Sub(at))
 				}
 			}
 		}
 	}
-	return reruns, takeovers
+	return js
 }

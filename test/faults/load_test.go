@@ -25,10 +25,25 @@ type suite struct {
 	args    []string
 	token   string
 
-	mu    sync.Mutex
-	procs []*kilndtest.Kilnd
-	kills []killRecord
-	ops   []*opRecord // every operation the load started, acknowledged or not
+	// storeURL is the PostgreSQL URL the replicas share; "" for SQLite in
+	// data.
+	storeURL string
+
+	mu     sync.Mutex
+	procs  []*kilndtest.Kilnd
+	faults []faultRecord
+	// armed is each process's --fault spec by pid ("" unarmed); stopping
+	// the pids the loop stopped (its watcher then says nothing).
+	armed     map[int]string
+	born      map[int]time.Time // when each pid started
+	stopping  map[int]bool
+	deaths    chan death  // processes that exited by themselves
+	closing   bool        // the test is returning: watchers stay silent
+	noArm     bool        // the fault loop is over: restarts are unarmed
+	localMade int         // local clusters made with their nodes Ready
+	localBusy string      // the local cluster whose create runs, if any
+	held      int         // fault loop ticks held for a local create's progress
+	ops       []*opRecord // every operation the load started, acknowledged or not
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord
 
@@ -37,11 +52,6 @@ type suite struct {
 	pgStop, pgUp time.Time
 	firstOK      time.Time // the first 2xx after pgUp
 	answers      []answer  // every 5xx
-}
-
-type killRecord struct {
-	pid int
-	at  time.Time
 }
 
 // opRecord is one operation the load started.
@@ -79,6 +89,23 @@ func (s *suite) retry(what string, fn func(ctx context.Context, c *v1.Client) er
 			return fmt.Errorf("%s: still failing after 3 minutes: %w", what, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// clusterSpec is the load's cluster: on the sim provider, or for the
+// local clusters (names starting with localPrefix) on the local provider,
+// with a dedicated control plane.
+func clusterSpec(name string, workers int) *v1.Cluster {
+	if !isLocal(name) {
+		return simCluster(name, workers)
+	}
+	return &v1.Cluster{
+		Name: name,
+		Spec: v1.ClusterSpec{
+			Provider:     "local",
+			ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
+			WorkerPools:  []v1.WorkerPool{{Name: "default", Size: workers}},
+		},
 	}
 }
 
@@ -161,7 +188,7 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 		if kind == v1.KindDelete {
 			id, err = c.DeleteCluster(ctx, project, cluster)
 		} else {
-			_, id, err = c.PutCluster(ctx, project, simCluster(cluster, workers), "")
+			_, id, err = c.PutCluster(ctx, project, clusterSpec(cluster, workers), "")
 		}
 		cancel()
 		if err == nil {
@@ -205,9 +232,10 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 	return s.waitOp(rec.id) != nil
 }
 
-// waitOp polls the operation on any replica until it ends (5 minutes).
+// waitOp polls the operation on any replica until it ends (10 minutes: a
+// local cluster's create under kills on a busy machine may take a few).
 func (s *suite) waitOp(id string) *v1.Operation {
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		var op *v1.Operation
 		err := s.retry("get operation", func(ctx context.Context, c *v1.Client) error {
@@ -224,6 +252,6 @@ func (s *suite) waitOp(id string) *v1.Operation {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	s.errorf("operation %s did not end in 5 minutes", id)
+	s.errorf("operation %s did not end in 10 minutes", id)
 	return nil
 }
