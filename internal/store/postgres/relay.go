@@ -145,14 +145,16 @@ func (r *relay) batch(first *store.Change) []store.Change {
 	if first != nil {
 		add(*first)
 	}
-	for len(batch) < maxBatch {
+	// Bounded by what a queue holds, so that writers faster than this
+	// loop cannot keep it from sending.
+take:
+	for taken := 0; len(batch) < maxBatch && taken < queueSize; taken++ {
 		select {
 		case c := <-r.queue:
 			add(c)
-			continue
 		default:
+			break take
 		}
-		break
 	}
 	if r.dropped.Swap(false) {
 		batch = []store.Change{{Kind: store.ChangeResync}}
