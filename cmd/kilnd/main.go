@@ -96,7 +96,7 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
 	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube for local nodes: a directory of kiln-kube-VERSION programs (make kube's bin/), or one kiln-kube program (default: kilnd's directory)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
-	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (under a third of --lease-ttl)")
+	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (at most a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")

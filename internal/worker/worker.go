@@ -66,7 +66,7 @@ type Options struct {
 	// LeaseTTL is how long a claim or renewal holds a lease. Default 15s.
 	LeaseTTL time.Duration
 	// Heartbeat is how often a held lease is renewed. Default 5s; it is
-	// lowered to a quarter of LeaseTTL when not below a third of it.
+	// lowered to a quarter of LeaseTTL when above a third of it.
 	Heartbeat time.Duration
 	// Poll is the wait after a claim found nothing, plus up to half again
 	// of jitter. Default 500ms.
@@ -105,9 +105,9 @@ func New(opts Options) *Worker {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 5 * time.Second
 	}
-	if opts.Heartbeat >= opts.LeaseTTL/3 {
+	if opts.Heartbeat > opts.LeaseTTL/3 {
 		h := opts.LeaseTTL / 4
-		opts.Logger.Warn("heartbeat must be shorter than a third of the lease; lowering it", "heartbeat", opts.Heartbeat, "leaseTTL", opts.LeaseTTL, "now", h)
+		opts.Logger.Warn("heartbeat must be at most a third of the lease; lowering it", "heartbeat", opts.Heartbeat, "leaseTTL", opts.LeaseTTL, "now", h)
 		opts.Heartbeat = h
 	}
 	if opts.Poll <= 0 {

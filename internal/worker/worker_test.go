@@ -336,7 +336,7 @@ func (c *countingStore) RenewLease(ctx context.Context, k store.Key, f store.Fen
 }
 
 func TestHeartbeatIsClamped(t *testing.T) {
-	// A heartbeat not below a third of the TTL would let the lease expire
+	// A heartbeat above a third of the TTL would let the lease expire
 	// between renewals under load; New lowers it. With a 60ms TTL and a
 	// requested 1m heartbeat, renewals happen only if it was lowered.
 	st := openStore(t, &clock{})

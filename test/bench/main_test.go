@@ -33,7 +33,7 @@ func startKilnd(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	k := kilndtest.Start(t, kilndBin, "kilnd", nil,
-		append([]string{"--dev", "--data-dir", dir, "--log-level", "warn"}, args...)...)
+		append([]string{"--dev", "--data-dir", dir}, args...)...)
 	tok := kilndtest.Token(t, dir)
 	return &daemon{Kilnd: k, Token: tok, API: k.Client(tok)}
 }
