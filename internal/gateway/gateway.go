@@ -42,11 +42,9 @@ const (
 type Store interface {
 	store.ClusterSecretUpdater
 	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
-	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
 	GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error)
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
-	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*store.Node, error)
 	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
 	AppendEvent(ctx context.Context, e *store.Event) error
 	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)

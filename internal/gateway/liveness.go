@@ -24,11 +24,18 @@ import (
 // PreviousState existed falls back to CONFIGURED for a node with a role,
 // else DISCOVERED (approval runs again).
 
-// liveStates are the states the sweep may turn into NOT_READY.
-var liveStates = map[string]bool{
-	v1.NodeDiscovered: true, v1.NodeApproved: true, v1.NodeConfigured: true,
-	v1.NodeProvisioning: true, v1.NodeReady: true,
-}
+// liveStateList are the states the sweep may turn into NOT_READY;
+// liveStates is the same as a set.
+var (
+	liveStateList = []string{v1.NodeDiscovered, v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady}
+	liveStates    = func() map[string]bool {
+		m := map[string]bool{}
+		for _, s := range liveStateList {
+			m[s] = true
+		}
+		return m
+	}()
+)
 
 // Run sweeps node liveness every heartbeat interval until ctx ends.
 func (g *Gateway) Run(ctx context.Context) error {
@@ -47,22 +54,22 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep marks NOT_READY every node that missed its heartbeats, once.
+// Sweep marks NOT_READY every node that missed its heartbeats, once. It
+// reads only those nodes (store.ListStaleNodes), so its cost does not grow
+// with the fleet.
 func (g *Gateway) Sweep(ctx context.Context) error {
 	now := g.opts.Now()
 	limit := g.liveLimit()
+	if now.Sub(g.started) <= limit {
+		return nil // agents may still be reconnecting to this gateway
+	}
+	nodes, err := g.st.ListStaleNodes(ctx, now.Add(-limit), liveStateList)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	err := g.eachNode(ctx, func(k store.Key, n *store.Node) {
-		if n.LastHeartbeat == nil || !liveStates[n.State] {
-			return
-		}
-		last := *n.LastHeartbeat
-		if last.Before(g.started) {
-			last = g.started
-		}
-		if now.Sub(last) <= limit {
-			return
-		}
+	for _, n := range nodes {
+		k := store.Key{Project: n.Project, Name: n.Cluster}
 		var was string
 		_, err := g.updateNode(ctx, k, n.Name, func(n *store.Node) error {
 			if n.LastHeartbeat == nil || !liveStates[n.State] || now.Sub(*n.LastHeartbeat) <= limit {
@@ -75,28 +82,16 @@ func (g *Gateway) Sweep(ctx context.Context) error {
 		})
 		if err != nil {
 			errs = append(errs, err)
-			return
+			continue
 		}
 		if was == "" {
-			return
+			continue
 		}
 		g.log.Warn("node not ready: missed heartbeats", "cluster", k.String(), "node", n.Name, "was", was)
 		g.event(ctx, k, eventWarning, ReasonNotReady, n.Name, "node %s missed %d heartbeats (%s): NOT_READY, was %s",
 			n.Name, g.opts.MissedHeartbeats, limit, was)
-	})
-	return errors.Join(append(errs, err)...)
-}
-
-// eachNode calls f for every node of every cluster.
-func (g *Gateway) eachNode(ctx context.Context, f func(store.Key, *store.Node)) error {
-	return store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return g.st.ListProjects(ctx, pg) },
-		func(p *v1.Project) error {
-			return store.Each(func(pg store.Page) ([]*store.Cluster, string, error) { return g.st.ListClusters(ctx, p.Name, pg) },
-				func(cl *store.Cluster) error {
-					return store.Each(func(pg store.Page) ([]*store.Node, string, error) { return g.st.ListNodes(ctx, cl.Key(), pg) },
-						func(n *store.Node) error { f(cl.Key(), n); return nil })
-				})
-		})
+	}
+	return errors.Join(errs...)
 }
 
 // liveLimit is how long a node may go without a heartbeat before it is

@@ -20,11 +20,12 @@ import (
 // in the operation's project; 403 for its viewers, 404 for others). A route the server has and this
 // table lacks fails the test: every new route must be classified here.
 var required = map[string]string{
-	"GET /healthz":     "public",
-	"GET /readyz":      "public",
-	"GET /metrics":     "anyone",
-	"GET /v1/whoami":   "anyone",
-	"GET /v1/projects": "anyone",
+	"GET /healthz":               "public",
+	"GET /readyz":                "public",
+	"GET /metrics":               "anyone",
+	"GET /v1/whoami":             "anyone",
+	"GET /debug/pprof/{profile}": "owner",
+	"GET /v1/projects":           "anyone",
 
 	"GET /v1/users":                          "owner",
 	"PUT /v1/users/{user}":                   "owner",

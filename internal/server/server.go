@@ -252,6 +252,7 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", "", public(), s.readyz)
 	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
+	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
 
 	s.handle("GET /v1/users", "user", owners(), s.listUsers)
 	s.handle("PUT /v1/users/{user}", "user", owners(), s.putUser)

@@ -241,6 +241,11 @@ type Store interface {
 	GetNode(ctx context.Context, k Key, name string) (*Node, error)
 	ListNodes(ctx context.Context, k Key, pg Page) ([]*Node, string, error)
 	DeleteNode(ctx context.Context, k Key, name string, c Cond) error
+	// ListStaleNodes lists, across every cluster, the nodes in one of
+	// states whose LastHeartbeat is before before, the oldest first (the
+	// liveness sweep); nodes without a heartbeat are never listed. It
+	// reads only such nodes, not every node.
+	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*Node, error)
 
 	// Cloud accounts.
 	PutCloudAccount(ctx context.Context, a *CloudAccount, c Cond) error

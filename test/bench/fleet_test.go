@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,7 +123,15 @@ func BenchmarkFleetWave(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				idle := measureIdle(b, pid, idleSettle, idleWindow)
+				time.Sleep(idleSettle)
+				saved := k.profileCPU(b, fmt.Sprintf("idle-%d", n), idleWindow)
+				idle := measureIdle(b, pid, idleWindow)
+				saved()
+				if profileDir != "" {
+					if err := k.saveProfile("heap", filepath.Join(profileDir, fmt.Sprintf("heap-%d.pprof", n))); err != nil {
+						b.Errorf("heap profile: %v", err)
+					}
+				}
 				b.ReportMetric(r.done.Seconds(), "s-to-succeeded")
 				b.ReportMetric(float64(n)/r.done.Seconds(), "clusters/s")
 				b.ReportMetric(float64(n)/r.accepted.Seconds(), "creates-accepted/s")
@@ -136,11 +145,10 @@ func BenchmarkFleetWave(b *testing.B) {
 	}
 }
 
-// measureIdle waits settle, then returns the share of a core process pid
-// used over window.
-func measureIdle(t testing.TB, pid int, settle, window time.Duration) float64 {
+// measureIdle returns the share of a core process pid used over the next
+// window.
+func measureIdle(t testing.TB, pid int, window time.Duration) float64 {
 	t.Helper()
-	time.Sleep(settle)
 	a, err := sampleProc(pid)
 	if err != nil {
 		t.Fatal(err)

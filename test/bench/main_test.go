@@ -9,8 +9,13 @@
 package bench
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
@@ -36,4 +41,55 @@ func startKilnd(t testing.TB, args ...string) *daemon {
 		append([]string{"--dev", "--data-dir", dir}, args...)...)
 	tok := kilndtest.Token(t, dir)
 	return &daemon{Kilnd: k, Token: tok, API: k.Client(tok)}
+}
+
+// profileDir is where benchmarks save CPU profiles of kilnd
+// (KILN_BENCH_PROFILE), or "" for none.
+var profileDir = os.Getenv("KILN_BENCH_PROFILE")
+
+// profileCPU saves a CPU profile of kilnd over the next d as
+// profileDir/name.pprof, in the background; wait blocks until it is saved.
+// Without KILN_BENCH_PROFILE it does nothing.
+func (d *daemon) profileCPU(t testing.TB, name string, dur time.Duration) (wait func()) {
+	if profileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.saveProfile(fmt.Sprintf("profile?seconds=%d", int(dur.Seconds())), filepath.Join(profileDir, name+".pprof")); err != nil {
+			t.Errorf("CPU profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// saveProfile fetches GET /debug/pprof/WHAT into path.
+func (d *daemon) saveProfile(what, path string) error {
+	req, err := http.NewRequest(http.MethodGet, d.URL()+"/debug/pprof/"+what, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := d.HTTPClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

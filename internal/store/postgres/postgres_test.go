@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
@@ -49,6 +50,31 @@ func TestSecretsAtRest(t *testing.T) {
 		}
 		t.Cleanup(func() { db.Close() })
 		return s, db
+	})
+}
+
+func TestNodeLivenessMigration(t *testing.T) {
+	u := pgtest.FreshDB(t)
+	storetest.NodeLivenessMigration(t, func(t *testing.T) store.Store {
+		s, err := postgres.Open(t.Context(), u, sqlstore.WithClock(storetest.Now(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, func(t *testing.T, version int64) {
+		db, err := sql.Open("pgx", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.DownTo(t.Context(), version); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

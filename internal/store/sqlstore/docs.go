@@ -24,13 +24,17 @@ type docTable struct {
 	// sealed, when set, is the data column as a sealed column: the whole
 	// document is sealed (cloud accounts: the credentials are in it).
 	sealed *sealedColumn
+	// columns, when set, gives the fields of a document (what putDoc was
+	// given) that are also kept in columns of their own, for queries that
+	// must not decode every document; written with every put.
+	columns func(v any) (names []string, values []any)
 }
 
 var (
 	projectsT = docTable{table: "projects", kind: "project"}
 	accountsT = docTable{table: "cloud_accounts", kind: "cloud account", parent: []string{"project"}, sealed: &accountsCol}
 	profilesT = docTable{table: "profiles", kind: "profile", parent: []string{"project"}}
-	nodesT    = docTable{table: "nodes", kind: "node", parent: []string{"project", "cluster"}, fenced: true}
+	nodesT    = docTable{table: "nodes", kind: "node", parent: []string{"project", "cluster"}, fenced: true, columns: nodeColumns}
 )
 
 // doc is one row of a docTable.
@@ -87,6 +91,11 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("put %s %s: %w", t.kind, p, err)
 	}
+	var xcols []string
+	var xargs []any
+	if t.columns != nil {
+		xcols, xargs = t.columns(v)
+	}
 	etag := newETag()
 	var createdAt int64
 	for attempt := 0; ; attempt++ {
@@ -107,16 +116,20 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 				return err
 			}
 			if exists {
-				_, err = tx.ExecContext(ctx, s.q(`UPDATE `+t.table+` SET etag = ?, data = ? WHERE `+t.keyWhere()),
-					append([]any{etag, string(data)}, keyArgs(parent, name)...)...)
+				set := "etag = ?, data = ?"
+				for _, c := range xcols {
+					set += ", " + c + " = ?"
+				}
+				args := append(append([]any{etag, string(data)}, xargs...), keyArgs(parent, name)...)
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE `+t.table+` SET `+set+` WHERE `+t.keyWhere()), args...)
 				return err
 			}
 			createdAt = toNanos(created)
 			if createdAt == 0 {
 				createdAt = s.nowNanos()
 			}
-			cols := append(append([]string(nil), t.parent...), "name", "etag", "created_at", "data")
-			args := append(keyArgs(parent, name), etag, createdAt, string(data))
+			cols := append(append(append([]string(nil), t.parent...), "name", "etag", "created_at", "data"), xcols...)
+			args := append(append(keyArgs(parent, name), etag, createdAt, string(data)), xargs...)
 			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO `+t.table+` (`+strings.Join(cols, ", ")+`)
 				VALUES (?`+strings.Repeat(", ?", len(cols)-1)+`)`), args...)
 			switch s.constraint(err) {

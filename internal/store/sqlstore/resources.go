@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
@@ -163,6 +166,57 @@ func (s *Store) ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*s
 // cluster's lease.
 func (s *Store) DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error {
 	return s.deleteDoc(ctx, nodesT, []string{k.Project, k.Name}, name, c)
+}
+
+// nodeColumns are the node fields kept in columns of their own: its state
+// and the time of its last heartbeat (NULL when it never sent one), which
+// ListStaleNodes queries.
+func nodeColumns(v any) ([]string, []any) {
+	n := v.(*v1.Node)
+	var beat any
+	if n.LastHeartbeat != nil {
+		beat = toNanos(*n.LastHeartbeat)
+	}
+	return []string{"state", "heartbeat_at"}, []any{n.State, beat}
+}
+
+// ListStaleNodes lists, across every cluster, the nodes in one of states
+// whose last heartbeat is older than before, the oldest heartbeat first. An
+// index on the heartbeat column serves it: it reads only those nodes (and
+// those in other states with an old heartbeat), never all of them.
+func (s *Store) ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*store.Node, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	args := []any{toNanos(before)}
+	for _, st := range states {
+		args = append(args, st)
+	}
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, cluster, name, etag, created_at, data FROM nodes
+		WHERE heartbeat_at < ? AND state IN (?`+strings.Repeat(", ?", len(states)-1)+`) ORDER BY heartbeat_at`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list stale nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Node
+	for rows.Next() {
+		var k store.Key
+		var d doc
+		var created int64
+		if err := rows.Scan(&k.Project, &k.Name, &d.name, &d.etag, &created, &d.data); err != nil {
+			return nil, fmt.Errorf("list stale nodes: %w", err)
+		}
+		d.created = fromNanos(created)
+		n, err := decodeNode(k)(d)
+		if err != nil {
+			return nil, fmt.Errorf("list stale nodes: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list stale nodes: %w", err)
+	}
+	return out, nil
 }
 
 func decodeNode(k store.Key) func(doc) (*store.Node, error) {

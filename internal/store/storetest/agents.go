@@ -161,3 +161,57 @@ func (e *env) finishDelete(cl *store.Cluster) {
 	op.Status = v1.OpSucceeded
 	wantErr(e.t, "FinishOperation delete", e.s.FinishOperation(e.ctx, nil, op, cl.Lease.Fence(), true), nil)
 }
+
+// testStaleNodes: ListStaleNodes finds, across clusters, exactly the nodes in
+// the states asked whose heartbeat is older than the time given, oldest
+// first; a newer heartbeat or another state takes a node off the list, and
+// nodes go with their cluster.
+func testStaleNodes(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c1", v1.KindCreate, v1.StateCreating)
+	e.begin("p", "c2", v1.KindCreate, v1.StateCreating)
+	now := e.clock.Now()
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d).UTC(); return &t }
+	put := func(cluster, name, state string, beat *time.Time) *store.Node {
+		t.Helper()
+		n := &store.Node{Project: "p", Node: v1.Node{Name: name, Cluster: cluster, State: state, LastHeartbeat: beat}}
+		wantErr(t, "PutNode "+name, s.PutNode(ctx, n, store.Cond{}), nil)
+		return n
+	}
+	old := put("c1", "old", v1.NodeReady, ago(time.Minute))
+	put("c1", "fresh", v1.NodeReady, ago(time.Second))
+	put("c1", "gone", v1.NodeNotReady, ago(2*time.Minute))
+	put("c1", "silent", v1.NodeReady, nil)
+	put("c2", "older", v1.NodeProvisioning, ago(90*time.Second))
+	live := []string{v1.NodeReady, v1.NodeProvisioning}
+	stale := func() []string {
+		t.Helper()
+		nodes, err := s.ListStaleNodes(ctx, now.Add(-10*time.Second), live)
+		if err != nil {
+			t.Fatalf("ListStaleNodes: %v", err)
+		}
+		var names []string
+		for _, n := range nodes {
+			names = append(names, n.Cluster+"/"+n.Name+":"+n.State)
+		}
+		return names
+	}
+	diff(t, "stale nodes", []string{"c2/older:PROVISIONING", "c1/old:READY"}, stale())
+
+	old.LastHeartbeat = ago(0)
+	wantErr(t, "PutNode old", s.PutNode(ctx, old, store.Cond{IfMatch: old.ETag}), nil)
+	diff(t, "stale nodes after a heartbeat", []string{"c2/older:PROVISIONING"}, stale())
+	put("c2", "older", v1.NodeNotReady, ago(90*time.Second))
+	diff(t, "stale nodes after a state change", []string(nil), stale())
+	put("c2", "lost", v1.NodeReady, ago(time.Hour))
+	diff(t, "stale nodes", []string{"c2/lost:READY"}, stale())
+	if cl := e.claim("w", time.Hour); cl.Name != "c1" { // the oldest first; c2 next
+		t.Fatalf("claimed %s, want c1", cl.Name)
+	}
+	e.finishDelete(e.claim("w", time.Hour))
+	diff(t, "stale nodes of a deleted cluster", []string(nil), stale())
+	if nodes, err := s.ListStaleNodes(ctx, now, nil); err != nil || len(nodes) != 0 {
+		t.Fatalf("ListStaleNodes with no states: %v, %v", nodes, err)
+	}
+}

@@ -107,6 +107,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateClusterSecrets", testUpdateClusterSecrets},
 		{"Instructions", testInstructions},
 		{"NodeLogs", testNodeLogs},
+		{"StaleNodes", testStaleNodes},
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},
