@@ -118,13 +118,15 @@ func BenchmarkFleetWave(b *testing.B) {
 			for b.Loop() {
 				k := startKilnd(b)
 				pid := k.Cmd.Process.Pid
+				saved := k.profileCPU(b, fmt.Sprintf("wave-%d", n), 10*time.Second)
 				r := wave(b.Context(), b, k.API, "wave", n, waveClients)
+				saved()
 				after, err := sampleProc(pid)
 				if err != nil {
 					b.Fatal(err)
 				}
 				time.Sleep(idleSettle)
-				saved := k.profileCPU(b, fmt.Sprintf("idle-%d", n), idleWindow)
+				saved = k.profileCPU(b, fmt.Sprintf("idle-%d", n), idleWindow)
 				idle := measureIdle(b, pid, idleWindow)
 				saved()
 				if profileDir != "" {
