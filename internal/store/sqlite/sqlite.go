@@ -84,7 +84,7 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	}
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	db, err := sql.Open(driverName, path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
