@@ -91,12 +91,12 @@ func probe(ctx context.Context, tg target, rate int, putBody []byte, res *probeR
 				res.skipped.Add(1)
 				continue
 			}
-			put := i%probePutEvery == probePutEvery-1
+			n, put := i, i%probePutEvery == probePutEvery-1
 			wg.Go(func() {
 				defer func() { <-sem }()
 				method, path, body, want, into := http.MethodGet, "/v1/projects/default/clusters/"+probeCluster, []byte(nil), http.StatusOK, &res.get
 				if put {
-					method, path, body, want, into = http.MethodPut, fmt.Sprintf("/v1/projects/default/clusters/probe-put-%d", i), putBody, http.StatusCreated, &res.put
+					method, path, body, want, into = http.MethodPut, fmt.Sprintf("/v1/projects/default/clusters/probe-put-%d", n), putBody, http.StatusCreated, &res.put
 				}
 				status, msg, err := tg.do(context.WithoutCancel(ctx), method, path, body)
 				switch {
