@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -99,18 +100,49 @@ func ServiceAccountPrincipal(project, name string) string {
 // request writes it again: one write a minute per token at most.
 const touchEvery = time.Minute
 
+// CacheTTL is how long an Authenticator answers a token from memory after
+// reading it from the store: every request used to read the token and its
+// user (two queries before any work). A change made through this process
+// (a token revoked, a user or service account changed or deleted) takes
+// effect at once (Forget); one made through another replica, within
+// CacheTTL.
+const CacheTTL = 2 * time.Second
+
 // Authenticator checks tokens against the store.
 type Authenticator struct {
 	st  Store
 	now func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached // by token hash
+	gen   uint64            // Forget's count: an answer read before a Forget is not kept
 }
+
+// cached is a principal Authenticate found, and until when it may be used
+// without reading the store again.
+type cached struct {
+	p     Principal
+	until time.Time
+}
+
+// maxCached bounds the cache; when full it starts again empty.
+const maxCached = 10000
 
 // New returns an Authenticator; now nil means time.Now.
 func New(st Store, now func() time.Time) *Authenticator {
 	if now == nil {
 		now = time.Now
 	}
-	return &Authenticator{st: st, now: now}
+	return &Authenticator{st: st, now: now, cache: map[string]cached{}}
+}
+
+// Forget drops every principal Authenticate remembers. The API calls it
+// around every change to tokens, users and service accounts.
+func (a *Authenticator) Forget() {
+	a.mu.Lock()
+	clear(a.cache)
+	a.gen++
+	a.mu.Unlock()
 }
 
 // Authenticate returns the principal a token acts for. A token that is
@@ -123,20 +155,49 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	if token == "" {
 		return deny("a bearer token is required (Authorization: Bearer <token>)")
 	}
-	t, err := a.st.TokenByHash(ctx, Hash(token))
+	hash := Hash(token)
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.cache[hash]
+	gen := a.gen
+	a.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.p, nil
+	}
+	p, until, err := a.authenticate(ctx, hash, now)
+	if err != nil {
+		return Principal{}, err
+	}
+	a.mu.Lock()
+	if a.gen == gen {
+		if len(a.cache) >= maxCached {
+			clear(a.cache)
+		}
+		a.cache[hash] = cached{p: p, until: until}
+	}
+	a.mu.Unlock()
+	return p, nil
+}
+
+// authenticate reads the token with hash from the store; until is when the
+// answer stops holding: CacheTTL from now, or the token's expiry if sooner.
+func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.Time) (p Principal, until time.Time, err error) {
+	deny := func(why string) (Principal, time.Time, error) {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: %s", ErrUnauthenticated, why)
+	}
+	t, err := a.st.TokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return deny("the token is not valid")
 	} else if err != nil {
-		return Principal{}, err
+		return Principal{}, time.Time{}, err
 	}
-	now := a.now()
 	switch {
 	case !t.RevokedAt.IsZero():
 		return deny("the token " + t.ID + " was revoked")
 	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
 		return deny("the token " + t.ID + " expired at " + t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	p := Principal{Name: t.Principal, TokenID: t.ID}
+	p = Principal{Name: t.Principal, TokenID: t.ID}
 	kind, rest, _ := strings.Cut(t.Principal, ":")
 	switch kind {
 	case v1.PrincipalUser:
@@ -144,7 +205,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		if errors.Is(err, store.ErrNotFound) {
 			return deny("the token's user " + rest + " no longer exists")
 		} else if err != nil {
-			return Principal{}, err
+			return Principal{}, time.Time{}, err
 		}
 		p.User, p.Owner = u.Name, u.Owner
 	case v1.PrincipalServiceAccount:
@@ -153,7 +214,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		if errors.Is(err, store.ErrNotFound) {
 			return deny("the token's service account " + rest + " no longer exists")
 		} else if err != nil {
-			return Principal{}, err
+			return Principal{}, time.Time{}, err
 		}
 		p.Project, p.Role = project, sa.Role
 	default:
@@ -163,7 +224,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		// Best effort: a failed write must not refuse a valid token.
 		_ = a.st.TouchToken(ctx, t.ID, now)
 	}
-	return p, nil
+	until = now.Add(CacheTTL)
+	if !t.ExpiresAt.IsZero() && t.ExpiresAt.Before(until) {
+		until = t.ExpiresAt
+	}
+	return p, until, nil
 }
 
 // RoleIn returns p's role in project: owner for owners, the service

@@ -52,6 +52,7 @@ func TestEnsureOwnerToken(t *testing.T) {
 	if err := auth.EnsureOwnerToken(ctx, st, "admin", value); err != nil {
 		t.Fatal(err)
 	}
+	a = auth.New(st, nil) // the restarted process's
 	if _, err := a.Authenticate(ctx, value); !errors.Is(err, auth.ErrUnauthenticated) || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a revoked initial token after a restart: %v, want it still revoked", err)
 	}
@@ -100,4 +101,63 @@ func TestRoles(t *testing.T) {
 			t.Errorf("Allows(%q, %q) = %v", tc.have, tc.need, got)
 		}
 	}
+}
+
+// TestCache: an Authenticator answers a token from memory for CacheTTL at
+// most (so a token revoked through another replica is refused within it),
+// never past the token's expiry, and not at all after Forget.
+func TestCache(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	a := auth.New(st, func() time.Time { return now })
+	if err := st.PutUser(ctx, &v1.User{Name: "u"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(expires time.Time) (value, id string) {
+		t.Helper()
+		value, hash, err := auth.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = auth.NewTokenID()
+		if err := st.CreateToken(ctx, &store.Token{ID: id, Principal: "user:u", Hash: hash, CreatedAt: now, ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+		return value, id
+	}
+	refused := func(what, value, why string) {
+		t.Helper()
+		if _, err := a.Authenticate(ctx, value); !errors.Is(err, auth.ErrUnauthenticated) || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v, want refused (%s)", what, err, why)
+		}
+	}
+	accepted := func(what, value string) {
+		t.Helper()
+		if p, err := a.Authenticate(ctx, value); err != nil || p.User != "u" {
+			t.Errorf("%s: %+v, %v; want user u", what, p, err)
+		}
+	}
+
+	v1tok, id1 := token(time.Time{})
+	accepted("a new token", v1tok)
+	if err := st.RevokeToken(ctx, "user:u", id1, now); err != nil {
+		t.Fatal(err)
+	}
+	accepted("revoked elsewhere, within CacheTTL", v1tok)
+	now = now.Add(auth.CacheTTL)
+	refused("revoked elsewhere, CacheTTL later", v1tok, "revoked")
+
+	v2tok, id2 := token(time.Time{})
+	accepted("another token", v2tok)
+	if err := st.RevokeToken(ctx, "user:u", id2, now); err != nil {
+		t.Fatal(err)
+	}
+	a.Forget()
+	refused("revoked, then Forget", v2tok, "revoked")
+
+	v3tok, _ := token(now.Add(auth.CacheTTL / 2))
+	accepted("a token about to expire", v3tok)
+	now = now.Add(auth.CacheTTL / 2)
+	refused("an expired token answered from memory", v3tok, "expired")
 }

@@ -27,6 +27,7 @@ var (
 		"/readyz",
 		"/metrics",
 		"/v1/whoami",
+		"/debug/pprof/goroutine",
 		"/v1/users",
 		"/v1/users/u",
 		"/v1/users/u/tokens",

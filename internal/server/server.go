@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,6 +238,9 @@ func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
 			s.writeError(w, r, err, what)
 		}
 	})
+	if !strings.HasPrefix(pattern, "GET ") && identityKinds[what] {
+		next = s.forgetPrincipals(next)
+	}
 	if acc.Scope != Public {
 		next = s.audit(acc, s.authenticate(s.rateLimit(s.authorize(acc, next))))
 	}
@@ -246,6 +250,43 @@ func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
 		next.ServeHTTP(w, r)
 	}))
 }
+
+// identityKinds are the resources whose changes can change who a token
+// acts for or what it may do.
+var identityKinds = map[string]bool{"user": true, "token": true, "serviceaccount": true, "project": true, "member": true}
+
+// forgetPrincipals makes the authenticator forget the principals it
+// remembers (auth.CacheTTL) once next has made its change, before the
+// client can see the answer: a revoked token is refused from the next
+// request on.
+func (s *Server) forgetPrincipals(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fw := &forgetWriter{ResponseWriter: w, forget: s.auth.Forget}
+		next.ServeHTTP(fw, r)
+		fw.once()
+	})
+}
+
+// forgetWriter calls forget once, before the first byte of the answer.
+type forgetWriter struct {
+	http.ResponseWriter
+	forget func()
+	done   bool
+}
+
+func (w *forgetWriter) once() {
+	if !w.done {
+		w.done = true
+		w.forget()
+	}
+}
+
+func (w *forgetWriter) WriteHeader(code int) { w.once(); w.ResponseWriter.WriteHeader(code) }
+func (w *forgetWriter) Write(b []byte) (int, error) {
+	w.once()
+	return w.ResponseWriter.Write(b)
+}
+func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)

@@ -254,9 +254,11 @@ func runLatency(t testing.TB, n, clients, rate int) *latencyRun {
 	var wg sync.WaitGroup
 	wg.Go(func() { probe(pctx, kt, rate, putBody, &r.kilnd) })
 	wg.Go(func() { probe(pctx, rt, rate, putBody, &r.ref) })
+	saved := k.profileCPU(t, "latency", 20*time.Second)
 	r.wave = wave(ctx, t, k.API, "wave", n, clients)
 	stop()
 	wg.Wait()
+	saved()
 	return r
 }
 
