@@ -63,15 +63,15 @@ func (x *run) canceling() bool {
 
 // pollCancel reads whether a cancel was requested.
 func (x *run) pollCancel(ctx context.Context) error {
-	op, err := x.s.GetOperation(ctx, x.op.ID)
+	req, err := x.s.CancelRequest(ctx, x.op.ID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("read the operation's cancel request: %w", err)
 	}
-	if op.CancelRequested != nil {
-		x.noticeCancel(op.CancelRequested)
+	if req != nil {
+		x.noticeCancel(req)
 	}
 	return nil
 }

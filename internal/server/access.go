@@ -139,7 +139,8 @@ func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role stri
 	if err != nil {
 		return err
 	}
-	info(r.Context()).project = op.Project
+	ri := info(r.Context())
+	ri.project, ri.operation = op.Project, op
 	have, err := s.auth.RoleIn(r.Context(), p, op.Project)
 	if err != nil {
 		return err

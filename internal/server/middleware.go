@@ -14,6 +14,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
 
@@ -33,6 +34,9 @@ type reqInfo struct {
 	pattern   string
 	principal auth.Principal
 	project   string // the project the request acts in, once authorized
+	// operation is the operation authorization read (routes of an
+	// operation): the handler's first read, saved.
+	operation *store.Operation
 }
 
 type infoKey struct{}

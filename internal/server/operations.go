@@ -75,9 +75,12 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("operation")
 	ctx := r.Context()
 
-	first, err := s.store.GetOperation(ctx, id)
-	if err != nil {
-		return err
+	first := info(ctx).operation // read just now, by authorization
+	var err error
+	if first == nil || first.ID != id {
+		if first, err = s.store.GetOperation(ctx, id); err != nil {
+			return err
+		}
 	}
 	// The long-poll waits for a state other than the one the client saw
 	// (If-None-Match: the ETag of its last answer) or, without one, other

@@ -218,6 +218,9 @@ type Store interface {
 
 	// Operations.
 	GetOperation(ctx context.Context, id string) (*Operation, error)
+	// CancelRequest is GetOperation(id).CancelRequested, reading nothing
+	// else.
+	CancelRequest(ctx context.Context, id string) (*v1.CancelRequest, error)
 	ListOperations(ctx context.Context, k Key, pg Page) ([]*Operation, string, error)
 	// SaveOperation writes op's status, steps and error, fenced by the lease
 	// of op's cluster. progress=true resets the cluster's dequeue count.

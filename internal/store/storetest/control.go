@@ -24,6 +24,11 @@ func testRequestCancel(e *env) {
 	if got := e.getOp(op.ID); got.CancelRequested != nil {
 		t.Fatalf("a refused request was recorded: %+v", got.CancelRequested)
 	}
+	if req, err := s.CancelRequest(ctx, op.ID); err != nil || req != nil {
+		t.Fatalf("CancelRequest before any: %+v, %v; want nil", req, err)
+	}
+	_, err = s.CancelRequest(ctx, "no-such-operation")
+	wantErr(t, "CancelRequest of a missing operation", err, store.ErrNotFound)
 
 	got, recorded, err := s.RequestCancel(ctx, op.ID, first)
 	wantErr(t, "RequestCancel", err, nil)
@@ -35,6 +40,9 @@ func testRequestCancel(e *env) {
 	wantErr(t, "RequestCancel again", err, nil)
 	if recorded || got.CancelRequested == nil || *got.CancelRequested != first {
 		t.Fatalf("second RequestCancel = %+v recorded %t; want the first request kept", got.CancelRequested, recorded)
+	}
+	if req, err := s.CancelRequest(ctx, op.ID); err != nil || req == nil || *req != first {
+		t.Fatalf("CancelRequest = %+v, %v; want %+v", req, err, first)
 	}
 
 	// The lease holder's progress and end keep the request, whatever its
