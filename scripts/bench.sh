@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes BENCHMARKS.md with the machine, the date and
-# the commit, so figures from different runs can be told apart. Compare
+# the commit, so figures from different runs can be told apart: first a table
+# of issue 9's targets and what this run measured, then every benchmark's
+# output, then the before/after record kept in docs/benchmarks.md. Compare
 # figures as ratios within one run: the machines are shared and noisy.
+# docs/benchmarks.md says what each benchmark measures and how to profile.
+#
+# Environment: BENCHTIME (Go micro-benchmarks, default 2s), BENCH_FAULTS
+# (kills in the bounded fault suite, default 10), KILN_BENCH_FLEET (fleet
+# wave sizes, default 1000,10000), KILN_BENCH_AGENTS (agent sessions,
+# default 10000), KILN_BENCH_PROFILE (a directory: kilnd's CPU and heap
+# profiles during the fleet and latency benchmarks are saved there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,14 +22,27 @@ if pg_env=$(scripts/postgres.sh start 2>/dev/null); then
 	export KILN_TEST_POSTGRES
 fi
 
+# Go micro-benchmarks of the hot paths.
 go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m \
 	./internal/store/... ./internal/daemon/... | tee "$out"
+# kilnd as a process under load from this one (test/bench), one at a time: the fleet wave, the API's
+# latency during a wave against a bare net/http reference, the agent fan-in.
+go test -run '^$' -bench 'FleetWave|APILatency|AgentFanIn' -benchtime 1x -timeout 90m -v ./test/bench/ | tee -a "$out"
 # Real local clusters (needs bin/kiln-kube: make bench builds it); -v shows each step's time.
 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench LocalCreate -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
 FAULTS=${BENCH_FAULTS:-10} go test -count=1 -v -run "^$faults_run\$" -timeout 30m ./test/faults/ | tee -a "$out"
+
+# metric PKG BENCH UNIT: the figure reported in UNIT by the first benchmark named BENCH (a regexp on
+# the name without its -GOMAXPROCS suffix) of package PKG (a regexp), or "—" when there is none.
+metric() {
+	awk -v p="$1" -v b="^$2-[0-9]+\$" -v u="$3" '
+		/^pkg: / { pkg = $2 }
+		pkg ~ p && $1 ~ b { for (i = 3; i < NF; i++) if ($(i + 1) == u) { v = $i; exit } }
+		END { print (v == "" ? "—" : v) }' "$out"
+}
 
 {
 	echo "# Benchmarks"
@@ -31,26 +53,33 @@ FAULTS=${BENCH_FAULTS:-10} go test -count=1 -v -run "^$faults_run\$" -timeout 30
 	echo "- go: $(go env GOVERSION)"
 	if [ -n "${KILN_TEST_POSTGRES:-}" ]; then echo "- PostgreSQL: running"; else echo "- PostgreSQL: not running: its benchmarks skipped"; fi
 	echo
-	echo "Regenerate with \`make bench\`. Custom metrics (ms/cluster, clusters/s) are reported next to ns/op."
+	echo "Regenerate with \`make bench\`; [docs/benchmarks.md](docs/benchmarks.md) says what each benchmark measures,"
+	echo "what its reference is, and how to profile kilnd. The machines are shared: read ratios, not absolutes."
 	echo
-	echo "- BenchmarkClaim: one lease claim + release on SQLite."
-	echo "- BenchmarkCreateToSucceeded: create (1 control plane + 2 workers) on the sim provider with zero step"
-	echo "  latency, through the HTTP API and the Go client, until the operation is Succeeded; sequential is one"
-	echo "  cluster at a time (latency), parallel-8 is 8 clients creating waves of 64 (throughput)."
-	echo "- BenchmarkLocalCreate: create-to-Succeeded of real local clusters (1+2 and 3+3, dedicated control"
-	echo "  planes) through the API, with each step's time (targets: 1+2 under 20 s, 3+3 under 40 s)."
-	echo "- fault suite summary: test/faults with FAULTS=${BENCH_FAULTS:-10} (PostgreSQL and 3 replicas when it runs, else"
-	echo "  SQLite and 1 process) under a load of sim creates, scales and deletes (150 ms steps). faults counts SIGKILLs,"
-	echo "  fault-point kills (a process armed with a random --fault point killing itself there), SIGTERMs and the"
-	echo "  PostgreSQL restart; operations-checked is how many operations the checker proved Succeeded with nothing lost"
-	echo "  or done twice. takeover-after-kill is from a kill to the next step of an interrupted operation starting on"
-	echo "  another process (target under 20 s; with --lease-ttl 3s it waits for the lease to expire, so ~3 s);"
-	echo "  handback-after-sigterm is from a SIGTERM to that next step (--drain-timeout 500ms, then the lease is"
-	echo "  handed back: no wait for expiry). docs/faults.md says what is measured and what is asserted."
+	echo "## Issue 9's targets and this run"
+	echo
+	echo "| benchmark | target | this run |"
+	echo "|---|---|---|"
+	echo "| fleet wave: 1,000 clusters (1+2, sim) from 32 clients until all Succeeded | under 60 s | $(metric bench 'BenchmarkFleetWave/1000' s-to-succeeded) s ($(metric bench 'BenchmarkFleetWave/1000' clusters/s) clusters/s) |"
+	echo "| fleet wave: 10,000 clusters | under 10 min | $(metric bench 'BenchmarkFleetWave/10000' s-to-succeeded) s, kilnd RSS $(metric bench 'BenchmarkFleetWave/10000' kilnd-rss-MiB) MiB |"
+	echo "| API during a wave at 1,000 req/s: p99 GET cluster | under 20 ms | $(metric bench BenchmarkAPILatency get-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-get-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency get-p99-ratio)) |"
+	echo "| API during a wave at 1,000 req/s: p99 PUT cluster | under 50 ms | $(metric bench BenchmarkAPILatency put-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-put-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency put-p99-ratio)) |"
+	echo "| lease writes / raw single-row UPDATEs, SQLite | at least 0.5 | $(metric store/sqlite BenchmarkLeaseThroughput ratio) |"
+	echo "| lease writes / raw single-row UPDATEs, PostgreSQL | at least 0.5 | $(metric store/postgres BenchmarkLeaseThroughput ratio) |"
+	echo "| agent fan-in: kilnd RSS with $(metric bench BenchmarkAgentFanIn sessions) sessions heartbeating every 10 s | under 1 GiB | $(metric bench BenchmarkAgentFanIn kilnd-rss-MiB) MiB |"
+	echo "| agent fan-in: heartbeat round trip p99 | under 50 ms | $(metric bench BenchmarkAgentFanIn heartbeat-p99-ms) ms |"
+	echo "| real local cluster 1+2, create to Succeeded | under 20 s | $(metric e2e 'BenchmarkLocalCreate/1\+2' s/create) s |"
+	echo "| real local cluster 3+3, create to Succeeded | under 40 s | $(metric e2e 'BenchmarkLocalCreate/3\+3' s/create) s |"
+	echo "| idle kilnd with 10,000 Succeeded clusters | under 5% of a core | $(metric bench 'BenchmarkFleetWave/10000' idle-cpu-%) % |"
+	echo
+	echo "## Everything this run printed"
 	echo
 	echo '```'
-	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|^ +bench_test.go:[0-9]+:   ' "$out" | sed -E 's/^ +bench_test.go:[0-9]+: /    /' || true
+	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|^ +bench_test.go:[0-9]+:   |^ +[a-z_]+_test.go:[0-9]+: (fleet wave|api latency|agent fan-in)' "$out" |
+		sed -E 's/^ +bench_test.go:[0-9]+: /    /; s/^ +[a-z_]+_test.go:[0-9]+: /    /' || true
 	grep -E 'fault suite summary: ' "$out" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: //' || true
 	echo '```'
+	echo
+	sed -n '/^## Before and after/,$p' docs/benchmarks.md
 } > BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2
