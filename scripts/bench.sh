@@ -33,7 +33,10 @@ FAULTS=${BENCH_FAULTS:-10} go test -count=1 -v -run "^$faults_run\$" -timeout 30
 	echo
 	echo "Regenerate with \`make bench\`. Custom metrics (ms/cluster, clusters/s) are reported next to ns/op."
 	echo
-	echo "- BenchmarkClaim: one lease claim + release on SQLite."
+	echo "- BenchmarkClaim: one lease claim + release, 100 active clusters among 10,000 finished ones (SQLite,"
+	echo "  PostgreSQL)."
+	echo "- BenchmarkLeaseThroughput: a claim, 8 step checkpoints and a release against raw single-row UPDATEs of the"
+	echo "  same database in the same run (lease-writes/s, raw-updates/s, ratio; target ratio at least 0.5)."
 	echo "- BenchmarkCreateToSucceeded: create (1 control plane + 2 workers) on the sim provider with zero step"
 	echo "  latency, through the HTTP API and the Go client, until the operation is Succeeded; sequential is one"
 	echo "  cluster at a time (latency), parallel-8 is 8 clients creating waves of 64 (throughput)."

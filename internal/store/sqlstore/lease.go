@@ -126,6 +126,10 @@ const fenceCond = `project = ? AND name = ? AND lease_owner = ? AND lease_token 
 // prepared later, from inside a transaction, would wait for the SQLite
 // writer's one connection, which that transaction holds. Tx.StmtContext
 // reuses them on the transaction's connection.
+//
+// One exception: once ANALYZE has filled sqlite_stat4, SQLite prepares the
+// claim again at every call, since its bound time is a range on an indexed
+// column and might change the plan. kilnd never runs ANALYZE on SQLite.
 type leaseStmts struct {
 	claim   *sql.Stmt // claimQuery: owner, expiry, now, now
 	renew   *sql.Stmt // expiry, then fenceCond
