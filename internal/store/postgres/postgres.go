@@ -80,6 +80,7 @@ func Dialect(migrations fs.FS) sqlstore.Dialect {
 		NumberedParams: true,
 		ForUpdate:      " FOR UPDATE",
 		SkipLocked:     " FOR UPDATE SKIP LOCKED",
+		WriteInWith:    true,
 		Constraint:     constraint,
 	}
 }

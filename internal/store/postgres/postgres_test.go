@@ -99,17 +99,9 @@ func TestClaimPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range []string{
-		`INSERT INTO projects (name, etag, created_at, data) VALUES ('seed', 'e', 1, '{}')`,
-		`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state)
-			SELECT 'seed', 'done-' || i, 'e', '{}', '{}', 'Succeeded' FROM generate_series(1, 10000) i`,
-		`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state, lease_expiry)
-			SELECT 'seed', 'busy-' || i, 'e', '{}', '{}', 'Creating', i FROM generate_series(1, 1000) i`,
-		`ANALYZE clusters`,
-	} {
-		if _, err := db.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("seed: %v", err)
-		}
+	storetest.SeedClusters(t, db, 10000, 1000)
+	if _, err := db.ExecContext(t.Context(), `ANALYZE clusters`); err != nil {
+		t.Fatal(err)
 	}
 	q := s.(interface{ ClaimQuery() string }).ClaimQuery()
 	now := time.Now().UnixNano()
@@ -164,4 +156,29 @@ func BenchmarkLeaseThroughput(b *testing.B) {
 	}
 	defer raw.Close()
 	storetest.LeaseThroughput(b, s, raw)
+}
+
+// BenchmarkClaim: a claim and release cycle with 100 active clusters
+// among 10,000 finished ones (storetest.Claim), analyzed as autovacuum
+// would have.
+func BenchmarkClaim(b *testing.B) {
+	if os.Getenv("KILN_TEST_POSTGRES") == "" {
+		b.Skip("KILN_TEST_POSTGRES is not set")
+	}
+	u := pgtest.FreshDB(b)
+	s, err := postgres.Open(b.Context(), u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	storetest.SeedClusters(b, raw, 10000, 100)
+	if _, err := raw.ExecContext(b.Context(), `ANALYZE clusters`); err != nil {
+		b.Fatal(err)
+	}
+	storetest.Claim(b, s)
 }

@@ -107,6 +107,17 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	return err
 }
 
+// opSet is what a running operation's writer changes: never the cancel
+// request, which is RequestCancel's. Its arguments, and the operation's
+// key, are opRow.setArgs.
+const opSet = `status = ?, steps = ?, error = ?, end_time = ?, leftovers = ?`
+
+// setArgs are the arguments of opSet followed by op's id, project and
+// cluster.
+func (r opRow) setArgs(op *store.Operation) []any {
+	return []any{op.Status, r.steps, r.errJSON, r.end, r.leftovers, op.ID, op.Project, op.Cluster}
+}
+
 // updateOperation writes op's status, steps, error, end time and
 // leftovers; never its cancel request, which is RequestCancel's.
 func (s *Store) updateOperation(ctx context.Context, tx *sql.Tx, op *store.Operation) error {
@@ -114,8 +125,8 @@ func (s *Store) updateOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET status = ?, steps = ?, error = ?, end_time = ?, leftovers = ?
-		WHERE id = ? AND project = ? AND cluster = ?`), op.Status, r.steps, r.errJSON, r.end, r.leftovers, op.ID, op.Project, op.Cluster)
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE operations SET `+opSet+`
+		WHERE id = ? AND project = ? AND cluster = ?`), r.setArgs(op)...)
 	if err != nil {
 		return err
 	}
@@ -206,29 +217,107 @@ func (s *Store) ListOperations(ctx context.Context, k store.Key, pg store.Page) 
 // of its cluster. A terminal status is refused: only FinishOperation ends an
 // operation, so that it never reads Succeeded before the cluster's final
 // write has committed.
+//
+// It is the write a worker makes twice a step, so it is one statement
+// wherever it can be: saveOpQuery; with progress, saveOpProgressQuery on
+// PostgreSQL. SQLite's WITH holds no UPDATE: there, a write with progress
+// is saveOpQuery conditional on a dequeue count at zero already (every
+// checkpoint after a run's first), and otherwise a transaction of
+// saveOpQuery and the reset of the count.
 func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error {
 	wrap := func(err error) error { return fmt.Errorf("save operation %s: %w", op.ID, err) }
 	if v1.Terminal(op.Status) {
 		return wrap(fmt.Errorf("status %s is terminal: use FinishOperation", op.Status))
 	}
-	k := store.Key{Project: op.Project, Name: op.Cluster}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, k, f); err != nil {
-			return err
-		}
-		if progress {
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET dequeues = 0 WHERE project = ? AND name = ?`),
-				k.Project, k.Name); err != nil {
-				return err
-			}
-		}
-		return s.updateOperation(ctx, tx, op)
-	})
-	if err != nil {
+	if err := s.saveOperation(ctx, op, f, progress); err != nil {
 		return wrap(err)
 	}
 	s.changed(operationChanged(op))
 	return nil
+}
+
+// saveOpQuery writes an operation (opSet and its key, then the arguments
+// of fence) if fence (fenceCond, or more) holds on its cluster's row.
+// forUpdate (PostgreSQL) locks that row until the statement commits, so no
+// claim takes the lease in between; a claim that committed first fails the
+// fence when the lock reads the row again.
+func saveOpQuery(fence, forUpdate string) string {
+	return `UPDATE operations SET ` + opSet + `
+		WHERE id = ? AND project = ? AND cluster = ?
+		AND EXISTS (SELECT 1 FROM clusters WHERE ` + fence + forUpdate + `)`
+}
+
+// saveOpProgressQuery is saveOpQuery that also resets the cluster's dequeue
+// count, in one statement for PostgreSQL (fenceCond, the operation's key,
+// then opSet and its key again). The UPDATE of clusters is the fence, as
+// FOR UPDATE is in saveOpQuery; it is conditional on the operation, so a
+// write refused for an unknown operation leaves the count alone, as a
+// rolled-back transaction would.
+const saveOpProgressQuery = `WITH lease AS (
+		UPDATE clusters SET dequeues = 0
+		WHERE ` + fenceCond + `
+		AND EXISTS (SELECT 1 FROM operations WHERE id = ? AND project = ? AND cluster = ?)
+		RETURNING 1)
+	UPDATE operations SET ` + opSet + `
+		WHERE id = ? AND project = ? AND cluster = ? AND EXISTS (SELECT 1 FROM lease)`
+
+func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error {
+	if f.Owner == "" {
+		return store.ErrLeaseLost
+	}
+	r, err := encodeOperation(op)
+	if err != nil {
+		return err
+	}
+	k := store.Key{Project: op.Project, Name: op.Cluster}
+	saveArgs := append(r.setArgs(op), k.Project, k.Name, f.Owner, f.Token)
+	switch {
+	case !progress:
+		res, err := s.stmts.saveOp.ExecContext(ctx, saveArgs...)
+		return s.operationWritten(ctx, s.write, res, err, op, f)
+	case s.stmts.saveOpProgress != nil:
+		args := append([]any{k.Project, k.Name, f.Owner, f.Token, op.ID, op.Project, op.Cluster}, r.setArgs(op)...)
+		res, err := s.stmts.saveOpProgress.ExecContext(ctx, args...)
+		return s.operationWritten(ctx, s.write, res, err, op, f)
+	}
+	res, err := s.stmts.saveOpSettled.ExecContext(ctx, saveArgs...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.stmts.saveOp).ExecContext(ctx, saveArgs...)
+		if err := s.operationWritten(ctx, tx, res, err, op, f); err != nil {
+			return err
+		}
+		_, err = tx.StmtContext(ctx, s.stmts.resetDequeues).ExecContext(ctx, k.Project, k.Name)
+		return err
+	})
+}
+
+// operationWritten checks the outcome of a fenced write of op. When it
+// wrote no row, it reads why: the fence lost (store.ErrLeaseLost, as
+// checkFence says), else an unknown operation (store.ErrNotFound). The read
+// may come after the write committed or rolled back: a lease once lost
+// never comes back (tokens only grow), so a fence that holds at the read
+// held at the write.
+func (s *Store) operationWritten(ctx context.Context, q rowQuerier, res sql.Result, err error, op *store.Operation, f store.Fence) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if err := s.readFence(ctx, q, store.Key{Project: op.Project, Name: op.Cluster}, f, ""); err != nil {
+		return err
+	}
+	return fmt.Errorf("operation %s: %w", op.ID, store.ErrNotFound)
 }
 
 // FinishOperation ends an operation: in one fenced transaction it writes op

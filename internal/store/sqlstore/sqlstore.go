@@ -56,6 +56,9 @@ type Dialect struct {
 	// will write (" FOR UPDATE"). Empty where a write transaction already
 	// holds the whole database (SQLite with _txlock=immediate).
 	ForUpdate string
+	// WriteInWith: a WITH clause may hold an UPDATE (PostgreSQL), so a
+	// write to two tables can be one statement instead of a transaction.
+	WriteInWith bool
 	// SkipLocked is appended to the claim sub-select (" FOR UPDATE SKIP
 	// LOCKED"), so concurrent claimers pass over each other's rows.
 	SkipLocked string
@@ -90,6 +93,8 @@ type Store struct {
 	// changes and relay tell watchers about committed writes (changes.go).
 	changes store.Hub
 	relay   Relay
+	// stmts are the lease path's prepared statements (lease.go).
+	stmts leaseStmts
 }
 
 var (
@@ -106,6 +111,10 @@ func New(ctx context.Context, d Dialect, write, read *sql.DB, opts ...Option) (*
 		o(s)
 	}
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.prepareLeaseStmts(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -149,7 +158,7 @@ func (s *Store) Close() error {
 	if s.relay != nil {
 		err = s.relay.Close()
 	}
-	err = errors.Join(err, s.write.Close())
+	err = errors.Join(err, s.stmts.close(), s.write.Close())
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
 	}
@@ -243,13 +252,19 @@ func checkCond(c store.Cond, exists bool, etag string) error {
 // and locks the cluster row until tx ends so no claim can slip in between.
 // A missing cluster, or a released lease, means the lease is lost.
 func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, k store.Key, f store.Fence) error {
+	return s.readFence(ctx, tx, k, f, s.d.ForUpdate)
+}
+
+// readFence reads cluster k's lease and compares it with f, as checkFence
+// says; lock is appended to the SELECT.
+func (s *Store) readFence(ctx context.Context, q rowQuerier, k store.Key, f store.Fence, lock string) error {
 	if f.Owner == "" {
 		return store.ErrLeaseLost
 	}
 	var owner string
 	var token int64
-	err := tx.QueryRowContext(ctx, s.q(`SELECT lease_owner, lease_token FROM clusters
-		WHERE project = ? AND name = ?`+s.d.ForUpdate), k.Project, k.Name).Scan(&owner, &token)
+	err := q.QueryRowContext(ctx, s.q(`SELECT lease_owner, lease_token FROM clusters
+		WHERE project = ? AND name = ?`+lock), k.Project, k.Name).Scan(&owner, &token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrLeaseLost
 	}

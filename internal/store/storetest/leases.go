@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -245,6 +246,113 @@ func testSaveOperationProgress(e *env) {
 	}
 	if got := e.getOp(op.ID); got.Status != v1.OpInProgress {
 		t.Fatalf("operation status %s after refused SaveOperation", got.Status)
+	}
+}
+
+// testSaveOperationRefused: a refused SaveOperation, with or without
+// progress, changes neither the operation nor the dequeue count, and says
+// why: the lease lost (which wins) or an unknown operation.
+func testSaveOperationRefused(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	_, op := e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	old := e.claim("w1", time.Minute)
+	e.clock.Advance(2 * time.Minute)
+	cur := e.claim("w2", time.Minute)
+	k, stale, fresh := cur.Key(), old.Lease.Fence(), cur.Lease.Fence()
+	if cur.Dequeues != 2 {
+		t.Fatalf("dequeues %d after two claims, want 2", cur.Dequeues)
+	}
+	unknown := *op
+	unknown.ID = "00000000-0000-7000-8000-000000000000"
+	for _, progress := range []bool{false, true} {
+		op.Steps[0].State = v1.StepRunning
+		wantErr(t, fmt.Sprintf("SaveOperation stale (progress %v)", progress), s.SaveOperation(ctx, op, stale, progress), store.ErrLeaseLost)
+		wantErr(t, fmt.Sprintf("SaveOperation unknown (progress %v)", progress), s.SaveOperation(ctx, &unknown, fresh, progress), store.ErrNotFound)
+		wantErr(t, fmt.Sprintf("SaveOperation unknown and stale (progress %v)", progress), s.SaveOperation(ctx, &unknown, stale, progress), store.ErrLeaseLost)
+		other := store.Operation{ID: op.ID, Project: "p", Cluster: "nope", Kind: op.Kind, Status: op.Status}
+		wantErr(t, fmt.Sprintf("SaveOperation on a missing cluster (progress %v)", progress), s.SaveOperation(ctx, &other, fresh, progress), store.ErrLeaseLost)
+		if got := e.getOp(op.ID); got.Steps[0].State != v1.StepPending {
+			t.Fatalf("refused SaveOperation (progress %v) changed the operation", progress)
+		}
+		if got := e.get(k); got.Dequeues != 2 {
+			t.Fatalf("dequeues %d after refused SaveOperation (progress %v), want 2", got.Dequeues, progress)
+		}
+	}
+	wantErr(t, "SaveOperation progress", s.SaveOperation(ctx, op, fresh, true), nil)
+	if got := e.get(k); got.Dequeues != 0 {
+		t.Fatalf("dequeues %d after progress, want 0", got.Dequeues)
+	}
+	diff(t, "saved operation", op, e.getOp(op.ID))
+	op.Steps[0].State = v1.StepSucceeded
+	wantErr(t, "SaveOperation progress again", s.SaveOperation(ctx, op, fresh, true), nil)
+	diff(t, "saved operation", op, e.getOp(op.ID))
+	wantErr(t, "SaveOperation stale once settled", s.SaveOperation(ctx, op, stale, true), store.ErrLeaseLost)
+}
+
+// testCheckpointsRaceTakeover: checkpoints racing a takeover either land
+// before the new claim or are refused. What the new holder reads once its
+// claim returns is the old holder's last accepted checkpoint, and nothing
+// lands after it.
+func testCheckpointsRaceTakeover(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	const rounds = 20
+	e.project("p")
+	_, op := e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	last := ""
+	for round := range rounds {
+		old := e.claim(fmt.Sprintf("old-%d", round), time.Second)
+		e.clock.Advance(2 * time.Second) // expired: the next claim takes it over
+		var (
+			wg      sync.WaitGroup
+			started = make(chan struct{})
+			werr    error
+		)
+		wg.Go(func() {
+			var once sync.Once
+			signal := func() { once.Do(func() { close(started) }) }
+			defer signal()
+			mine := *op
+			mine.Steps = slices.Clone(op.Steps)
+			for i := 0; ; i++ {
+				mine.Steps[0].Message = fmt.Sprintf("round %d checkpoint %d", round, i)
+				err := s.SaveOperation(ctx, &mine, old.Lease.Fence(), i%2 == 0)
+				if errors.Is(err, store.ErrLeaseLost) {
+					return
+				}
+				if err != nil {
+					werr = err
+					return
+				}
+				last = mine.Steps[0].Message
+				signal() // the takeover races the next ones
+			}
+		})
+		<-started
+		// A claim passes over a row a checkpoint holds locked (SKIP LOCKED
+		// on PostgreSQL) and finds no work: claim again, as workers poll.
+		var cur *store.Cluster
+		for deadline := time.Now().Add(10 * time.Second); cur == nil; {
+			cl, err := s.ClaimCluster(ctx, fmt.Sprintf("new-%d", round), time.Minute)
+			switch {
+			case err == nil:
+				cur = cl
+			case !errors.Is(err, store.ErrNoWork) || time.Now().After(deadline):
+				t.Fatalf("round %d: ClaimCluster: %v", round, err)
+			}
+		}
+		seen := e.getOp(op.ID).Steps[0].Message
+		wg.Wait()
+		if werr != nil {
+			t.Fatalf("round %d: SaveOperation: %v", round, werr)
+		}
+		if seen != last {
+			t.Fatalf("round %d: after the takeover the operation says %q; the old holder's last accepted checkpoint was %q", round, seen, last)
+		}
+		if got := e.getOp(op.ID).Steps[0].Message; got != last {
+			t.Fatalf("round %d: checkpoint %q landed after the takeover (last accepted %q)", round, got, last)
+		}
+		wantErr(t, "ReleaseLease", s.ReleaseLease(ctx, cur.Key(), cur.Lease.Fence()), nil)
 	}
 }
 

@@ -95,6 +95,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FencedWrites", testFencedWrites},
 		{"UnfencedStatus", testUnfencedStatus},
 		{"SaveOperationProgress", testSaveOperationProgress},
+		{"SaveOperationRefused", testSaveOperationRefused},
+		{"CheckpointsRaceTakeover", testCheckpointsRaceTakeover},
 		{"FinishOperation", testFinishOperation},
 		{"FinishOperationDelete", testFinishOperationDelete},
 		{"RequestCancel", testRequestCancel},
