@@ -269,6 +269,10 @@ func (s *session) handle(m *v1.AgentMessage) error {
 	switch m.Type {
 	case v1.AgentHeartbeat:
 		s.heartbeat(m.Time)
+		if s.ctx.Err() != nil {
+			return nil // the heartbeat found the node deleted and ended the session
+		}
+		return s.send(&v1.ControllerMessage{Type: v1.ControllerHeartbeat, Heartbeat: &v1.HeartbeatBody{Seq: m.Seq, Time: m.Time}})
 	case v1.AgentFacts:
 		if m.Facts == nil {
 			return nil
