@@ -28,12 +28,13 @@ type daemon struct {
 }
 
 // startKilnd starts kilnd --dev (SQLite in a fresh data dir, the sim
-// provider) with args added.
+// provider) with args added. Its log level is info: kilndtest.Start waits
+// for the "kilnd listening" line, logged at info.
 func startKilnd(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	k := kilndtest.Start(t, kilndBin, "kilnd", nil,
-		append([]string{"--dev", "--data-dir", dir, "--log-level", "warn"}, args...)...)
+		append([]string{"--dev", "--data-dir", dir, "--log-level", "info"}, args...)...)
 	tok := kilndtest.Token(t, dir)
 	return &daemon{Kilnd: k, Token: tok, API: k.Client(tok)}
 }
