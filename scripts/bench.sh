@@ -17,6 +17,9 @@ go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m 
 	./internal/store/... ./internal/daemon/... | tee "$out"
 # Real local clusters (needs bin/kiln-kube: make bench builds it); -v shows each step's time.
 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench LocalCreate -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+# Agent fan-in: KILN_BENCH_AGENTS (default 10,000) simulated agents on real websocket sessions from the test
+# process, heartbeating every 10 s to one kilnd for 60 s (docs/benchmarks.md).
+go test -run '^$' -bench AgentFanIn -benchtime 1x -timeout 60m ./test/bench/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
@@ -39,6 +42,11 @@ FAULTS=${BENCH_FAULTS:-10} go test -count=1 -v -run "^$faults_run\$" -timeout 30
 	echo "  cluster at a time (latency), parallel-8 is 8 clients creating waves of 64 (throughput)."
 	echo "- BenchmarkLocalCreate: create-to-Succeeded of real local clusters (1+2 and 3+3, dedicated control"
 	echo "  planes) through the API, with each step's time (targets: 1+2 under 20 s, 3+3 under 40 s)."
+	echo "- BenchmarkAgentFanIn: ${KILN_BENCH_AGENTS:-10000} agent sessions (real mTLS websockets on loopback from the test"
+	echo "  process, 100 nodes per edge cluster) heartbeating every 10 s to one kilnd, measured over 60 s once all are up:"
+	echo "  kilnd's RSS (target under 1 GiB) and CPU, each heartbeat's round trip to kilnd's answer (target p99 under"
+	echo "  50 ms), and the same round trip to an echo server in the test process (same TLS, same messages, same rate:"
+	echo "  the machine's floor); p99/ref is their ratio."
 	echo "- fault suite summary: test/faults with FAULTS=${BENCH_FAULTS:-10} (PostgreSQL and 3 replicas when it runs, else"
 	echo "  SQLite and 1 process) under a load of sim creates, scales and deletes (150 ms steps). faults counts SIGKILLs,"
 	echo "  fault-point kills (a process armed with a random --fault point killing itself there), SIGTERMs and the"
@@ -50,6 +58,7 @@ FAULTS=${BENCH_FAULTS:-10} go test -count=1 -v -run "^$faults_run\$" -timeout 30
 	echo
 	echo '```'
 	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|^ +bench_test.go:[0-9]+:   ' "$out" | sed -E 's/^ +bench_test.go:[0-9]+: /    /' || true
+	grep -E 'agent fan-in: ' "$out" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: //' || true
 	grep -E 'fault suite summary: ' "$out" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: //' || true
 	echo '```'
 } > BENCHMARKS.md

@@ -31,10 +31,11 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var (
-		cfg       daemon.Config
-		logLevel  string
-		logFormat string
-		faultSpec string
+		cfg         daemon.Config
+		logLevel    string
+		logFormat   string
+		faultSpec   string
+		pprofListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "kilnd",
@@ -69,6 +70,11 @@ unless set; created on first start): back it up apart from the database.
 				return err
 			}
 			cfg.Logger = logger
+			if pprofListen != "" {
+				if err := servePprof(pprofListen, logger); err != nil {
+					return err
+				}
+			}
 			if cfg.AgentHeartbeatInterval <= 0 {
 				return fmt.Errorf("--heartbeat-interval %s: must be more than 0", cfg.AgentHeartbeatInterval)
 			}
@@ -114,6 +120,8 @@ unless set; created on first start): back it up apart from the database.
 	f.MarkHidden("sim-state")
 	f.StringVar(&faultSpec, "fault", os.Getenv(fault.Env), "POINT[:N]: SIGKILL this process the Nth time it reaches fault point POINT (a glob; docs/faults.md) (tests; env KILN_FAULT)")
 	f.MarkHidden("fault")
+	f.StringVar(&pprofListen, "pprof-listen", "", "loopback HOST:PORT to serve net/http/pprof on, unauthenticated (profiling; off by default)")
+	f.MarkHidden("pprof-listen")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.AddCommand(newRotateKey())

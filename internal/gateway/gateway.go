@@ -31,6 +31,11 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultMissedHeartbeats  = 3
 	DefaultPollInterval      = 2 * time.Second
+	// MaxSessionPolls bounds the polls of all sessions of a gateway, a
+	// second: each is two reads (pending instructions, certificate
+	// record), and changes reach sessions through Notify anyway; the poll
+	// is a safety net whose cost must not grow with the fleet.
+	MaxSessionPolls = 250
 )
 
 // Store is what the gateway needs of the store. Node writes are not fenced
@@ -67,8 +72,11 @@ type Options struct {
 	// node NOT_READY; DefaultMissedHeartbeats when zero.
 	MissedHeartbeats int
 	// PollInterval is how often a session re-reads its node's pending
-	// instructions (for instructions written by another process);
-	// DefaultPollInterval when zero.
+	// instructions and certificate record (for changes another process
+	// made that no notification brought); DefaultPollInterval when zero.
+	// A gateway polls at most MaxSessionPolls sessions a second: with
+	// more sessions than PollInterval × MaxSessionPolls, each polls less
+	// often (sessionPoll).
 	PollInterval time.Duration
 	// Controller is the https base URL agents reach this gateway at, and
 	// ControllerCA the PEM of the CA of its serving certificate; both go

@@ -40,6 +40,7 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{}
+	logged chan struct{} // a first log line is buffered: the sender flushes it soon
 	seq    atomic.Int64
 
 	// Owned by the reader goroutine.
@@ -149,7 +150,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	// shutdown: the session has its own, cancelled by CloseSessions.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &session{g: g, k: k, node: node, serial: serialOf(peer), conn: conn, log: log, ctx: sctx, cancel: cancel,
-		wake: make(chan struct{}, 1), steps: map[[2]string]string{}}
+		wake: make(chan struct{}, 1), logged: make(chan struct{}, 1), steps: map[[2]string]string{}}
 	defer cancel()
 	if err := s.run(); err != nil {
 		log.Info("session ended", "err", err)
@@ -287,11 +288,18 @@ func (s *session) handle(m *v1.AgentMessage) error {
 	case v1.AgentLog:
 		if m.Log != nil {
 			s.mu.Lock()
+			first := len(s.logs) == 0
 			if len(s.logs) < maxBufferedLogs {
 				s.logs = append(s.logs, *m.Log)
 			}
 			full := len(s.logs) >= logFlushLines
 			s.mu.Unlock()
+			if first {
+				select {
+				case s.logged <- struct{}{}:
+				default:
+				}
+			}
 			if full {
 				s.flushLogs(ctx)
 			}

@@ -115,6 +115,10 @@ type fleetStats struct {
 	welcomed atomic.Int64
 	sent     atomic.Int64 // heartbeats
 	answered atomic.Int64 // heartbeat answers matched to a heartbeat
+	started  atomic.Int64 // sessions whose first heartbeat was answered
+	// windowSent counts the heartbeats sent within the window; rtt holds
+	// the round trips of those answered.
+	windowSent atomic.Int64
 	lost     atomic.Int64 // sessions that ended before the agent closed them
 	// measuring is when the window opens and closes (UnixNano; 0: not
 	// yet): the round trips of heartbeats sent within it go into rtt.
@@ -235,6 +239,9 @@ func (a *simAgent) send(m v1.AgentMessage) error {
 	if m.Type == v1.AgentHeartbeat {
 		a.pending[m.Seq] = now
 		a.stats.sent.Add(1)
+		if a.stats.inWindow(now) {
+			a.stats.windowSent.Add(1)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -243,7 +250,7 @@ func (a *simAgent) send(m v1.AgentMessage) error {
 
 func (a *simAgent) read() {
 	defer close(a.done)
-	welcomed := false
+	welcomed, started := false, false
 	for {
 		_, data, err := a.conn.Read(context.Background())
 		if err != nil {
@@ -269,7 +276,10 @@ func (a *simAgent) read() {
 			delete(a.pending, m.Heartbeat.Seq)
 			a.wmu.Unlock()
 			if ok {
-				a.stats.answered.Add(1)
+				if a.stats.answered.Add(1); !started {
+					started = true
+					a.stats.started.Add(1)
+				}
 				if a.stats.inWindow(sent) {
 					a.stats.rtt.add(at.Sub(sent))
 				}
