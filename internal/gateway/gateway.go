@@ -286,10 +286,23 @@ var errNodeUnchanged = errors.New("node unchanged")
 // on the etag it read, trying again when another writer came first. mutate
 // returns errNodeUnchanged when there is nothing to write.
 func (g *Gateway) updateNode(ctx context.Context, k store.Key, name string, mutate func(n *store.Node) error) (*store.Node, error) {
+	return g.updateNodeFrom(ctx, k, name, nil, mutate)
+}
+
+// updateNodeFrom is updateNode starting from known, a record of the node
+// read or written before (nil: none), instead of reading it: when nobody
+// wrote the node since, the write on known's etag succeeds and the read is
+// saved; else it fails and the node is read afresh. known is mutated: the
+// caller gives up its copy. Only for a mutate that never returns
+// errNodeUnchanged: it would decide so on a record perhaps out of date.
+func (g *Gateway) updateNodeFrom(ctx context.Context, k store.Key, name string, known *store.Node, mutate func(n *store.Node) error) (*store.Node, error) {
 	for attempt := 0; ; attempt++ {
-		n, err := g.st.GetNode(ctx, k, name)
-		if err != nil {
-			return nil, fmt.Errorf("read node %s of cluster %s: %w", name, k, err)
+		n, err := known, error(nil)
+		known = nil
+		if n == nil {
+			if n, err = g.st.GetNode(ctx, k, name); err != nil {
+				return nil, fmt.Errorf("read node %s of cluster %s: %w", name, k, err)
+			}
 		}
 		if err := mutate(n); errors.Is(err, errNodeUnchanged) {
 			return n, nil

@@ -45,6 +45,7 @@ type session struct {
 
 	// Owned by the reader goroutine.
 	lastBeatWrite time.Time
+	lastBeat      *store.Node // as the last heartbeat wrote it (updateNodeFrom)
 	// minLag is the smallest delay seen from an agent's message time to
 	// its receipt (clock skew included), once lagKnown (liveness.go).
 	minLag   time.Duration
