@@ -45,7 +45,8 @@ func (s *session) sender() {
 	defer flush.Stop()
 	sent := map[string]bool{}
 	for {
-		if err := s.sendPending(sent); err != nil {
+		var err error
+		if offload(func() { err = s.sendPending(sent) }); err != nil {
 			if s.ctx.Err() == nil {
 				s.log.Warn("send instructions", "err", err)
 				s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
@@ -60,7 +61,7 @@ func (s *session) sender() {
 			case <-s.logged:
 				flush.Reset(logFlushEvery)
 			case <-flush.C:
-				s.flushLogs(s.ctx)
+				offload(func() { s.flushLogs(s.ctx) })
 			case <-s.wake:
 				break wait
 			case <-poll.C:
@@ -68,7 +69,8 @@ func (s *session) sender() {
 				break wait
 			}
 		}
-		if !s.checkCertificate() {
+		ok := true
+		if offload(func() { ok = s.checkCertificate() }); !ok {
 			return
 		}
 	}

@@ -194,7 +194,7 @@ func (s *session) run() error {
 		return err
 	}
 	s.log.Info("session started", "agentVersion", hello.Hello.AgentVersion)
-	s.heartbeat(hello.Time)
+	offload(func() { s.heartbeat(hello.Time) })
 
 	var wg sync.WaitGroup
 	wg.Go(s.sender)
@@ -209,7 +209,7 @@ func (s *session) run() error {
 		if err != nil {
 			return err
 		}
-		if err := s.handle(m); err != nil {
+		if offload(func() { err = s.handle(m) }); err != nil {
 			s.conn.Close(websocket.StatusInternalError, "the controller could not record a message")
 			return err
 		}
@@ -388,4 +388,20 @@ func (s *session) flushLogs(ctx context.Context) {
 	if err := s.g.st.AppendNodeLogs(ctx, s.k, s.node, lines); err != nil {
 		s.log.Warn("append node logs", "lines", len(lines), "err", err)
 	}
+}
+
+// offload runs fn on a goroutine of its own and waits for it. A session's
+// two goroutines live as long as the agent's connection and mostly wait;
+// the store's code (SQLite's in particular) needs deep stacks, which a
+// goroutine keeps until the garbage collector shrinks them, so store work
+// done on them would hold a grown stack per session. A goroutine per call
+// gives its stack back at once (at 10,000 sessions: 183 MiB of stacks
+// instead of 277, BenchmarkAgentFanIn).
+func offload(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
 }

@@ -45,7 +45,7 @@ const benchProject = "default"
 
 // runFanIn starts kilnd, makes the clusters and registers their nodes,
 // measures the reference, opens every session and measures the window.
-// The sessions keep heartbeating until finish.
+// The sessions keep heartbeating until finish or closeAll.
 func runFanIn(t testing.TB, cfg fanIn) *fanInResult {
 	t.Helper()
 	args := []string{"--heartbeat-interval", cfg.interval.String()}
@@ -53,7 +53,7 @@ func runFanIn(t testing.TB, cfg fanIn) *fanInResult {
 		args = append(args, "--pprof-listen", addr) // to profile kilnd during the run by hand
 	}
 	r := &fanInResult{d: startKilnd(t, args...), fleet: &fleetStats{}, ref: &fleetStats{}}
-	t.Cleanup(func() { r.finish() })
+	t.Cleanup(func() { r.closeAll() }) // before kilnd is killed (cleanups run last first)
 
 	began := time.Now()
 	acts := r.makeClusters(t, (cfg.agents+cfg.perCluster-1)/cfg.perCluster)
@@ -201,8 +201,7 @@ func (r *fanInResult) openSessions(t testing.TB, ids []agentIdentity, controller
 	}
 }
 
-// finish stops the heartbeats and waits for the answers to those sent,
-// then closes the sessions.
+// finish stops the heartbeats (the sessions stay open).
 func (r *fanInResult) finish() {
 	if r.stop == nil {
 		return
@@ -212,6 +211,7 @@ func (r *fanInResult) finish() {
 	r.stop = nil
 }
 
+// closeAll stops the heartbeats and closes the sessions.
 func (r *fanInResult) closeAll() {
 	r.finish()
 	for _, a := range r.agents {
