@@ -119,7 +119,7 @@ type fleetStats struct {
 	// windowSent counts the heartbeats sent within the window; rtt holds
 	// the round trips of those answered.
 	windowSent atomic.Int64
-	lost     atomic.Int64 // sessions that ended before the agent closed them
+	lost       atomic.Int64 // sessions that ended before the agent closed them
 	// measuring is when the window opens and closes (UnixNano; 0: not
 	// yet): the round trips of heartbeats sent within it go into rtt.
 	from, to atomic.Int64
