@@ -122,6 +122,11 @@ const (
 	ControllerAck         = "ack"
 	// ControllerCertificate answers AgentRenew (Certificate).
 	ControllerCertificate = "certificate"
+	// ControllerHeartbeat answers an AgentHeartbeat once the controller
+	// has handled it (Heartbeat): the agent measures the round trip,
+	// the controller's work included. Added within protocol version 1:
+	// an agent without it ignores it.
+	ControllerHeartbeat = "heartbeat"
 )
 
 // ControllerMessage is one message from the controller to an agent.
@@ -132,6 +137,15 @@ type ControllerMessage struct {
 	Instruction *Instruction     `json:"instruction,omitempty"`
 	Ack         string           `json:"ack,omitempty"` // the instruction whose result was recorded
 	Certificate *CertificateBody `json:"certificate,omitempty"`
+	Heartbeat   *HeartbeatBody   `json:"heartbeat,omitempty"`
+}
+
+// HeartbeatBody answers a heartbeat: its seq and time, as the agent sent
+// them, so the agent matches the answer to its heartbeat and measures the
+// round trip on its own clock.
+type HeartbeatBody struct {
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
 }
 
 // WelcomeBody answers a hello.

@@ -17,6 +17,7 @@ import (
 
 	"kiln.dev/kiln/internal/daemon"
 	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/gateway"
 )
 
 func main() {
@@ -68,6 +69,9 @@ unless set; created on first start): back it up apart from the database.
 				return err
 			}
 			cfg.Logger = logger
+			if cfg.AgentHeartbeatInterval <= 0 {
+				return fmt.Errorf("--heartbeat-interval %s: must be more than 0", cfg.AgentHeartbeatInterval)
+			}
 			if err := fault.Arm(faultSpec); err != nil {
 				return fmt.Errorf("--fault: %w", err)
 			}
@@ -93,6 +97,7 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")
 	f.StringVar(&cfg.AgentAdvertise, "agent-advertise", "", "HOST:PORT agents are told to reach the gateway at (credentials, installer commands), e.g. a load balancer in front of several frontends (default: the --agent-listen address)")
 	f.DurationVar(&cfg.NodeCertValidity, "node-cert-validity", 0, "lifetime of agents' node certificates (renewed after two thirds of it); 0 for each cluster's certificateTTLDays")
+	f.DurationVar(&cfg.AgentHeartbeatInterval, "heartbeat-interval", gateway.DefaultHeartbeatInterval, "how often agents heartbeat (the controller tells them at each session); a node is NOT_READY after 3 intervals without one")
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
 	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube for local nodes: a directory of kiln-kube-VERSION programs (make kube's bin/), or one kiln-kube program (default: kilnd's directory)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")

@@ -199,7 +199,8 @@ func (r *runner) write(c *agentConn, interval time.Duration) error {
 	}
 }
 
-// read handles instructions and acknowledgements.
+// read handles instructions, acknowledgements, renewed certificates and
+// the answers to heartbeats (logged at debug level with their round trip).
 func (r *runner) read(c *agentConn) error {
 	for {
 		m, err := c.read(c.ctx)
@@ -221,6 +222,10 @@ func (r *runner) read(c *agentConn) error {
 				case c.renewed <- struct{}{}:
 				default: // the writer is told already
 				}
+			}
+		case v1.ControllerHeartbeat:
+			if m.Heartbeat != nil {
+				r.log.Debug("heartbeat answered", "seq", m.Heartbeat.Seq, "roundTrip", r.opts.Now().Sub(m.Heartbeat.Time))
 			}
 		default:
 			r.log.Debug("ignoring controller message", "type", m.Type)

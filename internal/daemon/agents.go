@@ -47,12 +47,13 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		return err
 	}
 	d.gw = gateway.New(gateway.Options{
-		Store:            st,
-		Logger:           d.log.With("part", "gateway"),
-		Controller:       "https://" + cmp.Or(d.cfg.AgentAdvertise, d.AgentAddr),
-		ControllerCA:     ca.CertPEM(),
-		NodeCertValidity: d.cfg.NodeCertValidity,
-		PollInterval:     d.cfg.Poll,
+		Store:             st,
+		Logger:            d.log.With("part", "gateway"),
+		Controller:        "https://" + cmp.Or(d.cfg.AgentAdvertise, d.AgentAddr),
+		ControllerCA:      ca.CertPEM(),
+		NodeCertValidity:  d.cfg.NodeCertValidity,
+		HeartbeatInterval: d.cfg.AgentHeartbeatInterval,
+		PollInterval:      d.cfg.Poll,
 	})
 	// No read or write timeout: sessions are long-lived websockets.
 	d.agentServer = &http.Server{

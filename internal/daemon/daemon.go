@@ -81,6 +81,10 @@ type Config struct {
 	// certificates instead of each cluster's certificateTTLDays
 	// (gateway.Options.NodeCertValidity).
 	NodeCertValidity time.Duration
+	// AgentHeartbeatInterval is how often agents are told to heartbeat
+	// (gateway.Options.HeartbeatInterval); a node is NOT_READY after 3
+	// intervals without one. Zero for gateway.DefaultHeartbeatInterval (5 s).
+	AgentHeartbeatInterval time.Duration
 	// AgentBinary is the kiln-agent program local machines run; default:
 	// next to this executable.
 	AgentBinary string
@@ -200,6 +204,9 @@ func (c *Config) defaults() error {
 		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
 			return fmt.Errorf("--agent-advertise %q: want HOST:PORT, the address agents reach the gateway at", c.AgentAdvertise)
 		}
+	}
+	if c.AgentHeartbeatInterval < 0 {
+		return fmt.Errorf("--heartbeat-interval %s: must be more than 0", c.AgentHeartbeatInterval)
 	}
 	if c.AgentBinary == "" {
 		c.AgentBinary = besideExecutable("kiln-agent")

@@ -31,6 +31,11 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultMissedHeartbeats  = 3
 	DefaultPollInterval      = 2 * time.Second
+	// MaxSessionPolls bounds the polls of all sessions of a gateway, a
+	// second: each is two reads (pending instructions, certificate
+	// record), and changes reach sessions through Notify anyway; the poll
+	// is a safety net whose cost must not grow with the fleet.
+	MaxSessionPolls = 250
 )
 
 // Store is what the gateway needs of the store. Node writes are not fenced
@@ -65,8 +70,11 @@ type Options struct {
 	// node NOT_READY; DefaultMissedHeartbeats when zero.
 	MissedHeartbeats int
 	// PollInterval is how often a session re-reads its node's pending
-	// instructions (for instructions written by another process);
-	// DefaultPollInterval when zero.
+	// instructions and certificate record (for changes another process
+	// made that no notification brought); DefaultPollInterval when zero.
+	// A gateway polls at most MaxSessionPolls sessions a second: with
+	// more sessions than PollInterval × MaxSessionPolls, each polls less
+	// often (sessionPoll).
 	PollInterval time.Duration
 	// Controller is the https base URL agents reach this gateway at, and
 	// ControllerCA the PEM of the CA of its serving certificate; both go
@@ -276,10 +284,23 @@ var errNodeUnchanged = errors.New("node unchanged")
 // on the etag it read, trying again when another writer came first. mutate
 // returns errNodeUnchanged when there is nothing to write.
 func (g *Gateway) updateNode(ctx context.Context, k store.Key, name string, mutate func(n *store.Node) error) (*store.Node, error) {
+	return g.updateNodeFrom(ctx, k, name, nil, mutate)
+}
+
+// updateNodeFrom is updateNode starting from known, a record of the node
+// read or written before (nil: none), instead of reading it: when nobody
+// wrote the node since, the write on known's etag succeeds and the read is
+// saved; else it fails and the node is read afresh. known is mutated: the
+// caller gives up its copy. Only for a mutate that never returns
+// errNodeUnchanged: it would decide so on a record perhaps out of date.
+func (g *Gateway) updateNodeFrom(ctx context.Context, k store.Key, name string, known *store.Node, mutate func(n *store.Node) error) (*store.Node, error) {
 	for attempt := 0; ; attempt++ {
-		n, err := g.st.GetNode(ctx, k, name)
-		if err != nil {
-			return nil, fmt.Errorf("read node %s of cluster %s: %w", name, k, err)
+		n, err := known, error(nil)
+		known = nil
+		if n == nil {
+			if n, err = g.st.GetNode(ctx, k, name); err != nil {
+				return nil, fmt.Errorf("read node %s of cluster %s: %w", name, k, err)
+			}
 		}
 		if err := mutate(n); errors.Is(err, errNodeUnchanged) {
 			return n, nil

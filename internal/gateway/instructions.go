@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,15 +34,19 @@ func (s *session) result(r *v1.InstructionResult) error {
 }
 
 // sender sends the node's pending instructions at once, when woken by
-// Notify and at every poll, and flushes buffered log lines.
+// Notify and at every poll, and flushes buffered log lines logFlushEvery
+// after the first one came. It sleeps on two timers, not tickers: an idle
+// session costs nothing between its polls.
 func (s *session) sender() {
-	poll := time.NewTicker(s.g.opts.PollInterval)
+	poll := time.NewTimer(s.g.sessionPoll())
 	defer poll.Stop()
-	flush := time.NewTicker(logFlushEvery)
+	flush := time.NewTimer(logFlushEvery)
+	flush.Stop()
 	defer flush.Stop()
 	sent := map[string]bool{}
 	for {
-		if err := s.sendPending(sent); err != nil {
+		var err error
+		if offload(func() { err = s.sendPending(sent) }); err != nil {
 			if s.ctx.Err() == nil {
 				s.log.Warn("send instructions", "err", err)
 				s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
@@ -53,15 +58,19 @@ func (s *session) sender() {
 			select {
 			case <-s.ctx.Done():
 				return
+			case <-s.logged:
+				flush.Reset(logFlushEvery)
 			case <-flush.C:
-				s.flushLogs(s.ctx)
+				offload(func() { s.flushLogs(s.ctx) })
 			case <-s.wake:
 				break wait
 			case <-poll.C:
+				poll.Reset(s.g.sessionPoll())
 				break wait
 			}
 		}
-		if !s.checkCertificate() {
+		ok := true
+		if offload(func() { ok = s.checkCertificate() }); !ok {
 			return
 		}
 	}
@@ -83,4 +92,16 @@ func (s *session) sendPending(sent map[string]bool) error {
 		sent[in.ID] = true
 	}
 	return nil
+}
+
+// sessionPoll is the time to a session's next poll: PollInterval, or
+// longer when the gateway holds so many sessions that polling each every
+// PollInterval would pass MaxSessionPolls a second; with a tenth either way
+// at random, so that sessions opened together do not poll together.
+func (g *Gateway) sessionPoll() time.Duration {
+	g.mu.Lock()
+	n := len(g.sessions)
+	g.mu.Unlock()
+	d := max(g.opts.PollInterval, time.Duration(n)*time.Second/MaxSessionPolls)
+	return d - d/10 + rand.N(d/5+1)
 }

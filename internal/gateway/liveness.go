@@ -114,7 +114,11 @@ func (s *session) heartbeat(sent time.Time) {
 		return
 	}
 	var back string
-	_, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
+	// From the record this session's last heartbeat wrote: no read
+	// before each write while nobody else writes the node.
+	known := s.lastBeat
+	s.lastBeat = nil
+	n, err := s.g.updateNodeFrom(s.ctx, s.k, s.node, known, func(n *store.Node) error {
 		t := now.UTC()
 		n.LastHeartbeat = &t
 		back = ""
@@ -132,7 +136,7 @@ func (s *session) heartbeat(sent time.Time) {
 		s.log.Warn("record heartbeat", "err", err)
 		return
 	}
-	s.lastBeatWrite = now
+	s.lastBeatWrite, s.lastBeat = now, n
 	if back != "" {
 		s.log.Info("node heartbeats resumed", "state", back)
 		s.g.event(s.ctx, s.k, eventNormal, ReasonHeartbeatResumed, s.node, "node %s heartbeats again: %s", s.node, back)

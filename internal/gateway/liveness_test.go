@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,5 +55,35 @@ func TestDelayedHeartbeatsDoNotRevive(t *testing.T) {
 			s.send(v1.AgentMessage{Type: v1.AgentHeartbeat})
 			gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return get().State == v1.NodeApproved })
 		})
+	}
+}
+
+// TestHeartbeatAnswered: the controller answers every heartbeat with its
+// seq and time, once it has recorded it: the node's LastHeartbeat is the
+// heartbeat's by the time the answer comes.
+func TestHeartbeatAnswered(t *testing.T) {
+	var now atomic.Int64 // the gateway's clock, in ns since the epoch
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	now.Store(start.UnixNano())
+	e := gatewaytest.New(t, gateway.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	c := e.CreateCluster("hb", v1.ClusterSpec{NodeApproval: "manual"})
+	s := open(t, e, join(t, e, c, "hb-w-0"))
+	for i := 1; i <= 3; i++ {
+		// Half an interval on, a heartbeat is written again.
+		now.Add(int64(gateway.DefaultHeartbeatInterval))
+		at := time.Unix(0, now.Load()).UTC()
+		s.send(v1.AgentMessage{Type: v1.AgentHeartbeat})
+		sent := s.seq
+		m := s.next(v1.ControllerHeartbeat)
+		if m.Heartbeat == nil || m.Heartbeat.Seq != sent || m.Heartbeat.Time.IsZero() {
+			t.Fatalf("heartbeat %d (seq %d) answered with %+v", i, sent, m.Heartbeat)
+		}
+		n, err := e.Store.GetNode(context.Background(), c.Key, "hb-w-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.LastHeartbeat == nil || !n.LastHeartbeat.Equal(at) {
+			t.Fatalf("heartbeat %d answered with the node's last heartbeat at %v, want %v", i, n.LastHeartbeat, at)
+		}
 	}
 }

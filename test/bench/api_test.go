@@ -255,7 +255,10 @@ func runLatency(t testing.TB, n, clients, rate int) *latencyRun {
 	wg.Go(func() { probe(pctx, kt, rate, putBody, &r.kilnd) })
 	wg.Go(func() { probe(pctx, rt, rate, putBody, &r.ref) })
 	saved := k.profileCPU(t, "latency", 20*time.Second)
+	began := time.Now()
 	r.wave = wave(ctx, t, k.API, "wave", n, clients)
+	// At least a second of load, so a small wave still sees PUTs.
+	time.Sleep(time.Until(began.Add(time.Second)))
 	stop()
 	wg.Wait()
 	saved()

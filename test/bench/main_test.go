@@ -38,7 +38,8 @@ type daemon struct {
 }
 
 // startKilnd starts kilnd --dev (SQLite in a fresh data dir, the sim
-// provider) with args added.
+// provider) with args added. Its log level is info: kilndtest.Start waits
+// for the "kilnd listening" line, logged at info.
 func startKilnd(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
