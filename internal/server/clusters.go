@@ -40,10 +40,13 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := s.requireProject(r); err != nil {
-		return err
-	}
 	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
+	if errors.Is(err, store.ErrNotFound) {
+		// A cluster implies its project; without one, say which is missing.
+		if err := s.requireProject(r); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}

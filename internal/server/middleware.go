@@ -112,21 +112,35 @@ func (sw *statusWriter) status() int {
 
 // logRequests logs one line per request: never the body, the query or
 // the Authorization header.
+// slowRequest is how long a read may take before its request line is
+// logged at Info anyway.
+const slowRequest = time.Second
+
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		ri := info(r.Context())
+		took := s.now().Sub(start)
 		level := slog.LevelInfo
-		if sw.status() >= 500 {
+		switch {
+		case sw.status() >= 500:
 			level = slog.LevelError
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && sw.status() < 400 && took < slowRequest:
+			// Reads that went well are most requests (every long-poll
+			// answer); they are counted in /metrics, and logged with
+			// --log-level debug. Writes are audited too.
+			level = slog.LevelDebug
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return
 		}
 		s.log.LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method),
 			slog.String("route", routeLabel(ri)),
 			slog.Int("status", sw.status()),
-			slog.Duration("duration", s.now().Sub(start)),
+			slog.Duration("duration", took),
 			slog.String("requestId", ri.id),
 			slog.String("principal", ri.principal.Name),
 		)

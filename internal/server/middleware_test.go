@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -73,7 +74,10 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
-	h := newHarness(t, nil)
+	logs := &logBuffer{}
+	h := newHarness(t, func(o *server.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	r := h.do("GET", "/healthz", "", "X-Request-Id: client-chosen-42")
 	if got := r.header.Get("X-Request-Id"); got != "client-chosen-42" {
 		t.Errorf("X-Request-Id = %q, want the client's", got)
@@ -92,12 +96,12 @@ func TestRequestID(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
-	logs := h.logs.String()
-	if !strings.Contains(logs, "requestId=client-chosen-42") || !strings.Contains(logs, `route="GET /healthz"`) {
-		t.Errorf("log lacks the request line:\n%s", logs)
+	text := logs.String()
+	if !strings.Contains(text, "requestId=client-chosen-42") || !strings.Contains(text, `route="GET /healthz"`) {
+		t.Errorf("debug log lacks the request line:\n%s", text)
 	}
-	if strings.Contains(logs, token) {
-		t.Errorf("log contains the bearer token:\n%s", logs)
+	if strings.Contains(text, token) {
+		t.Errorf("log contains the bearer token:\n%s", text)
 	}
 }
 
@@ -402,4 +406,22 @@ func TestRateLimit(t *testing.T) {
 	}
 	// Health is not limited.
 	h.must(http.StatusOK, "GET", "/healthz", "")
+}
+
+// TestRequestLogLevels: at Info, a read that went well is not logged (it is
+// counted in /metrics); writes and failed requests are.
+func TestRequestLogLevels(t *testing.T) {
+	h := newHarness(t, nil)
+	h.must(http.StatusOK, "GET", "/v1/projects", "", "X-Request-Id: read-ok")
+	h.must(http.StatusNotFound, "GET", "/v1/projects/nope", "", "X-Request-Id: read-missing")
+	h.must(http.StatusCreated, "PUT", "/v1/projects/logged", `{}`, "X-Request-Id: write")
+	text := h.logs.String()
+	if strings.Contains(text, "requestId=read-ok") {
+		t.Errorf("a read that went well was logged at Info:\n%s", text)
+	}
+	for _, id := range []string{"read-missing", "write"} {
+		if !strings.Contains(text, "msg=request method=") || !strings.Contains(text, "requestId="+id) {
+			t.Errorf("request %s is not logged:\n%s", id, text)
+		}
+	}
 }
