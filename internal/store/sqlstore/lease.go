@@ -85,6 +85,7 @@ func (s *Store) RenewLease(ctx context.Context, k store.Key, f store.Fence, ttl 
 // ReleaseLease frees the lease at once: owner cleared, expiry zero, token
 // kept so that f, and every older fence, stays stale.
 func (s *Store) ReleaseLease(ctx context.Context, k store.Key, f store.Fence) error {
+	s.reset.forget(k)
 	if err := s.fencedUpdate(ctx, s.stmts.release, int64(0), k, f); err != nil {
 		return fmt.Errorf("release lease of cluster %s: %w", k, err)
 	}
@@ -140,10 +141,9 @@ type leaseStmts struct {
 	// count, in one statement (saveOpProgressQuery); only where a WITH
 	// clause can hold an UPDATE (PostgreSQL).
 	saveOpProgress *sql.Stmt
-	// Elsewhere (SQLite), saveOpSettled is saveOp where the count is zero
-	// already, and when it writes nothing a transaction runs saveOp and
-	// resetDequeues (project, name).
-	saveOpSettled *sql.Stmt
+	// Elsewhere (SQLite), the lease's first progress is a transaction of
+	// saveOp and resetDequeues (project, name), and the rest saveOp alone
+	// (Store.reset remembers the lease whose count is zero).
 	resetDequeues *sql.Stmt
 }
 
@@ -162,7 +162,6 @@ func (s *Store) prepareLeaseStmts(ctx context.Context) error {
 		queries = append(queries, prepare{&s.stmts.saveOpProgress, saveOpProgressQuery})
 	} else {
 		queries = append(queries,
-			prepare{&s.stmts.saveOpSettled, saveOpQuery(fenceCond+` AND dequeues = 0`, s.d.ForUpdate)},
 			prepare{&s.stmts.resetDequeues, `UPDATE clusters SET dequeues = 0 WHERE project = ? AND name = ? AND dequeues <> 0`})
 	}
 	for _, q := range queries {
@@ -178,7 +177,7 @@ func (s *Store) prepareLeaseStmts(ctx context.Context) error {
 // close closes the statements prepared so far.
 func (l *leaseStmts) close() error {
 	var err error
-	for _, stmt := range []*sql.Stmt{l.claim, l.renew, l.release, l.saveOp, l.saveOpProgress, l.saveOpSettled, l.resetDequeues} {
+	for _, stmt := range []*sql.Stmt{l.claim, l.renew, l.release, l.saveOp, l.saveOpProgress, l.resetDequeues} {
 		if stmt != nil {
 			err = errors.Join(err, stmt.Close())
 		}

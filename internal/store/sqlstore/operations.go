@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
@@ -280,14 +281,13 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 		res, err := s.stmts.saveOpProgress.ExecContext(ctx, args...)
 		return s.operationWritten(ctx, s.write, res, err, op, f)
 	}
-	res, err := s.stmts.saveOpSettled.ExecContext(ctx, saveArgs...)
-	if err != nil {
-		return err
+	if s.reset.done(k, f.Token) {
+		// The count is zero since this lease's first progress, and only a
+		// new claim (a new token, which the fence refuses) raises it.
+		res, err := s.stmts.saveOp.ExecContext(ctx, saveArgs...)
+		return s.operationWritten(ctx, s.write, res, err, op, f)
 	}
-	if n, err := res.RowsAffected(); err != nil || n > 0 {
-		return err
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.stmts.saveOp).ExecContext(ctx, saveArgs...)
 		if err := s.operationWritten(ctx, tx, res, err, op, f); err != nil {
 			return err
@@ -295,6 +295,42 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 		_, err = tx.StmtContext(ctx, s.stmts.resetDequeues).ExecContext(ctx, k.Project, k.Name)
 		return err
 	})
+	if err == nil {
+		s.reset.set(k, f.Token)
+	}
+	return err
+}
+
+// resetTokens remembers, per cluster, the lease token under which the
+// dequeue count was last reset by this process. A claim raises the count
+// and the token together, so a token seen here means the count is still
+// zero for as long as that lease holds. Forgotten when the lease is
+// released; bounded by the clusters this process holds.
+type resetTokens struct {
+	mu sync.Mutex
+	m  map[store.Key]int64
+}
+
+func (r *resetTokens) done(k store.Key, token int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.m[k]
+	return ok && t == token
+}
+
+func (r *resetTokens) set(k store.Key, token int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[store.Key]int64{}
+	}
+	r.m[k] = token
+}
+
+func (r *resetTokens) forget(k store.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, k)
 }
 
 // operationWritten checks the outcome of a fenced write of op. When it

@@ -95,6 +95,10 @@ type Store struct {
 	relay   Relay
 	// stmts are the lease path's prepared statements (lease.go).
 	stmts leaseStmts
+	// reset holds, per cluster, the lease token under which this process
+	// reset the dequeue count (saveOperation): later progress under the
+	// same lease writes the operation alone.
+	reset resetTokens
 }
 
 var (

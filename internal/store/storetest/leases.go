@@ -240,6 +240,26 @@ func testSaveOperationProgress(e *env) {
 	}
 	diff(t, "saved operation", op, e.getOp(op.ID))
 
+	// The lease expires and is claimed again, without a release: the new
+	// lease's first progress resets the count again, however the old
+	// one's was.
+	e.clock.Advance(2 * time.Minute)
+	again := e.claim("w", time.Minute)
+	if again.Dequeues != 1 || again.Lease.Token == cl.Lease.Token {
+		t.Fatalf("claim after expiry: dequeues %d token %d (was %d), want 1 and a new token", again.Dequeues, again.Lease.Token, cl.Lease.Token)
+	}
+	wantErr(t, "SaveOperation progress with the expired lease", s.SaveOperation(ctx, op, f, true), store.ErrLeaseLost)
+	if got := e.get(cl.Key()); got.Dequeues != 1 {
+		t.Fatalf("dequeues %d after a refused progress, want 1", got.Dequeues)
+	}
+	f = again.Lease.Fence()
+	for range 2 {
+		wantErr(t, "SaveOperation progress under the new lease", s.SaveOperation(ctx, op, f, true), nil)
+		if got := e.get(cl.Key()); got.Dequeues != 0 {
+			t.Fatalf("dequeues %d after progress under the new lease, want 0", got.Dequeues)
+		}
+	}
+
 	op.Status = v1.OpSucceeded
 	if err := s.SaveOperation(ctx, op, f, true); err == nil {
 		t.Fatal("SaveOperation with a terminal status: no error (only FinishOperation ends an operation)")
