@@ -16,6 +16,9 @@ cd "$(dirname "$0")/.."
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+# The tree as the benchmarks ran it (BENCHMARKS.md itself aside: it is rewritten at the end).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain -- . ':!BENCHMARKS.md' 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
 
 if pg_env=$(scripts/postgres.sh start 2>/dev/null); then
 	eval "$pg_env"
@@ -51,7 +54,7 @@ metric() {
 	echo "# Benchmarks"
 	echo
 	echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+	echo "- commit: $commit"
 	echo "- machine: $(uname -srm), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 	echo "- go: $(go env GOVERSION)"
 	if [ -n "${KILN_TEST_POSTGRES:-}" ]; then echo "- PostgreSQL: running"; else echo "- PostgreSQL: not running: its benchmarks skipped"; fi
