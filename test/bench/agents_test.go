@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // Agent fan-in (issue 9, benchmark 4): many agent sessions, real websocket
@@ -223,31 +224,25 @@ func (r *fanInResult) closeAll() {
 // waitStarted waits until the first heartbeat of n sessions was answered.
 func waitStarted(t testing.TB, f *fleetStats, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for f.started.Load() < int64(n) {
-		if f.lost.Load() > 0 {
-			t.Fatalf("waiting for the first heartbeats' answers: %d sessions ended", f.lost.Load())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first heartbeat of %d of %d sessions answered after %s", f.started.Load(), n, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kilndtest.WaitFor(t, fmt.Sprintf("the first heartbeat of %d sessions answered", n), timeout, func() (bool, error) {
+		return f.started.Load() >= int64(n), f.sessionsLost()
+	})
 }
 
 // waitAnswered waits until every heartbeat sent so far was answered.
 func waitAnswered(t testing.TB, f *fleetStats, what string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for f.answered.Load() < f.sent.Load() {
-		if f.lost.Load() > 0 {
-			t.Fatalf("waiting for %s: %d sessions ended", what, f.lost.Load())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %d of %d heartbeats answered after %s", what, f.answered.Load(), f.sent.Load(), timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	kilndtest.WaitFor(t, what, timeout, func() (bool, error) {
+		return f.answered.Load() >= f.sent.Load(), f.sessionsLost()
+	})
+}
+
+// sessionsLost is an error once a session ended.
+func (f *fleetStats) sessionsLost() error {
+	if n := f.lost.Load(); n > 0 {
+		return fmt.Errorf("%d sessions ended", n)
 	}
+	return nil
 }
 
 // forEach calls f(0) … f(n-1), parallel at once, and returns the first

@@ -138,23 +138,30 @@ func TestClaimPlan(t *testing.T) {
 	}
 }
 
+// openWithRaw opens a store on a fresh database and a plain connection pool
+// to the same database; both close when b ends.
+func openWithRaw(b *testing.B) (store.Store, *sql.DB) {
+	u := pgtest.FreshDB(b)
+	s, err := postgres.Open(b.Context(), u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { raw.Close() })
+	return s, raw
+}
+
 // BenchmarkLeaseThroughput: claims and step checkpoints against raw
 // single-row UPDATEs on the same database.
 func BenchmarkLeaseThroughput(b *testing.B) {
 	if os.Getenv("KILN_TEST_POSTGRES") == "" {
 		b.Skip("KILN_TEST_POSTGRES is not set")
 	}
-	u := pgtest.FreshDB(b)
-	s, err := postgres.Open(b.Context(), u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	raw, err := sql.Open("pgx", u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
+	s, raw := openWithRaw(b)
 	storetest.LeaseThroughput(b, s, raw)
 }
 
@@ -165,17 +172,7 @@ func BenchmarkClaim(b *testing.B) {
 	if os.Getenv("KILN_TEST_POSTGRES") == "" {
 		b.Skip("KILN_TEST_POSTGRES is not set")
 	}
-	u := pgtest.FreshDB(b)
-	s, err := postgres.Open(b.Context(), u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	raw, err := sql.Open("pgx", u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
+	s, raw := openWithRaw(b)
 	storetest.SeedClusters(b, raw, 10000, 100)
 	if _, err := raw.ExecContext(b.Context(), `ANALYZE clusters`); err != nil {
 		b.Fatal(err)
