@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // The API latency benchmark (issue 9, benchmark 2) sends GET cluster and PUT
@@ -255,10 +257,18 @@ func runLatency(t testing.TB, n, clients, rate int) *latencyRun {
 	wg.Go(func() { probe(pctx, kt, rate, putBody, &r.kilnd) })
 	wg.Go(func() { probe(pctx, rt, rate, putBody, &r.ref) })
 	saved := k.profileCPU(t, "latency", 20*time.Second)
-	began := time.Now()
 	r.wave = wave(ctx, t, k.API, "wave", n, clients)
-	// At least a second of load, so a small wave still sees PUTs.
-	time.Sleep(time.Until(began.Add(time.Second)))
+	// A small wave may end before the first PUTs were answered.
+	kilndtest.WaitFor(t, "the probes' first PUTs", time.Minute, func() (bool, error) {
+		for _, p := range []*probeResult{&r.kilnd, &r.ref} {
+			if p.errors.Load() > 0 {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				return false, errors.New(p.firstErr)
+			}
+		}
+		return r.kilnd.put.count() > 0 && r.ref.put.count() > 0, nil
+	})
 	stop()
 	wg.Wait()
 	saved()

@@ -8,8 +8,6 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/store/postgres"
-	"kiln.dev/kiln/internal/store/postgres/pgtest"
 )
 
 // TestCheckpointWaitsForClaim pins the lock in SaveOperation's one
@@ -20,18 +18,8 @@ import (
 // holds the operation's row, so that an unlocked checkpoint cannot simply
 // finish first.
 func TestCheckpointWaitsForClaim(t *testing.T) {
-	u := pgtest.FreshDB(t)
 	ctx := t.Context()
-	s, err := postgres.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openWithRaw(t)
 
 	if err := s.PutProject(ctx, &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
 		t.Fatal(err)

@@ -88,17 +88,7 @@ func TestReopen(t *testing.T) {
 // scan of the partial index clusters_claim, the update finds its row by
 // primary key.
 func TestClaimPlan(t *testing.T) {
-	u := pgtest.FreshDB(t)
-	s, err := postgres.Open(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openWithRaw(t)
 	storetest.SeedClusters(t, db, 10000, 1000)
 	if _, err := db.ExecContext(t.Context(), `ANALYZE clusters`); err != nil {
 		t.Fatal(err)
@@ -139,19 +129,19 @@ func TestClaimPlan(t *testing.T) {
 }
 
 // openWithRaw opens a store on a fresh database and a plain connection pool
-// to the same database; both close when b ends.
-func openWithRaw(b *testing.B) (store.Store, *sql.DB) {
-	u := pgtest.FreshDB(b)
-	s, err := postgres.Open(b.Context(), u)
+// to the same database; both close when t ends.
+func openWithRaw(t testing.TB) (store.Store, *sql.DB) {
+	u := pgtest.FreshDB(t)
+	s, err := postgres.Open(t.Context(), u)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close() })
 	raw, err := sql.Open("pgx", u)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(func() { raw.Close() })
+	t.Cleanup(func() { raw.Close() })
 	return s, raw
 }
 
