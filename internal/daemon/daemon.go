@@ -23,6 +23,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/console"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -152,7 +153,8 @@ type Daemon struct {
 	AgentAddr string
 	Token     string // the admin token
 	server    *http.Server
-	api       *server.Server // nil in a backend-only process
+	api       *server.Server   // nil in a backend-only process
+	console   *console.Console // with api
 	worker    *worker.Worker
 	checker   *health.Checker
 	local     *local.Local // nil unless Config.Local
@@ -347,7 +349,17 @@ func (d *Daemon) start(ctx context.Context) error {
 			MaxInFlight:  d.cfg.MaxInFlight,
 			PollInterval: d.cfg.Poll,
 		})
-		handler, d.api = srv, srv
+		d.api = srv
+		d.console = console.New(console.Options{
+			API:       srv,
+			Providers: providers.Catalog(),
+			HostsJoin: providers.HostsJoin,
+			InstallCommand: func(distribution string) string {
+				return server.InstallCommand(distribution, d.cfg.KubeBinary)
+			},
+			Logger: d.log,
+		})
+		handler = d.console.Root()
 	} else {
 		handler = healthOnly(d.Store, reg)
 	}
@@ -447,6 +459,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.api != nil {
 			d.api.StopWaiting() // long-polls answer now instead of holding Shutdown up
+			d.console.Stop()    // and the console's live streams end
 		}
 		errs = append(errs, d.stopAgents(ctx)...)
 		if err := d.server.Shutdown(ctx); err != nil {
@@ -497,3 +510,4 @@ func replaceable(providers provider.Registry, name string) bool {
 	a, ok := p.(interface{ Agentless() bool })
 	return !ok || !a.Agentless()
 }
+

@@ -1,0 +1,332 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// clusterRow is a line of the clusters list.
+type clusterRow struct {
+	Project   string
+	Cluster   v1.Cluster
+	Operation *v1.Operation // the running operation, if any
+}
+
+// clustersView is the clusters list with its search and sort.
+type clustersView struct {
+	Rows      []clusterRow
+	Query     string
+	Sort      string
+	Projects  []string
+	Project   string // the project filter; "" for all
+	CanCreate bool
+	Total     int // before the search
+}
+
+// clusterSorts are the columns the list sorts by.
+var clusterSorts = []string{"name", "project", "state", "provider", "version", "created"}
+
+func (c *Console) clustersPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	api := c.client(r, s.token)
+	ctx := r.Context()
+	projects, err := api.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	v := clustersView{Query: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), Project: q.Get("project")}
+	if !slices.Contains(clusterSorts, v.Sort) {
+		v.Sort = "name"
+	}
+	for _, p := range projects {
+		v.Projects = append(v.Projects, p.Name)
+		if s.Can(p.Name, v1.RoleOperator) {
+			v.CanCreate = true
+		}
+		if v.Project != "" && p.Name != v.Project {
+			continue
+		}
+		cls, err := api.ListClusters(ctx, p.Name)
+		if err != nil {
+			return err
+		}
+		for _, cl := range cls {
+			v.Total++
+			if !matches(v.Query, cl.Name, p.Name, cl.Status.ProvisioningState, cl.Spec.Provider, cl.Spec.KubernetesVersion) {
+				continue
+			}
+			v.Rows = append(v.Rows, clusterRow{Project: p.Name, Cluster: cl})
+		}
+	}
+	if err := c.runningOperations(ctx, api, v.Rows); err != nil {
+		return err
+	}
+	sortClusters(v.Rows, v.Sort)
+	c.render(w, r, http.StatusOK, "clusters.html", page{Title: "Clusters", Session: s, Data: v,
+		Notice: noticeOf(w, r)})
+	return nil
+}
+
+// runningOperations reads the operation of each cluster that is changing,
+// for its percent.
+func (c *Console) runningOperations(ctx context.Context, api *v1.Client, rows []clusterRow) error {
+	for i := range rows {
+		st := rows[i].Cluster.Status
+		if st.CurrentOperation == "" || !changing(st.ProvisioningState) {
+			continue
+		}
+		op, err := api.GetOperation(ctx, st.CurrentOperation)
+		if v1.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		rows[i].Operation = op
+	}
+	return nil
+}
+
+func changing(state string) bool {
+	return state == v1.StateCreating || state == v1.StateUpdating || state == v1.StateDeleting
+}
+
+// matches reports whether every word of query is in one of fields.
+func matches(query string, fields ...string) bool {
+	for word := range strings.FieldsSeq(strings.ToLower(query)) {
+		found := false
+		for _, f := range fields {
+			if strings.Contains(strings.ToLower(f), word) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func sortClusters(rows []clusterRow, by string) {
+	key := func(r clusterRow) string {
+		switch by {
+		case "project":
+			return r.Project
+		case "state":
+			return r.Cluster.Status.ProvisioningState
+		case "provider":
+			return r.Cluster.Spec.Provider
+		case "version":
+			return r.Cluster.Spec.KubernetesVersion
+		}
+		return r.Cluster.Name
+	}
+	slices.SortStableFunc(rows, func(a, b clusterRow) int {
+		if by == "created" { // newest first
+			return b.Cluster.Status.CreatedAt.Compare(a.Cluster.Status.CreatedAt)
+		}
+		return cmp.Or(cmp.Compare(key(a), key(b)), cmp.Compare(a.Cluster.Name, b.Cluster.Name), cmp.Compare(a.Project, b.Project))
+	})
+}
+
+// createForm is the create form's fields as typed, kept to show again with
+// the API's error next to the field at fault.
+type createForm struct {
+	Project, Name, Provider, Version, Distribution string
+	ControlPlane                                   string
+	Dedicated                                      bool
+	Workers, InstanceType, Region, CloudAccount    string
+	NodeApproval, Labels                           string
+
+	Projects  []string // where the user may create clusters
+	Providers []string
+	Versions  []string // every version a provider offers, for suggestions
+	// FieldErrors maps a form field to the API's message about it.
+	FieldErrors map[string]string
+}
+
+func (c *Console) createPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := createForm{Provider: "local", ControlPlane: "1", Workers: "1", NodeApproval: "auto", Project: r.URL.Query().Get("project")}
+	if err := c.fillCreateChoices(r, s, &f); err != nil {
+		return err
+	}
+	if f.Project == "" && len(f.Projects) > 0 {
+		f.Project = f.Projects[0]
+		if slices.Contains(f.Projects, "default") {
+			f.Project = "default"
+		}
+	}
+	c.render(w, r, http.StatusOK, "create.html", page{Title: "Create a cluster", Session: s, Data: &f})
+	return nil
+}
+
+func (c *Console) fillCreateChoices(r *http.Request, s *session, f *createForm) error {
+	projects, err := c.client(r, s.token).ListProjects(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, p := range projects {
+		if s.Can(p.Name, v1.RoleOperator) {
+			f.Projects = append(f.Projects, p.Name)
+		}
+	}
+	f.Providers = slices.Sorted(maps.Keys(c.providers))
+	seen := map[string]bool{}
+	for _, dists := range c.providers {
+		for _, vs := range dists {
+			for _, v := range vs {
+				if !seen[v] {
+					seen[v] = true
+					f.Versions = append(f.Versions, v)
+				}
+			}
+		}
+	}
+	slices.Sort(f.Versions)
+	slices.Reverse(f.Versions)
+	return nil
+}
+
+// createCluster creates the cluster the form describes; the API's refusal
+// shows the form again with its message at the field.
+func (c *Console) createCluster(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := createForm{
+		Project: r.PostFormValue("project"), Name: strings.TrimSpace(r.PostFormValue("name")),
+		Provider: r.PostFormValue("provider"), Version: strings.TrimSpace(r.PostFormValue("version")),
+		Distribution: r.PostFormValue("distribution"),
+		ControlPlane: r.PostFormValue("controlPlane"), Dedicated: r.PostFormValue("dedicated") == "on",
+		Workers: strings.TrimSpace(r.PostFormValue("workers")), InstanceType: strings.TrimSpace(r.PostFormValue("instanceType")),
+		Region: strings.TrimSpace(r.PostFormValue("region")), CloudAccount: strings.TrimSpace(r.PostFormValue("cloudAccount")),
+		NodeApproval: r.PostFormValue("nodeApproval"), Labels: r.PostFormValue("labels"),
+	}
+	again := func(status int, apiErr *v1.Error) error {
+		if err := c.fillCreateChoices(r, s, &f); err != nil {
+			return err
+		}
+		f.FieldErrors = fieldErrors(apiErr)
+		c.render(w, r, status, "create.html", page{Title: "Create a cluster", Session: s, Data: &f, Error: apiErr})
+		return nil
+	}
+	cl, formErr := f.cluster()
+	if formErr != nil {
+		return again(http.StatusBadRequest, formErr)
+	}
+	if f.Project == "" {
+		return again(http.StatusBadRequest, &v1.Error{Code: v1.CodeMissingParameter, Target: "project", Message: "choose the project the cluster belongs to"})
+	}
+	if f.Name == "" {
+		return again(http.StatusBadRequest, &v1.Error{Code: v1.CodeMissingParameter, Target: "name", Message: "give the cluster a name"})
+	}
+	_, opID, err := c.client(r, s.token).CreateCluster(r.Context(), f.Project, cl)
+	if ae, ok := apiError(err); ok && ae.StatusCode != http.StatusUnauthorized {
+		return again(ae.StatusCode, &ae.Err)
+	}
+	if err != nil {
+		return err
+	}
+	redirect(w, r, clusterURL(f.Project, f.Name), fmt.Sprintf("Creating cluster %s (operation %s).", f.Name, opID))
+	return nil
+}
+
+// cluster makes the cluster to create. Only what the form cannot say in
+// JSON (a number that is not one, a label without =) is checked here; the
+// API checks the rest and its messages are shown as they are.
+func (f *createForm) cluster() (*v1.Cluster, *v1.Error) {
+	cl := &v1.Cluster{Name: f.Name, Spec: v1.ClusterSpec{
+		Provider: f.Provider, KubernetesVersion: f.Version, Distribution: f.Distribution,
+		Region: f.Region, CloudAccount: f.CloudAccount, NodeApproval: f.NodeApproval,
+		ControlPlane: v1.ControlPlane{Dedicated: f.Dedicated, InstanceType: f.InstanceType},
+	}}
+	if f.ControlPlane != "" {
+		n, err := strconv.Atoi(f.ControlPlane)
+		if err != nil {
+			return nil, &v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.controlPlane.size", Message: "the control plane's size must be a whole number"}
+		}
+		cl.Spec.ControlPlane.Size = n
+	}
+	if f.Workers != "" {
+		n, err := strconv.Atoi(f.Workers)
+		if err != nil {
+			return nil, &v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.workerPools[0].size", Message: "the number of workers must be a whole number"}
+		}
+		cl.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: n, InstanceType: f.InstanceType}}
+	}
+	labels, err := parseLabels(f.Labels, "spec.labels")
+	if err != nil {
+		return nil, err
+	}
+	cl.Spec.Labels = labels
+	return cl, nil
+}
+
+// parseLabels reads key=value pairs, one a line or separated by commas.
+func parseLabels(text, target string) (map[string]string, *v1.Error) {
+	var out map[string]string
+	for _, kv := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ',' }) {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, &v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: fmt.Sprintf("label %q must be key=value", kv)}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// formFields maps the API's field names (an error's target) to the create
+// form's inputs.
+var formFields = []struct{ prefix, input string }{
+	{"name", "name"},
+	{"cluster", "name"}, // the name in the API's path
+	{"spec.provider", "provider"},
+	{"spec.kubernetesVersion", "version"},
+	{"spec.distribution", "distribution"},
+	{"spec.controlPlane.size", "controlPlane"},
+	{"spec.controlPlane.dedicated", "dedicated"},
+	{"spec.controlPlane.instanceType", "instanceType"},
+	{"spec.workerPools[0].instanceType", "instanceType"},
+	{"spec.workerPools", "workers"},
+	{"spec.region", "region"},
+	{"spec.cloudAccount", "cloudAccount"},
+	{"spec.nodeApproval", "nodeApproval"},
+	{"spec.labels", "labels"},
+	{"project", "project"},
+}
+
+// fieldErrors places an API error and its details at the form's inputs.
+func fieldErrors(e *v1.Error) map[string]string {
+	out := map[string]string{}
+	if e == nil {
+		return out
+	}
+	place := func(target, msg string) {
+		for _, f := range formFields {
+			if target == f.prefix || strings.HasPrefix(target, f.prefix+".") || strings.HasPrefix(target, f.prefix+"[") {
+				if out[f.input] == "" {
+					out[f.input] = msg
+				}
+				return
+			}
+		}
+	}
+	place(e.Target, e.Message)
+	for _, d := range e.Details {
+		place(d.Target, d.Message)
+	}
+	return out
+}

@@ -1,0 +1,606 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"golang.org/x/net/html"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/edge"
+	"kiln.dev/kiln/internal/provider/local"
+	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/worker"
+)
+
+const ownerToken = "kiln_test-owner-token"
+
+// env is kilnd's frontend (the API and the console over one real SQLite
+// store) on loopback TLS; with a backend, a worker runs the real plan with
+// the sim provider (and the edge provider) as kilnd's backend does, without
+// one operations stay as the API wrote them.
+type env struct {
+	t     *testing.T
+	srv   *httptest.Server
+	store store.Store
+	api   *v1.Client // the owner's
+}
+
+func newEnv(t *testing.T, backend bool) *env {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := auth.EnsureOwnerToken(t.Context(), st, "admin", ownerToken); err != nil {
+		t.Fatal(err)
+	}
+	l, err := local.New(local.Options{Dir: t.TempDir(), Command: func(local.Machine) (*exec.Cmd, error) {
+		return nil, errors.New("console tests start no machines")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers := provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{}}
+	api := server.New(server.Options{Store: st, Providers: providers,
+		Steps: func(kind string, spec *v1.ClusterSpec) []string {
+			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
+		}})
+	if backend {
+		runBackend(t, st, providers)
+	}
+	con := console.New(console.Options{API: api, Providers: providers.Catalog(), HostsJoin: providers.HostsJoin,
+		InstallCommand: func(d string) string { return server.InstallCommand(d, "/opt/kiln-kube") },
+		LiveInterval:   100 * time.Millisecond})
+	srv := httptest.NewTLSServer(con.Root())
+	t.Cleanup(srv.Close)
+	t.Cleanup(con.Stop)
+	e := &env{t: t, srv: srv, store: st}
+	e.api = v1.NewClient(srv.URL, ownerToken, v1.WithHTTPClient(srv.Client()))
+	if _, err := e.api.CreateProject(t.Context(), &v1.Project{Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// user makes a user with role in project default and returns a token of
+// theirs.
+func (e *env) user(name, role string) string {
+	e.t.Helper()
+	ctx := e.t.Context()
+	if _, err := e.api.CreateUser(ctx, &v1.User{Name: name}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.api.PutMember(ctx, "default", &v1.Member{Name: name, Role: role}); err != nil {
+		e.t.Fatal(err)
+	}
+	tok, err := e.api.CreateToken(ctx, v1.TokenOwner{User: name}, v1.TokenRequest{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok.Value
+}
+
+// browser is a cookie-keeping client that does not follow redirects, so
+// that tests see them.
+type browser struct {
+	e  *env
+	hc *http.Client
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	hc := *e.srv.Client() // a copy: each browser its own cookies
+	hc.Jar = jar
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{e: e, hc: &hc}
+}
+
+// page is a response as a test reads it.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) get(path string) page {
+	b.e.t.Helper()
+	return b.send(http.MethodGet, path, nil)
+}
+
+// post sends a form as the page's own would: from this origin.
+func (b *browser) post(path string, form url.Values) page {
+	b.e.t.Helper()
+	return b.send(http.MethodPost, path, form)
+}
+
+func (b *browser) send(method, path string, form url.Values) page {
+	b.e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(b.e.t.Context(), method, b.e.srv.URL+path, body)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.e.srv.URL)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	return page{status: resp.StatusCode, header: resp.Header, body: string(data)}
+}
+
+// login signs in with token and returns the session's CSRF token.
+func (b *browser) login(token string) string {
+	b.e.t.Helper()
+	p := b.post("/login", url.Values{"token": {token}, "next": {"/clusters"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/clusters" {
+		b.e.t.Fatalf("login: %d to %q: %s", p.status, p.header.Get("Location"), p.body)
+	}
+	return b.csrf()
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf reads the form token from the clusters page.
+func (b *browser) csrf() string {
+	b.e.t.Helper()
+	m := csrfRE.FindStringSubmatch(b.get("/clusters").body)
+	if m == nil {
+		b.e.t.Fatal("no CSRF token on the clusters page")
+	}
+	return m[1]
+}
+
+// doc parses a page (it must be HTML).
+func (p page) doc(t *testing.T) *html.Node {
+	t.Helper()
+	n, err := html.Parse(strings.NewReader(p.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// postForms lists the actions of a page's POST forms.
+func (p page) postForms(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for n := range p.doc(t).Descendants() {
+		if n.Type == html.ElementNode && n.Data == "form" && attr(n, "method") == "post" {
+			out = append(out, attr(n, "action"))
+		}
+	}
+	return out
+}
+
+// byID returns the text of the element with id, and whether there is one.
+func (p page) byID(t *testing.T, id string) (string, bool) {
+	t.Helper()
+	for n := range p.doc(t).Descendants() {
+		if n.Type == html.ElementNode && attr(n, "id") == id {
+			var b strings.Builder
+			for d := range n.Descendants() {
+				if d.Type == html.TextNode {
+					b.WriteString(d.Data)
+				}
+			}
+			return strings.Join(strings.Fields(b.String()), " "), true
+		}
+	}
+	return "", false
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func (e *env) createCluster(name string, spec v1.ClusterSpec) {
+	e.t.Helper()
+	if _, _, err := e.api.CreateCluster(e.t.Context(), "default", &v1.Cluster{Name: name, Spec: spec}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) cluster(name string) *v1.Cluster {
+	e.t.Helper()
+	cl, err := e.api.GetCluster(e.t.Context(), "default", name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cl
+}
+
+// runBackend runs a worker with the real plan until the test ends.
+func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
+	r := plan.NewRunner(plan.Options{
+		Store: st, Providers: providers, Logger: slog.New(slog.DiscardHandler),
+		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+		MaxAttempts: 3, CancelPoll: 10 * time.Millisecond, NodePoll: 10 * time.Millisecond,
+	})
+	w := worker.New(worker.Options{Store: st, Runner: r, Poll: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// wait waits for cluster's current operation to end and returns it.
+func (e *env) wait(cluster string) *v1.Operation {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	defer cancel()
+	op, err := e.api.WaitOperation(ctx, e.cluster(cluster).Status.CurrentOperation, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return op
+}
+
+func TestSignInRequired(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	for _, path := range []string{"/", "/clusters", "/clusters/new", "/projects/default/clusters/x",
+		"/projects/default/clusters/x/nodes", "/projects/default/clusters/x/installer"} {
+		p := b.get(path)
+		if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/login?next=") {
+			t.Errorf("GET %s signed out: %d to %q, want 303 to /login", path, p.status, p.header.Get("Location"))
+		}
+	}
+	// A form without a session changes nothing.
+	if p := b.post("/clusters/new", url.Values{"name": {"x"}, "project": {"default"}}); p.status != http.StatusUnauthorized {
+		t.Errorf("POST signed out: %d, want 401", p.status)
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
+		t.Errorf("a signed-out form created %d clusters", len(cls))
+	}
+	// The login page and the static files are public, and hold no data.
+	for _, path := range []string{"/login", "/static/console.css", "/static/console.js"} {
+		if p := b.get(path); p.status != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200", path, p.status)
+		}
+	}
+	// The API is where it was, with its own answers.
+	if p := b.get("/v1/projects"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, `"code":"Unauthorized"`) {
+		t.Errorf("GET /v1/projects without a token: %d %s", p.status, p.body)
+	}
+	if p := b.get("/healthz"); p.status != http.StatusOK {
+		t.Errorf("GET /healthz: %d", p.status)
+	}
+}
+
+func TestLogin(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	for _, tc := range []struct{ token, want string }{
+		{"", "Paste an API token"},
+		{"kiln_nope", "That token is not valid"},
+	} {
+		p := b.post("/login", url.Values{"token": {tc.token}})
+		if p.status < 400 || !strings.Contains(p.body, tc.want) {
+			t.Errorf("login with %q: %d, want an error saying %q", tc.token, p.status, tc.want)
+		}
+	}
+	// A return path elsewhere is not followed.
+	p := b.post("/login", url.Values{"token": {ownerToken}, "next": {"//evil.example/x"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/clusters" {
+		t.Fatalf("login: %d to %q, want /clusters", p.status, p.header.Get("Location"))
+	}
+	// The cookie is the session's own token: not the one typed in, and
+	// out of reach of scripts and other sites.
+	ck := p.header.Get("Set-Cookie")
+	for _, want := range []string{"kiln_session=kiln_", "HttpOnly", "Secure", "SameSite=Strict"} {
+		if !strings.Contains(ck, want) {
+			t.Errorf("session cookie %q lacks %s", ck, want)
+		}
+	}
+	if strings.Contains(ck, ownerToken) {
+		t.Error("the session cookie holds the token typed in")
+	}
+	tokens, err := e.api.ListTokens(t.Context(), v1.TokenOwner{User: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(tokens, func(tk v1.Token) bool { return tk.Description == "console session" })
+	if i < 0 {
+		t.Fatalf("no console session among the owner's tokens: %+v", tokens)
+	}
+	session := tokens[i]
+	if got := b.get("/clusters"); got.status != http.StatusOK || !strings.Contains(got.body, "Signed in as") {
+		t.Fatalf("clusters page after login: %d", got.status)
+	}
+
+	// Signing out revokes the session's token.
+	csrf := b.csrf()
+	if p := b.post("/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", p.status)
+	}
+	tokens, _ = e.api.ListTokens(t.Context(), v1.TokenOwner{User: "admin"})
+	for _, tk := range tokens {
+		if tk.ID == session.ID && tk.RevokedAt == nil {
+			t.Error("the session's token is not revoked after signing out")
+		}
+	}
+	if p := b.get("/clusters"); p.status != http.StatusSeeOther {
+		t.Errorf("clusters page after logout: %d, want a redirect to sign in", p.status)
+	}
+
+	// A service account's token does not open a session.
+	if _, err := e.api.CreateServiceAccount(t.Context(), "default", &v1.ServiceAccount{Name: "ci", Role: v1.RoleOperator}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := e.api.CreateToken(t.Context(), v1.TokenOwner{Project: "default", ServiceAccount: "ci"}, v1.TokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := e.browser().post("/login", url.Values{"token": {sa.Value}}); p.status != http.StatusForbidden || !strings.Contains(p.body, "service account") {
+		t.Errorf("login with a service account's token: %d, want 403 saying why", p.status)
+	}
+}
+
+func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	form := url.Values{"project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"1"}, "workers": {"1"}}
+	if p := b.post("/clusters/new", form); p.status != http.StatusForbidden {
+		t.Errorf("create without a CSRF token: %d, want 403", p.status)
+	}
+	form.Set("csrf", strings.Repeat("0", len(csrf)))
+	if p := b.post("/clusters/new", form); p.status != http.StatusForbidden {
+		t.Errorf("create with a wrong CSRF token: %d, want 403", p.status)
+	}
+	// A form posted from another site is refused whatever it carries.
+	form.Set("csrf", csrf)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/clusters/new", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site create: %d, want 403", resp.StatusCode)
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
+		t.Fatalf("refused forms created %d clusters", len(cls))
+	}
+	if p := b.post("/clusters/new", form); p.status != http.StatusSeeOther {
+		t.Errorf("create with the token: %d, want 303: %s", p.status, p.body)
+	}
+}
+
+func TestCreateForm(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	p := b.get("/clusters/new")
+	for _, id := range []string{"project", "name", "provider", "version", "controlPlane", "dedicated", "workers",
+		"instanceType", "nodeApproval", "region", "cloudAccount", "labels"} {
+		if _, ok := p.byID(t, id); !ok {
+			t.Errorf("the create form has no field %s", id)
+		}
+	}
+	// Each label names its field.
+	for n := range p.doc(t).Descendants() {
+		if n.Type == html.ElementNode && (n.Data == "input" || n.Data == "select" || n.Data == "textarea") &&
+			attr(n, "type") != "hidden" && !strings.Contains(p.body, `for="`+attr(n, "id")+`"`) {
+			t.Errorf("field %s has no label", attr(n, "id"))
+		}
+	}
+
+	// The API's own messages, at the field at fault; nothing is created.
+	for _, tc := range []struct {
+		field, value, input, want string
+	}{
+		{"controlPlane", "2", "controlPlane", "1, 3 or 5"},
+		{"provider", "nope", "provider", "nope"},
+		{"name", "Bad_Name", "name", "DNS-1123"},
+		{"workers", "many", "workers", "whole number"},
+		{"labels", "nokey", "labels", "key=value"},
+	} {
+		form := url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"},
+			"controlPlane": {"1"}, "workers": {"1"}, "nodeApproval": {"auto"}}
+		form.Set(tc.field, tc.value)
+		p := b.post("/clusters/new", form)
+		if p.status != http.StatusBadRequest {
+			t.Errorf("%s=%q: %d, want 400", tc.field, tc.value, p.status)
+		}
+		msg, ok := p.byID(t, tc.input+"-error")
+		if !ok || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s=%q: message at %s is %q, want one with %q", tc.field, tc.value, tc.input, msg, tc.want)
+		}
+		// What was typed is kept.
+		if !strings.Contains(p.body, `value="`+tc.value+`"`) && tc.field != "provider" && tc.field != "labels" {
+			t.Errorf("%s=%q: the form lost what was typed", tc.field, tc.value)
+		}
+	}
+	// The API says the same about the control plane.
+	_, _, apiErr := e.api.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "c1", Spec: v1.ClusterSpec{Provider: "sim", ControlPlane: v1.ControlPlane{Size: 2}}})
+	ae, ok := apiErr.(*v1.APIError)
+	if !ok {
+		t.Fatalf("API create with 2 control-plane nodes: %v", apiErr)
+	}
+	form := url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"2"}, "workers": {"1"}}
+	if msg, _ := b.post("/clusters/new", form).byID(t, "controlPlane-error"); msg != ae.Err.Message {
+		t.Errorf("console says %q, API says %q", msg, ae.Err.Message)
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
+		t.Fatalf("refused forms created %d clusters", len(cls))
+	}
+
+	form = url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"3"},
+		"dedicated": {"on"}, "workers": {"2"}, "nodeApproval": {"auto"}, "labels": {"team=a\nenv=dev"}}
+	p = b.post("/clusters/new", form)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/projects/default/clusters/c1" {
+		t.Fatalf("create: %d to %q: %s", p.status, p.header.Get("Location"), p.body)
+	}
+	cl := e.cluster("c1")
+	if s := cl.Spec; s.Provider != "sim" || s.ControlPlane.Size != 3 || !s.ControlPlane.Dedicated ||
+		len(s.WorkerPools) != 1 || s.WorkerPools[0].Size != 2 || s.Labels["team"] != "a" || s.Labels["env"] != "dev" {
+		t.Errorf("created spec %+v", s)
+	}
+	if got := b.get("/projects/default/clusters/c1"); !strings.Contains(got.body, "Creating cluster c1 (operation") {
+		t.Error("the cluster page does not say what the create did")
+	}
+}
+
+func TestClustersList(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("alpha", v1.ClusterSpec{Provider: "sim"})
+	e.createCluster("beta", v1.ClusterSpec{Provider: "edge"})
+	e.createCluster("gamma", v1.ClusterSpec{Provider: "local"})
+	b := e.browser()
+	b.login(ownerToken)
+	rows := func(p page) []string {
+		var out []string
+		for n := range p.doc(t).Descendants() {
+			if n.Type == html.ElementNode && n.Data == "tr" && attr(n, "data-cluster") != "" {
+				out = append(out, attr(n, "data-cluster"))
+			}
+		}
+		return out
+	}
+	p := b.get("/clusters")
+	if got := rows(p); !slices.Equal(got, []string{"alpha", "beta", "gamma"}) {
+		t.Errorf("clusters %v", got)
+	}
+	// State, provider, version, node counts and the running operation's percent.
+	for _, want := range []string{"Creating", "sim", "edge", "v1.36.3", "0 + 0, 0 ready", `<progress max="100" value="0"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the list does not show %q", want)
+		}
+	}
+	if got := rows(b.get("/clusters?q=edge")); !slices.Equal(got, []string{"beta"}) {
+		t.Errorf("search edge: %v", got)
+	}
+	if got := rows(b.get("/clusters?q=zzz")); len(got) != 0 {
+		t.Errorf("search zzz: %v", got)
+	}
+	if got := rows(b.get("/clusters?sort=provider")); !slices.Equal(got, []string{"beta", "gamma", "alpha"}) {
+		t.Errorf("sorted by provider: %v, want edge, local, sim", got)
+	}
+}
+
+// An operator sees and can use every action; a viewer sees the same
+// cluster without a button, and each action's endpoint answers 403.
+func TestViewerSeesNoActionsAndIsRefused(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("c1", v1.ClusterSpec{Provider: "sim", WorkerPools: []v1.WorkerPool{{Name: "default", Size: 1}}})
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge", NodeApproval: "manual"})
+	e.putNode("edge1", "edge1-host1", v1.NodeDiscovered)
+	viewer := e.browser()
+	csrf := viewer.login(e.user("vera", v1.RoleViewer))
+	op := e.browser()
+	op.login(e.user("otto", v1.RoleOperator))
+
+	pages := []string{"/projects/default/clusters/c1", "/projects/default/clusters/edge1", "/projects/default/clusters/edge1/nodes",
+		"/projects/default/clusters/edge1/nodes/edge1-host1", "/projects/default/clusters/edge1/installer", "/clusters"}
+	for _, path := range pages {
+		p := viewer.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("viewer GET %s: %d", path, p.status)
+		}
+		if forms := p.postForms(t); !slices.Equal(forms, []string{"/logout"}) {
+			t.Errorf("viewer sees forms %v on %s; want only sign out", forms, path)
+		}
+		for _, link := range []string{"/kubeconfig", "/installer/download", "/clusters/new"} {
+			if strings.Contains(p.body, link) {
+				t.Errorf("viewer sees a link to %s on %s", link, path)
+			}
+		}
+	}
+	if p := op.get("/projects/default/clusters/c1"); len(p.postForms(t)) < 6 {
+		t.Errorf("operator sees forms %v; want the actions", p.postForms(t))
+	}
+
+	before := e.cluster("c1").ETag
+	for _, a := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/projects/default/clusters/c1/scale", url.Values{"pool": {"default"}, "size": {"3"}}},
+		{"/projects/default/clusters/c1/pools", url.Values{"name": {"gpu"}, "size": {"1"}}},
+		{"/projects/default/clusters/c1/pools/default/remove", url.Values{}},
+		{"/projects/default/clusters/c1/upgrade", url.Values{"version": {"v1.35.4"}}},
+		{"/projects/default/clusters/c1/retry", url.Values{}},
+		{"/projects/default/clusters/c1/cancel", url.Values{}},
+		{"/projects/default/clusters/c1/delete", url.Values{"confirm": {"c1"}}},
+		{"/projects/default/clusters/edge1/provision", url.Values{}},
+		{"/projects/default/clusters/edge1/reset", url.Values{}},
+		{"/projects/default/clusters/edge1/nodes/edge1-host1/approve", url.Values{}},
+		{"/projects/default/clusters/edge1/nodes/edge1-host1/configure", url.Values{"role": {"worker"}}},
+		{"/clusters/new", url.Values{"project": {"default"}, "name": {"c2"}, "provider": {"sim"}}},
+	} {
+		a.form.Set("csrf", csrf)
+		if p := viewer.post(a.path, a.form); p.status != http.StatusForbidden || !strings.Contains(p.body, "Forbidden") {
+			t.Errorf("viewer POST %s: %d, want 403 with the API's Forbidden", a.path, p.status)
+		}
+	}
+	for _, path := range []string{"/projects/default/clusters/c1/kubeconfig", "/projects/default/clusters/edge1/installer/download?arch=amd64"} {
+		if p := viewer.get(path); p.status != http.StatusForbidden || strings.Contains(p.header.Get("Content-Disposition"), "attachment") {
+			t.Errorf("viewer GET %s: %d, want a 403 page", path, p.status)
+		}
+	}
+	if e.cluster("c1").ETag != before {
+		t.Error("a viewer's refused actions changed the cluster")
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 2 {
+		t.Errorf("%d clusters after the viewer's create, want 2", len(cls))
+	}
+	if n, _ := e.api.GetNode(t.Context(), "default", "edge1", "edge1-host1"); n.State != v1.NodeDiscovered {
+		t.Errorf("node %s after the viewer's approve", n.State)
+	}
+}
+
+func (e *env) putNode(cluster, name, state string, prechecks ...v1.PrecheckResult) {
+	e.t.Helper()
+	n := &store.Node{Project: "default", Node: v1.Node{Name: name, Cluster: cluster, State: state, Prechecks: prechecks,
+		Address: "10.0.0.5",
+		Facts: &v1.NodeFacts{Hostname: strings.TrimPrefix(name, cluster+"-"), OS: "debian 12", Arch: "amd64", CPUs: 4, MemoryMiB: 8192,
+			Interfaces: []v1.Interface{{Name: "eth0", Addresses: []string{"10.0.0.5/24"}}}}}}
+	if err := e.store.PutNode(e.t.Context(), n, store.Cond{}); err != nil {
+		e.t.Fatal(err)
+	}
+}

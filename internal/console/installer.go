@@ -1,0 +1,62 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// installerArchs are the architectures the API makes installers for
+// (server.InstallerArchs).
+var installerArchs = []string{"amd64", "arm64"}
+
+// installerView is the installer page: per architecture, the download and
+// the commands to run on a host.
+type installerView struct {
+	*clusterView
+	Archs   []installerArch
+	Command string // what install.sh runs
+}
+
+type installerArch struct {
+	Arch, File, Download string
+	Commands             string
+}
+
+func (c *Console) installerPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	v, err := c.loadCluster(r.Context(), r, s)
+	if err != nil {
+		return err
+	}
+	iv := installerView{clusterView: v}
+	if c.install != nil {
+		iv.Command = c.install(v.Cluster.Spec.Distribution)
+	}
+	for _, arch := range installerArchs {
+		file := fmt.Sprintf("kiln-installer-%s-%s.tar.gz", v.Cluster.Name, arch)
+		iv.Archs = append(iv.Archs, installerArch{
+			Arch: arch, File: file,
+			Download: clusterURL(v.Project, v.Cluster.Name) + "/installer/download?arch=" + arch,
+			Commands: fmt.Sprintf("mkdir -p kiln-installer && tar -xzf %s -C kiln-installer\ncd kiln-installer && sudo ./install.sh", file),
+		})
+	}
+	c.render(w, r, http.StatusOK, "installer.html", page{Title: v.Cluster.Name + ": installer", Session: s,
+		Project: v.Project, Cluster: v.Cluster.Name, Tab: "installer", Data: iv})
+	return nil
+}
+
+// installerDownload streams the API's installer for ?arch= (admins only; it
+// holds the activation secrets, and the API audits the read).
+func (c *Console) installerDownload(w http.ResponseWriter, r *http.Request, s *session) error {
+	arch := r.URL.Query().Get("arch")
+	if !slices.Contains(installerArchs, arch) {
+		return &v1.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "arch",
+			Message: fmt.Sprintf("arch must be one of %v", installerArchs)}}
+	}
+	project, name := r.PathValue("project"), r.PathValue("cluster")
+	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+"/installer",
+		url.Values{"arch": {arch}})
+}

@@ -1,0 +1,110 @@
+package console
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// nodeSorts are the columns the nodes tab sorts by.
+var nodeSorts = []string{"name", "hostname", "state", "role", "pool"}
+
+func nodesURL(project, cluster string) string { return clusterURL(project, cluster) + "/nodes" }
+
+func (c *Console) nodesPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.showNodes(w, r, s, http.StatusOK, nil)
+}
+
+// showNodes renders the nodes tab, with apiErr when an action failed.
+func (c *Console) showNodes(w http.ResponseWriter, r *http.Request, s *session, status int, apiErr *v1.Error) error {
+	v, err := c.loadCluster(r.Context(), r, s)
+	if err != nil {
+		return err
+	}
+	filterNodes(v, r.URL.Query())
+	live := url.Values{"view": {"nodes"}, "sort": {v.Sort}}
+	if v.Query != "" {
+		live.Set("q", v.Query)
+	}
+	c.render(w, r, status, "nodes.html", page{Title: v.Cluster.Name + ": nodes", Session: s, Project: v.Project,
+		Cluster: v.Cluster.Name, Tab: "nodes", Data: v, Error: apiErr, Notice: noticeOf(w, r),
+		Live: clusterURL(v.Project, v.Cluster.Name) + "/live?" + live.Encode()})
+	return nil
+}
+
+// filterNodes applies the nodes tab's search (q) and sort.
+func filterNodes(v *clusterView, q url.Values) {
+	v.Query, v.Sort = strings.TrimSpace(q.Get("q")), q.Get("sort")
+	if !slices.Contains(nodeSorts, v.Sort) {
+		v.Sort = "name"
+	}
+	v.Nodes = slices.DeleteFunc(v.Nodes, func(n v1.Node) bool {
+		return !matches(v.Query, n.Name, hostname(n), n.State, n.Role, n.Pool, n.Address)
+	})
+	key := func(n v1.Node) string {
+		switch v.Sort {
+		case "hostname":
+			return hostname(n)
+		case "state":
+			return n.State
+		case "role":
+			return n.Role
+		case "pool":
+			return n.Pool
+		}
+		return n.Name
+	}
+	slices.SortStableFunc(v.Nodes, func(a, b v1.Node) int {
+		return cmp.Or(cmp.Compare(key(a), key(b)), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// hostname is the host's own name, as its agent reported it.
+func hostname(n v1.Node) string {
+	if n.Facts != nil {
+		return n.Facts.Hostname
+	}
+	return ""
+}
+
+// nodeView is a node's page.
+type nodeView struct {
+	Project, Cluster string
+	Node             v1.Node
+	CanOperate       bool
+}
+
+func (c *Console) nodePage(w http.ResponseWriter, r *http.Request, s *session) error {
+	project, cluster := r.PathValue("project"), r.PathValue("cluster")
+	n, err := c.client(r, s.token).GetNode(r.Context(), project, cluster, r.PathValue("node"))
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "node.html", page{Title: n.Name, Session: s, Project: project, Cluster: cluster,
+		Tab: "nodes", Data: nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)},
+		Live: clusterURL(project, cluster) + "/nodes/" + url.PathEscape(n.Name) + "/logs/live"})
+	return nil
+}
+
+func (c *Console) approveNode(w http.ResponseWriter, r *http.Request, s *session) error {
+	project, cluster, node := r.PathValue("project"), r.PathValue("cluster"), r.PathValue("node")
+	_, err := c.client(r, s.token).ApproveNode(r.Context(), project, cluster, node)
+	return c.acted(w, r, s, err, nodesURL(project, cluster), fmt.Sprintf("Approved node %s.", node))
+}
+
+func (c *Console) configureNode(w http.ResponseWriter, r *http.Request, s *session) error {
+	project, cluster, node := r.PathValue("project"), r.PathValue("cluster"), r.PathValue("node")
+	cfg := v1.NodeConfig{Role: r.PostFormValue("role"), Interface: strings.TrimSpace(r.PostFormValue("interface"))}
+	for d := range strings.SplitSeq(r.PostFormValue("storageDevices"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			cfg.StorageDevices = append(cfg.StorageDevices, d)
+		}
+	}
+	_, err := c.client(r, s.token).ConfigureNode(r.Context(), project, cluster, node, cfg)
+	return c.acted(w, r, s, err, nodesURL(project, cluster), fmt.Sprintf("Node %s will be a %s.", node, cfg.Role))
+}

@@ -1,0 +1,186 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"io/fs"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// parsePages parses each page with the layout and the shared fragments.
+func parsePages() map[string]*template.Template {
+	pages, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, p := range pages {
+		name := strings.TrimPrefix(p, "templates/")
+		if name == "layout.html" || name == "fragments.html" {
+			continue
+		}
+		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS,
+			"templates/layout.html", "templates/fragments.html", p))
+	}
+	return out
+}
+
+var funcs = template.FuncMap{
+	"stateClass": stateClass,
+	"ago":        ago,
+	"opid":       v1.OperationID,
+	"when":       when,
+	"duration":   stepDuration,
+	"clusterURL": clusterURL,
+	"nodeURL": func(project, cluster, node string) string {
+		return clusterURL(project, cluster) + "/nodes/" + url.PathEscape(node)
+	},
+	"join":     strings.Join,
+	"list":     func(s ...string) []string { return s },
+	"labels":   labels,
+	"hostname": hostname,
+	"failed": func(checks []v1.PrecheckResult) int {
+		n := 0
+		for _, c := range checks {
+			if c.Result == "fail" {
+				n++
+			}
+		}
+		return n
+	},
+	"gib":        func(mib int64) string { return fmt.Sprintf("%.1f GiB", float64(mib)/1024) },
+	"bytes":      humanBytes,
+	"terminal":   v1.Terminal,
+	"inProgress": func(op *v1.Operation) bool { return op != nil && op.Status == v1.OpInProgress },
+	"sortLink": func(base, q, by string) string {
+		v := url.Values{"sort": {by}}
+		if q != "" {
+			v.Set("q", q)
+		}
+		return base + "?" + v.Encode()
+	},
+	"canConfigure": func(n v1.Node) bool { return n.State == v1.NodeApproved || n.State == v1.NodeConfigured },
+}
+
+// stateClass is the CSS class of a state: ok, bad, busy, wait or warn.
+func stateClass(state string) string {
+	switch state {
+	case v1.StateSucceeded, v1.NodeReady, "pass", "True": // steps and operations say Succeeded too
+		return "ok"
+	case v1.StateFailed, v1.NodeFailed, v1.NodePrecheckFailed, v1.PrecheckFail, "Warning": // and Failed
+		return "bad"
+	case v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.OpInProgress, v1.StepRunning, v1.NodeProvisioning, v1.NodeDeleting:
+		return "busy"
+	case v1.StateCanceled, v1.NodeNotReady, "warn", "False": // and Canceled steps
+		return "warn"
+	}
+	return "wait"
+}
+
+// ago is a time as a <time> element: its text is the UTC time, which the
+// page's script turns into "3m ago" and keeps current. The HTML does not
+// change as time passes, so live streams send a fragment only when what it
+// shows changed.
+func ago(t any) template.HTML {
+	s := when(t)
+	if s == "" {
+		return "never"
+	}
+	return template.HTML(fmt.Sprintf(`<time datetime="%s" data-ago>%s</time>`, template.HTMLEscapeString(rfc3339(t)), template.HTMLEscapeString(s)))
+}
+
+func rfc3339(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		return v.UTC().Format(time.RFC3339Nano)
+	case *time.Time:
+		if v != nil {
+			return v.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return ""
+}
+
+// when is a time as the page shows it (UTC, to the second); the full value
+// is in the element's datetime.
+func when(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		if v.IsZero() {
+			return ""
+		}
+		return v.UTC().Format("2006-01-02 15:04:05Z")
+	case *time.Time:
+		if v == nil {
+			return ""
+		}
+		return when(*v)
+	}
+	return ""
+}
+
+// stepDuration is how long a step took; a running step's is kept
+// current by the page's script.
+func stepDuration(s v1.Step) template.HTML {
+	switch {
+	case s.StartTime == nil:
+		return ""
+	case s.EndTime == nil:
+		return template.HTML(fmt.Sprintf(`<time datetime="%s" data-elapsed>running</time>`, rfc3339(s.StartTime)))
+	}
+	d := s.EndTime.Sub(*s.StartTime)
+	if d < 10*time.Second {
+		return template.HTML(d.Round(100 * time.Millisecond).String())
+	}
+	return template.HTML(d.Round(time.Second).String())
+}
+
+func labels(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func humanBytes(n int64) string {
+	const gib = 1 << 30
+	if n >= gib {
+		return fmt.Sprintf("%.1f GiB", float64(n)/gib)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}
+
+// noticeCookie carries what an action did to the page it redirects to.
+const noticeCookie = "kiln_notice"
+
+// redirect ends a form with 303 to to, which shows notice once.
+func redirect(w http.ResponseWriter, r *http.Request, to, notice string) {
+	if notice != "" {
+		http.SetCookie(w, &http.Cookie{Name: noticeCookie, Value: url.QueryEscape(notice), Path: "/", MaxAge: 60,
+			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// noticeOf returns the notice an action left, and clears it.
+func noticeOf(w http.ResponseWriter, r *http.Request) string {
+	ck, err := r.Cookie(noticeCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: noticeCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	notice, err := url.QueryUnescape(ck.Value)
+	if err != nil {
+		return ""
+	}
+	return notice
+}
