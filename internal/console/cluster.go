@@ -55,12 +55,16 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session) 
 		return nil, err
 	}
 	slices.SortStableFunc(ops, func(a, b v1.Operation) int { return b.StartTime.Compare(a.StartTime) })
-	for i, op := range ops {
-		if op.ID == cl.Status.CurrentOperation || (v.Current == nil && i == len(ops)-1) {
-			v.Current = &ops[i]
-			v.Past = append(ops[:i:i], ops[i+1:]...)
-			break
-		}
+	// The cluster's current operation, else the newest.
+	cur := slices.IndexFunc(ops, func(op v1.Operation) bool {
+		return v1.OperationID(op.ID) == v1.OperationID(cl.Status.CurrentOperation)
+	})
+	if cur < 0 && len(ops) > 0 {
+		cur = 0
+	}
+	if cur >= 0 {
+		v.Current = &ops[cur]
+		v.Past = append(ops[:cur:cur], ops[cur+1:]...)
 	}
 	if v.Nodes, err = api.ListNodes(ctx, project, name); err != nil {
 		return nil, err

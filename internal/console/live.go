@@ -148,7 +148,8 @@ func (c *Console) clusterLive(w http.ResponseWriter, r *http.Request, s *session
 		for _, name := range names {
 			html, err := c.fragment("cluster.html", name, p)
 			if err != nil {
-				return err
+				c.log.ErrorContext(ctx, "console fragment failed", "fragment", name, "err", err)
+				return nil
 			}
 			if sent[name] != html {
 				out[name], sent[name] = html, html
@@ -256,7 +257,8 @@ func (c *Console) nodeLogsLive(w http.ResponseWriter, r *http.Request, s *sessio
 			html, err := c.fragment("node.html", "node", page{Session: s, Project: project, Cluster: cluster,
 				Data: nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)}})
 			if err != nil {
-				return err
+				c.log.ErrorContext(ctx, "console fragment failed", "fragment", "node", "err", err)
+				return nil
 			}
 			if html != lastNode {
 				lastNode = html

@@ -510,4 +510,3 @@ func replaceable(providers provider.Registry, name string) bool {
 	a, ok := p.(interface{ Agentless() bool })
 	return !ok || !a.Agentless()
 }
-

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/kilndtest"
+)
+
+// The console in a real browser: Debian's chromium, headless, driven over
+// the DevTools protocol (chromedp), against a real kilnd.
+
+// chromium finds the browser: $KILN_CHROMIUM (scripts/chromium.sh, which
+// .ci/run uses, installs Debian's package and sets it), else one on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KILN_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on this machine (scripts/chromium.sh installs Debian's): browser tests SKIPPED")
+	return ""
+}
+
+// browser is a headless chromium signed in to e's console as the owner.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+}
+
+func (e *env) browser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.WindowSize(1366, 900),
+		// kilnd's certificate is from its own CA, which this throwaway
+		// browser profile does not hold.
+		chromedp.IgnoreCertErrors,
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // chromium's sandbox refuses root
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
+	b.do("sign in",
+		chromedp.Navigate(b.url+"/clusters"), // signed out: the sign-in page, then back
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS("table#clusters, main p")),
+	)
+	if loc := b.location(); loc != b.url+"/clusters" {
+		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
+	}
+	return b
+}
+
+// do runs steps, failing the test with what (and a screenshot) if they fail.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("browser: %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is true.
+func (b *browser) waitJS(what, expr string, timeout time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond))); err != nil {
+		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("browser: waiting for %s: %v", what, err)
+	}
+}
+
+func (b *browser) location() string {
+	b.t.Helper()
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return loc
+}
+
+// screenshot saves the whole page as a test artifact: under
+// $KILN_ARTIFACTS, else artifacts/ at the repository's root.
+func (b *browser) screenshot(name string) string {
+	b.t.Helper()
+	dir := os.Getenv("KILN_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "artifacts")
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return ""
+	}
+	path := filepath.Join(dir, b.t.Name()+"-"+name+".png")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", path)
+	return path
+}
+
+// currentDone is true once the cluster page's operation and each of its
+// steps are done: the operation Succeeded, every step Succeeded or Skipped.
+const currentDone = `(() => {
+	const op = document.querySelector('[data-fragment=current] [data-operation-status]');
+	const steps = [...document.querySelectorAll('[data-fragment=current] tr[data-step]')];
+	return op !== null && op.dataset.operationStatus === 'Succeeded' && steps.length > 0 &&
+		steps.every(s => s.dataset.state === 'Succeeded' || s.dataset.state === 'Skipped');
+})()`
+
+// A user signs in, creates a local cluster from the form, watches its steps
+// turn Succeeded without reloading, scales its pool, and deletes it after
+// typing its name.
+func TestConsoleLocalCluster(t *testing.T) {
+	e := start(t, "kilnd")
+	b := e.browser(t)
+	ctx := t.Context()
+
+	b.do("fill in the create form",
+		chromedp.Click(chromedp.CSS(`header nav a[href="/clusters/new"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#name")),
+		chromedp.SendKeys(chromedp.CSS("#name"), "web"),
+		chromedp.SetValue(chromedp.CSS("#provider"), "local"),
+		chromedp.SetValue(chromedp.CSS("#controlPlane"), "1"),
+		chromedp.Click(chromedp.CSS("#dedicated")),
+		chromedp.SetValue(chromedp.CSS("#workers"), "2"),
+		chromedp.Click(chromedp.CSS("#create")),
+		chromedp.WaitVisible(chromedp.CSS("[data-fragment=current] [data-operation-status]")),
+	)
+	if loc := b.location(); loc != b.url+"/projects/default/clusters/web" {
+		t.Fatalf("after create the browser is at %s", loc)
+	}
+	// A mark on this page: gone if the page were reloaded.
+	eval[bool](b, "window.kilnTestMark = true")
+	first := eval[string](b, `document.querySelector('[data-fragment=current] [data-operation-status]').dataset.operationStatus`)
+	if first != v1.OpInProgress {
+		t.Errorf("the create shows as %s when its page first loads, want InProgress (the steps are to be watched)", first)
+	}
+	b.waitJS("every step of the create to be Succeeded", currentDone, opWait)
+	if !eval[bool](b, "window.kilnTestMark === true") {
+		t.Fatal("the page was reloaded while the steps ran; they are to arrive live")
+	}
+	cl, err := e.c.GetCluster(ctx, "default", "web")
+	if err != nil || cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("cluster after the page said Succeeded: %+v %v", cl, err)
+	}
+	if got := eval[string](b, `document.getElementById('cluster-state').textContent`); got != v1.StateSucceeded {
+		t.Errorf("the page's cluster state is %q, want Succeeded", got)
+	}
+	if nodes := e.kubeNodes("web"); len(nodes) != 3 {
+		t.Errorf("kubectl sees %d nodes, want 3", len(nodes))
+	}
+	b.screenshot("cluster-page")
+
+	b.do("scale pool default to 3",
+		chromedp.SetValue(chromedp.CSS("#size-default"), "3"),
+		chromedp.Click(chromedp.CSS("#scale-default")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
+	notice := eval[string](b, `document.querySelector('p.notice').textContent`)
+	if !strings.Contains(notice, "Scaling pool default to 3") {
+		t.Errorf("notice after scaling: %q", notice)
+	}
+	eval[bool](b, "window.kilnTestMark = true")
+	b.waitJS("the scale to finish with 3 workers", `(() => {
+		const row = document.querySelector('tr[data-pool=default]');
+		return `+currentDone+` && row !== null && row.cells[2].textContent.trim() === '3';
+	})()`, opWait)
+	if !eval[bool](b, "window.kilnTestMark === true") {
+		t.Error("the page was reloaded during the scale")
+	}
+	if nodes := e.kubeNodes("web"); len(nodes) != 4 {
+		t.Errorf("kubectl sees %d nodes after scaling to 3 workers, want 4", len(nodes))
+	}
+
+	// Delete: the button stays disabled until the name is typed.
+	if !eval[bool](b, `document.getElementById('delete').disabled`) {
+		t.Error("the delete button is enabled before the cluster's name is typed")
+	}
+	b.do("type the name and delete",
+		chromedp.SendKeys(chromedp.CSS("#confirm"), "web"),
+		chromedp.WaitEnabled(chromedp.CSS("#delete")),
+		chromedp.Click(chromedp.CSS("#delete")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
+	b.waitJS("the page to say the cluster is gone",
+		`document.getElementById('live-lost').textContent.includes('no longer exists')`, opWait)
+	if _, err := e.c.GetCluster(ctx, "default", "web"); !v1.IsNotFound(err) {
+		t.Errorf("cluster after the page said it is gone: %v, want 404", err)
+	}
+	if left := processesUnder(e.data); len(left) > 0 {
+		t.Errorf("processes left after delete: %v", left)
+	}
+}
+
+// An edge host joins with the installer's command and shows up on the nodes
+// tab without a reload; approving and configuring it are buttons there.
+func TestConsoleApprovesEdgeHost(t *testing.T) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	hn := newHostNet(t, 1)
+	e := start(t, "kilnd", "--agent-listen", hn.gateway+":0")
+	if _, _, err := e.c.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "edge1", Spec: v1.ClusterSpec{
+		Provider: "edge", NodeApproval: "manual", ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+
+	b.do("open the installer tab",
+		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/installer"),
+		chromedp.WaitVisible(chromedp.CSS("#cmd-amd64")),
+	)
+	cmds := eval[string](b, `document.getElementById('cmd-amd64').textContent`)
+	if !strings.Contains(cmds, "tar -xzf kiln-installer-edge1-amd64.tar.gz") || !strings.Contains(cmds, "./install.sh") {
+		t.Errorf("installer commands: %q", cmds)
+	}
+	installer := filepath.Join(e.data, "hosts", "installer")
+	command := strings.TrimSpace(e.kiln("cluster", "installer", "edge1", "-d", installer))
+	if got := eval[string](b, `document.getElementById('install-command').textContent`); got != command {
+		t.Errorf("the page says install.sh runs %q; the CLI prints %q", got, command)
+	}
+
+	b.do("open the nodes tab",
+		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/nodes"),
+		chromedp.WaitVisible(chromedp.CSS("[data-fragment=nodes]")),
+	)
+	eval[bool](b, "window.kilnTestMark = true")
+	hn.startHost(installer, filepath.Join(e.data, "hosts", "host1"), 0, command)
+	b.waitJS("the host to show up DISCOVERED", `document.querySelector('tr[data-node="edge1-host1"][data-state=DISCOVERED] #approve-edge1-host1') !== null`, 2*time.Minute)
+	if !eval[bool](b, "window.kilnTestMark === true") {
+		t.Error("the page was reloaded before the host showed up; it is to arrive live")
+	}
+	b.do("approve the host",
+		chromedp.Click(chromedp.CSS("#approve-edge1-host1")),
+		chromedp.WaitVisible(chromedp.CSS("#configure-edge1-host1")),
+	)
+	if n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1"); err != nil || n.State != v1.NodeApproved {
+		t.Fatalf("node after approve: %+v %v", n, err)
+	}
+	b.do("configure the host as the control plane",
+		chromedp.SetValue(chromedp.CSS("#role-edge1-host1"), "control-plane"),
+		chromedp.SendKeys(chromedp.CSS("#iface-edge1-host1"), "eth0"),
+		chromedp.Click(chromedp.CSS("#configure-edge1-host1")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-node="edge1-host1"][data-state=CONFIGURED]`)),
+	)
+	n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1")
+	if err != nil || n.State != v1.NodeConfigured || n.Role != v1.RoleControlPlane || n.Interface != "eth0" {
+		t.Fatalf("node after configure: %+v %v", n, err)
+	}
+	// The node's page streams its agent's log.
+	b.do("open the node's page",
+		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/nodes/edge1-host1"),
+		chromedp.WaitVisible(chromedp.CSS("#log")),
+	)
+	b.waitJS("log lines", `document.querySelectorAll('#log span.line').length > 0`, time.Minute)
+}
