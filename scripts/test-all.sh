@@ -3,7 +3,8 @@
 # packages when missing) so the store conformance suite runs on both databases,
 # then vets and runs all packages, including the crash tests that start real
 # kilnd processes and the end-to-end tests that bring up real Kubernetes
-# clusters with bin/kiln-kube (built by make test-all), and last runs every
+# clusters with bin/kiln-kube (built by make test-all) and drive the web console
+# in Debian's chromium (installed when missing), and last runs every
 # fuzz target for 10 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,14 @@ if pg_env=$(scripts/postgres.sh start); then
 	echo "test-all: PostgreSQL at ${KILN_TEST_POSTGRES}" >&2
 else
 	echo "test-all: PostgreSQL could not be started: its half of the store suite will be SKIPPED" >&2
+fi
+
+# Debian's chromium for the console's browser tests (test/e2e), installed when missing.
+if chromium_env=$(scripts/chromium.sh); then
+	eval "$chromium_env"
+	export KILN_CHROMIUM
+else
+	echo "test-all: chromium could not be found or installed: the console's browser tests will be SKIPPED" >&2
 fi
 
 go vet ./...

@@ -831,3 +831,184 @@ func readEvents(r io.Reader) <-chan event {
 	}()
 	return out
 }
+
+// The nodes tab: each node's state, role, pool, facts, failed prechecks
+// with their message, last heartbeat; search and sort; approve and
+// configure buttons where they apply, and both work.
+func TestNodesTab(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge", NodeApproval: "manual"})
+	e.putNode("edge1", "edge1-bravo", v1.NodeDiscovered, v1.PrecheckResult{Name: "os", Result: v1.PrecheckPass})
+	e.putNode("edge1", "edge1-alpha", v1.NodePrecheckFailed,
+		v1.PrecheckResult{Name: "dns-port", Result: v1.PrecheckFail, Message: "port 53 is taken by dnsmasq"},
+		v1.PrecheckResult{Name: "os", Result: v1.PrecheckPass})
+	e.putNode("edge1", "edge1-charlie", v1.NodeApproved)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	const nodes = "/projects/default/clusters/edge1/nodes"
+
+	rows := func(p page) []string {
+		var out []string
+		for n := range p.doc(t).Descendants() {
+			if n.Type == html.ElementNode && n.Data == "tr" && attr(n, "data-node") != "" {
+				out = append(out, attr(n, "data-node")+"="+attr(n, "data-state"))
+			}
+		}
+		return out
+	}
+	p := b.get(nodes)
+	if got := rows(p); !slices.Equal(got, []string{"edge1-alpha=PRECHECK_FAILED", "edge1-bravo=DISCOVERED", "edge1-charlie=APPROVED"}) {
+		t.Errorf("nodes %v", got)
+	}
+	for _, want := range []string{`<li class="bad"><strong>dns-port</strong>: port 53 is taken by dnsmasq</li>`,
+		"debian 12 · amd64 · 4 CPU · 8.0 GiB", "10.0.0.5", "1 passed"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the nodes tab does not show %q", want)
+		}
+	}
+	// Approve for the DISCOVERED node only, configure for the APPROVED one.
+	forms := p.postForms(t)
+	for _, want := range []string{nodes + "/edge1-bravo/approve", nodes + "/edge1-charlie/configure"} {
+		if !slices.Contains(forms, want) {
+			t.Errorf("no form %s among %v", want, forms)
+		}
+	}
+	if slices.Contains(forms, nodes+"/edge1-alpha/approve") {
+		t.Error("a node whose prechecks failed has an approve button")
+	}
+	if got := rows(b.get(nodes + "?q=discovered")); !slices.Equal(got, []string{"edge1-bravo=DISCOVERED"}) {
+		t.Errorf("search discovered: %v", got)
+	}
+	if got := rows(b.get(nodes + "?sort=state")); !slices.Equal(got, []string{"edge1-charlie=APPROVED", "edge1-bravo=DISCOVERED", "edge1-alpha=PRECHECK_FAILED"}) {
+		t.Errorf("sorted by state: %v", got)
+	}
+	if got := rows(b.get(nodes + "?sort=hostname")); !slices.Equal(got, []string{"edge1-alpha=PRECHECK_FAILED", "edge1-bravo=DISCOVERED", "edge1-charlie=APPROVED"}) {
+		t.Errorf("sorted by hostname: %v", got)
+	}
+
+	p = b.post(nodes+"/edge1-bravo/approve", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != nodes {
+		t.Fatalf("approve: %d to %q", p.status, p.header.Get("Location"))
+	}
+	if n, _ := e.api.GetNode(t.Context(), "default", "edge1", "edge1-bravo"); n.State != v1.NodeApproved {
+		t.Errorf("node after approve: %s", n.State)
+	}
+	// The API's refusal, with its words, on the nodes tab.
+	p = b.post(nodes+"/edge1-alpha/approve", url.Values{"csrf": {csrf}})
+	if msg, _ := p.byID(t, "error"); p.status != http.StatusConflict || !strings.Contains(msg, "dns-port") {
+		t.Errorf("approving a node whose prechecks failed: %d %q", p.status, msg)
+	}
+	p = b.post(nodes+"/edge1-charlie/configure", url.Values{"csrf": {csrf}, "role": {"control-plane"}, "interface": {"eth0"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("configure: %d %s", p.status, p.body)
+	}
+	if n, _ := e.api.GetNode(t.Context(), "default", "edge1", "edge1-charlie"); n.State != v1.NodeConfigured ||
+		n.Role != v1.RoleControlPlane || n.Interface != "eth0" {
+		t.Errorf("node after configure: %+v", n)
+	}
+	p = b.post(nodes+"/edge1-bravo/configure", url.Values{"csrf": {csrf}, "role": {"boss"}})
+	if msg, _ := p.byID(t, "error"); p.status != http.StatusBadRequest || !strings.Contains(msg, "role") {
+		t.Errorf("configure with role boss: %d %q", p.status, msg)
+	}
+
+	// A node's page: its facts, every precheck, and its live log.
+	p = b.get(nodes + "/edge1-alpha")
+	for _, want := range []string{"PRECHECK_FAILED", "port 53 is taken by dnsmasq", "eth0 10.0.0.5/24", `data-live="/projects/default/clusters/edge1/nodes/edge1-alpha/logs/live"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the node page does not show %q", want)
+		}
+	}
+	if p := b.get(nodes + "/nope"); p.status != http.StatusNotFound {
+		t.Errorf("a missing node's page: %d, want 404", p.status)
+	}
+}
+
+// A node's log streams: the lines kept first, then each new one.
+func TestNodeLogsLive(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge"})
+	e.putNode("edge1", "edge1-host1", v1.NodeDiscovered)
+	key := store.Key{Project: "default", Name: "edge1"}
+	if err := e.store.AppendNodeLogs(t.Context(), key, "edge1-host1", []v1.LogLine{{Time: time.Now(), Stream: "agent", Line: "first line"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login(ownerToken)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/projects/default/clusters/edge1/nodes/edge1-host1/logs/live", nil)
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	var lines []string
+	want := func(line string) {
+		t.Helper()
+		for !slices.Contains(lines, line) {
+			ev, ok := <-events
+			if !ok {
+				t.Fatalf("the stream ended before %q; lines %v", line, lines)
+			}
+			if ev.name == "lines" {
+				var got []v1.LogLine
+				if err := json.Unmarshal([]byte(ev.data), &got); err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range got {
+					lines = append(lines, l.Line)
+				}
+			}
+		}
+	}
+	want("first line")
+	if err := e.store.AppendNodeLogs(t.Context(), key, "edge1-host1", []v1.LogLine{{Time: time.Now(), Stream: "etcd", Line: "second line"}}); err != nil {
+		t.Fatal(err)
+	}
+	want("second line")
+	if !slices.Equal(lines, []string{"first line", "second line"}) {
+		t.Errorf("lines %v, want each once, in order", lines)
+	}
+}
+
+// The installer tab: per architecture, the download (admins) and the
+// commands; the command install.sh runs.
+func TestInstallerPage(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge", Distribution: v1.DistroLocal})
+	e.createCluster("sim1", v1.ClusterSpec{Provider: "sim"})
+	b := e.browser()
+	b.login(ownerToken)
+	p := b.get("/projects/default/clusters/edge1/installer")
+	for _, arch := range []string{"amd64", "arm64"} {
+		cmds, ok := p.byID(t, "cmd-"+arch)
+		if !ok || !strings.Contains(cmds, "tar -xzf kiln-installer-edge1-"+arch+".tar.gz") || !strings.Contains(cmds, "sudo ./install.sh") {
+			t.Errorf("%s commands: %q", arch, cmds)
+		}
+		if !strings.Contains(p.body, `href="/projects/default/clusters/edge1/installer/download?arch=`+arch+`"`) {
+			t.Errorf("no %s download", arch)
+		}
+	}
+	if got, _ := p.byID(t, "install-command"); got != server.InstallCommand(v1.DistroLocal, "/opt/kiln-kube") {
+		t.Errorf("install command %q", got)
+	}
+	// This frontend has no agent gateway, so the API cannot make the
+	// installer: its answer is shown, not a broken download.
+	d := b.get("/projects/default/clusters/edge1/installer/download?arch=amd64")
+	if d.status != http.StatusConflict || strings.Contains(d.header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("download without a gateway: %d %s", d.status, d.header.Get("Content-Disposition"))
+	}
+	if d := b.get("/projects/default/clusters/edge1/installer/download?arch=mips"); d.status != http.StatusBadRequest {
+		t.Errorf("download for mips: %d, want 400", d.status)
+	}
+	// A sim cluster has no installer tab.
+	if p := b.get("/projects/default/clusters/sim1"); strings.Contains(p.body, "/installer") {
+		t.Error("a sim cluster's page links an installer")
+	}
+	// Nor a kubeconfig: the API's reason is shown.
+	k := b.get("/projects/default/clusters/sim1/kubeconfig")
+	if msg, _ := k.byID(t, "error"); k.status != http.StatusConflict || !strings.Contains(msg, "no certificate authority") {
+		t.Errorf("sim kubeconfig: %d %q", k.status, msg)
+	}
+}
