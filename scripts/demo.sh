@@ -40,6 +40,8 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step kiln login --server "$SERVER" --token-file "$DATA/admin.token" --ca-file "$DATA/tls/ca.crt"
 step kiln cluster create demo --provider "$PROVIDER" --dedicated-control-plane --workers 2 --wait
 step kiln cluster list
+echo "The web console shows the same at $SERVER/ (sign in with the token in $DATA/admin.token)."
+step curl -sS --cacert "$DATA/tls/ca.crt" -o /dev/null -w "GET $SERVER/login: %{http_code} %{content_type}\n" "$SERVER/login"
 step kiln node list demo
 if [ "$PROVIDER" != sim ]; then
 	step kiln kubeconfig demo -f "$DATA/demo.kubeconfig"
