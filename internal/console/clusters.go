@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,14 +36,24 @@ type clustersView struct {
 var clusterSorts = []string{"name", "project", "state", "provider", "version", "created"}
 
 func (c *Console) clustersPage(w http.ResponseWriter, r *http.Request, s *session) error {
-	api := c.client(r, s.token)
-	ctx := r.Context()
-	projects, err := api.ListProjects(ctx)
+	v, err := c.loadClusters(r.Context(), r, s, r.URL.Query())
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	v := clustersView{Query: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), Project: q.Get("project")}
+	c.render(w, r, http.StatusOK, "clusters.html", page{Title: "Clusters", Session: s, Data: v,
+		Notice: noticeOf(w, r), Live: "/clusters/live?" + v.query().Encode()})
+	return nil
+}
+
+// loadClusters reads the clusters of every project the user is in, with
+// the list's search (q), project filter and sort.
+func (c *Console) loadClusters(ctx context.Context, r *http.Request, s *session, q url.Values) (*clustersView, error) {
+	api := c.client(r, s.token)
+	projects, err := api.ListProjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &clustersView{Query: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), Project: q.Get("project")}
 	if !slices.Contains(clusterSorts, v.Sort) {
 		v.Sort = "name"
 	}
@@ -56,7 +67,7 @@ func (c *Console) clustersPage(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		cls, err := api.ListClusters(ctx, p.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, cl := range cls {
 			v.Total++
@@ -67,12 +78,22 @@ func (c *Console) clustersPage(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 	}
 	if err := c.runningOperations(ctx, api, v.Rows); err != nil {
-		return err
+		return nil, err
 	}
 	sortClusters(v.Rows, v.Sort)
-	c.render(w, r, http.StatusOK, "clusters.html", page{Title: "Clusters", Session: s, Data: v,
-		Notice: noticeOf(w, r)})
-	return nil
+	return v, nil
+}
+
+// query is the list's search, filter and sort as URL parameters.
+func (v *clustersView) query() url.Values {
+	q := url.Values{"sort": {v.Sort}}
+	if v.Query != "" {
+		q.Set("q", v.Query)
+	}
+	if v.Project != "" {
+		q.Set("project", v.Project)
+	}
+	return q
 }
 
 // runningOperations reads the operation of each cluster that is changing,

@@ -131,6 +131,7 @@ func (c *Console) routes() http.Handler {
 		return nil
 	})
 	h("GET /clusters", c.clustersPage)
+	h("GET /clusters/live", c.clustersLive)
 	h("GET /clusters/new", c.createPage)
 	h("POST /clusters/new", c.createCluster)
 

@@ -523,6 +523,39 @@ func TestClustersList(t *testing.T) {
 	if got := rows(b.get("/clusters?sort=provider")); !slices.Equal(got, []string{"beta", "gamma", "alpha"}) {
 		t.Errorf("sorted by provider: %v, want edge, local, sim", got)
 	}
+
+	// The list is live: a new cluster that matches the search arrives.
+	p = b.get("/clusters?q=sim")
+	live := attr(findElement(p.doc(t), "body"), "data-live")
+	if live != "/clusters/live?q=sim&sort=name" {
+		t.Fatalf("the list's stream is %q", live)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+live, nil)
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	if ev := <-events; !strings.Contains(ev.fragments["clusters"], `data-cluster="alpha"`) || strings.Contains(ev.fragments["clusters"], `data-cluster="beta"`) {
+		t.Errorf("first list event: %+v", ev)
+	}
+	e.createCluster("delta", v1.ClusterSpec{Provider: "sim"})
+	if ev := <-events; !strings.Contains(ev.fragments["clusters"], `data-cluster="delta"`) {
+		t.Errorf("after a create: %+v", ev)
+	}
+}
+
+// findElement returns the first element named name.
+func findElement(doc *html.Node, name string) *html.Node {
+	for n := range doc.Descendants() {
+		if n.Type == html.ElementNode && n.Data == name {
+			return n
+		}
+	}
+	return &html.Node{}
 }
 
 // An operator sees and can use every action; a viewer sees the same

@@ -115,6 +115,37 @@ func (c *Console) liveContext(r *http.Request) (context.Context, context.CancelF
 	return ctx, cancel
 }
 
+// clustersLive streams the clusters list (with the page's q, project and
+// sort), re-read every LiveInterval.
+func (c *Console) clustersLive(w http.ResponseWriter, r *http.Request, s *session) error {
+	ctx, cancel := c.liveContext(r)
+	defer cancel()
+	st := newStream(w)
+	var sent string
+	for {
+		v, err := c.loadClusters(ctx, r, s, r.URL.Query())
+		if c.streamError(st, err, "") {
+			return nil
+		}
+		html, err := c.fragment("clusters.html", "clusters", page{Session: s, Data: v})
+		if err != nil {
+			c.log.ErrorContext(ctx, "console fragment failed", "fragment", "clusters", "err", err)
+			return nil
+		}
+		if html != sent {
+			sent = html
+			if st.send("fragments", map[string]string{"clusters": html}) != nil {
+				return nil
+			}
+		} else if st.ping() != nil {
+			return nil
+		}
+		if !sleep(ctx, c.live) {
+			return nil
+		}
+	}
+}
+
 // liveFragments are the parts of each view that a stream keeps current.
 var liveFragments = map[string][]string{
 	"overview": {"status", "current", "past", "pools", "events"},

@@ -66,6 +66,14 @@ var funcs = template.FuncMap{
 		}
 		return base + "?" + v.Encode()
 	},
+	"runningStep": func(op *v1.Operation) string {
+		for _, st := range op.Properties.Steps {
+			if st.State == v1.StepRunning {
+				return st.Name
+			}
+		}
+		return ""
+	},
 	"canConfigure": func(n v1.Node) bool { return n.State == v1.NodeApproved || n.State == v1.NodeConfigured },
 }
 

@@ -104,20 +104,15 @@
       es.close();
       lost(JSON.parse(ev.data));
     });
-    es.addEventListener("open", () => {
-      if (log && !started) {
-        log.textContent = "";
-        started = true;
-      }
-    });
     es.onerror = () => {
       if (es.readyState === EventSource.CONNECTING) lost("Live updates interrupted; reconnecting…");
       else lost("Live updates stopped; reload the page.");
     };
     if (log) {
-      // A reconnect would send the log from its start again.
+      // Each stream (a reconnect too) sends the log from its start.
       es.addEventListener("open", () => {
         log.textContent = "";
+        started = true;
       });
     }
   }
