@@ -1045,3 +1045,34 @@ func TestInstallerPage(t *testing.T) {
 		t.Errorf("sim kubeconfig: %d %q", k.status, msg)
 	}
 }
+
+// An edge cluster's own actions: provision refuses until its hosts are
+// configured (the API's NodeCountMismatch, shown); reset starts a reset.
+func TestEdgeActions(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	const edge1 = "/projects/default/clusters/edge1"
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge", NodeApproval: "manual", ControlPlane: v1.ControlPlane{Size: 1}})
+	if op := e.wait("edge1"); op.Status != v1.OpSucceeded {
+		t.Fatalf("edge create: %s", op.Status)
+	}
+	p := b.get(edge1)
+	for _, want := range []string{edge1 + "/provision", edge1 + "/reset"} {
+		if !slices.Contains(p.postForms(t), want) {
+			t.Errorf("the edge cluster's page has no form %s", want)
+		}
+	}
+	p = b.post(edge1+"/provision", url.Values{"csrf": {csrf}})
+	if msg, _ := p.byID(t, "error"); p.status != http.StatusConflict || !strings.Contains(msg, "NodeCountMismatch") {
+		t.Errorf("provision without hosts: %d %q", p.status, msg)
+	}
+	p = b.post(edge1+"/reset", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("reset: %d %s", p.status, p.body)
+	}
+	op := e.wait("edge1")
+	if op.Properties.Kind != v1.KindReset || op.Status != v1.OpSucceeded {
+		t.Errorf("after reset: a %s operation, %s", op.Properties.Kind, op.Status)
+	}
+}
