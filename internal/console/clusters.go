@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/server"
 )
 
 // clusterRow is a line of the clusters list.
@@ -171,6 +172,8 @@ type createForm struct {
 	Projects  []string // where the user may create clusters
 	Providers []string
 	Versions  []string // every version a provider offers, for suggestions
+	// DefaultVersion is the version the API gives a cluster that names none.
+	DefaultVersion string
 	// FieldErrors maps a form field to the API's message about it.
 	FieldErrors map[string]string
 }
@@ -200,6 +203,7 @@ func (c *Console) fillCreateChoices(r *http.Request, s *session, f *createForm) 
 			f.Projects = append(f.Projects, p.Name)
 		}
 	}
+	f.DefaultVersion = server.DefaultKubernetesVersion
 	f.Providers = slices.Sorted(maps.Keys(c.providers))
 	seen := map[string]bool{}
 	for _, dists := range c.providers {

@@ -111,6 +111,14 @@ func toAPIError(err error, what string) *apiError {
 // writeError answers with the error shape. A 500's cause is logged here,
 // once; the response says nothing about it.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, what string) {
+	if gone := r.Context().Err(); gone != nil && errors.Is(err, gone) {
+		// The client went away mid-request (a closed page, a canceled
+		// poll): nobody reads the answer, and the server did not fail.
+		s.log.DebugContext(r.Context(), "client went away",
+			slog.String("requestId", requestID(r.Context())), slog.Any("error", err))
+		w.WriteHeader(StatusClientClosedRequest)
+		return
+	}
 	ae := toAPIError(err, what)
 	if ae.status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed",
@@ -123,6 +131,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, w
 	w.Header().Set(codeHeader, ae.body.Code)
 	writeJSON(w, ae.status, v1.ErrorResponse{Error: ae.body})
 }
+
+// StatusClientClosedRequest is the status a request is counted with (in
+// metrics and the request log) when its client went away before the
+// answer: nginx's 499.
+const StatusClientClosedRequest = 499
 
 // retryAfterUnavailable is the Retry-After, in seconds, of a 503 that did
 // not set its own: every 503 is retryable (docs/errors.md).

@@ -127,6 +127,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		switch {
 		case sw.status() >= 500:
 			level = slog.LevelError
+		case sw.status() == StatusClientClosedRequest:
+			// Nobody was waiting for the answer (a closed page's stream).
+			level = slog.LevelDebug
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && sw.status() < 400 && took < slowRequest:
 			// Reads that went well are most requests (every long-poll
 			// answer); they are counted in /metrics, and logged with

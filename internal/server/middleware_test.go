@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -423,5 +425,28 @@ func TestRequestLogLevels(t *testing.T) {
 		if !strings.Contains(text, "msg=request method=") || !strings.Contains(text, "requestId="+id) {
 			t.Errorf("request %s is not logged:\n%s", id, text)
 		}
+	}
+}
+
+// A request whose client went away before the answer is not a server
+// failure: counted as 499, logged only at debug.
+func TestClientGone(t *testing.T) {
+	var logs logBuffer
+	h := newHarness(t, func(o *server.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/projects", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Request-Id", "gone")
+	rec := httptest.NewRecorder()
+	h.s.ServeHTTP(rec, req)
+	if rec.Code != server.StatusClientClosedRequest {
+		t.Errorf("status %d, want 499", rec.Code)
+	}
+	if text := logs.String(); strings.Contains(text, "level=ERROR") || strings.Contains(text, "level=INFO") ||
+		!strings.Contains(text, "level=DEBUG msg=request method=GET") || !strings.Contains(text, "status=499") {
+		t.Errorf("log:\n%s", text)
 	}
 }

@@ -57,13 +57,18 @@ func (e *env) browser(t *testing.T) *browser {
 	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
+	// Start the browser on this context: the first action's context owns
+	// the browser, and the steps below run on shorter ones.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
 	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
 	b.do("sign in",
 		chromedp.Navigate(b.url+"/clusters"), // signed out: the sign-in page, then back
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS("table#clusters, main p")),
+		chromedp.WaitVisible(chromedp.CSS(`header form[action="/logout"]`)),
 	)
 	if loc := b.location(); loc != b.url+"/clusters" {
 		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
