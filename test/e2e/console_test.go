@@ -63,9 +63,8 @@ func (e *env) browser(t *testing.T) *browser {
 		t.Fatalf("start chromium: %v", err)
 	}
 	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
+	b.navigate("/clusters", "#token") // signed out: the sign-in page, then back
 	b.do("sign in",
-		chromedp.Navigate(b.url+"/clusters"), // signed out: the sign-in page, then back
-		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`header form[action="/logout"]`)),
@@ -74,6 +73,38 @@ func (e *env) browser(t *testing.T) *browser {
 		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
 	}
 	return b
+}
+
+// navigate opens path and waits for selector. Chromium abandons a page
+// load when this machine's network changes (ERR_NETWORK_CHANGED: the edge
+// tests make a bridge and network namespaces), so a load is tried again.
+func (b *browser) navigate(path, selector string) {
+	b.t.Helper()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		err := chromedp.Do(ctx, chromedp.Navigate(b.url+path), chromedp.WaitVisible(chromedp.CSS(selector)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") || attempt == 5 {
+			b.screenshot("failed-navigate")
+			b.t.Fatalf("browser: open %s: %v", path, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// submit clicks a form's button and waits for the page it leads to: one
+// with a notice (every action's redirect shows what it did). Notices on
+// the page now are removed first, so that only the next page's counts.
+func (b *browser) submit(what, button string) {
+	b.t.Helper()
+	b.do(what,
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('p.notice').forEach(n => n.remove())`),
+		chromedp.Click(chromedp.CSS(button)),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
 }
 
 // do runs steps, failing the test with what (and a screenshot) if they fail.
@@ -203,11 +234,8 @@ func TestConsoleLocalCluster(t *testing.T) {
 		t.Fatalf("kubectl with the console's kubeconfig: %v\n%s\nkubeconfig: %.300s", err, out, kubeconfig)
 	}
 
-	b.do("scale pool default to 3",
-		chromedp.SetValue(chromedp.CSS("#size-default"), "3"),
-		chromedp.Click(chromedp.CSS("#scale-default")),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")),
-	)
+	b.do("set pool default's size to 3", chromedp.SetValue(chromedp.CSS("#size-default"), "3"))
+	b.submit("scale pool default", "#scale-default")
 	notice := eval[string](b, `document.querySelector('p.notice').textContent`)
 	if !strings.Contains(notice, "Scaling pool default to 3") {
 		t.Errorf("notice after scaling: %q", notice)
@@ -228,18 +256,18 @@ func TestConsoleLocalCluster(t *testing.T) {
 	if !eval[bool](b, `document.getElementById('delete').disabled`) {
 		t.Error("the delete button is enabled before the cluster's name is typed")
 	}
-	b.do("type the name and delete",
-		chromedp.SendKeys(chromedp.CSS("#confirm"), "web"),
-		chromedp.WaitEnabled(chromedp.CSS("#delete")),
-		chromedp.Click(chromedp.CSS("#delete")),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")),
-	)
+	b.do("type the name", chromedp.SendKeys(chromedp.CSS("#confirm"), "web"), chromedp.WaitEnabled(chromedp.CSS("#delete")))
+	b.submit("delete", "#delete")
+	notice = eval[string](b, `document.querySelector('p.notice').textContent`)
+	if !strings.Contains(notice, "Deleting cluster web") {
+		t.Errorf("notice after delete: %q", notice)
+	}
 	b.waitJS("the page to say the cluster is gone",
 		`document.getElementById('live-lost').textContent.includes('no longer exists')`, opWait)
 	if _, err := e.c.GetCluster(ctx, "default", "web"); !v1.IsNotFound(err) {
 		t.Errorf("cluster after the page said it is gone: %v, want 404", err)
 	}
-	if left := processesUnder(e.data); len(left) > 0 {
+	if left := processesUnder(filepath.Join(e.data, "machines", "default", "web")); len(left) > 0 {
 		t.Errorf("processes left after delete: %v", left)
 	}
 }
@@ -259,10 +287,7 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	}
 	b := e.browser(t)
 
-	b.do("open the installer tab",
-		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/installer"),
-		chromedp.WaitVisible(chromedp.CSS("#cmd-amd64")),
-	)
+	b.navigate("/projects/default/clusters/edge1/installer", "#cmd-amd64")
 	cmds := eval[string](b, `document.getElementById('cmd-amd64').textContent`)
 	if !strings.Contains(cmds, "tar -xzf kiln-installer-edge1-amd64.tar.gz") || !strings.Contains(cmds, "./install.sh") {
 		t.Errorf("installer commands: %q", cmds)
@@ -273,37 +298,28 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 		t.Errorf("the page says install.sh runs %q; the CLI prints %q", got, command)
 	}
 
-	b.do("open the nodes tab",
-		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/nodes"),
-		chromedp.WaitVisible(chromedp.CSS("[data-fragment=nodes]")),
-	)
+	b.navigate("/projects/default/clusters/edge1/nodes", "[data-fragment=nodes]")
 	eval[bool](b, "window.kilnTestMark = true")
 	hn.startHost(installer, filepath.Join(e.data, "hosts", "host1"), 0, command)
 	b.waitJS("the host to show up DISCOVERED", `document.querySelector('tr[data-node="edge1-host1"][data-state=DISCOVERED] #approve-edge1-host1') !== null`, 2*time.Minute)
 	if !eval[bool](b, "window.kilnTestMark === true") {
 		t.Error("the page was reloaded before the host showed up; it is to arrive live")
 	}
-	b.do("approve the host",
-		chromedp.Click(chromedp.CSS("#approve-edge1-host1")),
-		chromedp.WaitVisible(chromedp.CSS("#configure-edge1-host1")),
-	)
+	b.submit("approve the host", "#approve-edge1-host1")
 	if n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1"); err != nil || n.State != v1.NodeApproved {
 		t.Fatalf("node after approve: %+v %v", n, err)
 	}
-	b.do("configure the host as the control plane",
+	b.do("choose the control-plane role",
 		chromedp.SetValue(chromedp.CSS("#role-edge1-host1"), "control-plane"),
 		chromedp.SendKeys(chromedp.CSS("#iface-edge1-host1"), "eth0"),
-		chromedp.Click(chromedp.CSS("#configure-edge1-host1")),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-node="edge1-host1"][data-state=CONFIGURED]`)),
 	)
+	b.submit("configure the host", "#configure-edge1-host1")
+	b.do("see it configured", chromedp.WaitVisible(chromedp.CSS(`tr[data-node="edge1-host1"][data-state=CONFIGURED]`)))
 	n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1")
 	if err != nil || n.State != v1.NodeConfigured || n.Role != v1.RoleControlPlane || n.Interface != "eth0" {
 		t.Fatalf("node after configure: %+v %v", n, err)
 	}
 	// The node's page streams its agent's log.
-	b.do("open the node's page",
-		chromedp.Navigate(b.url+"/projects/default/clusters/edge1/nodes/edge1-host1"),
-		chromedp.WaitVisible(chromedp.CSS("#log")),
-	)
+	b.navigate("/projects/default/clusters/edge1/nodes/edge1-host1", "#log")
 	b.waitJS("log lines", `document.querySelectorAll('#log span.line').length > 0`, time.Minute)
 }
