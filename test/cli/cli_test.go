@@ -60,6 +60,31 @@ func TestScripts(t *testing.T) {
 				ts.Check(st.AppendNodeLogs(context.Background(), k, args[1], []v1.LogLine{
 					{Stream: "agent", Line: "prechecks passed"}, {Stream: "agent", Line: "registered as " + args[1]}}))
 			},
+			// step-running OP STEP: wait (up to a minute) until the
+			// operation's step is Running, so that what the script does
+			// next happens while it runs, however slow the machine.
+			"step-running": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: step-running OP STEP")
+				}
+				mu.Lock()
+				st := stores[ts.Getenv("WORK")]
+				mu.Unlock()
+				deadline := time.Now().Add(time.Minute)
+				for {
+					op, err := st.GetOperation(context.Background(), args[0])
+					ts.Check(err)
+					for _, step := range op.Steps {
+						if step.Name == args[1] && step.State == v1.StepRunning {
+							return
+						}
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("step %s of operation %s is not Running after a minute: %+v", args[1], args[0], op.Steps)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a
 			// token's value or id for the commands after.
