@@ -288,12 +288,31 @@ func TestSignInRequired(t *testing.T) {
 			t.Errorf("GET %s signed out: %d to %q, want 303 to /login", path, p.status, p.header.Get("Location"))
 		}
 	}
-	// A form without a session changes nothing.
-	if p := b.post("/clusters/new", url.Values{"name": {"x"}, "project": {"default"}}); p.status != http.StatusUnauthorized {
-		t.Errorf("POST signed out: %d, want 401", p.status)
+	// A form without a session changes nothing: every action answers 401.
+	e.createCluster("c1", v1.ClusterSpec{Provider: "edge"})
+	e.putNode("c1", "c1-host1", v1.NodeDiscovered)
+	etag := e.cluster("c1").ETag
+	for _, path := range []string{"/clusters/new", "/logout", "/projects/default/clusters/c1/scale", "/projects/default/clusters/c1/pools",
+		"/projects/default/clusters/c1/pools/default/remove", "/projects/default/clusters/c1/upgrade",
+		"/projects/default/clusters/c1/provision", "/projects/default/clusters/c1/reset", "/projects/default/clusters/c1/retry",
+		"/projects/default/clusters/c1/cancel", "/projects/default/clusters/c1/delete",
+		"/projects/default/clusters/c1/nodes/c1-host1/approve", "/projects/default/clusters/c1/nodes/c1-host1/configure"} {
+		form := url.Values{"name": {"x"}, "project": {"default"}, "size": {"1"}, "confirm": {"c1"}, "role": {"worker"}}
+		if p := b.post(path, form); p.status != http.StatusUnauthorized {
+			t.Errorf("POST %s signed out: %d, want 401", path, p.status)
+		}
 	}
-	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
-		t.Errorf("a signed-out form created %d clusters", len(cls))
+	for _, path := range []string{"/projects/default/clusters/c1/kubeconfig", "/projects/default/clusters/c1/installer/download?arch=amd64",
+		"/projects/default/clusters/c1/live?view=overview", "/clusters/live", "/projects/default/clusters/c1/nodes/c1-host1/logs/live"} {
+		if p := b.get(path); p.status != http.StatusSeeOther && p.status != http.StatusUnauthorized {
+			t.Errorf("GET %s signed out: %d, want a redirect to sign in or 401", path, p.status)
+		}
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 1 || e.cluster("c1").ETag != etag {
+		t.Errorf("signed-out forms changed the clusters: %d of them", len(cls))
+	}
+	if n, _ := e.api.GetNode(t.Context(), "default", "c1", "c1-host1"); n.State != v1.NodeDiscovered {
+		t.Errorf("a signed-out approve changed the node to %s", n.State)
 	}
 	// The login page and the static files are public, and hold no data.
 	for _, path := range []string{"/login", "/static/console.css", "/static/console.js"} {
@@ -307,6 +326,22 @@ func TestSignInRequired(t *testing.T) {
 	}
 	if p := b.get("/healthz"); p.status != http.StatusOK {
 		t.Errorf("GET /healthz: %d", p.status)
+	}
+}
+
+func TestPageNotFound(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	b.login(ownerToken)
+	for _, path := range []string{"/nope", "/projects/default/clusters/missing", "/projects/default/clusters/missing/nodes",
+		"/projects/nope/clusters/x"} {
+		p := b.get(path)
+		if p.status != http.StatusNotFound && p.status != http.StatusForbidden {
+			t.Errorf("GET %s: %d, want 404 (or the API's 403 for a project one is not in)", path, p.status)
+		}
+		if !strings.Contains(p.header.Get("Content-Type"), "text/html") || !strings.Contains(p.body, `href="/clusters"`) {
+			t.Errorf("GET %s: not a page leading back: %s", path, p.header.Get("Content-Type"))
+		}
 	}
 }
 

@@ -173,6 +173,38 @@ func (b *browser) screenshot(name string) string {
 	return path
 }
 
+// accessibility lists what a page lacks for people using a screen reader
+// or the keyboard: a form control without a label, an image without alt
+// text, a button or link without a name, not exactly one h1, a table
+// without header cells.
+const accessibility = `(() => {
+	const bad = [];
+	for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea')) {
+		if (el.labels.length === 0 && !el.getAttribute('aria-label')) bad.push('no label: ' + (el.id || el.name));
+	}
+	for (const img of document.querySelectorAll('img')) {
+		if (!img.hasAttribute('alt')) bad.push('no alt: ' + img.src);
+	}
+	for (const el of document.querySelectorAll('button, a[href]')) {
+		if (!(el.textContent.trim() || el.getAttribute('aria-label'))) bad.push('no name: ' + el.outerHTML.slice(0, 80));
+	}
+	const h1 = document.querySelectorAll('h1').length;
+	if (h1 !== 1) bad.push(h1 + ' h1 elements');
+	for (const t of document.querySelectorAll('table')) {
+		if (t.querySelectorAll('th').length === 0) bad.push('no header cells: table ' + t.id);
+	}
+	if (!document.documentElement.lang) bad.push('no lang');
+	return bad;
+})()`
+
+// checkAccessible fails the test with what the page lacks.
+func (b *browser) checkAccessible(page string) {
+	b.t.Helper()
+	if bad := eval[[]string](b, accessibility); len(bad) > 0 {
+		b.t.Errorf("%s: %s", page, strings.Join(bad, "; "))
+	}
+}
+
 // currentDone is true once the cluster page's operation and each of its
 // steps are done: the operation Succeeded, every step Succeeded or Skipped.
 const currentDone = `(() => {
@@ -190,9 +222,13 @@ func TestConsoleLocalCluster(t *testing.T) {
 	b := e.browser(t)
 	ctx := t.Context()
 
-	b.do("fill in the create form",
+	b.checkAccessible("the clusters list")
+	b.do("open the create form",
 		chromedp.Click(chromedp.CSS(`header nav a[href="/clusters/new"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#name")),
+	)
+	b.checkAccessible("the create form")
+	b.do("fill in the create form",
 		chromedp.SendKeys(chromedp.CSS("#name"), "web"),
 		chromedp.SetValue(chromedp.CSS("#provider"), "local"),
 		chromedp.SetValue(chromedp.CSS("#controlPlane"), "1"),
@@ -222,6 +258,7 @@ func TestConsoleLocalCluster(t *testing.T) {
 		t.Errorf("the page's cluster state is %q, want Succeeded", got)
 	}
 	b.screenshot("cluster-page")
+	b.checkAccessible("the cluster page")
 	// The kubeconfig link, as the browser downloads it, works with kubectl.
 	href := eval[string](b, `document.getElementById('kubeconfig').getAttribute('href')`)
 	kubeconfig := eval[string](b, `fetch('`+href+`').then(r => r.ok ? r.text() : r.text().then(t => 'HTTP ' + r.status + ': ' + t))`)
@@ -234,8 +271,14 @@ func TestConsoleLocalCluster(t *testing.T) {
 		t.Fatalf("kubectl with the console's kubeconfig: %v\n%s\nkubeconfig: %.300s", err, out, kubeconfig)
 	}
 
-	b.do("set pool default's size to 3", chromedp.SetValue(chromedp.CSS("#size-default"), "3"))
-	b.submit("scale pool default", "#scale-default")
+	// With the keyboard: the size field, a new value, Enter.
+	b.do("type pool default's new size",
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('p.notice').forEach(n => n.remove())`),
+		chromedp.Focus(chromedp.CSS("#size-default")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('size-default').select()`),
+		chromedp.KeyEvent("3\r"),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
 	notice := eval[string](b, `document.querySelector('p.notice').textContent`)
 	if !strings.Contains(notice, "Scaling pool default to 3") {
 		t.Errorf("notice after scaling: %q", notice)
@@ -288,6 +331,7 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	b := e.browser(t)
 
 	b.navigate("/projects/default/clusters/edge1/installer", "#cmd-amd64")
+	b.checkAccessible("the installer page")
 	cmds := eval[string](b, `document.getElementById('cmd-amd64').textContent`)
 	if !strings.Contains(cmds, "tar -xzf kiln-installer-edge1-amd64.tar.gz") || !strings.Contains(cmds, "./install.sh") {
 		t.Errorf("installer commands: %q", cmds)
@@ -305,6 +349,7 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	if !eval[bool](b, "window.kilnTestMark === true") {
 		t.Error("the page was reloaded before the host showed up; it is to arrive live")
 	}
+	b.checkAccessible("the nodes tab")
 	b.submit("approve the host", "#approve-edge1-host1")
 	if n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1"); err != nil || n.State != v1.NodeApproved {
 		t.Fatalf("node after approve: %+v %v", n, err)
@@ -322,4 +367,5 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	// The node's page streams its agent's log.
 	b.navigate("/projects/default/clusters/edge1/nodes/edge1-host1", "#log")
 	b.waitJS("log lines", `document.querySelectorAll('#log span.line').length > 0`, time.Minute)
+	b.checkAccessible("the node page")
 }
