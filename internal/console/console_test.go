@@ -266,6 +266,27 @@ func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// stepRunning waits until the operation's step is Running.
+func (e *env) stepRunning(opID, step string) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		op, err := e.api.GetOperation(e.t.Context(), opID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, st := range op.Properties.Steps {
+			if st.Name == step && st.State == v1.StepRunning {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("step %s of %s is not Running: %+v", step, opID, op.Properties.Steps)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // wait waits for cluster's current operation to end and returns it.
 func (e *env) wait(cluster string) *v1.Operation {
 	e.t.Helper()
@@ -753,21 +774,37 @@ func TestClusterActions(t *testing.T) {
 		t.Error("a refused action changed the cluster")
 	}
 
-	// Cancel stops a running operation at its next step; retry runs it
-	// again from there.
-	if _, _, err := e.api.PatchCluster(t.Context(), "default", "c1", map[string]any{"spec": map[string]any{
-		"workerPools": []v1.WorkerPool{{Name: "default", Size: 3}, {Name: "slow", Size: 50}}}}); err != nil {
-		t.Fatal(err)
+	// Cancel stops a running operation (the sim holds this one's step
+	// until it is canceled); retry runs it again from the step that
+	// stopped.
+	const hung = "/projects/default/clusters/hung"
+	e.createCluster("hung", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelHangStep: "ensure-control-plane-machines"}})
+	first := e.cluster("hung").Status.CurrentOperation
+	e.stepRunning(first, "ensure-control-plane-machines")
+	if page := b.get(hung); !slices.Contains(page.postForms(t), hung+"/cancel") {
+		t.Errorf("a running operation's page has no cancel form: %v", page.postForms(t))
 	}
-	p = post(c1+"/cancel", url.Values{})
-	if p.status != http.StatusSeeOther {
+	if p := post(hung+"/cancel", url.Values{}); p.status != http.StatusSeeOther {
 		t.Fatalf("cancel: %d %s", p.status, p.body)
 	}
-	if op := e.wait("c1"); op.Status != v1.OpCanceled && op.Status != v1.OpSucceeded {
-		t.Errorf("operation after cancel: %s", op.Status)
-	} else if op.Status == v1.OpCanceled {
-		done(c1+"/retry", url.Values{}, "Retrying")
+	if op := e.wait("hung"); op.Status != v1.OpCanceled {
+		t.Fatalf("operation after cancel: %s", op.Status)
 	}
+	if page := b.get(hung); !slices.Contains(page.postForms(t), hung+"/retry") {
+		t.Errorf("a canceled operation's page has no retry form: %v", page.postForms(t))
+	}
+	if p := post(hung+"/retry", url.Values{}); p.status != http.StatusSeeOther {
+		t.Fatalf("retry: %d %s", p.status, p.body)
+	}
+	retry, err := e.api.GetOperation(t.Context(), e.cluster("hung").Status.CurrentOperation)
+	if err != nil || v1.OperationID(retry.Properties.RetryOf) != v1.OperationID(first) {
+		t.Fatalf("after retry: %+v %v, want a retry of %s", retry, err, first)
+	}
+	e.stepRunning(retry.ID, "ensure-control-plane-machines") // held again: the label is still there
+	if p := post(hung+"/cancel", url.Values{}); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel the retry: %d %s", p.status, p.body)
+	}
+	e.wait("hung")
 
 	p = post(c1+"/delete", url.Values{"confirm": {"c1"}})
 	if p.status != http.StatusSeeOther {
