@@ -1016,8 +1016,18 @@ func TestNodesTab(t *testing.T) {
 		t.Errorf("configure with role boss: %d %q", p.status, msg)
 	}
 
-	// A node's page: its facts, every precheck, and its live log.
+	// A node's page: its facts, every precheck, its events, and its live log.
+	if err := e.store.AppendEvent(t.Context(), &store.Event{Project: "default", Cluster: "edge1", Event: v1.Event{
+		Time: time.Now(), Type: "Warning", Reason: "PrecheckFailed", Message: "dns-port failed", Node: "edge1-alpha"}}); err != nil {
+		t.Fatal(err)
+	}
 	p = b.get(nodes + "/edge1-alpha")
+	if evs, _ := p.byID(t, "node-events"); !strings.Contains(evs, "PrecheckFailed dns-port failed") {
+		t.Errorf("the node's events: %q", evs)
+	}
+	if other, _ := b.get(nodes+"/edge1-bravo").byID(t, "node-events"); strings.Contains(other, "dns-port") {
+		t.Errorf("another node's page shows edge1-alpha's events: %q", other)
+	}
 	for _, want := range []string{"PRECHECK_FAILED", "port 53 is taken by dnsmasq", "eth0 10.0.0.5/24", `data-live="/projects/default/clusters/edge1/nodes/edge1-alpha/logs/live"`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the node page does not show %q", want)

@@ -281,12 +281,11 @@ func (c *Console) nodeLogsLive(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		if time.Since(lastRead) >= c.live {
 			lastRead = time.Now()
-			n, err := api.GetNode(ctx, project, cluster, node)
+			v, err := c.loadNode(ctx, r, s)
 			if c.streamError(st, err, "The node no longer exists.") {
 				return nil
 			}
-			html, err := c.fragment("node.html", "node", page{Session: s, Project: project, Cluster: cluster,
-				Data: nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)}})
+			html, err := c.fragment("node.html", "node", page{Session: s, Project: project, Cluster: cluster, Data: v})
 			if err != nil {
 				c.log.ErrorContext(ctx, "console fragment failed", "fragment", "node", "err", err)
 				return nil

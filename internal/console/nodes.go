@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -76,18 +77,41 @@ func hostname(n v1.Node) string {
 type nodeView struct {
 	Project, Cluster string
 	Node             v1.Node
+	Events           []v1.Event // the node's, newest first
 	CanOperate       bool
 }
 
-func (c *Console) nodePage(w http.ResponseWriter, r *http.Request, s *session) error {
+// maxNodeEvents is how many of a node's latest events its page shows.
+const maxNodeEvents = 50
+
+// loadNode reads the node of r's path and its latest events.
+func (c *Console) loadNode(ctx context.Context, r *http.Request, s *session) (*nodeView, error) {
 	project, cluster := r.PathValue("project"), r.PathValue("cluster")
-	n, err := c.client(r, s.token).GetNode(r.Context(), project, cluster, r.PathValue("node"))
+	api := c.client(r, s.token)
+	n, err := api.GetNode(ctx, project, cluster, r.PathValue("node"))
+	if err != nil {
+		return nil, err
+	}
+	events, err := api.ListEvents(ctx, project, cluster)
+	if err != nil {
+		return nil, err
+	}
+	v := &nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)}
+	for i := len(events) - 1; i >= 0 && len(v.Events) < maxNodeEvents; i-- {
+		if events[i].Node == n.Name {
+			v.Events = append(v.Events, events[i])
+		}
+	}
+	return v, nil
+}
+
+func (c *Console) nodePage(w http.ResponseWriter, r *http.Request, s *session) error {
+	v, err := c.loadNode(r.Context(), r, s)
 	if err != nil {
 		return err
 	}
-	c.render(w, r, http.StatusOK, "node.html", page{Title: n.Name, Session: s, Project: project, Cluster: cluster,
-		Tab: "nodes", Data: nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)},
-		Live: clusterURL(project, cluster) + "/nodes/" + url.PathEscape(n.Name) + "/logs/live"})
+	c.render(w, r, http.StatusOK, "node.html", page{Title: v.Node.Name, Session: s, Project: v.Project, Cluster: v.Cluster,
+		Tab: "nodes", Data: v, Live: clusterURL(v.Project, v.Cluster) + "/nodes/" + url.PathEscape(v.Node.Name) + "/logs/live"})
 	return nil
 }
 
