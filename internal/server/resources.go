@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
@@ -26,6 +27,10 @@ type syncResource[R any, W any] struct {
 	// out is the wire form: it sets the id and leaves out every secret.
 	out  func(R) W
 	etag func(R) string
+	// usedBy names what a cluster's spec says of this kind of record
+	// (its cloud account, its profile): a record a cluster names is not
+	// deleted. nil: nothing refers to it.
+	usedBy func(spec *v1.ClusterSpec) string
 }
 
 func registerResource[R, W any](s *Server, res syncResource[R, W]) {
@@ -69,6 +74,11 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 		if err := s.requireProject(r); err != nil {
 			return err
 		}
+		if res.usedBy != nil {
+			if err := s.notInUse(r, res.what, res.usedBy); err != nil {
+				return err
+			}
+		}
 		err = res.del(r.Context(), r.PathValue("project"), r.PathValue(res.what), store.Cond{IfMatch: conds.ifMatch})
 		if err != nil {
 			return err
@@ -76,6 +86,38 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
+}
+
+// notInUse refuses (409) to delete the record of r's path while a cluster
+// of its project names it: the cluster's next operation would fail for
+// want of it. (A cluster created in the moment between this check and the
+// delete fails its first step, validate-dynamic, saying the record is
+// missing.)
+func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterSpec) string) error {
+	project, name := r.PathValue("project"), r.PathValue(what)
+	var users []string
+	pg := store.Page{Limit: 500}
+	for {
+		cls, next, err := s.store.ListClusters(r.Context(), project, pg)
+		if err != nil {
+			return err
+		}
+		for _, cl := range cls {
+			if usedBy(&cl.Spec) == name {
+				users = append(users, cl.Name)
+			}
+		}
+		if next == "" {
+			break
+		}
+		pg.Token = next
+	}
+	if len(users) > 0 {
+		return newError(http.StatusConflict, v1.CodeConflict, what,
+			"%s %q is used by %d cluster(s): %s; delete them, or change them to another, first",
+			what, name, len(users), strings.Join(users, ", "))
+	}
+	return nil
 }
 
 // putResource creates (201) or replaces (200) a synchronous resource.
@@ -120,6 +162,7 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 		read: v1.RoleViewer, write: v1.RoleAdmin,
 		get: s.store.GetCloudAccount, list: s.store.ListCloudAccounts,
 		put: s.store.PutCloudAccount, del: s.store.DeleteCloudAccount,
+		usedBy: func(spec *v1.ClusterSpec) string { return spec.CloudAccount },
 		build: func(r *http.Request, project, name string, body []byte, existing *store.CloudAccount, exists bool) (*store.CloudAccount, error) {
 			var in v1.CloudAccount
 			if err := decodeStrict(body, &in); err != nil {
@@ -158,6 +201,7 @@ func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 		read: v1.RoleViewer, write: v1.RoleOperator,
 		get: s.store.GetProfile, list: s.store.ListProfiles,
 		put: s.store.PutProfile, del: s.store.DeleteProfile,
+		usedBy: func(spec *v1.ClusterSpec) string { return spec.Profile.Name },
 		build: func(r *http.Request, project, name string, body []byte, existing *store.Profile, exists bool) (*store.Profile, error) {
 			var in v1.Profile
 			if err := decodeStrict(body, &in); err != nil {

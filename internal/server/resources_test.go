@@ -110,3 +110,30 @@ func TestProfiles(t *testing.T) {
 	}
 	h.must(http.StatusMethodNotAllowed, "PATCH", path, `{}`)
 }
+
+// A cloud account or profile that a cluster names is not deleted: 409,
+// naming the clusters, and it is still there. One nothing names is.
+func TestDeleteInUse(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/cloudaccounts/used",
+		`{"provider": "sim", "credentials": {"accessKeyId": "k", "secretAccessKey": "s"}}`)
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/cloudaccounts/spare", `{"provider": "sim"}`)
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/profiles/base", `{"version": 1, "kubernetesVersion": "v1.36.3"}`)
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/profiles/spare", `{"version": 1, "kubernetesVersion": "v1.36.3"}`)
+	h.createCluster("p", "c1", `{"spec": {"provider": "sim", "cloudAccount": "used", "profile": {"name": "base", "version": 1}}}`)
+	h.createCluster("p", "c2", `{"spec": {"provider": "sim", "cloudAccount": "used"}}`)
+
+	for _, tc := range []struct{ path, target, want string }{
+		{"/v1/projects/p/cloudaccounts/used", "cloudaccount", "used by 2 cluster(s): c1, c2"},
+		{"/v1/projects/p/profiles/base", "profile", "used by 1 cluster(s): c1"},
+	} {
+		e := h.must(http.StatusConflict, "DELETE", tc.path, "").errorBody(t)
+		if e.Code != v1.CodeConflict || e.Target != tc.target || !strings.Contains(e.Message, tc.want) {
+			t.Errorf("DELETE %s: %+v, want a Conflict saying %q", tc.path, e, tc.want)
+		}
+		h.must(http.StatusOK, "GET", tc.path, "")
+	}
+	h.must(http.StatusNoContent, "DELETE", "/v1/projects/p/cloudaccounts/spare", "")
+	h.must(http.StatusNoContent, "DELETE", "/v1/projects/p/profiles/spare", "")
+}
