@@ -29,8 +29,10 @@ type syncResource[R any, W any] struct {
 	etag func(R) string
 	// usedBy names what a cluster's spec says of this kind of record
 	// (its cloud account, its profile): a record a cluster names is not
-	// deleted. nil: nothing refers to it.
+	// deleted, and unused says what to do instead. nil: nothing refers
+	// to it.
 	usedBy func(spec *v1.ClusterSpec) string
+	unused string
 }
 
 func registerResource[R, W any](s *Server, res syncResource[R, W]) {
@@ -75,7 +77,7 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 			return err
 		}
 		if res.usedBy != nil {
-			if err := s.notInUse(r, res.what, res.usedBy); err != nil {
+			if err := s.notInUse(r, res.what, res.usedBy, res.unused); err != nil {
 				return err
 			}
 		}
@@ -93,7 +95,7 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 // want of it. (A cluster created in the moment between this check and the
 // delete fails its first step, validate-dynamic, saying the record is
 // missing.)
-func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterSpec) string) error {
+func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterSpec) string, unused string) error {
 	project, name := r.PathValue("project"), r.PathValue(what)
 	var users []string
 	pg := store.Page{Limit: 500}
@@ -114,8 +116,8 @@ func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterS
 	}
 	if len(users) > 0 {
 		return newError(http.StatusConflict, v1.CodeConflict, what,
-			"%s %q is used by %d cluster(s): %s; delete them, or change them to another, first",
-			what, name, len(users), strings.Join(users, ", "))
+			"%s %q is used by %d cluster(s): %s; %s",
+			what, name, len(users), strings.Join(users, ", "), unused)
 	}
 	return nil
 }
@@ -163,6 +165,7 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 		get: s.store.GetCloudAccount, list: s.store.ListCloudAccounts,
 		put: s.store.PutCloudAccount, del: s.store.DeleteCloudAccount,
 		usedBy: func(spec *v1.ClusterSpec) string { return spec.CloudAccount },
+		unused: "delete them first (a cluster's cloud account cannot change)",
 		build: func(r *http.Request, project, name string, body []byte, existing *store.CloudAccount, exists bool) (*store.CloudAccount, error) {
 			var in v1.CloudAccount
 			if err := decodeStrict(body, &in); err != nil {
@@ -202,6 +205,7 @@ func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 		get: s.store.GetProfile, list: s.store.ListProfiles,
 		put: s.store.PutProfile, del: s.store.DeleteProfile,
 		usedBy: func(spec *v1.ClusterSpec) string { return spec.Profile.Name },
+		unused: "delete them, or change their spec.profile, first",
 		build: func(r *http.Request, project, name string, body []byte, existing *store.Profile, exists bool) (*store.Profile, error) {
 			var in v1.Profile
 			if err := decodeStrict(body, &in); err != nil {
