@@ -140,6 +140,8 @@ func (c *Console) routes() http.Handler {
 	h("GET "+clusterPath+"/kubeconfig", c.kubeconfig)
 	h("GET "+clusterPath+"/installer", c.installerPage)
 	h("GET "+clusterPath+"/installer/download", c.installerDownload)
+	h("POST "+clusterPath+"/activation/reissue", c.reissueActivation)
+	h("POST "+clusterPath+"/activation/revoke", c.revokeActivation)
 	h("POST "+clusterPath+"/scale", c.scale)
 	h("POST "+clusterPath+"/pools", c.addPool)
 	h("POST "+clusterPath+"/pools/{pool}/remove", c.removePool)

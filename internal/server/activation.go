@@ -66,8 +66,10 @@ func (s *Server) activationTarget(r *http.Request) error {
 	return nil
 }
 
+// activationError words a missing credential for the client. Every caller
+// has read the cluster first, so a record not found is the credential's.
 func activationError(err error) error {
-	if errors.Is(err, gateway.ErrNoActivation) {
+	if errors.Is(err, gateway.ErrNoActivation) || errors.Is(err, store.ErrNotFound) {
 		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
 			"the cluster has no activation credential yet: its create makes one; wait for it to start")
 	}

@@ -45,8 +45,13 @@ func TestInstaller(t *testing.T) {
 	})
 	h.project("p")
 	h.createCluster("p", "e", edgeCluster)
-	h.runBackend()
 	const path = "/v1/projects/p/clusters/e/installer"
+	// Before the create has made the activation credential: said so, not
+	// "the cluster does not exist".
+	if e := h.must(http.StatusConflict, "GET", path+"?arch=amd64", "").errorBody(t); !strings.Contains(e.Message, "no activation credential yet") {
+		t.Errorf("installer before the create ran: %+v", e)
+	}
+	h.runBackend()
 
 	r := h.must(http.StatusOK, "GET", path+"?arch=amd64", "")
 	const command = "./kiln-agent run --credentials credentials.json --passphrase passphrase --data-dir agent --root root --kube-binary /opt/kiln/kiln-kube"
