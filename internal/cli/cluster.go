@@ -40,6 +40,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterProvisionCommand(),
 		a.clusterResetCommand(),
 		a.clusterInstallerCommand(),
+		a.clusterActivationCommand(),
 		a.clusterCancelCommand(),
 		a.clusterRetryCommand(),
 		a.clusterEventsCommand(),

@@ -176,3 +176,75 @@ func unpackInstaller(bundle []byte, dir string) ([]string, error) {
 		names = append(names, hd.Name)
 	}
 }
+
+func (a *app) clusterActivationCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "activation",
+		Short: "Issue a new activation credential for an edge cluster, or revoke it",
+		Long: `An edge cluster's hosts join with its activation credential and passphrase,
+which its installer holds ('kiln cluster installer'). If an installer was
+copied where it should not be, issue a new credential (installers downloaded
+before stop working; download it again for the hosts still to join) or
+revoke it (no host can join until a new one is issued). Nodes that joined
+keep working either way. Project admins only; both are in the audit log.`,
+		Example: `  kiln cluster activation reissue edge1
+  kiln cluster installer edge1 -d edge1-installer
+  kiln cluster activation revoke edge1 --yes`,
+	})
+	cmd.AddCommand(a.activationReissueCommand(), a.activationRevokeCommand())
+	return cmd
+}
+
+func (a *app) activationReissueCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reissue NAME",
+		Short: "Give an edge cluster a new activation credential and passphrase",
+		Long: `reissue gives the cluster a new activation credential and passphrase; the old
+ones are refused from now on. The new ones are not printed: download the
+installer again ('kiln cluster installer NAME'), which holds them.`,
+		Example: "  kiln cluster activation reissue edge1 && kiln cluster installer edge1 -d edge1-installer",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.ReissueActivation(cmd.Context(), s.Project, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "Cluster %q has a new activation credential and passphrase: installers downloaded before no longer work.\n", args[0])
+			fmt.Fprintf(a.stderr, "Download the installer again for the hosts still to join: kiln cluster installer %s\n", args[0])
+			return nil
+		}),
+	}
+}
+
+func (a *app) activationRevokeCommand() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke an edge cluster's activation credential",
+		Long: `revoke refuses the cluster's activation credential from now on: no host can
+join until 'kiln cluster activation reissue' issues a new one. Nodes that
+joined keep working. On a terminal it asks first unless --yes is given.`,
+		Example: "  kiln cluster activation revoke edge1 --yes",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			q := fmt.Sprintf("Revoke the activation credential of cluster %q in project %q? No host can join until a new one is issued.", args[0], s.Project)
+			if err := a.confirmUnless(yes, q); err != nil {
+				return err
+			}
+			if err := c.RevokeActivation(cmd.Context(), s.Project, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "Revoked the activation credential of cluster %q: no host can join until 'kiln cluster activation reissue %s'.\n", args[0], args[0])
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}

@@ -257,6 +257,16 @@ func (g *Gateway) Credentials(ctx context.Context, k store.Key) (v1.AgentCredent
 	return creds, pass, nil
 }
 
+// Revoked reports whether cluster k's activation credential is revoked:
+// an installer made with it would be refused, and is not made.
+func (g *Gateway) Revoked(ctx context.Context, k store.Key) (bool, error) {
+	cred, _, err := readCredentialHash(ctx, g.st, k)
+	if err != nil {
+		return false, err
+	}
+	return cred.RevokedAt != nil, nil
+}
+
 // credentialExpiry is when cluster k's activation credential expires: its
 // issue time plus the cluster's certificateTTLDays.
 func (g *Gateway) credentialExpiry(ctx context.Context, k store.Key) (time.Time, bool, error) {

@@ -18,6 +18,9 @@ type Activation interface {
 	// Credentials reads the cluster's activation credential and
 	// passphrase, for its installer.
 	Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
+	// Revoked reports whether the credential is revoked: no installer is
+	// made with it.
+	Revoked(ctx context.Context, k store.Key) (bool, error)
 }
 
 // reissueActivation answers 201 with a new credential and passphrase; the

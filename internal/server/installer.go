@@ -88,6 +88,13 @@ func (s *Server) getInstaller(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return activationError(err)
 	}
+	if revoked, err := s.activation.Revoked(r.Context(), cl.Key()); err != nil {
+		return activationError(err)
+	} else if revoked {
+		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
+			"the cluster's activation credential is revoked, so no host could join with an installer made now; "+
+				"issue a new one first (POST .../activation, 'kiln cluster activation reissue %s')", cl.Name)
+	}
 	agent, err := s.agentBinary(arch)
 	if err != nil {
 		return err
