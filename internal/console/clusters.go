@@ -31,7 +31,12 @@ type clustersView struct {
 	Project   string // the project filter; "" for all
 	CanCreate bool
 	Total     int // before the search
+	Matching  int // after the search; more than len(Rows) when cut at maxClusterRows
 }
+
+// maxClusterRows is the most clusters the list shows: a fleet's list is
+// narrowed with the search and the project filter.
+const maxClusterRows = 500
 
 // clusterSorts are the columns the list sorts by.
 var clusterSorts = []string{"name", "project", "state", "provider", "version", "created"}
@@ -78,10 +83,14 @@ func (c *Console) loadClusters(ctx context.Context, r *http.Request, s *session,
 			v.Rows = append(v.Rows, clusterRow{Project: p.Name, Cluster: cl})
 		}
 	}
+	sortClusters(v.Rows, v.Sort)
+	v.Matching = len(v.Rows)
+	if len(v.Rows) > maxClusterRows {
+		v.Rows = v.Rows[:maxClusterRows]
+	}
 	if err := c.runningOperations(ctx, api, v.Rows); err != nil {
 		return nil, err
 	}
-	sortClusters(v.Rows, v.Sort)
 	return v, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -1219,5 +1220,26 @@ func TestActivation(t *testing.T) {
 	p = admin.post("/projects/default/clusters/sim1/activation/reissue", url.Values{"csrf": {csrf}})
 	if msg, _ := p.byID(t, "error"); p.status < 400 || msg == "" {
 		t.Errorf("reissue for a sim cluster: %d %q", p.status, msg)
+	}
+}
+
+// A fleet's list shows its first 500 clusters and says how to narrow it.
+func TestClustersListCap(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 501 {
+		e.createCluster(fmt.Sprintf("c%03d", i), v1.ClusterSpec{Provider: "sim"})
+	}
+	b := e.browser()
+	b.login(ownerToken)
+	p := b.get("/clusters")
+	if n := strings.Count(p.body, "<tr data-cluster="); n != 500 {
+		t.Errorf("%d rows, want 500", n)
+	}
+	if !strings.Contains(p.body, "The first 500 of 501 matching clusters (501 in all)") {
+		t.Error("the list does not say it is cut")
+	}
+	p = b.get("/clusters?q=c500")
+	if n := strings.Count(p.body, "<tr data-cluster="); n != 1 || !strings.Contains(p.body, "1 of 501 clusters") {
+		t.Errorf("search c500: %d rows", n)
 	}
 }

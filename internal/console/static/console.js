@@ -84,9 +84,16 @@
     });
   }
 
+  // The stream runs while the page is visible: a tab in the background
+  // costs the server nothing, and catches up when it is shown again (the
+  // first event of a stream holds every fragment).
   const live = document.body.dataset.live;
-  if (live && window.EventSource) {
-    const es = new EventSource(live);
+  let es = null;
+  let ended = false; // the server said the stream is over (gone, signed out)
+
+  function connect() {
+    if (es || ended || !live || !window.EventSource) return;
+    es = new EventSource(live);
     es.addEventListener("fragments", (ev) => {
       lost("");
       const parts = JSON.parse(ev.data);
@@ -96,15 +103,15 @@
       lost("");
       appendLines(JSON.parse(ev.data));
     });
-    es.addEventListener("gone", (ev) => {
-      es.close();
-      lost(JSON.parse(ev.data));
-    });
-    es.addEventListener("signedout", (ev) => {
-      es.close();
-      lost(JSON.parse(ev.data));
-    });
+    for (const name of ["gone", "signedout"]) {
+      es.addEventListener(name, (ev) => {
+        ended = true;
+        disconnect();
+        lost(JSON.parse(ev.data));
+      });
+    }
     es.onerror = () => {
+      if (!es) return;
       if (es.readyState === EventSource.CONNECTING) lost("Live updates interrupted; reconnecting…");
       else lost("Live updates stopped; reload the page.");
     };
@@ -116,6 +123,19 @@
       });
     }
   }
+
+  function disconnect() {
+    if (es) {
+      es.close();
+      es = null;
+    }
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) disconnect();
+    else connect();
+  });
+  if (!document.hidden) connect();
 
   // Times: <time data-ago> shows how long ago, <time data-elapsed> how long
   // since (a running step); the server's HTML holds the UTC time only.
