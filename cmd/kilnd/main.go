@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -105,6 +106,10 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
+	cfg.Retention = daemon.DefaultRetention
+	f.Var(days{&cfg.Retention.Events}, "event-retention-days", "days a backend keeps clusters' events (deleted clusters' too); 0 keeps them forever")
+	f.Var(days{&cfg.Retention.Audit}, "audit-retention-days", "days a backend keeps audit entries; 0 keeps them forever")
+	f.Var(days{&cfg.Retention.Tokens}, "token-retention-days", "days a backend keeps the record of a token after it expired or was revoked (console sessions make one a day per user); 0 keeps them forever")
 	f.DurationVar(&cfg.Poll, "poll", 0, "how often the worker, operation long-polls and agent sessions re-read the store for changes no notification brought (changes wake them at once: in this process, and from the other replicas on PostgreSQL); 0 for the defaults (0.5s, 0.5s, 2s)")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "API requests a second per token (bursts of twice that); 0 for the default 5000, negative for no limit")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "API requests served at once before more are answered 429 with Retry-After (agent heartbeats and lease renewals are never shed); 0 for the default 512, negative for no cap")
@@ -152,3 +157,24 @@ func defaultDataDir() string {
 	}
 	return ".kiln"
 }
+
+// days is a flag of whole days that sets a duration.
+type days struct{ d *time.Duration }
+
+func (f days) String() string {
+	if f.d == nil {
+		return "0"
+	}
+	return strconv.Itoa(int(*f.d / (24 * time.Hour)))
+}
+
+func (f days) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a whole number of days, 0 or more (0 keeps forever), not %q", s)
+	}
+	*f.d = time.Duration(n) * 24 * time.Hour
+	return nil
+}
+
+func (days) Type() string { return "days" }

@@ -31,6 +31,7 @@ import (
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
@@ -121,6 +122,10 @@ type Config struct {
 	// HealthInterval is how often the backend's machine health check looks
 	// at every cluster; default health.DefaultInterval.
 	HealthInterval time.Duration
+	// Retention is how long the backend keeps events, audit entries and
+	// the records of expired or revoked tokens (internal/retention); a zero
+	// field keeps that kind forever. DefaultRetention is kilnd's default.
+	Retention Retention
 	// Poll, when set, is how often the worker looks for work, long-polls
 	// re-read their operation and agent sessions their instructions, for
 	// the changes that no notification brought (the store's changes wake
@@ -157,6 +162,7 @@ type Daemon struct {
 	console   *console.Console // with api
 	worker    *worker.Worker
 	checker   *health.Checker
+	pruner    *retention.Pruner
 	local     *local.Local // nil unless Config.Local
 
 	gw          *gateway.Gateway // nil in a backend-only process
@@ -400,6 +406,11 @@ func (d *Daemon) start(ctx context.Context) error {
 		})
 	}
 
+	if d.cfg.Role != RoleFrontend {
+		d.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
+			Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
+	}
+
 	d.watch()
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
@@ -428,9 +439,10 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.worker != nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.stopWorker = cancel
-		d.workerDone = make(chan error, 2)
+		d.workerDone = make(chan error, 3)
 		go func() { d.workerDone <- d.worker.Run(wctx) }()
 		go func() { d.workerDone <- d.checker.Run(wctx) }()
+		go func() { d.workerDone <- d.pruner.Run(wctx) }()
 	}
 	return nil
 }
@@ -451,7 +463,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.stopWorker != nil {
 			d.log.Info("draining backend", "timeout", d.cfg.DrainTimeout)
 			d.stopWorker()
-			for range 2 { // the worker and the health checker
+			for range 3 { // the worker, the health checker and the pruner
 				if err := <-d.workerDone; err != nil && !errors.Is(err, context.Canceled) {
 					errs = append(errs, fmt.Errorf("worker: %w", err))
 				}
@@ -510,3 +522,14 @@ func replaceable(providers provider.Registry, name string) bool {
 	a, ok := p.(interface{ Agentless() bool })
 	return !ok || !a.Agentless()
 }
+
+// Retention is how long a backend keeps what it prunes; zero keeps forever.
+type Retention struct {
+	Events time.Duration // a cluster's events (deleted clusters' too)
+	Audit  time.Duration // audit entries
+	Tokens time.Duration // a token's record, after it expired or was revoked
+}
+
+// DefaultRetention keeps events 90 days, the audit log 400 days (over a
+// year, for yearly reviews) and tokens 30 days past their end.
+var DefaultRetention = Retention{Events: 90 * 24 * time.Hour, Audit: 400 * 24 * time.Hour, Tokens: 30 * 24 * time.Hour}

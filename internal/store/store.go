@@ -266,6 +266,12 @@ type Store interface {
 	AppendEvent(ctx context.Context, e *Event) error
 	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
 
+	// Prune deletes what has outlived its retention (see Cutoffs) and
+	// returns how many of each it deleted. It deletes in batches, each its
+	// own short transaction, so that it never holds the database for long;
+	// several processes may prune at once.
+	Prune(ctx context.Context, c Cutoffs) (Pruned, error)
+
 	// Cluster secrets (CA keys, credential and passphrase hashes, ...):
 	// written by the cluster's lease holder (c.Fence required; IfNoneMatch
 	// "*" writes only a missing one), read by the agent gateway, never
@@ -366,4 +372,18 @@ func Each[T any](list func(Page) ([]T, string, error), f func(T) error) error {
 		}
 		pg.Token = next
 	}
+}
+
+// Cutoffs say what Prune deletes; a zero time deletes nothing of its kind.
+type Cutoffs struct {
+	Events time.Time // events older than this
+	Audit  time.Time // audit entries older than this
+	// Tokens: tokens that expired, or were revoked, before this. Such a
+	// token is refused already; only its record goes.
+	Tokens time.Time
+}
+
+// Pruned counts what a Prune deleted.
+type Pruned struct {
+	Events, Audit, Tokens int64
 }

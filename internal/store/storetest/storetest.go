@@ -113,6 +113,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},
+		{"Prune", testPrune},
 		{"Changes", testChanges},
 	}
 	for _, tc := range tests {

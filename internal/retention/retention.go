@@ -1,0 +1,101 @@
+// Package retention deletes what Kiln has kept long enough: events and
+// audit entries past their retention, and the records of tokens that
+// expired or were revoked a while ago (console sessions make one a day per
+// user). A backend runs it; several may, since a prune deletes only what is
+// past its cutoff.
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"kiln.dev/kiln/internal/store"
+)
+
+// Store is what a Pruner needs of the store.
+type Store interface {
+	Prune(ctx context.Context, c store.Cutoffs) (store.Pruned, error)
+}
+
+// Options configure a Pruner. A zero retention keeps that kind forever.
+type Options struct {
+	Store  Store
+	Events time.Duration // events older than this go
+	Audit  time.Duration // audit entries older than this go
+	// Tokens: a token's record goes this long after it expired or was
+	// revoked (it has been refused since).
+	Tokens time.Duration
+	// Interval is how often it prunes; 0 means an hour.
+	Interval time.Duration
+	Logger   *slog.Logger     // nil discards
+	Now      func() time.Time // nil means time.Now
+}
+
+// Pruner prunes the store every Interval.
+type Pruner struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a Pruner.
+func New(opts Options) *Pruner {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Pruner{opts: opts, log: opts.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p
+}
+
+// Cutoffs are what a prune now deletes before.
+func (p *Pruner) Cutoffs() store.Cutoffs {
+	now := p.opts.Now()
+	before := func(d time.Duration) time.Time {
+		if d <= 0 {
+			return time.Time{}
+		}
+		return now.Add(-d)
+	}
+	return store.Cutoffs{Events: before(p.opts.Events), Audit: before(p.opts.Audit), Tokens: before(p.opts.Tokens)}
+}
+
+// Prune prunes once and logs what it deleted.
+func (p *Pruner) Prune(ctx context.Context) (store.Pruned, error) {
+	c := p.Cutoffs()
+	if c == (store.Cutoffs{}) {
+		return store.Pruned{}, nil
+	}
+	got, err := p.opts.Store.Prune(ctx, c)
+	if got != (store.Pruned{}) {
+		p.log.InfoContext(ctx, "pruned what outlived its retention",
+			"events", got.Events, "audit", got.Audit, "tokens", got.Tokens)
+	}
+	return got, err
+}
+
+// Run prunes once a minute after it starts (not at once: a fleet of
+// restarting processes does not all prune together), then every Interval,
+// until ctx ends; it returns ctx's error. A failed prune is logged and
+// tried again at the next interval.
+func (p *Pruner) Run(ctx context.Context) error {
+	wait := min(time.Minute, p.opts.Interval)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if _, err := p.Prune(ctx); err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "prune failed; trying again later", "err", err, "in", p.opts.Interval)
+		}
+		wait = p.opts.Interval
+	}
+}

@@ -1,0 +1,68 @@
+package retention_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/retention"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+)
+
+// The pruner deletes, from a real store, what is past each retention and
+// keeps what is not, or everything of a kind whose retention is zero.
+func TestPruner(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	for _, age := range []time.Duration{100 * 24 * time.Hour, 10 * 24 * time.Hour} {
+		if err := st.AppendEvent(ctx, &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Time: now.Add(-age), Type: "Normal", Reason: "R"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AppendAudit(ctx, &v1.AuditEntry{Time: now.Add(-age), Actor: "user:a", Action: "PUT /x", Result: v1.AuditSuccess}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := retention.New(retention.Options{Store: st, Events: 90 * 24 * time.Hour, Now: func() time.Time { return now }})
+	got, err := p.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Pruned{Events: 1}); got != want {
+		t.Errorf("pruned %+v, want %+v (audit kept: its retention is zero)", got, want)
+	}
+	evs, _, _ := st.ListEvents(ctx, store.Key{Project: "p", Name: "c"}, store.Page{})
+	audit, _, _ := st.ListAudit(ctx, store.AuditFilter{}, store.Page{})
+	if len(evs) != 1 || len(audit) != 2 {
+		t.Errorf("left %d events and %d audit entries, want 1 and 2", len(evs), len(audit))
+	}
+
+	// Run prunes on its own, and stops with its context.
+	run := retention.New(retention.Options{Store: st, Audit: 30 * 24 * time.Hour, Interval: 10 * time.Millisecond,
+		Now: func() time.Time { return now }})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run.Run(rctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		audit, _, _ := st.ListAudit(ctx, store.AuditFilter{}, store.Page{})
+		if len(audit) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Run did not prune: %d audit entries", len(audit))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+}
