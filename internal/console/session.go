@@ -25,6 +25,9 @@ const (
 	sessionDays        = 1
 )
 
+// maxForm is the largest form body the console reads.
+const maxForm = 64 << 10
+
 // session is the signed-in user of a request.
 type session struct {
 	token   string // the session's API token: never rendered
@@ -91,6 +94,7 @@ func (c *Console) session(fn pageFunc) http.Handler {
 		s := &session{token: ck.Value, Whoami: who, CSRF: csrfToken(ck.Value), roleFor: who.Projects}
 		s.User, _ = strings.CutPrefix(who.Principal, v1.PrincipalUser+":")
 		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			sent := r.PostFormValue("csrf")
 			if subtle.ConstantTimeCompare([]byte(sent), []byte(s.CSRF)) != 1 {
 				c.errorPage(w, r, s, http.StatusForbidden,
@@ -108,8 +112,13 @@ func (c *Console) session(fn pageFunc) http.Handler {
 // a script's request (live updates) gets a plain 401.
 func (c *Console) signedOut(w http.ResponseWriter, r *http.Request) {
 	clearCookie(w, r)
-	if r.Method != http.MethodGet || r.Header.Get("Accept") == "text/event-stream" {
+	switch {
+	case r.Header.Get("Accept") == "text/event-stream":
 		http.Error(w, "signed out: sign in again", http.StatusUnauthorized)
+		return
+	case r.Method != http.MethodGet:
+		c.errorPage(w, r, nil, http.StatusUnauthorized,
+			"You are signed out (your session ended, expired or was revoked): nothing was done. Sign in again and send the form again.")
 		return
 	}
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -127,7 +136,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 // login checks the token typed in through the API and opens a session with
 // a token of its own.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
 	again := func(status int, field, msg string) {
