@@ -77,6 +77,15 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 			return err
 		}
 		if res.usedBy != nil {
+			// A stale If-Match is answered as such (412) before whether
+			// the record is in use; the delete checks it again.
+			rec, err := res.get(r.Context(), r.PathValue("project"), r.PathValue(res.what))
+			if err != nil {
+				return err
+			}
+			if err := conds.check(res.etag(rec), res.what); err != nil {
+				return err
+			}
 			if err := s.notInUse(r, res.what, res.usedBy, res.unused); err != nil {
 				return err
 			}

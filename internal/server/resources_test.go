@@ -134,6 +134,10 @@ func TestDeleteInUse(t *testing.T) {
 		}
 		h.must(http.StatusOK, "GET", tc.path, "")
 	}
+	// A stale If-Match is a 412 whether or not the record is in use.
+	if e := h.must(http.StatusPreconditionFailed, "DELETE", "/v1/projects/p/profiles/base", "", `If-Match: "stale"`).errorBody(t); e.Code != v1.CodePreconditionFailed {
+		t.Errorf("stale If-Match on a profile in use: %+v", e)
+	}
 	h.must(http.StatusNoContent, "DELETE", "/v1/projects/p/cloudaccounts/spare", "")
 	h.must(http.StatusNoContent, "DELETE", "/v1/projects/p/profiles/spare", "")
 }

@@ -280,6 +280,10 @@ func inertRequests(b *baseline) []inertRequest {
 			status: http.StatusPreconditionFailed, code: v1.CodePreconditionFailed, target: "If-None-Match"},
 
 		// Records that do not exist, or that are in the way.
+		{name: "deleting a profile a cluster uses", method: del, path: profile,
+			status: http.StatusConflict, code: v1.CodeConflict, target: "profile"},
+		{name: "deleting a cloud account a cluster uses", method: del, path: account,
+			status: http.StatusConflict, code: v1.CodeConflict, target: "cloudaccount"},
 		{name: "PATCH of a missing cluster", method: patch, path: beta, body: `{"spec":{"controlPlane":{"size":3}}}`,
 			status: http.StatusNotFound, code: v1.CodeNotFound, target: "cluster"},
 		{name: "DELETE of a missing cluster", method: del, path: beta, status: http.StatusNotFound, code: v1.CodeNotFound, target: "cluster"},
