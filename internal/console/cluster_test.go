@@ -1,0 +1,253 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/store"
+)
+
+// An operator's actions, each through the API: scale, add and remove a
+// pool, upgrade, cancel, retry, delete (only with the name typed); each
+// redirects back with what it did, and a refusal shows the API's message
+// with its status.
+func TestClusterActions(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	csrf := b.login(e.user("otto", v1.RoleOperator))
+	const c1 = "/projects/default/clusters/c1"
+	post := func(path string, form url.Values) page {
+		t.Helper()
+		form.Set("csrf", csrf)
+		return b.post(path, form)
+	}
+	done := func(path string, form url.Values, notice string) {
+		t.Helper()
+		p := post(path, form)
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != c1 {
+			t.Fatalf("POST %s: %d to %q: %s", path, p.status, p.header.Get("Location"), p.body)
+		}
+		if got := b.get(c1); !strings.Contains(got.body, notice) {
+			t.Errorf("after POST %s the page does not say %q", path, notice)
+		}
+		if op := e.wait("c1"); op.Status != v1.OpSucceeded {
+			t.Fatalf("operation after POST %s: %s %+v", path, op.Status, op.Error)
+		}
+	}
+	p := post("/clusters/new", url.Values{"project": {"default"}, "name": {"c1"}, "provider": {"sim"},
+		"controlPlane": {"1"}, "workers": {"1"}, "version": {"v1.35.5"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("create: %d %s", p.status, p.body)
+	}
+	e.wait("c1")
+
+	done(c1+"/scale", url.Values{"pool": {"default"}, "size": {"3"}}, "Scaling pool default to 3")
+	if cl := e.cluster("c1"); cl.Spec.WorkerPools[0].Size != 3 || cl.Status.Nodes.Workers != 3 {
+		t.Errorf("after scaling: size %d, %d workers", cl.Spec.WorkerPools[0].Size, cl.Status.Nodes.Workers)
+	}
+	done(c1+"/scale", url.Values{"pool": {"control-plane"}, "size": {"3"}}, "Scaling the control plane to 3")
+	done(c1+"/pools", url.Values{"name": {"gpu"}, "size": {"1"}, "labels": {"accel=gpu"}, "taints": {"gpu=true:NoSchedule"}}, "Adding pool gpu")
+	if gpu := e.cluster("c1").Spec.WorkerPools[1]; gpu.Name != "gpu" || gpu.Labels["accel"] != "gpu" || len(gpu.Taints) != 1 {
+		t.Errorf("added pool %+v", gpu)
+	}
+	done(c1+"/pools/gpu/remove", url.Values{}, "Removing pool gpu")
+	if pools := e.cluster("c1").Spec.WorkerPools; len(pools) != 1 {
+		t.Errorf("pools after remove: %+v", pools)
+	}
+	done(c1+"/upgrade", url.Values{"version": {"v1.36.3"}}, "Upgrading to v1.36.3")
+	if v := e.cluster("c1").Spec.KubernetesVersion; v != "v1.36.3" {
+		t.Errorf("version after upgrade: %s", v)
+	}
+
+	// Refusals: the API's words and status, nothing changed.
+	etag := e.cluster("c1").ETag
+	for _, tc := range []struct {
+		path   string
+		form   url.Values
+		status int
+		want   string
+	}{
+		{c1 + "/scale", url.Values{"pool": {"default"}, "size": {"-1"}}, http.StatusBadRequest, "size"},
+		{c1 + "/scale", url.Values{"pool": {"default"}, "size": {"x"}}, http.StatusBadRequest, "whole number"},
+		{c1 + "/scale", url.Values{"pool": {"nope"}, "size": {"1"}}, http.StatusBadRequest, `no worker pool "nope"`},
+		{c1 + "/upgrade", url.Values{"version": {"v9.9.9"}}, http.StatusBadRequest, "v9.9.9"},
+		{c1 + "/pools", url.Values{"name": {"Bad Name"}, "size": {"1"}}, http.StatusBadRequest, "Bad Name"},
+		{c1 + "/retry", url.Values{}, http.StatusConflict, "Conflict"},
+		{c1 + "/delete", url.Values{"confirm": {"c2"}}, http.StatusBadRequest, "Type the cluster's name, c1"},
+	} {
+		p := post(tc.path, tc.form)
+		msg, _ := p.byID(t, "error")
+		if p.status != tc.status || !strings.Contains(msg, tc.want) {
+			t.Errorf("POST %s %v: %d %q, want %d with %q", tc.path, tc.form, p.status, msg, tc.status, tc.want)
+		}
+	}
+	if e.cluster("c1").ETag != etag {
+		t.Error("a refused action changed the cluster")
+	}
+
+	// Cancel stops a running operation (the sim holds this one's step
+	// until it is canceled); retry runs it again from the step that
+	// stopped.
+	const hung = "/projects/default/clusters/hung"
+	e.createCluster("hung", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelHangStep: "ensure-control-plane-machines"}})
+	first := e.cluster("hung").Status.CurrentOperation
+	e.stepRunning(first, "ensure-control-plane-machines")
+	if page := b.get(hung); !slices.Contains(page.postForms(t), hung+"/cancel") {
+		t.Errorf("a running operation's page has no cancel form: %v", page.postForms(t))
+	}
+	if p := post(hung+"/cancel", url.Values{}); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel: %d %s", p.status, p.body)
+	}
+	if op := e.wait("hung"); op.Status != v1.OpCanceled {
+		t.Fatalf("operation after cancel: %s", op.Status)
+	}
+	if page := b.get(hung); !slices.Contains(page.postForms(t), hung+"/retry") {
+		t.Errorf("a canceled operation's page has no retry form: %v", page.postForms(t))
+	}
+	if p := post(hung+"/retry", url.Values{}); p.status != http.StatusSeeOther {
+		t.Fatalf("retry: %d %s", p.status, p.body)
+	}
+	retry, err := e.api.GetOperation(t.Context(), e.cluster("hung").Status.CurrentOperation)
+	if err != nil || v1.OperationID(retry.Properties.RetryOf) != v1.OperationID(first) {
+		t.Fatalf("after retry: %+v %v, want a retry of %s", retry, err, first)
+	}
+	e.stepRunning(retry.ID, "ensure-control-plane-machines") // held again: the label is still there
+	if p := post(hung+"/cancel", url.Values{}); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel the retry: %d %s", p.status, p.body)
+	}
+	e.wait("hung")
+
+	p = post(c1+"/delete", url.Values{"confirm": {"c1"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("delete: %d %s", p.status, p.body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		if _, err := e.api.GetCluster(ctx, "default", "c1"); v1.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the cluster was not deleted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The live stream sends the cluster page's fragments as they change, each
+// only when it changed: a new event, an operation's steps until it has
+// Succeeded; a deleted cluster's stream says so and ends.
+func TestClusterLive(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	b.login(ownerToken)
+	e.createCluster("c1", v1.ClusterSpec{Provider: "sim", WorkerPools: []v1.WorkerPool{{Name: "default", Size: 1}}})
+	e.wait("c1")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/projects/default/clusters/c1/live?view=overview", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("live: %d %s", resp.StatusCode, ct)
+	}
+	events := readEvents(resp.Body)
+	first := <-events
+	if first.name != "fragments" {
+		t.Fatalf("first event %+v", first)
+	}
+	for _, name := range []string{"status", "current", "past", "pools", "events"} {
+		if _, ok := first.fragments[name]; !ok {
+			t.Errorf("the first event lacks fragment %s", name)
+		}
+	}
+	if !strings.Contains(first.fragments["current"], `data-operation-status="Succeeded"`) {
+		t.Errorf("current operation fragment: %s", first.fragments["current"])
+	}
+	// Nothing changes (the page is read again every 100ms): nothing is sent.
+	select {
+	case ev := <-events:
+		t.Errorf("an event with nothing changed: %+v", ev)
+	case <-time.After(time.Second):
+	}
+	// An event is appended: only the timeline is sent.
+	if err := e.store.AppendEvent(ctx, &store.Event{Project: "default", Cluster: "c1",
+		Event: v1.Event{Time: time.Now(), Type: "Normal", Reason: "Test", Message: "a test event"}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-events
+	if !strings.Contains(ev.fragments["events"], "a test event") || len(ev.fragments) != 1 {
+		t.Errorf("after an event: %+v", ev)
+	}
+	// A scale: its operation arrives, step by step, until Succeeded.
+	_, opID, err := e.api.PatchCluster(ctx, "default", "c1", map[string]any{"spec": map[string]any{
+		"workerPools": []v1.WorkerPool{{Name: "default", Size: 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := <-events
+		cur := ev.fragments["current"]
+		if strings.Contains(cur, v1.OperationID(opID)) && strings.Contains(cur, `data-operation-status="Succeeded"`) {
+			if strings.Contains(cur, `data-state="Pending"`) || strings.Contains(cur, `data-state="Running"`) {
+				t.Errorf("the operation is Succeeded with steps not done: %s", cur)
+			}
+			break
+		}
+		if ev.name != "fragments" {
+			t.Fatalf("during the scale: %+v", ev)
+		}
+	}
+	// Deleted: the stream says so and ends.
+	if _, err := e.api.DeleteCluster(ctx, "default", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		if ev.name == "gone" {
+			return
+		}
+	}
+	t.Fatal("the stream ended without saying the cluster is gone")
+}
+
+// An edge cluster's own actions: provision refuses until its hosts are
+// configured (the API's NodeCountMismatch, shown); reset starts a reset.
+func TestEdgeActions(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	const edge1 = "/projects/default/clusters/edge1"
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge", NodeApproval: "manual", ControlPlane: v1.ControlPlane{Size: 1}})
+	if op := e.wait("edge1"); op.Status != v1.OpSucceeded {
+		t.Fatalf("edge create: %s", op.Status)
+	}
+	p := b.get(edge1)
+	for _, want := range []string{edge1 + "/provision", edge1 + "/reset"} {
+		if !slices.Contains(p.postForms(t), want) {
+			t.Errorf("the edge cluster's page has no form %s", want)
+		}
+	}
+	p = b.post(edge1+"/provision", url.Values{"csrf": {csrf}})
+	if msg, _ := p.byID(t, "error"); p.status != http.StatusConflict || !strings.Contains(msg, "NodeCountMismatch") {
+		t.Errorf("provision without hosts: %d %q", p.status, msg)
+	}
+	p = b.post(edge1+"/reset", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("reset: %d %s", p.status, p.body)
+	}
+	op := e.wait("edge1")
+	if op.Properties.Kind != v1.KindReset || op.Status != v1.OpSucceeded {
+		t.Errorf("after reset: a %s operation, %s", op.Properties.Kind, op.Status)
+	}
+}

@@ -1,0 +1,182 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+func TestCreateForm(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	p := b.get("/clusters/new")
+	for _, id := range []string{"project", "name", "provider", "version", "controlPlane", "dedicated", "workers",
+		"instanceType", "nodeApproval", "region", "cloudAccount", "labels"} {
+		if _, ok := p.byID(t, id); !ok {
+			t.Errorf("the create form has no field %s", id)
+		}
+	}
+	// Each label names its field.
+	for n := range p.doc(t).Descendants() {
+		if n.Type == html.ElementNode && (n.Data == "input" || n.Data == "select" || n.Data == "textarea") &&
+			attr(n, "type") != "hidden" && !strings.Contains(p.body, `for="`+attr(n, "id")+`"`) {
+			t.Errorf("field %s has no label", attr(n, "id"))
+		}
+	}
+
+	// The API's own messages, at the field at fault; nothing is created.
+	for _, tc := range []struct {
+		field, value, input, want string
+	}{
+		{"controlPlane", "2", "controlPlane", "1, 3 or 5"},
+		{"provider", "nope", "provider", "nope"},
+		{"name", "Bad_Name", "name", "DNS-1123"},
+		{"workers", "many", "workers", "whole number"},
+		{"labels", "nokey", "labels", "key=value"},
+	} {
+		form := url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"},
+			"controlPlane": {"1"}, "workers": {"1"}, "nodeApproval": {"auto"}}
+		form.Set(tc.field, tc.value)
+		p := b.post("/clusters/new", form)
+		if p.status != http.StatusBadRequest {
+			t.Errorf("%s=%q: %d, want 400", tc.field, tc.value, p.status)
+		}
+		msg, ok := p.byID(t, tc.input+"-error")
+		if !ok || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s=%q: message at %s is %q, want one with %q", tc.field, tc.value, tc.input, msg, tc.want)
+		}
+		// What was typed is kept.
+		if !strings.Contains(p.body, `value="`+tc.value+`"`) && tc.field != "provider" && tc.field != "labels" {
+			t.Errorf("%s=%q: the form lost what was typed", tc.field, tc.value)
+		}
+	}
+	// The API says the same about the control plane.
+	_, _, apiErr := e.api.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "c1", Spec: v1.ClusterSpec{Provider: "sim", ControlPlane: v1.ControlPlane{Size: 2}}})
+	ae, ok := apiErr.(*v1.APIError)
+	if !ok {
+		t.Fatalf("API create with 2 control-plane nodes: %v", apiErr)
+	}
+	form := url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"2"}, "workers": {"1"}}
+	if msg, _ := b.post("/clusters/new", form).byID(t, "controlPlane-error"); msg != ae.Err.Message {
+		t.Errorf("console says %q, API says %q", msg, ae.Err.Message)
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
+		t.Fatalf("refused forms created %d clusters", len(cls))
+	}
+
+	form = url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"3"},
+		"dedicated": {"on"}, "workers": {"2"}, "nodeApproval": {"auto"}, "labels": {"team=a\nenv=dev"}}
+	p = b.post("/clusters/new", form)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/projects/default/clusters/c1" {
+		t.Fatalf("create: %d to %q: %s", p.status, p.header.Get("Location"), p.body)
+	}
+	cl := e.cluster("c1")
+	if s := cl.Spec; s.Provider != "sim" || s.ControlPlane.Size != 3 || !s.ControlPlane.Dedicated ||
+		len(s.WorkerPools) != 1 || s.WorkerPools[0].Size != 2 || s.Labels["team"] != "a" || s.Labels["env"] != "dev" {
+		t.Errorf("created spec %+v", s)
+	}
+	if got := b.get("/projects/default/clusters/c1"); !strings.Contains(got.body, "Creating cluster c1 (operation") {
+		t.Error("the cluster page does not say what the create did")
+	}
+}
+
+func TestClustersList(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("alpha", v1.ClusterSpec{Provider: "sim"})
+	e.createCluster("beta", v1.ClusterSpec{Provider: "edge"})
+	e.createCluster("gamma", v1.ClusterSpec{Provider: "local"})
+	b := e.browser()
+	b.login(ownerToken)
+	rows := func(p page) []string {
+		var out []string
+		for n := range p.doc(t).Descendants() {
+			if n.Type == html.ElementNode && n.Data == "tr" && attr(n, "data-cluster") != "" {
+				out = append(out, attr(n, "data-cluster"))
+			}
+		}
+		return out
+	}
+	p := b.get("/clusters")
+	if got := rows(p); !slices.Equal(got, []string{"alpha", "beta", "gamma"}) {
+		t.Errorf("clusters %v", got)
+	}
+	// State, provider, version, node counts and the running operation's percent.
+	for _, want := range []string{"Creating", "sim", "edge", "v1.36.3", "0 + 0, 0 ready", `<progress max="100" value="0"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the list does not show %q", want)
+		}
+	}
+	if got := rows(b.get("/clusters?q=edge")); !slices.Equal(got, []string{"beta"}) {
+		t.Errorf("search edge: %v", got)
+	}
+	if got := rows(b.get("/clusters?q=zzz")); len(got) != 0 {
+		t.Errorf("search zzz: %v", got)
+	}
+	if got := rows(b.get("/clusters?sort=provider")); !slices.Equal(got, []string{"beta", "gamma", "alpha"}) {
+		t.Errorf("sorted by provider: %v, want edge, local, sim", got)
+	}
+
+	// The list is live: a new cluster that matches the search arrives.
+	p = b.get("/clusters?q=sim")
+	live := attr(findElement(p.doc(t), "body"), "data-live")
+	if live != "/clusters/live?q=sim&sort=name" {
+		t.Fatalf("the list's stream is %q", live)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+live, nil)
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(resp.Body)
+	if ev := <-events; !strings.Contains(ev.fragments["clusters"], `data-cluster="alpha"`) || strings.Contains(ev.fragments["clusters"], `data-cluster="beta"`) {
+		t.Errorf("first list event: %+v", ev)
+	}
+	e.createCluster("delta", v1.ClusterSpec{Provider: "sim"})
+	if ev := <-events; !strings.Contains(ev.fragments["clusters"], `data-cluster="delta"`) {
+		t.Errorf("after a create: %+v", ev)
+	}
+}
+
+// findElement returns the first element named name.
+func findElement(doc *html.Node, name string) *html.Node {
+	for n := range doc.Descendants() {
+		if n.Type == html.ElementNode && n.Data == name {
+			return n
+		}
+	}
+	return &html.Node{}
+}
+
+// A fleet's list shows its first 500 clusters and says how to narrow it.
+func TestClustersListCap(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 501 {
+		e.createCluster(fmt.Sprintf("c%03d", i), v1.ClusterSpec{Provider: "sim"})
+	}
+	b := e.browser()
+	b.login(ownerToken)
+	p := b.get("/clusters")
+	if n := strings.Count(p.body, "<tr data-cluster="); n != 500 {
+		t.Errorf("%d rows, want 500", n)
+	}
+	if !strings.Contains(p.body, "The first 500 of 501 matching clusters (501 in all)") {
+		t.Error("the list does not say it is cut")
+	}
+	p = b.get("/clusters?q=c500")
+	if n := strings.Count(p.body, "<tr data-cluster="); n != 1 || !strings.Contains(p.body, "1 of 501 clusters") {
+		t.Errorf("search c500: %d rows", n)
+	}
+}
