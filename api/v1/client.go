@@ -207,6 +207,34 @@ func (c *Client) PutCluster(ctx context.Context, project string, cluster *Cluste
 	return &out, clusterOperation(&out, h), nil
 }
 
+// ChangeAttempts is how often ChangeCluster writes before it gives up on a
+// cluster that keeps changing under it.
+const ChangeAttempts = 5
+
+// ChangeCluster reads a cluster, lets change edit it (its spec) and writes
+// it back with If-Match, reading it again and calling change again when
+// another change got there first (412), up to ChangeAttempts writes. It
+// returns the cluster written and the operation started. An error from
+// change stops it and is returned as it is, with nothing written.
+func (c *Client) ChangeCluster(ctx context.Context, project, name string, change func(*Cluster) error) (*Cluster, string, error) {
+	for attempt := 1; ; attempt++ {
+		cl, err := c.GetCluster(ctx, project, name)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := change(cl); err != nil {
+			return nil, "", err
+		}
+		etag := cl.ETag
+		cl.Status = ClusterStatus{}
+		out, opID, err := c.PutCluster(ctx, project, cl, etag)
+		if statusOf(err) == http.StatusPreconditionFailed && attempt < ChangeAttempts {
+			continue
+		}
+		return out, opID, err
+	}
+}
+
 // CreateCluster creates a cluster that must not exist yet (If-None-Match: *):
 // an existing one fails with 412 Precondition Failed. It returns the
 // cluster and the id of the create operation.

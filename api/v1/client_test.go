@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -414,5 +416,53 @@ func TestThrottledWriteIsSentAgain(t *testing.T) {
 	_, opID, err := c.CreateCluster(t.Context(), "p", &Cluster{Name: "c"})
 	if err != nil || opID != "op1" || calls != 2 {
 		t.Fatalf("create after a 429: op %q, err %v, %d calls; want op1, nil, 2", opID, err, calls)
+	}
+}
+
+// ChangeCluster writes with the etag it read; on a 412 it reads again and
+// calls change on the fresh cluster; an error from change writes nothing.
+func TestChangeCluster(t *testing.T) {
+	var gets, puts int
+	var ifMatches []string
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet:
+			gets++
+			w.Header().Set("ETag", fmt.Sprintf(`"e%d"`, gets))
+			writeJSON(w, 200, Cluster{Name: "c", Spec: ClusterSpec{ControlPlane: ControlPlane{Size: gets}},
+				Status: ClusterStatus{ProvisioningState: StateSucceeded}})
+		case http.MethodPut:
+			puts++
+			ifMatches = append(ifMatches, r.Header.Get("If-Match"))
+			var in Cluster
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+				t.Error(err)
+			}
+			if in.Status.ProvisioningState != "" {
+				t.Errorf("the write carries a status: %+v", in.Status)
+			}
+			if puts == 1 {
+				writeJSON(w, 412, ErrorResponse{Error: Error{Code: CodePreconditionFailed, Message: "stale"}})
+				return
+			}
+			w.Header().Set("Azure-AsyncOperation", "/v1/operations/op-7")
+			writeJSON(w, 202, in)
+		}
+	}))
+	var seen []int
+	out, opID, err := c.ChangeCluster(t.Context(), "p", "c", func(cl *Cluster) error {
+		seen = append(seen, cl.Spec.ControlPlane.Size)
+		cl.Spec.WorkerPools = []WorkerPool{{Name: "default", Size: 3}}
+		return nil
+	})
+	if err != nil || opID != "op-7" || len(out.Spec.WorkerPools) != 1 {
+		t.Fatalf("ChangeCluster = %+v, %q, %v", out, opID, err)
+	}
+	if !slices.Equal(seen, []int{1, 2}) || !slices.Equal(ifMatches, []string{`"e1"`, `"e2"`}) {
+		t.Errorf("change saw sizes %v, writes sent If-Match %v; want each read's", seen, ifMatches)
+	}
+	stop := errors.New("nothing to do")
+	if _, _, err := c.ChangeCluster(t.Context(), "p", "c", func(*Cluster) error { return stop }); err != stop || puts != 2 {
+		t.Errorf("a change that fails: %v after %d writes, want its error and no write", err, puts)
 	}
 }

@@ -16,9 +16,6 @@ import (
 // describeEvents is how many recent events 'cluster describe' shows.
 const describeEvents = 20
 
-// scaleAttempts bounds the re-read and retry of 'cluster scale' on 412.
-const scaleAttempts = 5
-
 func (a *app) clusterCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "cluster",

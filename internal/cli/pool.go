@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -212,36 +211,32 @@ func (a *app) changeCluster(cmd *cobra.Command, name string, wait bool, change f
 	if err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		cl, err := c.GetCluster(ctx, s.Project, name)
-		if err != nil {
-			return err
-		}
-		doing, err := change(&cl.Spec)
-		var same errUnchanged
-		if errors.As(err, &same) {
-			fmt.Fprintln(a.stderr, same.msg)
-			return a.printCluster(cl)
-		}
-		if err != nil {
-			return err
-		}
-		etag := cl.ETag
-		cl.Status = v1.ClusterStatus{}
-		out, opID, err := c.PutCluster(ctx, s.Project, cl, etag)
-		var ae *v1.APIError
-		if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed && attempt < scaleAttempts {
+	var (
+		doing string
+		read  *v1.Cluster // as change last saw it
+		calls int
+	)
+	out, opID, err := c.ChangeCluster(ctx, s.Project, name, func(cl *v1.Cluster) error {
+		if calls++; calls > 1 {
 			fmt.Fprintf(a.stderr, "Cluster %q changed meanwhile; retrying.\n", name)
-			continue
 		}
-		if err != nil {
-			return err
-		}
-		if !wait {
-			fmt.Fprintf(a.stderr, "%s (operation %s).\n", doing, opID)
-			return a.printCluster(out)
-		}
-		fmt.Fprintf(a.stderr, "%s.\n", doing)
-		return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
+		read = cl
+		var err error
+		doing, err = change(&cl.Spec)
+		return err
+	})
+	var same errUnchanged
+	if errors.As(err, &same) {
+		fmt.Fprintln(a.stderr, same.msg)
+		return a.printCluster(read)
 	}
+	if err != nil {
+		return err
+	}
+	if !wait {
+		fmt.Fprintf(a.stderr, "%s (operation %s).\n", doing, opID)
+		return a.printCluster(out)
+	}
+	fmt.Fprintf(a.stderr, "%s.\n", doing)
+	return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
 }

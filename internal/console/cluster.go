@@ -141,32 +141,13 @@ type errUnchanged struct{ msg string }
 
 func (e errUnchanged) Error() string { return e.msg }
 
-// changeAttempts is how often a change is tried when another change got
-// to the cluster first (412).
-const changeAttempts = 3
-
-// changeSpec reads the cluster, lets change edit its spec and writes it
-// back with If-Match, again from a fresh read when another change got there
-// first. It returns the operation started.
+// changeSpec lets change edit the spec of r's cluster and writes it back
+// (v1.Client.ChangeCluster: If-Match, again on a 412). It returns the
+// operation started.
 func (c *Console) changeSpec(r *http.Request, s *session, change func(*v1.ClusterSpec) error) (string, error) {
-	api := c.client(r, s.token)
-	project, name := r.PathValue("project"), r.PathValue("cluster")
-	for attempt := 1; ; attempt++ {
-		cl, err := api.GetCluster(r.Context(), project, name)
-		if err != nil {
-			return "", err
-		}
-		if err := change(&cl.Spec); err != nil {
-			return "", err
-		}
-		etag := cl.ETag
-		cl.Status = v1.ClusterStatus{}
-		_, opID, err := api.PutCluster(r.Context(), project, cl, etag)
-		if ae, ok := apiError(err); ok && ae.StatusCode == http.StatusPreconditionFailed && attempt < changeAttempts {
-			continue
-		}
-		return opID, err
-	}
+	_, opID, err := c.client(r, s.token).ChangeCluster(r.Context(), r.PathValue("project"), r.PathValue("cluster"),
+		func(cl *v1.Cluster) error { return change(&cl.Spec) })
+	return opID, err
 }
 
 // changed runs changeSpec and ends the action.
