@@ -12,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // An operator's actions, each through the API: scale, add and remove a
@@ -128,17 +129,13 @@ func TestClusterActions(t *testing.T) {
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("delete: %d %s", p.status, p.body)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
-		if _, err := e.api.GetCluster(ctx, "default", "c1"); v1.IsNotFound(err) {
-			break
+	kilndtest.WaitFor(t, "the cluster to be deleted", time.Minute, func() (bool, error) {
+		_, err := e.api.GetCluster(t.Context(), "default", "c1")
+		if v1.IsNotFound(err) {
+			return true, nil
 		}
-		if ctx.Err() != nil {
-			t.Fatal("the cluster was not deleted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, err
+	})
 }
 
 // The live stream sends the cluster page's fragments as they change, each

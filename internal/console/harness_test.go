@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/worker"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 const ownerToken = "kiln_test-owner-token"
@@ -272,22 +274,15 @@ func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
 // stepRunning waits until the operation's step is Running.
 func (e *env) stepRunning(opID, step string) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	kilndtest.WaitFor(e.t, "step "+step+" of "+opID+" to be Running", time.Minute, func() (bool, error) {
 		op, err := e.api.GetOperation(e.t.Context(), opID)
 		if err != nil {
-			e.t.Fatal(err)
+			return false, err
 		}
-		for _, st := range op.Properties.Steps {
-			if st.Name == step && st.State == v1.StepRunning {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("step %s of %s is not Running: %+v", step, opID, op.Properties.Steps)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return slices.ContainsFunc(op.Properties.Steps, func(st v1.Step) bool {
+			return st.Name == step && st.State == v1.StepRunning
+		}), nil
+	})
 }
 
 // wait waits for cluster's current operation to end and returns it.

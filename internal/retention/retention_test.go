@@ -10,6 +10,7 @@ import (
 	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // The pruner deletes, from a real store, what is past each retention and
@@ -50,17 +51,10 @@ func TestPruner(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- run.Run(rctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		audit, _, _ := st.ListAudit(ctx, store.AuditFilter{}, store.Page{})
-		if len(audit) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Run did not prune: %d audit entries", len(audit))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	kilndtest.WaitFor(t, "Run to prune the old audit entry", 30*time.Second, func() (bool, error) {
+		audit, _, err := st.ListAudit(ctx, store.AuditFilter{}, store.Page{})
+		return len(audit) == 1, err
+	})
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Errorf("Run returned %v, want context.Canceled", err)
