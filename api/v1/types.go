@@ -322,6 +322,15 @@ type Node struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
+// Hostname is the host's own name, as its agent reported it; "" before it
+// has.
+func (n Node) Hostname() string {
+	if n.Facts != nil {
+		return n.Facts.Hostname
+	}
+	return ""
+}
+
 // NodeConfig is the body of POST .../nodes/{node}/configure: the node's role
 // and, from what it reported, the network interface Kubernetes uses and the
 // storage devices it may use.

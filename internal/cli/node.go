@@ -31,16 +31,9 @@ var nodeStates = []string{v1.NodeDiscovered, v1.NodeApproved, v1.NodeConfigured,
 // nodeSorts are the orders of --sort, each by name after its key.
 var nodeSorts = map[string]func(v1.Node) string{
 	"name":     func(n v1.Node) string { return "" },
-	"hostname": func(n v1.Node) string { return hostname(n) },
+	"hostname": v1.Node.Hostname,
 	"state":    func(n v1.Node) string { return n.State },
 	"role":     func(n v1.Node) string { return n.Role },
-}
-
-func hostname(n v1.Node) string {
-	if n.Facts != nil {
-		return n.Facts.Hostname
-	}
-	return ""
 }
 
 func (a *app) nodeListCommand() *cobra.Command {
@@ -86,7 +79,7 @@ name (the default), hostname, state or role.`,
 			nodes := make([]v1.Node, 0, len(all))
 			for _, n := range all {
 				if (len(states) == 0 || slices.Contains(states, n.State)) && (role == "" || n.Role == role) &&
-					(search == "" || strings.Contains(n.Name, search) || strings.Contains(hostname(n), search)) {
+					(search == "" || strings.Contains(n.Name, search) || strings.Contains(n.Hostname(), search)) {
 					nodes = append(nodes, n)
 				}
 			}

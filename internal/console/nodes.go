@@ -45,12 +45,12 @@ func filterNodes(v *clusterView, q url.Values) {
 		v.Sort = "name"
 	}
 	v.Nodes = slices.DeleteFunc(v.Nodes, func(n v1.Node) bool {
-		return !matches(v.Query, n.Name, hostname(n), n.State, n.Role, n.Pool, n.Address)
+		return !matches(v.Query, n.Name, n.Hostname(), n.State, n.Role, n.Pool, n.Address)
 	})
 	key := func(n v1.Node) string {
 		switch v.Sort {
 		case "hostname":
-			return hostname(n)
+			return n.Hostname()
 		case "state":
 			return n.State
 		case "role":
@@ -63,14 +63,6 @@ func filterNodes(v *clusterView, q url.Values) {
 	slices.SortStableFunc(v.Nodes, func(a, b v1.Node) int {
 		return cmp.Or(cmp.Compare(key(a), key(b)), cmp.Compare(a.Name, b.Name))
 	})
-}
-
-// hostname is the host's own name, as its agent reported it.
-func hostname(n v1.Node) string {
-	if n.Facts != nil {
-		return n.Facts.Hostname
-	}
-	return ""
 }
 
 // nodeView is a node's page.

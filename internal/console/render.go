@@ -42,10 +42,9 @@ var funcs = template.FuncMap{
 	"nodeURL": func(project, cluster, node string) string {
 		return clusterURL(project, cluster) + "/nodes/" + url.PathEscape(node)
 	},
-	"join":     strings.Join,
-	"list":     func(s ...string) []string { return s },
-	"labels":   labels,
-	"hostname": hostname,
+	"join":   strings.Join,
+	"list":   func(s ...string) []string { return s },
+	"labels": labels,
 	"failed": func(checks []v1.PrecheckResult) int {
 		n := 0
 		for _, c := range checks {
