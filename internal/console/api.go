@@ -88,19 +88,31 @@ func (c *Console) client(r *http.Request, token string) *v1.Client {
 	return v1.NewClient(apiBase, token, v1.WithHTTPClient(hc), v1.WithUserAgent("kiln-console"))
 }
 
+// apiRequest is a request to the API handler, made for the browser's
+// request from, acting with token.
+func apiRequest(ctx context.Context, from *http.Request, token, method, target string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.RequestURI = req.URL.RequestURI()
+	req.RemoteAddr = from.RemoteAddr
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("User-Agent", "kiln-console")
+	return req, nil
+}
+
 // call sends one request to the API in process and returns its status,
 // headers and body: for what the Go client has no method for (a long-poll
 // with If-None-Match). A non-2xx answer is returned as a *v1.APIError.
 func (c *Console) call(ctx context.Context, r *http.Request, token, method, path string, header http.Header, out any) (http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, method, apiBase+path, nil)
+	req, err := apiRequest(ctx, r, token, method, apiBase+path)
 	if err != nil {
 		return nil, err
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("User-Agent", "kiln-console")
 	resp, err := inProcess{api: c.api, from: r}.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -166,14 +178,10 @@ func (c *Console) download(w http.ResponseWriter, r *http.Request, token, path s
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
+	req, err := apiRequest(r.Context(), r, token, http.MethodGet, u)
 	if err != nil {
 		return err
 	}
-	req.RequestURI = req.URL.RequestURI()
-	req.RemoteAddr = r.RemoteAddr
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("User-Agent", "kiln-console")
 	pt := &passThrough{w: w}
 	c.api.ServeHTTP(pt, req)
 	if pt.code >= 300 {

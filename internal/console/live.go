@@ -85,22 +85,14 @@ func (s *stream) flush() error {
 
 // streams tracks the open streams, so that Stop can end them.
 type streams struct {
-	mu      sync.Mutex
-	stopped bool
-	stop    chan struct{}
+	once sync.Once
+	stop chan struct{} // closed by Stop
 }
 
 // Stop ends every live stream, now and later (the browser is told to
 // reconnect, and will find the next kilnd). Call it before
 // http.Server.Shutdown, which otherwise waits for them.
-func (c *Console) Stop() {
-	c.streams.mu.Lock()
-	defer c.streams.mu.Unlock()
-	if !c.streams.stopped {
-		c.streams.stopped = true
-		close(c.streams.stop)
-	}
-}
+func (c *Console) Stop() { c.streams.once.Do(func() { close(c.streams.stop) }) }
 
 // liveContext is r's context, also ended by Stop.
 func (c *Console) liveContext(r *http.Request) (context.Context, context.CancelFunc) {
