@@ -39,8 +39,10 @@ type poolRow struct {
 // maxEvents is how many of the latest events the page shows.
 const maxEvents = 100
 
-// loadCluster reads the cluster and what its page shows.
-func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session) (*clusterView, error) {
+// loadCluster reads the cluster and its nodes; with history, also its
+// operations and latest events (the overview shows them; the nodes tab and
+// the installer page need not read them).
+func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, history bool) (*clusterView, error) {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	api := c.client(r, s.token)
 	cl, err := api.GetCluster(ctx, project, name)
@@ -50,6 +52,18 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session) 
 	v := &clusterView{Project: project, Cluster: *cl,
 		CanOperate: s.Can(project, v1.RoleOperator), CanAdmin: s.Can(project, v1.RoleAdmin),
 		HostsJoin: c.hostsJoin != nil && c.hostsJoin(cl.Spec.Provider)}
+	if v.Nodes, err = api.ListNodes(ctx, project, name); err != nil {
+		return nil, err
+	}
+	v.Pools = poolRows(cl.Spec.WorkerPools, v.Nodes)
+	for _, vs := range c.providers[cl.Spec.Provider] {
+		v.Versions = append(v.Versions, vs...)
+	}
+	slices.Sort(v.Versions)
+	v.Versions = slices.Compact(v.Versions)
+	if !history {
+		return v, nil
+	}
 	ops, err := api.ListOperations(ctx, project, name)
 	if err != nil {
 		return nil, err
@@ -66,9 +80,6 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session) 
 		v.Current = &ops[cur]
 		v.Past = append(ops[:cur:cur], ops[cur+1:]...)
 	}
-	if v.Nodes, err = api.ListNodes(ctx, project, name); err != nil {
-		return nil, err
-	}
 	events, err := api.ListEvents(ctx, project, name)
 	if err != nil {
 		return nil, err
@@ -78,23 +89,6 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session) 
 	}
 	slices.Reverse(events)
 	v.Events = events
-	for _, p := range cl.Spec.WorkerPools {
-		row := poolRow{WorkerPool: p}
-		for _, n := range v.Nodes {
-			if n.Role == v1.RoleWorker && n.Pool == p.Name {
-				row.Nodes++
-				if n.State == v1.NodeReady {
-					row.Ready++
-				}
-			}
-		}
-		v.Pools = append(v.Pools, row)
-	}
-	for _, vs := range c.providers[cl.Spec.Provider] {
-		v.Versions = append(v.Versions, vs...)
-	}
-	slices.Sort(v.Versions)
-	v.Versions = slices.Compact(v.Versions)
 	return v, nil
 }
 
@@ -109,7 +103,7 @@ func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request, s *session
 // showCluster renders the cluster page, with apiErr when an action failed
 // (status is then the API's).
 func (c *Console) showCluster(w http.ResponseWriter, r *http.Request, s *session, status int, apiErr *v1.Error) error {
-	v, err := c.loadCluster(r.Context(), r, s)
+	v, err := c.loadCluster(r.Context(), r, s, true)
 	if err != nil {
 		return err
 	}
@@ -324,4 +318,22 @@ func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *sessi
 func (c *Console) kubeconfig(w http.ResponseWriter, r *http.Request, s *session) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+"/kubeconfig", nil)
+}
+
+// poolRows are the worker pools with how many of nodes are each's, and
+// Ready.
+func poolRows(pools []v1.WorkerPool, nodes []v1.Node) []poolRow {
+	rows := make([]poolRow, len(pools))
+	for i, p := range pools {
+		rows[i].WorkerPool = p
+		for _, n := range nodes {
+			if n.Role == v1.RoleWorker && n.Pool == p.Name {
+				rows[i].Nodes++
+				if n.State == v1.NodeReady {
+					rows[i].Ready++
+				}
+			}
+		}
+	}
+	return rows
 }

@@ -33,7 +33,7 @@ func (c *Console) installerPage(w http.ResponseWriter, r *http.Request, s *sessi
 // showInstaller renders the installer page, with apiErr when an action
 // failed.
 func (c *Console) showInstaller(w http.ResponseWriter, r *http.Request, s *session, status int, apiErr *v1.Error) error {
-	v, err := c.loadCluster(r.Context(), r, s)
+	v, err := c.loadCluster(r.Context(), r, s, false)
 	if err != nil {
 		return err
 	}

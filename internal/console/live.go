@@ -159,7 +159,7 @@ func (c *Console) clusterLive(w http.ResponseWriter, r *http.Request, s *session
 	sent := map[string]string{}
 	var etag string // of the running operation as last seen
 	for {
-		v, err := c.loadCluster(ctx, r, s)
+		v, err := c.loadCluster(ctx, r, s, view == "overview")
 		if ended := c.streamError(st, err, "The cluster no longer exists."); ended {
 			return nil
 		}

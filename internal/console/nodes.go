@@ -23,7 +23,7 @@ func (c *Console) nodesPage(w http.ResponseWriter, r *http.Request, s *session) 
 
 // showNodes renders the nodes tab, with apiErr when an action failed.
 func (c *Console) showNodes(w http.ResponseWriter, r *http.Request, s *session, status int, apiErr *v1.Error) error {
-	v, err := c.loadCluster(r.Context(), r, s)
+	v, err := c.loadCluster(r.Context(), r, s, false)
 	if err != nil {
 		return err
 	}
