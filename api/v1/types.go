@@ -331,6 +331,20 @@ func (n Node) Hostname() string {
 	return ""
 }
 
+// PoolNodes counts the workers of pool among nodes, and how many of them
+// are READY.
+func PoolNodes(pool string, nodes []Node) (count, ready int) {
+	for _, n := range nodes {
+		if n.Role == RoleWorker && n.Pool == pool {
+			count++
+			if n.State == NodeReady {
+				ready++
+			}
+		}
+	}
+	return count, ready
+}
+
 // NodeConfig is the body of POST .../nodes/{node}/configure: the node's role
 // and, from what it reported, the network interface Kubernetes uses and the
 // storage devices it may use.

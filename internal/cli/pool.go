@@ -75,14 +75,7 @@ func poolViews(spec *v1.ClusterSpec, nodes []v1.Node) []poolView {
 	views := make([]poolView, len(spec.WorkerPools))
 	for i, p := range spec.WorkerPools {
 		views[i].WorkerPool = p
-		for _, n := range nodes {
-			if n.Role == v1.RoleWorker && n.Pool == p.Name {
-				views[i].Nodes++
-				if n.State == v1.NodeReady {
-					views[i].Ready++
-				}
-			}
-		}
+		views[i].Nodes, views[i].Ready = v1.PoolNodes(p.Name, nodes)
 	}
 	return views
 }

@@ -326,14 +326,7 @@ func poolRows(pools []v1.WorkerPool, nodes []v1.Node) []poolRow {
 	rows := make([]poolRow, len(pools))
 	for i, p := range pools {
 		rows[i].WorkerPool = p
-		for _, n := range nodes {
-			if n.Role == v1.RoleWorker && n.Pool == p.Name {
-				rows[i].Nodes++
-				if n.State == v1.NodeReady {
-					rows[i].Ready++
-				}
-			}
-		}
+		rows[i].Nodes, rows[i].Ready = v1.PoolNodes(p.Name, nodes)
 	}
 	return rows
 }
