@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,43 @@ func TestLocalCluster(t *testing.T) {
 	}
 	if lines, _, err := e.c.NodeLogs(t.Context(), "default", "demo", "demo-cp-0", ""); err != nil || len(lines) == 0 {
 		t.Errorf("node logs of demo-cp-0: %d lines, %v", len(lines), err)
+	}
+
+	// kubectl get componentstatuses tells the truth: the control plane's
+	// controller-manager, scheduler and etcd answer their health checks
+	// (upstream probes 127.0.0.1; kiln-kube's apiserver probes its node's
+	// address, docs/kube.md).
+	var cs struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Conditions []struct {
+				Type    string `json:"type"`
+				Status  string `json:"status"`
+				Message string `json:"message"`
+				Error   string `json:"error"`
+			} `json:"conditions"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(e.mustKubectl("demo", "get", "componentstatuses", "-o", "json")), &cs); err != nil {
+		t.Fatal(err)
+	}
+	healthy := map[string]bool{}
+	for _, c := range cs.Items {
+		for _, cond := range c.Conditions {
+			if cond.Type == "Healthy" {
+				healthy[c.Metadata.Name] = cond.Status == "True"
+				if cond.Status != "True" {
+					t.Errorf("componentstatus %s: Healthy=%s (%s%s)", c.Metadata.Name, cond.Status, cond.Message, cond.Error)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"controller-manager", "scheduler", "etcd-0"} {
+		if _, ok := healthy[name]; !ok {
+			t.Errorf("kubectl get componentstatuses has no %s: %v", name, healthy)
+		}
 	}
 
 	e.secretsStayInside("demo")

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,7 +95,7 @@ func specs(p InstallParams, root, binary string) []spec {
 			"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
 			"--allow-privileged", "--endpoint-reconciler-type", "none",
 			"--cert-dir", f(dirAPIServer),
-		}})
+		}, env: componentStatusEnv(addr)})
 
 		leader := fmt.Sprintf("--leader-elect=%t", cp.LeaderElect)
 		cm := spec{name: ControllerManager, dirs: []string{f(dirControllerManager)}, args: []string{
@@ -145,6 +146,17 @@ func specs(p InstallParams, root, binary string) []spec {
 		out[i].hash = specHash(out[i], p.Files)
 	}
 	return out
+}
+
+// componentStatusEnv tells kiln-kube's apiserver where its node's
+// controller-manager and scheduler listen, so that `kubectl get
+// componentstatuses` probes them there: upstream probes 127.0.0.1, where a
+// local node's are not (docs/kube.md, "The componentstatus patch").
+func componentStatusEnv(addr string) []string {
+	return []string{
+		"KILN_COMPONENTSTATUS_CONTROLLER_MANAGER=" + net.JoinHostPort(addr, fmt.Sprint(ControllerManagerPort)),
+		"KILN_COMPONENTSTATUS_SCHEDULER=" + net.JoinHostPort(addr, fmt.Sprint(SchedulerPort)),
+	}
 }
 
 // specHash covers the program, the command line, the environment and every

@@ -41,14 +41,43 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 		}
 	}
 
-	// Without a proxy, nothing is added.
+	// Without a proxy, no proxy variable is added (the apiserver's
+	// componentstatus addresses are its only environment).
 	in.Proxy = nil
 	if p, err = BuildInstall(in); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range specs(p, root, "kiln-kube") {
-		if len(s.env) != 0 {
-			t.Errorf("%s has environment %q without a proxy", s.name, s.env)
+		for _, e := range s.env {
+			if !strings.HasPrefix(e, "KILN_COMPONENTSTATUS_") {
+				t.Errorf("%s has environment %q without a proxy", s.name, s.env)
+			}
+		}
+	}
+}
+
+// The apiserver is told where its own node's controller-manager and
+// scheduler listen (its 127.0.0.N), so that `kubectl get componentstatuses`
+// probes them there rather than upstream's 127.0.0.1; no other component is.
+func TestAPIServerProbesItsNodesComponents(t *testing.T) {
+	in := testInput(t, newTestCA(t), Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	p, err := BuildInstall(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs(p, t.TempDir(), "kiln-kube") {
+		var got []string
+		for _, e := range s.env {
+			if strings.HasPrefix(e, "KILN_COMPONENTSTATUS_") {
+				got = append(got, e)
+			}
+		}
+		var want []string
+		if s.name == APIServer {
+			want = []string{"KILN_COMPONENTSTATUS_CONTROLLER_MANAGER=127.0.0.2:10257", "KILN_COMPONENTSTATUS_SCHEDULER=127.0.0.2:10259"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: componentstatus environment %q, want %q", s.name, got, want)
 		}
 	}
 }
