@@ -209,7 +209,7 @@ func (b *browser) checkAccessible(page string) {
 // steps are done: the operation Succeeded, every step Succeeded or Skipped.
 const currentDone = `(() => {
 	const op = document.querySelector('[data-fragment=current] [data-operation-status]');
-	const steps = [...document.querySelectorAll('[data-fragment=current] tr[data-step]')];
+	const steps = [...document.querySelectorAll('[data-fragment=current-steps] tr[data-step]')];
 	return op !== null && op.dataset.operationStatus === 'Succeeded' && steps.length > 0 &&
 		steps.every(s => s.dataset.state === 'Succeeded' || s.dataset.state === 'Skipped');
 })()`
