@@ -450,6 +450,10 @@ type Step struct {
 	StartTime *time.Time `json:"startTime,omitempty"`
 	EndTime   *time.Time `json:"endTime,omitempty"`
 	Message   string     `json:"message"`
+	// DoneBy is the id of the operation that ran a step a retry kept
+	// (Succeeded or Skipped, not run again); empty for the steps this
+	// operation runs.
+	DoneBy string `json:"doneBy,omitempty"`
 }
 
 // Event is one entry of a cluster's timeline.

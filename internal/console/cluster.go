@@ -27,7 +27,9 @@ type clusterView struct {
 	HostsJoin  bool // an edge cluster: hosts join with the installer
 	// Nodes tab: its search and sort.
 	Query, Sort string
-	Versions    []string // versions the cluster's provider offers
+	// Upgrades are the versions the upgrade form offers (operators, the
+	// overview only): the API's answer, clusterUpgrades.
+	Upgrades *v1.ClusterUpgrades
 }
 
 // poolRow is a worker pool with its nodes now.
@@ -56,11 +58,6 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, 
 		return nil, err
 	}
 	v.Pools = poolRows(cl.Spec.WorkerPools, v.Nodes)
-	for _, vs := range c.providers[cl.Spec.Provider] {
-		v.Versions = append(v.Versions, vs...)
-	}
-	slices.Sort(v.Versions)
-	v.Versions = slices.Compact(v.Versions)
 	if !history {
 		return v, nil
 	}
@@ -106,6 +103,11 @@ func (c *Console) showCluster(w http.ResponseWriter, r *http.Request, s *session
 	v, err := c.loadCluster(r.Context(), r, s, true)
 	if err != nil {
 		return err
+	}
+	if v.CanOperate {
+		if v.Upgrades, err = c.client(r, s.token).ClusterUpgrades(r.Context(), v.Project, v.Cluster.Name); err != nil {
+			return err
+		}
 	}
 	c.render(w, r, status, "cluster.html", page{Title: v.Cluster.Name, Session: s, Project: v.Project,
 		Cluster: v.Cluster.Name, Tab: "overview", Data: v, Error: apiErr, Notice: noticeOf(w, r),

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,7 +165,7 @@ func TestClusterLive(t *testing.T) {
 	if first.name != "fragments" {
 		t.Fatalf("first event %+v", first)
 	}
-	for _, name := range []string{"status", "current", "past", "pools", "events"} {
+	for _, name := range []string{"status", "current", "current-timeline", "current-steps", "past", "pools", "events"} {
 		if _, ok := first.fragments[name]; !ok {
 			t.Errorf("the first event lacks fragment %s", name)
 		}
@@ -193,17 +194,20 @@ func TestClusterLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	page := first.fragments // the page as the stream has made it so far
 	for {
 		ev := <-events
-		cur := ev.fragments["current"]
-		if strings.Contains(cur, v1.OperationID(opID)) && strings.Contains(cur, `data-operation-status="Succeeded"`) {
-			if strings.Contains(cur, `data-state="Pending"`) || strings.Contains(cur, `data-state="Running"`) {
-				t.Errorf("the operation is Succeeded with steps not done: %s", cur)
-			}
-			break
-		}
 		if ev.name != "fragments" {
 			t.Fatalf("during the scale: %+v", ev)
+		}
+		maps.Copy(page, ev.fragments)
+		cur := page["current"]
+		if strings.Contains(cur, v1.OperationID(opID)) && strings.Contains(cur, `data-operation-status="Succeeded"`) {
+			steps := page["current-steps"]
+			if !strings.Contains(steps, `data-state="Succeeded"`) || strings.Contains(steps, `data-state="Pending"`) || strings.Contains(steps, `data-state="Running"`) {
+				t.Errorf("the operation is Succeeded with steps not done: %s", steps)
+			}
+			break
 		}
 	}
 	// Deleted: the stream says so and ends.

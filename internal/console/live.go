@@ -140,7 +140,7 @@ func (c *Console) clustersLive(w http.ResponseWriter, r *http.Request, s *sessio
 
 // liveFragments are the parts of each view that a stream keeps current.
 var liveFragments = map[string][]string{
-	"overview": {"status", "current", "past", "pools", "events"},
+	"overview": {"status", "current", "current-timeline", "current-steps", "past", "pools", "events"},
 	"nodes":    {"nodes"},
 }
 

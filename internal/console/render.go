@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ var funcs = template.FuncMap{
 	"opid":       v1.OperationID,
 	"when":       when,
 	"duration":   stepDuration,
+	"clock":      clock,
+	"opDuration": opDuration,
+	"span":       span,
+	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"plural":     plural,
 	"clusterURL": clusterURL,
 	"nodeURL": func(project, cluster, node string) string {
 		return clusterURL(project, cluster) + "/nodes/" + url.PathEscape(node)

@@ -301,8 +301,8 @@ func TestCancelWhileWaitingForNodesThenRetry(t *testing.T) {
 		t.Fatalf("retry: %s %+v, retryOf %q", got.Status, got.Error, got.RetryOf)
 	}
 	for _, s := range got.Steps[:slices.IndexFunc(got.Steps, func(s v1.Step) bool { return s.Name == plan.StepWaitNodesRegistered })] {
-		if !strings.HasPrefix(s.Message, "done by operation "+op.ID) || s.Attempts != 1 {
-			t.Errorf("kept step %s: attempts %d, message %q; want 1 attempt, kept from %s", s.Name, s.Attempts, s.Message, op.ID)
+		if !strings.HasPrefix(s.Message, "done by operation "+op.ID) || s.DoneBy != op.ID || s.Attempts != 1 {
+			t.Errorf("kept step %s: attempts %d, done by %q, message %q; want 1 attempt, kept from %s", s.Name, s.Attempts, s.DoneBy, s.Message, op.ID)
 		}
 	}
 	want := map[string]int{"EnsureNetwork": 1, "EnsureLoadBalancer": 1, "EnsureMachine c-cp-0": 1,

@@ -328,9 +328,10 @@ const retainedPrefix = "done by operation "
 // Retry returns a new operation, id, that runs o again from the step
 // where o stopped: a retry of o (RetryOf). o must have ended Failed or
 // Canceled. Its steps are o's: those o had done stay Succeeded or Skipped,
-// with their attempts and times and a message naming o, so the runner
-// does not run them again; the step that failed or was canceled and every
-// step after it are Pending again. Kind, cluster and Force are o's.
+// with their attempts and times, DoneBy and a message naming the operation
+// that ran them (o, or the one before it), so the runner does not run them
+// again; the step that failed or was canceled and every step after it are
+// Pending again. Kind, cluster and Force are o's.
 func (o *Operation) Retry(id string, now time.Time) *Operation {
 	op := &Operation{ID: id, Project: o.Project, Cluster: o.Cluster, Kind: o.Kind, Status: v1.OpInProgress,
 		StartTime: now, RetryOf: o.ID, Force: o.Force}
@@ -342,7 +343,7 @@ func (o *Operation) Retry(id string, now time.Time) *Operation {
 				if s.Message != "" {
 					msg += " (" + s.Message + ")"
 				}
-				s.Message = msg
+				s.Message, s.DoneBy = msg, o.ID
 			}
 			op.Steps = append(op.Steps, s)
 			continue

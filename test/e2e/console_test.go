@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,7 +212,7 @@ func (b *browser) checkAccessible(page string) {
 // steps are done: the operation Succeeded, every step Succeeded or Skipped.
 const currentDone = `(() => {
 	const op = document.querySelector('[data-fragment=current] [data-operation-status]');
-	const steps = [...document.querySelectorAll('[data-fragment=current] tr[data-step]')];
+	const steps = [...document.querySelectorAll('[data-fragment=current-steps] tr[data-step]')];
 	return op !== null && op.dataset.operationStatus === 'Succeeded' && steps.length > 0 &&
 		steps.every(s => s.dataset.state === 'Succeeded' || s.dataset.state === 'Skipped');
 })()`
@@ -368,4 +371,100 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	b.navigate("/projects/default/clusters/edge1/nodes/edge1-host1", "#log")
 	b.waitJS("log lines", `document.querySelectorAll('#log span.line').length > 0`, time.Minute)
 	b.checkAccessible("the node page")
+}
+
+// timelineBars counts the current operation's timeline bars that the
+// browser draws (a box of some width), and its rows.
+const timelineBars = `(() => {
+	const svg = document.querySelector('[data-fragment=current-timeline] svg');
+	if (svg === null) return {bars: 0, rows: 0, drawn: 0};
+	const bars = [...svg.querySelectorAll('g[data-step] rect.bar')];
+	return {
+		bars: bars.length,
+		rows: svg.querySelectorAll('g[data-step]').length,
+		drawn: bars.filter(r => { const b = r.getBoundingClientRect(); return b.width > 0 && b.height > 0; }).length,
+	};
+})()`
+
+type barCount struct{ Bars, Rows, Drawn int }
+
+// An operation's timeline in the browser: a bar for each step that ran,
+// drawn and growing live while a step runs; after a cancel and a retry
+// from the page, the retry's kept steps are one folded row and its
+// timeline has a bar only for what it ran itself.
+func TestConsoleOperationTimeline(t *testing.T) {
+	e := start(t, "kilnd")
+	const hang = "ensure-control-plane-machines"
+	if _, _, err := e.c.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "tl", Spec: v1.ClusterSpec{Provider: "sim",
+		Labels: map[string]string{"sim.kiln.dev/step-latency": "300ms", "sim.kiln.dev/hang-step": hang}}}); err != nil {
+		t.Fatal(err)
+	}
+	// current waits for the cluster's operation to be at the hung step
+	// and returns it.
+	current := func() *v1.Operation {
+		t.Helper()
+		var op *v1.Operation
+		kilndtest.WaitFor(t, "the operation to reach step "+hang, time.Minute, func() (bool, error) {
+			cl, err := e.c.GetCluster(t.Context(), "default", "tl")
+			if err != nil {
+				return false, err
+			}
+			if op, err = e.c.GetOperation(t.Context(), cl.Status.CurrentOperation); err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(op.Properties.Steps, func(s v1.Step) bool { return s.Name == hang && s.State == v1.StepRunning }), nil
+		})
+		return op
+	}
+	// started counts the steps op ran itself.
+	started := func(op *v1.Operation) (ran int) {
+		for _, s := range op.Properties.Steps {
+			if s.StartTime != nil && s.DoneBy == "" {
+				ran++
+			}
+		}
+		return ran
+	}
+	create := current()
+
+	b := e.browser(t)
+	b.navigate("/projects/default/clusters/tl", "[data-fragment=current-timeline] svg g[data-step]")
+	eval[bool](b, "window.kilnTestMark = true")
+	got := eval[barCount](b, timelineBars)
+	if want := started(create); got.Bars != want || got.Drawn != want || got.Rows != len(create.Properties.Steps) {
+		t.Errorf("the create's timeline: %+v; want %d bars, each drawn, of a row per step", got, want)
+	}
+	running := `document.querySelector('[data-fragment=current-timeline] g[data-step="` + hang + `"][data-state=Running] rect.bar')`
+	width := eval[float64](b, running+`.getBoundingClientRect().width`)
+	b.waitJS("the running step's bar to grow", `(() => { const r = `+running+`; return r !== null && r.getBoundingClientRect().width > `+
+		strconv.FormatFloat(width, 'f', 2, 64)+`; })()`, time.Minute)
+	if !eval[bool](b, "window.kilnTestMark === true") {
+		t.Error("the page was reloaded; the bar is to grow live")
+	}
+	b.checkAccessible("the cluster page with a timeline")
+
+	b.submit("cancel the create", "#cancel")
+	b.do("see it canceled", chromedp.WaitVisible(chromedp.CSS(`[data-fragment=current] [data-operation-status=Canceled]`)))
+	b.submit("retry it", "#retry")
+	retry := current()
+	if v1.OperationID(retry.Properties.RetryOf) != v1.OperationID(create.ID) {
+		t.Fatalf("after the retry button the operation is %s, a retry of %q; want a retry of %s", retry.ID, retry.Properties.RetryOf, create.ID)
+	}
+	b.waitJS("the retry's steps on the page", `document.querySelector('[data-fragment=current-steps] tr.kept summary') !== null &&
+		document.querySelector('[data-fragment=current-timeline] g[data-step="`+hang+`"][data-state=Running]') !== null`, time.Minute)
+	kept := eval[string](b, `document.querySelector('[data-fragment=current-steps] tr.kept summary').textContent.trim()`)
+	if want := fmt.Sprintf("%d steps done by the create of ", started(create)-1); !strings.HasPrefix(kept, want) || !strings.HasSuffix(kept, "not run again") {
+		t.Errorf("the retry's kept steps say %q, want %q...", kept, want)
+	}
+	if n := eval[int](b, `document.querySelectorAll('[data-fragment=current-steps] tr.kept').length`); n != 1 {
+		t.Errorf("the retry's kept steps are %d rows, want 1", n)
+	}
+	if got, want := eval[barCount](b, timelineBars), started(retry); got.Bars != want || got.Drawn != want {
+		t.Errorf("the retry's timeline: %+v; want %d bars, each drawn (the kept steps have none)", got, want)
+	}
+	b.screenshot("operation-timeline")
+	b.checkAccessible("the cluster page with a retry")
+	if _, err := e.c.CancelOperation(t.Context(), retry.ID); err != nil {
+		t.Fatal(err)
+	}
 }

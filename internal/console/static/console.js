@@ -138,7 +138,8 @@
   if (!document.hidden) connect();
 
   // Times: <time data-ago> shows how long ago, <time data-elapsed> how long
-  // since (a running step); the server's HTML holds the UTC time only.
+  // since (a running step), <time data-clock> the local time; the server's
+  // HTML holds the UTC time only.
   function span(ms) {
     const s = Math.max(0, Math.round(ms / 1000));
     if (s < 60) return s + "s";
@@ -155,7 +156,15 @@
     for (const t of document.querySelectorAll("time[data-elapsed]")) {
       t.textContent = span(now - Date.parse(t.dateTime)) + " so far";
     }
+    for (const t of document.querySelectorAll("time[data-clock]:not([title])")) {
+      t.title = t.textContent;
+      t.textContent = clock.format(new Date(t.dateTime));
+    }
   }
+  // <time data-clock> (an operation's name) in the browser's time zone.
+  const clock = new Intl.DateTimeFormat(undefined, {
+    day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+  });
   tick();
   setInterval(tick, 1000);
 
