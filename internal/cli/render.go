@@ -187,12 +187,15 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 		fmt.Fprintf(tw, "Cloud account:\t%s\n", orDash(s.CloudAccount))
 		fmt.Fprintf(tw, "Region:\t%s\n", orDash(s.Region))
 	}
+	if in := c.Status.Installed; in != nil {
+		fmt.Fprintf(tw, "Distribution:\t%s (kubelet %s, CNI %s)\n", orDash(in.Distribution), in.Kubelet, in.CNI)
+	}
 	fmt.Fprintf(tw, "Kubernetes:\t%s\n", orDash(s.KubernetesVersion))
 	if s.Profile.Name != "" {
 		fmt.Fprintf(tw, "Profile:\t%s v%d\n", s.Profile.Name, s.Profile.Version)
 	}
 	fmt.Fprintf(tw, "Network:\tpods %s, services %s, CNI %s\n",
-		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), orDash(s.Network.CNI))
+		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), installedCNI(c))
 	cp := fmt.Sprintf("%d (%d present)", s.ControlPlane.Size, c.Status.Nodes.ControlPlane)
 	if s.ControlPlane.Dedicated {
 		cp += ", dedicated"
@@ -214,6 +217,9 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c.Hollow() {
+		fmt.Fprintf(w, "\n%s\n", c.Status.Installed.Message)
 	}
 
 	fmt.Fprintln(w, "\nWorker pools:")
@@ -238,6 +244,23 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	fmt.Fprintln(w, "\nEvents:")
 	return renderEvents(w, d.Events, now)
+}
+
+// installedCNI is the pod network installed on the cluster's nodes, and
+// the spec's when that is not what is installed.
+func installedCNI(c *v1.Cluster) string {
+	want := c.Spec.Network.CNI
+	in := c.Status.Installed
+	if in == nil || in.CNI == want {
+		return orDash(want)
+	}
+	if want == "" {
+		return in.CNI
+	}
+	if in.Distribution == "" {
+		return fmt.Sprintf("%s (spec.network.cni %s is not installed: the %s provider installs no distribution)", in.CNI, want, orDash(c.Spec.Provider))
+	}
+	return fmt.Sprintf("%s (spec.network.cni %s is not installed by the %s distribution)", in.CNI, want, in.Distribution)
 }
 
 func labels(m map[string]string) string {

@@ -65,6 +65,8 @@ func sampleCluster() v1.Cluster {
 			Nodes:             v1.NodeCounts{ControlPlane: 1, Workers: 3, Ready: 4},
 			CreatedAt:         t0,
 			UpdatedAt:         t0.Add(time.Minute),
+			Installed: &v1.Installed{Distribution: v1.DistroLocal, Kubelet: v1.KubeletHollow, CNI: v1.CNINone,
+				Message: "Hollow nodes: no container runs."},
 		},
 	}
 }
