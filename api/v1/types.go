@@ -2,7 +2,11 @@
 // standard library so that the CLI, the agent and outside tests can use it.
 package v1
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Provisioning states of a cluster (status.provisioningState).
 const (
@@ -421,8 +425,45 @@ type Disk struct {
 // PrecheckResult is the outcome of one host check.
 type PrecheckResult struct {
 	Name    string `json:"name"`
-	Result  string `json:"result"` // pass | warn | fail
+	Result  string `json:"result"` // pass | warn | fail | n/a
 	Message string `json:"message"`
+}
+
+// PrecheckSummary counts a node's precheck results by outcome, failures
+// first: "1 failed, 2 warnings, 5 passed", "5 passed, 3 n/a"; "" when there
+// are none. Every client shows this one count, so a list and a node's page
+// cannot disagree.
+func PrecheckSummary(rs []PrecheckResult) string {
+	var fail, warn, pass, na, other int
+	for _, r := range rs {
+		switch r.Result {
+		case PrecheckFail:
+			fail++
+		case PrecheckWarn:
+			warn++
+		case PrecheckPass:
+			pass++
+		case PrecheckNotApplicable:
+			na++
+		default:
+			other++
+		}
+	}
+	var parts []string
+	add := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, strconv.Itoa(n)+" "+many)
+		}
+	}
+	add(fail, "failed", "failed")
+	add(warn, "warning", "warnings")
+	add(pass, "passed", "passed")
+	add(na, "n/a", "n/a")
+	add(other, "unknown", "unknown")
+	return strings.Join(parts, ", ")
 }
 
 // Operation is the asynchronous record every change returns.

@@ -75,15 +75,42 @@ func wantedWorkers(s *v1.ClusterSpec) int {
 	return n
 }
 
+// renderNodes prints the nodes table; PRECHECKS counts each node's results
+// as the console does (v1.PrecheckSummary).
 func renderNodes(w io.Writer, nodes []v1.Node, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tROLE\tPOOL\tSTATE\tADDRESS\tHEARTBEAT\tAGE\tMESSAGE")
+	fmt.Fprintln(tw, "NAME\tROLE\tPOOL\tSTATE\tADDRESS\tPRECHECKS\tHEARTBEAT\tAGE\tMESSAGE")
 	for _, n := range nodes {
 		hb := ""
 		if n.LastHeartbeat != nil {
 			hb = age(*n.LastHeartbeat, now) + " ago"
 		}
-		row(tw, n.Name, n.Role, n.Pool, n.State, n.Address, hb, age(n.CreatedAt, now), n.Message)
+		row(tw, n.Name, n.Role, n.Pool, n.State, n.Address, v1.PrecheckSummary(n.Prechecks), hb, age(n.CreatedAt, now), n.Message)
+	}
+	return tw.Flush()
+}
+
+// renderNode prints one node: its row, what its agent reported about the
+// host, and each precheck under the same count as the row.
+func renderNode(w io.Writer, n *v1.Node, now time.Time) error {
+	if err := renderNodes(w, []v1.Node{*n}, now); err != nil {
+		return err
+	}
+	if f := n.Facts; f != nil {
+		fmt.Fprintf(w, "\nHost: %s, %s, kernel %s, %s, %d CPU, %d MiB\n", orDash(f.Hostname), orDash(f.OS), orDash(f.Kernel),
+			orDash(f.Arch), f.CPUs, f.MemoryMiB)
+		for _, i := range f.Interfaces {
+			fmt.Fprintf(w, "  interface %s: %s\n", orDash(i.Name), orDash(strings.Join(i.Addresses, ", ")))
+		}
+	}
+	if len(n.Prechecks) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nPrechecks: %s\n", v1.PrecheckSummary(n.Prechecks))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tMESSAGE")
+	for _, r := range n.Prechecks {
+		row(tw, r.Name, r.Result, r.Message)
 	}
 	return tw.Flush()
 }
