@@ -44,7 +44,7 @@ e2e: build kube ## only the real-cluster tests (test/e2e)
 run: build kube ## kilnd --dev in the foreground (data in $(DATA))
 	$(BIN)/kilnd --dev --data-dir $(DATA) --listen $(LISTEN)
 
-demo: build kube ## the main job: kilnd --dev, a real local cluster, kubectl get nodes, delete
+demo: build kube ## the main job: kilnd --dev, a local cluster of hollow nodes, kubectl get nodes, delete
 	scripts/demo.sh
 
 clean: ## remove build output and dev data

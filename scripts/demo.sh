@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end: start kilnd --dev (HTTPS from a CA it makes in
-# its data dir), log in trusting that CA, create a real Kubernetes cluster on
-# this machine (one control plane, two workers: each a kiln-agent process
-# running kiln-kube components on its own 127.0.0.N), watch its steps, show
+# its data dir), log in trusting that CA, create a Kubernetes cluster of
+# hollow nodes on this machine (one control plane, two workers: each a
+# kiln-agent process running kiln-kube components on its own 127.0.0.N; real
+# control plane, no container runs), watch its steps, show
 # its nodes with kubectl, scale it, delete it, stop kilnd. PROVIDER=sim runs
 # the same flow on simulated machines.
 set -euo pipefail

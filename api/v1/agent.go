@@ -26,6 +26,10 @@ const (
 	PrecheckPass = "pass"
 	PrecheckWarn = "warn"
 	PrecheckFail = "fail"
+	// PrecheckNotApplicable is a check that makes no sense for the node
+	// (a local machine: a process with its own root directory on a host it
+	// shares); its message says why.
+	PrecheckNotApplicable = "n/a"
 )
 
 // AgentCredentials is the per-cluster credentials file an agent joins with.

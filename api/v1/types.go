@@ -2,7 +2,11 @@
 // standard library so that the CLI, the agent and outside tests can use it.
 package v1
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Provisioning states of a cluster (status.provisioningState).
 const (
@@ -259,8 +263,48 @@ type ClusterStatus struct {
 	// Conditions are observations that hold between operations, such as
 	// NodesHealthy; at most one of each type.
 	Conditions []Condition `json:"conditions,omitempty"`
-	CreatedAt  time.Time   `json:"createdAt"`
-	UpdatedAt  time.Time   `json:"updatedAt"`
+	// Installed says what Kiln installs on the cluster's nodes (derived
+	// from spec.distribution by the server on every answer), so that every
+	// client can say whether they are real.
+	Installed *Installed `json:"installed,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// Installed is what a cluster's distribution installs on its nodes
+// (status.installed).
+type Installed struct {
+	// Distribution is spec.distribution: DistroLocal, DistroKubeadm, or ""
+	// when the provider installs none (sim).
+	Distribution string `json:"distribution"`
+	// Kubelet is KubeletHollow, KubeletReal or KubeletNone.
+	Kubelet string `json:"kubelet"`
+	// CNI is the pod network installed: "calico", "cilium", or CNINone
+	// (whatever spec.network.cni says).
+	CNI string `json:"cni"`
+	// Message says in a few sentences what the nodes are and what works
+	// on them, for people.
+	Message string `json:"message"`
+}
+
+// Kubelets (Installed.Kubelet).
+const (
+	// KubeletHollow is real kubelet code with a simulated container
+	// runtime: pods are scheduled and reported Running, no container runs.
+	KubeletHollow = "hollow"
+	// KubeletReal runs containers (containerd and runc).
+	KubeletReal = "real"
+	// KubeletNone: no Kubernetes runs on the machines (simulated ones).
+	KubeletNone = "none"
+)
+
+// CNINone is Installed.CNI when no pod network is installed.
+const CNINone = "none"
+
+// Hollow reports whether the cluster's nodes run hollow kubelets: no
+// container runs on them.
+func (c Cluster) Hollow() bool {
+	return c.Status.Installed != nil && c.Status.Installed.Kubelet == KubeletHollow
 }
 
 // Condition is one observation about a cluster, in the shape Kubernetes
@@ -381,8 +425,45 @@ type Disk struct {
 // PrecheckResult is the outcome of one host check.
 type PrecheckResult struct {
 	Name    string `json:"name"`
-	Result  string `json:"result"` // pass | warn | fail
+	Result  string `json:"result"` // pass | warn | fail | n/a
 	Message string `json:"message"`
+}
+
+// PrecheckSummary counts a node's precheck results by outcome, failures
+// first: "1 failed, 2 warnings, 5 passed", "5 passed, 3 n/a"; "" when there
+// are none. Every client shows this one count, so a list and a node's page
+// cannot disagree.
+func PrecheckSummary(rs []PrecheckResult) string {
+	var fail, warn, pass, na, other int
+	for _, r := range rs {
+		switch r.Result {
+		case PrecheckFail:
+			fail++
+		case PrecheckWarn:
+			warn++
+		case PrecheckPass:
+			pass++
+		case PrecheckNotApplicable:
+			na++
+		default:
+			other++
+		}
+	}
+	var parts []string
+	add := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, strconv.Itoa(n)+" "+many)
+		}
+	}
+	add(fail, "failed", "failed")
+	add(warn, "warning", "warnings")
+	add(pass, "passed", "passed")
+	add(na, "n/a", "n/a")
+	add(other, "unknown", "unknown")
+	return strings.Join(parts, ", ")
 }
 
 // Operation is the asynchronous record every change returns.

@@ -12,10 +12,16 @@ import (
 
 // joinFlags are the flags of join, and of run when it joins first.
 type joinFlags struct {
-	controller, credentials, passphrase, dataDir, nodeName, root, bind string
+	controller, credentials, passphrase, dataDir, nodeName, root, bind, hostname string
+	privateRoot                                                                  bool
 
 	force bool // join only
 }
+
+// privateRootUsage is the help of --private-root.
+const privateRootUsage = "--root is this node's own directory on a host it shares with other nodes (the local provider's " +
+	"machines): the node reports this host's OS with --bind-address as its one address, and the prechecks of the host's " +
+	"files and processes are not applicable"
 
 func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl := cmd.Flags()
@@ -26,6 +32,8 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.nodeName, "node-name", "", "the node's name (default: CLUSTER-HOSTNAME, chosen by the controller)")
 	fl.StringVar(&f.root, "root", "/", "the host's root directory: prechecks and facts read it, the distribution writes its files under it")
 	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
+	fl.StringVar(&f.hostname, "hostname", "", "the host's name, reported in its facts and checked (default: the system's)")
+	fl.BoolVar(&f.privateRoot, "private-root", false, privateRootUsage)
 }
 
 // absolute makes the data and root directories absolute, so a command line
@@ -50,6 +58,8 @@ func (f *joinFlags) options(log *slog.Logger) agent.JoinOptions {
 		DataDir:         f.dataDir,
 		NodeName:        f.nodeName,
 		Root:            f.root,
+		Hostname:        f.hostname,
+		PrivateRoot:     f.privateRoot,
 		BindAddress:     f.bind,
 		Force:           f.force,
 		Logger:          log,

@@ -23,6 +23,7 @@ type precheckFlags struct {
 	controller, root, proc, hostname, caFile, output string
 	timeout                                          time.Duration
 	skip                                             []string
+	privateRoot                                      bool
 }
 
 func newPrecheckCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -67,8 +68,9 @@ func newPrecheckCommand(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.controller, "controller", "", "the controller's URL, for the reachability and clock checks")
 	fl.StringVar(&f.caFile, "ca", "", "a PEM file with the CA that signs the controller's certificate (default: the system's)")
 	fl.StringVar(&f.root, "root", "/", "the host's root directory (files such as /etc/os-release are read under it)")
-	fl.StringVar(&f.proc, "proc", "", "the proc filesystem (default ROOT/proc)")
+	fl.StringVar(&f.proc, "proc", "", "the proc filesystem (default ROOT/proc, or /proc with --private-root)")
 	fl.StringVar(&f.hostname, "hostname", "", "the name to check instead of the host's")
+	fl.BoolVar(&f.privateRoot, "private-root", false, privateRootUsage)
 	fl.DurationVar(&f.timeout, "timeout", precheck.DefaultTimeout, "how long each check may take")
 	fl.StringSliceVar(&f.skip, "skip", nil, "checks not to run")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
@@ -77,7 +79,7 @@ func newPrecheckCommand(stdout, stderr io.Writer) *cobra.Command {
 
 func (f precheckFlags) config() (precheck.Config, error) {
 	cfg := precheck.Config{
-		Host:       precheck.Host{Root: f.root, Proc: f.proc, Hostname: f.hostname},
+		Host:       precheck.Host{Root: f.root, Proc: f.proc, Hostname: f.hostname, PrivateRoot: f.privateRoot},
 		Controller: f.controller,
 		Timeout:    f.timeout,
 		Skip:       f.skip,

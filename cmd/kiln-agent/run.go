@@ -84,6 +84,8 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				Executor:          exec,
 				HeartbeatInterval: heartbeat,
 				Root:              f.root,
+				Hostname:          f.hostname,
+				PrivateRoot:       f.privateRoot,
 				BindAddress:       f.bind,
 				Logger:            log,
 			})

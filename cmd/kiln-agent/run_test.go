@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/facts"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 )
@@ -46,6 +48,45 @@ func TestRunJoinsFirst(t *testing.T) {
 	code, _, errOut := runAgent(t, "run", "--data-dir", t.TempDir())
 	if code != exitUsage || !strings.Contains(errOut, "no node identity") {
 		t.Errorf("run without identity: exit %d, %q", code, errOut)
+	}
+}
+
+// A local machine's agent (the flags kilnd's local provider passes) reports
+// what the node is: its machine's name, its one loopback address, this
+// host's OS; the prechecks of the host's files are not applicable, and none
+// warns.
+func TestRunAsLocalMachine(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	startRun(t, e, c, "c-w-0", "--hostname", "c-w-0", "--private-root", "--bind-address", "127.0.0.9")
+	// A result comes over the session, after the facts and prechecks it
+	// sends first: the record holds the session's, not only the join's.
+	instruct(t, e, c, "c-w-0", "i-1", v1.InstructionInstall)
+	n, err := e.Store.GetNode(context.Background(), c.Key, "c-w-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := n.Facts; f == nil || f.Hostname != "c-w-0" || len(f.Interfaces) != 1 ||
+		!slices.Equal(f.Interfaces[0].Addresses, []string{"127.0.0.9/8"}) {
+		t.Errorf("facts %+v, want hostname c-w-0 and only 127.0.0.9/8", n.Facts)
+	}
+	if n.Address != "127.0.0.9" {
+		t.Errorf("address %q, want 127.0.0.9", n.Address)
+	}
+	if host := facts.Gather(facts.Options{}).OS; n.Facts != nil && n.Facts.OS != host {
+		t.Errorf("OS %q, want this host's %q (the fixture root's is ubuntu 24.04)", n.Facts.OS, host)
+	}
+	na := 0
+	for _, r := range n.Prechecks {
+		switch r.Result {
+		case v1.PrecheckWarn, v1.PrecheckFail:
+			t.Errorf("precheck %s: %s: %s", r.Name, r.Result, r.Message)
+		case v1.PrecheckNotApplicable:
+			na++
+		}
+	}
+	if na != 3 {
+		t.Errorf("%d checks not applicable, want 3 (os, dns-port, resolv-conf): %+v", na, n.Prechecks)
 	}
 }
 

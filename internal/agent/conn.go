@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/agent/facts"
 )
 
 const (
@@ -78,7 +77,7 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 	}
 	r.log.Info("session established", "session", id.Session, "heartbeat", interval)
 
-	f := facts.Gather(facts.Options{Root: r.opts.Root})
+	f := r.opts.host().facts()
 	first := []v1.AgentMessage{
 		{Type: v1.AgentFacts, Facts: &f},
 		{Type: v1.AgentPrechecks, Prechecks: r.prechecks},

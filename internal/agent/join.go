@@ -18,7 +18,6 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/agent/facts"
 	"kiln.dev/kiln/internal/agent/precheck"
 	"kiln.dev/kiln/internal/agent/state"
 	"kiln.dev/kiln/internal/pki"
@@ -37,6 +36,15 @@ type JoinOptions struct {
 	NodeName string
 	// Root is the host's root for prechecks and facts; "" means "/".
 	Root string
+	// Hostname is the name the node reports and checks; "" means
+	// os.Hostname().
+	Hostname string
+	// PrivateRoot says Root is this node's own directory on a host it
+	// shares with other nodes (a local machine: a process with its own
+	// root and loopback address): its facts are this host's OS, kernel and
+	// resources with BindAddress as its one address, and the prechecks that
+	// make no sense for it are not applicable (precheck.Host.PrivateRoot).
+	PrivateRoot bool
 	// BindAddress, when set, is the local address connections come from
 	// (the local provider's 127.0.0.N).
 	BindAddress string
@@ -109,12 +117,12 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 	if o.Prechecks != nil {
 		checks = o.Prechecks(ctx)
 	} else {
-		checks = precheck.Run(ctx, precheck.Config{Host: precheck.Host{Root: o.Root}, Controller: controller, HTTPClient: client})
+		checks = o.host().prechecks(ctx, controller, client)
 	}
 	if precheck.Failed(checks) {
 		log.Warn("prechecks failed: the node registers as PRECHECK_FAILED")
 	}
-	hostFacts := facts.Gather(facts.Options{Root: o.Root})
+	hostFacts := o.host().facts()
 	key, keyPEM, err := pki.NewKey()
 	if err != nil {
 		return nil, fmt.Errorf("join: %w", err)
@@ -157,6 +165,10 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 	}
 	log.Info("joined", "node", st.Node)
 	return st, nil
+}
+
+func (o JoinOptions) host() host {
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot}
 }
 
 func readCredentials(path string) (*v1.AgentCredentials, error) {

@@ -12,7 +12,6 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/journal"
-	"kiln.dev/kiln/internal/agent/precheck"
 	"kiln.dev/kiln/internal/agent/state"
 )
 
@@ -35,6 +34,9 @@ type RunOptions struct {
 	HeartbeatInterval time.Duration
 	// Root is the host's root for prechecks and facts; "" means "/".
 	Root string
+	// Hostname and PrivateRoot are as in JoinOptions.
+	Hostname    string
+	PrivateRoot bool
 	// BindAddress, when set, is the local address connections come from.
 	BindAddress string
 	// Prechecks, when set, replaces precheck.Run (tests).
@@ -92,6 +94,10 @@ func Run(ctx context.Context, o RunOptions) error {
 	return r.run(ctx)
 }
 
+func (o RunOptions) host() host {
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot}
+}
+
 type runner struct {
 	opts  RunOptions
 	j     *journal.Journal
@@ -118,7 +124,7 @@ func (r *runner) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-		r.prechecks = precheck.Run(ctx, precheck.Config{Host: precheck.Host{Root: r.opts.Root}, Controller: id.Controller, HTTPClient: client})
+		r.prechecks = r.opts.host().prechecks(ctx, id.Controller, client)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -226,6 +226,9 @@ func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error
 	if err != nil { // an existing cluster is a 412 that says so
 		return err
 	}
+	if out.Hollow() {
+		fmt.Fprintf(a.stderr, "Note: %s\n", out.Status.Installed.Message)
+	}
 	if !wait {
 		fmt.Fprintf(a.stderr, "Creating cluster %q (operation %s). Follow it with: kiln operation watch %s\n", cl.Name, opID, opID)
 		return a.printCluster(out)

@@ -102,7 +102,7 @@ name (the default), hostname, state or role.`,
 func (a *app) nodeGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "get CLUSTER NODE",
-		Short:   "Show one node",
+		Short:   "Show one node: its state, host facts and every precheck",
 		Example: "  kiln node get dev dev-cp-0 -o yaml",
 		Args:    exactArgs("CLUSTER", "NODE"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -114,9 +114,7 @@ func (a *app) nodeGetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(n, func(w io.Writer) error {
-				return renderNodes(w, []v1.Node{*n}, a.now())
-			})
+			return a.emit(n, func(w io.Writer) error { return renderNode(w, n, a.now()) })
 		}),
 	}
 }

@@ -75,15 +75,42 @@ func wantedWorkers(s *v1.ClusterSpec) int {
 	return n
 }
 
+// renderNodes prints the nodes table; PRECHECKS counts each node's results
+// as the console does (v1.PrecheckSummary).
 func renderNodes(w io.Writer, nodes []v1.Node, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tROLE\tPOOL\tSTATE\tADDRESS\tHEARTBEAT\tAGE\tMESSAGE")
+	fmt.Fprintln(tw, "NAME\tROLE\tPOOL\tSTATE\tADDRESS\tPRECHECKS\tHEARTBEAT\tAGE\tMESSAGE")
 	for _, n := range nodes {
 		hb := ""
 		if n.LastHeartbeat != nil {
 			hb = age(*n.LastHeartbeat, now) + " ago"
 		}
-		row(tw, n.Name, n.Role, n.Pool, n.State, n.Address, hb, age(n.CreatedAt, now), n.Message)
+		row(tw, n.Name, n.Role, n.Pool, n.State, n.Address, v1.PrecheckSummary(n.Prechecks), hb, age(n.CreatedAt, now), n.Message)
+	}
+	return tw.Flush()
+}
+
+// renderNode prints one node: its row, what its agent reported about the
+// host, and each precheck under the same count as the row.
+func renderNode(w io.Writer, n *v1.Node, now time.Time) error {
+	if err := renderNodes(w, []v1.Node{*n}, now); err != nil {
+		return err
+	}
+	if f := n.Facts; f != nil {
+		fmt.Fprintf(w, "\nHost: %s, %s, kernel %s, %s, %d CPU, %d MiB\n", orDash(f.Hostname), orDash(f.OS), orDash(f.Kernel),
+			orDash(f.Arch), f.CPUs, f.MemoryMiB)
+		for _, i := range f.Interfaces {
+			fmt.Fprintf(w, "  interface %s: %s\n", orDash(i.Name), orDash(strings.Join(i.Addresses, ", ")))
+		}
+	}
+	if len(n.Prechecks) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nPrechecks: %s\n", v1.PrecheckSummary(n.Prechecks))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tMESSAGE")
+	for _, r := range n.Prechecks {
+		row(tw, r.Name, r.Result, r.Message)
 	}
 	return tw.Flush()
 }
@@ -187,12 +214,15 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 		fmt.Fprintf(tw, "Cloud account:\t%s\n", orDash(s.CloudAccount))
 		fmt.Fprintf(tw, "Region:\t%s\n", orDash(s.Region))
 	}
+	if in := c.Status.Installed; in != nil {
+		fmt.Fprintf(tw, "Distribution:\t%s (kubelet %s, CNI %s)\n", orDash(in.Distribution), in.Kubelet, in.CNI)
+	}
 	fmt.Fprintf(tw, "Kubernetes:\t%s\n", orDash(s.KubernetesVersion))
 	if s.Profile.Name != "" {
 		fmt.Fprintf(tw, "Profile:\t%s v%d\n", s.Profile.Name, s.Profile.Version)
 	}
 	fmt.Fprintf(tw, "Network:\tpods %s, services %s, CNI %s\n",
-		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), orDash(s.Network.CNI))
+		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), installedCNI(c))
 	cp := fmt.Sprintf("%d (%d present)", s.ControlPlane.Size, c.Status.Nodes.ControlPlane)
 	if s.ControlPlane.Dedicated {
 		cp += ", dedicated"
@@ -214,6 +244,9 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c.Hollow() {
+		fmt.Fprintf(w, "\n%s\n", c.Status.Installed.Message)
 	}
 
 	fmt.Fprintln(w, "\nWorker pools:")
@@ -238,6 +271,23 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	fmt.Fprintln(w, "\nEvents:")
 	return renderEvents(w, d.Events, now)
+}
+
+// installedCNI is the pod network installed on the cluster's nodes, and
+// the spec's when that is not what is installed.
+func installedCNI(c *v1.Cluster) string {
+	want := c.Spec.Network.CNI
+	in := c.Status.Installed
+	if in == nil || in.CNI == want {
+		return orDash(want)
+	}
+	if want == "" {
+		return in.CNI
+	}
+	if in.Distribution == "" {
+		return fmt.Sprintf("%s (spec.network.cni %s is not installed: the %s provider installs no distribution)", in.CNI, want, orDash(c.Spec.Provider))
+	}
+	return fmt.Sprintf("%s (spec.network.cni %s is not installed by the %s distribution)", in.CNI, want, in.Distribution)
 }
 
 func labels(m map[string]string) string {

@@ -65,6 +65,8 @@ func sampleCluster() v1.Cluster {
 			Nodes:             v1.NodeCounts{ControlPlane: 1, Workers: 3, Ready: 4},
 			CreatedAt:         t0,
 			UpdatedAt:         t0.Add(time.Minute),
+			Installed: &v1.Installed{Distribution: v1.DistroLocal, Kubelet: v1.KubeletHollow, CNI: v1.CNINone,
+				Message: "Hollow nodes: no container runs."},
 		},
 	}
 }
@@ -72,7 +74,14 @@ func sampleCluster() v1.Cluster {
 func sampleNodes() []v1.Node {
 	return []v1.Node{
 		{Name: "dev-cp-0", Role: v1.RoleControlPlane, State: v1.NodeReady, Address: "10.0.0.2",
-			LastHeartbeat: at(90*time.Minute - 5*time.Second), CreatedAt: t0},
+			LastHeartbeat: at(90*time.Minute - 5*time.Second), CreatedAt: t0,
+			Facts: &v1.NodeFacts{Hostname: "dev-cp-0", OS: "Debian GNU/Linux 12 (bookworm)", Kernel: "6.1.0-25-amd64", Arch: "amd64",
+				CPUs: 2, MemoryMiB: 3900, Interfaces: []v1.Interface{{Name: "lo", Addresses: []string{"127.0.0.2/8"}}}},
+			Prechecks: []v1.PrecheckResult{
+				{Name: "os", Result: v1.PrecheckNotApplicable, Message: "not applicable: this node is a process"},
+				{Name: "hostname", Result: v1.PrecheckPass, Message: `"dev-cp-0" is a valid node name`},
+				{Name: "time-skew", Result: v1.PrecheckWarn, Message: "the clock differs by 600ms"},
+			}},
 		{Name: "dev-default-0", Role: v1.RoleWorker, Pool: "default", State: v1.NodeProvisioning,
 			Address: "10.0.0.3", Message: "installing kubelet", CreatedAt: t0.Add(time.Minute)},
 	}
@@ -159,6 +168,7 @@ func TestRender(t *testing.T) {
 		{"clusters.json", "json", v1.List[v1.Cluster]{Value: []v1.Cluster{cl}}, nil},
 		{"cluster.yaml", "yaml", cl, nil},
 		{"nodes.table", "table", nil, func(w io.Writer) error { return renderNodes(w, sampleNodes(), now) }},
+		{"node.table", "table", nil, func(w io.Writer) error { return renderNode(w, &sampleNodes()[0], now) }},
 		{"operation.table", "table", nil, func(w io.Writer) error { return renderOperation(w, sampleOperation(), now) }},
 		{"operation-canceled-retry.table", "table", nil, func(w io.Writer) error { return renderOperation(w, canceledRetry(), now) }},
 		{"operation-forced.table", "table", nil, func(w io.Writer) error { return renderOperation(w, forcedDelete(), now) }},

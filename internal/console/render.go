@@ -80,6 +80,23 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"canConfigure": func(n v1.Node) bool { return n.State == v1.NodeApproved || n.State == v1.NodeConfigured },
+	"prechecks":    v1.PrecheckSummary, // a node's results counted as every client counts them
+	"checkClass":   precheckClass,
+}
+
+// precheckClass is the CSS class of a node's prechecks: bad when one
+// failed, warn when one warns, ok otherwise.
+func precheckClass(checks []v1.PrecheckResult) string {
+	class := "ok"
+	for _, c := range checks {
+		switch c.Result {
+		case v1.PrecheckFail:
+			return "bad"
+		case v1.PrecheckWarn:
+			class = "warn"
+		}
+	}
+	return class
 }
 
 // stateClass is the CSS class of a state: ok, bad, busy, wait or warn.

@@ -137,7 +137,8 @@ func (d *Daemon) localVersions(ctx context.Context) []string {
 
 // agentCommand is the process of a local machine: kiln-agent run, joining
 // its cluster with the credentials and passphrase written into the machine's
-// dir (mode 0600), as the machine's node, bound to the machine's address.
+// dir (mode 0600), as the machine's node, bound to the machine's address,
+// named after the machine, with the machine's root as its private root.
 func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
 	if d.gw == nil {
 		return nil, errors.New("the local provider needs this kilnd to serve the agent gateway (--role all)")
@@ -160,6 +161,10 @@ func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
 		"--node-name", m.Name,
 		"--root", m.Root,
 		"--bind-address", m.Address,
+		// The node is a process here: its name is its machine's, its
+		// address its loopback address, its root private.
+		"--hostname", m.Name,
+		"--private-root",
 	}
 	if d.cfg.KubeBinary != "" {
 		args = append(args, "--kube-binary", d.cfg.KubeBinary)

@@ -3,7 +3,11 @@
 // kubeadm).
 package distro
 
-import "slices"
+import (
+	"slices"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
 
 // localVersions are the versions of kiln-kube that `make kube` builds (the
 // Makefile's KUBE_VERSIONS: bin/kiln-kube-VERSION), oldest first.
@@ -23,3 +27,30 @@ var kubeadmVersions = []string{"v1.34.4", "v1.35.4", "v1.36.3"}
 // repository of pkgs.k8s.io for v1.36.3), so a version offered here must be
 // a published kubeadm release.
 func KubeadmVersions() []string { return slices.Clone(kubeadmVersions) }
+
+// Messages of Installed: what the nodes of each distribution are.
+const (
+	hollowMessage = "Hollow nodes: each node runs real Kubernetes components with a hollow kubelet " +
+		"(real kubelet code, simulated container runtime). Pods are scheduled and reported Running, but no " +
+		"container runs: every pod reports the IP 192.168.192.168, a Job's pods never finish, no pod network " +
+		"(CNI) is installed, and kubectl logs, exec and port-forward do not work. For scale tests and trying " +
+		"Kiln on machines without Docker (docs/distro-local.md)."
+	realMessage = "Real nodes: containerd, runc and a kubelet installed with kubeadm; pods run as containers " +
+		"on the pod network."
+	noneMessage = "Simulated machines: no Kubernetes runs on them (the sim provider, for tests and benchmarks)."
+)
+
+// Installed says what spec's distribution installs on each node: the
+// cluster's status.installed. The local distribution runs hollow kubelets
+// and installs no pod network, whatever spec.network.cni says; kubeadm
+// installs real kubelets and the CNI the spec names.
+func Installed(spec *v1.ClusterSpec) *v1.Installed {
+	switch spec.Distribution {
+	case v1.DistroLocal:
+		return &v1.Installed{Distribution: v1.DistroLocal, Kubelet: v1.KubeletHollow, CNI: v1.CNINone, Message: hollowMessage}
+	case v1.DistroKubeadm:
+		return &v1.Installed{Distribution: v1.DistroKubeadm, Kubelet: v1.KubeletReal, CNI: spec.Network.CNI,
+			Message: realMessage + " CNI: " + spec.Network.CNI + "."}
+	}
+	return &v1.Installed{Distribution: spec.Distribution, Kubelet: v1.KubeletNone, CNI: v1.CNINone, Message: noneMessage}
+}

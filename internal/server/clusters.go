@@ -7,18 +7,23 @@ import (
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
 
+// clusterOut is a cluster as the API answers it: with what its
+// distribution installs (status.installed), derived from its spec.
 func clusterOut(cl *store.Cluster) v1.Cluster {
-	return v1.Cluster{
+	out := v1.Cluster{
 		Name:   cl.Name,
 		ID:     clusterPath(cl.Project, cl.Name),
 		ETag:   cl.ETag,
 		Spec:   cl.Spec,
 		Status: cl.Status,
 	}
+	out.Status.Installed = distro.Installed(&cl.Spec)
+	return out
 }
 
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {

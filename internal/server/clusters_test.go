@@ -43,6 +43,49 @@ func TestClusterDefaults(t *testing.T) {
 	}
 }
 
+// Every answer says what the cluster's distribution installs on its nodes:
+// hollow kubelets and no pod network for local (whatever spec.network.cni
+// says), real kubelets and the spec's CNI for kubeadm, nothing for sim.
+func TestClusterInstalled(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	for _, tc := range []struct {
+		name, body string
+		want       v1.Installed
+	}{
+		{"local", minimal, v1.Installed{Distribution: "local", Kubelet: v1.KubeletHollow, CNI: v1.CNINone}},
+		{"cilium", `{"spec": {"network": {"cni": "cilium"}}}`, v1.Installed{Distribution: "local", Kubelet: v1.KubeletHollow, CNI: v1.CNINone}},
+		{"sim", `{"spec": {"provider": "sim"}}`, v1.Installed{Kubelet: v1.KubeletNone, CNI: v1.CNINone}},
+		{"kubeadm", `{"spec": {"provider": "edge", "distribution": "kubeadm", "kubernetesVersion": "v1.35.4", "network": {"cni": "cilium"}}}`,
+			v1.Installed{Distribution: "kubeadm", Kubelet: v1.KubeletReal, CNI: "cilium"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			created, _ := h.createCluster("p", tc.name, tc.body)
+			var got v1.Cluster
+			h.must(http.StatusOK, "GET", "/v1/projects/p/clusters/"+tc.name, "").decode(t, &got)
+			for _, cl := range []v1.Cluster{created, got} {
+				in := cl.Status.Installed
+				if in == nil || in.Message == "" {
+					t.Fatalf("status.installed = %+v, want it with a message", in)
+				}
+				if diff := cmp.Diff(tc.want, *in, cmpopts.IgnoreFields(v1.Installed{}, "Message")); diff != "" {
+					t.Errorf("status.installed (-want +got):\n%s", diff)
+				}
+				if cl.Hollow() != (tc.want.Kubelet == v1.KubeletHollow) {
+					t.Errorf("Hollow() = %v for %+v", cl.Hollow(), in)
+				}
+			}
+		})
+	}
+	var list v1.List[v1.Cluster]
+	h.must(http.StatusOK, "GET", "/v1/projects/p/clusters", "").decode(t, &list)
+	for _, cl := range list.Value {
+		if cl.Status.Installed == nil {
+			t.Errorf("listed cluster %s has no status.installed", cl.Name)
+		}
+	}
+}
+
 func TestClusterLifecycle(t *testing.T) {
 	h := newHarness(t, nil)
 	h.project("p")

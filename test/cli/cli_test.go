@@ -125,6 +125,11 @@ func TestScripts(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				d.Shutdown(ctx)
+				// Local machines outlive kilnd by design; a script's must
+				// not outlive the script.
+				for _, p := range kilndtest.KillProcessesUnder(dataDir) {
+					env.T().Log("killed a process the script left: " + p)
+				}
 			})
 			// The server is known; logging in is each script's business.
 			// kilnd serves HTTPS from the CA it made in its data dir.

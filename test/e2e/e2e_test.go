@@ -13,10 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -257,28 +255,12 @@ func (e *env) serverVersion(cluster string) string {
 }
 
 // processesUnder lists the processes whose command line mentions dir.
-func processesUnder(dir string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte(dir)) {
-			continue
-		}
-		found = append(found, ent.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-	}
-	return found
-}
+func processesUnder(dir string) []string { return kilndtest.ProcessesUnder(dir) }
 
 // killProcessesUnder SIGKILLs every process whose command line mentions dir.
 func killProcessesUnder(t testing.TB, dir string) {
-	for _, p := range processesUnder(dir) {
-		pid, _, _ := strings.Cut(p, ":")
-		if n, err := strconv.Atoi(pid); err == nil {
-			if err := syscall.Kill(n, syscall.SIGKILL); err == nil {
-				t.Logf("killed a process the test left: %s", p)
-			}
-		}
+	for _, p := range kilndtest.KillProcessesUnder(dir) {
+		t.Logf("killed a process the test left: %s", p)
 	}
 }
 

@@ -61,6 +61,23 @@ func TestLocalCluster(t *testing.T) {
 		if n.State != v1.NodeReady {
 			t.Errorf("node %s is %s in Kiln", n.Name, n.State)
 		}
+		// Each node is what it is: a process here, named after its machine,
+		// on its own loopback address, and says it is hollow.
+		if f := n.Facts; f == nil || f.Hostname != n.Name || len(f.Interfaces) != 1 ||
+			!slices.Equal(f.Interfaces[0].Addresses, []string{n.Address + "/8"}) || !strings.HasPrefix(n.Address, "127.0.0.") {
+			t.Errorf("node %s at %s reports facts %+v, want its own name and only its address", n.Name, n.Address, n.Facts)
+		}
+		if got := v1.PrecheckSummary(n.Prechecks); got != "5 passed, 3 n/a" {
+			t.Errorf("node %s prechecks %q, want 5 passed, 3 n/a: %+v", n.Name, got, n.Prechecks)
+		}
+		if nodes[n.Name].Metadata.Labels["kiln.dev/hollow"] != "true" {
+			t.Errorf("node %s in Kubernetes has labels %v, want kiln.dev/hollow=true", n.Name, nodes[n.Name].Metadata.Labels)
+		}
+	}
+	if cl, err := e.c.GetCluster(t.Context(), "default", "demo"); err != nil {
+		t.Error(err)
+	} else if !cl.Hollow() {
+		t.Errorf("status.installed %+v, want hollow", cl.Status.Installed)
 	}
 	if lines, _, err := e.c.NodeLogs(t.Context(), "default", "demo", "demo-cp-0", ""); err != nil || len(lines) == 0 {
 		t.Errorf("node logs of demo-cp-0: %d lines, %v", len(lines), err)

@@ -26,6 +26,11 @@ type Options struct {
 	Proc     string // "" means /proc
 	Sys      string // "" means /sys
 	Hostname string // "" means os.Hostname()
+	// Address, when set, is the node's one address: a process node on a
+	// host it shares, bound to 127.0.0.N (the local provider's machines).
+	// Interfaces then holds only it, on the host's interface whose network
+	// holds it (127.0.0.N/8 on lo), not the host's other interfaces.
+	Address string
 }
 
 // Gather returns the host's facts. What cannot be read is left empty: facts
@@ -51,7 +56,11 @@ func Gather(o Options) v1.NodeFacts {
 	if f.Hostname == "" {
 		f.Hostname, _ = os.Hostname()
 	}
-	f.Interfaces = interfaces()
+	if o.Address != "" {
+		f.Interfaces = ownAddress(o.Address)
+	} else {
+		f.Interfaces = interfaces()
+	}
 	f.Disks = disks(o.Sys, o.Proc)
 	return f
 }
@@ -112,6 +121,31 @@ func interfaces() []v1.Interface {
 		out = append(out, x)
 	}
 	return out
+}
+
+// ownAddress is addr as the node's one interface: on the host's interface
+// whose network holds it, with that network's prefix length; on an
+// unnamed interface with a host prefix when none does.
+func ownAddress(addr string) []v1.Interface {
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		return nil
+	}
+	itfs, _ := net.Interfaces()
+	for _, itf := range itfs {
+		addrs, _ := itf.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.Contains(ip) {
+				ones, _ := n.Mask.Size()
+				return []v1.Interface{{Name: itf.Name, Addresses: []string{ip.String() + "/" + strconv.Itoa(ones)}}}
+			}
+		}
+	}
+	bits := 128
+	if ip.To4() != nil {
+		bits = 32
+	}
+	return []v1.Interface{{Addresses: []string{ip.String() + "/" + strconv.Itoa(bits)}}}
 }
 
 // disks lists whole block devices from /sys/block (size in 512-byte

@@ -40,3 +40,17 @@ func TestGather(t *testing.T) {
 		t.Errorf("disks from /proc/partitions %+v", f.Disks)
 	}
 }
+
+// A process node bound to its own loopback address (a local machine)
+// reports that address only, on the host's loopback interface, and the
+// name it was given.
+func TestGatherOwnAddress(t *testing.T) {
+	f := Gather(Options{Hostname: "demo-cp-0", Address: "127.0.0.7"})
+	if f.Hostname != "demo-cp-0" {
+		t.Errorf("hostname %q, want demo-cp-0", f.Hostname)
+	}
+	if len(f.Interfaces) != 1 || f.Interfaces[0].Name == "" || len(f.Interfaces[0].Addresses) != 1 ||
+		f.Interfaces[0].Addresses[0] != "127.0.0.7/8" {
+		t.Errorf("interfaces %+v, want only 127.0.0.7/8 on the loopback interface", f.Interfaces)
+	}
+}

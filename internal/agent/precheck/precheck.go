@@ -24,9 +24,10 @@ import (
 
 // Results.
 const (
-	Pass = "pass"
-	Warn = "warn"
-	Fail = "fail"
+	Pass          = "pass"
+	Warn          = "warn"
+	Fail          = "fail"
+	NotApplicable = "n/a"
 )
 
 // Check names, in the order Run reports them.
@@ -61,12 +62,31 @@ type Host struct {
 	// Root is the directory host files are read under: /etc/os-release is
 	// Root/etc/os-release. "" means "/".
 	Root string
-	// Proc is the proc filesystem; "" means Root/proc.
+	// Proc is the proc filesystem; "" means Root/proc, or /proc with
+	// PrivateRoot.
 	Proc string
 	// Hostname is the host's name; "" means os.Hostname().
 	Hostname string
 	// Ports finds who holds a port; nil means SystemPorts{Proc: Proc}.
 	Ports PortProber
+	// PrivateRoot says the node is a process with Root as its own
+	// directory on a host it shares with other nodes (the local provider's
+	// machines): the host's files are not under Root and its processes are
+	// other nodes' too, so the checks of them (privateRootNA) are reported
+	// NotApplicable, saying why, and previous-install looks at Root's
+	// directories only.
+	PrivateRoot bool
+}
+
+// privateRootNA says why each check that makes no sense for a node with
+// a private root (Host.PrivateRoot) does not apply to it.
+var privateRootNA = map[string]string{
+	CheckOS: "not applicable: this node is a process with its own root directory on a host it shares; it installs " +
+		"no packages, so which distribution the host runs does not matter (its facts name this host's OS)",
+	CheckDNSPort: "not applicable: this node is a process on a host it shares with other nodes, serving on its own " +
+		"address; it runs no cluster DNS on the host's port 53",
+	CheckResolvConf: "not applicable: this node is a process with its own root directory, which holds no " +
+		"/etc/resolv.conf; no container and no cluster DNS on it copies one",
 }
 
 // Config is what Run checks and against what. The zero Config checks this
@@ -135,7 +155,11 @@ func newEnv(cfg Config) *env {
 	if e.root == "" {
 		e.root = "/"
 	}
-	if e.proc == "" {
+	switch {
+	case e.proc != "":
+	case cfg.Host.PrivateRoot: // the kernel's view is the host's
+		e.proc = "/proc"
+	default:
 		e.proc = filepath.Join(e.root, "proc")
 	}
 	if e.Host.Ports == nil {
@@ -172,7 +196,9 @@ func (e *env) hostname() (string, error) {
 
 // Run runs every check not skipped, each under its own timeout, at the same
 // time, and returns the results in the order of Names. A check that does not
-// finish within its timeout fails with a message saying so.
+// finish within its timeout fails with a message saying so. With
+// Host.PrivateRoot, the checks that do not apply are not run: they are
+// NotApplicable with the reason.
 func Run(ctx context.Context, cfg Config) []v1.PrecheckResult {
 	e := newEnv(cfg)
 	type slot struct {
@@ -186,6 +212,10 @@ func Run(ctx context.Context, cfg Config) []v1.PrecheckResult {
 		}
 		s := slot{name: c.name, done: make(chan v1.PrecheckResult, 1)}
 		slots = append(slots, s)
+		if why := privateRootNA[c.name]; cfg.Host.PrivateRoot && why != "" {
+			s.done <- v1.PrecheckResult{Name: c.name, Result: NotApplicable, Message: why}
+			continue
+		}
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, e.Timeout)
 			defer cancel()

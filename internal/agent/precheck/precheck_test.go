@@ -84,3 +84,36 @@ func TestRunCanceled(t *testing.T) {
 		}
 	}
 }
+
+// A node that is a process with a private root (a local machine): the
+// checks of the host's files are not applicable and say why, the host's
+// /proc is the kernel's view (here a fixture), and a previous installation
+// is looked for in the node's root only, so other nodes' kubelets on the
+// same host do not count. Nothing is a warning.
+func TestRunPrivateRoot(t *testing.T) {
+	srv := controller(t, http.StatusOK, t1)
+	root := t.TempDir() // the machine's root: no etc/os-release, no resolv.conf, no proc
+	proc := tree(t, map[string]string{"1/comm": "systemd\n", "70/comm": "kubelet\n", "71/comm": "etcd\n"})
+	cfg := Config{Host: Host{Root: root, Proc: proc, Hostname: "demo-cp-0", PrivateRoot: true, Ports: emptyPorts{}},
+		Controller: srv.URL, Now: func() time.Time { return t1 }}
+	got := map[string]v1.PrecheckResult{}
+	for _, r := range Run(t.Context(), cfg) {
+		got[r.Name] = r
+	}
+	for _, name := range []string{CheckOS, CheckDNSPort, CheckResolvConf} {
+		expect(t, got[name], NotApplicable, "not applicable: this node is a process")
+	}
+	expect(t, got[CheckHostname], Pass, "demo-cp-0")
+	expect(t, got[CheckPreviousInstall], Pass, "under this node's root "+root, "processes are not checked")
+	for _, name := range []string{CheckFirewall, CheckController, CheckTimeSkew} {
+		expect(t, got[name], Pass)
+	}
+	if len(got) != len(Names()) {
+		t.Errorf("%d results, want %d", len(got), len(Names()))
+	}
+
+	// Without Proc, the host's /proc, not ROOT/proc.
+	if e := newEnv(Config{Host: Host{Root: root, PrivateRoot: true}}); e.proc != "/proc" {
+		t.Errorf("proc = %s, want the host's /proc", e.proc)
+	}
+}

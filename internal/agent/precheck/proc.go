@@ -71,9 +71,12 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 			found = append(found, filepath.Join(dir, rel))
 		}
 	}
-	procs, err := processes(ctx, e.proc)
-	if err != nil {
-		return warn("cannot list processes (%v): check by hand that no kubelet, kube-apiserver or etcd is running", err)
+	var procs []process
+	if !e.Host.PrivateRoot { // otherwise the host's processes are other nodes' too
+		var err error
+		if procs, err = processes(ctx, e.proc); err != nil {
+			return warn("cannot list processes (%v): check by hand that no kubelet, kube-apiserver or etcd is running", err)
+		}
 	}
 	var running, runtime []string
 	for _, p := range procs {
@@ -101,6 +104,10 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 	case len(runtime) > 0:
 		return warn("%s is running: Kiln configures containerd itself; if it belongs to Docker or another "+
 			"installation, its settings (cgroup driver, sandbox image) will be replaced", strings.Join(runtime, ", "))
+	}
+	if e.Host.PrivateRoot {
+		return pass("no previous installation under this node's root %s: %s are empty or absent (processes are not "+
+			"checked: this host's are other nodes' too)", e.root, strings.Join(e.StateDirs, ", "))
 	}
 	return pass("no previous installation: %s are empty or absent and no Kubernetes process runs", strings.Join(e.StateDirs, ", "))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,21 @@ func TestSpecHashCoversTheProgram(t *testing.T) {
 	a, b := specs(p, "/root", "/bin/kiln-kube-v1.35.4"), specs(p, "/root", "/bin/kiln-kube-v1.36.3")
 	if a[0].hash == b[0].hash {
 		t.Errorf("the same hash %s for two programs", a[0].hash)
+	}
+}
+
+// Every kubelet labels its node as hollow, so Kubernetes itself says so
+// (kubectl get nodes -L kiln.dev/hollow).
+func TestKubeletLabelsTheNodeHollow(t *testing.T) {
+	for _, n := range []Node{{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}, {Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"}} {
+		p, err := BuildInstall(testInput(t, newTestCA(t), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := specs(p, "/root", "/bin/kiln-kube")
+		kubelet := all[len(all)-1]
+		if i := slices.Index(kubelet.args, "--node-labels"); kubelet.name != Kubelet || i < 0 || kubelet.args[i+1] != HollowLabel+"=true" {
+			t.Errorf("%s: %s %v, want --node-labels %s=true", n.Name, kubelet.name, kubelet.args, HollowLabel)
+		}
 	}
 }

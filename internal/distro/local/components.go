@@ -22,6 +22,10 @@ const (
 	Kubelet           = "kubelet"
 )
 
+// HollowLabel is on every node of the local distribution (value "true"):
+// its kubelet is hollow, no container runs on it.
+const HollowLabel = "kiln.dev/hollow"
+
 // allComponents in start order.
 var allComponents = []string{Etcd, APIServer, ControllerManager, Scheduler, Kubelet}
 
@@ -124,12 +128,14 @@ func specs(p InstallParams, root, binary string) []spec {
 
 	// Role labels are not set here: NodeRestriction refuses
 	// node-role.kubernetes.io labels from a kubelet; the plan sets them.
+	// HollowLabel says in Kubernetes what the node is.
 	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, args: []string{
 		"--name", p.Node.Name,
 		"--kubeconfig", f(FileKubeletConf),
 		"--root-dir", f(dirKubelet),
 		"--address", addr, "--node-ip", addr,
 		"--kubelet-port", fmt.Sprint(KubeletPort), "--kubelet-read-only-port", "0",
+		"--node-labels", HollowLabel + "=true",
 	}}
 	if len(p.Taints) > 0 {
 		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))

@@ -186,6 +186,9 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 	if _, ok := w.Labels["node-role.kubernetes.io/worker"]; err != nil || !ok {
 		t.Errorf("worker after label: %+v, %v", w.Labels, err)
 	}
+	if err == nil && w.Labels[HollowLabel] != "true" {
+		t.Errorf("worker labels %v, want %s=true from its kubelet", w.Labels, HollowLabel)
+	}
 	if got := cpRec.logLines(APIServer); got == 0 {
 		t.Errorf("no apiserver log line forwarded")
 	}

@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/facts"
+	"kiln.dev/kiln/internal/agent/precheck"
+)
+
+// host is what the agent checks and reports about the machine it is:
+// JoinOptions' and RunOptions' Root, Hostname, PrivateRoot and BindAddress.
+type host struct {
+	root, hostname, bind string
+	private              bool
+}
+
+// prechecks runs the host prechecks against controller.
+func (h host) prechecks(ctx context.Context, controller string, client *http.Client) []v1.PrecheckResult {
+	return precheck.Run(ctx, precheck.Config{
+		Host:       precheck.Host{Root: h.root, Hostname: h.hostname, PrivateRoot: h.private},
+		Controller: controller, HTTPClient: client})
+}
+
+// facts gathers the node's facts. A node with a private root is a process
+// on this host: its OS is the host's (not read under its root) and its one
+// address is the one it is bound to.
+func (h host) facts() v1.NodeFacts {
+	o := facts.Options{Root: h.root, Hostname: h.hostname}
+	if h.private {
+		o.Root, o.Address = "", h.bind
+	}
+	return facts.Gather(o)
+}
