@@ -51,7 +51,7 @@ func prechecksText(t *testing.T, p page, node string) string {
 			continue
 		}
 		for d := range n.Descendants() {
-			if d.Type == html.ElementNode && hasAttr(d, "data-prechecks") && d.FirstChild != nil {
+			if d.Type == html.ElementNode && hasAttr(d, "data-prechecks", "") && d.FirstChild != nil {
 				return d.FirstChild.Data
 			}
 		}
@@ -60,11 +60,3 @@ func prechecksText(t *testing.T, p page, node string) string {
 	return ""
 }
 
-func hasAttr(n *html.Node, key string) bool {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return true
-		}
-	}
-	return false
-}
