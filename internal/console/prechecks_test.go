@@ -59,4 +59,3 @@ func prechecksText(t *testing.T, p page, node string) string {
 	t.Errorf("no prechecks count for node %q on the page", node)
 	return ""
 }
-
