@@ -79,3 +79,52 @@ func BenchmarkClaim(b *testing.B) {
 	storetest.SeedClusters(b, raw, 10000, 100)
 	storetest.Claim(b, s)
 }
+
+// TestHistoryPlans pins the plans of the lists of a cluster's operations
+// and events: each is a search of its index by project, cluster, uid and
+// id, in id order, never a scan.
+func TestHistoryPlans(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.SeedHistory(t, db, 10000, 20000)
+	if _, err := db.Exec(`ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	queries := s.(interface{ HistoryQueries() []string }).HistoryQueries()
+	for i, index := range []string{"operations_cluster", "events_cluster"} {
+		rows, err := db.Query(`EXPLAIN QUERY PLAN `+queries[i], "hist", "c-7", "u-7", "", 101)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(plan, "\n")
+		t.Logf("%s plan:\n%s", index, got)
+		if want := "USING INDEX " + index + " (project=? AND cluster=? AND cluster_uid=? AND id>?)"; !strings.Contains(got, want) {
+			t.Errorf("%s plan lacks %q:\n%s", index, want, got)
+		}
+		if strings.Contains(got, "SCAN") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s plan scans or sorts:\n%s", index, got)
+		}
+	}
+}
