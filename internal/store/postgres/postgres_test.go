@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"os"
 	"strings"
@@ -113,23 +114,7 @@ func TestClaimPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback() // EXPLAIN ANALYZE runs the update
-	rows, err := tx.QueryContext(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q, "w", now+1, now, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
-	got := strings.Join(plan, "\n")
+	got := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q, "w", now+1, now, now)
 	t.Logf("claim plan:\n%s", got)
 	for _, want := range []string{"Index Scan using clusters_claim", "Index Scan using clusters_pkey", "LockRows"} {
 		if !strings.Contains(got, want) {
@@ -155,23 +140,7 @@ func TestHistoryPlans(t *testing.T) {
 		index string
 		after any
 	}{{"operations_cluster", ""}, {"events_cluster", 0}} {
-		rows, err := db.QueryContext(t.Context(), "EXPLAIN (COSTS OFF) "+queries[i], "hist", "c-7", "u-7", tc.after, 101)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "\n")
+		got := explain(t, db, "EXPLAIN (COSTS OFF) "+queries[i], "hist", "c-7", "u-7", tc.after, 101)
 		t.Logf("%s plan:\n%s", tc.index, got)
 		if !strings.Contains(got, "Index Scan using "+tc.index) {
 			t.Errorf("%s plan does not scan its index:\n%s", tc.index, got)
@@ -180,6 +149,30 @@ func TestHistoryPlans(t *testing.T) {
 			t.Errorf("%s plan scans the table or sorts:\n%s", tc.index, got)
 		}
 	}
+}
+
+// explain runs an EXPLAIN statement and returns its lines.
+func explain(t *testing.T, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, statement string, args ...any) string {
+	t.Helper()
+	rows, err := q.QueryContext(t.Context(), statement, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }
 
 // openWithRaw opens a store on a fresh database and a plain connection pool
