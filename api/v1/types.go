@@ -132,8 +132,12 @@ type Pack struct {
 
 // Cluster is what the user wants (Spec) and what is (Status).
 type Cluster struct {
-	Name   string        `json:"name"`
-	ID     string        `json:"id"`
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	// UID is the cluster's identity, given when it is created (a UUIDv7)
+	// and never changed: a cluster created later under the same name has
+	// another. Its operations, events and nodes are its own. Read-only.
+	UID    string        `json:"uid,omitempty"`
 	ETag   string        `json:"etag"`
 	Spec   ClusterSpec   `json:"spec"`
 	Status ClusterStatus `json:"status"`
@@ -482,7 +486,11 @@ type Operation struct {
 type OperationProperties struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
-	Steps  []Step `json:"steps"`
+	// TargetUID is the uid of the cluster the operation changes (Target
+	// names it), so that an operation of a deleted cluster is told from
+	// one of a cluster created later under its name.
+	TargetUID string `json:"targetUid,omitempty"`
+	Steps     []Step `json:"steps"`
 	// RetryOf is the id of the Failed or Canceled operation this one
 	// retries (POST .../clusters/{c}/retry): the steps that operation had
 	// done are copied Succeeded or Skipped and not run again.

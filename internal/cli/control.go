@@ -133,8 +133,9 @@ func (a *app) clusterEventsCommand() *cobra.Command {
 		Long: `events prints the cluster's timeline, oldest first: every operation's start
 and end, every step's start and end (and retries, failures, cancels), every
 node state change, who asked to cancel or retry, and what an agent reported.
-Events outlive the cluster: a deleted cluster's are listed too. --limit N
-shows the newest N.`,
+Events outlive the cluster: a deleted cluster's are listed too, until a
+cluster is created again under its name, which starts with none of them.
+--limit N shows the newest N.`,
 		Example: "  kiln cluster events dev\n  kiln cluster events dev --limit 20 -o json",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {

@@ -205,7 +205,7 @@ func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict
 }
 
 func (c *Checker) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
-	e := &store.Event{Project: cl.Project, Cluster: cl.Name, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
+	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
 	if err := c.opts.Store.AppendEvent(ctx, e); err != nil {
 		c.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
 	}

@@ -27,7 +27,7 @@ const (
 // kubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
 // the node of every machine Ready. On the way it gives nodes their role
 // labels (kubelets may not set node-role labels themselves), writes the
-// kiln-system/kiln-cluster ConfigMap with the cluster's id, and marks node
+// kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
 // records READY as Kubernetes reports them Ready.
 func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
 	kc, err := x.kubeClient(ctx)
@@ -223,12 +223,13 @@ func missingLabels(have, want map[string]string) map[string]string {
 	return patch
 }
 
-// recordClusterID writes the cluster's id into kiln-system/kiln-cluster.
+// recordClusterID writes the cluster's id and uid into
+// kiln-system/kiln-cluster.
 func (x *run) recordClusterID(ctx context.Context, kc *kubeapi.Client) error {
 	if err := kc.EnsureNamespace(ctx, SystemNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", SystemNamespace, err)
 	}
-	data := map[string]string{"id": clusterID(x.cl.Key()), "name": x.cl.Name, "project": x.cl.Project}
+	data := map[string]string{"id": clusterID(x.cl.Key()), "uid": x.cl.UID, "name": x.cl.Name, "project": x.cl.Project}
 	if err := kc.ApplyConfigMap(ctx, SystemNamespace, ClusterConfigMap, data); err != nil {
 		return fmt.Errorf("configmap %s/%s: %w", SystemNamespace, ClusterConfigMap, err)
 	}

@@ -444,9 +444,10 @@ func (x *run) save(ctx context.Context, progress bool) error {
 	return nil
 }
 
-// newEvent is an event of this run's cluster and operation.
+// newEvent is an event of this run's cluster (by its uid: a late event
+// never lands on a cluster created later under its name) and operation.
 func (x *run) newEvent(typ, reason, msg string) *store.Event {
-	return &store.Event{Project: x.cl.Project, Cluster: x.cl.Name,
+	return &store.Event{Project: x.cl.Project, Cluster: x.cl.Name, ClusterUID: x.cl.UID,
 		Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: x.op.ID}}
 }
 

@@ -18,6 +18,7 @@ func clusterOut(cl *store.Cluster) v1.Cluster {
 	out := v1.Cluster{
 		Name:   cl.Name,
 		ID:     clusterPath(cl.Project, cl.Name),
+		UID:    cl.UID,
 		ETag:   cl.ETag,
 		Spec:   cl.Spec,
 		Status: cl.Status,
@@ -108,10 +109,11 @@ func (s *Server) patchCluster(w http.ResponseWriter, r *http.Request) error {
 
 // clusterSpec decodes a cluster body strictly, checks its name, applies
 // defaults and validates the spec, and, when the cluster exists, the
-// change. Read-only fields (id, etag, status) are ignored.
+// change. Read-only fields (id, uid, etag, status) are ignored.
 func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.Cluster) (v1.ClusterSpec, error) {
 	m = clone(m)
 	delete(m, "id")
+	delete(m, "uid")
 	delete(m, "etag")
 	delete(m, "status")
 	var in v1.Cluster

@@ -91,9 +91,9 @@ func TestClusterLifecycle(t *testing.T) {
 	h.project("p")
 	const path = "/v1/projects/p/clusters/c"
 
-	// Create: 201, the operation's URL, status read-only.
+	// Create: 201, the operation's URL, uid and status read-only.
 	r := h.must(http.StatusCreated, "PUT", path, `{"spec": {"workerPools": [{"name": "default", "size": 1}]},
-		"status": {"provisioningState": "Succeeded", "endpoint": "https://evil"}}`)
+		"uid": "evil", "status": {"provisioningState": "Succeeded", "endpoint": "https://evil"}}`)
 	var cl v1.Cluster
 	r.decode(t, &cl)
 	opID := cl.Status.CurrentOperation
@@ -102,6 +102,9 @@ func TestClusterLifecycle(t *testing.T) {
 	}
 	if opID != strings.ToLower(opID) || len(opID) != 36 || opID[14] != '7' {
 		t.Errorf("operation id %q is not a lower-case UUIDv7", opID)
+	}
+	if cl.UID != strings.ToLower(cl.UID) || len(cl.UID) != 36 || cl.UID[14] != '7' {
+		t.Errorf("cluster uid %q is not a lower-case UUIDv7", cl.UID)
 	}
 	wantHeaders := map[string]string{
 		"Azure-AsyncOperation": "/v1/operations/" + opID,
@@ -123,7 +126,7 @@ func TestClusterLifecycle(t *testing.T) {
 	h.must(http.StatusOK, "GET", "/v1/operations/"+opID, "").decode(t, &op)
 	wantOp := v1.Operation{
 		ID: "/v1/operations/" + opID, Name: opID, Status: v1.OpInProgress,
-		Properties: v1.OperationProperties{Kind: v1.KindCreate, Target: path, Steps: []v1.Step{
+		Properties: v1.OperationProperties{Kind: v1.KindCreate, Target: path, TargetUID: cl.UID, Steps: []v1.Step{
 			{Name: "validate-dynamic", State: v1.StepPending},
 			{Name: "ensure-network", State: v1.StepPending},
 			{Name: "ensure-control-plane-machines", State: v1.StepPending},
@@ -170,6 +173,9 @@ func TestClusterLifecycle(t *testing.T) {
 	r.decode(t, &upd)
 	if upd.ETag == got.ETag || upd.Status.ProvisioningState != v1.StateUpdating || upd.Spec.WorkerPools[0].Size != 3 {
 		t.Errorf("replace: etag %q (was %q), state %s, size %d", upd.ETag, got.ETag, upd.Status.ProvisioningState, upd.Spec.WorkerPools[0].Size)
+	}
+	if got.UID != cl.UID || upd.UID != cl.UID {
+		t.Errorf("uid after the create %q, after a replace %q; want %q kept", got.UID, upd.UID, cl.UID)
 	}
 	h.must(http.StatusOK, "GET", "/v1/operations/"+upd.Status.CurrentOperation, "").decode(t, &op)
 	if op.Properties.Kind != v1.KindUpdate {

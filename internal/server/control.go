@@ -38,7 +38,7 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 			msg += " at step " + step
 		}
 		msg += "; it stops at its next safe point"
-		ev := &store.Event{Project: op.Project, Cluster: op.Cluster, Event: v1.Event{Type: "Normal",
+		ev := &store.Event{Project: op.Project, Cluster: op.Cluster, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal",
 			Reason: "CancelRequested", Message: msg, Operation: op.ID}}
 		if err := s.store.AppendEvent(r.Context(), ev); err != nil {
 			s.log.WarnContext(r.Context(), "could not record the cancel request's event", "operation", op.ID, "err", err)
@@ -123,7 +123,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		if i := slices.IndexFunc(op.Steps, func(st v1.Step) bool { return st.State == v1.StepPending }); i >= 0 {
 			from = " from step " + op.Steps[i].Name
 		}
-		ev := &store.Event{Project: key.Project, Cluster: key.Name, Event: v1.Event{Type: "Normal", Reason: "RetryRequested",
+		ev := &store.Event{Project: key.Project, Cluster: key.Name, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal", Reason: "RetryRequested",
 			Operation: op.ID, Message: fmt.Sprintf("%s retried the %s %s operation %s as operation %s%s",
 				who, last.Status, last.Kind, last.ID, op.ID, from)}}
 		if err := s.store.AppendEvent(r.Context(), ev); err != nil {

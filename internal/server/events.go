@@ -9,7 +9,8 @@ import (
 
 // listEvents lists a cluster's timeline, oldest first. The project must
 // exist; the cluster need not, so the history of a deleted cluster stays
-// readable for as long as the store keeps it.
+// readable for as long as the store keeps it, until a cluster is created
+// again under its name: that one's timeline is its own.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	pg, err := page(r)
 	if err != nil {

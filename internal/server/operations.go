@@ -31,6 +31,7 @@ func operationOut(op *store.Operation) v1.Operation {
 		Properties: v1.OperationProperties{
 			Kind:            op.Kind,
 			Target:          clusterPath(op.Project, op.Cluster),
+			TargetUID:       op.ClusterUID,
 			Steps:           steps,
 			RetryOf:         op.RetryOf,
 			Force:           op.Force,
@@ -41,8 +42,9 @@ func operationOut(op *store.Operation) v1.Operation {
 }
 
 // listOperations lists a cluster's operations oldest first (ids are
-// UUIDv7, which sort by creation time). Like events, they outlive the
-// cluster.
+// UUIDv7, which sort by creation time): those of the cluster that has the
+// name, or when none has, of the last one deleted under it. Like events,
+// they outlive the cluster.
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 	pg, err := page(r)
 	if err != nil {

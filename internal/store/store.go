@@ -107,6 +107,11 @@ type Cluster struct {
 	// Lease and Dequeues are the store's; writers' values are ignored.
 	Lease    Lease
 	Dequeues int // claims since the last step that made progress
+	// UID is the cluster's identity, set by the store when it creates the
+	// record (a UUIDv7) and kept while the record lives: a cluster created
+	// again under the name of a deleted one has another. Its operations
+	// and events are filed under it. Writers' values are ignored.
+	UID string
 }
 
 // Key returns the cluster's key.
@@ -133,6 +138,9 @@ type Operation struct {
 	// CancelRequested is written only by RequestCancel; other writes keep
 	// it as stored.
 	CancelRequested *v1.CancelRequest
+	// ClusterUID is the UID of the cluster, set by BeginOperation: the
+	// operation is that cluster's, not its name's.
+	ClusterUID string
 }
 
 // Node is a node record.
@@ -155,10 +163,13 @@ type Profile struct {
 }
 
 // Event is one entry of a cluster's timeline. ID and Time are set by the
-// store when zero.
+// store when zero. ClusterUID files it under that cluster; when empty, the
+// store files it under the cluster that has the name now (or, when there is
+// none, the last one deleted under it) and sets it.
 type Event struct {
-	Project string
-	Cluster string
+	Project    string
+	Cluster    string
+	ClusterUID string
 	v1.Event
 }
 
@@ -196,7 +207,9 @@ type Store interface {
 	// status as given) and inserts op, in one transaction. It refuses with a
 	// *ConflictError when the stored cluster is Creating, Updating or
 	// Deleting. The written cluster's lease is free, its dequeue count zero,
-	// so a worker can claim it at once. cl.ETag is set to the new etag.
+	// so a worker can claim it at once. cl.ETag is set to the new etag,
+	// cl.UID and op.ClusterUID to the cluster's uid: a new one for a new
+	// record, the stored one for a replaced record.
 	BeginOperation(ctx context.Context, cl *Cluster, op *Operation, c Cond) error
 	// PutClusterStatus writes cl.Status, fenced by c.Fence; or, without a
 	// fence, conditioned on c.IfMatch for a cluster no operation runs on
@@ -221,6 +234,10 @@ type Store interface {
 	// CancelRequest is GetOperation(id).CancelRequested, reading nothing
 	// else.
 	CancelRequest(ctx context.Context, id string) (*v1.CancelRequest, error)
+	// ListOperations lists the operations of the cluster named k: the
+	// one that has the name now or, when none has, the last one deleted
+	// under it; never those of another cluster that had the name. A page
+	// token goes on with the cluster of the first page.
 	ListOperations(ctx context.Context, k Key, pg Page) ([]*Operation, string, error)
 	// SaveOperation writes op's status, steps and error, fenced by the lease
 	// of op's cluster. progress=true resets the cluster's dequeue count.
@@ -262,7 +279,10 @@ type Store interface {
 	ListProfiles(ctx context.Context, project string, pg Page) ([]*Profile, string, error)
 	DeleteProfile(ctx context.Context, project, name string, c Cond) error
 
-	// Events.
+	// Events. AppendEvent files e under e.ClusterUID, or when empty under
+	// the cluster named e.Cluster, as ListEvents reads it (and sets
+	// e.ClusterUID). ListEvents lists the events of the cluster named k as
+	// ListOperations lists its operations.
 	AppendEvent(ctx context.Context, e *Event) error
 	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
 

@@ -51,6 +51,11 @@ func TestLocalCluster(t *testing.T) {
 	if id := e.mustKubectl("demo", "get", "configmap", "-n", "kiln-system", "kiln-cluster", "-o", "jsonpath={.data.id}"); id != "/v1/projects/default/clusters/demo" {
 		t.Errorf("kiln-system/kiln-cluster id = %q", id)
 	}
+	if cl, err := e.c.GetCluster(t.Context(), "default", "demo"); err != nil {
+		t.Fatal(err)
+	} else if uid := e.mustKubectl("demo", "get", "configmap", "-n", "kiln-system", "kiln-cluster", "-o", "jsonpath={.data.uid}"); uid != cl.UID || uid == "" {
+		t.Errorf("kiln-system/kiln-cluster uid = %q, want the cluster's %q", uid, cl.UID)
+	}
 
 	// Kiln's own view agrees.
 	knodes, err := e.c.ListNodes(t.Context(), "default", "demo")

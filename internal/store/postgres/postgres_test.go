@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"os"
 	"strings"
@@ -54,28 +55,41 @@ func TestSecretsAtRest(t *testing.T) {
 }
 
 func TestNodeLivenessMigration(t *testing.T) {
+	reopen, downTo := migrating(t)
+	storetest.NodeLivenessMigration(t, reopen, downTo)
+}
+
+func TestClusterUIDMigration(t *testing.T) {
+	reopen, downTo := migrating(t)
+	storetest.ClusterUIDMigration(t, reopen, downTo)
+}
+
+// migrating returns, for a migration test, a function that opens the store
+// on one fresh database (applying every migration) and one that rolls that
+// database back to a version.
+func migrating(t *testing.T) (reopen func(t *testing.T) store.Store, downTo func(t *testing.T, version int64)) {
 	u := pgtest.FreshDB(t)
-	storetest.NodeLivenessMigration(t, func(t *testing.T) store.Store {
-		s, err := postgres.Open(t.Context(), u, sqlstore.WithClock(storetest.Now(t)))
-		if err != nil {
-			t.Fatal(err)
+	return func(t *testing.T) store.Store {
+			s, err := postgres.Open(t.Context(), u, sqlstore.WithClock(storetest.Now(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}, func(t *testing.T, version int64) {
+			db, err := sql.Open("pgx", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.DownTo(t.Context(), version); err != nil {
+				t.Fatal(err)
+			}
 		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}, func(t *testing.T, version int64) {
-		db, err := sql.Open("pgx", u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.DownTo(t.Context(), version); err != nil {
-			t.Fatal(err)
-		}
-	})
 }
 
 // TestReopen: migrations apply once; data survives a reopen.
@@ -100,10 +114,53 @@ func TestClaimPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback() // EXPLAIN ANALYZE runs the update
-	rows, err := tx.QueryContext(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q, "w", now+1, now, now)
+	got := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+q, "w", now+1, now, now)
+	t.Logf("claim plan:\n%s", got)
+	for _, want := range []string{"Index Scan using clusters_claim", "Index Scan using clusters_pkey", "LockRows"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("claim plan lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Seq Scan") {
+		t.Errorf("claim plan scans the clusters table:\n%s", got)
+	}
+}
+
+// TestHistoryPlans pins the plans of the lists of a cluster's operations
+// and events: each an index scan of its index by project, cluster, uid and
+// id, in id order, without a sort.
+func TestHistoryPlans(t *testing.T) {
+	s, db := openWithRaw(t)
+	storetest.SeedHistory(t, db, 10000, 20000)
+	if _, err := db.ExecContext(t.Context(), `ANALYZE operations, events`); err != nil {
+		t.Fatal(err)
+	}
+	queries := s.(interface{ HistoryQueries() []string }).HistoryQueries()
+	for i, tc := range []struct {
+		index string
+		after any
+	}{{"operations_cluster", ""}, {"events_cluster", 0}} {
+		got := explain(t, db, "EXPLAIN (COSTS OFF) "+queries[i], "hist", "c-7", "u-7", tc.after, 101)
+		t.Logf("%s plan:\n%s", tc.index, got)
+		if !strings.Contains(got, "Index Scan using "+tc.index) {
+			t.Errorf("%s plan does not scan its index:\n%s", tc.index, got)
+		}
+		if strings.Contains(got, "Seq Scan") || strings.Contains(got, "Sort") {
+			t.Errorf("%s plan scans the table or sorts:\n%s", tc.index, got)
+		}
+	}
+}
+
+// explain runs an EXPLAIN statement and returns its lines.
+func explain(t *testing.T, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, statement string, args ...any) string {
+	t.Helper()
+	rows, err := q.QueryContext(t.Context(), statement, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	var plan []string
 	for rows.Next() {
 		var line string
@@ -115,17 +172,7 @@ func TestClaimPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	rows.Close()
-	got := strings.Join(plan, "\n")
-	t.Logf("claim plan:\n%s", got)
-	for _, want := range []string{"Index Scan using clusters_claim", "Index Scan using clusters_pkey", "LockRows"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("claim plan lacks %q:\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, "Seq Scan") {
-		t.Errorf("claim plan scans the clusters table:\n%s", got)
-	}
+	return strings.Join(plan, "\n")
 }
 
 // openWithRaw opens a store on a fresh database and a plain connection pool

@@ -7,48 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/store/storetest"
 )
 
 // TestClaimPlan pins the claim query's plan: the sub-select is served by
 // the partial index clusters_claim, the update by the primary key.
 func TestClaimPlan(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kiln.db")
-	s, err := sqlite.Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openWithRaw(t)
 	storetest.SeedClusters(t, db, 10000, 1000)
 	if _, err := db.Exec(`ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
 	q := s.(interface{ ClaimQuery() string }).ClaimQuery()
 	now := time.Now().UnixNano()
-	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, "w", now+1, now, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Join(plan, "\n")
+	got := queryPlan(t, db, q, "w", now+1, now, now)
 	t.Logf("claim plan:\n%s", got)
 	for _, want := range []string{"USING INDEX clusters_claim (lease_expiry<?)", "(project=? AND name=?)"} {
 		if !strings.Contains(got, want) {
@@ -78,4 +53,66 @@ func BenchmarkClaim(b *testing.B) {
 	defer raw.Close()
 	storetest.SeedClusters(b, raw, 10000, 100)
 	storetest.Claim(b, s)
+}
+
+// TestHistoryPlans pins the plans of the lists of a cluster's operations
+// and events: each is a search of its index by project, cluster, uid and
+// id, in id order, never a scan.
+func TestHistoryPlans(t *testing.T) {
+	s, db := openWithRaw(t)
+	storetest.SeedHistory(t, db, 10000, 20000)
+	if _, err := db.Exec(`ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	queries := s.(interface{ HistoryQueries() []string }).HistoryQueries()
+	for i, index := range []string{"operations_cluster", "events_cluster"} {
+		got := queryPlan(t, db, queries[i], "hist", "c-7", "u-7", "", 101)
+		t.Logf("%s plan:\n%s", index, got)
+		if want := "USING INDEX " + index + " (project=? AND cluster=? AND cluster_uid=? AND id>?)"; !strings.Contains(got, want) {
+			t.Errorf("%s plan lacks %q:\n%s", index, want, got)
+		}
+		if strings.Contains(got, "SCAN") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s plan scans or sorts:\n%s", index, got)
+		}
+	}
+}
+
+// openWithRaw opens a store on a new database file, with opts, and a plain
+// connection pool to the same file; both close when t ends.
+func openWithRaw(t *testing.T, opts ...sqlstore.Option) (store.Store, *sql.DB) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	s, err := sqlite.Open(t.Context(), path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return s, db
+}
+
+// queryPlan is EXPLAIN QUERY PLAN of query with args, a line per step.
+func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }

@@ -34,18 +34,7 @@ func TestConformance(t *testing.T) {
 
 func TestSecretsAtRest(t *testing.T) {
 	storetest.SecretsAtRest(t, storetest.SQLiteTables, func(t *testing.T, sealer sqlstore.Sealer) (store.Store, *sql.DB) {
-		path := filepath.Join(t.TempDir(), "kiln.db")
-		s, err := sqlite.Open(t.Context(), path, sqlstore.WithClock(storetest.Now(t)), sqlstore.WithSealer(sealer))
-		if err != nil {
-			t.Fatalf("open: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return s, db
+		return openWithRaw(t, sqlstore.WithClock(storetest.Now(t)), sqlstore.WithSealer(sealer))
 	})
 }
 

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 )
 
-const clusterCols = `project, name, etag, spec, status, lease_owner, lease_token, lease_expiry, dequeues`
+const clusterCols = `project, name, etag, spec, status, lease_owner, lease_token, lease_expiry, dequeues, uid`
 
 // active reports whether a cluster in this state has an operation running.
 func active(state string) bool {
@@ -25,7 +27,7 @@ func scanCluster(r scanner) (*store.Cluster, error) {
 	var spec, status string
 	var expiry int64
 	if err := r.Scan(&cl.Project, &cl.Name, &cl.ETag, &spec, &status,
-		&cl.Lease.Owner, &cl.Lease.Token, &expiry, &cl.Dequeues); err != nil {
+		&cl.Lease.Owner, &cl.Lease.Token, &expiry, &cl.Dequeues, &cl.UID); err != nil {
 		return nil, err
 	}
 	cl.Lease.Expiry = fromNanos(expiry)
@@ -69,7 +71,8 @@ func (s *Store) ListClusters(ctx context.Context, project string, pg store.Page)
 
 // BeginOperation writes the cluster and inserts op in one transaction; see
 // store.Store. A replaced cluster keeps its lease token (tokens never go
-// back); a new one starts from the token its name last had, if any.
+// back) and its uid; a new one starts from the token its name last had, if
+// any, with a new uid. op is filed under the cluster's uid.
 func (s *Store) BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error {
 	k := cl.Key()
 	if err := s.beginOperation(ctx, cl, op, c); err != nil {
@@ -105,12 +108,15 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 		return err
 	}
 	etag := newETag()
-	var token int64
+	var (
+		token int64
+		uid   string
+	)
 	for attempt := 0; ; attempt++ {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			var oldETag, oldStatus, oldState string
-			err := tx.QueryRowContext(ctx, s.q(`SELECT etag, status, provisioning_state, lease_token FROM clusters
-				WHERE project = ? AND name = ?`+s.d.ForUpdate), k.Project, k.Name).Scan(&oldETag, &oldStatus, &oldState, &token)
+			err := tx.QueryRowContext(ctx, s.q(`SELECT etag, status, provisioning_state, lease_token, uid FROM clusters
+				WHERE project = ? AND name = ?`+s.d.ForUpdate), k.Project, k.Name).Scan(&oldETag, &oldStatus, &oldState, &token, &uid)
 			exists := err == nil
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
@@ -119,7 +125,7 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				return err
 			}
 			if exists && active(oldState) {
-				return s.conflict(ctx, tx, k, oldStatus, oldState)
+				return s.conflict(ctx, tx, k, uid, oldStatus, oldState)
 			}
 			if exists {
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, status = ?, provisioning_state = ?,
@@ -128,9 +134,15 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				if err != nil {
 					return err
 				}
-			} else if err := s.insertCluster(ctx, tx, k, etag, string(spec), string(status), cl.Status.ProvisioningState, &token); err != nil {
-				return err
+			} else {
+				if uid, err = newUID(); err != nil {
+					return err
+				}
+				if err := s.insertCluster(ctx, tx, k, uid, etag, string(spec), string(status), cl.Status.ProvisioningState, &token); err != nil {
+					return err
+				}
 			}
+			op.ClusterUID = uid
 			return s.insertOperation(ctx, tx, op)
 		})
 		if errors.Is(err, errRaced) && c.IfNoneMatch == "*" {
@@ -144,21 +156,22 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 		return err
 	}
 	cl.ETag = etag
+	cl.UID = uid
 	cl.Lease = store.Lease{Token: token}
 	cl.Dequeues = 0
 	return nil
 }
 
-// conflict builds the *ConflictError for a cluster that is busy. The running
-// operation is the one its status names or, failing that, the newest
-// InProgress one recorded for it.
-func (s *Store) conflict(ctx context.Context, tx *sql.Tx, k store.Key, status, state string) error {
+// conflict builds the *ConflictError for a cluster (k, uid) that is busy.
+// The running operation is the one its status names or, failing that, the
+// newest InProgress one recorded for it.
+func (s *Store) conflict(ctx context.Context, tx *sql.Tx, k store.Key, uid, status, state string) error {
 	var st v1.ClusterStatus
 	_ = json.Unmarshal([]byte(status), &st) // best effort: the state column is authoritative
 	opID := st.CurrentOperation
 	if opID == "" {
-		err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM operations WHERE project = ? AND cluster = ? AND status = ?
-			ORDER BY id DESC LIMIT 1`), k.Project, k.Name, v1.OpInProgress).Scan(&opID)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM operations WHERE project = ? AND cluster = ? AND cluster_uid = ?
+			AND status = ? ORDER BY id DESC LIMIT 1`), k.Project, k.Name, uid, v1.OpInProgress).Scan(&opID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -166,15 +179,24 @@ func (s *Store) conflict(ctx context.Context, tx *sql.Tx, k store.Key, status, s
 	return &store.ConflictError{Operation: opID, State: state}
 }
 
-func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, etag, spec, status, state string, token *int64) error {
+// newUID is a new cluster's identity: a UUIDv7.
+func newUID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new cluster uid: %w", err)
+	}
+	return id.String(), nil
+}
+
+func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, uid, etag, spec, status, state string, token *int64) error {
 	err := tx.QueryRowContext(ctx, s.q(`SELECT lease_token FROM lease_tombstones WHERE project = ? AND name = ?`),
 		k.Project, k.Name).Scan(token)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state,
-		lease_owner, lease_token, lease_expiry, dequeues) VALUES (?, ?, ?, ?, ?, ?, '', ?, 0, 0)`),
-		k.Project, k.Name, etag, spec, status, state, *token)
+		lease_owner, lease_token, lease_expiry, dequeues, uid) VALUES (?, ?, ?, ?, ?, ?, '', ?, 0, 0, ?)`),
+		k.Project, k.Name, etag, spec, status, state, *token, uid)
 	switch s.constraint(err) {
 	case ForeignKey:
 		return fmt.Errorf("project %s: %w", k.Project, store.ErrNotFound)

@@ -13,7 +13,7 @@ import (
 )
 
 const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
-	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by`
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid`
 
 // opRow is an operation's columns as written.
 type opRow struct {
@@ -60,7 +60,7 @@ func scanOperation(r scanner) (*store.Operation, error) {
 	var start, end, forced, cancelAt int64
 	var steps, errJSON, leftovers, cancelBy string
 	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
-		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy); err != nil {
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID); err != nil {
 		return nil, err
 	}
 	op.Force = forced != 0
@@ -99,9 +99,9 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	}
 	// A new operation has no cancel request: only RequestCancel writes one.
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?)`),
 		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
-		op.RetryOf, r.forced, r.leftovers)
+		op.RetryOf, r.forced, r.leftovers, op.ClusterUID)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}
@@ -197,22 +197,28 @@ func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelReque
 	return op, recorded, nil
 }
 
-// ListOperations lists a cluster's operations by id (oldest first). They
-// outlive the cluster.
+// ListOperations lists the operations of the cluster named k by id (oldest
+// first): those of the cluster that has the name now or, when none has,
+// of the last one deleted under it (historyUID). They outlive the cluster.
 func (s *Store) ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error) {
 	wrap := func(err error) error { return fmt.Errorf("list operations of cluster %s: %w", k, err) }
-	after, err := decodeToken(pg.Token)
+	uid, after, err := s.historyPage(ctx, k, pg.Token)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	out, next, err := queryPage(ctx, s, `SELECT `+operationCols+` FROM operations
-		WHERE project = ? AND cluster = ? AND id > ? ORDER BY id LIMIT ?`, []any{k.Project, k.Name, after}, limitOf(pg),
-		scanOperation, func(op *store.Operation) string { return op.ID })
+	out, next, err := queryPage(ctx, s, listOperationsQuery, []any{k.Project, k.Name, uid, after}, limitOf(pg),
+		scanOperation, func(op *store.Operation) string { return historyKey(uid, op.ID) })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
 	return out, next, nil
 }
+
+// listOperationsQuery is a page of a cluster's operations (project,
+// cluster, cluster uid, after, limit), served by the index
+// operations_cluster.
+const listOperationsQuery = `SELECT ` + operationCols + ` FROM operations
+	WHERE project = ? AND cluster = ? AND cluster_uid = ? AND id > ? ORDER BY id LIMIT ?`
 
 // SaveOperation records progress of a running operation, fenced by the lease
 // of its cluster. A terminal status is refused: only FinishOperation ends an
@@ -392,6 +398,9 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 			return err
 		}
 		for _, e := range events {
+			if e.ClusterUID == "" {
+				e.ClusterUID = op.ClusterUID
+			}
 			if err := s.insertEvent(ctx, tx, e); err != nil {
 				return fmt.Errorf("append event: %w", err)
 			}
@@ -416,11 +425,12 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 }
 
 // deleteCluster removes a cluster and its nodes, keeping its last lease
-// token in lease_tombstones for a cluster created later under its name.
+// token in lease_tombstones for a cluster created later under its name, and
+// its uid, under which its history stays the name's until then.
 func (s *Store) deleteCluster(ctx context.Context, tx *sql.Tx, k store.Key) error {
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO lease_tombstones (project, name, lease_token)
-		SELECT project, name, lease_token FROM clusters WHERE project = ? AND name = ?
-		ON CONFLICT (project, name) DO UPDATE SET lease_token = excluded.lease_token`), k.Project, k.Name); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO lease_tombstones (project, name, lease_token, uid)
+		SELECT project, name, lease_token, uid FROM clusters WHERE project = ? AND name = ?
+		ON CONFLICT (project, name) DO UPDATE SET lease_token = excluded.lease_token, uid = excluded.uid`), k.Project, k.Name); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM nodes WHERE project = ? AND cluster = ?`), k.Project, k.Name); err != nil {

@@ -123,3 +123,23 @@ func Claim(b *testing.B, s store.Store) {
 		}
 	}
 }
+
+// SeedHistory adds, in bulk through raw, operations and events to project
+// "hist": spread over 200 cluster names, each name's split between two
+// uids (a cluster deleted and one created again), for the query plans of
+// the lists of a cluster's history.
+func SeedHistory(tb testing.TB, raw *sql.DB, operations, events int) {
+	tb.Helper()
+	for _, q := range []string{
+		fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+			INSERT INTO operations (id, project, cluster, cluster_uid, kind, status, start_time, steps)
+			SELECT 'op-' || i, 'hist', 'c-' || (i %% 200), 'u-' || (i %% 400), 'create', 'Succeeded', i, '[]' FROM n`, operations),
+		fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+			INSERT INTO events (project, cluster, cluster_uid, time, data)
+			SELECT 'hist', 'c-' || (i %% 200), 'u-' || (i %% 400), i, '{}' FROM n`, events),
+	} {
+		if _, err := raw.ExecContext(tb.Context(), q); err != nil {
+			tb.Fatalf("seed: %v", err)
+		}
+	}
+}

@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OperationRetryAndForce", testOperationRetryAndForce},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Events", testEvents},
+		{"ClusterHistory", testClusterHistory},
 		{"PageLimitCap", testPageLimitCap},
 		{"BadPageToken", testBadPageToken},
 		{"ClusterSecrets", testClusterSecrets},
