@@ -48,6 +48,7 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/clusters/{cluster}":                                 "viewer",
 	"DELETE /v1/projects/{project}/clusters/{cluster}":                              "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/validate":                       "operator",
+	"GET /v1/projects/{project}/clusters/{cluster}/upgrades":                        "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/provision":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/installer":                       "admin",
 	"POST /v1/projects/{project}/clusters/{cluster}/reset":                          "operator",

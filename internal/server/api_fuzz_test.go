@@ -64,6 +64,7 @@ var (
 		"/v1/projects/p/clusters/c/installer",
 		"/v1/projects/p/clusters/c/retry",
 		"/v1/operations/{operation}/cancel",
+		"/v1/projects/p/clusters/c/upgrades",
 	}
 )
 

@@ -2,9 +2,7 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -40,19 +38,25 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
-	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
-	if errors.Is(err, store.ErrNotFound) {
-		// A cluster implies its project; without one, say which is missing.
-		if err := s.requireProject(r); err != nil {
-			return err
-		}
-	}
+	cl, err := s.readCluster(r)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("ETag", quoteETag(cl.ETag))
 	writeJSON(w, http.StatusOK, clusterOut(cl))
 	return nil
+}
+
+// readCluster reads the cluster of r's path.
+func (s *Server) readCluster(r *http.Request) (*store.Cluster, error) {
+	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
+	if errors.Is(err, store.ErrNotFound) {
+		// A cluster implies its project; without one, say which is missing.
+		if err := s.requireProject(r); err != nil {
+			return nil, err
+		}
+	}
+	return cl, err
 }
 
 // putCluster creates (201) or replaces (202) a cluster.
@@ -123,10 +127,8 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 				return v1.ClusterSpec{}, err
 			}
 			if len(installed) > 0 {
-				// The hosts' install is not upgraded in place yet.
 				failures = append(failures, v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.kubernetesVersion",
-					Message: fmt.Sprintf("Kiln does not upgrade the hosts of a %s cluster yet, and %s run %s: reset the cluster (kiln cluster reset), change the version, and provision it again",
-						existing.Spec.Provider, strings.Join(installed, ", "), existing.Spec.KubernetesVersion)})
+					Message: hostsNotUpgraded(&existing.Spec, installed)})
 			}
 		}
 	}

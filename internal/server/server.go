@@ -319,6 +319,7 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster, "cluster", viewer, s.getCluster)
 	s.handle("DELETE "+cluster, "cluster", operator, s.deleteCluster)
 	s.handle("POST "+cluster+"/validate", "cluster", operator, s.validateCluster)
+	s.handle("GET "+cluster+"/upgrades", "cluster", viewer, s.getUpgrades)
 	s.handle("POST "+cluster+"/provision", "cluster", operator, s.provisionCluster)
 	s.handle("POST "+cluster+"/reset", "cluster", operator, s.resetCluster)
 	s.handle("POST "+cluster+"/retry", "cluster", operator, s.retryCluster)

@@ -144,7 +144,7 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.invalid("spec.kubernetesVersion", "%q must look like vMAJOR.MINOR.PATCH, for example v1.36.3", spec.KubernetesVersion)
 	case distroKnown && versions != nil && !slices.Contains(versions, spec.KubernetesVersion):
 		e.add(v1.CodeUnsupportedVersion, "spec.kubernetesVersion", "Kubernetes %s is not offered by %s; use one of %s",
-			spec.KubernetesVersion, offeredBy(spec), strings.Join(versions, ", "))
+			spec.KubernetesVersion, OfferedBy(spec), strings.Join(versions, ", "))
 	}
 	if spec.Profile.Name != "" && !IsDNSLabel(spec.Profile.Name, MaxLabel) {
 		e.invalid("spec.profile.name", "%q must be the name of a profile (a lower-case DNS-1123 label)", spec.Profile.Name)
@@ -172,8 +172,9 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	return e
 }
 
-// offeredBy names who offers a cluster's versions in messages.
-func offeredBy(spec *v1.ClusterSpec) string {
+// OfferedBy names who offers a cluster's versions, for messages: "the local
+// provider", "the kubeadm distribution of the edge provider".
+func OfferedBy(spec *v1.ClusterSpec) string {
 	if spec.Distribution == "" {
 		return "the " + spec.Provider + " provider"
 	}

@@ -68,6 +68,37 @@ func (e *errs) versionChange(old, next string) {
 	}
 }
 
+// Upgrades returns the versions of offered (what the provider's
+// distribution installs) that a change of spec.kubernetesVersion accepts:
+// newer, at most one minor up; in the order offered. It is the version rule
+// of Update, so the choices a user is offered and what Update refuses never
+// disagree. When there are none, why says so.
+func Upgrades(spec *v1.ClusterSpec, offered []string) (versions []string, why string) {
+	current := spec.KubernetesVersion
+	newer := false
+	for _, v := range offered {
+		if !IsKubernetesVersion(v) || compareVersions(v, current) <= 0 {
+			continue
+		}
+		newer = true
+		var e errs
+		if e.versionChange(current, v); len(e) == 0 {
+			versions = append(versions, v)
+		}
+	}
+	o, _ := minorOf(current)
+	switch {
+	case len(versions) > 0:
+	case len(offered) == 0:
+		why = fmt.Sprintf("%s does not list the Kubernetes versions it offers", OfferedBy(spec))
+	case !newer:
+		why = fmt.Sprintf("%s offers no Kubernetes version newer than %s", OfferedBy(spec), current)
+	default:
+		why = fmt.Sprintf("%s offers no v1.%d release, and Kubernetes is upgraded one minor version at a time", OfferedBy(spec), o+1)
+	}
+	return versions, why
+}
+
 // minorOf returns the minor number of vMAJOR.MINOR.PATCH.
 func minorOf(v string) (int, bool) {
 	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")

@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,6 +91,50 @@ func TestUpdate(t *testing.T) {
 			tt.edit(&next)
 			if diff := cmp.Diff(tt.want, validate.Update(&old, &next)); diff != "" {
 				t.Errorf("Update() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestUpgrades: the versions offered as upgrades are exactly those Update
+// accepts as a change of spec.kubernetesVersion.
+func TestUpgrades(t *testing.T) {
+	offered := []string{"v1.34.8", "v1.35.4", "v1.35.5", "v1.36.3", "v1.38.0"}
+	tests := []struct {
+		name, current string
+		offered       []string
+		want          []string
+		why           string
+	}{
+		{name: "one minor up and patches", current: "v1.35.4", want: []string{"v1.35.5", "v1.36.3"}},
+		{name: "oldest", current: "v1.34.8", want: []string{"v1.35.4", "v1.35.5"}},
+		{name: "a minor is missing", current: "v1.36.3",
+			why: "the sim provider offers no v1.37 release, and Kubernetes is upgraded one minor version at a time"},
+		{name: "not offered itself", current: "v1.37.1", want: []string{"v1.38.0"}},
+		{name: "newest", current: "v1.38.0", why: "the sim provider offers no Kubernetes version newer than v1.38.0"},
+		{name: "nothing listed", current: "v1.36.3", offered: []string{},
+			why: "the sim provider does not list the Kubernetes versions it offers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.offered == nil {
+				tt.offered = offered
+			}
+			spec := &v1.ClusterSpec{Provider: "sim", KubernetesVersion: tt.current}
+			got, why := validate.Upgrades(spec, tt.offered)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Upgrades(%s) (-want +got):\n%s", tt.current, diff)
+			}
+			if why != tt.why {
+				t.Errorf("why = %q, want %q", why, tt.why)
+			}
+			for _, v := range tt.offered {
+				next := *spec
+				next.KubernetesVersion = v
+				accepted := v != tt.current && len(validate.Update(spec, &next)) == 0
+				if accepted != slices.Contains(got, v) {
+					t.Errorf("%s -> %s: Update accepts it: %t; Upgrades lists it: %t", tt.current, v, accepted, !accepted)
+				}
 			}
 		})
 	}
