@@ -52,16 +52,14 @@ func readConditions(r *http.Request) (conditions, error) {
 	return c, nil
 }
 
-// check tests the conditions against the current etag ("" when the record
-// does not exist).
-func (c conditions) check(current, what string) error {
+// check tests the conditions against the current etag of record o (""
+// when it does not exist).
+func (c conditions) check(current string, o ref) error {
 	if c.ifNoneMatch && current != "" {
-		return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-None-Match",
-			"the %s already exists", what)
+		return errExists(o)
 	}
 	if c.ifMatch != "" && (current == "" || (c.ifMatch != "*" && c.ifMatch != current)) {
-		return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-Match",
-			"the %s's etag does not match If-Match; read it again and retry", what)
+		return errStale(o)
 	}
 	return nil
 }
@@ -117,7 +115,7 @@ func list[T, W any](w http.ResponseWriter, r *http.Request, pg store.Page, items
 // requireProject answers 404 (target "project") when the project is missing.
 func (s *Server) requireProject(r *http.Request) error {
 	if _, err := s.store.GetProject(r.Context(), r.PathValue("project")); err != nil {
-		return toAPIError(err, "project")
+		return toAPIError(err, refOf(r, "project"))
 	}
 	return nil
 }
