@@ -141,28 +141,3 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 	}
 	return errBusy(refOf(r, "node"))
 }
-
-// nodeLogs lists the log lines a node's agent sent, oldest first, paged. A
-// log grows, so the nextLink is always there: where to read on from.
-func (s *Server) nodeLogs(w http.ResponseWriter, r *http.Request) error {
-	pg, err := page(r)
-	if err != nil {
-		return err
-	}
-	if err := s.requireCluster(r); err != nil {
-		return err
-	}
-	k, name := clusterKey(r), r.PathValue("node")
-	if _, err := s.store.GetNode(r.Context(), k, name); err != nil {
-		return toAPIError(err, refOf(r, "node"))
-	}
-	lines, next, err := s.store.ListNodeLogs(r.Context(), k, name, pg)
-	if err != nil {
-		return err
-	}
-	if lines == nil {
-		lines = []v1.LogLine{}
-	}
-	writeJSON(w, http.StatusOK, v1.List[v1.LogLine]{Value: lines, NextLink: nextLink(r, pg, next)})
-	return nil
-}

@@ -89,12 +89,16 @@ func page(r *http.Request) (store.Page, error) {
 	return pg, nil
 }
 
-// nextLink is the relative URL of the page after this one, or "".
-func nextLink(r *http.Request, pg store.Page, next string) string {
+// nextLink is the relative URL of the page after this one, or "". The
+// query parameters in drop do not go on to it.
+func nextLink(r *http.Request, pg store.Page, next string, drop ...string) string {
 	if next == "" {
 		return ""
 	}
 	q := r.URL.Query() // filters go on to the next page
+	for _, k := range drop {
+		q.Del(k)
+	}
 	q.Del("top")
 	if pg.Limit > 0 {
 		q.Set("top", strconv.Itoa(pg.Limit))
