@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 )
 
 func nodePath(project, cluster, node string) string {
@@ -34,21 +36,65 @@ func (c *Client) ConfigureNode(ctx context.Context, project, cluster, node strin
 // A log grows: reading on from the returned position later gets the lines
 // added since (none yet is an empty slice).
 func (c *Client) NodeLogs(ctx context.Context, project, cluster, node, from string) ([]LogLine, string, error) {
-	path := nodePath(project, cluster, node) + "/logs?top=1000"
-	if from != "" {
-		p, err := c.relative(from)
+	return c.ReadNodeLogs(ctx, project, cluster, node, NodeLogQuery{From: from})
+}
+
+// NodeLogQuery says which lines of a node's log ReadNodeLogs reads. The
+// server filters them.
+type NodeLogQuery struct {
+	// From is a position ReadNodeLogs returned: the filters of the read
+	// that returned it go on; "" starts a read.
+	From string
+	// Components keeps the lines of these streams: agent, etcd,
+	// apiserver, controller-manager, scheduler, kubelet.
+	Components []string
+	// Since keeps the lines at or after it.
+	Since time.Time
+	// Tail starts the read at the newest Tail lines that match.
+	Tail int
+	// Wait, when no line that matches is new, waits up to this long (at
+	// most a minute) for one before answering none.
+	Wait time.Duration
+}
+
+// ReadNodeLogs reads a page of the log lines of a node's agent that q asks
+// for and returns them with the position to read on from (q.From when
+// there was nothing to read).
+func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string, q NodeLogQuery) ([]LogLine, string, error) {
+	path := nodePath(project, cluster, node) + "/logs"
+	v := url.Values{"top": {"1000"}}
+	if q.From != "" {
+		p, err := c.relative(q.From)
 		if err != nil {
-			return nil, from, err
+			return nil, q.From, err
 		}
-		path = p
+		u, err := url.Parse(p)
+		if err != nil {
+			return nil, q.From, err
+		}
+		path, v = u.Path, u.Query()
+		v.Del("wait")
+	} else {
+		for _, comp := range q.Components {
+			v.Add("component", comp)
+		}
+		if !q.Since.IsZero() {
+			v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+		}
+		if q.Tail > 0 {
+			v.Set("tail", strconv.Itoa(q.Tail))
+		}
+	}
+	if q.Wait > 0 {
+		v.Set("wait", q.Wait.String())
 	}
 	var l List[LogLine]
-	if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &l); err != nil {
-		return nil, from, err
+	if _, err := c.do(ctx, http.MethodGet, path+"?"+v.Encode(), nil, conditions{}, &l); err != nil {
+		return nil, q.From, err
 	}
 	next := l.NextLink
 	if next == "" {
-		next = from
+		next = q.From
 	}
 	return l.Value, next, nil
 }

@@ -149,7 +149,7 @@ func TestSessionReports(t *testing.T) {
 			got.LastHeartbeat != nil && got.LastHeartbeat.After(*registered)
 	})
 	gatewaytest.Eventually(t, wait, "the agent's log lines", func() bool {
-		lines, _, err := e.Store.ListNodeLogs(context.Background(), c.Key, "c-w-0", store.Page{})
+		lines, _, err := e.Store.ListNodeLogs(context.Background(), c.Key, "c-w-0", store.LogFilter{}, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}

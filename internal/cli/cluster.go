@@ -20,10 +20,12 @@ func (a *app) clusterCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "cluster",
 		Aliases: []string{"clusters"},
-		Short:   "Create, inspect, scale, cancel, retry and delete clusters",
+		Short:   "Create, inspect, change, upgrade, cancel, retry and delete clusters",
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster list
   kiln cluster describe dev
+  kiln cluster upgrade dev --version v1.36.3 --wait
+  kiln cluster edit dev
   kiln cluster events dev
   kiln cluster retry dev --wait`,
 	})
@@ -34,6 +36,9 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterDescribeCommand(),
 		a.clusterDeleteCommand(),
 		a.clusterScaleCommand(),
+		a.clusterUpgradeCommand(),
+		a.clusterEditCommand(),
+		a.clusterApplyCommand(),
 		a.clusterProvisionCommand(),
 		a.clusterResetCommand(),
 		a.clusterInstallerCommand(),

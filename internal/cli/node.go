@@ -175,49 +175,71 @@ Kubernetes uses and the storage devices it may use.`,
 
 func (a *app) nodeLogsCommand() *cobra.Command {
 	var (
-		follow bool
-		every  time.Duration
+		follow     bool
+		tail       int
+		since      string
+		components []string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs CLUSTER NODE",
+		Use:   "logs CLUSTER NODE [--tail N] [--since T] [--component NAME] [--follow]",
 		Short: "Print the log lines a node's agent sent",
 		Long: `logs prints what the node's agent and the Kubernetes components it runs
-logged, oldest first (the newest 10,000 lines are kept). With --follow it
-keeps printing new lines until interrupted.`,
-		Example: "  kiln node logs dev dev-cp-0\n  kiln node logs dev dev-default-1 --follow",
-		Args:    exactArgs("CLUSTER", "NODE"),
+logged, oldest first (the newest 10,000 lines are kept). The server filters
+them: --component keeps the lines of the agent or of one component (etcd,
+apiserver, controller-manager, scheduler, kubelet; repeat it for several),
+--since those from a time on (a duration back from now such as 10m or 2h,
+an RFC 3339 time or a date), --tail N the newest N that match. With --follow
+it keeps printing new lines until interrupted.`,
+		Example: "  kiln node logs dev dev-cp-0\n" +
+			"  kiln node logs dev dev-cp-0 --component apiserver --tail 50\n" +
+			"  kiln node logs dev dev-default-1 --since 10m --follow",
+		Args: exactArgs("CLUSTER", "NODE"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if tail < 0 {
+				return usageErrorf("--tail must not be negative")
+			}
+			from, err := parseTimeFlag("since", since, a.now())
+			if err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
 			}
-			ctx, from := cmd.Context(), ""
+			ctx := cmd.Context()
+			q := v1.NodeLogQuery{Components: components, Since: from, Tail: tail}
 			for {
-				lines, next, err := c.NodeLogs(ctx, s.Project, args[0], args[1], from)
+				lines, next, err := c.ReadNodeLogs(ctx, s.Project, args[0], args[1], q)
+				if follow && ctx.Err() != nil {
+					return nil // interrupted: following ends there
+				}
 				if err != nil {
 					return err
 				}
 				for _, l := range lines {
 					fmt.Fprintf(a.stdout, "%s %-10s %s\n", l.Time.Local().Format(time.TimeOnly), l.Stream, l.Line)
 				}
-				from = next
+				q.From = next
 				if len(lines) > 0 {
 					continue // there may be more right away
 				}
 				if !follow {
 					return nil
 				}
-				t := time.NewTimer(every)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil
-				case <-t.C:
-				}
+				q.Wait = logWait // the server answers as soon as a line comes
 			}
 		}),
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
-	cmd.Flags().DurationVar(&every, "poll", time.Second, "with --follow, how often to ask for new lines")
+	f := cmd.Flags()
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
+	f.IntVar(&tail, "tail", 0, "print only the newest N lines that match (0: all)")
+	f.StringVar(&since, "since", "", "only lines from this on: 10m, 2h, 7d, an RFC 3339 time or a date")
+	f.StringSliceVar(&components, "component", nil, "only the lines of agent, etcd, apiserver, controller-manager, scheduler or kubelet (repeatable)")
+	f.Duration("poll", time.Second, "")
+	_ = f.MarkDeprecated("poll", "--follow waits on the server for new lines")
 	return cmd
 }
+
+// logWait is how long one request of 'node logs --follow' waits on the
+// server for a new line.
+const logWait = 30 * time.Second

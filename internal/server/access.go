@@ -134,7 +134,7 @@ func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role stri
 	id := r.PathValue("operation")
 	op, err := s.store.GetOperation(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("operation", "operation %s does not exist", id)
+		return missing(refOf(r, "operation"))
 	}
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role stri
 		return err
 	}
 	if have == "" {
-		return notFound("operation", "operation %s does not exist", id)
+		return missing(refOf(r, "operation"))
 	}
 	if !auth.Allows(have, role) {
 		return forbidden("%s is %s in project %s; this needs %s", p.Name, have, op.Project, role)

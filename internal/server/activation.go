@@ -31,7 +31,7 @@ func (s *Server) reissueActivation(w http.ResponseWriter, r *http.Request) error
 	}
 	creds, pass, err := s.activation.Reissue(r.Context(), clusterKey(r))
 	if err != nil {
-		return activationError(err)
+		return activationError(r, err)
 	}
 	writeJSON(w, http.StatusCreated, v1.Activation{Credentials: creds, Passphrase: pass})
 	return nil
@@ -44,7 +44,7 @@ func (s *Server) revokeActivation(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if err := s.activation.Revoke(r.Context(), clusterKey(r)); err != nil {
-		return activationError(err)
+		return activationError(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -57,24 +57,25 @@ func (s *Server) activationTarget(r *http.Request) error {
 		return invalidRequest("this request takes no body")
 	}
 	if s.activation == nil {
-		return newError(http.StatusConflict, v1.CodeConflict, "",
-			"this kilnd has no agent gateway (--role backend); send the request to a frontend")
+		return errNoGateway(r)
 	}
-	if err := s.requireProject(r); err != nil {
+	if err := s.requireCluster(r); err != nil {
 		return err
-	}
-	if _, err := s.store.GetCluster(r.Context(), clusterKey(r)); err != nil {
-		return toAPIError(err, "cluster")
 	}
 	return nil
 }
 
+// errNoGateway refuses what only a process with an agent gateway can do.
+func errNoGateway(r *http.Request) error {
+	return conflict(clusterRef(r), "",
+		"has activation material only a kilnd with an agent gateway can use, and this one has none (--role backend); send the request to a frontend")
+}
+
 // activationError words a missing credential for the client. Every caller
 // has read the cluster first, so a record not found is the credential's.
-func activationError(err error) error {
+func activationError(r *http.Request, err error) error {
 	if errors.Is(err, gateway.ErrNoActivation) || errors.Is(err, store.ErrNotFound) {
-		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-			"the cluster has no activation credential yet: its create makes one; wait for it to start")
+		return conflict(clusterRef(r), "cluster", "has no activation credential yet: its create makes one; wait for it to start")
 	}
 	return err
 }

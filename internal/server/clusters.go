@@ -53,7 +53,8 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readCluster reads the cluster of r's path.
+// readCluster reads the cluster of r's path; its errors name the cluster
+// (or the project, when that is what is missing), whatever the route.
 func (s *Server) readCluster(r *http.Request) (*store.Cluster, error) {
 	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
 	if errors.Is(err, store.ErrNotFound) {
@@ -62,7 +63,10 @@ func (s *Server) readCluster(r *http.Request) (*store.Cluster, error) {
 			return nil, err
 		}
 	}
-	return cl, err
+	if err != nil {
+		return nil, toAPIError(err, clusterRef(r))
+	}
+	return cl, nil
 }
 
 // putCluster creates (201) or replaces (202) a cluster.
@@ -93,7 +97,7 @@ func (s *Server) patchCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.writeCluster(w, r, func(existing *store.Cluster) (v1.ClusterSpec, error) {
 		if existing == nil {
-			return v1.ClusterSpec{}, notFound("cluster", "the cluster does not exist; create it with PUT")
+			return v1.ClusterSpec{}, missing(clusterRef(r)).withHint("create it with PUT")
 		}
 		doc, err := toMap(struct {
 			Name string         `json:"name"`
@@ -205,13 +209,13 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 			return err
 		}
 		if existing == nil && spec == nil {
-			return notFound("cluster", "the cluster does not exist")
+			return missing(clusterRef(r))
 		}
 		current := ""
 		if existing != nil {
 			current = existing.ETag
 		}
-		if err := conds.check(current, "cluster"); err != nil {
+		if err := conds.check(current, clusterRef(r)); err != nil {
 			return err
 		}
 		cl, op := s.nextOperation(key, existing, spec == nil)
@@ -244,7 +248,7 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 		s.accepted(w, r, cl, op, status)
 		return nil
 	}
-	return errBusy("cluster")
+	return errBusy(clusterRef(r))
 }
 
 // accepted answers a request that started operation op on cluster cl:

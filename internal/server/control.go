@@ -26,10 +26,10 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 	op, recorded, err := s.store.RequestCancel(r.Context(), id, v1.CancelRequest{By: who, Time: s.now().UTC()})
 	switch {
 	case errors.Is(err, store.ErrEnded):
-		return newError(http.StatusConflict, v1.CodeConflict, operationPath(id),
-			"operation %s has ended: it is %s; there is nothing to cancel", id, op.Status)
+		return conflict(refOf(r, "operation"), operationPath(id),
+			"of cluster %q in project %q has ended: it is %s; there is nothing to cancel", op.Cluster, op.Project, op.Status)
 	case err != nil:
-		return toAPIError(err, "operation")
+		return toAPIError(err, refOf(r, "operation"))
 	}
 	if recorded {
 		s.notes.notify(op.ID) // long-polls show the request at once
@@ -77,25 +77,25 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	key := clusterKey(r)
+	key, o := clusterKey(r), clusterRef(r)
 	for range maxAttempts {
 		cl, err := s.store.GetCluster(r.Context(), key)
 		if err != nil {
-			return toAPIError(err, "cluster")
+			return toAPIError(err, o)
 		}
 		st := cl.Status
 		if active(st.ProvisioningState) {
-			return conflictError(&store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
+			return conflictError(o, &store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
 		}
 		if st.ProvisioningState != v1.StateFailed && st.ProvisioningState != v1.StateCanceled {
-			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-				"the cluster is %s: its last operation (%s) neither failed nor was canceled; there is nothing to retry",
+			return conflict(o, "cluster",
+				"is %s: its last operation (%s) neither failed nor was canceled; there is nothing to retry",
 				st.ProvisioningState, noneIfEmpty(st.CurrentOperation))
 		}
 		last, err := s.store.GetOperation(r.Context(), st.CurrentOperation)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && last.Status != v1.OpFailed && last.Status != v1.OpCanceled) {
-			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-				"the cluster is %s but its last operation (%s) cannot be retried; change it (PUT or PATCH) or delete it",
+			return conflict(o, "cluster",
+				"is %s but its last operation (%s) cannot be retried; change it (PUT or PATCH) or delete it",
 				st.ProvisioningState, noneIfEmpty(st.CurrentOperation))
 		}
 		if err != nil {
@@ -132,7 +132,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		s.accepted(w, r, next, op, http.StatusAccepted)
 		return nil
 	}
-	return errBusy("cluster")
+	return errBusy(o)
 }
 
 // stateOf is the provisioning state of a cluster while an operation of
@@ -174,10 +174,11 @@ func checkForce(cl *store.Cluster) error {
 	if st.ProvisioningState == v1.StateFailed && le != nil && !le.Retryable && slices.Contains(forceCodes, le.Code) {
 		return nil
 	}
-	why := fmt.Sprintf("the cluster is %s", st.ProvisioningState)
+	o := keyRef(cl.Key())
+	why := fmt.Sprintf("it is %s", st.ProvisioningState)
 	switch {
 	case active(st.ProvisioningState):
-		return conflictError(&store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
+		return conflictError(o, &store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
 	case st.ProvisioningState == v1.StateFailed && le != nil && le.Retryable:
 		why = fmt.Sprintf("its last operation failed with %s, which may pass: retry it (kiln cluster retry) or delete it without force", le.Code)
 	case st.ProvisioningState == v1.StateFailed && le != nil:
@@ -185,7 +186,7 @@ func checkForce(cl *store.Cluster) error {
 	default:
 		why += ": delete it without force"
 	}
-	return newError(http.StatusConflict, v1.CodeConflict, "force",
-		"force is only for a cluster whose last operation failed with a terminal provider error (%s), when a delete cannot clean up; %s",
+	return conflict(o, "force",
+		"is not to be deleted with force: force is only for a cluster whose last operation failed with a terminal provider error (%s), when a delete cannot clean up; %s",
 		"ProviderError, InvalidCredentials or QuotaExceeded, not retryable", why)
 }

@@ -327,7 +327,7 @@ func TestRetryThroughTheAPI(t *testing.T) {
 	if !found {
 		t.Errorf("no RetryRequested event naming who, what and from where: %+v", h.events("p", "c"))
 	}
-	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); !strings.Contains(e.Message, "the cluster is Succeeded") {
+	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); !strings.Contains(e.Message, `cluster "c" in project "p" is Succeeded`) {
 		t.Errorf("retry after success: %+v", e)
 	}
 }
@@ -369,7 +369,7 @@ func TestForceDeleteThroughTheAPI(t *testing.T) {
 	}
 	e := h.must(http.StatusConflict, "DELETE", c+"?force=true", "").errorBody(t)
 	if e.Code != v1.CodeConflict || e.Target != "force" || !strings.Contains(e.Message, "force is only for") ||
-		!strings.Contains(e.Message, "the cluster is Succeeded") {
+		!strings.Contains(e.Message, `cluster "c" in project "p" is not to be deleted with force`) || !strings.Contains(e.Message, "it is Succeeded") {
 		t.Errorf("force on a Succeeded cluster: %+v", e)
 	}
 

@@ -40,8 +40,34 @@ func invalidRequest(format string, args ...any) *apiError {
 	return newError(http.StatusBadRequest, v1.CodeInvalidRequest, "", format, args...)
 }
 
+// notFound is a 404 for what is not a record (a route, a profile).
 func notFound(target, format string, args ...any) *apiError {
 	return newError(http.StatusNotFound, v1.CodeNotFound, target, format, args...)
+}
+
+// missing is the 404 for a record that does not exist: `cluster "nope"
+// not found in project "default"`, target its kind.
+func missing(o ref) *apiError {
+	return &apiError{status: http.StatusNotFound, body: v1.Error{
+		Code: v1.CodeNotFound, Target: o.kind, Message: o.noun() + " not found" + o.where()}}
+}
+
+// conflict is a 409 about record o: the message is o, then what it says
+// of it (`cluster "dev" in project "default" is Creating: ...`).
+func conflict(o ref, target, format string, args ...any) *apiError {
+	return newError(http.StatusConflict, v1.CodeConflict, target, "%s %s", o, fmt.Sprintf(format, args...))
+}
+
+// because records the error's cause, for the log.
+func (e *apiError) because(cause error) *apiError {
+	e.cause = cause
+	return e
+}
+
+// withHint adds a sentence on what to do to an error's message.
+func (e *apiError) withHint(hint string) *apiError {
+	e.body.Message += "; " + hint
+	return e
 }
 
 // validationError is the 400 for a list of validation failures: the first
@@ -53,24 +79,21 @@ func validationError(what string, failures []v1.Error) *apiError {
 	}}
 }
 
-// conflictError is the 409 for a change refused because an operation runs.
-func conflictError(ce *store.ConflictError) *apiError {
-	return &apiError{status: http.StatusConflict, cause: ce, body: v1.Error{
-		Code:    v1.CodeConflict,
-		Target:  operationPath(ce.Operation),
-		Message: fmt.Sprintf("the cluster is %s: operation %s is still running; wait for it to finish and try again", ce.State, ce.Operation),
-	}}
+// conflictError is the 409 for a change of cluster o refused because an
+// operation runs.
+func conflictError(o ref, ce *store.ConflictError) *apiError {
+	return conflict(o, operationPath(ce.Operation),
+		"is %s: operation %s is still running; wait for it to finish and try again", ce.State, ce.Operation).because(ce)
 }
 
-// toAPIError maps any error to what the user sees. what names the record
-// the handler worked on ("cluster", "project", ...) for NotFound and the
-// etag errors.
-func toAPIError(err error, what string) *apiError {
+// toAPIError maps any error to what the user sees. o names the record the
+// handler worked on, for NotFound, Conflict and the etag errors.
+func toAPIError(err error, o ref) *apiError {
 	if ae, ok := errors.AsType[*apiError](err); ok {
 		return ae
 	}
 	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
-		return conflictError(ce)
+		return conflictError(o, ce)
 	}
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return &apiError{status: http.StatusRequestEntityTooLarge, cause: err, body: v1.Error{
@@ -79,23 +102,18 @@ func toAPIError(err error, what string) *apiError {
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return &apiError{status: http.StatusNotFound, cause: err, body: v1.Error{
-			Code: v1.CodeNotFound, Target: what, Message: fmt.Sprintf("the %s does not exist", what)}}
+		return missing(o).because(err)
 	case errors.Is(err, store.ErrExists):
-		return &apiError{status: http.StatusPreconditionFailed, cause: err, body: v1.Error{
-			Code: v1.CodePreconditionFailed, Target: "If-None-Match", Message: fmt.Sprintf("the %s already exists", what)}}
+		return errExists(o).because(err)
 	case errors.Is(err, store.ErrPreconditionFailed):
-		return &apiError{status: http.StatusPreconditionFailed, cause: err, body: v1.Error{
-			Code: v1.CodePreconditionFailed, Target: "If-Match", Message: fmt.Sprintf("the %s's etag does not match If-Match; read it again and retry", what)}}
+		return errStale(o).because(err)
 	case errors.Is(err, store.ErrConflict):
-		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
-			Code: v1.CodeConflict, Message: fmt.Sprintf("the %s is busy with another operation; try again when it finishes", what)}}
+		return conflict(o, "", "is busy with another operation; try again when it finishes").because(err)
 	case errors.Is(err, store.ErrBadPageToken):
 		return &apiError{status: http.StatusBadRequest, cause: err, body: v1.Error{
 			Code: v1.CodeInvalidParameter, Target: "skipToken", Message: "skipToken is not one this server handed out; start again from the first page"}}
 	case errors.Is(err, store.ErrNotEmpty):
-		return &apiError{status: http.StatusConflict, cause: err, body: v1.Error{
-			Code: v1.CodeConflict, Target: what, Message: fmt.Sprintf("the %s is not empty; delete what it holds first", what)}}
+		return conflict(o, o.kind, "is not empty; delete what it holds first").because(err)
 	case store.Unavailable(err):
 		// The database is out of reach (restarting, failing over): nothing
 		// is known to have been written, and the same request can succeed
@@ -108,8 +126,27 @@ func toAPIError(err error, what string) *apiError {
 	}}
 }
 
+// errExists is the 412 for a create (If-None-Match: *) of a record that
+// exists.
+func errExists(o ref) *apiError {
+	return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-None-Match", "%s already exists", o)
+}
+
+// errStale is the 412 for a write whose If-Match is not the record's etag.
+func errStale(o ref) *apiError {
+	return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-Match",
+		"the etag of %s does not match If-Match; read it again and retry", o)
+}
+
+// errBusy is the 409 for a write that lost every race with other writers
+// of the record.
+func errBusy(o ref) error {
+	return conflict(o, "", "kept changing while this request was processed; try again")
+}
+
 // writeError answers with the error shape. A 500's cause is logged here,
-// once; the response says nothing about it.
+// once; the response says nothing about it. what is the kind of record the
+// route works on (Server.handle).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, what string) {
 	if gone := r.Context().Err(); gone != nil && errors.Is(err, gone) {
 		// The client went away mid-request (a closed page, a canceled
@@ -119,7 +156,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, w
 		w.WriteHeader(StatusClientClosedRequest)
 		return
 	}
-	ae := toAPIError(err, what)
+	ae := toAPIError(err, refOf(r, what))
 	if ae.status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed",
 			slog.String("requestId", requestID(r.Context())), slog.Any("error", err))

@@ -11,7 +11,8 @@ func (s *Server) HandleForTest(pattern string, h http.HandlerFunc) {
 	})
 }
 
-// OnLongPollWait sets a function called each time a long-poll of an
-// operation is about to wait, so tests change the operation only once the
-// poller has seen it. Call it before the first request.
+// OnLongPollWait sets a function called each time a long-poll is about to
+// wait, with the operation's id (or, for a node's log, the log's path), so
+// tests change the operation or the log only once the poller has seen it.
+// Call it before the first request.
 func (s *Server) OnLongPollWait(f func(opID string)) { s.waitHook = f }

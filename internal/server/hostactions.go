@@ -26,8 +26,8 @@ func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error 
 		all := make([]v1.Node, len(nodes))
 		for i, n := range nodes {
 			if (n.State == v1.NodeReady || n.State == v1.NodeNotReady) && cl.Status.ProvisioningState == v1.StateSucceeded {
-				return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-					"the cluster is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
+				return conflict(keyRef(cl.Key()), "cluster",
+					"is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
 			}
 			all[i] = n.Node
 		}
@@ -58,23 +58,23 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	key := clusterKey(r)
+	key, o := clusterKey(r), clusterRef(r)
 	for range maxAttempts {
 		cl, err := s.store.GetCluster(r.Context(), key)
 		if err != nil {
-			return toAPIError(err, "cluster")
+			return toAPIError(err, o)
 		}
 		if !s.hostsJoin(cl.Spec.Provider) {
-			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-				"a %s cluster is not made of hosts that join: its provider provisions its machines itself; %s is for edge clusters", cl.Spec.Provider, kind)
+			return conflict(o, "cluster",
+				"is not made of hosts that join: a %s cluster's provider provisions its machines itself; %s is for edge clusters", cl.Spec.Provider, kind)
 		}
 		st := cl.Status
 		switch {
 		case st.CurrentOperation != "" && slices.Contains([]string{v1.StateCreating, v1.StateUpdating, v1.StateDeleting}, st.ProvisioningState):
-			return conflictError(&store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
+			return conflictError(o, &store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
 		case createUnfinished(st):
-			return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-				"the cluster's create did not finish (%s): retry it (kiln cluster retry, or PUT the cluster again) or delete it before a %s",
+			return conflict(o, "cluster",
+				"did not finish its create (%s): retry it (kiln cluster retry, or PUT the cluster again) or delete it before a %s",
 				st.ProvisioningState, kind)
 		}
 		if err := check(r.Context(), cl); err != nil {
@@ -93,7 +93,7 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 		s.accepted(w, r, next, op, http.StatusAccepted)
 		return nil
 	}
-	return errBusy("cluster")
+	return errBusy(o)
 }
 
 // hostsJoin reports whether the named provider's clusters are made of the

@@ -152,7 +152,9 @@ func members(s *Server) syncResource[*store.Member, v1.Member] {
 				return nil, err
 			}
 			if _, err := s.store.GetUser(r.Context(), name); errors.Is(err, store.ErrNotFound) {
-				return nil, notFound("name", "user %s does not exist; an owner creates users (kiln user create)", name)
+				e := missing(ref{kind: "user", name: name}).withHint("only a user can be a member, and an owner creates users (kiln user create)")
+				e.body.Target = "name" // the member's name, which names the user
+				return nil, e
 			} else if err != nil {
 				return nil, err
 			}
@@ -231,13 +233,13 @@ const (
 func (s *Server) tokenPrincipal(r *http.Request) (string, error) {
 	if user := r.PathValue("user"); user != "" {
 		if _, err := s.store.GetUser(r.Context(), user); err != nil {
-			return "", toAPIError(err, "user")
+			return "", toAPIError(err, refOf(r, "user"))
 		}
 		return auth.UserPrincipal(user), nil
 	}
 	project, name := r.PathValue("project"), r.PathValue("serviceaccount")
 	if _, err := s.store.GetServiceAccount(r.Context(), project, name); err != nil {
-		return "", toAPIError(err, "serviceaccount")
+		return "", toAPIError(err, refOf(r, "serviceaccount"))
 	}
 	return auth.ServiceAccountPrincipal(project, name), nil
 }
@@ -320,7 +322,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("token")
 	if err := s.store.RevokeToken(r.Context(), principal, id, s.now().UTC()); err != nil {
-		return toAPIError(err, "token")
+		return toAPIError(err, refOf(r, "token"))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

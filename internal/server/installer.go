@@ -70,29 +70,25 @@ func (s *Server) getInstaller(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("arch", "arch must be one of %s", strings.Join(InstallerArchs, ", "))
 	}
 	if s.activation == nil {
-		return newError(http.StatusConflict, v1.CodeConflict, "",
-			"this kilnd has no agent gateway (--role backend); send the request to a frontend")
+		return errNoGateway(r)
 	}
-	if err := s.requireProject(r); err != nil {
+	cl, err := s.readCluster(r)
+	if err != nil {
 		return err
 	}
-	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
-	if err != nil {
-		return toAPIError(err, "cluster")
-	}
 	if !s.hostsJoin(cl.Spec.Provider) {
-		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-			"a %s cluster has no installer: its provider starts the agents on the machines it makes", cl.Spec.Provider)
+		return conflict(clusterRef(r), "cluster",
+			"has no installer: it is a %s cluster, whose provider starts the agents on the machines it makes", cl.Spec.Provider)
 	}
 	creds, pass, err := s.activation.Credentials(r.Context(), cl.Key())
 	if err != nil {
-		return activationError(err)
+		return activationError(r, err)
 	}
 	if revoked, err := s.activation.Revoked(r.Context(), cl.Key()); err != nil {
-		return activationError(err)
+		return activationError(r, err)
 	} else if revoked {
-		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-			"the cluster's activation credential is revoked, so no host could join with an installer made now; "+
+		return conflict(clusterRef(r), "cluster",
+			"has no installer now: its activation credential is revoked, so no host could join with one; "+
 				"issue a new one first (POST .../activation, 'kiln cluster activation reissue %s')", cl.Name)
 	}
 	agent, err := s.agentBinary(arch)

@@ -18,25 +18,22 @@ import (
 // certificateTTLDays, against the cluster's endpoint and verifying it with
 // the cluster's CA. Every issue is an event on the cluster.
 func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
-	if err := s.requireProject(r); err != nil {
-		return err
-	}
 	k := clusterKey(r)
-	cl, err := s.store.GetCluster(r.Context(), k)
+	cl, err := s.readCluster(r)
 	if err != nil {
 		return err
 	}
 	ca, err := gateway.LoadCA(r.Context(), s.store, k)
 	if errors.Is(err, store.ErrNotFound) {
-		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-			"the cluster has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
+		return conflict(clusterRef(r), "cluster",
+			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
 	}
 	if err != nil {
 		return err
 	}
 	if cl.Status.Endpoint == "" {
-		return newError(http.StatusConflict, v1.CodeConflict, "cluster",
-			"the cluster has no endpoint yet: wait for its create operation (%s) to finish", cl.Status.CurrentOperation)
+		return conflict(clusterRef(r), "cluster",
+			"has no endpoint yet: wait for its create operation (%s) to finish", cl.Status.CurrentOperation)
 	}
 	who := info(r.Context()).principal.Name
 	req := pki.AdminRequest("kiln-admin:" + who)

@@ -23,11 +23,10 @@ func (s *Server) approveNode(w http.ResponseWriter, r *http.Request) error {
 		case v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady:
 			return false, nil
 		case v1.NodePrecheckFailed:
-			return false, newError(http.StatusConflict, v1.CodeConflict, "node",
-				"the node failed prechecks (%s): fix the host and run the agent again", failedChecks(n))
+			return false, conflict(refOf(r, "node"), "node",
+				"failed prechecks (%s): fix the host and run the agent again", failedChecks(n))
 		default:
-			return false, newError(http.StatusConflict, v1.CodeConflict, "node",
-				"a node that is %s cannot be approved", n.State)
+			return false, conflict(refOf(r, "node"), "node", "is %s and cannot be approved", n.State)
 		}
 	})
 }
@@ -51,10 +50,10 @@ func (s *Server) configureNode(w http.ResponseWriter, r *http.Request) error {
 		switch n.State {
 		case v1.NodeApproved, v1.NodeConfigured:
 		case v1.NodeDiscovered:
-			return false, newError(http.StatusConflict, v1.CodeConflict, "node", "approve the node before configuring it")
+			return false, conflict(refOf(r, "node"), "node", "is %s: approve the node before configuring it", n.State)
 		default:
-			return false, newError(http.StatusConflict, v1.CodeConflict, "node",
-				"a node that is %s cannot be configured: its role is set once, before it is provisioned", n.State)
+			return false, conflict(refOf(r, "node"), "node",
+				"is %s and cannot be configured: its role is set once, before it is provisioned", n.State)
 		}
 		if err := checkReported(n, cfg); err != nil {
 			return false, err
@@ -140,30 +139,5 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 		writeJSON(w, http.StatusOK, nodeOut(n))
 		return nil
 	}
-	return errBusy("node")
-}
-
-// nodeLogs lists the log lines a node's agent sent, oldest first, paged. A
-// log grows, so the nextLink is always there: where to read on from.
-func (s *Server) nodeLogs(w http.ResponseWriter, r *http.Request) error {
-	pg, err := page(r)
-	if err != nil {
-		return err
-	}
-	if err := s.requireCluster(r); err != nil {
-		return err
-	}
-	k, name := clusterKey(r), r.PathValue("node")
-	if _, err := s.store.GetNode(r.Context(), k, name); err != nil {
-		return toAPIError(err, "node")
-	}
-	lines, next, err := s.store.ListNodeLogs(r.Context(), k, name, pg)
-	if err != nil {
-		return err
-	}
-	if lines == nil {
-		lines = []v1.LogLine{}
-	}
-	writeJSON(w, http.StatusOK, v1.List[v1.LogLine]{Value: lines, NextLink: nextLink(r, pg, next)})
-	return nil
+	return errBusy(refOf(r, "node"))
 }

@@ -16,13 +16,8 @@ func nodeOut(n *store.Node) v1.Node {
 // requireCluster answers 404 for a missing project (target "project") or
 // cluster (target "cluster").
 func (s *Server) requireCluster(r *http.Request) error {
-	if err := s.requireProject(r); err != nil {
-		return err
-	}
-	if _, err := s.store.GetCluster(r.Context(), clusterKey(r)); err != nil {
-		return toAPIError(err, "cluster")
-	}
-	return nil
+	_, err := s.readCluster(r)
+	return err
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {

@@ -66,19 +66,14 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 // what it was when the request arrived (status, percent or steps) or is
 // terminal, or when the wait is over, with the state at that moment.
 func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
-	var wait time.Duration
-	if v := r.URL.Query().Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > MaxWait {
-			return badRequest("wait", "wait must be a duration from 0s to %s, such as 30s", MaxWait)
-		}
-		wait = d
+	wait, err := waitParam(r)
+	if err != nil {
+		return err
 	}
 	id := r.PathValue("operation")
 	ctx := r.Context()
 
 	first := info(ctx).operation // read just now, by authorization
-	var err error
 	if first == nil || first.ID != id {
 		if first, err = s.store.GetOperation(ctx, id); err != nil {
 			return err

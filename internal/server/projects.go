@@ -125,8 +125,3 @@ func raced(err error) bool {
 	return errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrPreconditionFailed) ||
 		errors.Is(err, store.ErrNotFound)
 }
-
-func errBusy(what string) error {
-	return newError(http.StatusConflict, v1.CodeConflict, "",
-		"the %s kept changing while this request was processed; try again", what)
-}

@@ -11,7 +11,7 @@ import (
 // putLoop describes a synchronous PUT (projects, users, project children)
 // to putRecord.
 type putLoop[R, W any] struct {
-	what  string                                   // for errors: "project", "user", ...
+	what  string                                   // the kind, for errors: "project", "user", ... (refOf)
 	get   func(ctx context.Context) (R, error)     // store.ErrNotFound: no record yet
 	build func(existing R, exists bool) (R, error) // the record to write
 	put   func(ctx context.Context, rec R, c store.Cond) error
@@ -37,7 +37,7 @@ func putRecord[R, W any](w http.ResponseWriter, r *http.Request, conds condition
 		if exists {
 			current = l.etag(existing)
 		}
-		if err := conds.check(current, l.what); err != nil {
+		if err := conds.check(current, refOf(r, l.what)); err != nil {
 			return err
 		}
 		rec, err := l.build(existing, exists)
@@ -64,5 +64,5 @@ func putRecord[R, W any](w http.ResponseWriter, r *http.Request, conds condition
 		writeJSON(w, status, l.out(rec))
 		return nil
 	}
-	return errBusy(l.what)
+	return errBusy(refOf(r, l.what))
 }

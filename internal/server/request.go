@@ -52,16 +52,14 @@ func readConditions(r *http.Request) (conditions, error) {
 	return c, nil
 }
 
-// check tests the conditions against the current etag ("" when the record
-// does not exist).
-func (c conditions) check(current, what string) error {
+// check tests the conditions against the current etag of record o (""
+// when it does not exist).
+func (c conditions) check(current string, o ref) error {
 	if c.ifNoneMatch && current != "" {
-		return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-None-Match",
-			"the %s already exists", what)
+		return errExists(o)
 	}
 	if c.ifMatch != "" && (current == "" || (c.ifMatch != "*" && c.ifMatch != current)) {
-		return newError(http.StatusPreconditionFailed, v1.CodePreconditionFailed, "If-Match",
-			"the %s's etag does not match If-Match; read it again and retry", what)
+		return errStale(o)
 	}
 	return nil
 }
@@ -91,12 +89,16 @@ func page(r *http.Request) (store.Page, error) {
 	return pg, nil
 }
 
-// nextLink is the relative URL of the page after this one, or "".
-func nextLink(r *http.Request, pg store.Page, next string) string {
+// nextLink is the relative URL of the page after this one, or "". The
+// query parameters in drop do not go on to it.
+func nextLink(r *http.Request, pg store.Page, next string, drop ...string) string {
 	if next == "" {
 		return ""
 	}
 	q := r.URL.Query() // filters go on to the next page
+	for _, k := range drop {
+		q.Del(k)
+	}
 	q.Del("top")
 	if pg.Limit > 0 {
 		q.Set("top", strconv.Itoa(pg.Limit))
@@ -117,7 +119,7 @@ func list[T, W any](w http.ResponseWriter, r *http.Request, pg store.Page, items
 // requireProject answers 404 (target "project") when the project is missing.
 func (s *Server) requireProject(r *http.Request) error {
 	if _, err := s.store.GetProject(r.Context(), r.PathValue("project")); err != nil {
-		return toAPIError(err, "project")
+		return toAPIError(err, refOf(r, "project"))
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func registerResource[R, W any](s *Server, res syncResource[R, W]) {
 			if err != nil {
 				return err
 			}
-			if err := conds.check(res.etag(rec), res.what); err != nil {
+			if err := conds.check(res.etag(rec), refOf(r, res.what)); err != nil {
 				return err
 			}
 			if err := s.notInUse(r, res.what, res.usedBy, res.unused); err != nil {
@@ -124,9 +124,7 @@ func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterS
 		pg.Token = next
 	}
 	if len(users) > 0 {
-		return newError(http.StatusConflict, v1.CodeConflict, what,
-			"%s %q is used by %d cluster(s): %s; %s",
-			what, name, len(users), strings.Join(users, ", "), unused)
+		return conflict(refOf(r, what), what, "is used by %d cluster(s): %s; %s", len(users), strings.Join(users, ", "), unused)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ type Store interface {
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
-	ListNodeLogs(ctx context.Context, k store.Key, node string, pg store.Page) ([]v1.LogLine, string, error)
+	ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error)
 	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
 
 	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
@@ -139,7 +139,7 @@ type Server struct {
 	m          *metrics
 	gatherer   prometheus.Gatherer
 	notes      notifier
-	waitHook   func(opID string) // tests: a long-poll is about to wait
+	waitHook   func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
 
 	stopping chan struct{} // closed by StopWaiting
 	stopOnce sync.Once

@@ -188,6 +188,20 @@ type Instruction struct {
 // MaxNodeLogLines is how many log lines the store keeps per node.
 const MaxNodeLogLines = 10000
 
+// LogFilter narrows what ListNodeLogs reads; the zero value reads every
+// line.
+type LogFilter struct {
+	// Streams keeps the lines of these streams only ("agent", "etcd",
+	// "kubelet", ...); none keeps all.
+	Streams []string
+	// Since keeps the lines at or after it; zero keeps all.
+	Since time.Time
+	// Tail starts the read at the Tail-th newest line that matches (after
+	// the page token's position), so it reads the newest Tail; 0 starts
+	// at the position.
+	Tail int
+}
+
 // Store is everything a Kiln control plane keeps. Users of the store declare
 // the narrower interface they need; this one is for wiring and for storetest.
 type Store interface {
@@ -315,9 +329,10 @@ type Store interface {
 	// Node logs: the lines agents send, the newest MaxNodeLogLines kept per
 	// node, oldest first. A log grows, so ListNodeLogs's next token is always
 	// where to go on reading (the page token itself when there was nothing
-	// new); an empty page means nothing new yet.
+	// new; past the lines f left out when the page reached the end); an
+	// empty page means nothing new that matches yet.
 	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
-	ListNodeLogs(ctx context.Context, k Key, node string, pg Page) ([]v1.LogLine, string, error)
+	ListNodeLogs(ctx context.Context, k Key, node string, f LogFilter, pg Page) ([]v1.LogLine, string, error)
 
 	// Ping checks the database answers (for /readyz).
 	Ping(ctx context.Context) error

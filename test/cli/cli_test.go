@@ -30,6 +30,16 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// scriptTB is a script's testing.TB for helpers that wait: a failure
+// fails the script.
+type scriptTB struct {
+	testing.TB
+	ts *testscript.TestScript
+}
+
+func (s scriptTB) Helper()                           {}
+func (s scriptTB) Fatalf(format string, args ...any) { s.ts.Fatalf(format, args...) }
+
 func TestScripts(t *testing.T) {
 	// The agent edge installers hold (kilnd serves the one beside it).
 	bin := t.TempDir()
@@ -59,6 +69,36 @@ func TestScripts(t *testing.T) {
 				ts.Check(st.PutNode(context.Background(), n, store.Cond{}))
 				ts.Check(st.AppendNodeLogs(context.Background(), k, args[1], []v1.LogLine{
 					{Stream: "agent", Line: "prechecks passed"}, {Stream: "agent", Line: "registered as " + args[1]}}))
+			},
+			// agent-logs CLUSTER NODE STREAM LINE...: log lines a node's
+			// agent sends, one per LINE, of the stream (agent or a
+			// component).
+			"agent-logs": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 4 {
+					ts.Fatalf("usage: agent-logs CLUSTER NODE STREAM LINE...")
+				}
+				mu.Lock()
+				st := stores[ts.Getenv("WORK")]
+				mu.Unlock()
+				var lines []v1.LogLine
+				for _, l := range args[3:] {
+					lines = append(lines, v1.LogLine{Time: time.Now(), Stream: args[2], Line: l})
+				}
+				ts.Check(st.AppendNodeLogs(context.Background(), store.Key{Project: "default", Name: args[0]}, args[1], lines))
+			},
+			// await-file FILE REGEXP: wait (up to a minute) until FILE,
+			// which a background command writes, matches REGEXP
+			// (multi-line).
+			"await-file": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: await-file FILE REGEXP")
+				}
+				re, err := regexp.Compile("(?m)" + args[1])
+				ts.Check(err)
+				kilndtest.WaitFor(scriptTB{t, ts}, args[0]+" to match "+args[1], time.Minute, func() (bool, error) {
+					b, err := os.ReadFile(ts.MkAbs(args[0]))
+					return err == nil && re.Match(b), nil
+				})
 			},
 			// step-running OP STEP: wait (up to a minute) until the
 			// operation's step is Running, so that what the script does

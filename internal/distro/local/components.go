@@ -102,6 +102,12 @@ func specs(p InstallParams, root, binary string) []spec {
 		}, env: componentStatusEnv(addr)})
 
 		leader := fmt.Sprintf("--leader-elect=%t", cp.LeaderElect)
+		// The controller manager and the scheduler authenticate clients
+		// of their ports with the cluster CA given here, not by looking up
+		// the API server's extension-apiserver-authentication ConfigMap:
+		// it has no request-header CA (no aggregation layer here), which
+		// they would log as an error every 20 s.
+		authn := []string{"--authentication-skip-lookup", "--client-ca-file", f(FileCA)}
 		cm := spec{name: ControllerManager, dirs: []string{f(dirControllerManager)}, args: []string{
 			"--kubeconfig", f(FileControllerManagerConf),
 			"--authentication-kubeconfig", f(FileControllerManagerConf),
@@ -113,17 +119,18 @@ func specs(p InstallParams, root, binary string) []spec {
 			"--service-cluster-ip-range", p.ServiceCIDR,
 			"--cert-dir", f(dirControllerManager),
 		}}
+		cm.args = append(cm.args, authn...)
 		if p.PodCIDR != "" {
 			cm.args = append(cm.args, "--cluster-cidr", p.PodCIDR, "--allocate-node-cidrs")
 		}
 		out = append(out, cm)
 
-		out = append(out, spec{name: Scheduler, args: []string{
+		out = append(out, spec{name: Scheduler, args: append([]string{
 			"--kubeconfig", f(FileSchedulerConf),
 			"--authentication-kubeconfig", f(FileSchedulerConf),
 			"--authorization-kubeconfig", f(FileSchedulerConf),
 			"--bind-address", addr, "--secure-port", fmt.Sprint(SchedulerPort), leader,
-		}})
+		}, authn...)})
 	}
 
 	// Role labels are not set here: NodeRestriction refuses

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,8 @@ import (
 // Log forwarding. Each component writes its stdout and stderr to
 // Root/var/log/kiln/<component>.log (a file, not a pipe, so a component
 // outlives a restart of the agent); the forwarder follows those files and
-// sends each line to the current Reporter as Log(component, line).
+// sends each line to the current Reporter as Log(component, line), but for
+// the routine lines (below), which the files keep.
 const (
 	logPoll = 250 * time.Millisecond
 	// logRate and logBurst bound the lines a component sends per second;
@@ -26,7 +28,66 @@ const (
 	maxLogSize = 16 << 20
 	// maxLineLen cuts very long lines.
 	maxLineLen = 4096
+	// routineSummaryEvery is how often, at most, a component's log says
+	// how many routine lines were left out.
+	routineSummaryEvery = time.Minute
 )
+
+// routine are lines the components write in numbers on every healthy node
+// that say nothing to act on; they are not forwarded (a node's log was
+// hundreds of them before anything that mattered). The component's file on
+// the node keeps them, and a summary line says how many of each were left
+// out. component "" matches every component.
+var routine = []struct {
+	component string
+	what      string // in the summary: "12 <what>"
+	line      *regexp.Regexp
+}{
+	// gRPC's log of a dial the component canceled itself: the API server
+	// makes and closes an etcd client per resource at start.
+	{"", "gRPC dials the component canceled",
+		regexp.MustCompile(`\] \[core\] .*createTransport failed to connect to .*(operation was canceled|handshake failed: context canceled)`)},
+	// etcd's side of those dials: connections closed before their TLS
+	// handshake.
+	{Etcd, "connections closed before their TLS handshake",
+		regexp.MustCompile(`"msg":"rejected connection on client endpoint".*"error":"EOF"`)},
+	// The API server's discovery at start, a line or two per API group.
+	{APIServer, "API groups set up",
+		regexp.MustCompile(`\] (Adding GroupVersion .* to ResourceManager|Skipping API \S+ because it has no resources\.|API group "\S+" is not enabled, skipping\.)$`)},
+	// Informers starting, two lines each (the controller manager has
+	// dozens).
+	{"", "informer cache syncs", regexp.MustCompile(`\] "?(Waiting for caches to sync|Caches are synced)\b`)},
+	// The controller manager's resource quota evaluators, one per
+	// resource at start.
+	{ControllerManager, "quota evaluators created", regexp.MustCompile(`\] "QuotaMonitor created object count evaluator"`)},
+	// The hollow kubelet's fake cAdvisor has no image filesystem, which
+	// its eviction manager and image garbage collector say every 10 s.
+	{Kubelet, "reports of the hollow kubelet's missing image filesystem",
+		regexp.MustCompile(`imagefs device is not found|imageFs information is unavailable`)},
+}
+
+// routineKind is the index in routine of the kind of a line of component,
+// or -1 when it is not routine.
+func routineKind(component, line string) int {
+	for i, r := range routine {
+		if (r.component == "" || r.component == component) && r.line.MatchString(line) {
+			return i
+		}
+	}
+	return -1
+}
+
+// routineSummary says how many routine lines of each kind were left out of
+// a component's log, and where they are.
+func routineSummary(counts []int, path string) string {
+	var parts []string
+	for i, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, routine[i].what))
+		}
+	}
+	return fmt.Sprintf("[kiln-agent: routine lines not forwarded: %s; every line is in %s]", strings.Join(parts, ", "), path)
+}
 
 // Logger receives component log lines: the agent's Reporter.Log.
 type Logger interface {
@@ -50,6 +111,11 @@ type followed struct {
 	tokens  float64
 	last    time.Time
 	dropped int
+	// routine counts the routine lines of each kind left out since the
+	// last summary, sent at summarized; quiet is their sum.
+	routine    []int
+	quiet      int
+	summarized time.Time
 }
 
 func newLogForwarder() *logForwarder {
@@ -134,12 +200,25 @@ func (f *logForwarder) poll() {
 			fl.tokens--
 		}
 		for _, l := range lines {
+			if k := routineKind(name, l); k >= 0 {
+				if fl.routine == nil {
+					fl.routine = make([]int, len(routine))
+				}
+				fl.routine[k]++
+				fl.quiet++
+				continue
+			}
 			if fl.tokens < 1 {
 				fl.dropped++
 				continue
 			}
 			fl.tokens--
 			f.sink.Log(name, l)
+		}
+		if fl.quiet > 0 && fl.tokens >= 1 && now.Sub(fl.summarized) >= routineSummaryEvery {
+			f.sink.Log(name, routineSummary(fl.routine, fl.path))
+			fl.routine, fl.quiet, fl.summarized = nil, 0, now
+			fl.tokens--
 		}
 	}
 }

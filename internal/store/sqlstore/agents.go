@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
@@ -233,13 +235,49 @@ func (s *Store) AppendNodeLogs(ctx context.Context, k store.Key, node string, li
 	return nil
 }
 
-// ListNodeLogs lists a node's log lines, oldest first. The next token is
-// always where to go on reading: a log grows.
-func (s *Store) ListNodeLogs(ctx context.Context, k store.Key, node string, pg store.Page) ([]v1.LogLine, string, error) {
+// ListNodeLogs lists a node's log lines that f keeps, oldest first. The
+// next token is always where to go on reading: a log grows. A page that
+// reaches the end moves it to the newest line at the start of the read,
+// past the lines f left out, so that following a log with a filter does not
+// read them again.
+func (s *Store) ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error) {
 	wrap := func(err error) error { return fmt.Errorf("list logs of node %s of cluster %s: %w", node, k, err) }
 	after, err := decodeIDToken(pg.Token)
 	if err != nil {
 		return nil, "", wrap(err)
+	}
+	var last int64
+	err = s.read.QueryRowContext(ctx, s.q(`SELECT COALESCE(MAX(id), 0) FROM node_logs
+		WHERE project = ? AND cluster = ? AND node = ?`), k.Project, k.Name, node).Scan(&last)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	if last <= after {
+		return nil, encodeToken(fmt.Sprint(after)), nil // the same position: nothing new
+	}
+	where := `project = ? AND cluster = ? AND node = ? AND id > ? AND id <= ?`
+	args := []any{k.Project, k.Name, node, after, last}
+	if len(f.Streams) > 0 {
+		where += " AND stream IN (?" + strings.Repeat(", ?", len(f.Streams)-1) + ")"
+		for _, st := range f.Streams {
+			args = append(args, st)
+		}
+	}
+	if !f.Since.IsZero() {
+		where += " AND time >= ?"
+		args = append(args, toNanos(f.Since))
+	}
+	if f.Tail > 0 {
+		// Start just before the Tail-th newest line that matches.
+		var start int64
+		err := s.read.QueryRowContext(ctx, s.q(`SELECT id FROM node_logs WHERE `+where+` ORDER BY id DESC LIMIT 1 OFFSET ?`),
+			append(slices.Clone(args), f.Tail-1)...).Scan(&start)
+		switch {
+		case err == nil:
+			args[3] = start - 1
+		case !errors.Is(err, sql.ErrNoRows): // fewer match: all of them
+			return nil, "", wrap(err)
+		}
 	}
 	type row struct {
 		id   int64
@@ -252,18 +290,19 @@ func (s *Store) ListNodeLogs(ctx context.Context, k store.Key, node string, pg s
 		x.line.Time = fromNanos(t)
 		return x, err
 	}
-	rows, _, err := queryPage(ctx, s, `SELECT id, time, stream, line FROM node_logs
-		WHERE project = ? AND cluster = ? AND node = ? AND id > ? ORDER BY id LIMIT ?`,
-		[]any{k.Project, k.Name, node, after}, limitOf(pg), scan, func(x row) string { return fmt.Sprint(x.id) })
+	limit := limitOf(pg)
+	rows, more, err := queryPage(ctx, s, `SELECT id, time, stream, line FROM node_logs
+		WHERE `+where+` ORDER BY id LIMIT ?`, args, limit, scan, func(x row) string { return fmt.Sprint(x.id) })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
-	if len(rows) == 0 {
-		return nil, pg.Token, nil
+	next := encodeToken(fmt.Sprint(last)) // read to the end
+	if more != "" {
+		next = more
 	}
 	out := make([]v1.LogLine, len(rows))
 	for i, x := range rows {
 		out[i] = x.line
 	}
-	return out, encodeToken(fmt.Sprint(rows[len(rows)-1].id)), nil
+	return out, next, nil
 }

@@ -121,7 +121,7 @@ func testNodeLogs(e *env) {
 	var got []v1.LogLine
 	pg := store.Page{Limit: 1000}
 	for {
-		page, next, err := s.ListNodeLogs(ctx, k, "n1", pg)
+		page, next, err := s.ListNodeLogs(ctx, k, "n1", store.LogFilter{}, pg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,12 +144,12 @@ func testNodeLogs(e *env) {
 
 	// Reading on from the end finds what was appended since.
 	wantErr(t, "AppendNodeLogs later", s.AppendNodeLogs(ctx, k, "n1", []v1.LogLine{{Time: e.clock.Now(), Stream: "kubelet", Line: "later"}}), nil)
-	if later, _, err := s.ListNodeLogs(ctx, k, "n1", pg); err != nil || len(later) != 1 || later[0].Line != "later" {
+	if later, _, err := s.ListNodeLogs(ctx, k, "n1", store.LogFilter{}, pg); err != nil || len(later) != 1 || later[0].Line != "later" {
 		t.Fatalf("reading on from the end: %+v, %v; want the one new line", later, err)
 	}
 
 	e.finishDelete(e.claim("w", time.Hour))
-	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.Page{}); err != nil || len(got) != 0 {
+	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.LogFilter{}, store.Page{}); err != nil || len(got) != 0 {
 		t.Fatalf("logs of a deleted cluster: %d lines, %v", len(got), err)
 	}
 }

@@ -105,7 +105,7 @@ func testClusterHistory(e *env) {
 		t.Errorf("nodes of the second c: %d, %v; want none", len(nodes), err)
 	}
 	wantErr(t, "PutNode n0 again", s.PutNode(ctx, &store.Node{Project: "p", Node: v1.Node{Name: "n0", Cluster: "c"}}, store.Cond{}), nil)
-	if lines, _, err := s.ListNodeLogs(ctx, k, "n0", store.Page{}); err != nil || len(lines) != 0 {
+	if lines, _, err := s.ListNodeLogs(ctx, k, "n0", store.LogFilter{}, store.Page{}); err != nil || len(lines) != 0 {
 		t.Errorf("log of the second c's n0: %v, %v; want none of the first's", lines, err)
 	}
 	// A list begun on the first c goes on with it.

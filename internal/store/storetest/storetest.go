@@ -110,6 +110,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateClusterSecrets", testUpdateClusterSecrets},
 		{"Instructions", testInstructions},
 		{"NodeLogs", testNodeLogs},
+		{"NodeLogFilters", testNodeLogFilters},
 		{"StaleNodes", testStaleNodes},
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
