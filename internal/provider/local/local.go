@@ -13,6 +13,7 @@
 //	<Dir>/<project>/<cluster>/<machine>/machine.json the tag: name, role, pool, address, created
 //	<Dir>/<project>/<cluster>/<machine>/agent.pid    the running process: pid and start time
 //	<Dir>/<project>/<cluster>/<machine>/agent.log    the process's stdout and stderr
+//	<Dir>/<project>/<cluster>/<machine>/agent.exit   how its last process ended (StoppedMachines)
 //	<Dir>/<project>/<cluster>/<machine>/root/        the agent's root (its working directory)
 //
 // Machines outlive kilnd: a Ctrl-C or crash of kilnd does not reach them (own
