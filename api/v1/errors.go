@@ -32,6 +32,7 @@ const (
 	CodeUnsupportedVersion = "UnsupportedVersion"
 	CodeNodeCountMismatch  = "NodeCountMismatch"
 	CodeDrainTimeout       = "DrainTimeout"
+	CodeMachineStopped     = "MachineStopped"
 )
 
 // CodeInfo is one row of the error-code table: the HTTP status an API
@@ -68,6 +69,7 @@ var Codes = []CodeInfo{
 	{CodeProviderError, http.StatusServiceUnavailable, true},
 	{CodeUnavailable, http.StatusServiceUnavailable, true},
 	{CodeTimeout, 0, true},
+	{CodeMachineStopped, 0, true},
 	{CodeDrainTimeout, 0, false},
 	{CodeDequeueLimit, 0, false},
 	{CodeCanceled, 0, true},

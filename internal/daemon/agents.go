@@ -89,6 +89,9 @@ func (d *Daemon) stopAgents(ctx context.Context) []error {
 	return errs
 }
 
+// The plan learns from the local provider when a machine's agent exits.
+var _ plan.StopReporter = (*local.Local)(nil)
+
 // newLocal builds the local provider: machines are kiln-agent processes
 // under DATA_DIR/machines, started by agentCommand.
 func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -225,6 +224,9 @@ func (c *Config) defaults() error {
 	if c.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	if err := c.absPaths(); err != nil {
+		return err
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -264,7 +266,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, *secret.Keyring, e
 	}
 	var st store.Store
 	switch {
-	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
+	case postgresURL(cfg.Store):
 		if st, err = postgres.Open(ctx, cfg.Store, sqlstore.WithSealer(kr)); err != nil {
 			return nil, nil, fmt.Errorf("open PostgreSQL store: %w", err)
 		}

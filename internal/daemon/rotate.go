@@ -61,6 +61,9 @@ func RotateKey(ctx context.Context, cfg Config, opts RotateOptions) error {
 	if cfg.DataDir == "" && (cfg.Store == "" || cfg.SecretKeyFile == "") {
 		return errors.New("--data-dir is required (or both --store and --secret-key-file)")
 	}
+	if err := cfg.absPaths(); err != nil {
+		return err
+	}
 	st, kr, err := openStore(ctx, cfg)
 	if err != nil {
 		return err

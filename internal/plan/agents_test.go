@@ -13,6 +13,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 )
@@ -31,6 +32,16 @@ func (a agentMachines) EnsureMachine(ctx context.Context, c provider.Cluster, m 
 // machine registers (DISCOVERED) and, once the control plane configured it,
 // installs and reports READY.
 func fakeAgents(ctx context.Context, e *env, name string) {
+	playAgents(ctx, e, name, func(n *store.Node) {
+		n.State = v1.NodeReady
+		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+	})
+}
+
+// playAgents registers the node of every machine of cluster name
+// (DISCOVERED), as agents do, and calls configured with each node the
+// control plane configured, until ctx ends.
+func playAgents(ctx context.Context, e *env, name string, configured func(*store.Node)) {
 	k := store.Key{Project: project, Name: name}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -48,8 +59,7 @@ func fakeAgents(ctx context.Context, e *env, name string) {
 				_ = e.st.PutNode(ctx, &store.Node{Project: project, Node: v1.Node{
 					Name: m.Name, Cluster: name, State: v1.NodeDiscovered, Address: m.Address}}, store.Cond{IfNoneMatch: "*"})
 			case err == nil && n.State == v1.NodeConfigured:
-				n.State = v1.NodeReady
-				_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+				configured(n)
 			}
 		}
 	}
@@ -99,6 +109,30 @@ func TestWaitForNodesTimesOut(t *testing.T) {
 	}
 	if le := e.cluster("c").Status.LastError; le.Step != plan.StepWaitNodesRegistered || !le.Retryable {
 		t.Errorf("lastError = %+v, want retryable at %s", le, plan.StepWaitNodesRegistered)
+	}
+}
+
+// An instruction no agent answers times out naming the node and what it
+// was told to do.
+func TestInstructionWaitTimesOut(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{}
+	sp := edgeSpec()
+	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12"}
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	op := e.beginSteps("c", v1.KindProvision, sp, []string{plan.StepInstallControlPlane})
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = 50 * time.Millisecond; o.MaxAttempts = 1 }))
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error.Code != v1.CodeTimeout {
+		t.Fatalf("operation %s %+v, want Failed with Timeout", got.Status, got.Error)
+	}
+	for _, want := range []string{"host-a", v1.InstructionInstall} {
+		if !strings.Contains(got.Error.Message, want) {
+			t.Errorf("message %q does not name %q", got.Error.Message, want)
+		}
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 // faultPoints wraps p so that every provider call the plan makes hits the
 // fault points provider.<Method>.before and provider.<Method>.after
 // (docs/faults.md). The wrapper keeps the capabilities the plan checks for:
-// load balancers (only when p has them), the step hook, Agentless and
-// HostsJoin (each answering as p does, or as if absent).
+// load balancers (only when p has them), the step hook, stopped machines,
+// Agentless and HostsJoin (each answering as p does, or as if absent).
 func faultPoints(p provider.Provider) provider.Provider {
 	fp := faultProvider{p: p}
 	if lbs, ok := p.(provider.LoadBalancers); ok {
@@ -60,6 +60,14 @@ func (f faultProvider) BeforeStep(ctx context.Context, c provider.Cluster, step 
 	return nil
 }
 
+// StoppedMachines is p's answer, none when p cannot say.
+func (f faultProvider) StoppedMachines(ctx context.Context, c provider.Cluster) ([]provider.StoppedMachine, error) {
+	if s, ok := f.p.(StopReporter); ok {
+		return s.StoppedMachines(ctx, c)
+	}
+	return nil, nil
+}
+
 // Agentless is p's answer, false when p does not say.
 func (f faultProvider) Agentless() bool {
 	a, ok := f.p.(agentless)
@@ -92,5 +100,6 @@ func (f faultProviderLB) DeleteLoadBalancer(ctx context.Context, c provider.Clus
 var (
 	_ provider.LoadBalancers = faultProviderLB{}
 	_ StepHook               = faultProvider{}
+	_ StopReporter           = faultProvider{}
 	_ provider.Hosted        = faultProvider{}
 )

@@ -251,10 +251,15 @@ func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*stor
 }
 
 // awaitResult polls the instruction until it has a result, within
-// NodeTimeout.
+// NodeTimeout; a node whose machine stopped is started again first, and
+// fails the wait if it stops during it (watchMachines).
 // The running step's message says the node's progress, then "<kind>
 // done".
 func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.InstructionResult, error) {
+	machine, err := x.watchMachines(parent, []string{node})
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(parent, x.r.opts.NodeTimeout)
 	defer cancel()
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
@@ -271,6 +276,9 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 		if n, err := x.s.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
 			x.showProgress(ctx, node, n.Message)
 		}
+		if err := machine.check(ctx); err != nil && ctx.Err() == nil {
+			return nil, err
+		}
 		select {
 		case <-x.cancelRequested():
 			return nil, errCancelRequested
@@ -279,7 +287,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 				return nil, parent.Err()
 			}
 			return nil, failure.Retryable(v1.CodeTimeout, ctx.Err(),
-				"instruction %s got no result within %s: is the node's agent connected?", id, x.r.opts.NodeTimeout)
+				"node %s did not finish its %s (instruction %s) within %s: is the node's agent connected?", node, kind, id, x.r.opts.NodeTimeout)
 		case <-tick.C:
 		}
 	}

@@ -142,9 +142,15 @@ func rank(state string) int {
 // want has reached target. On the way it moves the nodes the control plane
 // moves itself: DISCOVERED to APPROVED when spec.nodeApproval is auto, and,
 // with configure, APPROVED to CONFIGURED with the machine's role and pool
-// (the agent installs that role next). Agents move nodes the rest of the way.
+// (the agent installs that role next). Agents move nodes the rest of the way;
+// a machine whose agent stopped is started again first, and fails the wait
+// if it stops during it (watchMachines).
 func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target, what string, configure bool) error {
 	auto := x.cl.Spec.NodeApproval == "" || x.cl.Spec.NodeApproval == "auto"
+	machines, err := x.watchMachines(ctx, names(want))
+	if err != nil {
+		return err
+	}
 	deadline := time.NewTimer(x.r.opts.NodeTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(x.r.opts.NodePoll)
@@ -187,6 +193,9 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 		if !logged {
 			x.log.Info("waiting for nodes", "target", target, "nodes", missing)
 			logged = true
+		}
+		if err := machines.check(ctx); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

@@ -28,8 +28,14 @@ const (
 // the node of every machine Ready. On the way it gives nodes their role
 // labels (kubelets may not set node-role labels themselves), writes the
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
-// records READY as Kubernetes reports them Ready.
+// records READY as Kubernetes reports them Ready. A machine whose agent
+// stopped is started again first, and fails the wait if it stops during it
+// (watchMachines).
 func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
+	watch, err := x.watchMachines(ctx, names(machines))
+	if err != nil {
+		return err
+	}
 	kc, err := x.kubeClient(ctx)
 	if err != nil {
 		return err
@@ -49,8 +55,11 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		if err == nil && len(missing) == 0 {
 			return nil
 		}
+		if err := watch.check(ctx); err != nil {
+			return err
+		}
 		if time.Now().After(deadline) {
-			msg := "not Ready in Kubernetes: " + strings.Join(missing, ", ")
+			msg := "nodes not Ready in Kubernetes: " + strings.Join(missing, ", ")
 			if err != nil {
 				msg = fmt.Sprintf("the cluster's API does not answer: %v", err)
 			}

@@ -116,8 +116,13 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 }
 
 // awaitVersion waits, within NodeTimeout, until Kubernetes reports node
-// name Ready with its kubelet at version.
+// name Ready with its kubelet at version (watching its machine as
+// kubernetesReady does).
 func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
+	machine, err := x.watchMachines(ctx, []string{name})
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(x.r.opts.NodeTimeout)
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
 	defer tick.Stop()
@@ -125,6 +130,9 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 		kn, err := kc.GetNode(ctx, name)
 		if err == nil && kn.Ready() && kn.KubeletVersion == version {
 			return nil
+		}
+		if err := machine.check(ctx); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
 			got := kn.KubeletVersion

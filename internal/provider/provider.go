@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -53,6 +54,23 @@ type Machine struct {
 	// Ready means the machine's node is already Ready with no agent to wait
 	// for (the sim provider). Real providers leave it false.
 	Ready bool
+}
+
+// StoppedMachine is a machine whose agent is not running: its process
+// exited, its container stopped. Providers that can see it report it
+// (plan.StopReporter).
+type StoppedMachine struct {
+	Name string
+	// Reason says how it stopped, in words a user reads after "machine
+	// NAME ": "its process exited with status 3", "its process was killed
+	// by signal killed", or, when the provider cannot know, that the
+	// status is unknown and why.
+	Reason string
+	// At is when it stopped; zero when unknown.
+	At time.Time
+	// LogTail is the last lines its agent wrote before it stopped, oldest
+	// first; empty when there are none.
+	LogTail []string
 }
 
 // LoadBalancer fronts the cluster's API servers.

@@ -80,6 +80,13 @@ type listening struct{ addr, url, caFile string }
 // the process environment. The process is killed when the test ends.
 func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kilnd {
 	t.Helper()
+	return StartIn(t, "", kilnd, name, env, args...)
+}
+
+// StartIn is Start with the process's working directory dir ("" for the
+// test's), for relative paths in args.
+func StartIn(t testing.TB, dir, kilnd, name string, env []string, args ...string) *Kilnd {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -87,6 +94,7 @@ func Start(t testing.TB, kilnd, name string, env []string, args ...string) *Kiln
 	}
 	cmd := exec.Command(kilnd, append([]string{"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// A relative Dir is made absolute: machines run in their own directories,
+// where a relative path that Command hands them names nothing.
+func TestRelativeDir(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
+	l := newLocal(t, testOpts{dir: "machines"})
+	if want := filepath.Join(wd, "machines"); l.opts.Dir != want {
+		t.Errorf("Dir = %q, want %q", l.opts.Dir, want)
+	}
+}
+
 func TestCommandWritesFilesAndMayFail(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

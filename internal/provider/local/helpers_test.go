@@ -39,8 +39,15 @@ func TestMain(m *testing.M) {
 // fakeAgent acts as a machine's agent and API server: it listens on
 // FAKE_ADDR:6443 and greets every connection with its name, then echoes.
 // FAKE_IGNORE_TERM makes it (and its child) survive SIGTERM; FAKE_CHILD
-// makes it start a child in its process group, as the agent starts etcd.
+// makes it start a child in its process group, as the agent starts etcd;
+// FAKE_EXIT=N makes it write two lines and exit with status N at once.
 func fakeAgent() {
+	if code := os.Getenv("FAKE_EXIT"); code != "" {
+		n, _ := strconv.Atoi(code)
+		fmt.Println("fake agent starting")
+		fmt.Fprintln(os.Stderr, "join: read credentials: no such file or directory")
+		os.Exit(n)
+	}
 	if os.Getenv("FAKE_IGNORE_TERM") != "" {
 		signal.Ignore(syscall.SIGTERM)
 	}

@@ -13,6 +13,7 @@
 //	<Dir>/<project>/<cluster>/<machine>/machine.json the tag: name, role, pool, address, created
 //	<Dir>/<project>/<cluster>/<machine>/agent.pid    the running process: pid and start time
 //	<Dir>/<project>/<cluster>/<machine>/agent.log    the process's stdout and stderr
+//	<Dir>/<project>/<cluster>/<machine>/agent.exit   how its last process ended (StoppedMachines)
 //	<Dir>/<project>/<cluster>/<machine>/root/        the agent's root (its working directory)
 //
 // Machines outlive kilnd: a Ctrl-C or crash of kilnd does not reach them (own
@@ -50,7 +51,8 @@ const APIServerPort = 6443
 
 // Options configure a Local. Dir and Command are required.
 type Options struct {
-	// Dir is the root of the machine directories (kilnd: DATA_DIR/machines).
+	// Dir is the root of the machine directories (kilnd: DATA_DIR/machines);
+	// New makes it absolute.
 	Dir string
 	// Command builds the process of a machine each time it is started:
 	// kilnd passes kiln-agent with its run arguments. m.Dir and m.Root
@@ -121,6 +123,13 @@ func New(opts Options) (*Local, error) {
 	if opts.Dir == "" || opts.Command == nil {
 		return nil, errors.New("local provider: Dir and Command are required")
 	}
+	// Machines run in directories of their own and are told paths under
+	// Dir: a relative one would name other files there.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	opts.Dir = dir
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

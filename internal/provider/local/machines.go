@@ -139,14 +139,7 @@ func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string,
 // ListMachines returns every machine recorded in the cluster's directory,
 // running or not, ordered by name.
 func (l *Local) ListMachines(ctx context.Context, c provider.Cluster) ([]provider.Machine, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	dir, err := l.clusterDir(c)
-	if err != nil {
-		return nil, err
-	}
-	files, err := machinesIn(dir)
+	_, files, err := l.clusterMachines(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("list machines: %w", err)
 	}
@@ -155,6 +148,20 @@ func (l *Local) ListMachines(ctx context.Context, c provider.Cluster) ([]provide
 		ms = append(ms, f.machine())
 	}
 	return ms, nil
+}
+
+// clusterMachines returns the cluster's directory and its machines
+// (machinesIn).
+func (l *Local) clusterMachines(ctx context.Context, c provider.Cluster) (string, []machineFile, error) {
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
+	dir, err := l.clusterDir(c)
+	if err != nil {
+		return "", nil, err
+	}
+	files, err := machinesIn(dir)
+	return dir, files, err
 }
 
 // machinesIn reads the machine.json of every machine directory in a cluster

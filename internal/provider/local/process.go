@@ -111,7 +111,7 @@ func (l *Local) start(m Machine) (pidFile, error) {
 		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
 	}
 	defer logf.Close() // the process has its own copy
-	fmt.Fprintf(logf, "--- kiln local provider: starting machine %s (%s) at %s ---\n", m.Name, m.Address, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(logf, startBanner+"%s (%s) at %s ---\n", m.Name, m.Address, time.Now().UTC().Format(time.RFC3339))
 	if cmd.Stdout == nil {
 		cmd.Stdout = logf
 	}
@@ -122,28 +122,58 @@ func (l *Local) start(m Machine) (pidFile, error) {
 		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
 	}
 	pid := cmd.Process.Pid
+	// Read before Wait below reaps it, so /proc/<pid> exists even if it
+	// already exited.
+	st, statErr := proc.ReadStat(pid)
+	pf := pidFile{PID: pid, StartTicks: st.Start, Started: time.Now().UTC()}
 	done := make(chan struct{})
 	l.wmu.Lock()
 	l.waits[pid] = done
 	l.wmu.Unlock()
 	go func() {
 		_ = cmd.Wait() // reap it, so that an exited machine is not a zombie that looks alive
+		l.recordExit(m, pf, cmd.ProcessState)
 		l.wmu.Lock()
 		delete(l.waits, pid)
 		l.wmu.Unlock()
 		close(done)
 	}()
-	// Not reaped before Wait, so /proc/<pid> exists even if it already exited.
-	st, err := proc.ReadStat(pid)
-	if err != nil {
-		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
+	if statErr != nil {
+		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, statErr)
 	}
-	pf := pidFile{PID: pid, StartTicks: st.Start, Started: time.Now().UTC()}
 	if err := writeJSON(filepath.Join(m.Dir, "agent.pid"), pf); err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return pidFile{}, fmt.Errorf("start machine %q: %w", m.Name, err)
 	}
 	return pf, nil
+}
+
+// exitFile is agent.exit: how the machine's process ended, written by the
+// kilnd that started it (only a parent sees a process's exit status), so
+// that a later kilnd can say it too.
+type exitFile struct {
+	PID        int       `json:"pid"`
+	StartTicks uint64    `json:"startTicks"`
+	Code       int       `json:"code"`             // the exit status; -1 when a signal ended it
+	Signal     string    `json:"signal,omitempty"` // the signal that ended it
+	Exited     time.Time `json:"exited"`
+}
+
+// of reports whether e records the end of process pf.
+func (e exitFile) of(pf pidFile) bool { return e.PID == pf.PID && e.StartTicks == pf.StartTicks }
+
+// recordExit writes agent.exit for the machine's process pf, reaped with
+// state.
+func (l *Local) recordExit(m Machine, pf pidFile, state *os.ProcessState) {
+	e := exitFile{PID: pf.PID, StartTicks: pf.StartTicks, Code: state.ExitCode(), Exited: time.Now().UTC()}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.Signal = ws.Signal().String()
+	}
+	l.log.Info("machine's process exited", "cluster", m.Project+"/"+m.Cluster, "machine", m.Name,
+		"pid", pf.PID, "code", e.Code, "signal", e.Signal)
+	if err := writeJSON(filepath.Join(m.Dir, "agent.exit"), e); err != nil {
+		l.log.Warn("could not record how the machine's process ended", "machine", m.Name, "err", err)
+	}
 }
 
 // readPID returns the machine's recorded process, falling back to a search
@@ -161,7 +191,7 @@ func readPID(dir string) (pf pidFile, ok bool, err error) {
 // and returns once no process of the group is left.
 func (l *Local) stop(ctx context.Context, pf pidFile) error {
 	if len(pf.group()) == 0 {
-		return nil
+		return l.reaped(ctx, pf.PID) // its exit is recorded before the machine's directory goes
 	}
 	if err := signalGroup(pf.PID, syscall.SIGTERM); err != nil {
 		return err

@@ -1,0 +1,165 @@
+package plan_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// stoppingMachines is agentMachines that reports stopped machines
+// (plan.StopReporter), as the local provider reports agents that exited.
+type stoppingMachines struct {
+	agentMachines
+	mu      sync.Mutex
+	stopped map[string]provider.StoppedMachine
+	// again: a machine started again stops again at once, as an agent
+	// that exits at once does; otherwise starting it clears its stop.
+	again  bool
+	starts map[string]int // EnsureMachine calls by machine
+}
+
+func newStopping(a agentMachines, again bool) *stoppingMachines {
+	return &stoppingMachines{agentMachines: a, again: again,
+		stopped: map[string]provider.StoppedMachine{}, starts: map[string]int{}}
+}
+
+func (s *stoppingMachines) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	s.mu.Lock()
+	s.starts[m.Name]++
+	if !s.again {
+		delete(s.stopped, m.Name)
+	}
+	s.mu.Unlock()
+	return s.agentMachines.EnsureMachine(ctx, c, m)
+}
+
+func (s *stoppingMachines) StoppedMachines(context.Context, provider.Cluster) ([]provider.StoppedMachine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.stopped)), nil
+}
+
+func (s *stoppingMachines) stop(m provider.StoppedMachine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped[m.Name] = m
+}
+
+func (s *stoppingMachines) startsOf(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starts[name]
+}
+
+var _ plan.StopReporter = (*stoppingMachines)(nil)
+
+// exited is how the local provider reports an agent that exited with
+// status 3 after writing why.
+var exited = provider.StoppedMachine{
+	Name:    "c-cp-0",
+	Reason:  "its process (pid 4242) exited with status 3",
+	At:      time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	LogTail: []string{"kiln-agent: starting", "join: read credentials: open credentials.json: no such file or directory"},
+}
+
+// TestMachineThatStopsFailsTheWait: a machine whose agent exits at once
+// (issue 19: the step waited for it until it was canceled) fails
+// wait-nodes-registered with MachineStopped, well within the step's
+// timeout, its message and an event saying the exit status and the last
+// lines of the agent's log; each attempt starts the machine again first.
+func TestMachineThatStopsFailsTheWait(t *testing.T) {
+	e := newEnv(t)
+	p := newStopping(agentMachines{e.sim}, true)
+	p.stop(exited)
+	e.reg["agents"] = p
+	sp := spec(1, nil)
+	sp.Provider = "agents"
+	op := e.begin("c", v1.KindCreate, sp)
+	const timeout = 10 * time.Minute
+	began := time.Now()
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = timeout; o.MaxAttempts = 2 }))
+	if took := time.Since(began); took > timeout/10 {
+		t.Errorf("the operation took %s; the step's timeout is %s", took, timeout)
+	}
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error == nil || got.Error.Code != v1.CodeMachineStopped {
+		t.Fatalf("operation %s %+v, want Failed with %s", got.Status, got.Error, v1.CodeMachineStopped)
+	}
+	le := e.cluster("c").Status.LastError
+	if le.Step != plan.StepWaitNodesRegistered || !le.Retryable {
+		t.Errorf("lastError = %+v, want retryable at %s", le, plan.StepWaitNodesRegistered)
+	}
+	for _, s := range got.Steps {
+		if s.Name != plan.StepWaitNodesRegistered {
+			continue
+		}
+		if s.State != v1.StepFailed || s.Attempts != 2 {
+			t.Errorf("step %s: %s after %d attempts, want Failed after 2", s.Name, s.State, s.Attempts)
+		}
+	}
+	for _, want := range []string{"c-cp-0", "exited with status 3", "2026-01-02T03:04:05Z", "no such file or directory"} {
+		if !strings.Contains(got.Error.Message, want) {
+			t.Errorf("the operation's error %q does not say %q", got.Error.Message, want)
+		}
+	}
+	// Created once, then started again by each attempt of the wait.
+	if n := p.startsOf("c-cp-0"); n != 3 {
+		t.Errorf("c-cp-0 started %d times, want 3", n)
+	}
+	reasons := map[string]int{}
+	for _, ev := range e.events("c") {
+		if ev.Node != "c-cp-0" || ev.Type != "Warning" {
+			continue
+		}
+		reasons[ev.Reason]++
+		if !strings.Contains(ev.Message, "exited with status 3") || !strings.Contains(ev.Message, "no such file or directory") {
+			t.Errorf("event %s says %q, without the exit status and the log's last lines", ev.Reason, ev.Message)
+		}
+	}
+	if reasons["MachineStopped"] != 2 || reasons["MachineRestarted"] != 2 {
+		t.Errorf("events about c-cp-0: %v, want MachineRestarted and MachineStopped at each of 2 attempts", reasons)
+	}
+}
+
+// TestMachineThatStopsLaterFailsTheWait: a machine whose agent registered
+// and then stopped while its node was to install fails the install step
+// with MachineStopped, not after the step's timeout.
+func TestMachineThatStopsLaterFailsTheWait(t *testing.T) {
+	e := newEnv(t)
+	p := newStopping(agentMachines{e.sim}, false)
+	e.reg["agents"] = p
+	sp := spec(0, nil)
+	sp.Provider = "agents"
+	op := e.begin("c", v1.KindCreate, sp)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// c-cp-0 registers, and stops once it is configured (told to install;
+	// the sim's machines install nothing, so the plan waits for READY).
+	go playAgents(ctx, e, "c", func(n *store.Node) {
+		if n.Name == "c-cp-0" {
+			p.stop(exited)
+		}
+	})
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = 10 * time.Minute; o.MaxAttempts = 1 }))
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error == nil || got.Error.Code != v1.CodeMachineStopped {
+		t.Fatalf("operation %s %+v, want Failed with %s", got.Status, got.Error, v1.CodeMachineStopped)
+	}
+	if le := e.cluster("c").Status.LastError; le.Step != plan.StepInstallControlPlane {
+		t.Errorf("lastError = %+v, want at %s", le, plan.StepInstallControlPlane)
+	}
+	if !slices.Contains(e.eventReasons("c"), "MachineStopped") {
+		t.Errorf("events %v, want MachineStopped", e.eventReasons("c"))
+	}
+}
