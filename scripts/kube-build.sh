@@ -25,7 +25,16 @@ grep -Eq "^\s*k8s.io/kubernetes $version\$" "$modfile" ||
 vpkg=k8s.io/component-base/version
 ldflags="-s -w -X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
 export GOFLAGS=-mod=mod
-patched=$repo/.tmp/kube-patched/$version
+# The patched copy lives beside Go's build cache, not in the clone: Go's cache keys a package by its
+# directory, so every clone and worktree of the project shares one copy and its compiled packages.
+# One build of a version at a time uses it (flock).
+patched=$(dirname "$("${GO:-go}" env GOCACHE)")/kiln/kube-patched/$version
+mkdir -p "$(dirname "$patched")"
+exec 9>"$patched.lock"
+if ! flock -n 9; then
+	echo "kiln-kube $version: waiting for another build of $version to finish (lock $patched.lock)"
+	flock 9
+fi
 gobuild() { nice -n 10 "${GO:-go}" build -modfile="$patched/go.mod" -tags "kube1.$minor" "$@"; }
 
 # patch_componentstatus makes the copy of k8s.io/kubernetes the build uses, with kube-apiserver's
