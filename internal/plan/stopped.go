@@ -69,7 +69,7 @@ func (x *run) watchMachines(ctx context.Context, machines []string) (*machineWat
 // machines has stopped, after an event for each saying how (it asks the
 // provider at most every stopCheckInterval).
 func (w *machineWatch) check(ctx context.Context) error {
-	now := time.Now()
+	now := w.x.r.opts.Now()
 	if now.Before(w.next) {
 		return nil
 	}
