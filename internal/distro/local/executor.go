@@ -126,7 +126,7 @@ func (e *Executor) binary(ctx context.Context, version string) (string, error) {
 	bins, err := FindKubeBinaries(ctx, e.KubeBinary)
 	if err != nil {
 		return "", &failure.Error{Code: v1.CodeInternal, Err: err,
-			Message: fmt.Sprintf("this agent has no kiln-kube at %s (build it with `make kube`): %v", e.KubeBinary, err)}
+			Message: fmt.Sprintf("this agent cannot install Kubernetes: %v (build it with `make kube`)", err)}
 	}
 	if path, ok := bins[version]; ok {
 		return path, nil
