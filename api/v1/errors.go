@@ -1,11 +1,5 @@
 package v1
 
-import (
-	"errors"
-	"fmt"
-	"net/http"
-)
-
 // Error codes. docs/errors.md lists each with its HTTP status.
 const (
 	CodeInvalidParameter   = "InvalidParameter"
@@ -48,26 +42,26 @@ type CodeInfo struct {
 // Codes is the error-code table; docs/errors.md documents each row, and a
 // test keeps the two equal.
 var Codes = []CodeInfo{
-	{CodeInvalidParameter, http.StatusBadRequest, false},
-	{CodeMissingParameter, http.StatusBadRequest, false},
-	{CodeImmutableField, http.StatusBadRequest, false},
-	{CodeUnsupportedVersion, http.StatusBadRequest, false},
-	{CodeInvalidRequest, http.StatusBadRequest, false},
-	{CodeInvalidCredentials, http.StatusBadRequest, false},
-	{CodeQuotaExceeded, http.StatusBadRequest, false},
-	{CodeUnauthorized, http.StatusUnauthorized, false},
-	{CodeForbidden, http.StatusForbidden, false},
-	{CodeNotFound, http.StatusNotFound, false},
-	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, false},
-	{CodeConflict, http.StatusConflict, true},
-	{CodeNodeCountMismatch, http.StatusConflict, false},
-	{CodePreconditionFailed, http.StatusPreconditionFailed, false},
-	{CodeRequestTooLarge, http.StatusRequestEntityTooLarge, false},
-	{CodeUnsupportedMedia, http.StatusUnsupportedMediaType, false},
-	{CodeThrottled, http.StatusTooManyRequests, true},
-	{CodeInternal, http.StatusInternalServerError, true},
-	{CodeProviderError, http.StatusServiceUnavailable, true},
-	{CodeUnavailable, http.StatusServiceUnavailable, true},
+	{CodeInvalidParameter, 400, false},
+	{CodeMissingParameter, 400, false},
+	{CodeImmutableField, 400, false},
+	{CodeUnsupportedVersion, 400, false},
+	{CodeInvalidRequest, 400, false},
+	{CodeInvalidCredentials, 400, false},
+	{CodeQuotaExceeded, 400, false},
+	{CodeUnauthorized, 401, false},
+	{CodeForbidden, 403, false},
+	{CodeNotFound, 404, false},
+	{CodeMethodNotAllowed, 405, false},
+	{CodeConflict, 409, true},
+	{CodeNodeCountMismatch, 409, false},
+	{CodePreconditionFailed, 412, false},
+	{CodeRequestTooLarge, 413, false},
+	{CodeUnsupportedMedia, 415, false},
+	{CodeThrottled, 429, true},
+	{CodeInternal, 500, true},
+	{CodeProviderError, 503, true},
+	{CodeUnavailable, 503, true},
 	{CodeTimeout, 0, true},
 	{CodeMachineStopped, 0, true},
 	{CodeDrainTimeout, 0, false},
@@ -96,39 +90,4 @@ type Error struct {
 // ErrorResponse is the body of every error response.
 type ErrorResponse struct {
 	Error Error `json:"error"`
-}
-
-// APIError is what the client returns for a non-2xx response.
-type APIError struct {
-	StatusCode int
-	Err        Error
-}
-
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("%s: %s", e.Err.Code, e.Err.Message)
-	if e.Err.Target != "" {
-		msg += " (" + e.Err.Target + ")"
-	}
-	for _, d := range e.Err.Details {
-		if d.Target != "" {
-			msg += fmt.Sprintf("\n  %s: %s", d.Target, d.Message)
-		} else {
-			msg += "\n  " + d.Message
-		}
-	}
-	return msg
-}
-
-// IsNotFound reports whether err is an API 404.
-func IsNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
-
-// IsConflict reports whether err is an API 409.
-func IsConflict(err error) bool { return statusOf(err) == http.StatusConflict }
-
-func statusOf(err error) int {
-	var e *APIError
-	if errors.As(err, &e) {
-		return e.StatusCode
-	}
-	return 0
 }

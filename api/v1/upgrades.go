@@ -1,10 +1,5 @@
 package v1
 
-import (
-	"context"
-	"net/http"
-)
-
 // ClusterUpgrades says which Kubernetes versions a cluster can go to
 // (GET .../clusters/{c}/upgrades): what its provider's distribution offers
 // and, of those, what a change of spec.kubernetesVersion is accepted for
@@ -24,14 +19,4 @@ type ClusterUpgrades struct {
 	Upgrades []string `json:"upgrades"`
 	// Message says why Upgrades is empty.
 	Message string `json:"message,omitempty"`
-}
-
-// ClusterUpgrades returns the Kubernetes versions a cluster can be
-// upgraded to.
-func (c *Client) ClusterUpgrades(ctx context.Context, project, name string) (*ClusterUpgrades, error) {
-	var out ClusterUpgrades
-	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, name)+"/upgrades", nil, conditions{}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

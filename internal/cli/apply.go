@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -72,7 +73,7 @@ func (a *app) applyCluster(cmd *cobra.Command, want *v1.Cluster, wait bool) erro
 		return err
 	}
 	cur, err := c.GetCluster(ctx, s.Project, want.Name)
-	var ae *v1.APIError
+	var ae *client.APIError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound && ae.Err.Target == "cluster" {
 		return a.createCluster(cmd, want, wait)
 	}
@@ -237,7 +238,7 @@ func (a *app) runEditor(cmd *cobra.Command, path string) error {
 
 // statusOf is the HTTP status of an API error, 0 for any other error.
 func statusOf(err error) int {
-	var ae *v1.APIError
+	var ae *client.APIError
 	if errors.As(err, &ae) {
 		return ae.StatusCode
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -32,8 +33,8 @@ type auditFlags struct {
 
 // filter checks the flags and makes the API filter; project is the
 // project given with -p/--project on the command line, or "" for all.
-func (f auditFlags) filter(project string, now time.Time) (v1.AuditFilter, error) {
-	out := v1.AuditFilter{Project: project, Actor: actor(f.actor), Action: f.action, Result: f.result, Limit: f.limit}
+func (f auditFlags) filter(project string, now time.Time) (client.AuditFilter, error) {
+	out := client.AuditFilter{Project: project, Actor: actor(f.actor), Action: f.action, Result: f.result, Limit: f.limit}
 	switch f.result {
 	case "", v1.AuditSuccess, v1.AuditDenied, v1.AuditFailed:
 	default:
@@ -133,7 +134,7 @@ of the action, which is the method and route ("DELETE", "clusters").`,
 				return err
 			}
 			entries, err := c.ListAudit(cmd.Context(), filter)
-			var ae *v1.APIError
+			var ae *client.APIError
 			if errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden && filter.Project == "" {
 				return &hintError{"without -p, audit list reads every project's log, which needs an owner; " +
 					"a project admin reads the project's log with: kiln audit list -p PROJECT", err}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -251,7 +252,7 @@ is and the command fails (change it with 'kiln cloudaccount update').
 			in := &v1.CloudAccount{Name: args[0], Provider: provider, Credentials: creds, Quotas: quotas}
 			out, err := c.CreateCloudAccount(cmd.Context(), s.Project, in)
 			if err != nil {
-				var ae *v1.APIError
+				var ae *client.APIError
 				if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed {
 					return &hintError{fmt.Sprintf("cloud account %q exists already; it was left as it is (change it with: kiln cloudaccount update %s)", in.Name, in.Name), err}
 				}
@@ -327,7 +328,7 @@ the command again.
 			}
 			out, err := c.PutCloudAccount(ctx, s.Project, in, cur.ETag)
 			if err != nil {
-				var ae *v1.APIError
+				var ae *client.APIError
 				if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed {
 					return &hintError{fmt.Sprintf("cloud account %q changed (or was deleted) since it was read; nothing was written: run the command again", in.Name), err}
 				}
@@ -403,7 +404,7 @@ server does not check whether clusters still name the account.`,
 		question: func(name, project string) string {
 			return fmt.Sprintf("Delete cloud account %q of project %q and its credentials?", name, project)
 		},
-		del: (*v1.Client).DeleteCloudAccount,
+		del: (*client.Client).DeleteCloudAccount,
 		done: func(name, project string) string {
 			return fmt.Sprintf("cloud account %q deleted from project %q", name, project)
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -133,7 +134,7 @@ func (a *app) clusterDescribeCommand() *cobra.Command {
 }
 
 // latestOperation is the cluster's current operation, else its newest one.
-func (a *app) latestOperation(cmd *cobra.Command, c *v1.Client, project string, cl *v1.Cluster) (*v1.Operation, error) {
+func (a *app) latestOperation(cmd *cobra.Command, c *client.Client, project string, cl *v1.Cluster) (*v1.Operation, error) {
 	if cl.Status.CurrentOperation != "" {
 		return c.GetOperation(cmd.Context(), cl.Status.CurrentOperation)
 	}
@@ -175,7 +176,7 @@ removed, and the operation lists what may be left behind at the provider
 			cmd.Flags().BoolVar(&wait, "wait", false, "wait for the deletion and show its steps")
 			cmd.Flags().BoolVar(&force, "force", false, "after a terminal provider error: delete ignoring provider errors, listing what may be left behind")
 		},
-		run: func(cmd *cobra.Command, c *v1.Client, project, name string) error {
+		run: func(cmd *cobra.Command, c *client.Client, project, name string) error {
 			ctx := cmd.Context()
 			del := c.DeleteCluster
 			if force {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -72,7 +73,7 @@ running is an error.`,
 
 // cancel asks to cancel operation id and prints it, after following it to
 // its end with wait.
-func (a *app) cancel(ctx context.Context, c *v1.Client, id string, wait bool) error {
+func (a *app) cancel(ctx context.Context, c *client.Client, id string, wait bool) error {
 	op, err := c.CancelOperation(ctx, id)
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ succeeded.`,
 		Example: "  kiln cluster retry dev --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			return a.clusterAction(cmd, args[0], wait, "Retrying", (*v1.Client).RetryCluster)
+			return a.clusterAction(cmd, args[0], wait, "Retrying", (*client.Client).RetryCluster)
 		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")

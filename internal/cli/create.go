@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -258,7 +259,7 @@ func (a *app) validateCluster(cmd *cobra.Command, cl *v1.Cluster) error {
 
 // waitAndPrintCluster follows an operation, then prints the cluster as it
 // is. A failed operation is an error (exit 1) after the cluster is printed.
-func (a *app) waitAndPrintCluster(cmd *cobra.Command, c *v1.Client, project, name, opID string) error {
+func (a *app) waitAndPrintCluster(cmd *cobra.Command, c *client.Client, project, name, opID string) error {
 	ctx := cmd.Context()
 	_, werr := a.waitOperation(ctx, c, opID)
 	var oe *operationError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -38,7 +39,7 @@ follows the operation step by step and exits 0 only if it succeeded.`,
 		Example: "  kiln node list edge1\n  kiln node configure edge1 host-a --role control-plane\n  kiln cluster provision edge1 --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			return a.clusterAction(cmd, args[0], wait, "Provisioning", (*v1.Client).ProvisionCluster)
+			return a.clusterAction(cmd, args[0], wait, "Provisioning", (*client.Client).ProvisionCluster)
 		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
@@ -67,7 +68,7 @@ Refused while another operation runs. On a terminal it asks first unless
 			if err := a.confirmUnless(yes, q); err != nil {
 				return err
 			}
-			return a.clusterAction(cmd, args[0], wait, "Resetting", (*v1.Client).ResetCluster)
+			return a.clusterAction(cmd, args[0], wait, "Resetting", (*client.Client).ResetCluster)
 		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
@@ -78,7 +79,7 @@ Refused while another operation runs. On a terminal it asks first unless
 // clusterAction starts an operation on a cluster with call, then prints
 // the cluster, after following the operation with --wait.
 func (a *app) clusterAction(cmd *cobra.Command, name string, wait bool, doing string,
-	call func(*v1.Client, context.Context, string, string) (*v1.Cluster, string, error)) error {
+	call func(*client.Client, context.Context, string, string) (*v1.Cluster, string, error)) error {
 	c, s, err := a.client()
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/api/client"
 )
 
 func (a *app) loginCommand() *cobra.Command {
@@ -93,7 +93,7 @@ func (a *app) login(cmd *cobra.Command, tokenFile string) error {
 
 	c := newClient(server, token, ca)
 	projects, err := c.ListProjects(cmd.Context())
-	var ae *v1.APIError
+	var ae *client.APIError
 	switch {
 	case errors.As(err, &ae) && (ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden):
 		return &hintError{fmt.Sprintf("%s refused the token; nothing was saved", server), err}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -194,7 +195,7 @@ once.`,
 		question: func(name, project string) string {
 			return fmt.Sprintf("Delete service account %q of project %q and its tokens?", name, project)
 		},
-		del: (*v1.Client).DeleteServiceAccount,
+		del: (*client.Client).DeleteServiceAccount,
 		done: func(name, project string) string {
 			return fmt.Sprintf("service account %q deleted from project %q", name, project)
 		},

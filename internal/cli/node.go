@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -207,7 +208,7 @@ it keeps printing new lines until interrupted.`,
 				return err
 			}
 			ctx := cmd.Context()
-			q := v1.NodeLogQuery{Components: components, Since: from, Tail: tail}
+			q := client.NodeLogQuery{Components: components, Since: from, Tail: tail}
 			for {
 				lines, next, err := c.ReadNodeLogs(ctx, s.Project, args[0], args[1], q)
 				if follow && ctx.Err() != nil {

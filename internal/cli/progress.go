@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -274,7 +275,7 @@ func (a *app) newProgress() progress {
 // waitOperation follows an operation to its end with progress on stderr. It
 // returns the final operation, and an *operationError when it did not
 // succeed.
-func (a *app) waitOperation(ctx context.Context, c *v1.Client, id string) (*v1.Operation, error) {
+func (a *app) waitOperation(ctx context.Context, c *client.Client, id string) (*v1.Operation, error) {
 	if id == "" {
 		return nil, fmt.Errorf("the server did not name an operation to wait for")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -102,7 +103,7 @@ func (a *app) projectDeleteCommand() *cobra.Command {
 		long:     "delete removes a project (owners only).",
 		example:  "  kiln project delete team-a --yes",
 		question: func(name, _ string) string { return fmt.Sprintf("Delete project %q?", name) },
-		del: func(c *v1.Client, ctx context.Context, _, name string) error {
+		del: func(c *client.Client, ctx context.Context, _, name string) error {
 			return c.DeleteProject(ctx, name)
 		},
 		done: func(name, _ string) string { return fmt.Sprintf("project %q deleted", name) },
@@ -112,7 +113,7 @@ func (a *app) projectDeleteCommand() *cobra.Command {
 // createError explains a create-only write refused because the record
 // exists (412): nothing was changed.
 func createError(err error, what, name string) error {
-	var ae *v1.APIError
+	var ae *client.APIError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusPreconditionFailed {
 		return &hintError{fmt.Sprintf("%s %q exists already; it was left as it is", what, name), err}
 	}
@@ -128,7 +129,7 @@ var errNotConfirmed = errors.New("not deleted")
 type deleteCmd struct {
 	short, long, example string
 	question             func(name, project string) string
-	del                  func(c *v1.Client, ctx context.Context, project, name string) error
+	del                  func(c *client.Client, ctx context.Context, project, name string) error
 	done                 func(name, project string) string
 
 	// typeName asks for the name to be typed, from stdin whether it is a
@@ -140,7 +141,7 @@ type deleteCmd struct {
 	flags func(cmd *cobra.Command)
 	use   string
 	// run, when set, replaces del and done: it deletes and prints.
-	run func(cmd *cobra.Command, c *v1.Client, project, name string) error
+	run func(cmd *cobra.Command, c *client.Client, project, name string) error
 }
 
 // deleteCommand builds a 'delete NAME' that asks first unless --yes: on a

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -184,7 +185,7 @@ func renderEvents(w io.Writer, events []v1.Event, now time.Time) error {
 		if e.Node != "" {
 			obj = "node/" + e.Node
 		} else if e.Operation != "" {
-			obj = "operation/" + v1.OperationID(e.Operation)
+			obj = "operation/" + client.OperationID(e.Operation)
 		}
 		row(tw, age(e.Time, now), e.Type, e.Reason, obj, e.Message)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -137,7 +138,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 }
 
 // client returns an API client for the resolved settings.
-func (a *app) client() (*v1.Client, settings, error) {
+func (a *app) client() (*client.Client, settings, error) {
 	s, err := a.settings()
 	if err != nil {
 		return nil, s, err
@@ -150,12 +151,12 @@ func (a *app) client() (*v1.Client, settings, error) {
 
 // newClient returns an API client for server that verifies the server's
 // certificate with caPEM, or with the system's CAs when caPEM is empty.
-func newClient(server, token string, caPEM []byte) *v1.Client {
-	opts := []v1.ClientOption{v1.WithUserAgent("kiln-cli/v1")}
+func newClient(server, token string, caPEM []byte) *client.Client {
+	opts := []client.Option{client.WithUserAgent("kiln-cli/v1")}
 	if len(caPEM) > 0 {
-		opts = append(opts, v1.WithCA(caPEM))
+		opts = append(opts, client.WithCA(caPEM))
 	}
-	return v1.NewClient(server, token, opts...)
+	return client.New(server, token, opts...)
 }
 
 // run adapts a command body: its errors are runtime errors (exit 1) unless
@@ -230,7 +231,7 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 		ue usageError
 		re runtimeError
 		oe *operationError
-		ae *v1.APIError
+		ae *client.APIError
 	)
 	switch {
 	case errors.As(err, &ue) || !errors.As(err, &re):
@@ -266,7 +267,7 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 }
 
 // printAPIError prints "error: <code>: <message>" and the target and details.
-func printAPIError(w io.Writer, ae *v1.APIError) {
+func printAPIError(w io.Writer, ae *client.APIError) {
 	fmt.Fprintf(w, "error: %s: %s\n", ae.Err.Code, ae.Err.Message)
 	if ae.Err.Target != "" {
 		fmt.Fprintf(w, "  target: %s\n", ae.Err.Target)
@@ -276,7 +277,7 @@ func printAPIError(w io.Writer, ae *v1.APIError) {
 
 // authHint says what to do about a refused token (401) or a missing role
 // (403); the server's message says which token or role.
-func authHint(ae *v1.APIError) string {
+func authHint(ae *client.APIError) string {
 	switch ae.StatusCode {
 	case http.StatusUnauthorized:
 		return "the server did not accept the token: log in again with a valid one (kiln login), or check --token and KILN_TOKEN"

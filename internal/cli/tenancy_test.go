@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -63,19 +64,19 @@ func TestAuditFilter(t *testing.T) {
 		name    string
 		flags   auditFlags
 		project string
-		want    v1.AuditFilter
+		want    client.AuditFilter
 		wantErr string
 	}{
-		{name: "nothing: every project", want: v1.AuditFilter{}},
-		{name: "project from -p", project: "team-a", want: v1.AuditFilter{Project: "team-a"}},
+		{name: "nothing: every project", want: client.AuditFilter{}},
+		{name: "project from -p", project: "team-a", want: client.AuditFilter{Project: "team-a"}},
 		{
 			name:  "all filters",
 			flags: auditFlags{actor: "serviceaccount:team-a/ci", action: "DELETE", result: "denied", since: "2h", until: "1h", limit: 5},
-			want: v1.AuditFilter{Actor: "serviceaccount:team-a/ci", Action: "DELETE", Result: v1.AuditDenied,
+			want: client.AuditFilter{Actor: "serviceaccount:team-a/ci", Action: "DELETE", Result: v1.AuditDenied,
 				Since: now.Add(-2 * time.Hour), Until: now.Add(-time.Hour), Limit: 5},
 		},
-		{name: "a bare actor is a user", flags: auditFlags{actor: "alice"}, want: v1.AuditFilter{Actor: "user:alice"}},
-		{name: "anonymous stays", flags: auditFlags{actor: "anonymous"}, want: v1.AuditFilter{Actor: "anonymous"}},
+		{name: "a bare actor is a user", flags: auditFlags{actor: "alice"}, want: client.AuditFilter{Actor: "user:alice"}},
+		{name: "anonymous stays", flags: auditFlags{actor: "anonymous"}, want: client.AuditFilter{Actor: "anonymous"}},
 		{name: "bad result", flags: auditFlags{result: "ok"}, wantErr: "--result must be success, denied or failed"},
 		{name: "negative limit", flags: auditFlags{limit: -1}, wantErr: "--limit"},
 		{name: "bad until", flags: auditFlags{until: "soon"}, wantErr: "--until"},
@@ -104,15 +105,15 @@ func TestAuditFilter(t *testing.T) {
 func TestPrincipalOwner(t *testing.T) {
 	tests := []struct {
 		principal string
-		want      v1.TokenOwner
+		want      client.TokenOwner
 		wantErr   bool
 	}{
-		{"user:alice", v1.TokenOwner{User: "alice"}, false},
-		{"serviceaccount:team-a/ci", v1.TokenOwner{Project: "team-a", ServiceAccount: "ci"}, false},
-		{"serviceaccount:ci", v1.TokenOwner{}, true},
-		{"user:", v1.TokenOwner{}, true},
-		{"anonymous", v1.TokenOwner{}, true},
-		{"robot:r2", v1.TokenOwner{}, true},
+		{"user:alice", client.TokenOwner{User: "alice"}, false},
+		{"serviceaccount:team-a/ci", client.TokenOwner{Project: "team-a", ServiceAccount: "ci"}, false},
+		{"serviceaccount:ci", client.TokenOwner{}, true},
+		{"user:", client.TokenOwner{}, true},
+		{"anonymous", client.TokenOwner{}, true},
+		{"robot:r2", client.TokenOwner{}, true},
 	}
 	for _, tt := range tests {
 		got, err := principalOwner(tt.principal)
@@ -166,19 +167,19 @@ func TestAuthErrorHints(t *testing.T) {
 	}{
 		{
 			name: "401",
-			err: runtimeError{&v1.APIError{StatusCode: 401, Err: v1.Error{Code: v1.CodeUnauthorized,
+			err: runtimeError{&client.APIError{StatusCode: 401, Err: v1.Error{Code: v1.CodeUnauthorized,
 				Message: "the token tok_1 was revoked"}}},
 			want: []string{"error: Unauthorized: the token tok_1 was revoked\n", "kiln login", "KILN_TOKEN"},
 		},
 		{
 			name: "403",
-			err: runtimeError{&v1.APIError{StatusCode: 403, Err: v1.Error{Code: v1.CodeForbidden,
+			err: runtimeError{&client.APIError{StatusCode: 403, Err: v1.Error{Code: v1.CodeForbidden,
 				Message: "user:val is viewer in project p; this needs operator"}}},
 			want: []string{"error: Forbidden: user:val is viewer in project p; this needs operator\n", "kiln whoami"},
 		},
 		{
 			name: "a command's own hint wins",
-			err: runtimeError{&hintError{"read a project's log with -p", &v1.APIError{StatusCode: 403,
+			err: runtimeError{&hintError{"read a project's log with -p", &client.APIError{StatusCode: 403,
 				Err: v1.Error{Code: v1.CodeForbidden, Message: "not an owner"}}}},
 			want: []string{"error: Forbidden: not an owner\n  read a project's log with -p\n"},
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -32,35 +33,35 @@ func (f *tokenOwnerFlags) check() error {
 // owner is whose tokens the command manages (after check): --user,
 // --service-account in the project, else the caller itself, found with
 // whoami.
-func (f *tokenOwnerFlags) owner(ctx context.Context, c *v1.Client, s settings) (v1.TokenOwner, error) {
+func (f *tokenOwnerFlags) owner(ctx context.Context, c *client.Client, s settings) (client.TokenOwner, error) {
 	switch {
 	case f.user != "":
-		return v1.TokenOwner{User: f.user}, nil
+		return client.TokenOwner{User: f.user}, nil
 	case f.serviceAccount != "":
-		return v1.TokenOwner{Project: s.Project, ServiceAccount: f.serviceAccount}, nil
+		return client.TokenOwner{Project: s.Project, ServiceAccount: f.serviceAccount}, nil
 	}
 	w, err := c.Whoami(ctx)
 	if err != nil {
-		return v1.TokenOwner{}, err
+		return client.TokenOwner{}, err
 	}
 	return principalOwner(w.Principal)
 }
 
 // principalOwner is the TokenOwner of a principal: "user:NAME" or
 // "serviceaccount:PROJECT/NAME".
-func principalOwner(principal string) (v1.TokenOwner, error) {
+func principalOwner(principal string) (client.TokenOwner, error) {
 	kind, rest, _ := strings.Cut(principal, ":")
 	switch kind {
 	case v1.PrincipalUser:
 		if rest != "" {
-			return v1.TokenOwner{User: rest}, nil
+			return client.TokenOwner{User: rest}, nil
 		}
 	case v1.PrincipalServiceAccount:
 		if project, name, ok := strings.Cut(rest, "/"); ok && project != "" && name != "" {
-			return v1.TokenOwner{Project: project, ServiceAccount: name}, nil
+			return client.TokenOwner{Project: project, ServiceAccount: name}, nil
 		}
 	}
-	return v1.TokenOwner{}, fmt.Errorf("cannot tell whose tokens to manage: the token acts for %q; give --user or --service-account", principal)
+	return client.TokenOwner{}, fmt.Errorf("cannot tell whose tokens to manage: the token acts for %q; give --user or --service-account", principal)
 }
 
 func (a *app) tokenCommand() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -44,7 +45,7 @@ those it can be upgraded to now.`,
 				s.KubernetesVersion = version
 				return fmt.Sprintf("Upgrading cluster %q from Kubernetes %s to %s", name, from, version), nil
 			})
-			var ae *v1.APIError
+			var ae *client.APIError
 			if errors.As(err, &ae) && ae.Err.Target == "spec.kubernetesVersion" {
 				return &hintError{hint: fmt.Sprintf("'kiln cluster upgrade %s' lists the versions it can go to", name), err: err}
 			}

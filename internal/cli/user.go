@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -124,7 +125,7 @@ only; nobody deletes themselves).`,
 		question: func(name, _ string) string {
 			return fmt.Sprintf("Delete user %q, its project memberships and its tokens?", name)
 		},
-		del: func(c *v1.Client, ctx context.Context, _, name string) error {
+		del: func(c *client.Client, ctx context.Context, _, name string) error {
 			return c.DeleteUser(ctx, name)
 		},
 		done: func(name, _ string) string { return fmt.Sprintf("user %q deleted", name) },

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -83,9 +84,9 @@ func (r *recorder) status() int {
 }
 
 // client returns an API client acting with token for the browser request r.
-func (c *Console) client(r *http.Request, token string) *v1.Client {
+func (c *Console) client(r *http.Request, token string) *client.Client {
 	hc := &http.Client{Transport: inProcess{api: c.api, from: r}}
-	return v1.NewClient(apiBase, token, v1.WithHTTPClient(hc), v1.WithUserAgent("kiln-console"))
+	return client.New(apiBase, token, client.WithHTTPClient(hc), client.WithUserAgent("kiln-console"))
 }
 
 // apiRequest is a request to the API handler, made for the browser's
@@ -104,7 +105,7 @@ func apiRequest(ctx context.Context, from *http.Request, token, method, target s
 
 // call sends one request to the API in process and returns its status,
 // headers and body: for what the Go client has no method for (a long-poll
-// with If-None-Match). A non-2xx answer is returned as a *v1.APIError.
+// with If-None-Match). A non-2xx answer is returned as a *client.APIError.
 func (c *Console) call(ctx context.Context, r *http.Request, token, method, path string, header http.Header, out any) (http.Header, error) {
 	req, err := apiRequest(ctx, r, token, method, apiBase+path)
 	if err != nil {
@@ -139,9 +140,9 @@ func (c *Console) call(ctx context.Context, r *http.Request, token, method, path
 func decodeAPIError(status int, data []byte) error {
 	var er v1.ErrorResponse
 	if err := json.Unmarshal(data, &er); err != nil || er.Error.Code == "" {
-		return &v1.APIError{StatusCode: status, Err: v1.Error{Code: "Unknown", Message: http.StatusText(status)}}
+		return &client.APIError{StatusCode: status, Err: v1.Error{Code: "Unknown", Message: http.StatusText(status)}}
 	}
-	return &v1.APIError{StatusCode: status, Err: er.Error}
+	return &client.APIError{StatusCode: status, Err: er.Error}
 }
 
 // passThrough serves a download (a kubeconfig, an installer) straight from
@@ -194,9 +195,9 @@ func (c *Console) download(w http.ResponseWriter, r *http.Request, token, path s
 	return nil
 }
 
-// apiError returns err as an *v1.APIError when it is one.
-func apiError(err error) (*v1.APIError, bool) {
-	var ae *v1.APIError
+// apiError returns err as an *client.APIError when it is one.
+func apiError(err error) (*client.APIError, bool) {
+	var ae *client.APIError
 	ok := errors.As(err, &ae)
 	return ae, ok
 }

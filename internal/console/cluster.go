@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -68,7 +69,7 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, 
 	slices.SortStableFunc(ops, func(a, b v1.Operation) int { return b.StartTime.Compare(a.StartTime) })
 	// The cluster's current operation, else the newest.
 	cur := slices.IndexFunc(ops, func(op v1.Operation) bool {
-		return v1.OperationID(op.ID) == v1.OperationID(cl.Status.CurrentOperation)
+		return client.OperationID(op.ID) == client.OperationID(cl.Status.CurrentOperation)
 	})
 	if cur < 0 && len(ops) > 0 {
 		cur = 0
@@ -138,7 +139,7 @@ type errUnchanged struct{ msg string }
 func (e errUnchanged) Error() string { return e.msg }
 
 // changeSpec lets change edit the spec of r's cluster and writes it back
-// (v1.Client.ChangeCluster: If-Match, again on a 412). It returns the
+// (client.Client.ChangeCluster: If-Match, again on a 412). It returns the
 // operation started.
 func (c *Console) changeSpec(r *http.Request, s *session, change func(*v1.ClusterSpec) error) (string, error) {
 	_, opID, err := c.client(r, s.token).ChangeCluster(r.Context(), r.PathValue("project"), r.PathValue("cluster"),
@@ -264,26 +265,26 @@ func (c *Console) upgrade(w http.ResponseWriter, r *http.Request, s *session) er
 
 // clusterAction runs one of the API's cluster actions.
 func (c *Console) clusterAction(w http.ResponseWriter, r *http.Request, s *session, doing string,
-	call func(api *v1.Client, project, name string) (*v1.Cluster, string, error)) error {
+	call func(api *client.Client, project, name string) (*v1.Cluster, string, error)) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	_, opID, err := call(c.client(r, s.token), project, name)
 	return c.acted(w, r, s, err, clusterURL(project, name), fmt.Sprintf("%s (operation %s).", doing, opID))
 }
 
 func (c *Console) provision(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.clusterAction(w, r, s, "Provisioning the hosts", func(api *v1.Client, p, n string) (*v1.Cluster, string, error) {
+	return c.clusterAction(w, r, s, "Provisioning the hosts", func(api *client.Client, p, n string) (*v1.Cluster, string, error) {
 		return api.ProvisionCluster(r.Context(), p, n)
 	})
 }
 
 func (c *Console) reset(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.clusterAction(w, r, s, "Resetting the hosts", func(api *v1.Client, p, n string) (*v1.Cluster, string, error) {
+	return c.clusterAction(w, r, s, "Resetting the hosts", func(api *client.Client, p, n string) (*v1.Cluster, string, error) {
 		return api.ResetCluster(r.Context(), p, n)
 	})
 }
 
 func (c *Console) retry(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.clusterAction(w, r, s, "Retrying", func(api *v1.Client, p, n string) (*v1.Cluster, string, error) {
+	return c.clusterAction(w, r, s, "Retrying", func(api *client.Client, p, n string) (*v1.Cluster, string, error) {
 		return api.RetryCluster(r.Context(), p, n)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
@@ -117,7 +118,7 @@ func TestClusterActions(t *testing.T) {
 		t.Fatalf("retry: %d %s", p.status, p.body)
 	}
 	retry, err := e.api.GetOperation(t.Context(), e.cluster("hung").Status.CurrentOperation)
-	if err != nil || v1.OperationID(retry.Properties.RetryOf) != v1.OperationID(first) {
+	if err != nil || client.OperationID(retry.Properties.RetryOf) != client.OperationID(first) {
 		t.Fatalf("after retry: %+v %v, want a retry of %s", retry, err, first)
 	}
 	e.stepRunning(retry.ID, "ensure-control-plane-machines") // held again: the label is still there
@@ -132,7 +133,7 @@ func TestClusterActions(t *testing.T) {
 	}
 	kilndtest.WaitFor(t, "the cluster to be deleted", time.Minute, func() (bool, error) {
 		_, err := e.api.GetCluster(t.Context(), "default", "c1")
-		if v1.IsNotFound(err) {
+		if client.IsNotFound(err) {
 			return true, nil
 		}
 		return false, err
@@ -202,7 +203,7 @@ func TestClusterLive(t *testing.T) {
 		}
 		maps.Copy(page, ev.fragments)
 		cur := page["current"]
-		if strings.Contains(cur, v1.OperationID(opID)) && strings.Contains(cur, `data-operation-status="Succeeded"`) {
+		if strings.Contains(cur, client.OperationID(opID)) && strings.Contains(cur, `data-operation-status="Succeeded"`) {
 			steps := page["current-steps"]
 			if !strings.Contains(steps, `data-state="Succeeded"`) || strings.Contains(steps, `data-state="Pending"`) || strings.Contains(steps, `data-state="Running"`) {
 				t.Errorf("the operation is Succeeded with steps not done: %s", steps)

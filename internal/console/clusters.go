@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/server"
 )
@@ -108,14 +109,14 @@ func (v *clustersView) query() url.Values {
 
 // runningOperations reads the operation of each cluster that is changing,
 // for its percent.
-func (c *Console) runningOperations(ctx context.Context, api *v1.Client, rows []clusterRow) error {
+func (c *Console) runningOperations(ctx context.Context, api *client.Client, rows []clusterRow) error {
 	for i := range rows {
 		st := rows[i].Cluster.Status
 		if st.CurrentOperation == "" || !changing(st.ProvisioningState) {
 			continue
 		}
 		op, err := api.GetOperation(ctx, st.CurrentOperation)
-		if v1.IsNotFound(err) {
+		if client.IsNotFound(err) {
 			continue
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -62,7 +63,7 @@ func TestCreateForm(t *testing.T) {
 	}
 	// The API says the same about the control plane.
 	_, _, apiErr := e.api.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "c1", Spec: v1.ClusterSpec{Provider: "sim", ControlPlane: v1.ControlPlane{Size: 2}}})
-	ae, ok := apiErr.(*v1.APIError)
+	ae, ok := apiErr.(*client.APIError)
 	if !ok {
 		t.Fatalf("API create with 2 control-plane nodes: %v", apiErr)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/console"
@@ -49,7 +50,7 @@ type env struct {
 	t     *testing.T
 	srv   *httptest.Server
 	store store.Store
-	api   *v1.Client // the owner's
+	api   *client.Client // the owner's
 }
 
 func newEnv(t *testing.T, backend bool) *env {
@@ -86,7 +87,7 @@ func newEnv(t *testing.T, backend bool) *env {
 	t.Cleanup(srv.Close)
 	t.Cleanup(con.Stop)
 	e := &env{t: t, srv: srv, store: st}
-	e.api = v1.NewClient(srv.URL, ownerToken, v1.WithHTTPClient(srv.Client()))
+	e.api = client.New(srv.URL, ownerToken, client.WithHTTPClient(srv.Client()))
 	if _, err := e.api.CreateProject(t.Context(), &v1.Project{Name: "default"}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func (e *env) user(name, role string) string {
 	if _, err := e.api.PutMember(ctx, "default", &v1.Member{Name: name, Role: role}); err != nil {
 		e.t.Fatal(err)
 	}
-	tok, err := e.api.CreateToken(ctx, v1.TokenOwner{User: name}, v1.TokenRequest{})
+	tok, err := e.api.CreateToken(ctx, client.TokenOwner{User: name}, v1.TokenRequest{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/test/kilndtest"
@@ -60,7 +61,7 @@ func TestSameNameIsANewCluster(t *testing.T) {
 	if past == "" || !strings.Contains(overview.body, "<p>None.</p>") {
 		t.Errorf("the second demo has past operations:\n%s", overview.body)
 	}
-	for _, old := range []string{v1.OperationID(create), v1.OperationID(del), "OperationCanceled", "CancelRequested", "demo-default-1"} {
+	for _, old := range []string{client.OperationID(create), client.OperationID(del), "OperationCanceled", "CancelRequested", "demo-default-1"} {
 		if strings.Contains(overview.body, old) {
 			t.Errorf("the second demo's page shows %s, the first demo's", old)
 		}
@@ -75,7 +76,7 @@ func TestSameNameIsANewCluster(t *testing.T) {
 	if strings.Contains(nodes.body, "demo-default-1") || !strings.Contains(nodes.body, "demo-default-0") {
 		t.Errorf("the second demo's nodes tab:\n%s", nodes.body)
 	}
-	for _, old := range []string{"OperationCanceled", v1.OperationID(create)} {
+	for _, old := range []string{"OperationCanceled", client.OperationID(create)} {
 		if strings.Contains(nodes.body, old) {
 			t.Errorf("the second demo's nodes tab shows %s, the first demo's", old)
 		}

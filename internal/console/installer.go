@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -59,7 +60,7 @@ func (c *Console) showInstaller(w http.ResponseWriter, r *http.Request, s *sessi
 func (c *Console) installerDownload(w http.ResponseWriter, r *http.Request, s *session) error {
 	arch := r.URL.Query().Get("arch")
 	if !slices.Contains(installerArchs, arch) {
-		return &v1.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "arch",
+		return &client.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "arch",
 			Message: fmt.Sprintf("arch must be one of %v", installerArchs)}}
 	}
 	project, name := r.PathValue("project"), r.PathValue("cluster")

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -150,7 +151,7 @@ func (c *Console) clusterLive(w http.ResponseWriter, r *http.Request, s *session
 	view := r.URL.Query().Get("view")
 	names, ok := liveFragments[view]
 	if !ok {
-		return &v1.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "view",
+		return &client.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "view",
 			Message: "view must be overview or nodes"}}
 	}
 	ctx, cancel := c.liveContext(r)

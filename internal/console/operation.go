@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -84,7 +85,7 @@ func (v *clusterView) viewOf(op *v1.Operation, now time.Time) *operationView {
 	if op.EndTime != nil {
 		end = *op.EndTime
 	}
-	ov.Timeline = newTimeline(v1.OperationID(op.ID), op.StartTime, end, own, now)
+	ov.Timeline = newTimeline(client.OperationID(op.ID), op.StartTime, end, own, now)
 	return ov
 }
 
@@ -92,7 +93,7 @@ func (v *clusterView) viewOf(op *v1.Operation, now time.Time) *operationView {
 // named by its id alone.
 func (v *clusterView) ref(id string) opRef {
 	for _, op := range v.all() {
-		if v1.OperationID(op.ID) == id {
+		if client.OperationID(op.ID) == id {
 			return opRef{ID: id, Label: opLabel(op, true), Start: op.StartTime}
 		}
 	}

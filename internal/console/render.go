@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -36,7 +37,7 @@ func parsePages() map[string]*template.Template {
 var funcs = template.FuncMap{
 	"stateClass": stateClass,
 	"ago":        ago,
-	"opid":       v1.OperationID,
+	"opid":       client.OperationID,
 	"when":       when,
 	"duration":   stepDuration,
 	"clock":      clock,

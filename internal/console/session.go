@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 )
@@ -162,7 +163,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusForbidden, "token", "That is a service account's token; the console is for users. Service accounts use the API and the CLI.")
 		return
 	}
-	t, err := api.CreateToken(r.Context(), v1.TokenOwner{User: user},
+	t, err := api.CreateToken(r.Context(), client.TokenOwner{User: user},
 		v1.TokenRequest{Description: sessionDescription, ExpiresInDays: sessionDays})
 	if err != nil {
 		c.fail(w, r, nil, err)
@@ -178,8 +179,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 // logout revokes the session's token.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) error {
-	err := c.client(r, s.token).RevokeToken(r.Context(), v1.TokenOwner{User: s.User}, s.Whoami.TokenID)
-	if err != nil && !v1.IsNotFound(err) {
+	err := c.client(r, s.token).RevokeToken(r.Context(), client.TokenOwner{User: s.User}, s.Whoami.TokenID)
+	if err != nil && !client.IsNotFound(err) {
 		return err
 	}
 	clearCookie(w, r)

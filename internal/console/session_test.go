@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -105,7 +106,7 @@ func TestLogin(t *testing.T) {
 	if strings.Contains(ck, ownerToken) {
 		t.Error("the session cookie holds the token typed in")
 	}
-	tokens, err := e.api.ListTokens(t.Context(), v1.TokenOwner{User: "admin"})
+	tokens, err := e.api.ListTokens(t.Context(), client.TokenOwner{User: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestLogin(t *testing.T) {
 	if p := b.post("/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
 		t.Fatalf("logout: %d", p.status)
 	}
-	tokens, _ = e.api.ListTokens(t.Context(), v1.TokenOwner{User: "admin"})
+	tokens, _ = e.api.ListTokens(t.Context(), client.TokenOwner{User: "admin"})
 	for _, tk := range tokens {
 		if tk.ID == session.ID && tk.RevokedAt == nil {
 			t.Error("the session's token is not revoked after signing out")
@@ -137,7 +138,7 @@ func TestLogin(t *testing.T) {
 	if _, err := e.api.CreateServiceAccount(t.Context(), "default", &v1.ServiceAccount{Name: "ci", Role: v1.RoleOperator}); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := e.api.CreateToken(t.Context(), v1.TokenOwner{Project: "default", ServiceAccount: "ci"}, v1.TokenRequest{})
+	sa, err := e.api.CreateToken(t.Context(), client.TokenOwner{Project: "default", ServiceAccount: "ci"}, v1.TokenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sync/errgroup"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
 // startDev starts an all-in-one dev kilnd in this process and returns a
 // client logged in with its admin token.
-func startDev(tb testing.TB) *v1.Client {
+func startDev(tb testing.TB) *client.Client {
 	tb.Helper()
 	d, err := Start(tb.Context(), Config{
 		DataDir:     tb.TempDir(),
@@ -38,7 +39,7 @@ func startDev(tb testing.TB) *v1.Client {
 			tb.Errorf("shutdown: %v", err)
 		}
 	})
-	return v1.NewClient(d.URL, d.Token, v1.WithCA(d.CACert))
+	return client.New(d.URL, d.Token, client.WithCA(d.CACert))
 }
 
 func simCluster(name string, workers int, labels map[string]string) *v1.Cluster {
@@ -50,7 +51,7 @@ func simCluster(name string, workers int, labels map[string]string) *v1.Cluster 
 	}}
 }
 
-func wait(t *testing.T, c *v1.Client, opID string) *v1.Operation {
+func wait(t *testing.T, c *client.Client, opID string) *v1.Operation {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -61,7 +62,7 @@ func wait(t *testing.T, c *v1.Client, opID string) *v1.Operation {
 	return op
 }
 
-func nodeNames(t *testing.T, c *v1.Client, cluster string) []string {
+func nodeNames(t *testing.T, c *client.Client, cluster string) []string {
 	t.Helper()
 	nodes, err := c.ListNodes(t.Context(), "default", cluster)
 	if err != nil {
@@ -126,7 +127,7 @@ func TestCreateScaleDelete(t *testing.T) {
 	}
 
 	// The etag read before the scale is stale now.
-	var stale *v1.APIError
+	var stale *client.APIError
 	if _, _, err := c.PutCluster(ctx, "default", cl, cl.ETag); !errors.As(err, &stale) || stale.StatusCode != 412 {
 		t.Errorf("replace with a stale etag: %v, want 412", err)
 	}
@@ -152,7 +153,7 @@ func TestCreateScaleDelete(t *testing.T) {
 	if op := wait(t, c, opID); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindDelete {
 		t.Fatalf("delete: %s %+v", op.Status, op.Error)
 	}
-	if _, err := c.GetCluster(ctx, "default", "life"); !v1.IsNotFound(err) {
+	if _, err := c.GetCluster(ctx, "default", "life"); !client.IsNotFound(err) {
 		t.Errorf("get after delete: %v, want 404", err)
 	}
 }
@@ -167,7 +168,7 @@ func TestConflictWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = c.PatchCluster(ctx, "default", "busy", map[string]any{"spec": map[string]any{"labels": map[string]string{"x": "y"}}})
-	var apiErr *v1.APIError
+	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || !strings.Contains(apiErr.Err.Message+apiErr.Err.Target, opID) {
 		t.Fatalf("patch during create: %v; want 409 naming %s", err, opID)
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/api/client"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 )
@@ -85,17 +85,17 @@ func TestServesHTTPSFromTheDataDirCA(t *testing.T) {
 		t.Errorf("ca.key: %v, %v; want mode 0600", fi, err)
 	}
 
-	c := v1.NewClient(d.URL, d.Token, v1.WithCA(onDisk))
+	c := client.New(d.URL, d.Token, client.WithCA(onDisk))
 	if _, err := c.ListProjects(t.Context()); err != nil {
 		t.Fatalf("HTTPS verified with the data dir's CA: %v", err)
 	}
 	_, port, _ := net.SplitHostPort(d.Addr)
-	if _, err := v1.NewClient("https://localhost:"+port, d.Token, v1.WithCA(onDisk)).ListProjects(t.Context()); err != nil {
+	if _, err := client.New("https://localhost:"+port, d.Token, client.WithCA(onDisk)).ListProjects(t.Context()); err != nil {
 		t.Errorf("HTTPS to localhost: %v", err)
 	}
 
 	var cve *tls.CertificateVerificationError
-	if _, err := v1.NewClient(d.URL, d.Token).ListProjects(t.Context()); !errors.As(err, &cve) {
+	if _, err := client.New(d.URL, d.Token).ListProjects(t.Context()); !errors.As(err, &cve) {
 		t.Errorf("with the system roots only: %v, want a certificate verification error", err)
 	}
 
@@ -135,7 +135,7 @@ func TestCAOutlivesRestarts(t *testing.T) {
 	if !bytes.Equal(second.CACert, saved) {
 		t.Fatal("a restart made a new CA")
 	}
-	if _, err := v1.NewClient(second.URL, second.Token, v1.WithCA(saved)).ListProjects(t.Context()); err != nil {
+	if _, err := client.New(second.URL, second.Token, client.WithCA(saved)).ListProjects(t.Context()); err != nil {
 		t.Fatalf("after a restart, with the CA saved before: %v", err)
 	}
 }
@@ -175,7 +175,7 @@ func TestServesTheOperatorsCertificate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, "tls")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("DATA_DIR/tls: %v; want none with the operator's certificate", err)
 	}
-	if _, err := v1.NewClient(d.URL, d.Token, v1.WithCA(ca.CertPEM())).ListProjects(t.Context()); err != nil {
+	if _, err := client.New(d.URL, d.Token, client.WithCA(ca.CertPEM())).ListProjects(t.Context()); err != nil {
 		t.Fatalf("verified with the operator's CA: %v", err)
 	}
 	if got := servedSerial(t, d.Addr, ca); got != first {
@@ -231,7 +231,7 @@ func TestInsecureHTTPOnLoopback(t *testing.T) {
 	if !strings.HasPrefix(d.URL, "http://") || d.CACert != nil {
 		t.Fatalf("URL %q, CA %q", d.URL, d.CACert)
 	}
-	if _, err := v1.NewClient(d.URL, d.Token).ListProjects(t.Context()); err != nil {
+	if _, err := client.New(d.URL, d.Token).ListProjects(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }

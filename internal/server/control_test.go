@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/plan"
@@ -221,7 +222,7 @@ func TestCancelThroughTheAPI(t *testing.T) {
 	// A later change continues: the hang is gone, the create runs again.
 	r = h.must(http.StatusAccepted, "PATCH", "/v1/projects/p/clusters/c",
 		`{"spec": {"labels": {"`+sim.LabelHangStep+`": null}}}`)
-	next := h.await(v1.OperationID(r.header.Get("Location")))
+	next := h.await(client.OperationID(r.header.Get("Location")))
 	if next.Status != v1.OpSucceeded || next.Properties.Kind != v1.KindCreate {
 		t.Fatalf("the PATCH after the cancel: %s %s %+v, want a create that succeeds", next.Properties.Kind, next.Status, next.Error)
 	}
@@ -282,7 +283,7 @@ func TestRetryThroughTheAPI(t *testing.T) {
 	r := h.must(http.StatusAccepted, "POST", "/v1/projects/p/clusters/c/retry", "")
 	var cl v1.Cluster
 	r.decode(t, &cl)
-	retryID := v1.OperationID(r.header.Get("Azure-AsyncOperation"))
+	retryID := client.OperationID(r.header.Get("Azure-AsyncOperation"))
 	if cl.Status.ProvisioningState != v1.StateCreating || cl.Status.CurrentOperation != retryID || retryID == opID {
 		t.Fatalf("cluster after retry: %+v (operation %s)", cl.Status, retryID)
 	}
@@ -341,11 +342,11 @@ func TestFailedUpdateSuperseded(t *testing.T) {
 	h.await(opID)
 	r := h.must(http.StatusAccepted, "PATCH", "/v1/projects/p/clusters/c",
 		`{"spec": {"labels": {"`+sim.LabelFailTerminal+`": "ensure-worker-machines"}, "workerPools": [{"name": "default", "size": 3}]}}`)
-	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpFailed || op.Properties.Kind != v1.KindUpdate {
+	if op := h.await(client.OperationID(r.header.Get("Location"))); op.Status != v1.OpFailed || op.Properties.Kind != v1.KindUpdate {
 		t.Fatalf("update: %s %s", op.Properties.Kind, op.Status)
 	}
 	r = h.must(http.StatusAccepted, "PATCH", "/v1/projects/p/clusters/c", `{"spec": {"labels": null}}`)
-	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindUpdate {
+	if op := h.await(client.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindUpdate {
 		t.Fatalf("the superseding update: %s %s %+v", op.Properties.Kind, op.Status, op.Error)
 	}
 	if cl := h.cluster("p", "c"); cl.Status.ProvisioningState != v1.StateSucceeded || cl.Status.Nodes.Workers != 3 {
@@ -374,12 +375,12 @@ func TestForceDeleteThroughTheAPI(t *testing.T) {
 	}
 
 	r := h.must(http.StatusAccepted, "DELETE", c, "")
-	del := h.await(v1.OperationID(r.header.Get("Location")))
+	del := h.await(client.OperationID(r.header.Get("Location")))
 	if del.Status != v1.OpFailed || del.Error.Code != v1.CodeProviderError {
 		t.Fatalf("delete: %s %+v", del.Status, del.Error)
 	}
 	r = h.must(http.StatusAccepted, "DELETE", c+"?force=true", "")
-	id := v1.OperationID(r.header.Get("Location"))
+	id := client.OperationID(r.header.Get("Location"))
 	if op := h.operation(id); !op.Properties.Force || op.Properties.Kind != v1.KindDelete {
 		t.Errorf("forced delete operation: %+v", op.Properties)
 	}
@@ -407,7 +408,7 @@ func TestForceDeleteRefusedAfterARetryableError(t *testing.T) {
 		sim.LabelFailStep: plan.StepDeleteNetwork, sim.LabelFailTimes: "100"}))
 	h.await(opID)
 	r := h.must(http.StatusAccepted, "DELETE", c, "")
-	if del := h.await(v1.OperationID(r.header.Get("Location"))); del.Status != v1.OpFailed {
+	if del := h.await(client.OperationID(r.header.Get("Location"))); del.Status != v1.OpFailed {
 		t.Fatalf("delete: %s", del.Status)
 	}
 	e := h.must(http.StatusConflict, "DELETE", c+"?force=true", "").errorBody(t)
@@ -431,7 +432,7 @@ func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
 	// An update (a scale to 4 workers) canceled while it makes workers.
 	r := h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": {"`+sim.LabelHangStep+`": "ensure-worker-machines"},
 		"workerPools": [{"name": "default", "size": 4}]}}`)
-	update := v1.OperationID(r.header.Get("Location"))
+	update := client.OperationID(r.header.Get("Location"))
 	h.awaitStep(update, plan.StepEnsureWorkerMachines)
 	h.must(http.StatusAccepted, "POST", "/v1/operations/"+update+"/cancel", "")
 	if op := h.await(update); op.Status != v1.OpCanceled || stepState(op, plan.StepEnsureWorkerMachines).State != v1.StepCanceled {
@@ -442,7 +443,7 @@ func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
 	}
 	// The next change continues: it is an update, and it makes the workers.
 	r = h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": {"`+sim.LabelHangStep+`": "delete-network"}}}`)
-	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindUpdate {
+	if op := h.await(client.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindUpdate {
 		t.Fatalf("the PATCH after the canceled update: %s %s %+v", op.Properties.Kind, op.Status, op.Error)
 	}
 	if cl := h.cluster("p", "c"); cl.Status.Nodes.Workers != 4 {
@@ -451,7 +452,7 @@ func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
 
 	// A delete canceled at its last step; the cluster stays, Canceled.
 	r = h.must(http.StatusAccepted, "DELETE", c, "")
-	del := v1.OperationID(r.header.Get("Location"))
+	del := client.OperationID(r.header.Get("Location"))
 	h.awaitStep(del, plan.StepDeleteNetwork)
 	h.must(http.StatusAccepted, "POST", "/v1/operations/"+del+"/cancel", "")
 	if op := h.await(del); op.Status != v1.OpCanceled {
@@ -464,11 +465,11 @@ func TestCancelUpdateAndDeleteThroughTheAPI(t *testing.T) {
 	// Retry would hang at the same step again; a PATCH dropping the hang
 	// makes the machines again, and the delete then ends the cluster.
 	r = h.must(http.StatusAccepted, "PATCH", c, `{"spec": {"labels": null}}`)
-	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
+	if op := h.await(client.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
 		t.Fatalf("the PATCH after the canceled delete: %s %+v", op.Status, op.Error)
 	}
 	r = h.must(http.StatusAccepted, "DELETE", c, "")
-	if op := h.await(v1.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
+	if op := h.await(client.OperationID(r.header.Get("Location"))); op.Status != v1.OpSucceeded {
 		t.Fatalf("delete: %s %+v", op.Status, op.Error)
 	}
 	h.must(http.StatusNotFound, "GET", c, "")

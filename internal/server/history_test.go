@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/sim"
@@ -49,7 +50,7 @@ func TestSameNameIsANewCluster(t *testing.T) {
 		t.Fatalf("the first create: %s", op.Status)
 	}
 	r := h.must(http.StatusAccepted, "DELETE", c, "")
-	del := v1.OperationID(r.header.Get("Location"))
+	del := client.OperationID(r.header.Get("Location"))
 	if op := h.await(del); op.Status != v1.OpSucceeded {
 		t.Fatalf("delete: %s %+v", op.Status, op.Error)
 	}
@@ -69,7 +70,7 @@ func TestSameNameIsANewCluster(t *testing.T) {
 	}
 	events := h.events("p", "demo")
 	for _, ev := range events {
-		if op := v1.OperationID(ev.Operation); op != create2 || ev.Node == "demo-default-1" {
+		if op := client.OperationID(ev.Operation); op != create2 || ev.Node == "demo-default-1" {
 			t.Errorf("the second demo's events include %s %q of operation %s", ev.Reason, ev.Message, op)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -40,7 +41,7 @@ type waveResult struct {
 // concurrent clients, each creating its share and then waiting for its
 // operations, and returns when all of them Succeeded. Any other end fails
 // the benchmark.
-func wave(ctx context.Context, t testing.TB, api *v1.Client, prefix string, n, clients int) waveResult {
+func wave(ctx context.Context, t testing.TB, api *client.Client, prefix string, n, clients int) waveResult {
 	t.Helper()
 	start := time.Now()
 	var (

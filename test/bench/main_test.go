@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/api/client"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 type daemon struct {
 	*kilndtest.Kilnd
 	Token string
-	API   *v1.Client
+	API   *client.Client
 }
 
 // startKilnd starts kilnd --dev (SQLite in a fresh data dir, the sim

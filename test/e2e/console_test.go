@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
 )
@@ -310,7 +311,7 @@ func TestConsoleLocalCluster(t *testing.T) {
 	}
 	b.waitJS("the page to say the cluster is gone",
 		`document.getElementById('live-lost').textContent.includes('no longer exists')`, opWait)
-	if _, err := e.c.GetCluster(ctx, "default", "web"); !v1.IsNotFound(err) {
+	if _, err := e.c.GetCluster(ctx, "default", "web"); !client.IsNotFound(err) {
 		t.Errorf("cluster after the page said it is gone: %v, want 404", err)
 	}
 	if left := processesUnder(filepath.Join(e.data, "machines", "default", "web")); len(left) > 0 {
@@ -447,7 +448,7 @@ func TestConsoleOperationTimeline(t *testing.T) {
 	b.do("see it canceled", chromedp.WaitVisible(chromedp.CSS(`[data-fragment=current] [data-operation-status=Canceled]`)))
 	b.submit("retry it", "#retry")
 	retry := current()
-	if v1.OperationID(retry.Properties.RetryOf) != v1.OperationID(create.ID) {
+	if client.OperationID(retry.Properties.RetryOf) != client.OperationID(create.ID) {
 		t.Fatalf("after the retry button the operation is %s, a retry of %q; want a retry of %s", retry.ID, retry.Properties.RetryOf, create.ID)
 	}
 	b.waitJS("the retry's steps on the page", `document.querySelector('[data-fragment=current-steps] tr.kept summary') !== null &&

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	t    testing.TB
 	k    *kilndtest.Kilnd
-	c    *v1.Client
+	c    *client.Client
 	data string
 	st   store.Store // opened by (*env).store
 }

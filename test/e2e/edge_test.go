@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -144,7 +145,7 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 		if !slices.Equal(names(nodes), []string{"edge1-host1", "edge1-host2"}) {
 			t.Fatalf("nodes %v, want edge1-host1 and edge1-host2", names(nodes))
 		}
-		if _, _, err := e.c.ProvisionCluster(ctx, "default", "edge1"); !v1.IsConflict(err) || !strings.Contains(err.Error(), "NodeCountMismatch") {
+		if _, _, err := e.c.ProvisionCluster(ctx, "default", "edge1"); !client.IsConflict(err) || !strings.Contains(err.Error(), "NodeCountMismatch") {
 			t.Fatalf("provision before the hosts are configured: %v, want a NodeCountMismatch", err)
 		}
 		for i, n := range nodes {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/server"
@@ -63,7 +64,7 @@ func (e *env) secretsStayInside(cluster string) {
 	if _, err := e.c.PutServiceAccount(ctx, "default", &v1.ServiceAccount{Name: "leak-sa", Role: v1.RoleViewer}); err != nil {
 		t.Fatal(err)
 	}
-	saToken, err := e.c.CreateToken(ctx, v1.TokenOwner{Project: "default", ServiceAccount: "leak-sa"}, v1.TokenRequest{})
+	saToken, err := e.c.CreateToken(ctx, client.TokenOwner{Project: "default", ServiceAccount: "leak-sa"}, v1.TokenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func (e *env) secretsStayInside(cluster string) {
 		t.Fatalf("operations: %v %v", ops, err)
 	}
 	fill := strings.NewReplacer("{project}", "default", "{cluster}", cluster, "{node}", nodes[0].Name,
-		"{operation}", v1.OperationID(ops[0].ID), "{cloudaccount}", "leak-account", "{profile}", "leak-profile",
+		"{operation}", client.OperationID(ops[0].ID), "{cloudaccount}", "leak-account", "{profile}", "leak-profile",
 		"{user}", "admin", "{member}", "leak-user", "{serviceaccount}", "leak-sa", "{token}", saToken.ID)
 
 	type answer struct{ what, body string }
@@ -193,7 +194,7 @@ func (e *env) reissueActivation(cluster string) {
 	if id, secret, pass := readClear(); id != a.Credentials.ID || secret != a.Credentials.Secret || pass != a.Passphrase {
 		t.Errorf("the stored credential %s is not the reissued %s", id, a.Credentials.ID)
 	}
-	entries, err := e.c.ListAudit(ctx, v1.AuditFilter{Action: "activation", Limit: 1})
+	entries, err := e.c.ListAudit(ctx, client.AuditFilter{Action: "activation", Limit: 1})
 	if err != nil || len(entries) != 1 || entries[0].Result != v1.AuditSuccess || entries[0].Actor != "user:admin" {
 		t.Errorf("audit of the reissue: %+v, %v", entries, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
 )
@@ -26,7 +27,7 @@ func TestKilndLostMidInstall(t *testing.T) {
 	}
 	kilndtest.WaitFor(t, "the control plane's install to be under way", 2*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "re", "re-cp-0")
-		if v1.IsNotFound(err) {
+		if client.IsNotFound(err) {
 			return false, nil
 		}
 		return err == nil && n.State == v1.NodeProvisioning, err

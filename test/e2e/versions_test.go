@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
@@ -45,7 +46,7 @@ func TestLocalClusterOlderVersion(t *testing.T) {
 	cl := localCluster("old", 1, false, 1)
 	cl.Spec.KubernetesVersion = "v1.30.0"
 	_, _, err := e.c.CreateCluster(t.Context(), "default", cl)
-	if ae := (*v1.APIError)(nil); !errors.As(err, &ae) || !strings.Contains(err.Error(), v1.CodeUnsupportedVersion) ||
+	if ae := (*client.APIError)(nil); !errors.As(err, &ae) || !strings.Contains(err.Error(), v1.CodeUnsupportedVersion) ||
 		!strings.Contains(err.Error(), strings.Join(versions, ", ")) {
 		t.Fatalf("create at v1.30.0: %v; want %s listing %v", err, v1.CodeUnsupportedVersion, versions)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 )
@@ -73,11 +74,11 @@ func (s *suite) check() (operations int, js journalStats) {
 		in := inv.Clusters[project+"/"+name]
 		faults := s.faultsOfCluster(name, ops)
 		if rec.kind == v1.KindDelete {
-			err := s.retry("get cluster", func(ctx context.Context, c *v1.Client) error {
+			err := s.retry("get cluster", func(ctx context.Context, c *client.Client) error {
 				_, err := c.GetCluster(ctx, project, name)
 				return err
 			})
-			var ae *v1.APIError
+			var ae *client.APIError
 			if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
 				t.Errorf("cluster %s: deleted, but GET says %v; %s", name, err, faults)
 			}
@@ -90,7 +91,7 @@ func (s *suite) check() (operations int, js journalStats) {
 			cl    *v1.Cluster
 			nodes []v1.Node
 		)
-		err := s.retry("get cluster and nodes", func(ctx context.Context, c *v1.Client) error {
+		err := s.retry("get cluster and nodes", func(ctx context.Context, c *client.Client) error {
 			var err error
 			if cl, err = c.GetCluster(ctx, project, name); err != nil {
 				return err

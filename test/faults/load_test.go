@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/test/kilndtest"
@@ -64,24 +65,24 @@ type opRecord struct {
 }
 
 // client is an API client for a random replica that is up.
-func (s *suite) client() *v1.Client {
+func (s *suite) client() *client.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.procs[rand.IntN(len(s.procs))]
 	hc := k.HTTPClient()
 	hc.Transport = observing{s: s, rt: hc.Transport}
-	return v1.NewClient(k.URL(), s.token, v1.WithHTTPClient(hc)) // hc verifies k.CACert
+	return client.New(k.URL(), s.token, client.WithHTTPClient(hc)) // hc verifies k.CACert
 }
 
 // retry calls fn on a random replica until it succeeds, fails with an API
 // error that is not a 5xx, or 3 minutes pass.
-func (s *suite) retry(what string, fn func(ctx context.Context, c *v1.Client) error) error {
+func (s *suite) retry(what string, fn func(ctx context.Context, c *client.Client) error) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := fn(ctx, s.client())
 		cancel()
-		var ae *v1.APIError
+		var ae *client.APIError
 		if err == nil || (errors.As(err, &ae) && ae.StatusCode < 500) {
 			return err
 		}
@@ -123,7 +124,7 @@ func simCluster(name string, workers int) *v1.Cluster {
 
 func (s *suite) setup() {
 	s.final = map[string]*opRecord{}
-	err := s.retry("create project", func(ctx context.Context, c *v1.Client) error {
+	err := s.retry("create project", func(ctx context.Context, c *client.Client) error {
 		_, err := c.PutProject(ctx, &v1.Project{Name: project})
 		return err
 	})
@@ -195,14 +196,14 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 			rec.id, rec.acked = id, true
 			break
 		}
-		var ae *v1.APIError
+		var ae *client.APIError
 		if errors.As(err, &ae) && ae.StatusCode < 500 && ae.StatusCode != http.StatusConflict {
 			s.errorf("cluster %s: %s refused: %v", cluster, kind, err)
 			return false
 		}
 		// No answer (or a 5xx, or busy): did it happen?
 		var cl *v1.Cluster
-		gerr := s.retry("get cluster", func(ctx context.Context, c *v1.Client) error {
+		gerr := s.retry("get cluster", func(ctx context.Context, c *client.Client) error {
 			var err error
 			cl, err = c.GetCluster(ctx, project, cluster)
 			return err
@@ -238,7 +239,7 @@ func (s *suite) waitOp(id string) *v1.Operation {
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		var op *v1.Operation
-		err := s.retry("get operation", func(ctx context.Context, c *v1.Client) error {
+		err := s.retry("get operation", func(ctx context.Context, c *client.Client) error {
 			var err error
 			op, err = c.GetOperation(ctx, id)
 			return err

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
 )
@@ -163,7 +164,7 @@ func (s *suite) holdKills() (bool, string) {
 // 2 nodes, both READY.
 func (s *suite) checkLocalNodes(name string) {
 	var nodes []v1.Node
-	err := s.retry("list nodes", func(ctx context.Context, c *v1.Client) error {
+	err := s.retry("list nodes", func(ctx context.Context, c *client.Client) error {
 		var err error
 		nodes, err = c.ListNodes(ctx, project, name)
 		return err

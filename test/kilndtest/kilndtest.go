@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/api/client"
 )
 
 // Build builds the main packages (import paths) into dir, named after the
@@ -168,11 +168,11 @@ func (k *Kilnd) HTTPClient() *http.Client {
 
 // Client is an API client authenticated with token that verifies the API's
 // certificate with CACert.
-func (k *Kilnd) Client(token string, opts ...v1.ClientOption) *v1.Client {
+func (k *Kilnd) Client(token string, opts ...client.Option) *client.Client {
 	if k.CACert != nil {
-		opts = append([]v1.ClientOption{v1.WithCA(k.CACert)}, opts...)
+		opts = append([]client.Option{client.WithCA(k.CACert)}, opts...)
 	}
-	return v1.NewClient(k.URL(), token, opts...)
+	return client.New(k.URL(), token, opts...)
 }
 
 // LogText is everything the process logged so far.

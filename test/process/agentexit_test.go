@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -73,7 +74,7 @@ func TestAgentThatExitsIsReported(t *testing.T) {
 	}
 
 	// Nothing is left waiting: cancel, then delete.
-	if _, err := c.CancelOperation(ctx, opID); err != nil && !v1.IsConflict(err) {
+	if _, err := c.CancelOperation(ctx, opID); err != nil && !client.IsConflict(err) {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
@@ -103,7 +104,7 @@ func readJournal(t *testing.T, path string) []sim.JournalEntry {
 }
 
 // countEndEvents counts the events that say operation id ended.
-func countEndEvents(t *testing.T, c *v1.Client, cluster, id string) int {
+func countEndEvents(t *testing.T, c *client.Client, cluster, id string) int {
 	t.Helper()
 	events, err := c.ListEvents(t.Context(), "default", cluster)
 	if err != nil {

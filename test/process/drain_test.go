@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -95,7 +96,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	// A new kilnd without the hang finishes the job.
 	second := startKilnd(t, "kilnd-after-drain", nil, args...)
 	c = second.Client(readToken(t, data))
-	if _, _, err := c.PatchCluster(ctx, "default", "stuck", map[string]any{"spec": map[string]any{"labels": nil}}); !v1.IsConflict(err) {
+	if _, _, err := c.PatchCluster(ctx, "default", "stuck", map[string]any{"spec": map[string]any{"labels": nil}}); !client.IsConflict(err) {
 		t.Fatalf("a change while the create is unfinished: %v, want 409", err)
 	}
 }

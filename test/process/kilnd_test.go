@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
@@ -86,7 +87,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 }
 
 // waitTerminal waits for every operation to end and returns them by id.
-func waitTerminal(t *testing.T, ctx context.Context, c *v1.Client, ids []string) map[string]*v1.Operation {
+func waitTerminal(t *testing.T, ctx context.Context, c *client.Client, ids []string) map[string]*v1.Operation {
 	t.Helper()
 	var (
 		mu   sync.Mutex

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
@@ -168,7 +169,7 @@ func buildBaseline(t *testing.T, k *kilndtest.Kilnd, ownerToken string) *baselin
 	if _, err := c.CreateServiceAccount(ctx, "team", &v1.ServiceAccount{Name: "ci", Role: v1.RoleOperator, Description: "the pipeline"}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := c.CreateToken(ctx, v1.TokenOwner{Project: "team", ServiceAccount: "ci"}, v1.TokenRequest{Description: "pipeline", ExpiresInDays: 30})
+	tok, err := c.CreateToken(ctx, client.TokenOwner{Project: "team", ServiceAccount: "ci"}, v1.TokenRequest{Description: "pipeline", ExpiresInDays: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func buildBaseline(t *testing.T, k *kilndtest.Kilnd, ownerToken string) *baselin
 	if _, err := c.PutMember(ctx, "team", &v1.Member{Name: "vera", Role: v1.RoleViewer}); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err = c.CreateToken(ctx, v1.TokenOwner{User: "vera"}, v1.TokenRequest{Description: "laptop"}); err != nil {
+	if tok, err = c.CreateToken(ctx, client.TokenOwner{User: "vera"}, v1.TokenRequest{Description: "laptop"}); err != nil {
 		t.Fatal(err)
 	}
 	b.tokens[asViewer] = tok.Value
@@ -332,9 +333,9 @@ func checkNotBlind(t *testing.T, s kilndtest.Tables) {
 }
 
 // auditIDs are the ids of every audit entry so far.
-func auditIDs(t *testing.T, owner *v1.Client) map[string]bool {
+func auditIDs(t *testing.T, owner *client.Client) map[string]bool {
 	t.Helper()
-	entries, err := owner.ListAudit(t.Context(), v1.AuditFilter{})
+	entries, err := owner.ListAudit(t.Context(), client.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,9 +350,9 @@ func auditIDs(t *testing.T, owner *v1.Client) map[string]bool {
 // request sent that reached the audit middleware, with its status, code,
 // result, path and actor, and none that no request sent explains. Entries
 // are written before the answer goes out, so they are all there now.
-func checkAudit(t *testing.T, owner *v1.Client, before map[string]bool, sent map[string]inertRequest) {
+func checkAudit(t *testing.T, owner *client.Client, before map[string]bool, sent map[string]inertRequest) {
 	t.Helper()
-	entries, err := owner.ListAudit(t.Context(), v1.AuditFilter{})
+	entries, err := owner.ListAudit(t.Context(), client.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

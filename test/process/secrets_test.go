@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/secret"
@@ -254,7 +255,7 @@ func runRotateKey(t *testing.T, api *accountAPI, storeFlags []string, data strin
 // accountAPI is the cloud account and kubeconfig calls of a kilnd's API.
 type accountAPI struct {
 	base, token string
-	c           *v1.Client
+	c           *client.Client
 	hc          *http.Client
 }
 

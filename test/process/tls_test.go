@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/api/client"
 )
 
 // TestCAOutlivesTheProcess: kilnd serves HTTPS from the CA in its data dir;
@@ -32,7 +32,7 @@ func TestCAOutlivesTheProcess(t *testing.T) {
 	if !bytes.Equal(second.CACert, saved) {
 		t.Fatal("the second process made a new CA")
 	}
-	if _, err := v1.NewClient(second.URL(), readToken(t, data), v1.WithCA(saved)).ListProjects(t.Context()); err != nil {
+	if _, err := client.New(second.URL(), readToken(t, data), client.WithCA(saved)).ListProjects(t.Context()); err != nil {
 		t.Fatalf("the second process, verified with the CA saved from the first: %v", err)
 	}
 }

@@ -1,10 +1,12 @@
-package v1
+package client
 
 import (
 	"context"
 	"errors"
 	"net/http"
 	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // TestCreateCallsAreCreateOnly: the Create calls of projects, users and
@@ -17,15 +19,15 @@ func TestCreateCallsAreCreateOnly(t *testing.T) {
 		call func(context.Context, *Client) error
 	}{
 		{"project", "/v1/projects/team-a", func(ctx context.Context, c *Client) error {
-			_, err := c.CreateProject(ctx, &Project{Name: "team-a"})
+			_, err := c.CreateProject(ctx, &v1.Project{Name: "team-a"})
 			return err
 		}},
 		{"user", "/v1/users/alice", func(ctx context.Context, c *Client) error {
-			_, err := c.CreateUser(ctx, &User{Name: "alice"})
+			_, err := c.CreateUser(ctx, &v1.User{Name: "alice"})
 			return err
 		}},
 		{"service account", "/v1/projects/team-a/serviceaccounts/ci", func(ctx context.Context, c *Client) error {
-			_, err := c.CreateServiceAccount(ctx, "team-a", &ServiceAccount{Name: "ci", Role: RoleOperator})
+			_, err := c.CreateServiceAccount(ctx, "team-a", &v1.ServiceAccount{Name: "ci", Role: v1.RoleOperator})
 			return err
 		}},
 	}
@@ -38,7 +40,7 @@ func TestCreateCallsAreCreateOnly(t *testing.T) {
 				if r.Header.Get("If-None-Match") != "*" || r.Header.Get("If-Match") != "" {
 					t.Errorf("If-None-Match %q, If-Match %q", r.Header.Get("If-None-Match"), r.Header.Get("If-Match"))
 				}
-				writeJSON(w, 412, ErrorResponse{Error: Error{Code: CodePreconditionFailed, Message: "exists", Target: "If-None-Match"}})
+				writeJSON(w, 412, v1.ErrorResponse{Error: v1.Error{Code: v1.CodePreconditionFailed, Message: "exists", Target: "If-None-Match"}})
 			}))
 			err := tt.call(t.Context(), c)
 			var ae *APIError

@@ -1,9 +1,11 @@
-package v1
+package client
 
 import (
 	"context"
 	"net/http"
 	"net/url"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 func cloudAccountPath(project, name string) string {
@@ -12,14 +14,14 @@ func cloudAccountPath(project, name string) string {
 
 // ListCloudAccounts returns every cloud account of a project, following
 // nextLink. Credentials are never in a response.
-func (c *Client) ListCloudAccounts(ctx context.Context, project string) ([]CloudAccount, error) {
-	return listAll[CloudAccount](ctx, c, projectPath(project)+"/cloudaccounts")
+func (c *Client) ListCloudAccounts(ctx context.Context, project string) ([]v1.CloudAccount, error) {
+	return listAll[v1.CloudAccount](ctx, c, projectPath(project)+"/cloudaccounts")
 }
 
 // GetCloudAccount returns one cloud account, without its credentials, with
 // the etag to give PutCloudAccount for a conditional write.
-func (c *Client) GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error) {
-	var a CloudAccount
+func (c *Client) GetCloudAccount(ctx context.Context, project, name string) (*v1.CloudAccount, error) {
+	var a v1.CloudAccount
 	h, err := c.do(ctx, http.MethodGet, cloudAccountPath(project, name), nil, conditions{}, &a)
 	if err != nil {
 		return nil, err
@@ -33,19 +35,19 @@ func (c *Client) GetCloudAccount(ctx context.Context, project, name string) (*Cl
 // ones (nil clears them). A non-empty ifMatch makes the write conditional on
 // the account's current etag ("*": it must exist); a stale one fails with
 // 412 Precondition Failed and changes nothing.
-func (c *Client) PutCloudAccount(ctx context.Context, project string, a *CloudAccount, ifMatch string) (*CloudAccount, error) {
+func (c *Client) PutCloudAccount(ctx context.Context, project string, a *v1.CloudAccount, ifMatch string) (*v1.CloudAccount, error) {
 	return c.putCloudAccount(ctx, project, a, conditions{ifMatch: ifMatch})
 }
 
 // CreateCloudAccount creates a cloud account that must not exist yet
 // (If-None-Match: *, admins only); an existing one fails with 412 and is
 // left as it is.
-func (c *Client) CreateCloudAccount(ctx context.Context, project string, a *CloudAccount) (*CloudAccount, error) {
+func (c *Client) CreateCloudAccount(ctx context.Context, project string, a *v1.CloudAccount) (*v1.CloudAccount, error) {
 	return c.putCloudAccount(ctx, project, a, conditions{ifNoneMatch: true})
 }
 
-func (c *Client) putCloudAccount(ctx context.Context, project string, a *CloudAccount, cond conditions) (*CloudAccount, error) {
-	var out CloudAccount
+func (c *Client) putCloudAccount(ctx context.Context, project string, a *v1.CloudAccount, cond conditions) (*v1.CloudAccount, error) {
+	var out v1.CloudAccount
 	h, err := c.do(ctx, http.MethodPut, cloudAccountPath(project, a.Name), a, cond, &out)
 	if err != nil {
 		return nil, err
@@ -65,4 +67,14 @@ func etagOf(body string, h http.Header) string {
 		return body
 	}
 	return h.Get("ETag")
+}
+
+// ClusterUpgrades returns the Kubernetes versions a cluster can be
+// upgraded to.
+func (c *Client) ClusterUpgrades(ctx context.Context, project, name string) (*v1.ClusterUpgrades, error) {
+	var out v1.ClusterUpgrades
+	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, name)+"/upgrades", nil, conditions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -1,4 +1,4 @@
-package v1
+package client
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // tlsServer is an HTTPS server answering every request with one project,
@@ -47,7 +49,7 @@ func tlsServer(t *testing.T) (*httptest.Server, []byte) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, Project{Name: "p"})
+		writeJSON(w, 200, v1.Project{Name: "p"})
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes fail on purpose
@@ -60,15 +62,15 @@ func TestWithCAVerifiesTheServer(t *testing.T) {
 	srv, caPEM := tlsServer(t)
 	_, otherPEM := tlsServer(t) // another self-signed certificate
 
-	if _, err := NewClient(srv.URL, "", WithCA(caPEM)).GetProject(t.Context(), "p"); err != nil {
+	if _, err := New(srv.URL, "", WithCA(caPEM)).GetProject(t.Context(), "p"); err != nil {
 		t.Fatalf("with the server's CA: %v", err)
 	}
 
 	var cve *tls.CertificateVerificationError
-	if _, err := NewClient(srv.URL, "").GetProject(t.Context(), "p"); !errors.As(err, &cve) {
+	if _, err := New(srv.URL, "").GetProject(t.Context(), "p"); !errors.As(err, &cve) {
 		t.Errorf("with the system roots: %v, want a certificate verification error", err)
 	}
-	if _, err := NewClient(srv.URL, "", WithCA(otherPEM)).GetProject(t.Context(), "p"); !errors.As(err, &cve) {
+	if _, err := New(srv.URL, "", WithCA(otherPEM)).GetProject(t.Context(), "p"); !errors.As(err, &cve) {
 		t.Errorf("with another CA: %v, want a certificate verification error", err)
 	}
 }
@@ -82,11 +84,11 @@ func TestWithCAKeepsTheHTTPClient(t *testing.T) {
 		calls.Add(1)
 		return nil
 	}}
-	for _, opts := range [][]ClientOption{
+	for _, opts := range [][]Option{
 		{WithHTTPClient(given), WithCA(caPEM)},
 		{WithCA(caPEM), WithHTTPClient(given)},
 	} {
-		c := NewClient(srv.URL, "", opts...)
+		c := New(srv.URL, "", opts...)
 		if _, err := c.GetProject(t.Context(), "p"); err != nil {
 			t.Fatal(err)
 		}
@@ -103,17 +105,17 @@ func TestWithCAErrors(t *testing.T) {
 	srv, caPEM := tlsServer(t)
 	tests := []struct {
 		name string
-		opts []ClientOption
+		opts []Option
 		want string
 	}{
-		{"no certificate", []ClientOption{WithCA([]byte("not PEM"))}, "no PEM certificate"},
-		{"empty", []ClientOption{WithCA(nil)}, "no PEM certificate"},
-		{"other transport", []ClientOption{WithHTTPClient(&http.Client{Transport: roundTripper(nil)}), WithCA(caPEM)},
+		{"no certificate", []Option{WithCA([]byte("not PEM"))}, "no PEM certificate"},
+		{"empty", []Option{WithCA(nil)}, "no PEM certificate"},
+		{"other transport", []Option{WithHTTPClient(&http.Client{Transport: roundTripper(nil)}), WithCA(caPEM)},
 			"cannot set the CA"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewClient(srv.URL, "", tt.opts...).GetProject(t.Context(), "p")
+			_, err := New(srv.URL, "", tt.opts...).GetProject(t.Context(), "p")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one saying %q", err, tt.want)
 			}
@@ -131,7 +133,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func TestWaitOperationStopsOnTLSErrors(t *testing.T) {
 	tlsSrv, _ := tlsServer(t)
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, op(OpInProgress, 0))
+		writeJSON(w, 200, op(v1.OpInProgress, 0))
 	}))
 	t.Cleanup(plain.Close)
 	tests := []struct {
@@ -149,7 +151,7 @@ func TestWaitOperationStopsOnTLSErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewClient(tt.url, "")
+			c := New(tt.url, "")
 			c.retryFor = time.Hour // a retried error would last until ctx ends
 			c.backoff = func(int) time.Duration { return time.Millisecond }
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -1,4 +1,4 @@
-package v1
+package client
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 func nodePath(project, cluster, node string) string {
@@ -14,8 +16,8 @@ func nodePath(project, cluster, node string) string {
 
 // ApproveNode lets a DISCOVERED node go on; approving a node that is
 // approved already changes nothing.
-func (c *Client) ApproveNode(ctx context.Context, project, cluster, node string) (*Node, error) {
-	var n Node
+func (c *Client) ApproveNode(ctx context.Context, project, cluster, node string) (*v1.Node, error) {
+	var n v1.Node
 	if _, err := c.do(ctx, http.MethodPost, nodePath(project, cluster, node)+"/approve", nil, conditions{}, &n); err != nil {
 		return nil, err
 	}
@@ -23,8 +25,8 @@ func (c *Client) ApproveNode(ctx context.Context, project, cluster, node string)
 }
 
 // ConfigureNode gives an approved node its role, interface and devices.
-func (c *Client) ConfigureNode(ctx context.Context, project, cluster, node string, cfg NodeConfig) (*Node, error) {
-	var n Node
+func (c *Client) ConfigureNode(ctx context.Context, project, cluster, node string, cfg v1.NodeConfig) (*v1.Node, error) {
+	var n v1.Node
 	if _, err := c.do(ctx, http.MethodPost, nodePath(project, cluster, node)+"/configure", cfg, conditions{}, &n); err != nil {
 		return nil, err
 	}
@@ -35,7 +37,7 @@ func (c *Client) ConfigureNode(ctx context.Context, project, cluster, node strin
 // the oldest kept line) and returns them with the position to read on from.
 // A log grows: reading on from the returned position later gets the lines
 // added since (none yet is an empty slice).
-func (c *Client) NodeLogs(ctx context.Context, project, cluster, node, from string) ([]LogLine, string, error) {
+func (c *Client) NodeLogs(ctx context.Context, project, cluster, node, from string) ([]v1.LogLine, string, error) {
 	return c.ReadNodeLogs(ctx, project, cluster, node, NodeLogQuery{From: from})
 }
 
@@ -60,7 +62,7 @@ type NodeLogQuery struct {
 // ReadNodeLogs reads a page of the log lines of a node's agent that q asks
 // for and returns them with the position to read on from (q.From when
 // there was nothing to read).
-func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string, q NodeLogQuery) ([]LogLine, string, error) {
+func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string, q NodeLogQuery) ([]v1.LogLine, string, error) {
 	path := nodePath(project, cluster, node) + "/logs"
 	v := url.Values{"top": {"1000"}}
 	if q.From != "" {
@@ -88,7 +90,7 @@ func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string
 	if q.Wait > 0 {
 		v.Set("wait", q.Wait.String())
 	}
-	var l List[LogLine]
+	var l v1.List[v1.LogLine]
 	if _, err := c.do(ctx, http.MethodGet, path+"?"+v.Encode(), nil, conditions{}, &l); err != nil {
 		return nil, q.From, err
 	}
@@ -112,8 +114,8 @@ func (c *Client) Kubeconfig(ctx context.Context, project, cluster string) ([]byt
 // ReissueActivation gives a cluster a new activation credential and
 // passphrase (admins only); the old ones are refused from now on. The
 // answer is the only time they are shown.
-func (c *Client) ReissueActivation(ctx context.Context, project, cluster string) (*Activation, error) {
-	var a Activation
+func (c *Client) ReissueActivation(ctx context.Context, project, cluster string) (*v1.Activation, error) {
+	var a v1.Activation
 	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster)+"/activation", nil, conditions{}, &a); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,12 @@
-package v1
+package client
 
 import (
 	"context"
 	"net/http"
 	"net/url"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 func userPath(name string) string { return "/v1/users/" + url.PathEscape(name) }
@@ -51,33 +53,33 @@ func (c *Client) del(ctx context.Context, path string) error {
 
 // CreateProject creates a project that must not exist yet (owners only);
 // an existing one fails with 412 and is left as it is.
-func (c *Client) CreateProject(ctx context.Context, p *Project) (*Project, error) {
+func (c *Client) CreateProject(ctx context.Context, p *v1.Project) (*v1.Project, error) {
 	return create(ctx, c, projectPath(p.Name), p)
 }
 
 // Whoami says who the client's token acts for.
-func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
-	return get[Whoami](ctx, c, "/v1/whoami")
+func (c *Client) Whoami(ctx context.Context) (*v1.Whoami, error) {
+	return get[v1.Whoami](ctx, c, "/v1/whoami")
 }
 
 // ListUsers lists users (owners only).
-func (c *Client) ListUsers(ctx context.Context) ([]User, error) {
-	return listAll[User](ctx, c, "/v1/users")
+func (c *Client) ListUsers(ctx context.Context) ([]v1.User, error) {
+	return listAll[v1.User](ctx, c, "/v1/users")
 }
 
 // GetUser reads a user.
-func (c *Client) GetUser(ctx context.Context, name string) (*User, error) {
-	return get[User](ctx, c, userPath(name))
+func (c *Client) GetUser(ctx context.Context, name string) (*v1.User, error) {
+	return get[v1.User](ctx, c, userPath(name))
 }
 
 // PutUser creates or replaces a user (owners only).
-func (c *Client) PutUser(ctx context.Context, u *User) (*User, error) {
+func (c *Client) PutUser(ctx context.Context, u *v1.User) (*v1.User, error) {
 	return put(ctx, c, userPath(u.Name), u)
 }
 
 // CreateUser creates a user that must not exist yet (owners only); an
 // existing one fails with 412 and is left as it is.
-func (c *Client) CreateUser(ctx context.Context, u *User) (*User, error) {
+func (c *Client) CreateUser(ctx context.Context, u *v1.User) (*v1.User, error) {
 	return create(ctx, c, userPath(u.Name), u)
 }
 
@@ -87,12 +89,12 @@ func (c *Client) DeleteUser(ctx context.Context, name string) error {
 }
 
 // ListMembers lists a project's members.
-func (c *Client) ListMembers(ctx context.Context, project string) ([]Member, error) {
-	return listAll[Member](ctx, c, projectPath(project)+"/members")
+func (c *Client) ListMembers(ctx context.Context, project string) ([]v1.Member, error) {
+	return listAll[v1.Member](ctx, c, projectPath(project)+"/members")
 }
 
 // PutMember gives user m.Name the role m.Role in project (admins only).
-func (c *Client) PutMember(ctx context.Context, project string, m *Member) (*Member, error) {
+func (c *Client) PutMember(ctx context.Context, project string, m *v1.Member) (*v1.Member, error) {
 	return put(ctx, c, memberPath(project, m.Name), m)
 }
 
@@ -102,18 +104,18 @@ func (c *Client) DeleteMember(ctx context.Context, project, name string) error {
 }
 
 // ListServiceAccounts lists a project's service accounts.
-func (c *Client) ListServiceAccounts(ctx context.Context, project string) ([]ServiceAccount, error) {
-	return listAll[ServiceAccount](ctx, c, projectPath(project)+"/serviceaccounts")
+func (c *Client) ListServiceAccounts(ctx context.Context, project string) ([]v1.ServiceAccount, error) {
+	return listAll[v1.ServiceAccount](ctx, c, projectPath(project)+"/serviceaccounts")
 }
 
 // PutServiceAccount creates or replaces a service account (admins only).
-func (c *Client) PutServiceAccount(ctx context.Context, project string, sa *ServiceAccount) (*ServiceAccount, error) {
+func (c *Client) PutServiceAccount(ctx context.Context, project string, sa *v1.ServiceAccount) (*v1.ServiceAccount, error) {
 	return put(ctx, c, serviceAccountPath(project, sa.Name), sa)
 }
 
 // CreateServiceAccount creates a service account that must not exist yet
 // (admins only); an existing one fails with 412 and keeps its role.
-func (c *Client) CreateServiceAccount(ctx context.Context, project string, sa *ServiceAccount) (*ServiceAccount, error) {
+func (c *Client) CreateServiceAccount(ctx context.Context, project string, sa *v1.ServiceAccount) (*v1.ServiceAccount, error) {
 	return create(ctx, c, serviceAccountPath(project, sa.Name), sa)
 }
 
@@ -138,8 +140,8 @@ func (o TokenOwner) path() string {
 }
 
 // CreateToken creates a token; the answer holds its value, once.
-func (c *Client) CreateToken(ctx context.Context, owner TokenOwner, req TokenRequest) (*Token, error) {
-	var t Token
+func (c *Client) CreateToken(ctx context.Context, owner TokenOwner, req v1.TokenRequest) (*v1.Token, error) {
+	var t v1.Token
 	if _, err := c.do(ctx, http.MethodPost, owner.path(), req, conditions{}, &t); err != nil {
 		return nil, err
 	}
@@ -147,8 +149,8 @@ func (c *Client) CreateToken(ctx context.Context, owner TokenOwner, req TokenReq
 }
 
 // ListTokens lists tokens, without their values.
-func (c *Client) ListTokens(ctx context.Context, owner TokenOwner) ([]Token, error) {
-	return listAll[Token](ctx, c, owner.path())
+func (c *Client) ListTokens(ctx context.Context, owner TokenOwner) ([]v1.Token, error) {
+	return listAll[v1.Token](ctx, c, owner.path())
 }
 
 // RevokeToken revokes a token; the next request with it is refused.
@@ -170,7 +172,7 @@ type AuditFilter struct {
 // ListAudit lists audit entries, newest first. Owners read every
 // project's entries at /v1/audit; with f.Project set the call reads the
 // project's own log, which its admins may read too.
-func (c *Client) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+func (c *Client) ListAudit(ctx context.Context, f AuditFilter) ([]v1.AuditEntry, error) {
 	path := "/v1/audit"
 	if f.Project != "" {
 		path = projectPath(f.Project) + "/audit"
@@ -193,7 +195,7 @@ func (c *Client) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, er
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	all, err := listAll[AuditEntry](ctx, c, path)
+	all, err := listAll[v1.AuditEntry](ctx, c, path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package v1
+package client
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 func newTestClient(t *testing.T, h http.Handler) *Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c := NewClient(srv.URL, "tok", WithHTTPClient(srv.Client()), WithUserAgent("kiln-test"))
+	c := New(srv.URL, "tok", WithHTTPClient(srv.Client()), WithUserAgent("kiln-test"))
 	c.backoff = func(int) time.Duration { return time.Millisecond }
 	c.minPoll = time.Millisecond
 	return c
@@ -44,13 +45,13 @@ func TestListClustersFollowsNextLink(t *testing.T) {
 		}
 		switch r.URL.Query().Get("skipToken") {
 		case "":
-			writeJSON(w, 200, List[Cluster]{Value: []Cluster{{Name: "a"}, {Name: "b"}},
+			writeJSON(w, 200, v1.List[v1.Cluster]{Value: []v1.Cluster{{Name: "a"}, {Name: "b"}},
 				NextLink: "/v1/projects/p/clusters?top=2&skipToken=2"})
 		case "2":
-			writeJSON(w, 200, List[Cluster]{Value: []Cluster{{Name: "c"}},
+			writeJSON(w, 200, v1.List[v1.Cluster]{Value: []v1.Cluster{{Name: "c"}},
 				NextLink: "http://" + r.Host + "/v1/projects/p/clusters?top=2&skipToken=3"})
 		default:
-			writeJSON(w, 200, List[Cluster]{})
+			writeJSON(w, 200, v1.List[v1.Cluster]{})
 		}
 	}))
 	got, err := c.ListClusters(t.Context(), "p")
@@ -85,7 +86,7 @@ func TestListRefusesForeignOrLoopingNextLink(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 200, List[Cluster]{Value: []Cluster{{Name: "a"}}, NextLink: tt.link})
+				writeJSON(w, 200, v1.List[v1.Cluster]{Value: []v1.Cluster{{Name: "a"}}, NextLink: tt.link})
 			}))
 			if _, err := c.ListClusters(t.Context(), "p"); err == nil {
 				t.Fatal("ListClusters succeeded, want an error")
@@ -99,25 +100,25 @@ func TestErrorDecoding(t *testing.T) {
 		name   string
 		status int
 		body   string
-		want   Error
+		want   v1.Error
 	}{
 		{
 			name:   "api error",
 			status: 409,
 			body:   `{"error":{"code":"Conflict","message":"operation op1 is running","target":"/v1/operations/op1","details":[{"code":"x","message":"y"}]}}`,
-			want: Error{Code: "Conflict", Message: "operation op1 is running", Target: "/v1/operations/op1",
-				Details: []Error{{Code: "x", Message: "y"}}},
+			want: v1.Error{Code: "Conflict", Message: "operation op1 is running", Target: "/v1/operations/op1",
+				Details: []v1.Error{{Code: "x", Message: "y"}}},
 		},
 		{
 			name:   "not json",
 			status: 502,
 			body:   "<html>bad gateway</html>",
-			want:   Error{Code: CodeUnavailable, Message: "<html>bad gateway</html>"},
+			want:   v1.Error{Code: v1.CodeUnavailable, Message: "<html>bad gateway</html>"},
 		},
 		{
 			name:   "empty",
 			status: 401,
-			want:   Error{Code: CodeUnauthorized, Message: "Unauthorized"},
+			want:   v1.Error{Code: v1.CodeUnauthorized, Message: "Unauthorized"},
 		},
 	}
 	for _, tt := range tests {
@@ -143,7 +144,7 @@ func TestErrorDecoding(t *testing.T) {
 
 func TestPutClusterHeaders(t *testing.T) {
 	var gotIfMatch, gotCT string
-	var gotBody Cluster
+	var gotBody v1.Cluster
 	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotIfMatch = r.Header.Get("If-Match")
 		gotCT = r.Header.Get("Content-Type")
@@ -153,9 +154,9 @@ func TestPutClusterHeaders(t *testing.T) {
 		w.Header().Set("Azure-AsyncOperation", "http://"+r.Host+"/v1/operations/op-42")
 		w.Header().Set("Location", "/v1/operations/op-42")
 		w.Header().Set("ETag", `"e2"`)
-		writeJSON(w, 202, Cluster{Name: "c", Status: ClusterStatus{ProvisioningState: StateUpdating}})
+		writeJSON(w, 202, v1.Cluster{Name: "c", Status: v1.ClusterStatus{ProvisioningState: v1.StateUpdating}})
 	}))
-	in := &Cluster{Name: "c", Spec: ClusterSpec{Provider: "local"}}
+	in := &v1.Cluster{Name: "c", Spec: v1.ClusterSpec{Provider: "local"}}
 	out, opID, err := c.PutCluster(t.Context(), "p", in, "e1")
 	if err != nil {
 		t.Fatal(err)
@@ -182,9 +183,9 @@ func TestCreateClusterIfNoneMatch(t *testing.T) {
 		if r.Header.Get("If-None-Match") != "*" || r.Header.Get("If-Match") != "" {
 			t.Errorf("If-None-Match %q, If-Match %q", r.Header.Get("If-None-Match"), r.Header.Get("If-Match"))
 		}
-		writeJSON(w, 412, ErrorResponse{Error: Error{Code: CodePreconditionFailed, Message: "exists", Target: "If-None-Match"}})
+		writeJSON(w, 412, v1.ErrorResponse{Error: v1.Error{Code: v1.CodePreconditionFailed, Message: "exists", Target: "If-None-Match"}})
 	}))
-	_, _, err := c.CreateCluster(t.Context(), "p", &Cluster{Name: "c"})
+	_, _, err := c.CreateCluster(t.Context(), "p", &v1.Cluster{Name: "c"})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.StatusCode != 412 {
 		t.Fatalf("err = %v, want a 412", err)
@@ -198,7 +199,7 @@ func TestPatchClusterIsMergePatch(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		gotBody = string(b)
 		w.Header().Set("Azure-AsyncOperation", "/v1/operations/op-7")
-		writeJSON(w, 202, Cluster{Name: "c"})
+		writeJSON(w, 202, v1.Cluster{Name: "c"})
 	}))
 	_, opID, err := c.PatchCluster(t.Context(), "p", "c", map[string]any{"spec": map[string]any{"labels": map[string]string{"a": "b"}}})
 	if err != nil {
@@ -244,7 +245,7 @@ func TestOperationID(t *testing.T) {
 // that status instead (without advancing).
 type opServer struct {
 	mu     sync.Mutex
-	states []Operation
+	states []v1.Operation
 	fail   map[int]int // request number -> status
 	n      int
 	i      int
@@ -264,7 +265,7 @@ func (s *opServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Retry-After", "0")
-		writeJSON(w, st, ErrorResponse{Error: Error{Code: "Unavailable", Message: "try again"}})
+		writeJSON(w, st, v1.ErrorResponse{Error: v1.Error{Code: "Unavailable", Message: "try again"}})
 		return
 	}
 	writeJSON(w, 200, s.states[s.i])
@@ -273,33 +274,33 @@ func (s *opServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func op(status string, percent int, steps ...Step) Operation {
-	return Operation{ID: "/v1/operations/o1", Name: "o1", Status: status, PercentComplete: percent,
-		Properties: OperationProperties{Kind: KindCreate, Steps: steps}}
+func op(status string, percent int, steps ...v1.Step) v1.Operation {
+	return v1.Operation{ID: "/v1/operations/o1", Name: "o1", Status: status, PercentComplete: percent,
+		Properties: v1.OperationProperties{Kind: v1.KindCreate, Steps: steps}}
 }
 
 func TestWaitOperation(t *testing.T) {
-	running := Step{Name: "ensure-network", State: StepRunning, Attempts: 1}
-	done := Step{Name: "ensure-network", State: StepSucceeded, Attempts: 1}
+	running := v1.Step{Name: "ensure-network", State: v1.StepRunning, Attempts: 1}
+	done := v1.Step{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 1}
 	srv := &opServer{
-		states: []Operation{
-			op(OpInProgress, 0, running),
-			op(OpInProgress, 0, running), // no change: no callback
-			op(OpInProgress, 50, done),
-			op(OpSucceeded, 100, done),
+		states: []v1.Operation{
+			op(v1.OpInProgress, 0, running),
+			op(v1.OpInProgress, 0, running), // no change: no callback
+			op(v1.OpInProgress, 50, done),
+			op(v1.OpSucceeded, 100, done),
 		},
 		fail: map[int]int{2: 503, 3: 0, 4: 429},
 	}
 	c := newTestClient(t, srv)
 	c.pollWait = 2 * time.Second
 	var seen []int
-	got, err := c.WaitOperation(t.Context(), "/v1/operations/o1", func(o *Operation) {
+	got, err := c.WaitOperation(t.Context(), "/v1/operations/o1", func(o *v1.Operation) {
 		seen = append(seen, o.PercentComplete)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != OpSucceeded {
+	if got.Status != v1.OpSucceeded {
 		t.Errorf("status = %s", got.Status)
 	}
 	if diff := cmp.Diff([]int{0, 50, 100}, seen); diff != "" {
@@ -319,7 +320,7 @@ func TestWaitOperationDoesNotSpin(t *testing.T) {
 		mu.Lock()
 		n++
 		mu.Unlock()
-		writeJSON(w, 200, op(OpInProgress, 0)) // ignores ?wait, never changes
+		writeJSON(w, 200, op(v1.OpInProgress, 0)) // ignores ?wait, never changes
 	}))
 	c.minPoll = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(t.Context(), 350*time.Millisecond)
@@ -336,7 +337,7 @@ func TestWaitOperationDoesNotSpin(t *testing.T) {
 
 func TestWaitOperationStopsOnClientError(t *testing.T) {
 	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 404, ErrorResponse{Error: Error{Code: CodeNotFound, Message: "no such operation"}})
+		writeJSON(w, 404, v1.ErrorResponse{Error: v1.Error{Code: v1.CodeNotFound, Message: "no such operation"}})
 	}))
 	_, err := c.WaitOperation(t.Context(), "nope", nil)
 	if !IsNotFound(err) {
@@ -370,7 +371,7 @@ func TestWaitOperationContextCanceled(t *testing.T) {
 			<-r.Context().Done()
 			return
 		}
-		writeJSON(w, 200, op(OpInProgress, 0))
+		writeJSON(w, 200, op(v1.OpInProgress, 0))
 	}))
 	_, err := c.WaitOperation(ctx, "o1", nil)
 	if !errors.Is(err, context.Canceled) {
@@ -382,10 +383,10 @@ func TestBaseURLPrefix(t *testing.T) {
 	var got string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.URL.Path
-		writeJSON(w, 200, Project{Name: "p"})
+		writeJSON(w, 200, v1.Project{Name: "p"})
 	}))
 	defer srv.Close()
-	c := NewClient(srv.URL+"/kiln/", "")
+	c := New(srv.URL+"/kiln/", "")
 	if _, err := c.GetProject(t.Context(), "p"); err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func TestBaseURLPrefix(t *testing.T) {
 }
 
 func TestInvalidBaseURL(t *testing.T) {
-	c := NewClient("not a url", "")
+	c := New("not a url", "")
 	_, err := c.ListProjects(t.Context())
 	if err == nil {
 		t.Fatal("ListProjects with an invalid server URL succeeded")
@@ -407,13 +408,13 @@ func TestThrottledWriteIsSentAgain(t *testing.T) {
 	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++
 		if calls == 1 {
-			writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Error: Error{Code: CodeThrottled, Message: "slow down"}})
+			writeJSON(w, http.StatusTooManyRequests, v1.ErrorResponse{Error: v1.Error{Code: v1.CodeThrottled, Message: "slow down"}})
 			return
 		}
 		w.Header().Set("Azure-AsyncOperation", "/v1/operations/op1")
-		writeJSON(w, http.StatusCreated, Cluster{Name: "c"})
+		writeJSON(w, http.StatusCreated, v1.Cluster{Name: "c"})
 	}))
-	_, opID, err := c.CreateCluster(t.Context(), "p", &Cluster{Name: "c"})
+	_, opID, err := c.CreateCluster(t.Context(), "p", &v1.Cluster{Name: "c"})
 	if err != nil || opID != "op1" || calls != 2 {
 		t.Fatalf("create after a 429: op %q, err %v, %d calls; want op1, nil, 2", opID, err, calls)
 	}
@@ -429,12 +430,12 @@ func TestChangeCluster(t *testing.T) {
 		case http.MethodGet:
 			gets++
 			w.Header().Set("ETag", fmt.Sprintf(`"e%d"`, gets))
-			writeJSON(w, 200, Cluster{Name: "c", Spec: ClusterSpec{ControlPlane: ControlPlane{Size: gets}},
-				Status: ClusterStatus{ProvisioningState: StateSucceeded}})
+			writeJSON(w, 200, v1.Cluster{Name: "c", Spec: v1.ClusterSpec{ControlPlane: v1.ControlPlane{Size: gets}},
+				Status: v1.ClusterStatus{ProvisioningState: v1.StateSucceeded}})
 		case http.MethodPut:
 			puts++
 			ifMatches = append(ifMatches, r.Header.Get("If-Match"))
-			var in Cluster
+			var in v1.Cluster
 			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 				t.Error(err)
 			}
@@ -442,7 +443,7 @@ func TestChangeCluster(t *testing.T) {
 				t.Errorf("the write carries a status: %+v", in.Status)
 			}
 			if puts == 1 {
-				writeJSON(w, 412, ErrorResponse{Error: Error{Code: CodePreconditionFailed, Message: "stale"}})
+				writeJSON(w, 412, v1.ErrorResponse{Error: v1.Error{Code: v1.CodePreconditionFailed, Message: "stale"}})
 				return
 			}
 			w.Header().Set("Azure-AsyncOperation", "/v1/operations/op-7")
@@ -450,9 +451,9 @@ func TestChangeCluster(t *testing.T) {
 		}
 	}))
 	var seen []int
-	out, opID, err := c.ChangeCluster(t.Context(), "p", "c", func(cl *Cluster) error {
+	out, opID, err := c.ChangeCluster(t.Context(), "p", "c", func(cl *v1.Cluster) error {
 		seen = append(seen, cl.Spec.ControlPlane.Size)
-		cl.Spec.WorkerPools = []WorkerPool{{Name: "default", Size: 3}}
+		cl.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 3}}
 		return nil
 	})
 	if err != nil || opID != "op-7" || len(out.Spec.WorkerPools) != 1 {
@@ -462,7 +463,7 @@ func TestChangeCluster(t *testing.T) {
 		t.Errorf("change saw sizes %v, writes sent If-Match %v; want each read's", seen, ifMatches)
 	}
 	stop := errors.New("nothing to do")
-	if _, _, err := c.ChangeCluster(t.Context(), "p", "c", func(*Cluster) error { return stop }); err != stop || puts != 2 {
+	if _, _, err := c.ChangeCluster(t.Context(), "p", "c", func(*v1.Cluster) error { return stop }); err != stop || puts != 2 {
 		t.Errorf("a change that fails: %v after %d writes, want its error and no write", err, puts)
 	}
 }

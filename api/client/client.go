@@ -1,4 +1,4 @@
-package v1
+package client
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // DefaultUserAgent is sent when no WithUserAgent option is given.
@@ -48,11 +50,11 @@ type Client struct {
 	backoff func(n int) time.Duration
 }
 
-// ClientOption configures a Client.
-type ClientOption func(*Client)
+// Option configures a Client.
+type Option func(*Client)
 
 // WithHTTPClient makes the client send requests with hc.
-func WithHTTPClient(hc *http.Client) ClientOption {
+func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
 			c.hc = hc
@@ -68,7 +70,7 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 // then must have no Transport or an *http.Transport. When caPEM holds no
 // certificate, or the transport is of another kind, every request fails
 // with an error that says so.
-func WithCA(caPEM []byte) ClientOption {
+func WithCA(caPEM []byte) Option {
 	return func(c *Client) {
 		c.caPEM = caPEM
 		if c.caPEM == nil {
@@ -102,7 +104,7 @@ func trustCA(hc *http.Client, caPEM []byte) (*http.Client, error) {
 }
 
 // WithUserAgent sets the User-Agent header of every request.
-func WithUserAgent(ua string) ClientOption {
+func WithUserAgent(ua string) Option {
 	return func(c *Client) {
 		if ua != "" {
 			c.userAgent = ua
@@ -110,14 +112,14 @@ func WithUserAgent(ua string) ClientOption {
 	}
 }
 
-// NewClient returns a client for the API at baseURL (for example
+// New returns a client for the API at baseURL (for example
 // "https://127.0.0.1:7080") that authenticates with token. A baseURL with a
 // path prefix is kept as the prefix of every request path.
-func NewClient(baseURL, token string, opts ...ClientOption) *Client {
+func New(baseURL, token string, opts ...Option) *Client {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || u.Scheme == "" {
 		// Keep the raw text; every request will then fail with a clear
-		// error instead of NewClient having to return one.
+		// error instead of New having to return one.
 		u = &url.URL{Opaque: baseURL}
 	}
 	c := &Client{
@@ -150,13 +152,13 @@ func defaultBackoff(n int) time.Duration {
 }
 
 // ListProjects returns every project the token can see.
-func (c *Client) ListProjects(ctx context.Context) ([]Project, error) {
-	return listAll[Project](ctx, c, "/v1/projects")
+func (c *Client) ListProjects(ctx context.Context) ([]v1.Project, error) {
+	return listAll[v1.Project](ctx, c, "/v1/projects")
 }
 
 // GetProject returns one project.
-func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) {
-	var p Project
+func (c *Client) GetProject(ctx context.Context, name string) (*v1.Project, error) {
+	var p v1.Project
 	if _, err := c.do(ctx, http.MethodGet, projectPath(name), nil, conditions{}, &p); err != nil {
 		return nil, err
 	}
@@ -164,8 +166,8 @@ func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) 
 }
 
 // PutProject creates or replaces a project.
-func (c *Client) PutProject(ctx context.Context, p *Project) (*Project, error) {
-	var out Project
+func (c *Client) PutProject(ctx context.Context, p *v1.Project) (*v1.Project, error) {
+	var out v1.Project
 	if _, err := c.do(ctx, http.MethodPut, projectPath(p.Name), p, conditions{}, &out); err != nil {
 		return nil, err
 	}
@@ -179,8 +181,8 @@ func (c *Client) DeleteProject(ctx context.Context, name string) error {
 }
 
 // GetCluster returns one cluster.
-func (c *Client) GetCluster(ctx context.Context, project, name string) (*Cluster, error) {
-	var cl Cluster
+func (c *Client) GetCluster(ctx context.Context, project, name string) (*v1.Cluster, error) {
+	var cl v1.Cluster
 	h, err := c.do(ctx, http.MethodGet, clusterPath(project, name), nil, conditions{}, &cl)
 	if err != nil {
 		return nil, err
@@ -190,15 +192,15 @@ func (c *Client) GetCluster(ctx context.Context, project, name string) (*Cluster
 }
 
 // ListClusters returns every cluster of a project, following nextLink.
-func (c *Client) ListClusters(ctx context.Context, project string) ([]Cluster, error) {
-	return listAll[Cluster](ctx, c, projectPath(project)+"/clusters")
+func (c *Client) ListClusters(ctx context.Context, project string) ([]v1.Cluster, error) {
+	return listAll[v1.Cluster](ctx, c, projectPath(project)+"/clusters")
 }
 
 // PutCluster creates or replaces a cluster and returns it with the id of the
 // operation that carries out the change. A non-empty ifMatch makes the write
 // conditional on the cluster's current etag (a stale one fails with 412).
-func (c *Client) PutCluster(ctx context.Context, project string, cluster *Cluster, ifMatch string) (*Cluster, string, error) {
-	var out Cluster
+func (c *Client) PutCluster(ctx context.Context, project string, cluster *v1.Cluster, ifMatch string) (*v1.Cluster, string, error) {
+	var out v1.Cluster
 	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, conditions{ifMatch: ifMatch}, &out)
 	if err != nil {
 		return nil, "", err
@@ -216,7 +218,7 @@ const ChangeAttempts = 5
 // another change got there first (412), up to ChangeAttempts writes. It
 // returns the cluster written and the operation started. An error from
 // change stops it and is returned as it is, with nothing written.
-func (c *Client) ChangeCluster(ctx context.Context, project, name string, change func(*Cluster) error) (*Cluster, string, error) {
+func (c *Client) ChangeCluster(ctx context.Context, project, name string, change func(*v1.Cluster) error) (*v1.Cluster, string, error) {
 	for attempt := 1; ; attempt++ {
 		cl, err := c.GetCluster(ctx, project, name)
 		if err != nil {
@@ -226,7 +228,7 @@ func (c *Client) ChangeCluster(ctx context.Context, project, name string, change
 			return nil, "", err
 		}
 		etag := cl.ETag
-		cl.Status = ClusterStatus{}
+		cl.Status = v1.ClusterStatus{}
 		out, opID, err := c.PutCluster(ctx, project, cl, etag)
 		if statusOf(err) == http.StatusPreconditionFailed && attempt < ChangeAttempts {
 			continue
@@ -238,8 +240,8 @@ func (c *Client) ChangeCluster(ctx context.Context, project, name string, change
 // CreateCluster creates a cluster that must not exist yet (If-None-Match: *):
 // an existing one fails with 412 Precondition Failed. It returns the
 // cluster and the id of the create operation.
-func (c *Client) CreateCluster(ctx context.Context, project string, cluster *Cluster) (*Cluster, string, error) {
-	var out Cluster
+func (c *Client) CreateCluster(ctx context.Context, project string, cluster *v1.Cluster) (*v1.Cluster, string, error) {
+	var out v1.Cluster
 	h, err := c.do(ctx, http.MethodPut, clusterPath(project, cluster.Name), cluster, conditions{ifNoneMatch: true}, &out)
 	if err != nil {
 		return nil, "", err
@@ -253,8 +255,8 @@ func (c *Client) CreateCluster(ctx context.Context, project string, cluster *Clu
 // credentials, quotas, what the provider offers, shared networks, DNS
 // servers), and writes nothing. Findings come back as an *APIError whose
 // details list every one.
-func (c *Client) ValidateCluster(ctx context.Context, project string, cluster *Cluster) (*ClusterValidation, error) {
-	var out ClusterValidation
+func (c *Client) ValidateCluster(ctx context.Context, project string, cluster *v1.Cluster) (*v1.ClusterValidation, error) {
+	var out v1.ClusterValidation
 	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster.Name)+"/validate", cluster, conditions{}, &out); err != nil {
 		return nil, err
 	}
@@ -263,8 +265,8 @@ func (c *Client) ValidateCluster(ctx context.Context, project string, cluster *C
 
 // PatchCluster applies a JSON merge patch (RFC 7396) to a cluster. patch is
 // marshalled as JSON unless it already is []byte or json.RawMessage.
-func (c *Client) PatchCluster(ctx context.Context, project, name string, patch any) (*Cluster, string, error) {
-	var out Cluster
+func (c *Client) PatchCluster(ctx context.Context, project, name string, patch any) (*v1.Cluster, string, error) {
+	var out v1.Cluster
 	h, err := c.do(ctx, http.MethodPatch, clusterPath(project, name), mergePatch{patch}, conditions{}, &out)
 	if err != nil {
 		return nil, "", err
@@ -297,15 +299,15 @@ func (c *Client) ForceDeleteCluster(ctx context.Context, project, name string) (
 // RetryCluster runs the cluster's Failed or Canceled operation again from
 // the step where it stopped, and returns the cluster with the id of the new
 // operation.
-func (c *Client) RetryCluster(ctx context.Context, project, name string) (*Cluster, string, error) {
+func (c *Client) RetryCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
 	return c.clusterAction(ctx, project, name, "retry")
 }
 
 // CancelOperation asks the server to cancel an operation; it stops at its
 // next safe point and ends Canceled. It returns the operation as it is
 // when asked (CancelRequested set); one that ended already is a 409.
-func (c *Client) CancelOperation(ctx context.Context, id string) (*Operation, error) {
-	var op Operation
+func (c *Client) CancelOperation(ctx context.Context, id string) (*v1.Operation, error) {
+	var op v1.Operation
 	if _, err := c.do(ctx, http.MethodPost, operationPath(id)+"/cancel", nil, conditions{}, &op); err != nil {
 		return nil, err
 	}
@@ -313,13 +315,13 @@ func (c *Client) CancelOperation(ctx context.Context, id string) (*Operation, er
 }
 
 // ListNodes returns every node of a cluster.
-func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]Node, error) {
-	return listAll[Node](ctx, c, clusterPath(project, cluster)+"/nodes")
+func (c *Client) ListNodes(ctx context.Context, project, cluster string) ([]v1.Node, error) {
+	return listAll[v1.Node](ctx, c, clusterPath(project, cluster)+"/nodes")
 }
 
 // GetNode returns one node of a cluster.
-func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*Node, error) {
-	var n Node
+func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*v1.Node, error) {
+	var n v1.Node
 	if _, err := c.do(ctx, http.MethodGet, nodePath(project, cluster, name), nil, conditions{}, &n); err != nil {
 		return nil, err
 	}
@@ -327,19 +329,19 @@ func (c *Client) GetNode(ctx context.Context, project, cluster, name string) (*N
 }
 
 // ListOperations returns the operations of a cluster.
-func (c *Client) ListOperations(ctx context.Context, project, cluster string) ([]Operation, error) {
-	return listAll[Operation](ctx, c, clusterPath(project, cluster)+"/operations")
+func (c *Client) ListOperations(ctx context.Context, project, cluster string) ([]v1.Operation, error) {
+	return listAll[v1.Operation](ctx, c, clusterPath(project, cluster)+"/operations")
 }
 
 // ListEvents returns the events of a cluster.
-func (c *Client) ListEvents(ctx context.Context, project, cluster string) ([]Event, error) {
-	return listAll[Event](ctx, c, clusterPath(project, cluster)+"/events")
+func (c *Client) ListEvents(ctx context.Context, project, cluster string) ([]v1.Event, error) {
+	return listAll[v1.Event](ctx, c, clusterPath(project, cluster)+"/events")
 }
 
 // GetOperation returns an operation. id may be the bare id or its path
 // ("/v1/operations/{id}", as in the Azure-AsyncOperation header).
-func (c *Client) GetOperation(ctx context.Context, id string) (*Operation, error) {
-	var op Operation
+func (c *Client) GetOperation(ctx context.Context, id string) (*v1.Operation, error) {
+	var op v1.Operation
 	if _, err := c.do(ctx, http.MethodGet, operationPath(id), nil, conditions{}, &op); err != nil {
 		return nil, err
 	}
@@ -352,7 +354,7 @@ func (c *Client) GetOperation(ctx context.Context, id string) (*Operation, error
 // 5xx/429 answers are retried with a short backoff for a while; other errors
 // and ctx ending stop the wait. A terminal operation is returned with a nil
 // error whatever its status: the caller checks Status.
-func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Operation)) (*Operation, error) {
+func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*v1.Operation)) (*v1.Operation, error) {
 	path := operationPath(id)
 	var (
 		last     []byte
@@ -362,7 +364,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 	)
 	wait := ""
 	for {
-		var op Operation
+		var op v1.Operation
 		start := time.Now()
 		h, err := c.doTimeout(ctx, http.MethodGet, path+wait, nil, conditions{notETag: seen}, &op, c.requestTimeout+c.pollWait)
 		if err != nil {
@@ -398,7 +400,7 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*Op
 				onChange(&op)
 			}
 		}
-		if Terminal(op.Status) {
+		if v1.Terminal(op.Status) {
 			return &op, nil
 		}
 		// A server that answers at once without a change (one that
@@ -441,7 +443,7 @@ func operationIDFromHeader(h http.Header) string {
 
 // clusterOperation is the operation a cluster write started: the
 // Azure-AsyncOperation header, else the cluster's current operation.
-func clusterOperation(cl *Cluster, h http.Header) string {
+func clusterOperation(cl *v1.Cluster, h http.Header) string {
 	if id := operationIDFromHeader(h); id != "" {
 		return id
 	}
@@ -449,7 +451,7 @@ func clusterOperation(cl *Cluster, h http.Header) string {
 }
 
 // fillETag sets the body's etag from the ETag header when the body has none.
-func fillETag(cl *Cluster, h http.Header) {
+func fillETag(cl *v1.Cluster, h http.Header) {
 	if cl.ETag == "" {
 		cl.ETag = h.Get("ETag")
 	}
@@ -472,7 +474,7 @@ func listAll[T any](ctx context.Context, c *Client, path string) ([]T, error) {
 			return nil, fmt.Errorf("list %s: nextLink does not advance", path)
 		}
 		seen[path] = true
-		var l List[T]
+		var l v1.List[T]
 		if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &l); err != nil {
 			return nil, err
 		}
@@ -630,7 +632,7 @@ func quoteETag(s string) string {
 // status and a short message.
 func decodeError(resp *http.Response, data []byte) error {
 	e := &APIError{StatusCode: resp.StatusCode}
-	var er ErrorResponse
+	var er v1.ErrorResponse
 	if json.Unmarshal(data, &er) == nil && er.Error.Code != "" {
 		e.Err = er.Error
 	} else {
@@ -641,33 +643,33 @@ func decodeError(resp *http.Response, data []byte) error {
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
-		e.Err = Error{Code: codeForStatus(resp.StatusCode), Message: msg}
+		e.Err = v1.Error{Code: codeForStatus(resp.StatusCode), Message: msg}
 	}
 	return e
 }
 
 // statusCodes names the error code of a status when the body has none.
 var statusCodes = map[int]string{
-	http.StatusBadRequest:            CodeInvalidRequest,
-	http.StatusUnauthorized:          CodeUnauthorized,
-	http.StatusForbidden:             CodeForbidden,
-	http.StatusNotFound:              CodeNotFound,
-	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
-	http.StatusConflict:              CodeConflict,
-	http.StatusPreconditionFailed:    CodePreconditionFailed,
-	http.StatusRequestEntityTooLarge: CodeRequestTooLarge,
-	http.StatusUnsupportedMediaType:  CodeUnsupportedMedia,
-	http.StatusTooManyRequests:       CodeThrottled,
-	http.StatusBadGateway:            CodeUnavailable,
-	http.StatusServiceUnavailable:    CodeUnavailable,
-	http.StatusGatewayTimeout:        CodeUnavailable,
+	http.StatusBadRequest:            v1.CodeInvalidRequest,
+	http.StatusUnauthorized:          v1.CodeUnauthorized,
+	http.StatusForbidden:             v1.CodeForbidden,
+	http.StatusNotFound:              v1.CodeNotFound,
+	http.StatusMethodNotAllowed:      v1.CodeMethodNotAllowed,
+	http.StatusConflict:              v1.CodeConflict,
+	http.StatusPreconditionFailed:    v1.CodePreconditionFailed,
+	http.StatusRequestEntityTooLarge: v1.CodeRequestTooLarge,
+	http.StatusUnsupportedMediaType:  v1.CodeUnsupportedMedia,
+	http.StatusTooManyRequests:       v1.CodeThrottled,
+	http.StatusBadGateway:            v1.CodeUnavailable,
+	http.StatusServiceUnavailable:    v1.CodeUnavailable,
+	http.StatusGatewayTimeout:        v1.CodeUnavailable,
 }
 
 func codeForStatus(status int) string {
 	if c, ok := statusCodes[status]; ok {
 		return c
 	}
-	return CodeInternal
+	return v1.CodeInternal
 }
 
 // transient reports whether a failed request may succeed when repeated. A
