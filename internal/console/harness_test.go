@@ -264,6 +264,7 @@ func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
 		Store: st, Providers: providers, Logger: slog.New(slog.DiscardHandler),
 		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 		MaxAttempts: 3, CancelPoll: 10 * time.Millisecond, NodePoll: 10 * time.Millisecond,
+		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
 	})
 	w := worker.New(worker.Options{Store: st, Runner: r, Poll: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())

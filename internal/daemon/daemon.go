@@ -372,9 +372,11 @@ func (d *Daemon) start(ctx context.Context) error {
 		handler = healthOnly(d.Store, reg)
 	}
 	if d.cfg.Role != RoleFrontend {
+		runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
+			Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining}})
 		d.worker = worker.New(worker.Options{
 			Store:        d.Store,
-			Runner:       plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents()}),
+			Runner:       runner,
 			Owner:        worker.DefaultOwner(),
 			LeaseTTL:     d.cfg.LeaseTTL,
 			Heartbeat:    d.cfg.Heartbeat,

@@ -18,7 +18,6 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
-	"kiln.dev/kiln/internal/worker"
 )
 
 // Store is what the runner needs of the store. Every write it makes is
@@ -87,10 +86,37 @@ type Options struct {
 	// asked to cancel it, for the steps that wait; between steps it is
 	// read every time. Default 1s.
 	CancelPoll time.Duration
+	// Drain tells runs that their process is stopping; kilnd passes its
+	// worker's. The zero Drain never says so: a run then ends only when
+	// it is done or its context is cancelled.
+	Drain Drain
+}
+
+// Drain is how a run learns that the process running it is stopping.
+// Signal returns a channel that is closed when the run under ctx should
+// stop at its next safe point (between steps); the run then returns Err,
+// which tells its caller to hand the lease back at once (when Err is nil
+// the run returns an error of its own). A nil Signal, or a nil channel,
+// never closes.
+type Drain struct {
+	Signal func(ctx context.Context) <-chan struct{}
+	Err    error
+}
+
+// errDraining is what a run returns when it stopped to drain and its
+// Drain named no error of its own.
+var errDraining = errors.New("stopped at a safe point: the process drains")
+
+// draining is the channel closed when the run under ctx should stop.
+func (d Drain) draining(ctx context.Context) <-chan struct{} {
+	if d.Signal == nil {
+		return nil
+	}
+	return d.Signal(ctx)
 }
 
 // Runner carries out a claimed cluster's current operation, step by step.
-// It implements worker.Runner.
+// Its Run is what kilnd's worker calls with each cluster it claims.
 type Runner struct {
 	opts    Options
 	log     *slog.Logger
@@ -130,6 +156,9 @@ func NewRunner(opts Options) *Runner {
 	}
 	if opts.CancelPoll <= 0 {
 		opts.CancelPoll = time.Second
+	}
+	if opts.Drain.Err == nil {
+		opts.Drain.Err = errDraining
 	}
 	return &Runner{opts: opts, log: opts.Logger,
 		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
@@ -265,9 +294,9 @@ func (x *run) execute(ctx context.Context) error {
 		// Between steps is the first safe point: a draining worker hands
 		// the lease back here, and a cancel is honoured.
 		select {
-		case <-worker.Draining(ctx):
+		case <-x.r.opts.Drain.draining(ctx):
 			x.log.Info("stopping before the next step: this process drains", "step", x.op.Steps[i].Name)
-			return worker.ErrDraining
+			return x.r.opts.Drain.Err
 		default:
 		}
 		if err := x.pollCancel(ctx); err != nil {
