@@ -365,9 +365,11 @@ func (d *Daemon) start(ctx context.Context) error {
 			InstallCommand: func(distribution string) string {
 				return server.InstallCommand(distribution, d.cfg.KubeBinary)
 			},
-			Logger: d.log,
+			InstallerArchs: server.InstallerArchs,
+			DefaultVersion: server.DefaultKubernetesVersion,
+			Logger:         d.log,
 		})
-		handler = d.console.Root()
+		handler = rootHandler(srv, d.console)
 	} else {
 		handler = healthOnly(d.Store, reg)
 	}

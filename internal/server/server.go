@@ -288,6 +288,11 @@ func (w *forgetWriter) Write(b []byte) (int, error) {
 }
 func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Paths are the paths the API answers at kilnd's root (a prefix when it
+// ends in a slash); kilnd mounts the console beside it, at every other
+// path. A route outside them is not reachable through kilnd.
+var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
+
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
 	s.handle("GET /readyz", "", public(), s.readyz)
