@@ -15,38 +15,11 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
-
-// Store is what the runner needs of the store. Every write it makes is
-// fenced with the lease of the cluster it runs.
-type Store interface {
-	GetOperation(ctx context.Context, id string) (*store.Operation, error)
-	CancelRequest(ctx context.Context, id string) (*v1.CancelRequest, error)
-	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error
-	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error
-	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
-
-	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
-	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
-	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
-	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
-
-	PutInstruction(ctx context.Context, in *store.Instruction, c store.Cond) error
-	GetInstruction(ctx context.Context, id string) (*store.Instruction, error)
-	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)
-
-	PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error
-	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
-
-	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
-	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
-
-	AppendEvent(ctx context.Context, e *store.Event) error
-}
 
 // StepHook is an optional capability of a provider: BeforeStep is called
 // before every attempt of every step, and its error is treated as the
@@ -178,7 +151,6 @@ func skipped(format string, args ...any) error {
 // run is one Run of one claimed cluster.
 type run struct {
 	r     *Runner
-	s     Store
 	cl    *store.Cluster
 	op    *store.Operation
 	fence store.Fence
@@ -187,6 +159,14 @@ type run struct {
 	log   *slog.Logger
 	step  string // the step running now
 	note  string // what the running step's message says when it succeeds
+
+	// The store, a view per capability the steps use (store.go); every
+	// write is fenced with fence.
+	ops          OperationStore
+	nodeRecords  NodeStore // adds an event for each node change (nodeEvents)
+	instructions InstructionStore
+	secrets      gateway.SecretStore
+	events       EventStore
 
 	progressMu sync.Mutex
 	progress   map[string]string // node -> what it is doing, in the running step's message
@@ -219,7 +199,9 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 		pc:       provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
 		canceled: make(chan struct{}),
 	}
-	x.s = nodeEvents{Store: r.opts.Store, x: x}
+	st := r.opts.Store
+	x.ops, x.instructions, x.secrets, x.events = st, st, st, st
+	x.nodeRecords = nodeEvents{NodeStore: st, x: x}
 	return x.execute(ctx)
 }
 
@@ -464,7 +446,7 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 }
 
 func (x *run) save(ctx context.Context, progress bool) error {
-	if err := x.s.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
+	if err := x.ops.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -486,7 +468,7 @@ func (x *run) event(ctx context.Context, typ, reason, msg string) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err := x.s.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
+	if err := x.events.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
 }
