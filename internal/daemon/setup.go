@@ -16,7 +16,6 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
-	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -71,17 +70,6 @@ func ensureProject(ctx context.Context, st store.Store, name string) error {
 		return fmt.Errorf("create project %q: %w", name, err)
 	}
 	return nil
-}
-
-// rootHandler is the HTTP surface of a frontend: the API at the paths it
-// answers (server.Paths) and the console beside it, at every other path.
-func rootHandler(api, con http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	for _, p := range server.Paths {
-		mux.Handle(p, api)
-	}
-	mux.Handle("/", con)
-	return mux
 }
 
 // healthOnly is the HTTP surface of a backend-only process: health checks
