@@ -13,7 +13,6 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/server"
 )
 
 // clusterRow is a line of the clusters list.
@@ -213,7 +212,7 @@ func (c *Console) fillCreateChoices(r *http.Request, s *session, f *createForm) 
 			f.Projects = append(f.Projects, p.Name)
 		}
 	}
-	f.DefaultVersion = server.DefaultKubernetesVersion
+	f.DefaultVersion = c.version
 	f.Providers = slices.Sorted(maps.Keys(c.providers))
 	seen := map[string]bool{}
 	for _, dists := range c.providers {

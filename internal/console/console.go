@@ -32,16 +32,23 @@ var staticFS embed.FS
 
 // Options configure a Console.
 type Options struct {
-	// API is the API handler (a *server.Server) the console acts through.
+	// API is the API handler the console acts through: every page reads,
+	// and every button writes, through it.
 	API http.Handler
 	// Providers are the providers the create form offers, and for each its
 	// distributions and their Kubernetes versions
 	// (provider.Registry.Catalog()).
 	Providers map[string]map[string][]string
 	// InstallCommand is the command that joins an edge host of a
-	// distribution, run in the unpacked installer
-	// (server.InstallCommand); nil shows install.sh only.
+	// distribution, run in the unpacked installer; nil shows install.sh
+	// only.
 	InstallCommand func(distribution string) string
+	// InstallerArchs are the architectures the API makes installers for;
+	// the installer page offers one download for each.
+	InstallerArchs []string
+	// DefaultVersion is the Kubernetes version the API gives a cluster
+	// that names none; the create form shows it.
+	DefaultVersion string
 	// HostsJoin reports whether a provider's hosts join with an installer
 	// (edge): its clusters get the installer tab, provision and reset.
 	HostsJoin func(provider string) bool
@@ -56,6 +63,8 @@ type Console struct {
 	api       http.Handler
 	providers map[string]map[string][]string
 	install   func(string) string
+	archs     []string
+	version   string
 	hostsJoin func(string) bool
 	log       *slog.Logger
 	live      time.Duration
@@ -74,6 +83,8 @@ func New(opts Options) *Console {
 		api:       opts.API,
 		providers: opts.Providers,
 		install:   opts.InstallCommand,
+		archs:     opts.InstallerArchs,
+		version:   opts.DefaultVersion,
 		hostsJoin: opts.HostsJoin,
 		log:       opts.Logger,
 		live:      opts.LiveInterval,
@@ -91,20 +102,6 @@ func New(opts Options) *Console {
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
-
-// APIPaths are the paths the API answers at kilnd's root; the console has
-// every other.
-var APIPaths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
-
-// Root is kilnd's root handler: the API at APIPaths, the console elsewhere.
-func (c *Console) Root() http.Handler {
-	mux := http.NewServeMux()
-	for _, p := range APIPaths {
-		mux.Handle(p, c.api)
-	}
-	mux.Handle("/", c)
-	return mux
-}
 
 // Paths of the console's pages, relative to a cluster.
 const (

@@ -82,8 +82,9 @@ func newEnv(t *testing.T, backend bool) *env {
 	}
 	con := console.New(console.Options{API: api, Providers: providers.Catalog(), HostsJoin: providers.HostsJoin,
 		InstallCommand: func(d string) string { return server.InstallCommand(d, "/opt/kiln-kube") },
-		LiveInterval:   100 * time.Millisecond})
-	srv := httptest.NewTLSServer(con.Root())
+		InstallerArchs: server.InstallerArchs, DefaultVersion: server.DefaultKubernetesVersion,
+		LiveInterval: 100 * time.Millisecond})
+	srv := httptest.NewTLSServer(root(api, con))
 	t.Cleanup(srv.Close)
 	t.Cleanup(con.Stop)
 	e := &env{t: t, srv: srv, store: st}
@@ -92,6 +93,17 @@ func newEnv(t *testing.T, backend bool) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// root serves the API at its paths and the console beside it, as kilnd
+// does.
+func root(api, con http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range server.Paths {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", con)
+	return mux
 }
 
 // user makes a user with role in project default and returns a token of
@@ -264,6 +276,7 @@ func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
 		Store: st, Providers: providers, Logger: slog.New(slog.DiscardHandler),
 		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 		MaxAttempts: 3, CancelPoll: 10 * time.Millisecond, NodePoll: 10 * time.Millisecond,
+		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
 	})
 	w := worker.New(worker.Options{Store: st, Runner: r, Poll: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,10 +10,6 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 )
 
-// installerArchs are the architectures the API makes installers for
-// (server.InstallerArchs).
-var installerArchs = []string{"amd64", "arm64"}
-
 // installerView is the installer page: per architecture, the download and
 // the commands to run on a host.
 type installerView struct {
@@ -42,7 +38,7 @@ func (c *Console) showInstaller(w http.ResponseWriter, r *http.Request, s *sessi
 	if c.install != nil {
 		iv.Command = c.install(v.Cluster.Spec.Distribution)
 	}
-	for _, arch := range installerArchs {
+	for _, arch := range c.archs {
 		file := fmt.Sprintf("kiln-installer-%s-%s.tar.gz", v.Cluster.Name, arch)
 		iv.Archs = append(iv.Archs, installerArch{
 			Arch: arch, File: file,
@@ -59,9 +55,9 @@ func (c *Console) showInstaller(w http.ResponseWriter, r *http.Request, s *sessi
 // holds the activation secrets, and the API audits the read).
 func (c *Console) installerDownload(w http.ResponseWriter, r *http.Request, s *session) error {
 	arch := r.URL.Query().Get("arch")
-	if !slices.Contains(installerArchs, arch) {
+	if !slices.Contains(c.archs, arch) {
 		return &client.APIError{StatusCode: http.StatusBadRequest, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "arch",
-			Message: fmt.Sprintf("arch must be one of %v", installerArchs)}}
+			Message: fmt.Sprintf("arch must be one of %v", c.archs)}}
 	}
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+"/installer",

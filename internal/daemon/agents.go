@@ -24,6 +24,14 @@ import (
 	"kiln.dev/kiln/internal/store"
 )
 
+// agentGateway is the agent gateway, the listener agents reach it on and
+// what ends its Run.
+type agentGateway struct {
+	*gateway.Gateway
+	listener
+	stop context.CancelFunc
+}
+
 // startGateway serves the agent gateway (registration and sessions) over
 // TLS on its own listener, with a serving certificate from kilnd's agent CA
 // in the data dir.
@@ -46,7 +54,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	d.gw = gateway.New(gateway.Options{
+	gw := gateway.New(gateway.Options{
 		Store:             st,
 		Logger:            d.log.With("part", "gateway"),
 		Controller:        "https://" + cmp.Or(d.cfg.AgentAdvertise, d.AgentAddr),
@@ -56,16 +64,16 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		PollInterval:      d.cfg.Poll,
 	})
 	// No read or write timeout: sessions are long-lived websockets.
-	d.agentServer = &http.Server{
-		Handler:           d.gw.Handler(),
+	srv := &http.Server{
+		Handler:           gw.Handler(),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	d.agentDone = make(chan error, 1)
-	go func() { d.agentDone <- d.agentServer.ServeTLS(ln, "", "") }()
+	d.gw = &agentGateway{Gateway: gw, listener: listener{srv: srv, done: make(chan error, 1)}}
+	go func() { d.gw.done <- srv.ServeTLS(ln, "", "") }()
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.stopGateway = cancel
+	d.gw.stop = cancel
 	go d.gw.Run(gctx)
 	d.log.Info("agent gateway listening", "addr", d.AgentAddr, "advertised", d.gw.Controller())
 	return nil
@@ -77,13 +85,13 @@ func (d *Daemon) stopAgents(ctx context.Context) []error {
 		return nil
 	}
 	var errs []error
-	d.stopGateway()
+	d.gw.stop()
 	d.gw.CloseSessions() // Shutdown does not close hijacked websocket connections
-	if err := d.agentServer.Shutdown(ctx); err != nil {
+	if err := d.gw.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("agent listener shutdown: %w", err))
-		d.agentServer.Close()
+		d.gw.srv.Close()
 	}
-	if err := <-d.agentDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-d.gw.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("agent listener: %w", err))
 	}
 	return errs
@@ -205,5 +213,5 @@ func (d *Daemon) agents() plan.Agents {
 	if d.gw == nil {
 		return nil
 	}
-	return d.gw
+	return d.gw.Gateway
 }

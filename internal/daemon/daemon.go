@@ -20,24 +20,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
-	"kiln.dev/kiln/internal/console"
-	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/health"
-	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
-	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/secret"
-	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/store/sqlstore"
-	"kiln.dev/kiln/internal/worker"
 )
 
 // AdminUser is the owner user kilnd creates at initialization; its token
@@ -156,24 +148,21 @@ type Daemon struct {
 	// AgentAddr is the address the agent gateway listens on ("" without one).
 	AgentAddr string
 	Token     string // the admin token
-	server    *http.Server
-	api       *server.Server   // nil in a backend-only process
-	console   *console.Console // with api
-	worker    *worker.Worker
-	checker   *health.Checker
-	pruner    *retention.Pruner
-	local     *local.Local // nil unless Config.Local
 
-	gw          *gateway.Gateway // nil in a backend-only process
-	stopWatch   func()           // ends watch (watch.go)
-	agentServer *http.Server
-	agentDone   chan error
-	stopGateway context.CancelFunc
+	http      listener      // the API (or a backend's health and metrics)
+	front     *frontend     // nil in a backend-only process
+	back      *backend      // nil in a frontend-only process
+	gw        *agentGateway // nil in a backend-only process
+	local     *local.Local  // nil unless Config.Local
+	stopWatch func()        // ends watch (watch.go)
+	closeOnce sync.Once
+}
 
-	workerDone chan error
-	serveDone  chan error
-	stopWorker context.CancelFunc
-	closeOnce  sync.Once
+// listener is an http.Server serving on a goroutine of its own; done gets
+// what its Serve returned.
+type listener struct {
+	srv  *http.Server
+	done chan error
 }
 
 func (c *Config) defaults() error {
@@ -288,26 +277,16 @@ func openStore(ctx context.Context, cfg Config) (store.Store, *secret.Keyring, e
 	return st, kr, nil
 }
 
+// start assembles the process in order: the API's TLS, the providers, the
+// agent gateway, the admin token, the frontend or the backend or both, the
+// store's change feed, the listener; then the backend starts claiming.
 func (d *Daemon) start(ctx context.Context) error {
 	if err := d.loadTLS(); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// Edge clusters are made of hosts users bring: nothing to configure.
-	providers := provider.Registry{edge.Name: edge.Edge{}}
-	if d.cfg.Sim {
-		var opts []sim.Option
-		if d.cfg.SimJournal != "" {
-			opts = append(opts, sim.WithJournal(d.cfg.SimJournal))
-		}
-		if d.cfg.SimState != "" {
-			opts = append(opts, sim.WithStateFile(d.cfg.SimState))
-		}
-		providers["sim"] = sim.New(opts...)
-	}
-
+	providers := d.providers()
 	if d.cfg.Role != RoleBackend {
 		if err := d.startGateway(ctx); err != nil {
 			return err
@@ -321,100 +300,65 @@ func (d *Daemon) start(ctx context.Context) error {
 		d.local = l
 		providers["local"] = l
 	}
+	if err := d.ensureAdmin(ctx); err != nil {
+		return err
+	}
+	var handler http.Handler
+	if d.cfg.Role != RoleBackend {
+		f, h, err := d.newFrontend(ctx, providers, reg)
+		if err != nil {
+			return err
+		}
+		d.front, handler = f, h
+	} else {
+		handler = healthOnly(d.Store, reg)
+	}
+	if d.cfg.Role != RoleFrontend {
+		d.back = d.newBackend(providers, reg)
+	}
+	d.watch()
+	if err := d.listen(handler); err != nil {
+		return err
+	}
+	if d.back != nil {
+		d.back.run(ctx)
+	}
+	return nil
+}
 
+// providers are the providers every process has (edge) and the sim when
+// asked for; start adds local, which needs the gateway.
+func (d *Daemon) providers() provider.Registry {
+	// Edge clusters are made of hosts users bring: nothing to configure.
+	providers := provider.Registry{edge.Name: edge.Edge{}}
+	if d.cfg.Sim {
+		var opts []sim.Option
+		if d.cfg.SimJournal != "" {
+			opts = append(opts, sim.WithJournal(d.cfg.SimJournal))
+		}
+		if d.cfg.SimState != "" {
+			opts = append(opts, sim.WithStateFile(d.cfg.SimState))
+		}
+		providers["sim"] = sim.New(opts...)
+	}
+	return providers
+}
+
+// ensureAdmin reads the data dir's admin token, making it the first time,
+// and makes it an owner's: it is how an operator gets in to create users,
+// projects and other tokens.
+func (d *Daemon) ensureAdmin(ctx context.Context) error {
 	token, err := ensureAdminToken(filepath.Join(d.cfg.DataDir, "admin.token"))
 	if err != nil {
 		return err
 	}
 	d.Token = token
-	// The data dir's token is the first owner's: it is how an operator gets
-	// in to create users, projects and other tokens.
-	if err := auth.EnsureOwnerToken(ctx, d.Store, AdminUser, token); err != nil {
-		return err
-	}
-	var handler http.Handler
-	if d.cfg.Role != RoleBackend {
-		if d.cfg.Dev {
-			if err := ensureProject(ctx, d.Store, "default"); err != nil {
-				return err
-			}
-		}
-		var activation server.Activation
-		if d.gw != nil {
-			activation = d.gw
-		}
-		srv := server.New(server.Options{
-			Activation: activation,
-			Store:      d.Store,
-			Logger:     d.log,
-			Registry:   reg,
-			Steps: func(kind string, spec *v1.ClusterSpec) []string {
-				return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
-			},
-			Providers:    providers,
-			Installer:    server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
-			RateLimit:    d.cfg.RateLimit,
-			MaxInFlight:  d.cfg.MaxInFlight,
-			PollInterval: d.cfg.Poll,
-		})
-		d.api = srv
-		d.console = console.New(console.Options{
-			API:       srv,
-			Providers: providers.Catalog(),
-			HostsJoin: providers.HostsJoin,
-			InstallCommand: func(distribution string) string {
-				return server.InstallCommand(distribution, d.cfg.KubeBinary)
-			},
-			Logger: d.log,
-		})
-		handler = d.console.Root()
-	} else {
-		handler = healthOnly(d.Store, reg)
-	}
-	if d.cfg.Role != RoleFrontend {
-		d.worker = worker.New(worker.Options{
-			Store:        d.Store,
-			Runner:       plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents()}),
-			Owner:        worker.DefaultOwner(),
-			LeaseTTL:     d.cfg.LeaseTTL,
-			Heartbeat:    d.cfg.Heartbeat,
-			DrainTimeout: d.cfg.DrainTimeout,
-			Concurrency:  d.cfg.Concurrency,
-			Poll:         d.cfg.Poll,
-			Logger:       d.log,
-			Registerer:   reg,
-		})
-		d.checker = health.NewChecker(health.Options{
-			Store:   d.Store,
-			Watched: func(name string) bool { return replaceable(providers, name) },
-			Steps:   plan.PendingSteps,
-			KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
-				if cl.Status.Endpoint == "" {
-					return nil, nil
-				}
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:health")
-				if err != nil {
-					return nil, err
-				}
-				defer kc.Close()
-				nodes, err := kc.ListNodes(ctx)
-				return health.KubeNotReady(nodes), err
-			},
-			Started:  func(*store.Operation) { d.wakeWorker() },
-			Interval: d.cfg.HealthInterval,
-			Logger:   d.log,
-		})
-	}
+	return auth.EnsureOwnerToken(ctx, d.Store, AdminUser, token)
+}
 
-	if d.cfg.Role != RoleFrontend {
-		d.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
-			Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
-	}
-
-	d.watch()
-
+// listen binds the API listener (a backend's health and metrics one) and
+// serves handler on it.
+func (d *Daemon) listen(handler http.Handler) error {
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
@@ -425,7 +369,7 @@ func (d *Daemon) start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	d.server = &http.Server{
+	d.http.srv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -434,25 +378,16 @@ func (d *Daemon) start(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	d.serveDone = make(chan error, 1)
-	go func() { d.serveDone <- serve(d.server, ln) }()
+	d.http.done = make(chan error, 1)
+	go func() { d.http.done <- serve(d.http.srv, ln) }()
 	d.log.Info("kilnd listening", listeningAttrs(d)...)
-
-	if d.worker != nil {
-		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		d.stopWorker = cancel
-		d.workerDone = make(chan error, 3)
-		go func() { d.workerDone <- d.worker.Run(wctx) }()
-		go func() { d.workerDone <- d.checker.Run(wctx) }()
-		go func() { d.workerDone <- d.pruner.Run(wctx) }()
-	}
 	return nil
 }
 
 // wakeWorker wakes this process's worker, if it has one.
 func (d *Daemon) wakeWorker() {
-	if d.worker != nil {
-		d.worker.Wake()
+	if d.back != nil {
+		d.back.worker.Wake()
 	}
 }
 
@@ -462,28 +397,22 @@ func (d *Daemon) wakeWorker() {
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	var errs []error
 	d.closeOnce.Do(func() {
-		if d.stopWorker != nil {
+		if d.back != nil {
 			d.log.Info("draining backend", "timeout", d.cfg.DrainTimeout)
-			d.stopWorker()
-			for range 3 { // the worker, the health checker and the pruner
-				if err := <-d.workerDone; err != nil && !errors.Is(err, context.Canceled) {
-					errs = append(errs, fmt.Errorf("worker: %w", err))
-				}
-			}
+			errs = append(errs, d.back.drain()...)
 		}
-		if d.api != nil {
-			d.api.StopWaiting() // long-polls answer now instead of holding Shutdown up
-			d.console.Stop()    // and the console's live streams end
+		if d.front != nil {
+			d.front.stop() // long-polls answer now and live streams end, instead of holding Shutdown up
 		}
 		errs = append(errs, d.stopAgents(ctx)...)
-		if err := d.server.Shutdown(ctx); err != nil {
+		if err := d.http.srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			d.server.Close() // what is still open must not outlive the store
+			d.http.srv.Close() // what is still open must not outlive the store
 		}
 		if d.local != nil {
 			d.local.Close() // load balancers stop; machines keep running for the next kilnd
 		}
-		if err := <-d.serveDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := <-d.http.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
 		}
 		if d.stopWatch != nil {
@@ -504,8 +433,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	select {
 	case <-ctx.Done():
-	case err := <-d.serveDone:
-		d.serveDone <- err // Shutdown reads it
+	case err := <-d.http.done:
+		d.http.done <- err // Shutdown reads it
 	}
 	d.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+10*time.Second)

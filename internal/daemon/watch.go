@@ -20,13 +20,13 @@ func (d *Daemon) watch() {
 		case store.ChangeWork:
 			d.wakeWorker()
 		case store.ChangeOperation:
-			if d.api != nil {
-				d.api.Notify(c.Operation)
+			if d.front != nil {
+				d.front.api.Notify(c.Operation)
 			}
 		case store.ChangeResync:
 			d.wakeWorker()
-			if d.api != nil {
-				d.api.NotifyAll()
+			if d.front != nil {
+				d.front.api.NotifyAll()
 			}
 		}
 	})

@@ -180,7 +180,7 @@ func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
 	}
 	e := x.newEvent(typ, reason, msg)
 	e.Node = node
-	if err := x.s.AppendEvent(ctx, e); err != nil {
+	if err := x.events.AppendEvent(ctx, e); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
 }

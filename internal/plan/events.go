@@ -13,7 +13,7 @@ import (
 // writes, whichever step writes it, and every node record it removes, is
 // also an event in the cluster's timeline, with the run's operation.
 type nodeEvents struct {
-	Store
+	NodeStore
 	x *run
 }
 
@@ -21,12 +21,12 @@ type nodeEvents struct {
 // event. The state before is read first; a write that fails adds nothing.
 func (s nodeEvents) PutNode(ctx context.Context, n *store.Node, c store.Cond) error {
 	was, known := "", false
-	if old, err := s.Store.GetNode(ctx, store.Key{Project: n.Project, Name: n.Cluster}, n.Name); err == nil {
+	if old, err := s.NodeStore.GetNode(ctx, store.Key{Project: n.Project, Name: n.Cluster}, n.Name); err == nil {
 		was, known = old.State, true
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err := s.Store.PutNode(ctx, n, c); err != nil {
+	if err := s.NodeStore.PutNode(ctx, n, c); err != nil {
 		return err
 	}
 	if known && was == n.State {
@@ -49,7 +49,7 @@ func (s nodeEvents) PutNode(ctx context.Context, n *store.Node, c store.Cond) er
 
 // DeleteNode removes the record and adds a NodeRemoved event.
 func (s nodeEvents) DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error {
-	if err := s.Store.DeleteNode(ctx, k, name, c); err != nil {
+	if err := s.NodeStore.DeleteNode(ctx, k, name, c); err != nil {
 		return err
 	}
 	s.x.nodeEvent(ctx, "Normal", "NodeRemoved", name, fmt.Sprintf("node %s removed from the cluster", name))
@@ -63,7 +63,7 @@ func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
 	}
 	e := x.newEvent(typ, reason, msg)
 	e.Node = node
-	if err := x.r.opts.Store.AppendEvent(ctx, e); err != nil {
+	if err := x.events.AppendEvent(ctx, e); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "node", node, "err", err)
 	}
 }

@@ -49,7 +49,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 	if step != "" {
 		events = append([]*store.Event{x.newEvent("Warning", "StepFailed", fmt.Sprintf("step %s failed: %s", step, fe.Message))}, events...)
 	}
-	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, false, events...); err != nil {
+	if err := x.ops.FinishOperation(ctx, x.cl, x.op, x.fence, false, events...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -96,7 +96,7 @@ func (x *run) succeed(ctx context.Context) error {
 	}
 	// The end event is written with the end itself: in the timeline exactly once.
 	end := x.newEvent("Normal", "OperationSucceeded", msg)
-	if err := x.s.FinishOperation(ctx, x.cl, x.op, x.fence, deleting, end); err != nil {
+	if err := x.ops.FinishOperation(ctx, x.cl, x.op, x.fence, deleting, end); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -157,7 +157,7 @@ func (x *run) nodes(ctx context.Context) (map[string]*store.Node, error) {
 	out := map[string]*store.Node{}
 	pg := store.Page{Limit: 1000}
 	for {
-		ns, next, err := x.s.ListNodes(ctx, x.cl.Key(), pg)
+		ns, next, err := x.nodeRecords.ListNodes(ctx, x.cl.Key(), pg)
 		if err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}

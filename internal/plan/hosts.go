@@ -64,7 +64,7 @@ func (x *run) hostEndpoint(ctx context.Context) (string, error) {
 	if err != nil || len(cps) == 0 {
 		return "", err
 	}
-	n, err := x.s.GetNode(ctx, x.cl.Key(), cps[0].Name)
+	n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), cps[0].Name)
 	if err != nil {
 		return "", fmt.Errorf("control-plane host %s: %w", cps[0].Name, err)
 	}

@@ -78,7 +78,7 @@ func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec,
 // install order) with the cluster's distribution.
 func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
 	installed := func(ctx context.Context, m provider.MachineSpec) (*store.Node, bool, error) {
-		node, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+		node, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 		if err != nil {
 			return nil, false, fmt.Errorf("node %s: %w", m.Name, err)
 		}
@@ -117,11 +117,11 @@ func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m
 // service-account keys, the endpoint and the control-plane members.
 func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	k := x.cl.Key()
-	ca, err := gateway.LoadCA(ctx, x.s, k)
+	ca, err := gateway.LoadCA(ctx, x.secrets, k)
 	if err != nil {
 		return distro.BuildInput{}, err
 	}
-	sa, err := x.s.GetClusterSecret(ctx, k, gateway.SecretServiceAccount)
+	sa, err := x.secrets.GetClusterSecret(ctx, k, gateway.SecretServiceAccount)
 	if err != nil {
 		return distro.BuildInput{}, fmt.Errorf("service-account key: %w", err)
 	}
@@ -139,7 +139,7 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	}
 	var members []distro.Member
 	for _, m := range cps {
-		n, err := x.s.GetNode(ctx, k, m.Name)
+		n, err := x.nodeRecords.GetNode(ctx, k, m.Name)
 		if err != nil {
 			return distro.BuildInput{}, fmt.Errorf("control-plane node %s: %w", m.Name, err)
 		}
@@ -202,7 +202,7 @@ func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, p
 		latest = &store.Instruction{Project: k.Project, Cluster: k.Name, Node: node.Name,
 			Instruction: v1.Instruction{ID: prefix + strconv.Itoa(n+1), Kind: kind, Params: raw}}
 		x.log.Info("instructing node", "node", node.Name, "kind", kind, "instruction", latest.ID)
-		if err := x.s.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
+		if err := x.instructions.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("issue %s instruction to node %s: %w", kind, node.Name, err)
 		}
 		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, doing); err != nil {
@@ -232,7 +232,7 @@ func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, p
 // latestInstruction finds the node's instruction with prefix and the
 // highest number n.
 func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*store.Instruction, int, error) {
-	all, err := x.s.ListInstructions(ctx, x.cl.Key(), node, false)
+	all, err := x.instructions.ListInstructions(ctx, x.cl.Key(), node, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -265,7 +265,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
 	defer tick.Stop()
 	for {
-		in, err := x.s.GetInstruction(ctx, id)
+		in, err := x.instructions.GetInstruction(ctx, id)
 		if err != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("read instruction %s: %w", id, err)
 		}
@@ -273,7 +273,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 			x.showProgress(ctx, node, doneWord(kind))
 			return in.Result, nil
 		}
-		if n, err := x.s.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
+		if n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
 			x.showProgress(ctx, node, n.Message)
 		}
 		if err := machine.check(ctx); err != nil && ctx.Err() == nil {
@@ -333,12 +333,12 @@ func (x *run) showProgress(ctx context.Context, node, what string) {
 // setNodeState writes a node's state and message, conditional on its etag.
 func (x *run) setNodeState(ctx context.Context, name, state, msg string) error {
 	for range 3 {
-		n, err := x.s.GetNode(ctx, x.cl.Key(), name)
+		n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), name)
 		if err != nil {
 			return err
 		}
 		n.State, n.Message = state, msg
-		err = x.s.PutNode(ctx, n, store.Cond{IfMatch: n.ETag, Fence: &x.fence})
+		err = x.nodeRecords.PutNode(ctx, n, store.Cond{IfMatch: n.ETag, Fence: &x.fence})
 		if !errors.Is(err, store.ErrPreconditionFailed) {
 			return err
 		}

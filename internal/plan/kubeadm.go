@@ -43,7 +43,7 @@ func (x *run) usesKubeadm() bool { return x.cl.Spec.Distribution == v1.DistroKub
 // key are made once and kept (SecretKubeadmJoin).
 func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.ClusterCA, error) {
 	k := x.cl.Key()
-	ca, err := gateway.LoadCA(ctx, x.s, k)
+	ca, err := gateway.LoadCA(ctx, x.secrets, k)
 	if err != nil {
 		return kubeadm.Input{}, nil, err
 	}
@@ -86,7 +86,7 @@ func (x *run) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept, created, err := gateway.EnsureSecret(ctx, x.s, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
+	kept, created, err := gateway.EnsureSecret(ctx, x.secrets, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm join material: %w", err)
 	}

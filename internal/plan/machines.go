@@ -85,7 +85,7 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 // agent registers; an existing record gets the machine's details and keeps
 // its state.
 func (x *run) syncNode(ctx context.Context, m provider.Machine) error {
-	n, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+	n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if !m.Ready {
@@ -110,7 +110,7 @@ func (x *run) syncNode(ctx context.Context, m provider.Machine) error {
 	}
 	x.log.Info("writing node record", "node", m.Name, "state", want.State)
 	n.Node = want
-	if err := x.s.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+	if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
 		return fmt.Errorf("put node %q: %w", m.Name, err)
 	}
 	return nil
@@ -179,7 +179,7 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 			if next != "" {
 				x.log.Info("moving node", "node", name, "from", n.State, "to", next, "role", m.Role)
 				n.State, n.Role, n.Pool = next, m.Role, m.Pool
-				if err := x.s.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+				if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
 					return fmt.Errorf("move node %q to %s: %w", name, next, err)
 				}
 			}
@@ -273,7 +273,7 @@ func (x *run) removeNode(ctx context.Context, name string, machine, record bool,
 		}
 	}
 	x.log.Info("deleting node record", "node", name)
-	err := x.s.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
+	err := x.nodeRecords.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete node %q: %w", name, err)
 	}

@@ -99,7 +99,7 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			}
 			labelled[m.Name] = true
 		}
-		rec, err := x.s.GetNode(ctx, x.cl.Key(), m.Name)
+		rec, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +252,7 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	return KubeClient(ctx, x.s, x.cl.Key(), endpoint, "kiln:plan")
+	return KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
 }
 
 // KubeClient talks to cluster k's Kubernetes API at endpoint (host:port)

@@ -15,39 +15,11 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
-	"kiln.dev/kiln/internal/worker"
 )
-
-// Store is what the runner needs of the store. Every write it makes is
-// fenced with the lease of the cluster it runs.
-type Store interface {
-	GetOperation(ctx context.Context, id string) (*store.Operation, error)
-	CancelRequest(ctx context.Context, id string) (*v1.CancelRequest, error)
-	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error
-	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error
-	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
-
-	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
-	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
-	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
-	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
-
-	PutInstruction(ctx context.Context, in *store.Instruction, c store.Cond) error
-	GetInstruction(ctx context.Context, id string) (*store.Instruction, error)
-	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)
-
-	PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error
-	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
-
-	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
-	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
-
-	AppendEvent(ctx context.Context, e *store.Event) error
-}
 
 // StepHook is an optional capability of a provider: BeforeStep is called
 // before every attempt of every step, and its error is treated as the
@@ -87,10 +59,37 @@ type Options struct {
 	// asked to cancel it, for the steps that wait; between steps it is
 	// read every time. Default 1s.
 	CancelPoll time.Duration
+	// Drain tells runs that their process is stopping; kilnd passes its
+	// worker's. The zero Drain never says so: a run then ends only when
+	// it is done or its context is cancelled.
+	Drain Drain
+}
+
+// Drain is how a run learns that the process running it is stopping.
+// Signal returns a channel that is closed when the run under ctx should
+// stop at its next safe point (between steps); the run then returns Err,
+// which tells its caller to hand the lease back at once (when Err is nil
+// the run returns an error of its own). A nil Signal, or a nil channel,
+// never closes.
+type Drain struct {
+	Signal func(ctx context.Context) <-chan struct{}
+	Err    error
+}
+
+// errDraining is what a run returns when it stopped to drain and its
+// Drain named no error of its own.
+var errDraining = errors.New("stopped at a safe point: the process drains")
+
+// draining is the channel closed when the run under ctx should stop.
+func (d Drain) draining(ctx context.Context) <-chan struct{} {
+	if d.Signal == nil {
+		return nil
+	}
+	return d.Signal(ctx)
 }
 
 // Runner carries out a claimed cluster's current operation, step by step.
-// It implements worker.Runner.
+// Its Run is what kilnd's worker calls with each cluster it claims.
 type Runner struct {
 	opts    Options
 	log     *slog.Logger
@@ -131,6 +130,9 @@ func NewRunner(opts Options) *Runner {
 	if opts.CancelPoll <= 0 {
 		opts.CancelPoll = time.Second
 	}
+	if opts.Drain.Err == nil {
+		opts.Drain.Err = errDraining
+	}
 	return &Runner{opts: opts, log: opts.Logger,
 		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
 }
@@ -149,7 +151,6 @@ func skipped(format string, args ...any) error {
 // run is one Run of one claimed cluster.
 type run struct {
 	r     *Runner
-	s     Store
 	cl    *store.Cluster
 	op    *store.Operation
 	fence store.Fence
@@ -158,6 +159,14 @@ type run struct {
 	log   *slog.Logger
 	step  string // the step running now
 	note  string // what the running step's message says when it succeeds
+
+	// The store, a view per capability the steps use (store.go); every
+	// write is fenced with fence.
+	ops          OperationStore
+	nodeRecords  NodeStore // adds an event for each node change (nodeEvents)
+	instructions InstructionStore
+	secrets      gateway.SecretStore
+	events       EventStore
 
 	progressMu sync.Mutex
 	progress   map[string]string // node -> what it is doing, in the running step's message
@@ -190,7 +199,9 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 		pc:       provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
 		canceled: make(chan struct{}),
 	}
-	x.s = nodeEvents{Store: r.opts.Store, x: x}
+	st := r.opts.Store
+	x.ops, x.instructions, x.secrets, x.events = st, st, st, st
+	x.nodeRecords = nodeEvents{NodeStore: st, x: x}
 	return x.execute(ctx)
 }
 
@@ -265,9 +276,9 @@ func (x *run) execute(ctx context.Context) error {
 		// Between steps is the first safe point: a draining worker hands
 		// the lease back here, and a cancel is honoured.
 		select {
-		case <-worker.Draining(ctx):
+		case <-x.r.opts.Drain.draining(ctx):
 			x.log.Info("stopping before the next step: this process drains", "step", x.op.Steps[i].Name)
-			return worker.ErrDraining
+			return x.r.opts.Drain.Err
 		default:
 		}
 		if err := x.pollCancel(ctx); err != nil {
@@ -435,7 +446,7 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 }
 
 func (x *run) save(ctx context.Context, progress bool) error {
-	if err := x.s.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
+	if err := x.ops.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -457,7 +468,7 @@ func (x *run) event(ctx context.Context, typ, reason, msg string) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err := x.s.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
+	if err := x.events.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
 	}
 }

@@ -331,3 +331,27 @@ func TestValidateDynamicFailsWithEveryFinding(t *testing.T) {
 		t.Errorf("lastError = %+v, want a terminal error at validate-dynamic", le)
 	}
 }
+
+// TestDrainStopsBetweenSteps: when the Drain the runner was handed says
+// its process stops, a run stops before its next step with Drain.Err and
+// leaves the operation in progress for the next claimer.
+func TestDrainStopsBetweenSteps(t *testing.T) {
+	e := newEnv(t)
+	op := e.begin("c", v1.KindCreate, spec(1, nil))
+	errDrain := errors.New("the test drains")
+	closed := make(chan struct{})
+	close(closed)
+	r := e.runner(func(o *plan.Options) {
+		o.Drain = plan.Drain{Signal: func(context.Context) <-chan struct{} { return closed }, Err: errDrain}
+	})
+	if err := r.Run(t.Context(), e.claim("test")); !errors.Is(err, errDrain) {
+		t.Fatalf("a draining run returned %v, want %v", err, errDrain)
+	}
+	got := e.op(op.ID)
+	if got.Status != v1.OpInProgress {
+		t.Fatalf("operation %s after the drain, want InProgress", got.Status)
+	}
+	if diff := cmp.Diff(all(plan.Steps(v1.KindCreate), 0), attempts(got)); diff != "" {
+		t.Errorf("attempts after the drain (-want +got):\n%s", diff)
+	}
+}

@@ -71,7 +71,7 @@ func (x *run) ensureClusterPKI(ctx context.Context) error {
 	}
 	// The CA outlives every certificate it signs (node certificates last
 	// spec.certificateTTLDays, at most 10 years).
-	sec, err := gateway.EnsureSecrets(ctx, x.s, x.cl.Key(), x.fence, pki.DefaultCAValidity)
+	sec, err := gateway.EnsureSecrets(ctx, x.secrets, x.cl.Key(), x.fence, pki.DefaultCAValidity)
 	if err != nil {
 		return fmt.Errorf("ensure cluster secrets: %w", err)
 	}
@@ -109,7 +109,7 @@ func (x *run) ensureLoadBalancer(ctx context.Context) error {
 	x.log.Info("recording endpoint", "endpoint", lb.Address)
 	x.cl.Status.Endpoint = lb.Address
 	x.cl.Status.UpdatedAt = x.r.opts.Now().UTC()
-	if err := x.s.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
+	if err := x.ops.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
 		return fmt.Errorf("record endpoint: %w", err)
 	}
 	return nil

@@ -132,7 +132,7 @@ func (s *Server) requireRole(r *http.Request, p auth.Principal, project, role st
 // exist (404); one with a lesser role is refused (403).
 func (s *Server) authorizeOperation(r *http.Request, p auth.Principal, role string) error {
 	id := r.PathValue("operation")
-	op, err := s.store.GetOperation(r.Context(), id)
+	op, err := s.operations.GetOperation(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return missing(refOf(r, "operation"))
 	}

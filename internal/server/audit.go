@@ -52,7 +52,7 @@ func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 		// The request may be gone (a client that hung up); the record is not.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
-		if err := s.store.AppendAudit(ctx, e); err != nil {
+		if err := s.audits.AppendAudit(ctx, e); err != nil {
 			s.log.ErrorContext(r.Context(), "audit entry not recorded",
 				slog.String("requestId", ri.id), slog.String("action", e.Action), slog.Any("error", err))
 		}
@@ -103,7 +103,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 			return badRequest(t.name, "%s must be an RFC 3339 time such as 2026-11-21T10:00:00Z", t.name)
 		}
 	}
-	items, next, err := s.store.ListAudit(r.Context(), f, pg)
+	items, next, err := s.audits.ListAudit(r.Context(), f, pg)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	items, next, err := s.store.ListClusters(r.Context(), r.PathValue("project"), pg)
+	items, next, err := s.clusters.ListClusters(r.Context(), r.PathValue("project"), pg)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 // readCluster reads the cluster of r's path; its errors name the cluster
 // (or the project, when that is what is missing), whatever the route.
 func (s *Server) readCluster(r *http.Request) (*store.Cluster, error) {
-	cl, err := s.store.GetCluster(r.Context(), clusterKey(r))
+	cl, err := s.clusters.GetCluster(r.Context(), clusterKey(r))
 	if errors.Is(err, store.ErrNotFound) {
 		// A cluster implies its project; without one, say which is missing.
 		if err := s.requireProject(r); err != nil {
@@ -204,7 +204,7 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 	}
 	key := clusterKey(r)
 	for range maxAttempts {
-		existing, err := s.store.GetCluster(r.Context(), key)
+		existing, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -230,7 +230,7 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 				return err
 			}
 		}
-		err = s.store.BeginOperation(r.Context(), cl, op, writeCond(current))
+		err = s.clusters.BeginOperation(r.Context(), cl, op, writeCond(current))
 		if raced(err) {
 			// The project may be the thing that vanished.
 			if err := s.requireProject(r); err != nil {

@@ -23,7 +23,7 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("operation")
 	who := info(r.Context()).principal.Name
-	op, recorded, err := s.store.RequestCancel(r.Context(), id, v1.CancelRequest{By: who, Time: s.now().UTC()})
+	op, recorded, err := s.operations.RequestCancel(r.Context(), id, v1.CancelRequest{By: who, Time: s.now().UTC()})
 	switch {
 	case errors.Is(err, store.ErrEnded):
 		return conflict(refOf(r, "operation"), operationPath(id),
@@ -40,7 +40,7 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 		msg += "; it stops at its next safe point"
 		ev := &store.Event{Project: op.Project, Cluster: op.Cluster, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal",
 			Reason: "CancelRequested", Message: msg, Operation: op.ID}}
-		if err := s.store.AppendEvent(r.Context(), ev); err != nil {
+		if err := s.events.AppendEvent(r.Context(), ev); err != nil {
 			s.log.WarnContext(r.Context(), "could not record the cancel request's event", "operation", op.ID, "err", err)
 		}
 		s.log.InfoContext(r.Context(), "cancel requested", "requestId", requestID(r.Context()),
@@ -79,7 +79,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	key, o := clusterKey(r), clusterRef(r)
 	for range maxAttempts {
-		cl, err := s.store.GetCluster(r.Context(), key)
+		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
 			return toAPIError(err, o)
 		}
@@ -92,7 +92,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 				"is %s: its last operation (%s) neither failed nor was canceled; there is nothing to retry",
 				st.ProvisioningState, noneIfEmpty(st.CurrentOperation))
 		}
-		last, err := s.store.GetOperation(r.Context(), st.CurrentOperation)
+		last, err := s.operations.GetOperation(r.Context(), st.CurrentOperation)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && last.Status != v1.OpFailed && last.Status != v1.OpCanceled) {
 			return conflict(o, "cluster",
 				"is %s but its last operation (%s) cannot be retried; change it (PUT or PATCH) or delete it",
@@ -111,7 +111,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		next.Status.FailedProvisioningState = ""
 		next.Status.CurrentOperation = op.ID
 		next.Status.UpdatedAt = now
-		err = s.store.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
+		err = s.clusters.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
 		if raced(err) {
 			continue
 		}
@@ -126,7 +126,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		ev := &store.Event{Project: key.Project, Cluster: key.Name, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal", Reason: "RetryRequested",
 			Operation: op.ID, Message: fmt.Sprintf("%s retried the %s %s operation %s as operation %s%s",
 				who, last.Status, last.Kind, last.ID, op.ID, from)}}
-		if err := s.store.AppendEvent(r.Context(), ev); err != nil {
+		if err := s.events.AppendEvent(r.Context(), ev); err != nil {
 			s.log.WarnContext(r.Context(), "could not record the retry's event", "operation", op.ID, "err", err)
 		}
 		s.accepted(w, r, next, op, http.StatusAccepted)

@@ -39,6 +39,7 @@ func (h *harness) backend(s *sim.Sim) {
 		Store: h.store, Providers: provider.Registry{"sim": s}, Logger: slog.New(slog.DiscardHandler),
 		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 		MaxAttempts: 3, CancelPoll: 10 * time.Millisecond, NodePoll: 10 * time.Millisecond,
+		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
 	})
 	w := worker.New(worker.Options{Store: h.store, Runner: r, Poll: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())

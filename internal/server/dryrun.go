@@ -26,7 +26,7 @@ func (s *Server) validateCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	key := clusterKey(r)
-	existing, err := s.store.GetCluster(r.Context(), key)
+	existing, err := s.clusters.GetCluster(r.Context(), key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		existing = nil

@@ -19,7 +19,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	items, next, err := s.store.ListEvents(r.Context(), clusterKey(r), pg)
+	items, next, err := s.events.ListEvents(r.Context(), clusterKey(r), pg)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	key, o := clusterKey(r), clusterRef(r)
 	for range maxAttempts {
-		cl, err := s.store.GetCluster(r.Context(), key)
+		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
 			return toAPIError(err, o)
 		}
@@ -83,7 +83,7 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 		next, op := s.nextOperation(key, cl, false)
 		op.Kind = kind
 		op.Steps = s.pendingSteps(kind, &next.Spec)
-		err = s.store.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
+		err = s.clusters.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
 		if raced(err) {
 			continue
 		}
@@ -105,7 +105,7 @@ func (s *Server) allNodes(ctx context.Context, k store.Key) ([]*store.Node, erro
 	var out []*store.Node
 	pg := store.Page{Limit: 1000}
 	for {
-		ns, next, err := s.store.ListNodes(ctx, k, pg)
+		ns, next, err := s.nodes.ListNodes(ctx, k, pg)
 		if err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}

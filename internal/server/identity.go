@@ -36,7 +36,7 @@ func (s *Server) projectsOf(r *http.Request, p auth.Principal) (map[string]strin
 	case p.User == "":
 		return map[string]string{p.Project: p.Role}, nil
 	}
-	ms, err := s.store.Memberships(r.Context(), p.User)
+	ms, err := s.identity.Memberships(r.Context(), p.User)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.store.ListUsers(r.Context(), pg)
+	items, next, err := s.identity.ListUsers(r.Context(), pg)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request) error {
-	u, err := s.store.GetUser(r.Context(), r.PathValue("user"))
+	u, err := s.identity.GetUser(r.Context(), r.PathValue("user"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) error {
 	}
 	return putRecord(w, r, conds, putLoop[*v1.User, v1.User]{
 		what: "user",
-		get:  func(ctx context.Context) (*v1.User, error) { return s.store.GetUser(ctx, name) },
+		get:  func(ctx context.Context) (*v1.User, error) { return s.identity.GetUser(ctx, name) },
 		build: func(existing *v1.User, exists bool) (*v1.User, error) {
 			u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, CreatedAt: s.now().UTC()}
 			if exists {
@@ -111,7 +111,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) error {
 			}
 			return u, nil
 		},
-		put:  s.store.PutUser,
+		put:  s.identity.PutUser,
 		etag: func(u *v1.User) string { return u.ETag },
 		out:  userOut,
 	})
@@ -126,7 +126,7 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteUser(r.Context(), name, store.Cond{IfMatch: conds.ifMatch}); err != nil {
+	if err := s.identity.DeleteUser(r.Context(), name, store.Cond{IfMatch: conds.ifMatch}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -138,8 +138,8 @@ func members(s *Server) syncResource[*store.Member, v1.Member] {
 	return syncResource[*store.Member, v1.Member]{
 		what: "member", plural: "members",
 		read: v1.RoleViewer, write: v1.RoleAdmin,
-		get: s.store.GetMember, list: s.store.ListMembers,
-		put: s.store.PutMember, del: s.store.DeleteMember,
+		get: s.identity.GetMember, list: s.identity.ListMembers,
+		put: s.identity.PutMember, del: s.identity.DeleteMember,
 		build: func(r *http.Request, project, name string, body []byte, existing *store.Member, exists bool) (*store.Member, error) {
 			var in v1.Member
 			if err := decodeStrict(body, &in); err != nil {
@@ -151,7 +151,7 @@ func members(s *Server) syncResource[*store.Member, v1.Member] {
 			if err := checkRole(in.Role); err != nil {
 				return nil, err
 			}
-			if _, err := s.store.GetUser(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+			if _, err := s.identity.GetUser(r.Context(), name); errors.Is(err, store.ErrNotFound) {
 				e := missing(ref{kind: "user", name: name}).withHint("only a user can be a member, and an owner creates users (kiln user create)")
 				e.body.Target = "name" // the member's name, which names the user
 				return nil, e
@@ -177,8 +177,8 @@ func serviceAccounts(s *Server) syncResource[*store.ServiceAccount, v1.ServiceAc
 	return syncResource[*store.ServiceAccount, v1.ServiceAccount]{
 		what: "serviceaccount", plural: "serviceaccounts",
 		read: v1.RoleViewer, write: v1.RoleAdmin,
-		get: s.store.GetServiceAccount, list: s.store.ListServiceAccounts,
-		put: s.store.PutServiceAccount, del: s.store.DeleteServiceAccount,
+		get: s.identity.GetServiceAccount, list: s.identity.ListServiceAccounts,
+		put: s.identity.PutServiceAccount, del: s.identity.DeleteServiceAccount,
 		build: func(r *http.Request, project, name string, body []byte, existing *store.ServiceAccount, exists bool) (*store.ServiceAccount, error) {
 			var in v1.ServiceAccount
 			if err := decodeStrict(body, &in); err != nil {
@@ -232,13 +232,13 @@ const (
 // service account, it must exist.
 func (s *Server) tokenPrincipal(r *http.Request) (string, error) {
 	if user := r.PathValue("user"); user != "" {
-		if _, err := s.store.GetUser(r.Context(), user); err != nil {
+		if _, err := s.identity.GetUser(r.Context(), user); err != nil {
 			return "", toAPIError(err, refOf(r, "user"))
 		}
 		return auth.UserPrincipal(user), nil
 	}
 	project, name := r.PathValue("project"), r.PathValue("serviceaccount")
-	if _, err := s.store.GetServiceAccount(r.Context(), project, name); err != nil {
+	if _, err := s.identity.GetServiceAccount(r.Context(), project, name); err != nil {
 		return "", toAPIError(err, refOf(r, "serviceaccount"))
 	}
 	return auth.ServiceAccountPrincipal(project, name), nil
@@ -288,7 +288,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	now := s.now().UTC()
 	t := &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: principal, Description: in.Description,
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(in.ExpiresInDays) * 24 * time.Hour)}
-	if err := s.store.CreateToken(r.Context(), t); err != nil {
+	if err := s.identity.CreateToken(r.Context(), t); err != nil {
 		return err
 	}
 	out := tokenOut(t)
@@ -306,7 +306,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.store.ListTokens(r.Context(), principal, pg)
+	items, next, err := s.identity.ListTokens(r.Context(), principal, pg)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("token")
-	if err := s.store.RevokeToken(r.Context(), principal, id, s.now().UTC()); err != nil {
+	if err := s.identity.RevokeToken(r.Context(), principal, id, s.now().UTC()); err != nil {
 		return toAPIError(err, refOf(r, "token"))
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -23,7 +23,7 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ca, err := gateway.LoadCA(r.Context(), s.store, k)
+	ca, err := gateway.LoadCA(r.Context(), s.secrets, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster",
 			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
@@ -46,7 +46,7 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	cfg := pki.Kubeconfig("https://"+cl.Status.Endpoint, ca.CertPEM(), certPEM, keyPEM, k.Name, "kiln-admin")
 	ev := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{Type: "Normal", Reason: "KubeconfigIssued",
 		Message: fmt.Sprintf("an admin kubeconfig was issued to %s, valid %d days", who, max(cl.Spec.CertificateTTLDays, 1))}}
-	if err := s.store.AppendEvent(r.Context(), ev); err != nil {
+	if err := s.events.AppendEvent(r.Context(), ev); err != nil {
 		// An unaudited credential must not go out.
 		return fmt.Errorf("record kubeconfig issue: %w", err)
 	}

@@ -113,7 +113,7 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 	}
 	k, name := clusterKey(r), r.PathValue("node")
 	for range maxAttempts {
-		n, err := s.store.GetNode(r.Context(), k, name)
+		n, err := s.nodes.GetNode(r.Context(), k, name)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 			return err
 		}
 		if changed {
-			err = s.store.PutNode(r.Context(), n, store.Cond{IfMatch: n.ETag})
+			err = s.nodes.PutNode(r.Context(), n, store.Cond{IfMatch: n.ETag})
 			if errors.Is(err, store.ErrPreconditionFailed) {
 				continue
 			}
@@ -131,7 +131,7 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 			}
 			ev := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{Type: "Normal", Reason: reason, Node: name,
 				Message: fmt.Sprintf("node %s is %s (by %s)", name, n.State, info(r.Context()).principal.Name)}}
-			if err := s.store.AppendEvent(r.Context(), ev); err != nil {
+			if err := s.events.AppendEvent(r.Context(), ev); err != nil {
 				s.log.WarnContext(r.Context(), "could not append event", "reason", reason, "err", err)
 			}
 		}

@@ -30,10 +30,10 @@ func (s *Server) nodeLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	k, name := clusterKey(r), r.PathValue("node")
-	if _, err := s.store.GetNode(r.Context(), k, name); err != nil {
+	if _, err := s.nodes.GetNode(r.Context(), k, name); err != nil {
 		return toAPIError(err, refOf(r, "node"))
 	}
-	lines, next, err := s.store.ListNodeLogs(r.Context(), k, name, f, pg)
+	lines, next, err := s.nodes.ListNodeLogs(r.Context(), k, name, f, pg)
 	if err == nil && len(lines) == 0 && wait > 0 {
 		lines, next, err = s.waitLogs(r, k, name, f, store.Page{Limit: pg.Limit, Token: next}, wait)
 	}
@@ -69,7 +69,7 @@ func (s *Server) waitLogs(r *http.Request, k store.Key, node string, f store.Log
 			return nil, pg.Token, nil
 		case <-tick.C:
 		}
-		lines, next, err := s.store.ListNodeLogs(ctx, k, node, f, pg)
+		lines, next, err := s.nodes.ListNodeLogs(ctx, k, node, f, pg)
 		if err != nil || len(lines) > 0 {
 			return lines, next, err
 		}

@@ -28,7 +28,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireCluster(r); err != nil {
 		return err
 	}
-	items, next, err := s.store.ListNodes(r.Context(), clusterKey(r), pg)
+	items, next, err := s.nodes.ListNodes(r.Context(), clusterKey(r), pg)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireCluster(r); err != nil {
 		return err
 	}
-	n, err := s.store.GetNode(r.Context(), clusterKey(r), r.PathValue("node"))
+	n, err := s.nodes.GetNode(r.Context(), clusterKey(r), r.PathValue("node"))
 	if err != nil {
 		return err
 	}

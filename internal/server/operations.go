@@ -53,7 +53,7 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	items, next, err := s.store.ListOperations(r.Context(), clusterKey(r), pg)
+	items, next, err := s.operations.ListOperations(r.Context(), clusterKey(r), pg)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 
 	first := info(ctx).operation // read just now, by authorization
 	if first == nil || first.ID != id {
-		if first, err = s.store.GetOperation(ctx, id); err != nil {
+		if first, err = s.operations.GetOperation(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -102,7 +102,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 			// Watch before reading, so a notify between the read and the
 			// wait is not lost.
 			woken, release := s.notes.watch(id)
-			op, err := s.store.GetOperation(ctx, id)
+			op, err := s.operations.GetOperation(ctx, id)
 			if err == nil {
 				out = operationOut(op)
 				etag, err = operationETag(&out)

@@ -27,7 +27,7 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if !p.Owner {
 		return s.listOwnProjects(w, r, p)
 	}
-	items, next, err := s.store.ListProjects(r.Context(), pg)
+	items, next, err := s.projects.ListProjects(r.Context(), pg)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (s *Server) listOwnProjects(w http.ResponseWriter, r *http.Request, p auth.
 	names := slices.Sorted(maps.Keys(roles))
 	items := make([]*v1.Project, 0, len(names))
 	for _, name := range names {
-		proj, err := s.store.GetProject(r.Context(), name)
+		proj, err := s.projects.GetProject(r.Context(), name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -59,7 +59,7 @@ func (s *Server) listOwnProjects(w http.ResponseWriter, r *http.Request, p auth.
 }
 
 func (s *Server) getProject(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.store.GetProject(r.Context(), r.PathValue("project"))
+	p, err := s.projects.GetProject(r.Context(), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	return putRecord(w, r, conds, putLoop[*v1.Project, v1.Project]{
 		what: "project",
-		get:  func(ctx context.Context) (*v1.Project, error) { return s.store.GetProject(ctx, name) },
+		get:  func(ctx context.Context) (*v1.Project, error) { return s.projects.GetProject(ctx, name) },
 		build: func(existing *v1.Project, exists bool) (*v1.Project, error) {
 			p := &v1.Project{Name: name, DisplayName: in.DisplayName, CreatedAt: s.now().UTC()}
 			if exists {
@@ -96,7 +96,7 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) error {
 			}
 			return p, nil
 		},
-		put:  s.store.PutProject,
+		put:  s.projects.PutProject,
 		etag: func(p *v1.Project) string { return p.ETag },
 		out:  projectOut,
 	})
@@ -108,7 +108,7 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c := store.Cond{IfMatch: conds.ifMatch}
-	if err := s.store.DeleteProject(r.Context(), r.PathValue("project"), c); err != nil {
+	if err := s.projects.DeleteProject(r.Context(), r.PathValue("project"), c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

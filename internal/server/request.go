@@ -118,7 +118,7 @@ func list[T, W any](w http.ResponseWriter, r *http.Request, pg store.Page, items
 
 // requireProject answers 404 (target "project") when the project is missing.
 func (s *Server) requireProject(r *http.Request) error {
-	if _, err := s.store.GetProject(r.Context(), r.PathValue("project")); err != nil {
+	if _, err := s.projects.GetProject(r.Context(), r.PathValue("project")); err != nil {
 		return toAPIError(err, refOf(r, "project"))
 	}
 	return nil

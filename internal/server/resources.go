@@ -109,7 +109,7 @@ func (s *Server) notInUse(r *http.Request, what string, usedBy func(*v1.ClusterS
 	var users []string
 	pg := store.Page{Limit: 500}
 	for {
-		cls, next, err := s.store.ListClusters(r.Context(), project, pg)
+		cls, next, err := s.clusters.ListClusters(r.Context(), project, pg)
 		if err != nil {
 			return err
 		}
@@ -169,8 +169,8 @@ func cloudAccounts(s *Server) syncResource[*store.CloudAccount, v1.CloudAccount]
 	return syncResource[*store.CloudAccount, v1.CloudAccount]{
 		what: "cloudaccount", plural: "cloudaccounts",
 		read: v1.RoleViewer, write: v1.RoleAdmin,
-		get: s.store.GetCloudAccount, list: s.store.ListCloudAccounts,
-		put: s.store.PutCloudAccount, del: s.store.DeleteCloudAccount,
+		get: s.accounts.GetCloudAccount, list: s.accounts.ListCloudAccounts,
+		put: s.accounts.PutCloudAccount, del: s.accounts.DeleteCloudAccount,
 		usedBy: func(spec *v1.ClusterSpec) string { return spec.CloudAccount },
 		unused: "delete them first (a cluster's cloud account cannot change)",
 		build: func(r *http.Request, project, name string, body []byte, existing *store.CloudAccount, exists bool) (*store.CloudAccount, error) {
@@ -209,8 +209,8 @@ func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 	return syncResource[*store.Profile, v1.Profile]{
 		what: "profile", plural: "profiles",
 		read: v1.RoleViewer, write: v1.RoleOperator,
-		get: s.store.GetProfile, list: s.store.ListProfiles,
-		put: s.store.PutProfile, del: s.store.DeleteProfile,
+		get: s.profiles.GetProfile, list: s.profiles.ListProfiles,
+		put: s.profiles.PutProfile, del: s.profiles.DeleteProfile,
 		usedBy: func(spec *v1.ClusterSpec) string { return spec.Profile.Name },
 		unused: "delete them, or change their spec.profile, first",
 		build: func(r *http.Request, project, name string, body []byte, existing *store.Profile, exists bool) (*store.Profile, error) {

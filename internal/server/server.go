@@ -21,64 +21,9 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
-
-// Store is what the frontend needs of the store; store.Store satisfies it.
-type Store interface {
-	PutProject(ctx context.Context, p *v1.Project, c store.Cond) error
-	GetProject(ctx context.Context, name string) (*v1.Project, error)
-	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
-	DeleteProject(ctx context.Context, name string, c store.Cond) error
-
-	GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
-	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
-
-	GetOperation(ctx context.Context, id string) (*store.Operation, error)
-	ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error)
-	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error)
-
-	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
-	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
-	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
-	ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error)
-	GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error)
-
-	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
-	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
-	ListCloudAccounts(ctx context.Context, project string, pg store.Page) ([]*store.CloudAccount, string, error)
-	DeleteCloudAccount(ctx context.Context, project, name string, c store.Cond) error
-
-	PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error
-	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
-	ListProfiles(ctx context.Context, project string, pg store.Page) ([]*store.Profile, string, error)
-	DeleteProfile(ctx context.Context, project, name string, c store.Cond) error
-
-	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
-	AppendEvent(ctx context.Context, e *store.Event) error
-
-	auth.Store
-	PutUser(ctx context.Context, u *v1.User, c store.Cond) error
-	ListUsers(ctx context.Context, pg store.Page) ([]*v1.User, string, error)
-	DeleteUser(ctx context.Context, name string, c store.Cond) error
-	PutMember(ctx context.Context, m *store.Member, c store.Cond) error
-	ListMembers(ctx context.Context, project string, pg store.Page) ([]*store.Member, string, error)
-	Memberships(ctx context.Context, user string) ([]*store.Member, error)
-	DeleteMember(ctx context.Context, project, user string, c store.Cond) error
-	PutServiceAccount(ctx context.Context, sa *store.ServiceAccount, c store.Cond) error
-	ListServiceAccounts(ctx context.Context, project string, pg store.Page) ([]*store.ServiceAccount, string, error)
-	DeleteServiceAccount(ctx context.Context, project, name string, c store.Cond) error
-	CreateToken(ctx context.Context, t *store.Token) error
-	ListTokens(ctx context.Context, principal string, pg store.Page) ([]*store.Token, string, error)
-	RevokeToken(ctx context.Context, principal, id string, at time.Time) error
-	AppendAudit(ctx context.Context, e *v1.AuditEntry) error
-	ListAudit(ctx context.Context, f store.AuditFilter, pg store.Page) ([]*v1.AuditEntry, string, error)
-
-	Ping(ctx context.Context) error
-}
 
 // Options configure a Server. Store is required; the rest have working
 // zero values. Callers authenticate with tokens the store holds (see
@@ -123,7 +68,7 @@ type Options struct {
 
 // Server is the API frontend, an http.Handler.
 type Server struct {
-	store      Store
+	stores     // the store, a view per resource (stores.go)
 	activation Activation
 	installer  Installer
 	auth       *auth.Authenticator
@@ -161,7 +106,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		stopping:   make(chan struct{}),
-		store:      opts.Store,
+		stores:     storesOf(opts.Store),
 		activation: opts.Activation,
 		installer:  opts.Installer,
 		log:        opts.Logger,
@@ -288,6 +233,11 @@ func (w *forgetWriter) Write(b []byte) (int, error) {
 }
 func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Paths are the paths the API answers at kilnd's root (a prefix when it
+// ends in a slash); kilnd mounts the console beside it, at every other
+// path. A route outside them is not reachable through kilnd.
+var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
+
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
 	s.handle("GET /readyz", "", public(), s.readyz)
@@ -402,7 +352,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
+	if err := s.pinger.Ping(ctx); err != nil {
 		s.log.WarnContext(r.Context(), "store not ready", slog.Any("error", err))
 		errorBody(w, http.StatusServiceUnavailable, v1.CodeUnavailable, "", "the store is not reachable")
 		return nil

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/retention"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/worker"
+)
+
+// backend is what a backend process runs, under one context: the
+// lease-taking worker running plans, the machine health check and the
+// pruner.
+type backend struct {
+	worker  *worker.Worker
+	checker *health.Checker
+	pruner  *retention.Pruner
+	stop    context.CancelFunc // set by run
+	done    chan error         // each part's Run returns here
+}
+
+// newBackend builds the backend's parts over d's store and providers.
+func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registry) *backend {
+	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
+		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining}})
+	b := &backend{}
+	b.worker = worker.New(worker.Options{
+		Store:        d.Store,
+		Runner:       runner,
+		Owner:        worker.DefaultOwner(),
+		LeaseTTL:     d.cfg.LeaseTTL,
+		Heartbeat:    d.cfg.Heartbeat,
+		DrainTimeout: d.cfg.DrainTimeout,
+		Concurrency:  d.cfg.Concurrency,
+		Poll:         d.cfg.Poll,
+		Logger:       d.log,
+		Registerer:   reg,
+	})
+	b.checker = health.NewChecker(health.Options{
+		Store:   d.Store,
+		Watched: func(name string) bool { return replaceable(providers, name) },
+		Steps:   plan.PendingSteps,
+		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
+			if cl.Status.Endpoint == "" {
+				return nil, nil
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:health")
+			if err != nil {
+				return nil, err
+			}
+			defer kc.Close()
+			nodes, err := kc.ListNodes(ctx)
+			return health.KubeNotReady(nodes), err
+		},
+		Started:  func(*store.Operation) { b.worker.Wake() },
+		Interval: d.cfg.HealthInterval,
+		Logger:   d.log,
+	})
+	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
+		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
+	return b
+}
+
+// run starts the parts on a context of their own: ctx's values, not its
+// end (drain stops them).
+func (b *backend) run(ctx context.Context) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.stop = cancel
+	b.done = make(chan error, 3)
+	go func() { b.done <- b.worker.Run(wctx) }()
+	go func() { b.done <- b.checker.Run(wctx) }()
+	go func() { b.done <- b.pruner.Run(wctx) }()
+}
+
+// drain stops the parts and waits for them: the worker stops claiming, and
+// running plans get the drain timeout before their leases are handed back.
+func (b *backend) drain() []error {
+	b.stop()
+	var errs []error
+	for range 3 { // the worker, the health checker and the pruner
+		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("worker: %w", err))
+		}
+	}
+	return errs
+}

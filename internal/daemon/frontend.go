@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/server"
+)
+
+// frontend is what a frontend process serves: the API and the console
+// beside it.
+type frontend struct {
+	api     *server.Server
+	console *console.Console
+}
+
+// newFrontend builds the API over d's store and the console that acts
+// through it (in dev mode, after the default project), and returns them
+// with the handler that serves both.
+func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, reg *prometheus.Registry) (*frontend, http.Handler, error) {
+	if d.cfg.Dev {
+		if err := ensureProject(ctx, d.Store, "default"); err != nil {
+			return nil, nil, err
+		}
+	}
+	var activation server.Activation
+	if d.gw != nil {
+		activation = d.gw.Gateway
+	}
+	srv := server.New(server.Options{
+		Activation: activation,
+		Store:      d.Store,
+		Logger:     d.log,
+		Registry:   reg,
+		Steps: func(kind string, spec *v1.ClusterSpec) []string {
+			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
+		},
+		Providers:    providers,
+		Installer:    server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
+		RateLimit:    d.cfg.RateLimit,
+		MaxInFlight:  d.cfg.MaxInFlight,
+		PollInterval: d.cfg.Poll,
+	})
+	con := console.New(console.Options{
+		API:       srv,
+		Providers: providers.Catalog(),
+		HostsJoin: providers.HostsJoin,
+		InstallCommand: func(distribution string) string {
+			return server.InstallCommand(distribution, d.cfg.KubeBinary)
+		},
+		InstallerArchs: server.InstallerArchs,
+		DefaultVersion: server.DefaultKubernetesVersion,
+		Logger:         d.log,
+	})
+	return &frontend{api: srv, console: con}, rootHandler(srv, con), nil
+}
+
+// rootHandler is the HTTP surface of a frontend: the API at the paths it
+// answers (server.Paths) and the console beside it, at every other path.
+func rootHandler(api, con http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range server.Paths {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", con)
+	return mux
+}
+
+// stop ends the long-polls and the console's live streams, which would
+// otherwise hold http.Server.Shutdown up.
+func (f *frontend) stop() {
+	f.api.StopWaiting()
+	f.console.Stop()
+}

@@ -1,0 +1,47 @@
+package daemon
+
+import (
+	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/retention"
+	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlstore"
+	"kiln.dev/kiln/internal/validate/dynamic"
+	"kiln.dev/kiln/internal/worker"
+)
+
+// The store kilnd opens is handed to every part as that part's own
+// interfaces, each declared where it is used and sized to the use. These
+// fail to compile when a part asks for what the store does not have.
+var (
+	_ server.ProjectStore      = store.Store(nil)
+	_ server.ClusterStore      = store.Store(nil)
+	_ server.OperationStore    = store.Store(nil)
+	_ server.NodeStore         = store.Store(nil)
+	_ server.CloudAccountStore = store.Store(nil)
+	_ server.ProfileStore      = store.Store(nil)
+	_ server.EventStore        = store.Store(nil)
+	_ server.IdentityStore     = store.Store(nil)
+	_ server.AuditStore        = store.Store(nil)
+	_ server.Pinger            = store.Store(nil)
+	_ server.Store             = store.Store(nil)
+	_ auth.Store               = store.Store(nil)
+
+	_ worker.Store          = store.Store(nil)
+	_ plan.OperationStore   = store.Store(nil)
+	_ plan.NodeStore        = store.Store(nil)
+	_ plan.InstructionStore = store.Store(nil)
+	_ plan.EventStore       = store.Store(nil)
+	_ plan.Store            = store.Store(nil)
+	_ dynamic.Store         = store.Store(nil)
+	_ health.Store          = store.Store(nil)
+	_ retention.Store       = store.Store(nil)
+
+	// The agent gateway's needs go beyond store.Store (it updates cluster
+	// secrets without a lease): the SQL store has them, and startGateway
+	// checks the store it is given.
+	_ gateway.Store = (*sqlstore.Store)(nil)
+)
