@@ -16,6 +16,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -28,7 +29,7 @@ func kubeBinary(t *testing.T) string {
 	}
 	path := os.Getenv("KILN_KUBE_BIN")
 	if path == "" {
-		abs, err := filepath.Abs(filepath.Join("..", "..", "..", "bin", "kiln-kube"))
+		abs, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "bin", "kiln-kube"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +131,7 @@ next:
 				continue next
 			}
 		}
-		for _, port := range []int{EtcdClientPort, EtcdPeerPort, APIServerPort, ControllerManagerPort, SchedulerPort, KubeletPort} {
+		for _, port := range []int{distrolocal.EtcdClientPort, distrolocal.EtcdPeerPort, distrolocal.APIServerPort, distrolocal.ControllerManagerPort, distrolocal.SchedulerPort, distrolocal.KubeletPort} {
 			l, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(port)))
 			if err != nil {
 				continue next

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"os"
 	"os/exec"
 	"path"
@@ -198,7 +199,7 @@ func (w *lineWriter) emit(b []byte) {
 func commandLine(argv []string) string {
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
-		quoted[i] = shellQuote(a)
+		quoted[i] = distrokubeadm.ShellQuote(a)
 	}
 	return strings.Join(quoted, " ")
 }
