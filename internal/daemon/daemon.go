@@ -23,6 +23,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -295,8 +296,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// Edge clusters are made of hosts users bring: nothing to configure.
-	providers := provider.Registry{edge.Name: edge.Edge{}}
+	// Edge clusters are made of hosts users bring: the provider is told only
+	// the versions hosts install (the catalogue).
+	providers := provider.Registry{edge.Name: edge.Edge{Versions: distro.Versions()}}
 	if d.cfg.Sim {
 		var opts []sim.Option
 		if d.cfg.SimJournal != "" {
