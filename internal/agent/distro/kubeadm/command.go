@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"os"
 	"os/exec"
 	"path"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 )
 
 // How a plan's commands run.
