@@ -24,11 +24,12 @@ import (
 
 // Executor is the node side of the kubeadm distribution: kiln-agent's
 // agent.Executor for the instructions `install` (params: the JSON of a
-// Plan, see ParsePlan) and `reset` (ResetPlan). It runs a plan as
-// Plan.Script says: the files first (step write-files), then each command
-// in order. The agent must run as root: the commands install packages,
-// change the kernel's settings and run kubeadm. One instruction runs at a
-// time. Use it as a pointer; the zero value works on the host.
+// Plan, see distrokubeadm.ParsePlan) and `reset` (distrokubeadm.ResetPlan).
+// It runs a plan as Plan.Script says: the files first (step write-files),
+// then each command in order. The agent must run as root: the commands
+// install packages, change the kernel's settings and run kubeadm. One
+// instruction runs at a time. Use it as a pointer; the zero value works on
+// the host.
 //
 // Each line a command prints (stdout and stderr, in order) is sent to the
 // agent's log stream named after the command's step (`kiln node logs`),

@@ -24,8 +24,9 @@ const DefaultStepTimeout = 2 * time.Minute
 const logTailLines = 12
 
 // Executor is the node side of the local distribution: kiln-agent's
-// agent.Executor for the instructions `install` (params: InstallParams) and
-// `reset`. Use it as a pointer; the zero value of the optional fields works.
+// agent.Executor for the instructions `install` (params:
+// distrolocal.InstallParams) and `reset`. Use it as a pointer; the zero
+// value of the optional fields works.
 //
 // Components run as children of the agent process, in its process group (so
 // stopping the agent's group stops them), are restarted with backoff when
@@ -34,9 +35,10 @@ const logTailLines = 12
 // the previous one started (pid files under Root/run with the process's
 // start time and a hash of its configuration).
 type Executor struct {
-	// KubeBinary is where kiln-kube is (FindKubeBinaries): a directory of
-	// kiln-kube-VERSION programs, one per Kubernetes version this node
-	// installs, or one kiln-kube program, which installs its own version.
+	// KubeBinary is where kiln-kube is (distrolocal.FindKubeBinaries): a
+	// directory of kiln-kube-VERSION programs, one per Kubernetes version
+	// this node installs, or one kiln-kube program, which installs its own
+	// version.
 	// An install runs the program of its params' KubernetesVersion and fails
 	// (terminal, UnsupportedVersion) when there is none. Required.
 	KubeBinary string
