@@ -12,9 +12,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/distro/kubeadm"
+	"kiln.dev/kiln/internal/agent/distro/local"
 	"kiln.dev/kiln/internal/agent/state"
-	"kiln.dev/kiln/internal/distro/kubeadm"
-	distro "kiln.dev/kiln/internal/distro/local"
 )
 
 var errMissingJoinFlags = errors.New("--credentials and --passphrase are required to join")
@@ -68,13 +68,13 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			case v1.DistroLocal:
 				// Kubernetes components from kiln-kube, children of this
 				// agent, under --root.
-				local := &distro.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
-				defer local.Close()
+				kube := &local.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
+				defer kube.Close()
 				// Components a crashed agent left running are supervised again.
-				if err := local.Resume(); err != nil {
+				if err := kube.Resume(); err != nil {
 					log.Warn("could not resume the components of the last install", "err", err)
 				}
-				exec = local
+				exec = kube
 			case v1.DistroKubeadm:
 				log.Info("installing with kubeadm on this host", "root", f.root)
 				exec = &kubeadm.Executor{Root: f.root, Logger: log}

@@ -27,6 +27,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
@@ -63,13 +64,13 @@ func newEnv(t *testing.T, backend bool) *env {
 	if err := auth.EnsureOwnerToken(t.Context(), st, "admin", ownerToken); err != nil {
 		t.Fatal(err)
 	}
-	l, err := local.New(local.Options{Dir: t.TempDir(), Command: func(local.Machine) (*exec.Cmd, error) {
+	l, err := local.New(local.Options{Dir: t.TempDir(), Versions: distro.LocalVersions(), Command: func(local.Machine) (*exec.Cmd, error) {
 		return nil, errors.New("console tests start no machines")
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	providers := provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{}}
+	providers := provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{Versions: distro.Versions()}}
 	// The agent gateway only makes and keeps activation material here: no
 	// agent connects.
 	gw := gateway.New(gateway.Options{Store: st.(gateway.Store), Controller: "https://agents.kiln.invalid:7443"})

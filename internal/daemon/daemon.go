@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
@@ -329,8 +330,9 @@ func (d *Daemon) start(ctx context.Context) error {
 // providers are the providers every process has (edge) and the sim when
 // asked for; start adds local, which needs the gateway.
 func (d *Daemon) providers() provider.Registry {
-	// Edge clusters are made of hosts users bring: nothing to configure.
-	providers := provider.Registry{edge.Name: edge.Edge{}}
+	// Edge clusters are made of hosts users bring: the provider is told only
+	// the versions hosts install (the catalogue).
+	providers := provider.Registry{edge.Name: edge.Edge{Versions: distro.Versions()}}
 	if d.cfg.Sim {
 		var opts []sim.Option
 		if d.cfg.SimJournal != "" {

@@ -1,6 +1,8 @@
 // Package distro names the Kubernetes distributions Kiln installs and the
-// versions each offers. The installers are in its subpackages (local,
-// kubeadm).
+// versions each offers: the one catalogue of versions (Versions), which kilnd
+// hands to the providers whose machines install Kubernetes. What the
+// controller plans for each is in its subpackages (local, kubeadm); what a
+// node runs is in internal/agent/distro.
 package distro
 
 import (
@@ -27,6 +29,18 @@ var kubeadmVersions = []string{"v1.34.4", "v1.35.4", "v1.36.3"}
 // repository of pkgs.k8s.io for v1.36.3), so a version offered here must be
 // a published kubeadm release.
 func KubeadmVersions() []string { return slices.Clone(kubeadmVersions) }
+
+// Versions is the catalogue: each distribution Kiln installs
+// (spec.distribution) mapped to the Kubernetes versions it offers, oldest
+// first. kilnd hands it to the providers (edge.Edge.Versions; the local
+// provider gets the local versions kiln-kube was built for), so no provider
+// imports this package. The map and its lists are the caller's.
+func Versions() map[string][]string {
+	return map[string][]string{
+		v1.DistroLocal:   LocalVersions(),
+		v1.DistroKubeadm: KubeadmVersions(),
+	}
+}
 
 // Messages of Installed: what the nodes of each distribution are.
 const (

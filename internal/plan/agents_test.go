@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
@@ -116,7 +117,7 @@ func TestWaitForNodesTimesOut(t *testing.T) {
 // was told to do.
 func TestInstructionWaitTimesOut(t *testing.T) {
 	e := newEnv(t)
-	e.reg["edge"] = edge.Edge{}
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
 	sp := edgeSpec()
 	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12"}
 	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))

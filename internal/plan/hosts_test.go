@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/edge"
@@ -39,7 +40,7 @@ func (e *env) beginHosts(kind string) *store.Operation {
 // An edge create makes the activation material and nothing else.
 func TestEdgeCreate(t *testing.T) {
 	e := newEnv(t)
-	e.reg["edge"] = edge.Edge{}
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
 	op := e.beginHosts(v1.KindCreate)
 	e.runOnce(e.runner())
 	got := e.op(op.ID)
@@ -63,7 +64,7 @@ func TestEdgeCreate(t *testing.T) {
 // anything is installed, saying what is missing.
 func TestEdgeProvisionNeedsTheConfiguredHosts(t *testing.T) {
 	e := newEnv(t)
-	e.reg["edge"] = edge.Edge{}
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
 	e.beginHosts(v1.KindCreate)
 	e.runOnce(e.runner())
 	e.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
@@ -89,7 +90,7 @@ func TestEdgeProvisionNeedsTheConfiguredHosts(t *testing.T) {
 // installed need no teardown. The cluster and its activation stay.
 func TestEdgeResetRemovesHosts(t *testing.T) {
 	e := newEnv(t)
-	e.reg["edge"] = edge.Edge{}
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
 	e.beginHosts(v1.KindCreate)
 	e.runOnce(e.runner())
 	e.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
@@ -72,7 +73,7 @@ func file(p *kubeadm.Plan, path string) *kubeadm.File {
 // Only the first host is given the CA's private key.
 func TestEdgeKubeadmProvision(t *testing.T) {
 	e := newEnv(t)
-	e.reg["edge"] = edge.Edge{}
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
 	sp := edgeSpec()
 	sp.Distribution, sp.KubernetesVersion = v1.DistroKubeadm, "v1.35.4"
 	sp.ControlPlane.Size = 3

@@ -22,6 +22,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
@@ -54,13 +55,13 @@ func testSteps(kind string, spec *v1.ClusterSpec) []string {
 // machine command is never called.
 func testProviders(t testing.TB) provider.Registry {
 	t.Helper()
-	l, err := local.New(local.Options{Dir: t.TempDir(), Command: func(local.Machine) (*exec.Cmd, error) {
+	l, err := local.New(local.Options{Dir: t.TempDir(), Versions: distro.LocalVersions(), Command: func(local.Machine) (*exec.Cmd, error) {
 		return nil, errors.New("server tests start no machines")
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{}}
+	return provider.Registry{"local": l, "sim": sim.New(), "edge": edge.Edge{Versions: distro.Versions()}}
 }
 
 type harness struct {

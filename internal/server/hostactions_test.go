@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/edge"
@@ -18,7 +19,7 @@ const edgeCluster = `{"spec": {"provider": "edge", "nodeApproval": "manual", "co
 // runBackend runs the claimed operation to its end with the real plan.
 func (h *harness) runBackend() {
 	h.t.Helper()
-	r := plan.NewRunner(plan.Options{Store: h.store, Providers: provider.Registry{"edge": edge.Edge{}},
+	r := plan.NewRunner(plan.Options{Store: h.store, Providers: provider.Registry{"edge": edge.Edge{Versions: distro.Versions()}},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err := r.Run(h.t.Context(), h.claim()); err != nil {
 		h.t.Fatal(err)

@@ -6,10 +6,9 @@ package validate
 
 import (
 	"fmt"
-	"regexp"
-	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/names"
 )
 
 // Limits of names and sizes.
@@ -18,7 +17,7 @@ const (
 	// within a DNS label.
 	MaxClusterName = 40
 	// MaxLabel is the length of a DNS-1123 label.
-	MaxLabel = 63
+	MaxLabel = names.MaxLabel
 	// MaxPoolSize is the largest worker pool.
 	MaxPoolSize = 1000
 	// MaxCertificateTTLDays is the longest node certificate lifetime.
@@ -36,74 +35,25 @@ var NodeApprovals = []string{"auto", "manual"}
 // ControlPlaneSizes are the etcd-friendly control-plane sizes.
 var ControlPlaneSizes = []int{1, 3, 5}
 
-var (
-	versionRE   = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
-	labelNameRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-)
+// The syntax of names is package names', a leaf the node side shares
+// without linking validation; validation's callers keep these names for it.
 
-// IsDNSLabel reports whether s is a lower-case DNS-1123 label of at most max
-// characters: a-z, 0-9 and '-', starting and ending with a letter or digit.
-func IsDNSLabel(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// IsDNSLabel is names.IsDNSLabel: a lower-case DNS-1123 label of at most max
+// characters.
+func IsDNSLabel(s string, max int) bool { return names.IsDNSLabel(s, max) }
 
-// IsDNSSubdomain reports whether s is a lower-case DNS-1123 subdomain: dot
-// separated labels, at most 253 characters.
-func IsDNSSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for part := range strings.SplitSeq(s, ".") {
-		if !IsDNSLabel(part, MaxLabel) {
-			return false
-		}
-	}
-	return true
-}
+// IsDNSSubdomain is names.IsDNSSubdomain: a lower-case DNS-1123 subdomain.
+func IsDNSSubdomain(s string) bool { return names.IsDNSSubdomain(s) }
 
-// LabelKey returns what is wrong with a Kubernetes label key, or "" if it is
-// valid: an optional DNS subdomain prefix and '/', then a name of at most 63
-// characters of alphanumerics, '-', '_' and '.', beginning and ending with an
-// alphanumeric.
-func LabelKey(k string) string {
-	name := k
-	if prefix, rest, ok := strings.Cut(k, "/"); ok {
-		if !IsDNSSubdomain(prefix) {
-			return "the prefix of a label key must be a lower-case DNS subdomain"
-		}
-		name = rest
-	}
-	if name == "" || len(name) > MaxLabel || !labelNameRE.MatchString(name) {
-		return "a label key's name must be 1-63 alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric"
-	}
-	return ""
-}
+// LabelKey is names.LabelKey: what is wrong with a Kubernetes label key, or "".
+func LabelKey(k string) string { return names.LabelKey(k) }
 
-// LabelValue returns what is wrong with a Kubernetes label value, or "".
-func LabelValue(v string) string {
-	if v == "" {
-		return ""
-	}
-	if len(v) > MaxLabel || !labelNameRE.MatchString(v) {
-		return "a label value must be empty or 1-63 alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric"
-	}
-	return ""
-}
+// LabelValue is names.LabelValue: what is wrong with a Kubernetes label
+// value, or "".
+func LabelValue(v string) string { return names.LabelValue(v) }
 
-// IsKubernetesVersion reports whether s looks like vMAJOR.MINOR.PATCH.
-func IsKubernetesVersion(s string) bool { return versionRE.MatchString(s) }
+// IsKubernetesVersion is names.IsKubernetesVersion: vMAJOR.MINOR.PATCH.
+func IsKubernetesVersion(s string) bool { return names.IsKubernetesVersion(s) }
 
 // errs collects failures.
 type errs []v1.Error

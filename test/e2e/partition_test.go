@@ -286,7 +286,7 @@ func field(line, key string) string {
 }
 
 // pidFile is what the local distribution records of a running component
-// (internal/distro/local: Root/run/<component>.pid).
+// (internal/agent/distro/local: Root/run/<component>.pid).
 type pidFile struct {
 	PID   int    `json:"pid"`
 	Start uint64 `json:"start"`

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/validate"
+	"kiln.dev/kiln/internal/names"
 )
 
 // SupportedOS is one supported distribution: its os-release ID and the
@@ -120,7 +120,7 @@ func checkHostname(_ context.Context, e *env) v1.PrecheckResult {
 	if err != nil {
 		return fail("cannot read the hostname: %v", err)
 	}
-	if validate.IsDNSSubdomain(name) {
+	if names.IsDNSSubdomain(name) {
 		return pass("%q is a valid node name", name)
 	}
 	msg := fmt.Sprintf("hostname %q is not a valid lower-case DNS-1123 name (a-z, 0-9, '-' and '.', each part "+
@@ -149,7 +149,7 @@ func suggestHostname(name string) string {
 		}
 	}
 	s := strings.Join(parts, ".")
-	if !validate.IsDNSSubdomain(s) {
+	if !names.IsDNSSubdomain(s) {
 		return ""
 	}
 	return s

@@ -44,14 +44,9 @@
 // leaves (the CNI's configuration, state, iptables rules and devices) and
 // Kiln's files that belong to the cluster; the packages stay.
 //
-// Executor is kiln-agent's executor for the distribution: it decodes an
-// install instruction's params with ParsePlan (the JSON of a Plan), writes
-// the files under its Root and runs the commands on the host, reporting
-// each step and forwarding the commands' output to the node's logs. Its
-// tests run real processes against test doubles of the host programs.
-// Executing a plan for real needs a real host (root, systemd, apt) with
-// network access (directly or through the proxy) to the distribution's
-// archive, pkgs.k8s.io, registry.k8s.io, GitHub and the CNI's image
-// registries: no plan has been executed on such a host by this repository's
-// tests. docs/distro-kubeadm.md has the details.
+// The plan is the format both sides share: ParsePlan decodes it from an
+// install instruction's params. The node side, which runs it, is
+// internal/agent/distro/kubeadm (kiln-agent); this package imports nothing
+// of the agent's, so kilnd links none of it. docs/distro-kubeadm.md has the
+// details.
 package kubeadm

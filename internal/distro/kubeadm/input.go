@@ -18,7 +18,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
-	"kiln.dev/kiln/internal/validate"
+	"kiln.dev/kiln/internal/names"
 )
 
 // Defaults of the cluster's address plan and network plugin, the same as the
@@ -204,11 +204,11 @@ func check(in Input) (*spec, error) {
 }
 
 func (s *spec) cluster() error {
-	if !validate.IsDNSLabel(s.ClusterName, validate.MaxLabel) {
+	if !names.IsDNSLabel(s.ClusterName, names.MaxLabel) {
 		return refuse("clusterName", "%q must be a lower-case DNS-1123 label", s.ClusterName)
 	}
 	v := s.KubernetesVersion
-	if !validate.IsKubernetesVersion(v) {
+	if !names.IsKubernetesVersion(v) {
 		return refuse("kubernetesVersion", "%q must look like vMAJOR.MINOR.PATCH, for example v1.36.3", v)
 	}
 	if offered := distro.KubeadmVersions(); !slices.Contains(offered, v) {
@@ -230,7 +230,7 @@ func (s *spec) cluster() error {
 		if !ip.Is4() {
 			return refuse("endpoint", "host %s: this plan supports IPv4 clusters only", host)
 		}
-	} else if !validate.IsDNSSubdomain(host) {
+	} else if !names.IsDNSSubdomain(host) {
 		return refuse("endpoint", "host %q must be an IPv4 address or a lower-case DNS name", host)
 	}
 	s.endpointHost, s.endpoint = host, net.JoinHostPort(host, port)
@@ -300,7 +300,7 @@ var (
 
 func (s *spec) node() error {
 	n := s.Node
-	if !validate.IsDNSSubdomain(n.Name) {
+	if !names.IsDNSSubdomain(n.Name) {
 		return refuse("node.name", "%q must be a lower-case DNS subdomain", n.Name)
 	}
 	var err error
@@ -333,10 +333,10 @@ func (s *spec) node() error {
 	labels := make([]string, 0, len(n.Labels))
 	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
 		field := "node.labels[" + strconv.Quote(k) + "]"
-		if msg := validate.LabelKey(k); msg != "" {
+		if msg := names.LabelKey(k); msg != "" {
 			return refuse(field, "%s", msg)
 		}
-		if msg := validate.LabelValue(n.Labels[k]); msg != "" {
+		if msg := names.LabelValue(n.Labels[k]); msg != "" {
 			return refuse(field, "%s", msg)
 		}
 		if !KubeletMaySet(k) {

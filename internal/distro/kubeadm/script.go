@@ -26,17 +26,17 @@ func (p *Plan) Script() string {
 	}
 	for _, kv := range p.Env {
 		name, value, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(value))
+		fmt.Fprintf(&b, "export %s=%s\n", name, ShellQuote(value))
 	}
 	if len(p.Files) > 0 {
 		fmt.Fprintf(&b, "\n# ---- %s ----\n", StepWriteFiles)
 	}
 	for _, f := range p.Files {
 		fmt.Fprintf(&b, "\n# %s\n", f.Reason)
-		fmt.Fprintf(&b, "mkdir -p %s\n", shellQuote(path.Dir(f.Path)))
-		fmt.Fprintf(&b, "install -m %04o /dev/null %s\n", f.Mode.Perm(), shellQuote(f.Path))
+		fmt.Fprintf(&b, "mkdir -p %s\n", ShellQuote(path.Dir(f.Path)))
+		fmt.Fprintf(&b, "install -m %04o /dev/null %s\n", f.Mode.Perm(), ShellQuote(f.Path))
 		eof := heredocDelimiter(f.Content)
-		fmt.Fprintf(&b, "cat > %s <<'%s'\n%s", shellQuote(f.Path), eof, f.Content)
+		fmt.Fprintf(&b, "cat > %s <<'%s'\n%s", ShellQuote(f.Path), eof, f.Content)
 		if !strings.HasSuffix(f.Content, "\n") {
 			// A heredoc ends its content with a newline; the file would get
 			// one it does not have.
@@ -70,7 +70,7 @@ func (p *Plan) Script() string {
 func shellCommand(argv []string, prefix string) string {
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
-		quoted[i] = shellQuote(a)
+		quoted[i] = ShellQuote(a)
 	}
 	line := strings.Join(quoted, " ")
 	if len(prefix)+len(line) <= maxLine {
@@ -114,9 +114,10 @@ func shellCommand(argv []string, prefix string) string {
 	return b.String()
 }
 
-// shellQuote returns s as one shell word: as it is when it has only
-// characters the shell takes literally, else in single quotes.
-func shellQuote(s string) string {
+// ShellQuote returns s as one shell word: as it is when it has only
+// characters the shell takes literally, else in single quotes. Script
+// quotes with it, and so does the executor when it logs a command.
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_@%+=:,./-", r))
 	}) < 0 {

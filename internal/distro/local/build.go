@@ -118,7 +118,7 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 	var joinURLs []string
 	for _, m := range in.ControlPlane {
 		if m.Name != in.Node.Name {
-			joinURLs = append(joinURLs, clientURL(m.Address))
+			joinURLs = append(joinURLs, EtcdClientURL(m.Address))
 		}
 	}
 	cp := &ControlPlaneParams{
@@ -195,12 +195,14 @@ func (b builder) kubeconfig(file, server string, req pki.CertRequest) error {
 	return nil
 }
 
-// clientURL and peerURL are a member's etcd URLs.
-func clientURL(addr string) string {
+// EtcdClientURL is the URL of a member's etcd for clients (the API server,
+// members joining).
+func EtcdClientURL(addr string) string {
 	return "https://" + net.JoinHostPort(addr, fmt.Sprint(EtcdClientPort))
 }
 
-func peerURL(addr string) string {
+// EtcdPeerURL is the URL of a member's etcd for its peers.
+func EtcdPeerURL(addr string) string {
 	return "https://" + net.JoinHostPort(addr, fmt.Sprint(EtcdPeerPort))
 }
 

@@ -170,8 +170,8 @@ func TestBuildInstall(t *testing.T) {
 			}
 			for f := range p.Files {
 				if strings.HasSuffix(f, ".key") || strings.HasSuffix(f, ".conf") {
-					if fileMode(f) != 0o600 {
-						t.Errorf("%s mode %o, want 0600", f, fileMode(f))
+					if FileMode(f) != 0o600 {
+						t.Errorf("%s mode %o, want 0600", f, FileMode(f))
 					}
 				}
 			}

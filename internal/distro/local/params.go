@@ -1,15 +1,18 @@
-// Package local is the `local` distribution: what a node of a cluster on this
-// computer installs for its role, with the components of kiln-kube (embedded
-// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the
-// hollow kubelet).
+// Package local is the controller side of the `local` distribution: what a
+// node of a cluster on this computer installs for its role, with the
+// components of kiln-kube (embedded etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and the hollow kubelet).
 //
-// It has two halves. The controller side (BuildInstall, in kilnd) is a pure
-// function from the cluster's secrets and topology to InstallParams: every
-// certificate and kubeconfig the node needs, issued by the cluster CA, and the
-// settings of each component. The node side (Executor, in kiln-agent) writes
-// those files under the node's root and runs each component as a supervised
-// child of the agent, reporting a progress step for each and forwarding the
-// components' output as log lines. The node side never imports the store.
+// BuildInstall (in kilnd's plans) is a pure function from the cluster's
+// secrets and topology to InstallParams: every certificate and kubeconfig the
+// node needs, issued by the cluster CA, and the settings of each component.
+// InstallParams, its files, ports and ParseParams are the format both sides
+// share. FindKubeBinaries finds the kiln-kube programs, one per Kubernetes
+// version (kilnd offers the versions it finds).
+//
+// The node side, which writes those files and runs the components, is
+// internal/agent/distro/local (kiln-agent). This package imports nothing of
+// the agent's, so kilnd links none of it.
 //
 // docs/distro-local.md describes the files, flags and steps.
 package local
@@ -228,9 +231,9 @@ func fileNameOK(name string) bool {
 	return path.Clean(name) == name && strings.HasPrefix(name, "etc/kiln/") && !strings.Contains(name, "..")
 }
 
-// fileMode is the mode a file is written with: certificates and public keys
+// FileMode is the mode a file is written with: certificates and public keys
 // are readable by all, everything else (keys, kubeconfigs) by the owner only.
-func fileMode(name string) uint32 {
+func FileMode(name string) uint32 {
 	if strings.HasSuffix(name, ".crt") || strings.HasSuffix(name, ".pub") {
 		return 0o644
 	}

@@ -9,9 +9,9 @@ package edge
 
 import (
 	"context"
+	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 )
@@ -21,7 +21,18 @@ const Name = "edge"
 
 // Edge is the edge provider. It holds no state: the hosts are the
 // cluster's node records.
-type Edge struct{}
+type Edge struct {
+	// Versions is the catalogue of Kubernetes versions, oldest first, by
+	// distribution (kilnd hands it distro.Versions()). The provider offers
+	// the distributions hosts install (local and kubeadm) at the versions it
+	// lists; with none listed, it offers no distribution.
+	Versions map[string][]string
+}
+
+// distributions are the distributions hosts install: local (kiln-kube, for
+// hosts on this machine: network namespaces, containers) or kubeadm (real
+// hosts).
+var distributions = []string{v1.DistroLocal, v1.DistroKubeadm}
 
 var (
 	_ provider.Provider   = Edge{}
@@ -33,13 +44,16 @@ var (
 // HostsJoin says edge clusters are made of the hosts users bring.
 func (Edge) HostsJoin() bool { return true }
 
-// Distributions: hosts install the local distribution (kiln-kube, for hosts
-// on this machine: network namespaces, containers) or kubeadm (real hosts).
-func (Edge) Distributions() map[string][]string {
-	return map[string][]string{
-		v1.DistroLocal:   distro.LocalVersions(),
-		v1.DistroKubeadm: distro.KubeadmVersions(),
+// Distributions: hosts install the local distribution or kubeadm, at the
+// versions of the catalogue (Versions).
+func (e Edge) Distributions() map[string][]string {
+	out := map[string][]string{}
+	for _, d := range distributions {
+		if vs, ok := e.Versions[d]; ok {
+			out[d] = slices.Clone(vs)
+		}
 	}
+	return out
 }
 
 // Describe offers nothing to choose: no regions, zones, instance types,

@@ -72,8 +72,10 @@ type Options struct {
 	// sends SIGKILL; default 10s.
 	StopTimeout time.Duration
 	// Versions are the Kubernetes versions machines install (the versions
-	// of the kiln-kube programs they are given), oldest first; default
-	// distro.LocalVersions().
+	// of the kiln-kube programs they are given), oldest first: kilnd hands
+	// it the local distribution's versions from the catalogue
+	// (internal/distro) that kiln-kube has. Nil offers any well-formed
+	// version (a node without the program then fails its install).
 	Versions []string
 }
 

@@ -5,18 +5,14 @@ import (
 	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
-
-	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
 )
 
 // Distributions: the local provider's machines install the local
-// distribution (kiln-kube), at the versions of Options.Versions.
+// distribution (kiln-kube), at the versions of Options.Versions (any
+// well-formed version when it is nil).
 func (l *Local) Distributions() map[string][]string {
-	if l.opts.Versions != nil {
-		return map[string][]string{v1.DistroLocal: slices.Clone(l.opts.Versions)}
-	}
-	return map[string][]string{v1.DistroLocal: distro.LocalVersions()}
+	return map[string][]string{v1.DistroLocal: slices.Clone(l.opts.Versions)}
 }
 
 // Describe says what the local provider offers: machines are processes on

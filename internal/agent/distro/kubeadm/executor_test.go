@@ -22,6 +22,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/proc"
 )
@@ -55,7 +56,7 @@ var watchedEnv = []string{"PATH", "DEBIAN_FRONTEND", "HTTP_PROXY", "https_proxy"
 // with NAME.hang it starts a child and waits, writing both pids to
 // NAME.pid and NAME.child.
 const doubleScript = `#!/bin/sh
-# TEST DOUBLE written by kiln's internal/distro/kubeadm/executor_test.go. It stands in
+# TEST DOUBLE written by kiln's internal/agent/distro/kubeadm/executor_test.go. It stands in
 # for the host program of its name: it records how it was run and changes nothing.
 name=${0##*/}
 ctl=%[1]s
@@ -99,7 +100,7 @@ func newHost(t *testing.T) *host {
 	for _, v := range watchedEnv {
 		fmt.Fprintf(&env, "  printf '%%s\\0' \"%s=${%s-<unset>}\"\n", v, v)
 	}
-	script := fmt.Sprintf(doubleScript, shellQuote(h.ctl), env.String(), shellQuote(h.record))
+	script := fmt.Sprintf(doubleScript, distrokubeadm.ShellQuote(h.ctl), env.String(), distrokubeadm.ShellQuote(h.record))
 	for _, name := range doubledPrograms {
 		if err := os.WriteFile(filepath.Join(h.dir, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -169,7 +170,7 @@ func argvs(runs []run) [][]string {
 }
 
 // planPrograms returns the programs p runs (Argv[0] and SkipIf[0]).
-func planPrograms(p *Plan) []string {
+func planPrograms(p *distrokubeadm.Plan) []string {
 	var out []string
 	for _, c := range p.Commands {
 		out = append(out, c.Argv[0])
@@ -184,7 +185,7 @@ func planPrograms(p *Plan) []string {
 // requireDoubled fails the test now unless every program p runs is a bare
 // name with a test double, and p does not set PATH: only then can running
 // p here reach nothing but the doubles.
-func requireDoubled(t *testing.T, p *Plan) {
+func requireDoubled(t *testing.T, p *distrokubeadm.Plan) {
 	t.Helper()
 	for _, prog := range planPrograms(p) {
 		if strings.Contains(prog, "/") {
@@ -205,13 +206,13 @@ func requireDoubled(t *testing.T, p *Plan) {
 // a test double, each by a bare name.
 func TestEveryPlanProgramIsDoubled(t *testing.T) {
 	for _, tt := range goldenCases {
-		p, err := Build(tt.in(t))
+		p, err := distrokubeadm.Build(tt.in(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Run(tt.name, func(t *testing.T) { requireDoubled(t, p) })
 	}
-	t.Run("reset", func(t *testing.T) { requireDoubled(t, ResetPlan()) })
+	t.Run("reset", func(t *testing.T) { requireDoubled(t, distrokubeadm.ResetPlan()) })
 }
 
 // recorder is an agent.Reporter that keeps what it is told.
@@ -265,7 +266,7 @@ func (r *recorder) message(step, state string) string {
 }
 
 // goldenInput is the input of the golden case name.
-func goldenInput(t *testing.T, name string) Input {
+func goldenInput(t *testing.T, name string) distrokubeadm.Input {
 	t.Helper()
 	i := slices.IndexFunc(goldenCases, func(c goldenCase) bool { return c.name == name })
 	if i < 0 {
@@ -275,9 +276,9 @@ func goldenInput(t *testing.T, name string) Input {
 }
 
 // installOf returns the plan for in and the install instruction carrying it.
-func installOf(t *testing.T, in Input) (*Plan, v1.Instruction) {
+func installOf(t *testing.T, in distrokubeadm.Input) (*distrokubeadm.Plan, v1.Instruction) {
 	t.Helper()
-	p, err := Build(in)
+	p, err := distrokubeadm.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func installOf(t *testing.T, in Input) (*Plan, v1.Instruction) {
 
 // executorFor is an Executor on a temporary root whose commands find the
 // doubles of h, and nothing else.
-func executorFor(t *testing.T, h *host, p *Plan) *Executor {
+func executorFor(t *testing.T, h *host, p *distrokubeadm.Plan) *Executor {
 	t.Helper()
 	requireDoubled(t, p)
 	return &Executor{Root: t.TempDir(), Path: h.dir, CommandTimeout: time.Minute}
@@ -298,9 +299,9 @@ func executorFor(t *testing.T, h *host, p *Plan) *Executor {
 
 // want is what running p does when the checks in skip succeed: the runs of
 // the doubles, the progress reports and the log lines.
-func want(p *Plan, skip func(Command) bool) (runs [][]string, states []string, logs []logLine) {
+func want(p *distrokubeadm.Plan, skip func(distrokubeadm.Command) bool) (runs [][]string, states []string, logs []logLine) {
 	if len(p.Files) > 0 {
-		states = append(states, StepWriteFiles+" "+v1.StepRunning, StepWriteFiles+" "+v1.StepSucceeded)
+		states = append(states, distrokubeadm.StepWriteFiles+" "+v1.StepRunning, distrokubeadm.StepWriteFiles+" "+v1.StepSucceeded)
 	}
 	for i, c := range p.Commands {
 		if i == 0 || p.Commands[i-1].Step != c.Step {
@@ -323,7 +324,7 @@ func want(p *Plan, skip func(Command) bool) (runs [][]string, states []string, l
 	return runs, states, logs
 }
 
-func never(Command) bool { return false }
+func never(distrokubeadm.Command) bool { return false }
 
 // An install writes every file under the root with its content and exactly
 // its mode, then runs every command in order with the plan's environment,
@@ -343,8 +344,8 @@ func TestExecuteInstall(t *testing.T) {
 		path, content string
 		mode          fs.FileMode
 	}{
-		{ContainerdConfig, "# the distribution's\n", 0o600},
-		{KubeadmConfigPath, fileContent(t, p, KubeadmConfigPath), 0o644},
+		{distrokubeadm.ContainerdConfig, "# the distribution's\n", 0o600},
+		{distrokubeadm.KubeadmConfigPath, fileContent(t, p, distrokubeadm.KubeadmConfigPath), 0o644},
 	} {
 		full := filepath.Join(e.Root, f.path)
 		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
@@ -382,7 +383,7 @@ func TestExecuteInstall(t *testing.T) {
 			t.Errorf("%s: %v (%v), want a directory with mode 0755", dir, st.Mode(), err)
 		}
 	}
-	if msg := rec.message(StepWriteFiles, v1.StepSucceeded); msg != fmt.Sprintf("%d files written", len(p.Files)) {
+	if msg := rec.message(distrokubeadm.StepWriteFiles, v1.StepSucceeded); msg != fmt.Sprintf("%d files written", len(p.Files)) {
 		t.Errorf("write-files message %q", msg)
 	}
 
@@ -426,7 +427,7 @@ func TestExecuteSkipsWhatIsDone(t *testing.T) {
 	if err := e.Execute(t.Context(), in, rec); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	skipped := func(c Command) bool { return true }
+	skipped := func(c distrokubeadm.Command) bool { return true }
 	wantRuns, wantStates, wantLogs := want(p, skipped)
 	if diff := cmp.Diff(wantRuns, argvs(h.runs(t))); diff != "" {
 		t.Errorf("commands (-want +got):\n%s", diff)
@@ -442,7 +443,7 @@ func TestExecuteSkipsWhatIsDone(t *testing.T) {
 	if diff := cmp.Diff(wantLogs, rec.logs); diff != "" {
 		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
-	if got, want := rec.message(StepKubeadmInit, v1.StepSucceeded), "skipped, already done: `test -e /etc/kubernetes/kubelet.conf` succeeded"; got != want {
+	if got, want := rec.message(distrokubeadm.StepKubeadmInit, v1.StepSucceeded), "skipped, already done: `test -e /etc/kubernetes/kubelet.conf` succeeded"; got != want {
 		t.Errorf("kubeadm-init message %q, want %q", got, want)
 	}
 }
@@ -478,7 +479,7 @@ func TestExecuteFailsThenRunsAgain(t *testing.T) {
 	if strings.Contains(fe.Message, "modprobe: line 8\n") {
 		t.Errorf("message %q has more than the last %d lines", fe.Message, tailLines)
 	}
-	if last := rec.last(); last.Step != StepPrepareKernel || last.State != v1.StepFailed || last.Message != fe.Message {
+	if last := rec.last(); last.Step != distrokubeadm.StepPrepareKernel || last.State != v1.StepFailed || last.Message != fe.Message {
 		t.Errorf("last progress %+v, want prepare-kernel Failed with the error's message", last)
 	}
 	wantRuns := [][]string{p.Commands[0].Argv, p.Commands[1].Argv, p.Commands[2].Argv}
@@ -501,7 +502,7 @@ func TestExecuteFailsThenRunsAgain(t *testing.T) {
 	if diff := cmp.Diff(wantStates, rec.states()); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
-	if msg := rec.message(StepWriteFiles, v1.StepSucceeded); !strings.HasPrefix(msg, fmt.Sprintf("0 of %d files written", len(p.Files))) {
+	if msg := rec.message(distrokubeadm.StepWriteFiles, v1.StepSucceeded); !strings.HasPrefix(msg, fmt.Sprintf("0 of %d files written", len(p.Files))) {
 		t.Errorf("write-files message %q: the files were already written", msg)
 	}
 }
@@ -573,7 +574,7 @@ func TestExecuteRetryRule(t *testing.T) {
 func TestFetches(t *testing.T) {
 	var got []string
 	for _, name := range []string{"dedicated-first-cilium", "proxy-root-ca"} {
-		p, err := Build(goldenInput(t, name))
+		p, err := distrokubeadm.Build(goldenInput(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +588,7 @@ func TestFetches(t *testing.T) {
 	if diff := cmp.Diff([]string{"apt-get", "cilium", "curl", "kubectl"}, slices.Compact(got)); diff != "" {
 		t.Errorf("programs that fetch (-want +got):\n%s", diff)
 	}
-	if !fetches([]string{"env", "KUBECONFIG=/x", CiliumCLIDir + "/cilium", "install"}) || fetches([]string{"env", "A=b"}) {
+	if !fetches([]string{"env", "KUBECONFIG=/x", distrokubeadm.CiliumCLIDir + "/cilium", "install"}) || fetches([]string{"env", "A=b"}) {
 		t.Error("env NAME=value PROGRAM: PROGRAM decides")
 	}
 }
@@ -596,7 +597,7 @@ func TestFetches(t *testing.T) {
 // written or run.
 func TestExecuteRefusesBadParams(t *testing.T) {
 	p, _ := installOf(t, firstControlPlane())
-	withPlan := func(edit func(*Plan)) string {
+	withPlan := func(edit func(*distrokubeadm.Plan)) string {
 		q := *p
 		q.Files = slices.Clone(p.Files)
 		q.Commands = slices.Clone(p.Commands)
@@ -615,16 +616,16 @@ func TestExecuteRefusesBadParams(t *testing.T) {
 		{"null", v1.InstructionInstall, `null`, "no files and no commands"},
 		{"empty plan", v1.InstructionInstall, `{}`, "no files and no commands"},
 		{"unknown field", v1.InstructionInstall, `{"summary": "x", "script": "rm -rf /"}`, `unknown field "script"`},
-		{"trailing data", v1.InstructionInstall, withPlan(func(*Plan) {}) + `{}`, "data after the plan"},
+		{"trailing data", v1.InstructionInstall, withPlan(func(*distrokubeadm.Plan) {}) + `{}`, "data after the plan"},
 		{"local install params", v1.InstructionInstall, `{"version": 1, "node": {"name": "n"}}`, `unknown field "version"`},
-		{"relative path", v1.InstructionInstall, withPlan(func(q *Plan) { q.Files[0].Path = "etc/x" }), `files[0].path "etc/x"`},
-		{"path out of the root", v1.InstructionInstall, withPlan(func(q *Plan) { q.Files[1].Path = "/etc/../../x" }), `files[1].path "/etc/../../x"`},
-		{"same path twice", v1.InstructionInstall, withPlan(func(q *Plan) { q.Files[1].Path = q.Files[0].Path }), "writes it twice"},
-		{"no mode", v1.InstructionInstall, withPlan(func(q *Plan) { q.Files[0].Mode = 0 }), "files[0].mode 0"},
-		{"setuid", v1.InstructionInstall, withPlan(func(q *Plan) { q.Files[0].Mode = fs.ModeSetuid | 0o755 }), "files[0].mode"},
-		{"no program", v1.InstructionInstall, withPlan(func(q *Plan) { q.Commands[0].Argv = nil }), "commands[0].argv has no program"},
-		{"no step", v1.InstructionInstall, withPlan(func(q *Plan) { q.Commands[3].Step = "" }), "commands[3].step is empty"},
-		{"bad env", v1.InstructionInstall, withPlan(func(q *Plan) { q.Env = []string{"=x"} }), `env[0] "=x"`},
+		{"relative path", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Path = "etc/x" }), `files[0].path "etc/x"`},
+		{"path out of the root", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = "/etc/../../x" }), `files[1].path "/etc/../../x"`},
+		{"same path twice", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = q.Files[0].Path }), "writes it twice"},
+		{"no mode", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = 0 }), "files[0].mode 0"},
+		{"setuid", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = fs.ModeSetuid | 0o755 }), "files[0].mode"},
+		{"no program", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Commands[0].Argv = nil }), "commands[0].argv has no program"},
+		{"no step", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Commands[3].Step = "" }), "commands[3].step is empty"},
+		{"bad env", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Env = []string{"=x"} }), `env[0] "=x"`},
 		{"unknown kind", "upgrade", `{}`, `does not know instruction kind "upgrade"`},
 	}
 	for _, tt := range tests {
@@ -640,7 +641,7 @@ func TestExecuteRefusesBadParams(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("error %q does not say %q", err, tt.says)
 			}
-			if tt.kind == v1.InstructionInstall && !errors.Is(err, ErrInvalidPlan) {
+			if tt.kind == v1.InstructionInstall && !errors.Is(err, distrokubeadm.ErrInvalidPlan) {
 				t.Errorf("error %v does not match ErrInvalidPlan", err)
 			}
 			if runs := h.runs(t); len(runs) > 0 {
@@ -756,15 +757,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 // checks skip kubeadm reset and the rest of what is already done; on an
 // installed host every command runs. Either way it writes no file.
 func TestExecuteReset(t *testing.T) {
-	p := ResetPlan()
+	p := distrokubeadm.ResetPlan()
 	tests := []struct {
 		name  string
 		rules string // the sh double's exit rules
-		skip  func(Command) bool
+		skip  func(distrokubeadm.Command) bool
 	}{
 		{
 			name: "nothing installed",
-			skip: func(Command) bool { return true },
+			skip: func(distrokubeadm.Command) bool { return true },
 		},
 		{
 			name:  "installed",

@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
 // spec.proxy reaches every component: the proxy variables, a no-proxy list
 // with what the cluster reaches directly, and the proxy's root CA trusted
 // besides the system's.
 func TestProxyReachesEveryComponent(t *testing.T) {
-	in := testInput(t, newTestCA(t), Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	in := testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
 	in.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", HTTPSProxy: "http://proxy:3128", NoProxy: "corp.example, 127.0.0.1", RootCA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
-	p, err := BuildInstall(in)
+	p, err := distrolocal.BuildInstall(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +23,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 	if p.Proxy == nil || strings.Join(p.Proxy.NoProxy, ",") != wantNoProxy {
 		t.Fatalf("proxy params = %+v, want no-proxy %s", p.Proxy, wantNoProxy)
 	}
-	if p.Files[FileProxyCA] != in.Proxy.RootCA {
+	if p.Files[distrolocal.FileProxyCA] != in.Proxy.RootCA {
 		t.Errorf("the proxy's root CA is not among the node's files")
 	}
 	root := t.TempDir()
@@ -44,7 +45,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 	// Without a proxy, no proxy variable is added (the apiserver's
 	// componentstatus addresses are its only environment).
 	in.Proxy = nil
-	if p, err = BuildInstall(in); err != nil {
+	if p, err = distrolocal.BuildInstall(in); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range specs(p, root, "kiln-kube") {
@@ -60,8 +61,8 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 // scheduler listen (its 127.0.0.N), so that `kubectl get componentstatuses`
 // probes them there rather than upstream's 127.0.0.1; no other component is.
 func TestAPIServerProbesItsNodesComponents(t *testing.T) {
-	in := testInput(t, newTestCA(t), Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
-	p, err := BuildInstall(in)
+	in := testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	p, err := distrolocal.BuildInstall(in)
 	if err != nil {
 		t.Fatal(err)
 	}

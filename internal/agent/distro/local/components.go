@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
 // Component names: the kiln-kube subcommand, the log stream, the pid file.
@@ -52,7 +54,7 @@ type spec struct {
 
 // specs returns what runs on the node of p, in start order, with binary,
 // the kiln-kube of p.KubernetesVersion.
-func specs(p InstallParams, root, binary string) []spec {
+func specs(p distrolocal.InstallParams, root, binary string) []spec {
 	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	addr := p.Node.Address
 	var out []spec
@@ -60,41 +62,41 @@ func specs(p InstallParams, root, binary string) []spec {
 		etcd := spec{name: Etcd, dirs: []string{f(dirEtcd)}, args: []string{
 			"--name", p.Node.Name,
 			"--data-dir", f(dirEtcd),
-			"--listen-client-urls", clientURL(addr),
-			"--advertise-client-urls", clientURL(addr),
-			"--listen-peer-urls", peerURL(addr),
-			"--initial-advertise-peer-urls", peerURL(addr),
+			"--listen-client-urls", distrolocal.EtcdClientURL(addr),
+			"--advertise-client-urls", distrolocal.EtcdClientURL(addr),
+			"--listen-peer-urls", distrolocal.EtcdPeerURL(addr),
+			"--initial-advertise-peer-urls", distrolocal.EtcdPeerURL(addr),
 			"--initial-cluster-token", cp.EtcdToken,
-			"--cert-file", f(FileEtcdCert), "--key-file", f(FileEtcdKey),
-			"--trusted-ca-file", f(FileCA), "--client-cert-auth",
-			"--peer-cert-file", f(FileEtcdCert), "--peer-key-file", f(FileEtcdKey),
-			"--peer-trusted-ca-file", f(FileCA), "--peer-client-cert-auth",
+			"--cert-file", f(distrolocal.FileEtcdCert), "--key-file", f(distrolocal.FileEtcdKey),
+			"--trusted-ca-file", f(distrolocal.FileCA), "--client-cert-auth",
+			"--peer-cert-file", f(distrolocal.FileEtcdCert), "--peer-key-file", f(distrolocal.FileEtcdKey),
+			"--peer-trusted-ca-file", f(distrolocal.FileCA), "--peer-client-cert-auth",
 		}}
 		if cp.EtcdJoin {
 			// kiln-kube etcd --join adds this member through an existing
 			// one (MemberAdd) and starts it with the cluster it was told.
 			etcd.args = append(etcd.args,
 				"--join", strings.Join(cp.EtcdJoinURLs, ","),
-				"--join-cert-file", f(FileAPIServerEtcdCert), "--join-key-file", f(FileAPIServerEtcdKey),
-				"--join-ca-file", f(FileCA))
+				"--join-cert-file", f(distrolocal.FileAPIServerEtcdCert), "--join-key-file", f(distrolocal.FileAPIServerEtcdKey),
+				"--join-ca-file", f(distrolocal.FileCA))
 		} else {
 			etcd.args = append(etcd.args,
-				"--initial-cluster", p.Node.Name+"="+peerURL(addr), "--initial-cluster-state", "new")
+				"--initial-cluster", p.Node.Name+"="+distrolocal.EtcdPeerURL(addr), "--initial-cluster-state", "new")
 		}
 		out = append(out, etcd)
 
 		out = append(out, spec{name: APIServer, dirs: []string{f(dirAPIServer)}, args: []string{
-			"--etcd-servers", clientURL(addr),
-			"--etcd-cafile", f(FileCA),
-			"--etcd-certfile", f(FileAPIServerEtcdCert), "--etcd-keyfile", f(FileAPIServerEtcdKey),
-			"--bind-address", addr, "--advertise-address", addr, "--secure-port", fmt.Sprint(APIServerPort),
-			"--tls-cert-file", f(FileAPIServerCert), "--tls-private-key-file", f(FileAPIServerKey),
-			"--client-ca-file", f(FileCA),
-			"--kubelet-client-certificate", f(FileAPIServerKubeletCert),
-			"--kubelet-client-key", f(FileAPIServerKubeletKey),
+			"--etcd-servers", distrolocal.EtcdClientURL(addr),
+			"--etcd-cafile", f(distrolocal.FileCA),
+			"--etcd-certfile", f(distrolocal.FileAPIServerEtcdCert), "--etcd-keyfile", f(distrolocal.FileAPIServerEtcdKey),
+			"--bind-address", addr, "--advertise-address", addr, "--secure-port", fmt.Sprint(distrolocal.APIServerPort),
+			"--tls-cert-file", f(distrolocal.FileAPIServerCert), "--tls-private-key-file", f(distrolocal.FileAPIServerKey),
+			"--client-ca-file", f(distrolocal.FileCA),
+			"--kubelet-client-certificate", f(distrolocal.FileAPIServerKubeletCert),
+			"--kubelet-client-key", f(distrolocal.FileAPIServerKubeletKey),
 			"--service-account-issuer", cp.ServiceAccountIssuer,
-			"--service-account-key-file", f(FileServiceAccountPub),
-			"--service-account-signing-key-file", f(FileServiceAccountKey),
+			"--service-account-key-file", f(distrolocal.FileServiceAccountPub),
+			"--service-account-signing-key-file", f(distrolocal.FileServiceAccountKey),
 			"--service-cluster-ip-range", p.ServiceCIDR,
 			"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
 			"--allow-privileged", "--endpoint-reconciler-type", "none",
@@ -107,15 +109,15 @@ func specs(p InstallParams, root, binary string) []spec {
 		// the API server's extension-apiserver-authentication ConfigMap:
 		// it has no request-header CA (no aggregation layer here), which
 		// they would log as an error every 20 s.
-		authn := []string{"--authentication-skip-lookup", "--client-ca-file", f(FileCA)}
+		authn := []string{"--authentication-skip-lookup", "--client-ca-file", f(distrolocal.FileCA)}
 		cm := spec{name: ControllerManager, dirs: []string{f(dirControllerManager)}, args: []string{
-			"--kubeconfig", f(FileControllerManagerConf),
-			"--authentication-kubeconfig", f(FileControllerManagerConf),
-			"--authorization-kubeconfig", f(FileControllerManagerConf),
-			"--bind-address", addr, "--secure-port", fmt.Sprint(ControllerManagerPort), leader,
+			"--kubeconfig", f(distrolocal.FileControllerManagerConf),
+			"--authentication-kubeconfig", f(distrolocal.FileControllerManagerConf),
+			"--authorization-kubeconfig", f(distrolocal.FileControllerManagerConf),
+			"--bind-address", addr, "--secure-port", fmt.Sprint(distrolocal.ControllerManagerPort), leader,
 			"--use-service-account-credentials",
-			"--service-account-private-key-file", f(FileServiceAccountKey),
-			"--root-ca-file", f(FileCA),
+			"--service-account-private-key-file", f(distrolocal.FileServiceAccountKey),
+			"--root-ca-file", f(distrolocal.FileCA),
 			"--service-cluster-ip-range", p.ServiceCIDR,
 			"--cert-dir", f(dirControllerManager),
 		}}
@@ -126,10 +128,10 @@ func specs(p InstallParams, root, binary string) []spec {
 		out = append(out, cm)
 
 		out = append(out, spec{name: Scheduler, args: append([]string{
-			"--kubeconfig", f(FileSchedulerConf),
-			"--authentication-kubeconfig", f(FileSchedulerConf),
-			"--authorization-kubeconfig", f(FileSchedulerConf),
-			"--bind-address", addr, "--secure-port", fmt.Sprint(SchedulerPort), leader,
+			"--kubeconfig", f(distrolocal.FileSchedulerConf),
+			"--authentication-kubeconfig", f(distrolocal.FileSchedulerConf),
+			"--authorization-kubeconfig", f(distrolocal.FileSchedulerConf),
+			"--bind-address", addr, "--secure-port", fmt.Sprint(distrolocal.SchedulerPort), leader,
 		}, authn...)})
 	}
 
@@ -138,10 +140,10 @@ func specs(p InstallParams, root, binary string) []spec {
 	// HollowLabel says in Kubernetes what the node is.
 	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, args: []string{
 		"--name", p.Node.Name,
-		"--kubeconfig", f(FileKubeletConf),
+		"--kubeconfig", f(distrolocal.FileKubeletConf),
 		"--root-dir", f(dirKubelet),
 		"--address", addr, "--node-ip", addr,
-		"--kubelet-port", fmt.Sprint(KubeletPort), "--kubelet-read-only-port", "0",
+		"--kubelet-port", fmt.Sprint(distrolocal.KubeletPort), "--kubelet-read-only-port", "0",
 		"--node-labels", HollowLabel + "=true",
 	}}
 	if len(p.Taints) > 0 {
@@ -150,8 +152,8 @@ func specs(p InstallParams, root, binary string) []spec {
 	out = append(out, kubelet)
 
 	env := p.Proxy.Env()
-	if p.Files[FileProxyCA] != "" {
-		env = append(env, "SSL_CERT_DIR=/etc/ssl/certs:"+filepath.Dir(f(FileProxyCA)))
+	if p.Files[distrolocal.FileProxyCA] != "" {
+		env = append(env, "SSL_CERT_DIR=/etc/ssl/certs:"+filepath.Dir(f(distrolocal.FileProxyCA)))
 	}
 	for i := range out {
 		out[i].binary = binary
@@ -167,8 +169,8 @@ func specs(p InstallParams, root, binary string) []spec {
 // local node's are not (docs/kube.md, "The componentstatus patch").
 func componentStatusEnv(addr string) []string {
 	return []string{
-		"KILN_COMPONENTSTATUS_CONTROLLER_MANAGER=" + net.JoinHostPort(addr, fmt.Sprint(ControllerManagerPort)),
-		"KILN_COMPONENTSTATUS_SCHEDULER=" + net.JoinHostPort(addr, fmt.Sprint(SchedulerPort)),
+		"KILN_COMPONENTSTATUS_CONTROLLER_MANAGER=" + net.JoinHostPort(addr, fmt.Sprint(distrolocal.ControllerManagerPort)),
+		"KILN_COMPONENTSTATUS_SCHEDULER=" + net.JoinHostPort(addr, fmt.Sprint(distrolocal.SchedulerPort)),
 	}
 }
 

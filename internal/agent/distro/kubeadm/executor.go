@@ -18,16 +18,18 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/atomicfile"
+	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
 )
 
 // Executor is the node side of the kubeadm distribution: kiln-agent's
 // agent.Executor for the instructions `install` (params: the JSON of a
-// Plan, see ParsePlan) and `reset` (ResetPlan). It runs a plan as
-// Plan.Script says: the files first (step write-files), then each command
-// in order. The agent must run as root: the commands install packages,
-// change the kernel's settings and run kubeadm. One instruction runs at a
-// time. Use it as a pointer; the zero value works on the host.
+// Plan, see distrokubeadm.ParsePlan) and `reset` (distrokubeadm.ResetPlan).
+// It runs a plan as Plan.Script says: the files first (step write-files),
+// then each command in order. The agent must run as root: the commands
+// install packages, change the kernel's settings and run kubeadm. One
+// instruction runs at a time. Use it as a pointer; the zero value works on
+// the host.
 //
 // Each line a command prints (stdout and stderr, in order) is sent to the
 // agent's log stream named after the command's step (`kiln node logs`),
@@ -59,16 +61,16 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	log := e.logger().With("instruction", in.ID, "kind", in.Kind)
-	var p *Plan
+	var p *distrokubeadm.Plan
 	switch in.Kind {
 	case v1.InstructionInstall:
 		var err error
-		if p, err = ParsePlan(in.Params); err != nil {
+		if p, err = distrokubeadm.ParsePlan(in.Params); err != nil {
 			report.Progress(in.Kind, v1.StepFailed, err.Error())
 			return &failure.Error{Code: v1.CodeInvalidParameter, Message: "the install instruction's params are refused", Err: err}
 		}
 	case v1.InstructionReset:
-		p = ResetPlan()
+		p = distrokubeadm.ResetPlan()
 	default:
 		fe := failure.Terminal(v1.CodeInvalidParameter, "the kubeadm distribution does not know instruction kind %q", in.Kind)
 		report.Progress(in.Kind, v1.StepFailed, fe.Message)
@@ -98,24 +100,24 @@ func (e *Executor) timeout() time.Duration {
 }
 
 // run carries out p, one reported step at a time.
-func (e *Executor) run(ctx context.Context, p *Plan, report agent.Reporter, log *slog.Logger) error {
+func (e *Executor) run(ctx context.Context, p *distrokubeadm.Plan, report agent.Reporter, log *slog.Logger) error {
 	if len(p.Files) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		log.Info("writing files", "step", StepWriteFiles, "files", len(p.Files))
-		report.Progress(StepWriteFiles, v1.StepRunning, "")
+		log.Info("writing files", "step", distrokubeadm.StepWriteFiles, "files", len(p.Files))
+		report.Progress(distrokubeadm.StepWriteFiles, v1.StepRunning, "")
 		n, err := e.writeFiles(p.Files)
 		if err != nil {
-			fe := agent.Retryable(v1.CodeInternal, err, "step %s: %v", StepWriteFiles, err)
-			report.Progress(StepWriteFiles, v1.StepFailed, fe.Message)
+			fe := agent.Retryable(v1.CodeInternal, err, "step %s: %v", distrokubeadm.StepWriteFiles, err)
+			report.Progress(distrokubeadm.StepWriteFiles, v1.StepFailed, fe.Message)
 			return fe
 		}
 		msg := fmt.Sprintf("%d files written", n)
 		if n < len(p.Files) {
 			msg = fmt.Sprintf("%d of %d files written, the others were already as the plan says", n, len(p.Files))
 		}
-		report.Progress(StepWriteFiles, v1.StepSucceeded, msg)
+		report.Progress(distrokubeadm.StepWriteFiles, v1.StepSucceeded, msg)
 	}
 	path := e.Path
 	if path == "" {
@@ -139,7 +141,7 @@ func (e *Executor) run(ctx context.Context, p *Plan, report agent.Reporter, log 
 
 // step runs one step's commands: Running when the first starts, Succeeded
 // after the last, Failed at the first that fails.
-func (e *Executor) step(ctx context.Context, name string, cmds []Command, env []string, report agent.Reporter, log *slog.Logger) error {
+func (e *Executor) step(ctx context.Context, name string, cmds []distrokubeadm.Command, env []string, report agent.Reporter, log *slog.Logger) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -267,7 +269,7 @@ func packageOf(program string) string {
 
 // writeFiles writes files under Root, leaving those already as the plan
 // says alone. It returns how many it wrote.
-func (e *Executor) writeFiles(files []File) (int, error) {
+func (e *Executor) writeFiles(files []distrokubeadm.File) (int, error) {
 	root := e.Root
 	if root == "" {
 		root = "/"

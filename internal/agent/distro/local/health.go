@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
 // healthPoll is how often a health check is tried while waiting.
@@ -26,13 +28,13 @@ const healthPoll = 250 * time.Millisecond
 // tlsClient is an HTTP client that trusts the cluster CA of root and
 // presents the given client certificate.
 func tlsClient(root string, certPEM, keyPEM []byte) (*http.Client, error) {
-	caPEM, err := os.ReadFile(filepath.Join(root, FileCA))
+	caPEM, err := os.ReadFile(filepath.Join(root, distrolocal.FileCA))
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no certificate", FileCA)
+		return nil, fmt.Errorf("%s holds no certificate", distrolocal.FileCA)
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
@@ -116,7 +118,7 @@ func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
 
 // etcdHealthy checks etcd's /health.
 func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
-	body, err := get(ctx, c, clientURL(addr)+"/health")
+	body, err := get(ctx, c, distrolocal.EtcdClientURL(addr)+"/health")
 	if err != nil {
 		return err
 	}
@@ -135,7 +137,7 @@ func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
 
 // apiServerReady checks kube-apiserver's /readyz on the node's address.
 func apiServerReady(ctx context.Context, c *http.Client, addr string) error {
-	_, err := get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(APIServerPort))+"/readyz")
+	_, err := get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(distrolocal.APIServerPort))+"/readyz")
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 )
 
@@ -23,8 +24,9 @@ const DefaultStepTimeout = 2 * time.Minute
 const logTailLines = 12
 
 // Executor is the node side of the local distribution: kiln-agent's
-// agent.Executor for the instructions `install` (params: InstallParams) and
-// `reset`. Use it as a pointer; the zero value of the optional fields works.
+// agent.Executor for the instructions `install` (params:
+// distrolocal.InstallParams) and `reset`. Use it as a pointer; the zero
+// value of the optional fields works.
 //
 // Components run as children of the agent process, in its process group (so
 // stopping the agent's group stops them), are restarted with backoff when
@@ -33,9 +35,10 @@ const logTailLines = 12
 // the previous one started (pid files under Root/run with the process's
 // start time and a hash of its configuration).
 type Executor struct {
-	// KubeBinary is where kiln-kube is (FindKubeBinaries): a directory of
-	// kiln-kube-VERSION programs, one per Kubernetes version this node
-	// installs, or one kiln-kube program, which installs its own version.
+	// KubeBinary is where kiln-kube is (distrolocal.FindKubeBinaries): a
+	// directory of kiln-kube-VERSION programs, one per Kubernetes version
+	// this node installs, or one kiln-kube program, which installs its own
+	// version.
 	// An install runs the program of its params' KubernetesVersion and fails
 	// (terminal, UnsupportedVersion) when there is none. Required.
 	KubeBinary string
@@ -88,7 +91,7 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	log := e.Logger.With("instruction", in.ID, "kind", in.Kind)
 	switch in.Kind {
 	case v1.InstructionInstall:
-		p, err := ParseParams(in.Params)
+		p, err := distrolocal.ParseParams(in.Params)
 		if err != nil {
 			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
 			return &failure.Error{Code: v1.CodeInvalidParameter, Message: err.Error(), Err: err}
@@ -123,7 +126,7 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 // errors are terminal *failure.Error: without the program, running the
 // instruction again does not help.
 func (e *Executor) binary(ctx context.Context, version string) (string, error) {
-	bins, err := FindKubeBinaries(ctx, e.KubeBinary)
+	bins, err := distrolocal.FindKubeBinaries(ctx, e.KubeBinary)
 	if err != nil {
 		return "", &failure.Error{Code: v1.CodeInternal, Err: err,
 			Message: fmt.Sprintf("this agent cannot install Kubernetes: %v (build it with `make kube`)", err)}
@@ -191,7 +194,7 @@ func (e *Executor) Stop() {
 }
 
 // install brings the node to p, one reported step at a time.
-func (e *Executor) install(ctx context.Context, p InstallParams, binary string, report agent.Reporter) error {
+func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, binary string, report agent.Reporter) error {
 	step := func(name string, fn func() (string, error)) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -256,11 +259,11 @@ func (e *Executor) install(ctx context.Context, p InstallParams, binary string, 
 	}
 	addr := p.Node.Address
 	if p.IsControlPlane() {
-		etcdClient, err := fileClient(e.Root, FileAPIServerEtcdCert, FileAPIServerEtcdKey)
+		etcdClient, err := fileClient(e.Root, distrolocal.FileAPIServerEtcdCert, distrolocal.FileAPIServerEtcdKey)
 		if err != nil {
 			return agent.Retryable(v1.CodeInternal, err, "etcd client: %v", err)
 		}
-		apiClient, err := fileClient(e.Root, FileAPIServerKubeletCert, FileAPIServerKubeletKey)
+		apiClient, err := fileClient(e.Root, distrolocal.FileAPIServerKubeletCert, distrolocal.FileAPIServerKubeletKey)
 		if err != nil {
 			return agent.Retryable(v1.CodeInternal, err, "API client: %v", err)
 		}
@@ -280,7 +283,7 @@ func (e *Executor) install(ctx context.Context, p InstallParams, binary string, 
 			}
 		}
 	}
-	kubeletClient, err := kubeconfigClient(e.Root, FileKubeletConf)
+	kubeletClient, err := kubeconfigClient(e.Root, distrolocal.FileKubeletConf)
 	if err != nil {
 		return agent.Retryable(v1.CodeInternal, err, "kubelet client: %v", err)
 	}
@@ -294,11 +297,11 @@ func (e *Executor) install(ctx context.Context, p InstallParams, binary string, 
 
 // writeFiles writes p's files under Root, leaving files whose content is
 // already right alone. It returns how many it wrote.
-func (e *Executor) writeFiles(p InstallParams) (int, error) {
+func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 	n := 0
 	for name, content := range p.Files {
 		path := filepath.Join(e.Root, filepath.FromSlash(name))
-		mode := os.FileMode(fileMode(name))
+		mode := os.FileMode(distrolocal.FileMode(name))
 		if old, err := os.ReadFile(path); err == nil && string(old) == content {
 			if st, err := os.Stat(path); err == nil && st.Mode().Perm() == mode {
 				continue

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 )
 
 // How a plan's commands run.
@@ -198,7 +200,7 @@ func (w *lineWriter) emit(b []byte) {
 func commandLine(argv []string) string {
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
-		quoted[i] = shellQuote(a)
+		quoted[i] = distrokubeadm.ShellQuote(a)
 	}
 	return strings.Join(quoted, " ")
 }

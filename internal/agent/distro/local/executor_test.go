@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
 )
 
@@ -21,10 +22,10 @@ type cluster struct {
 	saKey    []byte
 	saPub    []byte
 	endpoint string
-	members  []Member
+	members  []distrolocal.Member
 }
 
-func newCluster(t *testing.T, members []Member) *cluster {
+func newCluster(t *testing.T, members []distrolocal.Member) *cluster {
 	t.Helper()
 	ca, err := pki.NewCA("kiln-test", pki.DefaultCAValidity, time.Now())
 	if err != nil {
@@ -36,16 +37,16 @@ func newCluster(t *testing.T, members []Member) *cluster {
 	}
 	var backends []string
 	for _, m := range members {
-		backends = append(backends, fmt.Sprintf("%s:%d", m.Address, APIServerPort))
+		backends = append(backends, fmt.Sprintf("%s:%d", m.Address, distrolocal.APIServerPort))
 	}
 	return &cluster{ca: ca, saKey: key, saPub: pub, endpoint: proxy(t, backends...), members: members}
 }
 
 // params builds the install of node; join says whether a control-plane
 // node joins etcd.
-func (c *cluster) params(t *testing.T, node Node, join bool) v1.Instruction {
+func (c *cluster) params(t *testing.T, node distrolocal.Node, join bool) v1.Instruction {
 	t.Helper()
-	p, err := BuildInstall(BuildInput{
+	p, err := distrolocal.BuildInstall(distrolocal.BuildInput{
 		CA: c.ca, ServiceAccountKey: c.saKey, ServiceAccountPub: c.saPub,
 		ClusterID: "/v1/projects/test/clusters/" + t.Name(), ClusterName: "test", KubernetesVersion: "v1.36.3",
 		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: c.endpoint,
@@ -121,9 +122,9 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 	bin := kubeBinary(t)
 	cpAddr := freeAddress(t, "127.0.0.2")
 	wAddr := freeAddress(t, "127.0.0.3", cpAddr)
-	cp := Node{Name: "test-cp-0", Role: v1.RoleControlPlane, Address: cpAddr}
-	worker := Node{Name: "test-default-0", Role: v1.RoleWorker, Address: wAddr}
-	c := newCluster(t, []Member{{cp.Name, cp.Address}})
+	cp := distrolocal.Node{Name: "test-cp-0", Role: v1.RoleControlPlane, Address: cpAddr}
+	worker := distrolocal.Node{Name: "test-default-0", Role: v1.RoleWorker, Address: wAddr}
+	c := newCluster(t, []distrolocal.Member{{Name: cp.Name, Address: cp.Address}})
 
 	cpExec := newExecutor(t, bin, "cp")
 	cpIn := c.params(t, cp, false)
@@ -241,15 +242,15 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 // stopped, the API still answers through the load balancer.
 func TestInstallThreeControlPlanes(t *testing.T) {
 	bin := kubeBinary(t)
-	var nodes []Node
-	var members []Member
+	var nodes []distrolocal.Node
+	var members []distrolocal.Member
 	var used []string
 	for i, want := range []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"} {
 		addr := freeAddress(t, want, used...)
 		used = append(used, addr)
-		n := Node{Name: fmt.Sprintf("ha-cp-%d", i), Role: v1.RoleControlPlane, Address: addr}
+		n := distrolocal.Node{Name: fmt.Sprintf("ha-cp-%d", i), Role: v1.RoleControlPlane, Address: addr}
 		nodes = append(nodes, n)
-		members = append(members, Member{n.Name, n.Address})
+		members = append(members, distrolocal.Member{Name: n.Name, Address: n.Address})
 	}
 	c := newCluster(t, members)
 	execs := make([]*Executor, len(nodes))
@@ -300,7 +301,7 @@ func TestInstallThreeControlPlanes(t *testing.T) {
 	if err := admin.ApplyConfigMap(t.Context(), "kiln-system", "kiln-cluster", map[string]string{"id": "ha"}); err != nil {
 		t.Fatal(err)
 	}
-	last := adminClient(t, c.ca, fmt.Sprintf("%s:%d", nodes[2].Address, APIServerPort))
+	last := adminClient(t, c.ca, fmt.Sprintf("%s:%d", nodes[2].Address, distrolocal.APIServerPort))
 	if data, err := last.GetConfigMap(t.Context(), "kiln-system", "kiln-cluster"); err != nil || data["id"] != "ha" {
 		t.Fatalf("read through the third node: %v, %v", data, err)
 	}

@@ -1,0 +1,192 @@
+package kiln
+
+import (
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The design's "never" import rules (DESIGN.md, Layout: "nothing imports
+// upward"), checked against what `go list` says each package links, tests
+// excluded. A rule names the packages it is about, what they must never
+// link, and why; a violation fails with the rule's reason and the chain of
+// imports that brought the package in.
+//
+// A pattern is an import path, or PATH/... for PATH and every package
+// under it.
+
+// Packages of the database drivers and migrations (only kilnd's store links
+// them).
+var databaseDrivers = []string{"modernc.org/sqlite/...", "github.com/jackc/pgx/...", "github.com/pressly/goose/..."}
+
+type rule struct {
+	name  string
+	from  []string // the packages the rule is about
+	never []string // what they must not link
+	// onlyStd: they link nothing but the standard library (and themselves).
+	onlyStd bool
+	reason  string
+}
+
+var rules = []rule{
+	{
+		name:  "agent ↛ store, server, worker, database",
+		from:  []string{"kiln.dev/kiln/cmd/kiln-agent", "kiln.dev/kiln/internal/agent/..."},
+		never: append([]string{"kiln.dev/kiln/internal/store/...", "kiln.dev/kiln/internal/server/...", "kiln.dev/kiln/internal/worker/..."}, databaseDrivers...),
+		reason: "the agent runs on every node and talks to the controller only over its session: " +
+			"it holds no database, serves no API and takes no leases",
+	},
+	{
+		name:    "api/v1 ↛ anything but the standard library, and not net/http",
+		from:    []string{"kiln.dev/kiln/api/v1"},
+		never:   []string{"net/http/..."},
+		onlyStd: true,
+		reason: "api/v1 is the wire types every part shares (store records, CLI, agent, console): " +
+			"it stays cheap to link and out of the HTTP stack; the Go client is api/client",
+	},
+	{
+		name:  "store ↛ HTTP, plan, server",
+		from:  []string{"kiln.dev/kiln/internal/store/..."},
+		never: []string{"net/http/...", "kiln.dev/kiln/internal/plan/...", "kiln.dev/kiln/internal/server/..."},
+		reason: "the store keeps records, leases and operations below everything that uses them: " +
+			"it knows nothing of HTTP, of the frontend that writes to it or of the plans the workers run",
+	},
+	{
+		name:  "provider ↛ server, store",
+		from:  []string{"kiln.dev/kiln/internal/provider/..."},
+		never: []string{"kiln.dev/kiln/internal/server/...", "kiln.dev/kiln/internal/store/..."},
+		reason: "providers make machines, networks and load balancers for the plan and are handed what " +
+			"they need (versions included): they never reach into the API or the records",
+	},
+	{
+		name:  "CLI ↛ store, database",
+		from:  []string{"kiln.dev/kiln/cmd/kiln", "kiln.dev/kiln/internal/cli/..."},
+		never: append([]string{"kiln.dev/kiln/internal/store/..."}, databaseDrivers...),
+		reason: "the CLI is a client of the API like any other: everything it reads and changes goes " +
+			"through the API, never the database",
+	},
+	{
+		name:  "kilnd ↛ agent",
+		from:  []string{"kiln.dev/kiln/cmd/kilnd"},
+		never: []string{"kiln.dev/kiln/internal/agent/..."},
+		reason: "kilnd plans what a node installs (internal/distro) and talks to agents through the " +
+			"gateway; what runs on a node is kiln-agent's (internal/agent/...)",
+	},
+	{
+		name:  "plan ↛ worker",
+		from:  []string{"kiln.dev/kiln/internal/plan/..."},
+		never: []string{"kiln.dev/kiln/internal/worker/..."},
+		reason: "the worker runs plans: the runner gets what it needs from the worker (draining) " +
+			"through its own types, so the flow reads worker → plan and never back",
+	},
+	{
+		name:  "console ↛ server",
+		from:  []string{"kiln.dev/kiln/internal/console/..."},
+		never: []string{"kiln.dev/kiln/internal/server/..."},
+		reason: "the console is mounted beside the API and acts through it as a client: " +
+			"it is not a part of the frontend",
+	},
+}
+
+// matches reports whether path is pattern, or under it when pattern ends
+// in /... .
+func matches(pattern, path string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == base || strings.HasPrefix(path, base+"/")
+	}
+	return path == pattern
+}
+
+func matchesAny(patterns []string, path string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool { return matches(p, path) })
+}
+
+// graph is what go list says of every package the module's packages link:
+// its direct imports and whether it is in the standard library.
+type graph struct {
+	imports  map[string][]string
+	standard map[string]bool
+}
+
+func listGraph(t *testing.T) graph {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command on PATH to list dependencies: %v: SKIPPED", err)
+	}
+	out, err := exec.CommandContext(t.Context(), gobin, "list", "-deps",
+		"-f", "{{.ImportPath}} {{.Standard}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./...: %v", err)
+	}
+	g := graph{imports: map[string][]string{}, standard: map[string]bool{}}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			t.Fatalf("go list printed %q", line)
+		}
+		g.imports[f[0]] = f[2:]
+		g.standard[f[0]] = f[1] == "true"
+	}
+	if len(g.imports) < 100 || !g.standard["net/http"] {
+		t.Fatalf("go list listed only %d packages", len(g.imports))
+	}
+	return g
+}
+
+// links returns every package pkg links, each with the chain of imports
+// that reaches it first (pkg → ... → dep), breadth first.
+func (g graph) links(pkg string) map[string][]string {
+	chains := map[string][]string{pkg: {pkg}}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, imp := range g.imports[p] {
+			if _, seen := chains[imp]; !seen {
+				chains[imp] = append(slices.Clone(chains[p]), imp)
+				queue = append(queue, imp)
+			}
+		}
+	}
+	delete(chains, pkg)
+	return chains
+}
+
+func TestImportRules(t *testing.T) {
+	g := listGraph(t)
+	var all []string
+	for p := range g.imports {
+		if strings.HasPrefix(p, "kiln.dev/kiln/") || p == "kiln.dev/kiln" {
+			all = append(all, p)
+		}
+	}
+	slices.Sort(all)
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			var from []string
+			for _, p := range all {
+				if matchesAny(r.from, p) {
+					from = append(from, p)
+				}
+			}
+			if len(from) == 0 {
+				t.Fatalf("no package matches %v: the rule checks nothing (moved? update the rule)", r.from)
+			}
+			bad := func(dep string) bool { return matchesAny(r.never, dep) || r.onlyStd && !g.standard[dep] }
+			for _, p := range from {
+				deps := g.links(p)
+				for _, dep := range slices.Sorted(maps.Keys(deps)) {
+					chain := deps[dep]
+					// Said once, where the chain first goes wrong.
+					if bad(dep) && !slices.ContainsFunc(chain[1:len(chain)-1], bad) {
+						t.Errorf("%s links %s (%s), which the rule %q forbids: %s",
+							p, dep, strings.Join(chain, " → "), r.name, r.reason)
+					}
+				}
+			}
+		})
+	}
+}

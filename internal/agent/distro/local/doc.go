@@ -1,0 +1,9 @@
+// Package local is the node side of the `local` distribution: kiln-agent's
+// Executor, which writes the files of an install instruction's params
+// (internal/distro/local's InstallParams, built by the controller) under the
+// node's root and runs each kiln-kube component as a supervised child of the
+// agent, reporting a progress step for each and forwarding the components'
+// output as log lines. It never imports the store.
+//
+// docs/distro-local.md describes the files, flags and steps.
+package local
