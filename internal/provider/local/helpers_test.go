@@ -19,6 +19,7 @@ import (
 
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/test/kilndtest"
 )
 
 // The test binary is also the fake agent: started with fakeEnv set, TestMain
@@ -156,12 +157,27 @@ func cleanupDir(t *testing.T, l *Local) {
 			files, _ := machinesIn(cd)
 			for _, f := range files {
 				c := provider.Cluster{Project: f.Project, Name: f.Cluster}
-				if err := l.DeleteMachine(ctx, c, f.Name); err != nil {
+				// A machine started by another Local over the same directory
+				// (a test of a restart) is reaped by that one, which writes
+				// its exit record while this one removes the directory: the
+				// delete is retryable and tried again, as a plan would.
+				err := l.DeleteMachine(ctx, c, f.Name)
+				for try := 1; err != nil && try < 3; try++ {
+					err = l.DeleteMachine(ctx, c, f.Name)
+				}
+				if err != nil {
 					t.Errorf("cleanup: delete machine %s: %v", f.Name, err)
 				}
 			}
 		}
 	}
+	// The processes l started are reaped by goroutines of l, which log: wait
+	// for them here, or they log after the test has ended.
+	kilndtest.WaitFor(t, "the machines' processes to be reaped", time.Minute, func() (bool, error) {
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		return len(l.waits) == 0, nil
+	})
 }
 
 func testLogger(t *testing.T) *slog.Logger {
