@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The console in a real browser: Debian's chromium, headless, driven over
@@ -405,7 +406,7 @@ func TestConsoleOperationTimeline(t *testing.T) {
 	current := func() *v1.Operation {
 		t.Helper()
 		var op *v1.Operation
-		kilndtest.WaitFor(t, "the operation to reach step "+hang, time.Minute, func() (bool, error) {
+		waitfor.Cond(t, "the operation to reach step "+hang, time.Minute, func() (bool, error) {
 			cl, err := e.c.GetCluster(t.Context(), "default", "tl")
 			if err != nil {
 				return false, err

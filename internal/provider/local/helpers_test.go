@@ -19,6 +19,7 @@ import (
 
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The test binary is also the fake agent: started with fakeEnv set, TestMain
@@ -175,22 +176,6 @@ func (w tWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// eventually polls cond every 10 ms until it is true or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // greet connects to addr and returns the first line, the name of the fake
 // agent that answered.
 func greet(addr string) (string, error) {
@@ -211,10 +196,10 @@ func greet(addr string) (string, error) {
 func greetEventually(t *testing.T, addr string) string {
 	t.Helper()
 	var name string
-	eventually(t, 10*time.Second, "an answer from "+addr, func() bool {
+	waitfor.Cond(t, "an answer from "+addr, 10*time.Second, func() (bool, error) {
 		var err error
 		name, err = greet(addr)
-		return err == nil
+		return err == nil, waitfor.NotYet(err)
 	})
 	return name
 }
