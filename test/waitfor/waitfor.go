@@ -13,7 +13,8 @@ import (
 // Poll intervals: the first polls come quickly, so a unit test whose
 // condition holds within milliseconds does not wait long, and later polls
 // slow down to maxPoll, so a condition that takes minutes (a real cluster)
-// is not asked about more often than it needs.
+// is not asked about more often than it needs; and a condition that takes
+// longer than maxPoll to answer is asked no more often than it takes.
 const (
 	firstPoll = 5 * time.Millisecond
 	maxPoll   = 50 * time.Millisecond
@@ -24,8 +25,9 @@ const (
 // "timed out after <timeout> waiting for <what>".
 //
 // An error from cond fails t at once, naming what it waited for, unless it
-// is wrapped by NotYet: then it is a reason to poll again, and the last such
-// reason is part of the failure when the deadline passes.
+// is wrapped by NotYet: then it is the reason cond is not true yet (ignored
+// when cond is true), and the last such reason is part of the failure when
+// the deadline passes.
 //
 // cond is always called at least once, and once more after the deadline
 // passed before Cond gives up. Cond calls t.Fatalf, so it must run on the
@@ -36,15 +38,18 @@ func Cond(t testing.TB, what string, timeout time.Duration, cond func() (bool, e
 	wait := firstPoll
 	var last error // the last reason cond gave for not being true yet
 	for {
+		asked := time.Now()
 		ok, err := cond()
+		took := time.Since(asked)
 		var nyt notYet
+		isNotYet := errors.As(err, &nyt)
 		switch {
-		case errors.As(err, &nyt):
-			last = nyt.err
-		case err != nil:
+		case err != nil && !isNotYet:
 			t.Fatalf("waiting for %s: %v", what, err)
 		case ok:
 			return
+		case isNotYet:
+			last = nyt.err
 		}
 		if time.Now().After(deadline) {
 			if last != nil {
@@ -52,7 +57,9 @@ func Cond(t testing.TB, what string, timeout time.Duration, cond func() (bool, e
 			}
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(wait)
+		// A condition that takes long to ask (a kubectl, a query) is asked
+		// no more often than it takes.
+		time.Sleep(max(wait, took))
 		wait = min(2*wait, maxPoll)
 	}
 }

@@ -73,6 +73,10 @@ func TestCond(t *testing.T) {
 			},
 		},
 		{
+			name: "true with a reason is true",
+			cond: func(int) (bool, error) { return true, waitfor.NotYet(boom) },
+		},
+		{
 			name: "not yet until the deadline names the last reason",
 			cond: func(calls int) (bool, error) {
 				return false, waitfor.NotYet(fmt.Errorf("call %d: %w", calls, boom))
