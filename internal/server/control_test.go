@@ -24,6 +24,7 @@ import (
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/worker"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // withPlan gives new operations the backend's steps.
@@ -95,16 +96,14 @@ func (h *harness) await(id string) v1.Operation {
 // awaitStep waits until the operation's step is Running.
 func (h *harness) awaitStep(id, step string) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	waitfor.Cond(h.t, "step "+step+" of operation "+id+" to be Running", 20*time.Second, func() (bool, error) {
 		for _, s := range h.operation(id).Properties.Steps {
 			if s.Name == step && s.State == v1.StepRunning {
-				return
+				return true, nil
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.t.Fatalf("step %s of operation %s did not start", step, id)
+		return false, nil
+	})
 }
 
 func (h *harness) cluster(project, name string) v1.Cluster {

@@ -228,18 +228,6 @@ func (e *Env) Issue(c *Cluster, node, id, kind string) {
 	e.Gateway.Notify(c.Key, node)
 }
 
-// Eventually waits, up to timeout, until cond holds, checking every 10 ms.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
