@@ -92,10 +92,14 @@ func (b *browser) navigate(path, selector string) {
 		if err == nil {
 			return
 		}
+		// Chromium's net error reaches chromedp as text only: there is no
+		// code to test.
 		if !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") || attempt == 5 {
 			b.screenshot("failed-navigate")
 			b.t.Fatalf("browser: open %s: %v", path, err)
 		}
+		// A pause before the next try, not a wait for a condition: the
+		// network settles on its own time.
 		time.Sleep(time.Second)
 	}
 }

@@ -79,7 +79,9 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 	if cond.Reason != "TooManyUnhealthy" {
 		t.Errorf("condition reason %q", cond.Reason)
 	}
-	// Three more checks: still no second repair.
+	// Three more checks: still no second repair. This sleep is not a wait
+	// for a condition: the test asserts that nothing happens, so it lets
+	// three health-check intervals (--health-interval 2s) pass.
 	time.Sleep(6 * time.Second)
 	ops, err := e.c.ListOperations(t.Context(), "default", "heal")
 	if err != nil {
