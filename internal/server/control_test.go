@@ -173,7 +173,7 @@ func TestCancelThroughTheAPI(t *testing.T) {
 			t.Errorf("a second cancel changed the request: %+v, was %+v", op.Properties.CancelRequested, first)
 		}
 	case http.StatusConflict:
-		if e := r.errorBody(t); !strings.Contains(e.Message, "it is Canceled") {
+		if e := r.errorBody(t); e.Code != v1.CodeConflict || !strings.Contains(e.Message, "it is Canceled") {
 			t.Errorf("a second cancel: %+v", e)
 		}
 	default:
@@ -228,10 +228,12 @@ func TestCancelThroughTheAPI(t *testing.T) {
 	if cl := h.cluster("p", "c"); cl.Status.ProvisioningState != v1.StateSucceeded || cl.Status.Nodes.Ready != 3 {
 		t.Errorf("cluster after the PATCH: %s, %d nodes ready", cl.Status.ProvisioningState, cl.Status.Nodes.Ready)
 	}
-	if e := h.must(http.StatusConflict, "POST", "/v1/operations/"+next.Name+"/cancel", "").errorBody(t); !strings.Contains(e.Message, "it is Succeeded") {
+	if e := h.must(http.StatusConflict, "POST", "/v1/operations/"+next.Name+"/cancel", "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "it is Succeeded") {
 		t.Errorf("cancel of a succeeded operation: %+v", e)
 	}
-	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); !strings.Contains(e.Message, "nothing to retry") {
+	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "nothing to retry") {
 		t.Errorf("retry of a succeeded cluster: %+v", e)
 	}
 }

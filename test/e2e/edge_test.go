@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,7 +147,8 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 		if !slices.Equal(names(nodes), []string{"edge1-host1", "edge1-host2"}) {
 			t.Fatalf("nodes %v, want edge1-host1 and edge1-host2", names(nodes))
 		}
-		if _, _, err := e.c.ProvisionCluster(ctx, "default", "edge1"); !client.IsConflict(err) || !strings.Contains(err.Error(), "NodeCountMismatch") {
+		_, _, err := e.c.ProvisionCluster(ctx, "default", "edge1")
+		if ae := (*client.APIError)(nil); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Err.Code != v1.CodeNodeCountMismatch {
 			t.Fatalf("provision before the hosts are configured: %v, want a NodeCountMismatch", err)
 		}
 		for i, n := range nodes {
