@@ -99,6 +99,8 @@ func TestRunDistributionKubeadm(t *testing.T) {
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
 	startRun(t, e, c, "c-w-0", "--distribution", "kubeadm")
 	res := instruct(t, e, c, "c-w-0", "i-1", v1.InstructionInstall)
+	// An instruction's result has no code field: the code travels in its
+	// message.
 	if res.State != v1.StepFailed || res.Retryable || !strings.Contains(res.Message, "InvalidParameter") ||
 		!strings.Contains(res.Message, "invalid kubeadm plan") {
 		t.Errorf("result %+v", res)
