@@ -13,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/agent/facts"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // syncBuffer is a bytes.Buffer safe for the agent's goroutines.
@@ -98,6 +99,8 @@ func TestRunDistributionKubeadm(t *testing.T) {
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
 	startRun(t, e, c, "c-w-0", "--distribution", "kubeadm")
 	res := instruct(t, e, c, "c-w-0", "i-1", v1.InstructionInstall)
+	// An instruction's result has no code field: the code travels in its
+	// message.
 	if res.State != v1.StepFailed || res.Retryable || !strings.Contains(res.Message, "InvalidParameter") ||
 		!strings.Contains(res.Message, "invalid kubeadm plan") {
 		t.Errorf("result %+v", res)
@@ -164,9 +167,9 @@ func startRun(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node str
 			t.Error("run did not stop")
 		}
 	})
-	gatewaytest.Eventually(t, 30*time.Second, "the node record", func() bool {
+	waitfor.Cond(t, "the node record", 30*time.Second, func() (bool, error) {
 		_, err := e.Store.GetNode(context.Background(), c.Key, node)
-		return err == nil
+		return err == nil, nil
 	})
 }
 
@@ -175,12 +178,12 @@ func instruct(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node, id
 	t.Helper()
 	e.Issue(c, node, id, kind)
 	var res *v1.InstructionResult
-	gatewaytest.Eventually(t, 30*time.Second, "the result of "+id, func() bool {
+	waitfor.Cond(t, "the result of "+id, 30*time.Second, func() (bool, error) {
 		in, err := e.Store.GetInstruction(context.Background(), id)
 		if err == nil {
 			res = in.Result
 		}
-		return res != nil
+		return res != nil, nil
 	})
 	return res
 }

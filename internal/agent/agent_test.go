@@ -18,6 +18,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 func TestJoinAgainIsTheSameNode(t *testing.T) {
@@ -64,8 +65,7 @@ func TestJoinRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := agent.Join(t.Context(), n.join)
-	var refused *agent.RefusedError
-	if !errors.As(err, &refused) || refused.Status != 401 || !strings.Contains(err.Error(), "the passphrase is wrong") {
+	if !refusedSaying(err, "the passphrase is wrong") {
 		t.Fatalf("join with a wrong passphrase: %v, want a 401 refusal naming the passphrase", err)
 	}
 	if _, err := state.Load(n.join.DataDir); !errors.Is(err, state.ErrNoState) {
@@ -124,7 +124,7 @@ func TestSessionRefused(t *testing.T) {
 			dir := t.TempDir()
 			forgeState(t, e, dir, a, tt.ca, "a-ghost", tt.now, 24*time.Hour)
 			err := agent.Run(t.Context(), agent.RunOptions{DataDir: dir, Prechecks: fixedPrechecks, Logger: logger(t)})
-			if !isRefused(err) || !strings.Contains(err.Error(), tt.message) {
+			if !refusedSaying(err, tt.message) {
 				t.Fatalf("run: %v, want a refusal containing %q", err, tt.message)
 			}
 			if _, err := e.Store.GetNode(t.Context(), a.Key, "a-ghost"); !errors.Is(err, store.ErrNotFound) {
@@ -142,28 +142,28 @@ func TestSessionReports(t *testing.T) {
 	registered := n.get("c-w-0").LastHeartbeat
 	n.Run(nil)
 
-	gatewaytest.Eventually(t, wait, "facts, prechecks and a heartbeat", func() bool {
+	waitfor.Cond(t, "facts, prechecks and a heartbeat", wait, func() (bool, error) {
 		got := n.get("c-w-0")
 		return got.Facts != nil && got.Facts.CPUs > 0 && len(got.Facts.Interfaces) > 0 &&
 			len(got.Prechecks) == 1 && got.Prechecks[0].Message == "fixture" &&
-			got.LastHeartbeat != nil && got.LastHeartbeat.After(*registered)
+			got.LastHeartbeat != nil && got.LastHeartbeat.After(*registered), nil
 	})
-	gatewaytest.Eventually(t, wait, "the agent's log lines", func() bool {
+	waitfor.Cond(t, "the agent's log lines", wait, func() (bool, error) {
 		lines, _, err := e.Store.ListNodeLogs(context.Background(), c.Key, "c-w-0", store.LogFilter{}, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range lines {
 			if l.Stream == "agent" && strings.Contains(l.Line, "session established") {
-				return true
+				return true, nil
 			}
 		}
-		return false
+		return false, nil
 	})
 
 	// The placeholder executor fails every instruction, saying why.
 	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
-	gatewaytest.Eventually(t, wait, "the result of i-1", func() bool { return n.result("i-1") != nil })
+	waitfor.Cond(t, "the result of i-1", wait, func() (bool, error) { return n.result("i-1") != nil, nil })
 	if r := n.result("i-1"); r.State != v1.StepFailed || !strings.Contains(r.Message, "no distribution installed on this agent") {
 		t.Errorf("result %+v, want Failed: no distribution", r)
 	}
@@ -182,20 +182,20 @@ func TestExactlyOnceAcrossReconnects(t *testing.T) {
 	ex.waitStarted(t, "i-1")
 	e.Stop() // the connection is cut mid-install; the controller is away
 	close(release)
-	gatewaytest.Eventually(t, wait, "the executor to finish i-1", func() bool { _, done := ex.count("i-1"); return done == 1 })
+	waitfor.Cond(t, "the executor to finish i-1", wait, func() (bool, error) { _, done := ex.count("i-1"); return done == 1, nil })
 	e.Start()
-	gatewaytest.Eventually(t, wait, "the result of i-1", func() bool { return n.result("i-1") != nil })
+	waitfor.Cond(t, "the result of i-1", wait, func() (bool, error) { return n.result("i-1") != nil, nil })
 
 	e.Issue(c, "c-w-0", "i-2", v1.InstructionInstall)
 	ex.waitStarted(t, "i-2")
-	gatewaytest.Eventually(t, wait, "the result of i-2", func() bool { return n.result("i-2") != nil })
+	waitfor.Cond(t, "the result of i-2", wait, func() (bool, error) { return n.result("i-2") != nil, nil })
 
 	// Reconnect once more: nothing runs again.
 	e.Stop()
 	e.Start()
-	gatewaytest.Eventually(t, wait, "a new session", func() bool {
+	waitfor.Cond(t, "a new session", wait, func() (bool, error) {
 		got := n.get("c-w-0")
-		return got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < time.Second
+		return got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < time.Second, nil
 	})
 	for _, id := range []string{"i-1", "i-2"} {
 		if runs, _ := ex.count(id); runs != 1 {
@@ -244,7 +244,7 @@ func TestJournalAcrossAgentRestarts(t *testing.T) {
 	ex2 := newCounter()
 	release := ex2.hold("i-2")
 	r2 := n.Run(ex2)
-	gatewaytest.Eventually(t, wait, "i-1 to run again", func() bool { return n.result("i-1") != nil })
+	waitfor.Cond(t, "i-1 to run again", wait, func() (bool, error) { return n.result("i-1") != nil, nil })
 	e.Issue(c, "c-w-0", "i-2", v1.InstructionInstall)
 	ex2.waitStarted(t, "i-1")
 	ex2.waitStarted(t, "i-2")
@@ -254,9 +254,9 @@ func TestJournalAcrossAgentRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gatewaytest.Eventually(t, wait, "i-2's result in the journal", func() bool {
+	waitfor.Cond(t, "i-2's result in the journal", wait, func() (bool, error) {
 		en, ok, _ := j.Get("i-2")
-		return ok && en.Result != nil
+		return ok && en.Result != nil, nil
 	})
 	r2.Stop(t)
 	e.Start()
@@ -264,7 +264,7 @@ func TestJournalAcrossAgentRestarts(t *testing.T) {
 	// Restarted again: i-2 is not run again, its result is reported.
 	ex3 := newCounter()
 	n.Run(ex3)
-	gatewaytest.Eventually(t, wait, "i-2's result", func() bool { return n.result("i-2") != nil })
+	waitfor.Cond(t, "i-2's result", wait, func() (bool, error) { return n.result("i-2") != nil, nil })
 	if runs, _ := ex3.count("i-2"); runs != 0 {
 		t.Errorf("i-2 ran %d times after the restart, want 0 (it had a result)", runs)
 	}
@@ -286,12 +286,12 @@ func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
 	n := newNode(t, e, c, "c-w-0")
 	n.Join()
 	r := n.Run(nil)
-	gatewaytest.Eventually(t, wait, "heartbeats", func() bool {
+	waitfor.Cond(t, "heartbeats", wait, func() (bool, error) {
 		got := n.get("c-w-0")
-		return got.State == v1.NodeApproved && got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < 100*time.Millisecond
+		return got.State == v1.NodeApproved && got.LastHeartbeat != nil && time.Since(*got.LastHeartbeat) < 100*time.Millisecond, nil
 	})
 	r.Stop(t)
-	gatewaytest.Eventually(t, wait, "NOT_READY", func() bool { return n.get("c-w-0").State == v1.NodeNotReady })
+	waitfor.Cond(t, "NOT_READY", wait, func() (bool, error) { return n.get("c-w-0").State == v1.NodeNotReady, nil })
 	if msg := n.get("c-w-0").Message; !strings.Contains(msg, "no heartbeat since") || !strings.Contains(msg, "was APPROVED") {
 		t.Errorf("message %q", msg)
 	}
@@ -301,7 +301,7 @@ func TestNotReadyAfterMissedHeartbeats(t *testing.T) {
 		t.Errorf("previousState %q while NOT_READY, want APPROVED", got)
 	}
 	n.Run(nil)
-	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+	waitfor.Cond(t, "APPROVED again", wait, func() (bool, error) { return n.get("c-w-0").State == v1.NodeApproved, nil })
 	if got := n.get("c-w-0"); got.PreviousState != "" || got.Message != "" {
 		t.Errorf("back to APPROVED with previousState %q, message %q; want both cleared", got.PreviousState, got.Message)
 	}
@@ -325,15 +325,15 @@ func TestReconnectAfterSilentPartition(t *testing.T) {
 	ex.waitStarted(t, "i-1")
 
 	e.Partition()
-	gatewaytest.Eventually(t, wait, "NOT_READY", func() bool { return n.get("c-w-0").State == v1.NodeNotReady })
+	waitfor.Cond(t, "NOT_READY", wait, func() (bool, error) { return n.get("c-w-0").State == v1.NodeNotReady, nil })
 	close(release)
-	gatewaytest.Eventually(t, wait, "the executor to finish i-1", func() bool { _, done := ex.count("i-1"); return done == 1 })
-	gatewaytest.Eventually(t, wait, "the agent to try to connect again, twice", func() bool { return e.Dropped() >= 2 })
+	waitfor.Cond(t, "the executor to finish i-1", wait, func() (bool, error) { _, done := ex.count("i-1"); return done == 1, nil })
+	waitfor.Cond(t, "the agent to try to connect again, twice", wait, func() (bool, error) { return e.Dropped() >= 2, nil })
 	// Only a new connection can bring heartbeats back: the old one stays
 	// silent for good.
 	e.Heal()
-	gatewaytest.Eventually(t, 3*wait, "the result of i-1 over a new session", func() bool { return n.result("i-1") != nil })
-	gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return n.get("c-w-0").State == v1.NodeApproved })
+	waitfor.Cond(t, "the result of i-1 over a new session", 3*wait, func() (bool, error) { return n.result("i-1") != nil, nil })
+	waitfor.Cond(t, "APPROVED again", wait, func() (bool, error) { return n.get("c-w-0").State == v1.NodeApproved, nil })
 	if runs, _ := ex.count("i-1"); runs != 1 {
 		t.Errorf("i-1 ran %d times, want 1", runs)
 	}
@@ -390,11 +390,11 @@ func TestRenewalTiming(t *testing.T) {
 	}()
 	// The agent checks at every heartbeat: after a few, nothing was asked.
 	var beats []time.Time
-	gatewaytest.Eventually(t, wait, "heartbeats at 66% of the lifetime", func() bool {
+	waitfor.Cond(t, "heartbeats at 66% of the lifetime", wait, func() (bool, error) {
 		if hb := n.get("c-w-0").LastHeartbeat; hb != nil && (len(beats) == 0 || !hb.Equal(beats[len(beats)-1])) {
 			beats = append(beats, *hb)
 		}
-		return len(beats) >= 4
+		return len(beats) >= 4, nil
 	})
 	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, gateway.NodeCertSecret("c-w-0"))
 	if err != nil {
@@ -408,9 +408,9 @@ func TestRenewalTiming(t *testing.T) {
 	}
 
 	clock.Set(issued.Add(time.Hour * 67 / 100))
-	gatewaytest.Eventually(t, wait, "a renewed certificate at 67% of the lifetime", func() bool {
+	waitfor.Cond(t, "a renewed certificate at 67% of the lifetime", wait, func() (bool, error) {
 		st, err := state.Load(n.join.DataDir)
-		return err == nil && st.Certificate != first.Certificate
+		return err == nil && st.Certificate != first.Certificate, nil
 	})
 	if at := issued.Add(time.Hour * 67 / 100); !at.Before(pki.RenewAt(cert)) {
 		t.Errorf("renewed at %s, not before 80%% (%s)", at, pki.RenewAt(cert))
@@ -432,7 +432,7 @@ func TestJoinForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = agent.Run(t.Context(), agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Logger: logger(t)})
-	if !isRefused(err) || !strings.Contains(err.Error(), "kiln-agent join --force") {
+	if !refusedSaying(err, "kiln-agent join --force") {
 		t.Fatalf("run with a forgotten identity: %v, want a refusal saying to join with --force", err)
 	}
 	if again, err := agent.Join(t.Context(), n.join); err != nil || again.Certificate != first.Certificate {
@@ -449,5 +449,5 @@ func TestJoinForce(t *testing.T) {
 	}
 	n.Run(nil)
 	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
-	gatewaytest.Eventually(t, wait, "the result of an instruction", func() bool { return n.result("i-1") != nil })
+	waitfor.Cond(t, "the result of an instruction", wait, func() (bool, error) { return n.result("i-1") != nil, nil })
 }

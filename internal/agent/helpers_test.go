@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +164,11 @@ func (c *counter) waitStarted(t *testing.T, id string) {
 	}
 }
 
-func isRefused(err error) bool { return errors.Is(err, agent.ErrRefused) }
+// refusedSaying reports whether err is the controller's refusal (it matches
+// ErrRefused) as a 401 Unauthorized whose message, what the operator reads,
+// contains want.
+func refusedSaying(err error, want string) bool {
+	var r *agent.RefusedError
+	return errors.Is(err, agent.ErrRefused) && errors.As(err, &r) &&
+		r.Status == http.StatusUnauthorized && r.Code == v1.CodeUnauthorized && strings.Contains(r.Message, want)
+}

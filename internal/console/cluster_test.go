@@ -14,7 +14,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // An operator's actions, each through the API: scale, add and remove a
@@ -131,7 +131,7 @@ func TestClusterActions(t *testing.T) {
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("delete: %d %s", p.status, p.body)
 	}
-	kilndtest.WaitFor(t, "the cluster to be deleted", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the cluster to be deleted", time.Minute, func() (bool, error) {
 		_, err := e.api.GetCluster(t.Context(), "default", "c1")
 		if client.IsNotFound(err) {
 			return true, nil

@@ -38,7 +38,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/worker"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 const ownerToken = "kiln_test-owner-token"
@@ -289,7 +289,7 @@ func runBackend(t *testing.T, st store.Store, providers provider.Registry) {
 // stepRunning waits until the operation's step is Running.
 func (e *env) stepRunning(opID, step string) {
 	e.t.Helper()
-	kilndtest.WaitFor(e.t, "step "+step+" of "+opID+" to be Running", time.Minute, func() (bool, error) {
+	waitfor.Cond(e.t, "step "+step+" of "+opID+" to be Running", time.Minute, func() (bool, error) {
 		op, err := e.api.GetOperation(e.t.Context(), opID)
 		if err != nil {
 			return false, err

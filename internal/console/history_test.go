@@ -9,7 +9,7 @@ import (
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // A cluster created under the name of a deleted one is a new cluster: its
@@ -52,7 +52,7 @@ func TestSameNameIsANewCluster(t *testing.T) {
 	if op := e.wait("demo"); op.Status != v1.OpSucceeded {
 		t.Fatalf("the second create: %s %+v", op.Status, op.Error)
 	}
-	kilndtest.WaitFor(t, "the second demo's nodes", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the second demo's nodes", time.Minute, func() (bool, error) {
 		nodes, err := e.api.ListNodes(ctx, "default", "demo")
 		return len(nodes) == 2, err
 	})

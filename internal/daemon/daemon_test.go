@@ -169,7 +169,8 @@ func TestConflictWhileRunning(t *testing.T) {
 	}
 	_, _, err = c.PatchCluster(ctx, "default", "busy", map[string]any{"spec": map[string]any{"labels": map[string]string{"x": "y"}}})
 	var apiErr *client.APIError
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || !strings.Contains(apiErr.Err.Message+apiErr.Err.Target, opID) {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || apiErr.Err.Code != v1.CodeConflict ||
+		!strings.Contains(apiErr.Err.Message+apiErr.Err.Target, opID) {
 		t.Fatalf("patch during create: %v; want 409 naming %s", err, opID)
 	}
 	wait(t, c, opID)

@@ -51,9 +51,25 @@ func TestHitFiresOnNth(t *testing.T) {
 	}
 }
 
+// Disarmed, the process does not fire at a point it was armed for: Arm("")
+// drops the trigger, and Hit returns.
 func TestUnarmedIsNoop(t *testing.T) {
-	Arm("")
-	Hit("step.a.after-checkpoint") // must return
+	if err := Arm("step.*.after-checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Arm("") })
+	fired := 0
+	armed.Load().kill = func() { fired++ } // were the trigger kept, Hit would call this
+	if err := Arm(""); err != nil {
+		t.Fatal(err)
+	}
+	if tr := armed.Load(); tr != nil {
+		t.Errorf("after Arm(\"\") the process is armed for %q", tr.pattern)
+	}
+	Hit("step.a.after-checkpoint")
+	if fired != 0 {
+		t.Errorf("Hit fired %d times after Arm(\"\"), want none", fired)
+	}
 }
 
 func BenchmarkHitUnarmed(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestDelayedHeartbeatsDoNotRevive: heartbeats that spent longer on the way
@@ -38,22 +39,22 @@ func TestDelayedHeartbeatsDoNotRevive(t *testing.T) {
 				}
 				return n
 			}
-			gatewaytest.Eventually(t, wait, "NOT_READY", func() bool { return get().State == v1.NodeNotReady })
+			waitfor.Cond(t, "NOT_READY", wait, func() (bool, error) { return get().State == v1.NodeNotReady, nil })
 
 			s.sendSent(v1.AgentMessage{Type: v1.AgentHeartbeat}, time.Now().Add(-time.Second))
 			// Messages are handled in order: once the facts are in, the
 			// heartbeat before them was handled too.
 			s.send(v1.AgentMessage{Type: v1.AgentFacts, Facts: &v1.NodeFacts{Hostname: "after-the-delayed-heartbeat"}})
-			gatewaytest.Eventually(t, wait, "the facts", func() bool {
+			waitfor.Cond(t, "the facts", wait, func() (bool, error) {
 				n := get()
-				return n.Facts != nil && n.Facts.Hostname == "after-the-delayed-heartbeat"
+				return n.Facts != nil && n.Facts.Hostname == "after-the-delayed-heartbeat", nil
 			})
 			if n := get(); n.State != v1.NodeNotReady {
 				t.Fatalf("after a heartbeat a second late: %s %q, want NOT_READY still", n.State, n.Message)
 			}
 
 			s.send(v1.AgentMessage{Type: v1.AgentHeartbeat})
-			gatewaytest.Eventually(t, wait, "APPROVED again", func() bool { return get().State == v1.NodeApproved })
+			waitfor.Cond(t, "APPROVED again", wait, func() (bool, error) { return get().State == v1.NodeApproved, nil })
 		})
 	}
 }

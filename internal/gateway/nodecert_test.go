@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 func parseCert(t *testing.T, certPEM string) *x509.Certificate {
@@ -87,18 +88,18 @@ func TestRotation(t *testing.T) {
 		}
 	}()
 	e.Issue(c, "c-w-0", "before", v1.InstructionInstall)
-	gatewaytest.Eventually(t, wait, "the result of an instruction before the rotation", func() bool {
+	waitfor.Cond(t, "the result of an instruction before the rotation", wait, func() (bool, error) {
 		in, err := e.Store.GetInstruction(context.Background(), "before")
-		return err == nil && in.Result != nil
+		return err == nil && in.Result != nil, nil
 	})
 
 	var renewed *state.State
-	gatewaytest.Eventually(t, 2*validity, "the agent to save a renewed certificate", func() bool {
+	waitfor.Cond(t, "the agent to save a renewed certificate", 2*validity, func() (bool, error) {
 		st, err := state.Load(dir)
 		if err == nil && st.Certificate != first.Certificate {
 			renewed = st
 		}
-		return renewed != nil
+		return renewed != nil, nil
 	})
 	newCert := parseCert(t, renewed.Certificate)
 	issued, lifetime := pki.IssuedAt(firstCert), firstCert.NotAfter.Sub(pki.IssuedAt(firstCert))
@@ -116,8 +117,8 @@ func TestRotation(t *testing.T) {
 	// The agent connects with it; the gateway then records it as the
 	// node's certificate, and refuses the old one.
 	newSerial := newCert.SerialNumber.Text(16)
-	gatewaytest.Eventually(t, wait, "the renewed certificate in use", func() bool {
-		return recordedSerial(t, e, c, "c-w-0") != firstCert.SerialNumber.Text(16)
+	waitfor.Cond(t, "the renewed certificate in use", wait, func() (bool, error) {
+		return recordedSerial(t, e, c, "c-w-0") != firstCert.SerialNumber.Text(16), nil
 	})
 	if got := recordedSerial(t, e, c, "c-w-0"); got != newSerial {
 		// A second renewal may have come already; it must not be the old one.
@@ -131,9 +132,9 @@ func TestRotation(t *testing.T) {
 
 	// The session goes on with the new certificate.
 	e.Issue(c, "c-w-0", "after", v1.InstructionInstall)
-	gatewaytest.Eventually(t, wait, "the result of an instruction after the rotation", func() bool {
+	waitfor.Cond(t, "the result of an instruction after the rotation", wait, func() (bool, error) {
 		in, err := e.Store.GetInstruction(context.Background(), "after")
-		return err == nil && in.Result != nil && in.Result.State == v1.StepSucceeded
+		return err == nil && in.Result != nil && in.Result.State == v1.StepSucceeded, nil
 	})
 	select {
 	case err := <-done:

@@ -2,13 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
-	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestPrecheckTransitionsAreEvents: prechecks an agent reports again over
@@ -22,38 +23,32 @@ func TestPrecheckTransitionsAreEvents(t *testing.T) {
 
 	until := func(state string) {
 		t.Helper()
-		deadline := time.Now().Add(wait)
-		for {
+		waitfor.Cond(t, "node m-w-0 "+state, wait, func() (bool, error) {
 			n, err := e.Store.GetNode(ctx, c.Key, "m-w-0")
-			if err == nil && n.State == state {
-				return
+			if err != nil {
+				return false, waitfor.NotYet(err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node never %s (last %+v, %v)", state, n, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return n.State == state, waitfor.NotYet(fmt.Errorf("last %+v", n))
+		})
 	}
-	// events waits a moment for the event that follows the write.
+	// events waits for the event that follows the write.
 	events := func(reason string) []string {
 		t.Helper()
-		deadline := time.Now().Add(wait)
-		for {
+		var out []string
+		waitfor.Cond(t, "a "+reason+" event of m-w-0", wait, func() (bool, error) {
 			evs, _, err := e.Store.ListEvents(ctx, c.Key, store.Page{Limit: 1000})
 			if err != nil {
-				t.Fatal(err)
+				return false, err
 			}
-			var out []string
+			out = nil
 			for _, ev := range evs {
 				if ev.Reason == reason && ev.Node == "m-w-0" {
 					out = append(out, ev.Message)
 				}
 			}
-			if len(out) > 0 || time.Now().After(deadline) {
-				return out
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return len(out) > 0, nil
+		})
+		return out
 	}
 
 	s.send(v1.AgentMessage{Type: v1.AgentPrechecks, Prechecks: []v1.PrecheckResult{{Name: "dns-port", Result: v1.PrecheckFail}}})

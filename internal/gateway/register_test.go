@@ -89,25 +89,26 @@ func TestRegisterRefused(t *testing.T) {
 		name    string
 		mod     func(r *v1.RegisterRequest)
 		status  int
+		code    string
 		message string
 	}{
-		{"wrong passphrase", func(r *v1.RegisterRequest) { r.Passphrase = "AAAAA-BBBBB-CCCCC-DDDDD" }, 401, "the passphrase is wrong"},
-		{"wrong credential secret", func(r *v1.RegisterRequest) { r.Secret += "x" }, 401, "the credential's secret is wrong"},
-		{"unknown credential id", func(r *v1.RegisterRequest) { r.CredentialID = a.Credentials.ID[:len(a.Credentials.ID)-2] + "zz" }, 401, "unknown credential"},
+		{"wrong passphrase", func(r *v1.RegisterRequest) { r.Passphrase = "AAAAA-BBBBB-CCCCC-DDDDD" }, 401, v1.CodeUnauthorized, "the passphrase is wrong"},
+		{"wrong credential secret", func(r *v1.RegisterRequest) { r.Secret += "x" }, 401, v1.CodeUnauthorized, "the credential's secret is wrong"},
+		{"unknown credential id", func(r *v1.RegisterRequest) { r.CredentialID = a.Credentials.ID[:len(a.Credentials.ID)-2] + "zz" }, 401, v1.CodeUnauthorized, "unknown credential"},
 		{"credential of another cluster", func(r *v1.RegisterRequest) {
 			r.CredentialID, r.Secret, r.Passphrase = b.Credentials.ID, b.Credentials.Secret, b.Passphrase
-		}, 401, "the credential is not this cluster's"},
-		{"unknown cluster", func(r *v1.RegisterRequest) { r.Cluster = "/v1/projects/p/clusters/nope" }, 401, "unknown credential"},
-		{"other protocol version", func(r *v1.RegisterRequest) { r.ProtocolVersion = 7 }, 409, "protocol version 7, this controller speaks version 1"},
-		{"bad CSR", func(r *v1.RegisterRequest) { r.CSR = "nope" }, 400, "csr"},
+		}, 401, v1.CodeUnauthorized, "the credential is not this cluster's"},
+		{"unknown cluster", func(r *v1.RegisterRequest) { r.Cluster = "/v1/projects/p/clusters/nope" }, 401, v1.CodeUnauthorized, "unknown credential"},
+		{"other protocol version", func(r *v1.RegisterRequest) { r.ProtocolVersion = 7 }, 409, v1.CodeConflict, "protocol version 7, this controller speaks version 1"},
+		{"bad CSR", func(r *v1.RegisterRequest) { r.CSR = "nope" }, 400, v1.CodeInvalidParameter, "csr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := registration(t, a, "n1")
 			tt.mod(&req)
 			status, _, apiErr := post(t, e, req)
-			if status != tt.status || !strings.Contains(apiErr.Message, tt.message) {
-				t.Errorf("got %d %q, want %d containing %q", status, apiErr.Message, tt.status, tt.message)
+			if status != tt.status || apiErr.Code != tt.code || !strings.Contains(apiErr.Message, tt.message) {
+				t.Errorf("got %d %s %q, want %d %s containing %q", status, apiErr.Code, apiErr.Message, tt.status, tt.code, tt.message)
 			}
 			if n := nodeCount(t, e, a.Key) + nodeCount(t, e, b.Key); n != 0 {
 				t.Errorf("%d node records written by a refused registration", n)
@@ -130,8 +131,8 @@ func TestRegisterRefused(t *testing.T) {
 
 	t.Run("unknown field", func(t *testing.T) {
 		status, _, apiErr := post(t, e, map[string]any{"protocolVersion": 1, "bogus": true})
-		if status != 400 || !strings.Contains(apiErr.Message, "bogus") {
-			t.Errorf("got %d %q, want 400 naming the field", status, apiErr.Message)
+		if status != 400 || apiErr.Code != v1.CodeInvalidRequest || !strings.Contains(apiErr.Message, "bogus") {
+			t.Errorf("got %d %s %q, want 400 InvalidRequest naming the field", status, apiErr.Code, apiErr.Message)
 		}
 	})
 }
@@ -206,8 +207,9 @@ func TestRegister(t *testing.T) {
 	if err := e.Store.PutClusterStatus(ctx, cl, store.Cond{Fence: &manual.Fence}); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, apiErr := post(t, e, registration(t, manual, "m-w-1")); status != 409 || !strings.Contains(apiErr.Message, "being deleted") {
-		t.Errorf("register in a deleting cluster: %d %q, want 409", status, apiErr.Message)
+	if status, _, apiErr := post(t, e, registration(t, manual, "m-w-1")); status != 409 || apiErr.Code != v1.CodeConflict ||
+		!strings.Contains(apiErr.Message, "being deleted") {
+		t.Errorf("register in a deleting cluster: %d %s %q, want 409 Conflict", status, apiErr.Code, apiErr.Message)
 	}
 	if got := nodeCount(t, e, manual.Key); got != 1 {
 		t.Errorf("%d nodes, want 1", got)
@@ -251,7 +253,8 @@ func TestCredentialExpires(t *testing.T) {
 	later := now.Add(3 * 24 * time.Hour)
 	clock = &later
 	status, _, apiErr := post(t, e, registration(t, c, "n1"))
-	if status != 401 || !strings.Contains(apiErr.Message, "expired at") || !strings.Contains(apiErr.Message, "reissue the activation") {
+	if status != 401 || apiErr.Code != v1.CodeUnauthorized ||
+		!strings.Contains(apiErr.Message, "expired at") || !strings.Contains(apiErr.Message, "reissue the activation") {
 		t.Fatalf("registration after the TTL: %d %q, want 401 saying it expired and what to do", status, apiErr.Message)
 	}
 	if n := nodeCount(t, e, c.Key); n != 0 {

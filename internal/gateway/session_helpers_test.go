@@ -96,8 +96,8 @@ func refused(t *testing.T, e *gatewaytest.Env, id identity, want string) {
 		conn.CloseNow()
 		t.Fatalf("a session with the certificate of %s (serial %s) was accepted, want a 401 containing %q", id.node, id.serial(t), want)
 	}
-	if status != http.StatusUnauthorized || !strings.Contains(apiErr.Message, want) {
-		t.Fatalf("session refused with %d %q, want 401 containing %q", status, apiErr.Message, want)
+	if status != http.StatusUnauthorized || apiErr.Code != v1.CodeUnauthorized || !strings.Contains(apiErr.Message, want) {
+		t.Fatalf("session refused with %d %s %q, want 401 Unauthorized containing %q", status, apiErr.Code, apiErr.Message, want)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // agentMachines is the sim with machines that are not Ready: their nodes
@@ -150,8 +151,8 @@ func TestManualApprovalWaitsForAPerson(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- e.runner().Run(t.Context(), e.claim("w")) }()
 
-	waitFor(t, "approve-nodes to wait", func() bool {
-		return stepStates(e.op(op.ID))[plan.StepApproveNodes] == v1.StepRunning
+	waitfor.Cond(t, "approve-nodes to wait", 10*time.Second, func() (bool, error) {
+		return stepStates(e.op(op.ID))[plan.StepApproveNodes] == v1.StepRunning, nil
 	})
 	k := store.Key{Project: project, Name: "c"}
 	n, err := e.st.GetNode(t.Context(), k, "c-cp-0")

@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // counting is the sim that counts the calls that make things, so a test
@@ -222,7 +223,7 @@ func TestCancelAtSeveralSteps(t *testing.T) {
 			}
 			op := e.begin("c", tt.kind, spec(tt.workers, map[string]string{sim.LabelHangStep: tt.step}))
 			errc := e.runAsync(e.runner(fastCancel))
-			waitFor(t, tt.step+" to run", func() bool { return stepStates(e.op(op.ID))[tt.step] == v1.StepRunning })
+			waitfor.Cond(t, tt.step+" to run", 10*time.Second, func() (bool, error) { return stepStates(e.op(op.ID))[tt.step] == v1.StepRunning, nil })
 			e.requestCancel(op.ID)
 			select {
 			case err := <-errc:
@@ -270,8 +271,8 @@ func TestCancelWhileWaitingForNodesThenRetry(t *testing.T) {
 	op := e.begin("c", v1.KindCreate, sp)
 	// Nodes would be waited for a minute: the cancel must end the wait.
 	errc := e.runAsync(e.runner(fastCancel, func(o *plan.Options) { o.NodeTimeout = time.Minute }))
-	waitFor(t, "wait-nodes-registered to wait", func() bool {
-		return stepStates(e.op(op.ID))[plan.StepWaitNodesRegistered] == v1.StepRunning
+	waitfor.Cond(t, "wait-nodes-registered to wait", 10*time.Second, func() (bool, error) {
+		return stepStates(e.op(op.ID))[plan.StepWaitNodesRegistered] == v1.StepRunning, nil
 	})
 	e.requestCancel(op.ID)
 	select {
@@ -320,8 +321,8 @@ func TestCancelWhileBackingOff(t *testing.T) {
 		o.NewBackOff = func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
 	}
 	errc := e.runAsync(e.runner(fastCancel, hour))
-	waitFor(t, "ensure-network to back off", func() bool {
-		return strings.Contains(e.op(op.ID).Steps[2].Message, "retrying in 1h")
+	waitfor.Cond(t, "ensure-network to back off", 10*time.Second, func() (bool, error) {
+		return strings.Contains(e.op(op.ID).Steps[2].Message, "retrying in 1h"), nil
 	})
 	e.requestCancel(op.ID)
 	select {

@@ -1,7 +1,6 @@
 package plan_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -165,22 +164,6 @@ func (e *env) machines(name string) []string {
 		out = append(out, m.Name)
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 func stepStates(op *store.Operation) map[string]string {

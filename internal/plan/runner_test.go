@@ -13,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 func TestCreateSucceeds(t *testing.T) {
@@ -154,8 +155,8 @@ func TestResumeAfterInterruption(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- e.runner().Run(ctx, cl) }()
-	waitFor(t, "install-control-plane to be running", func() bool {
-		return stepStates(e.op(op.ID))[plan.StepInstallControlPlane] == v1.StepRunning
+	waitfor.Cond(t, "install-control-plane to be running", 10*time.Second, func() (bool, error) {
+		return stepStates(e.op(op.ID))[plan.StepInstallControlPlane] == v1.StepRunning, nil
 	})
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {

@@ -10,7 +10,7 @@ import (
 	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The pruner deletes, from a real store, what is past each retention and
@@ -51,7 +51,7 @@ func TestPruner(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- run.Run(rctx) }()
-	kilndtest.WaitFor(t, "Run to prune the old audit entry", 30*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "Run to prune the old audit entry", 30*time.Second, func() (bool, error) {
 		audit, _, err := st.ListAudit(ctx, store.AuditFilter{}, store.Page{})
 		return len(audit) == 1, err
 	})

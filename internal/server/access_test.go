@@ -377,7 +377,7 @@ func TestTokenLifecycle(t *testing.T) {
 		t.Fatalf("revoke: status %d %s", r.status, r.body)
 	}
 	r = w.as("new", "GET", "/v1/projects/p/clusters", "")
-	if r.status != http.StatusUnauthorized || !strings.Contains(r.errorBody(t).Message, "revoked") {
+	if e := r.errorBody(t); r.status != http.StatusUnauthorized || e.Code != v1.CodeUnauthorized || !strings.Contains(e.Message, "revoked") {
 		t.Errorf("revoked token on the next request: %d %s, want 401 saying it was revoked", r.status, r.body)
 	}
 
@@ -388,7 +388,8 @@ func TestTokenLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.tokens["old"] = value
-	if r := w.as("old", "GET", "/v1/whoami", ""); r.status != http.StatusUnauthorized || !strings.Contains(r.errorBody(t).Message, "expired") {
+	if r := w.as("old", "GET", "/v1/whoami", ""); r.status != http.StatusUnauthorized || r.errorBody(t).Code != v1.CodeUnauthorized ||
+		!strings.Contains(r.errorBody(t).Message, "expired") {
 		t.Errorf("expired token: %d %s, want 401 saying it expired", r.status, r.body)
 	}
 
@@ -439,7 +440,7 @@ func TestRoleValidation(t *testing.T) {
 		}
 	}
 	r := w.as("admin", "PUT", "/v1/projects/p/members/nobody", `{"role": "viewer"}`)
-	if r.status != http.StatusNotFound || !strings.Contains(r.errorBody(t).Message, "kiln user create") {
+	if e := r.errorBody(t); r.status != http.StatusNotFound || e.Code != v1.CodeNotFound || !strings.Contains(e.Message, "kiln user create") {
 		t.Errorf("member for a missing user: %d %s, want 404 saying how to create users", r.status, r.body)
 	}
 	if r := w.as("owner", "PUT", "/v1/users/admin", `{"owner": false}`); r.status != http.StatusBadRequest {

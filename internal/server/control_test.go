@@ -24,6 +24,7 @@ import (
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/worker"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // withPlan gives new operations the backend's steps.
@@ -96,16 +97,14 @@ func (h *harness) await(id string) v1.Operation {
 // awaitStep waits until the operation's step is Running.
 func (h *harness) awaitStep(id, step string) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	waitfor.Cond(h.t, "step "+step+" of operation "+id+" to be Running", 20*time.Second, func() (bool, error) {
 		for _, s := range h.operation(id).Properties.Steps {
 			if s.Name == step && s.State == v1.StepRunning {
-				return
+				return true, nil
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.t.Fatalf("step %s of operation %s did not start", step, id)
+		return false, nil
+	})
 }
 
 func (h *harness) cluster(project, name string) v1.Cluster {
@@ -175,7 +174,7 @@ func TestCancelThroughTheAPI(t *testing.T) {
 			t.Errorf("a second cancel changed the request: %+v, was %+v", op.Properties.CancelRequested, first)
 		}
 	case http.StatusConflict:
-		if e := r.errorBody(t); !strings.Contains(e.Message, "it is Canceled") {
+		if e := r.errorBody(t); e.Code != v1.CodeConflict || !strings.Contains(e.Message, "it is Canceled") {
 			t.Errorf("a second cancel: %+v", e)
 		}
 	default:
@@ -230,10 +229,12 @@ func TestCancelThroughTheAPI(t *testing.T) {
 	if cl := h.cluster("p", "c"); cl.Status.ProvisioningState != v1.StateSucceeded || cl.Status.Nodes.Ready != 3 {
 		t.Errorf("cluster after the PATCH: %s, %d nodes ready", cl.Status.ProvisioningState, cl.Status.Nodes.Ready)
 	}
-	if e := h.must(http.StatusConflict, "POST", "/v1/operations/"+next.Name+"/cancel", "").errorBody(t); !strings.Contains(e.Message, "it is Succeeded") {
+	if e := h.must(http.StatusConflict, "POST", "/v1/operations/"+next.Name+"/cancel", "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "it is Succeeded") {
 		t.Errorf("cancel of a succeeded operation: %+v", e)
 	}
-	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); !strings.Contains(e.Message, "nothing to retry") {
+	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/retry", "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "nothing to retry") {
 		t.Errorf("retry of a succeeded cluster: %+v", e)
 	}
 }

@@ -48,7 +48,8 @@ func TestInstaller(t *testing.T) {
 	const path = "/v1/projects/p/clusters/e/installer"
 	// Before the create has made the activation credential: said so, not
 	// "the cluster does not exist".
-	if e := h.must(http.StatusConflict, "GET", path+"?arch=amd64", "").errorBody(t); !strings.Contains(e.Message, "no activation credential yet") {
+	if e := h.must(http.StatusConflict, "GET", path+"?arch=amd64", "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "no activation credential yet") {
 		t.Errorf("installer before the create ran: %+v", e)
 	}
 	h.runBackend()

@@ -37,16 +37,18 @@ func TestKubeconfig(t *testing.T) {
 	const path = "/v1/projects/p/clusters/c/kubeconfig"
 
 	_, opID := h.createCluster("p", "c", `{"spec": {"provider": "local", "workerPools": [{"name": "default", "size": 1}]}}`)
-	if e := h.must(http.StatusConflict, "GET", path, "").errorBody(t); !strings.Contains(e.Message, "no certificate authority") {
-		t.Errorf("before the CA exists: %q", e.Message)
+	if e := h.must(http.StatusConflict, "GET", path, "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "no certificate authority") {
+		t.Errorf("before the CA exists: %s %q", e.Code, e.Message)
 	}
 
 	cl := h.claim()
 	if _, err := gateway.EnsureSecrets(t.Context(), h.store, cl.Key(), cl.Lease.Fence(), pki.DefaultCAValidity); err != nil {
 		t.Fatal(err)
 	}
-	if e := h.must(http.StatusConflict, "GET", path, "").errorBody(t); !strings.Contains(e.Message, "no endpoint yet") {
-		t.Errorf("before the endpoint exists: %q", e.Message)
+	if e := h.must(http.StatusConflict, "GET", path, "").errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "no endpoint yet") {
+		t.Errorf("before the endpoint exists: %s %q", e.Code, e.Message)
 	}
 	h.finish(cl, opID, v1.OpSucceeded, func(c *store.Cluster) { c.Status.Endpoint = "127.0.0.1:23456" })
 

@@ -51,8 +51,8 @@ func TestApproveNode(t *testing.T) {
 	h.must(http.StatusOK, "POST", nodes+"n1/approve", "")
 
 	e := h.must(http.StatusConflict, "POST", nodes+"bad/approve", "").errorBody(t)
-	if !strings.Contains(e.Message, "(dns-port)") {
-		t.Errorf("refusal names %q, want the failed check dns-port only", e.Message)
+	if e.Code != v1.CodeConflict || !strings.Contains(e.Message, "(dns-port)") {
+		t.Errorf("refusal %s %q, want a Conflict naming the failed check dns-port only", e.Code, e.Message)
 	}
 	if h.nodeState("bad") != v1.NodePrecheckFailed {
 		t.Error("a refused approval changed the node")
@@ -110,8 +110,9 @@ func TestConfigureNode(t *testing.T) {
 	if n.State != v1.NodeConfigured || n.Role != v1.RoleControlPlane || n.Interface != "eth0" || len(n.StorageDevices) != 1 {
 		t.Fatalf("configured node: %+v", n)
 	}
-	if e := h.must(http.StatusConflict, "POST", nodes+"done/configure", `{"role": "worker"}`).errorBody(t); !strings.Contains(e.Message, "READY") {
-		t.Errorf("configuring a READY node: %q", e.Message)
+	if e := h.must(http.StatusConflict, "POST", nodes+"done/configure", `{"role": "worker"}`).errorBody(t); e.Code != v1.CodeConflict ||
+		!strings.Contains(e.Message, "READY") {
+		t.Errorf("configuring a READY node: %s %q", e.Code, e.Message)
 	}
 }
 

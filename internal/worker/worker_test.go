@@ -24,6 +24,7 @@ import (
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/worker"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // clock is a store clock tests can move forward.
@@ -64,22 +65,6 @@ func create(t *testing.T, st store.Store, name string, labels map[string]string)
 		t.Fatalf("begin operation: %v", err)
 	}
 	return op.ID
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // start runs w until the test ends or the returned stop is called; stop
@@ -152,14 +137,14 @@ func TestTwoWorkersNeverRunTheSameCluster(t *testing.T) {
 		start(t, worker.New(worker.Options{Store: st, Runner: det, Owner: owner, Poll: 5 * time.Millisecond,
 			Concurrency: 3, Logger: quiet(), Registerer: reg}))
 	}
-	waitFor(t, "every operation to succeed", func() bool {
+	waitfor.Cond(t, "every operation to succeed", 20*time.Second, func() (bool, error) {
 		for _, id := range ops {
 			op, err := st.GetOperation(t.Context(), id)
 			if err != nil || op.Status != v1.OpSucceeded {
-				return false
+				return false, nil
 			}
 		}
-		return true
+		return true, nil
 	})
 	det.mu.Lock()
 	defer det.mu.Unlock()
@@ -225,7 +210,7 @@ func TestLeaseLossCancelsRun(t *testing.T) {
 	if cause := recv(t, "the run to be cancelled", b.ended); !errors.Is(cause, worker.ErrLeaseLost) {
 		t.Fatalf("run ended with cause %v, want ErrLeaseLost", cause)
 	}
-	waitFor(t, "the lost lease to be counted", func() bool { return gauge(t, reg, "kiln_worker_leases_lost_total") == 1 })
+	waitfor.Cond(t, "the lost lease to be counted", 20*time.Second, func() (bool, error) { return gauge(t, reg, "kiln_worker_leases_lost_total") == 1, nil })
 	// The worker must not have released the thief's lease.
 	if err := st.RenewLease(t.Context(), thief.Key(), thief.Lease.Fence(), time.Minute); err != nil {
 		t.Errorf("the thief lost its lease: %v", err)
@@ -347,7 +332,7 @@ func TestHeartbeatIsClamped(t *testing.T) {
 		Heartbeat: time.Minute, Poll: 5 * time.Millisecond, Logger: logger(t)}))
 	recv(t, "the run to start", b.started)
 	// Six renewals span more than the TTL.
-	waitFor(t, "six renewals", func() bool { return cs.renewals.Load() >= 6 })
+	waitfor.Cond(t, "six renewals", 20*time.Second, func() (bool, error) { return cs.renewals.Load() >= 6, nil })
 	if _, err := st.ClaimCluster(t.Context(), "b", time.Minute); !errors.Is(err, store.ErrNoWork) {
 		t.Fatalf("another owner could claim a held lease: %v", err)
 	}
@@ -397,7 +382,7 @@ func TestWakeClaimsAtOnce(t *testing.T) {
 	w := worker.New(worker.Options{Store: st, Runner: b, Owner: "a", Poll: time.Hour, Logger: quiet()})
 	start(t, w)
 	// The worker found nothing and now idles for an hour...
-	waitFor(t, "an empty claim", func() bool { return st.n.Load() > 0 })
+	waitfor.Cond(t, "an empty claim", 20*time.Second, func() (bool, error) { return st.n.Load() > 0, nil })
 	create(t, st, "c", nil)
 	// ...unless woken.
 	w.Wake()

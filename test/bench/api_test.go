@@ -23,7 +23,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The API latency benchmark (issue 9, benchmark 2) sends GET cluster and PUT
@@ -259,7 +259,7 @@ func runLatency(t testing.TB, n, clients, rate int) *latencyRun {
 	saved := k.profileCPU(t, "latency", 20*time.Second)
 	r.wave = wave(ctx, t, k.API, "wave", n, clients)
 	// A small wave may end before the first PUTs were answered.
-	kilndtest.WaitFor(t, "the probes' first PUTs", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the probes' first PUTs", time.Minute, func() (bool, error) {
 		for _, p := range []*probeResult{&r.kilnd, &r.ref} {
 			if p.errors.Load() > 0 {
 				p.mu.Lock()

@@ -126,7 +126,7 @@ func BenchmarkFleetWave(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				time.Sleep(idleSettle)
+				time.Sleep(idleSettle) // a measurement's settling time, not a wait for a condition
 				saved = k.profileCPU(b, fmt.Sprintf("idle-%d", n), idleWindow)
 				idle := measureIdle(b, pid, idleWindow)
 				saved()
@@ -156,7 +156,7 @@ func measureIdle(t testing.TB, pid int, window time.Duration) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(window)
+	time.Sleep(window) // the measurement window
 	b, err := sampleProc(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 func TestMain(m *testing.M) {
@@ -95,7 +97,7 @@ func TestScripts(t *testing.T) {
 				}
 				re, err := regexp.Compile("(?m)" + args[1])
 				ts.Check(err)
-				kilndtest.WaitFor(scriptTB{t, ts}, args[0]+" to match "+args[1], time.Minute, func() (bool, error) {
+				waitfor.Cond(scriptTB{t, ts}, args[0]+" to match "+args[1], time.Minute, func() (bool, error) {
 					b, err := os.ReadFile(ts.MkAbs(args[0]))
 					return err == nil && re.Match(b), nil
 				})
@@ -110,20 +112,19 @@ func TestScripts(t *testing.T) {
 				mu.Lock()
 				st := stores[ts.Getenv("WORK")]
 				mu.Unlock()
-				deadline := time.Now().Add(time.Minute)
-				for {
+				what := fmt.Sprintf("step %s of operation %s to be Running", args[1], args[0])
+				waitfor.Cond(scriptTB{t, ts}, what, time.Minute, func() (bool, error) {
 					op, err := st.GetOperation(context.Background(), args[0])
-					ts.Check(err)
+					if err != nil {
+						return false, err
+					}
 					for _, step := range op.Steps {
 						if step.Name == args[1] && step.State == v1.StepRunning {
-							return
+							return true, nil
 						}
 					}
-					if time.Now().After(deadline) {
-						ts.Fatalf("step %s of operation %s is not Running after a minute: %+v", args[1], args[0], op.Steps)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					return false, waitfor.NotYet(fmt.Errorf("steps %+v", op.Steps))
+				})
 			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a

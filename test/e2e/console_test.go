@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The console in a real browser: Debian's chromium, headless, driven over
@@ -91,10 +92,14 @@ func (b *browser) navigate(path, selector string) {
 		if err == nil {
 			return
 		}
+		// Chromium's net error reaches chromedp as text only: there is no
+		// code to test.
 		if !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") || attempt == 5 {
 			b.screenshot("failed-navigate")
 			b.t.Fatalf("browser: open %s: %v", path, err)
 		}
+		// A pause before the next try, not a wait for a condition: the
+		// network settles on its own time.
 		time.Sleep(time.Second)
 	}
 }
@@ -405,7 +410,7 @@ func TestConsoleOperationTimeline(t *testing.T) {
 	current := func() *v1.Operation {
 		t.Helper()
 		var op *v1.Operation
-		kilndtest.WaitFor(t, "the operation to reach step "+hang, time.Minute, func() (bool, error) {
+		waitfor.Cond(t, "the operation to reach step "+hang, time.Minute, func() (bool, error) {
 			cl, err := e.c.GetCluster(t.Context(), "default", "tl")
 			if err != nil {
 				return false, err

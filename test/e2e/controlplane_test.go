@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestControlPlaneGrows: a one-node control plane grows to 3 and then to 5
@@ -58,11 +58,11 @@ func TestControlPlaneGrows(t *testing.T) {
 	for _, name := range []string{"grow-cp-0", "grow-cp-1"} {
 		dead := filepath.Join(e.data, "machines", "default", "grow", name)
 		killProcessesUnder(t, dead)
-		kilndtest.WaitFor(t, name+"'s processes to be gone", 30*time.Second, func() (bool, error) {
+		waitfor.Cond(t, name+"'s processes to be gone", 30*time.Second, func() (bool, error) {
 			return len(processesUnder(dead)) == 0, nil
 		})
 	}
-	kilndtest.WaitFor(t, "the API to take a write with two of five members gone", 90*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "the API to take a write with two of five members gone", 90*time.Second, func() (bool, error) {
 		_, err := e.kubectl("grow", "create", "configmap", "quorum", "--from-literal=ok=yes")
 		return err == nil, nil
 	})

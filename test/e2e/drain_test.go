@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // spreadWeb is a Deployment of pause pods spread evenly over the workers
@@ -96,19 +98,21 @@ func (e *env) podsByNode(cluster, selector string) map[string]int {
 // pod and the cluster's events if it does not.
 func (e *env) waitPodsByNode(cluster, selector string, ok func(map[string]int) bool) map[string]int {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got := e.podsByNode(cluster, selector)
-		if ok(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
+	var got map[string]int
+	done := false
+	defer func() { // when the wait fails
+		if !done {
 			out, _ := e.kubectl(cluster, "get", "pods", "-A", "-o", "wide")
 			evs, _ := e.kubectl(cluster, "get", "events", "-A", "--sort-by=.lastTimestamp")
-			e.t.Fatalf("pods of %s by node: %v\npods:\n%s\nevents:\n%s", selector, got, out, tail(evs, 40))
+			e.t.Logf("pods:\n%s\nevents:\n%s", out, tail(evs, 40))
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	}()
+	waitfor.Cond(e.t, "the pods of "+selector+" by node", time.Minute, func() (bool, error) {
+		got = e.podsByNode(cluster, selector)
+		return ok(got), waitfor.NotYet(fmt.Errorf("by node: %v", got))
+	})
+	done = true
+	return got
 }
 
 // scale sets a pool's size with a merge patch and returns the operation.
@@ -137,18 +141,17 @@ func (e *env) finish(opID string) *v1.Operation {
 // waitOperation waits, up to a minute, until ok holds of the operation.
 func (e *env) waitOperation(opID, what string, ok func(*v1.Operation) bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitfor.Cond(e.t, "operation "+opID+": "+what, time.Minute, func() (bool, error) {
 		op, err := e.c.GetOperation(e.t.Context(), opID)
 		if err == nil && ok(op) {
-			return
+			return true, nil
 		}
-		if time.Now().After(deadline) || (op != nil && v1.Terminal(op.Status)) {
-			b, _ := json.MarshalIndent(op, "", "  ")
-			e.t.Fatalf("operation %s: waiting for %s: %v\n%s", opID, what, err, b)
+		b, _ := json.MarshalIndent(op, "", "  ")
+		if op != nil && v1.Terminal(op.Status) {
+			return false, fmt.Errorf("it ended: %v\n%s", err, b)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return false, waitfor.NotYet(fmt.Errorf("%v\n%s", err, b))
+	})
 }
 
 func step(op *v1.Operation, name string) v1.Step {

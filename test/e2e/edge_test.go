@@ -2,10 +2,11 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // hostNet is a bridge on this machine and, for each host, a network
@@ -145,7 +147,8 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 		if !slices.Equal(names(nodes), []string{"edge1-host1", "edge1-host2"}) {
 			t.Fatalf("nodes %v, want edge1-host1 and edge1-host2", names(nodes))
 		}
-		if _, _, err := e.c.ProvisionCluster(ctx, "default", "edge1"); !client.IsConflict(err) || !strings.Contains(err.Error(), "NodeCountMismatch") {
+		_, _, err := e.c.ProvisionCluster(ctx, "default", "edge1")
+		if ae := (*client.APIError)(nil); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Err.Code != v1.CodeNodeCountMismatch {
 			t.Fatalf("provision before the hosts are configured: %v, want a NodeCountMismatch", err)
 		}
 		for i, n := range nodes {
@@ -234,25 +237,28 @@ func (e *env) kiln(args ...string) string {
 // returns them by name.
 func (e *env) waitNodes(cluster string, n int, ok func(v1.Node) bool) []v1.Node {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.t.Context(), 2*time.Minute)
-	defer cancel()
-	for {
-		nodes, err := e.c.ListNodes(ctx, "default", cluster)
-		if err == nil && len(nodes) == n && !slices.ContainsFunc(nodes, func(x v1.Node) bool { return !ok(x) }) {
-			slices.SortFunc(nodes, func(a, b v1.Node) int { return strings.Compare(a.Name, b.Name) })
-			return nodes
-		}
-		select {
-		case <-ctx.Done():
+	var nodes []v1.Node
+	done := false
+	defer func() { // when the wait fails
+		if !done {
 			e.dump(cluster, nil)
-			var have []string
-			for _, x := range nodes {
-				have = append(have, x.Name+" "+x.State)
-			}
-			e.t.Fatalf("waiting for %d nodes of %s: have %v (%v)", n, cluster, have, err)
-		case <-time.After(200 * time.Millisecond):
 		}
-	}
+	}()
+	waitfor.Cond(e.t, fmt.Sprintf("%d nodes of %s", n, cluster), 2*time.Minute, func() (bool, error) {
+		var err error
+		nodes, err = e.c.ListNodes(e.t.Context(), "default", cluster)
+		if err == nil && len(nodes) == n && !slices.ContainsFunc(nodes, func(x v1.Node) bool { return !ok(x) }) {
+			return true, nil
+		}
+		var have []string
+		for _, x := range nodes {
+			have = append(have, x.Name+" "+x.State)
+		}
+		return false, waitfor.NotYet(fmt.Errorf("have %v (%v)", have, err))
+	})
+	done = true
+	slices.SortFunc(nodes, func(a, b v1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes
 }
 
 func names(nodes []v1.Node) []string {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestThreeControlPlanes: a cluster of three control-plane nodes keeps
@@ -28,13 +28,13 @@ func TestThreeControlPlanes(t *testing.T) {
 	// Lose the first control-plane node: its agent, etcd, apiserver, ...
 	dead := filepath.Join(e.data, "machines", "default", "ha", "ha-cp-0")
 	killProcessesUnder(t, dead)
-	kilndtest.WaitFor(t, "ha-cp-0's processes to be gone", 30*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "ha-cp-0's processes to be gone", 30*time.Second, func() (bool, error) {
 		return len(processesUnder(dead)) == 0, nil
 	})
 
 	// The API answers and writes through the load balancer (two etcd members
 	// of three are a quorum).
-	kilndtest.WaitFor(t, "the API to answer without ha-cp-0", 60*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "the API to answer without ha-cp-0", 60*time.Second, func() (bool, error) {
 		_, err := e.kubectl("ha", "create", "configmap", "after-loss", "--from-literal=ok=yes")
 		return err == nil, nil
 	})
@@ -43,7 +43,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	}
 
 	// Kiln notices the node is gone.
-	kilndtest.WaitFor(t, "Kiln to show ha-cp-0 NOT_READY", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "Kiln to show ha-cp-0 NOT_READY", time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "ha", "ha-cp-0")
 		return err == nil && n.State == v1.NodeNotReady, err
 	})

@@ -13,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestOverloadKeepsNodesAlive: with the API saturated (slow clients hold
@@ -41,17 +42,15 @@ func TestOverloadKeepsNodesAlive(t *testing.T) {
 	// Over the cap: 429 and Retry-After. The slots are taken once kilnd has
 	// read the slow requests' headers: until then a request gets through.
 	var resp *http.Response
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitfor.Cond(t, "a request over the cap to be refused", 10*time.Second, func() (bool, error) {
 		req, _ := http.NewRequestWithContext(t.Context(), "GET", e.k.URL()+"/v1/projects", nil)
 		req.Header.Set("Authorization", "Bearer "+kilndtest.Token(t, e.data))
 		if resp, err = e.httpClient().Do(req); err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			break
-		}
-	}
+		return resp.StatusCode != http.StatusOK, nil
+	})
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a request over the cap: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
@@ -68,30 +67,24 @@ func TestOverloadKeepsNodesAlive(t *testing.T) {
 	if err != nil || first.LastHeartbeat == nil {
 		t.Fatalf("control-plane node: %v, %+v", err, first)
 	}
-	deadline := time.Now().Add(25 * time.Second) // within kilnd's 30 s read timeout, which ends the slow clients
 	beat, done := false, false
-	for time.Now().Before(deadline) && !(beat && done) {
+	// Within kilnd's 30 s read timeout, which ends the slow clients.
+	waitfor.Cond(t, "a heartbeat and the update's end while the API is saturated", 25*time.Second, func() (bool, error) {
 		n, err := st.GetNode(t.Context(), k, "busy-cp-0")
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		beat = beat || n.LastHeartbeat.After(*first.LastHeartbeat)
 		op, err := st.GetOperation(t.Context(), opID)
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		done = done || op.Status == v1.OpSucceeded
 		if op.Status == v1.OpFailed {
-			t.Fatalf("the update failed while the API was saturated: %+v", op.Error)
+			return false, fmt.Errorf("the update failed while the API was saturated: %+v", op.Error)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if !beat {
-		t.Error("no heartbeat was recorded while the API was saturated")
-	}
-	if !done {
-		t.Error("the update did not finish while the API was saturated")
-	}
+		return beat && done, waitfor.NotYet(fmt.Errorf("heartbeat recorded %t, update finished %t", beat, done))
+	})
 }
 
 // holdSlot opens a request that announces a body it never sends, so it

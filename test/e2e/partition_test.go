@@ -16,7 +16,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/journal"
 	"kiln.dev/kiln/internal/proc"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // cut takes host i off the network, as a pulled cable would: the host side
@@ -90,7 +90,7 @@ func TestAgentPartition(t *testing.T) {
 
 	t.Log("1: the worker's link is cut while it installs")
 	var install journal.Entry
-	kilndtest.WaitFor(t, "the worker to start its install", opWait, func() (bool, error) {
+	waitfor.Cond(t, "the worker to start its install", opWait, func() (bool, error) {
 		for _, en := range journalEntries(t, agentDir) {
 			if en.Kind == v1.InstructionInstall {
 				install = en
@@ -106,7 +106,7 @@ func TestAgentPartition(t *testing.T) {
 		}
 	}
 	notReadyAt := e.waitNodeState(cluster, worker, v1.NodeNotReady)
-	kilndtest.WaitFor(t, "the worker's agent to fail to connect twice", 2*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the worker's agent to fail to connect twice", 2*time.Minute, func() (bool, error) {
 		return len(reconnectAfter(t, agentLog, cutAt).failed) >= 2, nil
 	})
 	healAt := hn.heal(w)
@@ -114,7 +114,7 @@ func TestAgentPartition(t *testing.T) {
 	if op.Status != v1.OpSucceeded {
 		t.Fatalf("provision: %s", op.Status)
 	}
-	kilndtest.WaitFor(t, "the worker's agent to connect again", 2*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the worker's agent to connect again", 2*time.Minute, func() (bool, error) {
 		return !reconnectAfter(t, agentLog, cutAt).back.IsZero(), nil
 	})
 	rc := reconnectAfter(t, agentLog, cutAt)
@@ -133,7 +133,7 @@ func TestAgentPartition(t *testing.T) {
 	e.waitKubeReady(cluster, worker, true)
 
 	t.Log("2: the worker's link is cut once the cluster is Ready")
-	kilndtest.WaitFor(t, "the worker's agent to record the acknowledgement of its install", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the worker's agent to record the acknowledgement of its install", time.Minute, func() (bool, error) {
 		en := journalEntries(t, agentDir)
 		return len(en) == 1 && en[0].Acked != nil, nil
 	})
@@ -162,7 +162,7 @@ func TestAgentPartition(t *testing.T) {
 	readyAt := e.waitNodeState(cluster, worker, v1.NodeReady)
 	kubeReadyAt := e.waitKubeReady(cluster, worker, true)
 	stillRuns("after the heal")
-	kilndtest.WaitFor(t, "the worker's agent to connect again", 2*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the worker's agent to connect again", 2*time.Minute, func() (bool, error) {
 		return !reconnectAfter(t, agentLog, cutAt).back.IsZero(), nil
 	})
 	rc = reconnectAfter(t, agentLog, cutAt)
@@ -189,7 +189,7 @@ func TestAgentPartition(t *testing.T) {
 // it saw it.
 func (e *env) waitNodeState(cluster, node, state string) time.Time {
 	e.t.Helper()
-	kilndtest.WaitFor(e.t, "node "+node+" "+state+" in Kiln", 3*time.Minute, func() (bool, error) {
+	waitfor.Cond(e.t, "node "+node+" "+state+" in Kiln", 3*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(e.t.Context(), "default", cluster, node)
 		return err == nil && n.State == state, nil
 	})
@@ -201,7 +201,7 @@ func (e *env) waitNodeState(cluster, node, state string) time.Time {
 // silent after its node-monitor grace period (50 s by default).
 func (e *env) waitKubeReady(cluster, node string, ready bool) time.Time {
 	e.t.Helper()
-	kilndtest.WaitFor(e.t, fmt.Sprintf("node %s Ready=%t in Kubernetes", node, ready), 4*time.Minute, func() (bool, error) {
+	waitfor.Cond(e.t, fmt.Sprintf("node %s Ready=%t in Kubernetes", node, ready), 4*time.Minute, func() (bool, error) {
 		nodes, err := e.kubeNodesErr(cluster)
 		if err != nil {
 			return false, nil // the API server is reachable from here: kubectl answers again

@@ -10,7 +10,7 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestKilndLostMidInstall: kilnd is killed while nodes install; agents lose
@@ -25,7 +25,7 @@ func TestKilndLostMidInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kilndtest.WaitFor(t, "the control plane's install to be under way", 2*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the control plane's install to be under way", 2*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "re", "re-cp-0")
 		if client.IsNotFound(err) {
 			return false, nil

@@ -10,7 +10,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestLocalCertificateRotation: with node certificates valid for 6
@@ -25,7 +25,7 @@ func TestLocalCertificateRotation(t *testing.T) {
 	e.create(localCluster("rot", 1, false, 1))
 	nodes := []string{"rot-cp-0", "rot-default-0"}
 
-	kilndtest.WaitFor(t, "every node to use a renewed certificate twice", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "every node to use a renewed certificate twice", time.Minute, func() (bool, error) {
 		evs, err := e.c.ListEvents(t.Context(), "default", "rot")
 		if err != nil {
 			return false, err

@@ -46,8 +46,9 @@ func TestLocalClusterOlderVersion(t *testing.T) {
 	cl := localCluster("old", 1, false, 1)
 	cl.Spec.KubernetesVersion = "v1.30.0"
 	_, _, err := e.c.CreateCluster(t.Context(), "default", cl)
-	if ae := (*client.APIError)(nil); !errors.As(err, &ae) || !strings.Contains(err.Error(), v1.CodeUnsupportedVersion) ||
-		!strings.Contains(err.Error(), strings.Join(versions, ", ")) {
+	// The message lists the versions offered: that is what the user reads.
+	if ae := (*client.APIError)(nil); !errors.As(err, &ae) || ae.Err.Code != v1.CodeUnsupportedVersion ||
+		!strings.Contains(ae.Err.Message, strings.Join(versions, ", ")) {
 		t.Fatalf("create at v1.30.0: %v; want %s listing %v", err, v1.CodeUnsupportedVersion, versions)
 	}
 

@@ -89,6 +89,9 @@ func (s *suite) retry(what string, fn func(ctx context.Context, c *client.Client
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: still failing after 3 minutes: %w", what, err)
 		}
+		// A client's pause between retries. The load runs on goroutines
+		// that report with s.errorf, so waitfor.Cond (t.Fatalf) is not for
+		// them.
 		time.Sleep(200 * time.Millisecond)
 	}
 }
@@ -213,7 +216,7 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 				s.errorf("cluster %s: gone before its delete was acknowledged, operation unknown", cluster)
 				return false
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // a pause between retries, on a load goroutine (see retry)
 			continue
 		}
 		if gerr != nil {
@@ -224,7 +227,7 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 			rec.id = op
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // a pause between retries, on a load goroutine (see retry)
 	}
 	s.mu.Lock()
 	s.ops = append(s.ops, rec)
@@ -251,7 +254,7 @@ func (s *suite) waitOp(id string) *v1.Operation {
 		if v1.Terminal(op.Status) {
 			return op
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // a pause between polls, on a load goroutine (see retry)
 	}
 	s.errorf("operation %s did not end in 10 minutes", id)
 	return nil

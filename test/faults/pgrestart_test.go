@@ -58,7 +58,7 @@ func (s *suite) restartPostgres() {
 	s.mu.Lock()
 	s.pgStop = down
 	s.mu.Unlock()
-	time.Sleep(pgDown)
+	time.Sleep(pgDown) // the outage lasts pgDown: time is what this sleep is for
 	s.pg.Start()
 	s.mu.Lock()
 	s.pgUp = time.Now()

@@ -13,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // sigterm stops replica i with SIGTERM and checks what a graceful stop
@@ -25,7 +26,7 @@ func (s *suite) sigterm(i int) {
 	pid := k.Cmd.Process.Pid
 	// The worker logs its owner name just after kilnd listens.
 	var owner string
-	kilndtest.WaitFor(s.t, fmt.Sprintf("replica-%d pid %d to log \"worker started\"", i, pid), time.Minute, func() (bool, error) {
+	waitfor.Cond(s.t, fmt.Sprintf("replica-%d pid %d to log \"worker started\"", i, pid), time.Minute, func() (bool, error) {
 		owner = workerOwner(k)
 		return owner != "", nil
 	})

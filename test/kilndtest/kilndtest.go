@@ -211,24 +211,3 @@ func Token(t testing.TB, dataDir string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-// WaitFor polls cond every 50ms until it returns true or the timeout passes.
-func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}

@@ -10,6 +10,7 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestAgentThatExitsIsReported: kilnd --dev whose local machines run an
@@ -37,7 +38,7 @@ func TestAgentThatExitsIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	var step v1.Step
-	waitFor(t, "wait-nodes-registered to fail an attempt", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "wait-nodes-registered to fail an attempt", time.Minute, func() (bool, error) {
 		op, err := c.GetOperation(ctx, opID)
 		if err != nil {
 			return false, err

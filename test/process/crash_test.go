@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestKillMidPlanResumes kills kilnd with SIGKILL while several clusters are
@@ -37,7 +38,7 @@ func testKillMidPlan(t *testing.T, storeFlags []string, open func() store.Store,
 	}
 
 	// Kill once every plan is well under way and none has finished.
-	waitFor(t, "every plan to pass its third step", 60*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "every plan to pass its third step", 60*time.Second, func() (bool, error) {
 		for _, id := range ids {
 			op, err := c.GetOperation(ctx, id)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestSigtermHandsLeasesBack stops kilnd with SIGTERM while a plan is stuck
@@ -33,7 +34,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ensure-network to be running", 30*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "ensure-network to be running", 30*time.Second, func() (bool, error) {
 		op, err := c.GetOperation(ctx, opID)
 		if err != nil {
 			return false, err
@@ -63,7 +64,7 @@ func TestSigtermHandsLeasesBack(t *testing.T) {
 		polled <- answer{status: resp.StatusCode}
 	}()
 
-	waitFor(t, "the long-poll to wait", 30*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "the long-poll to wait", 30*time.Second, func() (bool, error) {
 		return metric(t, first, data, "kiln_http_long_polls_waiting") == "1", nil
 	})
 	first.Kill(syscall.SIGTERM)

@@ -81,11 +81,6 @@ func simCluster(name string, latency time.Duration, workers int) *v1.Cluster {
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
-	t.Helper()
-	kilndtest.WaitFor(t, what, timeout, cond)
-}
-
 // waitTerminal waits for every operation to end and returns them by id.
 func waitTerminal(t *testing.T, ctx context.Context, c *client.Client, ids []string) map[string]*v1.Operation {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestPostgresRestart stops the PostgreSQL under a running kilnd: reads and
@@ -83,7 +83,7 @@ func TestPostgresRestart(t *testing.T) {
 	pg.Start()
 	stopped = false
 	back := time.Now()
-	kilndtest.WaitFor(t, "GET to succeed after PostgreSQL is back", 30*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "GET to succeed after PostgreSQL is back", 30*time.Second, func() (bool, error) {
 		resp, _ := send(http.MethodGet, nil)
 		return resp.StatusCode == http.StatusOK, nil
 	})

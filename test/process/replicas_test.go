@@ -12,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestReplicasWakeEachOther: on PostgreSQL, replicas hear each other's
@@ -53,7 +54,7 @@ func TestReplicasWakeEachOther(t *testing.T) {
 	}
 	// The first step attempts show which backend holds the lease.
 	var first int
-	waitFor(t, "a backend to start the operation", 2*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "a backend to start the operation", 2*time.Minute, func() (bool, error) {
 		if _, err := os.Stat(journal); err != nil {
 			return false, nil
 		}

@@ -3,6 +3,7 @@ package precheck
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,11 +78,27 @@ func TestRunCanceled(t *testing.T) {
 	host.Ports = stuck
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	got := Run(ctx, Config{Host: host, Skip: []string{CheckController, CheckTimeSkew}})
+	skip := []string{CheckController, CheckTimeSkew}
+	start := time.Now()
+	got := Run(ctx, Config{Host: host, Skip: skip})
+	// Run returns when ctx ends, not after the checks' timeout.
+	if d := time.Since(start); d >= DefaultTimeout {
+		t.Errorf("Run with a canceled context returned after %s, want at once (before the %s timeout)", d, DefaultTimeout)
+	}
+	// Every check that is not skipped has a result, in order.
+	var names []string
+	byName := map[string]v1.PrecheckResult{}
 	for _, r := range got {
-		if r.Name == CheckDNSPort {
-			expect(t, r, Fail, "interrupted")
-		}
+		names = append(names, r.Name)
+		byName[r.Name] = r
+	}
+	want := slices.DeleteFunc(Names(), func(n string) bool { return slices.Contains(skip, n) })
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	expect(t, byName[CheckDNSPort], Fail, "interrupted")
+	if !Failed(got) {
+		t.Errorf("Failed = false for %+v", got)
 	}
 }
 

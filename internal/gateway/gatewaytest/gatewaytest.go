@@ -22,6 +22,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // Project is the project every cluster of an Env is in.
@@ -140,18 +141,12 @@ func (e *Env) Stop() {
 func (e *Env) Start() {
 	e.T.Helper()
 	var ln net.Listener
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// The port may still be being released.
+	waitfor.Cond(e.T, "listening again on "+e.addr, 5*time.Second, func() (bool, error) {
+		var err error
 		ln, err = net.Listen("tcp", e.addr)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // the port is being released
-	}
-	if err != nil {
-		e.T.Fatalf("listen again on %s: %v", e.addr, err)
-	}
+		return err == nil, waitfor.NotYet(err)
+	})
 	e.serve(ln)
 }
 
@@ -226,18 +221,6 @@ func (e *Env) Issue(c *Cluster, node, id, kind string) {
 		e.T.Fatalf("put instruction %s: %v", id, err)
 	}
 	e.Gateway.Notify(c.Key, node)
-}
-
-// Eventually waits, up to timeout, until cond holds, checking every 10 ms.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func writeJSON(path string, v any) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 func TestDefaults(t *testing.T) {
@@ -104,5 +105,5 @@ func TestMachineWithoutPidFileIsFound(t *testing.T) {
 	if err := l.DeleteMachine(t.Context(), demo, m.Name); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the machine's group to be gone", func() bool { return groupGone(before.PID) })
+	waitfor.Cond(t, "the machine's group to be gone", 15*time.Second, func() (bool, error) { return groupGone(before.PID), nil })
 }

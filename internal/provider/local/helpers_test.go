@@ -19,7 +19,7 @@ import (
 
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The test binary is also the fake agent: started with fakeEnv set, TestMain
@@ -173,7 +173,7 @@ func cleanupDir(t *testing.T, l *Local) {
 	}
 	// The processes l started are reaped by goroutines of l, which log: wait
 	// for them here, or they log after the test has ended.
-	kilndtest.WaitFor(t, "the machines' processes to be reaped", time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the machines' processes to be reaped", time.Minute, func() (bool, error) {
 		l.wmu.Lock()
 		defer l.wmu.Unlock()
 		return len(l.waits) == 0, nil
@@ -189,22 +189,6 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(string(b[:len(b)-1]))
 	return len(b), nil
-}
-
-// eventually polls cond every 10 ms until it is true or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
 }
 
 // greet connects to addr and returns the first line, the name of the fake
@@ -227,10 +211,10 @@ func greet(addr string) (string, error) {
 func greetEventually(t *testing.T, addr string) string {
 	t.Helper()
 	var name string
-	eventually(t, 10*time.Second, "an answer from "+addr, func() bool {
+	waitfor.Cond(t, "an answer from "+addr, 10*time.Second, func() (bool, error) {
 		var err error
 		name, err = greet(addr)
-		return err == nil
+		return err == nil, waitfor.NotYet(err)
 	})
 	return name
 }

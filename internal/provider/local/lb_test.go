@@ -11,6 +11,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // names returns who answered n connections through addr.
@@ -64,7 +65,7 @@ func TestLoadBalancerSpreadsAndSkipsDeadBackends(t *testing.T) {
 	if err := syscall.Kill(-s.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "demo-cp-0 to stop", func() bool { return !status(t, l, demo, "demo-cp-0").Running })
+	waitfor.Cond(t, "demo-cp-0 to stop", 10*time.Second, func() (bool, error) { return !status(t, l, demo, "demo-cp-0").Running, nil })
 	if got := names(t, lb.Address, 4); got["demo-cp-1"] != 4 {
 		t.Errorf("with demo-cp-0 dead, 4 connections reached %v, want all on demo-cp-1", got)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/proc"
+	"kiln.dev/kiln/test/waitfor"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
@@ -95,8 +96,8 @@ func TestEnsureMachineRestartsAKilledMachine(t *testing.T) {
 	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the machine to be seen as stopped", func() bool {
-		return !status(t, l, demo, m.Name).Running
+	waitfor.Cond(t, "the machine to be seen as stopped", 10*time.Second, func() (bool, error) {
+		return !status(t, l, demo, m.Name).Running, nil
 	})
 	again, err := l.EnsureMachine(t.Context(), demo, cp(0))
 	if err != nil {
@@ -141,10 +142,10 @@ func TestDeleteMachine(t *testing.T) {
 			greetEventually(t, m.Address+":6443")
 			s := status(t, l, demo, m.Name)
 			var child int
-			eventually(t, 10*time.Second, "the fake agent's child", func() bool {
+			waitfor.Cond(t, "the fake agent's child", 10*time.Second, func() (bool, error) {
 				b, err := os.ReadFile(filepath.Join(s.Dir, "root", "child.pid"))
 				child, _ = strconv.Atoi(string(b))
-				return err == nil && child > 0
+				return err == nil && child > 0, nil
 			})
 			start := time.Now()
 			if err := l.DeleteMachine(t.Context(), demo, m.Name); err != nil {
@@ -168,7 +169,7 @@ func TestDeleteMachine(t *testing.T) {
 				t.Errorf("the agent's child %d is alive after DeleteMachine", child)
 			}
 			// Zombies of the child are reaped by init, a moment later.
-			eventually(t, 15*time.Second, "kill -0 on the machine's group to fail", func() bool { return groupGone(s.PID) })
+			waitfor.Cond(t, "kill -0 on the machine's group to fail", 15*time.Second, func() (bool, error) { return groupGone(s.PID), nil })
 			if _, err := l.Status(t.Context(), demo, m.Name); err == nil {
 				t.Errorf("Status after DeleteMachine found the machine")
 			}

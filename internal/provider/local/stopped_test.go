@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // stoppedNow returns what StoppedMachines reports of l's demo cluster, by
@@ -58,8 +59,8 @@ func TestStoppedMachines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "demo-cp-0 to be reported stopped", func() bool {
-		return len(stoppedNow(t, l)) > 0
+	waitfor.Cond(t, "demo-cp-0 to be reported stopped", 10*time.Second, func() (bool, error) {
+		return len(stoppedNow(t, l)) > 0, nil
 	})
 	got := stoppedNow(t, l)
 	s := got["demo-cp-0"]
@@ -99,8 +100,8 @@ func TestStoppedMachines(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "demo-cp-0 to be reported killed", func() bool {
-		return strings.Contains(stoppedNow(t, l)["demo-cp-0"].Reason, "killed by signal killed")
+	waitfor.Cond(t, "demo-cp-0 to be reported killed", 10*time.Second, func() (bool, error) {
+		return strings.Contains(stoppedNow(t, l)["demo-cp-0"].Reason, "killed by signal killed"), nil
 	})
 	if tail := stoppedNow(t, l)["demo-cp-0"].LogTail; len(tail) != 1 || !strings.HasPrefix(tail[0], "fake agent demo-cp-0 listening") {
 		t.Errorf("log tail after the restart %q, want only this run's line", tail)

@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestCheckpointWaitsForClaim pins the lock in SaveOperation's one
@@ -77,23 +78,10 @@ func TestCheckpointWaitsForClaim(t *testing.T) {
 // waitForLockWait waits until a session of the database waits for a lock.
 func waitForLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
+	waitfor.Cond(t, "a session to wait for a lock", 10*time.Second, func() (bool, error) {
 		var n int
 		err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no session waits for a lock after 10s")
-		}
-	}
+		return n > 0, err
+	})
 }

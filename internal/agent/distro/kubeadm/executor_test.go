@@ -25,6 +25,7 @@ import (
 	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/proc"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // These tests run the executor for real (real processes, real files under a
@@ -710,9 +711,9 @@ func TestExecuteStopsHangingCommand(t *testing.T) {
 				t.Fatal("Execute did not return")
 			}
 			for _, pid := range []int{pid, child} {
-				eventually(t, 10*time.Second, fmt.Sprintf("process %d gone", pid), func() bool {
+				waitfor.Cond(t, fmt.Sprintf("process %d gone", pid), 10*time.Second, func() (bool, error) {
 					st, err := proc.ReadStat(pid)
-					return err != nil || st.Dead()
+					return err != nil || st.Dead(), nil
 				})
 			}
 			for _, r := range h.runs(t) {
@@ -728,29 +729,15 @@ func TestExecuteStopsHangingCommand(t *testing.T) {
 func readPID(t *testing.T, h *host, name string) int {
 	t.Helper()
 	var pid int
-	eventually(t, 10*time.Second, name, func() bool {
+	waitfor.Cond(t, "the pid file "+name, 10*time.Second, func() (bool, error) {
 		b, err := os.ReadFile(filepath.Join(h.ctl, name))
 		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
-			return false
+			return false, nil
 		}
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
+		return err == nil, nil
 	})
 	return pid
-}
-
-// eventually waits until cond holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
 }
 
 // A reset runs the reset plan: on a host with nothing installed the

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // cluster is a throwaway cluster for the real tests.
@@ -139,10 +139,10 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 	// Both nodes Ready in Kubernetes itself, through the load balancer.
 	admin := adminClient(t, c.ca, c.endpoint)
 	readyStart := time.Now()
-	poll(t, 2*time.Minute, "both nodes Ready", func(ctx context.Context) error {
-		nodes, err := admin.ListNodes(ctx)
+	waitfor.Cond(t, "both nodes Ready", 2*time.Minute, func() (bool, error) {
+		nodes, err := admin.ListNodes(t.Context())
 		if err != nil {
-			return err
+			return false, waitfor.NotYet(err)
 		}
 		ready := 0
 		for _, n := range nodes {
@@ -151,9 +151,9 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 			}
 		}
 		if ready != 2 {
-			return fmt.Errorf("%d of %d nodes Ready: %w", ready, len(nodes), errNotReady)
+			return false, waitfor.NotYet(fmt.Errorf("%d of %d nodes Ready", ready, len(nodes)))
 		}
-		return nil
+		return true, nil
 	})
 	t.Logf("both nodes Ready %s after the worker's install", time.Since(readyStart).Round(time.Millisecond))
 	n, err := admin.GetNode(t.Context(), cp.Name)
@@ -276,10 +276,10 @@ func TestInstallThreeControlPlanes(t *testing.T) {
 	t.Logf("two joining control-plane nodes installed in %s", time.Since(start).Round(time.Millisecond))
 
 	admin := adminClient(t, c.ca, c.endpoint)
-	poll(t, 2*time.Minute, "three nodes Ready", func(ctx context.Context) error {
-		list, err := admin.ListNodes(ctx)
+	waitfor.Cond(t, "three nodes Ready", 2*time.Minute, func() (bool, error) {
+		list, err := admin.ListNodes(t.Context())
 		if err != nil {
-			return err
+			return false, waitfor.NotYet(err)
 		}
 		ready := 0
 		for _, n := range list {
@@ -288,9 +288,9 @@ func TestInstallThreeControlPlanes(t *testing.T) {
 			}
 		}
 		if ready != 3 {
-			return fmt.Errorf("%d of %d nodes Ready: %w", ready, len(list), errNotReady)
+			return false, waitfor.NotYet(fmt.Errorf("%d of %d nodes Ready", ready, len(list)))
 		}
-		return nil
+		return true, nil
 	})
 	// Every member serves, and writes made through one are read through
 	// another (the ConfigMap goes through the load balancer, the read
@@ -308,9 +308,9 @@ func TestInstallThreeControlPlanes(t *testing.T) {
 
 	// Stop the first node's components: the API still answers.
 	execs[0].Stop()
-	poll(t, time.Minute, "API through the load balancer without the first node", func(ctx context.Context) error {
-		_, err := admin.GetConfigMap(ctx, "kiln-system", "kiln-cluster")
-		return err
+	waitfor.Cond(t, "API through the load balancer without the first node", time.Minute, func() (bool, error) {
+		_, err := admin.GetConfigMap(t.Context(), "kiln-system", "kiln-cluster")
+		return err == nil, waitfor.NotYet(err)
 	})
 
 	// Stop the other two at once, so neither loses quorum while its API

@@ -1,8 +1,6 @@
 package local
 
 import (
-	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -190,14 +188,6 @@ func adminClient(t *testing.T, ca *pki.CA, server string) *kubeapi.Client {
 	return c
 }
 
-// poll calls check until it returns nil or timeout passes.
-func poll(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	if err := waitFor(t.Context(), timeout, check); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
@@ -220,5 +210,3 @@ func pidsOf(root string) []pidFile {
 	}
 	return out
 }
-
-var errNotReady = errors.New("not ready")

@@ -1,13 +1,14 @@
 package local
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // fakeKube is a kiln-kube that prints a line and sleeps: enough to test
@@ -39,11 +40,8 @@ func TestSupervisor(t *testing.T) {
 	if !ok {
 		t.Fatal("no live pid file after start")
 	}
-	poll(t, 10*time.Second, "the component's line forwarded", func(context.Context) error {
-		if rec.logLines(Etcd) == 0 {
-			return errNotReady
-		}
-		return nil
+	waitfor.Cond(t, "the component's line forwarded", 10*time.Second, func() (bool, error) {
+		return rec.logLines(Etcd) > 0, nil
 	})
 	if already, err := s.ensure(sp); err != nil || !already {
 		t.Fatalf("second ensure: already=%v err=%v", already, err)
@@ -54,13 +52,13 @@ func TestSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second pidFile
-	poll(t, 10*time.Second, "restart after a kill", func(context.Context) error {
+	waitfor.Cond(t, "restart after a kill", 10*time.Second, func() (bool, error) {
 		pf, ok := s.readPID(Etcd)
 		if !ok || pf.PID == first.PID {
-			return errNotReady
+			return false, nil
 		}
 		second = pf
-		return nil
+		return true, nil
 	})
 
 	// A new agent (supervisor) adopts the running process.

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -14,6 +13,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // fakeVersioned writes a kiln-kube at path that says it is version and
@@ -116,12 +116,9 @@ func TestExecutorRunsTheVersionAsked(t *testing.T) {
 			if err != nil || len(all) != 1 || all[0].binary != tc.wantBinary {
 				t.Fatalf("recorded components %+v (%v), want the kubelet of %s", all, err, tc.wantBinary)
 			}
-			poll(t, 10*time.Second, "the kubelet's first line", func(context.Context) error {
+			waitfor.Cond(t, "the kubelet's first line", 10*time.Second, func() (bool, error) {
 				b, _ := os.ReadFile(filepath.Join(root, dirLog, Kubelet+".log"))
-				if !strings.HasPrefix(string(b), tc.wantBinary+" kubelet ") {
-					return errNotReady
-				}
-				return nil
+				return strings.HasPrefix(string(b), tc.wantBinary+" kubelet "), nil
 			})
 		})
 	}
