@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -101,6 +102,16 @@ type Options struct {
 	// StopTimeout is how long DeleteMachine lets a container stop before
 	// it is killed; default 10s.
 	StopTimeout time.Duration
+	// Forwards are ports of each cluster network's gateway address that
+	// are forwarded (TCP, passed through) to an address of this host:
+	// how nodes reach kilnd's listeners that are bound to loopback (its
+	// agent gateway), with nothing exposed beyond the cluster's network
+	// and this host. Port to host:port.
+	Forwards map[string]string
+	// HostAlias, when set, is a name every node resolves to its network's
+	// gateway address (an /etc/hosts entry): the name nodes reach kilnd by,
+	// which its serving certificates can hold whatever the network.
+	HostAlias string
 }
 
 // Machine is what Options.Command is told about the machine to start.
@@ -146,9 +157,10 @@ type Docker struct {
 
 	mu sync.Mutex // serialises changes (subnets, addresses) in this process
 
-	pmu     sync.Mutex           // guards proxies and closed
-	proxies map[string]*lb.Proxy // running load balancers by project/cluster
-	closed  bool
+	pmu      sync.Mutex             // guards proxies, forwards and closed
+	proxies  map[string]*lb.Proxy   // running load balancers by project/cluster
+	forwards map[string][]*lb.Proxy // running forwards by project/cluster
+	closed   bool
 }
 
 var (
@@ -214,7 +226,7 @@ func New(ctx context.Context, opts Options) (*Docker, error) {
 		}
 		return nil, fmt.Errorf("docker provider: %w: %w", ErrNoEngine, err)
 	}
-	d := &Docker{opts: opts, cli: cli, log: opts.Logger, proxies: map[string]*lb.Proxy{}}
+	d := &Docker{opts: opts, cli: cli, log: opts.Logger, proxies: map[string]*lb.Proxy{}, forwards: map[string][]*lb.Proxy{}}
 	var missing []string
 	for _, v := range opts.Versions {
 		if _, err := cli.ImageInspect(ctx, d.image(v)); err == nil {
@@ -235,14 +247,17 @@ func New(ctx context.Context, opts Options) (*Docker, error) {
 	return d, nil
 }
 
-// Close stops every load balancer this provider runs (kilnd shutdown) and
+// Close stops every load balancer and forward this provider runs (kilnd shutdown) and
 // closes the client it made. It deletes nothing: containers keep running
 // for the next kilnd.
 func (d *Docker) Close() error {
 	d.pmu.Lock()
 	d.closed = true
-	ps := d.proxies
-	d.proxies = map[string]*lb.Proxy{}
+	ps := slices.Collect(maps.Values(d.proxies))
+	for _, fs := range d.forwards {
+		ps = append(ps, fs...)
+	}
+	d.proxies, d.forwards = map[string]*lb.Proxy{}, map[string][]*lb.Proxy{}
 	d.pmu.Unlock()
 	for _, p := range ps {
 		p.Close()

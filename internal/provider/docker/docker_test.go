@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,60 @@ func TestLoadBalancerFromHostAndNodes(t *testing.T) {
 		if got := greetEventually(t, lb.Address); got != "lbs-cp-1" {
 			t.Errorf("with cp-0 stopped, the load balancer reached %q", got)
 		}
+	}
+}
+
+// Nodes reach kilnd's listeners on loopback through the forwards on their
+// network's gateway, by the host alias; after a restart too.
+func TestNodesReachKilnd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("kilnd\n"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(20000 + rand.IntN(10000))
+	o := testOpts{forwards: map[string]string{port: ln.Addr().String()}, alias: "kilnd.test.internal"}
+	d := newDocker(t, o)
+	c := cluster("fwd")
+	m, err := d.EnsureMachine(t.Context(), c, worker(c, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(d *Docker) {
+		t.Helper()
+		out, code := execIn(t, d.cli, m.ID, "/kiln-agent", "probe", "kilnd.test.internal:"+port)
+		if code != 0 || out != "kilnd\n" {
+			t.Errorf("from inside the node, kilnd.test.internal:%s answered %q (exit %d); want kilnd", port, out, code)
+		}
+	}
+	greetEventually(t, net.JoinHostPort(m.Address, "6443"))
+	probe(d)
+	d.Close()
+	o.instance = d.opts.Instance
+	again := newDocker(t, o)
+	if err := again.RestoreLoadBalancers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	probe(again)
+	// Deleting the network stops its forwards.
+	if err := again.DeleteMachine(t.Context(), c, m.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.DeleteNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(again.forwards["p/fwd"]); n != 0 {
+		t.Errorf("%d forwards left after the network was deleted", n)
 	}
 }
 

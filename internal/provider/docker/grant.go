@@ -52,8 +52,13 @@ func (d *Docker) hostConfig(n clusterNet, volume string) *container.HostConfig {
 	if _, err := os.Stat(modulesDir); err == nil {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
 	}
+	var hosts []string
+	if d.opts.HostAlias != "" {
+		hosts = []string{d.opts.HostAlias + ":" + n.Gateway.String()}
+	}
 	return &container.HostConfig{
 		NetworkMode:   container.NetworkMode(n.Name),
+		ExtraHosts:    hosts,
 		CapAdd:        grantCaps,
 		SecurityOpt:   grantSecurityOpt,
 		Tmpfs:         grantTmpfs,

@@ -108,6 +108,8 @@ func buildImage() (func(), error) {
 type testOpts struct {
 	instance string // default: a new one
 	exit     string // the fake agent exits with this status at once
+	forwards map[string]string
+	alias    string
 }
 
 // newDocker returns a provider over the engine, with an instance of its own
@@ -141,6 +143,8 @@ func newDocker(t *testing.T, o testOpts) *Docker {
 		},
 		Logger:      testLogger(t),
 		StopTimeout: time.Second,
+		Forwards:    o.forwards,
+		HostAlias:   o.alias,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -82,18 +83,68 @@ func (d *Docker) backends(c provider.Cluster) []string {
 	return out
 }
 
-// stopProxy stops the cluster's proxy if this process runs one.
-func (d *Docker) stopProxy(c provider.Cluster) bool {
+// stopProxy stops the cluster's load balancer if this process runs one,
+// and its forwards too when forwards is set.
+func (d *Docker) stopProxy(c provider.Cluster, forwards bool) {
 	key := c.Project + "/" + c.Name
 	d.pmu.Lock()
 	p := d.proxies[key]
 	delete(d.proxies, key)
+	var fs []*lb.Proxy
+	if forwards {
+		fs = d.forwards[key]
+		delete(d.forwards, key)
+	}
 	d.pmu.Unlock()
 	if p != nil {
 		d.log.Info("closing load balancer", "cluster", key, "address", p.Addr())
 		p.Close()
 	}
-	return p != nil
+	for _, f := range fs {
+		d.log.Info("closing forward", "cluster", key, "address", f.Addr())
+		f.Close()
+	}
+}
+
+// ensureForwards makes sure the forwards of Options.Forwards listen on the
+// cluster network's gateway address.
+func (d *Docker) ensureForwards(c provider.Cluster, n clusterNet) error {
+	if len(d.opts.Forwards) == 0 {
+		return nil
+	}
+	key := c.Project + "/" + c.Name
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	if d.closed {
+		return failure.Retryable(v1.CodeProviderError, errClosed, "the docker provider is shutting down")
+	}
+	running := map[string]bool{}
+	var keep []*lb.Proxy
+	for _, f := range d.forwards[key] {
+		if ap, err := netip.ParseAddrPort(f.Addr()); err == nil && ap.Addr() == n.Gateway {
+			running[f.Addr()] = true
+			keep = append(keep, f)
+		} else {
+			f.Close() // the network was made again behind its back
+		}
+	}
+	d.forwards[key] = keep
+	for _, port := range sortedKeys(d.opts.Forwards) {
+		addr := net.JoinHostPort(n.Gateway.String(), port)
+		if running[addr] {
+			continue
+		}
+		target := d.opts.Forwards[port]
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return failure.Retryable(v1.CodeProviderError, err, "cannot listen on %s to forward the nodes of cluster %s to %s; another process holds the port", addr, c.Name, target)
+		}
+		d.log.Info("opening forward", "cluster", key, "address", addr, "to", target)
+		p := lb.New(ln, func() []string { return []string{target} }, d.log.With("cluster", key, "forward", addr))
+		d.forwards[key] = append(d.forwards[key], p)
+		go p.Serve()
+	}
+	return nil
 }
 
 // DeleteLoadBalancer stops the cluster's proxy, closing its connections. A
@@ -106,14 +157,14 @@ func (d *Docker) DeleteLoadBalancer(ctx context.Context, c provider.Cluster) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.stopProxy(c)
+	d.stopProxy(c, false)
 	return nil
 }
 
-// RestoreLoadBalancers opens the load balancer of every cluster network
-// this instance made, so that clusters' endpoints answer again after kilnd
-// restarted without waiting for an operation. It tries them all and
-// returns their errors joined.
+// RestoreLoadBalancers opens the load balancer and the forwards of every
+// cluster network this instance made, so that clusters' endpoints answer,
+// and their nodes reach kilnd, again after kilnd restarted without waiting
+// for an operation. It tries them all and returns their errors joined.
 func (d *Docker) RestoreLoadBalancers(ctx context.Context) error {
 	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: d.instanceFilter()})
 	if err != nil {
@@ -128,6 +179,12 @@ func (d *Docker) RestoreLoadBalancers(ctx context.Context) error {
 		if _, err := d.EnsureLoadBalancer(ctx, c); err != nil {
 			d.log.Error("cannot restore load balancer", "cluster", c.Project+"/"+c.Name, "err", err)
 			errs = append(errs, fmt.Errorf("restore load balancer of %s/%s: %w", c.Project, c.Name, err))
+		}
+		if n, err := parseNetwork(s.Network); err != nil {
+			errs = append(errs, err)
+		} else if err := d.ensureForwards(c, n); err != nil {
+			d.log.Error("cannot restore forwards", "cluster", c.Project+"/"+c.Name, "err", err)
+			errs = append(errs, fmt.Errorf("restore forwards of %s/%s: %w", c.Project, c.Name, err))
 		}
 	}
 	return errors.Join(errs...)

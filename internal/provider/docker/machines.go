@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"path"
 	"slices"
@@ -66,14 +67,17 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 	if err := checkMachine(c, m.Name); err != nil {
 		return provider.Machine{}, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	log := d.log.With("cluster", c.Project+"/"+c.Name, "machine", m.Name)
+	// Finding and creating are serialised (addresses are handed out from
+	// what exists); starting is not.
+	d.mu.Lock()
 	found, err := d.containers(ctx, c, m.Name)
 	if err != nil {
+		d.mu.Unlock()
 		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 	}
 	if len(found) > 0 {
+		d.mu.Unlock()
 		s := found[0]
 		if s.State != container.StateRunning && s.State != container.StateRestarting && s.State != container.StatePaused {
 			log.Info("machine's container is not running; starting it", "container", s.ID[:12], "state", s.State)
@@ -84,6 +88,7 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 		return machineOf(s), nil
 	}
 	id, labels, err := d.create(ctx, log, c, m)
+	d.mu.Unlock()
 	if err != nil {
 		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 	}
@@ -96,9 +101,7 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 
 // create makes the machine's volume and container (not started) and
 // returns the container's id and labels. Callers hold d.mu.
-func (d *Docker) create(ctx context.Context, log interface {
-	Info(string, ...any)
-}, c provider.Cluster, m provider.MachineSpec) (string, map[string]string, error) {
+func (d *Docker) create(ctx context.Context, log *slog.Logger, c provider.Cluster, m provider.MachineSpec) (string, map[string]string, error) {
 	n, err := d.ensureNetwork(ctx, c)
 	if err != nil {
 		return "", nil, err
@@ -188,8 +191,12 @@ func (d *Docker) start(ctx context.Context, c provider.Cluster, id string, label
 	}
 	target := Machine{Project: c.Project, Cluster: c.Name, Name: labels[LabelMachine], Role: labels[LabelRole],
 		Pool: labels[LabelPool], Version: labels[LabelVersion], Address: labels[LabelAddress]}
-	if ok {
-		target.Gateway = n.Gateway.String()
+	if !ok {
+		return failure.Retryable(v1.CodeProviderError, nil, "the Docker network of cluster %s is gone while its machine %s remains; delete the cluster's machines and retry", c.Name, target.Name)
+	}
+	target.Gateway = n.Gateway.String()
+	if err := d.ensureForwards(c, n); err != nil {
+		return err
 	}
 	agent, err := d.opts.Command(ctx, target)
 	if err != nil {
@@ -282,8 +289,6 @@ func (d *Docker) DeleteMachine(ctx context.Context, c provider.Cluster, name str
 	if err := checkMachine(c, name); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	cs, err := d.containers(ctx, c, name)
 	if err != nil {
 		return fmt.Errorf("delete machine %q: %w", name, err)

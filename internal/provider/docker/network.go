@@ -178,7 +178,7 @@ func (d *Docker) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
 	if len(cs) > 0 {
 		return failure.Retryable(v1.CodeProviderError, nil, "the network of cluster %s still has %d machines; delete them first", c.Name, len(cs))
 	}
-	d.stopProxy(c)
+	d.stopProxy(c, true)
 	if err := d.removeVolumes(ctx, c, ""); err != nil {
 		return fmt.Errorf("delete network: %w", err)
 	}
