@@ -161,6 +161,9 @@ type Docker struct {
 	proxies  map[string]*lb.Proxy   // running load balancers by project/cluster
 	forwards map[string][]*lb.Proxy // running forwards by project/cluster
 	closed   bool
+
+	emu     sync.Mutex
+	prevEnd map[string]time.Time // by container: when its run before the last start ended (zero: none)
 }
 
 var (
@@ -169,6 +172,9 @@ var (
 	_ provider.Describer     = (*Docker)(nil)
 	_ provider.Installing    = (*Docker)(nil)
 )
+
+// pingTimeout bounds New's first call to the engine.
+const pingTimeout = 10 * time.Second
 
 // ErrNoEngine is returned by New when no Docker engine answers.
 var ErrNoEngine = errors.New("no Docker engine answers")
@@ -220,13 +226,19 @@ func New(ctx context.Context, opts Options) (*Docker, error) {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
 	}
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	// An engine that does not answer in pingTimeout is as good as none
+	// (a DOCKER_HOST that is down must not hold kilnd's start).
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	_, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	cancel()
+	if err != nil {
 		if opts.Client == nil {
 			cli.Close()
 		}
 		return nil, fmt.Errorf("docker provider: %w: %w", ErrNoEngine, err)
 	}
-	d := &Docker{opts: opts, cli: cli, log: opts.Logger, proxies: map[string]*lb.Proxy{}, forwards: map[string][]*lb.Proxy{}}
+	d := &Docker{opts: opts, cli: cli, log: opts.Logger, proxies: map[string]*lb.Proxy{}, forwards: map[string][]*lb.Proxy{},
+		prevEnd: map[string]time.Time{}}
 	var missing []string
 	for _, v := range opts.Versions {
 		if _, err := cli.ImageInspect(ctx, d.image(v)); err == nil {

@@ -211,10 +211,29 @@ func (d *Docker) start(ctx context.Context, c provider.Cluster, id string, label
 			return engineError(err, "cannot copy the agent's files into the container of machine %s", target.Name)
 		}
 	}
+	// The log tail of this run begins after the last one ended: Docker
+	// records no boundary, and a start's own time may be later than its
+	// first lines.
+	var prevEnd time.Time
+	if res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && res.Container.State != nil {
+		prevEnd = parseTime(res.Container.State.FinishedAt)
+	}
 	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return engineError(err, "cannot start the container of machine %s", target.Name)
 	}
+	d.emu.Lock()
+	d.prevEnd[id] = prevEnd
+	d.emu.Unlock()
 	return nil
+}
+
+// parseTime parses one of Docker's times; zero for none ("0001-01-01...").
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() <= 1 {
+		return time.Time{}
+	}
+	return t
 }
 
 // filesArchive is a tar of files, rooted at /, with entries (mode 0700)
@@ -306,6 +325,9 @@ func (d *Docker) DeleteMachine(ctx context.Context, c provider.Cluster, name str
 		if _, err := d.cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !notFound(err) {
 			return engineError(err, "cannot remove the container of machine %s", name)
 		}
+		d.emu.Lock()
+		delete(d.prevEnd, s.ID)
+		d.emu.Unlock()
 	}
 	if err := d.removeVolumes(ctx, c, name); err != nil {
 		return fmt.Errorf("delete machine %q: %w", name, err)

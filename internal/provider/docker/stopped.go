@@ -52,11 +52,9 @@ func (d *Docker) StoppedMachines(ctx context.Context, c provider.Cluster) ([]pro
 			continue // started since it was listed
 		}
 		m := provider.StoppedMachine{Name: s.Labels[LabelMachine], Reason: stopReason(st)}
-		if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.Year() > 1 {
-			m.At = t
-		}
+		m.At = parseTime(st.FinishedAt)
 		if st.Status != container.StateCreated {
-			m.LogTail = d.logTail(ctx, s.ID, st.StartedAt)
+			m.LogTail = d.logTail(ctx, s.ID, d.runStart(s.ID, parseTime(st.StartedAt)))
 		}
 		out = append(out, m)
 	}
@@ -82,13 +80,33 @@ func stopReason(st *container.State) string {
 	}
 }
 
-// logTail returns the last lines the container wrote since it was last
-// started, each cut to logLineBytes; nil when there are none or they cannot
+// runStart is when the log of the container's last run begins: just after
+// the run before it ended, when this provider started it; otherwise a
+// second before Docker says it started (a process that writes and exits at
+// once logs before its start is recorded), which may show the last lines
+// of a run that ended less than a second before. Zero: the whole log.
+func (d *Docker) runStart(id string, startedAt time.Time) time.Time {
+	d.emu.Lock()
+	prev, ok := d.prevEnd[id]
+	d.emu.Unlock()
+	switch {
+	case ok && prev.IsZero():
+		return time.Time{}
+	case ok:
+		return prev.Add(time.Nanosecond)
+	case startedAt.IsZero():
+		return time.Time{}
+	}
+	return startedAt.Add(-time.Second)
+}
+
+// logTail returns the last lines the container wrote since since (all when
+// zero), each cut to logLineBytes; nil when there are none or they cannot
 // be read.
-func (d *Docker) logTail(ctx context.Context, id, startedAt string) []string {
+func (d *Docker) logTail(ctx context.Context, id string, since time.Time) []string {
 	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(logTailLines)}
-	if t, err := time.Parse(time.RFC3339Nano, startedAt); err == nil && t.Year() > 1 {
-		opts.Since = fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) // only this start's lines
+	if !since.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 	}
 	rc, err := d.cli.ContainerLogs(ctx, id, opts)
 	if err != nil {
