@@ -103,7 +103,11 @@ func (d *Docker) ensureNetwork(ctx context.Context, c provider.Cluster) (cluster
 	}
 	name := d.networkName(c)
 	labels := d.clusterLabels(c)
-	labels[LabelAPIPort] = strconv.Itoa(lbPortMin + rand.IntN(lbPortMax-lbPortMin+1))
+	port := strconv.Itoa(lbPortMin + rand.IntN(lbPortMax-lbPortMin+1))
+	for d.opts.Forwards[port] != "" { // the gateway's port of a forward
+		port = strconv.Itoa(lbPortMin + rand.IntN(lbPortMax-lbPortMin+1))
+	}
+	labels[LabelAPIPort] = port
 	d.log.Info("creating network", "cluster", c.Project+"/"+c.Name, "network", name, "subnet", subnet)
 	_, err = d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
 		Driver: "bridge",
