@@ -119,6 +119,15 @@ type Options struct {
 	// operation long-polls aside); more are answered 429 with Retry-After.
 	// 0 means 512; negative turns the cap off.
 	MaxInFlight int
+	// ExternalURL is the absolute URL clients reach the API at (a proxy's,
+	// maybe with a path prefix), which the Azure-AsyncOperation and
+	// Location headers are built from (ParseExternalURL checks it). Empty:
+	// the request's own scheme and host (baseurl.go).
+	ExternalURL string
+	// TrustForwarded takes a proxy's X-Forwarded-Proto and
+	// X-Forwarded-Host as the scheme and host the client used, when
+	// ExternalURL is empty. Set it only behind a proxy that sets them.
+	TrustForwarded bool
 }
 
 // Server is the API frontend, an http.Handler.
@@ -140,6 +149,9 @@ type Server struct {
 	gatherer   prometheus.Gatherer
 	notes      notifier
 	waitHook   func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
+
+	externalURL    string // Options.ExternalURL, checked, without a trailing slash
+	trustForwarded bool
 
 	stopping chan struct{} // closed by StopWaiting
 	stopOnce sync.Once
@@ -172,6 +184,9 @@ func New(opts Options) *Server {
 		now:        opts.Now,
 		poll:       opts.PollInterval,
 		mux:        http.NewServeMux(),
+
+		externalURL:    mustExternalURL(opts.ExternalURL),
+		trustForwarded: opts.TrustForwarded,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

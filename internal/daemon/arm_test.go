@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// bearer is an azcore pipeline policy that sends kilnd's token (azcore's
+// own bearer policy wants an Entra ID credential).
+type bearer string
+
+func (b bearer) Do(req *policy.Request) (*http.Response, error) {
+	req.Raw().Header.Set("Authorization", "Bearer "+string(b))
+	return req.Next()
+}
+
+// TestARMPollerDrivesCreateAndDelete: a long-running-operation poller that
+// nobody in this project wrote, the Azure SDK for Go's (azcore/runtime,
+// what every ARM client module is built on), drives a PUT and a DELETE of a
+// cluster to completion against a real kilnd on loopback. It refuses
+// operation URLs that are not absolute ("invalid polling URL"), follows
+// Azure-AsyncOperation until the operation's status is terminal, and for
+// the PUT gets the cluster from its own URL at the end.
+func TestARMPollerDrivesCreateAndDelete(t *testing.T) {
+	d, err := Start(t.Context(), Config{
+		DataDir:     t.TempDir(),
+		Listen:      "127.0.0.1:0",
+		AgentListen: "127.0.0.1:0",
+		Dev:         true,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(d.CACert) {
+		t.Fatal("kilnd's CA certificate does not parse")
+	}
+	pl := runtime.NewPipeline("kiln-arm-test", "v0.0.0", runtime.PipelineOptions{
+		PerCall: []policy.Policy{bearer(d.Token)},
+	}, &policy.ClientOptions{
+		Transport: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	url := d.URL + "/v1/projects/default/clusters/arm"
+	poll := &runtime.PollUntilDoneOptions{Frequency: time.Second} // kilnd's Retry-After wins
+
+	body, err := json.Marshal(simCluster("arm", 1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := runtime.NewRequest(ctx, http.MethodPut, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := req.SetBody(streaming.NopCloser(bytes.NewReader(body)), "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := pl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT answered %s", resp.Status)
+	}
+	created, err := runtime.NewPoller[v1.Cluster](resp, pl, nil)
+	if err != nil {
+		t.Fatalf("the ARM poller refused kilnd's answer to a PUT: %v", err)
+	}
+	cl, err := created.PollUntilDone(ctx, poll)
+	if err != nil {
+		t.Fatalf("poll the create: %v", err)
+	}
+	if cl.Name != "arm" || cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("after the create the poller got %s in state %s, want arm Succeeded", cl.Name, cl.Status.ProvisioningState)
+	}
+
+	req, err = runtime.NewRequest(ctx, http.MethodDelete, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = pl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE answered %s", resp.Status)
+	}
+	deleted, err := runtime.NewPoller[v1.Operation](resp, pl, nil)
+	if err != nil {
+		t.Fatalf("the ARM poller refused kilnd's answer to a DELETE: %v", err)
+	}
+	op, err := deleted.PollUntilDone(ctx, poll)
+	if err != nil {
+		t.Fatalf("poll the delete: %v", err)
+	}
+	if op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindDelete {
+		t.Fatalf("the delete ended %s (%s), want a Succeeded delete", op.Status, op.Properties.Kind)
+	}
+	req, err = runtime.NewRequest(ctx, http.MethodGet, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = pl.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET after the delete answered %s, want 404", resp.Status)
+	}
+}
