@@ -26,6 +26,7 @@ var (
 		"/healthz",
 		"/readyz",
 		"/metrics",
+		"/openapi.json",
 		"/v1/whoami",
 		"/debug/pprof/goroutine",
 		"/v1/users",

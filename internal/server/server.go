@@ -307,6 +307,7 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
 	s.handle("GET /readyz", "", public(), s.readyz)
 	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
+	s.handle("GET /openapi.json", "", anyone(), s.serveOpenAPI)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
 	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
 
