@@ -94,7 +94,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 
 // APIPaths are the paths the API answers at kilnd's root; the console has
 // every other.
-var APIPaths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
+var APIPaths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/", "/openapi.json"}
 
 // Root is kilnd's root handler: the API at APIPaths, the console elsewhere.
 func (c *Console) Root() http.Handler {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/server"
 )
 
 // bearer is an azcore pipeline policy that sends kilnd's token (azcore's
@@ -36,32 +40,10 @@ func (b bearer) Do(req *policy.Request) (*http.Response, error) {
 // Azure-AsyncOperation until the operation's status is terminal, and for
 // the PUT gets the cluster from its own URL at the end.
 func TestARMPollerDrivesCreateAndDelete(t *testing.T) {
-	d, err := Start(t.Context(), Config{
-		DataDir:     t.TempDir(),
-		Listen:      "127.0.0.1:0",
-		AgentListen: "127.0.0.1:0",
-		Dev:         true,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(d.CACert) {
-		t.Fatal("kilnd's CA certificate does not parse")
-	}
+	d, hc := startDaemon(t)
 	pl := runtime.NewPipeline("kiln-arm-test", "v0.0.0", runtime.PipelineOptions{
 		PerCall: []policy.Policy{bearer(d.Token)},
-	}, &policy.ClientOptions{
-		Transport: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}},
-	})
+	}, &policy.ClientOptions{Transport: hc})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	url := d.URL + "/v1/projects/default/clusters/arm"
@@ -129,5 +111,66 @@ func TestARMPollerDrivesCreateAndDelete(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET after the delete answered %s, want 404", resp.Status)
+	}
+}
+
+// startDaemon starts an all-in-one dev kilnd in this process and returns
+// it with an HTTP client that trusts its CA.
+func startDaemon(t *testing.T) (*Daemon, *http.Client) {
+	t.Helper()
+	d, err := Start(t.Context(), Config{
+		DataDir:     t.TempDir(),
+		Listen:      "127.0.0.1:0",
+		AgentListen: "127.0.0.1:0",
+		Dev:         true,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(d.CACert) {
+		t.Fatal("kilnd's CA certificate does not parse")
+	}
+	return d, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
+// TestEveryAPIRouteReachesTheAPI: kilnd's root handler hands every route
+// the API registers to the API, not to the console (which has every path
+// console.APIPaths does not claim), and GET /openapi.json answers the
+// document there.
+func TestEveryAPIRouteReachesTheAPI(t *testing.T) {
+	d, hc := startDaemon(t)
+	for _, rt := range d.api.Routes() {
+		_, path, _ := strings.Cut(rt.Pattern, " ")
+		if !slices.ContainsFunc(console.APIPaths, func(p string) bool {
+			return path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)
+		}) {
+			t.Errorf("%s is registered by the API but kilnd's root serves the console there: add it to console.APIPaths", rt.Pattern)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.URL+"/openapi.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(b, server.OpenAPIDocument()) {
+		t.Errorf("GET /openapi.json on kilnd answered %s with %d bytes, not the document", resp.Status, len(b))
 	}
 }
