@@ -174,3 +174,68 @@ func TestEveryAPIRouteReachesTheAPI(t *testing.T) {
 		t.Errorf("GET /openapi.json on kilnd answered %s with %d bytes, not the document", resp.Status, len(b))
 	}
 }
+
+// TestARMPagerFollowsNextLink: the Azure SDK for Go's pager, with
+// runtime.NewRequestForNextLink as its generated clients page, reads every
+// page of a list, though kilnd's nextLink is a path, not an absolute URL.
+func TestARMPagerFollowsNextLink(t *testing.T) {
+	d, hc := startDaemon(t)
+	pl := runtime.NewPipeline("kiln-arm-test", "v0.0.0", runtime.PipelineOptions{
+		PerCall: []policy.Policy{bearer(d.Token)},
+	}, &policy.ClientOptions{Transport: hc})
+	ctx := t.Context()
+	for _, p := range []string{"arm-a", "arm-b"} {
+		req, err := runtime.NewRequest(ctx, http.MethodPut, d.URL+"/v1/projects/"+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := req.SetBody(streaming.NopCloser(strings.NewReader("{}")), "application/json"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := pl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT project %s answered %s", p, resp.Status)
+		}
+	}
+	first := d.URL + "/v1/projects?top=1"
+	pager := runtime.NewPager(runtime.PagingHandler[v1.List[v1.Project]]{
+		More: func(page v1.List[v1.Project]) bool { return page.NextLink != "" },
+		Fetcher: func(ctx context.Context, page *v1.List[v1.Project]) (v1.List[v1.Project], error) {
+			var out v1.List[v1.Project]
+			req, err := runtime.NewRequest(ctx, http.MethodGet, first)
+			if page != nil {
+				req, err = runtime.NewRequestForNextLink(ctx, http.MethodGet, d.URL, page.NextLink)
+			}
+			if err != nil {
+				return out, err
+			}
+			resp, err := pl.Do(req)
+			if err != nil {
+				return out, err
+			}
+			if !runtime.HasStatusCode(resp, http.StatusOK) {
+				return out, runtime.NewResponseError(resp)
+			}
+			return out, runtime.UnmarshalAsJSON(resp, &out)
+		},
+	})
+	var names []string
+	pages := 0
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages+1, err)
+		}
+		pages++
+		for _, p := range page.Value {
+			names = append(names, p.Name)
+		}
+	}
+	if want := []string{"arm-a", "arm-b", "default"}; !slices.Equal(names, want) || pages != 3 {
+		t.Errorf("the pager read %v in %d pages, want %v in 3", names, pages, want)
+	}
+}
