@@ -10,6 +10,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
@@ -32,7 +33,7 @@ const (
 	openAPIDocsFile = "../../docs/openapi.json"
 )
 
-// body is how a route's request or response body is described.
+// apiBody is how a route's request or response body is described.
 type apiBody struct {
 	t     reflect.Type // a wire type; nil with media other than JSON
 	list  bool         // a page of t: {"value": [...], "nextLink"}
@@ -242,19 +243,11 @@ func (g *schemaGen) field(t reflect.Type, out, omitted bool) obj {
 		return s
 	}
 	if typ, ok := s["type"].(string); ok {
-		c := maps(s)
+		c := maps.Clone(s)
 		c["type"] = []string{typ, "null"}
 		return c
 	}
 	return obj{"anyOf": []obj{s, {"type": "null"}}}
-}
-
-func maps(s obj) obj {
-	c := obj{}
-	for k, v := range s {
-		c[k] = v
-	}
-	return c
 }
 
 func (g *schemaGen) object(t reflect.Type, out bool) obj {
