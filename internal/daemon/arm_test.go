@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -34,11 +37,12 @@ func (b bearer) Do(req *policy.Request) (*http.Response, error) {
 
 // TestARMPollerDrivesCreateAndDelete: a long-running-operation poller that
 // nobody in this project wrote, the Azure SDK for Go's (azcore/runtime,
-// what every ARM client module is built on), drives a PUT and a DELETE of a
-// cluster to completion against a real kilnd on loopback. It refuses
-// operation URLs that are not absolute ("invalid polling URL"), follows
-// Azure-AsyncOperation until the operation's status is terminal, and for
-// the PUT gets the cluster from its own URL at the end.
+// what every ARM client module is built on), drives a PUT, a PATCH and a
+// DELETE of a cluster to completion against a real kilnd on loopback. It
+// refuses operation URLs that are not absolute ("invalid polling URL"),
+// follows Azure-AsyncOperation until the operation's status is terminal,
+// and for the PUT and PATCH gets the cluster from its own URL at the end.
+// A create that fails ends the poll with the operation's error code.
 func TestARMPollerDrivesCreateAndDelete(t *testing.T) {
 	d, hc := startDaemon(t)
 	pl := runtime.NewPipeline("kiln-arm-test", "v0.0.0", runtime.PipelineOptions{
@@ -47,71 +51,84 @@ func TestARMPollerDrivesCreateAndDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	url := d.URL + "/v1/projects/default/clusters/arm"
-	poll := &runtime.PollUntilDoneOptions{Frequency: time.Second} // kilnd's Retry-After wins
 
-	body, err := json.Marshal(simCluster("arm", 1, nil))
+	cl, err := pollARM[v1.Cluster](ctx, pl, http.MethodPut, url, simCluster("arm", 1, nil), http.StatusCreated)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("create: %v", err)
 	}
-	req, err := runtime.NewRequest(ctx, http.MethodPut, url)
+	if cl.Name != "arm" || cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("after the create the poller got %s in state %s, want arm Succeeded", cl.Name, cl.Status.ProvisioningState)
+	}
+
+	patch := map[string]any{"spec": map[string]any{"workerPools": []map[string]any{{"name": "default", "size": 2}}}}
+	cl, err = pollARM[v1.Cluster](ctx, pl, http.MethodPatch, url, patch, http.StatusAccepted)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("update: %v", err)
 	}
-	if err := req.SetBody(streaming.NopCloser(bytes.NewReader(body)), "application/json"); err != nil {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || cl.Spec.WorkerPools[0].Size != 2 || cl.Status.Nodes.Workers != 2 {
+		t.Fatalf("after the update the poller got state %s, %d workers of %d wanted; want Succeeded with 2",
+			cl.Status.ProvisioningState, cl.Status.Nodes.Workers, cl.Spec.WorkerPools[0].Size)
+	}
+
+	op, err := pollARM[v1.Operation](ctx, pl, http.MethodDelete, url, nil, http.StatusAccepted)
+	if err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindDelete {
+		t.Fatalf("the delete ended %s (%s), want a Succeeded delete", op.Status, op.Properties.Kind)
+	}
+	req, err := runtime.NewRequest(ctx, http.MethodGet, url)
+	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := pl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT answered %s", resp.Status)
-	}
-	created, err := runtime.NewPoller[v1.Cluster](resp, pl, nil)
-	if err != nil {
-		t.Fatalf("the ARM poller refused kilnd's answer to a PUT: %v", err)
-	}
-	cl, err := created.PollUntilDone(ctx, poll)
-	if err != nil {
-		t.Fatalf("poll the create: %v", err)
-	}
-	if cl.Name != "arm" || cl.Status.ProvisioningState != v1.StateSucceeded {
-		t.Fatalf("after the create the poller got %s in state %s, want arm Succeeded", cl.Name, cl.Status.ProvisioningState)
-	}
-
-	req, err = runtime.NewRequest(ctx, http.MethodDelete, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err = pl.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("DELETE answered %s", resp.Status)
-	}
-	deleted, err := runtime.NewPoller[v1.Operation](resp, pl, nil)
-	if err != nil {
-		t.Fatalf("the ARM poller refused kilnd's answer to a DELETE: %v", err)
-	}
-	op, err := deleted.PollUntilDone(ctx, poll)
-	if err != nil {
-		t.Fatalf("poll the delete: %v", err)
-	}
-	if op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindDelete {
-		t.Fatalf("the delete ended %s (%s), want a Succeeded delete", op.Status, op.Properties.Kind)
-	}
-	req, err = runtime.NewRequest(ctx, http.MethodGet, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp, err = pl.Do(req); err != nil {
-		t.Fatal(err)
-	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET after the delete answered %s, want 404", resp.Status)
 	}
+
+	doomed := simCluster("arm-doomed", 1, map[string]string{"sim.kiln.dev/fail-terminal": "ensure-worker-machines"})
+	_, err = pollARM[v1.Cluster](ctx, pl, http.MethodPut, d.URL+"/v1/projects/default/clusters/arm-doomed", doomed, http.StatusCreated)
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.ErrorCode != v1.CodeProviderError {
+		t.Errorf("a create that fails: the poller ended with %v; want a ResponseError with code %s", err, v1.CodeProviderError)
+	}
+}
+
+// pollARM sends method to url with body (JSON; nil for none), wants the
+// status want, and hands the answer to an azcore poller, which polls it to
+// the end and returns its result.
+func pollARM[T any](ctx context.Context, pl runtime.Pipeline, method, url string, body any, want int) (T, error) {
+	var zero T
+	req, err := runtime.NewRequest(ctx, method, url)
+	if err != nil {
+		return zero, err
+	}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return zero, err
+		}
+		if err := req.SetBody(streaming.NopCloser(bytes.NewReader(b)), "application/json"); err != nil {
+			return zero, err
+		}
+	}
+	resp, err := pl.Do(req)
+	if err != nil {
+		return zero, err
+	}
+	if resp.StatusCode != want {
+		return zero, fmt.Errorf("%s answered %s, want %d", method, resp.Status, want)
+	}
+	poller, err := runtime.NewPoller[T](resp, pl, nil)
+	if err != nil {
+		return zero, fmt.Errorf("the ARM poller refused kilnd's answer to a %s: %w", method, err)
+	}
+	// kilnd's Retry-After (1 s) sets the pace.
+	return poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
 }
 
 // startDaemon starts an all-in-one dev kilnd in this process and returns
