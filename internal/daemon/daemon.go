@@ -126,6 +126,14 @@ type Config struct {
 	Poll        time.Duration
 	RateLimit   float64 // API requests a second per token; 0 default, negative off
 	MaxInFlight int     // API requests served at once; 0 default (512), negative off
+	// ExternalURL is the absolute URL clients reach the API at (through a
+	// proxy, maybe with a path prefix): operation URLs in the
+	// Azure-AsyncOperation and Location headers are built from it. Empty:
+	// from each request's scheme and host (server.Options.ExternalURL).
+	ExternalURL string
+	// TrustForwarded honours a proxy's X-Forwarded-Proto and
+	// X-Forwarded-Host when ExternalURL is empty.
+	TrustForwarded bool
 
 	Logger *slog.Logger
 }
@@ -215,6 +223,9 @@ func (c *Config) defaults() error {
 		return errors.New("--data-dir is required")
 	}
 	if err := c.absPaths(); err != nil {
+		return err
+	}
+	if err := c.checkExternalURL(); err != nil {
 		return err
 	}
 	if c.Logger == nil {

@@ -46,6 +46,9 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		RateLimit:    d.cfg.RateLimit,
 		MaxInFlight:  d.cfg.MaxInFlight,
 		PollInterval: d.cfg.Poll,
+
+		ExternalURL:    d.cfg.ExternalURL,
+		TrustForwarded: d.cfg.TrustForwarded,
 	})
 	con := console.New(console.Options{
 		API:       srv,

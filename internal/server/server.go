@@ -64,6 +64,15 @@ type Options struct {
 	// operation long-polls aside); more are answered 429 with Retry-After.
 	// 0 means 512; negative turns the cap off.
 	MaxInFlight int
+	// ExternalURL is the absolute URL clients reach the API at (a proxy's,
+	// maybe with a path prefix), which the Azure-AsyncOperation and
+	// Location headers are built from (ParseExternalURL checks it). Empty:
+	// the request's own scheme and host (baseurl.go).
+	ExternalURL string
+	// TrustForwarded takes a proxy's X-Forwarded-Proto and
+	// X-Forwarded-Host as the scheme and host the client used, when
+	// ExternalURL is empty. Set it only behind a proxy that sets them.
+	TrustForwarded bool
 }
 
 // Server is the API frontend, an http.Handler.
@@ -85,6 +94,9 @@ type Server struct {
 	gatherer   prometheus.Gatherer
 	notes      notifier
 	waitHook   func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
+
+	externalURL    string // Options.ExternalURL, checked, without a trailing slash
+	trustForwarded bool
 
 	stopping chan struct{} // closed by StopWaiting
 	stopOnce sync.Once
@@ -117,6 +129,9 @@ func New(opts Options) *Server {
 		now:        opts.Now,
 		poll:       opts.PollInterval,
 		mux:        http.NewServeMux(),
+
+		externalURL:    mustExternalURL(opts.ExternalURL),
+		trustForwarded: opts.TrustForwarded,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -236,12 +251,13 @@ func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Paths are the paths the API answers at kilnd's root (a prefix when it
 // ends in a slash); kilnd mounts the console beside it, at every other
 // path. A route outside them is not reachable through kilnd.
-var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
+var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/", "/openapi.json"}
 
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
 	s.handle("GET /readyz", "", public(), s.readyz)
 	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
+	s.handle("GET /openapi.json", "", anyone(), s.serveOpenAPI)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
 	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
 
