@@ -1,0 +1,58 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Distribution logs through logrus's standard logger, a process-wide one.
+// Its warnings and errors go to the slog logger of the registry made last
+// (one per kilnd process), with the message and the error only: request
+// details are kilnd's own request log's business. Its per-request info
+// lines are dropped.
+
+var (
+	logTarget atomic.Pointer[slog.Logger]
+	logOnce   sync.Once
+)
+
+func routeLogs(l *slog.Logger) {
+	logTarget.Store(l)
+	logOnce.Do(func() {
+		logrus.SetOutput(io.Discard)
+		logrus.SetLevel(logrus.WarnLevel)
+		logrus.AddHook(slogHook{})
+	})
+}
+
+type slogHook struct{}
+
+func (slogHook) Levels() []logrus.Level {
+	return []logrus.Level{logrus.PanicLevel, logrus.FatalLevel, logrus.ErrorLevel, logrus.WarnLevel}
+}
+
+func (slogHook) Fire(e *logrus.Entry) error {
+	l := logTarget.Load()
+	if l == nil {
+		return nil
+	}
+	level := slog.LevelWarn
+	if e.Level <= logrus.ErrorLevel {
+		level = slog.LevelError
+	}
+	attrs := []any{"part", "registry"}
+	if err, ok := e.Data[logrus.ErrorKey]; ok {
+		attrs = append(attrs, "err", err)
+	}
+	ctx := e.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	l.Log(ctx, level, "registry: "+e.Message, attrs...)
+	return nil
+}
