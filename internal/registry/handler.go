@@ -35,6 +35,22 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rp := parsePath(req.URL.Path)
+	// Pushing a manifest (an image lands) and deleting one are audited,
+	// refusals included; blob uploads are the push's parts, not audited.
+	if h.reg.opts.Audit == nil || rp.kind != pathRepo || !strings.HasPrefix(rp.suffix, "manifests/") ||
+		(req.Method != http.MethodPut && req.Method != http.MethodDelete) {
+		h.serve(w, req, rp, &auditEntry{})
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	a := &auditEntry{path: req.URL.Path}
+	h.serve(sw, req, rp, a)
+	h.reg.record(req, sw, a)
+}
+
+// serve answers a request; it fills in a as it learns who acts where.
+func (h *handler) serve(w http.ResponseWriter, req *http.Request, rp requestPath, a *auditEntry) {
 	ctx := req.Context()
 	p, err := h.creds.Authenticate(req)
 	if errors.Is(err, auth.ErrUnauthenticated) {
@@ -47,7 +63,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		serveError(w, errcode.ErrorCodeUnavailable.WithMessage("the registry could not check the credentials; try again"))
 		return
 	}
-	rp := parsePath(req.URL.Path)
+	a.actor = p.Name
 	switch rp.kind {
 	case pathBase:
 		h.reg.app.ServeHTTP(w, req)
@@ -64,6 +80,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	action := actionOf(req.Method)
+	if project, _, err := resolve(p, rp.name); err == nil {
+		a.project = project
+	}
 	project, repo, ok := h.authorize(w, req, p, rp.name, action)
 	if !ok {
 		return
@@ -82,6 +101,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	req.URL.Path = "/v2/" + project + "/" + repo + "/" + rp.suffix
 	req.URL.RawPath = ""
 	req.RequestURI = req.URL.RequestURI()
+	a.path = req.URL.Path
 
 	if strings.HasPrefix(rp.suffix, "blobs/") {
 		rc := http.NewResponseController(w)

@@ -60,8 +60,11 @@ type Options struct {
 	// Interval between periodic collections (DefaultInterval when 0;
 	// negative: only after deletes and when Collect is called).
 	Interval time.Duration
-	// Now is the clock of the grace; nil means time.Now.
+	// Now is the clock of the grace and the audit log; nil means time.Now.
 	Now func() time.Time
+	// Audit, when set, records every manifest push and delete (refusals
+	// too) in the audit log: who, which repository, the result.
+	Audit Auditor
 }
 
 // Registry is the registry's storage and its HTTP application; Handler

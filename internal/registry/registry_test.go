@@ -453,3 +453,44 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// auditLog is a fake Auditor.
+type auditLog struct {
+	mu      sync.Mutex
+	entries []v1.AuditEntry
+}
+
+func (l *auditLog) AppendAudit(_ context.Context, e *v1.AuditEntry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, *e)
+	return nil
+}
+
+func TestPushesAndDeletesAreAudited(t *testing.T) {
+	log := &auditLog{}
+	e := newEnv(t, registry.Options{Audit: log})
+	e.mustPush("alice", "p/nginx:1.27", randomImage(t))
+	if err := e.deleteTag("val", "p/nginx:1.27"); code(err) != "DENIED" {
+		t.Fatalf("viewer deletes: %v", err)
+	}
+	if err := e.deleteTag("alice", "p/nginx:1.27"); err != nil {
+		t.Fatal(err)
+	}
+	e.get("kiln_forged", "/v2/p/nginx/manifests/1.27", "") // a read: not audited
+	type row struct{ Actor, Action, Path, Project, Result string }
+	var got []row
+	log.mu.Lock()
+	for _, en := range log.entries {
+		got = append(got, row{en.Actor, en.Action, en.Path, en.Project, en.Result})
+	}
+	log.mu.Unlock()
+	want := []row{
+		{"user:alice", registry.AuditPush, "/v2/p/library/nginx/manifests/1.27", "p", v1.AuditSuccess},
+		{"user:val", registry.AuditDelete, "/v2/p/nginx/manifests/1.27", "p", v1.AuditDenied},
+		{"user:alice", registry.AuditDelete, "/v2/p/library/nginx/manifests/1.27", "p", v1.AuditSuccess},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit log (-want +got):\n%s", diff)
+	}
+}
