@@ -79,10 +79,12 @@ func parsePath(p string) requestPath {
 	default:
 		return requestPath{}
 	}
-	name := strings.Join(e[:n-cut], "/")
-	if name == "" || strings.Contains("/"+name+"/", "//") {
-		return requestPath{}
+	for _, c := range e[:n-cut] {
+		if c == "" || c == "." || c == ".." {
+			return requestPath{} // no such name; never a way into another project
+		}
 	}
+	name := strings.Join(e[:n-cut], "/")
 	return requestPath{kind: pathRepo, name: name, suffix: strings.Join(e[n-cut:], "/")}
 }
 

@@ -24,6 +24,8 @@ func TestParsePath(t *testing.T) {
 		{"/v2/p/app/referrers/sha256:abc", requestPath{pathRepo, "p/app", "referrers/sha256:abc"}},
 		{"/v2/manifests/1", requestPath{}},
 		{"/v2/p//app/manifests/1", requestPath{}},
+		{"/v2/p/../q/app/manifests/1", requestPath{}},
+		{"/v2/./app/blobs/sha256:abc", requestPath{}},
 		{"/v2/p/app/nothing", requestPath{}},
 		{"/v1/projects", requestPath{}},
 	} {

@@ -494,3 +494,36 @@ func TestPushesAndDeletesAreAudited(t *testing.T) {
 		t.Errorf("audit log (-want +got):\n%s", diff)
 	}
 }
+
+// A cross-repository mount reads its source: a member of another project
+// cannot mount p's blobs into its own.
+func TestMountNeedsPullOnTheSource(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	img := randomImage(t)
+	e.mustPush("alice", "p/nginx:1", img)
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := layers[0].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount := func(token, into, from string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost,
+			e.srv.URL+"/v2/"+into+"/blobs/uploads/?mount="+d.String()+"&from="+from, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := mount("bob", "q/stolen", "p/nginx"); got != http.StatusForbidden {
+		t.Errorf("bob mounts from p into q: %d, want 403", got)
+	}
+	if got := mount("alice", "p/copy", "p/nginx"); got != http.StatusCreated {
+		t.Errorf("alice mounts within p: %d, want 201", got)
+	}
+}
