@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"strings"
 	"sync/atomic"
 
+	"github.com/distribution/distribution/v3/registry/api/errcode"
 	"github.com/sirupsen/logrus"
 )
 
@@ -45,9 +47,25 @@ func (slogHook) Fire(e *logrus.Entry) error {
 	if e.Level <= logrus.ErrorLevel {
 		level = slog.LevelError
 	}
-	attrs := []any{"part", "registry"}
+	var attrs []any
 	if err, ok := e.Data[logrus.ErrorKey]; ok {
 		attrs = append(attrs, "err", err)
+	}
+	// Every error answer is logged as an error ("response completed with
+	// error"), a blob a push looks for and does not find too: only the
+	// server's own failures are errors here, the clients' are debug lines.
+	if c, ok := e.Data["err.code"].(errcode.ErrorCode); ok {
+		attrs = append(attrs, "code", c.String(), "message", e.Data["err.message"])
+		if c.Descriptor().HTTPStatusCode < 500 {
+			level = slog.LevelDebug
+		}
+	}
+	if m, ok := e.Data["http.request.method"]; ok {
+		attrs = append(attrs, "method", m)
+	}
+	if u, ok := e.Data["http.request.uri"].(string); ok {
+		path, _, _ := strings.Cut(u, "?") // the query holds upload state
+		attrs = append(attrs, "path", path)
 	}
 	ctx := e.Context
 	if ctx == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -526,4 +527,35 @@ func TestMountNeedsPullOnTheSource(t *testing.T) {
 	if got := mount("alice", "p/copy", "p/nginx"); got != http.StatusCreated {
 		t.Errorf("alice mounts within p: %d, want 201", got)
 	}
+}
+
+// A push looks for blobs that are not there yet: those 404s are the
+// client's business, not errors in kilnd's log.
+func TestClientErrorsAreNotLoggedAsErrors(t *testing.T) {
+	var buf syncBuffer
+	e := newEnv(t, registry.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	e.mustPush("alice", "p/app:1", randomImage(t))
+	if _, err := e.pull("alice", "p/app:missing"); code(err) != "MANIFEST_UNKNOWN" {
+		t.Fatalf("pull a missing tag: %v", err)
+	}
+	if strings.Contains(buf.String(), "level=ERROR") {
+		t.Errorf("client errors logged as errors:\n%s", buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
