@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/distribution/distribution/v3/registry/api/errcode"
