@@ -344,7 +344,8 @@ func (d *Daemon) openRegistry(ctx context.Context) error {
 	reg, err := registry.New(ctx, registry.Options{
 		Dir:    filepath.Join(d.cfg.DataDir, "registry"),
 		Logger: d.log.With("part", "registry"),
-		Audit:  d.Store,
+		Audit:    d.Store,
+		Projects: d.Store,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/distribution/distribution/v3"
@@ -11,14 +12,17 @@ import (
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+
+	"kiln.dev/kiln/internal/store"
 )
 
 // Garbage collection is Distribution's mark and sweep, with untagged
 // manifests removed: deleting a tag (kiln image delete NAME:TAG) leaves a
 // manifest nothing tags, and the collection removes it, then every blob
 // that no remaining manifest references, then the repositories left with
-// no manifest. It runs after every delete (Kick) and every
-// Options.Interval.
+// no manifest. Before the mark, the repositories of projects that no
+// longer exist are removed (Options.Projects), so that their blobs go too.
+// It runs after every delete (Kick) and every Options.Interval.
 //
 // What is younger than Options.Grace is never removed (graceDriver): a
 // push uploads its layers, then its config, then the manifest that
@@ -63,7 +67,7 @@ func (r *Registry) collectLoop(ctx context.Context) {
 // Collected is what a collection removed.
 type Collected struct {
 	Blobs        int // blobs (layers, configs, manifests) removed from disk
-	Repositories int // repositories left with no manifest, removed
+	Repositories int // repositories removed: left with no manifest, or of a project that no longer exists
 }
 
 // Collect runs a garbage collection now and says what it removed.
@@ -76,6 +80,9 @@ func (r *Registry) Collect(ctx context.Context) (Collected, error) {
 		return c, err
 	}
 	gd := graceDriver{StorageDriver: r.driver, grace: r.opts.Grace, now: r.opts.Now}
+	if c.Repositories, err = r.removeOrphans(ctx, gd); err != nil {
+		return c, err
+	}
 	err = storage.MarkAndSweep(ctx, gd, r.ns, storage.GCOpts{RemoveUntagged: true, Quiet: true})
 	if err != nil && !errors.As(err, new(storagedriver.PathNotFoundError)) {
 		return c, fmt.Errorf("mark and sweep: %w", err)
@@ -85,7 +92,9 @@ func (r *Registry) Collect(ctx context.Context) (Collected, error) {
 		return c, err
 	}
 	c.Blobs = before - after
-	if c.Repositories, err = r.removeEmpty(ctx, gd); err != nil {
+	empty, err := r.removeEmpty(ctx, gd)
+	c.Repositories += empty
+	if err != nil {
 		return c, err
 	}
 	if c.Blobs > 0 || c.Repositories > 0 {
@@ -105,6 +114,45 @@ func (r *Registry) countBlobs(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count blobs: %w", err)
 	}
 	return n, nil
+}
+
+// removeOrphans removes the repositories of projects that do not exist
+// (Options.Projects): their blobs are then swept like any garbage.
+func (r *Registry) removeOrphans(ctx context.Context, d storagedriver.StorageDriver) (int, error) {
+	if r.opts.Projects == nil {
+		return 0, nil
+	}
+	repos, err := r.repositories(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list repositories: %w", err)
+	}
+	gone := map[string]bool{}
+	removed := 0
+	vacuum := storage.NewVacuum(ctx, d)
+	for _, name := range repos {
+		project, _, _ := strings.Cut(name, "/")
+		missing, seen := gone[project]
+		if !seen {
+			_, err := r.opts.Projects.GetProject(ctx, project)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return removed, fmt.Errorf("project %s: %w", project, err)
+			}
+			missing = err != nil
+			gone[project] = missing
+		}
+		if !missing {
+			continue
+		}
+		if young, err := (graceDriver{StorageDriver: r.driver, grace: r.opts.Grace, now: r.opts.Now}).young(ctx, repositoryPath(name)); err != nil || young {
+			continue
+		}
+		r.log.Info("registry: removing the images of a project that no longer exists", "repository", name)
+		if err := vacuum.RemoveRepository(name); err != nil {
+			return removed, fmt.Errorf("remove repository %s: %w", name, err)
+		}
+		removed++
+	}
+	return removed, nil
 }
 
 // removeEmpty removes the repositories that have no manifest left, so

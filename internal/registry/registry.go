@@ -65,6 +65,10 @@ type Options struct {
 	// Audit, when set, records every manifest push and delete (refusals
 	// too) in the audit log: who, which repository, the result.
 	Audit Auditor
+	// Projects, when set, lets the garbage collector remove the images of
+	// projects that no longer exist (a deleted project's, before a project
+	// of the same name could see them).
+	Projects AuthStore
 }
 
 // Registry is the registry's storage and its HTTP application; Handler

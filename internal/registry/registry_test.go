@@ -30,6 +30,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/registry"
+	"kiln.dev/kiln/internal/store"
 )
 
 // creds is a fake Credentials: bearer tokens named after principals.
@@ -558,4 +559,40 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// projects is a fake of Options.Projects.
+type projects struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (p *projects) GetProject(_ context.Context, name string) (*v1.Project, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.names[name] {
+		return nil, store.ErrNotFound
+	}
+	return &v1.Project{Name: name}, nil
+}
+
+// The images of a deleted project are garbage.
+func TestADeletedProjectsImagesAreCollected(t *testing.T) {
+	ps := &projects{names: map[string]bool{"p": true, "q": true}}
+	e := newEnv(t, registry.Options{Projects: ps})
+	e.mustPush("alice", "p/app:1", randomImage(t))
+	e.mustPush("bob", "q/app:1", randomImage(t))
+	if c, err := e.reg.Collect(t.Context()); err != nil || c != (registry.Collected{}) {
+		t.Fatalf("a collection with nothing to collect: %+v %v", c, err)
+	}
+	ps.mu.Lock()
+	delete(ps.names, "q")
+	ps.mu.Unlock()
+	c, err := e.reg.Collect(t.Context())
+	if err != nil || c.Repositories != 1 || c.Blobs != 4 {
+		t.Errorf("collection after q was deleted: %+v %v, want q/library/app and its 4 blobs", c, err)
+	}
+	if _, err := e.pull("alice", "p/app:1"); err != nil {
+		t.Errorf("p's image after q's collection: %v", err)
+	}
 }
