@@ -342,8 +342,8 @@ func (d *Daemon) start(ctx context.Context) error {
 // certificates (startGateway).
 func (d *Daemon) openRegistry(ctx context.Context) error {
 	reg, err := registry.New(ctx, registry.Options{
-		Dir:    filepath.Join(d.cfg.DataDir, "registry"),
-		Logger: d.log.With("part", "registry"),
+		Dir:      filepath.Join(d.cfg.DataDir, "registry"),
+		Logger:   d.log.With("part", "registry"),
 		Audit:    d.Store,
 		Projects: d.Store,
 	})
