@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -119,11 +120,16 @@ Pushing needs the operator role in the project (-p).`,
 			}
 			target := rc.tag(s.Project, ref)
 			fmt.Fprintf(a.stderr, "Pushing %s to project %s (%s)...\n", ref.display(), s.Project, src.what)
-			if src.index != nil {
-				err = remote.WriteIndex(target, src.index, rc.opts...)
-			} else {
-				err = remote.Write(target, src.image, rc.opts...)
+			opts, progressDone := rc.opts, func() {}
+			if a.isTerminal(a.stderr) {
+				opts, progressDone = a.pushProgress(opts)
 			}
+			if src.index != nil {
+				err = remote.WriteIndex(target, src.index, opts...)
+			} else {
+				err = remote.Write(target, src.image, opts...)
+			}
+			progressDone()
 			if err != nil {
 				return rc.explain(err, "push "+ref.short(), s.Project)
 			}
@@ -226,6 +232,29 @@ role.`,
 			fmt.Fprintln(a.stderr, "Its layers are freed by the registry's garbage collection once no other image uses them.")
 			return nil
 		}),
+	}
+}
+
+// pushProgress adds to opts a progress line on the terminal (bytes sent
+// of the total, rewritten in place); done waits for its last update and
+// ends the line.
+func (a *app) pushProgress(opts []remote.Option) (_ []remote.Option, done func()) {
+	updates := make(chan ggcr.Update, 16)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for u := range updates {
+			if u.Total > 0 {
+				fmt.Fprintf(a.stderr, "\r  %s of %s sent ", humanBytes(u.Complete), humanBytes(u.Total))
+			}
+		}
+		fmt.Fprintln(a.stderr)
+	}()
+	return append(slices.Clip(opts), remote.WithProgress(updates)), func() {
+		select {
+		case <-finished:
+		case <-time.After(2 * time.Second): // a push refused before it started never closes updates
+		}
 	}
 }
 
