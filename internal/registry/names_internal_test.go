@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,4 +60,32 @@ func TestResolve(t *testing.T) {
 			t.Errorf("resolve(%s, %q) = %q, %q, %v; want %q, %q, bad %v", tc.p.Name, tc.name, project, repo, err, tc.project, tc.repo, tc.bad)
 		}
 	}
+}
+
+// FuzzParsePath: whatever the path, a name it yields has no empty, . or ..
+// component, and the path rebuilt for the registry names the same project
+// that was authorized.
+func FuzzParsePath(f *testing.F) {
+	for _, s := range []string{"/v2/p/library/nginx/manifests/1.27", "/v2/p/app/blobs/uploads/", "/v2/_catalog", "/v2/a/../b/tags/list", "/v2/x/blobs/uploads/blobs/uploads/y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		rp := parsePath(path)
+		if rp.kind != pathRepo {
+			return
+		}
+		for _, c := range strings.Split(rp.name, "/") {
+			if c == "" || c == "." || c == ".." {
+				t.Fatalf("parsePath(%q) yields name %q", path, rp.name)
+			}
+		}
+		project, repo, err := resolve(Principal{Name: "user:u"}, rp.name)
+		if err != nil {
+			return
+		}
+		again := parsePath("/v2/" + project + "/" + repo + "/" + rp.suffix)
+		if got, _, _ := strings.Cut(again.name, "/"); again.kind != pathRepo || got != project {
+			t.Fatalf("parsePath(%q): the rebuilt path names %q, authorized %q", path, again.name, project)
+		}
+	})
 }

@@ -596,3 +596,40 @@ func TestADeletedProjectsImagesAreCollected(t *testing.T) {
 		t.Errorf("p's image after q's collection: %v", err)
 	}
 }
+
+// Bad input is the client's error, never a 500.
+func TestBadInputIsNever500(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	e.mustPush("alice", "p/app:1", randomImage(t))
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/v2/p/APP/manifests/1", ""},
+		{"GET", "/v2/p/app/manifests/not a tag", ""},
+		{"GET", "/v2/p/app/manifests/sha256:nothex", ""},
+		{"GET", "/v2/p/app/blobs/sha256:0000", ""},
+		{"GET", "/v2/p/app/blobs/md5:abc", ""},
+		{"PUT", "/v2/p/app/manifests/2", "{not json"},
+		{"PUT", "/v2/p/app/manifests/2", `{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": {"digest": "sha256:` + strings.Repeat("0", 64) + `", "size": 1}, "layers": []}`},
+		{"PATCH", "/v2/p/app/blobs/uploads/not-an-upload", "x"},
+		{"PUT", "/v2/p/app/blobs/uploads/not-an-upload?digest=sha256:abc", "x"},
+		{"DELETE", "/v2/p/app/manifests/nope", ""},
+		{"DELETE", "/v2/p/app/blobs/sha256:" + strings.Repeat("0", 64), ""},
+		{"GET", "/v2/_catalog?n=x", ""},
+		{"POST", "/v2/_catalog", ""},
+		{"GET", "/v2/p/app/tags/list?n=-1", ""},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, e.srv.URL+strings.ReplaceAll(tc.path, " ", "%20"), strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer alice")
+		if tc.method == "PUT" && strings.Contains(tc.path, "manifests") {
+			req.Header.Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 || resp.StatusCode < 400 {
+			t.Errorf("%s %s: %d %s, want a 4xx", tc.method, tc.path, resp.StatusCode, body)
+		}
+	}
+}
