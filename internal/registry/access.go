@@ -18,7 +18,9 @@ import (
 //	pull (GET, HEAD)                      viewer and above
 //	push (POST, PUT, PATCH), delete       operator and above
 //
-// A node of a cluster of project P pulls P's images and nothing else.
+// A node of a cluster of project P pulls P's images and the system images
+// (System), nothing else. Every token pulls the system images; only
+// owners push and delete them.
 
 // Actions of the distribution API, and the least role each needs.
 const (
@@ -90,6 +92,9 @@ func (t Tokens) Authenticate(r *http.Request) (Principal, error) {
 	return Principal{
 		Name: p.Name,
 		RoleIn: func(ctx context.Context, project string) (string, error) {
+			if project == System {
+				return systemRole(p.Owner), nil
+			}
 			role, err := t.Auth.RoleIn(ctx, p, project)
 			if err != nil || role == "" || !p.Owner {
 				return role, err
@@ -104,6 +109,15 @@ func (t Tokens) Authenticate(r *http.Request) (Principal, error) {
 			return role, nil
 		},
 	}, nil
+}
+
+// systemRole is a token's role in the System namespace: owners own it,
+// everyone else pulls.
+func systemRole(owner bool) string {
+	if owner {
+		return v1.RoleOwner
+	}
+	return v1.RoleViewer
 }
 
 // tokenOf is the token of a request: a bearer token, or a basic
@@ -156,7 +170,7 @@ func (n Nodes) Authenticate(r *http.Request) (Principal, error) {
 		Name:    "node:" + k.Project + "/" + k.Name + "/" + node,
 		Project: project,
 		RoleIn: func(_ context.Context, p string) (string, error) {
-			if p == project {
+			if p == project || p == System {
 				return v1.RoleViewer, nil // pull only
 			}
 			return "", nil

@@ -13,6 +13,8 @@ import (
 	"github.com/distribution/distribution/v3"
 	"github.com/distribution/distribution/v3/registry/api/errcode"
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
 
 	"kiln.dev/kiln/internal/auth"
 )
@@ -79,6 +81,41 @@ func (r *Registry) serveCatalog(w http.ResponseWriter, req *http.Request, p Prin
 		names = []string{}
 	}
 	json.NewEncoder(w).Encode(map[string][]string{"repositories": names})
+}
+
+// has reports whether the repository project/repo holds what a pull's
+// suffix names: manifests/TAG, manifests/DIGEST or blobs/DIGEST.
+func (r *Registry) has(ctx context.Context, project, repo, suffix string) bool {
+	named, err := reference.WithName(project + "/" + repo)
+	if err != nil {
+		return false
+	}
+	rep, err := r.ns.Repository(ctx, named)
+	if err != nil {
+		return false
+	}
+	kind, ref, _ := strings.Cut(suffix, "/")
+	switch kind {
+	case "manifests":
+		if d, err := digest.Parse(ref); err == nil {
+			ms, err := rep.Manifests(ctx)
+			if err != nil {
+				return false
+			}
+			ok, err := ms.Exists(ctx, d)
+			return err == nil && ok
+		}
+		_, err := rep.Tags(ctx).Get(ctx, ref)
+		return err == nil
+	case "blobs":
+		d, err := digest.Parse(ref)
+		if err != nil {
+			return false
+		}
+		_, err = rep.Blobs(ctx).Stat(ctx, d)
+		return err == nil
+	}
+	return false
 }
 
 // repositories lists every repository stored (PROJECT/NAME).

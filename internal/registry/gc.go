@@ -131,6 +131,9 @@ func (r *Registry) removeOrphans(ctx context.Context, d storagedriver.StorageDri
 	vacuum := storage.NewVacuum(ctx, d)
 	for _, name := range repos {
 		project, _, _ := strings.Cut(name, "/")
+		if project == System {
+			continue
+		}
 		missing, seen := gone[project]
 		if !seen {
 			_, err := r.opts.Projects.GetProject(ctx, project)

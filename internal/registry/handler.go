@@ -87,6 +87,9 @@ func (h *handler) serve(w http.ResponseWriter, req *http.Request, rp requestPath
 	if !ok {
 		return
 	}
+	if p.Project != "" && action == actionPull && !h.reg.has(ctx, project, repo, rp.suffix) && h.reg.has(ctx, System, repo, rp.suffix) {
+		project = System // what the node's project does not have, the system images may
+	}
 	// A cross-repository mount reads the source: it must be pullable, and
 	// its name is mapped like the target's.
 	q := req.URL.Query()
@@ -145,6 +148,8 @@ func (h *handler) authorize(w http.ResponseWriter, req *http.Request, p Principa
 		return project, repo, true
 	case p.Project != "":
 		serveError(w, errcode.ErrorCodeDenied.WithMessage(fmt.Sprintf("%s may only pull the images of project %s", p.Name, p.Project)))
+	case project == System:
+		serveError(w, errcode.ErrorCodeDenied.WithMessage(fmt.Sprintf("%s may only pull the system images (%s); owners push and delete them", p.Name, System)))
 	case have == "":
 		serveError(w, errcode.ErrorCodeDenied.WithMessage(fmt.Sprintf("%s has no role in project %s; to %s its images needs %s", p.Name, project, action, need)))
 	default:

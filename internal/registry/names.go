@@ -30,6 +30,15 @@ import (
 // Either way a NAME of one component gets "library/" before it; a NAME of
 // several is kept as it is.
 
+// System is the namespace of the images every cluster's nodes may pull
+// whatever their project: pause, CoreDNS, the pod network's agents, built
+// by the project and pushed by an owner (kiln image push -p kiln.system).
+// It can be no project's name (a project's is a DNS label, without dots).
+// A node asking for an image its project does not have gets the system
+// image of that name and reference: a project's own image shadows it for
+// that project's nodes.
+const System = "kiln.system"
+
 // libraryPrefix is what a name of one component is stored under.
 const libraryPrefix = "library/"
 
@@ -115,7 +124,7 @@ func resolve(p Principal, name string) (project, repo string, err error) {
 			"repository %q names no project: push and pull as PROJECT/NAME (for example %s/%s:TAG, what 'kiln image push' does)",
 			name, "PROJECT", name)}
 	}
-	if !validProject(project) {
+	if project != System && !validProject(project) {
 		return "", "", &nameError{fmt.Sprintf("repository %q: %q is not a project name (a lower-case DNS label)", name, project)}
 	}
 	return project, normalize(repo), nil

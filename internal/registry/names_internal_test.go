@@ -49,6 +49,8 @@ func TestResolve(t *testing.T) {
 		{p: user, name: "p/library/nginx", project: "p", repo: "library/nginx"},
 		{p: user, name: "p/team/app", project: "p", repo: "team/app"},
 		{p: user, name: "nginx", bad: true},
+		{p: user, name: "kiln.system/pause", project: System, repo: "library/pause"},
+		{p: user, name: "other.dots/pause", bad: true},
 		{p: user, name: "Bad_Project/app", bad: true},
 		{p: node, name: "nginx", project: "p", repo: "library/nginx"},
 		{p: node, name: "library/nginx", project: "p", repo: "library/nginx"},

@@ -74,6 +74,7 @@ var people = creds{
 	"alice": member("alice", map[string]string{"p": v1.RoleOperator}),
 	"val":   member("val", map[string]string{"p": v1.RoleViewer}),
 	"bob":   member("bob", map[string]string{"q": v1.RoleOwner}),
+	"root":  member("root", map[string]string{registry.System: v1.RoleOwner, "p": v1.RoleOwner, "q": v1.RoleOwner}),
 	"nodep": node("p"),
 	"nodeq": node("q"),
 }
@@ -582,6 +583,7 @@ func TestADeletedProjectsImagesAreCollected(t *testing.T) {
 	e := newEnv(t, registry.Options{Projects: ps})
 	e.mustPush("alice", "p/app:1", randomImage(t))
 	e.mustPush("bob", "q/app:1", randomImage(t))
+	e.mustPush("root", registry.System+"/pause:3.10", randomImage(t)) // no project, never an orphan
 	if c, err := e.reg.Collect(t.Context()); err != nil || c != (registry.Collected{}) {
 		t.Fatalf("a collection with nothing to collect: %+v %v", c, err)
 	}
@@ -631,5 +633,35 @@ func TestBadInputIsNever500(t *testing.T) {
 		if resp.StatusCode >= 500 || resp.StatusCode < 400 {
 			t.Errorf("%s %s: %d %s, want a 4xx", tc.method, tc.path, resp.StatusCode, body)
 		}
+	}
+}
+
+// System images: every node pulls them by the name its pods ask for,
+// unless its project has an image of that name and reference.
+func TestNodesFallBackToSystemImages(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	system := randomImage(t)
+	e.mustPush("root", registry.System+"/pause:3.10", system)
+	if err := e.push("alice", registry.System+"/pause:3.10", randomImage(t)); code(err) != "DENIED" && status(err) != http.StatusForbidden {
+		t.Errorf("a project's operator pushes a system image: %v, want DENIED", err)
+	}
+	for _, node := range []string{"nodep", "nodeq"} {
+		got, err := e.pull(node, "pause:3.10")
+		if err != nil || digestOf(t, got) != digestOf(t, system) {
+			t.Fatalf("%s pulls pause:3.10: %v, want the system image", node, err)
+		}
+	}
+	// p's own pause shadows the system's for p's nodes only.
+	own := randomImage(t)
+	e.mustPush("alice", "p/pause:3.10", own)
+	if got, err := e.pull("nodep", "library/pause:3.10"); err != nil || digestOf(t, got) != digestOf(t, own) {
+		t.Errorf("node of p pulls pause:3.10: %v, want p's own", err)
+	}
+	if got, err := e.pull("nodeq", "library/pause:3.10"); err != nil || digestOf(t, got) != digestOf(t, system) {
+		t.Errorf("node of q pulls pause:3.10: %v, want the system's", err)
+	}
+	// A tag neither has is unknown.
+	if _, err := e.pull("nodeq", "pause:9.9"); code(err) != "MANIFEST_UNKNOWN" {
+		t.Errorf("a tag no one has: %v, want MANIFEST_UNKNOWN", err)
 	}
 }

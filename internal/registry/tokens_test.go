@@ -70,6 +70,9 @@ func TestTokensBearerOrBasicPassword(t *testing.T) {
 		if role, err := p.RoleIn(t.Context(), "q"); role != "" || err != nil {
 			t.Errorf("%q: role in q %q %v, want none", h, role, err)
 		}
+		if role, err := p.RoleIn(t.Context(), registry.System); role != v1.RoleViewer || err != nil {
+			t.Errorf("%q: role in the system images %q %v, want viewer", h, role, err)
+		}
 	}
 	for _, h := range []string{"", "Bearer kiln_forged", basic("alice", "wrong"), "Basic !!!", "Digest x"} {
 		if _, err := tokens.Authenticate(req(h)); !errors.Is(err, auth.ErrUnauthenticated) {
@@ -83,6 +86,9 @@ func TestTokensBearerOrBasicPassword(t *testing.T) {
 	}
 	if role, err := p.RoleIn(t.Context(), "p"); role != v1.RoleOwner || err != nil {
 		t.Errorf("owner in p: %q %v", role, err)
+	}
+	if role, err := p.RoleIn(t.Context(), registry.System); role != v1.RoleOwner || err != nil {
+		t.Errorf("owner in the system images: %q %v, want owner", role, err)
 	}
 	if _, err := p.RoleIn(t.Context(), "ghost"); !errors.Is(err, registry.ErrNoProject) {
 		t.Errorf("owner in ghost: %v, want ErrNoProject", err)
