@@ -26,6 +26,7 @@ import (
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
@@ -165,6 +166,10 @@ type Daemon struct {
 	local     *local.Local  // nil unless Config.Local
 	stopWatch func()        // ends watch (watch.go)
 	closeOnce sync.Once
+
+	// registry is the image registry (/v2/ on the API and the agent
+	// listener); nil in a backend-only process.
+	registry *registry.Registry
 }
 
 // listener is an http.Server serving on a goroutine of its own; done gets
@@ -252,6 +257,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st}
 	if err := d.start(ctx); err != nil {
+		if d.registry != nil {
+			d.registry.Close()
+		}
 		st.Close()
 		return nil, err
 	}
@@ -300,6 +308,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	providers := d.providers()
 	if d.cfg.Role != RoleBackend {
+		if err := d.openRegistry(ctx); err != nil {
+			return err
+		}
 		if err := d.startGateway(ctx); err != nil {
 			return err
 		}
@@ -335,6 +346,23 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.back != nil {
 		d.back.run(ctx)
 	}
+	return nil
+}
+
+// openRegistry opens the image registry in DATA_DIR/registry: the API
+// listener serves it to tokens (newFrontend), the agent listener to node
+// certificates (startGateway).
+func (d *Daemon) openRegistry(ctx context.Context) error {
+	reg, err := registry.New(ctx, registry.Options{
+		Dir:      filepath.Join(d.cfg.DataDir, "registry"),
+		Logger:   d.log.With("part", "registry"),
+		Audit:    d.Store,
+		Projects: d.Store,
+	})
+	if err != nil {
+		return err
+	}
+	d.registry = reg
 	return nil
 }
 
@@ -424,6 +452,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.local != nil {
 			d.local.Close() // load balancers stop; machines keep running for the next kilnd
+		}
+		if d.registry != nil {
+			d.registry.Close()
 		}
 		if err := <-d.http.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))

@@ -73,6 +73,16 @@ type Options struct {
 	// X-Forwarded-Host as the scheme and host the client used, when
 	// ExternalURL is empty. Set it only behind a proxy that sets them.
 	TrustForwarded bool
+	// Authenticator checks tokens; nil means one of the server's own over
+	// Store. kilnd shares one with the registry, so that a token revoked
+	// through the API is refused by both at once.
+	Authenticator *auth.Authenticator
+	// OCI, when set, serves the OCI distribution API at /v2/ (kilnd's
+	// image registry, internal/registry): behind the request id, logging,
+	// metrics and panic recovery, but authenticated and authorized by
+	// itself, answering in the registry's error format. It is not part of
+	// the route table (Routes): it is another API, with its own spec.
+	OCI http.Handler
 }
 
 // Server is the API frontend, an http.Handler.
@@ -90,6 +100,7 @@ type Server struct {
 	poll       time.Duration
 	limiter    *limiter
 	inflight   chan struct{} // a slot per request being served; nil: no cap
+	oci        http.Handler
 	m          *metrics
 	gatherer   prometheus.Gatherer
 	notes      notifier
@@ -128,6 +139,7 @@ func New(opts Options) *Server {
 		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
 		poll:       opts.PollInterval,
+		oci:        opts.OCI,
 		mux:        http.NewServeMux(),
 
 		externalURL:    mustExternalURL(opts.ExternalURL),
@@ -142,7 +154,10 @@ func New(opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.auth = auth.New(opts.Store, s.now)
+	s.auth = opts.Authenticator
+	if s.auth == nil {
+		s.auth = auth.New(opts.Store, s.now)
+	}
 	switch {
 	case opts.MaxInFlight == 0:
 		s.inflight = make(chan struct{}, 512)
@@ -250,8 +265,9 @@ func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Paths are the paths the API answers at kilnd's root (a prefix when it
 // ends in a slash); kilnd mounts the console beside it, at every other
-// path. A route outside them is not reachable through kilnd.
-var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/", "/openapi.json"}
+// path. A route outside them is not reachable through kilnd. /v2/ is the
+// registry's (Options.OCI).
+var Paths = []string{"/v1/", "/v2/", "/healthz", "/readyz", "/metrics", "/debug/", "/openapi.json"}
 
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
@@ -260,6 +276,9 @@ func (s *Server) routes() {
 	s.handle("GET /openapi.json", "", anyone(), s.serveOpenAPI)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
 	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
+	if s.oci != nil {
+		s.mux.Handle("/v2/", s.ociHandler())
+	}
 
 	s.handle("GET /v1/users", "user", owners(), s.listUsers)
 	s.handle("PUT /v1/users/{user}", "user", owners(), s.putUser)
@@ -314,6 +333,15 @@ func (s *Server) routes() {
 	s.handle("POST "+sa+"/tokens", "serviceaccount", admin, s.createToken)
 	s.handle("GET "+sa+"/tokens", "serviceaccount", admin, s.listTokens)
 	s.handle("DELETE "+sa+"/tokens/{token}", "token", admin, s.revokeToken)
+}
+
+// ociHandler is Options.OCI as the mux serves it: the request metrics and
+// log name its route "/v2/".
+func (s *Server) ociHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r.Context()).pattern = "/v2/"
+		s.oci.ServeHTTP(w, r)
+	})
 }
 
 // route answers 404 and 405 in the error shape and hands everything else to
