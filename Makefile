@@ -31,8 +31,9 @@ faults: ## the fault suite (test/faults): FAULTS (default 100) kills of replicas
 fuzz: ## every Go fuzz target for FUZZTIME seconds each (default 15); failing inputs land in testdata/fuzz
 	scripts/fuzz.sh $(FUZZTIME)
 
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt, and go.mod tidy (direct requirements not marked indirect)
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 bench: build kube ## benchmarks (incl. real local clusters and a bounded fault suite); figures written to BENCHMARKS.md

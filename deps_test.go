@@ -2,6 +2,7 @@ package kiln
 
 import (
 	"maps"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -188,5 +189,78 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testSupport is what the layers leave out: packages only tests import.
+var testSupport = []string{
+	"kiln.dev/kiln/test/...",
+	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest",
+	"kiln.dev/kiln/internal/distro/local/localtest",
+	"kiln.dev/kiln/internal/gateway/gatewaytest",
+	"kiln.dev/kiln/internal/provider/providertest",
+	"kiln.dev/kiln/internal/store/storetest",
+	"kiln.dev/kiln/internal/store/postgres/pgtest",
+}
+
+// readLayers reads the layers block of docs/architecture.md: a line per
+// layer, top first, its name then its packages (relative to the module).
+func readLayers(t *testing.T) (layerOf map[string]int, names []string) {
+	t.Helper()
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```layers\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/architecture.md has no ```layers block")
+	}
+	layerOf = map[string]int{}
+	for line := range strings.Lines(block) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			t.Fatalf("docs/architecture.md: layer line %q names no package", line)
+		}
+		for _, p := range f[1:] {
+			p = "kiln.dev/kiln/" + p
+			if _, dup := layerOf[p]; dup {
+				t.Errorf("docs/architecture.md lists %s twice", p)
+			}
+			layerOf[p] = len(names)
+		}
+		names = append(names, f[0])
+	}
+	return layerOf, names
+}
+
+// TestLayers: docs/architecture.md's picture of the layers is the code's.
+// Every package of the module is in it once, and imports only packages of
+// layers below its own.
+func TestLayers(t *testing.T) {
+	g := listGraph(t)
+	layerOf, names := readLayers(t)
+	for p := range layerOf {
+		if _, ok := g.imports[p]; !ok {
+			t.Errorf("docs/architecture.md lists %s, which go list does not know (moved or deleted?)", p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(g.imports)) {
+		if !strings.HasPrefix(p, "kiln.dev/kiln/") || matchesAny(testSupport, p) {
+			continue
+		}
+		l, ok := layerOf[p]
+		if !ok {
+			t.Errorf("%s is in no layer of docs/architecture.md: add it where its imports put it", p)
+			continue
+		}
+		for _, imp := range g.imports[p] {
+			il, ok := layerOf[imp]
+			if !ok || il > l {
+				continue
+			}
+			t.Errorf("%s (layer %s) imports %s (layer %s): a package imports only from layers below its own",
+				p, names[l], imp, names[il])
+		}
 	}
 }

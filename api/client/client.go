@@ -339,7 +339,8 @@ func (c *Client) ListEvents(ctx context.Context, project, cluster string) ([]v1.
 }
 
 // GetOperation returns an operation. id may be the bare id or its path
-// ("/v1/operations/{id}", as in the Azure-AsyncOperation header).
+// or URL ("/v1/operations/{id}", or the absolute URL of the
+// Azure-AsyncOperation header).
 func (c *Client) GetOperation(ctx context.Context, id string) (*v1.Operation, error) {
 	var op v1.Operation
 	if _, err := c.do(ctx, http.MethodGet, operationPath(id), nil, conditions{}, &op); err != nil {

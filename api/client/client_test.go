@@ -233,6 +233,11 @@ func TestOperationID(t *testing.T) {
 		"/v1/operations/abc":                   "abc",
 		"http://h:1/v1/operations/abc?wait=1s": "abc",
 		"/v1/operations/abc/":                  "abc",
+		// What kilnd's Azure-AsyncOperation holds: an absolute URL, maybe
+		// under --external-url's path prefix.
+		"https://kiln.example.com/v1/operations/01a2-b3":         "01a2-b3",
+		"https://example.com/kiln/v1/operations/01a2-b3":         "01a2-b3",
+		"https://[::1]:7080/v1/operations/01a2-b3?api-version=1": "01a2-b3",
 	} {
 		if got := OperationID(in); got != want {
 			t.Errorf("OperationID(%q) = %q, want %q", in, got, want)

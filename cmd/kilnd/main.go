@@ -88,6 +88,8 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (and intermediates) to serve instead of one from DATA_DIR/tls/ca.crt; read again when it changes")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringSliceVar(&cfg.TLSNames, "tls-name", nil, "host name or IP address clients reach the API by, added to the certificate kilnd issues (repeatable)")
+	f.StringVar(&cfg.ExternalURL, "external-url", "", "absolute URL clients reach the API at, e.g. https://kiln.example.com behind a proxy: operation URLs (Azure-AsyncOperation, Location) are built from it (default: each request's scheme and host)")
+	f.BoolVar(&cfg.TrustForwarded, "trust-forwarded", false, "without --external-url, build operation URLs from a proxy's X-Forwarded-Proto and X-Forwarded-Host (only behind a proxy that sets them)")
 	f.BoolVar(&cfg.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS (development only: --listen must be a loopback address)")
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
 	secretKeyFlag(f, &cfg.SecretKeyFile)

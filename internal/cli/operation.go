@@ -24,7 +24,7 @@ func (a *app) operationGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "get ID",
 		Short:   "Show an operation and its steps",
-		Long:    "get shows an operation. ID is the id or the path /v1/operations/ID.",
+		Long:    "get shows an operation. ID is the id, its path /v1/operations/ID, or its URL as in the Azure-AsyncOperation header.",
 		Example: "  kiln operation get 0190a4b2-7c1e-7d4a-9a60-2f4c1c6f3e10 -o json",
 		Args:    exactArgs("ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {

@@ -133,6 +133,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 		a.tokenCommand(),
 		a.cloudAccountCommand(),
 		a.auditCommand(),
+		a.imageCommand(),
 	)
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/local"
+	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -66,7 +67,7 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 	})
 	// No read or write timeout: sessions are long-lived websockets.
 	srv := &http.Server{
-		Handler:           gw.Handler(),
+		Handler:           d.agentHandler(gw),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
@@ -78,6 +79,19 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 	go d.gw.Run(gctx)
 	d.log.Info("agent gateway listening", "addr", d.AgentAddr, "advertised", d.gw.Controller())
 	return nil
+}
+
+// agentHandler is what the agent listener serves: the gateway, and the
+// image registry at /v2/ to the nodes' certificates (how containerd on a
+// node pulls its project's images).
+func (d *Daemon) agentHandler(gw *gateway.Gateway) http.Handler {
+	if d.registry == nil {
+		return gw.Handler()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v2/", d.registry.Handler(registry.Nodes{Verifier: gw}))
+	mux.Handle("/", gw.Handler())
+	return mux
 }
 
 // stopAgents closes agent sessions and the agent listener.

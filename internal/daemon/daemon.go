@@ -27,6 +27,7 @@ import (
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
@@ -136,6 +137,14 @@ type Config struct {
 	Poll        time.Duration
 	RateLimit   float64 // API requests a second per token; 0 default, negative off
 	MaxInFlight int     // API requests served at once; 0 default (512), negative off
+	// ExternalURL is the absolute URL clients reach the API at (through a
+	// proxy, maybe with a path prefix): operation URLs in the
+	// Azure-AsyncOperation and Location headers are built from it. Empty:
+	// from each request's scheme and host (server.Options.ExternalURL).
+	ExternalURL string
+	// TrustForwarded honours a proxy's X-Forwarded-Proto and
+	// X-Forwarded-Host when ExternalURL is empty.
+	TrustForwarded bool
 
 	Logger *slog.Logger
 }
@@ -168,6 +177,10 @@ type Daemon struct {
 	docker    *docker.Docker // nil unless Config.Docker found an engine and an image
 	stopWatch func()         // ends watch (watch.go)
 	closeOnce sync.Once
+
+	// registry is the image registry (/v2/ on the API and the agent
+	// listener); nil in a backend-only process.
+	registry *registry.Registry
 }
 
 // listener is an http.Server serving on a goroutine of its own; done gets
@@ -234,6 +247,9 @@ func (c *Config) defaults() error {
 	if err := c.absPaths(); err != nil {
 		return err
 	}
+	if err := c.checkExternalURL(); err != nil {
+		return err
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -258,6 +274,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st}
 	if err := d.start(ctx); err != nil {
+		if d.registry != nil {
+			d.registry.Close()
+		}
 		st.Close()
 		return nil, err
 	}
@@ -306,6 +325,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	providers := d.providers()
 	if d.cfg.Role != RoleBackend {
+		if err := d.openRegistry(ctx); err != nil {
+			return err
+		}
 		if err := d.startGateway(ctx); err != nil {
 			return err
 		}
@@ -348,6 +370,23 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.back != nil {
 		d.back.run(ctx)
 	}
+	return nil
+}
+
+// openRegistry opens the image registry in DATA_DIR/registry: the API
+// listener serves it to tokens (newFrontend), the agent listener to node
+// certificates (startGateway).
+func (d *Daemon) openRegistry(ctx context.Context) error {
+	reg, err := registry.New(ctx, registry.Options{
+		Dir:      filepath.Join(d.cfg.DataDir, "registry"),
+		Logger:   d.log.With("part", "registry"),
+		Audit:    d.Store,
+		Projects: d.Store,
+	})
+	if err != nil {
+		return err
+	}
+	d.registry = reg
 	return nil
 }
 
@@ -440,6 +479,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.docker != nil {
 			d.docker.Close() // the same: containers keep running
+		}
+		if d.registry != nil {
+			d.registry.Close()
 		}
 		if err := <-d.http.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))

@@ -7,9 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/console"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/server"
 )
 
@@ -33,11 +35,14 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 	if d.gw != nil {
 		activation = d.gw.Gateway
 	}
+	authn := auth.New(d.Store, nil) // the API's and the registry's: a revocation reaches both at once
 	srv := server.New(server.Options{
-		Activation: activation,
-		Store:      d.Store,
-		Logger:     d.log,
-		Registry:   reg,
+		Authenticator: authn,
+		OCI:           d.registry.Handler(registry.Tokens{Auth: authn, Projects: d.Store}),
+		Activation:    activation,
+		Store:         d.Store,
+		Logger:        d.log,
+		Registry:      reg,
 		Steps: func(kind string, spec *v1.ClusterSpec) []string {
 			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 		},
@@ -46,6 +51,9 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		RateLimit:    d.cfg.RateLimit,
 		MaxInFlight:  d.cfg.MaxInFlight,
 		PollInterval: d.cfg.Poll,
+
+		ExternalURL:    d.cfg.ExternalURL,
+		TrustForwarded: d.cfg.TrustForwarded,
 	})
 	con := console.New(console.Options{
 		API:       srv,

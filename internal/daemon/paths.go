@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"kiln.dev/kiln/internal/server"
 )
 
 // absPaths makes every file and directory the configuration names absolute,
@@ -47,4 +49,20 @@ func (c *Config) absPaths() error {
 // a SQLite file.
 func postgresURL(store string) bool {
 	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// checkExternalURL checks --external-url once at start and writes it back
+// in the form the server appends paths to (no trailing slash): a relative
+// or otherwise unusable URL would only show later, in every operation URL
+// the API hands out.
+func (c *Config) checkExternalURL() error {
+	if c.ExternalURL == "" {
+		return nil
+	}
+	u, err := server.ParseExternalURL(c.ExternalURL)
+	if err != nil {
+		return fmt.Errorf("--external-url %q: %w", c.ExternalURL, err)
+	}
+	c.ExternalURL = u
+	return nil
 }

@@ -23,6 +23,7 @@ var required = map[string]string{
 	"GET /healthz":               "public",
 	"GET /readyz":                "public",
 	"GET /metrics":               "anyone",
+	"GET /openapi.json":          "anyone",
 	"GET /v1/whoami":             "anyone",
 	"GET /debug/pprof/{profile}": "owner",
 	"GET /v1/projects":           "anyone",

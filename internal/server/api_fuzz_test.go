@@ -26,6 +26,7 @@ var (
 		"/healthz",
 		"/readyz",
 		"/metrics",
+		"/openapi.json",
 		"/v1/whoami",
 		"/debug/pprof/goroutine",
 		"/v1/users",
@@ -70,8 +71,9 @@ var (
 
 // FuzzAPI drives the whole handler in process, over one harness (SQLite)
 // for the run, with a fuzzed method, route, content type and body, as the
-// owner. No answer is a 5xx, and every error answer is the error shape
-// with its code in X-Kiln-Error-Code. Inputs change the store, so an input
+// owner. No answer is a 5xx, every error answer is the error shape
+// with its code in X-Kiln-Error-Code, and every answer matches the OpenAPI
+// document (validateOpenAPI). Inputs change the store, so an input
 // that fails may need the ones before it; the failure message has the
 // request.
 func FuzzAPI(f *testing.F) {
@@ -85,7 +87,7 @@ func FuzzAPI(f *testing.F) {
 			req.Header.Set("Content-Type", ct)
 		}
 		rec := httptest.NewRecorder()
-		h.s.ServeHTTP(rec, req)
+		validateOpenAPI(t, h.s).ServeHTTP(rec, req)
 		checkAnswer(t, req, body, rec)
 	})
 }

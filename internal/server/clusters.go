@@ -257,8 +257,8 @@ func (s *Server) accepted(w http.ResponseWriter, r *http.Request, cl *store.Clus
 	s.log.InfoContext(r.Context(), "operation started", "requestId", requestID(r.Context()),
 		"cluster", cl.Key().String(), "operation", op.ID, "kind", op.Kind)
 	h := w.Header()
-	h.Set("Azure-AsyncOperation", operationPath(op.ID))
-	h.Set("Location", operationPath(op.ID))
+	h.Set("Azure-AsyncOperation", s.operationURL(r, op.ID))
+	h.Set("Location", s.operationURL(r, op.ID))
 	h.Set("Retry-After", "1")
 	h.Set("ETag", quoteETag(cl.ETag))
 	writeJSON(w, status, clusterOut(cl))

@@ -107,8 +107,8 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Errorf("cluster uid %q is not a lower-case UUIDv7", cl.UID)
 	}
 	wantHeaders := map[string]string{
-		"Azure-AsyncOperation": "/v1/operations/" + opID,
-		"Location":             "/v1/operations/" + opID,
+		"Azure-AsyncOperation": h.srv.URL + "/v1/operations/" + opID,
+		"Location":             h.srv.URL + "/v1/operations/" + opID,
 		"Retry-After":          "1",
 		"ETag":                 `"` + cl.ETag + `"`,
 	}
@@ -211,7 +211,7 @@ func TestClusterLifecycle(t *testing.T) {
 	r = h.must(http.StatusAccepted, "DELETE", path, "")
 	var del v1.Cluster
 	r.decode(t, &del)
-	if del.Status.ProvisioningState != v1.StateDeleting || r.header.Get("Location") != "/v1/operations/"+del.Status.CurrentOperation {
+	if del.Status.ProvisioningState != v1.StateDeleting || r.header.Get("Location") != h.srv.URL+"/v1/operations/"+del.Status.CurrentOperation {
 		t.Errorf("delete: state %s location %q", del.Status.ProvisioningState, r.header.Get("Location"))
 	}
 	h.must(http.StatusConflict, "DELETE", path, "")

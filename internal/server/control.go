@@ -47,8 +47,8 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 			"operation", op.ID, "principal", who)
 	}
 	h := w.Header()
-	h.Set("Azure-AsyncOperation", operationPath(op.ID))
-	h.Set("Location", operationPath(op.ID))
+	h.Set("Azure-AsyncOperation", s.operationURL(r, op.ID))
+	h.Set("Location", s.operationURL(r, op.ID))
 	h.Set("Retry-After", "1")
 	writeJSON(w, http.StatusAccepted, operationOut(op))
 	return nil

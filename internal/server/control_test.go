@@ -161,7 +161,7 @@ func TestCancelThroughTheAPI(t *testing.T) {
 	var op v1.Operation
 	r.decode(t, &op)
 	if op.Name != opID || op.Properties.CancelRequested == nil || op.Properties.CancelRequested.By != "user:admin" ||
-		r.header.Get("Location") != "/v1/operations/"+opID {
+		r.header.Get("Location") != h.srv.URL+"/v1/operations/"+opID {
 		t.Fatalf("cancel answered %s (Location %q)", r.body, r.header.Get("Location"))
 	}
 	// Asked again: the same answer, the first request kept; or, when the

@@ -96,7 +96,7 @@ func newHarness(t testing.TB, edit func(*server.Options)) *harness {
 		edit(&opts)
 	}
 	s := server.New(opts)
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(validateOpenAPI(t, s))
 	t.Cleanup(srv.Close)
 	return &harness{t: t, srv: srv, s: s, store: st, logs: logs}
 }

@@ -66,16 +66,19 @@ func TestProvisionAndReset(t *testing.T) {
 	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
 	h.host("host-b", v1.NodeConfigured, v1.RoleWorker)
 	r = h.must(http.StatusAccepted, "POST", base+"/provision", "")
-	opURL := r.header.Get("Azure-AsyncOperation")
+	opPath, ok := strings.CutPrefix(r.header.Get("Azure-AsyncOperation"), h.srv.URL)
+	if !ok {
+		t.Fatalf("Azure-AsyncOperation %q is not below %s", r.header.Get("Azure-AsyncOperation"), h.srv.URL)
+	}
 	var op v1.Operation
-	h.must(http.StatusOK, "GET", opURL, "").decode(t, &op)
+	h.must(http.StatusOK, "GET", opPath, "").decode(t, &op)
 	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 5 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
 		t.Errorf("provision operation = %+v", op.Properties)
 	}
 	// Provision twice, or reset while it runs: refused, naming it.
 	for _, action := range []string{"provision", "reset"} {
 		r = h.must(http.StatusConflict, "POST", base+"/"+action, "")
-		if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != opURL {
+		if e := r.errorBody(t); e.Code != v1.CodeConflict || e.Target != opPath {
 			t.Errorf("%s during provision: %s", action, r.body)
 		}
 	}

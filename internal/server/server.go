@@ -64,6 +64,25 @@ type Options struct {
 	// operation long-polls aside); more are answered 429 with Retry-After.
 	// 0 means 512; negative turns the cap off.
 	MaxInFlight int
+	// ExternalURL is the absolute URL clients reach the API at (a proxy's,
+	// maybe with a path prefix), which the Azure-AsyncOperation and
+	// Location headers are built from (ParseExternalURL checks it). Empty:
+	// the request's own scheme and host (baseurl.go).
+	ExternalURL string
+	// TrustForwarded takes a proxy's X-Forwarded-Proto and
+	// X-Forwarded-Host as the scheme and host the client used, when
+	// ExternalURL is empty. Set it only behind a proxy that sets them.
+	TrustForwarded bool
+	// Authenticator checks tokens; nil means one of the server's own over
+	// Store. kilnd shares one with the registry, so that a token revoked
+	// through the API is refused by both at once.
+	Authenticator *auth.Authenticator
+	// OCI, when set, serves the OCI distribution API at /v2/ (kilnd's
+	// image registry, internal/registry): behind the request id, logging,
+	// metrics and panic recovery, but authenticated and authorized by
+	// itself, answering in the registry's error format. It is not part of
+	// the route table (Routes): it is another API, with its own spec.
+	OCI http.Handler
 }
 
 // Server is the API frontend, an http.Handler.
@@ -81,10 +100,14 @@ type Server struct {
 	poll       time.Duration
 	limiter    *limiter
 	inflight   chan struct{} // a slot per request being served; nil: no cap
+	oci        http.Handler
 	m          *metrics
 	gatherer   prometheus.Gatherer
 	notes      notifier
 	waitHook   func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
+
+	externalURL    string // Options.ExternalURL, checked, without a trailing slash
+	trustForwarded bool
 
 	stopping chan struct{} // closed by StopWaiting
 	stopOnce sync.Once
@@ -116,7 +139,11 @@ func New(opts Options) *Server {
 		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:        opts.Now,
 		poll:       opts.PollInterval,
+		oci:        opts.OCI,
 		mux:        http.NewServeMux(),
+
+		externalURL:    mustExternalURL(opts.ExternalURL),
+		trustForwarded: opts.TrustForwarded,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -127,7 +154,10 @@ func New(opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.auth = auth.New(opts.Store, s.now)
+	s.auth = opts.Authenticator
+	if s.auth == nil {
+		s.auth = auth.New(opts.Store, s.now)
+	}
 	switch {
 	case opts.MaxInFlight == 0:
 		s.inflight = make(chan struct{}, 512)
@@ -235,15 +265,20 @@ func (w *forgetWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Paths are the paths the API answers at kilnd's root (a prefix when it
 // ends in a slash); kilnd mounts the console beside it, at every other
-// path. A route outside them is not reachable through kilnd.
-var Paths = []string{"/v1/", "/healthz", "/readyz", "/metrics", "/debug/"}
+// path. A route outside them is not reachable through kilnd. /v2/ is the
+// registry's (Options.OCI).
+var Paths = []string{"/v1/", "/v2/", "/healthz", "/readyz", "/metrics", "/debug/", "/openapi.json"}
 
 func (s *Server) routes() {
 	s.handle("GET /healthz", "", public(), s.healthz)
 	s.handle("GET /readyz", "", public(), s.readyz)
 	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
+	s.handle("GET /openapi.json", "", anyone(), s.serveOpenAPI)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
 	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
+	if s.oci != nil {
+		s.mux.Handle("/v2/", s.ociHandler())
+	}
 
 	s.handle("GET /v1/users", "user", owners(), s.listUsers)
 	s.handle("PUT /v1/users/{user}", "user", owners(), s.putUser)
@@ -298,6 +333,15 @@ func (s *Server) routes() {
 	s.handle("POST "+sa+"/tokens", "serviceaccount", admin, s.createToken)
 	s.handle("GET "+sa+"/tokens", "serviceaccount", admin, s.listTokens)
 	s.handle("DELETE "+sa+"/tokens/{token}", "token", admin, s.revokeToken)
+}
+
+// ociHandler is Options.OCI as the mux serves it: the request metrics and
+// log name its route "/v2/".
+func (s *Server) ociHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r.Context()).pattern = "/v2/"
+		s.oci.ServeHTTP(w, r)
+	})
 }
 
 // route answers 404 and 405 in the error shape and hands everything else to

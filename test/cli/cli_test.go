@@ -15,6 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -125,6 +131,35 @@ func TestScripts(t *testing.T) {
 					}
 					return false, waitfor.NotYet(fmt.Errorf("steps %+v", op.Steps))
 				})
+			},
+			// mkimage FILE NAME:TAG...: write a docker save archive of
+			// random images (small layers), one per NAME:TAG.
+			"mkimage": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 {
+					ts.Fatalf("usage: mkimage FILE NAME:TAG...")
+				}
+				images := map[name.Tag]ggcrv1.Image{}
+				for _, a := range args[1:] {
+					tag, err := name.NewTag(a)
+					ts.Check(err)
+					img, err := random.Image(1024, 2)
+					ts.Check(err)
+					images[tag] = img
+				}
+				ts.Check(tarball.MultiWriteToFile(ts.MkAbs(args[0]), images))
+			},
+			// mklayout DIR NAME:TAG: write an OCI image layout holding a
+			// random image, its name in the io.containerd.image.name
+			// annotation (as containerd and buildah record it).
+			"mklayout": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: mklayout DIR NAME:TAG")
+				}
+				img, err := random.Image(1024, 1)
+				ts.Check(err)
+				p, err := layout.Write(ts.MkAbs(args[0]), empty.Index)
+				ts.Check(err)
+				ts.Check(p.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": args[1]})))
 			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a

@@ -109,11 +109,58 @@ func (b *browser) navigate(path, selector string) {
 // the page now are removed first, so that only the next page's counts.
 func (b *browser) submit(what, button string) {
 	b.t.Helper()
-	b.do(what,
+	b.land(what, "p.notice",
 		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('p.notice').forEach(n => n.remove())`),
 		chromedp.Click(chromedp.CSS(button)),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")),
 	)
+}
+
+// land runs steps that lead to another page and waits for selector there.
+// When chromium abandons that page's load because this machine's network
+// changed (ERR_NETWORK_CHANGED: other tests make bridges, namespaces and
+// Docker networks), it shows an error page instead: the load is tried
+// again (a reload of the error page asks for the page that failed), not
+// the steps, which may have changed something already.
+func (b *browser) land(what, selector string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	// "page", or "changed" on chromium's error page for a load abandoned
+	// when the network changed. Chromium's net error reaches the page as
+	// text only: there is no code to test.
+	landed := fmt.Sprintf(`document.querySelector(%q) !== null ? "page" :
+		(document.documentElement.innerText.includes("ERR_NETWORK_CHANGED") ? "changed" : "")`, selector)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	fail := func(err error) {
+		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("browser: %s: %v", what, err)
+	}
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		fail(err)
+	}
+	for reloads := 0; ; {
+		got, err := chromedp.Run(ctx, chromedp.Poll[string](landed,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		switch {
+		case ctx.Err() != nil:
+			fail(fmt.Errorf("waiting for %s: %w (reloaded %d times)", selector, ctx.Err(), reloads))
+		case err != nil:
+			// A poll ends with the page it started on: the steps' navigation
+			// came after it began. Poll the new page.
+		case got == "page":
+			return
+		case reloads == 5:
+			fail(fmt.Errorf("the page's load was abandoned %d times (ERR_NETWORK_CHANGED)", reloads+1))
+		default:
+			reloads++
+			b.t.Logf("browser: %s: the page's load was abandoned (ERR_NETWORK_CHANGED); loading it again", what)
+			// A pause before the next try, not a wait for a condition: the
+			// network settles on its own time.
+			time.Sleep(time.Second)
+			if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+				b.t.Logf("browser: %s: reload: %v", what, err)
+			}
+		}
+	}
 }
 
 // do runs steps, failing the test with what (and a screenshot) if they fail.
@@ -237,14 +284,13 @@ func TestConsoleLocalCluster(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#name")),
 	)
 	b.checkAccessible("the create form")
-	b.do("fill in the create form",
+	b.land("fill in the create form", "[data-fragment=current] [data-operation-status]",
 		chromedp.SendKeys(chromedp.CSS("#name"), "web"),
 		chromedp.SetValue(chromedp.CSS("#provider"), "local"),
 		chromedp.SetValue(chromedp.CSS("#controlPlane"), "1"),
 		chromedp.Click(chromedp.CSS("#dedicated")),
 		chromedp.SetValue(chromedp.CSS("#workers"), "2"),
 		chromedp.Click(chromedp.CSS("#create")),
-		chromedp.WaitVisible(chromedp.CSS("[data-fragment=current] [data-operation-status]")),
 	)
 	if loc := b.location(); loc != b.url+"/projects/default/clusters/web" {
 		t.Fatalf("after create the browser is at %s", loc)

@@ -1,4 +1,4 @@
-package kubeadm
+package kubeadm_test
 
 import (
 	"maps"
@@ -8,6 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"kiln.dev/kiln/internal/distro/kubeadm"
+	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest"
 )
 
 // documents parses a multi-document YAML file into one map per document.
@@ -50,27 +53,16 @@ func at(t *testing.T, v any, path ...any) any {
 	return v
 }
 
-func fileContent(t *testing.T, p *Plan, path string) string {
-	t.Helper()
-	for _, f := range p.Files {
-		if f.Path == path {
-			return f.Content
-		}
-	}
-	t.Fatalf("the plan writes no %s", path)
-	return ""
-}
-
 // The golden files pin the text; this pins what kubeadm and the Tigera
 // operator read from it: that each document parses and holds the input.
 func TestConfigsParse(t *testing.T) {
 	noTaints := []any{}
 	dedicated := []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}}
 	t.Run("converged first control plane", func(t *testing.T) {
-		in := firstControlPlane()
+		in := kubeadmtest.FirstControlPlane()
 		in.PodCIDR, in.ServiceCIDR = "172.20.0.0/14", "172.31.0.0/16"
 		p := mustBuild(t, in)
-		docs := documents(t, fileContent(t, p, KubeadmConfigPath))
+		docs := documents(t, kubeadmtest.File(t, p, kubeadm.KubeadmConfigPath))
 		if diff := cmp.Diff([]string{"ClusterConfiguration", "InitConfiguration", "KubeletConfiguration"}, sortedKeys(docs)); diff != "" {
 			t.Errorf("kinds (-want +got):\n%s", diff)
 		}
@@ -82,32 +74,32 @@ func TestConfigsParse(t *testing.T) {
 		expect(t, docs["ClusterConfiguration"], "10.0.0.5:6443", "controlPlaneEndpoint")
 		expect(t, docs["ClusterConfiguration"], "v1.36.3", "kubernetesVersion")
 		expect(t, docs["KubeletConfiguration"], "systemd", "cgroupDriver")
-		calico := documents(t, fileContent(t, p, CalicoInstallation))
+		calico := documents(t, kubeadmtest.File(t, p, kubeadm.CalicoInstallation))
 		expect(t, calico["Installation"], "172.20.0.0/14", "spec", "calicoNetwork", "ipPools", 0, "cidr")
 		expect(t, calico["Installation"], "NodeInternalIP", "spec", "calicoNetwork", "nodeAddressAutodetectionV4", "kubernetes")
 	})
 	t.Run("dedicated first control plane with join material", func(t *testing.T) {
-		in := firstControlPlane()
+		in := kubeadmtest.FirstControlPlane()
 		in.DedicatedControlPlane = true
 		in.Node.Interface = "eth1.100"
-		in.Join = JoinMaterial{Token: testToken, CertificateKey: testCertificateKey}
+		in.Join = kubeadm.JoinMaterial{Token: kubeadmtest.Token, CertificateKey: kubeadmtest.CertificateKey}
 		p := mustBuild(t, in)
-		docs := documents(t, fileContent(t, p, KubeadmConfigPath))
+		docs := documents(t, kubeadmtest.File(t, p, kubeadm.KubeadmConfigPath))
 		expect(t, docs["InitConfiguration"], dedicated, "nodeRegistration", "taints")
-		expect(t, docs["InitConfiguration"], testToken, "bootstrapTokens", 0, "token")
-		expect(t, docs["InitConfiguration"], testCertificateKey, "certificateKey")
-		calico := documents(t, fileContent(t, p, CalicoInstallation))
+		expect(t, docs["InitConfiguration"], kubeadmtest.Token, "bootstrapTokens", 0, "token")
+		expect(t, docs["InitConfiguration"], kubeadmtest.CertificateKey, "certificateKey")
+		calico := documents(t, kubeadmtest.File(t, p, kubeadm.CalicoInstallation))
 		expect(t, calico["Installation"], `^eth1\.100$`, "spec", "calicoNetwork", "nodeAddressAutodetectionV4", "interface")
 	})
 	t.Run("control-plane join", func(t *testing.T) {
 		in := controlPlaneJoin()
 		in.DedicatedControlPlane = true
-		docs := documents(t, fileContent(t, mustBuild(t, in), KubeadmConfigPath))
+		docs := documents(t, kubeadmtest.File(t, mustBuild(t, in), kubeadm.KubeadmConfigPath))
 		j := docs["JoinConfiguration"]
 		expect(t, j, "10.0.0.5:6443", "discovery", "bootstrapToken", "apiServerEndpoint")
-		expect(t, j, testToken, "discovery", "bootstrapToken", "token")
-		expect(t, j, []any{testCACertHash}, "discovery", "bootstrapToken", "caCertHashes")
-		expect(t, j, testCertificateKey, "controlPlane", "certificateKey")
+		expect(t, j, kubeadmtest.Token, "discovery", "bootstrapToken", "token")
+		expect(t, j, []any{kubeadmtest.CACertHash}, "discovery", "bootstrapToken", "caCertHashes")
+		expect(t, j, kubeadmtest.CertificateKey, "controlPlane", "certificateKey")
 		expect(t, j, "10.0.0.12", "controlPlane", "localAPIEndpoint", "advertiseAddress")
 		expect(t, j, dedicated, "nodeRegistration", "taints")
 	})
@@ -115,7 +107,7 @@ func TestConfigsParse(t *testing.T) {
 		in := workerJoin()
 		in.DedicatedControlPlane = true // not for workers
 		in.Node.Labels = map[string]string{"team": "a", "kiln.dev/pool": "gpu"}
-		docs := documents(t, fileContent(t, mustBuild(t, in), KubeadmConfigPath))
+		docs := documents(t, kubeadmtest.File(t, mustBuild(t, in), kubeadm.KubeadmConfigPath))
 		j := docs["JoinConfiguration"]
 		expect(t, j, nil, "controlPlane")
 		expect(t, j, noTaints, "nodeRegistration", "taints")
@@ -126,9 +118,9 @@ func TestConfigsParse(t *testing.T) {
 	})
 }
 
-func mustBuild(t *testing.T, in Input) *Plan {
+func mustBuild(t *testing.T, in kubeadm.Input) *kubeadm.Plan {
 	t.Helper()
-	p, err := Build(in)
+	p, err := kubeadm.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}

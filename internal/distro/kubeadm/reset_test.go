@@ -1,4 +1,4 @@
-package kubeadm
+package kubeadm_test
 
 import (
 	"os"
@@ -9,12 +9,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"kiln.dev/kiln/internal/distro/kubeadm"
+	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest"
 )
 
 // The reset plan is pinned by testdata/reset.golden, and is valid shell.
 func TestResetGolden(t *testing.T) {
-	p := ResetPlan()
-	if diff := cmp.Diff([]string{StepKubeadmReset, StepCleanNetwork, StepRemoveFiles}, p.Steps()); diff != "" {
+	p := kubeadm.ResetPlan()
+	if diff := cmp.Diff([]string{kubeadm.StepKubeadmReset, kubeadm.StepCleanNetwork, kubeadm.StepRemoveFiles}, p.Steps()); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 	if len(p.Files) != 0 {
@@ -41,7 +44,7 @@ func TestResetGolden(t *testing.T) {
 var keptByReset = map[string]string{
 	"/etc/modules-load.d/kiln-kubernetes.conf": "the same for every cluster",
 	"/etc/sysctl.d/99-kiln-kubernetes.conf":    "the same for every cluster",
-	ContainerdConfig:                           "containerd stays installed, with this configuration",
+	kubeadm.ContainerdConfig:                   "containerd stays installed, with this configuration",
 	"/etc/apt/sources.list.d/kubernetes.list":  "the packages stay; the next install points it at its minor",
 }
 
@@ -49,7 +52,7 @@ var keptByReset = map[string]string{
 // purpose (keptByReset). A new file in Build must be added to one of them.
 func TestResetRemovesWhatInstallWrites(t *testing.T) {
 	var removed []string // files and directories
-	for _, c := range ResetPlan().Commands {
+	for _, c := range kubeadm.ResetPlan().Commands {
 		if c.Argv[0] == "rm" {
 			removed = append(removed, c.Argv[1:]...)
 		}
@@ -57,17 +60,17 @@ func TestResetRemovesWhatInstallWrites(t *testing.T) {
 	isRemoved := func(path string) bool {
 		return slices.ContainsFunc(removed, func(r string) bool { return path == r || strings.HasPrefix(path, r+"/") })
 	}
-	for _, tt := range goldenCases {
-		p, err := Build(tt.in(t))
+	for _, tt := range kubeadmtest.Cases(t) {
+		p, err := kubeadm.Build(tt.Input)
 		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
+			t.Fatalf("%s: %v", tt.Name, err)
 		}
 		for _, f := range p.Files {
 			if _, kept := keptByReset[f.Path]; !kept && !isRemoved(f.Path) {
-				t.Errorf("%s: the reset plan neither removes %s nor keeps it on purpose", tt.name, f.Path)
+				t.Errorf("%s: the reset plan neither removes %s nor keeps it on purpose", tt.Name, f.Path)
 			}
 			if _, kept := keptByReset[f.Path]; kept && f.Mode&0o077 == 0 {
-				t.Errorf("%s: %s is kept by a reset but is private (mode %04o): it holds a secret", tt.name, f.Path, f.Mode)
+				t.Errorf("%s: %s is kept by a reset but is private (mode %04o): it holds a secret", tt.Name, f.Path, f.Mode)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package local
+package local_test
 
 import (
 	"encoding/base64"
@@ -15,38 +15,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/local/localtest"
 	"kiln.dev/kiln/internal/pki"
 )
-
-var testNow = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-// testInput is a BuildInput for node of a cluster with three control-plane
-// nodes on 127.0.0.2-4 and a worker on 127.0.0.5.
-func testInput(t *testing.T, ca *pki.CA, node Node) BuildInput {
-	t.Helper()
-	key, pub, err := pki.NewServiceAccountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return BuildInput{
-		CA: ca, ServiceAccountKey: key, ServiceAccountPub: pub,
-		ClusterID: "/v1/projects/p/clusters/demo", ClusterName: "demo", KubernetesVersion: "v1.36.3",
-		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: "127.0.0.1:24443",
-		Node: node, DedicatedControlPlane: true,
-		ControlPlane:   []Member{{"demo-cp-0", "127.0.0.2"}, {"demo-cp-1", "127.0.0.3"}, {"demo-cp-2", "127.0.0.4"}},
-		EtcdJoin:       node.Name != "demo-cp-0" && node.Role == v1.RoleControlPlane,
-		CertificateTTL: 30 * 24 * time.Hour, Now: testNow,
-	}
-}
-
-func newTestCA(t *testing.T) *pki.CA {
-	t.Helper()
-	ca, err := pki.NewCA("demo", pki.DefaultCAValidity, testNow.Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
 
 // wantCert is what a certificate file must hold.
 type wantCert struct {
@@ -58,17 +30,17 @@ type wantCert struct {
 }
 
 func TestBuildInstall(t *testing.T) {
-	ca := newTestCA(t)
-	cp0 := Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
-	cp1 := Node{Name: "demo-cp-1", Role: v1.RoleControlPlane, Address: "127.0.0.3"}
-	worker := Node{Name: "demo-default-0", Role: v1.RoleWorker, Address: "127.0.0.5"}
-	converged := func(in *BuildInput) { in.DedicatedControlPlane = false }
-	single := func(in *BuildInput) { in.ControlPlane = in.ControlPlane[:1] }
+	ca := localtest.NewCA(t)
+	cp0 := local.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
+	cp1 := local.Node{Name: "demo-cp-1", Role: v1.RoleControlPlane, Address: "127.0.0.3"}
+	worker := local.Node{Name: "demo-default-0", Role: v1.RoleWorker, Address: "127.0.0.5"}
+	converged := func(in *local.BuildInput) { in.DedicatedControlPlane = false }
+	single := func(in *local.BuildInput) { in.ControlPlane = in.ControlPlane[:1] }
 
 	tests := []struct {
 		name      string
-		node      Node
-		modify    func(*BuildInput)
+		node      local.Node
+		modify    func(*local.BuildInput)
 		wantFiles []string
 		wantTaint []string
 		wantJoin  []string // etcd join URLs; nil: founds
@@ -76,45 +48,45 @@ func TestBuildInstall(t *testing.T) {
 	}{
 		{
 			name: "first control plane founds etcd", node: cp0,
-			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
-			wantTaint: []string{ControlPlaneTaint},
+			wantFiles: append(slices.Clone(local.WorkerFiles), local.ControlPlaneFiles...),
+			wantTaint: []string{local.ControlPlaneTaint},
 			certs: map[string]wantCert{
-				FileEtcdCert: {cn: "demo-cp-0", usage: pki.UsageBoth, dns: []string{"demo-cp-0", "localhost"},
+				local.FileEtcdCert: {cn: "demo-cp-0", usage: pki.UsageBoth, dns: []string{"demo-cp-0", "localhost"},
 					ips: []string{"127.0.0.2", "127.0.0.1"}},
-				FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer,
+				local.FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer,
 					dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 						"kubernetes.default.svc.cluster.local", "localhost", "demo-cp-0"},
 					ips: []string{"10.96.0.1", "127.0.0.1", "127.0.0.2"}},
-				FileAPIServerEtcdCert:    {cn: "kube-apiserver-etcd-client", usage: pki.UsageClient},
-				FileAPIServerKubeletCert: {cn: pki.UserAPIServerKubelet, org: []string{pki.GroupMasters}, usage: pki.UsageClient},
+				local.FileAPIServerEtcdCert:    {cn: "kube-apiserver-etcd-client", usage: pki.UsageClient},
+				local.FileAPIServerKubeletCert: {cn: pki.UserAPIServerKubelet, org: []string{pki.GroupMasters}, usage: pki.UsageClient},
 			},
 		},
 		{
 			name: "second control plane joins etcd", node: cp1,
-			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
-			wantTaint: []string{ControlPlaneTaint},
+			wantFiles: append(slices.Clone(local.WorkerFiles), local.ControlPlaneFiles...),
+			wantTaint: []string{local.ControlPlaneTaint},
 			wantJoin:  []string{"https://127.0.0.2:2379", "https://127.0.0.4:2379"},
 			certs: map[string]wantCert{
-				FileEtcdCert:      {cn: "demo-cp-1", usage: pki.UsageBoth, ips: []string{"127.0.0.3"}},
-				FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer, ips: []string{"127.0.0.3", "127.0.0.1", "10.96.0.1"}},
+				local.FileEtcdCert:      {cn: "demo-cp-1", usage: pki.UsageBoth, ips: []string{"127.0.0.3"}},
+				local.FileAPIServerCert: {cn: "kube-apiserver", usage: pki.UsageServer, ips: []string{"127.0.0.3", "127.0.0.1", "10.96.0.1"}},
 			},
 		},
 		{
-			name: "single converged control plane", node: cp0, modify: func(in *BuildInput) { converged(in); single(in) },
-			wantFiles: append(slices.Clone(workerFiles), controlPlaneFiles...),
+			name: "single converged control plane", node: cp0, modify: func(in *local.BuildInput) { converged(in); single(in) },
+			wantFiles: append(slices.Clone(local.WorkerFiles), local.ControlPlaneFiles...),
 		},
 		{
 			name: "worker gets no control-plane file", node: worker,
-			wantFiles: slices.Clone(workerFiles),
+			wantFiles: slices.Clone(local.WorkerFiles),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := testInput(t, ca, tt.node)
+			in := localtest.Input(t, ca, tt.node)
 			if tt.modify != nil {
 				tt.modify(&in)
 			}
-			p, err := BuildInstall(in)
+			p, err := local.BuildInstall(in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +95,7 @@ func TestBuildInstall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, err = ParseParams(raw); err != nil {
+			if p, err = local.ParseParams(raw); err != nil {
 				t.Fatal(err)
 			}
 			var files []string
@@ -159,19 +131,19 @@ func TestBuildInstall(t *testing.T) {
 				checkCert(t, ca, file, []byte(p.Files[file]), want)
 			}
 			// Every node's kubelet is system:node:NAME against the endpoint.
-			checkKubeconfig(t, ca, p.Files[FileKubeletConf], "https://127.0.0.1:24443",
+			checkKubeconfig(t, ca, p.Files[local.FileKubeletConf], "https://127.0.0.1:24443",
 				wantCert{cn: "system:node:" + tt.node.Name, org: []string{pki.GroupNodes}, usage: pki.UsageClient})
 			if tt.node.Role == v1.RoleControlPlane {
-				local := "https://" + tt.node.Address + ":6443"
-				checkKubeconfig(t, ca, p.Files[FileControllerManagerConf], local,
+				localAPI := "https://" + tt.node.Address + ":6443"
+				checkKubeconfig(t, ca, p.Files[local.FileControllerManagerConf], localAPI,
 					wantCert{cn: pki.UserControllerManager, usage: pki.UsageClient})
-				checkKubeconfig(t, ca, p.Files[FileSchedulerConf], local,
+				checkKubeconfig(t, ca, p.Files[local.FileSchedulerConf], localAPI,
 					wantCert{cn: pki.UserScheduler, usage: pki.UsageClient})
 			}
 			for f := range p.Files {
 				if strings.HasSuffix(f, ".key") || strings.HasSuffix(f, ".conf") {
-					if FileMode(f) != 0o600 {
-						t.Errorf("%s mode %o, want 0600", f, FileMode(f))
+					if local.FileMode(f) != 0o600 {
+						t.Errorf("%s mode %o, want 0600", f, local.FileMode(f))
 					}
 				}
 			}
@@ -181,7 +153,7 @@ func TestBuildInstall(t *testing.T) {
 
 func checkCert(t *testing.T, ca *pki.CA, name string, certPEM []byte, want wantCert) {
 	t.Helper()
-	cert, err := ca.Verify(certPEM, want.usage, testNow)
+	cert, err := ca.Verify(certPEM, want.usage, localtest.Now)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return
@@ -202,7 +174,7 @@ func checkCert(t *testing.T, ca *pki.CA, name string, certPEM []byte, want wantC
 			t.Errorf("%s: no IP SAN %s in %v", name, s, cert.IPAddresses)
 		}
 	}
-	if got := cert.NotAfter.Sub(testNow); got != 30*24*time.Hour {
+	if got := cert.NotAfter.Sub(localtest.Now); got != 30*24*time.Hour {
 		t.Errorf("%s: valid for %s after now, want 720h", name, got)
 	}
 }
@@ -244,26 +216,26 @@ func checkKubeconfig(t *testing.T, ca *pki.CA, conf, server string, want wantCer
 }
 
 func TestBuildInstallRefuses(t *testing.T) {
-	ca := newTestCA(t)
-	cp0 := Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
+	ca := localtest.NewCA(t)
+	cp0 := local.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}
 	tests := []struct {
 		name   string
-		modify func(*BuildInput)
+		modify func(*local.BuildInput)
 	}{
-		{"no CA", func(in *BuildInput) { in.CA = nil }},
-		{"bad role", func(in *BuildInput) { in.Node.Role = "etcd" }},
-		{"bad address", func(in *BuildInput) { in.Node.Address = "localhost" }},
-		{"bad endpoint", func(in *BuildInput) { in.Endpoint = "127.0.0.1" }},
-		{"bad service CIDR", func(in *BuildInput) { in.ServiceCIDR = "10.96.0.0" }},
-		{"no service-account key", func(in *BuildInput) { in.ServiceAccountKey = nil }},
-		{"not a member", func(in *BuildInput) { in.ControlPlane = in.ControlPlane[1:] }},
-		{"join alone", func(in *BuildInput) { in.ControlPlane = in.ControlPlane[:1]; in.EtcdJoin = true }},
+		{"no CA", func(in *local.BuildInput) { in.CA = nil }},
+		{"bad role", func(in *local.BuildInput) { in.Node.Role = "etcd" }},
+		{"bad address", func(in *local.BuildInput) { in.Node.Address = "localhost" }},
+		{"bad endpoint", func(in *local.BuildInput) { in.Endpoint = "127.0.0.1" }},
+		{"bad service CIDR", func(in *local.BuildInput) { in.ServiceCIDR = "10.96.0.0" }},
+		{"no service-account key", func(in *local.BuildInput) { in.ServiceAccountKey = nil }},
+		{"not a member", func(in *local.BuildInput) { in.ControlPlane = in.ControlPlane[1:] }},
+		{"join alone", func(in *local.BuildInput) { in.ControlPlane = in.ControlPlane[:1]; in.EtcdJoin = true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := testInput(t, ca, cp0)
+			in := localtest.Input(t, ca, cp0)
 			tt.modify(&in)
-			if _, err := BuildInstall(in); err == nil {
+			if _, err := local.BuildInstall(in); err == nil {
 				t.Fatal("BuildInstall succeeded")
 			}
 		})
@@ -271,20 +243,20 @@ func TestBuildInstallRefuses(t *testing.T) {
 }
 
 func TestParseParamsRefuses(t *testing.T) {
-	ca := newTestCA(t)
-	p, err := BuildInstall(testInput(t, ca, Node{Name: "w", Role: v1.RoleWorker, Address: "127.0.0.5"}))
+	ca := localtest.NewCA(t)
+	p, err := local.BuildInstall(localtest.Input(t, ca, local.Node{Name: "w", Role: v1.RoleWorker, Address: "127.0.0.5"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name   string
-		modify func(*InstallParams)
+		modify func(*local.InstallParams)
 	}{
-		{"other version", func(p *InstallParams) { p.Version = 2 }},
-		{"missing kubeconfig", func(p *InstallParams) { delete(p.Files, FileKubeletConf) }},
-		{"file outside etc/kiln", func(p *InstallParams) { p.Files["etc/passwd"] = "x" }},
-		{"file escaping", func(p *InstallParams) { p.Files["etc/kiln/../../x"] = "x" }},
-		{"worker with control-plane params", func(p *InstallParams) { p.ControlPlane = &ControlPlaneParams{} }},
+		{"other version", func(p *local.InstallParams) { p.Version = 2 }},
+		{"missing kubeconfig", func(p *local.InstallParams) { delete(p.Files, local.FileKubeletConf) }},
+		{"file outside etc/kiln", func(p *local.InstallParams) { p.Files["etc/passwd"] = "x" }},
+		{"file escaping", func(p *local.InstallParams) { p.Files["etc/kiln/../../x"] = "x" }},
+		{"worker with control-plane params", func(p *local.InstallParams) { p.ControlPlane = &local.ControlPlaneParams{} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,12 +267,12 @@ func TestParseParamsRefuses(t *testing.T) {
 			}
 			tt.modify(&q)
 			raw, _ := json.Marshal(q)
-			if _, err := ParseParams(raw); !errors.Is(err, ErrInvalidParams) {
+			if _, err := local.ParseParams(raw); !errors.Is(err, local.ErrInvalidParams) {
 				t.Fatalf("ParseParams = %v, want ErrInvalidParams", err)
 			}
 		})
 	}
-	if _, err := ParseParams(json.RawMessage(`{"version":1,"bogus":true}`)); !errors.Is(err, ErrInvalidParams) {
+	if _, err := local.ParseParams(json.RawMessage(`{"version":1,"bogus":true}`)); !errors.Is(err, local.ErrInvalidParams) {
 		t.Fatalf("unknown field: %v", err)
 	}
 }

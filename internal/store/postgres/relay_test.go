@@ -11,6 +11,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // watched is a store.Watcher's deliveries as a channel.
@@ -62,7 +63,20 @@ func TestChangesReachOtherProcesses(t *testing.T) {
 	}
 	a, b := open(), open()
 	changes := watched(t, b)
-	await(t, changes, store.Change{Kind: store.ChangeResync, Remote: true}) // b's listener is up
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Each store's listener connects on its own after Open and tells its
+	// watchers to resync once it LISTENs; that first resync may come before
+	// Watch above, so wait for both listeners' LISTEN in the database itself.
+	waitfor.Cond(t, "a's and b's listening connections to LISTEN", time.Minute, func() (bool, error) {
+		var n int
+		err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'kiln-changes' AND query LIKE 'LISTEN%'`).Scan(&n)
+		return n == 2, err
+	})
 
 	if err := a.PutProject(t.Context(), &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
 		t.Fatal(err)
@@ -81,11 +95,6 @@ func TestChangesReachOtherProcesses(t *testing.T) {
 	await(t, changes, store.Change{Kind: store.ChangeOperation, Project: "p", Cluster: "c1", Operation: op.ID, Remote: true})
 	await(t, changes, store.Change{Kind: store.ChangeWork, Project: "p", Cluster: "c1", Remote: true})
 
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var cut int
 	err = db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = 'kiln-changes'`).Scan(&cut)

@@ -23,6 +23,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
+	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/proc"
 	"kiln.dev/kiln/test/waitfor"
@@ -206,12 +207,12 @@ func requireDoubled(t *testing.T, p *distrokubeadm.Plan) {
 // Every plan, install (each golden case) or reset, runs only programs with
 // a test double, each by a bare name.
 func TestEveryPlanProgramIsDoubled(t *testing.T) {
-	for _, tt := range goldenCases {
-		p, err := distrokubeadm.Build(tt.in(t))
+	for _, tt := range kubeadmtest.Cases(t) {
+		p, err := distrokubeadm.Build(tt.Input)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(tt.name, func(t *testing.T) { requireDoubled(t, p) })
+		t.Run(tt.Name, func(t *testing.T) { requireDoubled(t, p) })
 	}
 	t.Run("reset", func(t *testing.T) { requireDoubled(t, distrokubeadm.ResetPlan()) })
 }
@@ -269,11 +270,12 @@ func (r *recorder) message(step, state string) string {
 // goldenInput is the input of the golden case name.
 func goldenInput(t *testing.T, name string) distrokubeadm.Input {
 	t.Helper()
-	i := slices.IndexFunc(goldenCases, func(c goldenCase) bool { return c.name == name })
+	cases := kubeadmtest.Cases(t)
+	i := slices.IndexFunc(cases, func(c kubeadmtest.Case) bool { return c.Name == name })
 	if i < 0 {
 		t.Fatalf("no golden case %s", name)
 	}
-	return goldenCases[i].in(t)
+	return cases[i].Input
 }
 
 // installOf returns the plan for in and the install instruction carrying it.
@@ -346,7 +348,7 @@ func TestExecuteInstall(t *testing.T) {
 		mode          fs.FileMode
 	}{
 		{distrokubeadm.ContainerdConfig, "# the distribution's\n", 0o600},
-		{distrokubeadm.KubeadmConfigPath, fileContent(t, p, distrokubeadm.KubeadmConfigPath), 0o644},
+		{distrokubeadm.KubeadmConfigPath, kubeadmtest.File(t, p, distrokubeadm.KubeadmConfigPath), 0o644},
 	} {
 		full := filepath.Join(e.Root, f.path)
 		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
@@ -420,7 +422,7 @@ func TestExecuteInstall(t *testing.T) {
 // already done.
 func TestExecuteSkipsWhatIsDone(t *testing.T) {
 	h := newHost(t)
-	p, in := installOf(t, firstControlPlane())
+	p, in := installOf(t, kubeadmtest.FirstControlPlane())
 	e := executorFor(t, h, p)
 	h.set(t, "test.exit", "0") // /etc/kubernetes/kubelet.conf exists
 
@@ -454,7 +456,7 @@ func TestExecuteSkipsWhatIsDone(t *testing.T) {
 // same instruction run again carries on and succeeds.
 func TestExecuteFailsThenRunsAgain(t *testing.T) {
 	h := newHost(t)
-	p, in := installOf(t, firstControlPlane())
+	p, in := installOf(t, kubeadmtest.FirstControlPlane())
 	e := executorFor(t, h, p)
 	var out strings.Builder
 	for i := 1; i <= 20; i++ {
@@ -543,7 +545,7 @@ func TestExecuteRetryRule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			p, in := installOf(t, firstControlPlane())
+			p, in := installOf(t, kubeadmtest.FirstControlPlane())
 			e := executorFor(t, h, p)
 			for name, content := range tt.control {
 				h.set(t, name, content)
@@ -597,7 +599,7 @@ func TestFetches(t *testing.T) {
 // Params that are not a plan are refused, terminally, before anything is
 // written or run.
 func TestExecuteRefusesBadParams(t *testing.T) {
-	p, _ := installOf(t, firstControlPlane())
+	p, _ := installOf(t, kubeadmtest.FirstControlPlane())
 	withPlan := func(edit func(*distrokubeadm.Plan)) string {
 		q := *p
 		q.Files = slices.Clone(p.Files)
@@ -691,7 +693,7 @@ func TestExecuteStopsHangingCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			p, in := installOf(t, firstControlPlane())
+			p, in := installOf(t, kubeadmtest.FirstControlPlane())
 			e := executorFor(t, h, p)
 			e.CommandTimeout = tt.timeout
 			h.set(t, "swapoff.hang", "yes")

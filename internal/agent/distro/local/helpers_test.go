@@ -18,37 +18,6 @@ import (
 	"kiln.dev/kiln/internal/pki"
 )
 
-var testNow = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-// testInput is a BuildInput (as internal/distro/local's tests build them)
-// for node of a cluster with three control-plane nodes on 127.0.0.2-4 and a
-// worker on 127.0.0.5.
-func testInput(t *testing.T, ca *pki.CA, node distrolocal.Node) distrolocal.BuildInput {
-	t.Helper()
-	key, pub, err := pki.NewServiceAccountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return distrolocal.BuildInput{
-		CA: ca, ServiceAccountKey: key, ServiceAccountPub: pub,
-		ClusterID: "/v1/projects/p/clusters/demo", ClusterName: "demo", KubernetesVersion: "v1.36.3",
-		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: "127.0.0.1:24443",
-		Node: node, DedicatedControlPlane: true,
-		ControlPlane:   []distrolocal.Member{{Name: "demo-cp-0", Address: "127.0.0.2"}, {Name: "demo-cp-1", Address: "127.0.0.3"}, {Name: "demo-cp-2", Address: "127.0.0.4"}},
-		EtcdJoin:       node.Name != "demo-cp-0" && node.Role == v1.RoleControlPlane,
-		CertificateTTL: 30 * 24 * time.Hour, Now: testNow,
-	}
-}
-
-func newTestCA(t *testing.T) *pki.CA {
-	t.Helper()
-	ca, err := pki.NewCA("demo", pki.DefaultCAValidity, testNow.Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
-
 // kubeBinary finds kiln-kube (KILN_KUBE_BIN, or bin/kiln-kube at the
 // repository's root) or skips the test.
 func kubeBinary(t *testing.T) string {

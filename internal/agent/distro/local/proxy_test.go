@@ -7,13 +7,14 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/local/localtest"
 )
 
 // spec.proxy reaches every component: the proxy variables, a no-proxy list
 // with what the cluster reaches directly, and the proxy's root CA trusted
 // besides the system's.
 func TestProxyReachesEveryComponent(t *testing.T) {
-	in := testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	in := localtest.Input(t, localtest.NewCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
 	in.Proxy = &v1.Proxy{HTTPProxy: "http://proxy:3128", HTTPSProxy: "http://proxy:3128", NoProxy: "corp.example, 127.0.0.1", RootCA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
 	p, err := distrolocal.BuildInstall(in)
 	if err != nil {
@@ -61,7 +62,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 // scheduler listen (its 127.0.0.N), so that `kubectl get componentstatuses`
 // probes them there rather than upstream's 127.0.0.1; no other component is.
 func TestAPIServerProbesItsNodesComponents(t *testing.T) {
-	in := testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
+	in := localtest.Input(t, localtest.NewCA(t), distrolocal.Node{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"})
 	p, err := distrolocal.BuildInstall(in)
 	if err != nil {
 		t.Fatal(err)

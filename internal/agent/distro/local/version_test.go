@@ -12,44 +12,16 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/local/localtest"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/test/waitfor"
 )
-
-// fakeVersioned writes a kiln-kube at path that says it is version and
-// otherwise prints its own path and arguments and sleeps.
-func fakeVersioned(t *testing.T, path, version string, mode os.FileMode) {
-	t.Helper()
-	script := "#!/bin/sh\nif [ \"$1\" = version ]; then echo '" + version + "'; exit 0; fi\n" +
-		"echo \"$0 $*\"\nexec sleep 300\n"
-	if err := os.WriteFile(path, []byte(script), mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// kubeDir is a directory as make kube leaves bin/: kiln-kube-VERSION for
-// each version, plus files that are not versioned programs.
-func kubeDir(t *testing.T, versions ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, v := range versions {
-		fakeVersioned(t, filepath.Join(dir, distrolocal.ProgramPrefix+v), v, 0o755)
-	}
-	fakeVersioned(t, filepath.Join(dir, "kiln-kube"), "v1.36.3", 0o755)                             // not versioned
-	fakeVersioned(t, filepath.Join(dir, distrolocal.ProgramPrefix+"v1.33.1"), "v1.33.1", 0o644)     // not executable
-	fakeVersioned(t, filepath.Join(dir, distrolocal.ProgramPrefix+"v1.36.3.tmp"), "v1.36.3", 0o755) // not a version
-	fakeVersioned(t, filepath.Join(dir, "kilnd"), "", 0o755)
-	if err := os.Mkdir(filepath.Join(dir, distrolocal.ProgramPrefix+"v1.32.0"), 0o755); err != nil { // a directory
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // workerInstall is the install instruction of a worker of a cluster at
 // version whose API endpoint nobody serves.
 func workerInstall(t *testing.T, version string) v1.Instruction {
 	t.Helper()
-	in := testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"})
+	in := localtest.Input(t, localtest.NewCA(t), distrolocal.Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"})
 	in.KubernetesVersion = version
 	p, err := distrolocal.BuildInstall(in)
 	if err != nil {
@@ -66,9 +38,9 @@ func workerInstall(t *testing.T, version string) v1.Instruction {
 // a version the agent has no program for fails, terminally, before anything
 // is written or started, naming the versions it has.
 func TestExecutorRunsTheVersionAsked(t *testing.T) {
-	dir := kubeDir(t, "v1.35.4", "v1.36.3")
+	dir := localtest.KubeDir(t, "v1.35.4", "v1.36.3")
 	one := filepath.Join(t.TempDir(), "kiln-kube")
-	fakeVersioned(t, one, "v1.36.3", 0o755)
+	localtest.WriteKubeBinary(t, one, "v1.36.3", 0o755)
 	for _, tc := range []struct {
 		name, kubeBinary, version string
 		wantBinary                string // "" for refused
@@ -126,7 +98,7 @@ func TestExecutorRunsTheVersionAsked(t *testing.T) {
 
 // Another version is another program: the components restart.
 func TestSpecHashCoversTheProgram(t *testing.T) {
-	p, err := distrolocal.BuildInstall(testInput(t, newTestCA(t), distrolocal.Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"}))
+	p, err := distrolocal.BuildInstall(localtest.Input(t, localtest.NewCA(t), distrolocal.Node{Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +112,7 @@ func TestSpecHashCoversTheProgram(t *testing.T) {
 // (kubectl get nodes -L kiln.dev/hollow).
 func TestKubeletLabelsTheNodeHollow(t *testing.T) {
 	for _, n := range []distrolocal.Node{{Name: "demo-cp-0", Role: v1.RoleControlPlane, Address: "127.0.0.2"}, {Name: "demo-w-0", Role: v1.RoleWorker, Address: "127.0.0.5"}} {
-		p, err := distrolocal.BuildInstall(testInput(t, newTestCA(t), n))
+		p, err := distrolocal.BuildInstall(localtest.Input(t, localtest.NewCA(t), n))
 		if err != nil {
 			t.Fatal(err)
 		}

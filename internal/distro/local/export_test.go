@@ -1,0 +1,7 @@
+package local
+
+// The files each role's install must carry, for the external tests.
+var (
+	WorkerFiles       = workerFiles
+	ControlPlaneFiles = controlPlaneFiles
+)
