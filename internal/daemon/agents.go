@@ -50,7 +50,8 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 		return fmt.Errorf("agent listener on %s: %w", d.cfg.AgentListen, err)
 	}
 	d.AgentAddr = ln.Addr().String()
-	tlsCfg, err := gateway.ServerTLSConfig(ca, d.AgentAddr, d.cfg.AgentAdvertise)
+	// Docker nodes reach the gateway by DockerHostAlias (docker.go).
+	tlsCfg, err := gateway.ServerTLSConfig(ca, d.AgentAddr, d.cfg.AgentAdvertise, DockerHostAlias)
 	if err != nil {
 		ln.Close()
 		return err

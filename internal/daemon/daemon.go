@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/docker"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/provider/sim"
@@ -63,6 +64,15 @@ type Config struct {
 	// Local registers the local provider: machines are kiln-agent processes
 	// on this host. It needs the agent gateway in the same process (role all).
 	Local bool
+	// Docker registers the docker provider (machines are containers of
+	// the node image; docs/provider-docker.md) when a Docker engine answers
+	// and the node image of a version is there: --dev tries it and goes on
+	// without it, an explicit Docker fails kilnd's start. It needs the agent
+	// gateway in the same process (role all).
+	Docker bool
+	// DockerNodeImage is the node image's repository: machines of
+	// Kubernetes version V run DockerNodeImage:V. Default kiln/node.
+	DockerNodeImage string
 	// AgentListen is where agents register and hold their sessions (TLS);
 	// default 127.0.0.1:7443.
 	AgentListen string
@@ -159,12 +169,13 @@ type Daemon struct {
 	AgentAddr string
 	Token     string // the admin token
 
-	http      listener      // the API (or a backend's health and metrics)
-	front     *frontend     // nil in a backend-only process
-	back      *backend      // nil in a frontend-only process
-	gw        *agentGateway // nil in a backend-only process
-	local     *local.Local  // nil unless Config.Local
-	stopWatch func()        // ends watch (watch.go)
+	http      listener       // the API (or a backend's health and metrics)
+	front     *frontend      // nil in a backend-only process
+	back      *backend       // nil in a frontend-only process
+	gw        *agentGateway  // nil in a backend-only process
+	local     *local.Local   // nil unless Config.Local
+	docker    *docker.Docker // nil unless Config.Docker found an engine and an image
+	stopWatch func()         // ends watch (watch.go)
 	closeOnce sync.Once
 
 	// registry is the image registry (/v2/ on the API and the agent
@@ -198,13 +209,19 @@ func (c *Config) defaults() error {
 		if !loopback(c.Listen) {
 			return fmt.Errorf("--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
 		}
-		c.Sim, c.Local = true, true
+		c.Sim, c.Local, c.Docker = true, true, true
+	}
+	if c.DockerNodeImage == "" {
+		c.DockerNodeImage = DefaultDockerNodeImage
 	}
 	if err := c.checkTLS(); err != nil {
 		return err
 	}
 	if c.Local && c.Role != RoleAll {
 		return fmt.Errorf("the local provider runs machines that register with this process: use --role all")
+	}
+	if c.Docker && c.Role != RoleAll {
+		return fmt.Errorf("the docker provider runs machines that register with this process: use --role all")
 	}
 	if c.AgentListen == "" {
 		c.AgentListen = "127.0.0.1:7443"
@@ -322,6 +339,13 @@ func (d *Daemon) start(ctx context.Context) error {
 		}
 		d.local = l
 		providers["local"] = l
+	}
+	if err := d.addDocker(ctx, providers); err != nil {
+		d.stopAgents(ctx)
+		if d.local != nil {
+			d.local.Close()
+		}
+		return err
 	}
 	if err := d.ensureAdmin(ctx); err != nil {
 		return err
@@ -452,6 +476,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		if d.local != nil {
 			d.local.Close() // load balancers stop; machines keep running for the next kilnd
+		}
+		if d.docker != nil {
+			d.docker.Close() // the same: containers keep running
 		}
 		if d.registry != nil {
 			d.registry.Close()

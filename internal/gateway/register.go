@@ -337,10 +337,14 @@ func failedChecks(rs []v1.PrecheckResult) []string {
 // nodeAddress is the address the node connected from when that address is
 // on one of its interfaces' networks (it is reachable there: a local
 // machine on 127.0.0.N), else its first global unicast address, else the
-// address it connected from.
+// address it connected from. A loopback address it connected from counts
+// only for a node without a global unicast address: a node with one that
+// reaches kilnd from loopback came through a forward on this host (the
+// docker provider's nodes), and its own loopback is not kilnd's.
 func nodeAddress(facts *v1.NodeFacts, remote string) string {
 	rip := net.ParseIP(remote)
 	var first string
+	matched := false
 	for _, itf := range facts.Interfaces {
 		for _, a := range itf.Addresses {
 			ip, ipnet, err := net.ParseCIDR(a)
@@ -348,14 +352,17 @@ func nodeAddress(facts *v1.NodeFacts, remote string) string {
 				continue
 			}
 			if rip != nil && ipnet.Contains(rip) {
-				return remote
+				matched = true
 			}
 			if first == "" && ip.IsGlobalUnicast() {
 				first = ip.String()
 			}
 		}
 	}
-	if first != "" {
+	switch {
+	case matched && !(rip.IsLoopback() && first != ""):
+		return remote
+	case first != "":
 		return first
 	}
 	return remote

@@ -196,7 +196,7 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 	}
 	x := &run{
 		r: r, cl: cl, op: op, fence: cl.Lease.Fence(), log: log,
-		pc:       provider.Cluster{Project: cl.Project, Name: cl.Name, Spec: cl.Spec},
+		pc:       provider.Cluster{Project: cl.Project, Name: cl.Name, UID: cl.UID, Spec: cl.Spec},
 		canceled: make(chan struct{}),
 	}
 	st := r.opts.Store

@@ -21,7 +21,11 @@ var ErrUnknown = errors.New("unknown provider")
 type Cluster struct {
 	Project string
 	Name    string
-	Spec    v1.ClusterSpec
+	// UID is the cluster's identity (v1.Cluster.UID): a cluster created
+	// later under the same name has another. Providers may keep it as a
+	// tag; it may be empty (tests, records from before it).
+	UID  string
+	Spec v1.ClusterSpec
 }
 
 // Network is the cluster's network as created.

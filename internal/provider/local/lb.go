@@ -15,6 +15,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/lb"
 )
 
 // lbFile is lb.json: the load balancer's address, chosen once, so that a
@@ -83,7 +84,7 @@ func (l *Local) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (pro
 	case err != nil:
 		return provider.LoadBalancer{}, fmt.Errorf("ensure load balancer: %w", err)
 	}
-	lb := provider.LoadBalancer{ID: f.ID, Address: f.address()}
+	res := provider.LoadBalancer{ID: f.ID, Address: f.address()}
 
 	key := c.Project + "/" + c.Name
 	l.pmu.Lock()
@@ -95,21 +96,21 @@ func (l *Local) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (pro
 		return provider.LoadBalancer{}, providerError(errClosed, "the local provider is shutting down")
 	}
 	if p := l.proxies[key]; p != nil {
-		if p.addr == lb.Address {
-			return lb, nil
+		if p.Addr() == res.Address {
+			return res, nil
 		}
-		p.close() // lb.json was removed behind its back: serve the new one
+		p.Close() // lb.json was removed behind its back: serve the new one
 	}
 	if ln == nil {
-		log.Info("opening load balancer", "address", lb.Address)
-		if ln, err = net.Listen("tcp", lb.Address); err != nil {
-			return provider.LoadBalancer{}, providerError(err, "cannot listen on %s for the load balancer of cluster %s; another process holds the port", lb.Address, c.Name)
+		log.Info("opening load balancer", "address", res.Address)
+		if ln, err = net.Listen("tcp", res.Address); err != nil {
+			return provider.LoadBalancer{}, providerError(err, "cannot listen on %s for the load balancer of cluster %s; another process holds the port", res.Address, c.Name)
 		}
 	}
-	p := newProxy(ln, dir, log)
+	p := lb.New(ln, func() []string { return backends(dir, log) }, log)
 	l.proxies[key] = p
-	go p.serve()
-	return lb, nil
+	go p.Serve()
+	return res, nil
 }
 
 // listenNew listens on a port of host that no recorded load balancer uses.
@@ -220,7 +221,7 @@ func (l *Local) DeleteLoadBalancer(ctx context.Context, c provider.Cluster) erro
 		l.log.Info("deleting load balancer", "cluster", key)
 	}
 	if p != nil {
-		p.close()
+		p.Close()
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return providerError(err, "cannot remove %s", path)

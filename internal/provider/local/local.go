@@ -43,6 +43,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/lb"
 )
 
 // APIServerPort is the port the load balancer forwards to on every
@@ -103,8 +104,8 @@ type Local struct {
 
 	mu sync.Mutex // serialises changes in this process; lockDir does across processes
 
-	pmu     sync.Mutex        // guards proxies and closed
-	proxies map[string]*proxy // running load balancers by project/cluster
+	pmu     sync.Mutex           // guards proxies and closed
+	proxies map[string]*lb.Proxy // running load balancers by project/cluster
 	closed  bool
 
 	wmu   sync.Mutex            // guards waits; never held while waiting
@@ -158,7 +159,7 @@ func New(opts Options) (*Local, error) {
 		return nil, fmt.Errorf("local provider: address pool %s is not bindable here (on macOS, add loopback aliases): %w", p, err)
 	}
 	ln.Close()
-	return &Local{opts: opts, log: opts.Logger, proxies: map[string]*proxy{}, waits: map[int]chan struct{}{}}, nil
+	return &Local{opts: opts, log: opts.Logger, proxies: map[string]*lb.Proxy{}, waits: map[int]chan struct{}{}}, nil
 }
 
 // Close stops every load balancer this Local runs (kilnd shutdown). It
@@ -167,10 +168,10 @@ func (l *Local) Close() error {
 	l.pmu.Lock()
 	l.closed = true
 	ps := l.proxies
-	l.proxies = map[string]*proxy{}
+	l.proxies = map[string]*lb.Proxy{}
 	l.pmu.Unlock()
 	for _, p := range ps {
-		p.close()
+		p.Close()
 	}
 	return nil
 }

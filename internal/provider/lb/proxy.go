@@ -1,4 +1,9 @@
-package local
+// Package lb is the TCP load balancer that runs inside kilnd in front of a
+// cluster's API servers, for the providers whose machines are on this host
+// (local, docker). It passes connections through untouched, round-robin
+// over the backends that accept one; the provider says what the backends
+// are, read afresh on every connection.
+package lb
 
 import (
 	"context"
@@ -15,16 +20,16 @@ import (
 // when nothing listens, so this only matters for a stopped (SIGSTOP) process.
 const dialTimeout = 2 * time.Second
 
-// proxy is one load balancer: a plain TCP passthrough from its listener to
+// Proxy is one load balancer: a plain TCP passthrough from its listener to
 // the control-plane machines' API servers, round-robin over the backends that
 // accept a connection. TLS passes through untouched: clients see the API
 // server's own serving certificate.
-type proxy struct {
-	ln         net.Listener
-	addr       string
-	clusterDir string
-	log        *slog.Logger
-	next       atomic.Uint64
+type Proxy struct {
+	ln       net.Listener
+	addr     string
+	backends func() []string
+	log      *slog.Logger
+	next     atomic.Uint64
 
 	ctx    context.Context // cancelled by close: aborts dials
 	cancel context.CancelFunc
@@ -35,13 +40,23 @@ type proxy struct {
 	closed bool
 }
 
-func newProxy(ln net.Listener, clusterDir string, log *slog.Logger) *proxy {
+// New returns a proxy that accepts on ln and forwards each connection to
+// one of backends() (host:port addresses, called on every connection), the
+// next in turn that accepts. Start it with Serve; Close stops it.
+func New(ln net.Listener, backends func() []string, log *slog.Logger) *Proxy {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &proxy{ln: ln, addr: ln.Addr().String(), clusterDir: clusterDir, log: log,
+	return &Proxy{ln: ln, addr: ln.Addr().String(), backends: backends, log: log,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 }
 
-func (p *proxy) serve() {
+// Addr is the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Serve accepts connections until Close; run it on a goroutine of its own.
+func (p *Proxy) Serve() {
 	defer close(p.done)
 	var delay time.Duration
 	for {
@@ -69,7 +84,7 @@ func (p *proxy) serve() {
 
 // track records c so that close can end it; false when the proxy is closed
 // (c is closed then).
-func (p *proxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -80,19 +95,19 @@ func (p *proxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *proxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 	c.Close()
 }
 
-func (p *proxy) handle(c net.Conn) {
+func (p *Proxy) handle(c net.Conn) {
 	if !p.track(c) {
 		return
 	}
 	defer p.untrack(c)
-	bs := backends(p.clusterDir, p.log)
+	bs := p.backends()
 	if len(bs) == 0 {
 		p.log.Debug("load balancer has no control-plane machine to forward to")
 		return
@@ -137,9 +152,9 @@ func pipe(a, b net.Conn) {
 	<-errc
 }
 
-// close stops listening, ends every connection and waits for the accept
-// loop to return.
-func (p *proxy) close() {
+// Close stops listening, ends every connection and waits for Serve to
+// return. Call it once, after Serve has started.
+func (p *Proxy) Close() {
 	p.cancel()
 	p.ln.Close()
 	p.mu.Lock()

@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/docker"
+	"kiln.dev/kiln/internal/store"
+)
+
+// DockerHostAlias is the name docker nodes reach kilnd by: each node's
+// /etc/hosts maps it to its network's gateway address, and the agent
+// gateway's serving certificate names it.
+const DockerHostAlias = "kilnd.kiln.internal"
+
+// DefaultDockerNodeImage is the node image's repository (make node-image).
+const DefaultDockerNodeImage = "kiln/node"
+
+// The plan learns from the docker provider when a machine's container stops.
+var _ plan.StopReporter = (*docker.Docker)(nil)
+
+// Where a docker node's agent finds its join files (copied into the
+// container before every start; never in its command line or environment).
+const (
+	dockerCredentials = "/etc/kiln/credentials.json"
+	dockerPassphrase  = "/etc/kiln/passphrase"
+)
+
+// newDocker builds the docker provider: machines are containers of the node
+// image on a network per cluster, their agents reaching this kilnd's agent
+// gateway through a forward on their network's gateway address (when the
+// agent listener is bound to one address; a wildcard listener is reached
+// there directly) by the name DockerHostAlias. Without a Docker engine or a
+// node image it fails with docker.ErrNoEngine or docker.ErrNoImage.
+func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
+	if d.gw == nil {
+		return nil, errors.New("the docker provider needs this kilnd to serve the agent gateway (--role all)")
+	}
+	forwards := map[string]string{}
+	host, port, err := net.SplitHostPort(d.AgentAddr)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: agent listener %q: %w", d.AgentAddr, err)
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsUnspecified() {
+		forwards[port] = d.AgentAddr
+	}
+	sum := sha256.Sum256([]byte(d.cfg.DataDir))
+	p, err := docker.New(ctx, docker.Options{
+		// The data dir's: a restarted kilnd finds its containers, and
+		// another kilnd on the same engine (another data dir) never does.
+		Instance:  "k" + hex.EncodeToString(sum[:4]),
+		Image:     d.cfg.DockerNodeImage,
+		Versions:  distro.KubeadmVersions(),
+		Command:   func(ctx context.Context, m docker.Machine) (docker.Agent, error) { return d.dockerAgent(ctx, m, port) },
+		Logger:    d.log.With("provider", "docker"),
+		Forwards:  forwards,
+		HostAlias: DockerHostAlias,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.RestoreLoadBalancers(ctx); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("docker provider: restore load balancers: %w", err)
+	}
+	return p, nil
+}
+
+// dockerAgent is what a docker machine's container runs: kiln-agent run,
+// joining its cluster with the credentials and passphrase copied into the
+// container, as the machine's node, reaching the gateway at
+// https://DockerHostAlias:PORT.
+func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string) (docker.Agent, error) {
+	creds, passphrase, err := d.gw.Credentials(ctx, store.Key{Project: m.Project, Name: m.Cluster})
+	if err != nil {
+		return docker.Agent{}, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
+	}
+	creds.Controller = "https://" + net.JoinHostPort(DockerHostAlias, port)
+	b, err := json.MarshalIndent(creds, "", "  ")
+	if err != nil {
+		return docker.Agent{}, err
+	}
+	return docker.Agent{
+		Args: []string{"kiln-agent", "run",
+			"--data-dir", "/var/lib/kiln-agent", // on the machine's /var volume: kept across restarts
+			"--credentials", dockerCredentials,
+			"--passphrase", dockerPassphrase,
+			"--node-name", m.Name,
+		},
+		Files: []docker.File{
+			{Path: dockerCredentials, Mode: 0o600, Data: append(b, '\n')},
+			{Path: dockerPassphrase, Mode: 0o600, Data: []byte(passphrase + "\n")},
+		},
+	}, nil
+}
+
+// addDocker registers the docker provider when Config.Docker asks for it:
+// in dev mode a missing engine or node image is logged and kilnd goes on
+// without docker; otherwise it fails the start.
+func (d *Daemon) addDocker(ctx context.Context, providers provider.Registry) error {
+	if !d.cfg.Docker {
+		return nil
+	}
+	p, err := d.newDocker(ctx)
+	switch {
+	case err == nil:
+		d.docker = p
+		providers[docker.Name] = p
+		d.log.Info("docker provider registered", "image", d.cfg.DockerNodeImage, "versions", p.Distributions())
+		return nil
+	case d.cfg.Dev && (errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage)):
+		d.log.Info("docker provider not registered", "reason", err)
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,70 @@
+package docker
+
+import (
+	"os"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+)
+
+// The grant: everything a node container is given beyond Docker's
+// defaults, in one place. docs/provider-docker.md lists the same with the
+// reasons; change both together. --privileged is not used: it is refused on
+// hosts whose capability bounding set lacks some capability (measured here:
+// "unable to apply caps: operation not permitted"), and it gives far more
+// (every capability, every device, writable /proc and /sys).
+var (
+	// grantCaps: SYS_ADMIN for the mounts of nested containers (containerd's
+	// overlay snapshots, runc's mount namespaces and pivot_root, cgroup
+	// writes); NET_ADMIN for the pod network (CNI's bridge and veth pairs,
+	// routes) and kube-proxy's iptables rules.
+	grantCaps = []string{"SYS_ADMIN", "NET_ADMIN"}
+	// grantSecurityOpt: Docker's default seccomp profile refuses the
+	// syscalls runc uses to make containers (unshare, mount, pivot_root,
+	// keyctl ...), and its AppArmor profile refuses mount.
+	grantSecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined"}
+	// grantDeviceRules: runc in the node makes device nodes (/dev/null,
+	// /dev/zero ...) for its containers and must be allowed to use them.
+	grantDeviceRules = []string{"a *:* rwm"}
+	// grantTmpfs: /run and /tmp are fresh at every start, as on a booted
+	// host: containerd's and the kubelet's sockets and pid files from
+	// before a restart must not be found.
+	grantTmpfs = map[string]string{"/run": "rw,nosuid,nodev,mode=755", "/tmp": "rw,nosuid,nodev,mode=1777"}
+)
+
+// cgroupMount is the host's cgroup hierarchy, writable: the kubelet and
+// runc in the node make the cgroups of pods and containers (Docker mounts it
+// read-only otherwise). On this host's cgroup v1 the kubelet needs
+// failCgroupV1: false (the node image's configuration).
+const cgroupMount = "/sys/fs/cgroup"
+
+// modulesDir is the host's kernel modules, read-only: kube-proxy and
+// containerd look there for the modules they need (already loaded on the
+// host; a node cannot load modules).
+const modulesDir = "/lib/modules"
+
+// hostConfig is a node container's host configuration: the grant, its
+// network, its /var volume, and no restart by Docker (the plan starts a
+// stopped machine again and says how it had stopped).
+func (d *Docker) hostConfig(n clusterNet, volume string) *container.HostConfig {
+	init := false
+	ms := append(mounts(volume), mount.Mount{Type: mount.TypeBind, Source: cgroupMount, Target: cgroupMount})
+	if _, err := os.Stat(modulesDir); err == nil {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
+	}
+	var hosts []string
+	if d.opts.HostAlias != "" {
+		hosts = []string{d.opts.HostAlias + ":" + n.Gateway.String()}
+	}
+	return &container.HostConfig{
+		NetworkMode:   container.NetworkMode(n.Name),
+		ExtraHosts:    hosts,
+		CapAdd:        grantCaps,
+		SecurityOpt:   grantSecurityOpt,
+		Tmpfs:         grantTmpfs,
+		Mounts:        ms,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Init:          &init,
+		Resources:     container.Resources{DeviceCgroupRules: grantDeviceRules},
+	}
+}
