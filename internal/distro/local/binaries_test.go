@@ -181,7 +181,7 @@ func TestExecutorRunsTheVersionAsked(t *testing.T) {
 			}
 			poll(t, 10*time.Second, "the kubelet's first line", func(context.Context) error {
 				b, _ := os.ReadFile(filepath.Join(root, dirLog, Kubelet+".log"))
-				if !strings.HasPrefix(string(b), tc.wantBinary+" kubelet ") {
+				if !strings.HasPrefix(string(b), tc.wantBinary+" hollow-kubelet ") {
 					return errNotReady
 				}
 				return nil
