@@ -22,23 +22,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kiln.dev/kiln/internal/nodeimage"
 )
 
 // defaultVersion is the node image tested unless KILN_NODE_VERSION names another.
 const defaultVersion = "v1.36.3"
-
-// RunFlags are what a node container is granted, and all it is granted (docs/node-image.md says
-// why each is needed). `--privileged` is refused on these machines; none of this needs it.
-var RunFlags = []string{
-	"--cap-add", "SYS_ADMIN", // mounts: rshared /, /proc/sys/net, containers' rootfs and volumes
-	"--cap-add", "NET_ADMIN", // the pod network: bridge, veths, routes, iptables
-	"--security-opt", "seccomp=unconfined", // runc makes namespaces and mounts Docker's profile refuses
-	"--security-opt", "apparmor=unconfined",
-	"-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", // pods' cgroups, under the node container's own
-	"--device-cgroup-rule", "a *:* rwm", // pods' containers get their /dev nodes (runc's device rules)
-	"-v", "/var", // containerd's and the kubelet's state on the host's filesystem: overlayfs over fuse-overlayfs fails
-	"--tmpfs", "/run", "--tmpfs", "/tmp",
-}
 
 const (
 	podCIDR    = "10.244.0.0/24"
@@ -52,7 +41,7 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	if v := os.Getenv("KILN_NODE_VERSION"); v != "" {
 		version = v
 	}
-	image := "kiln/node:" + version
+	image := nodeimage.Image(version)
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker program: the node image needs a Docker engine: SKIPPED")
 	}
@@ -85,7 +74,12 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	writeFiles(t, files, name)
 	step("image " + image + ", node " + name)
 
-	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "kiln.dev/test=node"}, RunFlags...)
+	// Exactly the grants of internal/nodeimage (docs/node-image.md says why each is needed).
+	profile := filepath.Join(dir, "seccomp.json")
+	if err := os.WriteFile(profile, nodeimage.SeccompProfile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
 	run(t, exec.Command("docker", append(args, image)...))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -103,7 +97,7 @@ func TestNodeImageRunsAPod(t *testing.T) {
 
 	// The entrypoint starts containerd and imports the pause image Kiln built.
 	waitFor(t, 30*time.Second, "containerd with the pause image", func() error {
-		_, err := node.sh("ctr -n k8s.io images list -q | grep -qx kiln.dev/pause:1")
+		_, err := node.sh("ctr -n k8s.io images list -q | grep -qx " + nodeimage.PauseImage)
 		return err
 	})
 	node.must("ctr -n k8s.io images import /kiln-test/hello.tar && cp /kiln-test/10-kiln.conflist /etc/cni/net.d/")
@@ -127,7 +121,7 @@ func TestNodeImageRunsAPod(t *testing.T) {
 
 	// The real kubelet, against the node's containerd, in cgroups under the node container's.
 	node.start("kubelet", `kiln-kube kubelet --config /kiln-test/kubelet.yaml --kubeconfig /kiln-test/kubelet.kubeconfig`+
-		` --hostname-override `+name+` --cgroup-root "$(cat /run/kiln/cgroup-root)"`)
+		` --hostname-override `+name+` --cgroup-root "$(cat `+nodeimage.CgroupRootFile+`)"`)
 	node.start("kube-proxy", "kiln-kube kube-proxy --config /kiln-test/kube-proxy.yaml")
 	waitFor(t, 90*time.Second, "node Ready", func() error {
 		out, err := node.kubectl("get", "node", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
