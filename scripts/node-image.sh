@@ -17,8 +17,8 @@
 #
 # Cached: the image carries the hash of everything it was made from (label
 # kiln.dev/node-image-inputs); when kiln/node:VERSION exists with the same hash, nothing is done.
-# Needs root (debootstrap), Docker, Go, and Debian's mirror (the one this machine's apt uses;
-# KILN_DEBIAN_MIRROR overrides it).
+# Needs root (debootstrap, installed with apt-get when missing), Docker, Go, and Debian's mirror
+# (the one this machine's apt uses; KILN_DEBIAN_MIRROR overrides it).
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 VERSION KILN_KUBE" >&2; exit 2; }
@@ -84,7 +84,12 @@ fi
 # ---- the base: Debian bookworm and its packages ---------------------------------------------
 if ! docker image inspect "$base" >/dev/null 2>&1; then
 	[ "$(id -u)" = 0 ] || { echo "node-image: debootstrap needs root to build the base $base" >&2; exit 1; }
-	command -v debootstrap >/dev/null || { echo "node-image: debootstrap is missing (apt-get install debootstrap)" >&2; exit 1; }
+	if ! command -v debootstrap >/dev/null; then
+		command -v apt-get >/dev/null || { echo "node-image: debootstrap is missing and there is no apt-get to install it" >&2; exit 1; }
+		echo "node-image: installing Debian's debootstrap (apt-get update; apt-get install debootstrap)"
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } ||
+			{ echo "node-image: apt-get could not install debootstrap" >&2; exit 1; }
+	fi
 	echo "node-image: building the base $base: Debian $suite (minbase) from $mirror with $packages"
 	echo "  (once for every version; a few minutes, ~70 MB downloaded)"
 	t=$SECONDS
