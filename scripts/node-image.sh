@@ -122,5 +122,10 @@ LABEL kiln.dev/node-image-inputs=$inputs kiln.dev/kubernetes-version=$version
 ENTRYPOINT ["/usr/local/bin/kiln-node-init"]
 EOF
 # The classic builder uses the local base image and pulls nothing.
+old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 DOCKER_BUILDKIT=0 docker build -q -t "$image" "$work/ctx" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+# The image it replaces goes (kept while a container still uses it).
+if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
+	docker rmi "$old" >/dev/null 2>&1 || true
+fi
 echo "node-image: built $image in $((SECONDS - start))s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))"

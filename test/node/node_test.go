@@ -136,6 +136,12 @@ func TestNodeImageRunsAPod(t *testing.T) {
 		t.Errorf("node reports %q, want kubelet %s on containerd", info, version)
 	}
 
+	// The host's kernel-wide settings are shown to the kubelet, not changed (docs/node-image.md).
+	hostPanic, err := os.ReadFile("/proc/sys/kernel/panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	node.kubectlMust("apply", "-f", "/kiln-test/workload.yaml")
 	waitFor(t, 60*time.Second, "pod Running", func() error {
 		out, err := node.kubectl("get", "pod", "hello", "-o", "jsonpath={.status.phase}")
@@ -186,6 +192,14 @@ func TestNodeImageRunsAPod(t *testing.T) {
 		return nil
 	})
 	step(fmt.Sprintf("pod IP %s, ClusterIP %s and NodePort %s:%d answered", podIP, clusterIP, nodeIP, nodePort))
+
+	// The pod's cgroups are under the node container's own, and the host kept its settings.
+	if _, err := node.sh(`test -d "/sys/fs/cgroup/memory$(cat ` + nodeimage.CgroupRootFile + `)/kubepods"`); err != nil {
+		t.Errorf("no kubepods cgroup under the node's cgroup root: %v", err)
+	}
+	if now, _ := os.ReadFile("/proc/sys/kernel/panic"); !bytes.Equal(now, hostPanic) {
+		t.Errorf("the host's kernel.panic went from %q to %q", hostPanic, now)
+	}
 
 	// What a node costs: its own processes (etcd, the apiserver and the controller-manager are
 	// the test's control plane, not the node's).
