@@ -79,7 +79,12 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	if err := os.WriteFile(profile, nodeimage.SeccompProfile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
+	// A Docker network of its own, as the docker provider gives each cluster: its DNS is Docker's
+	// embedded one (127.0.0.11), which the node's entrypoint offers to pods.
+	network := name + "-net"
+	run(t, exec.Command("docker", "network", "create", "--label", "kiln.dev/test=node", network))
+	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
+	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--network", network, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
 	run(t, exec.Command("docker", append(args, image)...))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -192,6 +197,17 @@ func TestNodeImageRunsAPod(t *testing.T) {
 		return nil
 	})
 	step(fmt.Sprintf("pod IP %s, ClusterIP %s and NodePort %s:%d answered", podIP, clusterIP, nodeIP, nodePort))
+
+	// A pod with the node's DNS (dnsPolicy Default, as CoreDNS has) resolves the node's name
+	// through Docker's embedded DNS.
+	waitFor(t, 30*time.Second, "the lookup pod's answer", func() error {
+		out, err := node.kubectl("logs", "lookup")
+		if err == nil && !strings.Contains(out, name+" has addresses "+nodeIP) {
+			err = fmt.Errorf("log %q", out)
+		}
+		return err
+	})
+	step("a pod resolved " + name + " through Docker's DNS")
 
 	// The pod's cgroups are under the node container's own, and the host kept its settings.
 	if _, err := node.sh(`test -d "/sys/fs/cgroup/memory$(cat ` + nodeimage.CgroupRootFile + `)/kubepods"`); err != nil {
@@ -325,6 +341,16 @@ spec:
   nodeName: ` + nodeName + `
   automountServiceAccountToken: false
   containers: [{name: hello, image: ` + helloImage + `, imagePullPolicy: Never, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lookup, namespace: default}
+spec:
+  nodeName: ` + nodeName + `
+  automountServiceAccountToken: false
+  dnsPolicy: Default
+  restartPolicy: Never
+  containers: [{name: lookup, image: ` + helloImage + `, imagePullPolicy: Never, args: [lookup, ` + nodeName + `]}]
 ---
 apiVersion: v1
 kind: Service
