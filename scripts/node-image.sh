@@ -69,6 +69,9 @@ mkdir -p "$work/ctx/rootfs/usr/local/bin" "$work/ctx/rootfs/usr/share/kiln/image
 "$repo/scripts/oci-archive.sh" "$work/ctx/rootfs/usr/share/kiln/images/pause.tar" kiln.dev/pause:1 "$work/pause"
 cp "$kube" "$work/ctx/rootfs/usr/local/bin/kiln-kube"
 cp -a "$repo/images/node/files/." "$work/ctx/rootfs/"
+# Says, on a node, that it is a node of this image (kiln-agent: containerd there is the image's own).
+mkdir -p "$work/ctx/rootfs/etc/kiln"
+printf 'KUBERNETES_VERSION=%s\nCONTAINERD_CONFIG=/etc/containerd/config.toml\n' "$version" >"$work/ctx/rootfs/etc/kiln/node-image"
 inputs=$({
 	echo "$base_key"
 	(cd "$work/ctx/rootfs" && find . -type f | LC_ALL=C sort | xargs sha256sum)
