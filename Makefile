@@ -6,7 +6,7 @@ DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
 FUZZTIME ?= 15
 
-.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke
+.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -80,3 +80,14 @@ $(BIN)/kiln-kube: $(BIN)/kiln-kube-$(KUBE_NEWEST)
 
 kube-smoke: kube ## for each version: etcd, apiserver, controller-manager, scheduler, 2 hollow kubelets; 5 replicas available
 	for v in $(KUBE_VERSIONS); do kube/smoke/smoke.sh $(BIN)/kiln-kube-$$v $$v || exit 1; done
+
+# node-image: Kiln's node image, kiln/node:VERSION for every version in KUBE_VERSIONS (see
+# docs/node-image.md): Debian bookworm from Debian's mirror by debootstrap (the base, shared by
+# every version, built once), then kiln-kube of that version, kiln-agent and the pause image Kiln
+# builds. Nothing is pulled. Each image carries the hash of its inputs: a second `make node-image`
+# with nothing changed does nothing. Needs root and Docker.
+node-image: kube ## build the node image kiln/node:VERSION for each KUBE_VERSIONS (Docker, root; first build ~2 min on top of make kube)
+	for v in $(KUBE_VERSIONS); do GO=$(GO) scripts/node-image.sh $$v $(BIN)/kiln-kube-$$v || exit 1; done
+
+node-test: node-image ## a node container from the image runs a real kubelet, containerd, kube-proxy and a pod (test/node)
+	$(GO) test -count=1 -v -timeout 10m ./test/node/

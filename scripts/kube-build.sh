@@ -78,15 +78,17 @@ stages=(
 	"kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	"kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"kubelet (hollow)|k8s.io/kubernetes/cmd/kubelet/app k8s.io/kubernetes/pkg/kubemark"
+	"kubelet (real and hollow)|k8s.io/kubernetes/cmd/kubelet/app k8s.io/kubernetes/pkg/kubemark"
+	"kube-proxy|k8s.io/kubernetes/cmd/kube-proxy/app"
 	"kubectl|k8s.io/kubectl/pkg/cmd"
 )
 total=$((${#stages[@]} + 3))
 
 cores=$(nproc 2>/dev/null || echo 2)
 cat <<EOF
-kiln-kube $version: building the Kubernetes components of the local distribution (etcd, kube-apiserver,
-  controller-manager, scheduler, hollow kubelet, kubectl) from k8s.io/kubernetes $version into $(basename "$out").
+kiln-kube $version: building the Kubernetes components of Kiln's nodes (etcd, kube-apiserver,
+  controller-manager, scheduler, kubelet, kube-proxy, hollow kubelet, kubectl) from k8s.io/kubernetes
+  $version into $(basename "$out").
   With nothing cached this takes about 8 minutes on an idle 2-core machine (13 CPU-minutes; 11-17 minutes
   were measured while other builds ran), downloads ~750 MB of modules once, and needs 2.5 GB of free memory
   for the link. Go's build cache keeps the result: rebuilding after a change takes seconds.

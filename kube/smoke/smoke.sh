@@ -211,7 +211,7 @@ start scheduler scheduler \
 # ---- two hollow kubelets --------------------------------------------------------------------
 for n in 1 2; do
 	port_var=KUBELET$n
-	start "kubelet-$n" kubelet \
+	start "kubelet-$n" hollow-kubelet \
 		--name "hollow-$n" --kubeconfig "$WORK/node-$n.kubeconfig" --root-dir "$WORK/kubelet-$n" \
 		--node-ip 127.0.0.1 --kubelet-port "${!port_var}" --kubelet-read-only-port 0
 done

@@ -1,6 +1,7 @@
-// Command kiln-kube is the Kubernetes payload of Kiln's local distribution: one binary holding
-// embedded etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the hollow kubelet
-// (real kubelet code with a fake container runtime) and kubectl, all from k8s.io/kubernetes.
+// Command kiln-kube is the Kubernetes payload of Kiln's nodes: one binary holding embedded etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, the real kubelet and kube-proxy (what
+// a node that runs containers runs: Kiln's node image), the hollow kubelet (real kubelet code
+// with a fake container runtime: the local distribution) and kubectl, all from k8s.io/kubernetes.
 //
 //	kiln-kube COMPONENT [upstream flags...]
 //
@@ -34,7 +35,9 @@ func components() []component {
 		{"apiserver", "kube-apiserver", func() int { return cli.Run(newAPIServerCommand()) }},
 		{"controller-manager", "kube-controller-manager", func() int { return cli.Run(newControllerManagerCommand()) }},
 		{"scheduler", "kube-scheduler", func() int { return cli.Run(newSchedulerCommand()) }},
-		{"kubelet", "hollow kubelet: real kubelet code, fake container runtime (kubemark --morph=kubelet)", func() int { return cli.Run(newKubeletCommand()) }},
+		{"kubelet", "kubelet: runs pods' containers through a CRI runtime (containerd)", func() int { return cli.Run(newNodeKubeletCommand()) }},
+		{"kube-proxy", "kube-proxy: Services on the node (iptables)", func() int { return cli.Run(newProxyCommand()) }},
+		{"hollow-kubelet", "hollow kubelet: real kubelet code, fake container runtime, no container runs (kubemark --morph=kubelet)", func() int { return cli.Run(newHollowKubeletCommand()) }},
 		{"kubectl", "kubectl", runKubectl},
 	}
 }
@@ -66,7 +69,7 @@ func main() {
 
 func usage(w *os.File, comps []component) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kiln-kube %s: Kubernetes components for Kiln's local distribution.\n\n", version.Get().GitVersion)
+	fmt.Fprintf(&b, "kiln-kube %s: Kubernetes components for Kiln's nodes.\n\n", version.Get().GitVersion)
 	b.WriteString("Usage: kiln-kube COMPONENT [flags]   (COMPONENT --help lists its upstream flags)\n\nComponents:\n")
 	for _, c := range comps {
 		fmt.Fprintf(&b, "  %-20s %s\n", c.name, c.summary)

@@ -15,7 +15,8 @@ import (
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
-// Component names: the kiln-kube subcommand, the log stream, the pid file.
+// Component names: the log stream, the pid file, and (but for Kubelet, see
+// subcommand) the kiln-kube subcommand.
 const (
 	Etcd              = "etcd"
 	APIServer         = "apiserver"
@@ -23,6 +24,17 @@ const (
 	Scheduler         = "scheduler"
 	Kubelet           = "kubelet"
 )
+
+// subcommand is the kiln-kube subcommand that runs component name. A local
+// node's kubelet is the hollow one: `kiln-kube kubelet` is the real kubelet of
+// nodes that run containers (docs/kube.md). Mapped where the process starts,
+// so an install recorded before the rename resumes unchanged.
+func subcommand(name string) string {
+	if name == Kubelet {
+		return "hollow-kubelet"
+	}
+	return name
+}
 
 // HollowLabel is on every node of the local distribution (value "true"):
 // its kubelet is hollow, no container runs on it.

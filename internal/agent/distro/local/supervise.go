@@ -157,7 +157,7 @@ func (m *managed) spawn() error {
 		return fmt.Errorf("start %s: %w", sp.name, err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(sp.binary, append([]string{sp.name}, sp.args...)...)
+	cmd := exec.Command(sp.binary, append([]string{subcommand(sp.name)}, sp.args...)...)
 	cmd.Dir = s.root
 	cmd.Env = append(os.Environ(), sp.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

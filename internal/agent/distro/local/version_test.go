@@ -90,7 +90,7 @@ func TestExecutorRunsTheVersionAsked(t *testing.T) {
 			}
 			waitfor.Cond(t, "the kubelet's first line", 10*time.Second, func() (bool, error) {
 				b, _ := os.ReadFile(filepath.Join(root, dirLog, Kubelet+".log"))
-				return strings.HasPrefix(string(b), tc.wantBinary+" kubelet "), nil
+				return strings.HasPrefix(string(b), tc.wantBinary+" hollow-kubelet "), nil
 			})
 		})
 	}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Builds Kiln's node image for one Kubernetes version (make node-image runs it once per version):
+#
+#   scripts/node-image.sh VERSION KILN_KUBE
+#
+# VERSION is the Kubernetes version (v1.36.3), KILN_KUBE the kiln-kube program of that version
+# (bin/kiln-kube-v1.36.3). The result is the Docker image kiln/node:VERSION, made with no registry
+# pull (docs/node-image.md):
+#
+#   1. the base: a Debian bookworm root filesystem made by debootstrap (minbase) from Debian's
+#      mirror, with the packages of images/node/packages (containerd, runc, the CNI plugins,
+#      iptables, conntrack, ...), imported as kiln/node-base:KEY, where KEY hashes the package
+#      list, the mirror and the suite. Shared by every version, built once (minutes).
+#   2. the node: one layer on the base with kiln-kube, kiln-agent, Kiln's pause image
+#      (images/pause, an OCI archive containerd imports at start) and images/node/files
+#      (containerd's configuration, the entrypoint). Seconds.
+#
+# Cached: the image carries the hash of everything it was made from (label
+# kiln.dev/node-image-inputs); when kiln/node:VERSION exists with the same hash, nothing is done.
+# Needs root (debootstrap, installed with apt-get when missing), Docker, Go, and Debian's mirror
+# (the one this machine's apt uses; KILN_DEBIAN_MIRROR overrides it).
+set -euo pipefail
+
+[ $# -eq 2 ] || { echo "usage: $0 VERSION KILN_KUBE" >&2; exit 2; }
+version=$1 kube=$2
+repo=$(cd "$(dirname "$0")/.." && pwd)
+GO=${GO:-go}
+suite=bookworm
+image=kiln/node:$version
+base_rev=1 # bump to rebuild the base when how it is made (below) changes
+
+[ -x "$kube" ] || { echo "node-image: $kube is not built (make kube)" >&2; exit 1; }
+got=$("$kube" version)
+[ "$got" = "$version" ] || { echo "node-image: $kube says it is $got, not $version" >&2; exit 1; }
+docker version >/dev/null 2>&1 || { echo "node-image: Docker does not answer (docker version)" >&2; exit 1; }
+
+# debian_mirror prints the Debian mirror this machine's apt uses for $suite (a deb822 .sources
+# stanza or a one-line "deb URI SUITE" entry), so a machine that reaches only its own mirror
+# builds the same way.
+debian_mirror() {
+	if [ -n "${KILN_DEBIAN_MIRROR:-}" ]; then
+		echo "$KILN_DEBIAN_MIRROR"
+		return
+	fi
+	local m
+	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$suite" '
+		/^[ \t]*$/ { if (uris != "" && ok) { print uris; exit } uris = ""; ok = 0; next }
+		/^URIs:/ { uris = $2 }
+		/^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) ok = 1 }
+		END { if (uris != "" && ok) print uris }' | head -1)
+	[ -n "$m" ] || m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk -v suite="$suite" '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i == suite) { print ($2 ~ /^\[/ ? $3 : $2); exit } }')
+	echo "${m:-http://deb.debian.org/debian}"
+}
+
+mirror=$(debian_mirror)
+packages=$(grep -v '^#' "$repo/images/node/packages" | grep -v '^[[:space:]]*$' | sort | paste -sd, -)
+base_key=$(printf '%s\n' "$base_rev" "$suite" "$mirror" "$packages" | sha256sum | cut -c1-16)
+base=kiln/node-base:$base_key
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+
+# The node layer's contents, built first: their hash decides whether anything is to do.
+mkdir -p "$work/ctx/rootfs/usr/local/bin" "$work/ctx/rootfs/usr/share/kiln/images"
+(cd "$repo" && CGO_ENABLED=0 "$GO" build -ldflags '-s -w' -o "$work/ctx/rootfs/usr/local/bin/kiln-agent" ./cmd/kiln-agent)
+(cd "$repo" && CGO_ENABLED=0 "$GO" build -ldflags '-s -w' -o "$work/pause" ./images/pause)
+"$repo/scripts/oci-archive.sh" "$work/ctx/rootfs/usr/share/kiln/images/pause.tar" kiln.dev/pause:1 "$work/pause"
+cp "$kube" "$work/ctx/rootfs/usr/local/bin/kiln-kube"
+cp -a "$repo/images/node/files/." "$work/ctx/rootfs/"
+# Says, on a node, that it is a node of this image (kiln-agent: containerd there is the image's own).
+mkdir -p "$work/ctx/rootfs/etc/kiln"
+printf 'KUBERNETES_VERSION=%s\nCONTAINERD_CONFIG=/etc/containerd/config.toml\n' "$version" >"$work/ctx/rootfs/etc/kiln/node-image"
+inputs=$({
+	echo "$base_key"
+	(cd "$work/ctx/rootfs" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+	sha256sum <"$0"
+} | sha256sum | cut -c1-16)
+
+have=$(docker image inspect -f '{{index .Config.Labels "kiln.dev/node-image-inputs"}}' "$image" 2>/dev/null || true)
+if [ "$have" = "$inputs" ]; then
+	echo "node-image: $image is up to date (inputs $inputs)"
+	exit 0
+fi
+
+# ---- the base: Debian bookworm and its packages ---------------------------------------------
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+	[ "$(id -u)" = 0 ] || { echo "node-image: debootstrap needs root to build the base $base" >&2; exit 1; }
+	if ! command -v debootstrap >/dev/null; then
+		command -v apt-get >/dev/null || { echo "node-image: debootstrap is missing and there is no apt-get to install it" >&2; exit 1; }
+		echo "node-image: installing Debian's debootstrap (apt-get update; apt-get install debootstrap)"
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } ||
+			{ echo "node-image: apt-get could not install debootstrap" >&2; exit 1; }
+	fi
+	echo "node-image: building the base $base: Debian $suite (minbase) from $mirror with $packages"
+	echo "  (once for every version; a few minutes, ~70 MB downloaded)"
+	t=$SECONDS
+	rootfs=$work/base
+	debootstrap --variant=minbase --include="$packages" --components=main "$suite" "$rootfs" "$mirror" \
+		>"$work/debootstrap.log" 2>&1 || { tail -30 "$work/debootstrap.log" >&2; echo "node-image: debootstrap failed" >&2; exit 1; }
+	# Trim what a node never reads, and what Docker provides at run time.
+	chroot "$rootfs" apt-get clean
+	rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/* \
+		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+		"$rootfs"/usr/share/locale/* "$rootfs"/tmp/* "$rootfs"/etc/hostname "$rootfs"/etc/resolv.conf
+	: >"$rootfs/etc/machine-id"
+	printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
+	# debootstrap leaves the mounts it made on the target; none may go into the image.
+	grep -o " $rootfs/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	tar --numeric-owner -C "$rootfs" -c . | docker import \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change "LABEL kiln.dev/node-base=$base_key" \
+		-m "Debian $suite minbase + $packages from $mirror (scripts/node-image.sh)" - "$base" >/dev/null
+	rm -rf "$rootfs"
+	echo "node-image: base $base built in $((SECONDS - t))s ($(docker image inspect -f '{{.Size}}' "$base" | awk '{printf "%d MB", $1/1e6}'))"
+fi
+
+# ---- the node: Kiln's programs and configuration on the base --------------------------------
+echo "node-image: building $image (kiln-kube $version, kiln-agent, pause) on $base"
+cat >"$work/ctx/Dockerfile" <<EOF
+FROM $base
+COPY rootfs/ /
+LABEL kiln.dev/node-image-inputs=$inputs kiln.dev/kubernetes-version=$version
+ENTRYPOINT ["/usr/local/bin/kiln-node-init"]
+EOF
+# The classic builder uses the local base image and pulls nothing.
+old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+DOCKER_BUILDKIT=0 docker build -q -t "$image" "$work/ctx" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+# The image it replaces goes (kept while a container still uses it).
+if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
+	docker rmi "$old" >/dev/null 2>&1 || true
+fi
+echo "node-image: built $image in $((SECONDS - start))s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))"

@@ -1,0 +1,35 @@
+// Command hello is the workload of the node image's test (test/node): a static program packed
+// as a one-layer image (scripts/oci-archive.sh). It prints a line, so the pod's log shows that
+// its container really ran, then answers HTTP on :8080 with its host name until stopped.
+// `hello once` prints the line and exits (what the test runs with kubectl exec); `hello lookup NAME`
+// prints NAME's addresses, resolved through the pod's DNS.
+package main
+
+import (
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	fmt.Printf("hello from %s\n", host)
+	if len(os.Args) > 1 && os.Args[1] == "once" {
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "lookup" {
+		addrs, err := net.LookupHost(os.Args[2])
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s has addresses %s\n", os.Args[2], strings.Join(addrs, " "))
+		return
+	}
+	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "hello from %s\n", host)
+	})
+	log.Fatal(http.ListenAndServe(":8080", nil))
+}
