@@ -69,10 +69,9 @@ func (e *env) browser(t *testing.T) *browser {
 	}
 	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
 	b.navigate("/clusters", "#token") // signed out: the sign-in page, then back
-	b.do("sign in",
+	b.land("sign in", `header form[action="/logout"]`,
 		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`header form[action="/logout"]`)),
 	)
 	if loc := b.location(); loc != b.url+"/clusters" {
 		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
@@ -279,9 +278,8 @@ func TestConsoleLocalCluster(t *testing.T) {
 	ctx := t.Context()
 
 	b.checkAccessible("the clusters list")
-	b.do("open the create form",
+	b.land("open the create form", "#name",
 		chromedp.Click(chromedp.CSS(`header nav a[href="/clusters/new"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#name")),
 	)
 	b.checkAccessible("the create form")
 	b.land("fill in the create form", "[data-fragment=current] [data-operation-status]",
@@ -327,12 +325,11 @@ func TestConsoleLocalCluster(t *testing.T) {
 	}
 
 	// With the keyboard: the size field, a new value, Enter.
-	b.do("type pool default's new size",
+	b.land("type pool default's new size", "p.notice",
 		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('p.notice').forEach(n => n.remove())`),
 		chromedp.Focus(chromedp.CSS("#size-default")),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('size-default').select()`),
 		chromedp.KeyEvent("3\r"),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")),
 	)
 	notice := eval[string](b, `document.querySelector('p.notice').textContent`)
 	if !strings.Contains(notice, "Scaling pool default to 3") {
