@@ -83,6 +83,14 @@ func TestMachineIsAContainer(t *testing.T) {
 	if want := slices.Sorted(slices.Values(grantCaps)); !slices.Equal(slices.Sorted(slices.Values(caps)), want) {
 		t.Errorf("CapAdd = %v, want the grant %v", ct.HostConfig.CapAdd, grantCaps)
 	}
+	if !slices.ContainsFunc(ct.HostConfig.SecurityOpt, func(o string) bool {
+		return strings.HasPrefix(o, "seccomp=") && o != "seccomp=unconfined"
+	}) {
+		t.Errorf("SecurityOpt = %.200q, want the node image's seccomp profile", ct.HostConfig.SecurityOpt)
+	}
+	if len(ct.HostConfig.DeviceCgroupRules) != 0 {
+		t.Errorf("DeviceCgroupRules = %v, want none (not in the grant)", ct.HostConfig.DeviceCgroupRules)
+	}
 	if !strings.Contains(string(res.Raw), "box-cp-0") || strings.Contains(string(res.Raw), testSecret) {
 		t.Errorf("docker inspect of the machine shows its secret (or is not its inspect):\n%s", res.Raw)
 	}

@@ -3,33 +3,35 @@ package docker
 import (
 	"os"
 
+	"kiln.dev/kiln/internal/nodeimage"
+
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 )
 
 // The grant: everything a node container is given beyond Docker's
-// defaults, in one place. docs/provider-docker.md lists the same with the
-// reasons; change both together. --privileged is not used: it is refused on
-// hosts whose capability bounding set lacks some capability (measured here:
-// "unable to apply caps: operation not permitted"), and it gives far more
-// (every capability, every device, writable /proc and /sys).
+// defaults. What is granted is internal/nodeimage's (the one place the
+// node image's tests take it from too); docs/node-image.md says why each
+// part is needed and what fails without it. --privileged is not used: it
+// is refused on hosts whose capability bounding set lacks some capability
+// (measured here: "unable to apply caps: operation not permitted"), and it
+// gives far more (every capability, every device, writable /proc and /sys).
 var (
 	// grantCaps: SYS_ADMIN for the mounts of nested containers (containerd's
 	// overlay snapshots, runc's mount namespaces and pivot_root, cgroup
 	// writes); NET_ADMIN for the pod network (CNI's bridge and veth pairs,
 	// routes) and kube-proxy's iptables rules.
-	grantCaps = []string{"SYS_ADMIN", "NET_ADMIN"}
-	// grantSecurityOpt: Docker's default seccomp profile refuses the
-	// syscalls runc uses to make containers (unshare, mount, pivot_root,
-	// keyctl ...), and its AppArmor profile refuses mount.
-	grantSecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined"}
-	// grantDeviceRules: runc in the node makes device nodes (/dev/null,
-	// /dev/zero ...) for its containers and must be allowed to use them.
-	grantDeviceRules = []string{"a *:* rwm"}
-	// grantTmpfs: /run and /tmp are fresh at every start, as on a booted
-	// host: containerd's and the kubelet's sockets and pid files from
-	// before a restart must not be found.
-	grantTmpfs = map[string]string{"/run": "rw,nosuid,nodev,mode=755", "/tmp": "rw,nosuid,nodev,mode=1777"}
+	grantCaps = nodeimage.Capabilities
+	// grantSecurityOpt: the node image's seccomp profile (Docker's default
+	// refuses pivot_root and keyctl, without which runc cannot start the
+	// node's containers; Kiln's allows everything but the system calls
+	// that act on the whole host). The Engine API takes the profile itself.
+	// Where AppArmor is on, Docker's default profile refuses mount.
+	grantSecurityOpt = []string{"seccomp=" + string(nodeimage.SeccompProfile), "apparmor=unconfined"}
+	// grantTmpfs: /run is fresh at every start, as on a booted host:
+	// containerd's and the kubelet's sockets and pid files from before a
+	// restart must not be found.
+	grantTmpfs = map[string]string{nodeimage.RunTmpfs: "rw,nosuid,nodev,mode=755"}
 )
 
 // cgroupMount is the host's cgroup hierarchy, writable: the kubelet and
@@ -65,6 +67,5 @@ func (d *Docker) hostConfig(n clusterNet, volume string) *container.HostConfig {
 		Mounts:        ms,
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Init:          &init,
-		Resources:     container.Resources{DeviceCgroupRules: grantDeviceRules},
 	}
 }
