@@ -20,7 +20,7 @@ build: ## build kilnd, kiln and kiln-agent into bin/, and kiln-agent for each ar
 test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 	$(GO) test -count=1 $(PKGS)
 
-test-all: build kube ## every test: private PostgreSQL, unit, API, crash, kube smoke and real-cluster tests
+test-all: build kube node-image ## every test: private PostgreSQL, unit, API, crash, kube smoke, node image and real-cluster tests
 	scripts/test-all.sh
 
 FAULTS ?= 100
