@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/httpstatus"
 )
 
 // Auditor records audit entries: kilnd's store (the API's audit log).
@@ -26,7 +27,7 @@ type auditEntry struct {
 }
 
 // record appends the audit entry of a manifest push or delete.
-func (r *Registry) record(req *http.Request, sw *statusWriter, a *auditEntry) {
+func (r *Registry) record(req *http.Request, sw *httpstatus.Recorder, a *auditEntry) {
 	e := &v1.AuditEntry{
 		Time:      r.opts.Now().UTC(),
 		Actor:     a.actor,
@@ -34,7 +35,7 @@ func (r *Registry) record(req *http.Request, sw *statusWriter, a *auditEntry) {
 		Path:      a.path,
 		Project:   a.project,
 		Source:    clientIP(req),
-		Status:    sw.code,
+		Status:    sw.Status(),
 		RequestID: sw.Header().Get("X-Request-Id"),
 	}
 	if req.Method == http.MethodDelete {

@@ -10,6 +10,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/api/errcode"
 
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/httpstatus"
 )
 
 // Challenge is the WWW-Authenticate header of a 401: HTTP basic
@@ -43,7 +44,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.serve(w, req, rp, &auditEntry{})
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Recorder{ResponseWriter: w}
 	a := &auditEntry{path: req.URL.Path}
 	h.serve(sw, req, rp, a)
 	h.reg.record(req, sw, a)
@@ -117,9 +118,9 @@ func (h *handler) serve(w http.ResponseWriter, req *http.Request, rp requestPath
 		h.reg.gcMu.RLock()
 		defer h.reg.gcMu.RUnlock()
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Recorder{ResponseWriter: w}
 	h.reg.app.ServeHTTP(sw, req)
-	if manifest && action == actionDelete && sw.code == http.StatusAccepted {
+	if manifest && action == actionDelete && sw.Status() == http.StatusAccepted {
 		h.reg.log.InfoContext(ctx, "registry: deleted", "principal", p.Name, "repository", project+"/"+repo, "reference", strings.TrimPrefix(rp.suffix, "manifests/"))
 		h.reg.Kick()
 	}
@@ -165,25 +166,3 @@ func serveError(w http.ResponseWriter, err errcode.Error) {
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	errcode.ServeJSON(w, err)
 }
-
-// statusWriter remembers the status of the answer.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (sw *statusWriter) WriteHeader(code int) {
-	if sw.code == 0 {
-		sw.code = code
-	}
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *statusWriter) Write(b []byte) (int, error) {
-	if sw.code == 0 {
-		sw.code = http.StatusOK
-	}
-	return sw.ResponseWriter.Write(b)
-}
-
-func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }

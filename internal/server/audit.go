@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/httpstatus"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		ri := info(r.Context())
 		e := &v1.AuditEntry{
@@ -31,7 +32,7 @@ func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 			Path:      r.URL.Path,
 			Project:   ri.project,
 			Source:    clientIP(r),
-			Status:    sw.status(),
+			Status:    sw.Status(),
 			Code:      sw.Header().Get(codeHeader),
 			RequestID: ri.id,
 		}

@@ -14,6 +14,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/httpstatus"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -81,35 +82,6 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (sw *statusWriter) WriteHeader(code int) {
-	if sw.code == 0 {
-		sw.code = code
-	}
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *statusWriter) Write(b []byte) (int, error) {
-	if sw.code == 0 {
-		sw.code = http.StatusOK
-	}
-	return sw.ResponseWriter.Write(b)
-}
-
-func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
-
-func (sw *statusWriter) status() int {
-	if sw.code == 0 {
-		return http.StatusOK
-	}
-	return sw.code
-}
-
 // logRequests logs one line per request: never the body, the query or
 // the Authorization header.
 // slowRequest is how long a read may take before its request line is
@@ -119,18 +91,18 @@ const slowRequest = time.Second
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		ri := info(r.Context())
 		took := s.now().Sub(start)
 		level := slog.LevelInfo
 		switch {
-		case sw.status() >= 500:
+		case sw.Status() >= 500:
 			level = slog.LevelError
-		case sw.status() == StatusClientClosedRequest:
+		case sw.Status() == StatusClientClosedRequest:
 			// Nobody was waiting for the answer (a closed page's stream).
 			level = slog.LevelDebug
-		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && sw.status() < 400 && took < slowRequest:
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && sw.Status() < 400 && took < slowRequest:
 			// Reads that went well are most requests (every long-poll
 			// answer); they are counted in /metrics, and logged with
 			// --log-level debug. Writes are audited too.
@@ -142,7 +114,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		s.log.LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method),
 			slog.String("route", routeLabel(ri)),
-			slog.Int("status", sw.status()),
+			slog.Int("status", sw.Status()),
 			slog.Duration("duration", took),
 			slog.String("requestId", ri.id),
 			slog.String("principal", ri.principal.Name),
@@ -160,10 +132,10 @@ func routeLabel(ri *reqInfo) string {
 func (s *Server) metrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		route := routeLabel(info(r.Context()))
-		code := strconv.Itoa(sw.status())
+		code := strconv.Itoa(sw.Status())
 		s.m.requests.WithLabelValues(r.Method, route, code).Inc()
 		s.m.duration.WithLabelValues(r.Method, route, code).Observe(time.Since(start).Seconds())
 	})
@@ -173,7 +145,7 @@ func (s *Server) metrics(next http.Handler) http.Handler {
 // the stack goes to the log.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Recorder{ResponseWriter: w}
 		defer func() {
 			p := recover()
 			if p == nil {
@@ -185,7 +157,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			id := requestID(r.Context())
 			s.log.ErrorContext(r.Context(), "handler panicked",
 				slog.String("requestId", id), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			if sw.code == 0 {
+			if !sw.Written() {
 				errorBody(sw, http.StatusInternalServerError, v1.CodeInternal, "",
 					fmt.Sprintf("an internal error occurred (request id %s)", id))
 			}
