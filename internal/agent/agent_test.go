@@ -355,22 +355,28 @@ func TestReconnectAfterSilentPartition(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock a test sets.
+// fakeClock is a clock a test sets, which runs on from there at the real pace: the gateway
+// ignores a heartbeat whose agent time lags real time by more than it did at first (a delayed
+// one), so an agent clock that stood still would have its heartbeats ignored after
+// MissedHeartbeats intervals.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu    sync.Mutex
+	at    time.Time // the time set
+	setAt time.Time // the real time it was set
 }
+
+func newFakeClock(at time.Time) *fakeClock { return &fakeClock{at: at, setAt: time.Now()} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return c.at.Add(time.Since(c.setAt))
 }
 
 func (c *fakeClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = t
+	c.at, c.setAt = t, time.Now()
 }
 
 // TestRenewalTiming: by the agent's (injected) clock, it does not renew its
@@ -389,7 +395,8 @@ func TestRenewalTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	issued := pki.IssuedAt(cert)
-	clock := &fakeClock{now: issued.Add(time.Hour * 66 / 100)}
+	// 1% of the lifetime is 36 s: the clock stays before 67% for longer than the test waits.
+	clock := newFakeClock(issued.Add(time.Hour * 66 / 100))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -426,7 +433,7 @@ func TestRenewalTiming(t *testing.T) {
 		return err == nil && st.Certificate != first.Certificate, nil
 	})
 	// Its files follow (written after the state): the renewed certificate with its key. The
-	// agent's clock, 67% of the first certificate's lifetime, is past the renewal time of the
+	// agent's clock, 67% of the first certificate's lifetime on, is past the renewal time of the
 	// renewed one (issued now by the controller's clock): back to now, it renews no more.
 	clock.Set(time.Now())
 	waitfor.Cond(t, "the renewed certificate's files", wait, func() (bool, error) {
