@@ -33,12 +33,22 @@ func TestJoinAgainIsTheSameNode(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("key file: %v, mode %v, want 0600", err, info.Mode())
 	}
+	if cert, err := tlsFiles(n.join.DataDir); err != nil || cert != first.Certificate {
+		t.Errorf("the certificate files after join: %v (the joined certificate: %v)", err, cert == first.Certificate)
+	}
+	// An agent that joined before it wrote them (or a crash) finds them written again.
+	if err := os.RemoveAll(filepath.Join(n.join.DataDir, state.TLSDir)); err != nil {
+		t.Fatal(err)
+	}
 	again, err := agent.Join(t.Context(), n.join)
 	if err != nil {
 		t.Fatalf("join again: %v", err)
 	}
 	if again.Certificate != first.Certificate {
 		t.Error("a second join with a valid state registered again")
+	}
+	if cert, err := tlsFiles(n.join.DataDir); err != nil || cert != first.Certificate {
+		t.Errorf("the certificate files after joining again: %v (the joined certificate: %v)", err, cert == first.Certificate)
 	}
 	// A year and a day later the certificate has expired: it registers
 	// again, as the same node.
@@ -50,6 +60,9 @@ func TestJoinAgainIsTheSameNode(t *testing.T) {
 	}
 	if renewed.Certificate == first.Certificate || renewed.Node != first.Node {
 		t.Errorf("renewed %s (same certificate: %v), want a new certificate for %s", renewed.Node, renewed.Certificate == first.Certificate, first.Node)
+	}
+	if cert, err := tlsFiles(n.join.DataDir); err != nil || cert != renewed.Certificate {
+		t.Errorf("the certificate files after registering again: %v (the new certificate: %v)", err, cert == renewed.Certificate)
 	}
 	nodes, _, _ := e.Store.ListNodes(t.Context(), c.Key, store.Page{})
 	if len(nodes) != 1 {
@@ -342,22 +355,28 @@ func TestReconnectAfterSilentPartition(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock a test sets.
+// fakeClock is a clock a test sets, which runs on from there at the real pace: the gateway
+// ignores a heartbeat whose agent time lags real time by more than it did at first (a delayed
+// one), so an agent clock that stood still would have its heartbeats ignored after
+// MissedHeartbeats intervals.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu    sync.Mutex
+	at    time.Time // the time set
+	setAt time.Time // the real time it was set
 }
+
+func newFakeClock(at time.Time) *fakeClock { return &fakeClock{at: at, setAt: time.Now()} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return c.at.Add(time.Since(c.setAt))
 }
 
 func (c *fakeClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = t
+	c.at, c.setAt = t, time.Now()
 }
 
 // TestRenewalTiming: by the agent's (injected) clock, it does not renew its
@@ -376,7 +395,8 @@ func TestRenewalTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	issued := pki.IssuedAt(cert)
-	clock := &fakeClock{now: issued.Add(time.Hour * 66 / 100)}
+	// 1% of the lifetime is 36 s: the clock stays before 67% for longer than the test waits.
+	clock := newFakeClock(issued.Add(time.Hour * 66 / 100))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -403,14 +423,23 @@ func TestRenewalTiming(t *testing.T) {
 	if strings.Contains(string(raw), `"next"`) {
 		t.Fatalf("the agent asked for a certificate at 66%% of its lifetime: record %s", raw)
 	}
-	if st, _ := state.Load(n.join.DataDir); st.Certificate != first.Certificate {
-		t.Fatal("the certificate changed at 66% of its lifetime")
+	if st, err := saved(n.join.DataDir); err != nil || st.Certificate != first.Certificate {
+		t.Fatalf("the certificate changed at 66%% of its lifetime (%v)", err)
 	}
 
 	clock.Set(issued.Add(time.Hour * 67 / 100))
 	waitfor.Cond(t, "a renewed certificate at 67% of the lifetime", wait, func() (bool, error) {
-		st, err := state.Load(n.join.DataDir)
+		st, err := saved(n.join.DataDir)
 		return err == nil && st.Certificate != first.Certificate, nil
+	})
+	// Its files follow (written after the state): the renewed certificate with its key. The
+	// agent's clock, 67% of the first certificate's lifetime on, is past the renewal time of the
+	// renewed one (issued now by the controller's clock): back to now, it renews no more.
+	clock.Set(time.Now())
+	waitfor.Cond(t, "the renewed certificate's files", wait, func() (bool, error) {
+		cert, err := tlsFiles(n.join.DataDir)
+		st, lerr := saved(n.join.DataDir)
+		return err == nil && lerr == nil && cert != first.Certificate && cert == st.Certificate, nil
 	})
 	if at := issued.Add(time.Hour * 67 / 100); !at.Before(pki.RenewAt(cert)) {
 		t.Errorf("renewed at %s, not before 80%% (%s)", at, pki.RenewAt(cert))

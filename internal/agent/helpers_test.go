@@ -2,9 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +17,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/state"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/store"
 )
@@ -171,4 +177,56 @@ func refusedSaying(err error, want string) bool {
 	var r *agent.RefusedError
 	return errors.Is(err, agent.ErrRefused) && errors.As(err, &r) &&
 		r.Status == http.StatusUnauthorized && r.Code == v1.CodeUnauthorized && strings.Contains(r.Message, want)
+}
+
+// tlsFiles reads the certificate files in dir (state.WriteTLSFiles) and checks them: a
+// certificate and its key (mode 0600) that match, and the controller's CA of the state there. It
+// returns the certificate (PEM). The files, not the state, are compared with each other: a
+// renewing agent may have saved a newer state already.
+func tlsFiles(dir string) (string, error) {
+	st, err := saved(dir)
+	if err != nil {
+		return "", err
+	}
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))) }
+	cert, err := read(state.TLSCertFile)
+	if err != nil {
+		return "", err
+	}
+	key, err := read(state.TLSKeyFile)
+	if err != nil {
+		return "", err
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		return "", fmt.Errorf("%s and %s: %w", state.TLSCertFile, state.TLSKeyFile, err)
+	}
+	ca, err := read(state.TLSControllerCAFile)
+	if err != nil {
+		return "", err
+	}
+	if st.ControllerCA == "" || string(ca) != st.ControllerCA {
+		return "", fmt.Errorf("%s is not the state's controller CA", state.TLSControllerCAFile)
+	}
+	info, err := os.Stat(filepath.Join(dir, filepath.FromSlash(state.TLSKeyFile)))
+	if err != nil {
+		return "", err
+	}
+	if info.Mode().Perm() != 0o600 {
+		return "", fmt.Errorf("%s has mode %v, want 0600", state.TLSKeyFile, info.Mode().Perm())
+	}
+	return string(cert), nil
+}
+
+// saved reads the state in dir (state.File) without its key. Unlike state.Load, it changes
+// nothing: Load finishes a save it finds cut short, which a running agent may be in the middle of.
+func saved(dir string) (*state.State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, state.File))
+	if err != nil {
+		return nil, err
+	}
+	var st state.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
 }

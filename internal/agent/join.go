@@ -58,7 +58,8 @@ type JoinOptions struct {
 	Now       func() time.Time
 }
 
-// Join registers this node and saves its identity in DataDir. With a state
+// Join registers this node and saves its identity in DataDir, and its
+// certificate, key and controller CA as files (state.WriteTLSFiles). With a state
 // of the same cluster whose certificate is still valid (and the same node
 // name, when one is given), it does nothing and returns that state: a
 // restarted agent is the same node. With an expired certificate it
@@ -100,6 +101,10 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 			log.Info("registering again (forced)", "node", old.Node)
 		default:
 			log.Info("already joined", "node", old.Node)
+			// The files may be missing: an agent of before they were, or a crash.
+			if err := old.WriteTLSFiles(o.DataDir); err != nil {
+				return nil, fmt.Errorf("join: %w", err)
+			}
 			return old, nil
 		}
 		if o.NodeName == "" {
@@ -161,6 +166,9 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 		Key:          keyPEM,
 	}
 	if err := st.Save(o.DataDir); err != nil {
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	if err := st.WriteTLSFiles(o.DataDir); err != nil {
 		return nil, fmt.Errorf("join: %w", err)
 	}
 	log.Info("joined", "node", st.Node)

@@ -15,7 +15,8 @@ import (
 // certificate's lifetime has passed, the agent makes a new key and sends a
 // CSR for it (AgentRenew); the controller answers with the new certificate
 // (ControllerCertificate). The agent checks it, saves it with its key
-// atomically (package state), ends the session and connects again at once
+// atomically (package state), writes them as files again
+// (state.WriteTLSFiles), ends the session and connects again at once
 // with it. The controller accepts the old certificate until a session
 // presents the new one, and refuses it from then on. A refused or
 // unanswered renewal is asked again after renewRetry.
@@ -142,6 +143,11 @@ func (r *runner) renewed(body *v1.CertificateBody) bool {
 	if err := r.setIdentity(next); err != nil {
 		r.log.Error("the renewed certificate", "err", err)
 		return false
+	}
+	if err := next.WriteTLSFiles(r.opts.DataDir); err != nil {
+		// The identity is saved: the next start writes them again.
+		r.log.Error("write the renewed certificate's files: programs that read them (containerd) keep the previous "+
+			"certificate until the agent restarts", "err", err)
 	}
 	cert, _ := next.ParsedCertificate()
 	r.log.Info("node certificate renewed", "notAfter", cert.NotAfter.UTC().Format(time.RFC3339))

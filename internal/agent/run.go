@@ -72,6 +72,11 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	// Again at every start: a crash after a renewal was saved may have left the
+	// files of the certificate before.
+	if err := st.WriteTLSFiles(o.DataDir); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	j, err := journal.Open(o.DataDir, o.Now)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

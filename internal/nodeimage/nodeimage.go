@@ -28,7 +28,7 @@ const (
 	ContainerdSocket = "/run/containerd/containerd.sock"
 	// MarkerFile exists on a node of the image (KEY=VALUE lines: KUBERNETES_VERSION,
 	// CONTAINERD_CONFIG). Its containerd is the image's own, started by the entrypoint: not a
-	// previous installation to replace (kiln-agent's precheck warns about it today).
+	// previous installation to replace (kiln-agent's previous-install precheck passes it).
 	MarkerFile = "/etc/kiln/node-image"
 	// PauseImage is the sandbox image containerd is configured with, imported at start from
 	// the image's /usr/share/kiln/images (Kiln builds it: images/pause).

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/nodeimage"
 )
 
 // process is a running process, from /proc/PID/comm.
@@ -102,6 +103,11 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 		return warn("cannot look into %s: run the precheck as root, or check by hand that they hold no previous installation",
 			strings.Join(unreadable, ", "))
 	case len(runtime) > 0:
+		if image, ok := nodeImage(e); ok {
+			return pass("no previous installation: %s are empty or absent and no Kubernetes process runs; %s is "+
+				"the node image's own (%s), not a previous installation", strings.Join(e.StateDirs, ", "),
+				strings.Join(runtime, ", "), image)
+		}
 		return warn("%s is running: Kiln configures containerd itself; if it belongs to Docker or another "+
 			"installation, its settings (cgroup driver, sandbox image) will be replaced", strings.Join(runtime, ", "))
 	}
@@ -110,6 +116,24 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 			"checked: this host's are other nodes' too)", e.root, strings.Join(e.StateDirs, ", "))
 	}
 	return pass("no previous installation: %s are empty or absent and no Kubernetes process runs", strings.Join(e.StateDirs, ", "))
+}
+
+// nodeImage reports whether the host is a node of Kiln's node image (its marker file,
+// nodeimage.MarkerFile, exists under the root), and describes it for a message: the marker's
+// path and the Kubernetes version it names. Such a node's containerd is the image's own, started
+// by its entrypoint, not a previous installation.
+func nodeImage(e *env) (string, bool) {
+	path := e.path(nodeimage.MarkerFile)
+	if _, err := os.Stat(path); err != nil {
+		return "", false
+	}
+	desc := nodeimage.MarkerFile
+	if data, err := os.ReadFile(path); err == nil { // KEY=VALUE lines, as os-release
+		if v := parseOSRelease(data)["KUBERNETES_VERSION"]; v != "" {
+			desc += ", Kubernetes " + v
+		}
+	}
+	return desc, true
 }
 
 // someFiles returns up to n files (not directories) under dir; a missing dir

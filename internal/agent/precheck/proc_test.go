@@ -1,8 +1,16 @@
 package precheck
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"kiln.dev/kiln/internal/nodeimage"
+)
 
 func TestPreviousInstall(t *testing.T) {
+	// The node image's marker, as scripts/node-image.sh writes it.
+	marker := strings.TrimPrefix(nodeimage.MarkerFile, "/")
+	const markerV = "KUBERNETES_VERSION=v1.36.3\nCONTAINERD_CONFIG=/etc/containerd/config.toml\n"
 	tests := []struct {
 		name   string
 		files  map[string]string
@@ -21,6 +29,17 @@ func TestPreviousInstall(t *testing.T) {
 			[]string{"etcd (pid 10), kube-apiserver (pid 11)"}},
 		{"containerd alone", map[string]string{"proc/300/comm": "containerd\n"}, Warn, []string{"containerd (pid 300) is running"}},
 		{"no proc", map[string]string{}, Warn, []string{"cannot list processes"}},
+		// A node of Kiln's node image: its containerd is the image's own, anything else is still reported.
+		{"node image's containerd", map[string]string{marker: markerV, "proc/1/comm": "kiln-node-init\n", "proc/300/comm": "containerd\n"},
+			Pass, []string{"containerd (pid 300) is the node image's own (/etc/kiln/node-image, Kubernetes v1.36.3)"}},
+		{"node image, marker without a version", map[string]string{marker: "", "proc/300/comm": "containerd\n"},
+			Pass, []string{"containerd (pid 300) is the node image's own (/etc/kiln/node-image)"}},
+		{"node image without containerd", map[string]string{marker: markerV, "proc/1/comm": "kiln-node-init\n"},
+			Pass, []string{"no Kubernetes process runs"}},
+		{"node image with a kubelet running", map[string]string{marker: markerV, "proc/300/comm": "containerd\n", "proc/301/comm": "kubelet\n"},
+			Fail, []string{"running kubelet (pid 301)"}},
+		{"node image with kubelet files", map[string]string{marker: markerV, "var/lib/kubelet/config.yaml": "x", "proc/300/comm": "containerd\n"},
+			Fail, []string{"/var/lib/kubelet/config.yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,17 @@ const (
 	NextKeyFile = "node.key.next"
 )
 
+// Copies of the node's certificate, its key and the controller's CA as PEM files in the data dir,
+// for programs that take files, not the state: containerd's registry configuration (hosts.toml's
+// `client = [[cert, key]]` and `ca`) pulls from kilnd's registry with them. WriteTLSFiles writes
+// them; the agent does at join, at every start and after every renewal.
+const (
+	TLSDir              = "tls"
+	TLSCertFile         = "tls/node.crt"          // the node certificate
+	TLSKeyFile          = "tls/node.key"          // its key, mode 0600
+	TLSControllerCAFile = "tls/controller-ca.crt" // the CA of the controller's serving certificate
+)
+
 // ErrNoState: the data dir holds no usable state (never joined, or a crash
 // between writing the key and the state).
 var ErrNoState = errors.New("no agent state: the node has not joined")
@@ -110,6 +121,30 @@ func (s *State) Save(dir string) error {
 	}
 	if err := atomicfile.Rename(next, filepath.Join(dir, KeyFile)); err != nil {
 		return fmt.Errorf("save agent key: %w", err)
+	}
+	return nil
+}
+
+// WriteTLSFiles writes the node certificate, its key (mode 0600) and the controller's CA as
+// files under dir's TLSDir, each atomically: the controller's CA first, then the key, then the
+// certificate. A reader between the key and the certificate of a renewal finds a pair that does
+// not match (its TLS handshake fails once, a retry finds the new pair); one after finds the new.
+func (s *State) WriteTLSFiles(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, TLSDir), 0o700); err != nil {
+		return fmt.Errorf("write the agent's TLS files: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{TLSControllerCAFile, []byte(s.ControllerCA), 0o644},
+		{TLSKeyFile, s.Key, 0o600},
+		{TLSCertFile, []byte(s.Certificate), 0o644},
+	} {
+		if err := atomicfile.Write(filepath.Join(dir, filepath.FromSlash(f.name)), f.data, f.mode); err != nil {
+			return fmt.Errorf("write the agent's TLS files: %w", err)
+		}
 	}
 	return nil
 }

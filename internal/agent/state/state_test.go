@@ -110,3 +110,47 @@ func TestSaveCutShort(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTLSFiles: the node certificate, its key (0600) and the controller's CA as files,
+// replaced by the next identity's.
+func TestWriteTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("c", 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // a join, then a renewal
+		cert, key, err := ca.Issue(pki.CertRequest{CommonName: "n", Usage: pki.UsageClient})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &State{Node: "n", Certificate: string(cert), CA: string(ca.CertPEM()), ControllerCA: "controller CA " + string(rune('0'+i)), Key: key}
+		if err := s.WriteTLSFiles(dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []struct {
+			name, want string
+			mode       os.FileMode
+		}{
+			{TLSCertFile, string(cert), 0o644},
+			{TLSKeyFile, string(key), 0o600},
+			{TLSControllerCAFile, s.ControllerCA, 0o644},
+		} {
+			path := filepath.Join(dir, filepath.FromSlash(f.name))
+			got, err := os.ReadFile(path)
+			if err != nil || string(got) != f.want {
+				t.Errorf("identity %d: %s holds %q (%v), want %q", i, f.name, got, err, f.want)
+			}
+			if info, err := os.Stat(path); err != nil {
+				t.Error(err)
+			} else if info.Mode().Perm() != f.mode {
+				t.Errorf("identity %d: %s mode %v, want %v", i, f.name, info.Mode().Perm(), f.mode)
+			}
+		}
+	}
+	if info, err := os.Stat(filepath.Join(dir, TLSDir)); err != nil {
+		t.Error(err)
+	} else if info.Mode().Perm() != 0o700 {
+		t.Errorf("%s mode %v, want 0700", TLSDir, info.Mode().Perm())
+	}
+}
