@@ -1,3 +1,5 @@
+// Package client is the Go client of Kiln's API (the wire types are
+// kiln.dev/kiln/api/v1's): what the CLI, the web console and the tests use.
 package client
 
 import (

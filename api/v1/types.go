@@ -1,5 +1,6 @@
-// Package v1 holds Kiln's wire types and its Go client. It imports only the
-// standard library so that the CLI, the agent and outside tests can use it.
+// Package v1 holds Kiln's wire types: the documents the API, the store, the
+// agent and outside tests share. It imports only the standard library, and
+// not net/http: the Go client that speaks HTTP is kiln.dev/kiln/api/client.
 package v1
 
 import (
