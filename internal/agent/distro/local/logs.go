@@ -60,6 +60,10 @@ var routine = []struct {
 	// The controller manager's resource quota evaluators, one per
 	// resource at start.
 	{ControllerManager, "quota evaluators created", regexp.MustCompile(`\] "QuotaMonitor created object count evaluator"`)},
+	// The controller manager's controllers that are off by default (a
+	// feature gate, or not enabled), one or two lines each at start.
+	{ControllerManager, "controllers off by default",
+		regexp.MustCompile(`\] "(Controller is disabled by a feature gate|Warning: skipping controller|Warning: controller is disabled)"`)},
 	// The hollow kubelet's fake cAdvisor has no image filesystem, which
 	// its eviction manager and image garbage collector say every 10 s.
 	{Kubelet, "reports of the hollow kubelet's missing image filesystem",

@@ -49,6 +49,9 @@ func TestRoutineLinesNotForwarded(t *testing.T) {
 			`I1125 05:10:46.100000   31766 shared_informer.go:370] "Waiting for caches to sync" controller="endpoint"`,
 			`I1125 05:10:46.200000   31766 shared_informer.go:377] "Caches are synced" controller="endpoint"`,
 			`I1125 05:40:17.100000    9218 resource_quota_monitor.go:228] "QuotaMonitor created object count evaluator" logger="resourcequota-controller" resource="replicasets.apps"`,
+			`I1125 15:12:21.507236    1134 controller_descriptor.go:99] "Controller is disabled by a feature gate" controller="storageversion-garbage-collector-controller" requiredFeatureGates=["APIServerIdentity","StorageVersionAPI"]`,
+			`I1125 15:12:21.507267    1134 controllermanager.go:641] "Warning: skipping controller" controller="storageversion-garbage-collector-controller"`,
+			`I1125 15:12:22.054768    1134 controllermanager.go:689] "Warning: controller is disabled" controller="bootstrap-signer-controller"`,
 		},
 		Kubelet: {
 			`E1125 05:10:58.570354   31826 eviction_manager.go:264] "Eviction manager: failed to get HasDedicatedImageFs" err="imagefs device is not found"`,
@@ -58,7 +61,7 @@ func TestRoutineLinesNotForwarded(t *testing.T) {
 	summaries := map[string]string{
 		APIServer:         "[kiln-agent: routine lines not forwarded: 2 gRPC dials the component canceled, 3 API groups set up, 1 informer cache syncs; every line is in ",
 		Etcd:              "[kiln-agent: routine lines not forwarded: 1 connections closed before their TLS handshake; every line is in ",
-		ControllerManager: "[kiln-agent: routine lines not forwarded: 2 informer cache syncs, 1 quota evaluators created; every line is in ",
+		ControllerManager: "[kiln-agent: routine lines not forwarded: 2 informer cache syncs, 1 quota evaluators created, 3 controllers off by default; every line is in ",
 		Kubelet:           "[kiln-agent: routine lines not forwarded: 2 reports of the hollow kubelet's missing image filesystem; every line is in ",
 	}
 	kept := map[string][]string{
