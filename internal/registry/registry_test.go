@@ -31,6 +31,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // creds is a fake Credentials: bearer tokens named after principals.
@@ -381,7 +382,7 @@ func TestDeleteCollectsWhatNoManifestReferences(t *testing.T) {
 	if err := e.deleteTag("alice", "p/child:1"); err != nil {
 		t.Fatalf("delete p/child:1: %v", err)
 	}
-	waitFor(t, "the child's 3 blobs collected", func() bool { return blobFiles(t, e.dir) == full-3 })
+	waitfor.Cond(t, "the child's 3 blobs collected", 30*time.Second, func() (bool, error) { return blobFiles(t, e.dir) == full-3, nil })
 	if _, err := e.pull("alice", "p/base:same"); err != nil {
 		t.Errorf("pull base after the child's collection: %v", err)
 	}
@@ -443,17 +444,6 @@ func TestImagesSurviveARestart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "upload.secret")); err != nil {
 		t.Errorf("upload secret: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/nodeimage"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // defaultVersion is the node image tested unless KILN_NODE_VERSION names another.
@@ -385,20 +385,14 @@ func randomHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
-var errTimeout = errors.New("timed out")
-
-// waitFor polls cond until it returns nil, failing the test with its last error at the deadline.
+// waitFor polls cond until it returns nil; at the deadline the test fails
+// with cond's last error.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	waitfor.Cond(t, what, timeout, func() (bool, error) {
+		if err := cond(); err != nil {
+			return false, waitfor.NotYet(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v after %s: %v", what, errTimeout, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return true, nil
+	})
 }
