@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -202,16 +203,7 @@ func removeMarked(t *testing.T, cli *client.Client, mark string) {
 	}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b[:len(b)-1]))
-	return len(b), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelDebug) }
 
 // greet connects to addr and returns the first line, the name of the fake
 // agent that answered.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/test/testlog"
 )
 
 // kubeBinary finds kiln-kube (KILN_KUBE_BIN, or bin/kiln-kube at the
@@ -157,16 +157,7 @@ func adminClient(t *testing.T, ca *pki.CA, server string) *kubeapi.Client {
 	return c
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelInfo) }
 
 // pidsOf returns the pids recorded under root/run.
 func pidsOf(root string) []pidFile {
