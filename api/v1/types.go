@@ -41,6 +41,10 @@ const (
 const (
 	DistroLocal   = "local"   // kiln-kube processes, works on this machine
 	DistroKubeadm = "kubeadm" // containerd and kubeadm on a real host
+	// DistroKiln is Kiln's own Kubernetes (kiln-kube) with real kubelets on
+	// the node's containerd, kube-proxy, a bridge pod network and CoreDNS:
+	// the docker provider's nodes (Kiln's node image).
+	DistroKiln = "kiln"
 )
 
 // Step states (Step.State).
@@ -161,7 +165,7 @@ type ClusterSpec struct {
 	Region            string `json:"region"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// Distribution is how nodes install Kubernetes (DistroLocal,
-	// DistroKubeadm); the provider's default when empty.
+	// DistroKubeadm, DistroKiln); the provider's default when empty.
 	Distribution       string            `json:"distribution,omitempty"`
 	Profile            ProfileRef        `json:"profile"`
 	Network            Network           `json:"network"`
@@ -284,7 +288,7 @@ type Installed struct {
 	Distribution string `json:"distribution"`
 	// Kubelet is KubeletHollow, KubeletReal or KubeletNone.
 	Kubelet string `json:"kubelet"`
-	// CNI is the pod network installed: "calico", "cilium", or CNINone
+	// CNI is the pod network installed: "calico", "cilium", CNIBridge, or CNINone
 	// (whatever spec.network.cni says).
 	CNI string `json:"cni"`
 	// Message says in a few sentences what the nodes are and what works
@@ -305,6 +309,10 @@ const (
 
 // CNINone is Installed.CNI when no pod network is installed.
 const CNINone = "none"
+
+// CNIBridge is the kiln distribution's pod network (spec.network.cni): the
+// CNI bridge plugin on every node, with a route per other node's pod range.
+const CNIBridge = "bridge"
 
 // Hollow reports whether the cluster's nodes run hollow kubelets: no
 // container runs on them.

@@ -36,6 +36,10 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			"--distribution says how it carries out install and reset instructions:\n" +
 			"  local    Kubernetes components from --kube-binary (kiln-kube), run as the agent's children,\n" +
 			"           with their files under --root: hosts on this machine (the local and edge providers).\n" +
+			"           The kubelet is hollow: pods are scheduled, no container runs.\n" +
+			"  kiln     the same components with the real kubelet on this node's containerd, kube-proxy,\n" +
+			"           the pod network, and every image pulled from the controller's registry: a node made\n" +
+			"           from Kiln's node image (the docker provider's machines). Needs --kube-binary and root.\n" +
 			"  kubeadm  containerd, kubelet, kubeadm and kubectl installed on this host with apt, then\n" +
 			"           kubeadm init or join: a real Debian or Ubuntu host. The agent must run as root. The\n" +
 			"           plan's files go under --root (/ on a real host); its commands always run on this\n" +
@@ -52,10 +56,10 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = state.Load(f.dataDir)
+			st, err := state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
-				if _, err := agent.Join(cmd.Context(), f.options(log)); err != nil {
+				if st, err = agent.Join(cmd.Context(), f.options(log)); err != nil {
 					return err
 				}
 			case errors.Is(err, state.ErrNoState):
@@ -65,10 +69,18 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			}
 			var exec agent.Executor = agent.NoDistribution{}
 			switch dist {
-			case v1.DistroLocal:
+			case v1.DistroLocal, v1.DistroKiln:
 				// Kubernetes components from kiln-kube, children of this
-				// agent, under --root.
+				// agent, under --root; on a kiln node every pull goes to
+				// the controller's registry (its agent listener), with
+				// the node's certificate files.
 				kube := &local.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
+				if dist == v1.DistroKiln {
+					kube.Mirror = &local.Mirror{URL: st.Controller,
+						CAFile:   filepath.Join(f.dataDir, state.TLSControllerCAFile),
+						CertFile: filepath.Join(f.dataDir, state.TLSCertFile),
+						KeyFile:  filepath.Join(f.dataDir, state.TLSKeyFile)}
+				}
 				defer kube.Close()
 				// Components a crashed agent left running are supervised again.
 				if err := kube.Resume(); err != nil {
@@ -95,7 +107,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
 	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube for the local distribution: a directory of kiln-kube-VERSION programs (an install runs the one of its Kubernetes version), or one kiln-kube program (installs its own version only)")
-	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local or kubeadm (default: local with --kube-binary, otherwise none)")
+	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local, kiln or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
 }
 
@@ -112,9 +124,9 @@ func chooseDistribution(distribution, kubeBinary, root string) (string, error) {
 			return v1.DistroLocal, nil
 		}
 		return "", nil
-	case v1.DistroLocal:
+	case v1.DistroLocal, v1.DistroKiln:
 		if kubeBinary == "" {
-			return "", usageError{errors.New("--distribution local needs --kube-binary, the kiln-kube program its components run from")}
+			return "", usageError{fmt.Errorf("--distribution %s needs --kube-binary, the kiln-kube program its components run from", distribution)}
 		}
 	case v1.DistroKubeadm:
 		if kubeBinary != "" {
@@ -125,7 +137,7 @@ func chooseDistribution(distribution, kubeBinary, root string) (string, error) {
 				"run kiln-agent as root")
 		}
 	default:
-		return "", usageError{fmt.Errorf("--distribution %q: want local or kubeadm", distribution)}
+		return "", usageError{fmt.Errorf("--distribution %q: want local, kiln or kubeadm", distribution)}
 	}
 	return distribution, nil
 }

@@ -119,7 +119,7 @@ func TestRunDistributionRefused(t *testing.T) {
 		{"local without kiln-kube", []string{"--distribution", "local"}, 0, exitUsage, "--distribution local needs --kube-binary"},
 		{"kubeadm with kiln-kube", []string{"--distribution", "kubeadm", "--kube-binary", "/x/kiln-kube"}, 0, exitUsage,
 			"--kube-binary is the local distribution's"},
-		{"unknown", []string{"--distribution", "rke2"}, 0, exitUsage, `--distribution "rke2": want local or kubeadm`},
+		{"unknown", []string{"--distribution", "rke2"}, 0, exitUsage, `--distribution "rke2": want local, kiln or kubeadm`},
 		{"kubeadm not as root", []string{"--distribution", "kubeadm"}, 1000, exitError, "run kiln-agent as root"},
 	}
 	for _, tt := range tests {

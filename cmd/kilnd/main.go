@@ -99,6 +99,7 @@ unless set; created on first start): back it up apart from the database.
 	f.BoolVar(&cfg.Local, "local", false, "register the local provider (machines are kiln-agent processes on this host; on with --dev)")
 	f.BoolVar(&cfg.Docker, "docker", false, "register the docker provider (machines are containers of the node image; docs/provider-docker.md): kilnd does not start without a Docker engine and a node image (tried with --dev, and skipped there when missing)")
 	f.StringVar(&cfg.DockerNodeImage, "docker-node-image", daemon.DefaultDockerNodeImage, "the node image's repository: docker machines of Kubernetes version V run REPOSITORY:V (make node-image)")
+	f.StringVar(&cfg.DefaultProvider, "default-provider", "", "the provider of a cluster that names none (default: docker when the docker provider is registered, its nodes run containers; otherwise local, whose nodes are hollow)")
 	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")
 	f.StringVar(&cfg.AgentAdvertise, "agent-advertise", "", "HOST:PORT agents are told to reach the gateway at (credentials, installer commands), e.g. a load balancer in front of several frontends (default: the --agent-listen address)")
 	f.DurationVar(&cfg.NodeCertValidity, "node-cert-validity", 0, "lifetime of agents' node certificates (renewed after two thirds of it); 0 for each cluster's certificateTTLDays")

@@ -188,7 +188,7 @@ type createForm struct {
 }
 
 func (c *Console) createPage(w http.ResponseWriter, r *http.Request, s *session) error {
-	f := createForm{Provider: "local", ControlPlane: "1", Workers: "1", NodeApproval: "auto", Project: r.URL.Query().Get("project")}
+	f := createForm{Provider: c.defaultProvider, ControlPlane: "1", Workers: "1", NodeApproval: "auto", Project: r.URL.Query().Get("project")}
 	if err := c.fillCreateChoices(r, s, &f); err != nil {
 		return err
 	}

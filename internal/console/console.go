@@ -11,6 +11,7 @@
 package console
 
 import (
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ type Options struct {
 	// DefaultVersion is the Kubernetes version the API gives a cluster
 	// that names none; the create form shows it.
 	DefaultVersion string
+	// DefaultProvider is the provider the create form proposes (the API's
+	// default); local when empty.
+	DefaultProvider string
 	// HostsJoin reports whether a provider's hosts join with an installer
 	// (edge): its clusters get the installer tab, provision and reset.
 	HostsJoin func(provider string) bool
@@ -60,17 +64,18 @@ type Options struct {
 
 // Console is the web console, an http.Handler.
 type Console struct {
-	api       http.Handler
-	providers map[string]map[string][]string
-	install   func(string) string
-	archs     []string
-	version   string
-	hostsJoin func(string) bool
-	log       *slog.Logger
-	live      time.Duration
-	pages     map[string]*template.Template
-	handler   http.Handler
-	streams   streams
+	api             http.Handler
+	providers       map[string]map[string][]string
+	install         func(string) string
+	archs           []string
+	version         string
+	defaultProvider string
+	hostsJoin       func(string) bool
+	log             *slog.Logger
+	live            time.Duration
+	pages           map[string]*template.Template
+	handler         http.Handler
+	streams         streams
 }
 
 // New returns a Console. It panics if opts.API is nil or a template does not
@@ -80,15 +85,16 @@ func New(opts Options) *Console {
 		panic("console.New: Options.API is required")
 	}
 	c := &Console{
-		api:       opts.API,
-		providers: opts.Providers,
-		install:   opts.InstallCommand,
-		archs:     opts.InstallerArchs,
-		version:   opts.DefaultVersion,
-		hostsJoin: opts.HostsJoin,
-		log:       opts.Logger,
-		live:      opts.LiveInterval,
-		streams:   streams{stop: make(chan struct{})},
+		api:             opts.API,
+		providers:       opts.Providers,
+		install:         opts.InstallCommand,
+		archs:           opts.InstallerArchs,
+		version:         opts.DefaultVersion,
+		defaultProvider: cmp.Or(opts.DefaultProvider, "local"),
+		hostsJoin:       opts.HostsJoin,
+		log:             opts.Logger,
+		live:            opts.LiveInterval,
+		streams:         streams{stop: make(chan struct{})},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

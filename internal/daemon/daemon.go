@@ -70,6 +70,10 @@ type Config struct {
 	// without it, an explicit Docker fails kilnd's start. It needs the agent
 	// gateway in the same process (role all).
 	Docker bool
+	// DefaultProvider is spec.provider of a cluster that names none:
+	// when empty, docker when the docker provider is registered (its
+	// nodes run containers), otherwise local.
+	DefaultProvider string
 	// DockerNodeImage is the node image's repository: machines of
 	// Kubernetes version V run DockerNodeImage:V. Default kiln/node.
 	DockerNodeImage string

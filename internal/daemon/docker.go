@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/netip"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/docker"
@@ -59,7 +61,9 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 		// another kilnd on the same engine (another data dir) never does.
 		Instance:  "k" + hex.EncodeToString(sum[:4]),
 		Image:     d.cfg.DockerNodeImage,
-		Versions:  distro.KubeadmVersions(),
+		// The kiln distribution: kiln-kube in each node image.
+		Versions:     distro.LocalVersions(),
+		Distribution: v1.DistroKiln,
 		Command:   func(ctx context.Context, m docker.Machine) (docker.Agent, error) { return d.dockerAgent(ctx, m, port) },
 		Logger:    d.log.With("provider", "docker"),
 		Forwards:  forwards,
@@ -92,6 +96,7 @@ func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string)
 	return docker.Agent{
 		Args: []string{"kiln-agent", "run",
 			"--data-dir", "/var/lib/kiln-agent", // on the machine's /var volume: kept across restarts
+			"--distribution", v1.DistroKiln, "--kube-binary", nodeimage.KubeBinary,
 			"--credentials", dockerCredentials,
 			"--passphrase", dockerPassphrase,
 			"--node-name", m.Name,

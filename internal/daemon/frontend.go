@@ -2,7 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,6 +15,7 @@ import (
 	"kiln.dev/kiln/internal/console"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/docker"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/server"
 )
@@ -20,6 +25,22 @@ import (
 type frontend struct {
 	api     *server.Server
 	console *console.Console
+}
+
+// defaultProvider is the provider of clusters that name none: the one
+// configured, which must be registered, or else docker when it is (its nodes
+// run containers) and local otherwise.
+func (d *Daemon) defaultProvider(providers provider.Registry) (string, error) {
+	if p := d.cfg.DefaultProvider; p != "" {
+		if _, ok := providers[p]; !ok {
+			return "", fmt.Errorf("--default-provider %q is not registered here; registered: %s", p, strings.Join(slices.Sorted(maps.Keys(providers)), ", "))
+		}
+		return p, nil
+	}
+	if _, ok := providers[docker.Name]; ok {
+		return docker.Name, nil
+	}
+	return server.DefaultProvider, nil
 }
 
 // newFrontend builds the API over d's store and the console that acts
@@ -34,6 +55,10 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 	var activation server.Activation
 	if d.gw != nil {
 		activation = d.gw.Gateway
+	}
+	defaultProvider, err := d.defaultProvider(providers)
+	if err != nil {
+		return nil, nil, err
 	}
 	authn := auth.New(d.Store, nil) // the API's and the registry's: a revocation reaches both at once
 	srv := server.New(server.Options{
@@ -52,8 +77,9 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		MaxInFlight:  d.cfg.MaxInFlight,
 		PollInterval: d.cfg.Poll,
 
-		ExternalURL:    d.cfg.ExternalURL,
-		TrustForwarded: d.cfg.TrustForwarded,
+		ExternalURL:     d.cfg.ExternalURL,
+		TrustForwarded:  d.cfg.TrustForwarded,
+		DefaultProvider: defaultProvider,
 	})
 	con := console.New(console.Options{
 		API:       srv,
@@ -62,9 +88,10 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		InstallCommand: func(distribution string) string {
 			return server.InstallCommand(distribution, d.cfg.KubeBinary)
 		},
-		InstallerArchs: server.InstallerArchs,
-		DefaultVersion: server.DefaultKubernetesVersion,
-		Logger:         d.log,
+		InstallerArchs:  server.InstallerArchs,
+		DefaultVersion:  server.DefaultKubernetesVersion,
+		DefaultProvider: defaultProvider,
+		Logger:          d.log,
 	})
 	return &frontend{api: srv, console: con}, rootHandler(srv, con), nil
 }

@@ -12,7 +12,9 @@ import (
 )
 
 // localVersions are the versions of kiln-kube that `make kube` builds (the
-// Makefile's KUBE_VERSIONS: bin/kiln-kube-VERSION), oldest first.
+// Makefile's KUBE_VERSIONS: bin/kiln-kube-VERSION), oldest first. The kiln
+// distribution offers the same: `make node-image` makes kiln/node:VERSION
+// of each.
 var localVersions = []string{"v1.35.4", "v1.36.3"}
 
 // LocalVersions returns the Kubernetes versions the local distribution
@@ -39,6 +41,7 @@ func Versions() map[string][]string {
 	return map[string][]string{
 		v1.DistroLocal:   LocalVersions(),
 		v1.DistroKubeadm: KubeadmVersions(),
+		v1.DistroKiln:    LocalVersions(),
 	}
 }
 
@@ -51,13 +54,16 @@ const (
 		"Kiln on machines without Docker (docs/distro-local.md)."
 	realMessage = "Real nodes: containerd, runc and a kubelet installed with kubeadm; pods run as containers " +
 		"on the pod network."
+	kilnMessage = "Real nodes: kiln-kube's kubelet on containerd and runc in each node, kube-proxy, the CNI bridge " +
+		"plugin with a route per node's pod range, and CoreDNS; images come from kilnd's registry (docs/distro-kiln.md)."
 	noneMessage = "Simulated machines: no Kubernetes runs on them (the sim provider, for tests and benchmarks)."
 )
 
 // Installed says what spec's distribution installs on each node: the
 // cluster's status.installed. The local distribution runs hollow kubelets
 // and installs no pod network, whatever spec.network.cni says; kubeadm
-// installs real kubelets and the CNI the spec names.
+// installs real kubelets and the CNI the spec names; kiln real kubelets and
+// the bridge network.
 func Installed(spec *v1.ClusterSpec) *v1.Installed {
 	switch spec.Distribution {
 	case v1.DistroLocal:
@@ -65,6 +71,8 @@ func Installed(spec *v1.ClusterSpec) *v1.Installed {
 	case v1.DistroKubeadm:
 		return &v1.Installed{Distribution: v1.DistroKubeadm, Kubelet: v1.KubeletReal, CNI: spec.Network.CNI,
 			Message: realMessage + " CNI: " + spec.Network.CNI + "."}
+	case v1.DistroKiln:
+		return &v1.Installed{Distribution: v1.DistroKiln, Kubelet: v1.KubeletReal, CNI: v1.CNIBridge, Message: kilnMessage}
 	}
 	return &v1.Installed{Distribution: spec.Distribution, Kubelet: v1.KubeletNone, CNI: v1.CNINone, Message: noneMessage}
 }

@@ -33,6 +33,8 @@ const (
 	// PauseImage is the sandbox image containerd is configured with, imported at start from
 	// the image's /usr/share/kiln/images (Kiln builds it: images/pause).
 	PauseImage = "kiln.dev/pause:1"
+	// KubeBinary is the image's kiln-kube, of the image's Kubernetes version.
+	KubeBinary = "/usr/local/bin/kiln-kube"
 )
 
 // Capabilities are added to Docker's default set. SYS_ADMIN: mounts (the node's root made

@@ -15,6 +15,7 @@ const (
 	UserControllerManager = "system:kube-controller-manager"
 	UserScheduler         = "system:kube-scheduler"
 	UserAPIServerKubelet  = "kube-apiserver-kubelet-client"
+	UserKubeProxy         = "system:kube-proxy" // bound to system:node-proxier by default
 	nodeUserPrefix        = "system:node:"
 )
 
@@ -49,6 +50,12 @@ func NodeServingRequest(nodeName string, ips []net.IP) CertRequest {
 // of kube-controller-manager and kube-scheduler.
 func ControllerManagerRequest() CertRequest {
 	return CertRequest{CommonName: UserControllerManager, Usage: UsageClient}
+}
+
+// KubeProxyRequest is kube-proxy's client certificate: the default
+// system:node-proxier binding gives its user what kube-proxy reads.
+func KubeProxyRequest() CertRequest {
+	return CertRequest{CommonName: UserKubeProxy, Usage: UsageClient}
 }
 
 // SchedulerRequest: see ControllerManagerRequest.

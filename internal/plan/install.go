@@ -158,6 +158,7 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 		Endpoint:              endpoint,
 		DedicatedControlPlane: spec.ControlPlane.Dedicated,
 		Proxy:                 spec.Proxy,
+		Containers:            spec.Distribution == v1.DistroKiln,
 		ControlPlane:          members,
 		CertificateTTL:        time.Duration(max(spec.CertificateTTLDays, 1)) * 24 * time.Hour,
 	}, nil

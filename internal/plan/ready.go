@@ -11,6 +11,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
+	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
@@ -44,13 +45,20 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 	deadline := time.Now().Add(x.r.opts.NodeTimeout)
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
 	defer tick.Stop()
-	labelled, recorded := map[string]bool{}, false
+	labelled, recorded, dns := map[string]bool{}, false, false
 	for {
 		missing, err := x.readyPass(ctx, kc, machines, labelled)
 		if err == nil && !recorded {
 			if err = x.recordClusterID(ctx, kc); err == nil {
 				recorded = true
 			}
+		}
+		if err == nil && len(missing) == 0 && !dns {
+			var waiting string
+			if waiting, err = x.clusterDNS(ctx, kc); err == nil && waiting != "" {
+				missing = append(missing, waiting)
+			}
+			dns = err == nil && waiting == ""
 		}
 		if err == nil && len(missing) == 0 {
 			return nil
@@ -230,6 +238,39 @@ func missingLabels(have, want map[string]string) map[string]string {
 		}
 	}
 	return patch
+}
+
+// coreDNSImage is the cluster DNS image the kiln distribution runs, which
+// kilnd seeds into its registry.
+const coreDNSImage = "kiln.dev/coredns:1.15.0"
+
+// dnsReplicas is how many CoreDNS pods a kiln cluster runs.
+const dnsReplicas = 2
+
+// clusterDNS applies the cluster DNS of the kiln distribution (CoreDNS) and
+// says what it waits for ("" once a replica answers); other distributions
+// have none of Kiln's.
+func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error) {
+	if x.cl.Spec.Distribution != v1.DistroKiln {
+		return "", nil
+	}
+	addr, err := distro.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
+	if err != nil {
+		return "", failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
+	}
+	for _, o := range distro.DNSObjects(coreDNSImage, addr, dnsReplicas) {
+		if err := kc.Apply(ctx, kubeapi.Object(o)); err != nil {
+			return "", fmt.Errorf("cluster DNS: %w", err)
+		}
+	}
+	st, err := kc.Deployment(ctx, distro.DNSNamespace, distro.DNSDeployment)
+	if err != nil {
+		return "", fmt.Errorf("cluster DNS: %w", err)
+	}
+	if st.AvailableReplicas == 0 {
+		return fmt.Sprintf("the cluster DNS (deployment %s/%s: no replica available yet)", distro.DNSNamespace, distro.DNSDeployment), nil
+	}
+	return "", nil
 }
 
 // recordClusterID writes the cluster's id and uid into

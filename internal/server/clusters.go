@@ -128,7 +128,7 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 	if in.Name != "" && in.Name != name {
 		return v1.ClusterSpec{}, badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
 	}
-	Defaults(&in.Spec)
+	Defaults(&in.Spec, s.defaultProvider)
 	failures := validate.Cluster(name, &in.Spec, s.catalog)
 	if existing != nil {
 		failures = append(failures, validate.Update(&existing.Spec, &in.Spec)...)

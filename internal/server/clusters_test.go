@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"kiln.dev/kiln/internal/server"
 	"net/http"
 	"strings"
 	"testing"
@@ -346,5 +347,20 @@ func TestClusterDrainTimeout(t *testing.T) {
 		"Content-Type: application/merge-patch+json")
 	if e := r.errorBody(t); e.Target != "spec.workerPools[0].drainTimeout" || e.Code != v1.CodeInvalidParameter {
 		t.Errorf("PATCH drainTimeout 0s: %+v", e)
+	}
+}
+
+// A cluster that names no provider gets the server's default one, and the
+// docker provider's gets the kiln distribution and its bridge network.
+func TestDefaultsOfTheDefaultProvider(t *testing.T) {
+	var spec v1.ClusterSpec
+	server.Defaults(&spec, "docker")
+	if spec.Provider != "docker" || spec.Distribution != v1.DistroKiln || spec.Network.CNI != v1.CNIBridge {
+		t.Errorf("defaulted to provider %q, distribution %q, CNI %q; want docker, kiln, bridge", spec.Provider, spec.Distribution, spec.Network.CNI)
+	}
+	spec = v1.ClusterSpec{Network: v1.Network{CNI: "cilium"}}
+	server.Defaults(&spec, "")
+	if spec.Provider != "local" || spec.Distribution != v1.DistroLocal || spec.Network.CNI != "cilium" {
+		t.Errorf("defaulted to provider %q, distribution %q, CNI %q; want local, local, cilium (given)", spec.Provider, spec.Distribution, spec.Network.CNI)
 	}
 }

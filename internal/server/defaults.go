@@ -20,13 +20,22 @@ const (
 
 // DefaultDistributions are the distributions of providers that install
 // one, when spec.distribution is empty.
-var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1.DistroLocal}
+var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1.DistroLocal, "docker": v1.DistroKiln}
 
-// Defaults fills the empty fields of spec that have a default. It runs
-// before validation, so a value the user gave is never replaced.
-func Defaults(spec *v1.ClusterSpec) {
+// DefaultCNIs are the pod networks of distributions that install one other
+// than DefaultCNI, when spec.network.cni is empty.
+var DefaultCNIs = map[string]string{v1.DistroKiln: v1.CNIBridge}
+
+// Defaults fills the empty fields of spec that have a default, with
+// provider when spec.provider is empty (DefaultProvider when that is empty
+// too). It runs before validation, so a value the user gave is never
+// replaced.
+func Defaults(spec *v1.ClusterSpec, provider string) {
+	if provider == "" {
+		provider = DefaultProvider
+	}
 	if spec.Provider == "" {
-		spec.Provider = DefaultProvider
+		spec.Provider = provider
 	}
 	if spec.Distribution == "" {
 		spec.Distribution = DefaultDistributions[spec.Provider]
@@ -42,6 +51,9 @@ func Defaults(spec *v1.ClusterSpec) {
 	}
 	if spec.Network.CNI == "" {
 		spec.Network.CNI = DefaultCNI
+		if c, ok := DefaultCNIs[spec.Distribution]; ok {
+			spec.Network.CNI = c
+		}
 	}
 	if spec.ControlPlane.Size == 0 {
 		spec.ControlPlane.Size = DefaultControlPlaneSize

@@ -83,28 +83,33 @@ type Options struct {
 	// itself, answering in the registry's error format. It is not part of
 	// the route table (Routes): it is another API, with its own spec.
 	OCI http.Handler
+	// DefaultProvider is spec.provider of a cluster that names none;
+	// DefaultProvider (local) when empty. kilnd --dev makes it docker when
+	// the docker provider is registered.
+	DefaultProvider string
 }
 
 // Server is the API frontend, an http.Handler.
 type Server struct {
-	stores     // the store, a view per resource (stores.go)
-	activation Activation
-	installer  Installer
-	auth       *auth.Authenticator
-	log        *slog.Logger
-	steps      func(kind string, spec *v1.ClusterSpec) []string
-	providers  provider.Registry
-	catalog    validate.Catalog
-	checker    *dynamic.Checker
-	now        func() time.Time
-	poll       time.Duration
-	limiter    *limiter
-	inflight   chan struct{} // a slot per request being served; nil: no cap
-	oci        http.Handler
-	m          *metrics
-	gatherer   prometheus.Gatherer
-	notes      notifier
-	waitHook   func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
+	stores          // the store, a view per resource (stores.go)
+	activation      Activation
+	installer       Installer
+	auth            *auth.Authenticator
+	log             *slog.Logger
+	steps           func(kind string, spec *v1.ClusterSpec) []string
+	providers       provider.Registry
+	defaultProvider string
+	catalog         validate.Catalog
+	checker         *dynamic.Checker
+	now             func() time.Time
+	poll            time.Duration
+	limiter         *limiter
+	inflight        chan struct{} // a slot per request being served; nil: no cap
+	oci             http.Handler
+	m               *metrics
+	gatherer        prometheus.Gatherer
+	notes           notifier
+	waitHook        func(opID string) // tests: a long-poll is about to wait (an operation's id, or a log's path)
 
 	externalURL    string // Options.ExternalURL, checked, without a trailing slash
 	trustForwarded bool
@@ -128,19 +133,20 @@ func New(opts Options) *Server {
 		panic("server.New: Options.Store is required")
 	}
 	s := &Server{
-		stopping:   make(chan struct{}),
-		stores:     storesOf(opts.Store),
-		activation: opts.Activation,
-		installer:  opts.Installer,
-		log:        opts.Logger,
-		steps:      opts.Steps,
-		providers:  opts.Providers,
-		catalog:    validate.Catalog(opts.Providers.Catalog()),
-		checker:    &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
-		now:        opts.Now,
-		poll:       opts.PollInterval,
-		oci:        opts.OCI,
-		mux:        http.NewServeMux(),
+		stopping:        make(chan struct{}),
+		stores:          storesOf(opts.Store),
+		activation:      opts.Activation,
+		installer:       opts.Installer,
+		log:             opts.Logger,
+		steps:           opts.Steps,
+		providers:       opts.Providers,
+		defaultProvider: opts.DefaultProvider,
+		catalog:         validate.Catalog(opts.Providers.Catalog()),
+		checker:         &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
+		now:             opts.Now,
+		poll:            opts.PollInterval,
+		oci:             opts.OCI,
+		mux:             http.NewServeMux(),
 
 		externalURL:    mustExternalURL(opts.ExternalURL),
 		trustForwarded: opts.TrustForwarded,

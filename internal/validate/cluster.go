@@ -153,8 +153,11 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.invalid("spec.profile.version", "must be 0 (latest) or a positive version")
 	}
 	e.network(&spec.Network, NodeCount(spec))
-	if spec.Distribution == v1.DistroKubeadm {
+	switch spec.Distribution {
+	case v1.DistroKubeadm:
 		e.kubeadm(&spec.Network)
+	case v1.DistroKiln:
+		e.kiln(&spec.Network)
 	}
 	e.controlPlane(&spec.ControlPlane)
 	e.pools(spec.WorkerPools)
@@ -457,12 +460,27 @@ func rootCA(s string) string {
 // kubeadm refuses what the kubeadm distribution's plans do not install:
 // Flannel, and IPv6 pod or service ranges.
 func (e *errs) kubeadm(n *v1.Network) {
-	if n.CNI == "flannel" {
-		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel")
+	if n.CNI == "flannel" || n.CNI == v1.CNIBridge {
+		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not %s", n.CNI)
 	}
+	e.ipv4Only(n, v1.DistroKubeadm)
+}
+
+// kiln refuses what the kiln distribution does not install: any pod network
+// but the bridge, and IPv6 ranges. (The pod range holds a /24 per node:
+// network checks that for every distribution.)
+func (e *errs) kiln(n *v1.Network) {
+	if n.CNI != v1.CNIBridge {
+		e.invalid("spec.network.cni", "the kiln distribution installs the %s pod network, not %q: leave spec.network.cni empty or set it to %s",
+			v1.CNIBridge, n.CNI, v1.CNIBridge)
+	}
+	e.ipv4Only(n, v1.DistroKiln)
+}
+
+func (e *errs) ipv4Only(n *v1.Network, distribution string) {
 	for _, f := range []struct{ field, cidr string }{{"spec.network.podCIDR", n.PodCIDR}, {"spec.network.serviceCIDR", n.ServiceCIDR}} {
 		if p, err := netip.ParsePrefix(f.cidr); err == nil && !p.Addr().Is4() {
-			e.invalid(f.field, "%s: the kubeadm distribution installs IPv4 clusters only", f.cidr)
+			e.invalid(f.field, "%s: the %s distribution installs IPv4 clusters only", f.cidr, distribution)
 		}
 	}
 }

@@ -26,8 +26,9 @@ const (
 	MaxDisplayName = 256
 )
 
-// CNIs are the network plugins Kiln installs.
-var CNIs = []string{"calico", "cilium", "flannel"}
+// CNIs are the network plugins Kiln knows; each distribution installs some
+// of them (the kiln distribution bridge, kubeadm calico and cilium).
+var CNIs = []string{"calico", "cilium", "flannel", v1.CNIBridge}
 
 // NodeApprovals are the values of spec.nodeApproval.
 var NodeApprovals = []string{"auto", "manual"}

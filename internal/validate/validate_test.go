@@ -147,7 +147,7 @@ func TestCluster(t *testing.T) {
 		{
 			name: "cni", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Network.CNI = "weave" },
-			want: []v1.Error{invalid("spec.network.cni", `"weave" must be one of calico, cilium, flannel`)},
+			want: []v1.Error{invalid("spec.network.cni", `"weave" must be one of calico, cilium, flannel, bridge`)},
 		},
 		{
 			name: "node approval and ttl", cluster: "c",
@@ -566,4 +566,55 @@ func testCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// The kiln distribution installs the bridge pod network over IPv4, a /24
+// per node, and refuses anything else up front; kubeadm does not install the
+// bridge.
+func TestKilnDistribution(t *testing.T) {
+	catalog := validate.Catalog{"docker": {"kiln": {"v1.36.3"}}, "edge": {"kubeadm": nil}}
+	tests := []struct {
+		name    string
+		cluster string
+		edit    func(s *v1.ClusterSpec)
+		want    []v1.Error
+	}{
+		{
+			name: "kiln installs the bridge network", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution = "docker", "kiln"
+				s.Network.CNI = "bridge"
+			},
+		},
+		{
+			name: "kiln refuses other networks and IPv6", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution = "docker", "kiln"
+				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "calico"}
+			},
+			want: []v1.Error{
+				invalid("spec.network.cni", `the kiln distribution installs the bridge pod network, not "calico": leave spec.network.cni empty or set it to bridge`),
+				invalid("spec.network.podCIDR", "fd00:10::/48: the kiln distribution installs IPv4 clusters only"),
+				invalid("spec.network.serviceCIDR", "fd00:20::/108: the kiln distribution installs IPv4 clusters only"),
+			},
+		},
+		{
+			name: "kubeadm does not install the bridge network", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0"
+				s.Network.CNI = "bridge"
+			},
+			want: []v1.Error{invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not bridge")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := valid()
+			tt.edit(&s)
+			got := validate.Cluster(tt.cluster, &s, catalog)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Cluster() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

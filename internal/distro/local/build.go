@@ -44,6 +44,10 @@ type BuildInput struct {
 	// members instead of founding it. The plan sets it on every
 	// control-plane node but the first.
 	EtcdJoin bool
+	// Containers: the node runs containers (the kiln distribution): it
+	// gets ContainerParams, kube-proxy's kubeconfig and a kubelet serving
+	// certificate. False: a hollow kubelet (the local distribution).
+	Containers bool
 	// Proxy is spec.proxy; nil for none.
 	Proxy *v1.Proxy
 	// CertificateTTL is the certificates' lifetime; pki.DefaultValidity
@@ -94,6 +98,13 @@ func BuildInstall(in BuildInput) (InstallParams, error) {
 	// the endpoint.
 	if err := b.kubeconfig(FileKubeletConf, "https://"+in.Endpoint, pki.NodeClientRequest(in.Node.Name)); err != nil {
 		return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
+	}
+	if in.Containers {
+		c, err := b.containers()
+		if err != nil {
+			return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
+		}
+		p.Containers = c
 	}
 	if err := p.Validate(); err != nil {
 		return InstallParams{}, fmt.Errorf("build install for %s: %w", in.Node.Name, err)
@@ -173,6 +184,29 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// containers issues what a node that runs containers needs besides a
+// hollow one: kube-proxy's kubeconfig (through the endpoint, as the
+// kubelet's) and the kubelet's serving certificate for the node's name and
+// address.
+func (b builder) containers() (*ContainerParams, error) {
+	in := b.in
+	dns, err := ClusterDNSAddress(in.ServiceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidParams, err)
+	}
+	nodeIP := net.ParseIP(in.Node.Address)
+	if nodeIP == nil {
+		return nil, fmt.Errorf("%w: node address %q", ErrInvalidParams, in.Node.Address)
+	}
+	if err := b.kubeconfig(FileKubeProxyConf, "https://"+in.Endpoint, pki.KubeProxyRequest()); err != nil {
+		return nil, err
+	}
+	if err := b.issue(FileKubeletServingCert, FileKubeletServingKey, pki.NodeServingRequest(in.Node.Name, []net.IP{nodeIP})); err != nil {
+		return nil, err
+	}
+	return &ContainerParams{ClusterDNS: dns, ClusterDomain: ClusterDomain}, nil
 }
 
 func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {

@@ -5,3 +5,6 @@ var (
 	WorkerFiles       = workerFiles
 	ControlPlaneFiles = controlPlaneFiles
 )
+
+// ContainerFiles are the files a node that runs containers gets besides.
+var ContainerFiles = containerFiles

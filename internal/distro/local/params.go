@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/netip"
 	"path"
+	"slices"
 	"strings"
 
 	"kiln.dev/kiln/internal/distro"
@@ -68,7 +69,15 @@ const (
 	FileControllerManagerConf = "etc/kiln/controller-manager.conf"
 	FileSchedulerConf         = "etc/kiln/scheduler.conf"
 	FileKubeletConf           = "etc/kiln/kubelet.conf"
+	// Files of a node that runs containers (InstallParams.Containers):
+	// kube-proxy's kubeconfig and the kubelet's serving certificate.
+	FileKubeProxyConf      = "etc/kiln/kube-proxy.conf"
+	FileKubeletServingCert = "etc/kiln/pki/kubelet.crt"
+	FileKubeletServingKey  = "etc/kiln/pki/kubelet.key"
 )
+
+// containerFiles are the files every node that runs containers gets.
+var containerFiles = []string{FileKubeProxyConf, FileKubeletServingCert, FileKubeletServingKey}
 
 // controlPlaneFiles are the files only a control-plane node gets.
 var controlPlaneFiles = []string{
@@ -108,8 +117,43 @@ type InstallParams struct {
 	// Proxy is the HTTP proxy every component uses (spec.proxy), with what
 	// must not go through it added to its no-proxy list; nil for none.
 	Proxy *distro.ProxyEnv `json:"proxy,omitempty"`
+	// Containers is set on the nodes of the kiln distribution, which run
+	// containers: the real kubelet on the node's containerd, kube-proxy and
+	// the pod network. Nil: the kubelet is hollow (the local distribution).
+	Containers *ContainerParams `json:"containers,omitempty"`
 	// Files are the node's files, path (relative to its root) -> content.
 	Files map[string]string `json:"files"`
+}
+
+// ContainerParams say how a node that runs containers is set up besides
+// the components every node has.
+type ContainerParams struct {
+	// ClusterDNS is the address of the cluster DNS Service (CoreDNS):
+	// ClusterDNSAddress of the service range.
+	ClusterDNS string `json:"clusterDNS"`
+	// ClusterDomain is the Services' DNS domain (ClusterDomain).
+	ClusterDomain string `json:"clusterDomain"`
+}
+
+// ClusterDomain is the DNS domain of a cluster's Services.
+const ClusterDomain = "cluster.local"
+
+// ClusterDNSAddress is the address of the cluster DNS Service in the
+// service range cidr: its tenth address (10.96.0.10 in 10.96.0.0/12), as
+// kubeadm chooses.
+func ClusterDNSAddress(cidr string) (string, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return "", fmt.Errorf("service CIDR %q: %w", cidr, err)
+	}
+	a := p.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	if !p.Contains(a) {
+		return "", fmt.Errorf("service CIDR %q is too small for a cluster DNS address", cidr)
+	}
+	return a.String(), nil
 }
 
 // Node is the node being installed.
@@ -181,6 +225,15 @@ func (p InstallParams) Validate() error {
 		return bad("endpoint %q is not host:port", p.Endpoint)
 	}
 	need := workerFiles
+	if c := p.Containers; c != nil {
+		if _, err := netip.ParseAddr(c.ClusterDNS); err != nil {
+			return bad("cluster DNS address %q: %v", c.ClusterDNS, err)
+		}
+		if _, err := netip.ParsePrefix(p.PodCIDR); err != nil {
+			return bad("pod CIDR %q: %v", p.PodCIDR, err)
+		}
+		need = append(slices.Clone(need), containerFiles...)
+	}
 	switch p.Node.Role {
 	case v1.RoleWorker:
 		if p.ControlPlane != nil {
@@ -200,7 +253,7 @@ func (p InstallParams) Validate() error {
 		if cp.EtcdJoin && len(cp.EtcdJoinURLs) == 0 {
 			return bad("etcd join without a member to join")
 		}
-		need = append(append([]string(nil), need...), controlPlaneFiles...)
+		need = append(slices.Clone(need), controlPlaneFiles...)
 	default:
 		return bad("role %q", p.Node.Role)
 	}

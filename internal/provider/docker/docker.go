@@ -85,7 +85,7 @@ type Options struct {
 	// the engine. A cluster without a version gets the newest.
 	Versions []string
 	// Distribution is what the machines install (spec.distribution), for
-	// Distributions; default v1.DistroKubeadm.
+	// Distributions; default v1.DistroKiln.
 	Distribution string
 	// Command is what a machine's container runs and is given, asked each
 	// time a container is created or started again: Args and Env are fixed
@@ -201,7 +201,7 @@ func New(ctx context.Context, opts Options) (*Docker, error) {
 		opts.Image = "kiln/node"
 	}
 	if opts.Distribution == "" {
-		opts.Distribution = v1.DistroKubeadm
+		opts.Distribution = v1.DistroKiln
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,12 +24,14 @@ const (
 	ControllerManager = "controller-manager"
 	Scheduler         = "scheduler"
 	Kubelet           = "kubelet"
+	KubeProxy         = "kube-proxy" // nodes that run containers only
 )
 
-// subcommand is the kiln-kube subcommand that runs component name. A local
-// node's kubelet is the hollow one: `kiln-kube kubelet` is the real kubelet of
-// nodes that run containers (docs/kube.md). Mapped where the process starts,
-// so an install recorded before the rename resumes unchanged.
+// subcommand is the kiln-kube subcommand that runs component name when its
+// spec names none (command): a local node's kubelet is the hollow one, and
+// `kiln-kube kubelet` the real kubelet of nodes that run containers
+// (docs/kube.md), whose spec says so. Mapped where the process starts, so an
+// install recorded before the rename resumes unchanged.
 func subcommand(name string) string {
 	if name == Kubelet {
 		return "hollow-kubelet"
@@ -41,7 +44,7 @@ func subcommand(name string) string {
 const HollowLabel = "kiln.dev/hollow"
 
 // allComponents in start order.
-var allComponents = []string{Etcd, APIServer, ControllerManager, Scheduler, Kubelet}
+var allComponents = []string{Etcd, APIServer, ControllerManager, Scheduler, Kubelet, KubeProxy}
 
 // Directories under the node's root.
 const (
@@ -54,19 +57,37 @@ const (
 	dirEtc               = "etc/kiln"
 )
 
-// spec is how to run one component: BINARY NAME ARGS... with ENV added.
+// spec is how to run one component: BINARY COMMAND ARGS... with ENV added.
 type spec struct {
-	name   string
-	binary string // the kiln-kube program of the install's Kubernetes version
-	args   []string
-	env    []string
-	dirs   []string // directories (absolute) to create first
-	hash   string   // of binary, args, env and the files' contents: a change restarts
+	name    string
+	command string // the kiln-kube subcommand; subcommand(name) when empty
+	binary  string // the kiln-kube program of the install's Kubernetes version
+	args    []string
+	env     []string
+	dirs    []string          // directories (absolute) to create first
+	files   map[string]string // configuration files it reads (absolute path: content), written by install
+	hash    string            // of binary, command, args, env, files and the node's files: a change restarts
+}
+
+// kiln-kube subcommand of the spec.
+func (s spec) subcommand() string {
+	if s.command != "" {
+		return s.command
+	}
+	return subcommand(s.name)
+}
+
+// nodeInfo is what specs knows of the node besides the install's params: only
+// nodes that run containers need it.
+type nodeInfo struct {
+	// cgroupRoot is the kubelet's cgroup root: the node image's
+	// (nodeimage.CgroupRootFile), under the node container's own cgroup.
+	cgroupRoot string
 }
 
 // specs returns what runs on the node of p, in start order, with binary,
 // the kiln-kube of p.KubernetesVersion.
-func specs(p distrolocal.InstallParams, root, binary string) []spec {
+func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec {
 	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	addr := p.Node.Address
 	var out []spec
@@ -111,7 +132,7 @@ func specs(p distrolocal.InstallParams, root, binary string) []spec {
 			"--service-account-signing-key-file", f(distrolocal.FileServiceAccountKey),
 			"--service-cluster-ip-range", p.ServiceCIDR,
 			"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
-			"--allow-privileged", "--endpoint-reconciler-type", "none",
+			"--allow-privileged", "--endpoint-reconciler-type", reconciler(p),
 			"--cert-dir", f(dirAPIServer),
 		}, env: componentStatusEnv(addr)})
 
@@ -147,21 +168,11 @@ func specs(p distrolocal.InstallParams, root, binary string) []spec {
 		}, authn...)})
 	}
 
-	// Role labels are not set here: NodeRestriction refuses
-	// node-role.kubernetes.io labels from a kubelet; the plan sets them.
-	// HollowLabel says in Kubernetes what the node is.
-	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, args: []string{
-		"--name", p.Node.Name,
-		"--kubeconfig", f(distrolocal.FileKubeletConf),
-		"--root-dir", f(dirKubelet),
-		"--address", addr, "--node-ip", addr,
-		"--kubelet-port", fmt.Sprint(distrolocal.KubeletPort), "--kubelet-read-only-port", "0",
-		"--node-labels", HollowLabel + "=true",
-	}}
-	if len(p.Taints) > 0 {
-		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))
+	if p.Containers != nil {
+		out = append(out, realKubelet(p, f, n), kubeProxy(p, f))
+	} else {
+		out = append(out, hollowKubelet(p, f))
 	}
-	out = append(out, kubelet)
 
 	env := p.Proxy.Env()
 	if p.Files[distrolocal.FileProxyCA] != "" {
@@ -173,6 +184,36 @@ func specs(p distrolocal.InstallParams, root, binary string) []spec {
 		out[i].hash = specHash(out[i], p.Files)
 	}
 	return out
+}
+
+// hollowKubelet is the kubelet of a local node. Role labels are not set
+// here: NodeRestriction refuses node-role.kubernetes.io labels from a
+// kubelet; the plan sets them. HollowLabel says in Kubernetes what the node
+// is.
+func hollowKubelet(p distrolocal.InstallParams, f func(string) string) spec {
+	kubelet := spec{name: Kubelet, dirs: []string{f(dirKubelet)}, args: []string{
+		"--name", p.Node.Name,
+		"--kubeconfig", f(distrolocal.FileKubeletConf),
+		"--root-dir", f(dirKubelet),
+		"--address", p.Node.Address, "--node-ip", p.Node.Address,
+		"--kubelet-port", fmt.Sprint(distrolocal.KubeletPort), "--kubelet-read-only-port", "0",
+		"--node-labels", HollowLabel + "=true",
+	}}
+	if len(p.Taints) > 0 {
+		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))
+	}
+	return kubelet
+}
+
+// reconciler is the API server's --endpoint-reconciler-type: the default
+// Service kubernetes lists the API servers where pods can reach them (lease)
+// on nodes that run containers; local nodes' addresses are loopback ones no
+// pod could use, and none runs anyway (none).
+func reconciler(p distrolocal.InstallParams) string {
+	if p.Containers != nil {
+		return "lease"
+	}
+	return "none"
 }
 
 // componentStatusEnv tells kiln-kube's apiserver where its node's
@@ -191,10 +232,13 @@ func componentStatusEnv(addr string) []string {
 // and another Kubernetes version (another program) restarts them all.
 func specHash(s spec, files map[string]string) string {
 	h := sha256.New()
-	for _, part := range [][]string{{s.binary, s.name}, s.args, s.env} {
+	for _, part := range [][]string{{s.binary, s.name, s.command}, s.args, s.env} {
 		for _, a := range part {
 			fmt.Fprintf(h, "%d:%s\n", len(a), a)
 		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.files)) {
+		fmt.Fprintf(h, "%s %d:%s\n", n, len(s.files[n]), s.files[n])
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -218,6 +262,9 @@ const (
 	StepStartScheduler         = "start-scheduler"
 	StepStartKubelet           = "start-kubelet"
 	StepKubeletRegistered      = "kubelet-registered"
+	// Nodes that run containers only.
+	StepStartKubeProxy = "start-kube-proxy"
+	StepPodNetwork     = "pod-network"
 	StepStopComponents         = "stop-components"
 	StepRemoveFiles            = "remove-files"
 )
@@ -235,6 +282,9 @@ const specsFile = dirRun + "/components.json"
 
 type specRecord struct {
 	Name string `json:"name"`
+	// Command is the kiln-kube subcommand; empty in records of agents
+	// before real kubelets, and for components named after theirs.
+	Command string `json:"command,omitempty"`
 	// Binary is empty in records of agents before kiln-kube versions;
 	// those ran the agent's one kiln-kube.
 	Binary string   `json:"binary,omitempty"`
@@ -247,7 +297,7 @@ type specRecord struct {
 func saveSpecs(path string, ss []spec) error {
 	recs := make([]specRecord, 0, len(ss))
 	for _, s := range ss {
-		recs = append(recs, specRecord{Name: s.name, Binary: s.binary, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
+		recs = append(recs, specRecord{Name: s.name, Command: s.command, Binary: s.binary, Args: s.args, Env: s.env, Dirs: s.dirs, Hash: s.hash})
 	}
 	return writeJSON(path, recs)
 }
@@ -266,7 +316,7 @@ func loadSpecs(path string) ([]spec, error) {
 		if !slices.Contains(allComponents, r.Name) || r.Hash == "" {
 			return nil, fmt.Errorf("%s: unknown component %q", path, r.Name)
 		}
-		out = append(out, spec{name: r.Name, binary: r.Binary, args: r.Args, env: r.Env, dirs: r.Dirs, hash: r.Hash})
+		out = append(out, spec{name: r.Name, command: r.Command, binary: r.Binary, args: r.Args, env: r.Env, dirs: r.Dirs, hash: r.Hash})
 	}
 	return out, nil
 }

@@ -52,11 +52,19 @@ type Executor struct {
 	// StopTimeout is how long a component has after SIGTERM before
 	// SIGKILL; DefaultStopTimeout when zero.
 	StopTimeout time.Duration
+	// Mirror is where a node that runs containers pulls every image
+	// (containerd's hosts.toml); nil: containerd's defaults, which reach
+	// the registries pods name.
+	Mirror *Mirror
+
+	// runCmd runs ip and iptables (the pod network); runCommand when nil.
+	runCmd runFunc
 
 	initOnce sync.Once
 	run      sync.Mutex // one instruction at a time
 	sup      *supervisor
 	logs     *logForwarder
+	net      *podNetwork
 }
 
 var _ agent.Executor = (*Executor)(nil)
@@ -72,8 +80,12 @@ func (e *Executor) init() {
 		if e.StopTimeout <= 0 {
 			e.StopTimeout = DefaultStopTimeout
 		}
+		if e.runCmd == nil {
+			e.runCmd = runCommand
+		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
+		e.net = &podNetwork{log: e.Logger, run: e.runCmd, client: kubeletClient(e.Root), every: routeSyncInterval}
 	})
 }
 
@@ -169,6 +181,16 @@ func (e *Executor) Resume() error {
 			errs = append(errs, err)
 		}
 	}
+	// A restarted node has a new network namespace: its masquerade rule
+	// and routes are made again.
+	if c, err := loadNetwork(e.Root); err == nil {
+		if err := setUpPodNetwork(context.Background(), e.Root, e.runCmd, c); err != nil {
+			errs = append(errs, fmt.Errorf("pod network: %w", err))
+		}
+		e.net.start(c)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("resume components: %w", err)
 	}
@@ -180,6 +202,7 @@ func (e *Executor) Resume() error {
 // run a reset instruction or call Stop.
 func (e *Executor) Close() {
 	e.init()
+	e.net.stop()
 	e.sup.release()
 	e.logs.close()
 }
@@ -213,10 +236,26 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 		report.Progress(name, v1.StepSucceeded, msg)
 		return nil
 	}
+	var n nodeInfo
+	if p.Containers != nil {
+		cg, err := readCgroupRoot(e.Root)
+		if err != nil {
+			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
+			return agent.Retryable(v1.CodeInternal, err, "%v", err)
+		}
+		n.cgroupRoot = cg
+	}
+	all := specs(p, e.Root, binary, n)
 	var changed int
 	if err := step(StepWriteCertificates, func() (string, error) {
 		var err error
 		changed, err = e.writeFiles(p)
+		if err == nil {
+			err = writeSpecFiles(all)
+		}
+		if err == nil && p.Containers != nil && e.Mirror != nil {
+			err = writeMirror(e.Root, *e.Mirror)
+		}
 		if err != nil {
 			return "", agent.Retryable(v1.CodeInternal, err, "write the node's files: %v", err)
 		}
@@ -224,7 +263,6 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 	}); err != nil {
 		return err
 	}
-	all := specs(p, e.Root, binary)
 	if err := saveSpecs(filepath.Join(e.Root, specsFile), all); err != nil {
 		return agent.Retryable(v1.CodeInternal, err, "record the node's components: %v", err)
 	}
@@ -290,9 +328,36 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 	if err := step(StepStartKubelet, start(Kubelet)); err != nil {
 		return err
 	}
-	return step(StepKubeletRegistered, healthy(Kubelet, func(ctx context.Context) error {
+	if p.Containers != nil {
+		if err := step(StepStartKubeProxy, start(KubeProxy)); err != nil {
+			return err
+		}
+	}
+	if err := step(StepKubeletRegistered, healthy(Kubelet, func(ctx context.Context) error {
 		return nodeRegistered(ctx, kubeletClient, p.Endpoint, p.Node.Name)
-	}))
+	})); err != nil || p.Containers == nil {
+		return err
+	}
+	return step(StepPodNetwork, func() (string, error) {
+		var cidr string
+		err := waitFor(ctx, e.StepTimeout, func(ctx context.Context) error {
+			var err error
+			cidr, err = nodePodCIDR(ctx, kubeletClient, p.Endpoint, p.Node.Name)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", agent.Retryable(v1.CodeTimeout, err, "the node's pod range within %s: %v", e.StepTimeout, err)
+		}
+		c := networkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
+		if err := setUpPodNetwork(ctx, e.Root, e.runCmd, c); err != nil {
+			return "", agent.Retryable(v1.CodeInternal, err, "set up the pod network: %v", err)
+		}
+		e.net.start(c)
+		return "pods get addresses of " + cidr, nil
+	})
 }
 
 // writeFiles writes p's files under Root, leaving files whose content is
@@ -318,11 +383,18 @@ func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 // reset stops every component and removes what install made.
 func (e *Executor) reset(report agent.Reporter) error {
 	report.Progress(StepStopComponents, v1.StepRunning, "")
+	e.net.stop()
 	e.sup.stopAll()
 	report.Progress(StepStopComponents, v1.StepSucceeded, "")
 	report.Progress(StepRemoveFiles, v1.StepRunning, "")
 	var errs []error
+	if err := tearDownPodNetwork(context.Background(), e.Root, e.runCmd); err != nil {
+		errs = append(errs, err)
+	}
 	remove := []string{filepath.Join(e.Root, dirEtc), filepath.Join(e.Root, dirLog)}
+	for _, h := range mirroredHosts {
+		remove = append(remove, filepath.Join(e.Root, dirCertsD, h))
+	}
 	if libs, err := filepath.Glob(filepath.Join(e.Root, "var", "lib", "kiln-*")); err == nil {
 		remove = append(remove, libs...)
 	}

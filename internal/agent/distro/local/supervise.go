@@ -104,7 +104,7 @@ func (s *supervisor) ensure(sp spec) (already bool, err error) {
 
 // stopOrder: the components that use the API server stop together first,
 // then the API server (its shutdown still reaches etcd), then etcd.
-var stopOrder = [][]string{{Kubelet, Scheduler, ControllerManager}, {APIServer}, {Etcd}}
+var stopOrder = [][]string{{Kubelet, KubeProxy, Scheduler, ControllerManager}, {APIServer}, {Etcd}}
 
 // stopAll stops every component, supervised or recorded in a pid file, in
 // stopOrder.
@@ -157,7 +157,7 @@ func (m *managed) spawn() error {
 		return fmt.Errorf("start %s: %w", sp.name, err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(sp.binary, append([]string{subcommand(sp.name)}, sp.args...)...)
+	cmd := exec.Command(sp.binary, append([]string{sp.subcommand()}, sp.args...)...)
 	cmd.Dir = s.root
 	cmd.Env = append(os.Environ(), sp.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

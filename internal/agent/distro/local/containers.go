@@ -1,0 +1,165 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/nodeimage"
+)
+
+// What a node that runs containers (InstallParams.Containers, the kiln
+// distribution in Kiln's node image) has besides a hollow one: the real
+// kubelet on the node's containerd, kube-proxy, the pod network (network.go)
+// and containerd's registry mirror. docs/distro-kiln.md describes it.
+
+// Files and directories of a node that runs containers, under its root.
+const (
+	dirKubeProxy = "var/lib/kiln-kube-proxy"
+	// fileCNI is the pod network's CNI configuration, where the node
+	// image's containerd looks (images/node/files/etc/containerd/config.toml).
+	fileCNI = "etc/cni/net.d/10-kiln.conflist"
+	// dirCertsD is containerd's registry configuration (config_path).
+	dirCertsD = "etc/containerd/certs.d"
+)
+
+// mirroredHosts are the registries whose hosts.toml sends every pull to
+// Kiln's registry: _default is every registry without a file of its own
+// (containerd 1.6.10 and later), docker.io is named too because containerd
+// reads it as registry-1.docker.io without one.
+var mirroredHosts = []string{"_default", "docker.io"}
+
+// Mirror is the registry every pull of a node that runs containers goes to:
+// Kiln's, on the agent listener of kilnd (URL, https://HOST:PORT), with the
+// node's certificate as the client certificate and the CA of the listener's
+// certificate, as files the agent keeps current (state.TLSCertFile, ...).
+type Mirror struct {
+	URL                       string
+	CAFile, CertFile, KeyFile string
+}
+
+// hostsTOML is containerd's hosts.toml that sends a registry's pulls to m:
+// the server itself is m, so nothing is asked of the registry named.
+func hostsTOML(m Mirror) string {
+	return fmt.Sprintf(`# Written by kiln-agent: every image a pod names is pulled from Kiln's registry.
+server = %q
+capabilities = ["pull", "resolve"]
+ca = %q
+client = [[%q, %q]]
+`, m.URL, m.CAFile, m.CertFile, m.KeyFile)
+}
+
+// readCgroupRoot reads the kubelet's cgroup root that the node image's
+// entrypoint chose (nodeimage.CgroupRootFile under root).
+func readCgroupRoot(root string) (string, error) {
+	path := filepath.Join(root, nodeimage.CgroupRootFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the kubelet's cgroup root: %w (is this Kiln's node image? its entrypoint writes it)", err)
+	}
+	cg := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(cg, "/") {
+		return "", fmt.Errorf("the kubelet's cgroup root: %s holds %q, not a cgroup path", path, cg)
+	}
+	return cg, nil
+}
+
+// realKubelet is the kubelet of a node that runs containers: kiln-kube's
+// real kubelet against the node's containerd, with the node's certificates
+// (x509 and webhook authentication, webhook authorization), the cluster DNS,
+// and cgroups under the node container's own (cgroup v1 with Docker's
+// cgroupfs driver: failCgroupV1 false).
+func realKubelet(p distrolocal.InstallParams, f func(string) string, n nodeInfo) spec {
+	c := p.Containers
+	config := f(dirKubelet + "/config.yaml")
+	// The eviction thresholds are low and image garbage collection waits
+	// for a full disk: a node's disk is the shared host's, and containerd
+	// 1.6 does not pin the pause image, which nothing could pull again.
+	content := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+containerRuntimeEndpoint: unix://%s
+address: %q
+port: %d
+readOnlyPort: 0
+tlsCertFile: %q
+tlsPrivateKeyFile: %q
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %q}
+authorization: {mode: Webhook}
+clusterDNS: [%q]
+clusterDomain: %q
+failSwapOn: false
+serializeImagePulls: false
+evictionHard: {memory.available: "50Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, n.cgroupRoot, nodeimage.ContainerdSocket, p.Node.Address, distrolocal.KubeletPort,
+		f(distrolocal.FileKubeletServingCert), f(distrolocal.FileKubeletServingKey), f(distrolocal.FileCA),
+		c.ClusterDNS, c.ClusterDomain)
+	kubelet := spec{name: Kubelet, command: "kubelet", dirs: []string{f(dirKubelet)},
+		files: map[string]string{config: content},
+		args: []string{
+			"--config", config,
+			"--kubeconfig", f(distrolocal.FileKubeletConf),
+			"--root-dir", f(dirKubelet),
+			"--hostname-override", p.Node.Name,
+			"--node-ip", p.Node.Address,
+		}}
+	if len(p.Taints) > 0 {
+		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))
+	}
+	return kubelet
+}
+
+// kubeProxy is kube-proxy in iptables mode. conntrack's table size is the
+// host's to set, not a node's (maxPerCore 0 leaves it); NodePorts answer on
+// the node's primary address.
+func kubeProxy(p distrolocal.InstallParams, f func(string) string) spec {
+	config := f(dirKubeProxy + "/config.yaml")
+	content := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: %q}
+hostnameOverride: %q
+clusterCIDR: %q
+nodePortAddresses: [primary]
+conntrack: {maxPerCore: 0}
+`, f(distrolocal.FileKubeProxyConf), p.Node.Name, p.PodCIDR)
+	return spec{name: KubeProxy, dirs: []string{f(dirKubeProxy)}, files: map[string]string{config: content},
+		args: []string{"--config", config}}
+}
+
+// writeSpecFiles writes the configuration files of specs, leaving those
+// already right alone.
+func writeSpecFiles(all []spec) error {
+	for _, s := range all {
+		for path, content := range s.files {
+			if old, err := os.ReadFile(path); err == nil && string(old) == content {
+				continue
+			}
+			if err := writeFile(path, []byte(content), 0o600); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// writeMirror writes containerd's hosts.toml of every mirrored registry
+// under root. containerd reads them at each pull: no restart.
+func writeMirror(root string, m Mirror) error {
+	for _, h := range mirroredHosts {
+		path := filepath.Join(root, dirCertsD, h, "hosts.toml")
+		if err := writeFile(path, []byte(hostsTOML(m)), 0o644); err != nil {
+			return fmt.Errorf("registry mirror: %w", err)
+		}
+	}
+	return nil
+}
