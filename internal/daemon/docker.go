@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
+	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
@@ -55,19 +56,32 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsUnspecified() {
 		forwards[port] = d.AgentAddr
 	}
+	// Every version of kiln-kube kilnd has, mounted into the nodes, so a
+	// control plane upgrades in place (docs/provider-docker.md).
+	var kube map[string]string
+	if d.cfg.KubeBinary != "" {
+		if bins, err := distrolocal.FindKubeBinaries(ctx, d.cfg.KubeBinary); err == nil {
+			kube = bins
+		} else {
+			d.log.Info("docker nodes get only their image's kiln-kube: a control plane cannot be upgraded in place", "reason", err)
+		}
+	}
 	sum := sha256.Sum256([]byte(d.cfg.DataDir))
 	p, err := docker.New(ctx, docker.Options{
 		// The data dir's: a restarted kilnd finds its containers, and
 		// another kilnd on the same engine (another data dir) never does.
-		Instance:  "k" + hex.EncodeToString(sum[:4]),
-		Image:     d.cfg.DockerNodeImage,
+		Instance: "k" + hex.EncodeToString(sum[:4]),
+		Image:    d.cfg.DockerNodeImage,
 		// The kiln distribution: kiln-kube in each node image.
 		Versions:     distro.LocalVersions(),
 		Distribution: v1.DistroKiln,
-		Command:   func(ctx context.Context, m docker.Machine) (docker.Agent, error) { return d.dockerAgent(ctx, m, port) },
-		Logger:    d.log.With("provider", "docker"),
-		Forwards:  forwards,
-		HostAlias: DockerHostAlias,
+		Command: func(ctx context.Context, m docker.Machine) (docker.Agent, error) {
+			return d.dockerAgent(ctx, m, port, len(kube) > 0)
+		},
+		KubeBinaries: kube,
+		Logger:       d.log.With("provider", "docker"),
+		Forwards:     forwards,
+		HostAlias:    DockerHostAlias,
 	})
 	if err != nil {
 		return nil, err
@@ -83,12 +97,16 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 // joining its cluster with the credentials and passphrase copied into the
 // container, as the machine's node, reaching the gateway at
 // https://DockerHostAlias:PORT.
-func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string) (docker.Agent, error) {
+func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string, mounted bool) (docker.Agent, error) {
 	creds, passphrase, err := d.gw.Credentials(ctx, store.Key{Project: m.Project, Name: m.Cluster})
 	if err != nil {
 		return docker.Agent{}, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
 	}
 	creds.Controller = "https://" + net.JoinHostPort(DockerHostAlias, port)
+	kube := nodeimage.KubeBinary
+	if mounted {
+		kube = docker.KubeBinaryDir
+	}
 	b, err := json.MarshalIndent(creds, "", "  ")
 	if err != nil {
 		return docker.Agent{}, err
@@ -96,7 +114,7 @@ func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string)
 	return docker.Agent{
 		Args: []string{"kiln-agent", "run",
 			"--data-dir", "/var/lib/kiln-agent", // on the machine's /var volume: kept across restarts
-			"--distribution", v1.DistroKiln, "--kube-binary", nodeimage.KubeBinary,
+			"--distribution", v1.DistroKiln, "--kube-binary", kube,
 			"--credentials", dockerCredentials,
 			"--passphrase", dockerPassphrase,
 			"--node-name", m.Name,

@@ -149,11 +149,16 @@ func (e *env) dump(cluster string, op *v1.Operation) {
 }
 
 // kubectl runs kiln-kube kubectl with the cluster's admin kubeconfig.
+// cluster is a cluster of project default, or PROJECT/CLUSTER.
 func (e *env) kubectl(cluster string, args ...string) (string, error) {
 	e.t.Helper()
-	cfg := filepath.Join(e.data, cluster+".kubeconfig")
+	project := "default"
+	if p, c, ok := strings.Cut(cluster, "/"); ok {
+		project, cluster = p, c
+	}
+	cfg := filepath.Join(e.data, project+"-"+cluster+".kubeconfig")
 	if _, err := os.Stat(cfg); err != nil {
-		b, err := e.c.Kubeconfig(e.t.Context(), "default", cluster)
+		b, err := e.c.Kubeconfig(e.t.Context(), project, cluster)
 		if err != nil {
 			e.t.Fatalf("kubeconfig: %v", err)
 		}

@@ -108,6 +108,13 @@ type Options struct {
 	// agent gateway), with nothing exposed beyond the cluster's network
 	// and this host. Port to host:port.
 	Forwards map[string]string
+	// KubeBinaries are kiln-kube programs of this host by Kubernetes
+	// version, mounted read-only into every node at
+	// KubeBinaryDir/kiln-kube-VERSION: a control-plane node upgraded in
+	// place (a new machine is not made for it) needs the new version's
+	// kubelet, which its image does not hold. None: each node has only its
+	// image's.
+	KubeBinaries map[string]string
 	// HostAlias, when set, is a name every node resolves to its network's
 	// gateway address (an /etc/hosts entry): the name nodes reach kilnd by,
 	// which its serving certificates can hold whatever the network.

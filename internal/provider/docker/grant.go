@@ -1,7 +1,9 @@
 package docker
 
 import (
+	"maps"
 	"os"
+	"slices"
 
 	"kiln.dev/kiln/internal/nodeimage"
 
@@ -40,6 +42,11 @@ var (
 // failCgroupV1: false (the node image's configuration).
 const cgroupMount = "/sys/fs/cgroup"
 
+// KubeBinaryDir is where the kiln-kube programs of Options.KubeBinaries are
+// in a node (read-only), as kiln-kube-VERSION: a node upgraded in place runs
+// another version's kubelet than its image's.
+const KubeBinaryDir = "/opt/kiln/kube"
+
 // modulesDir is the host's kernel modules, read-only: kube-proxy and
 // containerd look there for the modules they need (already loaded on the
 // host; a node cannot load modules).
@@ -53,6 +60,9 @@ func (d *Docker) hostConfig(n clusterNet, volume string) *container.HostConfig {
 	ms := append(mounts(volume), mount.Mount{Type: mount.TypeBind, Source: cgroupMount, Target: cgroupMount})
 	if _, err := os.Stat(modulesDir); err == nil {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
+	}
+	for _, v := range slices.Sorted(maps.Keys(d.opts.KubeBinaries)) {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: d.opts.KubeBinaries[v], Target: KubeBinaryDir + "/kiln-kube-" + v, ReadOnly: true})
 	}
 	var hosts []string
 	if d.opts.HostAlias != "" {

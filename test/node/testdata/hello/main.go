@@ -2,22 +2,38 @@
 // as a one-layer image (scripts/oci-archive.sh). It prints a line, so the pod's log shows that
 // its container really ran, then answers HTTP on :8080 with its host name until stopped.
 // `hello once` prints the line and exits (what the test runs with kubectl exec); `hello lookup NAME`
-// prints NAME's addresses, resolved through the pod's DNS.
+// prints NAME's addresses, resolved through the pod's DNS; `hello get URL` prints the body of
+// GET URL (from inside a pod: another pod, a Service's ClusterIP or name). test/e2e's docker
+// tests use it too.
 package main
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 func main() {
 	host, _ := os.Hostname()
 	fmt.Printf("hello from %s\n", host)
 	if len(os.Args) > 1 && os.Args[1] == "once" {
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "get" {
+		c := &http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Get(os.Args[2])
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+			log.Fatal(err)
+		}
 		return
 	}
 	if len(os.Args) > 2 && os.Args[1] == "lookup" {

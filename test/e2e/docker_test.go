@@ -1,0 +1,484 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
+)
+
+// Real nodes (issue 21): clusters of the docker provider, whose nodes are
+// containers of Kiln's node image running the real kubelet on containerd,
+// kube-proxy, the bridge pod network and CoreDNS, with every image pulled
+// from kilnd's registry. They need a Docker engine, the node images (make
+// node-image) and the system images (make system-images); without them
+// they skip and say why.
+
+// startDocker starts kilnd --dev and skips unless its docker provider is
+// registered.
+func startDocker(t *testing.T) *env {
+	t.Helper()
+	e := start(t, "kilnd")
+	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
+		log := e.k.LogText()
+		if strings.Contains(log, "docker provider not registered") {
+			t.Skipf("the docker provider is not registered (no Docker engine or no node image: make node-image): %s",
+				regexp.MustCompile(`docker provider not registered.*`).FindString(log))
+		}
+		return strings.Contains(log, "docker provider registered"), nil
+	})
+	return e
+}
+
+func dockerCluster(name, version string, cp int, dedicated bool, workers int) *v1.Cluster {
+	cl := localCluster(name, cp, dedicated, workers)
+	cl.Spec.Provider, cl.Spec.KubernetesVersion = "docker", version
+	if workers > 0 {
+		cl.Spec.WorkerPools[0].UnhealthyTimeout = "20s"
+	}
+	return cl
+}
+
+// docker runs the docker CLI and returns its trimmed output.
+func docker(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dockerObjects lists what Docker holds of a cluster by its labels:
+// "container NAME ID STATE", "network NAME", "volume NAME", sorted.
+func dockerObjects(t testing.TB, project, cluster string) []string {
+	t.Helper()
+	filter := []string{"--filter", "label=kiln.dev/project=" + project, "--filter", "label=kiln.dev/cluster=" + cluster}
+	var out []string
+	add := func(kind, lines string) {
+		for l := range strings.Lines(lines) {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, kind+" "+l)
+			}
+		}
+	}
+	add("container", docker(t, append(append([]string{"ps", "-a"}, filter...), "--format", "{{.Names}} {{.ID}} {{.State}}")...))
+	add("network", docker(t, append(append([]string{"network", "ls"}, filter...), "--format", "{{.Name}}")...))
+	add("volume", docker(t, append(append([]string{"volume", "ls"}, filter...), "--format", "{{.Name}}")...))
+	slices.Sort(out)
+	return out
+}
+
+// nodeContainer is the container of a node, by the machine label.
+func nodeContainer(t testing.TB, project, cluster, node string) (name, id string) {
+	t.Helper()
+	out := docker(t, "ps", "-a", "--filter", "label=kiln.dev/project="+project, "--filter", "label=kiln.dev/cluster="+cluster,
+		"--filter", "label=kiln.dev/machine="+node, "--format", "{{.Names}} {{.ID}}")
+	name, id, ok := strings.Cut(out, " ")
+	if !ok || strings.Contains(id, "\n") {
+		t.Fatalf("containers of node %s: %q, want one", node, out)
+	}
+	return name, id
+}
+
+// helloImage builds test/node's hello program and packs it as an image
+// archive; it returns the archive's path.
+func helloImage(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-ldflags", "-s -w", "-o", filepath.Join(dir, "hello"), "./test/node/testdata/hello")
+	build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build hello: %v: %s", err, out)
+	}
+	archive := filepath.Join(dir, "hello.tar")
+	pack := exec.Command(filepath.Join(repoRoot, "scripts", "oci-archive.sh"), archive, "kiln.dev/hello:1", filepath.Join(dir, "hello"))
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("pack hello: %v: %s", err, out)
+	}
+	return archive
+}
+
+const helloWorkload = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: hello}}}
+      containers:
+      - {name: hello, image: hello:1, ports: [{containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hello}
+spec:
+  type: NodePort
+  selector: {app: hello}
+  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
+`
+
+// podInfo is what the test reads of a pod.
+type podInfo struct{ name, node, ip string }
+
+func (e *env) runningPods(cluster, selector string) []podInfo {
+	e.t.Helper()
+	out := e.mustKubectl(cluster, "get", "pods", "-l", selector, "--field-selector", "status.phase=Running",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	var pods []podInfo
+	for l := range strings.Lines(out) {
+		if f := strings.Fields(l); len(f) == 3 {
+			pods = append(pods, podInfo{f[0], f[1], f[2]})
+		}
+	}
+	return pods
+}
+
+// TestDockerCluster: a 1+2 docker cluster runs real containers: nodes Ready
+// on containerd, an image pushed with kiln image push runs in 4 replicas
+// spread over both workers, its logs and exec answer, port-forward works,
+// pods reach pods of the other worker by address, a Service answers by
+// ClusterIP and by name (CoreDNS) from a pod and by NodePort from the host;
+// a cluster of another project cannot pull the image; a restarted node
+// comes back Ready as the same container, a stopped one is made Ready
+// again; an in-place upgrade of a control plane runs the new kubelet; and
+// deleting a cluster leaves nothing of it in Docker or the host's iptables,
+// and nothing of the other cluster changes.
+func TestDockerCluster(t *testing.T) {
+	e := startDocker(t)
+	archive := helloImage(t)
+	e.kiln("project", "create", "other")
+
+	web := dockerCluster("web", "", 1, true, 2)
+	_, webOp, err := e.c.CreateCluster(t.Context(), "default", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := dockerCluster("side", "v1.35.4", 1, false, 0)
+	_, sideOp, err := e.c.CreateCluster(t.Context(), "other", side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	e.kiln("image", "push", archive, "hello:1")
+	op := e.wait("web", webOp)
+	t.Logf("cluster web (docker, 1+2) Succeeded in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
+	if _, err := e.c.WaitOperation(t.Context(), sideOp, nil); err != nil {
+		t.Fatalf("cluster other/side: %v", err)
+	}
+	t.Logf("both clusters Succeeded %s after the creates", time.Since(t0).Round(time.Second))
+
+	// Three nodes Ready, on containerd, at the cluster's version.
+	nodes := e.kubeNodes("web")
+	var workers []string
+	for name, n := range nodes {
+		if !n.ready() {
+			t.Errorf("node %s is not Ready", name)
+		}
+		if _, cp := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+			workers = append(workers, name)
+		}
+	}
+	slices.Sort(workers)
+	if len(nodes) != 3 || len(workers) != 2 {
+		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(mapKeys(nodes)), workers)
+	}
+	info := e.mustKubectl("web", "get", "nodes", "-o", `jsonpath={range .items[*]}{.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}{"\n"}{end}`)
+	for l := range strings.Lines(info) {
+		if !strings.HasPrefix(l, "containerd://") {
+			t.Errorf("a node runs %q, want containerd", strings.TrimSpace(l))
+		}
+	}
+
+	// The pushed image runs, 4 replicas spread over both workers.
+	e.apply("web", helloWorkload)
+	byNode := e.waitPodsByNode("web", "app=hello", func(m map[string]int) bool { return m[workers[0]] == 2 && m[workers[1]] == 2 })
+	t.Logf("hello pods by node: %v", byNode)
+	pods := e.runningPods("web", "app=hello")
+	var a, b podInfo
+	for _, p := range pods {
+		switch p.node {
+		case workers[0]:
+			a = p
+		case workers[1]:
+			b = p
+		}
+	}
+	waitfor.Cond(t, "the log of pod "+a.name, 30*time.Second, func() (bool, error) {
+		out, err := e.kubectl("web", "logs", a.name)
+		return err == nil && strings.Contains(out, "hello from "+a.name), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "once"); !strings.Contains(out, "hello from "+a.name) {
+		t.Errorf("kubectl exec: %q", out)
+	}
+	// Pod to pod across workers, by address; the Service by ClusterIP and by name.
+	clusterIP := strings.TrimSpace(e.mustKubectl("web", "get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}"))
+	for _, url := range []string{"http://" + b.ip + ":8080/", "http://" + clusterIP + "/", "http://hello.default.svc.cluster.local/"} {
+		waitfor.Cond(t, "GET "+url+" from pod "+a.name, 30*time.Second, func() (bool, error) {
+			out, err := e.kubectl("web", "exec", a.name, "--", "/hello", "get", url)
+			return err == nil && strings.Contains(out, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+		})
+	}
+	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "get", "http://"+b.ip+":8080/"); !strings.Contains(out, "hello from "+b.name) {
+		t.Errorf("pod %s on %s by its address from %s: %q", b.name, b.node, a.node, out)
+	}
+	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "lookup", "hello.default.svc.cluster.local"); !strings.Contains(out, clusterIP) {
+		t.Errorf("the Service's name does not resolve to %s through CoreDNS: %q", clusterIP, out)
+	}
+	// NodePort from the host, on a worker's address.
+	workerIP := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", mustName(t, "default", "web", workers[1]))
+	waitfor.Cond(t, "the NodePort from the host", 30*time.Second, func() (bool, error) {
+		body, err := httpGet("http://" + workerIP + ":30080/")
+		return err == nil && strings.Contains(body, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, body))
+	})
+	// port-forward to a pod.
+	e.portForward("web", "pod/"+b.name, "hello from "+b.name)
+	t.Log("logs, exec, port-forward, pod to pod, ClusterIP, Service name and NodePort answered")
+
+	// The system images came from kilnd's registry too: CoreDNS runs.
+	if out := e.mustKubectl("web", "get", "deployment", "-n", "kube-system", "coredns", "-o", "jsonpath={.status.availableReplicas}"); out == "" || out == "0" {
+		t.Errorf("CoreDNS has %q available replicas", out)
+	}
+
+	// Another project's cluster cannot pull default's image.
+	e.apply("other/side", strings.Replace(strings.Replace(helloWorkload, "replicas: 4", "replicas: 1", 1), "30080", "30081", 1))
+	waitfor.Cond(t, "the pull of hello:1 to be refused in project other", 90*time.Second, func() (bool, error) {
+		out, err := e.kubectl("other/side", "get", "events", "--field-selector", "reason=Failed", "-o", "jsonpath={.items[*].message}")
+		return err == nil && strings.Contains(out, "hello:1"), waitfor.NotYet(fmt.Errorf("%v: events %q", err, out))
+	})
+	if running := e.runningPods("other/side", "app=hello"); len(running) != 0 {
+		t.Errorf("project other runs default's image: %v", running)
+	}
+
+	// docker restart of a worker: the same container, Ready again.
+	before := dockerObjects(t, "default", "web")
+	name1, id1 := nodeContainer(t, "default", "web", workers[1])
+	docker(t, "restart", name1)
+	e.waitKubeNode("web", workers[1], "Ready again after docker restart", func(n kubeNode) bool { return n.ready() })
+	if _, id := nodeContainer(t, "default", "web", workers[1]); id != id1 {
+		t.Errorf("node %s is container %s after the restart, was %s", workers[1], id, id1)
+	}
+	if after := dockerObjects(t, "default", "web"); !slices.Equal(before, after) {
+		t.Errorf("docker objects changed across a node's restart:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// docker stop of a worker: NotReady, then three Ready nodes again.
+	name0, _ := nodeContainer(t, "default", "web", workers[0])
+	docker(t, "stop", name0)
+	e.waitKubeNode("web", workers[0], "NotReady after docker stop", func(n kubeNode) bool { return !n.ready() })
+	waitfor.Cond(t, "three Ready nodes again after a worker was stopped", 5*time.Minute, func() (bool, error) {
+		nodes, err := e.kubeNodesErr("web")
+		ready := 0
+		for _, n := range nodes {
+			if n.ready() {
+				ready++
+			}
+		}
+		return err == nil && ready == 3 && len(nodes) == 3, waitfor.NotYet(fmt.Errorf("%v: %d of %d Ready", err, ready, len(nodes)))
+	})
+	t.Logf("repaired: nodes now %v", slices.Sorted(mapKeys(e.kubeNodes("web"))))
+
+	// An in-place upgrade of side's control plane: the new kubelet runs.
+	_, upOp, err := e.c.PatchCluster(t.Context(), "other", "side", map[string]any{"spec": map[string]any{"kubernetesVersion": "v1.36.3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, err := e.c.WaitOperation(t.Context(), upOp, nil); err != nil || op.Status != v1.OpSucceeded {
+		t.Fatalf("upgrade of other/side: %v %+v", err, op)
+	}
+	for name, n := range e.kubeNodes("other/side") {
+		if n.Status.NodeInfo.KubeletVersion != "v1.36.3" {
+			t.Errorf("node %s runs kubelet %s after the upgrade, want v1.36.3", name, n.Status.NodeInfo.KubeletVersion)
+		}
+	}
+
+	// Delete web: nothing of it is left, in Docker or in the host's
+	// iptables; side is untouched.
+	sideBefore := dockerObjects(t, "other", "side")
+	subnet := docker(t, "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", dockerNetwork(t, "default", "web"))
+	delOp, err := e.c.DeleteCluster(t.Context(), "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil || op.Status != v1.OpSucceeded {
+		t.Fatalf("delete web: %v %+v", err, op)
+	}
+	if left := dockerObjects(t, "default", "web"); len(left) != 0 {
+		t.Errorf("left after delete: %v", left)
+	}
+	if rules, err := exec.Command("iptables-save").CombinedOutput(); err == nil && strings.Contains(string(rules), subnet) {
+		t.Errorf("host iptables rules still name web's subnet %s:\n%s", subnet, grepLines(string(rules), subnet))
+	}
+	if after := dockerObjects(t, "other", "side"); !slices.Equal(sideBefore, after) {
+		t.Errorf("deleting web changed side:\nbefore %v\nafter  %v", sideBefore, after)
+	}
+	delOp, err = e.c.DeleteCluster(t.Context(), "other", "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := dockerObjects(t, "other", "side"); len(left) != 0 {
+		t.Errorf("left after delete: %v", left)
+	}
+}
+
+// TestDockerCreateSurvivesKill: kilnd killed with SIGKILL while it makes
+// a docker cluster's machines; after a restart the create completes with no
+// duplicate container, network or volume.
+func TestDockerCreateSurvivesKill(t *testing.T) {
+	e := startDocker(t)
+	cl := dockerCluster("crash", "", 1, false, 1)
+	_, opID, err := e.c.CreateCluster(t.Context(), "default", cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "the first container of cluster crash", 2*time.Minute, func() (bool, error) {
+		for _, o := range dockerObjects(t, "default", "crash") {
+			if strings.HasPrefix(o, "container ") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	e.k.Kill(syscall.SIGKILL)
+	<-e.k.Done()
+	t.Logf("killed kilnd with %v", dockerObjects(t, "default", "crash"))
+	e.startKilnd("kilnd-again")
+	e.wait("crash", opID)
+	var containers, networks, volumes int
+	for _, o := range dockerObjects(t, "default", "crash") {
+		switch strings.Fields(o)[0] {
+		case "container":
+			containers++
+		case "network":
+			networks++
+		case "volume":
+			volumes++
+		}
+	}
+	if containers != 2 || networks != 1 || volumes != 2 {
+		t.Errorf("after the create: %v; want 2 containers, 1 network, 2 volumes", dockerObjects(t, "default", "crash"))
+	}
+	if n := len(e.kubeNodes("crash")); n != 2 {
+		t.Errorf("%d Kubernetes nodes, want 2", n)
+	}
+	delOp, err := e.c.DeleteCluster(t.Context(), "default", "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := dockerObjects(t, "default", "crash"); len(left) != 0 {
+		t.Errorf("left after delete: %v", left)
+	}
+}
+
+func mustName(t testing.TB, project, cluster, node string) string {
+	name, _ := nodeContainer(t, project, cluster, node)
+	return name
+}
+
+func dockerNetwork(t testing.TB, project, cluster string) string {
+	t.Helper()
+	out := docker(t, "network", "ls", "--filter", "label=kiln.dev/project="+project, "--filter", "label=kiln.dev/cluster="+cluster, "--format", "{{.Name}}")
+	if out == "" || strings.Contains(out, "\n") {
+		t.Fatalf("networks of %s/%s: %q, want one", project, cluster, out)
+	}
+	return out
+}
+
+func grepLines(s, sub string) string {
+	var b strings.Builder
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+func httpGet(url string) (string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// waitKubeNode waits, up to two minutes, until Kubernetes' node name
+// satisfies ok.
+func (e *env) waitKubeNode(cluster, name, what string, ok func(kubeNode) bool) {
+	e.t.Helper()
+	waitfor.Cond(e.t, "node "+name+" "+what, 2*time.Minute, func() (bool, error) {
+		nodes, err := e.kubeNodesErr(cluster)
+		if err != nil {
+			return false, waitfor.NotYet(err)
+		}
+		n, found := nodes[name]
+		return found && ok(n), waitfor.NotYet(fmt.Errorf("node %s found=%v ready=%v", name, found, n.ready()))
+	})
+}
+
+// portForward runs kubectl port-forward to target's port 8080 and checks
+// that a GET through it answers with want.
+func (e *env) portForward(cluster, target, want string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	defer cancel()
+	cfg := filepath.Join(e.data, "default-"+cluster+".kubeconfig")
+	cmd := exec.CommandContext(ctx, kubeBin, "kubectl", "--kubeconfig", cfg, "port-forward", target, ":8080")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			body, err := httpGet("http://127.0.0.1:" + m[1] + "/")
+			if err != nil || !strings.Contains(body, want) {
+				e.t.Errorf("through kubectl port-forward %s: %v: %q, want %q", target, err, body, want)
+			}
+			return
+		}
+	}
+	e.t.Errorf("kubectl port-forward %s said no port: %v", target, sc.Err())
+}
+
