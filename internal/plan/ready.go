@@ -53,14 +53,12 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 				recorded = true
 			}
 		}
+		waiting := ""
 		if err == nil && len(missing) == 0 && !dns {
-			var waiting string
-			if waiting, err = x.clusterDNS(ctx, kc); err == nil && waiting != "" {
-				missing = append(missing, waiting)
-			}
+			waiting, err = x.clusterDNS(ctx, kc)
 			dns = err == nil && waiting == ""
 		}
-		if err == nil && len(missing) == 0 {
+		if err == nil && len(missing) == 0 && waiting == "" {
 			return nil
 		}
 		if err := watch.check(ctx); err != nil {
@@ -68,6 +66,9 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		}
 		if time.Now().After(deadline) {
 			msg := "nodes not Ready in Kubernetes: " + strings.Join(missing, ", ")
+			if len(missing) == 0 {
+				msg = "waiting for " + waiting
+			}
 			if err != nil {
 				msg = fmt.Sprintf("the cluster's API does not answer: %v", err)
 			}
