@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"archive/tar"
 	"context"
 	"fmt"
 	"io"
@@ -47,6 +48,17 @@ type scriptTB struct {
 
 func (s scriptTB) Helper()                           {}
 func (s scriptTB) Fatalf(format string, args ...any) { s.ts.Fatalf(format, args...) }
+
+// writeLayout writes an OCI image layout in dir holding a random image,
+// its name in the io.containerd.image.name annotation (as containerd and
+// buildah record it).
+func writeLayout(ts *testscript.TestScript, dir, ref string) {
+	img, err := random.Image(1024, 1)
+	ts.Check(err)
+	p, err := layout.Write(dir, empty.Index)
+	ts.Check(err)
+	ts.Check(p.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": ref})))
+}
 
 func TestScripts(t *testing.T) {
 	// The agent edge installers hold (kilnd serves the one beside it).
@@ -155,11 +167,26 @@ func TestScripts(t *testing.T) {
 				if neg || len(args) != 2 {
 					ts.Fatalf("usage: mklayout DIR NAME:TAG")
 				}
-				img, err := random.Image(1024, 1)
+				writeLayout(ts, ts.MkAbs(args[0]), args[1])
+			},
+			// mkociarchive FILE NAME:TAG: write an OCI archive (an OCI
+			// image layout in a tar, as scripts/oci-archive.sh and ctr
+			// images export write) holding a random image, named as
+			// mklayout names it.
+			"mkociarchive": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: mkociarchive FILE NAME:TAG")
+				}
+				dir, err := os.MkdirTemp("", "oci-")
 				ts.Check(err)
-				p, err := layout.Write(ts.MkAbs(args[0]), empty.Index)
+				defer os.RemoveAll(dir)
+				writeLayout(ts, dir, args[1])
+				f, err := os.Create(ts.MkAbs(args[0]))
 				ts.Check(err)
-				ts.Check(p.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": args[1]})))
+				tw := tar.NewWriter(f)
+				ts.Check(tw.AddFS(os.DirFS(dir)))
+				ts.Check(tw.Close())
+				ts.Check(f.Close())
 			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a
