@@ -10,78 +10,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"kiln.dev/kiln/test/ocitest"
 )
-
-func randomImage(t *testing.T) ggcr.Image {
-	t.Helper()
-	img, err := random.Image(256, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-func digestOf(t *testing.T, d interface{ Digest() (ggcr.Hash, error) }) string {
-	t.Helper()
-	h, err := d.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.String()
-}
-
-// writeLayout writes an OCI layout in dir with one image per name.
-func writeLayout(t *testing.T, dir string, images map[string]ggcr.Image) {
-	t.Helper()
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n, img := range images {
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{AnnotationContainerdName: n})); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// tarDir writes the files under dir into a tar at path, names relative to
-// dir (an OCI archive, when dir is a layout).
-func tarDir(t *testing.T, dir, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	if err := tw.AddFS(os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestOpenReadsEachForm(t *testing.T) {
 	dir := t.TempDir()
-	img := randomImage(t)
-	want := digestOf(t, img)
+	img := ocitest.Named{Name: "kiln.dev/demo:1", Image: ocitest.Random(t, 256)}
+	want := ocitest.Digest(t, img.Image)
 
 	save := filepath.Join(dir, "save.tar")
-	tag, _ := name.NewTag("kiln.dev/demo:1")
-	if err := tarball.WriteToFile(save, tag, img); err != nil {
-		t.Fatal(err)
-	}
+	ocitest.WriteDockerArchive(t, save, img)
 	lay := filepath.Join(dir, "layout")
-	writeLayout(t, lay, map[string]ggcr.Image{"kiln.dev/demo:1": img})
+	ocitest.WriteLayout(t, lay, img)
 	archive := filepath.Join(dir, "oci.tar")
-	tarDir(t, lay, archive)
+	ocitest.WriteOCIArchive(t, archive, img)
 
 	for _, tc := range []struct{ name, path, what string }{
 		{"docker save", save, "docker save archive "},
@@ -96,11 +40,11 @@ func TestOpenReadsEachForm(t *testing.T) {
 			if f.Name != "kiln.dev/demo:1" || f.What != tc.what+tc.path {
 				t.Errorf("name %q, what %q", f.Name, f.What)
 			}
-			got, want := digestOf(t, f), want
+			got, want := digest(t, f), want
 			// A docker save archive holds the layers uncompressed: its
 			// manifest is another, its image (config) the same.
 			if tc.path == save {
-				got, want = configOf(t, f.Image), configOf(t, img)
+				got, want = configOf(t, f.Image), configOf(t, img.Image)
 			}
 			if got != want {
 				t.Errorf("digest %s, want %s", got, want)
@@ -117,6 +61,15 @@ func TestOpenReadsEachForm(t *testing.T) {
 	}
 }
 
+func digest(t *testing.T, f *File) string {
+	t.Helper()
+	d, err := f.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
 func configOf(t *testing.T, img ggcr.Image) string {
 	t.Helper()
 	h, err := img.ConfigName()
@@ -128,11 +81,9 @@ func configOf(t *testing.T, img ggcr.Image) string {
 
 func TestSeveralImagesNeedAName(t *testing.T) {
 	dir := t.TempDir()
-	a, b := randomImage(t), randomImage(t)
-	lay := filepath.Join(dir, "layout")
-	writeLayout(t, lay, map[string]ggcr.Image{"app:1": a, "app:2": b})
+	b := ocitest.Random(t, 256)
 	archive := filepath.Join(dir, "oci.tar")
-	tarDir(t, lay, archive)
+	ocitest.WriteOCIArchive(t, archive, ocitest.Named{Name: "app:1", Image: ocitest.Random(t, 256)}, ocitest.Named{Name: "app:2", Image: b})
 	_, err := Open(archive, "")
 	if !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
 		t.Fatalf("Open without a name: %v, want ErrNameNeeded", err)
@@ -142,7 +93,7 @@ func TestSeveralImagesNeedAName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if digestOf(t, f) != digestOf(t, b) {
+	if digest(t, f) != ocitest.Digest(t, b) {
 		t.Error("Open chose another image than app:2")
 	}
 }
@@ -155,9 +106,7 @@ func TestOpenRefusesOtherFiles(t *testing.T) {
 	notTar := filepath.Join(dir, "notes.txt")
 	os.WriteFile(notTar, []byte("not a tar at all, but long enough to be read as one's header......"), 0o600)
 	otherTar := filepath.Join(dir, "other.tar")
-	os.Mkdir(filepath.Join(dir, "other"), 0o700)
-	os.WriteFile(filepath.Join(dir, "other", "x"), []byte("x"), 0o600)
-	tarDir(t, filepath.Join(dir, "other"), otherTar)
+	writeTar(t, otherTar, map[string]string{"x": "x"})
 	escape := filepath.Join(dir, "escape.tar")
 	writeTar(t, escape, map[string]string{"oci-layout": `{"imageLayoutVersion":"1.0.0"}`, "index.json": "{}", "../evil": "x"})
 
