@@ -69,4 +69,5 @@ if [ ! -f "$out/coredns.tar" ]; then
 fi
 # shellcheck disable=SC2086 # one file a word
 build coredns "$(ref CoreDNSImage)" images/coredns . $coredns_files
+# The demo imports only the standard library: its source and go.mod are all it is built from.
 build demo "$(ref DemoImage)" . ./images/demo images/demo/main.go go.mod
