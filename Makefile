@@ -6,10 +6,10 @@ DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
 FUZZTIME ?= 15
 
-.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test
+.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test system-images
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 build: ## build kilnd, kiln and kiln-agent into bin/, and kiln-agent for each architecture edge installers offer
 	@echo "build: kilnd, kiln, kiln-agent into $(BIN)/ (with nothing cached this target takes about 2 minutes on 2 cores, measured 1m49s; modules downloaded once)"
@@ -20,7 +20,7 @@ build: ## build kilnd, kiln and kiln-agent into bin/, and kiln-agent for each ar
 test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 	$(GO) test -count=1 $(PKGS)
 
-test-all: build kube node-image ## every test: private PostgreSQL, unit, API, crash, kube smoke, node image and real-cluster tests
+test-all: build kube node-image system-images ## every test: private PostgreSQL, unit, API, crash, kube smoke, node image and real-cluster tests
 	scripts/test-all.sh
 
 FAULTS ?= 100
@@ -39,13 +39,13 @@ lint: ## go vet, gofmt, and go.mod tidy (direct requirements not marked indirect
 bench: build kube ## benchmarks (incl. real local clusters and a bounded fault suite); figures written to BENCHMARKS.md
 	scripts/bench.sh
 
-e2e: build kube ## only the real-cluster tests (test/e2e)
+e2e: build kube system-images ## only the real-cluster tests (test/e2e)
 	$(GO) test -count=1 -v -timeout 30m ./test/e2e/
 
-run: build kube ## kilnd --dev in the foreground (data in $(DATA))
+run: build kube system-images ## kilnd --dev in the foreground (data in $(DATA))
 	$(BIN)/kilnd --dev --data-dir $(DATA) --listen $(LISTEN)
 
-demo: build kube ## the main job: kilnd --dev, a local cluster of hollow nodes, kubectl get nodes, delete
+demo: build kube system-images ## the main job: kilnd --dev, a local cluster of hollow nodes, kubectl get nodes, delete
 	scripts/demo.sh
 
 clean: ## remove build output and dev data
@@ -88,6 +88,14 @@ kube-smoke: kube ## for each version: etcd, apiserver, controller-manager, sched
 # with nothing changed does nothing. Needs root and Docker.
 node-image: kube ## build the node image kiln/node:VERSION for each KUBE_VERSIONS (Docker, root; first build ~2 min on top of make kube)
 	for v in $(KUBE_VERSIONS); do GO=$(GO) scripts/node-image.sh $$v $(BIN)/kiln-kube-$$v || exit 1; done
+
+# system-images: the images every real cluster pulls from kilnd's registry, built from source
+# (docs/system-images.md): bin/images/coredns.tar (CoreDNS from its Go module, images/coredns)
+# and bin/images/demo.tar (images/demo), OCI archives kilnd seeds into its registry at start
+# (--system-images, default bin/images beside bin/kilnd). Cached by a hash of their inputs: with
+# nothing changed it does nothing in under a second. The first CoreDNS build is long (nice'd).
+system-images: ## build bin/images/coredns.tar and demo.tar, which kilnd seeds into its registry (first build: CoreDNS ~11 min on 2 busy cores)
+	GO=$(GO) scripts/system-images.sh $(BIN)/images
 
 node-test: node-image ## a node container from the image runs a real kubelet, containerd, kube-proxy and a pod (test/node)
 	$(GO) test -count=1 -v -timeout 10m ./test/node/

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,9 @@ import (
 	"kiln.dev/kiln/internal/agent/facts"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
+	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
-
-// syncBuffer is a bytes.Buffer safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // One command line starts a node: run joins first, then holds the session;
 // the placeholder executor fails instructions, saying why.
@@ -154,8 +135,8 @@ func startRun(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node str
 		"--node-name", node, "--root", fixture(t, "nameserver 127.0.0.53\n")}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var stderr syncBuffer
-	go func() { done <- run(ctx, args, &syncBuffer{}, &stderr) }()
+	var stderr testlog.Buffer
+	go func() { done <- run(ctx, args, &testlog.Buffer{}, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -105,6 +105,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.NodeCertValidity, "node-cert-validity", 0, "lifetime of agents' node certificates (renewed after two thirds of it); 0 for each cluster's certificateTTLDays")
 	f.DurationVar(&cfg.AgentHeartbeatInterval, "heartbeat-interval", gateway.DefaultHeartbeatInterval, "how often agents heartbeat (the controller tells them at each session); a node is NOT_READY after 3 intervals without one")
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
+	f.StringVar(&cfg.SystemImages, "system-images", "", "directory of system image archives (make system-images: CoreDNS, the demo application) seeded into the registry's kiln.system namespace at start (default: images beside kilnd, skipped when missing)")
 	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube for local nodes: a directory of kiln-kube-VERSION programs (make kube's bin/), or one kiln-kube program (default: kilnd's directory)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (at most a third of --lease-ttl)")

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -17,13 +16,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/spf13/cobra"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/imagefile"
 )
 
 // Images live in kilnd's registry (/v2/, the OCI distribution API), one
@@ -77,14 +75,16 @@ with the Kiln token as the password (docker login -u kiln KILND_HOST).`,
 func (a *app) imagePushCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "push FILE [NAME:TAG]",
-		Short: "Push an image from a docker save archive or an OCI layout directory",
-		Long: `push uploads an image into the project's registry. FILE is either an archive
+		Short: "Push an image from a docker save archive, an OCI archive or an OCI layout directory",
+		Long: `push uploads an image into the project's registry. FILE is an archive
 written by 'docker save' (or 'podman save', or go-containerregistry's
-tarball) or a directory in the OCI image layout ('skopeo copy ... oci:DIR',
-'buildah push ... oci:DIR'); a multi-platform index is pushed whole.
+tarball), a directory in the OCI image layout ('skopeo copy ... oci:DIR',
+'buildah push ... oci:DIR'), or such a layout in a tar (an OCI archive:
+'ctr images export', Kiln's scripts/oci-archive.sh); a multi-platform index
+is pushed whole.
 
 NAME:TAG names the image in the project. Without it the name recorded in
-FILE is used: the archive's RepoTags, or the layout's
+FILE is used: a docker save archive's RepoTags, or an OCI layout's
 io.containerd.image.name annotation. A FILE holding several images needs
 NAME:TAG to say which one.
 
@@ -102,36 +102,39 @@ Pushing needs the operator role in the project (-p).`,
 			var want string
 			if len(args) == 2 {
 				want = args[1]
-				if _, err := parseImageName(want, true); err != nil {
+				if _, err := imagefile.ParseName(want, true); err != nil {
 					return usageError{err}
 				}
 			}
-			src, err := loadImage(args[0], want)
-			if err != nil {
+			src, err := imagefile.Open(args[0], want)
+			if errors.Is(err, imagefile.ErrNameNeeded) {
+				return fmt.Errorf("%w to push: kiln image push %s NAME:TAG", err, args[0])
+			} else if err != nil {
 				return err
 			}
-			ref, err := parseImageName(src.name, true)
+			defer src.Close()
+			ref, err := imagefile.ParseName(src.Name, true)
 			if err != nil {
-				return fmt.Errorf("the name %q in %s: %w; name the image: kiln image push %s NAME:TAG", src.name, args[0], err, args[0])
+				return fmt.Errorf("the name %q in %s: %w; name the image: kiln image push %s NAME:TAG", src.Name, args[0], err, args[0])
 			}
 			rc, s, err := a.registryClient(cmd.Context())
 			if err != nil {
 				return err
 			}
 			target := rc.tag(s.Project, ref)
-			fmt.Fprintf(a.stderr, "Pushing %s to project %s (%s)...\n", ref.display(), s.Project, src.what)
+			fmt.Fprintf(a.stderr, "Pushing %s to project %s (%s)...\n", ref.String(), s.Project, src.What)
 			opts, progressDone := rc.opts, func() {}
 			if a.isTerminal(a.stderr) {
 				opts, progressDone = a.pushProgress(opts)
 			}
-			if src.index != nil {
-				err = remote.WriteIndex(target, src.index, opts...)
+			if src.Index != nil {
+				err = remote.WriteIndex(target, src.Index, opts...)
 			} else {
-				err = remote.Write(target, src.image, opts...)
+				err = remote.Write(target, src.Image, opts...)
 			}
 			progressDone()
 			if err != nil {
-				return rc.explain(err, "push "+ref.short(), s.Project)
+				return rc.explain(err, "push "+ref.Short(), s.Project)
 			}
 			view, err := describeImage(ref, s.Project, src)
 			if err != nil {
@@ -170,18 +173,18 @@ for it, its digest and its compressed size. It needs the viewer role.`,
 				if !ok {
 					continue
 				}
-				ref := imageName{repository: rest}
+				ref := imagefile.Name{Repository: rest}
 				r := rc.registry.Repo(repo)
 				tags, err := remote.List(r, rc.opts...)
 				if err != nil {
-					return rc.explain(err, "list the tags of "+ref.short(), s.Project)
+					return rc.explain(err, "list the tags of "+ref.Short(), s.Project)
 				}
 				slices.Sort(tags)
 				for _, tag := range tags {
-					ref.tag = tag
+					ref.Tag = tag
 					desc, err := remote.Get(r.Tag(tag), rc.opts...)
 					if err != nil {
-						return rc.explain(err, "read "+ref.short()+":"+tag, s.Project)
+						return rc.explain(err, "read "+ref.Short()+":"+tag, s.Project)
 					}
 					views = append(views, viewOf(ref, s.Project, desc))
 				}
@@ -210,11 +213,11 @@ role.`,
 		Example: "  kiln image delete nginx:1.27\n  kiln image delete team/app:v1 -p team-a",
 		Args:    exactArgs("NAME:TAG"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			ref, err := parseImageName(args[0], false)
+			ref, err := imagefile.ParseName(args[0], false)
 			if err != nil {
 				return usageError{err}
 			}
-			if ref.tag == "" && ref.digest == "" {
+			if ref.Tag == "" && ref.Digest == "" {
 				return usageErrorf("%q names no tag: delete NAME:TAG (or NAME@DIGEST)", args[0])
 			}
 			rc, s, err := a.registryClient(cmd.Context())
@@ -226,9 +229,9 @@ role.`,
 				return err
 			}
 			if err := remote.Delete(target, rc.opts...); err != nil {
-				return rc.explain(err, "delete "+ref.display(), s.Project)
+				return rc.explain(err, "delete "+ref.String(), s.Project)
 			}
-			fmt.Fprintf(a.stdout, "Deleted %s from project %s\n", ref.display(), s.Project)
+			fmt.Fprintf(a.stdout, "Deleted %s from project %s\n", ref.String(), s.Project)
 			fmt.Fprintln(a.stderr, "Its layers are freed by the registry's garbage collection once no other image uses them.")
 			return nil
 		}),
@@ -256,56 +259,6 @@ func (a *app) pushProgress(opts []remote.Option) (_ []remote.Option, done func()
 		case <-time.After(2 * time.Second): // a push refused before it started never closes updates
 		}
 	}
-}
-
-// imageName is a name as the registry keeps it within a project.
-type imageName struct {
-	repository string // library/nginx, team/app
-	tag        string
-	digest     string
-}
-
-// parseImageName reads NAME[:TAG][@DIGEST] as a container runtime does:
-// the registry host is dropped and a name of one component is Docker
-// Hub's library/NAME. needTag: a tag is required (push).
-func parseImageName(s string, needTag bool) (imageName, error) {
-	if s == "" {
-		return imageName{}, errors.New("the image name is empty")
-	}
-	ref, err := name.ParseReference(s, name.WithDefaultTag(""))
-	if err != nil {
-		return imageName{}, fmt.Errorf("%q is not an image name (NAME:TAG, for example nginx:1.27 or team/app:v2): %w", s, err)
-	}
-	n := imageName{repository: ref.Context().RepositoryStr()}
-	if !strings.Contains(n.repository, "/") {
-		n.repository = "library/" + n.repository
-	}
-	switch r := ref.(type) {
-	case name.Tag:
-		n.tag = r.TagStr()
-	case name.Digest:
-		n.digest = r.DigestStr()
-	}
-	if needTag && n.tag == "" {
-		return imageName{}, fmt.Errorf("%q names no tag: give NAME:TAG, for example nginx:1.27", s)
-	}
-	return n, nil
-}
-
-// short is the name as pods ask for it: nginx for library/nginx.
-func (n imageName) short() string {
-	if rest, ok := strings.CutPrefix(n.repository, "library/"); ok && !strings.Contains(rest, "/") {
-		return rest
-	}
-	return n.repository
-}
-
-// display is the name with its tag or digest.
-func (n imageName) display() string {
-	if n.digest != "" {
-		return n.short() + "@" + n.digest
-	}
-	return n.short() + ":" + n.tag
 }
 
 // registryClient is how the image commands reach kilnd's registry.
@@ -353,17 +306,17 @@ func (a *app) registryClient(ctx context.Context) (*registryClient, settings, er
 }
 
 // reference is n in project's repository of the registry.
-func (rc *registryClient) reference(project string, n imageName) (name.Reference, error) {
-	repo := rc.registry.Repo(project + "/" + n.repository)
-	if n.digest != "" {
-		return name.NewDigest(repo.Name() + "@" + n.digest)
+func (rc *registryClient) reference(project string, n imagefile.Name) (name.Reference, error) {
+	repo := rc.registry.Repo(project + "/" + n.Repository)
+	if n.Digest != "" {
+		return name.NewDigest(repo.Name() + "@" + n.Digest)
 	}
-	return repo.Tag(n.tag), nil
+	return repo.Tag(n.Tag), nil
 }
 
 // tag is n's tag in project's repository of the registry.
-func (rc *registryClient) tag(project string, n imageName) name.Tag {
-	return rc.registry.Repo(project + "/" + n.repository).Tag(n.tag)
+func (rc *registryClient) tag(project string, n imagefile.Name) name.Tag {
+	return rc.registry.Repo(project + "/" + n.Repository).Tag(n.Tag)
 }
 
 // explain turns a registry error into one a user can act on: its code and
@@ -402,167 +355,31 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// source is what push sends: an image or an index, with the name FILE
-// records and a description for the user.
-type source struct {
-	name  string
-	image ggcr.Image
-	index ggcr.ImageIndex
-	what  string
-}
-
-// loadImage reads FILE: an OCI layout directory or a docker save archive.
-// want, when set, is the NAME:TAG the user gave: it chooses among several
-// images and names the one pushed.
-func loadImage(path, want string) (*source, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the image: %w", err)
-	}
-	if fi.IsDir() {
-		return loadLayout(path, want)
-	}
-	return loadArchive(path, want)
-}
-
-// loadArchive reads a docker save archive.
-func loadArchive(path, want string) (*source, error) {
-	opener := func() (io.ReadCloser, error) { return os.Open(path) }
-	m, err := tarball.LoadManifest(opener)
-	if err != nil {
-		return nil, fmt.Errorf("%s is neither an OCI layout directory nor a docker save archive (%v): for an OCI archive, unpack it into a directory and push that", path, err)
-	}
-	var tags []string
-	for _, d := range m {
-		tags = append(tags, d.RepoTags...)
-	}
-	var chosen *name.Tag
-	src := &source{name: want}
-	switch {
-	case want == "" && len(m) == 1 && len(m[0].RepoTags) == 1:
-		src.name = m[0].RepoTags[0]
-	case want == "" && len(m) == 1:
-		return nil, fmt.Errorf("%s records %d names (%s): name the image: kiln image push %s NAME:TAG", path, len(tags), strings.Join(orNone(tags), ", "), path)
-	case want == "":
-		return nil, fmt.Errorf("%s holds %d images (%s): name the one to push: kiln image push %s NAME:TAG", path, len(m), strings.Join(orNone(tags), ", "), path)
-	case len(m) > 1:
-		t, err := name.NewTag(want)
-		if err != nil {
-			return nil, err
-		}
-		chosen = &t
-	}
-	img, err := tarball.Image(opener, chosen)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w (it holds %s)", path, err, strings.Join(orNone(tags), ", "))
-	}
-	src.image = img
-	src.what = "docker save archive " + path
-	return src, nil
-}
-
-func orNone(s []string) []string {
-	if len(s) == 0 {
-		return []string{"no name"}
-	}
-	return s
-}
-
-// Annotations of an OCI layout's index that name an image.
-const (
-	annotationContainerdName = "io.containerd.image.name"
-	annotationRefName        = "org.opencontainers.image.ref.name"
-)
-
-// loadLayout reads an OCI image layout directory.
-func loadLayout(path, want string) (*source, error) {
-	p, err := layout.FromPath(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not an OCI image layout (no oci-layout and index.json): %w", path, err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		return nil, fmt.Errorf("read the OCI layout %s: %w", path, err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("read the OCI layout %s: %w", path, err)
-	}
-	named := func(d ggcr.Descriptor) string {
-		if n := d.Annotations[annotationContainerdName]; n != "" {
-			return n
-		}
-		return d.Annotations[annotationRefName]
-	}
-	var names []string
-	for _, d := range im.Manifests {
-		names = append(names, cmpOr(named(d), d.Digest.String()))
-	}
-	var desc *ggcr.Descriptor
-	switch {
-	case len(im.Manifests) == 0:
-		return nil, fmt.Errorf("the OCI layout %s holds no image", path)
-	case len(im.Manifests) == 1:
-		desc = &im.Manifests[0]
-	case want == "":
-		return nil, fmt.Errorf("the OCI layout %s holds %d images (%s): name the one to push: kiln image push %s NAME:TAG",
-			path, len(im.Manifests), strings.Join(names, ", "), path)
-	default:
-		wantRef, _ := parseImageName(want, true)
-		for i, d := range im.Manifests {
-			n := named(d)
-			if r, err := parseImageName(n, true); err == nil && r == wantRef || n == wantRef.tag {
-				desc = &im.Manifests[i]
-				break
-			}
-		}
-		if desc == nil {
-			return nil, fmt.Errorf("the OCI layout %s holds no image named %s (it holds %s)", path, want, strings.Join(names, ", "))
-		}
-	}
-	src := &source{name: want, what: "OCI layout " + path}
-	if src.name == "" {
-		src.name = named(*desc)
-		if src.name == "" || !strings.ContainsAny(src.name, ":/") {
-			return nil, fmt.Errorf("the OCI layout %s does not record the image's name: name it: kiln image push %s NAME:TAG", path, path)
-		}
-	}
-	if desc.MediaType.IsIndex() {
-		src.index, err = idx.ImageIndex(desc.Digest)
-	} else {
-		src.image, err = idx.Image(desc.Digest)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the OCI layout %s: %w", path, err)
-	}
-	return src, nil
-}
-
 // describeImage is the view of what push sent.
-func describeImage(n imageName, project string, src *source) (imageView, error) {
-	v := imageView{Name: n.short(), Tag: n.tag, Repository: project + "/" + n.repository, Project: project}
-	if src.index != nil {
-		d, err := src.index.Digest()
+func describeImage(n imagefile.Name, project string, src *imagefile.File) (imageView, error) {
+	v := imageView{Name: n.Short(), Tag: n.Tag, Repository: project + "/" + n.Repository, Project: project}
+	if src.Index != nil {
+		d, err := src.Index.Digest()
 		if err != nil {
 			return v, err
 		}
 		v.Digest = d.String()
 		return v, nil
 	}
-	d, err := src.image.Digest()
+	d, err := src.Image.Digest()
 	if err != nil {
 		return v, err
 	}
 	v.Digest = d.String()
-	if m, err := src.image.Manifest(); err == nil {
+	if m, err := src.Image.Manifest(); err == nil {
 		v.Size = manifestSize(m)
 	}
 	return v, nil
 }
 
 // viewOf is the view of a tag read from the registry.
-func viewOf(n imageName, project string, desc *remote.Descriptor) imageView {
-	v := imageView{Name: n.short(), Tag: n.tag, Repository: project + "/" + n.repository, Project: project, Digest: desc.Digest.String()}
+func viewOf(n imagefile.Name, project string, desc *remote.Descriptor) imageView {
+	v := imageView{Name: n.Short(), Tag: n.Tag, Repository: project + "/" + n.Repository, Project: project, Digest: desc.Digest.String()}
 	if desc.MediaType.IsImage() {
 		if m, err := ggcr.ParseManifest(strings.NewReader(string(desc.Manifest))); err == nil {
 			v.Size = manifestSize(m)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/testlog"
 )
 
 // opStates is a create operation as a poller sees it, one state per poll.
@@ -60,7 +61,7 @@ func TestLiveViewText(t *testing.T) {
 }
 
 func TestLiveProgressRedraws(t *testing.T) {
-	var b syncBuffer
+	var b testlog.Buffer
 	p := newLiveProgress(&b, func() time.Time { return t0.Add(5 * time.Second) }, 40)
 	states := opStates()
 	p.update(states[0])
@@ -74,23 +75,6 @@ func TestLiveProgressRedraws(t *testing.T) {
 			t.Errorf("line not cut to the width: %q", line[i+4:])
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestOperationWatch runs 'kiln operation watch' in-process against a

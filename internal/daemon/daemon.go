@@ -97,6 +97,12 @@ type Config struct {
 	// AgentBinary is the kiln-agent program local machines run; default:
 	// next to this executable.
 	AgentBinary string
+	// SystemImages is the directory of the system images' archives (make
+	// system-images' bin/images: CoreDNS, the demo application), each
+	// seeded into the registry's kiln.system namespace at start
+	// (sysimages.go). Empty: "images" beside this executable, skipped
+	// with a log line when it does not exist; a directory named here must.
+	SystemImages string
 	// KubeBinary is kiln-agent's --kube-binary for local machines: a
 	// directory of kiln-kube-VERSION programs (make kube's bin/), or one
 	// kiln-kube program (distrolocal.FindKubeBinaries); default: the
@@ -377,9 +383,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	return nil
 }
 
-// openRegistry opens the image registry in DATA_DIR/registry: the API
-// listener serves it to tokens (newFrontend), the agent listener to node
-// certificates (startGateway).
+// openRegistry opens the image registry in DATA_DIR/registry, and seeds
+// the system images into it: the API listener serves it to tokens
+// (newFrontend), the agent listener to node certificates (startGateway).
 func (d *Daemon) openRegistry(ctx context.Context) error {
 	reg, err := registry.New(ctx, registry.Options{
 		Dir:      filepath.Join(d.cfg.DataDir, "registry"),
@@ -391,7 +397,7 @@ func (d *Daemon) openRegistry(ctx context.Context) error {
 		return err
 	}
 	d.registry = reg
-	return nil
+	return d.seedSystemImages(ctx)
 }
 
 // providers are the providers every process has (edge) and the sim when

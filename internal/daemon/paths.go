@@ -26,6 +26,7 @@ func (c *Config) absPaths() error {
 		{"--tls-key", &c.TLSKey},
 		{"--agent-binary", &c.AgentBinary},
 		{"--kube-binary", &c.KubeBinary},
+		{"--system-images", &c.SystemImages},
 		{"--sim-journal", &c.SimJournal},
 		{"--sim-state", &c.SimState},
 	}

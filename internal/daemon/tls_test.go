@@ -12,13 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kiln.dev/kiln/api/client"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/test/testlog"
 )
 
 // startTLS starts a kilnd in this process with cfg (data dir, loopback
@@ -46,31 +46,13 @@ func startTLS(t *testing.T, cfg Config) *Daemon {
 	return d
 }
 
-// lockedBuffer is a log destination written by the daemon's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestServesHTTPSFromTheDataDirCA: by default (dev mode too) the API is
 // HTTPS with a certificate that the CA in DATA_DIR/tls verifies, for the
 // listen address and localhost; plain HTTP on that port gets no API answer;
 // the CA files and their modes are as documented, and the log names the CA
 // file and no key.
 func TestServesHTTPSFromTheDataDirCA(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	data := t.TempDir()
 	d := startTLS(t, Config{DataDir: data, Dev: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 

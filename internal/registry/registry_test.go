@@ -31,6 +31,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -524,7 +525,7 @@ func TestMountNeedsPullOnTheSource(t *testing.T) {
 // A push looks for blobs that are not there yet: those 404s are the
 // client's business, not errors in kilnd's log.
 func TestClientErrorsAreNotLoggedAsErrors(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	e := newEnv(t, registry.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	e.mustPush("alice", "p/app:1", randomImage(t))
 	if _, err := e.pull("alice", "p/app:missing"); code(err) != "MANIFEST_UNKNOWN" {
@@ -533,23 +534,6 @@ func TestClientErrorsAreNotLoggedAsErrors(t *testing.T) {
 	if strings.Contains(buf.String(), "level=ERROR") {
 		t.Errorf("client errors logged as errors:\n%s", buf.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // projects is a fake of Options.Projects.

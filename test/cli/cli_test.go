@@ -15,12 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -29,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/ocitest"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -138,15 +133,11 @@ func TestScripts(t *testing.T) {
 				if neg || len(args) < 2 {
 					ts.Fatalf("usage: mkimage FILE NAME:TAG...")
 				}
-				images := map[name.Tag]ggcrv1.Image{}
+				var images []ocitest.Named
 				for _, a := range args[1:] {
-					tag, err := name.NewTag(a)
-					ts.Check(err)
-					img, err := random.Image(1024, 2)
-					ts.Check(err)
-					images[tag] = img
+					images = append(images, ocitest.Named{Name: a, Image: ocitest.Random(scriptTB{t, ts}, 1024)})
 				}
-				ts.Check(tarball.MultiWriteToFile(ts.MkAbs(args[0]), images))
+				ocitest.WriteDockerArchive(scriptTB{t, ts}, ts.MkAbs(args[0]), images...)
 			},
 			// mklayout DIR NAME:TAG: write an OCI image layout holding a
 			// random image, its name in the io.containerd.image.name
@@ -155,11 +146,17 @@ func TestScripts(t *testing.T) {
 				if neg || len(args) != 2 {
 					ts.Fatalf("usage: mklayout DIR NAME:TAG")
 				}
-				img, err := random.Image(1024, 1)
-				ts.Check(err)
-				p, err := layout.Write(ts.MkAbs(args[0]), empty.Index)
-				ts.Check(err)
-				ts.Check(p.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": args[1]})))
+				ocitest.WriteLayout(scriptTB{t, ts}, ts.MkAbs(args[0]), ocitest.Named{Name: args[1], Image: ocitest.Random(scriptTB{t, ts}, 1024)})
+			},
+			// mkociarchive FILE NAME:TAG: write an OCI archive (an OCI
+			// image layout in a tar, as scripts/oci-archive.sh and ctr
+			// images export write) holding a random image, named as
+			// mklayout names it.
+			"mkociarchive": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: mkociarchive FILE NAME:TAG")
+				}
+				ocitest.WriteOCIArchive(scriptTB{t, ts}, ts.MkAbs(args[0]), ocitest.Named{Name: args[1], Image: ocitest.Random(scriptTB{t, ts}, 1024)})
 			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a

@@ -1,0 +1,301 @@
+// Package imagefile reads container images from the files they travel in,
+// and reads image names as a container runtime asks a registry for them.
+// `kiln image push` sends what it reads; kilnd seeds its registry's system
+// images from archives (internal/registry's Seed).
+//
+// Three forms of file are read:
+//
+//   - a docker save archive (also podman save's, go-containerregistry's
+//     tarball): a tar with manifest.json;
+//   - an OCI image layout directory (oci-layout, index.json, blobs/), what
+//     skopeo copy ... oci:DIR and buildah push ... oci:DIR write;
+//   - an OCI archive: such a layout in a tar, what scripts/oci-archive.sh,
+//     `ctr images export` and `docker load` read and write. It is unpacked
+//     into a temporary directory, removed by Close.
+package imagefile
+
+import (
+	"archive/tar"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcr "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// ErrNameNeeded: the file holds several images, or records no name or
+// several for its one, and no name was asked for. The error says what it
+// holds; the caller says how to name one.
+var ErrNameNeeded = errors.New("name the image")
+
+// File is one image read from a file: an image, or a multi-platform index.
+type File struct {
+	// Name is the name asked for, or else the one the file records for
+	// the image (a docker save archive's RepoTags, an OCI layout's
+	// io.containerd.image.name or org.opencontainers.image.ref.name
+	// annotation).
+	Name  string
+	Image ggcr.Image      // set unless Index is
+	Index ggcr.ImageIndex // a multi-platform index, pushed whole
+	// What is what the file is, for messages: "docker save archive
+	// PATH", "OCI layout PATH", "OCI archive PATH".
+	What string
+
+	tmp string // the unpacked OCI archive, removed by Close
+}
+
+// Close removes what Open unpacked. Image and Index are unreadable after.
+func (f *File) Close() error {
+	if f.tmp == "" {
+		return nil
+	}
+	return os.RemoveAll(f.tmp)
+}
+
+// Digest is the digest of the image's manifest or of the index.
+func (f *File) Digest() (ggcr.Hash, error) {
+	if f.Index != nil {
+		return f.Index.Digest()
+	}
+	return f.Image.Digest()
+}
+
+// Open reads the image of the file or directory at path. want, when set,
+// is the NAME:TAG asked for: it chooses among several images and names the
+// one read. Close the File when done.
+func Open(path, want string) (*File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the image: %w", err)
+	}
+	if fi.IsDir() {
+		return openLayout(path, path, want, "OCI layout "+path)
+	}
+	entries, err := tarEntries(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s is neither an OCI layout directory nor a tar (a docker save or OCI archive): %w", path, err)
+	}
+	switch {
+	case entries["manifest.json"]:
+		return openArchive(path, want)
+	case entries["index.json"] && entries["oci-layout"]:
+		return openOCIArchive(path, want)
+	}
+	return nil, fmt.Errorf("%s is a tar with neither manifest.json (a docker save archive) nor oci-layout and index.json (an OCI archive)", path)
+}
+
+// tarEntries lists the names of a tar's entries (cleaned: ./index.json is
+// index.json).
+func tarEntries(path string) (map[string]bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names := map[string]bool{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			if len(names) == 0 {
+				return nil, errors.New("an empty tar")
+			}
+			return names, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		names[filepath.Clean(h.Name)] = true
+	}
+}
+
+// openArchive reads a docker save archive.
+func openArchive(path, want string) (*File, error) {
+	opener := func() (io.ReadCloser, error) { return os.Open(path) }
+	m, err := tarball.LoadManifest(opener)
+	if err != nil {
+		return nil, fmt.Errorf("read the docker save archive %s: %w", path, err)
+	}
+	var tags []string
+	for _, d := range m {
+		tags = append(tags, d.RepoTags...)
+	}
+	var chosen *name.Tag
+	f := &File{Name: want, What: "docker save archive " + path}
+	switch {
+	case want == "" && len(m) == 1 && len(m[0].RepoTags) == 1:
+		f.Name = m[0].RepoTags[0]
+	case want == "" && len(m) == 1:
+		return nil, fmt.Errorf("%s records %d names (%s): %w", path, len(tags), strings.Join(orNone(tags), ", "), ErrNameNeeded)
+	case want == "":
+		return nil, fmt.Errorf("%s holds %d images (%s): %w", path, len(m), strings.Join(orNone(tags), ", "), ErrNameNeeded)
+	case len(m) > 1:
+		t, err := name.NewTag(want)
+		if err != nil {
+			return nil, err
+		}
+		chosen = &t
+	}
+	img, err := tarball.Image(opener, chosen)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w (it holds %s)", path, err, strings.Join(orNone(tags), ", "))
+	}
+	f.Image = img
+	return f, nil
+}
+
+func orNone(s []string) []string {
+	if len(s) == 0 {
+		return []string{"no name"}
+	}
+	return s
+}
+
+// openOCIArchive unpacks an OCI archive into a temporary directory and
+// reads the layout there.
+func openOCIArchive(path, want string) (*File, error) {
+	tmp, err := os.MkdirTemp("", "kiln-oci-")
+	if err != nil {
+		return nil, err
+	}
+	if err := untar(path, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("unpack the OCI archive %s: %w", path, err)
+	}
+	f, err := openLayout(tmp, path, want, "OCI archive "+path)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	f.tmp = tmp
+	return f, nil
+}
+
+// untar writes the directories and regular files of the tar at path under
+// dir. An entry that would land outside dir, or of another kind (a link, a
+// device), is refused.
+func untar(path, dir string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !filepath.IsLocal(h.Name) {
+			return fmt.Errorf("entry %q is outside the archive", h.Name)
+		}
+		target := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := writeFile(target, tr); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("entry %q is neither a file nor a directory", h.Name)
+		}
+	}
+}
+
+func writeFile(path string, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// Annotations of an OCI layout's index that name an image.
+const (
+	AnnotationContainerdName = "io.containerd.image.name"
+	AnnotationRefName        = "org.opencontainers.image.ref.name"
+)
+
+// openLayout reads the OCI image layout in dir; shown is its name in
+// messages (the archive it was unpacked from).
+func openLayout(dir, shown, want, what string) (*File, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not an OCI image layout (no oci-layout and index.json): %w", shown, err)
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("read the OCI layout %s: %w", shown, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("read the OCI layout %s: %w", shown, err)
+	}
+	named := func(d ggcr.Descriptor) string {
+		if n := d.Annotations[AnnotationContainerdName]; n != "" {
+			return n
+		}
+		return d.Annotations[AnnotationRefName]
+	}
+	var names []string
+	for _, d := range im.Manifests {
+		names = append(names, cmp.Or(named(d), d.Digest.String()))
+	}
+	var desc *ggcr.Descriptor
+	switch {
+	case len(im.Manifests) == 0:
+		return nil, fmt.Errorf("the OCI layout %s holds no image", shown)
+	case len(im.Manifests) == 1:
+		desc = &im.Manifests[0]
+	case want == "":
+		return nil, fmt.Errorf("the OCI layout %s holds %d images (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "), ErrNameNeeded)
+	default:
+		wantRef, _ := ParseName(want, true)
+		for i, d := range im.Manifests {
+			n := named(d)
+			if r, err := ParseName(n, true); err == nil && r == wantRef || n == wantRef.Tag {
+				desc = &im.Manifests[i]
+				break
+			}
+		}
+		if desc == nil {
+			return nil, fmt.Errorf("the OCI layout %s holds no image named %s (it holds %s)", shown, want, strings.Join(names, ", "))
+		}
+	}
+	f := &File{Name: want, What: what}
+	if f.Name == "" {
+		f.Name = named(*desc)
+		if f.Name == "" || !strings.ContainsAny(f.Name, ":/") {
+			return nil, fmt.Errorf("the OCI layout %s does not record the image's name: %w", shown, ErrNameNeeded)
+		}
+	}
+	if desc.MediaType.IsIndex() {
+		f.Index, err = idx.ImageIndex(desc.Digest)
+	} else {
+		f.Image, err = idx.Image(desc.Digest)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the OCI layout %s: %w", shown, err)
+	}
+	return f, nil
+}

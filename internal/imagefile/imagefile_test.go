@@ -1,0 +1,178 @@
+package imagefile
+
+import (
+	"archive/tar"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ggcr "github.com/google/go-containerregistry/pkg/v1"
+
+	"kiln.dev/kiln/test/ocitest"
+)
+
+func TestOpenReadsEachForm(t *testing.T) {
+	dir := t.TempDir()
+	img := ocitest.Named{Name: "kiln.dev/demo:1", Image: ocitest.Random(t, 256)}
+	want := ocitest.Digest(t, img.Image)
+
+	save := filepath.Join(dir, "save.tar")
+	ocitest.WriteDockerArchive(t, save, img)
+	lay := filepath.Join(dir, "layout")
+	ocitest.WriteLayout(t, lay, img)
+	archive := filepath.Join(dir, "oci.tar")
+	ocitest.WriteOCIArchive(t, archive, img)
+
+	for _, tc := range []struct{ name, path, what string }{
+		{"docker save", save, "docker save archive "},
+		{"OCI layout", lay, "OCI layout "},
+		{"OCI archive", archive, "OCI archive "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Open(tc.path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Name != "kiln.dev/demo:1" || f.What != tc.what+tc.path {
+				t.Errorf("name %q, what %q", f.Name, f.What)
+			}
+			got, want := digest(t, f), want
+			// A docker save archive holds the layers uncompressed: its
+			// manifest is another, its image (config) the same.
+			if tc.path == save {
+				got, want = configOf(t, f.Image), configOf(t, img.Image)
+			}
+			if got != want {
+				t.Errorf("digest %s, want %s", got, want)
+			}
+			if err := f.Close(); err != nil {
+				t.Error(err)
+			}
+			if f.tmp != "" {
+				if _, err := os.Stat(f.tmp); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("Close left %s: %v", f.tmp, err)
+				}
+			}
+		})
+	}
+}
+
+func digest(t *testing.T, f *File) string {
+	t.Helper()
+	d, err := f.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+func configOf(t *testing.T, img ggcr.Image) string {
+	t.Helper()
+	h, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+func TestSeveralImagesNeedAName(t *testing.T) {
+	dir := t.TempDir()
+	b := ocitest.Random(t, 256)
+	archive := filepath.Join(dir, "oci.tar")
+	ocitest.WriteOCIArchive(t, archive, ocitest.Named{Name: "app:1", Image: ocitest.Random(t, 256)}, ocitest.Named{Name: "app:2", Image: b})
+	_, err := Open(archive, "")
+	if !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
+		t.Fatalf("Open without a name: %v, want ErrNameNeeded", err)
+	}
+	f, err := Open(archive, "docker.io/library/app:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if digest(t, f) != ocitest.Digest(t, b) {
+		t.Error("Open chose another image than app:2")
+	}
+}
+
+func TestOpenRefusesOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	unpacked := filepath.Join(dir, "tmp", "unpacked") // where an OCI archive is unpacked
+	os.MkdirAll(unpacked, 0o700)
+	t.Setenv("TMPDIR", unpacked)
+	notTar := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notTar, []byte("not a tar at all, but long enough to be read as one's header......"), 0o600)
+	otherTar := filepath.Join(dir, "other.tar")
+	writeTar(t, otherTar, map[string]string{"x": "x"})
+	escape := filepath.Join(dir, "escape.tar")
+	writeTar(t, escape, map[string]string{"oci-layout": `{"imageLayoutVersion":"1.0.0"}`, "index.json": "{}", "../evil": "x"})
+
+	for _, tc := range []struct{ path, want string }{
+		{notTar, "neither an OCI layout directory nor a tar"},
+		{otherTar, "a tar with neither manifest.json"},
+		{escape, `entry "../evil" is outside the archive`},
+		{filepath.Join(dir, "missing.tar"), "no such file"},
+	} {
+		if _, err := Open(tc.path, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%s): %v, want %q", filepath.Base(tc.path), err, tc.want)
+		}
+	}
+	// Nothing written, ../evil included (it would be beside the
+	// directory the archive is unpacked in).
+	if left, _ := os.ReadDir(unpacked); len(left) != 0 {
+		t.Errorf("a refused archive left %s in %s", left[0].Name(), unpacked)
+	}
+}
+
+func writeTar(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for n, body := range files {
+		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What scripts/oci-archive.sh writes (the pause, CoreDNS and demo images)
+// is an OCI archive Open reads, named as the script was told.
+func TestOCIArchiveScript(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skipf("no bash to run scripts/oci-archive.sh: %v: SKIPPED", err)
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "hello")
+	os.WriteFile(prog, []byte("#!/bin/sh\necho hello\n"), 0o755)
+	out := filepath.Join(dir, "hello.tar")
+	cmd := exec.CommandContext(t.Context(), bash, "../../scripts/oci-archive.sh", out, "kiln.dev/hello:1", prog, "--flag")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oci-archive.sh: %v\n%s", err, b)
+	}
+	f, err := Open(out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cf, err := f.Image.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := f.Image.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name != "kiln.dev/hello:1" || len(layers) != 1 || strings.Join(cf.Config.Entrypoint, " ") != "/hello --flag" {
+		t.Errorf("name %q, %d layers, entrypoint %q", f.Name, len(layers), cf.Config.Entrypoint)
+	}
+}

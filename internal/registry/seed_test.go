@@ -1,0 +1,135 @@
+package registry_test
+
+import (
+	"io"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"kiln.dev/kiln/internal/registry"
+	"kiln.dev/kiln/test/ocitest"
+)
+
+// files lists every file under dir with its size and modification time.
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fi.ModTime().Format(time.RFC3339Nano) + " " + fi.Mode().String()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A system image seeded from its archive is stored under the name a node's
+// containerd asks its mirror for, and every node gets it through the
+// fallback; seeding it again changes nothing and says so.
+func TestSeedIsIdempotentAndNodesPullTheSeededImage(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	dir := t.TempDir()
+	coredns := ocitest.Named{Name: "kiln.dev/coredns:1.15.0", Image: ocitest.Random(t, 2048)}
+	archive := filepath.Join(dir, "coredns.tar")
+	ocitest.WriteOCIArchive(t, archive, coredns)
+
+	got, err := e.reg.Seed(t.Context(), archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := registry.Seeded{Ref: "kiln.dev/coredns:1.15.0", Repository: "kiln.system/library/coredns", Tag: "1.15.0",
+		Digest: ocitest.Digest(t, coredns.Image), Pushed: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("first seed (-want +got):\n%s", diff)
+	}
+
+	// What containerd sends for kiln.dev/coredns:1.15.0 through its mirror.
+	for _, node := range []string{"nodep", "nodeq"} {
+		resp := e.get(node, "/v2/coredns/manifests/1.15.0?ns=kiln.dev", "application/vnd.oci.image.manifest.v1+json")
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Docker-Content-Digest") != want.Digest {
+			t.Errorf("%s: GET /v2/coredns/manifests/1.15.0?ns=kiln.dev: %d %s %s, want the seeded manifest",
+				node, resp.StatusCode, resp.Header.Get("Docker-Content-Digest"), body)
+		}
+		img, err := e.pull(node, "coredns:1.15.0") // every blob read and checked
+		if err != nil || digestOf(t, img) != want.Digest {
+			t.Errorf("%s pulls coredns:1.15.0: %v", node, err)
+		}
+	}
+	// The catalog lists it among the system images.
+	resp := e.get("root", "/v2/_catalog", "")
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), `"kiln.system/library/coredns"`) {
+		t.Errorf("catalog: %s, want the seeded repository", body)
+	}
+
+	before := files(t, e.dir)
+	again, err := e.reg.Seed(t.Context(), archive)
+	want.Pushed = false
+	if err != nil || again != want {
+		t.Errorf("second seed: %+v %v, want %+v", again, err, want)
+	}
+	if diff := cmp.Diff(before, files(t, e.dir)); diff != "" {
+		t.Errorf("the second seed changed the registry's files (-before +after):\n%s", diff)
+	}
+
+	// A new build of the same name replaces it.
+	rebuilt := ocitest.Named{Name: coredns.Name, Image: ocitest.Random(t, 2048)}
+	ocitest.WriteOCIArchive(t, archive, rebuilt)
+	got, err = e.reg.Seed(t.Context(), archive)
+	if err != nil || !got.Pushed || got.Digest != ocitest.Digest(t, rebuilt.Image) {
+		t.Fatalf("seed of a rebuilt image: %+v %v, want it pushed", got, err)
+	}
+	if img, err := e.pull("nodep", "coredns:1.15.0"); err != nil || digestOf(t, img) != got.Digest {
+		t.Errorf("after the rebuild a node pulls %v, want the rebuilt image", err)
+	}
+}
+
+// A docker save archive is seeded too; its layers are stored compressed,
+// as go-containerregistry reads them.
+func TestSeedADockerSaveArchive(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	archive := filepath.Join(t.TempDir(), "demo.tar")
+	ocitest.WriteDockerArchive(t, archive, ocitest.Named{Name: "kiln.dev/demo:1", Image: ocitest.Random(t, 4096)})
+	got, err := e.reg.Seed(t.Context(), archive)
+	if err != nil || !got.Pushed || got.Repository != "kiln.system/library/demo" || got.Tag != "1" {
+		t.Fatalf("seed: %+v %v", got, err)
+	}
+	img, err := e.pull("nodeq", "demo:1")
+	if err != nil || digestOf(t, img) != got.Digest {
+		t.Fatalf("a node pulls demo:1: %v, want %s", err, got.Digest)
+	}
+	if again, err := e.reg.Seed(t.Context(), archive); err != nil || again.Pushed || again.Digest != got.Digest {
+		t.Errorf("second seed: %+v %v, want nothing pushed", again, err)
+	}
+}
+
+func TestSeedRefusesWhatIsNoSystemImage(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.tar")
+	ocitest.WriteOCIArchive(t, two, ocitest.Named{Name: "a:1", Image: ocitest.Random(t, 64)}, ocitest.Named{Name: "b:1", Image: ocitest.Random(t, 64)})
+	untagged := filepath.Join(dir, "untagged.tar")
+	ocitest.WriteOCIArchive(t, untagged, ocitest.Named{Name: "kiln.dev/untagged", Image: ocitest.Random(t, 64)})
+	for _, tc := range []struct{ path, want string }{
+		{two, "holds 2 images (a:1, b:1): name the image (a system image's archive holds one image and records its name)"},
+		{untagged, `"kiln.dev/untagged" names no tag`},
+		{filepath.Join(dir, "missing.tar"), "no such file"},
+	} {
+		if got, err := e.reg.Seed(t.Context(), tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Seed(%s) = %+v, %v; want an error saying %q", filepath.Base(tc.path), got, err, tc.want)
+		}
+	}
+}
