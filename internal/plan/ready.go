@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/sysimages"
 )
 
 // Where the cluster keeps its own identity, inside Kubernetes.
@@ -241,10 +242,6 @@ func missingLabels(have, want map[string]string) map[string]string {
 	return patch
 }
 
-// coreDNSImage is the cluster DNS image the kiln distribution runs, which
-// kilnd seeds into its registry.
-const coreDNSImage = "kiln.dev/coredns:1.15.0"
-
 // dnsReplicas is how many CoreDNS pods a kiln cluster runs.
 const dnsReplicas = 2
 
@@ -259,7 +256,7 @@ func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error
 	if err != nil {
 		return "", failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
 	}
-	for _, o := range distro.DNSObjects(coreDNSImage, addr, dnsReplicas) {
+	for _, o := range distro.DNSObjects(sysimages.CoreDNSImage, addr, dnsReplicas) {
 		if err := kc.Apply(ctx, kubeapi.Object(o)); err != nil {
 			return "", fmt.Errorf("cluster DNS: %w", err)
 		}

@@ -27,11 +27,17 @@ import (
 // node-image) and the system images (make system-images); without them
 // they skip and say why.
 
-// startDocker starts kilnd --dev and skips unless its docker provider is
-// registered.
+// systemImages is where make system-images writes the archives kilnd seeds.
+var systemImages = filepath.Join(repoRoot, "bin", "images")
+
+// startDocker starts kilnd --dev, seeding the system images, and skips
+// unless its docker provider is registered.
 func startDocker(t *testing.T) *env {
 	t.Helper()
-	e := start(t, "kilnd")
+	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
+		t.Skipf("no system images in %s (make system-images): docker clusters SKIPPED", systemImages)
+	}
+	e := start(t, "kilnd", "--system-images", systemImages)
 	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
 		log := e.k.LogText()
 		if strings.Contains(log, "docker provider not registered") {
@@ -362,7 +368,7 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 	e.k.Kill(syscall.SIGKILL)
 	<-e.k.Done()
 	t.Logf("killed kilnd with %v", dockerObjects(t, "default", "crash"))
-	e.startKilnd("kilnd-again")
+	e.startKilnd("kilnd-again", "--system-images", systemImages)
 	e.wait("crash", opID)
 	var containers, networks, volumes int
 	for _, o := range dockerObjects(t, "default", "crash") {
