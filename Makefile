@@ -45,7 +45,8 @@ e2e: build kube system-images ## only the real-cluster tests (test/e2e)
 run: build kube system-images ## kilnd --dev in the foreground (data in $(DATA))
 	$(BIN)/kilnd --dev --data-dir $(DATA) --listen $(LISTEN)
 
-demo: build kube system-images ## the main job: kilnd --dev, a local cluster of hollow nodes, kubectl get nodes, delete
+demo: build kube system-images ## the main job: kilnd --dev, a 1+2 cluster (docker: real containers; without Docker: hollow local nodes), the demo app answering from each worker, logs, exec, scale, delete
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory node-image; else echo "demo: no Docker engine answers: no node image, the cluster will be of hollow local nodes" >&2; fi
 	scripts/demo.sh
 
 clean: ## remove build output and dev data

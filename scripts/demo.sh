@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The main job, end to end: start kilnd --dev (HTTPS from a CA it makes in
-# its data dir), log in trusting that CA, create a Kubernetes cluster of
-# hollow nodes on this machine (one control plane, two workers: each a
-# kiln-agent process running kiln-kube components on its own 127.0.0.N; real
-# control plane, no container runs), watch its steps, show
-# its nodes with kubectl, scale it, delete it, stop kilnd. PROVIDER=sim runs
-# the same flow on simulated machines.
+# its data dir; it seeds the system images of bin/images into its registry),
+# log in trusting that CA, create a Kubernetes cluster of one control plane
+# and two workers, show its nodes with kubectl, deploy the demo application
+# (2 replicas and a Service), show a request answered by a pod on each
+# worker, kubectl logs and exec, scale, delete, stop kilnd.
+#
+# With Docker and the node images (make node-image) the nodes are containers
+# running real containers (the docker provider); otherwise the cluster is of
+# hollow nodes on this machine (the local provider: a real control plane, no
+# container runs, so no application is deployed). PROVIDER=local|docker|sim
+# chooses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PROVIDER=${PROVIDER:-local}
+PROVIDER=${PROVIDER:-}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kiln-demo.XXXXXX")
 PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7080)}
 SERVER=https://127.0.0.1:$PORT
@@ -22,7 +27,16 @@ bin/kilnd --dev --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "12
 KILND=$!
 cleanup() {
 	kill -TERM "$KILND" 2>/dev/null && wait "$KILND" 2>/dev/null
-	# Machines outlive kilnd by design; the demo's are stopped with it.
+	# Machines outlive kilnd by design; the demo's are stopped with it: local
+	# machines' agents, and docker machines' containers, networks and volumes
+	# (those of this kilnd's instance: its data dir's).
+	instance=k$(printf %s "$DATA" | sha256sum | cut -c1-8)
+	ids=$(docker ps -aq --filter "label=kiln.dev/instance=$instance" 2>/dev/null || true)
+	[ -z "$ids" ] || docker rm -f -v $ids >/dev/null 2>&1 || true
+	for kind in network volume; do
+		ids=$(docker "$kind" ls -q --filter "label=kiln.dev/instance=$instance" 2>/dev/null || true)
+		[ -z "$ids" ] || docker "$kind" rm $ids >/dev/null 2>&1 || true
+	done
 	for pid in $(python3 -c 'import glob,json,sys; [print(json.load(open(f))["pid"]) for f in glob.glob(sys.argv[1]+"/machines/*/*/*/agent.pid")]' "$DATA" 2>/dev/null); do
 		kill -TERM -- "-$pid" 2>/dev/null
 	done
@@ -37,7 +51,22 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 
+if [ -z "$PROVIDER" ]; then
+	# kilnd --dev registers the docker provider when Docker answers and a node image is there.
+	for _ in $(seq 1 100); do
+		grep -q 'docker provider registered' "$DATA/kilnd.log" && { PROVIDER=docker; break; }
+		grep -q 'docker provider not registered' "$DATA/kilnd.log" && { PROVIDER=local; break; }
+		sleep 0.1
+	done
+	PROVIDER=${PROVIDER:-local}
+	if [ "$PROVIDER" = local ]; then
+		echo "demo: no Docker engine or no node image (make node-image): the cluster is of HOLLOW nodes, no container runs" >&2
+		grep -o 'docker provider not registered.*' "$DATA/kilnd.log" >&2 || true
+	fi
+fi
+
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+kubectl() { kiln-kube kubectl --kubeconfig "$DATA/demo.kubeconfig" "$@"; }
 step kiln login --server "$SERVER" --token-file "$DATA/admin.token" --ca-file "$DATA/tls/ca.crt"
 step kiln cluster create demo --provider "$PROVIDER" --dedicated-control-plane --workers 2 --wait
 step kiln cluster list
@@ -46,11 +75,59 @@ step curl -sS --cacert "$DATA/tls/ca.crt" -o /dev/null -w "GET $SERVER/login: %{
 step kiln node list demo
 if [ "$PROVIDER" != sim ]; then
 	step kiln kubeconfig demo -f "$DATA/demo.kubeconfig"
-	step kiln-kube kubectl --kubeconfig "$DATA/demo.kubeconfig" get nodes -o wide
+	step kubectl get nodes -o wide
+fi
+if [ "$PROVIDER" = docker ]; then
+	# The demo application, pulled from kilnd's registry (seeded from bin/images): 2 replicas, one
+	# per worker, and a NodePort Service.
+	cat >"$DATA/demo.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: demo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: demo}}}
+      containers:
+      - name: demo
+        image: kiln.dev/demo:1
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+        env:
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: demo}
+spec:
+  type: NodePort
+  selector: {app: demo}
+  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
+EOF
+	step kubectl apply -f "$DATA/demo.yaml"
+	step kubectl rollout status deployment/demo --timeout 2m
+	step kubectl get pods -o wide
+	node_ip=$(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
+	printf '\n\033[1m$ curl http://%s:30080/   (the Service by NodePort, until a pod on each worker answered)\033[0m\n' "$node_ip"
+	nodes=
+	for _ in $(seq 1 50); do
+		answer=$(curl -sS --max-time 5 "http://$node_ip:30080/")
+		echo "$answer"
+		nodes=$(printf '%s\n%s\n' "$nodes" "${answer##* on }" | grep . | sort -u)
+		[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] && break
+	done
+	[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] || { echo "demo: the pods of both workers did not answer" >&2; exit 1; }
+	step kubectl logs deployment/demo --tail 3
+	step kubectl exec deployment/demo -- /demo whoami
 fi
 step kiln cluster scale demo --pool default --size 3 --wait
 if [ "$PROVIDER" != sim ]; then
-	step kiln-kube kubectl --kubeconfig "$DATA/demo.kubeconfig" get nodes
+	step kubectl get nodes
 fi
 step kiln cluster delete demo --yes --wait
 echo

@@ -12,7 +12,8 @@
 // spec.nodeName); without them, the host name and "unknown". Each request
 // is logged to stdout. It listens on :8080 (-listen, or env LISTEN) and
 // ends cleanly on SIGTERM or SIGINT: requests in flight finish, new ones
-// are refused.
+// are refused. `demo whoami` prints the same line and exits: what
+// `kubectl exec` runs in the quick start.
 package main
 
 import (
@@ -33,6 +34,12 @@ import (
 func main() {
 	listen := flag.String("listen", cmp.Or(os.Getenv("LISTEN"), ":8080"), "address to serve on (env LISTEN)")
 	flag.Parse()
+	host, _ := os.Hostname()
+	pod, node := cmp.Or(os.Getenv("POD_NAME"), host, "unknown"), cmp.Or(os.Getenv("NODE_NAME"), "unknown")
+	if flag.Arg(0) == "whoami" {
+		fmt.Printf("hello from %s on %s\n", pod, node)
+		return
+	}
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,8 +48,6 @@ func main() {
 		log.Error("listen", "addr", *listen, "err", err)
 		os.Exit(1)
 	}
-	host, _ := os.Hostname()
-	pod, node := cmp.Or(os.Getenv("POD_NAME"), host, "unknown"), cmp.Or(os.Getenv("NODE_NAME"), "unknown")
 	log.Info("serving", "addr", ln.Addr().String(), "pod", pod, "node", node)
 	if err := serve(ctx, ln, handler(pod, node, log)); err != nil {
 		log.Error("serve", "err", err)
