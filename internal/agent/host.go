@@ -14,12 +14,14 @@ import (
 type host struct {
 	root, hostname, bind string
 	private              bool
+	dataDir              string // the agent's own: its files are no previous installation
 }
 
 // prechecks runs the host prechecks against controller.
 func (h host) prechecks(ctx context.Context, controller string, client *http.Client) []v1.PrecheckResult {
 	return precheck.Run(ctx, precheck.Config{
 		Host:       precheck.Host{Root: h.root, Hostname: h.hostname, PrivateRoot: h.private},
+		AgentDir:   h.dataDir,
 		Controller: controller, HTTPClient: client})
 }
 

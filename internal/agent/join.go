@@ -176,7 +176,7 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 }
 
 func (o JoinOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot}
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir}
 }
 
 func readCredentials(path string) (*v1.AgentCredentials, error) {

@@ -100,7 +100,7 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 func (o RunOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot}
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir}
 }
 
 type runner struct {

@@ -108,6 +108,11 @@ type Config struct {
 	Reference func(ctx context.Context) (time.Time, error)
 	// DNSPort is the port the DNS check probes; 0 means 53.
 	DNSPort int
+	// AgentDir is the agent's own data directory, on this host: the files
+	// there are the agent's identity, not a previous installation (its
+	// default, /var/lib/kiln-agent, is among DefaultStateDirs, where an
+	// agent of another installation would have left its own).
+	AgentDir string
 	// StateDirs are the directories (under Root) whose content means a
 	// previous installation; nil means DefaultStateDirs.
 	StateDirs []string

@@ -63,7 +63,7 @@ var kubeProcesses = []string{"kube-apiserver", "kube-controller-manager", "kube-
 func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 	var found, unreadable []string
 	for _, dir := range e.StateDirs {
-		files, err := someFiles(e.path(dir), 3)
+		files, err := someFiles(e.path(dir), 3, e.AgentDir)
 		if err != nil && len(files) == 0 {
 			unreadable = append(unreadable, fmt.Sprintf("%s (%v)", dir, err))
 		}
@@ -136,12 +136,19 @@ func nodeImage(e *env) (string, bool) {
 	return desc, true
 }
 
-// someFiles returns up to n files (not directories) under dir; a missing dir
+// someFiles returns up to n files (not directories) under dir, none under
+// skip (the agent's own data directory) when it is set; a missing dir
 // has none.
-func someFiles(dir string, n int) ([]string, error) {
+func someFiles(dir string, n int, skip string) ([]string, error) {
 	var out []string
 	errEnough := errors.New("enough")
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if skip != "" && within(path, skip) {
+			if d != nil && d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -189,4 +196,10 @@ func checkFirewall(ctx context.Context, e *env) v1.PrecheckResult {
 		return fail("%s", strings.Join(msgs, "; "))
 	}
 	return pass("neither fapolicyd nor firewalld is running")
+}
+
+// within reports whether path is dir or under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

@@ -52,6 +52,15 @@ func TestPreviousInstall(t *testing.T) {
 	root := tree(t, map[string]string{"data/identity.json": "{}", "proc/": ""})
 	got := runOne(t, Config{Host: Host{Root: root}, StateDirs: []string{"/data"}}, CheckPreviousInstall)
 	expect(t, got, Fail, "/data/identity.json")
+
+	// The agent's own data dir (a docker node's is /var/lib/kiln-agent) is its
+	// identity, not a previous installation; anything else still is.
+	root = tree(t, map[string]string{"var/lib/kiln-agent/state.json": "{}", "var/lib/kiln-agent/tls/node.crt": "x", "proc/": ""})
+	got = runOne(t, Config{Host: Host{Root: root}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
+	expect(t, got, Pass, "no previous installation")
+	root = tree(t, map[string]string{"var/lib/kiln-agent/state.json": "{}", "var/lib/kubelet/config.yaml": "x", "proc/": ""})
+	got = runOne(t, Config{Host: Host{Root: root}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
+	expect(t, got, Fail, "/var/lib/kubelet/config.yaml")
 }
 
 func TestFirewall(t *testing.T) {
