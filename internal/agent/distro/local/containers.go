@@ -26,10 +26,14 @@ const (
 )
 
 // mirroredHosts are the registries whose hosts.toml sends every pull to
-// Kiln's registry: _default is every registry without a file of its own
-// (containerd 1.6.10 and later), docker.io is named too because containerd
-// reads it as registry-1.docker.io without one.
-var mirroredHosts = []string{"_default", "docker.io"}
+// Kiln's registry. containerd 1.6 (the node image's) reads a file per
+// registry host and has no fallback for the others (_default came in 1.7):
+// these are the registries images are commonly named by, Kiln's own
+// (kiln.dev) among them, and _default for a newer containerd. A pod naming
+// another registry host is pulled from there, which a node without the
+// internet cannot reach.
+var mirroredHosts = []string{"_default", "docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", "ghcr.io", "quay.io",
+	"mcr.microsoft.com", "public.ecr.aws", "registry.gitlab.com", "kiln.dev"}
 
 // Mirror is the registry every pull of a node that runs containers goes to:
 // Kiln's, on the agent listener of kilnd (URL, https://HOST:PORT), with the
@@ -40,14 +44,18 @@ type Mirror struct {
 	CAFile, CertFile, KeyFile string
 }
 
-// hostsTOML is containerd's hosts.toml that sends a registry's pulls to m:
-// the server itself is m, so nothing is asked of the registry named.
+// hostsTOML is containerd's hosts.toml that sends a registry's pulls to m,
+// with the node's certificate; the server, asked when m fails, is m too, so
+// nothing is ever asked of the registry named. (containerd 1.6 refuses a
+// file without a host table: "invalid `host` tree".)
 func hostsTOML(m Mirror) string {
 	return fmt.Sprintf(`# Written by kiln-agent: every image a pod names is pulled from Kiln's registry.
-server = %q
-capabilities = ["pull", "resolve"]
-ca = %q
-client = [[%q, %q]]
+server = %[1]q
+
+[host.%[1]q]
+  capabilities = ["pull", "resolve"]
+  ca = %[2]q
+  client = [[%[3]q, %[4]q]]
 `, m.URL, m.CAFile, m.CertFile, m.KeyFile)
 }
 
