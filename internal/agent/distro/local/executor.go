@@ -85,7 +85,7 @@ func (e *Executor) init() {
 		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
-		e.net = &podNetwork{log: e.Logger, run: e.runCmd, client: kubeletClient(e.Root), every: routeSyncInterval}
+		e.net = &podNetwork{log: e.Logger, run: e.runCmd, client: nodesClient(e.Root), every: routeSyncInterval}
 	})
 }
 

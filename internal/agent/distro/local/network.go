@@ -191,7 +191,7 @@ func parseRoutes(out []byte) map[string]string {
 type podNetwork struct {
 	log    *slog.Logger
 	run    runFunc
-	client func() (*http.Client, error) // the kubelet's credentials, read again each pass (they are renewed)
+	client func() (*http.Client, error) // kube-proxy's credentials, read again each pass (they are renewed)
 	every  time.Duration
 
 	mu     sync.Mutex
@@ -352,8 +352,10 @@ func tearDownPodNetwork(ctx context.Context, root string, run runFunc) error {
 	return errors.Join(errs...)
 }
 
-// kubeletClient is the client the pod network reads nodes with: the
-// kubelet's credentials, which a node may list nodes with.
-func kubeletClient(root string) func() (*http.Client, error) {
-	return func() (*http.Client, error) { return kubeconfigClient(root, distrolocal.FileKubeletConf) }
+// nodesClient is the client the pod network lists nodes with:
+// kube-proxy's credentials (system:kube-proxy, which the default
+// system:node-proxier binding lets list and watch nodes). A kubelet may read
+// only its own Node (the node authorizer, Kubernetes 1.33 and later).
+func nodesClient(root string) func() (*http.Client, error) {
+	return func() (*http.Client, error) { return kubeconfigClient(root, distrolocal.FileKubeProxyConf) }
 }
