@@ -36,7 +36,8 @@ lint: ## go vet, gofmt, and go.mod tidy (direct requirements not marked indirect
 	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-bench: build kube ## benchmarks (incl. real local clusters and a bounded fault suite); figures written to BENCHMARKS.md
+bench: build kube system-images ## benchmarks (incl. real local and docker clusters and a bounded fault suite); figures written to BENCHMARKS.md
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory node-image; fi
 	scripts/bench.sh
 
 e2e: build kube system-images ## only the real-cluster tests (test/e2e)

@@ -34,8 +34,9 @@ go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m 
 for b in APILatency FleetWave AgentFanIn; do
 	go test -run '^$' -bench "^Benchmark$b\$" -benchtime 1x -timeout 90m -v ./test/bench/ | tee -a "$out"
 done
-# Real local clusters (needs bin/kiln-kube: make bench builds it); -v shows each step's time.
-KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench LocalCreate -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+# Real local clusters (needs bin/kiln-kube: make bench builds it), and real docker ones (needs Docker,
+# the node and system images; skipped, saying so, without them); -v shows each step's time.
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
@@ -76,12 +77,15 @@ metric() {
 	echo "| agent fan-in: heartbeat round trip p99 | under 50 ms | $(metric bench BenchmarkAgentFanIn heartbeat-p99-ms) ms |"
 	echo "| real local cluster 1+2, create to Succeeded | under 20 s | $(metric e2e 'BenchmarkLocalCreate/1\+2' s/create) s |"
 	echo "| real local cluster 3+3, create to Succeeded | under 40 s | $(metric e2e 'BenchmarkLocalCreate/3\+3' s/create) s |"
+	echo "| docker cluster 1+2 (real nodes), create to Succeeded | under 30 s | $(metric e2e 'BenchmarkDockerCreate' s/create) s |"
+	echo "| docker cluster: kubectl apply of 2 replicas to both Running | under 5 s | $(metric e2e 'BenchmarkDockerCreate' s/deploy) s |"
+	echo "| docker cluster: a worker container's memory; the node image's size | (reported) | $(metric e2e 'BenchmarkDockerCreate' worker-MiB) MiB; $(metric e2e 'BenchmarkDockerCreate' image-MB) MB |"
 	echo "| idle kilnd with 10,000 Succeeded clusters | under 5% of a core | $(metric bench 'BenchmarkFleetWave/10000' idle-cpu-%) % |"
 	echo
 	echo "## Everything this run printed"
 	echo
 	echo '```'
-	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|^ +bench_test.go:[0-9]+:   |^ +[a-z_]+_test.go:[0-9]+: (fleet wave|api latency|agent fan-in)' "$out" |
+	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|to 2 pods Running|container memory|^ +bench_test.go:[0-9]+:   |^ +[a-z_]+_test.go:[0-9]+: (fleet wave|api latency|agent fan-in)' "$out" |
 		sed -E 's/^ +bench_test.go:[0-9]+: /    /; s/^ +[a-z_]+_test.go:[0-9]+: /    /' || true
 	grep -E 'fault suite summary: ' "$out" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: //' || true
 	echo '```'

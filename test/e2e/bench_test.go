@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // BenchmarkLocalCreate measures create-to-Succeeded of real local clusters
@@ -40,3 +43,69 @@ func BenchmarkLocalCreate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDockerCreate measures, on real nodes (issue 21's targets on 2
+// cores with a warm build): a 1+2 docker cluster's create to Succeeded
+// (under 30 s) and the time from kubectl apply of a 2-replica Deployment of
+// the demo image to both pods Running (under 5 s); it reports a worker
+// container's memory (docker stats) and the node image's size.
+func BenchmarkDockerCreate(b *testing.B) {
+	e := startDocker(b)
+	var create, deploy time.Duration
+	var rss float64
+	for i := 0; b.Loop(); i++ {
+		name := fmt.Sprintf("bench-%d", i)
+		t0 := time.Now()
+		cl := dockerCluster(name, "", 1, true, 2)
+		op := e.create(cl)
+		took := time.Since(t0)
+		create += took
+		b.Logf("1+2 %s: create to Succeeded in %s", name, took.Round(time.Millisecond))
+		for _, s := range op.Properties.Steps {
+			b.Logf("  %-30s %s", s.Name, stepDuration(s))
+		}
+		t0 = time.Now()
+		e.apply(name, benchWorkload)
+		waitfor.Cond(b, "both demo pods Running", 2*time.Minute, func() (bool, error) {
+			return len(e.runningPods(name, "app=demo")) == 2, nil
+		})
+		took = time.Since(t0)
+		deploy += took
+		b.Logf("1+2 %s: kubectl apply to 2 pods Running in %s", name, took.Round(time.Millisecond))
+		b.StopTimer()
+		worker, _ := nodeContainer(b, "default", name, name+"-default-0")
+		mem := docker(b, "stats", "--no-stream", "--format", "{{.MemUsage}}", worker)
+		var v float64
+		var unit string
+		if _, err := fmt.Sscanf(mem, "%f%s", &v, &unit); err == nil && strings.HasPrefix(unit, "GiB") {
+			v *= 1024
+		}
+		rss = v
+		b.Logf("worker container memory (docker stats): %s", mem)
+		opID, err := e.c.DeleteCluster(b.Context(), "default", name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.wait(name, opID)
+		b.StartTimer()
+	}
+	size := docker(b, "image", "inspect", "-f", "{{.Size}}", "kiln/node:v1.36.3")
+	var bytes float64
+	fmt.Sscanf(size, "%f", &bytes)
+	b.ReportMetric(create.Seconds()/float64(b.N), "s/create")
+	b.ReportMetric(deploy.Seconds()/float64(b.N), "s/deploy")
+	b.ReportMetric(rss, "worker-MiB")
+	b.ReportMetric(bytes/1e6, "image-MB")
+}
+
+const benchWorkload = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: demo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      containers: [{name: demo, image: kiln.dev/demo:1}]
+`

@@ -32,7 +32,7 @@ var systemImages = filepath.Join(repoRoot, "bin", "images")
 
 // startDocker starts kilnd --dev, seeding the system images, and skips
 // unless its docker provider is registered.
-func startDocker(t *testing.T) *env {
+func startDocker(t testing.TB) *env {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): docker clusters SKIPPED", systemImages)
