@@ -91,7 +91,7 @@ spec:
     metadata: {labels: {app: demo}}
     spec:
       topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: demo}}}
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: demo}}}
       containers:
       - name: demo
         image: kiln.dev/demo:1

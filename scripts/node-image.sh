@@ -68,6 +68,10 @@ mkdir -p "$work/ctx/rootfs/usr/local/bin" "$work/ctx/rootfs/usr/share/kiln/image
 (cd "$repo" && CGO_ENABLED=0 "$GO" build -ldflags '-s -w' -o "$work/pause" ./images/pause)
 "$repo/scripts/oci-archive.sh" "$work/ctx/rootfs/usr/share/kiln/images/pause.tar" kiln.dev/pause:1 "$work/pause"
 cp "$kube" "$work/ctx/rootfs/usr/local/bin/kiln-kube"
+# kiln-agent's --kube-binary: a directory of kiln-kube-VERSION programs, the image's own here; kilnd
+# mounts other versions beside it (a control plane upgraded in place, docs/provider-docker.md).
+mkdir -p "$work/ctx/rootfs/opt/kiln/kube"
+ln -s /usr/local/bin/kiln-kube "$work/ctx/rootfs/opt/kiln/kube/kiln-kube-$version"
 cp -a "$repo/images/node/files/." "$work/ctx/rootfs/"
 # Says, on a node, that it is a node of this image (kiln-agent: containerd there is the image's own).
 mkdir -p "$work/ctx/rootfs/etc/kiln"

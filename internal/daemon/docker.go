@@ -75,9 +75,7 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 		// The kiln distribution: kiln-kube in each node image.
 		Versions:     distro.LocalVersions(),
 		Distribution: v1.DistroKiln,
-		Command: func(ctx context.Context, m docker.Machine) (docker.Agent, error) {
-			return d.dockerAgent(ctx, m, port, len(kube) > 0)
-		},
+		Command:      func(ctx context.Context, m docker.Machine) (docker.Agent, error) { return d.dockerAgent(ctx, m, port) },
 		KubeBinaries: kube,
 		Logger:       d.log.With("provider", "docker"),
 		Forwards:     forwards,
@@ -97,16 +95,12 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 // joining its cluster with the credentials and passphrase copied into the
 // container, as the machine's node, reaching the gateway at
 // https://DockerHostAlias:PORT.
-func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string, mounted bool) (docker.Agent, error) {
+func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string) (docker.Agent, error) {
 	creds, passphrase, err := d.gw.Credentials(ctx, store.Key{Project: m.Project, Name: m.Cluster})
 	if err != nil {
 		return docker.Agent{}, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
 	}
 	creds.Controller = "https://" + net.JoinHostPort(DockerHostAlias, port)
-	kube := nodeimage.KubeBinary
-	if mounted {
-		kube = docker.KubeBinaryDir
-	}
 	b, err := json.MarshalIndent(creds, "", "  ")
 	if err != nil {
 		return docker.Agent{}, err
@@ -114,7 +108,7 @@ func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string,
 	return docker.Agent{
 		Args: []string{"kiln-agent", "run",
 			"--data-dir", "/var/lib/kiln-agent", // on the machine's /var volume: kept across restarts
-			"--distribution", v1.DistroKiln, "--kube-binary", kube,
+			"--distribution", v1.DistroKiln, "--kube-binary", nodeimage.KubeBinaryDir,
 			"--credentials", dockerCredentials,
 			"--passphrase", dockerPassphrase,
 			"--node-name", m.Name,

@@ -35,6 +35,11 @@ const (
 	PauseImage = "kiln.dev/pause:1"
 	// KubeBinary is the image's kiln-kube, of the image's Kubernetes version.
 	KubeBinary = "/usr/local/bin/kiln-kube"
+	// KubeBinaryDir holds kiln-kube-VERSION programs (the agent's
+	// --kube-binary): the image's own (a link to KubeBinary), and those of
+	// other versions the docker provider mounts there, so a node upgrades
+	// in place.
+	KubeBinaryDir = "/opt/kiln/kube"
 )
 
 // Capabilities are added to Docker's default set. SYS_ADMIN: mounts (the node's root made

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +40,29 @@ func startDocker(t testing.TB) *env {
 		t.Skipf("no system images in %s (make system-images): docker clusters SKIPPED", systemImages)
 	}
 	e := start(t, "kilnd", "--system-images", systemImages)
+	// Machines outlive kilnd by design; a test's must not outlive the test
+	// (a failed one leaves its clusters): everything of this kilnd's
+	// instance (its data dir's, as internal/daemon derives it) goes.
+	sum := sha256.Sum256([]byte(e.data))
+	instance := "label=kiln.dev/instance=k" + hex.EncodeToString(sum[:4])
+	t.Cleanup(func() {
+		for _, kind := range []string{"container", "network", "volume"} {
+			args := []string{kind, "ls", "-q", "--filter", instance}
+			if kind == "container" {
+				args = append(args, "-a")
+			}
+			out, _ := exec.Command("docker", args...).Output()
+			if ids := strings.Fields(string(out)); len(ids) > 0 {
+				rm := append([]string{kind, "rm"}, ids...)
+				if kind == "container" {
+					rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
+				}
+				if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
+					t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
+				}
+			}
+		}
+	})
 	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
 		log := e.k.LogText()
 		if strings.Contains(log, "docker provider not registered") {
@@ -128,7 +153,7 @@ spec:
     metadata: {labels: {app: hello}}
     spec:
       topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: hello}}}
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: hello}}}
       containers:
       - {name: hello, image: hello:1, ports: [{containerPort: 8080}]}
 ---

@@ -110,10 +110,10 @@ type Options struct {
 	Forwards map[string]string
 	// KubeBinaries are kiln-kube programs of this host by Kubernetes
 	// version, mounted read-only into every node at
-	// KubeBinaryDir/kiln-kube-VERSION: a control-plane node upgraded in
-	// place (a new machine is not made for it) needs the new version's
-	// kubelet, which its image does not hold. None: each node has only its
-	// image's.
+	// nodeimage.KubeBinaryDir/kiln-kube-VERSION beside its image's own
+	// (which is not replaced): a control-plane node upgraded in place (a
+	// new machine is not made for it) needs the new version's kubelet. None:
+	// each node has only its image's.
 	KubeBinaries map[string]string
 	// HostAlias, when set, is a name every node resolves to its network's
 	// gateway address (an /etc/hosts entry): the name nodes reach kilnd by,

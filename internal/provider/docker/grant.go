@@ -42,11 +42,6 @@ var (
 // failCgroupV1: false (the node image's configuration).
 const cgroupMount = "/sys/fs/cgroup"
 
-// KubeBinaryDir is where the kiln-kube programs of Options.KubeBinaries are
-// in a node (read-only), as kiln-kube-VERSION: a node upgraded in place runs
-// another version's kubelet than its image's.
-const KubeBinaryDir = "/opt/kiln/kube"
-
 // modulesDir is the host's kernel modules, read-only: kube-proxy and
 // containerd look there for the modules they need (already loaded on the
 // host; a node cannot load modules).
@@ -55,14 +50,18 @@ const modulesDir = "/lib/modules"
 // hostConfig is a node container's host configuration: the grant, its
 // network, its /var volume, and no restart by Docker (the plan starts a
 // stopped machine again and says how it had stopped).
-func (d *Docker) hostConfig(n clusterNet, volume string) *container.HostConfig {
+func (d *Docker) hostConfig(n clusterNet, volume, version string) *container.HostConfig {
 	init := false
 	ms := append(mounts(volume), mount.Mount{Type: mount.TypeBind, Source: cgroupMount, Target: cgroupMount})
 	if _, err := os.Stat(modulesDir); err == nil {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
 	}
 	for _, v := range slices.Sorted(maps.Keys(d.opts.KubeBinaries)) {
-		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: d.opts.KubeBinaries[v], Target: KubeBinaryDir + "/kiln-kube-" + v, ReadOnly: true})
+		if v == version {
+			continue // the image's own is there
+		}
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: d.opts.KubeBinaries[v],
+			Target: nodeimage.KubeBinaryDir + "/kiln-kube-" + v, ReadOnly: true})
 	}
 	var hosts []string
 	if d.opts.HostAlias != "" {

@@ -150,7 +150,7 @@ func (d *Docker) create(ctx context.Context, log *slog.Logger, c provider.Cluste
 			Env:      agent.Env,
 			Labels:   labels,
 		},
-		HostConfig: d.hostConfig(n, volume),
+		HostConfig: d.hostConfig(n, volume, version),
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			n.Name: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: addr}},
 		}},
