@@ -186,7 +186,10 @@ func TestScripts(t *testing.T) {
 				AgentListen: "127.0.0.1:0",
 				AgentBinary: filepath.Join(bin, "kiln-agent"),
 				Dev:         true,
-				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+				// The scripts' clusters are local (hollow) unless they say: a docker
+				// provider registered on this machine is not the default here.
+				DefaultProvider: "local",
+				Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			if err != nil {
 				return err
