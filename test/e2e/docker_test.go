@@ -301,8 +301,21 @@ func TestDockerCluster(t *testing.T) {
 	// docker restart of a worker: the same container, Ready again.
 	before := dockerObjects(t, "default", "web")
 	name1, id1 := nodeContainer(t, "default", "web", workers[1])
+	restarted := time.Now().Add(-time.Second).UTC()
 	docker(t, "restart", name1)
-	e.waitKubeNode("web", workers[1], "Ready again after docker restart", func(n kubeNode) bool { return n.ready() })
+	// Ready as reported by a kubelet that runs again (not the status from before the restart).
+	waitfor.Cond(t, "node "+workers[1]+" Ready again after docker restart, from its restarted kubelet", 2*time.Minute, func() (bool, error) {
+		out, err := e.kubectl("web", "get", "node", workers[1], "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}`)
+		status, beat, _ := strings.Cut(strings.TrimSpace(out), " ")
+		at, perr := time.Parse(time.RFC3339, beat)
+		return err == nil && perr == nil && status == "True" && at.After(restarted), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+	if out, err := exec.Command("docker", "exec", name1, "sh", "-c", "ps -eo args").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "kiln-kube-v1.36.3 kubelet") && !strings.Contains(string(out), "kiln-kube kubelet") ||
+		!strings.Contains(string(out), "kube-proxy") {
+		t.Errorf("after docker restart node %s runs (%v):\n%s", workers[1], err, out)
+	}
 	if _, id := nodeContainer(t, "default", "web", workers[1]); id != id1 {
 		t.Errorf("node %s is container %s after the restart, was %s", workers[1], id, id1)
 	}

@@ -52,7 +52,8 @@ const (
 	dirAPIServer         = "var/lib/kiln-apiserver"
 	dirControllerManager = "var/lib/kiln-controller-manager"
 	dirKubelet           = "var/lib/kiln-kubelet"
-	dirRun               = "run"
+	dirRun               = "run"               // pid files: a node's /run does not outlive it (tmpfs)
+	dirState             = "var/lib/kiln-node" // what the last install runs: outlives a restart
 	dirLog               = "var/log/kiln"
 	dirEtc               = "etc/kiln"
 )
@@ -265,8 +266,8 @@ const (
 	// Nodes that run containers only.
 	StepStartKubeProxy = "start-kube-proxy"
 	StepPodNetwork     = "pod-network"
-	StepStopComponents         = "stop-components"
-	StepRemoveFiles            = "remove-files"
+	StepStopComponents = "stop-components"
+	StepRemoveFiles    = "remove-files"
 )
 
 var (
@@ -275,10 +276,14 @@ var (
 	workerSteps = []string{StepWriteCertificates, StepStartKubelet, StepKubeletRegistered}
 )
 
-// specsFile is Root/run/components.json: what the last install runs, so a
+// specsFile is Root/var/lib/kiln-node/components.json: what the last install runs, so a
 // restarted agent can resume supervising it (Executor.Resume) without an
 // instruction.
-const specsFile = dirRun + "/components.json"
+// (kept where a restarted node finds it: a docker node's /run is a tmpfs).
+const specsFile = dirState + "/components.json"
+
+// legacySpecsFile is where agents before docker nodes recorded it.
+const legacySpecsFile = dirRun + "/components.json"
 
 type specRecord struct {
 	Name string `json:"name"`

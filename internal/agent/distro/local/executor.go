@@ -162,6 +162,9 @@ func (e *Executor) Resume() error {
 	defer e.run.Unlock()
 	all, err := loadSpecs(filepath.Join(e.Root, specsFile))
 	if errors.Is(err, os.ErrNotExist) {
+		all, err = loadSpecs(filepath.Join(e.Root, legacySpecsFile))
+	}
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
@@ -401,7 +404,7 @@ func (e *Executor) reset(report agent.Reporter) error {
 	for _, c := range allComponents {
 		remove = append(remove, e.sup.pidPath(c))
 	}
-	remove = append(remove, filepath.Join(e.Root, specsFile))
+	remove = append(remove, filepath.Join(e.Root, specsFile), filepath.Join(e.Root, legacySpecsFile))
 	for _, path := range remove {
 		if err := os.RemoveAll(path); err != nil {
 			errs = append(errs, err)

@@ -40,9 +40,10 @@ const masqueradeComment = "kiln pod network: leaving the pod ranges"
 // nodes; a node that joins is reached by pods of the others within it.
 const routeSyncInterval = 5 * time.Second
 
-// networkFile is Root/run/pod-network.json: the pod network of the last
-// install, so a restarted agent (or node) sets it up again (Resume).
-const networkFile = dirRun + "/pod-network.json"
+// networkFile is Root/var/lib/kiln-node/pod-network.json: the pod network
+// of the last install, so a restarted agent (or node) sets it up again
+// (Resume).
+const networkFile = dirState + "/pod-network.json"
 
 // networkConfig is what the pod network of a node needs.
 type networkConfig struct {
