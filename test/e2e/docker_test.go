@@ -78,7 +78,9 @@ func dockerCluster(name, version string, cp int, dedicated bool, workers int) *v
 	cl := localCluster(name, cp, dedicated, workers)
 	cl.Spec.Provider, cl.Spec.KubernetesVersion = "docker", version
 	if workers > 0 {
-		cl.Spec.WorkerPools[0].UnhealthyTimeout = "20s"
+		// A stopped worker is replaced soon, even one of two (the default
+		// 40% would hold the repair back).
+		cl.Spec.WorkerPools[0].UnhealthyTimeout, cl.Spec.WorkerPools[0].MaxUnhealthy = "20s", "1"
 	}
 	return cl
 }
