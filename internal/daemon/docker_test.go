@@ -74,7 +74,7 @@ func TestDockerRegistration(t *testing.T) {
 	if d.docker == nil {
 		t.Fatalf("dev kilnd did not register the docker provider with %s there", ref)
 	}
-	if got := d.docker.Distributions()[v1.DistroKubeadm]; !slices.Equal(got, []string{"v1.36.3"}) {
+	if got := d.docker.Distributions()[v1.DistroKiln]; !slices.Equal(got, []string{"v1.36.3"}) {
 		t.Errorf("docker provider offers %v, want the version with an image", d.docker.Distributions())
 	}
 }

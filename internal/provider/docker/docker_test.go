@@ -465,7 +465,7 @@ func TestStoppedMachines(t *testing.T) {
 // which image to build.
 func TestMissingImage(t *testing.T) {
 	d := newDocker(t, testOpts{})
-	if got := d.Distributions()[v1.DistroKubeadm]; !slices.Equal(got, []string{testVersion}) {
+	if got := d.Distributions()[v1.DistroKiln]; !slices.Equal(got, []string{testVersion}) {
 		t.Errorf("Distributions = %v; want only the version with an image, %s", d.Distributions(), testVersion)
 	}
 	c := cluster("old")
