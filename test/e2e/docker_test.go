@@ -325,11 +325,15 @@ func TestDockerCluster(t *testing.T) {
 		t.Errorf("docker objects changed across a node's restart:\nbefore %v\nafter  %v", before, after)
 	}
 
-	// docker stop of a worker: NotReady, then three Ready nodes again.
-	name0, _ := nodeContainer(t, "default", "web", workers[0])
+	// docker stop of a worker: its node is not Ready for Kiln (its agent stopped heartbeating), and
+	// the health checker replaces it: three Ready nodes again, the stopped container gone.
+	name0, id0 := nodeContainer(t, "default", "web", workers[0])
 	docker(t, "stop", name0)
-	e.waitKubeNode("web", workers[0], "NotReady after docker stop", func(n kubeNode) bool { return !n.ready() })
-	waitfor.Cond(t, "three Ready nodes again after a worker was stopped", 5*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "node "+workers[0]+" not READY in Kiln after docker stop", 2*time.Minute, func() (bool, error) {
+		n, err := e.c.GetNode(t.Context(), "default", "web", workers[0])
+		return err == nil && n.State != v1.NodeReady, waitfor.NotYet(fmt.Errorf("%v: %+v", err, n))
+	})
+	waitfor.Cond(t, "three Ready nodes again after a worker was stopped, on a new container", 5*time.Minute, func() (bool, error) {
 		nodes, err := e.kubeNodesErr("web")
 		ready := 0
 		for _, n := range nodes {
@@ -337,7 +341,9 @@ func TestDockerCluster(t *testing.T) {
 				ready++
 			}
 		}
-		return err == nil && ready == 3 && len(nodes) == 3, waitfor.NotYet(fmt.Errorf("%v: %d of %d Ready", err, ready, len(nodes)))
+		ids := docker(t, "ps", "-aq", "--no-trunc", "--filter", "label=kiln.dev/project=default", "--filter", "label=kiln.dev/cluster=web")
+		return err == nil && ready == 3 && len(nodes) == 3 && !strings.Contains(ids, id0[:12]),
+			waitfor.NotYet(fmt.Errorf("%v: %d of %d Ready; containers %q", err, ready, len(nodes), ids))
 	})
 	t.Logf("repaired: nodes now %v", slices.Sorted(mapKeys(e.kubeNodes("web"))))
 
