@@ -333,17 +333,20 @@ func TestDockerCluster(t *testing.T) {
 		n, err := e.c.GetNode(t.Context(), "default", "web", workers[0])
 		return err == nil && n.State != v1.NodeReady, waitfor.NotYet(fmt.Errorf("%v: %+v", err, n))
 	})
-	waitfor.Cond(t, "three Ready nodes again after a worker was stopped, on a new container", 5*time.Minute, func() (bool, error) {
-		nodes, err := e.kubeNodesErr("web")
-		ready := 0
-		for _, n := range nodes {
-			if n.ready() {
+	uid0 := e.mustKubectl("web", "get", "node", workers[0], "-o", "jsonpath={.metadata.uid}")
+	waitfor.Cond(t, "three Ready nodes again after a worker was stopped, "+workers[0]+" a new Node on a new container", 5*time.Minute, func() (bool, error) {
+		out, err := e.kubectl("web", "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		ready, replaced := 0, false
+		for l := range strings.Lines(out) {
+			if f := strings.Fields(l); len(f) == 3 && f[2] == "True" {
 				ready++
+				replaced = replaced || (f[0] == workers[0] && f[1] != uid0)
 			}
 		}
 		ids := docker(t, "ps", "-aq", "--no-trunc", "--filter", "label=kiln.dev/project=default", "--filter", "label=kiln.dev/cluster=web")
-		return err == nil && ready == 3 && len(nodes) == 3 && !strings.Contains(ids, id0[:12]),
-			waitfor.NotYet(fmt.Errorf("%v: %d of %d Ready; containers %q", err, ready, len(nodes), ids))
+		return err == nil && ready == 3 && replaced && !strings.Contains(ids, id0[:12]),
+			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
 	t.Logf("repaired: nodes now %v", slices.Sorted(mapKeys(e.kubeNodes("web"))))
 
