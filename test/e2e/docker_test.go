@@ -536,4 +536,3 @@ func (e *env) portForward(cluster, target, want string) {
 	}
 	e.t.Errorf("kubectl port-forward %s said no port: %v", target, sc.Err())
 }
-

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"encoding/base64"
+	"maps"
 	"encoding/json"
 	"errors"
 	"net"
@@ -86,23 +87,7 @@ func TestBuildInstall(t *testing.T) {
 			if tt.modify != nil {
 				tt.modify(&in)
 			}
-			p, err := local.BuildInstall(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The params survive JSON as the instruction carries them.
-			raw, err := json.Marshal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p, err = local.ParseParams(raw); err != nil {
-				t.Fatal(err)
-			}
-			var files []string
-			for f := range p.Files {
-				files = append(files, f)
-			}
-			sort.Strings(files)
+			p, files := buildAndParse(t, in)
 			sort.Strings(tt.wantFiles)
 			if diff := cmp.Diff(tt.wantFiles, files); diff != "" {
 				t.Errorf("files (-want +got):\n%s", diff)
@@ -149,6 +134,26 @@ func TestBuildInstall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildAndParse builds the install of in and returns its params as the node
+// reads them (they survive JSON as the instruction carries them), with the
+// names of its files, sorted.
+func buildAndParse(t *testing.T, in local.BuildInput) (local.InstallParams, []string) {
+	t.Helper()
+	p, err := local.BuildInstall(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = local.ParseParams(raw); err != nil {
+		t.Fatal(err)
+	}
+	files := slices.Sorted(maps.Keys(p.Files))
+	return p, files
 }
 
 func checkCert(t *testing.T, ca *pki.CA, name string, certPEM []byte, want wantCert) {

@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
@@ -24,23 +23,8 @@ func TestBuildInstallContainers(t *testing.T) {
 	worker := local.Node{Name: "demo-default-0", Role: v1.RoleWorker, Address: "172.30.0.5"}
 	in := localtest.Input(t, ca, worker)
 	in.Containers = true
-	p, err := local.BuildInstall(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err = local.ParseParams(raw); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for f := range p.Files {
-		files = append(files, f)
-	}
+	p, files := buildAndParse(t, in)
 	want := append(slices.Clone(local.WorkerFiles), local.ContainerFiles...)
-	sort.Strings(files)
 	sort.Strings(want)
 	if diff := cmp.Diff(want, files); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
