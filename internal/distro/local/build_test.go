@@ -2,9 +2,9 @@ package local_test
 
 import (
 	"encoding/base64"
-	"maps"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"slices"
 	"sort"
