@@ -21,7 +21,15 @@
 # (the one this machine's apt uses; KILN_DEBIAN_MIRROR overrides it).
 set -euo pipefail
 
-[ $# -eq 2 ] || { echo "usage: $0 VERSION KILN_KUBE" >&2; exit 2; }
+# scripts/node-image.sh --base builds only the base (when missing) and prints its name on stdout:
+# the Debian host without Kiln that scripts/bare-host.sh runs.
+base_only=
+if [ "${1:-}" = --base ] && [ $# -eq 1 ]; then
+	base_only=1
+	set -- "" ""
+	exec 3>&1 1>&2 # what it says goes to stderr; stdout is the name alone
+fi
+[ $# -eq 2 ] || { echo "usage: $0 VERSION KILN_KUBE | $0 --base" >&2; exit 2; }
 version=$1 kube=$2
 repo=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
@@ -29,9 +37,11 @@ suite=bookworm
 image=kiln/node:$version
 base_rev=1 # bump to rebuild the base when how it is made (below) changes
 
-[ -x "$kube" ] || { echo "node-image: $kube is not built (make kube)" >&2; exit 1; }
-got=$("$kube" version)
-[ "$got" = "$version" ] || { echo "node-image: $kube says it is $got, not $version" >&2; exit 1; }
+if [ -z "$base_only" ]; then
+	[ -x "$kube" ] || { echo "node-image: $kube is not built (make kube)" >&2; exit 1; }
+	got=$("$kube" version)
+	[ "$got" = "$version" ] || { echo "node-image: $kube says it is $got, not $version" >&2; exit 1; }
+fi
 docker version >/dev/null 2>&1 || { echo "node-image: Docker does not answer (docker version)" >&2; exit 1; }
 
 # debian_mirror prints the Debian mirror this machine's apt uses for $suite (a deb822 .sources
@@ -62,6 +72,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
+if [ -z "$base_only" ]; then
 # The node layer's contents, built first: their hash decides whether anything is to do.
 mkdir -p "$work/ctx/rootfs/usr/local/bin" "$work/ctx/rootfs/usr/share/kiln/images"
 (cd "$repo" && CGO_ENABLED=0 "$GO" build -ldflags '-s -w' -o "$work/ctx/rootfs/usr/local/bin/kiln-agent" ./cmd/kiln-agent)
@@ -86,6 +97,7 @@ have=$(docker image inspect -f '{{index .Config.Labels "kiln.dev/node-image-inpu
 if [ "$have" = "$inputs" ]; then
 	echo "node-image: $image is up to date (inputs $inputs)"
 	exit 0
+fi
 fi
 
 # ---- the base: Debian bookworm and its packages ---------------------------------------------
@@ -118,6 +130,11 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
 		-m "Debian $suite minbase + $packages from $mirror (scripts/node-image.sh)" - "$base" >/dev/null
 	rm -rf "$rootfs"
 	echo "node-image: base $base built in $((SECONDS - t))s ($(docker image inspect -f '{{.Size}}' "$base" | awk '{printf "%d MB", $1/1e6}'))"
+fi
+
+if [ -n "$base_only" ]; then
+	echo "$base" >&3
+	exit 0
 fi
 
 # ---- the node: Kiln's programs and configuration on the base --------------------------------

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A "bare host" for the edge flow (issue 22): a Docker container that behaves like a machine someone
+# prepared for Kiln, made from the node image's Debian base without Kiln (no kiln-agent, no kubelet,
+# no containerd running; containerd, runc and the CNI plugins are installed packages, as on a
+# prepared host), with exactly the grants of a docker provider node (internal/nodeimage,
+# docs/node-image.md), on a Docker network of the edge hosts' own.
+#
+#   scripts/bare-host.sh run NAME   starts host NAME (building the base image when missing) and
+#                                   prints the container's name
+#   scripts/bare-host.sh rm NAME    removes it (and the network when no bare host is left)
+#
+# docs/edge.md says how to run Kiln's installer inside one by hand.
+set -euo pipefail
+
+usage() { echo "usage: $0 run NAME | rm NAME" >&2; exit 2; }
+[ $# -eq 2 ] || usage
+cmd=$1 name=$2
+[[ $name =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || { echo "bare-host: $name: use lower-case letters, digits and '-'" >&2; exit 2; }
+repo=$(cd "$(dirname "$0")/.." && pwd)
+network=kiln-edge-hosts
+label=kiln.dev/bare-host
+container=kiln-bare-$name
+
+case $cmd in
+run)
+	base=$("$repo/scripts/node-image.sh" --base)
+	if ! docker network inspect "$network" >/dev/null 2>&1; then
+		docker network create --label "$label=1" "$network" >/dev/null
+	fi
+	docker run -d --name "$container" --hostname "$name" --network "$network" --label "$label=1" \
+		--cap-add SYS_ADMIN --cap-add NET_ADMIN \
+		--security-opt "seccomp=$repo/internal/nodeimage/seccomp.json" --security-opt apparmor=unconfined \
+		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run \
+		--entrypoint /bin/sh "$base" -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null
+	echo "$container"
+	;;
+rm)
+	docker rm -f -v "$container" >/dev/null
+	if [ -z "$(docker ps -aq --filter "label=$label=1")" ]; then
+		docker network rm "$network" >/dev/null 2>&1 || true
+	fi
+	;;
+*) usage ;;
+esac
