@@ -79,37 +79,8 @@ if [ "$PROVIDER" != sim ]; then
 fi
 if [ "$PROVIDER" = docker ]; then
 	# The demo application, pulled from kilnd's registry (seeded from bin/images): 2 replicas, one
-	# per worker, and a NodePort Service.
-	cat >"$DATA/demo.yaml" <<'EOF'
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: demo}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: demo}}
-  template:
-    metadata: {labels: {app: demo}}
-    spec:
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: demo}}}
-      containers:
-      - name: demo
-        image: kiln.dev/demo:1
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-        env:
-        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-        - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: demo}
-spec:
-  type: NodePort
-  selector: {app: demo}
-  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
-EOF
-	step kubectl apply -f "$DATA/demo.yaml"
+	# per worker, and a NodePort Service (images/demo/demo.yaml).
+	step kubectl apply -f images/demo/demo.yaml
 	step kubectl rollout status deployment/demo --timeout 2m
 	step kubectl get pods -o wide
 	node_ip=$(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')

@@ -33,10 +33,9 @@ const (
 	// PauseImage is the sandbox image containerd is configured with, imported at start from
 	// the image's /usr/share/kiln/images (Kiln builds it: images/pause).
 	PauseImage = "kiln.dev/pause:1"
-	// KubeBinary is the image's kiln-kube, of the image's Kubernetes version.
-	KubeBinary = "/usr/local/bin/kiln-kube"
 	// KubeBinaryDir holds kiln-kube-VERSION programs (the agent's
-	// --kube-binary): the image's own (a link to KubeBinary), and those of
+	// --kube-binary): the image's own (a link to /usr/local/bin/kiln-kube,
+	// of the image's Kubernetes version), and those of
 	// other versions the docker provider mounts there, so a node upgrades
 	// in place.
 	KubeBinaryDir = "/opt/kiln/kube"

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -231,7 +232,7 @@ func TestDockerCluster(t *testing.T) {
 	}
 	slices.Sort(workers)
 	if len(nodes) != 3 || len(workers) != 2 {
-		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(mapKeys(nodes)), workers)
+		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(maps.Keys(nodes)), workers)
 	}
 	info := e.mustKubectl("web", "get", "nodes", "-o", `jsonpath={range .items[*]}{.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}{"\n"}{end}`)
 	for l := range strings.Lines(info) {
@@ -348,7 +349,7 @@ func TestDockerCluster(t *testing.T) {
 		return err == nil && ready == 3 && replaced && !strings.Contains(ids, id0[:12]),
 			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
-	t.Logf("repaired: nodes now %v", slices.Sorted(mapKeys(e.kubeNodes("web"))))
+	t.Logf("repaired: nodes now %v", slices.Sorted(maps.Keys(e.kubeNodes("web"))))
 
 	// An in-place upgrade of side's control plane: the new kubelet runs.
 	_, upOp, err := e.c.PatchCluster(t.Context(), "other", "side", map[string]any{"spec": map[string]any{"kubernetesVersion": "v1.36.3"}})
@@ -481,16 +482,6 @@ func httpGet(url string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // waitKubeNode waits, up to two minutes, until Kubernetes' node name
