@@ -3,7 +3,10 @@
 # prepared for Kiln, made from the node image's Debian base without Kiln (no kiln-agent, no kubelet,
 # no containerd running; containerd, runc and the CNI plugins are installed packages, as on a
 # prepared host), with exactly the grants of a docker provider node (internal/nodeimage,
-# docs/node-image.md), on a Docker network of the edge hosts' own.
+# docs/node-image.md), on a Docker network of the edge hosts' own. Its first process runs
+# kiln-host-init (images/node/files/usr/local/bin, mounted read-only), which makes the container
+# behave like a machine (mount propagation, /dev/kmsg, network sysctls, its own cgroup subtree for
+# a kubelet, Docker's DNS reachable from pods), then waits.
 #
 #   scripts/bare-host.sh run NAME   starts host NAME (building the base image when missing) and
 #                                   prints the container's name
@@ -31,7 +34,9 @@ run)
 		--cap-add SYS_ADMIN --cap-add NET_ADMIN \
 		--security-opt "seccomp=$repo/internal/nodeimage/seccomp.json" --security-opt apparmor=unconfined \
 		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run \
-		--entrypoint /bin/sh "$base" -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null
+		-v "$repo/images/node/files/usr/local/bin/kiln-host-init:/usr/local/sbin/kiln-host-init:ro" \
+		--entrypoint /bin/sh "$base" \
+		-c '/usr/local/sbin/kiln-host-init; trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null
 	echo "$container"
 	;;
 rm)

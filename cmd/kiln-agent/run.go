@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/distro/kubeadm"
 	"kiln.dev/kiln/internal/agent/distro/local"
+	"kiln.dev/kiln/internal/agent/mirror"
 	"kiln.dev/kiln/internal/agent/state"
 )
 
@@ -76,7 +77,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				// the node's certificate files.
 				kube := &local.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
 				if dist == v1.DistroKiln {
-					kube.Mirror = &local.Mirror{URL: st.Controller,
+					kube.Mirror = &mirror.Mirror{URL: st.Controller,
 						CAFile:   filepath.Join(f.dataDir, state.TLSControllerCAFile),
 						CertFile: filepath.Join(f.dataDir, state.TLSCertFile),
 						KeyFile:  filepath.Join(f.dataDir, state.TLSKeyFile)}

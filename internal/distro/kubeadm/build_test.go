@@ -27,6 +27,10 @@ var (
 
 // goldenSteps are the steps of each golden case's plan (kubeadmtest.Cases).
 var goldenSteps = map[string][]string{
+	"kiln-first-dedicated": {kubeadm.StepWriteFiles, kubeadm.StepPrepareKernel, kubeadm.StepFetchKubernetes,
+		kubeadm.StepStartServices, kubeadm.StepKubeadmInit, kubeadm.StepPodNetwork},
+	"kiln-worker-join": {kubeadm.StepWriteFiles, kubeadm.StepPrepareKernel, kubeadm.StepFetchKubernetes,
+		kubeadm.StepStartServices, kubeadm.StepKubeadmJoin, kubeadm.StepPodNetwork},
 	"converged-first-calico":       stepsInit,
 	"dedicated-first-cilium":       stepsInit,
 	"control-plane-join":           stepsJoin,

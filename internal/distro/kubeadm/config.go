@@ -46,9 +46,17 @@ func (s *spec) kubeadmConfig() string {
 	fmt.Fprintf(&b, "clusterName: %s\n", q(s.ClusterName))
 	fmt.Fprintf(&b, "kubernetesVersion: %s\n", q(s.KubernetesVersion))
 	fmt.Fprintf(&b, "controlPlaneEndpoint: %s\n", q(s.endpoint))
+	if s.fromKiln() {
+		s.kilnClusterConfig(&b)
+	}
 	b.WriteString("networking:\n  dnsDomain: cluster.local\n")
 	fmt.Fprintf(&b, "  podSubnet: %s\n  serviceSubnet: %s\n", q(s.pod.String()), q(s.service.String()))
-	b.WriteString("---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n")
+	b.WriteString("---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+	if s.fromKiln() {
+		b.WriteString(kilnKubeletConfig)
+	} else {
+		b.WriteString("cgroupDriver: systemd\n")
+	}
 	return b.String()
 }
 
@@ -80,6 +88,12 @@ func (s *spec) nodeRegistration(b *strings.Builder) {
 	fmt.Fprintf(b, "  - name: node-ip\n    value: %s\n", q(s.address.String()))
 	if s.labels != "" {
 		fmt.Fprintf(b, "  - name: node-labels\n    value: %s\n", q(s.labels))
+	}
+	if s.fromKiln() {
+		b.WriteString("  imagePullPolicy: IfNotPresent\n  ignorePreflightErrors:\n")
+		for _, c := range kilnPreflightIgnored {
+			fmt.Fprintf(b, "  - %s\n", c)
+		}
 	}
 	if s.Node.Role == v1.RoleControlPlane && s.DedicatedControlPlane {
 		key, effect, _ := strings.Cut(ControlPlaneTaint, ":")

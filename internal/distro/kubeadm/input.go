@@ -51,9 +51,17 @@ type Input struct {
 	// DefaultServiceCIDR when empty.
 	PodCIDR     string `json:"podCIDR"`
 	ServiceCIDR string `json:"serviceCIDR"`
-	// CNI is CNICalico or CNICilium; DefaultCNI when empty. Flannel, which
-	// the API accepts, is refused: this plan does not install it.
+	// CNI is CNIBridge, CNICalico or CNICilium; DefaultCNI when empty.
+	// With CNIBridge the plan installs from Kiln (kiln.go): kiln-kube and
+	// images from Kiln's registry, no internet. Calico and Cilium come from
+	// their releases on the internet, kubeadm and the kubelet from
+	// pkgs.k8s.io. Flannel, which the API accepts, is refused: this plan
+	// does not install it.
 	CNI string `json:"cni"`
+	// KubeProxyKubeconfig is kube-proxy's kubeconfig (system:kube-proxy,
+	// signed by the cluster CA, server the endpoint); required with
+	// CNIBridge, where kiln-agent runs kube-proxy.
+	KubeProxyKubeconfig string `json:"kubeProxyKubeconfig,omitempty"`
 	// Node is the node to install.
 	Node Node `json:"node"`
 	// DedicatedControlPlane: control-plane nodes get the taint
@@ -263,10 +271,14 @@ func (s *spec) network() error {
 	}
 	switch s.CNI {
 	case CNICalico, CNICilium:
+	case CNIBridge:
+		if s.KubeProxyKubeconfig == "" {
+			return refuse("kubeProxyKubeconfig", "an install from Kiln (cni bridge) runs kube-proxy with this kubeconfig: the controller makes it")
+		}
 	case "flannel":
-		return refuse("cni", "flannel is not installed by the kubeadm distribution; use calico or cilium")
+		return refuse("cni", "flannel is not installed by the kubeadm distribution; use bridge, calico or cilium")
 	default:
-		return refuse("cni", "%q must be calico or cilium", s.CNI)
+		return refuse("cni", "%q must be bridge, calico or cilium", s.CNI)
 	}
 	return nil
 }

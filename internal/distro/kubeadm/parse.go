@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"regexp"
 	"strings"
 )
 
@@ -60,14 +61,50 @@ func (p *Plan) check() error {
 		seen[f.Path] = true
 	}
 	for i, c := range p.Commands {
-		switch {
-		case c.Step == "":
-			return fmt.Errorf("commands[%d].step is empty", i)
-		case len(c.Argv) == 0 || c.Argv[0] == "":
-			return fmt.Errorf("commands[%d].argv has no program", i)
-		case len(c.SkipIf) > 0 && c.SkipIf[0] == "":
-			return fmt.Errorf("commands[%d].skipIf has no program", i)
+		if err := c.check(); err != nil {
+			return fmt.Errorf("commands[%d]%s", i, err)
 		}
 	}
 	return nil
 }
+
+// check says what in a command cannot be carried out; the message starts
+// with the field (".argv ...").
+func (c *Command) check() error {
+	kinds := 0
+	for _, set := range []bool{len(c.Argv) > 0, len(c.Stop) > 0, c.Fetch != nil} {
+		if set {
+			kinds++
+		}
+	}
+	switch {
+	case c.Step == "":
+		return errors.New(".step is empty")
+	case kinds != 1:
+		return errors.New(": want exactly one of argv (a program, or a service with service), stop and fetch")
+	case len(c.Argv) > 0 && c.Argv[0] == "":
+		return errors.New(".argv has no program")
+	case len(c.SkipIf) > 0 && c.SkipIf[0] == "":
+		return errors.New(".skipIf has no program")
+	case c.Service != "" && !serviceNameRE.MatchString(c.Service):
+		return fmt.Errorf(".service %q: want a name of lower-case letters, digits and '-'", c.Service)
+	}
+	for j, name := range c.Stop {
+		if !serviceNameRE.MatchString(name) {
+			return fmt.Errorf(".stop[%d] %q: want a name of lower-case letters, digits and '-'", j, name)
+		}
+	}
+	if f := c.Fetch; f != nil {
+		switch {
+		case f.Image == "":
+			return errors.New(".fetch.image is empty")
+		case f.File == "" || path.IsAbs(f.File) || path.Clean(f.File) != f.File || strings.HasPrefix(f.File, "../"):
+			return fmt.Errorf(".fetch.file %q is not a clean path inside the image (usr/local/bin/x)", f.File)
+		case !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == "/":
+			return fmt.Errorf(".fetch.path %q is not an absolute, clean file path", f.Path)
+		}
+	}
+	return nil
+}
+
+var serviceNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)

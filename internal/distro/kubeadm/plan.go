@@ -71,9 +71,13 @@ type Plan struct {
 	Summary string `json:"summary"`
 	// Env is NAME=value, set for every command: DEBIAN_FRONTEND and the
 	// proxy variables.
-	Env      []string  `json:"env"`
-	Files    []File    `json:"files"`
-	Commands []Command `json:"commands"`
+	Env   []string `json:"env"`
+	Files []File   `json:"files"`
+	// RegistryMirror: kiln-agent writes containerd's hosts.toml of every
+	// common registry host (internal/agent/mirror) with the files, sending
+	// every pull to Kiln's registry with the node's certificate.
+	RegistryMirror bool      `json:"registryMirror,omitempty"`
+	Commands       []Command `json:"commands"`
 }
 
 // File is one file the plan writes (step write-files), replacing what is
@@ -97,12 +101,32 @@ type Command struct {
 	// SkipIf, when set, is run first: if it exits with 0 the work is
 	// already done and Argv is not run.
 	SkipIf []string `json:"skipIf,omitempty"`
+	// Service, when set, names a service of kiln-agent's: Argv is started
+	// under its supervision (restarted when it exits, started again when
+	// the agent starts) instead of run to its end; a service of that name
+	// running the same Argv is left alone. An Argv whose program is
+	// "kiln-agent" runs the agent's own program.
+	Service string `json:"service,omitempty"`
+	// Stop, when set (and Argv is not), names services of kiln-agent's to
+	// stop; a service that does not run is no error.
+	Stop []string `json:"stop,omitempty"`
+	// Fetch, when set (and Argv is not), copies a file out of an image in
+	// Kiln's registry.
+	Fetch *Fetch `json:"fetch,omitempty"`
+}
+
+// Fetch copies File of Image, pulled from Kiln's registry with the node's
+// certificate, to Path on the host (mode 0755, replacing what is there).
+type Fetch struct {
+	Image string `json:"image"`
+	File  string `json:"file"`
+	Path  string `json:"path"`
 }
 
 // Steps returns the names of the plan's steps in order.
 func (p *Plan) Steps() []string {
 	var steps []string
-	if len(p.Files) > 0 {
+	if len(p.Files) > 0 || p.RegistryMirror {
 		steps = append(steps, StepWriteFiles)
 	}
 	for _, c := range p.Commands {
@@ -123,6 +147,12 @@ func Build(in Input) (*Plan, error) {
 	}
 	b := &builder{s: s}
 	b.plan.Summary = s.summary()
+	if s.fromKiln() {
+		b.plan.RegistryMirror = true
+		b.kilnFiles()
+		b.kilnCommands()
+		return &b.plan, nil
+	}
 	b.plan.Env = append([]string{"DEBIAN_FRONTEND=noninteractive"}, s.proxy.Env()...)
 	b.files()
 	b.commands()
@@ -184,15 +214,20 @@ func (b *builder) files() {
 	b.file("/etc/apt/sources.list.d/kubernetes.list", 0o644,
 		"the Kubernetes "+s.minor+" package repository, signed by its own key",
 		"deb [signed-by="+AptKeyring+"] "+s.repository()+" /\n")
-	if ca := s.ClusterCA; ca != nil {
+	b.caFiles()
+	b.file(KubeadmConfigPath, 0o600, "kubeadm's configuration for this node (it holds the join secrets)", s.kubeadmConfig())
+	if s.FirstControlPlane && s.CNI == CNICalico {
+		b.file(CalicoInstallation, 0o644, "the Calico installation the Tigera operator carries out: the pod CIDR as its IP pool", s.calicoInstallation())
+	}
+}
+
+// caFiles writes the cluster CA Kiln keeps on the first control-plane node.
+func (b *builder) caFiles() {
+	if ca := b.s.ClusterCA; ca != nil {
 		b.file(ClusterCACert, 0o644, "the cluster CA Kiln keeps: kubeadm init signs the cluster's certificates with it instead of making one",
 			pemText(ca.CertPEM))
 		b.file(ClusterCAKey, 0o600, "the cluster CA's key (kubeadm init --upload-certs shares it with the other control-plane nodes)",
 			pemText(ca.KeyPEM))
-	}
-	b.file(KubeadmConfigPath, 0o600, "kubeadm's configuration for this node (it holds the join secrets)", s.kubeadmConfig())
-	if s.FirstControlPlane && s.CNI == CNICalico {
-		b.file(CalicoInstallation, 0o644, "the Calico installation the Tigera operator carries out: the pod CIDR as its IP pool", s.calicoInstallation())
 	}
 }
 
@@ -218,11 +253,7 @@ version = 2
 
 func (b *builder) commands() {
 	s := b.s
-	if s.Node.Interface != "" {
-		b.step = StepCheckInterface
-		b.run("the node's address must be on interface "+s.Node.Interface,
-			"sh", "-c", `ip -4 -o addr show dev "$1" | grep -qF " $2/"`, "check-interface", s.Node.Interface, s.address.String())
-	}
+	b.checkInterface()
 
 	b.step = StepPrepareKernel
 	b.run("the kubelet does not run with swap on", "swapoff", "-a")
@@ -262,22 +293,44 @@ func (b *builder) commands() {
 	b.run("containerd with Kiln's configuration, the proxy and the trust store", "systemctl", "restart", "containerd")
 	b.run("kubeadm starts the kubelet; it must start at boot too", "systemctl", "enable", "kubelet")
 
+	if !b.kubeadm() {
+		return
+	}
+	b.step = StepInstallCNI
+	if s.CNI == CNICalico {
+		b.calico()
+	} else {
+		b.cilium()
+	}
+}
+
+// checkInterface checks that the node's address is on the interface the
+// node was configured with.
+func (b *builder) checkInterface() {
+	s := b.s
+	if s.Node.Interface != "" {
+		b.step = StepCheckInterface
+		b.run("the node's address must be on interface "+s.Node.Interface,
+			"sh", "-c", `ip -4 -o addr show dev "$1" | grep -qF " $2/"`, "check-interface", s.Node.Interface, s.address.String())
+	}
+}
+
+// kubeadm runs kubeadm init on the first control-plane node, kubeadm join
+// on the others, each skipped when the node has its kubelet's kubeconfig
+// already; it reports whether the node is the first.
+func (b *builder) kubeadm() bool {
+	s := b.s
 	done := []string{"test", "-e", KubeletKubeconfig}
 	if s.FirstControlPlane {
 		b.step = StepKubeadmInit
 		b.runUnless(done, "create the cluster; --upload-certs lets the other control-plane nodes join; "+
 			"its output (the node's logs) omits the token and the key",
 			"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs", "--skip-token-print", "--skip-certificate-key-print")
-		b.step = StepInstallCNI
-		if s.CNI == CNICalico {
-			b.calico()
-		} else {
-			b.cilium()
-		}
-		return
+		return true
 	}
 	b.step = StepKubeadmJoin
 	b.runUnless(done, "join the cluster at "+s.endpoint, "kubeadm", "join", "--config", KubeadmConfigPath)
+	return false
 }
 
 func (b *builder) kubectl(args ...string) []string {

@@ -2,6 +2,7 @@ package kubeadm
 
 // Step names of the reset plan, in order.
 const (
+	StepStopServices = "stop-services"
 	StepKubeadmReset = "kubeadm-reset"
 	StepCleanNetwork = "clean-network"
 	StepRemoveFiles  = "remove-files"
@@ -14,11 +15,12 @@ const CNIConfigDir = "/etc/cni/net.d"
 // cniLinks are the network devices Calico and Cilium create on a node (and
 // cni0 and kube-ipvs0, the bridge plugin's and kube-proxy's IPVS mode's).
 // tunl0 is not one: the kernel's ipip module owns it.
-var cniLinks = []string{"cni0", "vxlan.calico", "vxlan-v6.calico", "cilium_host", "cilium_vxlan", "cilium_geneve", "kube-ipvs0"}
+var cniLinks = []string{"cni0", "kiln0", "vxlan.calico", "vxlan-v6.calico", "cilium_host", "cilium_vxlan", "cilium_geneve", "kube-ipvs0"}
 
 // removeKubernetesRules drops, from every iptables table, the chains and
 // rules of kube-proxy and the kubelet (KUBE-*), the CNI plugins (CNI-*),
-// Calico (cali-*, comments cali:) and Cilium (CILIUM_*, comments cilium-*),
+// Calico (cali-*, comments cali:), Cilium (CILIUM_*, comments cilium-*) and
+// Kiln's bridge pod network (its masquerade rule's comment, "kiln pod network"),
 // and keeps every other rule and each chain's policy: iptables-restore
 // replaces each table with what iptables-save printed minus those lines. It
 // is k3s's cleanup, not the iptables -F that kubeadm's documentation shows,
@@ -27,7 +29,7 @@ var cniLinks = []string{"cni0", "vxlan.calico", "vxlan-v6.calico", "cilium_host"
 const removeKubernetesRules = `set -e
 for t in iptables ip6tables iptables-legacy ip6tables-legacy; do
   command -v "$t-save" >/dev/null 2>&1 || continue
-  "$t-save" | grep -v -e KUBE- -e CNI- -e cali- -e cali: -e CILIUM -e cilium | "$t-restore"
+  "$t-save" | grep -v -e KUBE- -e CNI- -e cali- -e cali: -e CILIUM -e cilium -e 'kiln pod network' | "$t-restore"
 done`
 
 const removeLinks = `set -e
@@ -52,6 +54,10 @@ func ResetPlan() *Plan {
 	b := &builder{}
 	b.plan.Summary = "reset of a kubeadm node: kubeadm reset, the CNI's configuration, state, iptables rules and devices, " +
 		"Kiln's cluster files; the packages stay"
+
+	b.step = StepStopServices
+	b.plan.Commands = append(b.plan.Commands, Command{Step: b.step, Stop: []string{ServicePodNetwork, ServiceKubeProxy, ServiceKubelet},
+		Reason: "an install from Kiln: kiln-agent's services but containerd, which kubeadm reset asks to remove the containers"})
 
 	b.step = StepKubeadmReset
 	// kubeadm writes certificates to /etc/kubernetes/pki before anything
@@ -79,16 +85,22 @@ func ResetPlan() *Plan {
 		"sh", "-c", removeKubernetesRules, "remove-kubernetes-rules")
 	b.run("the CNI's network devices, and the routes through them",
 		append([]string{"sh", "-c", removeLinks, "remove-cni-links"}, cniLinks...)...)
+	b.run("the routes to other nodes' pod ranges Kiln's bridge pod network added (protocol 77)",
+		"ip", "-4", "route", "flush", "proto", "77")
+	b.plan.Commands = append(b.plan.Commands, Command{Step: b.step, Stop: []string{ServiceContainerd},
+		Reason: "an install from Kiln: containerd, once kubeadm reset removed the containers"})
 
 	b.step = StepRemoveFiles
-	b.run("Kiln's files of this cluster: the kubeadm configuration (it holds the join secrets) and Calico's installation",
-		"rm", "-f", KubeadmConfigPath, CalicoInstallation)
+	b.run("Kiln's files of this cluster: the kubeadm configuration (it holds the join secrets), kube-proxy's "+
+		"credentials and configuration, Calico's installation, the bridge pod network's state",
+		"rm", "-rf", "--one-file-system", KubeadmConfigPath, KubeProxyConf, KubeProxyYAML, CalicoInstallation, PodNetworkState)
 	b.run("the proxy settings (they may hold the proxy's credentials; the next cluster may have no proxy) and the proxy's root CA",
 		"rm", "-f", AptProxyConf, ContainerdProxyDropIn, KubeletProxyDropIn, ProxyCAPath)
 	b.runUnless([]string{"sh", "-c", "! command -v update-ca-certificates >/dev/null 2>&1", "no-ca-certificates"},
 		"take the proxy's root CA out of the system trust store",
 		"update-ca-certificates")
-	b.run("systemd forgets the proxy drop-ins (containerd keeps the proxy until it restarts: the next install restarts it)",
+	b.runUnless([]string{"sh", "-c", "! [ -d /run/systemd/system ]", "no-systemd"},
+		"systemd forgets the proxy drop-ins (containerd keeps the proxy until it restarts: the next install restarts it)",
 		"systemctl", "daemon-reload")
 	return &b.plan
 }

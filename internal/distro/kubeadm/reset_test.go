@@ -17,7 +17,7 @@ import (
 // The reset plan is pinned by testdata/reset.golden, and is valid shell.
 func TestResetGolden(t *testing.T) {
 	p := kubeadm.ResetPlan()
-	if diff := cmp.Diff([]string{kubeadm.StepKubeadmReset, kubeadm.StepCleanNetwork, kubeadm.StepRemoveFiles}, p.Steps()); diff != "" {
+	if diff := cmp.Diff([]string{kubeadm.StepStopServices, kubeadm.StepKubeadmReset, kubeadm.StepCleanNetwork, kubeadm.StepRemoveFiles}, p.Steps()); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 	if len(p.Files) != 0 {
@@ -46,6 +46,7 @@ var keptByReset = map[string]string{
 	"/etc/sysctl.d/99-kiln-kubernetes.conf":    "the same for every cluster",
 	kubeadm.ContainerdConfig:                   "containerd stays installed, with this configuration",
 	"/etc/apt/sources.list.d/kubernetes.list":  "the packages stay; the next install points it at its minor",
+	kubeadm.KubeletRun:                         "the same for every cluster, like the kiln-kube it runs",
 }
 
 // Every file an install plan writes is removed by the reset plan or kept on
@@ -53,7 +54,7 @@ var keptByReset = map[string]string{
 func TestResetRemovesWhatInstallWrites(t *testing.T) {
 	var removed []string // files and directories
 	for _, c := range kubeadm.ResetPlan().Commands {
-		if c.Argv[0] == "rm" {
+		if len(c.Argv) > 0 && c.Argv[0] == "rm" {
 			removed = append(removed, c.Argv[1:]...)
 		}
 	}

@@ -28,8 +28,12 @@ func (p *Plan) Script() string {
 		name, value, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(&b, "export %s=%s\n", name, ShellQuote(value))
 	}
-	if len(p.Files) > 0 {
+	if len(p.Files) > 0 || p.RegistryMirror {
 		fmt.Fprintf(&b, "\n# ---- %s ----\n", StepWriteFiles)
+	}
+	if p.RegistryMirror {
+		b.WriteString("\n# (kiln-agent writes containerd's hosts.toml of each common registry host under /etc/containerd/certs.d:\n" +
+			"# every pull goes to Kiln's registry, with the node's certificate)\n")
 	}
 	for _, f := range p.Files {
 		fmt.Fprintf(&b, "\n# %s\n", f.Reason)
@@ -53,12 +57,30 @@ func (p *Plan) Script() string {
 		if c.Reason != "" {
 			fmt.Fprintf(&b, "# %s\n", c.Reason)
 		}
+		line := func(prefix string) string { return shellCommand(c.Argv, prefix) }
+		switch {
+		case c.Service != "":
+			// kiln-agent supervises it; a shell can only start it.
+			fmt.Fprintf(&b, "# (kiln-agent runs this as its service %s, restarted when it exits)\n", c.Service)
+			line = func(prefix string) string {
+				return shellCommand(c.Argv, prefix) + " >>" + ShellQuote("/var/log/kiln/"+c.Service+".log") + " 2>&1 &"
+			}
+		case len(c.Stop) > 0:
+			fmt.Fprintf(&b, "# (kiln-agent stops its services: %s)\n", strings.Join(c.Stop, ", "))
+			continue
+		case c.Fetch != nil:
+			// kiln-agent pulls the image with the node's certificate; the
+			// script says so with the shell's no-op.
+			line = func(prefix string) string {
+				return ": " + ShellQuote("kiln-agent copies "+c.Fetch.File+" of "+c.Fetch.Image+" (Kiln's registry) to "+c.Fetch.Path)
+			}
+		}
 		if len(c.SkipIf) == 0 {
-			b.WriteString(shellCommand(c.Argv, "") + "\n")
+			b.WriteString(line("") + "\n")
 			continue
 		}
 		fmt.Fprintf(&b, "if ! %s >/dev/null 2>&1; then\n", shellCommand(c.SkipIf, ""))
-		b.WriteString("  " + shellCommand(c.Argv, "  ") + "\n")
+		b.WriteString("  " + line("  ") + "\n")
 		b.WriteString("fi\n")
 	}
 	return b.String()

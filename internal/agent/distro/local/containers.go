@@ -21,43 +21,7 @@ const (
 	// fileCNI is the pod network's CNI configuration, where the node
 	// image's containerd looks (images/node/files/etc/containerd/config.toml).
 	fileCNI = "etc/cni/net.d/10-kiln.conflist"
-	// dirCertsD is containerd's registry configuration (config_path).
-	dirCertsD = "etc/containerd/certs.d"
 )
-
-// mirroredHosts are the registries whose hosts.toml sends every pull to
-// Kiln's registry. containerd 1.6 (the node image's) reads a file per
-// registry host and has no fallback for the others (_default came in 1.7):
-// these are the registries images are commonly named by, Kiln's own
-// (kiln.dev) among them, and _default for a newer containerd. A pod naming
-// another registry host is pulled from there, which a node without the
-// internet cannot reach.
-var mirroredHosts = []string{"_default", "docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", "ghcr.io", "quay.io",
-	"mcr.microsoft.com", "public.ecr.aws", "registry.gitlab.com", "kiln.dev"}
-
-// Mirror is the registry every pull of a node that runs containers goes to:
-// Kiln's, on the agent listener of kilnd (URL, https://HOST:PORT), with the
-// node's certificate as the client certificate and the CA of the listener's
-// certificate, as files the agent keeps current (state.TLSCertFile, ...).
-type Mirror struct {
-	URL                       string
-	CAFile, CertFile, KeyFile string
-}
-
-// hostsTOML is containerd's hosts.toml that sends a registry's pulls to m,
-// with the node's certificate; the server, asked when m fails, is m too, so
-// nothing is ever asked of the registry named. (containerd 1.6 refuses a
-// file without a host table: "invalid `host` tree".)
-func hostsTOML(m Mirror) string {
-	return fmt.Sprintf(`# Written by kiln-agent: every image a pod names is pulled from Kiln's registry.
-server = %[1]q
-
-[host.%[1]q]
-  capabilities = ["pull", "resolve"]
-  ca = %[2]q
-  client = [[%[3]q, %[4]q]]
-`, m.URL, m.CAFile, m.CertFile, m.KeyFile)
-}
 
 // readCgroupRoot reads the kubelet's cgroup root that the node image's
 // entrypoint chose (nodeimage.CgroupRootFile under root).
@@ -155,18 +119,6 @@ func writeSpecFiles(all []spec) error {
 			if err := writeFile(path, []byte(content), 0o600); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
-		}
-	}
-	return nil
-}
-
-// writeMirror writes containerd's hosts.toml of every mirrored registry
-// under root. containerd reads them at each pull: no restart.
-func writeMirror(root string, m Mirror) error {
-	for _, h := range mirroredHosts {
-		path := filepath.Join(root, dirCertsD, h, "hosts.toml")
-		if err := writeFile(path, []byte(hostsTOML(m)), 0o644); err != nil {
-			return fmt.Errorf("registry mirror: %w", err)
 		}
 	}
 	return nil

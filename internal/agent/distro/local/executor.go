@@ -13,6 +13,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/mirror"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 )
@@ -55,7 +56,7 @@ type Executor struct {
 	// Mirror is where a node that runs containers pulls every image
 	// (containerd's hosts.toml); nil: containerd's defaults, which reach
 	// the registries pods name.
-	Mirror *Mirror
+	Mirror *mirror.Mirror
 
 	// runCmd runs ip and iptables (the pod network); runCommand when nil.
 	runCmd runFunc
@@ -257,7 +258,7 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 			err = writeSpecFiles(all)
 		}
 		if err == nil && p.Containers != nil && e.Mirror != nil {
-			err = writeMirror(e.Root, *e.Mirror)
+			_, err = mirror.Write(e.Root, *e.Mirror)
 		}
 		if err != nil {
 			return "", agent.Retryable(v1.CodeInternal, err, "write the node's files: %v", err)
@@ -395,8 +396,8 @@ func (e *Executor) reset(report agent.Reporter) error {
 		errs = append(errs, err)
 	}
 	remove := []string{filepath.Join(e.Root, dirEtc), filepath.Join(e.Root, dirLog)}
-	for _, h := range mirroredHosts {
-		remove = append(remove, filepath.Join(e.Root, dirCertsD, h))
+	for _, h := range mirror.Hosts {
+		remove = append(remove, filepath.Join(e.Root, mirror.CertsDir, h))
 	}
 	if libs, err := filepath.Glob(filepath.Join(e.Root, "var", "lib", "kiln-*")); err == nil {
 		remove = append(remove, libs...)

@@ -246,29 +246,3 @@ func TestRealKubeletConfiguration(t *testing.T) {
 		}
 	}
 }
-
-// containerd 1.6 reads a hosts.toml per registry host, and refuses one
-// without a host table ("invalid `host` tree"): every mirrored registry gets
-// one whose host (and server) is Kiln's registry, with the node's files.
-func TestRegistryMirror(t *testing.T) {
-	root := t.TempDir()
-	m := Mirror{URL: "https://kilnd.kiln.internal:7443", CAFile: "/var/lib/kiln-agent/tls/controller-ca.crt",
-		CertFile: "/var/lib/kiln-agent/tls/node.crt", KeyFile: "/var/lib/kiln-agent/tls/node.key"}
-	if err := writeMirror(root, m); err != nil {
-		t.Fatal(err)
-	}
-	for _, host := range []string{"docker.io", "registry.k8s.io", "ghcr.io", "quay.io", "kiln.dev", "_default"} {
-		b, err := os.ReadFile(filepath.Join(root, dirCertsD, host, "hosts.toml"))
-		if err != nil {
-			t.Errorf("registry %s: %v", host, err)
-			continue
-		}
-		for _, want := range []string{`server = "https://kilnd.kiln.internal:7443"`, `[host."https://kilnd.kiln.internal:7443"]`,
-			`capabilities = ["pull", "resolve"]`, `ca = "/var/lib/kiln-agent/tls/controller-ca.crt"`,
-			`client = [["/var/lib/kiln-agent/tls/node.crt", "/var/lib/kiln-agent/tls/node.key"]]`} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("registry %s: hosts.toml lacks %s:\n%s", host, want, b)
-			}
-		}
-	}
-}

@@ -13,6 +13,10 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeadm"
 )
 
+// KubeProxyKubeconfig stands for the kube-proxy kubeconfig the controller
+// issues (not a real one).
+const KubeProxyKubeconfig = "apiVersion: v1\nkind: Config\n# kube-proxy's credentials\n"
+
 // Join material as the controller would produce it (not real secrets).
 const (
 	Token          = "abcdef.0123456789abcdef"
@@ -111,7 +115,21 @@ func Cases(t testing.TB) []Case {
 	customSubnets.Node.Interface = "eth1"
 	customSubnets.Join = kubeadm.JoinMaterial{Token: Token, CertificateKey: CertificateKey}
 
+	kilnFirst := FirstControlPlane()
+	kilnFirst.CNI = kubeadm.CNIBridge
+	kilnFirst.ClusterCA = ClusterCA(t)
+	kilnFirst.DedicatedControlPlane = true
+	kilnFirst.Join = kubeadm.JoinMaterial{Token: Token, CertificateKey: CertificateKey}
+	kilnFirst.KubeProxyKubeconfig = KubeProxyKubeconfig
+
+	kilnWorker := workerJoin
+	kilnWorker.CNI = kubeadm.CNIBridge
+	kilnWorker.Node.Interface = ""
+	kilnWorker.KubeProxyKubeconfig = KubeProxyKubeconfig
+
 	return []Case{
+		{Name: "kiln-first-dedicated", Input: kilnFirst},
+		{Name: "kiln-worker-join", Input: kilnWorker},
 		{Name: "converged-first-calico", Input: FirstControlPlane()},
 		{Name: "dedicated-first-cilium", Input: dedicatedFirstCilium},
 		{Name: "control-plane-join", Input: controlPlaneJoin},
