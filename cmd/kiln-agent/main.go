@@ -74,7 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newPrecheckCommand(stdout, stderr), newVersionCommand(stdout))
-	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr))
+	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr), newPodNetworkCommand(stderr))
 	return root
 }
 

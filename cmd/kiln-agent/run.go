@@ -77,10 +77,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				// the node's certificate files.
 				kube := &local.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
 				if dist == v1.DistroKiln {
-					kube.Mirror = &mirror.Mirror{URL: st.Controller,
-						CAFile:   filepath.Join(f.dataDir, state.TLSControllerCAFile),
-						CertFile: filepath.Join(f.dataDir, state.TLSCertFile),
-						KeyFile:  filepath.Join(f.dataDir, state.TLSKeyFile)}
+					kube.Mirror = registry(st.Controller, f.dataDir)
 				}
 				defer kube.Close()
 				// Components a crashed agent left running are supervised again.
@@ -90,7 +87,14 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				exec = kube
 			case v1.DistroKubeadm:
 				log.Info("installing with kubeadm on this host", "root", f.root)
-				exec = &kubeadm.Executor{Root: f.root, Logger: log}
+				kube := &kubeadm.Executor{Root: f.root, Logger: log, Registry: registry(st.Controller, f.dataDir)}
+				defer kube.Close()
+				// The services of an install from Kiln run on; a restarted
+				// agent supervises them again.
+				if err := kube.Resume(); err != nil {
+					log.Warn("could not resume the services of the last install", "err", err)
+				}
+				exec = kube
 			}
 			return agent.Run(cmd.Context(), agent.RunOptions{
 				DataDir:           f.dataDir,
@@ -110,6 +114,15 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube for the local distribution: a directory of kiln-kube-VERSION programs (an install runs the one of its Kubernetes version), or one kiln-kube program (installs its own version only)")
 	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local, kiln or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
+}
+
+// registry is Kiln's registry as a node reaches it: on the controller's
+// agent listener, with the node's certificate files the agent keeps current.
+func registry(controller, dataDir string) *mirror.Mirror {
+	return &mirror.Mirror{URL: controller,
+		CAFile:   filepath.Join(dataDir, state.TLSControllerCAFile),
+		CertFile: filepath.Join(dataDir, state.TLSCertFile),
+		KeyFile:  filepath.Join(dataDir, state.TLSKeyFile)}
 }
 
 // geteuid is os.Geteuid; tests replace it.

@@ -80,9 +80,9 @@ func (c *Command) check() error {
 	switch {
 	case c.Step == "":
 		return errors.New(".step is empty")
-	case kinds != 1:
-		return errors.New(": want exactly one of argv (a program, or a service with service), stop and fetch")
-	case len(c.Argv) > 0 && c.Argv[0] == "":
+	case kinds > 1:
+		return errors.New(": want one of argv (a program, or a service with service), stop and fetch, not several")
+	case len(c.Stop) == 0 && c.Fetch == nil && (len(c.Argv) == 0 || c.Argv[0] == ""):
 		return errors.New(".argv has no program")
 	case len(c.SkipIf) > 0 && c.SkipIf[0] == "":
 		return errors.New(".skipIf has no program")

@@ -17,6 +17,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/mirror"
 	"kiln.dev/kiln/internal/atomicfile"
 	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
@@ -48,8 +49,61 @@ type Executor struct {
 	// CommandTimeout bounds each command and each skip check;
 	// DefaultCommandTimeout when zero.
 	CommandTimeout time.Duration
+	// Registry is Kiln's registry, with the node's certificate files: a
+	// plan's fetch commands pull from it, and its registryMirror points
+	// containerd at it. Nil: such plans fail.
+	Registry *mirror.Mirror
+	// Self is the program a command's "kiln-agent" runs; this program
+	// (os.Executable) when empty.
+	Self string
 
-	mu sync.Mutex // one instruction at a time
+	mu       sync.Mutex // one instruction at a time
+	initOnce sync.Once
+	svc      *services
+}
+
+// services returns the executor's services, made once.
+func (e *Executor) services() *services {
+	e.initOnce.Do(func() {
+		root := e.Root
+		if root == "" {
+			root = "/"
+		}
+		e.svc = newServices(root, e.logger().With("part", "services"), func() []string {
+			return append(os.Environ(), "PATH="+e.path())
+		})
+	})
+	return e.svc
+}
+
+// Resume supervises the services the last install started again: the
+// agent calls it when it starts.
+func (e *Executor) Resume() error { return e.services().resume() }
+
+// Close stops supervising the services and leaves them running, for the
+// next agent to adopt.
+func (e *Executor) Close() { e.services().release() }
+
+func (e *Executor) path() string {
+	if e.Path == "" {
+		return DefaultPath
+	}
+	return e.Path
+}
+
+// argv is a command's argv with "kiln-agent" replaced by this program.
+func (e *Executor) argv(argv []string) ([]string, error) {
+	if len(argv) == 0 || argv[0] != "kiln-agent" {
+		return argv, nil
+	}
+	self := e.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find this program (kiln-agent): %w", err)
+		}
+	}
+	return append([]string{self}, argv[1:]...), nil
 }
 
 var _ agent.Executor = (*Executor)(nil)
@@ -101,13 +155,16 @@ func (e *Executor) timeout() time.Duration {
 
 // run carries out p, one reported step at a time.
 func (e *Executor) run(ctx context.Context, p *distrokubeadm.Plan, report agent.Reporter, log *slog.Logger) error {
-	if len(p.Files) > 0 {
+	if len(p.Files) > 0 || p.RegistryMirror {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		log.Info("writing files", "step", distrokubeadm.StepWriteFiles, "files", len(p.Files))
 		report.Progress(distrokubeadm.StepWriteFiles, v1.StepRunning, "")
 		n, err := e.writeFiles(p.Files)
+		if err == nil && p.RegistryMirror {
+			err = e.writeMirror()
+		}
 		if err != nil {
 			fe := agent.Retryable(v1.CodeInternal, err, "step %s: %v", distrokubeadm.StepWriteFiles, err)
 			report.Progress(distrokubeadm.StepWriteFiles, v1.StepFailed, fe.Message)
@@ -119,12 +176,8 @@ func (e *Executor) run(ctx context.Context, p *distrokubeadm.Plan, report agent.
 		}
 		report.Progress(distrokubeadm.StepWriteFiles, v1.StepSucceeded, msg)
 	}
-	path := e.Path
-	if path == "" {
-		path = DefaultPath
-	}
 	// exec.Cmd uses the last of duplicate entries: the plan's Env wins.
-	env := append(os.Environ(), "PATH="+path)
+	env := append(os.Environ(), "PATH="+e.path())
 	env = append(env, p.Env...)
 	for i := 0; i < len(p.Commands); {
 		j := i + 1
@@ -164,10 +217,8 @@ func (e *Executor) step(ctx context.Context, name string, cmds []distrokubeadm.C
 				return e.fail(name, c.SkipIf, nil, err, report)
 			}
 		}
-		report.Log(name, "+ "+commandLine(c.Argv))
-		log.Debug("running command", "argv", c.Argv)
-		if tail, err := runCommand(ctx, c.Argv, env, e.timeout(), forward); err != nil {
-			return e.fail(name, c.Argv, tail, err, report)
+		if err := e.command(ctx, name, c, env, forward, report, log); err != nil {
+			return err
 		}
 	}
 	msg := ""
@@ -179,6 +230,80 @@ func (e *Executor) step(ctx context.Context, name string, cmds []distrokubeadm.C
 	report.Progress(name, v1.StepSucceeded, msg)
 	log.Info("step done", "skipped", len(skipped))
 	return nil
+}
+
+// command carries out one command of step name: a program run to its end,
+// a service started or stopped, a file fetched from Kiln's registry.
+func (e *Executor) command(ctx context.Context, name string, c distrokubeadm.Command, env []string,
+	forward func(string), report agent.Reporter, log *slog.Logger) error {
+	switch {
+	case len(c.Stop) > 0:
+		report.Log(name, "stopping kiln-agent's services: "+strings.Join(c.Stop, ", "))
+		if err := e.services().stop(c.Stop); err != nil {
+			fe := agent.Retryable(v1.CodeInternal, err, "step %s: stop services %s: %v", name, strings.Join(c.Stop, ", "), err)
+			report.Progress(name, v1.StepFailed, fe.Message)
+			return fe
+		}
+		return nil
+	case c.Fetch != nil:
+		f := c.Fetch
+		report.Log(name, fmt.Sprintf("fetching %s of %s from Kiln's registry to %s", f.File, f.Image, f.Path))
+		if err := fetch(ctx, e.Registry, e.Root, f); err != nil {
+			code, retry := v1.CodeUnavailable, true
+			if errors.Is(err, errImageMissing) {
+				code, retry = v1.CodeProviderError, false
+			}
+			var fe *failure.Error
+			if retry {
+				fe = agent.Retryable(code, err, "step %s: %v", name, err)
+			} else {
+				fe = &failure.Error{Code: code, Message: fmt.Sprintf("step %s: %v", name, err), Err: err}
+			}
+			report.Progress(name, v1.StepFailed, fe.Message)
+			return fe
+		}
+		return nil
+	}
+	argv, err := e.argv(c.Argv)
+	if err != nil {
+		return e.fail(name, c.Argv, nil, err, report)
+	}
+	if c.Service != "" {
+		prog, err := lookPath(argv[0], e.path())
+		if err != nil {
+			return e.fail(name, c.Argv, nil, err, report)
+		}
+		already, err := e.services().ensure(c.Service, append([]string{prog}, argv[1:]...))
+		if err != nil {
+			return e.fail(name, c.Argv, nil, err, report)
+		}
+		if already {
+			report.Log(name, "service "+c.Service+" already runs: "+commandLine(c.Argv))
+		} else {
+			report.Log(name, "started service "+c.Service+": "+commandLine(c.Argv))
+		}
+		return nil
+	}
+	report.Log(name, "+ "+commandLine(c.Argv))
+	log.Debug("running command", "argv", argv)
+	if tail, err := runCommand(ctx, argv, env, e.timeout(), forward); err != nil {
+		return e.fail(name, c.Argv, tail, err, report)
+	}
+	return nil
+}
+
+// writeMirror writes containerd's hosts.toml of every common registry
+// host, sending pulls to Kiln's registry.
+func (e *Executor) writeMirror() error {
+	if e.Registry == nil {
+		return errors.New("the plan points containerd at Kiln's registry, and this agent has none")
+	}
+	root := e.Root
+	if root == "" {
+		root = "/"
+	}
+	_, err := mirror.Write(root, *e.Registry)
+	return err
 }
 
 // fail reports step as Failed because argv failed with err, having printed
@@ -259,7 +384,7 @@ func packageOf(program string) string {
 		"kubectl": "kubectl", "modprobe": "kmod", "swapoff": "mount", "sysctl": "procps", "ip": "iproute2",
 		"systemctl": "systemd", "update-ca-certificates": "ca-certificates", "sed": "sed", "tar": "tar",
 		"sh": "dash", "find": "findutils", "mkdir": "coreutils", "rm": "coreutils", "test": "coreutils",
-		"env": "coreutils",
+		"env": "coreutils", "containerd": "containerd", "iptables": "iptables",
 	}[filepath.Base(program)]
 	if pkg == "" {
 		return "the package that provides it"

@@ -171,11 +171,15 @@ func argvs(runs []run) [][]string {
 	return out
 }
 
-// planPrograms returns the programs p runs (Argv[0] and SkipIf[0]).
+// planPrograms returns the programs p runs to their end (Argv[0] and
+// SkipIf[0]); services, which an install from Kiln starts by their paths,
+// are tested with programs of their own (services_test.go).
 func planPrograms(p *distrokubeadm.Plan) []string {
 	var out []string
 	for _, c := range p.Commands {
-		out = append(out, c.Argv[0])
+		if len(c.Argv) > 0 && c.Service == "" {
+			out = append(out, c.Argv[0])
+		}
 		if len(c.SkipIf) > 0 {
 			out = append(out, c.SkipIf[0])
 		}
@@ -313,7 +317,9 @@ func want(p *distrokubeadm.Plan, skip func(distrokubeadm.Command) bool) (runs []
 		if len(c.SkipIf) > 0 {
 			runs = append(runs, c.SkipIf)
 		}
-		if len(c.SkipIf) > 0 && skip(c) {
+		if len(c.Stop) > 0 {
+			logs = append(logs, logLine{c.Step, "stopping kiln-agent's services: " + strings.Join(c.Stop, ", ")})
+		} else if len(c.SkipIf) > 0 && skip(c) {
 			logs = append(logs, logLine{c.Step, "already done (`" + commandLine(c.SkipIf) + "` succeeded), not run: " + commandLine(c.Argv)})
 		} else {
 			runs = append(runs, c.Argv)
@@ -758,7 +764,7 @@ func TestExecuteReset(t *testing.T) {
 		},
 		{
 			name:  "installed",
-			rules: "1\t*kubeadm-reset-needed*\n1\t*cni-config-empty*\n1\t*no-ca-certificates*\n",
+			rules: "1\t*kubeadm-reset-needed*\n1\t*cni-config-empty*\n1\t*no-ca-certificates*\n1\t*no-systemd*\n",
 			skip:  never,
 		},
 	}

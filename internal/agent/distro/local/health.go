@@ -32,9 +32,15 @@ func tlsClient(root string, certPEM, keyPEM []byte) (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return caClient(caPEM, certPEM, keyPEM)
+}
+
+// caClient is an HTTP client that trusts caPEM and presents the given
+// client certificate.
+func caClient(caPEM, certPEM, keyPEM []byte) (*http.Client, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no certificate", distrolocal.FileCA)
+		return nil, errors.New("the cluster CA holds no PEM certificate")
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
@@ -71,6 +77,11 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 		return nil, err
 	}
 	var kc struct {
+		Clusters []struct {
+			Cluster struct {
+				CA string `json:"certificate-authority-data"`
+			} `json:"cluster"`
+		} `json:"clusters"`
 		Users []struct {
 			User struct {
 				Cert string `json:"client-certificate-data"`
@@ -91,6 +102,13 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 	key, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client key: %w", file, err)
+	}
+	if len(kc.Clusters) == 1 && kc.Clusters[0].Cluster.CA != "" {
+		ca, err := base64.StdEncoding.DecodeString(kc.Clusters[0].Cluster.CA)
+		if err != nil {
+			return nil, fmt.Errorf("%s: certificate authority: %w", file, err)
+		}
+		return caClient(ca, cert, key)
 	}
 	return tlsClient(root, cert, key)
 }

@@ -1,0 +1,75 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// PodNetwork is the bridge pod network of one node run on its own, outside
+// an install of this package: the kubeadm distribution's installs from Kiln
+// run it as kiln-agent's service (kiln-agent pod-network). The node's
+// configuration is as on a node of the kiln distribution (network.go).
+type PodNetwork struct {
+	// Root is the host's root: the CNI configuration and the state go under it.
+	Root string
+	// Node is the node's name; Endpoint the API endpoint, host:port.
+	Node, Endpoint string
+	// ClusterCIDR is the cluster's pod range.
+	ClusterCIDR string
+	// Kubeconfig is the file (under Root) of credentials that may read and
+	// list nodes: kube-proxy's.
+	Kubeconfig string
+	Logger     *slog.Logger
+	// Every is how often the routes are brought up to date;
+	// routeSyncInterval when zero.
+	Every time.Duration
+}
+
+// Run waits until the controller manager gives the node its pod range,
+// writes the node's CNI configuration and masquerade rule, then keeps the
+// routes to the other nodes' pod ranges up to date until ctx ends. It leaves
+// everything in place when it returns (the pods keep their network while it
+// restarts); a reset removes it.
+func (o PodNetwork) Run(ctx context.Context) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	every := o.Every
+	if every <= 0 {
+		every = routeSyncInterval
+	}
+	client := func() (*http.Client, error) { return kubeconfigClient(o.Root, o.Kubeconfig) }
+	c := networkConfig{Node: o.Node, Endpoint: o.Endpoint, ClusterCIDR: o.ClusterCIDR}
+	last := ""
+	for c.NodeCIDR == "" {
+		cl, err := client()
+		if err == nil {
+			c.NodeCIDR, err = nodePodCIDR(ctx, cl, o.Endpoint, o.Node)
+		}
+		if err != nil && err.Error() != last {
+			log.Info("pod network: waiting for the node's pod range", "err", err)
+			last = err.Error()
+		}
+		if c.NodeCIDR != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err := setUpPodNetwork(ctx, o.Root, runCommand, c); err != nil {
+		return fmt.Errorf("pod network: %w", err)
+	}
+	log.Info("pod network: set up", "node", o.Node, "range", c.NodeCIDR)
+	pn := &podNetwork{log: log, run: runCommand, client: client, every: every}
+	pn.start(c)
+	<-ctx.Done()
+	pn.stop()
+	return nil
+}
