@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -60,7 +62,19 @@ func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.Cluster
 		return kubeadm.Input{}, nil, fmt.Errorf("find endpoint: %w", err)
 	}
 	spec := x.cl.Spec
+	var kubeProxy string
+	if spec.Network.CNI == v1.CNIBridge {
+		// An install from Kiln: kiln-agent runs kube-proxy (and the pod
+		// network) as system:kube-proxy, through the endpoint.
+		cert, key, err := ca.Issue(pki.CertRequest{CommonName: pki.UserKubeProxy, Usage: pki.UsageClient,
+			ValidFor: time.Duration(max(spec.CertificateTTLDays, 1)) * 24 * time.Hour, Now: time.Now()})
+		if err != nil {
+			return kubeadm.Input{}, nil, fmt.Errorf("kube-proxy's certificate: %w", err)
+		}
+		kubeProxy = string(pki.Kubeconfig("https://"+endpoint, ca.CertPEM(), cert, key, k.Name, pki.UserKubeProxy))
+	}
 	in := kubeadm.Input{
+		KubeProxyKubeconfig:   kubeProxy,
 		ClusterName:           k.Name,
 		KubernetesVersion:     spec.KubernetesVersion,
 		Endpoint:              endpoint,

@@ -245,11 +245,14 @@ func missingLabels(have, want map[string]string) map[string]string {
 // dnsReplicas is how many CoreDNS pods a kiln cluster runs.
 const dnsReplicas = 2
 
-// clusterDNS applies the cluster DNS of the kiln distribution (CoreDNS) and
-// says what it waits for ("" once a replica answers); other distributions
-// have none of Kiln's.
+// clusterDNS applies the cluster DNS of the kiln distribution (CoreDNS),
+// also to kubeadm clusters installed from Kiln (whose kubeadm adds no DNS),
+// and says what it waits for ("" once a replica answers); other
+// distributions have none of Kiln's.
 func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error) {
-	if x.cl.Spec.Distribution != v1.DistroKiln {
+	spec := x.cl.Spec
+	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == v1.CNIBridge
+	if spec.Distribution != v1.DistroKiln && !kubeadmFromKiln {
 		return "", nil
 	}
 	addr, err := distro.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)

@@ -24,7 +24,7 @@ var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1
 
 // DefaultCNIs are the pod networks of distributions that install one other
 // than DefaultCNI, when spec.network.cni is empty.
-var DefaultCNIs = map[string]string{v1.DistroKiln: v1.CNIBridge}
+var DefaultCNIs = map[string]string{v1.DistroKiln: v1.CNIBridge, v1.DistroKubeadm: v1.CNIBridge}
 
 // Defaults fills the empty fields of spec that have a default, with
 // provider when spec.provider is empty (DefaultProvider when that is empty

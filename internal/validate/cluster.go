@@ -458,10 +458,11 @@ func rootCA(s string) string {
 }
 
 // kubeadm refuses what the kubeadm distribution's plans do not install:
-// Flannel, and IPv6 pod or service ranges.
+// Flannel, and IPv6 pod or service ranges. (bridge installs from Kiln:
+// kiln-kube and images from Kiln's registry, Kiln's pod network.)
 func (e *errs) kubeadm(n *v1.Network) {
-	if n.CNI == "flannel" || n.CNI == v1.CNIBridge {
-		e.invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not %s", n.CNI)
+	if n.CNI == "flannel" {
+		e.invalid("spec.network.cni", "the kubeadm distribution installs bridge (from Kiln), calico or cilium (from the internet), not %s", n.CNI)
 	}
 	e.ipv4Only(n, v1.DistroKubeadm)
 }

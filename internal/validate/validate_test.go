@@ -266,7 +266,7 @@ func TestCluster(t *testing.T) {
 				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "flannel"}
 			},
 			want: []v1.Error{
-				invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not flannel"),
+				invalid("spec.network.cni", "the kubeadm distribution installs bridge (from Kiln), calico or cilium (from the internet), not flannel"),
 				invalid("spec.network.podCIDR", "fd00:10::/48: the kubeadm distribution installs IPv4 clusters only"),
 				invalid("spec.network.serviceCIDR", "fd00:20::/108: the kubeadm distribution installs IPv4 clusters only"),
 			},
@@ -599,12 +599,11 @@ func TestKilnDistribution(t *testing.T) {
 			},
 		},
 		{
-			name: "kubeadm does not install the bridge network", cluster: "c",
+			name: "kubeadm installs the bridge network from Kiln", cluster: "c",
 			edit: func(s *v1.ClusterSpec) {
-				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.0"
+				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.4"
 				s.Network.CNI = "bridge"
 			},
-			want: []v1.Error{invalid("spec.network.cni", "the kubeadm distribution installs calico or cilium, not bridge")},
 		},
 	}
 	for _, tt := range tests {
