@@ -22,8 +22,9 @@ import (
 // would, on a Docker network of the test's own. A test downloads the
 // installer from kilnd, copies it into each host and runs the installer's
 // command there, as on a machine someone prepared. They need a Docker engine
-// and the base image (scripts/node-image.sh --base, which bare-host.sh
-// builds when missing: root and Debian's mirror); without Docker they skip.
+// and the base image (scripts/node-image.sh --base, which newBareNet builds
+// when missing: root and Debian's mirror); without Docker, or without the
+// image and root to build it, they skip and say why.
 
 // bareNet is a Docker network of the test's own for bare hosts: kilnd's
 // agent listener goes on its gateway address. It and every host on it are
@@ -40,6 +41,14 @@ func newBareNet(t testing.TB) *bareNet {
 	t.Helper()
 	if err := exec.Command("docker", "version").Run(); err != nil {
 		t.Skipf("no Docker engine (docker version: %v): bare-host tests SKIPPED", err)
+	}
+	// The base image, built once (about a minute) when missing: that needs
+	// root (debootstrap).
+	if out, err := exec.Command(filepath.Join(repoRoot, "scripts", "node-image.sh"), "--base").CombinedOutput(); err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("no bare-host image, and building it needs root (scripts/node-image.sh --base: %v): bare-host tests SKIPPED\n%s", err, tail(string(out), 5))
+		}
+		t.Fatalf("scripts/node-image.sh --base: %v\n%s", err, tail(string(out), 20))
 	}
 	var id [3]byte
 	if _, err := rand.Read(id[:]); err != nil {
