@@ -10,8 +10,11 @@
 #
 #   scripts/bare-host.sh run NAME   starts host NAME (building the base image when missing) and
 #                                   prints the container's name
-#   scripts/bare-host.sh rm NAME    removes it (and the network when no bare host is left)
+#   scripts/bare-host.sh rm NAME    removes it (and the network when no bare host is left on it)
 #
+# KILN_EDGE_NETWORK names the Docker network (default kiln-edge-hosts), made when missing: a test
+# uses one of its own, so that its hosts and kilnd's agent listener on that network's gateway are its
+# alone (test/e2e/barehost_test.go).
 # docs/edge.md says how to run Kiln's installer inside one by hand.
 set -euo pipefail
 
@@ -20,7 +23,8 @@ usage() { echo "usage: $0 run NAME | rm NAME" >&2; exit 2; }
 cmd=$1 name=$2
 [[ $name =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || { echo "bare-host: $name: use lower-case letters, digits and '-'" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
-network=kiln-edge-hosts
+network=${KILN_EDGE_NETWORK:-kiln-edge-hosts}
+[[ $network =~ ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$ ]] || { echo "bare-host: KILN_EDGE_NETWORK=$network is not a Docker network name" >&2; exit 2; }
 label=kiln.dev/bare-host
 container=kiln-bare-$name
 
@@ -41,7 +45,7 @@ run)
 	;;
 rm)
 	docker rm -f -v "$container" >/dev/null
-	if [ -z "$(docker ps -aq --filter "label=$label=1")" ]; then
+	if [ -z "$(docker ps -aq --filter "label=$label=1" --filter "network=$network")" ]; then
 		docker network rm "$network" >/dev/null 2>&1 || true
 	fi
 	;;

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,9 +15,13 @@ import (
 type joinFlags struct {
 	controller, credentials, passphrase, dataDir, nodeName, root, bind, hostname string
 	privateRoot                                                                  bool
+	clockOffset                                                                  time.Duration
 
 	force bool // join only
 }
+
+// clockOffsetFlag is the hidden test hook that skews the agent's clock.
+const clockOffsetFlag = "clock-offset"
 
 // privateRootUsage is the help of --private-root.
 const privateRootUsage = "--root is this node's own directory on a host it shares with other nodes (the local provider's " +
@@ -34,6 +39,24 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
 	fl.StringVar(&f.hostname, "hostname", "", "the host's name, reported in its facts and checked (default: the system's)")
 	fl.BoolVar(&f.privateRoot, "private-root", false, privateRootUsage)
+	// A test hook (docs/agent.md): the host's clock as the agent reads it,
+	// skewed, so that a test breaks the time-skew precheck without
+	// changing a machine's clock. Hidden from --help: no user needs it.
+	fl.DurationVar(&f.clockOffset, clockOffsetFlag, 0, "add this to the agent's clock (a test hook: skews the time-skew precheck)")
+	if err := fl.MarkHidden(clockOffsetFlag); err != nil {
+		panic(err) // the flag is defined just above
+	}
+}
+
+// now returns the agent's clock: time.Now, offset by --clock-offset, which
+// is logged when set.
+func (f *joinFlags) now(log *slog.Logger) func() time.Time {
+	if f.clockOffset == 0 {
+		return time.Now
+	}
+	log.Warn("the agent's clock is offset (--clock-offset, a test hook)", "offset", f.clockOffset)
+	offset := f.clockOffset
+	return func() time.Time { return time.Now().Add(offset) }
 }
 
 // absolute makes the data and root directories absolute, so a command line
@@ -63,6 +86,7 @@ func (f *joinFlags) options(log *slog.Logger) agent.JoinOptions {
 		BindAddress:     f.bind,
 		Force:           f.force,
 		Logger:          log,
+		Now:             f.now(log),
 	}
 }
 

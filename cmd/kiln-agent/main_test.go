@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
 
-// fixture writes a host root: a supported OS, and resolv.conf as given.
+// fixture writes a host root: a supported OS with what a kubelet needs
+// (swap off, br_netfilter and forwarding, cgroup v2, containerd), and
+// resolv.conf as given.
 func fixture(t *testing.T, resolv string) string {
 	t.Helper()
 	root := t.TempDir()
@@ -19,12 +22,19 @@ func fixture(t *testing.T, resolv string) string {
 		"etc/os-release":  "ID=ubuntu\nVERSION_ID=\"24.04\"\n",
 		"etc/resolv.conf": resolv,
 		"proc/1/comm":     "systemd\n",
+		"proc/swaps":      "Filename\tType\tSize\tUsed\tPriority\n",
+		"proc/sys/net/bridge/bridge-nf-call-iptables": "1\n",
+		"proc/sys/net/ipv4/ip_forward":                "1\n",
+		"sys/fs/cgroup/cgroup.controllers":            "cpuset cpu io memory pids\n",
+		"usr/bin/containerd":                          "#!/bin/sh\n",
+		"usr/sbin/runc":                               "#!/bin/sh\n",
+		"var/lib/dpkg/status":                         "",
 	}
 	for p, c := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,8 +48,9 @@ func runAgent(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-// The port check binds real ports, which a test cannot promise are free.
-var offline = []string{"--skip", "dns-port,controller,time-skew", "--hostname", "node-1"}
+// The port checks (dns-port; previous-install, for 6443 and 10250) bind
+// real ports, which a test cannot promise are free.
+var offline = []string{"--skip", "dns-port,previous-install,controller,time-skew", "--hostname", "node-1"}
 
 func TestPrecheck(t *testing.T) {
 	t.Run("table, all pass", func(t *testing.T) {
@@ -48,7 +59,7 @@ func TestPrecheck(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 6 || !strings.HasPrefix(lines[0], "CHECK") || !strings.HasPrefix(lines[1], "os ") {
+		if len(lines) != 10 || !strings.HasPrefix(lines[0], "CHECK") || !strings.HasPrefix(lines[1], "os ") {
 			t.Errorf("table:\n%s", out)
 		}
 		if strings.Contains(out, "FAIL") || errOut != "" {
@@ -61,10 +72,10 @@ func TestPrecheck(t *testing.T) {
 		if code != exitError {
 			t.Fatalf("exit %d, want %d", code, exitError)
 		}
-		if !strings.Contains(out, "resolv-conf       FAIL") {
+		if !regexp.MustCompile(`(?m)^resolv-conf +FAIL `).MatchString(out) {
 			t.Errorf("failure not marked:\n%s", out)
 		}
-		if want := "1 of 5 checks failed: resolv-conf\n"; errOut != want {
+		if want := "1 of 9 checks failed: resolv-conf\n"; errOut != want {
 			t.Errorf("stderr %q, want %q", errOut, want)
 		}
 	})
@@ -78,7 +89,7 @@ func TestPrecheck(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &results); err != nil {
 			t.Fatalf("json: %v\n%s", err, out)
 		}
-		if len(results) != 5 || results[2].Name != "resolv-conf" || results[2].Result != "fail" {
+		if len(results) != 9 || results[2].Name != "resolv-conf" || results[2].Result != "fail" {
 			t.Errorf("results: %+v", results)
 		}
 	})

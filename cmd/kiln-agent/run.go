@@ -57,10 +57,11 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts := f.options(log)
 			st, err := state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
-				if st, err = agent.Join(cmd.Context(), f.options(log)); err != nil {
+				if st, err = agent.Join(cmd.Context(), opts); err != nil {
 					return err
 				}
 			case errors.Is(err, state.ErrNoState):
@@ -105,6 +106,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				PrivateRoot:       f.privateRoot,
 				BindAddress:       f.bind,
 				Logger:            log,
+				Now:               opts.Now,
 			})
 		},
 	}

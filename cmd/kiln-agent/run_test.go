@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -67,8 +68,9 @@ func TestRunAsLocalMachine(t *testing.T) {
 			na++
 		}
 	}
-	if na != 3 {
-		t.Errorf("%d checks not applicable, want 3 (os, dns-port, resolv-conf): %+v", na, n.Prechecks)
+	if na != 8 {
+		t.Errorf("%d checks not applicable, want 8 (os, dns-port, resolv-conf, swap, kernel-network, cgroup-driver, "+
+			"container-runtime, disk-space): %+v", na, n.Prechecks)
 	}
 }
 
@@ -167,4 +169,41 @@ func instruct(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node, id
 		return res != nil, nil
 	})
 	return res
+}
+
+// --clock-offset skews the agent's clock, which the time-skew precheck
+// compares with the controller's: the node registers PRECHECK_FAILED with
+// that check's message. The flag is a test hook, hidden from --help.
+func TestRunClockOffset(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "manual"})
+	startRun(t, e, c, "c-w-0", "--hostname", "c-w-0", "--private-root", "--bind-address", "127.0.0.9", "--clock-offset", "-90s")
+	var state, message string
+	var results []v1.PrecheckResult
+	waitfor.Cond(t, "the node's prechecks", 30*time.Second, func() (bool, error) {
+		n, err := e.Store.GetNode(context.Background(), c.Key, "c-w-0")
+		if err == nil {
+			state, message, results = n.State, n.Message, n.Prechecks
+		}
+		return len(results) > 0, err
+	})
+	if state != v1.NodePrecheckFailed || message != "prechecks failed: time-skew" {
+		t.Errorf("node %s %q, want PRECHECK_FAILED for time-skew", state, message)
+	}
+	i := slices.IndexFunc(results, func(r v1.PrecheckResult) bool { return r.Name == "time-skew" })
+	if i < 0 || results[i].Result != v1.PrecheckFail ||
+		!regexp.MustCompile(`differs from the controller's by 1m(29|30)[.0-9]*s, more than 2s`).MatchString(results[i].Message) {
+		t.Errorf("time-skew: %+v, want a failure of about 90s", results)
+	}
+
+	for _, cmd := range []string{"run", "join"} {
+		_, out, _ := runAgent(t, cmd, "--help")
+		if strings.Contains(out, "clock-offset") || !strings.Contains(out, "--private-root") {
+			t.Errorf("kiln-agent %s --help shows --clock-offset, or is not the help:\n%s", cmd, out)
+		}
+	}
+	code, _, errOut := runAgent(t, "run", "--data-dir", t.TempDir(), "--clock-offset", "soon")
+	if code != exitUsage || !strings.Contains(errOut, `invalid argument "soon" for "--clock-offset"`) {
+		t.Errorf("--clock-offset soon: exit %d, %q; want a usage error", code, errOut)
+	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net/http"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/facts"
@@ -14,7 +15,8 @@ import (
 type host struct {
 	root, hostname, bind string
 	private              bool
-	dataDir              string // the agent's own: its files are no previous installation
+	dataDir              string           // the agent's own: its files are no previous installation
+	now                  func() time.Time // the agent's clock: the time-skew check compares it
 }
 
 // prechecks runs the host prechecks against controller.
@@ -22,6 +24,7 @@ func (h host) prechecks(ctx context.Context, controller string, client *http.Cli
 	return precheck.Run(ctx, precheck.Config{
 		Host:       precheck.Host{Root: h.root, Hostname: h.hostname, PrivateRoot: h.private},
 		AgentDir:   h.dataDir,
+		Now:        h.now,
 		Controller: controller, HTTPClient: client})
 }
 

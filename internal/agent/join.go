@@ -55,7 +55,8 @@ type JoinOptions struct {
 	// Prechecks, when set, replaces precheck.Run (tests).
 	Prechecks func(ctx context.Context) []v1.PrecheckResult
 	Logger    *slog.Logger
-	Now       func() time.Time
+	// Now is the agent's clock, as in RunOptions; nil means time.Now.
+	Now func() time.Time
 }
 
 // Join registers this node and saves its identity in DataDir, and its
@@ -176,7 +177,8 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 }
 
 func (o JoinOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir}
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir,
+		now: o.Now}
 }
 
 func readCredentials(path string) (*v1.AgentCredentials, error) {

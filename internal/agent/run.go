@@ -45,7 +45,9 @@ type RunOptions struct {
 	// zero.
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
-	Now        func() time.Time
+	// Now is the agent's clock, for everything it times and stamps and
+	// for the time-skew precheck; nil means time.Now.
+	Now func() time.Time
 }
 
 // Run holds the node's session until ctx ends, reconnecting with backoff,
@@ -100,7 +102,8 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 func (o RunOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir}
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir,
+		now: o.Now}
 }
 
 type runner struct {

@@ -1,7 +1,8 @@
 // Package e2e brings up real Kubernetes clusters with the local provider:
 // kilnd, kiln-agent and kiln-kube as real processes on loopback, checked with
-// kubectl. It needs bin/kiln-kube (make kube); without it every test skips
-// and says so.
+// kubectl. It needs bin/kiln-kube (make kube); without it every test that
+// runs Kubernetes skips and says so. The tests of what comes before
+// Kubernetes (bare hosts' prechecks) run without it.
 package e2e
 
 import (
@@ -39,7 +40,6 @@ func TestMain(m *testing.M) {
 	}
 	if _, err := os.Stat(kubeBin); err != nil {
 		skipWhy = fmt.Sprintf("no kiln-kube at %s (run make kube, or set KILN_KUBE_BIN): real-Kubernetes tests SKIPPED", kubeBin)
-		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "kiln-e2e-")
 	if err != nil {
@@ -70,6 +70,13 @@ func start(t testing.TB, name string, args ...string) *env {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
+	return startWithoutKube(t, name, args...)
+}
+
+// startWithoutKube is start for a test that installs no Kubernetes with
+// kiln-kube: it runs whether or not kiln-kube is built.
+func startWithoutKube(t testing.TB, name string, args ...string) *env {
+	t.Helper()
 	data := t.TempDir()
 	// Machines outlive kilnd by design; a test's must not outlive the test.
 	// Registered first, so it runs after kilnd is killed.
@@ -82,8 +89,11 @@ func start(t testing.TB, name string, args ...string) *env {
 // startKilnd starts (or starts again) kilnd --dev on the env's data dir.
 func (e *env) startKilnd(name string, args ...string) {
 	e.t.Helper()
-	k := kilndtest.Start(e.t, filepath.Join(binDir, "kilnd"), name, nil,
-		append([]string{"--dev", "--data-dir", e.data, "--kube-binary", kubeBin}, args...)...)
+	flags := []string{"--dev", "--data-dir", e.data}
+	if skipWhy == "" {
+		flags = append(flags, "--kube-binary", kubeBin)
+	}
+	k := kilndtest.Start(e.t, filepath.Join(binDir, "kilnd"), name, nil, append(flags, args...)...)
 	e.k, e.c = k, k.Client(kilndtest.Token(e.t, e.data))
 	e.t.Cleanup(func() {
 		if e.t.Failed() {

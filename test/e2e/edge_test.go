@@ -213,6 +213,17 @@ func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
 // kiln runs the CLI logged in to this kilnd and returns its stdout.
 func (e *env) kiln(args ...string) string {
 	e.t.Helper()
+	stdout, stderr, err := e.kilnErr(args...)
+	if err != nil {
+		e.t.Fatalf("kiln %s: %v: %s", strings.Join(args, " "), err, stderr)
+	}
+	return stdout
+}
+
+// kilnErr runs the CLI logged in to this kilnd and returns its stdout and
+// stderr, and an error when it fails: for what is to be refused.
+func (e *env) kilnErr(args ...string) (stdout, stderr string, err error) {
+	e.t.Helper()
 	config := filepath.Join(e.data, "kiln-config")
 	env := append(os.Environ(), "XDG_CONFIG_HOME="+config)
 	if _, err := os.Stat(config); err != nil {
@@ -225,12 +236,10 @@ func (e *env) kiln(args ...string) string {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "kiln"), args...)
 	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		e.t.Fatalf("kiln %s: %v: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 // waitNodes waits until the cluster has n nodes that all satisfy ok and

@@ -38,6 +38,11 @@ const (
 	CheckResolvConf      = "resolv-conf"
 	CheckPreviousInstall = "previous-install"
 	CheckFirewall        = "firewall"
+	CheckSwap            = "swap"
+	CheckKernelNetwork   = "kernel-network"
+	CheckCgroupDriver    = "cgroup-driver"
+	CheckRuntime         = "container-runtime"
+	CheckDiskSpace       = "disk-space"
 	CheckController      = "controller"
 	CheckTimeSkew        = "time-skew"
 )
@@ -87,6 +92,16 @@ var privateRootNA = map[string]string{
 		"address; it runs no cluster DNS on the host's port 53",
 	CheckResolvConf: "not applicable: this node is a process with its own root directory, which holds no " +
 		"/etc/resolv.conf; no container and no cluster DNS on it copies one",
+	CheckSwap: "not applicable: this node is a process on a host it shares, whose kubelet is hollow: it runs " +
+		"no containers, so swap on the host does not matter to it",
+	CheckKernelNetwork: "not applicable: this node is a process on a host it shares, with no pod network: no " +
+		"bridged or forwarded pod traffic goes through this host's kernel for it",
+	CheckCgroupDriver: "not applicable: this node is a process on a host it shares, whose kubelet runs no " +
+		"containers and so makes no cgroups",
+	CheckRuntime: "not applicable: this node is a process on a host it shares, whose kubelet runs no containers: " +
+		"it needs no container runtime",
+	CheckDiskSpace: "not applicable: this node is a process whose files are in its own directory among other " +
+		"nodes' on a host it shares, and it stores no images; the host's free space is kilnd's to watch",
 }
 
 // Config is what Run checks and against what. The zero Config checks this
@@ -116,10 +131,19 @@ type Config struct {
 	// StateDirs are the directories (under Root) whose content means a
 	// previous installation; nil means DefaultStateDirs.
 	StateDirs []string
+	// DiskMin and DiskRecommended are the free space on /var/lib (under
+	// Root) below which disk-space fails and warns; 0 means DefaultDiskMin
+	// and DefaultDiskRecommended. A recommendation below the minimum is
+	// the minimum.
+	DiskMin, DiskRecommended uint64
 	// Timeout bounds each check; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Skip names checks not to run; they are left out of the results.
 	Skip []string
+
+	// canWrite says whether this process may write a file, or why not; nil
+	// means writable (access(2)). Tests replace it.
+	canWrite func(path string) error
 }
 
 // check is one host check. It returns a result without its name.
@@ -136,6 +160,11 @@ var checks = []check{
 	{CheckResolvConf, checkResolvConf},
 	{CheckPreviousInstall, checkPreviousInstall},
 	{CheckFirewall, checkFirewall},
+	{CheckSwap, checkSwap},
+	{CheckKernelNetwork, checkKernelNetwork},
+	{CheckCgroupDriver, checkCgroupDriver},
+	{CheckRuntime, checkContainerRuntime},
+	{CheckDiskSpace, checkDiskSpace},
 	{CheckController, checkController},
 	{CheckTimeSkew, checkTimeSkew},
 }
@@ -184,6 +213,16 @@ func newEnv(cfg Config) *env {
 	}
 	if e.Timeout <= 0 {
 		e.Timeout = DefaultTimeout
+	}
+	if e.DiskMin == 0 {
+		e.DiskMin = DefaultDiskMin
+	}
+	if e.DiskRecommended == 0 {
+		e.DiskRecommended = DefaultDiskRecommended
+	}
+	e.DiskRecommended = max(e.DiskRecommended, e.DiskMin)
+	if e.canWrite == nil {
+		e.canWrite = writable
 	}
 	return e
 }

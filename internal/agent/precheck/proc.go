@@ -57,6 +57,10 @@ func commName(program string) string {
 	return program
 }
 
+// kubePorts are the ports of a running Kubernetes installation: the API
+// server's and the kubelet's.
+var kubePorts = []int{6443, 10250}
+
 // kubeProcesses are components of a running Kubernetes installation.
 var kubeProcesses = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "etcd"}
 
@@ -79,6 +83,19 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 			return warn("cannot list processes (%v): check by hand that no kubelet, kube-apiserver or etcd is running", err)
 		}
 	}
+	var listening []string
+	if !e.Host.PrivateRoot { // otherwise the host's ports are other nodes' too
+		for _, port := range kubePorts {
+			holders, err := e.Host.Ports.Holders(ctx, "tcp", port)
+			if err != nil {
+				unreadable = append(unreadable, fmt.Sprintf("port %d/tcp (%v)", port, err))
+				continue
+			}
+			if len(holders) > 0 {
+				listening = append(listening, fmt.Sprintf("%d/tcp by %s", port, describeHolders(holders)))
+			}
+		}
+	}
 	var running, runtime []string
 	for _, p := range procs {
 		switch {
@@ -89,13 +106,16 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 		}
 	}
 	switch {
-	case len(found) > 0 || len(running) > 0:
+	case len(found) > 0 || len(running) > 0 || len(listening) > 0:
 		var what []string
 		if len(found) > 0 {
 			what = append(what, "files "+strings.Join(found, ", "))
 		}
 		if len(running) > 0 {
 			what = append(what, "running "+strings.Join(running, ", "))
+		}
+		if len(listening) > 0 {
+			what = append(what, "listening on "+strings.Join(listening, ", "))
 		}
 		return fail("a previous Kubernetes installation is on this host (%s): reset it (`kubeadm reset`, or stop "+
 			"those processes and remove %s) or use a fresh machine", strings.Join(what, "; "), strings.Join(e.StateDirs, ", "))
@@ -104,7 +124,8 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 			strings.Join(unreadable, ", "))
 	case len(runtime) > 0:
 		if image, ok := nodeImage(e); ok {
-			return pass("no previous installation: %s are empty or absent and no Kubernetes process runs; %s is "+
+			return pass("no previous installation: %s are empty or absent, no Kubernetes process runs and ports "+
+				"6443 and 10250 are free; %s is "+
 				"the node image's own (%s), not a previous installation", strings.Join(e.StateDirs, ", "),
 				strings.Join(runtime, ", "), image)
 		}
@@ -115,7 +136,8 @@ func checkPreviousInstall(ctx context.Context, e *env) v1.PrecheckResult {
 		return pass("no previous installation under this node's root %s: %s are empty or absent (processes are not "+
 			"checked: this host's are other nodes' too)", e.root, strings.Join(e.StateDirs, ", "))
 	}
-	return pass("no previous installation: %s are empty or absent and no Kubernetes process runs", strings.Join(e.StateDirs, ", "))
+	return pass("no previous installation: %s are empty or absent, no Kubernetes process runs and ports 6443 and "+
+		"10250 are free", strings.Join(e.StateDirs, ", "))
 }
 
 // nodeImage reports whether the host is a node of Kiln's node image (its marker file,

@@ -1,6 +1,9 @@
 package precheck
 
 import (
+	"context"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -43,24 +46,70 @@ func TestPreviousInstall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := runOne(t, Config{Host: Host{Root: tree(t, tt.files)}}, CheckPreviousInstall)
+			got := runOne(t, Config{Host: Host{Root: tree(t, tt.files), Ports: emptyPorts{}}}, CheckPreviousInstall)
 			expect(t, got, tt.result, tt.want...)
 		})
 	}
 
 	// The agent can name its own state dirs.
 	root := tree(t, map[string]string{"data/identity.json": "{}", "proc/": ""})
-	got := runOne(t, Config{Host: Host{Root: root}, StateDirs: []string{"/data"}}, CheckPreviousInstall)
+	got := runOne(t, Config{Host: Host{Root: root, Ports: emptyPorts{}}, StateDirs: []string{"/data"}}, CheckPreviousInstall)
 	expect(t, got, Fail, "/data/identity.json")
 
 	// The agent's own data dir (a docker node's is /var/lib/kiln-agent) is its
 	// identity, not a previous installation; anything else still is.
 	root = tree(t, map[string]string{"var/lib/kiln-agent/state.json": "{}", "var/lib/kiln-agent/tls/node.crt": "x", "proc/": ""})
-	got = runOne(t, Config{Host: Host{Root: root}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
+	got = runOne(t, Config{Host: Host{Root: root, Ports: emptyPorts{}}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
 	expect(t, got, Pass, "no previous installation")
 	root = tree(t, map[string]string{"var/lib/kiln-agent/state.json": "{}", "var/lib/kubelet/config.yaml": "x", "proc/": ""})
-	got = runOne(t, Config{Host: Host{Root: root}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
+	got = runOne(t, Config{Host: Host{Root: root, Ports: emptyPorts{}}, AgentDir: root + "/var/lib/kiln-agent"}, CheckPreviousInstall)
 	expect(t, got, Fail, "/var/lib/kubelet/config.yaml")
+}
+
+// A Kubernetes installation is also its listening ports: the API server's
+// 6443 and the kubelet's 10250, on any address, with the processes'
+// state dirs elsewhere (another root) and their names unlike a kubelet's.
+func TestPreviousInstallPorts(t *testing.T) {
+	root := tree(t, map[string]string{"proc/1/comm": "systemd\n"})
+	tests := []struct {
+		name   string
+		ports  PortProber
+		result string
+		want   []string
+	}{
+		{"free", heldPorts{}, Pass, []string{"ports 6443 and 10250 are free"}},
+		{"apiserver", heldPorts{6443: {{Addr: netip.MustParseAddr("0.0.0.0"), PID: 812, Process: "hyperkube"}}}, Fail,
+			[]string{"listening on 6443/tcp by process hyperkube (pid 812) on 0.0.0.0", "kubeadm reset"}},
+		{"kubelet on loopback, owner unknown", heldPorts{10250: {{Addr: netip.MustParseAddr("127.0.0.1")}}}, Fail,
+			[]string{"10250/tcp by a process this user may not inspect"}},
+		{"cannot probe", heldPorts{6443: nil}, Warn, []string{"port 6443/tcp", "cannot look into"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runOne(t, Config{Host: Host{Root: root, Ports: tt.ports}}, CheckPreviousInstall)
+			expect(t, got, tt.result, tt.want...)
+		})
+	}
+	// A node with a private root shares the host's ports with other nodes:
+	// they are not looked at.
+	got := runOne(t, Config{Host: Host{Root: root, Proc: root + "/proc", PrivateRoot: true,
+		Ports: heldPorts{6443: {{PID: 1, Process: "kube-apiserver"}}}}}, CheckPreviousInstall)
+	expect(t, got, Pass, "under this node's root")
+}
+
+// heldPorts holds the ports it names, by the holders given; a port named
+// with no holders cannot be probed.
+type heldPorts map[int][]Holder
+
+func (h heldPorts) Holders(_ context.Context, network string, port int) ([]Holder, error) {
+	holders, ok := h[port]
+	switch {
+	case !ok || network != "tcp":
+		return nil, nil
+	case len(holders) == 0:
+		return nil, fmt.Errorf("%w %d/%s: permission denied", ErrCannotProbe, port, network)
+	}
+	return holders, nil
 }
 
 func TestFirewall(t *testing.T) {
