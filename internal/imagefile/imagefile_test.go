@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,5 +175,46 @@ func TestOCIArchiveScript(t *testing.T) {
 	}
 	if f.Name != "kiln.dev/hello:1" || len(layers) != 1 || strings.Join(cf.Config.Entrypoint, " ") != "/hello --flag" {
 		t.Errorf("name %q, %d layers, entrypoint %q", f.Name, len(layers), cf.Config.Entrypoint)
+	}
+}
+
+// OpenNames reads an image recorded under several names (the kube image:
+// kiln.dev/kube-apiserver:VERSION, kiln.dev/etcd:VERSION, ...) with every
+// name, from each form; several images still need a name.
+func TestOpenNamesReadsEveryNameOfOneImage(t *testing.T) {
+	dir := t.TempDir()
+	img := ocitest.Random(t, 256)
+	names := []string{"kiln.dev/kube-apiserver:v1.36.3", "kiln.dev/etcd:v1.36.3", "kiln.dev/kube:v1.36.3"}
+	var named []ocitest.Named
+	for _, n := range names {
+		named = append(named, ocitest.Named{Name: n, Image: img})
+	}
+	archive := filepath.Join(dir, "oci.tar")
+	ocitest.WriteOCIArchive(t, archive, named...)
+	lay := filepath.Join(dir, "layout")
+	ocitest.WriteLayout(t, lay, named...)
+	save := filepath.Join(dir, "save.tar")
+	ocitest.WriteDockerArchive(t, save, named...)
+
+	for _, path := range []string{archive, lay, save} {
+		f, err := OpenNames(path)
+		if err != nil {
+			t.Fatalf("OpenNames(%s): %v", filepath.Base(path), err)
+		}
+		got := slices.Sorted(slices.Values(f.Names))
+		if want := slices.Sorted(slices.Values(names)); !slices.Equal(got, want) || f.Name != f.Names[0] || f.Image == nil {
+			t.Errorf("OpenNames(%s): name %q, names %q; want %q", filepath.Base(path), f.Name, f.Names, want)
+		}
+		f.Close()
+		// Open, which names one image, still asks which name.
+		if _, err := Open(path, ""); !errors.Is(err, ErrNameNeeded) {
+			t.Errorf("Open(%s) without a name: %v, want ErrNameNeeded", filepath.Base(path), err)
+		}
+	}
+
+	two := filepath.Join(dir, "two.tar")
+	ocitest.WriteOCIArchive(t, two, ocitest.Named{Name: "a:1", Image: ocitest.Random(t, 64)}, ocitest.Named{Name: "b:1", Image: ocitest.Random(t, 64)})
+	if _, err := OpenNames(two); !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
+		t.Errorf("OpenNames of two images: %v, want ErrNameNeeded", err)
 	}
 }
