@@ -25,6 +25,9 @@ grep -Eq "^\s*k8s.io/kubernetes $version\$" "$modfile" ||
 vpkg=k8s.io/component-base/version
 ldflags="-s -w -X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
 export GOFLAGS=-mod=mod
+# Static, as upstream builds its server binaries: the kube image (scripts/system-images.sh) holds
+# kiln-kube and nothing else (no libc), and a host of any distribution runs it as it is.
+export CGO_ENABLED=0
 # The patched copy lives beside Go's build cache, not in the clone: Go's cache keys a package by its
 # directory, so every clone and worktree of the project shares one copy and its compiled packages.
 # One build of a version at a time uses it (flock).
