@@ -61,29 +61,29 @@ up_to_date() {
 # OUT_DIR/kube-VERSION.tar, unless the hash of the program and the scripts is the one it was
 # packed from.
 kube() {
-	local prog=$1 version name inputs t names=() r
+	local prog=$1 version name inputs t refs=() r
 	version=$("$prog" version) || { echo "system-images: $prog version failed: is it kiln-kube (make kube)?" >&2; exit 1; }
 	if file -L "$prog" 2>/dev/null | grep -q "dynamically linked"; then
 		echo "system-images: $prog is dynamically linked: the kube image holds no libc (scripts/kube-build.sh builds it static; make kube)" >&2
 		exit 1
 	fi
 	name=kube-$version
-	for r in $(ref KubeImageRepositories); do names+=("$(ref Registry)/$r:$version"); done
+	for r in $(ref KubeImageRepositories); do refs+=("$(ref Registry)/$r:$version"); done
 	inputs=$({
-		echo "${names[@]}"
+		echo "${refs[@]}"
 		sha256sum "$prog" | cut -d' ' -f1
 		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
 	} | sha256sum | cut -c1-16)
-	if up_to_date "$name" "${names[*]}" "$inputs"; then
+	if up_to_date "$name" "${refs[*]}" "$inputs"; then
 		return
 	fi
-	echo "system-images: packing $prog ($(du -h "$prog" | cut -f1)) into $out/$name.tar as ${names[*]}"
+	echo "system-images: packing $prog ($(du -h "$prog" | cut -f1)) into $out/$name.tar as ${refs[*]}"
 	t=$SECONDS
 	cp "$prog" "$work/kiln-kube"
 	local args=(-d /usr/local/bin -z)
 	for r in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl etcd; do args+=(-l "$r"); done
-	for r in "${names[@]:1}"; do args+=(-n "$r"); done
-	nice "$repo/scripts/oci-archive.sh" "${args[@]}" "$work/$name.tar" "${names[0]}" "$work/kiln-kube"
+	for r in "${refs[@]:1}"; do args+=(-n "$r"); done
+	nice "$repo/scripts/oci-archive.sh" "${args[@]}" "$work/$name.tar" "${refs[0]}" "$work/kiln-kube"
 	rm "$work/kiln-kube"
 	mv "$work/$name.tar" "$out/$name.tar"
 	echo "$inputs" >"$out/.$name.inputs"
