@@ -25,6 +25,9 @@ grep -Eq "^\s*k8s.io/kubernetes $version\$" "$modfile" ||
 vpkg=k8s.io/component-base/version
 ldflags="-s -w -X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
 export GOFLAGS=-mod=mod
+# Static, as upstream builds its server binaries: the kube image (scripts/system-images.sh) holds
+# kiln-kube and nothing else (no libc), and a host of any distribution runs it as it is.
+export CGO_ENABLED=0
 # The patched copy lives beside Go's build cache, not in the clone: Go's cache keys a package by its
 # directory, so every clone and worktree of the project shares one copy and its compiled packages.
 # One build of a version at a time uses it (flock).
@@ -74,20 +77,21 @@ patch_componentstatus() {
 
 # The stages: a name, then the packages it compiles (the main package's imports, by component).
 stages=(
-	"etcd|go.etcd.io/etcd/server/v3/embed go.etcd.io/etcd/client/v3"
+	"etcd|go.etcd.io/etcd/server/v3/embed go.etcd.io/etcd/server/v3/etcdmain go.etcd.io/etcd/client/v3"
 	"kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	"kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"kubelet (real and hollow)|k8s.io/kubernetes/cmd/kubelet/app k8s.io/kubernetes/pkg/kubemark"
 	"kube-proxy|k8s.io/kubernetes/cmd/kube-proxy/app"
 	"kubectl|k8s.io/kubectl/pkg/cmd"
+	"kubeadm|k8s.io/kubernetes/cmd/kubeadm/app"
 )
 total=$((${#stages[@]} + 3))
 
 cores=$(nproc 2>/dev/null || echo 2)
 cat <<EOF
 kiln-kube $version: building the Kubernetes components of Kiln's nodes (etcd, kube-apiserver,
-  controller-manager, scheduler, kubelet, kube-proxy, hollow kubelet, kubectl) from k8s.io/kubernetes
+  controller-manager, scheduler, kubelet, kube-proxy, hollow kubelet, kubectl, kubeadm) from k8s.io/kubernetes
   $version into $(basename "$out").
   With nothing cached this takes about 8 minutes on an idle 2-core machine (13 CPU-minutes; 11-17 minutes
   were measured while other builds ran), downloads ~750 MB of modules once, and needs 2.5 GB of free memory

@@ -2,25 +2,38 @@
 # Builds the system images every real cluster pulls from kilnd's registry, from source, with no
 # registry pull (make system-images runs it; docs/system-images.md):
 #
-#   scripts/system-images.sh OUT_DIR
+#   scripts/system-images.sh OUT_DIR [KILN_KUBE...]
 #
-#   OUT_DIR/coredns.tar  CoreDNS (images/coredns, its own Go module) as internal/sysimages.CoreDNSImage
-#   OUT_DIR/demo.tar     the demo application (images/demo) as internal/sysimages.DemoImage
+#   OUT_DIR/coredns.tar       CoreDNS (images/coredns, its own Go module) as internal/sysimages.CoreDNSImage
+#   OUT_DIR/demo.tar          the demo application (images/demo) as internal/sysimages.DemoImage
+#   OUT_DIR/pause.tar         the pods' sandbox (images/pause) as internal/sysimages.PauseImage
+#   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
+#                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
-# Each is one static program (CGO_ENABLED=0, -trimpath, -s -w) packed by scripts/oci-archive.sh as
-# an OCI archive; kilnd seeds every archive of its --system-images directory (bin/images beside
-# bin/kilnd) into its registry at start. The image names are read from internal/sysimages, the
-# one place the controller and the tests take them from too.
+# Each of the first three is one static program (CGO_ENABLED=0, -trimpath, -s -w) packed by
+# scripts/oci-archive.sh as an OCI archive; kilnd seeds every archive of its --system-images
+# directory (bin/images beside bin/kilnd) into its registry at start. The image names are read
+# from internal/sysimages, the one place the controller and the tests take them from too.
+#
+# The kube image holds /usr/local/bin/kiln-kube (static) and links to it named as the upstream
+# binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet,
+# kubeadm, kubectl, etcd: kiln-kube runs the component its program name says), PATH
+# /usr/local/bin; one manifest named kiln.dev/REPO:VERSION for each of
+# sysimages.KubeImageRepositories (kube-apiserver, kube-controller-manager, kube-scheduler,
+# etcd, kube). Its layer is gzipped: ~200 MB of program become ~60 MB, in seconds.
 #
 # Cached: OUT_DIR/.NAME.inputs holds the hash of what NAME.tar was built from (its sources,
-# go.mod and go.sum, the Go version, the name, this script and oci-archive.sh); when it matches,
-# nothing is built. The first build of CoreDNS is long: it compiles CoreDNS and client-go, ~800
-# packages. Measured on this machine's 2 cores, shared with a Kubernetes build (load average 8):
-# 11 min wall, 6.5 min of CPU; nothing changed: well under a second. The demo builds in seconds.
+# go.mod and go.sum, the Go version, the name, this script and oci-archive.sh; for the kube
+# image, the program); when it matches, nothing is built. The first build of CoreDNS is long: it
+# compiles CoreDNS and client-go, ~800 packages. Measured on this machine's 2 cores, shared with
+# a Kubernetes build (load average 8): 11 min wall, 6.5 min of CPU; nothing changed: well under a
+# second. The demo and pause build in seconds.
 set -euo pipefail
 
-[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 OUT_DIR [KILN_KUBE...]" >&2; exit 2; }
 out=$1
+shift
+kubes=("$@")
 repo=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
 names=$repo/internal/sysimages/sysimages.go
@@ -33,6 +46,50 @@ ref() {
 	echo "$r"
 }
 
+# up_to_date NAME REF INPUTS: OUT_DIR/NAME.tar was built from INPUTS (and says so).
+up_to_date() {
+	local have
+	have=$(cat "$out/.$1.inputs" 2>/dev/null || true)
+	if [ -f "$out/$1.tar" ] && [ "$have" = "$3" ]; then
+		echo "system-images: $out/$1.tar ($2) is up to date (inputs $3)"
+		return 0
+	fi
+	return 1
+}
+
+# kube PROGRAM: packs kiln-kube PROGRAM as the kube image of its Kubernetes version into
+# OUT_DIR/kube-VERSION.tar, unless the hash of the program and the scripts is the one it was
+# packed from.
+kube() {
+	local prog=$1 version name inputs t refs=() r
+	version=$("$prog" version) || { echo "system-images: $prog version failed: is it kiln-kube (make kube)?" >&2; exit 1; }
+	if file -L "$prog" 2>/dev/null | grep -q "dynamically linked"; then
+		echo "system-images: $prog is dynamically linked: the kube image holds no libc (scripts/kube-build.sh builds it static; make kube)" >&2
+		exit 1
+	fi
+	name=kube-$version
+	for r in $(ref KubeImageRepositories); do refs+=("$(ref Registry)/$r:$version"); done
+	inputs=$({
+		echo "${refs[@]}"
+		sha256sum "$prog" | cut -d' ' -f1
+		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16)
+	if up_to_date "$name" "${refs[*]}" "$inputs"; then
+		return
+	fi
+	echo "system-images: packing $prog ($(du -h "$prog" | cut -f1)) into $out/$name.tar as ${refs[*]}"
+	t=$SECONDS
+	cp "$prog" "$work/kiln-kube"
+	local args=(-d /usr/local/bin -z)
+	for r in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl etcd; do args+=(-l "$r"); done
+	for r in "${refs[@]:1}"; do args+=(-n "$r"); done
+	nice "$repo/scripts/oci-archive.sh" "${args[@]}" "$work/$name.tar" "${refs[0]}" "$work/kiln-kube"
+	rm "$work/kiln-kube"
+	mv "$work/$name.tar" "$out/$name.tar"
+	echo "$inputs" >"$out/.$name.inputs"
+	echo "system-images: packed the kube image $version in $((SECONDS - t))s ($(du -h "$out/$name.tar" | cut -f1))"
+}
+
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -43,15 +100,13 @@ trap 'rm -rf "$work"' EXIT
 build() {
 	local name=$1 ref=$2 dir=$3 pkg=$4
 	shift 4
-	local inputs have t
+	local inputs t
 	inputs=$({
 		echo "$ref"
 		"$GO" env GOVERSION GOARCH
 		(cd "$repo" && sha256sum "$@" scripts/system-images.sh scripts/oci-archive.sh)
 	} | sha256sum | cut -c1-16)
-	have=$(cat "$out/.$name.inputs" 2>/dev/null || true)
-	if [ -f "$out/$name.tar" ] && [ "$have" = "$inputs" ]; then
-		echo "system-images: $out/$name.tar ($ref) is up to date (inputs $inputs)"
+	if up_to_date "$name" "$ref" "$inputs"; then
 		return
 	fi
 	echo "system-images: building $ref into $out/$name.tar"
@@ -71,3 +126,8 @@ fi
 build coredns "$(ref CoreDNSImage)" images/coredns . $coredns_files
 # The demo imports only the standard library: its source and go.mod are all it is built from.
 build demo "$(ref DemoImage)" . ./images/demo images/demo/main.go go.mod
+# The pause program imports only the standard library too.
+build pause "$(ref PauseImage)" . ./images/pause images/pause/main.go go.mod
+for k in ${kubes[@]+"${kubes[@]}"}; do
+	kube "$k"
+done

@@ -17,7 +17,7 @@ const DefaultSystemImages = "images"
 
 // seedSystemImages puts every archive (*.tar) of the system images
 // directory into the registry's kiln.system namespace (registry.Seed),
-// logging one line per image: seeded, or already there. The default
+// logging one line per name of each image: seeded, or already there. The default
 // directory may be missing (nothing is seeded; said at info); one named by
 // --system-images must exist. An archive that cannot be seeded stops the
 // start: clusters would miss the image later, with less to go on.
@@ -39,15 +39,17 @@ func (d *Daemon) seedSystemImages(ctx context.Context) error {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		s, err := d.registry.Seed(ctx, path)
+		all, err := d.registry.Seed(ctx, path)
 		if err != nil {
 			return fmt.Errorf("seed the system image %s: %w", path, err)
 		}
-		result := "seeded"
-		if !s.Pushed {
-			result = "already there"
+		for _, s := range all {
+			result := "seeded"
+			if !s.Pushed {
+				result = "already there"
+			}
+			d.log.Info("system image "+result, "image", s.Ref, "stored", s.Repository+":"+s.Tag, "digest", s.Digest, "file", path)
 		}
-		d.log.Info("system image "+result, "image", s.Ref, "stored", s.Repository+":"+s.Tag, "digest", s.Digest, "file", path)
 		seeded++
 	}
 	if seeded == 0 {

@@ -41,7 +41,10 @@ type File struct {
 	// the image (a docker save archive's RepoTags, an OCI layout's
 	// io.containerd.image.name or org.opencontainers.image.ref.name
 	// annotation).
-	Name  string
+	Name string
+	// Names are every name the file records for the image, Name first,
+	// when it was read by OpenNames; [Name] when it was read by Open.
+	Names []string
 	Image ggcr.Image      // set unless Index is
 	Index ggcr.ImageIndex // a multi-platform index, pushed whole
 	// What is what the file is, for messages: "docker save archive
@@ -71,12 +74,28 @@ func (f *File) Digest() (ggcr.Hash, error) {
 // is the NAME:TAG asked for: it chooses among several images and names the
 // one read. Close the File when done.
 func Open(path, want string) (*File, error) {
+	return open(path, want, false)
+}
+
+// OpenNames reads the one image of the file or directory at path under
+// every name the file records for it (File.Names): an OCI layout or archive
+// whose index has an entry per name, each of the same manifest (what
+// `ctr images export` writes for an image of several names, and
+// scripts/oci-archive.sh -n), or a docker save archive whose one image has
+// several RepoTags. A file of several images, or of an image with no name,
+// is ErrNameNeeded. Close the File when done.
+func OpenNames(path string) (*File, error) {
+	return open(path, "", true)
+}
+
+// open is Open, or OpenNames when every name is wanted (want is then "").
+func open(path, want string, every bool) (*File, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the image: %w", err)
 	}
 	if fi.IsDir() {
-		return openLayout(path, path, want, "OCI layout "+path)
+		return openLayout(path, path, want, every, "OCI layout "+path)
 	}
 	entries, err := tarEntries(path)
 	if err != nil {
@@ -84,9 +103,9 @@ func Open(path, want string) (*File, error) {
 	}
 	switch {
 	case entries["manifest.json"]:
-		return openArchive(path, want)
+		return openArchive(path, want, every)
 	case entries["index.json"] && entries["oci-layout"]:
-		return openOCIArchive(path, want)
+		return openOCIArchive(path, want, every)
 	}
 	return nil, fmt.Errorf("%s is a tar with neither manifest.json (a docker save archive) nor oci-layout and index.json (an OCI archive)", path)
 }
@@ -117,7 +136,7 @@ func tarEntries(path string) (map[string]bool, error) {
 }
 
 // openArchive reads a docker save archive.
-func openArchive(path, want string) (*File, error) {
+func openArchive(path, want string, every bool) (*File, error) {
 	opener := func() (io.ReadCloser, error) { return os.Open(path) }
 	m, err := tarball.LoadManifest(opener)
 	if err != nil {
@@ -130,7 +149,7 @@ func openArchive(path, want string) (*File, error) {
 	var chosen *name.Tag
 	f := &File{Name: want, What: "docker save archive " + path}
 	switch {
-	case want == "" && len(m) == 1 && len(m[0].RepoTags) == 1:
+	case want == "" && len(m) == 1 && (len(m[0].RepoTags) == 1 || every && len(m[0].RepoTags) > 1):
 		f.Name = m[0].RepoTags[0]
 	case want == "" && len(m) == 1:
 		return nil, fmt.Errorf("%s records %d names (%s): %w", path, len(tags), strings.Join(orNone(tags), ", "), ErrNameNeeded)
@@ -148,6 +167,10 @@ func openArchive(path, want string) (*File, error) {
 		return nil, fmt.Errorf("read %s: %w (it holds %s)", path, err, strings.Join(orNone(tags), ", "))
 	}
 	f.Image = img
+	f.Names = []string{f.Name}
+	if every {
+		f.Names = m[0].RepoTags
+	}
 	return f, nil
 }
 
@@ -160,7 +183,7 @@ func orNone(s []string) []string {
 
 // openOCIArchive unpacks an OCI archive into a temporary directory and
 // reads the layout there.
-func openOCIArchive(path, want string) (*File, error) {
+func openOCIArchive(path, want string, every bool) (*File, error) {
 	tmp, err := os.MkdirTemp("", "kiln-oci-")
 	if err != nil {
 		return nil, err
@@ -169,7 +192,7 @@ func openOCIArchive(path, want string) (*File, error) {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("unpack the OCI archive %s: %w", path, err)
 	}
-	f, err := openLayout(tmp, path, want, "OCI archive "+path)
+	f, err := openLayout(tmp, path, want, every, "OCI archive "+path)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -238,7 +261,7 @@ const (
 
 // openLayout reads the OCI image layout in dir; shown is its name in
 // messages (the archive it was unpacked from).
-func openLayout(dir, shown, want, what string) (*File, error) {
+func openLayout(dir, shown, want string, every bool, what string) (*File, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not an OCI image layout (no oci-layout and index.json): %w", shown, err)
@@ -265,8 +288,10 @@ func openLayout(dir, shown, want, what string) (*File, error) {
 	switch {
 	case len(im.Manifests) == 0:
 		return nil, fmt.Errorf("the OCI layout %s holds no image", shown)
-	case len(im.Manifests) == 1:
+	case len(im.Manifests) == 1 || every && oneManifest(im.Manifests):
 		desc = &im.Manifests[0]
+	case want == "" && oneManifest(im.Manifests):
+		return nil, fmt.Errorf("the OCI layout %s records %d names of its image (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "), ErrNameNeeded)
 	case want == "":
 		return nil, fmt.Errorf("the OCI layout %s holds %d images (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "), ErrNameNeeded)
 	default:
@@ -285,7 +310,16 @@ func openLayout(dir, shown, want, what string) (*File, error) {
 	f := &File{Name: want, What: what}
 	if f.Name == "" {
 		f.Name = named(*desc)
-		if f.Name == "" || !strings.ContainsAny(f.Name, ":/") {
+	}
+	f.Names = []string{f.Name}
+	if every {
+		f.Names = nil
+		for _, d := range im.Manifests {
+			f.Names = append(f.Names, named(d))
+		}
+	}
+	for _, n := range f.Names {
+		if n == "" || !strings.ContainsAny(n, ":/") {
 			return nil, fmt.Errorf("the OCI layout %s does not record the image's name: %w", shown, ErrNameNeeded)
 		}
 	}
@@ -298,4 +332,15 @@ func openLayout(dir, shown, want, what string) (*File, error) {
 		return nil, fmt.Errorf("read the OCI layout %s: %w", shown, err)
 	}
 	return f, nil
+}
+
+// oneManifest says every entry of an index is the same manifest (an image
+// of several names).
+func oneManifest(ds []ggcr.Descriptor) bool {
+	for _, d := range ds[1:] {
+		if d.Digest != ds[0].Digest {
+			return false
+		}
+	}
+	return true
 }

@@ -3,10 +3,13 @@ package imagefile
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,5 +177,108 @@ func TestOCIArchiveScript(t *testing.T) {
 	}
 	if f.Name != "kiln.dev/hello:1" || len(layers) != 1 || strings.Join(cf.Config.Entrypoint, " ") != "/hello --flag" {
 		t.Errorf("name %q, %d layers, entrypoint %q", f.Name, len(layers), cf.Config.Entrypoint)
+	}
+}
+
+// OpenNames reads an image recorded under several names (the kube image:
+// kiln.dev/kube-apiserver:VERSION, kiln.dev/etcd:VERSION, ...) with every
+// name, from each form; several images still need a name.
+func TestOpenNamesReadsEveryNameOfOneImage(t *testing.T) {
+	dir := t.TempDir()
+	img := ocitest.Random(t, 256)
+	names := []string{"kiln.dev/kube-apiserver:v1.36.3", "kiln.dev/etcd:v1.36.3", "kiln.dev/kube:v1.36.3"}
+	var named []ocitest.Named
+	for _, n := range names {
+		named = append(named, ocitest.Named{Name: n, Image: img})
+	}
+	archive := filepath.Join(dir, "oci.tar")
+	ocitest.WriteOCIArchive(t, archive, named...)
+	lay := filepath.Join(dir, "layout")
+	ocitest.WriteLayout(t, lay, named...)
+	save := filepath.Join(dir, "save.tar")
+	ocitest.WriteDockerArchive(t, save, named...)
+
+	for _, path := range []string{archive, lay, save} {
+		f, err := OpenNames(path)
+		if err != nil {
+			t.Fatalf("OpenNames(%s): %v", filepath.Base(path), err)
+		}
+		got := slices.Sorted(slices.Values(f.Names))
+		if want := slices.Sorted(slices.Values(names)); !slices.Equal(got, want) || f.Name != f.Names[0] || f.Image == nil {
+			t.Errorf("OpenNames(%s): name %q, names %q; want %q", filepath.Base(path), f.Name, f.Names, want)
+		}
+		f.Close()
+		// Open, which names one image, still asks which name.
+		if _, err := Open(path, ""); !errors.Is(err, ErrNameNeeded) {
+			t.Errorf("Open(%s) without a name: %v, want ErrNameNeeded", filepath.Base(path), err)
+		}
+	}
+
+	two := filepath.Join(dir, "two.tar")
+	ocitest.WriteOCIArchive(t, two, ocitest.Named{Name: "a:1", Image: ocitest.Random(t, 64)}, ocitest.Named{Name: "b:1", Image: ocitest.Random(t, 64)})
+	if _, err := OpenNames(two); !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
+		t.Errorf("OpenNames of two images: %v, want ErrNameNeeded", err)
+	}
+}
+
+// scripts/oci-archive.sh -d -l -n -z (the kube image's form): the program
+// under DIR with links to it, a gzipped layer, one manifest under every
+// name, which OpenNames reads.
+func TestOCIArchiveScriptNamesLinksAndGzip(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skipf("no bash to run scripts/oci-archive.sh: %v: SKIPPED", err)
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "kiln-kube")
+	os.WriteFile(prog, []byte("#!/bin/sh\necho kube\n"), 0o755)
+	out := filepath.Join(dir, "kube.tar")
+	cmd := exec.CommandContext(t.Context(), bash, "../../scripts/oci-archive.sh", "-d", "/usr/local/bin", "-l", "kube-apiserver", "-l", "etcd",
+		"-n", "kiln.dev/kube-apiserver:v1", "-n", "kiln.dev/etcd:v1", "-z", out, "kiln.dev/kube:v1", prog)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oci-archive.sh: %v\n%s", err, b)
+	}
+	f, err := OpenNames(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if want := []string{"kiln.dev/kube:v1", "kiln.dev/kube-apiserver:v1", "kiln.dev/etcd:v1"}; !slices.Equal(f.Names, want) {
+		t.Errorf("names %q, want %q", f.Names, want)
+	}
+	cf, err := f.Image.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cf.Config.Entrypoint, " ") != "/usr/local/bin/kiln-kube" || !slices.Equal(cf.Config.Env, []string{"PATH=/usr/local/bin"}) {
+		t.Errorf("entrypoint %q, env %q", cf.Config.Entrypoint, cf.Config.Env)
+	}
+	layers, err := f.Image.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers: %v", len(layers), err)
+	}
+	if mt, _ := layers[0].MediaType(); mt != "application/vnd.oci.image.layer.v1.tar+gzip" {
+		t.Errorf("layer media type %s, want tar+gzip", mt)
+	}
+	rc, err := layers[0].Uncompressed() // also checks the diff_id against the uncompressed tar
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var got []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %o %s", h.Name, h.Mode, h.Linkname))
+	}
+	want := []string{"usr/ 755 ", "usr/local/ 755 ", "usr/local/bin/ 755 ", "usr/local/bin/etcd 777 kiln-kube",
+		"usr/local/bin/kiln-kube 755 ", "usr/local/bin/kube-apiserver 777 kiln-kube"}
+	if !slices.Equal(got, want) {
+		t.Errorf("layer:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/distribution/distribution/v3"
+	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/reference"
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -23,7 +24,7 @@ import (
 // through Distribution's storage, as a push through the handler would
 // store them.
 
-// Seeded is what Seed did with an archive.
+// Seeded is what Seed did with one name of an archive's image.
 type Seeded struct {
 	// Ref is the name the archive records: kiln.dev/coredns:1.15.0.
 	Ref string
@@ -38,49 +39,70 @@ type Seeded struct {
 	Pushed bool
 }
 
-// Seed puts the image of the archive at path into the System namespace:
-// an OCI archive (scripts/oci-archive.sh) or a docker save archive, holding
-// one image and its name. The name is stored as a node asks for it (names.go):
-// the registry host dropped, library/ before a name of one component. So
+// Seed puts the image of the archive at path into the System namespace,
+// under every name the archive records for it: an OCI archive
+// (scripts/oci-archive.sh) or a docker save archive, holding one image and
+// one or more names (the kube image is kiln.dev/kube-apiserver:VERSION,
+// kiln.dev/etcd:VERSION, ...: an index entry per name, all of one
+// manifest). Each name is stored as a node asks for it (names.go): the
+// registry host dropped, library/ before a name of one component. So
 // kiln.dev/coredns:1.15.0 becomes kiln.system/library/coredns:1.15.0, which
 // a node whose containerd pulls /v2/coredns/manifests/1.15.0?ns=kiln.dev
-// gets through the system-image fallback.
+// gets through the system-image fallback. It returns one Seeded per name,
+// in the archive's order.
 //
-// Seed is idempotent: when the tag already names the image's digest it
-// writes nothing and says so (Pushed false). Otherwise it writes the blobs
-// the repository lacks, then the manifest, then moves the tag.
-func (r *Registry) Seed(ctx context.Context, path string) (Seeded, error) {
-	f, err := imagefile.Open(path, "")
+// Seed is idempotent: a name whose tag already names the image's digest is
+// not written again (Pushed false). Otherwise it writes the blobs the
+// repository lacks (a blob another name's repository has is mounted from
+// there, not copied), then the manifest, then moves the tag.
+func (r *Registry) Seed(ctx context.Context, path string) ([]Seeded, error) {
+	f, err := imagefile.OpenNames(path)
 	if errors.Is(err, imagefile.ErrNameNeeded) {
-		return Seeded{}, fmt.Errorf("%w (a system image's archive holds one image and records its name)", err)
+		return nil, fmt.Errorf("%w (a system image's archive holds one image and records its names)", err)
 	} else if err != nil {
-		return Seeded{}, err
+		return nil, err
 	}
 	defer f.Close()
-	n, err := imagefile.ParseName(f.Name, true)
-	if err != nil {
-		return Seeded{}, fmt.Errorf("the name %q in %s: %w", f.Name, path, err)
-	}
 	d, err := f.Digest()
 	if err != nil {
-		return Seeded{}, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	s := Seeded{Ref: f.Name, Repository: System + "/" + n.Repository, Tag: n.Tag, Digest: d.String()}
+	var all []Seeded
+	var from reference.Named // a repository written before, whose blobs the next ones mount
+	for _, name := range f.Names {
+		s, repo, err := r.seedOne(ctx, f, path, name, d.String(), from)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, s)
+		from = repo
+	}
+	return all, nil
+}
+
+// seedOne stores the image of f under name, mounting blobs from the
+// repository from when it is set; it returns the repository's name.
+func (r *Registry) seedOne(ctx context.Context, f *imagefile.File, path, name, dg string, from reference.Named) (Seeded, reference.Named, error) {
+	n, err := imagefile.ParseName(name, true)
+	if err != nil {
+		return Seeded{}, nil, fmt.Errorf("the name %q in %s: %w", name, path, err)
+	}
+	s := Seeded{Ref: name, Repository: System + "/" + n.Repository, Tag: n.Tag, Digest: dg}
 	named, err := reference.WithName(s.Repository)
 	if err != nil {
-		return s, fmt.Errorf("the name %q in %s: %w", f.Name, path, err)
+		return s, nil, fmt.Errorf("the name %q in %s: %w", name, path, err)
 	}
 	repo, err := r.ns.Repository(ctx, named)
 	if err != nil {
-		return s, fmt.Errorf("repository %s: %w", s.Repository, err)
+		return s, nil, fmt.Errorf("repository %s: %w", s.Repository, err)
 	}
 	if desc, err := repo.Tags(ctx).Get(ctx, s.Tag); err == nil && desc.Digest.String() == s.Digest {
-		return s, nil
+		return s, named, nil
 	}
 	// No collection runs between the blobs' writes and the manifest's.
 	r.gcMu.RLock()
 	defer r.gcMu.RUnlock()
-	w := seeder{repo: repo}
+	w := seeder{repo: repo, from: from}
 	var desc ocispec.Descriptor
 	if f.Index != nil {
 		desc, err = w.index(ctx, f.Index)
@@ -88,18 +110,21 @@ func (r *Registry) Seed(ctx context.Context, path string) (Seeded, error) {
 		desc, err = w.image(ctx, f.Image)
 	}
 	if err != nil {
-		return s, fmt.Errorf("seed %s from %s: %w", s.Repository+":"+s.Tag, path, err)
+		return s, nil, fmt.Errorf("seed %s from %s: %w", s.Repository+":"+s.Tag, path, err)
 	}
 	if err := repo.Tags(ctx).Tag(ctx, s.Tag, desc); err != nil {
-		return s, fmt.Errorf("tag %s:%s: %w", s.Repository, s.Tag, err)
+		return s, nil, fmt.Errorf("tag %s:%s: %w", s.Repository, s.Tag, err)
 	}
 	s.Pushed = true
-	return s, nil
+	return s, named, nil
 }
 
 // seeder writes an image into one repository.
 type seeder struct {
 	repo distribution.Repository
+	// from, when set, is a repository that may hold the blobs already:
+	// they are mounted from it (a link, no copy).
+	from reference.Named
 }
 
 // image writes an image's config and layers, then its manifest.
@@ -198,15 +223,26 @@ func (w seeder) blob(ctx context.Context, d ggcr.Descriptor, open func() (io.Rea
 	} else if !errors.Is(err, distribution.ErrBlobUnknown) {
 		return err
 	}
+	var opts []distribution.BlobCreateOption
+	if w.from != nil {
+		canonical, err := reference.WithDigest(w.from, dg)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, storage.WithMountFrom(canonical))
+	}
+	bw, err := bs.Create(ctx, opts...)
+	if mounted := (distribution.ErrBlobMounted{}); errors.As(err, &mounted) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	rc, err := open()
 	if err != nil {
+		bw.Cancel(ctx)
 		return err
 	}
 	defer rc.Close()
-	bw, err := bs.Create(ctx)
-	if err != nil {
-		return err
-	}
 	if _, err := io.Copy(bw, rc); err != nil {
 		bw.Cancel(ctx)
 		return err

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestSeedIsIdempotentAndNodesPullTheSeededImage(t *testing.T) {
 	}
 	want := registry.Seeded{Ref: "kiln.dev/coredns:1.15.0", Repository: "kiln.system/library/coredns", Tag: "1.15.0",
 		Digest: ocitest.Digest(t, coredns.Image), Pushed: true}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff([]registry.Seeded{want}, got); diff != "" {
 		t.Errorf("first seed (-want +got):\n%s", diff)
 	}
 
@@ -78,7 +79,7 @@ func TestSeedIsIdempotentAndNodesPullTheSeededImage(t *testing.T) {
 	before := files(t, e.dir)
 	again, err := e.reg.Seed(t.Context(), archive)
 	want.Pushed = false
-	if err != nil || again != want {
+	if err != nil || len(again) != 1 || again[0] != want {
 		t.Errorf("second seed: %+v %v, want %+v", again, err, want)
 	}
 	if diff := cmp.Diff(before, files(t, e.dir)); diff != "" {
@@ -89,10 +90,10 @@ func TestSeedIsIdempotentAndNodesPullTheSeededImage(t *testing.T) {
 	rebuilt := ocitest.Named{Name: coredns.Name, Image: ocitest.Random(t, 2048)}
 	ocitest.WriteOCIArchive(t, archive, rebuilt)
 	got, err = e.reg.Seed(t.Context(), archive)
-	if err != nil || !got.Pushed || got.Digest != ocitest.Digest(t, rebuilt.Image) {
+	if err != nil || len(got) != 1 || !got[0].Pushed || got[0].Digest != ocitest.Digest(t, rebuilt.Image) {
 		t.Fatalf("seed of a rebuilt image: %+v %v, want it pushed", got, err)
 	}
-	if img, err := e.pull("nodep", "coredns:1.15.0"); err != nil || digestOf(t, img) != got.Digest {
+	if img, err := e.pull("nodep", "coredns:1.15.0"); err != nil || digestOf(t, img) != got[0].Digest {
 		t.Errorf("after the rebuild a node pulls %v, want the rebuilt image", err)
 	}
 }
@@ -103,15 +104,19 @@ func TestSeedADockerSaveArchive(t *testing.T) {
 	e := newEnv(t, registry.Options{})
 	archive := filepath.Join(t.TempDir(), "demo.tar")
 	ocitest.WriteDockerArchive(t, archive, ocitest.Named{Name: "kiln.dev/demo:1", Image: ocitest.Random(t, 4096)})
-	got, err := e.reg.Seed(t.Context(), archive)
-	if err != nil || !got.Pushed || got.Repository != "kiln.system/library/demo" || got.Tag != "1" {
-		t.Fatalf("seed: %+v %v", got, err)
+	all, err := e.reg.Seed(t.Context(), archive)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("seed: %+v %v", all, err)
+	}
+	got := all[0]
+	if !got.Pushed || got.Repository != "kiln.system/library/demo" || got.Tag != "1" {
+		t.Fatalf("seed: %+v", got)
 	}
 	img, err := e.pull("nodeq", "demo:1")
 	if err != nil || digestOf(t, img) != got.Digest {
 		t.Fatalf("a node pulls demo:1: %v, want %s", err, got.Digest)
 	}
-	if again, err := e.reg.Seed(t.Context(), archive); err != nil || again.Pushed || again.Digest != got.Digest {
+	if again, err := e.reg.Seed(t.Context(), archive); err != nil || len(again) != 1 || again[0].Pushed || again[0].Digest != got.Digest {
 		t.Errorf("second seed: %+v %v, want nothing pushed", again, err)
 	}
 }
@@ -124,12 +129,82 @@ func TestSeedRefusesWhatIsNoSystemImage(t *testing.T) {
 	untagged := filepath.Join(dir, "untagged.tar")
 	ocitest.WriteOCIArchive(t, untagged, ocitest.Named{Name: "kiln.dev/untagged", Image: ocitest.Random(t, 64)})
 	for _, tc := range []struct{ path, want string }{
-		{two, "holds 2 images (a:1, b:1): name the image (a system image's archive holds one image and records its name)"},
+		{two, "holds 2 images (a:1, b:1): name the image (a system image's archive holds one image and records its names)"},
 		{untagged, `"kiln.dev/untagged" names no tag`},
 		{filepath.Join(dir, "missing.tar"), "no such file"},
 	} {
 		if got, err := e.reg.Seed(t.Context(), tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Seed(%s) = %+v, %v; want an error saying %q", filepath.Base(tc.path), got, err, tc.want)
 		}
+	}
+}
+
+// The kube image is one image under several names (an index entry per
+// name, all of one manifest): every name is seeded, and a node pulls each
+// by containerd's path; each layer's data is stored once (Seed mounts it
+// into the other repositories rather than upload it again; the storage
+// would keep one copy either way). Seeding again writes nothing.
+func TestSeedEveryNameOfAnImage(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	img := ocitest.Random(t, 4096)
+	names := []string{"kiln.dev/kube-apiserver:v1.36.3", "kiln.dev/kube-controller-manager:v1.36.3",
+		"kiln.dev/kube-scheduler:v1.36.3", "kiln.dev/etcd:v1.36.3", "kiln.dev/kube:v1.36.3"}
+	var named []ocitest.Named
+	for _, n := range names {
+		named = append(named, ocitest.Named{Name: n, Image: img})
+	}
+	archive := filepath.Join(t.TempDir(), "kube-v1.36.3.tar")
+	ocitest.WriteOCIArchive(t, archive, named...)
+
+	got, err := e.reg.Seed(t.Context(), archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := ocitest.Digest(t, img)
+	var want []registry.Seeded
+	for _, n := range names {
+		repo := strings.TrimSuffix(strings.TrimPrefix(n, "kiln.dev/"), ":v1.36.3")
+		want = append(want, registry.Seeded{Ref: n, Repository: "kiln.system/library/" + repo, Tag: "v1.36.3", Digest: digest, Pushed: true})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("seed (-want +got):\n%s", diff)
+	}
+	for _, w := range want {
+		repo := strings.TrimPrefix(w.Repository, "kiln.system/library/")
+		resp := e.get("nodep", "/v2/"+repo+"/manifests/v1.36.3?ns=kiln.dev", "application/vnd.oci.image.manifest.v1+json")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Docker-Content-Digest") != digest {
+			t.Errorf("GET /v2/%s/manifests/v1.36.3?ns=kiln.dev: %d %s, want the seeded manifest", repo, resp.StatusCode, resp.Header.Get("Docker-Content-Digest"))
+		}
+		if pulled, err := e.pull("nodeq", repo+":v1.36.3"); err != nil || digestOf(t, pulled) != digest {
+			t.Errorf("a node pulls %s:v1.36.3: %v", repo, err)
+		}
+	}
+	// One copy of each layer's data, however many repositories link it.
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		d, _ := l.Digest()
+		var copies []string
+		filepath.WalkDir(e.dir, func(p string, de fs.DirEntry, err error) error {
+			if err == nil && de.Name() == "data" && strings.Contains(p, d.Hex) {
+				copies = append(copies, p)
+			}
+			return nil
+		})
+		if len(copies) != 1 {
+			t.Errorf("layer %s stored %d times: %q", d, len(copies), copies)
+		}
+	}
+
+	before := files(t, e.dir)
+	again, err := e.reg.Seed(t.Context(), archive)
+	if err != nil || len(again) != len(names) || slices.ContainsFunc(again, func(s registry.Seeded) bool { return s.Pushed }) {
+		t.Errorf("second seed: %+v %v, want every name already there", again, err)
+	}
+	if diff := cmp.Diff(before, files(t, e.dir)); diff != "" {
+		t.Errorf("the second seed changed the registry's files (-before +after):\n%s", diff)
 	}
 }

@@ -10,9 +10,16 @@
 // for /v2/coredns/manifests/1.15.0?ns=kiln.dev, and the registry drops
 // the host and reads a name of one component as library/NAME.
 //
+// The kube image of a Kubernetes version (KubeImage) is kiln-kube of that
+// version under several names: a kubeadm configuration with
+// imageRepository kiln.dev (and etcd's local imageRepository kiln.dev,
+// imageTag VERSION) makes kubeadm's control-plane static pods pull it.
+//
 // scripts/system-images.sh reads the names of this file (the lines
 // NAME = "..."), so they are written out in full, one a line.
 package sysimages
+
+import "strings"
 
 const (
 	// CoreDNSImage is the cluster DNS, CoreDNS built from its Go module
@@ -23,4 +30,47 @@ const (
 	// :8080 answering "hello from POD on NODE" (env POD_NAME and
 	// NODE_NAME), /healthz for probes.
 	DemoImage = "kiln.dev/demo:1"
+	// PauseImage is the pods' sandbox (images/pause), the one containerd
+	// is configured with: in the node image (nodeimage.PauseImage, the
+	// same name) and seeded, for hosts without the node image.
+	PauseImage = "kiln.dev/pause:1"
+
+	// Registry is the registry host of every system image's name, and
+	// the imageRepository of a kubeadm configuration.
+	Registry = "kiln.dev"
+	// KubeImageRepositories are the repositories the kube image of a
+	// Kubernetes version is named in, each tagged with the version
+	// (kiln.dev/kube-apiserver:v1.36.3): the images of kubeadm's
+	// control-plane static pods (kube-apiserver, kube-controller-manager,
+	// kube-scheduler, and etcd: kiln-kube's embedded etcd of that build),
+	// and kube, the host binaries (a node agent extracts kiln-kube from it).
+	// Separated by spaces, for scripts/system-images.sh.
+	KubeImageRepositories = "kube-apiserver kube-controller-manager kube-scheduler etcd kube"
 )
+
+// The components a kube image is named for (KubeImage's component).
+const (
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Etcd                  = "etcd"
+	KubeHost              = "kube"
+)
+
+// KubeImage is the name of the kube image of a Kubernetes version for a
+// component: KubeImage(KubeAPIServer, "v1.36.3") is
+// kiln.dev/kube-apiserver:v1.36.3. Every component's name is the same
+// image.
+func KubeImage(component, version string) string {
+	return Registry + "/" + component + ":" + version
+}
+
+// KubeImages are every name of the kube image of a Kubernetes version, in
+// KubeImageRepositories' order.
+func KubeImages(version string) []string {
+	var names []string
+	for _, r := range strings.Fields(KubeImageRepositories) {
+		names = append(names, KubeImage(r, version))
+	}
+	return names
+}

@@ -3,8 +3,11 @@ package sysimages
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"kiln.dev/kiln/internal/nodeimage"
 )
 
 // The CoreDNS image's tag is the version of CoreDNS images/coredns builds.
@@ -29,10 +32,32 @@ func TestTheScriptReadsTheNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage} {
+	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage, "PauseImage": PauseImage,
+		"KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
 		re := regexp.MustCompile(`(?m)^\s*` + name + ` = "([^"]+)"$`)
 		if m := re.FindSubmatch(src); m == nil || string(m[1]) != want {
 			t.Errorf("sysimages.go has no line %s = %q the script can read", name, want)
 		}
+	}
+}
+
+// The kube image's names are the components' (KubeImage), each of them
+// once; the pause image is the node image's.
+func TestKubeImages(t *testing.T) {
+	got := KubeImages("v1.36.3")
+	want := []string{"kiln.dev/kube-apiserver:v1.36.3", "kiln.dev/kube-controller-manager:v1.36.3",
+		"kiln.dev/kube-scheduler:v1.36.3", "kiln.dev/etcd:v1.36.3", "kiln.dev/kube:v1.36.3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("KubeImages(v1.36.3) = %q, want %q", got, want)
+	}
+	var components []string
+	for _, c := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Etcd, KubeHost} {
+		components = append(components, KubeImage(c, "v1.36.3"))
+	}
+	if !slices.Equal(components, want) {
+		t.Errorf("KubeImage of each component: %q, want %q", components, want)
+	}
+	if PauseImage != nodeimage.PauseImage {
+		t.Errorf("PauseImage %s, the node image's %s: one image, one name", PauseImage, nodeimage.PauseImage)
 	}
 }

@@ -1,0 +1,122 @@
+package sysimages
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"kiln.dev/kiln/internal/imagefile"
+	"kiln.dev/kiln/internal/sysimages"
+)
+
+// The kube image of each version built (bin/images/kube-VERSION.tar) is
+// one image under sysimages.KubeImages(VERSION), holding kiln-kube and
+// links named as the upstream binaries in its PATH; taken out, each link
+// runs its component as the upstream binary would (--version), which is
+// how kubeadm's static pods call them.
+func TestKubeImages(t *testing.T) {
+	dir := os.Getenv("KILN_SYSTEM_IMAGES")
+	if dir == "" {
+		dir = "../../bin/images"
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "kube-v*.tar"))
+	if len(paths) == 0 {
+		t.Skipf("no %s/kube-VERSION.tar is built (make system-images): SKIPPED", dir)
+	}
+	for _, path := range paths {
+		version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "kube-"), ".tar")
+		t.Run(version, func(t *testing.T) {
+			f, err := imagefile.OpenNames(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if want := sysimages.KubeImages(version); !slices.Equal(f.Names, want) || f.Image == nil {
+				t.Fatalf("%s names %q, want one image named %q", path, f.Names, want)
+			}
+			cf, err := f.Image.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/kiln-kube"}) || !slices.Equal(cf.Config.Env, []string{"PATH=/usr/local/bin"}) {
+				t.Errorf("entrypoint %q, env %q", cf.Config.Entrypoint, cf.Config.Env)
+			}
+			bin := unpack(t, f)
+			links := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"}
+			for _, l := range links {
+				if target, err := os.Readlink(filepath.Join(bin, l)); err != nil || target != "kiln-kube" {
+					t.Errorf("%s: %q %v, want a link to kiln-kube", l, target, err)
+				}
+			}
+			for _, tc := range []struct {
+				argv []string
+				want string
+			}{
+				{[]string{"kiln-kube", "version"}, version},
+				{[]string{"kube-apiserver", "--version"}, "Kubernetes " + version},
+				{[]string{"kube-controller-manager", "--version"}, "Kubernetes " + version},
+				{[]string{"kube-scheduler", "--version"}, "Kubernetes " + version},
+				{[]string{"kubelet", "--version"}, "Kubernetes " + version},
+				{[]string{"kubeadm", "version", "-o", "short"}, version},
+				{[]string{"kubectl", "version", "--client"}, "Client Version: " + version},
+				{[]string{"etcd", "--version"}, "etcd Version: 3.6."},
+			} {
+				out, err := exec.CommandContext(t.Context(), filepath.Join(bin, tc.argv[0]), tc.argv[1:]...).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), tc.want) {
+					t.Errorf("%s: %v\n%s\nwant %q", strings.Join(tc.argv, " "), err, out, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// unpack writes the image's one layer under a directory of the test and
+// returns its usr/local/bin.
+func unpack(t *testing.T, f *imagefile.File) string {
+	t.Helper()
+	layers, err := f.Image.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want one", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	root := t.TempDir()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, p)
+		case tar.TypeReg:
+			var w *os.File
+			if w, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode)); err == nil {
+				_, err = io.Copy(w, tr)
+				err = errors.Join(err, w.Close())
+			}
+		default:
+			err = fmt.Errorf("unexpected entry type %c", h.Typeflag)
+		}
+		if err != nil {
+			t.Fatalf("layer entry %s: %v", h.Name, err)
+		}
+	}
+	return filepath.Join(root, "usr", "local", "bin")
+}
