@@ -94,13 +94,16 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# build NAME REF MODULE_DIR PACKAGE FILE...: builds PACKAGE (a main package, from MODULE_DIR)
-# into OUT_DIR/NAME.tar as REF, unless the hash of the FILEs and the rest of the inputs is the
-# one it was built from.
+# build NAME REFS MODULE_DIR PACKAGE FILE...: builds PACKAGE (a main package, from MODULE_DIR)
+# into OUT_DIR/NAME.tar named REFS (one or more, separated by spaces; the first is the image's
+# name, the others more names of it), unless the hash of the FILEs and the rest of the inputs is
+# the one it was built from.
 build() {
 	local name=$1 ref=$2 dir=$3 pkg=$4
 	shift 4
-	local inputs t
+	local inputs t first extra=() r
+	first=${ref%% *}
+	for r in ${ref#"$first"}; do extra+=(-n "$r"); done
 	inputs=$({
 		echo "$ref"
 		"$GO" env GOVERSION GOARCH
@@ -112,7 +115,7 @@ build() {
 	echo "system-images: building $ref into $out/$name.tar"
 	t=$SECONDS
 	(cd "$repo/$dir" && CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/$name" "$pkg")
-	"$repo/scripts/oci-archive.sh" "$work/$name.tar" "$ref" "$work/$name"
+	"$repo/scripts/oci-archive.sh" "${extra[@]}" "$work/$name.tar" "$first" "$work/$name"
 	mv "$work/$name.tar" "$out/$name.tar"
 	echo "$inputs" >"$out/.$name.inputs"
 	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/$name.tar" | cut -f1))"
@@ -127,7 +130,9 @@ build coredns "$(ref CoreDNSImage)" images/coredns . $coredns_files
 # The demo imports only the standard library: its source and go.mod are all it is built from.
 build demo "$(ref DemoImage)" . ./images/demo images/demo/main.go go.mod
 # The pause program imports only the standard library too.
-build pause "$(ref PauseImage)" . ./images/pause images/pause/main.go go.mod
+pause_refs="$(ref PauseImage)"
+for tag in $(ref PauseKubeadmTags); do pause_refs+=" $(ref Registry)/pause:$tag"; done
+build pause "$pause_refs" . ./images/pause images/pause/main.go go.mod
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"
 done

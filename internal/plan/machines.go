@@ -171,6 +171,14 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 			}
 			next := ""
 			switch {
+			case n.State == v1.NodeFailed && rank(target) >= rank(v1.NodeConfigured) && x.op.RetryOf != "":
+				// A retry installs a node whose install failed again (a
+				// distribution's install is idempotent, or says what blocks it).
+				x.log.Info("a retry installs the failed node again", "node", name, "failed", n.Message)
+				next = v1.NodeConfigured
+			case n.State == v1.NodeFailed && rank(target) >= rank(v1.NodeConfigured):
+				return failure.Terminal(v1.CodeProviderError, "node %s is FAILED (%s): retry the operation to install it again, "+
+					"or reset the cluster to tear every host down first", name, n.Message)
 			case n.State == v1.NodeDiscovered && auto && rank(target) >= rank(v1.NodeApproved):
 				next = v1.NodeApproved
 			case n.State == v1.NodeApproved && configure:

@@ -34,6 +34,11 @@ const (
 	// is configured with: in the node image (nodeimage.PauseImage, the
 	// same name) and seeded, for hosts without the node image.
 	PauseImage = "kiln.dev/pause:1"
+	// PauseKubeadmTags are more tags of the pause image: those kubeadm's
+	// preflight pulls (kubeadm config images list) in the versions Kiln
+	// offers, 1.35 and 1.36. Separated by spaces, for
+	// scripts/system-images.sh.
+	PauseKubeadmTags = "3.10.1 3.10.2"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.
