@@ -17,6 +17,7 @@ import (
 type createFlags struct {
 	file                      string
 	provider, version         string
+	distribution              string
 	cpSize                    int
 	dedicated                 bool
 	workers                   int
@@ -79,6 +80,7 @@ shared networks, DNS servers), and every problem found is listed.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", `cluster file, YAML or JSON ("-" for stdin)`)
 	fl.StringVar(&f.provider, "provider", "", "provider: local, edge, docker, sim, ...")
+	fl.StringVar(&f.distribution, "distribution", "", "how nodes install Kubernetes: local, kiln or kubeadm (default: the provider's)")
 	fl.StringVar(&f.version, "kubernetes-version", "", "Kubernetes version, e.g. v1.36.3")
 	fl.IntVar(&f.cpSize, "control-plane-size", 0, "number of control-plane machines (1, 3 or 5)")
 	fl.BoolVar(&f.dedicated, "dedicated-control-plane", false, "run no workloads on control-plane machines")
@@ -135,6 +137,7 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 	}{
 		"provider":           {&s.Provider, f.provider},
 		"kubernetes-version": {&s.KubernetesVersion, f.version},
+		"distribution":       {&s.Distribution, f.distribution},
 		"pod-cidr":           {&s.Network.PodCIDR, f.podCIDR},
 		"service-cidr":       {&s.Network.ServiceCIDR, f.serviceCIDR},
 		"cni":                {&s.Network.CNI, f.cni},

@@ -180,10 +180,11 @@ func (h *bareHost) startAgent(command string) {
 	})
 }
 
-// stopAgent stops the agent startAgent ran and waits for it to end.
+// stopAgent stops the agent startAgent ran, unless it ended, and waits for
+// it to end.
 func (h *bareHost) stopAgent() {
 	h.t.Helper()
-	h.sh(`pid=$(cat ` + installerDir + `/agent.pid) && kill "$pid" && rm ` + installerDir + `/agent.pid &&
+	h.sh(`pid=$(cat ` + installerDir + `/agent.pid) && { kill "$pid" 2>/dev/null || true; } && rm ` + installerDir + `/agent.pid &&
 		i=0; while kill -0 "$pid" 2>/dev/null; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.1; done`)
 }
 

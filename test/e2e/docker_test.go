@@ -169,6 +169,60 @@ spec:
   ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
 `
 
+// checkHello applies helloWorkload to cluster (the image hello:1 pushed to
+// its project) and checks what a user of the cluster would: 4 replicas
+// spread over both workers, their logs and exec, port-forward, pod to pod
+// across workers by address, the Service by ClusterIP and by name
+// (CoreDNS) from a pod, and by NodePort from this machine on workerIP.
+func (e *env) checkHello(cluster string, workers []string, workerIP string) {
+	t := e.t
+	t.Helper()
+	// The pushed image runs, 4 replicas spread over both workers.
+	e.apply(cluster, helloWorkload)
+	byNode := e.waitPodsByNode(cluster, "app=hello", func(m map[string]int) bool { return m[workers[0]] == 2 && m[workers[1]] == 2 })
+	t.Logf("hello pods by node: %v", byNode)
+	pods := e.runningPods(cluster, "app=hello")
+	var a, b podInfo
+	for _, p := range pods {
+		switch p.node {
+		case workers[0]:
+			a = p
+		case workers[1]:
+			b = p
+		}
+	}
+	waitfor.Cond(t, "the log of pod "+a.name, 30*time.Second, func() (bool, error) {
+		out, err := e.kubectl(cluster, "logs", a.name)
+		return err == nil && strings.Contains(out, "hello from "+a.name), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+	if out := e.mustKubectl(cluster, "exec", a.name, "--", "/hello", "once"); !strings.Contains(out, "hello from "+a.name) {
+		t.Errorf("kubectl exec: %q", out)
+	}
+	// Pod to pod across workers, by address; the Service by ClusterIP and by name.
+	clusterIP := strings.TrimSpace(e.mustKubectl(cluster, "get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}"))
+	for _, url := range []string{"http://" + b.ip + ":8080/", "http://" + clusterIP + "/", "http://hello.default.svc.cluster.local/"} {
+		waitfor.Cond(t, "GET "+url+" from pod "+a.name, 30*time.Second, func() (bool, error) {
+			out, err := e.kubectl(cluster, "exec", a.name, "--", "/hello", "get", url)
+			return err == nil && strings.Contains(out, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+		})
+	}
+	if out := e.mustKubectl(cluster, "exec", a.name, "--", "/hello", "get", "http://"+b.ip+":8080/"); !strings.Contains(out, "hello from "+b.name) {
+		t.Errorf("pod %s on %s by its address from %s: %q", b.name, b.node, a.node, out)
+	}
+	if out := e.mustKubectl(cluster, "exec", a.name, "--", "/hello", "lookup", "hello.default.svc.cluster.local"); !strings.Contains(out, clusterIP) {
+		t.Errorf("the Service's name does not resolve to %s through CoreDNS: %q", clusterIP, out)
+	}
+	// NodePort from the host, on a worker's address.
+	waitfor.Cond(t, "the NodePort from the host", 30*time.Second, func() (bool, error) {
+		body, err := httpGet("http://" + workerIP + ":30080/")
+		return err == nil && strings.Contains(body, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, body))
+	})
+	// port-forward to a pod.
+	e.portForward(cluster, "pod/"+b.name, "hello from "+b.name)
+	t.Log("logs, exec, port-forward, pod to pod, ClusterIP, Service name and NodePort answered")
+
+}
+
 // podInfo is what the test reads of a pod.
 type podInfo struct{ name, node, ip string }
 
@@ -241,50 +295,8 @@ func TestDockerCluster(t *testing.T) {
 		}
 	}
 
-	// The pushed image runs, 4 replicas spread over both workers.
-	e.apply("web", helloWorkload)
-	byNode := e.waitPodsByNode("web", "app=hello", func(m map[string]int) bool { return m[workers[0]] == 2 && m[workers[1]] == 2 })
-	t.Logf("hello pods by node: %v", byNode)
-	pods := e.runningPods("web", "app=hello")
-	var a, b podInfo
-	for _, p := range pods {
-		switch p.node {
-		case workers[0]:
-			a = p
-		case workers[1]:
-			b = p
-		}
-	}
-	waitfor.Cond(t, "the log of pod "+a.name, 30*time.Second, func() (bool, error) {
-		out, err := e.kubectl("web", "logs", a.name)
-		return err == nil && strings.Contains(out, "hello from "+a.name), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
-	})
-	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "once"); !strings.Contains(out, "hello from "+a.name) {
-		t.Errorf("kubectl exec: %q", out)
-	}
-	// Pod to pod across workers, by address; the Service by ClusterIP and by name.
-	clusterIP := strings.TrimSpace(e.mustKubectl("web", "get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}"))
-	for _, url := range []string{"http://" + b.ip + ":8080/", "http://" + clusterIP + "/", "http://hello.default.svc.cluster.local/"} {
-		waitfor.Cond(t, "GET "+url+" from pod "+a.name, 30*time.Second, func() (bool, error) {
-			out, err := e.kubectl("web", "exec", a.name, "--", "/hello", "get", url)
-			return err == nil && strings.Contains(out, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
-		})
-	}
-	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "get", "http://"+b.ip+":8080/"); !strings.Contains(out, "hello from "+b.name) {
-		t.Errorf("pod %s on %s by its address from %s: %q", b.name, b.node, a.node, out)
-	}
-	if out := e.mustKubectl("web", "exec", a.name, "--", "/hello", "lookup", "hello.default.svc.cluster.local"); !strings.Contains(out, clusterIP) {
-		t.Errorf("the Service's name does not resolve to %s through CoreDNS: %q", clusterIP, out)
-	}
-	// NodePort from the host, on a worker's address.
 	workerIP := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", mustName(t, "default", "web", workers[1]))
-	waitfor.Cond(t, "the NodePort from the host", 30*time.Second, func() (bool, error) {
-		body, err := httpGet("http://" + workerIP + ":30080/")
-		return err == nil && strings.Contains(body, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, body))
-	})
-	// port-forward to a pod.
-	e.portForward("web", "pod/"+b.name, "hello from "+b.name)
-	t.Log("logs, exec, port-forward, pod to pod, ClusterIP, Service name and NodePort answered")
+	e.checkHello("web", workers, workerIP)
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
 	if out := e.mustKubectl("web", "get", "deployment", "-n", "kube-system", "coredns", "-o", "jsonpath={.status.availableReplicas}"); out == "" || out == "0" {
