@@ -226,3 +226,37 @@ func TestRemovedNodesAreForgotten(t *testing.T) {
 		t.Errorf("forgotten by the delete, with their records then (-want +got):\n%s", diff)
 	}
 }
+
+// A host whose agent stops sending heartbeats while it carries out an
+// instruction (the host stopped) fails the step at once, retryable, naming
+// the host and what it was doing, instead of waiting for NodeTimeout.
+func TestInstructionWaitFailsWhenTheAgentIsLost(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	sp := edgeSpec()
+	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12"}
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	op := e.beginSteps("c", v1.KindProvision, sp, []string{plan.StepInstallControlPlane})
+	start := time.Now()
+	e.runOnce(e.runner(func(o *plan.Options) {
+		o.NodeTimeout, o.AgentLost, o.MaxAttempts = time.Minute, 100*time.Millisecond, 1
+	}))
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error.Code != v1.CodeUnavailable {
+		t.Fatalf("operation %s %+v, want Failed with Unavailable", got.Status, got.Error)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the lost agent was noticed after %s", took)
+	}
+	for _, want := range []string{"node host-a stopped answering during its install", "no heartbeat for", "retry"} {
+		if !strings.Contains(got.Error.Message, want) {
+			t.Errorf("message %q does not say %q", got.Error.Message, want)
+		}
+	}
+	if le := e.cluster("c").Status.LastError; !le.Retryable {
+		t.Errorf("lastError = %+v, want retryable", le)
+	}
+}

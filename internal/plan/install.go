@@ -265,6 +265,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 	defer cancel()
 	tick := time.NewTicker(x.r.opts.InstructionPoll)
 	defer tick.Stop()
+	since := x.r.opts.Now() // a heartbeat before the wait counts from here
 	for {
 		in, err := x.instructions.GetInstruction(ctx, id)
 		if err != nil && ctx.Err() == nil {
@@ -274,8 +275,13 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 			x.showProgress(ctx, node, doneWord(kind))
 			return in.Result, nil
 		}
-		if n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), node); err == nil && n.Message != "" {
-			x.showProgress(ctx, node, n.Message)
+		if n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), node); err == nil {
+			if n.Message != "" {
+				x.showProgress(ctx, node, n.Message)
+			}
+			if err := x.agentLost(n, kind, since); err != nil {
+				return nil, err
+			}
 		}
 		if err := machine.check(ctx); err != nil && ctx.Err() == nil {
 			return nil, err
@@ -292,6 +298,31 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 		case <-tick.C:
 		}
 	}
+}
+
+// agentLost fails the wait for node n's instruction of kind when its agent
+// sent no heartbeat for AgentLost (since the wait began, at the earliest):
+// the host stopped, or lost its network, in the middle. The error is
+// retryable: a later attempt, or a retry of the operation, finds the
+// instruction again once the host and its agent are back, and the agent
+// carries out what its journal has no result for (a distribution skips
+// what is done).
+func (x *run) agentLost(n *store.Node, kind string, since time.Time) error {
+	last := since
+	if n.LastHeartbeat != nil && n.LastHeartbeat.After(last) {
+		last = *n.LastHeartbeat
+	}
+	silent := x.r.opts.Now().Sub(last)
+	if silent <= x.r.opts.AgentLost {
+		return nil
+	}
+	doing := n.Message
+	if doing == "" {
+		doing = kind
+	}
+	return failure.Retryable(v1.CodeUnavailable, nil,
+		"node %s stopped answering during its %s (no heartbeat for %s; it was at: %s): bring the host and its agent back, "+
+			"then retry; what the host finished is not run again", n.Name, kind, silent.Round(time.Second), doing)
 }
 
 // doneWord is what the step's message says of a node whose instruction

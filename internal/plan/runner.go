@@ -46,6 +46,11 @@ type Options struct {
 	// NodeTimeout bounds how long a step waits for nodes to reach a state
 	// before it fails with a retryable Timeout. Default 20m.
 	NodeTimeout time.Duration
+	// AgentLost is how long a step waiting for an instruction's result
+	// lets the node's agent go without a heartbeat before it fails,
+	// retryable, naming the node and what it was doing. Default 30s (six
+	// heartbeats).
+	AgentLost time.Duration
 	// NodePoll is how often a waiting step looks at the nodes. Default 250ms.
 	NodePoll time.Duration
 	// Now is the clock for step and operation times. Default time.Now.
@@ -120,6 +125,9 @@ func NewRunner(opts Options) *Runner {
 	}
 	if opts.NodePoll <= 0 {
 		opts.NodePoll = 250 * time.Millisecond
+	}
+	if opts.AgentLost <= 0 {
+		opts.AgentLost = 30 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

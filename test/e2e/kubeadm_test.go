@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/precheck"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The kubeadm distribution, executed (issue 22): three bare hosts (1
@@ -146,4 +148,99 @@ func TestBareHostsKubeadm(t *testing.T) {
 func (h *bareHost) address() string {
 	h.t.Helper()
 	return docker(h.t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", h.container)
+}
+
+// Three control-plane hosts and a worker with kubeadm (issue 22): the worker
+// host is stopped in the middle of its install: the step fails naming the
+// host and what it was doing, and goes on once the host and its agent are
+// back, running nothing again that a host finished (one kubeadm init in
+// the first host's logs). Then a control-plane host other than the
+// endpoint's is stopped: etcd keeps its quorum and the API still answers,
+// reads and writes, through the cluster's endpoint.
+func TestBareHostsKubeadmHA(t *testing.T) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	const version = "v1.36.3"
+	if _, err := os.Stat(filepath.Join(systemImages, "kube-"+version+".tar")); err != nil {
+		t.Skipf("no kube image of %s in %s (make system-images): kubeadm on bare hosts SKIPPED", version, systemImages)
+	}
+	begin := time.Now()
+	bn := newBareNet(t)
+	e := startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
+	buildInstallerAgent(t)
+	ctx := t.Context()
+	e.create(&v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
+		Provider: "edge", Distribution: v1.DistroKubeadm, KubernetesVersion: version, NodeApproval: "auto",
+		ControlPlane: v1.ControlPlane{Size: 3, Dedicated: true},
+	}})
+	installer := filepath.Join(e.data, "installer")
+	command := strings.TrimSpace(e.kiln("cluster", "installer", "ha", "-d", installer))
+	hosts := bn.startHosts("cp1", "cp2", "cp3", "w1")
+	nodeOf := func(h *bareHost) string { return "ha-" + h.name }
+	for _, h := range hosts {
+		h.copyInstaller(installer)
+		h.startAgent(command)
+	}
+	e.waitNodes("ha", len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
+	for i, h := range hosts {
+		role := v1.RoleControlPlane
+		if i == 3 {
+			role = v1.RoleWorker
+		}
+		if _, err := e.c.ConfigureNode(ctx, "default", "ha", nodeOf(h), v1.NodeConfig{Role: role}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, opID, err := e.c.ProvisionCluster(ctx, "default", "ha")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The worker host stops once its install has begun.
+	w := hosts[3]
+	waitfor.Cond(t, nodeOf(w)+" installing", 5*time.Minute, func() (bool, error) {
+		n, err := e.c.GetNode(ctx, "default", "ha", nodeOf(w))
+		return err == nil && n.State == v1.NodeProvisioning && n.Message != "", err
+	})
+	n, _ := e.c.GetNode(ctx, "default", "ha", nodeOf(w))
+	t.Logf("stopping host %s at %q (%s)", w.name, n.Message, time.Since(begin).Round(time.Second))
+	docker(t, "stop", "-t", "1", w.container)
+	waitfor.Cond(t, "the operation to say the host stopped answering", 2*time.Minute, func() (bool, error) {
+		cl, err := e.c.GetCluster(ctx, "default", "ha")
+		if err != nil {
+			return false, err
+		}
+		le := cl.Status.LastError
+		return le != nil && strings.Contains(le.Message, "node "+nodeOf(w)+" stopped answering during its install") && le.Retryable, nil
+	})
+	cl, _ := e.c.GetCluster(ctx, "default", "ha")
+	t.Logf("the step says: %s", cl.Status.LastError.Message)
+	docker(t, "start", w.container)
+	w.startAgent(command)
+	op := e.wait("ha", opID)
+	t.Logf("provisioned 3+1 in %s, the worker host stopped and back on the way", op.EndTime.Sub(op.StartTime).Round(time.Second))
+
+	kn := e.kubeNodes("ha")
+	for _, h := range hosts {
+		if n, ok := kn[nodeOf(h)]; !ok || !n.ready() {
+			t.Errorf("node %s not Ready: %+v", nodeOf(h), n)
+		}
+	}
+	logs := e.kiln("node", "logs", "ha", nodeOf(hosts[0]))
+	if c := strings.Count(logs, "+ kubeadm init "); c != 1 {
+		t.Errorf("%s ran kubeadm init %d times, want once", nodeOf(hosts[0]), c)
+	}
+
+	// A control-plane host stops (not the endpoint's, the first: an edge
+	// cluster has no load balancer in front of its control plane).
+	docker(t, "stop", "-t", "1", hosts[2].container)
+	waitfor.Cond(t, "the API through the endpoint with "+hosts[2].name+" stopped", 2*time.Minute, func() (bool, error) {
+		out, err := e.kubectl("ha", "create", "configmap", "after-stop", "--from-literal", "k=v")
+		return err == nil || strings.Contains(err.Error(), "AlreadyExists"), waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
+	})
+	if out := e.mustKubectl("ha", "get", "configmap", "after-stop", "-o", "jsonpath={.data.k}"); out != "v" {
+		t.Errorf("configmap written with a control-plane host stopped reads %q", out)
+	}
+	t.Logf("done in %s", time.Since(begin).Round(time.Second))
 }

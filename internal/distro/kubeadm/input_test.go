@@ -103,6 +103,7 @@ func TestBuildRefuses(t *testing.T) {
 		}, "proxy.noProxy"},
 		{"root CA not PEM", kubeadmtest.FirstControlPlane, func(in *kubeadm.Input) { in.Proxy = &v1.Proxy{RootCA: "not a certificate"} }, "proxy.rootCA"},
 		{"root CA with a private key", kubeadmtest.FirstControlPlane, func(in *kubeadm.Input) { in.Proxy = &v1.Proxy{RootCA: key} }, "proxy.rootCA"},
+		{"install from Kiln without kube-proxy's kubeconfig", kubeadmtest.FirstControlPlane, func(in *kubeadm.Input) { in.CNI = kubeadm.CNIBridge }, "kubeProxyKubeconfig"},
 		{"cluster CA on a worker", workerJoin, func(in *kubeadm.Input) { in.ClusterCA = ca }, "clusterCA"},
 		{"cluster CA on a joining control plane", controlPlaneJoin, func(in *kubeadm.Input) { in.ClusterCA = ca }, "clusterCA"},
 		{"cluster CA key of another certificate", kubeadmtest.FirstControlPlane, func(in *kubeadm.Input) {

@@ -35,6 +35,12 @@ const (
 	CgroupRootFile = "/run/kiln/cgroup-root"
 	// PodNetworkState is the pod network's state (kiln-agent pod-network).
 	PodNetworkState = "/var/lib/kiln-node"
+	// KubeadmDone says the node's kubeadm init or join succeeded.
+	KubeadmDone = "/etc/kiln/kubeadm-done"
+	// KilnCACert and KilnCAKey are the cluster CA on the first
+	// control-plane node, copied to /etc/kubernetes/pki before kubeadm init.
+	KilnCACert = "/etc/kiln/pki/ca.crt"
+	KilnCAKey  = "/etc/kiln/pki/ca.key"
 )
 
 // Services kiln-agent runs for an install from Kiln.
@@ -71,7 +77,14 @@ func (b *builder) kilnFiles() {
 	b.file(KubeProxyConf, 0o600, "kube-proxy's credentials (system:kube-proxy, from the cluster CA); the pod "+
 		"network lists nodes with them too", s.KubeProxyKubeconfig)
 	b.file(KubeProxyYAML, 0o644, "kube-proxy in iptables mode", s.kubeProxyConfig())
-	b.caFiles()
+	if ca := s.ClusterCA; ca != nil {
+		// Kept apart from /etc/kubernetes/pki, which kubeadm reset empties:
+		// copied there before each kubeadm init (kilnKubeadm).
+		b.file(KilnCACert, 0o644, "the cluster CA Kiln keeps: kubeadm init signs the cluster's certificates with it instead of making one",
+			pemText(ca.CertPEM))
+		b.file(KilnCAKey, 0o600, "the cluster CA's key (kubeadm init --upload-certs shares it with the other control-plane nodes)",
+			pemText(ca.KeyPEM))
+	}
 	b.file(KubeadmConfigPath, 0o600, "kubeadm's configuration for this node (it holds the join secrets)", s.kubeadmConfig())
 }
 
@@ -98,7 +111,7 @@ func (b *builder) kilnCommands() {
 		"wait-containerd")
 	b.service(ServiceKubelet, "the kubelet; it waits for the configuration kubeadm writes", KubeletRun)
 
-	b.kubeadm()
+	b.kilnKubeadm()
 
 	b.step = StepPodNetwork
 	b.service(ServiceKubeProxy, "Services on this node", bin, "kube-proxy", "--config", KubeProxyYAML)
@@ -106,6 +119,37 @@ func (b *builder) kilnCommands() {
 		"a route per other node's",
 		"kiln-agent", "pod-network", "--node", s.Node.Name, "--endpoint", s.endpoint, "--kubeconfig", KubeProxyConf,
 		"--cluster-cidr", s.pod.String())
+}
+
+// kilnKubeadm runs kubeadm init on the first control-plane node, kubeadm
+// join on the others, and marks the node done (KubeadmDone) once it
+// succeeded: a plan run again skips it. An attempt that did not finish (the
+// host stopped in the middle, the agent runs the plan again when it is
+// back) is undone first with kubeadm reset: kubeadm refuses to run over
+// what it left, and the node cannot be part of the cluster yet (the first
+// control-plane node's init, which others wait for, or a join, which
+// kubeadm reset takes back out of etcd).
+func (b *builder) kilnKubeadm() {
+	s := b.s
+	done := []string{"test", "-e", KubeadmDone}
+	argv := []string{"kubeadm", "join", "--config", KubeadmConfigPath}
+	what := "join the cluster at " + s.endpoint
+	b.step = StepKubeadmJoin
+	if s.FirstControlPlane {
+		b.step = StepKubeadmInit
+		argv = []string{"kubeadm", "init", "--config", KubeadmConfigPath, "--upload-certs", "--skip-token-print", "--skip-certificate-key-print"}
+		what = "create the cluster; --upload-certs lets the other control-plane nodes join; its output (the node's logs) omits the token and the key"
+	}
+	b.runUnless([]string{"sh", "-c", `[ -e "$1" ] || [ -z "$(ls -A /etc/kubernetes/manifests 2>/dev/null)$(ls /etc/kubernetes/*.conf 2>/dev/null)" ]`,
+		"kubeadm-unfinished", KubeadmDone},
+		"undo a kubeadm "+argv[1]+" that did not finish (kubeadm refuses to run over what it left)",
+		"kubeadm", "reset", "--force", "--cri-socket", ContainerdSocket)
+	if s.ClusterCA != nil {
+		b.runUnless(done, "the cluster CA where kubeadm init looks for it",
+			"sh", "-c", `mkdir -p /etc/kubernetes/pki && cp -p "$1" "$2" /etc/kubernetes/pki/`, "copy-cluster-ca", KilnCACert, KilnCAKey)
+	}
+	b.runUnless(done, what, argv...)
+	b.runUnless(done, "mark this node's kubeadm "+argv[1]+" done: a plan run again does not run it again", "touch", KubeadmDone)
 }
 
 // service appends a command that starts argv as kiln-agent's service name.

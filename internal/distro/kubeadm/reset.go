@@ -93,7 +93,7 @@ func ResetPlan() *Plan {
 	b.step = StepRemoveFiles
 	b.run("Kiln's files of this cluster: the kubeadm configuration (it holds the join secrets), kube-proxy's "+
 		"credentials and configuration, Calico's installation, the bridge pod network's state",
-		"rm", "-rf", "--one-file-system", KubeadmConfigPath, KubeProxyConf, KubeProxyYAML, CalicoInstallation, PodNetworkState)
+		"rm", "-rf", "--one-file-system", KubeadmConfigPath, KubeadmDone, "/etc/kiln/pki", KubeProxyConf, KubeProxyYAML, CalicoInstallation, PodNetworkState)
 	b.run("the proxy settings (they may hold the proxy's credentials; the next cluster may have no proxy) and the proxy's root CA",
 		"rm", "-f", AptProxyConf, ContainerdProxyDropIn, KubeletProxyDropIn, ProxyCAPath)
 	b.runUnless([]string{"sh", "-c", "! command -v update-ca-certificates >/dev/null 2>&1", "no-ca-certificates"},

@@ -45,7 +45,7 @@ import (
 // program any plan (install or reset) runs, as its Argv[0] or SkipIf[0].
 var doubledPrograms = []string{
 	"apt-get", "apt-mark", "curl", "env", "find", "gpg", "ip", "kubeadm", "kubectl", "mkdir", "modprobe",
-	"rm", "sed", "sh", "swapoff", "sysctl", "systemctl", "tar", "test", "update-ca-certificates",
+	"rm", "sed", "sh", "swapoff", "sysctl", "systemctl", "tar", "test", "touch", "update-ca-certificates",
 }
 
 // watchedEnv are the variables a double records ("<unset>" when unset).
