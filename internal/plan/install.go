@@ -276,7 +276,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 			return in.Result, nil
 		}
 		if n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), node); err == nil {
-			if n.Message != "" {
+			if n.Message != "" && n.State == v1.NodeProvisioning {
 				x.showProgress(ctx, node, n.Message)
 			}
 			if err := x.agentLost(n, kind, since); err != nil {
@@ -316,8 +316,12 @@ func (x *run) agentLost(n *store.Node, kind string, since time.Time) error {
 	if silent <= x.r.opts.AgentLost {
 		return nil
 	}
-	doing := n.Message
-	if doing == "" {
+	// What the node last said it was doing, before the health check's
+	// "no heartbeat" took its message over.
+	x.progressMu.Lock()
+	doing := x.progress[n.Name]
+	x.progressMu.Unlock()
+	if doing == "" || doing == doneWord(kind) {
 		doing = kind
 	}
 	return failure.Retryable(v1.CodeUnavailable, nil,

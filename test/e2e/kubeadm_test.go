@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/precheck"
+	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -26,26 +27,14 @@ import (
 // precheck passes again on each, the hosts join again and are provisioned
 // again.
 func TestBareHostsKubeadm(t *testing.T) {
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
 	const version = "v1.36.3"
-	if _, err := os.Stat(filepath.Join(systemImages, "kube-"+version+".tar")); err != nil {
-		t.Skipf("no kube image of %s in %s (make system-images): kubeadm on bare hosts SKIPPED", version, systemImages)
-	}
 	begin := time.Now()
-	bn := newBareNet(t)
-	e := startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
-	buildInstallerAgent(t)
-	archive := helloImage(t)
-	ctx := t.Context()
-	e.create(&v1.Cluster{Name: "kb", Spec: v1.ClusterSpec{
+	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "kb", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, KubernetesVersion: version, NodeApproval: "manual",
 		ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
 	}})
-	e.kiln("image", "push", archive, "hello:1")
-	installer := filepath.Join(e.data, "installer")
-	command := strings.TrimSpace(e.kiln("cluster", "installer", "kb", "-d", installer))
+	ctx := t.Context()
+	e.kiln("image", "push", helloImage(t), "hello:1")
 	hosts := bn.startHosts("cp", "w1", "w2")
 	nodeOf := func(h *bareHost) string { return "kb-" + h.name }
 	for _, h := range hosts {
@@ -144,6 +133,28 @@ func TestBareHostsKubeadm(t *testing.T) {
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
 }
 
+// kubeadmEdge starts what a test of the kubeadm distribution on bare hosts
+// needs: a network of bare hosts, kilnd with its agent listener on the
+// network's gateway and the system images, the installers' kiln-agent, and
+// cluster c. It returns them with the unpacked installer and its command.
+// It skips without kiln-kube or the kube image of the newest version.
+func kubeadmEdge(t testing.TB, c *v1.Cluster) (e *env, bn *bareNet, installer, command string) {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	if _, err := os.Stat(filepath.Join(systemImages, "kube-v1.36.3.tar")); err != nil {
+		t.Skipf("no kube image in %s (make system-images): kubeadm on bare hosts SKIPPED", systemImages)
+	}
+	bn = newBareNet(t)
+	e = startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
+	buildInstallerAgent(t)
+	e.create(c)
+	installer = filepath.Join(e.data, "installer")
+	command = strings.TrimSpace(e.kiln("cluster", "installer", c.Name, "-d", installer))
+	return e, bn, installer, command
+}
+
 // address is the host's address on its network.
 func (h *bareHost) address() string {
 	h.t.Helper()
@@ -158,24 +169,12 @@ func (h *bareHost) address() string {
 // endpoint's is stopped: etcd keeps its quorum and the API still answers,
 // reads and writes, through the cluster's endpoint.
 func TestBareHostsKubeadmHA(t *testing.T) {
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
-	const version = "v1.36.3"
-	if _, err := os.Stat(filepath.Join(systemImages, "kube-"+version+".tar")); err != nil {
-		t.Skipf("no kube image of %s in %s (make system-images): kubeadm on bare hosts SKIPPED", version, systemImages)
-	}
 	begin := time.Now()
-	bn := newBareNet(t)
-	e := startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
-	buildInstallerAgent(t)
-	ctx := t.Context()
-	e.create(&v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
-		Provider: "edge", Distribution: v1.DistroKubeadm, KubernetesVersion: version, NodeApproval: "auto",
+	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
+		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",
 		ControlPlane: v1.ControlPlane{Size: 3, Dedicated: true},
 	}})
-	installer := filepath.Join(e.data, "installer")
-	command := strings.TrimSpace(e.kiln("cluster", "installer", "ha", "-d", installer))
+	ctx := t.Context()
 	hosts := bn.startHosts("cp1", "cp2", "cp3", "w1")
 	nodeOf := func(h *bareHost) string { return "ha-" + h.name }
 	for _, h := range hosts {
@@ -206,16 +205,21 @@ func TestBareHostsKubeadmHA(t *testing.T) {
 	n, _ := e.c.GetNode(ctx, "default", "ha", nodeOf(w))
 	t.Logf("stopping host %s at %q (%s)", w.name, n.Message, time.Since(begin).Round(time.Second))
 	docker(t, "stop", "-t", "1", w.container)
+	var said string
 	waitfor.Cond(t, "the operation to say the host stopped answering", 2*time.Minute, func() (bool, error) {
-		cl, err := e.c.GetCluster(ctx, "default", "ha")
+		op, err := e.c.GetOperation(ctx, opID)
 		if err != nil {
 			return false, err
 		}
-		le := cl.Status.LastError
-		return le != nil && strings.Contains(le.Message, "node "+nodeOf(w)+" stopped answering during its install") && le.Retryable, nil
+		for _, s := range op.Properties.Steps {
+			if s.Name == plan.StepInstallWorkers && strings.Contains(s.Message, "node "+nodeOf(w)+" stopped answering during its install") {
+				said = s.Message
+				return true, nil
+			}
+		}
+		return false, nil
 	})
-	cl, _ := e.c.GetCluster(ctx, "default", "ha")
-	t.Logf("the step says: %s", cl.Status.LastError.Message)
+	t.Logf("the step says: %s", said)
 	docker(t, "start", w.container)
 	w.startAgent(command)
 	op := e.wait("ha", opID)
