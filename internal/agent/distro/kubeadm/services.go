@@ -146,11 +146,16 @@ func (s *services) resume() error {
 // stopping; the next one adopts them).
 func (s *services) release() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name, sv := range s.running {
+	all := s.running
+	s.running = map[string]*service{}
+	for _, sv := range all {
 		close(sv.stop)
+	}
+	// A watcher may be waiting for the lock to start its service again: it
+	// sees stop closed once it has it.
+	s.mu.Unlock()
+	for _, sv := range all {
 		<-sv.done
-		delete(s.running, name)
 	}
 }
 
