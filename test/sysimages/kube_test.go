@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"kiln.dev/kiln/internal/distro/kubeadm"
+	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest"
 	"kiln.dev/kiln/internal/imagefile"
 	"kiln.dev/kiln/internal/sysimages"
 )
@@ -119,4 +121,48 @@ func unpack(t *testing.T, f *imagefile.File) string {
 		}
 	}
 	return filepath.Join(root, "usr", "local", "bin")
+}
+
+// Every image kubeadm of each version built pulls for a control plane, with
+// the configuration the kubeadm distribution's installs from Kiln write
+// (kubeadm config images list --config, the plan's kubeadm.yaml), is a
+// system image kilnd seeds: kubeadm's preflight pulls them all and fails
+// on one that is missing.
+func TestKubeadmPullsSeededImages(t *testing.T) {
+	bins, _ := filepath.Glob("../../bin/kiln-kube-v*")
+	if len(bins) == 0 {
+		t.Skip("no bin/kiln-kube-VERSION is built (make kube): SKIPPED")
+	}
+	for _, bin := range bins {
+		version := strings.TrimPrefix(filepath.Base(bin), "kiln-kube-")
+		t.Run(version, func(t *testing.T) {
+			in := kubeadmtest.FirstControlPlane()
+			in.KubernetesVersion, in.CNI, in.KubeProxyKubeconfig = version, kubeadm.CNIBridge, kubeadmtest.KubeProxyKubeconfig
+			p, err := kubeadm.Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			config := filepath.Join(t.TempDir(), "kubeadm.yaml")
+			if err := os.WriteFile(config, []byte(kubeadmtest.File(t, p, kubeadm.KubeadmConfigPath)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(bin, "kubeadm", "config", "images", "list", "--config", config).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubeadm config images list: %v\n%s", err, out)
+			}
+			seeded := append(sysimages.KubeImages(version), sysimages.PauseImage)
+			for _, tag := range strings.Fields(sysimages.PauseKubeadmTags) {
+				seeded = append(seeded, sysimages.Registry+"/pause:"+tag)
+			}
+			images := strings.Fields(string(out))
+			if len(images) < 5 {
+				t.Fatalf("kubeadm lists %q", out)
+			}
+			for _, image := range images {
+				if !slices.Contains(seeded, image) {
+					t.Errorf("kubeadm %s pulls %s, which is not seeded (seeded: %v)", version, image, seeded)
+				}
+			}
+		})
+	}
 }
