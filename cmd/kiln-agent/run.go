@@ -58,6 +58,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			opts := f.options(log)
+			// The local distribution's kubelets are hollow: the prechecks of
+			// what containers need do not apply.
+			opts.NoContainers = dist == v1.DistroLocal
 			st, err := state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
@@ -104,6 +107,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				Root:              f.root,
 				Hostname:          f.hostname,
 				PrivateRoot:       f.privateRoot,
+				NoContainers:      opts.NoContainers,
 				BindAddress:       f.bind,
 				Logger:            log,
 				Now:               opts.Now,

@@ -15,6 +15,7 @@ import (
 type host struct {
 	root, hostname, bind string
 	private              bool
+	noContainers         bool             // a distribution that runs no containers (precheck.Config.NoContainers)
 	dataDir              string           // the agent's own: its files are no previous installation
 	now                  func() time.Time // the agent's clock: the time-skew check compares it
 }
@@ -22,10 +23,11 @@ type host struct {
 // prechecks runs the host prechecks against controller.
 func (h host) prechecks(ctx context.Context, controller string, client *http.Client) []v1.PrecheckResult {
 	return precheck.Run(ctx, precheck.Config{
-		Host:       precheck.Host{Root: h.root, Hostname: h.hostname, PrivateRoot: h.private},
-		AgentDir:   h.dataDir,
-		Now:        h.now,
-		Controller: controller, HTTPClient: client})
+		Host:         precheck.Host{Root: h.root, Hostname: h.hostname, PrivateRoot: h.private},
+		AgentDir:     h.dataDir,
+		NoContainers: h.noContainers,
+		Now:          h.now,
+		Controller:   controller, HTTPClient: client})
 }
 
 // facts gathers the node's facts. A node with a private root is a process

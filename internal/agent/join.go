@@ -45,6 +45,10 @@ type JoinOptions struct {
 	// resources with BindAddress as its one address, and the prechecks that
 	// make no sense for it are not applicable (precheck.Host.PrivateRoot).
 	PrivateRoot bool
+	// NoContainers says the node's distribution runs no containers: the
+	// prechecks of what containers need do not apply
+	// (precheck.Config.NoContainers).
+	NoContainers bool
 	// BindAddress, when set, is the local address connections come from
 	// (the local provider's 127.0.0.N).
 	BindAddress string
@@ -177,7 +181,7 @@ func Join(ctx context.Context, o JoinOptions) (*state.State, error) {
 }
 
 func (o JoinOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir,
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, noContainers: o.NoContainers, dataDir: o.DataDir,
 		now: o.Now}
 }
 

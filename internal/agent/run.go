@@ -34,9 +34,10 @@ type RunOptions struct {
 	HeartbeatInterval time.Duration
 	// Root is the host's root for prechecks and facts; "" means "/".
 	Root string
-	// Hostname and PrivateRoot are as in JoinOptions.
-	Hostname    string
-	PrivateRoot bool
+	// Hostname, PrivateRoot and NoContainers are as in JoinOptions.
+	Hostname     string
+	PrivateRoot  bool
+	NoContainers bool
 	// BindAddress, when set, is the local address connections come from.
 	BindAddress string
 	// Prechecks, when set, replaces precheck.Run (tests).
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 func (o RunOptions) host() host {
-	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, dataDir: o.DataDir,
+	return host{root: o.Root, hostname: o.Hostname, bind: o.BindAddress, private: o.PrivateRoot, noContainers: o.NoContainers, dataDir: o.DataDir,
 		now: o.Now}
 }
 

@@ -83,6 +83,16 @@ type Host struct {
 	PrivateRoot bool
 }
 
+// noContainersNA says why each check of what running containers needs does
+// not apply to a node whose kubelets are hollow (Config.NoContainers).
+var noContainersNA = map[string]string{
+	CheckKernelNetwork: "not applicable: this node's distribution (local) runs hollow kubelets: no container and no " +
+		"pod network, so no bridged or forwarded pod traffic",
+	CheckCgroupDriver: "not applicable: this node's distribution (local) runs hollow kubelets, which run no containers " +
+		"and make no cgroups",
+	CheckRuntime: "not applicable: this node's distribution (local) runs hollow kubelets: no container runtime is needed",
+}
+
 // privateRootNA says why each check that makes no sense for a node with
 // a private root (Host.PrivateRoot) does not apply to it.
 var privateRootNA = map[string]string{
@@ -138,6 +148,10 @@ type Config struct {
 	DiskMin, DiskRecommended uint64
 	// Timeout bounds each check; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// NoContainers says the node's distribution runs no containers (the
+	// local distribution's hollow kubelets): the checks of what containers
+	// need (noContainersNA) are NotApplicable, saying why.
+	NoContainers bool
 	// Skip names checks not to run; they are left out of the results.
 	Skip []string
 
@@ -257,6 +271,10 @@ func Run(ctx context.Context, cfg Config) []v1.PrecheckResult {
 		s := slot{name: c.name, done: make(chan v1.PrecheckResult, 1)}
 		slots = append(slots, s)
 		if why := privateRootNA[c.name]; cfg.Host.PrivateRoot && why != "" {
+			s.done <- v1.PrecheckResult{Name: c.name, Result: NotApplicable, Message: why}
+			continue
+		}
+		if why := noContainersNA[c.name]; cfg.NoContainers && why != "" {
 			s.done <- v1.PrecheckResult{Name: c.name, Result: NotApplicable, Message: why}
 			continue
 		}

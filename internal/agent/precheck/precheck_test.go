@@ -151,6 +151,25 @@ func TestRunPrivateRoot(t *testing.T) {
 	}
 }
 
+// A node whose distribution runs no containers (the local distribution's
+// hollow kubelets, on a host with --root): what containers need is not
+// applicable and says why; the other checks run as on any host.
+func TestRunNoContainers(t *testing.T) {
+	root := t.TempDir() // no proc, no sys, no containerd: each would fail
+	cfg := Config{Host: Host{Root: root, Hostname: "edge-host1", Ports: emptyPorts{}}, NoContainers: true}
+	got := map[string]v1.PrecheckResult{}
+	for _, r := range Run(t.Context(), cfg) {
+		got[r.Name] = r
+	}
+	for _, name := range []string{CheckKernelNetwork, CheckCgroupDriver, CheckRuntime} {
+		expect(t, got[name], NotApplicable, "not applicable: this node's distribution (local) runs hollow kubelets")
+	}
+	expect(t, got[CheckHostname], Pass, "edge-host1")
+	if Failed(Run(t.Context(), Config{Host: cfg.Host})) == false {
+		t.Error("the same host with containers passes: the fixture does not test the exemption")
+	}
+}
+
 // The report order is part of what users see (the CLI, the console): a
 // change to it is deliberate.
 func TestNames(t *testing.T) {
