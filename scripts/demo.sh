@@ -85,14 +85,18 @@ if [ "$PROVIDER" = docker ]; then
 	step kubectl get pods -o wide
 	node_ip=$(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
 	printf '\n\033[1m$ curl http://%s:30080/   (the Service by NodePort, until a pod on each worker answered)\033[0m\n' "$node_ip"
-	nodes=
-	for _ in $(seq 1 50); do
+	# kube-proxy on the node may program the other worker's pod a moment after the rollout: ask for up
+	# to 20 s, a request every 0.2 s, printing only what changes.
+	nodes= last=
+	for _ in $(seq 1 100); do
 		answer=$(curl -sS --max-time 5 "http://$node_ip:30080/")
-		echo "$answer"
+		[ "$answer" = "$last" ] || echo "$answer"
+		last=$answer
 		nodes=$(printf '%s\n%s\n' "$nodes" "${answer##* on }" | grep . | sort -u)
 		[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] && break
+		sleep 0.2
 	done
-	[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] || { echo "demo: the pods of both workers did not answer" >&2; exit 1; }
+	[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] || { echo "demo: within 20 s, only the pods of $nodes answered on $node_ip:30080" >&2; exit 1; }
 	step kubectl logs deployment/demo --tail 3
 	step kubectl exec deployment/demo -- /demo whoami
 fi
