@@ -3,7 +3,9 @@
 # prepared for Kiln, made from the node image's Debian base without Kiln (no kiln-agent, no kubelet,
 # no containerd running; containerd, runc and the CNI plugins are installed packages, as on a
 # prepared host), with exactly the grants of a docker provider node (internal/nodeimage,
-# docs/node-image.md), on a Docker network of the edge hosts' own. Its first process runs
+# docs/node-image.md), on a Docker network of the edge hosts' own. Debian's CNI plugins, which the base
+# has for Kiln's node image, are hidden (an empty /usr/lib/cni): a host someone prepared need not have
+# them, and Kiln's installs bring their own. Its first process runs
 # kiln-host-init (images/node/files/usr/local/bin, mounted read-only), which makes the container
 # behave like a machine (mount propagation, /dev/kmsg, network sysctls, its own cgroup subtree for
 # a kubelet, Docker's DNS reachable from pods), then waits.
@@ -37,7 +39,7 @@ run)
 	docker run -d --name "$container" --hostname "$name" --network "$network" --label "$label=1" \
 		--cap-add SYS_ADMIN --cap-add NET_ADMIN \
 		--security-opt "seccomp=$repo/internal/nodeimage/seccomp.json" --security-opt apparmor=unconfined \
-		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run \
+		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run --tmpfs /usr/lib/cni:ro \
 		-v "$repo/images/node/files/usr/local/bin/kiln-host-init:/usr/local/sbin/kiln-host-init:ro" \
 		--entrypoint /bin/sh "$base" \
 		-c '/usr/local/sbin/kiln-host-init; trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null

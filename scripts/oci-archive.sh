@@ -2,7 +2,7 @@
 # Packs one static program as a one-layer OCI image archive (an OCI image layout in a tar), the
 # form `ctr images import` and `docker load` read, with no registry and no Docker:
 #
-#   scripts/oci-archive.sh [-d DIR] [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]
+#   scripts/oci-archive.sh [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]
 #
 # The image holds PROGRAM at /BASENAME (mode 0755) and nothing else; its entrypoint is
 # /BASENAME ARG.... NAME is a full reference (kiln.dev/pause:1). The archive is reproducible:
@@ -10,17 +10,19 @@
 #
 #   -d DIR      PROGRAM at DIR/BASENAME instead (DIR absolute: /usr/local/bin), and DIR is the
 #               image's PATH, so a container's command may name a link below by itself
+#   -f FILE     also FILE, another program, at DIR/ITS_BASENAME, mode 0755 (repeatable; needs -d)
 #   -l LINK     also DIR/LINK, a symbolic link to BASENAME (repeatable)
 #   -n NAME:TAG the image has this name too (repeatable): the index has one entry per name, each
 #               of the same manifest, as `ctr images export` writes an image of several names
 #   -z          the layer is gzipped (tar+gzip media type); without it, an uncompressed tar
 set -euo pipefail
 
-usage() { echo "usage: $0 [-d DIR] [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]" >&2; exit 2; }
-dir="" links=() names=() gz=""
-while getopts "d:l:n:z" opt; do
+usage() { echo "usage: $0 [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]" >&2; exit 2; }
+dir="" files=() links=() names=() gz=""
+while getopts "d:f:l:n:z" opt; do
 	case $opt in
 	d) dir=${OPTARG%/} ;;
+	f) files+=("$OPTARG") ;;
 	l) links+=("$OPTARG") ;;
 	n) names+=("$OPTARG") ;;
 	z) gz=1 ;;
@@ -30,6 +32,7 @@ done
 shift $((OPTIND - 1))
 [ $# -ge 3 ] || usage
 case $dir in "" | /*) ;; *) echo "$0: -d $dir: the directory must be absolute" >&2; exit 2 ;; esac
+[ -n "$dir" ] || [ ${#files[@]} -eq 0 ] || { echo "$0: -f needs -d" >&2; exit 2; }
 out=$1 ref=$2 prog=$3
 shift 3
 names=("$ref" ${names[@]+"${names[@]}"})
@@ -44,6 +47,7 @@ if [ -n "$dir" ]; then # every directory of DIR 0755, whatever the umask
 	while [ -n "$d" ] && [ "$d" != / ]; do chmod 0755 "$work/root$d"; d=$(dirname "$d"); done
 fi
 install -m 0755 "$prog" "$work/root$dir/$name"
+for f in ${files[@]+"${files[@]}"}; do install -m 0755 "$f" "$work/root$dir/$(basename "$f")"; done
 for l in ${links[@]+"${links[@]}"}; do ln -s "$name" "$work/root$dir/$l"; done
 top=$name
 [ -z "$dir" ] || top=$(echo "$dir" | cut -d/ -f2)

@@ -7,6 +7,7 @@
 #   OUT_DIR/coredns.tar       CoreDNS (images/coredns, its own Go module) as internal/sysimages.CoreDNSImage
 #   OUT_DIR/demo.tar          the demo application (images/demo) as internal/sysimages.DemoImage
 #   OUT_DIR/pause.tar         the pods' sandbox (images/pause) as internal/sysimages.PauseImage
+#   OUT_DIR/cni-plugins.tar   the CNI plugins of the bridge pod network as internal/sysimages.CNIPluginsImage
 #   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
 #                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
@@ -133,6 +134,33 @@ build demo "$(ref DemoImage)" . ./images/demo images/demo/main.go go.mod
 pause_refs="$(ref PauseImage)"
 for tag in $(ref PauseKubeadmTags); do pause_refs+=" $(ref Registry)/pause:$tag"; done
 build pause "$pause_refs" . ./images/pause images/pause/main.go go.mod
+# The CNI plugins the bridge pod network runs (bridge, host-local, portmap, loopback), built from
+# github.com/containernetworking/plugins at the tag of CNIPluginsImage, in /opt/cni/bin of one image:
+# kubeadm installs from Kiln copy them to the host (Kiln's node image has Debian's instead).
+cni() {
+	local ref version inputs t m=github.com/containernetworking/plugins/plugins
+	ref=$(ref CNIPluginsImage)
+	version=${ref##*:}
+	inputs=$({
+		echo "$ref"
+		"$GO" env GOVERSION GOARCH
+		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16)
+	if up_to_date cni-plugins "$ref" "$inputs"; then
+		return
+	fi
+	echo "system-images: building the CNI plugins $version into $out/cni-plugins.tar"
+	t=$SECONDS
+	mkdir -p "$work/cni"
+	(cd "$work" && GOBIN=$work/cni CGO_ENABLED=0 nice "$GO" install -trimpath -ldflags '-s -w' \
+		"$m/main/bridge@$version" "$m/ipam/host-local@$version" "$m/meta/portmap@$version" "$m/main/loopback@$version")
+	"$repo/scripts/oci-archive.sh" -d /opt/cni/bin -f "$work/cni/host-local" -f "$work/cni/portmap" -f "$work/cni/loopback" \
+		"$work/cni-plugins.tar" "$ref" "$work/cni/bridge"
+	mv "$work/cni-plugins.tar" "$out/cni-plugins.tar"
+	echo "$inputs" >"$out/.cni-plugins.inputs"
+	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/cni-plugins.tar" | cut -f1))"
+}
+cni
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"
 done

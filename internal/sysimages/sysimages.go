@@ -34,6 +34,11 @@ const (
 	// is configured with: in the node image (nodeimage.PauseImage, the
 	// same name) and seeded, for hosts without the node image.
 	PauseImage = "kiln.dev/pause:1"
+	// CNIPluginsImage holds the CNI plugins the bridge pod network runs
+	// (bridge, host-local, portmap, loopback) in /opt/cni/bin, built from
+	// github.com/containernetworking/plugins at its tag: the kubeadm
+	// distribution's installs from Kiln copy them to the host.
+	CNIPluginsImage = "kiln.dev/cni-plugins:v1.10.0"
 	// PauseKubeadmTags are more tags of the pause image: those kubeadm's
 	// preflight pulls (kubeadm config images list) in the versions Kiln
 	// offers, 1.35 and 1.36. Separated by spaces, for

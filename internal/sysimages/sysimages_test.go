@@ -32,7 +32,7 @@ func TestTheScriptReadsTheNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage, "PauseImage": PauseImage,
+	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage, "PauseImage": PauseImage, "CNIPluginsImage": CNIPluginsImage,
 		"KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
 		re := regexp.MustCompile(`(?m)^\s*` + name + ` = "([^"]+)"$`)
 		if m := re.FindSubmatch(src); m == nil || string(m[1]) != want {

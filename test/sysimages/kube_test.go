@@ -50,7 +50,7 @@ func TestKubeImages(t *testing.T) {
 			if !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/kiln-kube"}) || !slices.Equal(cf.Config.Env, []string{"PATH=/usr/local/bin"}) {
 				t.Errorf("entrypoint %q, env %q", cf.Config.Entrypoint, cf.Config.Env)
 			}
-			bin := unpack(t, f)
+			bin := filepath.Join(unpack(t, f), "usr", "local", "bin")
 			links := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubeadm", "kubectl", "kubelet"}
 			for _, l := range links {
 				if target, err := os.Readlink(filepath.Join(bin, l)); err != nil || target != "kiln-kube" {
@@ -80,7 +80,7 @@ func TestKubeImages(t *testing.T) {
 }
 
 // unpack writes the image's one layer under a directory of the test and
-// returns its usr/local/bin.
+// returns the directory.
 func unpack(t *testing.T, f *imagefile.File) string {
 	t.Helper()
 	layers, err := f.Image.Layers()
@@ -120,7 +120,7 @@ func unpack(t *testing.T, f *imagefile.File) string {
 			t.Fatalf("layer entry %s: %v", h.Name, err)
 		}
 	}
-	return filepath.Join(root, "usr", "local", "bin")
+	return root
 }
 
 // Every image kubeadm of each version built pulls for a control plane, with
@@ -164,5 +164,37 @@ func TestKubeadmPullsSeededImages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The CNI plugins image (bin/images/cni-plugins.tar) is one image named
+// sysimages.CNIPluginsImage holding, in /opt/cni/bin, every plugin the
+// kubeadm distribution's installs from Kiln fetch, each a program that
+// answers the CNI VERSION command.
+func TestCNIPluginsImage(t *testing.T) {
+	dir := os.Getenv("KILN_SYSTEM_IMAGES")
+	if dir == "" {
+		dir = "../../bin/images"
+	}
+	path := filepath.Join(dir, "cni-plugins.tar")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s (make system-images): SKIPPED", path)
+	}
+	f, err := imagefile.OpenNames(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !slices.Equal(f.Names, []string{sysimages.CNIPluginsImage}) || f.Image == nil {
+		t.Fatalf("%s names %q, want one image named %s", path, f.Names, sysimages.CNIPluginsImage)
+	}
+	root := unpack(t, f)
+	for _, plugin := range kubeadm.CNIPlugins {
+		cmd := exec.Command(filepath.Join(root, "opt", "cni", "bin", plugin))
+		cmd.Env = []string{"CNI_COMMAND=VERSION"}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"supportedVersions"`) {
+			t.Errorf("%s VERSION: %v: %s", plugin, err, out)
+		}
 	}
 }

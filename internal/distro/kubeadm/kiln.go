@@ -3,6 +3,8 @@ package kubeadm
 import (
 	"fmt"
 	"strings"
+
+	"kiln.dev/kiln/internal/sysimages"
 )
 
 // The install from Kiln (Input.CNI = CNIBridge): nothing comes from the
@@ -50,6 +52,14 @@ const (
 	ServiceKubeProxy  = "kube-proxy"
 	ServicePodNetwork = "pod-network"
 )
+
+// CNIBinDir is where an install from Kiln puts the CNI plugins
+// (containerd's bin_dir), apart from any the host's packages installed.
+const CNIBinDir = "/opt/kiln/cni/bin"
+
+// CNIPlugins are the CNI plugins the bridge pod network runs
+// (docs/distro-kiln.md), copied from sysimages.CNIPluginsImage.
+var CNIPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
 
 // Steps of an install from Kiln.
 const (
@@ -102,6 +112,12 @@ func (b *builder) kilnCommands() {
 		Fetch:  &Fetch{Image: image, File: file, Path: bin}})
 	b.run("they answer to their upstream names",
 		"sh", "-c", `for n in kubeadm kubelet kubectl; do ln -sfn "$1" "/usr/local/bin/$n"; done`, "link-kubernetes", bin)
+	for _, plugin := range CNIPlugins {
+		path := CNIBinDir + "/" + plugin
+		b.plan.Commands = append(b.plan.Commands, Command{Step: b.step, SkipIf: []string{"test", "-x", path},
+			Reason: "the CNI plugin " + plugin + " of the bridge pod network, from Kiln's registry",
+			Fetch:  &Fetch{Image: sysimages.CNIPluginsImage, File: "opt/cni/bin/" + plugin, Path: path}})
+	}
 
 	b.step = StepStartServices
 	b.service(ServiceContainerd, "the container runtime, with Kiln's configuration", "containerd", "--config", ContainerdConfig)
@@ -182,7 +198,8 @@ version = 2
     config_path = "/etc/containerd/certs.d"
 
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    # Kiln's CNI plugins, from Kiln's registry.
+    bin_dir = "` + CNIBinDir + `"
     conf_dir = "/etc/cni/net.d"
 `
 
