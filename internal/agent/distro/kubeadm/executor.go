@@ -65,11 +65,7 @@ type Executor struct {
 // services returns the executor's services, made once.
 func (e *Executor) services() *services {
 	e.initOnce.Do(func() {
-		root := e.Root
-		if root == "" {
-			root = "/"
-		}
-		e.svc = newServices(root, e.logger().With("part", "services"), func() []string {
+		e.svc = newServices(e.root(), e.logger().With("part", "services"), func() []string {
 			return append(os.Environ(), "PATH="+e.path())
 		})
 	})
@@ -83,6 +79,14 @@ func (e *Executor) Resume() error { return e.services().resume() }
 // Close stops supervising the services and leaves them running, for the
 // next agent to adopt.
 func (e *Executor) Close() { e.services().release() }
+
+// root is where files go: Root, or "/".
+func (e *Executor) root() string {
+	if e.Root == "" {
+		return "/"
+	}
+	return e.Root
+}
 
 func (e *Executor) path() string {
 	if e.Path == "" {
@@ -248,7 +252,7 @@ func (e *Executor) command(ctx context.Context, name string, c distrokubeadm.Com
 	case c.Fetch != nil:
 		f := c.Fetch
 		report.Log(name, fmt.Sprintf("fetching %s of %s from Kiln's registry to %s", f.File, f.Image, f.Path))
-		if err := fetch(ctx, e.Registry, e.Root, f); err != nil {
+		if err := fetch(ctx, e.Registry, e.root(), f); err != nil {
 			code, retry := v1.CodeUnavailable, true
 			if errors.Is(err, errImageMissing) {
 				code, retry = v1.CodeProviderError, false
@@ -298,11 +302,7 @@ func (e *Executor) writeMirror() error {
 	if e.Registry == nil {
 		return errors.New("the plan points containerd at Kiln's registry, and this agent has none")
 	}
-	root := e.Root
-	if root == "" {
-		root = "/"
-	}
-	_, err := mirror.Write(root, *e.Registry)
+	_, err := mirror.Write(e.root(), *e.Registry)
 	return err
 }
 
@@ -395,10 +395,7 @@ func packageOf(program string) string {
 // writeFiles writes files under Root, leaving those already as the plan
 // says alone. It returns how many it wrote.
 func (e *Executor) writeFiles(files []distrokubeadm.File) (int, error) {
-	root := e.Root
-	if root == "" {
-		root = "/"
-	}
+	root := e.root()
 	n := 0
 	for _, f := range files {
 		path := filepath.Join(root, filepath.FromSlash(f.Path))
