@@ -76,3 +76,20 @@ func Installed(spec *v1.ClusterSpec) *v1.Installed {
 	}
 	return &v1.Installed{Distribution: spec.Distribution, Kubelet: v1.KubeletNone, CNI: v1.CNINone, Message: noneMessage}
 }
+
+// ContainerKubelet is what every kubelet Kiln runs on containerd without
+// systemd shares in its KubeletConfiguration (YAML lines): the kiln
+// distribution's (Kiln's node image) and the kubeadm distribution's installs
+// from Kiln. The cgroupfs driver (no systemd runs the kubelet), cgroup v1
+// allowed, swap tolerated; low eviction thresholds and image garbage
+// collection only on a full disk: a node that is a container shares its
+// host's disk, and containerd 1.6 does not pin the pause image, which a
+// node may not be able to pull again.
+const ContainerKubelet = `cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+serializeImagePulls: false
+evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`

@@ -133,15 +133,7 @@ func BenchmarkEdgeKubeadm(b *testing.B) {
 			h.startAgent(command)
 		}
 		e.waitNodes("eb", len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
-		for j, h := range hosts {
-			role := v1.RoleWorker
-			if j == 0 {
-				role = v1.RoleControlPlane
-			}
-			if _, err := e.c.ConfigureNode(ctx, "default", "eb", "eb-"+h.name, v1.NodeConfig{Role: role}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		e.configureHosts("eb", hosts, 1)
 		b.StartTimer()
 		t0 := time.Now()
 		_, opID, err := e.c.ProvisionCluster(ctx, "default", "eb")

@@ -67,18 +67,12 @@ func TestBareHostsKubeadm(t *testing.T) {
 				}
 			}
 		}
-		for i, h := range hosts {
-			role := v1.RoleWorker
-			if i == 0 {
-				role = v1.RoleControlPlane
-			}
+		for _, h := range hosts {
 			if _, err := e.c.ApproveNode(ctx, "default", "kb", nodeOf(h)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.c.ConfigureNode(ctx, "default", "kb", nodeOf(h), v1.NodeConfig{Role: role}); err != nil {
-				t.Fatal(err)
-			}
 		}
+		e.configureHosts("kb", hosts, 1)
 		_, opID, err := e.c.ProvisionCluster(ctx, "default", "kb")
 		if err != nil {
 			t.Fatal(err)
@@ -155,6 +149,21 @@ func kubeadmEdge(t testing.TB, c *v1.Cluster) (e *env, bn *bareNet, installer, c
 	return e, bn, installer, command
 }
 
+// configureHosts gives the nodes of hosts in cluster their roles: the
+// first controlPlanes control-plane, the others worker.
+func (e *env) configureHosts(cluster string, hosts []*bareHost, controlPlanes int) {
+	e.t.Helper()
+	for i, h := range hosts {
+		role := v1.RoleWorker
+		if i < controlPlanes {
+			role = v1.RoleControlPlane
+		}
+		if _, err := e.c.ConfigureNode(e.t.Context(), "default", cluster, cluster+"-"+h.name, v1.NodeConfig{Role: role}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // address is the host's address on its network.
 func (h *bareHost) address() string {
 	h.t.Helper()
@@ -182,15 +191,7 @@ func TestBareHostsKubeadmHA(t *testing.T) {
 		h.startAgent(command)
 	}
 	e.waitNodes("ha", len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
-	for i, h := range hosts {
-		role := v1.RoleControlPlane
-		if i == 3 {
-			role = v1.RoleWorker
-		}
-		if _, err := e.c.ConfigureNode(ctx, "default", "ha", nodeOf(h), v1.NodeConfig{Role: role}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.configureHosts("ha", hosts, 3)
 	_, opID, err := e.c.ProvisionCluster(ctx, "default", "ha")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 )
 
 // BootstrapTokenTTL is how long the bootstrap token that kubeadm init creates
@@ -53,7 +54,7 @@ func (s *spec) kubeadmConfig() string {
 	fmt.Fprintf(&b, "  podSubnet: %s\n  serviceSubnet: %s\n", q(s.pod.String()), q(s.service.String()))
 	b.WriteString("---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
 	if s.fromKiln() {
-		b.WriteString(kilnKubeletConfig)
+		b.WriteString(distro.ContainerKubelet)
 	} else {
 		b.WriteString("cgroupDriver: systemd\n")
 	}

@@ -249,20 +249,6 @@ func (s *spec) kilnClusterConfig(b *strings.Builder) {
 	b.WriteString("dns:\n  disabled: true\nproxy:\n  disabled: true\n")
 }
 
-// kilnKubeletConfig is the KubeletConfiguration of an install from Kiln: the
-// cgroupfs driver (kiln-agent, not systemd, runs the kubelet), cgroup v1
-// allowed, swap tolerated; low eviction thresholds and image garbage
-// collection only on a full disk, as on Kiln's node image (a host that is a
-// container shares its disk).
-const kilnKubeletConfig = `cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-serializeImagePulls: false
-evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-`
-
 // kilnPreflightIgnored are kubeadm's preflight checks an install from Kiln
 // does not hold to, each for its reason: SystemVerification reads the
 // kernel's configuration and cgroups the way a machine booted with systemd

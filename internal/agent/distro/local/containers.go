@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/nodeimage"
 )
@@ -46,13 +47,10 @@ func readCgroupRoot(root string) (string, error) {
 func realKubelet(p distrolocal.InstallParams, f func(string) string, n nodeInfo) spec {
 	c := p.Containers
 	config := f(dirKubelet + "/config.yaml")
-	// The eviction thresholds are low and image garbage collection waits
-	// for a full disk: a node's disk is the shared host's, and containerd
-	// 1.6 does not pin the pause image, which nothing could pull again.
+	// What every kubelet Kiln runs in a container shares (cgroupfs, cgroup
+	// v1, swap, eviction, image garbage collection) is distro.ContainerKubelet.
 	content := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-failCgroupV1: false
-cgroupDriver: cgroupfs
 cgroupRoot: %q
 containerRuntimeEndpoint: unix://%s
 address: %q
@@ -67,14 +65,9 @@ authentication:
 authorization: {mode: Webhook}
 clusterDNS: [%q]
 clusterDomain: %q
-failSwapOn: false
-serializeImagePulls: false
-evictionHard: {memory.available: "50Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
 `, n.cgroupRoot, nodeimage.ContainerdSocket, p.Node.Address, distrolocal.KubeletPort,
 		f(distrolocal.FileKubeletServingCert), f(distrolocal.FileKubeletServingKey), f(distrolocal.FileCA),
-		c.ClusterDNS, c.ClusterDomain)
+		c.ClusterDNS, c.ClusterDomain) + distro.ContainerKubelet
 	kubelet := spec{name: Kubelet, command: "kubelet", dirs: []string{f(dirKubelet)},
 		files: map[string]string{config: content},
 		args: []string{
