@@ -213,10 +213,15 @@ func (d *Docker) start(ctx context.Context, c provider.Cluster, id string, label
 	}
 	// The log tail of this run begins after the last one ended: Docker
 	// records no boundary, and a start's own time may be later than its
-	// first lines.
+	// first lines. The last run's last lines may be stamped after it
+	// finished (Docker copies the streams on its own), so the boundary is
+	// the later of the two.
 	var prevEnd time.Time
 	if res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && res.Container.State != nil {
 		prevEnd = parseTime(res.Container.State.FinishedAt)
+		if last := d.lastLogTime(ctx, id); last.After(prevEnd) {
+			prevEnd = last
+		}
 	}
 	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return engineError(err, "cannot start the container of machine %s", target.Name)

@@ -128,6 +128,29 @@ func (d *Docker) logTail(ctx context.Context, id string, since time.Time) []stri
 	return lines[max(0, len(lines)-logTailLines):]
 }
 
+// lastLogTime is when the container's last log line was written; zero
+// when it has none or the log cannot be read.
+func (d *Docker) lastLogTime(ctx context.Context, id string) time.Time {
+	rc, err := d.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Tail: "1"})
+	if err != nil {
+		return time.Time{}
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 64<<10)); err != nil && buf.Len() == 0 {
+		return time.Time{}
+	}
+	// Tail 1 is a line per stream: the later one counts.
+	var last time.Time
+	for _, line := range strings.Split(buf.String(), "\n") {
+		stamp, _, _ := strings.Cut(line, " ")
+		if t := parseTime(stamp); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
 // cut shortens s to at most n bytes of valid UTF-8, marking the cut.
 func cut(s string, n int) string {
 	if len(s) <= n {
