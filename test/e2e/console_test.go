@@ -406,7 +406,11 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	if n, err := e.c.GetNode(t.Context(), "default", "edge1", "edge1-host1"); err != nil || n.State != v1.NodeApproved {
 		t.Fatalf("node after approve: %+v %v", n, err)
 	}
+	// As a user would: the select has the focus while it is changed, so
+	// a live update of the nodes fragment waits (console.js) and does not
+	// put the form back to its defaults under the user.
 	b.do("choose the control-plane role",
+		chromedp.Focus(chromedp.CSS("#role-edge1-host1")),
 		chromedp.SetValue(chromedp.CSS("#role-edge1-host1"), "control-plane"),
 		chromedp.SendKeys(chromedp.CSS("#iface-edge1-host1"), "eth0"),
 	)

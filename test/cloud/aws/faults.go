@@ -1,0 +1,132 @@
+package aws
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Faults are the failures the local AWS makes on purpose, as AWS makes
+// them, for tests of how a client copes. The zero value makes none.
+type Faults struct {
+	// ThrottleEvery throttles every Nth call of each Query service (EC2
+	// answers RequestLimitExceeded, the others Throttling); 0 never.
+	ThrottleEvery int `json:"throttleEvery,omitempty"`
+	// DescribeDelay hides what was created less than this long ago from
+	// Describe calls (eventual consistency: an instance just launched is
+	// InvalidInstanceID.NotFound when described by its id).
+	DescribeDelay Duration `json:"describeDelay,omitempty"`
+	// NoCapacity are "TYPE/ZONE" pairs ("*" for any type or zone) that
+	// have no capacity: RunInstances answers InsufficientInstanceCapacity.
+	NoCapacity []string `json:"noCapacity,omitempty"`
+	// VCPUQuota caps the vCPUs of running instances (0: no cap): more is
+	// VcpuLimitExceeded.
+	VCPUQuota int `json:"vcpuQuota,omitempty"`
+	// SpotNotice is how long a spot instance interrupted through the
+	// admin API runs after its notice before it is terminated; default 2m
+	// as AWS's.
+	SpotNotice Duration `json:"spotNotice,omitempty"`
+}
+
+// SetFaults replaces the faults the server makes.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+	s.throttled = map[string]int{}
+}
+
+// throttle counts a call of service and refuses it when the faults say.
+// Callers hold s.mu.
+func (s *Server) throttle(service string) error {
+	if s.faults.ThrottleEvery <= 0 {
+		return nil
+	}
+	if s.throttled == nil {
+		s.throttled = map[string]int{}
+	}
+	s.throttled[service]++
+	if s.throttled[service]%s.faults.ThrottleEvery != 0 {
+		return nil
+	}
+	if service == "ec2" {
+		return errorf(http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded.")
+	}
+	return errorf(http.StatusBadRequest, "Throttling", "Rate exceeded")
+}
+
+// visible reports whether something created at created is seen by
+// Describe calls yet (Faults.DescribeDelay). Callers hold s.mu.
+func (s *Server) visible(created time.Time) bool {
+	return s.opts.Now().Sub(created) >= time.Duration(s.faults.DescribeDelay)
+}
+
+// noCapacity reports whether instances of type t cannot be launched in
+// zone (Faults.NoCapacity). Callers hold s.mu.
+func (s *Server) noCapacity(t, zone string) bool {
+	for _, p := range s.faults.NoCapacity {
+		pt, pz, _ := strings.Cut(p, "/")
+		if (pt == "*" || pt == t) && (pz == "*" || pz == zone) {
+			return true
+		}
+	}
+	return false
+}
+
+// adminPrefix is where the local AWS's own API is: faults and spot
+// interruptions, for tests and the demo. It is no AWS API; it wants
+// "Authorization: Bearer SECRET" with the secret of one of its keys.
+const adminPrefix = "/_local/"
+
+// serveAdmin answers the admin API:
+//
+//	GET  /_local/faults            the faults, as JSON
+//	PUT  /_local/faults            replace them
+//	POST /_local/interrupt?instance=ID   give a spot instance its notice
+//	GET  /_local/calls             calls by service:Action since start
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	ok := false
+	for _, c := range s.creds {
+		ok = ok || subtle.ConstantTimeCompare([]byte(token), []byte(c.SecretAccessKey)) == 1
+	}
+	if !ok {
+		http.Error(w, "the local AWS's admin API wants Authorization: Bearer SECRET, the secret of one of its keys", http.StatusUnauthorized)
+		return
+	}
+	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, adminPrefix) {
+	case "GET faults":
+		s.mu.Lock()
+		f := s.faults
+		s.mu.Unlock()
+		writeJSON(w, f)
+	case "PUT faults":
+		var f Faults
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			http.Error(w, "faults: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.SetFaults(f)
+		writeJSON(w, f)
+	case "POST interrupt":
+		if err := s.Interrupt(r.URL.Query().Get("instance")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case "GET calls":
+		writeJSON(w, s.Calls())
+	default:
+		http.Error(w, fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path), http.StatusNotFound)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
