@@ -24,6 +24,8 @@ type instance struct {
 	Zone      string `json:"zone"`
 	Region    string `json:"region"`
 	Group     string `json:"group,omitempty"` // its Auto Scaling group
+	// SecurityGroups are its security groups' ids.
+	SecurityGroups []string `json:"securityGroups,omitempty"`
 }
 
 func (s *Server) ec2ComputeActions() map[string]queryAction { return map[string]queryAction{} }
