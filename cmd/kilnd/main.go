@@ -98,6 +98,7 @@ unless set; created on first start): back it up apart from the database.
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
 	f.BoolVar(&cfg.Local, "local", false, "register the local provider (machines are kiln-agent processes on this host; on with --dev)")
 	f.BoolVar(&cfg.Docker, "docker", false, "register the docker provider (machines are containers of the node image; docs/provider-docker.md): kilnd does not start without a Docker engine and a node image (tried with --dev, and skipped there when missing)")
+	f.BoolVar(&cfg.AWS, "aws", false, "register the aws provider (machines are EC2 instances in the cloud account a cluster names, booting the node image kiln-node-VERSION; docs/provider-aws.md): set --agent-advertise to an address the instances reach")
 	f.StringVar(&cfg.DockerNodeImage, "docker-node-image", daemon.DefaultDockerNodeImage, "the node image's repository: docker machines of Kubernetes version V run REPOSITORY:V (make node-image)")
 	f.StringVar(&cfg.DefaultProvider, "default-provider", "", "the provider of a cluster that names none (default: docker when the docker provider is registered, its nodes run containers; otherwise local, whose nodes are hollow)")
 	f.StringVar(&cfg.AgentListen, "agent-listen", "127.0.0.1:7443", "address agents register and hold their sessions on (TLS)")

@@ -70,6 +70,11 @@ type Config struct {
 	// without it, an explicit Docker fails kilnd's start. It needs the agent
 	// gateway in the same process (role all).
 	Docker bool
+	// AWS registers the aws provider (machines are EC2 instances, made
+	// with the account a cluster names; docs/provider-aws.md). It needs the
+	// agent gateway in the same process (role all), and agents told an
+	// address (--agent-advertise) the instances reach.
+	AWS bool
 	// DefaultProvider is spec.provider of a cluster that names none:
 	// when empty, docker when the docker provider is registered (its
 	// nodes run containers), otherwise local.
@@ -233,6 +238,9 @@ func (c *Config) defaults() error {
 	if c.Docker && c.Role != RoleAll {
 		return fmt.Errorf("the docker provider runs machines that register with this process: use --role all")
 	}
+	if c.AWS && c.Role != RoleAll {
+		return fmt.Errorf("the aws provider's instances register with this process: use --role all")
+	}
 	if c.AgentListen == "" {
 		c.AgentListen = "127.0.0.1:7443"
 	}
@@ -351,6 +359,13 @@ func (d *Daemon) start(ctx context.Context) error {
 		providers["local"] = l
 	}
 	if err := d.addDocker(ctx, providers); err != nil {
+		d.stopAgents(ctx)
+		if d.local != nil {
+			d.local.Close()
+		}
+		return err
+	}
+	if err := d.addAWS(providers); err != nil {
 		d.stopAgents(ctx)
 		if d.local != nil {
 			d.local.Close()

@@ -26,6 +26,9 @@ type Cluster struct {
 	// tag; it may be empty (tests, records from before it).
 	UID  string
 	Spec v1.ClusterSpec
+	// Account is the cloud account the spec names, credentials included
+	// (nil when it names none): how a cloud provider reaches its API.
+	Account *Account
 }
 
 // Network is the cluster's network as created.

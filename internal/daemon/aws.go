@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/nodeimage"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/aws"
+	"kiln.dev/kiln/internal/store"
+)
+
+// addAWS registers the aws provider when Config.AWS asks for it. Its
+// instances boot the node image (an AMI named kiln-node-VERSION) and reach
+// this kilnd's agent gateway at the address agents are told
+// (--agent-advertise), so that address must be one the instances reach.
+func (d *Daemon) addAWS(providers provider.Registry) error {
+	if !d.cfg.AWS {
+		return nil
+	}
+	if d.gw == nil {
+		return errors.New("the aws provider needs this kilnd to serve the agent gateway (--role all)")
+	}
+	p, err := aws.New(aws.Options{
+		UserData:     d.awsUserData,
+		Versions:     distro.LocalVersions(),
+		Distribution: v1.DistroKiln,
+		Logger:       d.log.With("provider", "aws"),
+	})
+	if err != nil {
+		return err
+	}
+	providers[aws.Name] = p
+	d.log.Info("aws provider registered", "agents reach", d.gw.Controller())
+	return nil
+}
+
+// awsUserData is the boot script of an aws machine: it writes the join
+// files (from base64, so no character of theirs is read by the shell) and
+// runs kiln-agent, joining its cluster as the machine's node.
+func (d *Daemon) awsUserData(ctx context.Context, m aws.Machine) (string, error) {
+	creds, passphrase, err := d.gw.Credentials(ctx, store.Key{Project: m.Project, Name: m.Cluster})
+	if err != nil {
+		return "", fmt.Errorf("credentials for machine %s: %w", m.Name, err)
+	}
+	b, err := json.MarshalIndent(creds, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	enc := base64.StdEncoding.EncodeToString
+	var s strings.Builder
+	s.WriteString("#!/bin/sh\n# Kiln: join cluster " + m.Project + "/" + m.Cluster + " as machine " + m.Name + "\nset -eu\n")
+	s.WriteString("umask 077\nmkdir -p /etc/kiln\n")
+	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc(append(b, '\n')), dockerCredentials)
+	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc([]byte(passphrase+"\n")), dockerPassphrase)
+	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --credentials %s --passphrase %s --node-name %s\n",
+		v1.DistroKiln, nodeimage.KubeBinaryDir, dockerCredentials, dockerPassphrase, m.Name)
+	return s.String(), nil
+}

@@ -1,0 +1,264 @@
+// Package aws is the provider whose machines are EC2 instances, made with
+// the official SDK (aws-sdk-go-v2) in the architecture a leading cluster
+// service documents for AWS: per zone a public and a private subnet, a NAT
+// gateway in each public subnet, one internet gateway, a bastion in a public
+// subnet as the only SSH entry, every node in the private subnets spread
+// over the zones, and the API server behind a network load balancer across
+// the control-plane instances.
+//
+// Everything it makes is tagged kubernetes.io/cluster/NAME=owned and with
+// Kiln's cluster id (TagCluster), and found again by those tags (or by
+// names derived from the id where AWS names things: load balancers, target
+// groups, IAM roles, key pairs): a step run twice, or by a restarted kilnd,
+// finds what exists instead of making it again. Deleting removes everything
+// in dependency order and fails, naming them, when tagged resources remain.
+//
+// A cloud account of provider aws holds the credentials (Credential*
+// keys): an access key pair, optionally a role to assume, the default
+// region and an optional endpoint (the local AWS of test/cloud/aws, for
+// tests and the demo). docs/provider-aws.md says what is made and why.
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// Name is the provider's name in spec.provider.
+const Name = "aws"
+
+// Credentials of a cloud account of provider aws.
+const (
+	CredentialKeyID    = "accessKeyId"
+	CredentialSecret   = "secretAccessKey"
+	CredentialSession  = "sessionToken" // optional
+	CredentialRoleARN  = "roleArn"      // optional: a role to assume with the key
+	CredentialRegion   = "region"       // the account's default region
+	CredentialEndpoint = "endpoint"     // optional: another endpoint for every service (the local AWS)
+)
+
+// DefaultRegion is the region of a cluster whose spec and account name none.
+const DefaultRegion = "us-east-1"
+
+// Tags on everything the provider makes.
+const (
+	TagCluster  = "kiln.dev/cluster-id" // the cluster's id (clusterID): how it is found
+	TagProject  = "kiln.dev/project"
+	TagName     = "kiln.dev/cluster"
+	TagPart     = "kiln.dev/part" // which part of the cluster's infrastructure: vpc, public-subnet, nat, ...
+	TagZone     = "kiln.dev/zone"
+	TagMachine  = "kiln.dev/machine"
+	TagRole     = "kiln.dev/role"
+	TagPool     = "kiln.dev/pool"
+	TagRevision = "kiln.dev/revision"
+)
+
+// APIServerPort is the port of the load balancer's listener and of every
+// control-plane instance's API server.
+const APIServerPort = 6443
+
+// Machine is what Options.UserData is told about the instance it boots.
+type Machine struct {
+	Project, Cluster, Name, Role, Pool, Version string
+}
+
+// Options configure the provider. UserData is required.
+type Options struct {
+	// UserData is the boot script of a machine (a shell script, #!/bin/sh
+	// first): it starts kiln-agent with the cluster's credential, so the
+	// node joins as on every provider.
+	UserData func(ctx context.Context, m Machine) (string, error)
+	// Versions are the Kubernetes versions machines install, oldest first;
+	// an instance of version V boots the image named ImagePrefix+V.
+	Versions    []string
+	ImagePrefix string // default "kiln-node-"
+	// Distribution is what the machines install; default v1.DistroKiln
+	// (the node image's kiln-kube).
+	Distribution string
+	// MaxAttempts is how many times the SDK tries a call that AWS throttled
+	// or failed with a 5xx before the step sees the error; default 5.
+	MaxAttempts int
+	// HTTPClient is the SDK's HTTP client; default the SDK's.
+	HTTPClient *http.Client
+	// Logger gets operator logs; default discarded.
+	Logger *slog.Logger
+}
+
+// AWS is the aws provider.
+type AWS struct {
+	opts Options
+	log  *slog.Logger
+}
+
+var (
+	_ provider.Provider      = (*AWS)(nil)
+	_ provider.LoadBalancers = (*AWS)(nil)
+	_ provider.Describer     = (*AWS)(nil)
+	_ provider.Installing    = (*AWS)(nil)
+)
+
+// New returns the aws provider.
+func New(opts Options) (*AWS, error) {
+	if opts.UserData == nil {
+		return nil, fmt.Errorf("aws provider: Options.UserData is required")
+	}
+	if opts.ImagePrefix == "" {
+		opts.ImagePrefix = "kiln-node-"
+	}
+	if opts.Distribution == "" {
+		opts.Distribution = v1.DistroKiln
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 5
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &AWS{opts: opts, log: opts.Logger}, nil
+}
+
+// Distributions says what the instances install: the node image's
+// distribution, at the versions there are images of.
+func (p *AWS) Distributions() map[string][]string {
+	return map[string][]string{p.opts.Distribution: slices.Clone(p.opts.Versions)}
+}
+
+// clients are the SDK's clients for one account and region.
+type clients struct {
+	region string
+	ec2    *ec2.Client
+	elb    *elb.Client
+	iam    *iam.Client
+	sts    *sts.Client
+}
+
+// clientsFor returns clients for the account (nil: none, an error naming
+// what to set) in region ("" for the account's, then DefaultRegion).
+func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
+	if a == nil {
+		return nil, failure.Terminal(v1.CodeInvalidCredentials, "the aws provider needs a cloud account: set spec.cloudAccount to an account of provider aws")
+	}
+	cr := a.Credentials
+	if cr[CredentialKeyID] == "" || cr[CredentialSecret] == "" {
+		return nil, failure.Terminal(v1.CodeInvalidCredentials, "cloud account %q has no AWS access key: set its credentials %s and %s", a.Name, CredentialKeyID, CredentialSecret)
+	}
+	if region == "" {
+		region = cr[CredentialRegion]
+	}
+	if region == "" {
+		region = DefaultRegion
+	}
+	cfg := awssdk.Config{
+		Region:           region,
+		Credentials:      awssdk.NewCredentialsCache(credentials.NewStaticCredentialsProvider(cr[CredentialKeyID], cr[CredentialSecret], cr[CredentialSession])),
+		RetryMaxAttempts: p.opts.MaxAttempts,
+		RetryMode:        awssdk.RetryModeStandard,
+	}
+	if p.opts.HTTPClient != nil {
+		cfg.HTTPClient = p.opts.HTTPClient
+	}
+	if e := cr[CredentialEndpoint]; e != "" {
+		cfg.BaseEndpoint = awssdk.String(e)
+	}
+	if role := cr[CredentialRoleARN]; role != "" {
+		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), role,
+			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = "kiln" }))
+	}
+	return &clients{
+		region: region,
+		ec2:    ec2.NewFromConfig(cfg),
+		elb:    elb.NewFromConfig(cfg),
+		iam:    iam.NewFromConfig(cfg),
+		sts:    sts.NewFromConfig(cfg),
+	}, nil
+}
+
+// cluster is what every method works with: the cluster, its id and its
+// clients.
+type cluster struct {
+	provider.Cluster
+	id  string // clusterID
+	api *clients
+}
+
+func (p *AWS) cluster(c provider.Cluster) (*cluster, error) {
+	if c.Project == "" || c.Name == "" {
+		return nil, failure.Terminal(v1.CodeInvalidParameter, "the aws provider needs a cluster's project and name")
+	}
+	api, err := p.clientsFor(c.Account, c.Spec.Region)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{Cluster: c, id: clusterID(c), api: api}, nil
+}
+
+// clusterID is the cluster's identity in tags: its UID, or project/name for
+// a record without one.
+func clusterID(c provider.Cluster) string {
+	if c.UID != "" {
+		return c.UID
+	}
+	return c.Project + "/" + c.Name
+}
+
+// short is a name AWS accepts where names are short (load balancers: 32
+// characters): "kiln-" and 10 hex digits of the cluster's id, then suffix.
+func (c *cluster) short(suffix string) string {
+	sum := sha256.Sum256([]byte(c.id))
+	name := "kiln-" + hex.EncodeToString(sum[:5])
+	if suffix != "" {
+		name += "-" + suffix
+	}
+	return name
+}
+
+// tags are the tags of a resource of the cluster: what finds it, the
+// part it plays, and a Name for the console.
+func (c *cluster) tags(part string, extra ...string) map[string]string {
+	t := map[string]string{
+		"kubernetes.io/cluster/" + c.Name: "owned",
+		TagCluster:                        c.id,
+		TagProject:                        c.Project,
+		TagName:                           c.Name,
+		TagPart:                           part,
+		"Name":                            c.Name + "-" + part,
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		t[extra[i]] = extra[i+1]
+	}
+	return t
+}
+
+// wait sleeps d or until ctx ends.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// joinIDs says a list of ids in a message.
+func joinIDs(ids []string) string { return strings.Join(ids, ", ") }

@@ -1,0 +1,336 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// Instance types when the spec names none.
+const (
+	DefaultInstanceType = "m5.large"
+	BastionInstanceType = "t3.medium"
+)
+
+// live are the states of an instance that exists (not terminated, not
+// going away).
+var live = []string{"pending", "running", "stopping", "stopped"}
+
+// instances lists the cluster's live instances, of one machine when
+// machine is not "".
+func (c *cluster) instances(ctx context.Context, machine string) ([]ec2types.Instance, error) {
+	f := append(c.filter(""), ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: live})
+	if machine != "" {
+		f = append(f, ec2types.Filter{Name: awssdk.String("tag:" + TagMachine), Values: []string{machine}})
+	}
+	var out []ec2types.Instance
+	pages := ec2.NewDescribeInstancesPaginator(c.api.ec2, &ec2.DescribeInstancesInput{Filters: f})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, classify(err, "", "list the instances of cluster %s", c.Name)
+		}
+		for _, r := range page.Reservations {
+			out = append(out, r.Instances...)
+		}
+	}
+	slices.SortFunc(out, func(a, b ec2types.Instance) int { return strings.Compare(tagOf(a.Tags, TagMachine), tagOf(b.Tags, TagMachine)) })
+	return out, nil
+}
+
+func machineOf(i ec2types.Instance) provider.Machine {
+	zone := ""
+	if i.Placement != nil {
+		zone = awssdk.ToString(i.Placement.AvailabilityZone)
+	}
+	return provider.Machine{
+		MachineSpec: provider.MachineSpec{Name: tagOf(i.Tags, TagMachine), Role: tagOf(i.Tags, TagRole), Pool: tagOf(i.Tags, TagPool),
+			InstanceType: string(i.InstanceType), Zone: zone, Revision: tagOf(i.Tags, TagRevision)},
+		ID:      awssdk.ToString(i.InstanceId),
+		Address: awssdk.ToString(i.PrivateIpAddress),
+	}
+}
+
+// EnsureMachine finds the machine's instance or launches it in the private
+// subnet of its zone (the spec's, or the cluster's zones in turn by the
+// machine's number), from the node image of the cluster's version, with
+// user data that starts its agent. A control-plane instance is registered
+// with the load balancer's target group.
+func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	c, err := p.cluster(pc)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	found, err := c.instances(ctx, m.Name)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	if len(found) > 0 {
+		got := machineOf(found[0])
+		if m.Role == v1.RoleControlPlane {
+			if err := p.registerTargets(ctx, c, []string{got.ID}); err != nil {
+				return provider.Machine{}, err
+			}
+		}
+		return got, nil
+	}
+	n, ok, err := p.findNetwork(ctx, c)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	if !ok {
+		return provider.Machine{}, failure.Retryable(v1.CodeProviderError, nil, "the VPC of cluster %s is not there yet; ensure-network makes it", c.Name)
+	}
+	n.zones, err = p.clusterZones(ctx, c)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	zone := m.Zone
+	if zone == "" {
+		zone = n.zones[machineNumber(m.Name)%len(n.zones)]
+	}
+	subnet := n.private[zone]
+	if subnet == "" {
+		return provider.Machine{}, failure.Terminal(v1.CodeInvalidParameter, "cluster %s has no private subnet in zone %s for machine %s", c.Name, zone, m.Name)
+	}
+	i, err := p.launch(ctx, c, n, m, zone, subnet)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	got := machineOf(i)
+	if m.Role == v1.RoleControlPlane {
+		if err := p.registerTargets(ctx, c, []string{got.ID}); err != nil {
+			return provider.Machine{}, err
+		}
+	}
+	return got, nil
+}
+
+// machineNumber is the N of a machine named ...-N (0 when none).
+func machineNumber(name string) int {
+	i := strings.LastIndexByte(name, '-')
+	n, _ := strconv.Atoi(name[i+1:])
+	return n
+}
+
+func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.MachineSpec, zone, subnet string) (ec2types.Instance, error) {
+	version := c.Spec.KubernetesVersion
+	if version == "" && len(p.opts.Versions) > 0 {
+		version = p.opts.Versions[len(p.opts.Versions)-1]
+	}
+	image, err := p.image(ctx, c, version)
+	if err != nil {
+		return ec2types.Instance{}, err
+	}
+	script, err := p.opts.UserData(ctx, Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool, Version: version})
+	if err != nil {
+		return ec2types.Instance{}, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the user data of machine %s", m.Name)
+	}
+	itype := m.InstanceType
+	if itype == "" {
+		itype = DefaultInstanceType
+	}
+	group, profile, target := n.groups[sgWorker], c.roleName(sgWorker), "spec.workerPools"
+	if m.Role == v1.RoleControlPlane {
+		group, profile, target = n.groups[sgControlPlane], c.roleName(sgControlPlane), "spec.controlPlane.instanceType"
+	}
+	if group == "" {
+		if err := p.ensureSecurityGroups(ctx, c, n); err != nil {
+			return ec2types.Instance{}, err
+		}
+		group = n.groups[sgWorker]
+		if m.Role == v1.RoleControlPlane {
+			group = n.groups[sgControlPlane]
+		}
+	}
+	extra := []string{TagMachine, m.Name, TagRole, m.Role, TagZone, zone}
+	if m.Pool != "" {
+		extra = append(extra, TagPool, m.Pool)
+	}
+	if m.Revision != "" {
+		extra = append(extra, TagRevision, m.Revision)
+	}
+	token, err := p.clientToken(ctx, c, m)
+	if err != nil {
+		return ec2types.Instance{}, err
+	}
+	p.log.Info("launching instance", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "type", itype, "zone", zone, "image", image)
+	out, err := c.api.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+		ImageId: &image, InstanceType: ec2types.InstanceType(itype), MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1),
+		SubnetId: &subnet, SecurityGroupIds: []string{group}, KeyName: awssdk.String(c.short("key")),
+		IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: &profile},
+		UserData:           awssdk.String(base64.StdEncoding.EncodeToString([]byte(script))),
+		ClientToken:        &token,
+		TagSpecifications:  c.tagSpec(ec2types.ResourceTypeInstance, "machine", extra...),
+	})
+	if err != nil {
+		return ec2types.Instance{}, classify(err, target, "launch the instance of machine %s (%s in %s)", m.Name, itype, zone)
+	}
+	if len(out.Instances) == 0 {
+		return ec2types.Instance{}, failure.Retryable(v1.CodeProviderError, nil, "AWS launched no instance for machine %s", m.Name)
+	}
+	return out.Instances[0], nil
+}
+
+// clientToken makes RunInstances idempotent for one launch of a machine: a
+// launch retried after kilnd died mid-call gets the instance the first
+// made, while a machine made again after its instance was terminated (a
+// repair) gets a new one, as the count of its ended instances differs.
+func (p *AWS) clientToken(ctx context.Context, c *cluster, m provider.MachineSpec) (string, error) {
+	f := append(c.filter(""), ec2types.Filter{Name: awssdk.String("tag:" + TagMachine), Values: []string{m.Name}},
+		ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: []string{"shutting-down", "terminated"}})
+	out, err := c.api.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: f})
+	if err != nil {
+		return "", classify(err, "", "list the ended instances of machine %s", m.Name)
+	}
+	ended := 0
+	for _, r := range out.Reservations {
+		ended += len(r.Instances)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", c.id, m.Name, m.Revision, ended))
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// image is the node image (AMI) of a Kubernetes version.
+func (p *AWS) image(ctx context.Context, c *cluster, version string) (string, error) {
+	name := p.opts.ImagePrefix + version
+	out, err := c.api.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{Owners: []string{"self"},
+		Filters: []ec2types.Filter{{Name: awssdk.String("name"), Values: []string{name}}}})
+	if err != nil {
+		return "", classify(err, "", "find the node image %s", name)
+	}
+	if len(out.Images) == 0 {
+		e := failure.Terminal(v1.CodeUnsupportedVersion, "region %s has no node image %s for Kubernetes %s; choose a version it has or make the image there", c.api.region, name, version)
+		e.Target = "spec.kubernetesVersion"
+		return "", e
+	}
+	return awssdk.ToString(out.Images[0].ImageId), nil
+}
+
+// ListMachines returns the cluster's live instances that are machines (the
+// bastion is not).
+func (p *AWS) ListMachines(ctx context.Context, pc provider.Cluster) ([]provider.Machine, error) {
+	c, err := p.cluster(pc)
+	if err != nil {
+		return nil, err
+	}
+	is, err := c.instances(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.Machine
+	for _, i := range is {
+		if tagOf(i.Tags, TagMachine) != "" {
+			out = append(out, machineOf(i))
+		}
+	}
+	return out, nil
+}
+
+// DeleteMachine terminates the machine's instances (taken out of the load
+// balancer first).
+func (p *AWS) DeleteMachine(ctx context.Context, pc provider.Cluster, name string) error {
+	c, err := p.cluster(pc)
+	if err != nil {
+		return err
+	}
+	is, err := c.instances(ctx, name)
+	if err != nil || len(is) == 0 {
+		return err
+	}
+	var ids []string
+	for _, i := range is {
+		ids = append(ids, awssdk.ToString(i.InstanceId))
+	}
+	if err := p.deregisterTargets(ctx, c, ids); err != nil {
+		return err
+	}
+	p.log.Info("terminating instances", "cluster", c.Project+"/"+c.Name, "machine", name, "instances", ids)
+	if _, err := c.api.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+		return classify(err, "", "terminate the instances of machine %s (%s)", name, joinIDs(ids))
+	}
+	return nil
+}
+
+// ensureBastion launches the bastion, the only SSH entry, in the first
+// zone's public subnet.
+func (p *AWS) ensureBastion(ctx context.Context, c *cluster, n *vpcNet) error {
+	f := append(c.filter(partBastion), ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: live})
+	out, err := c.api.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: f})
+	if err != nil {
+		return classify(err, "", "find the bastion of cluster %s", c.Name)
+	}
+	for _, r := range out.Reservations {
+		if len(r.Instances) > 0 {
+			return nil
+		}
+	}
+	version := c.Spec.KubernetesVersion
+	if version == "" && len(p.opts.Versions) > 0 {
+		version = p.opts.Versions[len(p.opts.Versions)-1]
+	}
+	image, err := p.image(ctx, c, version)
+	if err != nil {
+		return err
+	}
+	subnet := n.public[n.zones[0]]
+	p.log.Info("launching bastion", "cluster", c.Project+"/"+c.Name, "zone", n.zones[0])
+	_, err = c.api.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+		ImageId: &image, InstanceType: BastionInstanceType, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1),
+		SubnetId: &subnet, SecurityGroupIds: []string{n.groups[sgBastion]}, KeyName: awssdk.String(c.short("key")),
+		ClientToken:       awssdk.String(c.short("bastion")),
+		TagSpecifications: c.tagSpec(ec2types.ResourceTypeInstance, partBastion, TagZone, n.zones[0]),
+	})
+	if err != nil {
+		return classify(err, "", "launch the bastion of cluster %s", c.Name)
+	}
+	return nil
+}
+
+// registerTargets puts control-plane instances behind the load balancer,
+// when it exists (EnsureLoadBalancer registers those launched before it).
+func (p *AWS) registerTargets(ctx context.Context, c *cluster, ids []string) error {
+	tg, err := p.targetGroup(ctx, c)
+	if err != nil || tg == "" || len(ids) == 0 {
+		return err
+	}
+	var ts []elbtypes.TargetDescription
+	for _, id := range ids {
+		ts = append(ts, elbtypes.TargetDescription{Id: awssdk.String(id), Port: awssdk.Int32(APIServerPort)})
+	}
+	if _, err := c.api.elb.RegisterTargets(ctx, &elb.RegisterTargetsInput{TargetGroupArn: &tg, Targets: ts}); err != nil {
+		return classify(err, "", "register %s with the load balancer of cluster %s", joinIDs(ids), c.Name)
+	}
+	return nil
+}
+
+func (p *AWS) deregisterTargets(ctx context.Context, c *cluster, ids []string) error {
+	tg, err := p.targetGroup(ctx, c)
+	if err != nil || tg == "" {
+		return err
+	}
+	var ts []elbtypes.TargetDescription
+	for _, id := range ids {
+		ts = append(ts, elbtypes.TargetDescription{Id: awssdk.String(id), Port: awssdk.Int32(APIServerPort)})
+	}
+	_, err = c.api.elb.DeregisterTargets(ctx, &elb.DeregisterTargetsInput{TargetGroupArn: &tg, Targets: ts})
+	if err != nil && apiCode(err) != "InvalidTarget" {
+		return classify(err, "", "take %s out of the load balancer of cluster %s", joinIDs(ids), c.Name)
+	}
+	return nil
+}
