@@ -50,7 +50,9 @@ func classify(err error, target, format string, args ...any) error {
 	}
 	what := fmt.Sprintf(format, args...)
 	code, msg := apiCode(err), apiMessage(err)
-	retry := func(why string) error { return failure.Retryable(v1.CodeProviderError, err, "%s: %s (AWS %s); retrying", what, why, code) }
+	retry := func(why string) error {
+		return failure.Retryable(v1.CodeProviderError, err, "%s: %s (AWS %s); retrying", what, why, code)
+	}
 	terminal := func(kind, hint string) error {
 		e := failure.Terminal(kind, "%s: AWS answered %s: %s%s", what, code, msg, hint)
 		e.Target, e.Err = target, err

@@ -49,7 +49,9 @@ func (c *cluster) instances(ctx context.Context, machine string) ([]ec2types.Ins
 			out = append(out, r.Instances...)
 		}
 	}
-	slices.SortFunc(out, func(a, b ec2types.Instance) int { return strings.Compare(tagOf(a.Tags, TagMachine), tagOf(b.Tags, TagMachine)) })
+	slices.SortFunc(out, func(a, b ec2types.Instance) int {
+		return strings.Compare(tagOf(a.Tags, TagMachine), tagOf(b.Tags, TagMachine))
+	})
 	return out, nil
 }
 
