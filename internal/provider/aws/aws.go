@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,8 @@ const (
 	CredentialRegion   = "region"       // the account's default region
 	CredentialEndpoint = "endpoint"     // optional: another endpoint for every service (the local AWS)
 )
+
+var credentialKeys = []string{CredentialKeyID, CredentialSecret, CredentialSession, CredentialRoleARN, CredentialRegion, CredentialEndpoint}
 
 // DefaultRegion is the region of a cluster whose spec and account name none.
 const DefaultRegion = "us-east-1"
@@ -158,6 +161,20 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 		return nil, failure.Terminal(v1.CodeInvalidCredentials, "the aws provider needs a cloud account: set spec.cloudAccount to an account of provider aws")
 	}
 	cr := a.Credentials
+	for k := range cr {
+		if !slices.Contains(credentialKeys, k) {
+			e := failure.Terminal(v1.CodeInvalidParameter, "cloud account %q has a credential %q the aws provider does not know; it takes %s", a.Name, k, strings.Join(credentialKeys, ", "))
+			e.Target = "spec.cloudAccount"
+			return nil, e
+		}
+	}
+	if e := cr[CredentialEndpoint]; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			f := failure.Terminal(v1.CodeInvalidParameter, "cloud account %q has endpoint %q: want an http or https URL such as https://aws.example.com", a.Name, e)
+			f.Target = "spec.cloudAccount"
+			return nil, f
+		}
+	}
 	if cr[CredentialKeyID] == "" || cr[CredentialSecret] == "" {
 		return nil, failure.Terminal(v1.CodeInvalidCredentials, "cloud account %q has no AWS access key: set its credentials %s and %s", a.Name, CredentialKeyID, CredentialSecret)
 	}

@@ -18,8 +18,11 @@ import (
 
 // Run checks that p follows the provider contract. It creates infrastructure
 // for clusters in project "providertest" and deletes it again.
-func Run(t *testing.T, p provider.Provider) {
+//
+// Options change the clusters it makes (a cloud provider's account).
+func Run(t *testing.T, p provider.Provider, opts ...Option) {
 	t.Helper()
+	options = opts
 	t.Run("NetworkEnsureIsIdempotent", func(t *testing.T) { testNetwork(t, p) })
 	t.Run("DeleteOfNothingSucceeds", func(t *testing.T) { testDeleteNothing(t, p) })
 	t.Run("MachineEnsureFindsByName", func(t *testing.T) { testMachines(t, p) })
@@ -31,8 +34,19 @@ func Run(t *testing.T, p provider.Provider) {
 	}
 }
 
+// Option changes every cluster Run makes.
+type Option func(*provider.Cluster)
+
+// WithAccount gives every cluster the cloud account a.
+func WithAccount(a *provider.Account) Option {
+	return func(c *provider.Cluster) { c.Account = a }
+}
+
+// options are Run's; Run's subtests are not parallel.
+var options []Option
+
 func cluster(name string) provider.Cluster {
-	return provider.Cluster{
+	c := provider.Cluster{
 		Project: "providertest",
 		Name:    name,
 		Spec: v1.ClusterSpec{
@@ -41,6 +55,10 @@ func cluster(name string) provider.Cluster {
 			Labels:       map[string]string{},
 		},
 	}
+	for _, o := range options {
+		o(&c)
+	}
+	return c
 }
 
 // cleanup deletes everything of c when the test ends.
