@@ -161,6 +161,15 @@ type Describer interface {
 	Describe(ctx context.Context, a *Account, region string) (Offer, error)
 }
 
+// Preflighter is the optional capability of providers that can check,
+// before anything is made, that the cluster's account may make what the
+// cluster needs: a cloud's permissions and headroom. Each finding names what
+// to change (a permission to grant, a quota to raise) and its spec field;
+// an error means the check could not be made.
+type Preflighter interface {
+	Preflight(ctx context.Context, c Cluster) ([]v1.Error, error)
+}
+
 // Hosted is the optional capability of providers that make no machines:
 // users bring hosts, which join with the cluster's installer and are given
 // their roles by a person (the edge provider). Their clusters have plans of

@@ -7,6 +7,7 @@
 package dynamic
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,9 @@ func (c *Checker) Cluster(ctx context.Context, project, name string, spec *v1.Cl
 	}
 	if described {
 		checkOffer(rep, spec, offer)
+	}
+	if err := c.preflight(ctx, rep, p, account, project, name, spec); err != nil {
+		return nil, err
 	}
 	var others []*store.Cluster
 	if needsOthers(account, spec) {
@@ -171,6 +175,33 @@ func (c *Checker) offer(ctx context.Context, rep *Report, p provider.Provider, a
 		rep.fail(fe.Code, "spec.provider", "%s", fe.Message)
 	}
 	return provider.Offer{}, false, nil
+}
+
+// preflight asks a provider that can (provider.Preflighter) whether the
+// account may make what the cluster needs; only when nothing else was
+// found, so a bad account or region is reported once.
+func (c *Checker) preflight(ctx context.Context, rep *Report, p provider.Provider, a *store.CloudAccount, project, name string, spec *v1.ClusterSpec) error {
+	pf, ok := p.(provider.Preflighter)
+	if !ok || len(rep.Findings) > 0 {
+		return nil
+	}
+	pc := provider.Cluster{Project: project, Name: name, Spec: *spec}
+	if a != nil {
+		pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
+	}
+	findings, err := pf.Preflight(ctx, pc)
+	if err != nil {
+		if fe := failure.From(err); !fe.Retryable {
+			rep.fail(fe.Code, cmp.Or(fe.Target, "spec.cloudAccount"), "%s", fe.Message)
+			return nil
+		}
+		return err
+	}
+	rep.Findings = append(rep.Findings, findings...)
+	if len(findings) == 0 {
+		rep.checked("provider %q: the account may make what the cluster needs", spec.Provider)
+	}
+	return nil
 }
 
 // checkOffer compares what the spec asks for with what the provider offers.

@@ -1,0 +1,157 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider"
+)
+
+var _ provider.Preflighter = (*AWS)(nil)
+
+// placeholder ids for dry runs: EC2 checks the permission before the ids.
+const (
+	dryVPC    = "vpc-0000000000000000a"
+	drySubnet = "subnet-0000000000000000a"
+	dryGroup  = "sg-0000000000000000a"
+	dryTable  = "rtb-0000000000000000a"
+)
+
+// dryRun is one EC2 call the create makes, asked with DryRun.
+type dryRun struct {
+	action string
+	call   func(ctx context.Context, api *ec2.Client) error
+}
+
+func dryRuns() []dryRun {
+	t := awssdk.Bool(true)
+	return []dryRun{
+		{"CreateVpc", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateVpc(ctx, &ec2.CreateVpcInput{DryRun: t, CidrBlock: awssdk.String("10.0.0.0/16")})
+			return err
+		}},
+		{"CreateSubnet", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateSubnet(ctx, &ec2.CreateSubnetInput{DryRun: t, VpcId: awssdk.String(dryVPC), CidrBlock: awssdk.String("10.0.0.0/20")})
+			return err
+		}},
+		{"CreateInternetGateway", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateInternetGateway(ctx, &ec2.CreateInternetGatewayInput{DryRun: t})
+			return err
+		}},
+		{"AllocateAddress", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.AllocateAddress(ctx, &ec2.AllocateAddressInput{DryRun: t, Domain: ec2types.DomainTypeVpc})
+			return err
+		}},
+		{"CreateNatGateway", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateNatGateway(ctx, &ec2.CreateNatGatewayInput{DryRun: t, SubnetId: awssdk.String(drySubnet)})
+			return err
+		}},
+		{"CreateRouteTable", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{DryRun: t, VpcId: awssdk.String(dryVPC)})
+			return err
+		}},
+		{"CreateRoute", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateRoute(ctx, &ec2.CreateRouteInput{DryRun: t, RouteTableId: awssdk.String(dryTable), DestinationCidrBlock: awssdk.String("0.0.0.0/0")})
+			return err
+		}},
+		{"CreateSecurityGroup", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{DryRun: t, GroupName: awssdk.String("kiln-dry-run"), Description: awssdk.String("dry run"), VpcId: awssdk.String(dryVPC)})
+			return err
+		}},
+		{"AuthorizeSecurityGroupIngress", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{DryRun: t, GroupId: awssdk.String(dryGroup)})
+			return err
+		}},
+		{"CreateKeyPair", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{DryRun: t, KeyName: awssdk.String("kiln-dry-run")})
+			return err
+		}},
+		{"RunInstances", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.RunInstances(ctx, &ec2.RunInstancesInput{DryRun: t, ImageId: awssdk.String("ami-0000000000000000a"),
+				InstanceType: DefaultInstanceType, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), SubnetId: awssdk.String(drySubnet)})
+			return err
+		}},
+		{"TerminateInstances", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.TerminateInstances(ctx, &ec2.TerminateInstancesInput{DryRun: t, InstanceIds: []string{"i-0000000000000000a"}})
+			return err
+		}},
+		{"DeleteVpc", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.DeleteVpc(ctx, &ec2.DeleteVpcInput{DryRun: t, VpcId: awssdk.String(dryVPC)})
+			return err
+		}},
+	}
+}
+
+// Preflight checks, before anything is made, what EC2 lets the cluster's
+// account check: each EC2 call the create and delete make, asked with
+// DryRun (a missing permission is named), and the Elastic IP headroom for a
+// NAT gateway per zone. IAM and Elastic Load Balancing have no dry run;
+// their permissions show when the create calls them.
+func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, error) {
+	c, err := p.cluster(pc)
+	if err != nil {
+		return nil, err
+	}
+	var findings []v1.Error
+	for _, d := range dryRuns() {
+		err := d.call(ctx, c.api.ec2)
+		switch code := apiCode(err); code {
+		case "DryRunOperation":
+		case "UnauthorizedOperation":
+			findings = append(findings, v1.Error{Code: v1.CodeForbidden, Target: "spec.cloudAccount",
+				Message: fmt.Sprintf("the credentials of cloud account %q may not call ec2:%s, which the cluster needs; grant it", c.Account.Name, d.action)})
+		case "", "RequestLimitExceeded", "AuthFailure":
+			if err != nil { // the check could not be made
+				return nil, classify(err, "", "dry-run ec2:%s", d.action)
+			}
+		default:
+			// Another answer (an id EC2 checked before the permission) says
+			// nothing about the permission: the create asks for real.
+		}
+	}
+	zones, err := p.clusterZones(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	headroom, err := p.addressHeadroom(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if headroom >= 0 && headroom < len(zones) {
+		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.controlPlane.zones",
+			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d (a NAT gateway in each of %d zones); release some or ask AWS for more", c.api.region, headroom, len(zones), len(zones))})
+	}
+	return findings, nil
+}
+
+// addressHeadroom is how many more Elastic IPs the account may allocate in
+// the region (the account attribute vpc-max-elastic-ips less those
+// allocated), -1 when AWS does not say.
+func (p *AWS) addressHeadroom(ctx context.Context, c *cluster) (int, error) {
+	attrs, err := c.api.ec2.DescribeAccountAttributes(ctx, &ec2.DescribeAccountAttributesInput{AttributeNames: []ec2types.AccountAttributeName{"vpc-max-elastic-ips"}})
+	if err != nil {
+		return 0, classify(err, "", "read the Elastic IP limit of region %s", c.api.region)
+	}
+	limit := -1
+	for _, a := range attrs.AccountAttributes {
+		for _, v := range a.AttributeValues {
+			if n, err := strconv.Atoi(awssdk.ToString(v.AttributeValue)); err == nil {
+				limit = n
+			}
+		}
+	}
+	if limit < 0 {
+		return -1, nil
+	}
+	addrs, err := c.api.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{})
+	if err != nil {
+		return 0, classify(err, "", "count the Elastic IPs of region %s", c.api.region)
+	}
+	return limit - len(addrs.Addresses), nil
+}
