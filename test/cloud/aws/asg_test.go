@@ -190,7 +190,7 @@ func TestAutoScalingCapacityAndScaleIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := as.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: awssdk.String("workers"),
-		LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String("nodes"), Version: awssdk.String("$Latest")},
+		LaunchTemplate:  &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String("nodes"), Version: awssdk.String("$Latest")},
 		DesiredCapacity: awssdk.Int32(3)}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package aws
 
 import (
-	"context"
 	"encoding/base64"
-	"fmt"
 	"testing"
 	"time"
 
@@ -381,6 +379,3 @@ func TestDescribeImages(t *testing.T) {
 		t.Errorf("an unknown image: %v", err)
 	}
 }
-
-var _ = fmt.Sprint
-var _ = context.Background
