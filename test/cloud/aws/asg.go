@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -110,7 +111,8 @@ func (s *Server) asgActions() map[string]queryAction {
 
 // message is an error's message as AWS's answer says it.
 func message(err error) string {
-	if e, ok := err.(*apiError); ok {
+	var e *apiError
+	if errors.As(err, &e) {
 		return e.Message
 	}
 	return err.Error()
