@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,7 +24,10 @@ func dockerAWS(t *testing.T) (*testAWS, *DockerMachines, *image) {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	m, err := NewDockerMachines(t.Context(), DockerOptions{Identity: "test" + hex.EncodeToString(b)})
+	// KILN_AWS_TEST_NODE_REPOSITORY runs the test with other images than
+	// kiln/node (any image with /bin/sh and coreutils will do).
+	m, err := NewDockerMachines(t.Context(), DockerOptions{Identity: "test" + hex.EncodeToString(b),
+		Repository: os.Getenv("KILN_AWS_TEST_NODE_REPOSITORY")})
 	if err != nil {
 		t.Skipf("no Docker engine: %v", err)
 	}
@@ -121,5 +125,13 @@ func TestDockerInstances(t *testing.T) {
 	waitState(t, c, id, types.InstanceStateNameTerminated)
 	if out := dockerOut(t, "ps", "-a", "-q", "--filter", "name="+name); out != "" {
 		t.Errorf("the terminated instance's container remains: %s", out)
+	}
+
+	// A container removed outside: its instance is marked lost, not forgotten.
+	j := runOne(t, c, &ec2.RunInstancesInput{ImageId: &im.ID, InstanceType: "t3.small", SubnetId: &sn})
+	waitState(t, c, *j.InstanceId, types.InstanceStateNameRunning)
+	dockerOut(t, "rm", "-f", m.name(*j.InstanceId))
+	if got := waitState(t, c, *j.InstanceId, types.InstanceStateNameTerminated); *got.StateReason.Code != "Server.InternalError" || !strings.Contains(*got.StateReason.Message, "gone") {
+		t.Errorf("an instance whose container was removed: %s %s", *got.StateReason.Code, *got.StateReason.Message)
 	}
 }
