@@ -51,11 +51,8 @@ const modulesDir = "/lib/modules"
 // network, its /var volume, and no restart by Docker (the plan starts a
 // stopped machine again and says how it had stopped).
 func (d *Docker) hostConfig(n clusterNet, volume, version string) *container.HostConfig {
-	init := false
-	ms := append(mounts(volume), mount.Mount{Type: mount.TypeBind, Source: cgroupMount, Target: cgroupMount})
-	if _, err := os.Stat(modulesDir); err == nil {
-		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
-	}
+	grant := NodeGrant()
+	ms := append(mounts(volume), grant.Mounts...)
 	for _, v := range slices.Sorted(maps.Keys(d.opts.KubeBinaries)) {
 		if v == version {
 			continue // the image's own is there
@@ -67,14 +64,31 @@ func (d *Docker) hostConfig(n clusterNet, volume, version string) *container.Hos
 	if d.opts.HostAlias != "" {
 		hosts = []string{d.opts.HostAlias + ":" + n.Gateway.String()}
 	}
+	grant.NetworkMode = container.NetworkMode(n.Name)
+	grant.ExtraHosts = hosts
+	grant.Mounts = ms
+	grant.RestartPolicy = container.RestartPolicy{Name: container.RestartPolicyDisabled}
+	return grant
+}
+
+// NodeGrant is the host configuration every node container is given
+// beyond Docker's defaults: the capabilities, security options and tmpfs
+// above, the host's cgroup hierarchy (writable) and kernel modules
+// (read-only, when the host has them), and no init process of Docker's.
+// Other runners of the node image (the local AWS's instances) take it from
+// here rather than keep a copy; callers add their network, volumes and
+// restart policy.
+func NodeGrant() *container.HostConfig {
+	init := false
+	ms := []mount.Mount{{Type: mount.TypeBind, Source: cgroupMount, Target: cgroupMount}}
+	if _, err := os.Stat(modulesDir); err == nil {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: modulesDir, Target: modulesDir, ReadOnly: true})
+	}
 	return &container.HostConfig{
-		NetworkMode:   container.NetworkMode(n.Name),
-		ExtraHosts:    hosts,
-		CapAdd:        grantCaps,
-		SecurityOpt:   grantSecurityOpt,
-		Tmpfs:         grantTmpfs,
-		Mounts:        ms,
-		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		Init:          &init,
+		CapAdd:      slices.Clone(grantCaps),
+		SecurityOpt: slices.Clone(grantSecurityOpt),
+		Tmpfs:       maps.Clone(grantTmpfs),
+		Mounts:      ms,
+		Init:        &init,
 	}
 }
