@@ -14,6 +14,8 @@ var instanceTypes = []struct {
 	VCPUs     int
 	MemoryMiB int
 }{
+	{"t3.micro", 2, 1024},
+	{"t3.small", 2, 2048},
 	{"t3.medium", 2, 4096},
 	{"t3.large", 2, 8192},
 	{"m5.large", 2, 8192},
