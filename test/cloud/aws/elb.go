@@ -370,14 +370,14 @@ func (s *Server) deleteLoadBalancer(c *call) (any, error) {
 // defaultLBAttributes are a new network load balancer's attributes.
 func defaultLBAttributes() map[string]string {
 	return map[string]string{
-		"deletion_protection.enabled":                      "false",
-		"load_balancing.cross_zone.enabled":                "false",
-		"access_logs.s3.enabled":                           "false",
-		"access_logs.s3.bucket":                            "",
-		"access_logs.s3.prefix":                            "",
-		"ipv6.deny_all_igw_traffic":                        "false",
-		"dns_record.client_routing_policy":                 "any_availability_zone",
-		"zonal_shift.config.enabled":                       "false",
+		"deletion_protection.enabled":       "false",
+		"load_balancing.cross_zone.enabled": "false",
+		"access_logs.s3.enabled":            "false",
+		"access_logs.s3.bucket":             "",
+		"access_logs.s3.prefix":             "",
+		"ipv6.deny_all_igw_traffic":         "false",
+		"dns_record.client_routing_policy":  "any_availability_zone",
+		"zonal_shift.config.enabled":        "false",
 	}
 }
 
