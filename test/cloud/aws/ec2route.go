@@ -178,7 +178,7 @@ func (s *Server) createRoute(c *call) (any, error) {
 		return nil, invalidParameter("Value (%s) for parameter destinationCidrBlock is invalid. This is not a valid CIDR block.", dest)
 	}
 	r := route{Destination: pf.String(), GatewayID: c.p.Get("GatewayId"), NatGatewayID: c.p.Get("NatGatewayId")}
-	if err := s.checkTarget(c, t, r); err != nil {
+	if err := s.checkRouteTarget(c, t, r); err != nil {
 		return nil, err
 	}
 	if v := s.net().VPCs[t.VPCID]; v != nil && v.CIDR == r.Destination {
@@ -193,9 +193,9 @@ func (s *Server) createRoute(c *call) (any, error) {
 	return ec2Return{Return: true}, nil
 }
 
-// checkTarget checks a new route's target: exactly one, there, and in the
+// checkRouteTarget checks a new route's target: exactly one, there, and in the
 // table's VPC.
-func (s *Server) checkTarget(c *call, t *routeTable, r route) error {
+func (s *Server) checkRouteTarget(c *call, t *routeTable, r route) error {
 	n := s.net()
 	switch {
 	case r.GatewayID != "" && r.NatGatewayID != "":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,13 +14,40 @@ import (
 )
 
 // loopbackMachines is a Machines whose every subnet's network is loopback:
-// load balancers listen on 127.0.0.1. Other Machines methods are not
-// there (the embedded interface is nil): these tests launch no instance.
-type loopbackMachines struct{ Machines }
+// load balancers listen on 127.0.0.1. Its machines are the test's own
+// loopback servers: every instance's machine runs, as far as the compute
+// loop can tell, and nothing is made or removed.
+type loopbackMachines struct{}
 
 func (loopbackMachines) Address(context.Context, *subnet) (netip.Addr, error) {
 	return netip.MustParseAddr("127.0.0.1"), nil
 }
+
+func (loopbackMachines) Images(context.Context) ([]*image, error)     { return nil, nil }
+func (loopbackMachines) Create(context.Context, machineSpec) error    { return nil }
+func (loopbackMachines) Start(context.Context, string) error          { return nil }
+func (loopbackMachines) Stop(context.Context, string) error           { return nil }
+func (loopbackMachines) Remove(context.Context, string) error         { return nil }
+func (loopbackMachines) Prune(context.Context, map[string]bool) error { return nil }
+
+// States says the machine of every instance a test added runs: the
+// compute loop leaves the test's instances as the test made them.
+func (loopbackMachines) States(context.Context) (map[string]machineState, error) {
+	loopbackRunning.Lock()
+	defer loopbackRunning.Unlock()
+	out := map[string]machineState{}
+	for id := range loopbackRunning.ids {
+		out[id] = machineState{Running: true}
+	}
+	return out, nil
+}
+
+// loopbackRunning are the instances addInstance added, whose machines are
+// the test's loopback servers.
+var loopbackRunning = struct {
+	sync.Mutex
+	ids map[string]bool
+}{ids: map[string]bool{}}
 
 // addSubnet puts a subnet into the state, as networking would.
 func (a *testAWS) addSubnet(id, vpc, zone string) {
@@ -32,7 +60,10 @@ func (a *testAWS) addSubnet(id, vpc, zone string) {
 func (a *testAWS) addInstance(id, vpc, subnetID, ip, state string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.st.EC2.Compute.Instances[id] = &instance{ID: id, State: state, PrivateIP: ip, SubnetID: subnetID, VPCID: vpc, Zone: "us-east-1a", Region: "us-east-1"}
+	a.st.EC2.Compute.Instances[id] = &instance{ID: id, State: state, PrivateIP: ip, SubnetID: subnetID, VPCID: vpc, Zone: "us-east-1a", Region: "us-east-1", Made: true}
+	loopbackRunning.Lock()
+	loopbackRunning.ids[id] = true
+	loopbackRunning.Unlock()
 }
 
 func (a *testAWS) setInstanceState(id, state string) {
