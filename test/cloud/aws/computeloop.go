@@ -95,8 +95,8 @@ func (s *Server) machinesStep(ctx context.Context) {
 	changed := s.interruptDue()
 	ws := s.snapshot()
 	keep := map[string]bool{}
-	for id := range s.st.EC2.Net.Subnets {
-		keep[id] = true
+	for _, sn := range s.st.EC2.Net.Subnets {
+		keep[sn.VPCID] = true
 	}
 	s.saveQuietly(changed)
 	s.mu.Unlock()
@@ -147,7 +147,7 @@ func (s *Server) snapshot() []work {
 			}
 			addr, _ := netip.ParseAddr(i.PrivateIP)
 			data, _ := base64.StdEncoding.DecodeString(i.UserData)
-			w.spec = machineSpec{InstanceID: i.ID, Hostname: i.hostname(), Image: im.Ref, Subnet: *sn, Address: addr, UserData: data}
+			w.spec = machineSpec{InstanceID: i.ID, Hostname: i.hostname(), Image: im.Ref, Subnet: s.machineSubnet(sn), Address: addr, UserData: data}
 		}
 		ws = append(ws, w)
 	}

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -28,7 +29,8 @@ import (
 const (
 	LabelManaged  = "dev.kiln.aws-local"          // "true"
 	LabelIdentity = "dev.kiln.aws-local.identity" // the state file's identity
-	LabelSubnet   = "dev.kiln.aws-local.subnet"   // the subnet id (networks, containers)
+	LabelSubnet   = "dev.kiln.aws-local.subnet"   // the subnet id (containers)
+	LabelVPC      = "dev.kiln.aws-local.vpc"      // the VPC id (networks)
 	LabelInstance = "dev.kiln.aws-local.instance" // the instance id (containers, volumes)
 )
 
@@ -52,8 +54,8 @@ type DockerOptions struct {
 }
 
 // DockerMachines runs instances as containers of the node image on the
-// Docker engine: a network per subnet (the subnet's range, gateway its
-// first address, which AWS reserves for its router), a container per
+// Docker engine: a network per VPC (the VPC's range, gateway its first
+// address, which AWS reserves for its router), a container per
 // instance at its private address with the docker provider's node grant,
 // and a volume for its /var that stop and start keep.
 type DockerMachines struct {
@@ -141,44 +143,49 @@ func (d *DockerMachines) Images(ctx context.Context) ([]*image, error) {
 	return out, nil
 }
 
-// Address makes the subnet's network when missing and returns its gateway.
+// Address makes the network of the subnet's VPC when missing and returns
+// its gateway.
 func (d *DockerMachines) Address(ctx context.Context, sn *subnet) (netip.Addr, error) {
 	return d.ensureNetwork(ctx, sn)
 }
 
-// ensureNetwork returns the gateway of the subnet's network, made when
-// missing.
+// ensureNetwork returns the gateway of the network of the subnet's VPC,
+// made when missing. A VPC is one network (its range; gateway its first
+// address, which AWS reserves in the VPC's first subnet): its instances
+// reach each other directly whatever their subnets, as a VPC's local
+// route lets them, and Kiln's bridge pod network routes between them.
 func (d *DockerMachines) ensureNetwork(ctx context.Context, sn *subnet) (netip.Addr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if gw, ok, err := d.findNetwork(ctx, sn.ID); err != nil || ok {
+	if gw, ok, err := d.findNetwork(ctx, sn.VPCID); err != nil || ok {
 		return gw, err
 	}
-	p, err := netip.ParsePrefix(sn.CIDR)
+	cidr := cmp.Or(sn.VPCCIDR, sn.CIDR)
+	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("subnet %s: range %q: %w", sn.ID, sn.CIDR, err)
+		return netip.Addr{}, fmt.Errorf("VPC %s: range %q: %w", sn.VPCID, cidr, err)
 	}
 	p = p.Masked()
 	gw := p.Addr().Next()
-	name := d.name(sn.ID)
-	d.log.Info("creating network", "network", name, "subnet", p)
+	name := d.name(sn.VPCID)
+	d.log.Info("creating network", "network", name, "vpc", sn.VPCID, "range", p)
 	_, err = d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
 		Driver: "bridge",
 		IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: gw}}},
-		Labels: d.labels(LabelSubnet, sn.ID),
+		Labels: d.labels(LabelVPC, sn.VPCID),
 	})
 	if err != nil {
 		if other := d.overlapping(ctx, p); other != "" {
-			return netip.Addr{}, fmt.Errorf("the Docker network of subnet %s (%s) cannot be made: its range overlaps the Docker network %s; Docker networks cannot overlap, so VPCs of the local AWS need ranges apart from each other and from the engine's networks: %w", sn.ID, p, other, err)
+			return netip.Addr{}, fmt.Errorf("the Docker network of VPC %s (%s) cannot be made: its range overlaps the Docker network %s; Docker networks cannot overlap, so VPCs of the local AWS need ranges apart from each other and from the engine's networks: %w", sn.VPCID, p, other, err)
 		}
-		return netip.Addr{}, fmt.Errorf("create the Docker network %s of subnet %s (%s): %w", name, sn.ID, p, err)
+		return netip.Addr{}, fmt.Errorf("create the Docker network %s of VPC %s (%s): %w", name, sn.VPCID, p, err)
 	}
 	return gw, nil
 }
 
-// findNetwork returns the gateway of the subnet's network, if it is there.
-func (d *DockerMachines) findNetwork(ctx context.Context, subnetID string) (netip.Addr, bool, error) {
-	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: d.filter(LabelSubnet, subnetID)})
+// findNetwork returns the gateway of the VPC's network, if it is there.
+func (d *DockerMachines) findNetwork(ctx context.Context, vpcID string) (netip.Addr, bool, error) {
+	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: d.filter(LabelVPC, vpcID)})
 	if err != nil {
 		return netip.Addr{}, false, fmt.Errorf("list the Docker networks: %w", err)
 	}
@@ -259,7 +266,7 @@ func (d *DockerMachines) Create(ctx context.Context, m machineSpec) error {
 		},
 		HostConfig: hc,
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			d.name(m.Subnet.ID): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: m.Address}},
+			d.name(m.Subnet.VPCID): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: m.Address}},
 		}},
 	}
 	d.log.Info("creating container", "container", name, "image", m.Image, "address", m.Address)
@@ -332,9 +339,9 @@ func (d *DockerMachines) States(ctx context.Context) (map[string]machineState, e
 	return out, nil
 }
 
-// Prune removes the networks of subnets not in keep that no container
-// uses (a subnet's network stays while the subnet does: its load
-// balancers listen on its gateway).
+// Prune removes the networks of VPCs not in keep that no container uses
+// (a VPC's network stays while it has subnets: its load balancers listen
+// on its gateway).
 func (d *DockerMachines) Prune(ctx context.Context, keep map[string]bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -344,7 +351,7 @@ func (d *DockerMachines) Prune(ctx context.Context, keep map[string]bool) error 
 	}
 	var errs []error
 	for _, n := range res.Items {
-		if keep[n.Labels[LabelSubnet]] {
+		if keep[n.Labels[LabelVPC]] {
 			continue
 		}
 		in, err := d.cli.NetworkInspect(ctx, n.ID, client.NetworkInspectOptions{})

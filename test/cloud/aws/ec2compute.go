@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -305,30 +306,33 @@ func (s *Server) capacityZones(region, t, but string) []string {
 	return out
 }
 
-// checkOverlap refuses an instance in a subnet whose range overlaps the
-// range of another subnet that has instances, when instances are machines:
-// a Docker network per subnet cannot overlap another (two VPCs may have the
-// same CIDR on AWS, not here). Callers hold s.mu.
+// checkOverlap refuses an instance in a VPC whose range overlaps the
+// range of another VPC that has instances, when instances are machines: a
+// VPC's instances are on a Docker network of its range, and Docker networks
+// cannot overlap (two VPCs may have the same CIDR on AWS, not here).
+// Callers hold s.mu.
 func (s *Server) checkOverlap(sn *subnet) error {
 	if s.opts.Machines == nil {
 		return nil
 	}
-	p, err := netip.ParsePrefix(sn.CIDR)
+	mine := s.machineSubnet(sn)
+	p, err := netip.ParsePrefix(cmp.Or(mine.VPCCIDR, sn.CIDR))
 	if err != nil {
-		return fmt.Errorf("subnet %s: range %q: %w", sn.ID, sn.CIDR, err)
+		return fmt.Errorf("VPC %s: range %q: %w", sn.VPCID, mine.VPCCIDR, err)
 	}
 	for _, i := range s.st.EC2.Compute.Instances {
-		if i.SubnetID == sn.ID || i.State == "terminated" {
+		if i.VPCID == sn.VPCID || i.State == "terminated" {
 			continue
 		}
 		other, ok := s.subnetOf(i.SubnetID)
 		if !ok {
 			continue
 		}
-		if q, err := netip.ParsePrefix(other.CIDR); err == nil && q.Overlaps(p) {
+		theirs := s.machineSubnet(other)
+		if q, err := netip.ParsePrefix(cmp.Or(theirs.VPCCIDR, other.CIDR)); err == nil && q.Overlaps(p) {
 			return errorf(http.StatusBadRequest, "InvalidParameterValue",
-				"The subnet %s (%s) overlaps the subnet %s (%s) of %s, which has instances: the local AWS runs a subnet's instances on a Docker network of the subnet's range, and Docker networks cannot overlap. Give the VPCs distinct ranges.",
-				sn.ID, sn.CIDR, other.ID, other.CIDR, other.VPCID)
+				"The VPC %s (%s) overlaps the VPC %s (%s), which has instances: the local AWS runs a VPC's instances on a Docker network of the VPC's range, and Docker networks cannot overlap. Give the VPCs distinct ranges.",
+				sn.VPCID, p, other.VPCID, q)
 		}
 	}
 	return nil

@@ -35,6 +35,19 @@ type subnet struct {
 	Region      string    `json:"region"`
 	MapPublicIP bool      `json:"mapPublicIpOnLaunch,omitempty"`
 	Created     time.Time `json:"created"`
+	// VPCCIDR is the VPC's range, filled in the copies handed to Machines
+	// (machineSubnet): the machines of a VPC share one network.
+	VPCCIDR string `json:"-"`
+}
+
+// machineSubnet is a copy of the subnet for Machines, its VPC's range
+// filled in. Callers hold s.mu.
+func (s *Server) machineSubnet(sn *subnet) subnet {
+	out := *sn
+	if v := s.st.EC2.Net.VPCs[sn.VPCID]; v != nil {
+		out.VPCCIDR = v.CIDR
+	}
+	return out
 }
 
 func (n *subnet) key() string          { return n.ID }

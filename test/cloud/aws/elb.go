@@ -239,7 +239,7 @@ func (s *Server) lbAddress(c *call, subnetID string) (string, error) {
 		return "127.0.0.1", nil
 	}
 	sn, _ := s.subnetOf(subnetID)
-	snCopy := *sn
+	snCopy := s.machineSubnet(sn)
 	s.mu.Unlock()
 	addr, err := s.opts.Machines.Address(c.r.Context(), &snCopy)
 	s.mu.Lock()

@@ -126,7 +126,7 @@ func (s *Server) openListeners(ctx context.Context) {
 			s.listenerFailed(arn, fmt.Errorf("its subnet %s is gone", l.Subnets[0].ID))
 			continue
 		}
-		todo = append(todo, closedListener{arn: arn, port: li.Port, subnet: *sn})
+		todo = append(todo, closedListener{arn: arn, port: li.Port, subnet: s.machineSubnet(sn)})
 	}
 	s.mu.Unlock()
 	for _, c := range todo {

@@ -6,7 +6,7 @@ import (
 )
 
 // Machines runs instances as machines (DockerMachines: containers of
-// Kiln's node image, a Docker network per subnet). The server calls it
+// Kiln's node image, a Docker network per VPC). The server calls it
 // from its background loops only, never holding its lock.
 type Machines interface {
 	// Address is the address of this host that the machines of the subnet
