@@ -265,6 +265,35 @@ func (c *cluster) tags(part string, extra ...string) map[string]string {
 	return t
 }
 
+// How long visible waits for what was just made to be described.
+var (
+	visibleTimeout = time.Minute
+	visibleEvery   = 250 * time.Millisecond
+)
+
+// visible waits until AWS describes what was just made, found as a step
+// run again would look for it (check). AWS is eventually consistent: a
+// step retried before then would not find it and would make another. What
+// has a client token (instances, NAT gateways) or a unique name (load
+// balancers, IAM roles) needs no wait.
+func visible(ctx context.Context, what string, check func() (bool, error)) error {
+	deadline := time.Now().Add(visibleTimeout)
+	for {
+		ok, err := check()
+		switch {
+		case ok:
+			return nil
+		case err != nil && !notFound(err):
+			return classify(err, "", "find %s", what)
+		case time.Now().After(deadline):
+			return failure.Retryable(v1.CodeTimeout, err, "AWS did not describe %s within %s of making it", what, visibleTimeout)
+		}
+		if err := wait(ctx, visibleEvery); err != nil {
+			return err
+		}
+	}
+}
+
 // wait sleeps d or until ctx ends.
 func wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

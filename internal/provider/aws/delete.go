@@ -294,9 +294,12 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 	var instances []string
 	for _, t := range out.Tags {
 		id := awssdk.ToString(t.ResourceId)
-		if t.ResourceType == ec2types.ResourceTypeInstance {
+		switch t.ResourceType {
+		case ec2types.ResourceTypeInstance:
 			instances = append(instances, id)
 			continue
+		case ec2types.ResourceTypeNatgateway:
+			continue // deleted ones are described for a while: asked below
 		}
 		left = append(left, fmt.Sprintf("%s %s", t.ResourceType, id))
 	}
@@ -313,6 +316,15 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 					}
 				}
 			}
+		}
+	}
+	nats, err := c.api.ec2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: c.filter(partNAT)})
+	if err != nil {
+		return nil, classify(err, "", "look for the NAT gateways that remain of cluster %s", c.Name)
+	}
+	for _, g := range nats.NatGateways {
+		if g.State != ec2types.NatGatewayStateDeleted && g.State != ec2types.NatGatewayStateFailed {
+			left = append(left, "NAT gateway "+awssdk.ToString(g.NatGatewayId))
 		}
 	}
 	if lbs, err := c.api.elb.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{Names: []string{c.short("")}}); err == nil {

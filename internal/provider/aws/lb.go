@@ -10,7 +10,6 @@ import (
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 )
 
@@ -53,14 +52,8 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 	if err != nil {
 		return provider.LoadBalancer{}, err
 	}
-	n, ok, err := p.findNetwork(ctx, c)
+	n, err := p.network(ctx, c)
 	if err != nil {
-		return provider.LoadBalancer{}, err
-	}
-	if !ok {
-		return provider.LoadBalancer{}, failure.Retryable(v1.CodeProviderError, nil, "the VPC of cluster %s is not there yet; ensure-network makes it", c.Name)
-	}
-	if n.zones, err = p.clusterZones(ctx, c); err != nil {
 		return provider.LoadBalancer{}, err
 	}
 	var subnets []string

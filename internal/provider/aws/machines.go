@@ -91,14 +91,7 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 		}
 		return got, nil
 	}
-	n, ok, err := p.findNetwork(ctx, c)
-	if err != nil {
-		return provider.Machine{}, err
-	}
-	if !ok {
-		return provider.Machine{}, failure.Retryable(v1.CodeProviderError, nil, "the VPC of cluster %s is not there yet; ensure-network makes it", c.Name)
-	}
-	n.zones, err = p.clusterZones(ctx, c)
+	n, err := p.network(ctx, c)
 	if err != nil {
 		return provider.Machine{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -123,6 +124,32 @@ func (p *AWS) ensureNetwork(ctx context.Context, c *cluster) (*vpcNet, error) {
 	return n, nil
 }
 
+// network is the cluster's network with its security groups: found, or
+// made when its VPC is not there (a machine or load balancer asked for
+// before ensure-network ran).
+func (p *AWS) network(ctx context.Context, c *cluster) (*vpcNet, error) {
+	n, ok, err := p.findNetwork(ctx, c)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return p.ensureNetwork(ctx, c)
+	}
+	if n.zones, err = p.clusterZones(ctx, c); err != nil {
+		return nil, err
+	}
+	groups, err := c.api.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: c.filter("")})
+	if err != nil {
+		return nil, classify(err, "", "find the security groups of cluster %s", c.Name)
+	}
+	for _, g := range groups.SecurityGroups {
+		if role, ok := strings.CutPrefix(tagOf(g.Tags, TagPart), "sg-"); ok {
+			n.groups[role] = awssdk.ToString(g.GroupId)
+		}
+	}
+	return n, nil
+}
+
 // findNetwork finds the cluster's VPC and subnets without making anything;
 // ok is false when there is no VPC.
 func (p *AWS) findNetwork(ctx context.Context, c *cluster) (*vpcNet, bool, error) {
@@ -183,6 +210,12 @@ func (p *AWS) ensureVPC(ctx context.Context, c *cluster) (*vpcNet, error) {
 		return nil, classify(err, "spec.network.nodeCIDR", "create the VPC of cluster %s", c.Name)
 	}
 	vpc := awssdk.ToString(out.Vpc.VpcId)
+	if err := visible(ctx, "VPC "+vpc, func() (bool, error) {
+		out, err := c.api.ec2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: c.filter(partVPC)})
+		return err == nil && len(out.Vpcs) > 0, err
+	}); err != nil {
+		return nil, err
+	}
 	if _, err := c.api.ec2.ModifyVpcAttribute(ctx, &ec2.ModifyVpcAttributeInput{VpcId: &vpc,
 		EnableDnsHostnames: &ec2types.AttributeBooleanValue{Value: awssdk.Bool(true)}}); err != nil {
 		return nil, classify(err, "", "turn on DNS host names in VPC %s", vpc)
@@ -251,6 +284,7 @@ func subnetCIDRs(vpc netip.Prefix, i int) (public, private netip.Prefix, err err
 }
 
 func (p *AWS) ensureSubnets(ctx context.Context, c *cluster, n *vpcNet) error {
+	made := false
 	for i, zone := range n.zones {
 		public, private, err := subnetCIDRs(n.cidr, i)
 		if err != nil {
@@ -271,9 +305,16 @@ func (p *AWS) ensureSubnets(ctx context.Context, c *cluster, n *vpcNet) error {
 				return classify(err, "", "create the %s of cluster %s in zone %s", s.part, c.Name, zone)
 			}
 			s.ids[zone] = awssdk.ToString(out.Subnet.SubnetId)
+			made = true
 		}
 	}
-	return nil
+	if !made {
+		return nil
+	}
+	return visible(ctx, "the subnets of cluster "+c.Name, func() (bool, error) {
+		out, err := c.api.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: c.filter("")})
+		return err == nil && len(out.Subnets) >= 2*len(n.zones), err
+	})
 }
 
 func (p *AWS) ensureInternetGateway(ctx context.Context, c *cluster, n *vpcNet) (string, error) {
@@ -296,6 +337,12 @@ func (p *AWS) ensureInternetGateway(ctx context.Context, c *cluster, n *vpcNet) 
 			return "", classify(err, "", "create the internet gateway of cluster %s", c.Name)
 		}
 		id = awssdk.ToString(made.InternetGateway.InternetGatewayId)
+		if err := visible(ctx, "internet gateway "+id, func() (bool, error) {
+			out, err := c.api.ec2.DescribeInternetGateways(ctx, &ec2.DescribeInternetGatewaysInput{Filters: c.filter(partIGW)})
+			return err == nil && len(out.InternetGateways) > 0, err
+		}); err != nil {
+			return "", err
+		}
 	}
 	if !attached {
 		if _, err := c.api.ec2.AttachInternetGateway(ctx, &ec2.AttachInternetGatewayInput{InternetGatewayId: &id, VpcId: &n.vpc}); err != nil {
@@ -367,6 +414,16 @@ func (p *AWS) ensureRouteTable(ctx context.Context, c *cluster, n *vpcNet, t *ec
 			return classify(err, "", "create the %s route table of cluster %s", part, c.Name)
 		}
 		id = awssdk.ToString(out.RouteTable.RouteTableId)
+		f := c.filter(part)
+		if zone != "" {
+			f = append(f, ec2types.Filter{Name: awssdk.String("tag:" + TagZone), Values: []string{zone}})
+		}
+		if err := visible(ctx, "route table "+id, func() (bool, error) {
+			out, err := c.api.ec2.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: f})
+			return err == nil && len(out.RouteTables) > 0, err
+		}); err != nil {
+			return err
+		}
 	}
 	if !hasDefault {
 		route.RouteTableId, route.DestinationCidrBlock = &id, awssdk.String("0.0.0.0/0")
@@ -420,6 +477,13 @@ func (p *AWS) ensureNATGateways(ctx context.Context, c *cluster, n *vpcNet) (map
 				return nil, classify(err, "", "allocate the Elastic IP of the NAT gateway of cluster %s in zone %s", c.Name, z)
 			}
 			a = ec2types.Address{AllocationId: made.AllocationId}
+			f := append(c.filter(partEIP), ec2types.Filter{Name: awssdk.String("tag:" + TagZone), Values: []string{z}})
+			if err := visible(ctx, "Elastic IP "+awssdk.ToString(made.AllocationId), func() (bool, error) {
+				out, err := c.api.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: f})
+				return err == nil && len(out.Addresses) > 0, err
+			}); err != nil {
+				return nil, err
+			}
 		}
 		p.log.Info("creating NAT gateway", "cluster", c.Project+"/"+c.Name, "zone", z)
 		made, err := c.api.ec2.CreateNatGateway(ctx, &ec2.CreateNatGatewayInput{SubnetId: awssdk.String(n.public[z]), AllocationId: a.AllocationId,

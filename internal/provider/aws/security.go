@@ -78,6 +78,14 @@ func (p *AWS) ensureSecurityGroups(ctx context.Context, c *cluster, n *vpcNet) e
 		}
 		n.groups[role] = awssdk.ToString(made.GroupId)
 	}
+	if len(have) < len(sgRoles) {
+		if err := visible(ctx, "the security groups of cluster "+c.Name, func() (bool, error) {
+			out, err := c.api.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: c.filter("")})
+			return err == nil && len(out.SecurityGroups) >= len(sgRoles), err
+		}); err != nil {
+			return err
+		}
+	}
 	for role, rules := range ingress() {
 		g, existed := have["sg-"+role]
 		var perms []ec2types.IpPermission

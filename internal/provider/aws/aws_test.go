@@ -1,0 +1,343 @@
+package aws_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/aws"
+	"kiln.dev/kiln/internal/provider/providertest"
+	awslocal "kiln.dev/kiln/test/cloud/aws"
+)
+
+const (
+	keyID   = "AKIAKILNPROVIDER"
+	secret  = "kiln-provider-secret"
+	limited = "AKIAKILNNORUN"
+	version = "v1.36.3"
+)
+
+// local is a local AWS whose instances are records only (no container
+// runs), and an account of provider aws that reaches it.
+type local struct {
+	*awslocal.Server
+	account *provider.Account
+	cfg     awssdk.Config
+}
+
+func newLocal(t *testing.T) *local {
+	t.Helper()
+	s, err := awslocal.New(awslocal.Options{
+		Credentials: []awslocal.Credential{{AccessKeyID: keyID, SecretAccessKey: secret},
+			{AccessKeyID: limited, SecretAccessKey: secret, User: "no-run", Deny: []string{"ec2:RunInstances", "ec2:CreateNatGateway"}}},
+		StatePath: filepath.Join(t.TempDir(), "aws.json"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddImage("kiln-node-"+version, "kiln/node:"+version)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		hs.Close()
+		s.Close()
+	})
+	return &local{
+		Server: s,
+		account: &provider.Account{Name: "acme", Credentials: map[string]string{
+			aws.CredentialKeyID: keyID, aws.CredentialSecret: secret, aws.CredentialEndpoint: hs.URL, aws.CredentialRegion: "us-east-1"}},
+		cfg: awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(hs.URL),
+			Credentials: credentials.NewStaticCredentialsProvider(keyID, secret, "")},
+	}
+}
+
+func newProvider(t *testing.T) *aws.AWS {
+	t.Helper()
+	p, err := aws.New(aws.Options{
+		UserData: func(_ context.Context, m aws.Machine) (string, error) { return "#!/bin/sh\necho join " + m.Name + "\n", nil },
+		Versions: []string{version},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestContract(t *testing.T) {
+	l := newLocal(t)
+	providertest.Run(t, newProvider(t), providertest.WithAccount(l.account))
+}
+
+func cluster(l *local, name string) provider.Cluster {
+	return provider.Cluster{Project: "p", Name: name, UID: "uid-" + name, Account: l.account, Spec: v1.ClusterSpec{
+		Provider: aws.Name, KubernetesVersion: version,
+		ControlPlane: v1.ControlPlane{Size: 1, Zones: []string{"us-east-1a", "us-east-1b"}},
+		WorkerPools:  []v1.WorkerPool{{Name: "default", Size: 2}}}}
+}
+
+// The architecture: per zone a public and a private subnet, a NAT gateway
+// in each public one with routes from its zone's private one, the bastion
+// in a public subnet, every node in a private one spread over the zones,
+// control planes behind the load balancer's listener on 6443; everything
+// tagged with the cluster; delete leaves nothing.
+func TestLayout(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	ctx := t.Context()
+	c := cluster(l, "c1")
+	nw, err := p.EnsureNetwork(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nw.CIDR != "10.0.0.0/16" {
+		t.Errorf("network %+v; want the default 10.0.0.0/16", nw)
+	}
+	lb, err := p.EnsureLoadBalancer(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var machines []provider.Machine
+	for _, m := range []provider.MachineSpec{{Name: "c1-cp-0", Role: v1.RoleControlPlane}, {Name: "c1-default-0", Role: v1.RoleWorker, Pool: "default"},
+		{Name: "c1-default-1", Role: v1.RoleWorker, Pool: "default"}} {
+		got, err := p.EnsureMachine(ctx, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		machines = append(machines, got)
+	}
+	e := ec2.NewFromConfig(l.cfg)
+	subnets, err := e.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{nw.ID}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, private := map[string]string{}, map[string]string{} // subnet id -> zone
+	for _, s := range subnets.Subnets {
+		switch tag(s.Tags, aws.TagPart) {
+		case "public-subnet":
+			public[*s.SubnetId] = *s.AvailabilityZone
+		case "private-subnet":
+			private[*s.SubnetId] = *s.AvailabilityZone
+		}
+		if tag(s.Tags, "kubernetes.io/cluster/c1") != "owned" || tag(s.Tags, aws.TagCluster) != "uid-c1" {
+			t.Errorf("subnet %s tags %v", *s.SubnetId, s.Tags)
+		}
+	}
+	if len(public) != 2 || len(private) != 2 {
+		t.Fatalf("public subnets %v, private %v; want one of each per zone", public, private)
+	}
+	nats, err := e.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{nw.ID}}}})
+	if err != nil || len(nats.NatGateways) != 2 {
+		t.Fatalf("NAT gateways %v, %v; want 2", nats, err)
+	}
+	for _, g := range nats.NatGateways {
+		if _, ok := public[*g.SubnetId]; !ok {
+			t.Errorf("NAT gateway %s in subnet %s, not a public one", *g.NatGatewayId, *g.SubnetId)
+		}
+	}
+	tables, err := e.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{nw.ID}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range tables.RouteTables {
+		var def ec2types.Route
+		for _, r := range rt.Routes {
+			if awssdk.ToString(r.DestinationCidrBlock) == "0.0.0.0/0" {
+				def = r
+			}
+		}
+		for _, a := range rt.Associations {
+			s := awssdk.ToString(a.SubnetId)
+			if _, ok := public[s]; ok && !strings.HasPrefix(awssdk.ToString(def.GatewayId), "igw-") {
+				t.Errorf("public subnet %s routes 0.0.0.0/0 to %+v; want the internet gateway", s, def)
+			}
+			if _, ok := private[s]; ok && !strings.HasPrefix(awssdk.ToString(def.NatGatewayId), "nat-") {
+				t.Errorf("private subnet %s routes 0.0.0.0/0 to %+v; want its zone's NAT gateway", s, def)
+			}
+		}
+	}
+	instances, err := e.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: awssdk.String("tag:" + aws.TagCluster), Values: []string{"uid-c1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]int{}
+	bastions := 0
+	for _, r := range instances.Reservations {
+		for _, i := range r.Instances {
+			s := awssdk.ToString(i.SubnetId)
+			if tag(i.Tags, aws.TagPart) == "bastion" {
+				bastions++
+				if _, ok := public[s]; !ok {
+					t.Errorf("the bastion is in subnet %s, not a public one", s)
+				}
+				continue
+			}
+			if _, ok := private[s]; !ok {
+				t.Errorf("node %s is in subnet %s, not a private one", tag(i.Tags, aws.TagMachine), s)
+			}
+			zones[private[s]]++
+		}
+	}
+	if bastions != 1 || len(zones) != 2 {
+		t.Errorf("bastions %d, nodes by zone %v; want one bastion and nodes in both zones", bastions, zones)
+	}
+	// The control plane behind the listener on 6443.
+	lbs := elb.NewFromConfig(l.cfg)
+	if !strings.HasSuffix(lb.Address, ":6443") {
+		t.Errorf("load balancer address %q; want port 6443", lb.Address)
+	}
+	tgs, err := lbs.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{LoadBalancerArn: awssdk.String(lb.ID)})
+	if err != nil || len(tgs.TargetGroups) != 1 {
+		t.Fatalf("target groups %v, %v", tgs, err)
+	}
+	health, err := lbs.DescribeTargetHealth(ctx, &elb.DescribeTargetHealthInput{TargetGroupArn: tgs.TargetGroups[0].TargetGroupArn})
+	if err != nil || len(health.TargetHealthDescriptions) != 1 || *health.TargetHealthDescriptions[0].Target.Id != machines[0].ID {
+		t.Errorf("targets %+v, %v; want the control plane %s", health, err, machines[0].ID)
+	}
+	// Run again: nothing new.
+	before := l.Calls()["ec2:RunInstances"]
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "c1-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Calls()["ec2:RunInstances"] - before; n != 0 || l.Calls()["ec2:CreateVpc"] != 1 {
+		t.Errorf("a second ensure made %d instances, %d VPCs in all; want none new", n, l.Calls()["ec2:CreateVpc"])
+	}
+
+	// Delete: nothing tagged remains.
+	for _, m := range machines {
+		if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.DeleteLoadBalancer(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DeleteNetwork(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	tags, err := e.DescribeTags(ctx, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: awssdk.String("key"), Values: []string{aws.TagCluster}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range tags.Tags {
+		// Terminated instances and deleted NAT gateways are described
+		// for a while, as on AWS: their states are checked below.
+		if tg.ResourceType != ec2types.ResourceTypeInstance && tg.ResourceType != ec2types.ResourceTypeNatgateway {
+			t.Errorf("after delete, %s %s is still tagged with the cluster", tg.ResourceType, *tg.ResourceId)
+		}
+	}
+	if nats, err = e.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range nats.NatGateways {
+		if g.State != ec2types.NatGatewayStateDeleted {
+			t.Errorf("after delete, NAT gateway %s is %s", *g.NatGatewayId, g.State)
+		}
+	}
+	if instances, err = e.DescribeInstances(ctx, &ec2.DescribeInstancesInput{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range instances.Reservations {
+		for _, i := range r.Instances {
+			if i.State.Name != ec2types.InstanceStateNameTerminated {
+				t.Errorf("after delete, instance %s is %s", *i.InstanceId, i.State.Name)
+			}
+		}
+	}
+	roles, err := iam.NewFromConfig(l.cfg).ListRoles(ctx, &iam.ListRolesInput{})
+	if err != nil || len(roles.Roles) != 0 {
+		t.Errorf("after delete, IAM roles %v, %v", roles, err)
+	}
+}
+
+func tag(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if *t.Key == key {
+			return *t.Value
+		}
+	}
+	return ""
+}
+
+// Throttling and eventual consistency are absorbed: the SDK retries the
+// throttled calls and the provider waits for what it made to be described
+// (a retried step would otherwise make a second VPC).
+func TestThrottlingAndEventualConsistency(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	l.SetFaults(awslocal.Faults{ThrottleEvery: 4, DescribeDelay: awslocal.Duration(700 * time.Millisecond)})
+	c := cluster(l, "slow")
+	attempts := 0
+	for {
+		attempts++
+		_, err := p.EnsureNetwork(t.Context(), c)
+		if err == nil {
+			break
+		}
+		if fe := failure.From(err); !fe.Retryable || attempts > 8 {
+			t.Fatalf("attempt %d: %v", attempts, err)
+		}
+		t.Logf("attempt %d: %v", attempts, err)
+	}
+	l.SetFaults(awslocal.Faults{})
+	e := ec2.NewFromConfig(l.cfg)
+	f := []ec2types.Filter{{Name: awssdk.String("tag:" + aws.TagCluster), Values: []string{"uid-slow"}}}
+	vpcs, err := e.DescribeVpcs(t.Context(), &ec2.DescribeVpcsInput{Filters: f})
+	if err != nil || len(vpcs.Vpcs) != 1 {
+		t.Errorf("VPCs of the cluster: %v, %v; want one", vpcs, err)
+	}
+	subnets, err := e.DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{Filters: f})
+	if err != nil || len(subnets.Subnets) != 4 {
+		t.Errorf("subnets of the cluster: %d, %v; want 4", len(subnets.Subnets), err)
+	}
+	groups, err := e.DescribeSecurityGroups(t.Context(), &ec2.DescribeSecurityGroupsInput{Filters: f})
+	if err != nil || len(groups.SecurityGroups) != 4 {
+		t.Errorf("security groups of the cluster: %d, %v; want 4", len(groups.SecurityGroups), err)
+	}
+	t.Logf("network made in %d attempts with every 4th call throttled and describes 700ms late; calls %v", attempts, l.Calls())
+}
+
+// A credential that may not launch instances is named by the dry run.
+func TestPreflightNamesMissingPermissions(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	c := cluster(l, "denied")
+	findings, err := p.Preflight(t.Context(), c)
+	if err != nil || len(findings) != 0 {
+		t.Fatalf("Preflight with a full key = %v, %v; want nothing", findings, err)
+	}
+	c.Account = &provider.Account{Name: "no-run", Credentials: map[string]string{aws.CredentialKeyID: limited, aws.CredentialSecret: secret,
+		aws.CredentialEndpoint: l.account.Credentials[aws.CredentialEndpoint]}}
+	findings, err = p.Preflight(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, f := range findings {
+		if f.Code != v1.CodeForbidden || f.Target != "spec.cloudAccount" {
+			t.Errorf("finding %+v", f)
+		}
+		named = append(named, f.Message)
+	}
+	if len(findings) != 2 || !strings.Contains(named[0]+named[1], "ec2:RunInstances") || !strings.Contains(named[0]+named[1], "ec2:CreateNatGateway") {
+		t.Errorf("findings %q; want ec2:RunInstances and ec2:CreateNatGateway named", named)
+	}
+	if l.Calls()["ec2:RunInstances"] != 2 || slices.Contains(named, "") {
+		t.Errorf("RunInstances called %d times; want the two dry runs only", l.Calls()["ec2:RunInstances"])
+	}
+}
