@@ -74,7 +74,7 @@ func TestDockerInstances(t *testing.T) {
 	id := *i.InstanceId
 	name := m.name(id)
 	waitState(t, c, id, types.InstanceStateNameRunning)
-	if got := dockerOut(t, "inspect", "-f", "{{(index .NetworkSettings.Networks \""+m.name(sn)+"\").IPAddress}}", name); got != "10.213.1.4" {
+	if got := dockerOut(t, "inspect", "-f", "{{(index .NetworkSettings.Networks \""+m.name("vpc-0000000000000d0c1")+"\").IPAddress}}", name); got != "10.213.1.4" {
 		t.Errorf("the container's address is %q, want the instance's 10.213.1.4", got)
 	}
 	readFile := func() string {
@@ -89,7 +89,7 @@ func TestDockerInstances(t *testing.T) {
 	if got := readFile(); got != "booted ip-10-213-1-4" {
 		t.Errorf("the user data wrote %q", got)
 	}
-	gw, err := m.Address(ctx, &subnet{ID: sn, CIDR: "10.213.1.0/24"})
+	gw, err := m.Address(ctx, &subnet{ID: sn, VPCID: "vpc-0000000000000d0c1", CIDR: "10.213.1.0/24"})
 	if err != nil || gw.String() != "10.213.1.1" {
 		t.Errorf("Address: %v %v; want 10.213.1.1", gw, err)
 	}

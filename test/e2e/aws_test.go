@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/aws"
+	awslocal "kiln.dev/kiln/test/cloud/aws"
+	"kiln.dev/kiln/test/waitfor"
+)
+
+// The local AWS's keys in these tests: one that may do everything, one
+// that may not launch instances.
+const (
+	awsKey       = "AKIAKILNE2E"
+	awsSecret    = "kiln-e2e-secret"
+	awsNoRunKey  = "AKIAKILNE2ENORUN"
+	awsNoRunPass = "kiln-e2e-norun-secret"
+)
+
+// localAWS is bin/kiln-aws-local run for a test, with instances that are
+// containers of the node image.
+type localAWS struct {
+	url   string
+	state string
+	log   string
+}
+
+// sdk is an SDK configuration that reaches the local AWS with the full key.
+func (a *localAWS) sdk() awssdk.Config {
+	return awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(a.url),
+		Credentials: credentials.NewStaticCredentialsProvider(awsKey, awsSecret, "")}
+}
+
+// account is a cloud account of provider aws reaching the local AWS with key.
+func (a *localAWS) account(name, key, secret string) *v1.CloudAccount {
+	return &v1.CloudAccount{Name: name, Provider: aws.Name, Credentials: map[string]string{
+		aws.CredentialKeyID: key, aws.CredentialSecret: secret, aws.CredentialRegion: "us-east-1", aws.CredentialEndpoint: a.url}}
+}
+
+func startLocalAWS(t testing.TB) *localAWS {
+	t.Helper()
+	dir := t.TempDir()
+	a := &localAWS{state: filepath.Join(dir, "aws.json"), log: filepath.Join(dir, "aws.log")}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	a.url = "http://" + addr
+	logf, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "kiln-aws-local"), "--listen", addr, "--state", a.state,
+		"--account", awsKey+":"+awsSecret, "--account", awsNoRunKey+":"+awsNoRunPass, "--deny", awsNoRunKey+":ec2:RunInstances")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	identity := "label=" + awslocal.LabelIdentity + "=" + awslocal.StateIdentity(a.state)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(a.log)
+			t.Logf("kiln-aws-local log:\n%s", tail(string(b), 60))
+		}
+		// Instances outlive the local AWS as machines outlive kilnd; a
+		// test's must not outlive the test.
+		for _, kind := range []string{"container", "network", "volume"} {
+			args := []string{kind, "ls", "-q", "--filter", identity}
+			if kind == "container" {
+				args = append(args, "-a")
+			}
+			out, _ := exec.Command("docker", args...).Output()
+			if ids := strings.Fields(string(out)); len(ids) > 0 {
+				rm := append([]string{kind, "rm"}, ids...)
+				if kind == "container" {
+					rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
+				}
+				if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
+					t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
+				}
+			}
+		}
+	})
+	waitfor.Cond(t, "kiln-aws-local to listen on "+addr, 30*time.Second, func() (bool, error) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, waitfor.NotYet(err)
+	})
+	return a
+}
+
+// startAWS starts the local AWS and a kilnd with the aws provider whose
+// agent gateway listens on the Docker bridge's address, which the
+// instances (containers on their VPC's network) reach.
+func startAWS(t testing.TB) (*env, *localAWS) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
+		t.Skipf("no system images in %s (make system-images): aws clusters SKIPPED", systemImages)
+	}
+	if out, err := exec.Command("docker", "images", "-q", "kiln/node").Output(); err != nil || len(strings.TrimSpace(string(out))) == 0 {
+		t.Skipf("no node image on the Docker engine (make node-image): aws clusters SKIPPED (%v)", err)
+	}
+	host := dockerBridge(t)
+	port := strconv.Itoa(freePort(t.(*testing.T)))
+	a := startLocalAWS(t)
+	e := start(t, "kilnd", "--system-images", systemImages, "--aws",
+		"--agent-listen", net.JoinHostPort(host, port), "--agent-advertise", net.JoinHostPort(host, port))
+	return e, a
+}
+
+// dockerBridge is the address of the Docker engine's default bridge: a
+// host address every container reaches, whatever its network.
+func dockerBridge(t testing.TB) string {
+	t.Helper()
+	ifc, err := net.InterfaceByName("docker0")
+	if err != nil {
+		t.Skipf("no docker0 interface (%v): aws clusters SKIPPED", err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil {
+			return ip.String()
+		}
+	}
+	t.Skip("docker0 has no IPv4 address: aws clusters SKIPPED")
+	return ""
+}
+
+func awsCluster(name, cidr string) *v1.Cluster {
+	cl := localCluster(name, 1, true, 2)
+	cl.Spec.Provider, cl.Spec.CloudAccount, cl.Spec.Region = aws.Name, "acme", "us-east-1"
+	cl.Spec.ControlPlane.Zones = []string{"us-east-1a", "us-east-1b"}
+	cl.Spec.Network.NodeCIDR = cidr
+	return cl
+}
+
+// A 1+2 cluster on two zones through the local AWS: the resources of the
+// architecture exist with the cluster's tags and placement (nodes in the
+// private subnets, NAT gateways and the bastion in the public ones),
+// kubectl through the load balancer shows 3 Ready nodes, a Deployment
+// serves through a Service, and the delete leaves nothing.
+func TestAWSCluster(t *testing.T) {
+	e, a := startAWS(t)
+	ctx := t.Context()
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
+		t.Fatal(err)
+	}
+	archive := helloImage(t)
+	e.kiln("image", "push", archive, "hello:1")
+
+	cl := awsCluster("web", "10.77.0.0/16")
+	v, err := e.c.ValidateCluster(ctx, "default", cl)
+	if err != nil || !slices.ContainsFunc(v.Checks, func(c string) bool { return strings.Contains(c, "may make what the cluster needs") }) {
+		t.Fatalf("dry run: %+v, %v; want the account's permissions checked", v, err)
+	}
+	// A key that may not launch instances is named by the dry run.
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("norun", awsNoRunKey, awsNoRunPass)); err != nil {
+		t.Fatal(err)
+	}
+	denied := awsCluster("denied", "10.78.0.0/16")
+	denied.Spec.CloudAccount = "norun"
+	if _, err := e.c.ValidateCluster(ctx, "default", denied); err == nil || !strings.Contains(err.Error(), "ec2:RunInstances") {
+		t.Errorf("dry run with a key that may not launch instances: %v; want ec2:RunInstances named", err)
+	}
+	_, opID, err := e.c.CreateCluster(ctx, "default", cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.wait("web", opID)
+	t.Logf("cluster web (aws, 1+2 on 2 zones) Succeeded in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
+
+	got, err := e.c.GetCluster(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every node in a private subnet, the nodes over both zones.
+	ec := ec2.NewFromConfig(a.sdk())
+	mine := []ec2types.Filter{{Name: awssdk.String("tag:kubernetes.io/cluster/web"), Values: []string{"owned"}}}
+	subnets, err := ec.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := map[string]string{} // subnet -> public-subnet or private-subnet
+	zone := map[string]string{}
+	for _, s := range subnets.Subnets {
+		for _, tg := range s.Tags {
+			if *tg.Key == aws.TagPart {
+				kind[*s.SubnetId] = *tg.Value
+			}
+		}
+		zone[*s.SubnetId] = *s.AvailabilityZone
+	}
+	instances, err := ec.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: append(mine,
+		ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: []string{"running"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeZones := map[string]int{}
+	var bastion, workerIP string
+	for _, r := range instances.Reservations {
+		for _, i := range r.Instances {
+			part, machine := "", ""
+			for _, tg := range i.Tags {
+				switch *tg.Key {
+				case aws.TagPart:
+					part = *tg.Value
+				case aws.TagMachine:
+					machine = *tg.Value
+				}
+			}
+			s := *i.SubnetId
+			if part == "bastion" {
+				bastion = kind[s]
+				continue
+			}
+			if kind[s] != "private-subnet" {
+				t.Errorf("machine %s is in subnet %s (%s); want a private subnet", machine, s, kind[s])
+			}
+			nodeZones[zone[s]]++
+			if strings.Contains(machine, "-default-") {
+				workerIP = *i.PrivateIpAddress
+			}
+		}
+	}
+	if bastion != "public-subnet" || len(nodeZones) != 2 {
+		t.Errorf("bastion in a %q, nodes by zone %v; want the bastion public and nodes in 2 zones", bastion, nodeZones)
+	}
+	if !strings.HasSuffix(got.Status.Endpoint, ":6443") {
+		t.Errorf("endpoint %q; want the load balancer on 6443", got.Status.Endpoint)
+	}
+
+	// Three Ready nodes through the load balancer, and an app that serves.
+	nodes := e.kubeNodes("web")
+	var workers []string
+	for name, n := range nodes {
+		if !n.ready() {
+			t.Errorf("node %s is not Ready", name)
+		}
+		if _, cp := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+			workers = append(workers, name)
+		}
+	}
+	slices.Sort(workers)
+	if len(nodes) != 3 || len(workers) != 2 {
+		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(maps.Keys(nodes)), workers)
+	}
+	e.checkHello("web", workers, workerIP)
+
+	// Delete: nothing tagged with the cluster remains.
+	delID, err := e.c.DeleteCluster(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("web", delID)
+	left := awsLeftovers(t, a, "web")
+	if len(left) > 0 {
+		t.Errorf("after the delete, AWS still has %v", left)
+	}
+}
+
+// awsLeftovers lists the EC2 resources still tagged with the cluster that
+// are not gone (terminated instances and deleted NAT gateways are described
+// for a while, as on AWS).
+func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
+	t.Helper()
+	ec := ec2.NewFromConfig(a.sdk())
+	tags, err := ec.DescribeTags(t.Context(), &ec2.DescribeTagsInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("key"), Values: []string{"kubernetes.io/cluster/" + cluster}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, tg := range tags.Tags {
+		id := *tg.ResourceId
+		switch tg.ResourceType {
+		case ec2types.ResourceTypeInstance:
+			out, err := ec.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+			if err == nil && len(out.Reservations) > 0 && out.Reservations[0].Instances[0].State.Name == ec2types.InstanceStateNameTerminated {
+				continue
+			}
+		case ec2types.ResourceTypeNatgateway:
+			out, err := ec.DescribeNatGateways(t.Context(), &ec2.DescribeNatGatewaysInput{NatGatewayIds: []string{id}})
+			if err == nil && len(out.NatGateways) > 0 && out.NatGateways[0].State == ec2types.NatGatewayStateDeleted {
+				continue
+			}
+		}
+		left = append(left, fmt.Sprintf("%s %s", tg.ResourceType, id))
+	}
+	return left
+}
