@@ -25,6 +25,15 @@ else
 	echo "test-all: chromium could not be found or installed: the console's browser tests will be SKIPPED" >&2
 fi
 
+# Debian's AWS CLI, which test/cloud/aws points at the local AWS (a second client beside the Go SDK).
+if ! command -v aws >/dev/null; then
+	if [ "$(id -u)" = 0 ] && { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq awscli >/dev/null; }; then
+		echo "test-all: installed Debian's awscli" >&2
+	else
+		echo "test-all: no aws command and awscli could not be installed: the local AWS's CLI check will be SKIPPED" >&2
+	fi
+fi
+
 go vet ./...
 # The Kubernetes components on their own (each version), then everything (test/e2e brings up
 # real clusters with them; it needs bin/kiln-kube, which make test-all built).
