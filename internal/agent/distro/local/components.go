@@ -128,6 +128,9 @@ func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec 
 			"--client-ca-file", f(distrolocal.FileCA),
 			"--kubelet-client-certificate", f(distrolocal.FileAPIServerKubeletCert),
 			"--kubelet-client-key", f(distrolocal.FileAPIServerKubeletKey),
+			// A node's address, not its name: names resolve on a Docker
+			// network, not in a VPC (kubeadm's order).
+			"--kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname",
 			"--service-account-issuer", cp.ServiceAccountIssuer,
 			"--service-account-key-file", f(distrolocal.FileServiceAccountPub),
 			"--service-account-signing-key-file", f(distrolocal.FileServiceAccountKey),
