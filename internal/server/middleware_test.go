@@ -360,8 +360,8 @@ func TestValidationDetails(t *testing.T) {
 	r := h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/c", body)
 	golden(t, "validation", r.body)
 	e := r.errorBody(t)
-	if e.Code != v1.CodeInvalidParameter || e.Target != "spec.provider" || len(e.Details) != 10 {
-		t.Errorf("error = %s %s with %d details, want InvalidParameter spec.provider with 10", e.Code, e.Target, len(e.Details))
+	if e.Code != v1.CodeInvalidParameter || e.Target != "spec.provider" || len(e.Details) != 11 {
+		t.Errorf("error = %s %s with %d details, want InvalidParameter spec.provider with 11", e.Code, e.Target, len(e.Details))
 	}
 	r = h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/toolong-toolong-toolong-toolong-toolong-x", `{}`)
 	if e := r.errorBody(t); e.Target != "name" {
