@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -67,6 +68,8 @@ func index(name string) int {
 func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(machineParallelism)
+	var mu sync.Mutex
+	var notes []string
 	for _, spec := range specs {
 		g.Go(func() error {
 			x.log.Info("ensuring machine", "machine", spec.Name, "role", spec.Role, "pool", spec.Pool)
@@ -74,10 +77,22 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 			if err != nil {
 				return fmt.Errorf("ensure machine %q: %w", spec.Name, err)
 			}
+			if m.Note != "" {
+				x.log.Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
+				x.showProgress(ctx, m.Name, m.Note)
+				mu.Lock()
+				notes = append(notes, m.Name+": "+m.Note)
+				mu.Unlock()
+			}
 			return x.syncNode(ctx, m)
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	if len(notes) > 0 {
+		slices.Sort(notes)
+		x.note = strings.Join(notes, "; ")
+	}
+	return err
 }
 
 // syncNode writes the node record of machine m. A Ready machine's node is

@@ -61,6 +61,10 @@ type Machine struct {
 	// Ready means the machine's node is already Ready with no agent to wait
 	// for (the sim provider). Real providers leave it false.
 	Ready bool
+	// Note says, for the operation's step, how the machine was made
+	// otherwise than asked ("launched in us-east-1b: no m5.large capacity
+	// in us-east-1a"); empty when as asked.
+	Note string
 }
 
 // StoppedMachine is a machine whose agent is not running: its process

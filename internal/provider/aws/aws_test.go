@@ -341,3 +341,29 @@ func TestPreflightNamesMissingPermissions(t *testing.T) {
 		t.Errorf("RunInstances called %d times; want the two dry runs only", l.Calls()["ec2:RunInstances"])
 	}
 }
+
+// A zone without capacity for the type: a machine whose zone the spec did
+// not pin goes to the next zone, saying so; a pinned one fails naming the
+// field to change.
+func TestCapacityRoutedToAnotherZone(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	c := cluster(l, "cap")
+	c.Spec.ControlPlane.Zones = nil // the region's first two: us-east-1a, us-east-1b
+	if _, err := p.EnsureNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	l.SetFaults(awslocal.Faults{NoCapacity: []string{aws.DefaultInstanceType + "/us-east-1a"}})
+	m, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-default-0", Role: v1.RoleWorker, Pool: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Zone != "us-east-1b" || !strings.Contains(m.Note, "launched in us-east-1b") || !strings.Contains(m.Note, "us-east-1a (InsufficientInstanceCapacity)") {
+		t.Errorf("machine in %s, note %q; want us-east-1b and a note saying why", m.Zone, m.Note)
+	}
+	_, err = p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-cp-0", Role: v1.RoleControlPlane, Zone: "us-east-1a"})
+	fe := failure.From(err)
+	if err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.controlPlane.instanceType" || !strings.Contains(fe.Message, "InsufficientInstanceCapacity") {
+		t.Errorf("a control plane pinned to a zone without capacity: %+v; want a terminal QuotaExceeded on spec.controlPlane.instanceType", fe)
+	}
+}

@@ -95,25 +95,62 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 	if err != nil {
 		return provider.Machine{}, err
 	}
-	zone := m.Zone
-	if zone == "" {
-		zone = n.zones[machineNumber(m.Name)%len(n.zones)]
-	}
-	subnet := n.private[zone]
-	if subnet == "" {
-		return provider.Machine{}, failure.Terminal(v1.CodeInvalidParameter, "cluster %s has no private subnet in zone %s for machine %s", c.Name, zone, m.Name)
-	}
-	i, err := p.launch(ctx, c, n, m, zone, subnet)
+	i, note, err := p.launchInZones(ctx, c, n, m)
 	if err != nil {
 		return provider.Machine{}, err
 	}
 	got := machineOf(i)
+	got.Note = note
 	if m.Role == v1.RoleControlPlane {
 		if err := p.registerTargets(ctx, c, []string{got.ID}); err != nil {
 			return provider.Machine{}, err
 		}
 	}
 	return got, nil
+}
+
+// launchInZones launches the machine in its zone: the spec's, or the
+// cluster's zones in turn by the machine's number. When that zone has no
+// capacity for the instance type (or does not offer it) and the spec did
+// not pin the zone, the cluster's other zones are tried in order; note says
+// where it went and why.
+func (p *AWS) launchInZones(ctx context.Context, c *cluster, n *vpcNet, m provider.MachineSpec) (ec2types.Instance, string, error) {
+	zones := []string{m.Zone}
+	if m.Zone == "" {
+		first := machineNumber(m.Name) % len(n.zones)
+		zones = append(slices.Clone(n.zones[first:]), n.zones[:first]...)
+	}
+	var refused []string
+	for _, zone := range zones {
+		subnet := n.private[zone]
+		if subnet == "" {
+			return ec2types.Instance{}, "", failure.Terminal(v1.CodeInvalidParameter, "cluster %s has no private subnet in zone %s for machine %s", c.Name, zone, m.Name)
+		}
+		i, err := p.launch(ctx, c, n, m, zone, subnet)
+		if code := apiCode(err); code == "InsufficientInstanceCapacity" || code == "Unsupported" {
+			p.log.Info("no capacity for the machine in its zone; trying the next", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "zone", zone, "code", code)
+			refused = append(refused, zone+" ("+code+")")
+			if len(refused) < len(zones) {
+				continue
+			}
+		}
+		if err != nil {
+			return ec2types.Instance{}, "", err
+		}
+		note := ""
+		if len(refused) > 0 {
+			note = fmt.Sprintf("launched in %s: AWS had no %s for it in %s", zone, instanceType(m), strings.Join(refused, ", "))
+		}
+		return i, note, nil
+	}
+	return ec2types.Instance{}, "", fmt.Errorf("no zone to launch machine %s in", m.Name) // zones is never empty
+}
+
+func instanceType(m provider.MachineSpec) string {
+	if m.InstanceType == "" {
+		return DefaultInstanceType
+	}
+	return m.InstanceType
 }
 
 // machineNumber is the N of a machine named ...-N (0 when none).
@@ -140,7 +177,11 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	if itype == "" {
 		itype = DefaultInstanceType
 	}
-	group, profile, target := n.groups[sgWorker], c.roleName(sgWorker), "spec.workerPools"
+	target := "spec.workerPools"
+	if i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); i >= 0 {
+		target = fmt.Sprintf("spec.workerPools[%d].instanceType", i)
+	}
+	group, profile := n.groups[sgWorker], c.roleName(sgWorker)
 	if m.Role == v1.RoleControlPlane {
 		group, profile, target = n.groups[sgControlPlane], c.roleName(sgControlPlane), "spec.controlPlane.instanceType"
 	}
@@ -160,7 +201,7 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	if m.Revision != "" {
 		extra = append(extra, TagRevision, m.Revision)
 	}
-	token, err := p.clientToken(ctx, c, m)
+	token, err := p.clientToken(ctx, c, m, zone)
 	if err != nil {
 		return ec2types.Instance{}, err
 	}
@@ -182,11 +223,11 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	return out.Instances[0], nil
 }
 
-// clientToken makes RunInstances idempotent for one launch of a machine: a
-// launch retried after kilnd died mid-call gets the instance the first
-// made, while a machine made again after its instance was terminated (a
-// repair) gets a new one, as the count of its ended instances differs.
-func (p *AWS) clientToken(ctx context.Context, c *cluster, m provider.MachineSpec) (string, error) {
+// clientToken makes RunInstances idempotent for one launch of a machine in
+// a zone: a launch retried after kilnd died mid-call gets the instance the
+// first made, while a machine made again after its instance was terminated
+// (a repair) gets a new one, as the count of its ended instances differs.
+func (p *AWS) clientToken(ctx context.Context, c *cluster, m provider.MachineSpec, zone string) (string, error) {
 	f := append(c.filter(""), ec2types.Filter{Name: awssdk.String("tag:" + TagMachine), Values: []string{m.Name}},
 		ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: []string{"shutting-down", "terminated"}})
 	out, err := c.api.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: f})
@@ -197,7 +238,7 @@ func (p *AWS) clientToken(ctx context.Context, c *cluster, m provider.MachineSpe
 	for _, r := range out.Reservations {
 		ended += len(r.Instances)
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", c.id, m.Name, m.Revision, ended))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%s/%d", c.id, m.Name, m.Revision, zone, ended))
 	return hex.EncodeToString(sum[:16]), nil
 }
 
