@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/aws"
@@ -115,7 +117,7 @@ func startLocalAWS(t testing.TB) *localAWS {
 // startAWS starts the local AWS and a kilnd with the aws provider whose
 // agent gateway listens on the Docker bridge's address, which the
 // instances (containers on their VPC's network) reach.
-func startAWS(t testing.TB) (*env, *localAWS) {
+func startAWS(t testing.TB, extra ...string) (*env, *localAWS) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): aws clusters SKIPPED", systemImages)
@@ -126,9 +128,15 @@ func startAWS(t testing.TB) (*env, *localAWS) {
 	host := dockerBridge(t)
 	port := strconv.Itoa(freePort(t.(*testing.T)))
 	a := startLocalAWS(t)
-	e := start(t, "kilnd", "--system-images", systemImages, "--aws",
-		"--agent-listen", net.JoinHostPort(host, port), "--agent-advertise", net.JoinHostPort(host, port))
+	e := start(t, "kilnd", append(awsFlags(host, port), extra...)...)
 	return e, a
+}
+
+// awsFlags are kilnd's flags for the aws provider with its agent gateway on
+// host:port (the same after a restart, where agents look for it).
+func awsFlags(host, port string) []string {
+	return []string{"--system-images", systemImages, "--aws",
+		"--agent-listen", net.JoinHostPort(host, port), "--agent-advertise", net.JoinHostPort(host, port)}
 }
 
 // dockerBridge is the address of the Docker engine's default bridge: a
@@ -313,4 +321,119 @@ func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 		left = append(left, fmt.Sprintf("%s %s", tg.ResourceType, id))
 	}
 	return left
+}
+
+// kilnd killed with SIGKILL right after it launched a worker (before it
+// recorded anything of it) and again in the middle of the delete: the
+// create ends with one VPC, one load balancer and one instance per machine,
+// and the delete leaves nothing tagged with the cluster.
+func TestAWSSurvivesKill(t *testing.T) {
+	e, a := startAWS(t, "--fault", "provider.EnsureMachine.after:2")
+	ctx := t.Context()
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
+		t.Fatal(err)
+	}
+	cl := awsCluster("crash", "10.79.0.0/16")
+	cl.Spec.WorkerPools[0].Size = 1
+	_, opID, err := e.c.CreateCluster(ctx, "default", cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.k.Done():
+	case <-time.After(5 * time.Minute):
+		t.Fatal("kilnd did not reach its fault point provider.EnsureMachine.after:2 within 5 minutes")
+	}
+	host, port, _ := net.SplitHostPort(agentAddr(t, e.k.LogText()))
+	t.Logf("kilnd killed after launching the worker; AWS has %v", awsInventory(t, a, "crash"))
+	e.startKilnd("kilnd-again", awsFlags(host, port)...)
+	e.wait("crash", opID)
+	inv := awsInventory(t, a, "crash")
+	if inv["vpc"] != 1 || inv["load balancer"] != 1 || inv["machine"] != 2 || inv["bastion"] != 1 {
+		t.Errorf("after the create: %v; want 1 VPC, 1 load balancer, 2 machines, 1 bastion", inv)
+	}
+	if n := len(e.kubeNodes("crash")); n != 2 {
+		t.Errorf("%d Kubernetes nodes, want 2", n)
+	}
+
+	e.k.Kill(syscall.SIGKILL)
+	<-e.k.Done()
+	e.startKilnd("kilnd-deleting", append(awsFlags(host, port), "--fault", "provider.DeleteMachine.after:1")...)
+	delID, err := e.c.DeleteCluster(ctx, "default", "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.k.Done():
+	case <-time.After(5 * time.Minute):
+		t.Fatal("kilnd did not reach its fault point provider.DeleteMachine.after:1 within 5 minutes")
+	}
+	t.Logf("kilnd killed in the delete; AWS has %v", awsInventory(t, a, "crash"))
+	e.startKilnd("kilnd-after", awsFlags(host, port)...)
+	e.wait("crash", delID)
+	if left := awsLeftovers(t, a, "crash"); len(left) > 0 {
+		t.Errorf("after the delete, AWS still has %v", left)
+	}
+}
+
+// agentAddr is the agent gateway's address from kilnd's log.
+func agentAddr(t testing.TB, log string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(log, `msg="agent gateway listening" addr=`)
+	if !ok {
+		t.Fatal("kilnd's log does not say where the agent gateway listens")
+	}
+	return strings.Fields(after)[0]
+}
+
+// awsInventory counts what AWS holds of a cluster and is not gone: "vpc",
+// "load balancer", "machine" (instances of its machines), "bastion".
+func awsInventory(t testing.TB, a *localAWS, cluster string) map[string]int {
+	t.Helper()
+	ec := ec2.NewFromConfig(a.sdk())
+	owned := []ec2types.Filter{{Name: awssdk.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}}}
+	out := map[string]int{}
+	vpcs, err := ec.DescribeVpcs(t.Context(), &ec2.DescribeVpcsInput{Filters: owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["vpc"] = len(vpcs.Vpcs)
+	is, err := ec.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{Filters: append(owned,
+		ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range is.Reservations {
+		for _, i := range r.Instances {
+			kind := "machine"
+			for _, tg := range i.Tags {
+				if *tg.Key == aws.TagPart && *tg.Value == "bastion" {
+					kind = "bastion"
+				}
+			}
+			out[kind]++
+		}
+	}
+	lbs, err := elb.NewFromConfig(a.sdk()).DescribeLoadBalancers(t.Context(), &elb.DescribeLoadBalancersInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arns := []string{}
+	for _, lb := range lbs.LoadBalancers {
+		arns = append(arns, *lb.LoadBalancerArn)
+	}
+	if len(arns) > 0 {
+		tags, err := elb.NewFromConfig(a.sdk()).DescribeTags(t.Context(), &elb.DescribeTagsInput{ResourceArns: arns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tags.TagDescriptions {
+			for _, tg := range d.Tags {
+				if *tg.Key == "kubernetes.io/cluster/"+cluster {
+					out["load balancer"]++
+				}
+			}
+		}
+	}
+	return out
 }
