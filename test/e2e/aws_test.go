@@ -280,6 +280,30 @@ func TestAWSCluster(t *testing.T) {
 	}
 	e.checkHello("web", workers, workerIP)
 
+	// Day 2: a worker more; a pool in a third zone; the control plane
+	// grown to 3 over the zones, each behind the load balancer.
+	e.kiln("cluster", "scale", "web", "--size", "3", "--wait")
+	e.kiln("pool", "add", "web", "edge", "--size", "1", "--zone", "us-east-1c", "--wait")
+	e.kiln("cluster", "scale", "web", "--control-plane", "3", "--wait")
+	inv := awsInventory(t, a, "web")
+	if inv["machine"] != 7 || inv["vpc"] != 1 || inv["load balancer"] != 1 {
+		t.Errorf("after scaling: %v; want 7 machines (3 control planes, 3+1 workers) in 1 VPC behind 1 load balancer", inv)
+	}
+	zonesOf := awsMachineZones(t, a, "web")
+	if z := zonesOf["web-edge-0"]; z != "us-east-1c" {
+		t.Errorf("the edge pool's machine is in %q; want us-east-1c", z)
+	}
+	if cps := []string{zonesOf["web-cp-0"], zonesOf["web-cp-1"], zonesOf["web-cp-2"]}; len(slices.Compact(slices.Sorted(slices.Values(cps)))) != 2 {
+		t.Errorf("control planes in zones %v; want them over both control-plane zones", cps)
+	}
+	if n := len(e.kubeNodes("web")); n != 7 {
+		t.Errorf("%d Kubernetes nodes after scaling; want 7", n)
+	}
+	e.kiln("cluster", "scale", "web", "--size", "1", "--wait")
+	if n := awsInventory(t, a, "web")["machine"]; n != 5 {
+		t.Errorf("%d machines after scaling the default pool to 1; want 5", n)
+	}
+
 	// Delete: nothing tagged with the cluster remains.
 	delID, err := e.c.DeleteCluster(ctx, "default", "web")
 	if err != nil {
@@ -431,6 +455,28 @@ func awsInventory(t testing.TB, a *localAWS, cluster string) map[string]int {
 			for _, tg := range d.Tags {
 				if *tg.Key == "kubernetes.io/cluster/"+cluster {
 					out["load balancer"]++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// awsMachineZones is the zone of each live machine of a cluster, by name.
+func awsMachineZones(t testing.TB, a *localAWS, cluster string) map[string]string {
+	t.Helper()
+	is, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
+		{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range is.Reservations {
+		for _, i := range r.Instances {
+			for _, tg := range i.Tags {
+				if *tg.Key == aws.TagMachine {
+					out[*tg.Value] = *i.Placement.AvailabilityZone
 				}
 			}
 		}

@@ -45,8 +45,8 @@ func (c *cluster) elbTags(part string) []elbtypes.Tag {
 // EnsureLoadBalancer finds or makes the cluster's network load balancer
 // in its public subnets, a TCP listener on APIServerPort forwarding to the
 // target group of the control-plane instances (those that exist are
-// registered), and returns its address. AWS makes both calls idempotent by
-// name, which is derived from the cluster's id.
+// registered), and returns its address. Both are found by name, derived
+// from the cluster's id (and AWS makes their creates idempotent by name).
 func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (provider.LoadBalancer, error) {
 	c, err := p.cluster(pc)
 	if err != nil {
@@ -71,11 +71,22 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 		return provider.LoadBalancer{}, classify(err, "", "create the target group of cluster %s", c.Name)
 	}
 	tgARN := tg.TargetGroups[0].TargetGroupArn
-	lbs, err := c.api.elb.CreateLoadBalancer(ctx, &elb.CreateLoadBalancerInput{Name: awssdk.String(c.short("")),
-		Type: elbtypes.LoadBalancerTypeEnumNetwork, Scheme: elbtypes.LoadBalancerSchemeEnumInternetFacing,
-		Subnets: subnets, Tags: c.elbTags("api-load-balancer")})
-	if err != nil {
-		return provider.LoadBalancer{}, classify(err, "", "create the load balancer of cluster %s", c.Name)
+	// Found by name first: one made before a zone was added keeps its
+	// subnets (creating it again with more would be refused as a
+	// duplicate with other settings).
+	lbs, err := c.api.elb.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{Names: []string{c.short("")}})
+	if err != nil && apiCode(err) != "LoadBalancerNotFound" {
+		return provider.LoadBalancer{}, classify(err, "", "find the load balancer of cluster %s", c.Name)
+	}
+	if err != nil || len(lbs.LoadBalancers) == 0 {
+		p.log.Info("creating load balancer", "cluster", c.Project+"/"+c.Name, "subnets", subnets)
+		made, err := c.api.elb.CreateLoadBalancer(ctx, &elb.CreateLoadBalancerInput{Name: awssdk.String(c.short("")),
+			Type: elbtypes.LoadBalancerTypeEnumNetwork, Scheme: elbtypes.LoadBalancerSchemeEnumInternetFacing,
+			Subnets: subnets, Tags: c.elbTags("api-load-balancer")})
+		if err != nil {
+			return provider.LoadBalancer{}, classify(err, "", "create the load balancer of cluster %s", c.Name)
+		}
+		lbs = &elb.DescribeLoadBalancersOutput{LoadBalancers: made.LoadBalancers}
 	}
 	lb := lbs.LoadBalancers[0]
 	ls, err := c.api.elb.DescribeListeners(ctx, &elb.DescribeListenersInput{LoadBalancerArn: lb.LoadBalancerArn})

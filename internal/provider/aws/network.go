@@ -138,6 +138,13 @@ func (p *AWS) network(ctx context.Context, c *cluster) (*vpcNet, error) {
 	if n.zones, err = p.clusterZones(ctx, c); err != nil {
 		return nil, err
 	}
+	for _, z := range n.zones {
+		if n.public[z] == "" || n.private[z] == "" {
+			// A zone the spec came to name (a pool added there): its
+			// subnets, NAT gateway and routes are made first.
+			return p.ensureNetwork(ctx, c)
+		}
+	}
 	groups, err := c.api.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: c.filter("")})
 	if err != nil {
 		return nil, classify(err, "", "find the security groups of cluster %s", c.Name)

@@ -123,9 +123,17 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 	if err != nil {
 		return nil, err
 	}
-	if headroom >= 0 && headroom < len(zones) {
+	// The cluster's own, by name: a dry run has no cluster id yet.
+	mine, err := c.api.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("tag:" + TagProject), Values: []string{c.Project}},
+		{Name: awssdk.String("tag:" + TagName), Values: []string{c.Name}},
+		{Name: awssdk.String("tag:" + TagPart), Values: []string{partEIP}}}})
+	if err != nil {
+		return nil, classify(err, "", "count the Elastic IPs of cluster %s", c.Name)
+	}
+	if need := len(zones) - len(mine.Addresses); headroom >= 0 && need > headroom {
 		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.controlPlane.zones",
-			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d (a NAT gateway in each of %d zones); release some or ask AWS for more", c.api.region, headroom, len(zones), len(zones))})
+			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d more (a NAT gateway in each of its %d zones); release some or ask AWS for more", c.api.region, headroom, need, len(zones))})
 	}
 	return findings, nil
 }
