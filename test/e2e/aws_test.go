@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +49,27 @@ type localAWS struct {
 func (a *localAWS) sdk() awssdk.Config {
 	return awssdk.Config{Region: "us-east-1", BaseEndpoint: awssdk.String(a.url),
 		Credentials: credentials.NewStaticCredentialsProvider(awsKey, awsSecret, "")}
+}
+
+// calls are the AWS calls the local AWS answered since it started, by
+// service:Action (its admin API).
+func (a *localAWS) calls(t testing.TB) map[string]int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, a.url+"/_local/calls", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+awsSecret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := map[string]int{}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the local AWS's calls: %s, %v", res.Status, err)
+	}
+	return out
 }
 
 // account is a cloud account of provider aws reaching the local AWS with key.
@@ -126,7 +149,7 @@ func startAWS(t testing.TB, extra ...string) (*env, *localAWS) {
 		t.Skipf("no node image on the Docker engine (make node-image): aws clusters SKIPPED (%v)", err)
 	}
 	host := dockerBridge(t)
-	port := strconv.Itoa(freePort(t.(*testing.T)))
+	port := strconv.Itoa(freePort(t))
 	a := startLocalAWS(t)
 	e := start(t, "kilnd", append(awsFlags(host, port), extra...)...)
 	return e, a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,54 @@ func BenchmarkEdgeKubeadm(b *testing.B) {
 	}
 	b.ReportMetric(provision.Seconds()/float64(b.N), "s/provision")
 	b.ReportMetric(float64(len(bundle))/1e6, "installer-MB")
+}
+
+// BenchmarkAWSCreate measures a 1+2 cluster on two zones through the local
+// AWS (issue 23): create to Succeeded (target under 60 s warm), the AWS
+// API calls the create makes (fewer is better; logged by operation), and
+// delete to clean (the operation's end, nothing tagged left).
+func BenchmarkAWSCreate(b *testing.B) {
+	e, a := startAWS(b)
+	if _, err := e.c.CreateCloudAccount(b.Context(), "default", a.account("acme", awsKey, awsSecret)); err != nil {
+		b.Fatal(err)
+	}
+	var create, del time.Duration
+	calls := 0
+	for i := 0; b.Loop(); i++ {
+		name := fmt.Sprintf("bench-%d", i)
+		before := a.calls(b)
+		t0 := time.Now()
+		op := e.create(awsCluster(name, fmt.Sprintf("10.%d.0.0/16", 80+i%40)))
+		took := time.Since(t0)
+		create += took
+		after := a.calls(b)
+		n, byOp := 0, []string{}
+		for k, v := range after {
+			if d := v - before[k]; d > 0 {
+				n += d
+				byOp = append(byOp, fmt.Sprintf("%s %d", k, d))
+			}
+		}
+		slices.Sort(byOp)
+		calls += n
+		b.Logf("1+2 %s on 2 zones: create to Succeeded in %s, %d AWS calls: %s", name, took.Round(time.Millisecond), n, strings.Join(byOp, ", "))
+		for _, s := range op.Properties.Steps {
+			b.Logf("  %-30s %s", s.Name, stepDuration(s))
+		}
+		t0 = time.Now()
+		opID, err := e.c.DeleteCluster(b.Context(), "default", name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.wait(name, opID)
+		took = time.Since(t0)
+		del += took
+		if left := awsLeftovers(b, a, name); len(left) > 0 {
+			b.Fatalf("after the delete of %s, AWS still has %v", name, left)
+		}
+		b.Logf("1+2 %s: delete to clean in %s", name, took.Round(time.Millisecond))
+	}
+	b.ReportMetric(create.Seconds()/float64(b.N), "s/create")
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/create")
+	b.ReportMetric(del.Seconds()/float64(b.N), "s/delete")
 }
