@@ -506,3 +506,80 @@ func awsMachineZones(t testing.TB, a *localAWS, cluster string) map[string]strin
 	}
 	return out
 }
+
+// setFaults sets the local AWS's faults (its admin API).
+func (a *localAWS) setFaults(t testing.TB, f awslocal.Faults) {
+	t.Helper()
+	body, _ := json.Marshal(f)
+	a.admin(t, http.MethodPut, "/_local/faults", string(body))
+}
+
+func (a *localAWS) admin(t testing.TB, method, path, body string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, a.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+awsSecret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		t.Fatalf("the local AWS's admin API: %s %s: %s", method, path, res.Status)
+	}
+}
+
+// A spot worker interrupted by AWS (its notice, then its termination):
+// its node goes NotReady and the health check replaces the machine with a
+// new spot instance whose node is Ready.
+func TestAWSSpotInterruption(t *testing.T) {
+	e, a := startAWS(t, "--health-interval", "2s")
+	ctx := t.Context()
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
+		t.Fatal(err)
+	}
+	cl := awsCluster("spot", "10.81.0.0/16")
+	cl.Spec.WorkerPools[0].Size = 1
+	cl.Spec.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 100}
+	cl.Spec.WorkerPools[0].UnhealthyTimeout, cl.Spec.WorkerPools[0].MaxUnhealthy = "10s", "1"
+	e.wait("spot", e.create(cl).ID)
+	worker := "spot-default-0"
+	before := awsInstance(t, a, worker)
+	if before.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Fatalf("worker %s is %q; want a spot instance", worker, before.InstanceLifecycle)
+	}
+	a.setFaults(t, awslocal.Faults{SpotNotice: awslocal.Duration(time.Second)})
+	a.admin(t, http.MethodPost, "/_local/interrupt?instance="+*before.InstanceId, "")
+	waitfor.Cond(t, "a new instance for machine "+worker+" after the interruption of "+*before.InstanceId, 3*time.Minute, func() (bool, error) {
+		now := awsInstance(t, a, worker)
+		return now.InstanceId != nil && *now.InstanceId != *before.InstanceId, nil
+	})
+	after := awsInstance(t, a, worker)
+	if after.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Errorf("the replacement is %q; want spot", after.InstanceLifecycle)
+	}
+	e.waitKubeNode("spot", worker, "Ready on the replacement instance "+*after.InstanceId, func(n kubeNode) bool { return n.ready() })
+	old, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{*before.InstanceId}})
+	if err != nil || old.Reservations[0].Instances[0].StateReason == nil || *old.Reservations[0].Instances[0].StateReason.Code != "Server.SpotInstanceTermination" {
+		t.Errorf("the interrupted instance: %+v, %v; want terminated by a spot interruption", old, err)
+	}
+}
+
+// awsInstance is the live instance of a machine (zero when none).
+func awsInstance(t testing.TB, a *localAWS, machine string) ec2types.Instance {
+	t.Helper()
+	out, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("tag:" + aws.TagMachine), Values: []string{machine}},
+		{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			return i
+		}
+	}
+	return ec2types.Instance{}
+}

@@ -178,8 +178,17 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 		itype = DefaultInstanceType
 	}
 	target := "spec.workerPools"
+	var market *ec2types.InstanceMarketOptionsRequest
 	if i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); i >= 0 {
 		target = fmt.Sprintf("spec.workerPools[%d].instanceType", i)
+		if c.Spec.WorkerPools[i].Spot != nil {
+			// A one-time spot request capped at AWS's default, the
+			// on-demand price: maxPricePercent is not applied yet
+			// (docs/provider-aws.md).
+			market = &ec2types.InstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeSpot,
+				SpotOptions: &ec2types.SpotMarketOptions{SpotInstanceType: ec2types.SpotInstanceTypeOneTime,
+					InstanceInterruptionBehavior: ec2types.InstanceInterruptionBehaviorTerminate}}
+		}
 	}
 	group, profile := n.groups[sgWorker], c.roleName(sgWorker)
 	if m.Role == v1.RoleControlPlane {
@@ -209,10 +218,11 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	out, err := c.api.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: &image, InstanceType: ec2types.InstanceType(itype), MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1),
 		SubnetId: &subnet, SecurityGroupIds: []string{group}, KeyName: awssdk.String(c.short("key")),
-		IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: &profile},
-		UserData:           awssdk.String(base64.StdEncoding.EncodeToString([]byte(script))),
-		ClientToken:        &token,
-		TagSpecifications:  c.tagSpec(ec2types.ResourceTypeInstance, "machine", extra...),
+		IamInstanceProfile:    &ec2types.IamInstanceProfileSpecification{Name: &profile},
+		UserData:              awssdk.String(base64.StdEncoding.EncodeToString([]byte(script))),
+		ClientToken:           &token,
+		InstanceMarketOptions: market,
+		TagSpecifications:     c.tagSpec(ec2types.ResourceTypeInstance, "machine", extra...),
 	})
 	if err != nil {
 		return ec2types.Instance{}, classify(err, target, "launch the instance of machine %s (%s in %s)", m.Name, itype, zone)
