@@ -67,7 +67,9 @@ func newLocal(t *testing.T) *local {
 func newProvider(t *testing.T) *aws.AWS {
 	t.Helper()
 	p, err := aws.New(aws.Options{
-		UserData: func(_ context.Context, m aws.Machine) (string, error) { return "#!/bin/sh\necho join " + m.Name + "\n", nil },
+		UserData: func(_ context.Context, m aws.Machine) (string, error) {
+			return "#!/bin/sh\necho join " + m.Name + "\n", nil
+		},
 		Versions: []string{version},
 	})
 	if err != nil {
