@@ -583,3 +583,44 @@ func awsInstance(t testing.TB, a *localAWS, machine string) ec2types.Instance {
 	}
 	return ec2types.Instance{}
 }
+
+// A create while AWS throttles every 5th call and describes what was made
+// a second late: the operation Succeeds with one VPC, one load balancer
+// and one instance per machine (the SDK retries the throttled calls with
+// backoff; the provider waits for what it made to be described).
+func TestAWSThrottlingAndEventualConsistency(t *testing.T) {
+	e, a := startAWS(t)
+	ctx := t.Context()
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
+		t.Fatal(err)
+	}
+	a.setFaults(t, awslocal.Faults{ThrottleEvery: 5, DescribeDelay: awslocal.Duration(time.Second)})
+	cl := awsCluster("slow", "10.82.0.0/16")
+	cl.Spec.WorkerPools[0].Size = 1
+	op := e.wait("slow", e.create(cl).ID)
+	t.Logf("created in %s with every 5th AWS call throttled and describes 1 s late", op.EndTime.Sub(op.StartTime).Round(time.Second))
+	for _, s := range op.Properties.Steps {
+		if s.Attempts > 1 {
+			t.Logf("step %s took %d attempts", s.Name, s.Attempts)
+		}
+	}
+	if inv := awsInventory(t, a, "slow"); inv["vpc"] != 1 || inv["load balancer"] != 1 || inv["machine"] != 2 || inv["bastion"] != 1 {
+		t.Errorf("after the create: %v; want 1 VPC, 1 load balancer, 2 machines, 1 bastion", inv)
+	}
+	if n := len(e.kubeNodes("slow")); n != 2 {
+		t.Errorf("%d Kubernetes nodes, want 2", n)
+	}
+	e.wait("slow", mustDelete(t, e, "slow"))
+	if left := awsLeftovers(t, a, "slow"); len(left) > 0 {
+		t.Errorf("after the delete, AWS still has %v", left)
+	}
+}
+
+func mustDelete(t testing.TB, e *env, cluster string) string {
+	t.Helper()
+	id, err := e.c.DeleteCluster(t.Context(), "default", cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
