@@ -110,22 +110,7 @@ func startLocalAWS(t testing.TB) *localAWS {
 		}
 		// Instances outlive the local AWS as machines outlive kilnd; a
 		// test's must not outlive the test.
-		for _, kind := range []string{"container", "network", "volume"} {
-			args := []string{kind, "ls", "-q", "--filter", identity}
-			if kind == "container" {
-				args = append(args, "-a")
-			}
-			out, _ := exec.Command("docker", args...).Output()
-			if ids := strings.Fields(string(out)); len(ids) > 0 {
-				rm := append([]string{kind, "rm"}, ids...)
-				if kind == "container" {
-					rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
-				}
-				if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
-					t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
-				}
-			}
-		}
+		removeDockerObjects(t, identity)
 	})
 	waitfor.Cond(t, "kiln-aws-local to listen on "+addr, 30*time.Second, func() (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)

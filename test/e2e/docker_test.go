@@ -46,24 +46,7 @@ func startDocker(t testing.TB) *env {
 	// instance (its data dir's, as internal/daemon derives it) goes.
 	sum := sha256.Sum256([]byte(e.data))
 	instance := "label=kiln.dev/instance=k" + hex.EncodeToString(sum[:4])
-	t.Cleanup(func() {
-		for _, kind := range []string{"container", "network", "volume"} {
-			args := []string{kind, "ls", "-q", "--filter", instance}
-			if kind == "container" {
-				args = append(args, "-a")
-			}
-			out, _ := exec.Command("docker", args...).Output()
-			if ids := strings.Fields(string(out)); len(ids) > 0 {
-				rm := append([]string{kind, "rm"}, ids...)
-				if kind == "container" {
-					rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
-				}
-				if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
-					t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
-				}
-			}
-		}
-	})
+	t.Cleanup(func() { removeDockerObjects(t, instance) })
 	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
 		log := e.k.LogText()
 		if strings.Contains(log, "docker provider not registered") {
@@ -73,6 +56,27 @@ func startDocker(t testing.TB) *env {
 		return strings.Contains(log, "docker provider registered"), nil
 	})
 	return e
+}
+
+// removeDockerObjects removes the containers (with their anonymous
+// volumes), networks and volumes that filter ("label=K=V") selects.
+func removeDockerObjects(t testing.TB, filter string) {
+	for _, kind := range []string{"container", "network", "volume"} {
+		args := []string{kind, "ls", "-q", "--filter", filter}
+		if kind == "container" {
+			args = append(args, "-a")
+		}
+		out, _ := exec.Command("docker", args...).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			rm := append([]string{kind, "rm"}, ids...)
+			if kind == "container" {
+				rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
+			}
+			if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
+				t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
+			}
+		}
+	}
 }
 
 func dockerCluster(name, version string, cp int, dedicated bool, workers int) *v1.Cluster {

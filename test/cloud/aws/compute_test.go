@@ -2,12 +2,15 @@ package aws
 
 import (
 	"encoding/base64"
+	"errors"
 	"testing"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // addSubnet puts a subnet into the state directly (the networking API is
@@ -20,20 +23,16 @@ func addSubnet(t testing.TB, a *testAWS, id, vpc, cidr, zone string) string {
 	return id
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor waits until cond holds, state saying what it is meanwhile.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for time.Now().Before(deadline) {
+	waitfor.Cond(t, what, d, func() (bool, error) {
 		ok, state := cond()
 		if ok {
-			return
+			return true, nil
 		}
-		last = state
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last: %s)", what, d, last)
+		return false, waitfor.NotYet(errors.New(state))
+	})
 }
 
 // describe returns one instance as DescribeInstances says it.

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"regexp"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // loopbackMachines is a Machines whose every subnet's network is loopback:
@@ -82,20 +85,15 @@ func (a *testAWS) fastELB() {
 	a.wakeELB()
 }
 
-// eventually retries check until it returns "" or the deadline passes.
+// eventually waits up to 10 s until check says nothing is wrong.
 func eventually(t *testing.T, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		msg := check()
-		if msg == "" {
-			return
+	waitfor.Cond(t, what, 10*time.Second, func() (bool, error) {
+		if msg := check(); msg != "" {
+			return false, waitfor.NotYet(errors.New(msg))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true, nil
+	})
 }
 
 // network makes two subnets of vpc-1 in zones a and b and one of vpc-2.
