@@ -62,15 +62,22 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 			subnets = append(subnets, n.public[z])
 		}
 	}
-	tg, err := c.api.elb.CreateTargetGroup(ctx, &elb.CreateTargetGroupInput{Name: awssdk.String(c.short("api")),
-		Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(APIServerPort), VpcId: &n.vpc, TargetType: elbtypes.TargetTypeEnumInstance,
-		HealthCheckProtocol: elbtypes.ProtocolEnumTcp, HealthCheckIntervalSeconds: awssdk.Int32(healthInterval),
-		HealthyThresholdCount: awssdk.Int32(healthThreshold), UnhealthyThresholdCount: awssdk.Int32(healthThreshold),
-		Tags: c.elbTags("api-targets")})
+	arn, err := p.targetGroup(ctx, c)
 	if err != nil {
-		return provider.LoadBalancer{}, classify(err, "", "create the target group of cluster %s", c.Name)
+		return provider.LoadBalancer{}, err
 	}
-	tgARN := tg.TargetGroups[0].TargetGroupArn
+	if arn == "" {
+		tg, err := c.api.elb.CreateTargetGroup(ctx, &elb.CreateTargetGroupInput{Name: awssdk.String(c.short("api")),
+			Protocol: elbtypes.ProtocolEnumTcp, Port: awssdk.Int32(APIServerPort), VpcId: &n.vpc, TargetType: elbtypes.TargetTypeEnumInstance,
+			HealthCheckProtocol: elbtypes.ProtocolEnumTcp, HealthCheckIntervalSeconds: awssdk.Int32(healthInterval),
+			HealthyThresholdCount: awssdk.Int32(healthThreshold), UnhealthyThresholdCount: awssdk.Int32(healthThreshold),
+			Tags: c.elbTags("api-targets")})
+		if err != nil {
+			return provider.LoadBalancer{}, classify(err, "", "create the target group of cluster %s", c.Name)
+		}
+		arn = awssdk.ToString(tg.TargetGroups[0].TargetGroupArn)
+	}
+	tgARN := &arn
 	// Found by name first: one made before a zone was added keeps its
 	// subnets (creating it again with more would be refused as a
 	// duplicate with other settings).
