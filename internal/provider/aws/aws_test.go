@@ -369,3 +369,41 @@ func TestCapacityRoutedToAnotherZone(t *testing.T) {
 		t.Errorf("a control plane pinned to a zone without capacity: %+v; want a terminal QuotaExceeded on spec.controlPlane.instanceType", fe)
 	}
 }
+
+// The dry run names a pool whose instance type AWS does not offer in one of
+// its zones (the local AWS offers c5.xlarge in no zone c), and a launch
+// beyond the account's vCPU quota fails naming the field.
+func TestZoneOfferingsAndVCPUQuota(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	c := cluster(l, "types")
+	c.Spec.WorkerPools = []v1.WorkerPool{{Name: "big", Size: 1, InstanceType: "c5.xlarge", Zones: []string{"us-east-1b", "us-east-1c"}}}
+	findings, err := p.Preflight(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(findings) != 1 || findings[0].Target != "spec.workerPools[0].instanceType" || !strings.Contains(findings[0].Message, "c5.xlarge in us-east-1c") {
+		t.Errorf("findings %+v; want c5.xlarge in us-east-1c named on spec.workerPools[0].instanceType", findings)
+	}
+	o, err := p.Describe(t.Context(), l.account, "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.InstanceType("c5.xlarge"); !ok {
+		t.Errorf("the offer has no c5.xlarge (offered in zones a and b): %+v", o.InstanceTypes)
+	}
+
+	c = cluster(l, "quota")
+	if _, err := p.EnsureNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	l.SetFaults(awslocal.Faults{VCPUQuota: 4}) // the bastion (2) and one m5.large (2)
+	if _, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "quota-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "quota-default-0", Role: v1.RoleWorker, Pool: "default"})
+	fe := failure.From(err)
+	if err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.workerPools[0].instanceType" || !strings.Contains(fe.Message, "VcpuLimitExceeded") {
+		t.Errorf("a launch beyond the vCPU quota: %+v; want a terminal QuotaExceeded naming VcpuLimitExceeded on spec.workerPools[0].instanceType", fe)
+	}
+}

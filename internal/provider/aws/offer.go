@@ -14,7 +14,8 @@ import (
 
 // Describe checks the account's credentials (STS GetCallerIdentity) and
 // returns what AWS offers it in region: the regions, the region's zones and
-// the instance types offered in every one of them.
+// the instance types offered in any of them (Preflight checks each type in
+// the zones its machines go to).
 func (p *AWS) Describe(ctx context.Context, a *provider.Account, region string) (provider.Offer, error) {
 	api, err := p.clientsFor(a, region)
 	if err != nil {
@@ -42,20 +43,16 @@ func (p *AWS) Describe(ctx context.Context, a *provider.Account, region string) 
 	if err != nil {
 		return provider.Offer{}, classify(err, "", "list the instance types of region %s", api.region)
 	}
-	zonesOf := map[ec2types.InstanceType]int{}
+	var offered []ec2types.InstanceType
 	for _, off := range offerings.InstanceTypeOfferings {
-		zonesOf[off.InstanceType]++
-	}
-	var everywhere []ec2types.InstanceType
-	for t, n := range zonesOf {
-		if n == len(o.Zones) {
-			everywhere = append(everywhere, t)
+		if !slices.Contains(offered, off.InstanceType) {
+			offered = append(offered, off.InstanceType)
 		}
 	}
-	if len(everywhere) == 0 {
+	if len(offered) == 0 {
 		return o, nil
 	}
-	types, err := api.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: everywhere})
+	types, err := api.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: offered})
 	if err != nil {
 		return provider.Offer{}, classify(err, "", "describe the instance types of region %s", api.region)
 	}

@@ -1,9 +1,12 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -119,6 +122,11 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 	if err != nil {
 		return nil, err
 	}
+	offered, err := p.zoneOfferings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	findings = append(findings, checkZoneOfferings(c.Spec, zones, offered)...)
 	headroom, err := p.addressHeadroom(ctx, c)
 	if err != nil {
 		return nil, err
@@ -162,4 +170,52 @@ func (p *AWS) addressHeadroom(ctx context.Context, c *cluster) (int, error) {
 		return 0, classify(err, "", "count the Elastic IPs of region %s", c.api.region)
 	}
 	return limit - len(addrs.Addresses), nil
+}
+
+// zoneOfferings are the instance types AWS offers in each zone of the
+// region.
+func (p *AWS) zoneOfferings(ctx context.Context, c *cluster) (map[string][]string, error) {
+	out, err := c.api.ec2.DescribeInstanceTypeOfferings(ctx, &ec2.DescribeInstanceTypeOfferingsInput{LocationType: ec2types.LocationTypeAvailabilityZone})
+	if err != nil {
+		return nil, classify(err, "", "list the instance types of region %s", c.api.region)
+	}
+	byZone := map[string][]string{}
+	for _, off := range out.InstanceTypeOfferings {
+		z := awssdk.ToString(off.Location)
+		byZone[z] = append(byZone[z], string(off.InstanceType))
+	}
+	return byZone, nil
+}
+
+// checkZoneOfferings finds the machines whose instance type AWS does not
+// offer in a zone they may go to: the zones the spec names for them, or
+// the cluster's.
+func checkZoneOfferings(spec v1.ClusterSpec, clusterZones []string, offered map[string][]string) []v1.Error {
+	type group struct {
+		at, instanceType string
+		zones            []string
+	}
+	groups := []group{{"spec.controlPlane", spec.ControlPlane.InstanceType, spec.ControlPlane.Zones}}
+	for i, wp := range spec.WorkerPools {
+		groups = append(groups, group{fmt.Sprintf("spec.workerPools[%d]", i), wp.InstanceType, wp.Zones})
+	}
+	var findings []v1.Error
+	for _, g := range groups {
+		t := cmp.Or(g.instanceType, DefaultInstanceType)
+		zones := g.zones
+		if len(zones) == 0 {
+			zones = clusterZones
+		}
+		var missing []string
+		for _, z := range zones {
+			if !slices.Contains(offered[z], t) {
+				missing = append(missing, z)
+			}
+		}
+		if len(missing) > 0 {
+			findings = append(findings, v1.Error{Code: v1.CodeInvalidParameter, Target: g.at + ".instanceType",
+				Message: fmt.Sprintf("AWS does not offer instance type %s in %s; choose another type, or zones that offer it", t, strings.Join(missing, ", "))})
+		}
+	}
+	return findings
 }
