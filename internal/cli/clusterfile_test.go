@@ -81,18 +81,19 @@ func TestApplyCreateFlags(t *testing.T) {
 	}
 	f := &createFlags{
 		provider: "local", podCIDR: "10.9.0.0/16", workers: 4, instanceType: "m5",
-		labels: []string{"b=2", "a=3"}, cpSize: 99,
+		labels: []string{"b=2", "a=3"}, cpSize: 99, zones: []string{"z1", "z2"},
 	}
-	given := map[string]bool{"provider": true, "pod-cidr": true, "workers": true, "instance-type": true, "label": true}
+	given := map[string]bool{"provider": true, "pod-cidr": true, "workers": true, "instance-type": true, "label": true, "zone": true}
 	if err := applyCreateFlags(&file, f, func(n string) bool { return given[n] }); err != nil {
 		t.Fatal(err)
 	}
 	want := v1.ClusterSpec{
 		Provider:     "local",
 		Network:      v1.Network{PodCIDR: "10.9.0.0/16", CNI: "calico"},
-		ControlPlane: v1.ControlPlane{Size: 3, InstanceType: "m5"},
-		WorkerPools:  []v1.WorkerPool{{Name: "default", Size: 4, InstanceType: "m5"}, {Name: "gpu", Size: 1, InstanceType: "m5"}},
-		Labels:       map[string]string{"a": "3", "b": "2"},
+		ControlPlane: v1.ControlPlane{Size: 3, InstanceType: "m5", Zones: []string{"z1", "z2"}},
+		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 4, InstanceType: "m5", Zones: []string{"z1", "z2"}},
+			{Name: "gpu", Size: 1, InstanceType: "m5", Zones: []string{"z1", "z2"}}},
+		Labels: map[string]string{"a": "3", "b": "2"},
 	}
 	if diff := cmp.Diff(want, file); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ type createFlags struct {
 	region, cloudAccount      string
 	nodeCIDR                  string
 	dnsServers                []string
+	zones                     []string
 	wait, dryRun              bool
 }
 
@@ -93,6 +95,7 @@ shared networks, DNS servers), and every problem found is listed.`,
 	fl.StringArrayVar(&f.labels, "label", nil, "cluster label k=v (repeatable)")
 	fl.StringVar(&f.region, "region", "", "provider region")
 	fl.StringVar(&f.cloudAccount, "cloud-account", "", "cloud account name")
+	fl.StringArrayVar(&f.zones, "zone", nil, "zone the control plane and every worker pool spread over (repeatable), e.g. --zone us-east-1a --zone us-east-1b")
 	fl.StringVar(&f.nodeCIDR, "node-cidr", "", "CIDR the machines' addresses are in (when the provider lets you choose)")
 	fl.StringArrayVar(&f.dnsServers, "dns-server", nil, "DNS server the nodes use, IP or IP:port (repeatable, at most 3)")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
@@ -174,6 +177,12 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		s.ControlPlane.InstanceType = f.instanceType
 		for i := range s.WorkerPools {
 			s.WorkerPools[i].InstanceType = f.instanceType
+		}
+	}
+	if changed("zone") {
+		s.ControlPlane.Zones = slices.Clone(f.zones)
+		for i := range s.WorkerPools {
+			s.WorkerPools[i].Zones = slices.Clone(f.zones)
 		}
 	}
 	if changed("dns-server") {

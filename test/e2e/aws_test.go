@@ -311,6 +311,24 @@ func TestAWSCluster(t *testing.T) {
 	if n := awsInventory(t, a, "web")["machine"]; n != 5 {
 		t.Errorf("%d machines after scaling the default pool to 1; want 5", n)
 	}
+	// Another instance type: the pool's machine is replaced by one of the
+	// new type, one more at most while it is (maxSurge 1, maxUnavailable 0).
+	stop := e.sampleWorkers("web", "web-default-")
+	_, opID, err = e.c.PatchCluster(ctx, "default", "web", map[string]any{"spec": map[string]any{
+		"workerPools": []any{map[string]any{"name": "default", "size": 1, "instanceType": "t3.large"}, map[string]any{"name": "edge", "size": 1, "zones": []any{"us-east-1c"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("web", opID)
+	ws := stop()
+	if ws.samples == 0 || ws.maxWorkers > 2 || ws.minReady < 1 {
+		t.Errorf("kubectl (%d samples) saw up to %d default workers and down to %d Ready; maxSurge 1 and maxUnavailable 0 allow 2 and 1", ws.samples, ws.maxWorkers, ws.minReady)
+	}
+	if i := awsInstance(t, a, "web-default-0"); i.InstanceType != "t3.large" {
+		if j := awsInstance(t, a, "web-default-1"); j.InstanceType != "t3.large" {
+			t.Errorf("the default pool's instances are %q and %q; want t3.large", i.InstanceType, j.InstanceType)
+		}
+	}
 
 	// Delete: nothing tagged with the cluster remains.
 	delID, err := e.c.DeleteCluster(ctx, "default", "web")
