@@ -344,9 +344,9 @@ func TestPreflightNamesMissingPermissions(t *testing.T) {
 	}
 }
 
-// A zone without capacity for the type: a machine whose zone the spec did
-// not pin goes to the next zone, saying so; a pinned one fails naming the
-// field to change.
+// A zone without capacity for the type: a machine goes to the next zone it
+// is allowed, saying so; one allowed that zone only fails naming the field
+// to change.
 func TestCapacityRoutedToAnotherZone(t *testing.T) {
 	l := newLocal(t)
 	p := newProvider(t)
@@ -363,7 +363,15 @@ func TestCapacityRoutedToAnotherZone(t *testing.T) {
 	if m.Zone != "us-east-1b" || !strings.Contains(m.Note, "launched in us-east-1b") || !strings.Contains(m.Note, "us-east-1a (InsufficientInstanceCapacity)") {
 		t.Errorf("machine in %s, note %q; want us-east-1b and a note saying why", m.Zone, m.Note)
 	}
-	_, err = p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-cp-0", Role: v1.RoleControlPlane, Zone: "us-east-1a"})
+	// A zone from the spec's list: the list's other zone is allowed.
+	c.Spec.ControlPlane.Zones = []string{"us-east-1a", "us-east-1b"}
+	cp, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-cp-0", Role: v1.RoleControlPlane, Zone: "us-east-1a"})
+	if err != nil || cp.Zone != "us-east-1b" || cp.Note == "" {
+		t.Errorf("a control plane given us-east-1a of [us-east-1a us-east-1b]: %+v, %v; want us-east-1b with a note", cp, err)
+	}
+	// One zone allowed: it fails there.
+	c.Spec.ControlPlane.Zones = []string{"us-east-1a"}
+	_, err = p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-cp-1", Role: v1.RoleControlPlane, Zone: "us-east-1a"})
 	fe := failure.From(err)
 	if err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.controlPlane.instanceType" || !strings.Contains(fe.Message, "InsufficientInstanceCapacity") {
 		t.Errorf("a control plane pinned to a zone without capacity: %+v; want a terminal QuotaExceeded on spec.controlPlane.instanceType", fe)

@@ -109,16 +109,27 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 	return got, nil
 }
 
-// launchInZones launches the machine in its zone: the spec's, or the
-// cluster's zones in turn by the machine's number. When that zone has no
-// capacity for the instance type (or does not offer it) and the spec did
-// not pin the zone, the cluster's other zones are tried in order; note says
-// where it went and why.
+// launchInZones launches the machine in its zone: the one the plan gave it
+// from the spec's zones, or the cluster's zones in turn by the machine's
+// number. When that zone has no capacity for the instance type (or does
+// not offer it), the other zones the machine is allowed (its pool's or the
+// control plane's, else the cluster's) are tried in order; note says where
+// it went and why. A machine allowed one zone only fails there.
 func (p *AWS) launchInZones(ctx context.Context, c *cluster, n *vpcNet, m provider.MachineSpec) (ec2types.Instance, string, error) {
-	zones := []string{m.Zone}
-	if m.Zone == "" {
-		first := machineNumber(m.Name) % len(n.zones)
-		zones = append(slices.Clone(n.zones[first:]), n.zones[:first]...)
+	allowed := n.zones
+	if m.Role == v1.RoleControlPlane && len(c.Spec.ControlPlane.Zones) > 0 {
+		allowed = c.Spec.ControlPlane.Zones
+	}
+	if i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); m.Role != v1.RoleControlPlane && i >= 0 && len(c.Spec.WorkerPools[i].Zones) > 0 {
+		allowed = c.Spec.WorkerPools[i].Zones
+	}
+	first := machineNumber(m.Name) % len(allowed)
+	if j := slices.Index(allowed, m.Zone); j >= 0 {
+		first = j
+	}
+	zones := append(slices.Clone(allowed[first:]), allowed[:first]...)
+	if m.Zone != "" && !slices.Contains(allowed, m.Zone) {
+		zones = []string{m.Zone}
 	}
 	var refused []string
 	for _, zone := range zones {
