@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -272,20 +271,7 @@ func TestAWSCluster(t *testing.T) {
 	}
 
 	// Three Ready nodes through the load balancer, and an app that serves.
-	nodes := e.kubeNodes("web")
-	var workers []string
-	for name, n := range nodes {
-		if !n.ready() {
-			t.Errorf("node %s is not Ready", name)
-		}
-		if _, cp := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]; !cp {
-			workers = append(workers, name)
-		}
-	}
-	slices.Sort(workers)
-	if len(nodes) != 3 || len(workers) != 2 {
-		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(maps.Keys(nodes)), workers)
-	}
+	workers := e.readyWorkers("web", 3, 2)
 	e.checkHello("web", workers, workerIP)
 
 	// Day 2: a worker more; a pool in a third zone; the control plane

@@ -58,6 +58,27 @@ func startDocker(t testing.TB) *env {
 	return e
 }
 
+// readyWorkers checks that the cluster's Kubernetes has the nodes it
+// should, every one Ready, and returns the workers' names, sorted.
+func (e *env) readyWorkers(cluster string, nodes, workers int) []string {
+	e.t.Helper()
+	got := e.kubeNodes(cluster)
+	var ws []string
+	for name, n := range got {
+		if !n.ready() {
+			e.t.Errorf("node %s is not Ready", name)
+		}
+		if _, cp := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+			ws = append(ws, name)
+		}
+	}
+	slices.Sort(ws)
+	if len(got) != nodes || len(ws) != workers {
+		e.t.Fatalf("nodes %v, workers %v: want %d nodes, %d workers", slices.Sorted(maps.Keys(got)), ws, nodes, workers)
+	}
+	return ws
+}
+
 // removeDockerObjects removes the containers (with their anonymous
 // volumes), networks and volumes that filter ("label=K=V") selects.
 func removeDockerObjects(t testing.TB, filter string) {
@@ -278,20 +299,7 @@ func TestDockerCluster(t *testing.T) {
 	t.Logf("both clusters Succeeded %s after the creates", time.Since(t0).Round(time.Second))
 
 	// Three nodes Ready, on containerd, at the cluster's version.
-	nodes := e.kubeNodes("web")
-	var workers []string
-	for name, n := range nodes {
-		if !n.ready() {
-			t.Errorf("node %s is not Ready", name)
-		}
-		if _, cp := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]; !cp {
-			workers = append(workers, name)
-		}
-	}
-	slices.Sort(workers)
-	if len(nodes) != 3 || len(workers) != 2 {
-		t.Fatalf("nodes %v, workers %v: want 3 nodes, 2 workers", slices.Sorted(maps.Keys(nodes)), workers)
-	}
+	workers := e.readyWorkers("web", 3, 2)
 	info := e.mustKubectl("web", "get", "nodes", "-o", `jsonpath={range .items[*]}{.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}{"\n"}{end}`)
 	for l := range strings.Lines(info) {
 		if !strings.HasPrefix(l, "containerd://") {
