@@ -172,10 +172,7 @@ func machineNumber(name string) int {
 }
 
 func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.MachineSpec, zone, subnet string) (ec2types.Instance, error) {
-	version := c.Spec.KubernetesVersion
-	if version == "" && len(p.opts.Versions) > 0 {
-		version = p.opts.Versions[len(p.opts.Versions)-1]
-	}
+	version := p.version(c)
 	image, err := p.image(ctx, c, version)
 	if err != nil {
 		return ec2types.Instance{}, err
@@ -263,6 +260,15 @@ func (p *AWS) clientToken(ctx context.Context, c *cluster, m provider.MachineSpe
 	return hex.EncodeToString(sum[:16]), nil
 }
 
+// version is the Kubernetes version the cluster's machines boot: the
+// spec's, or the newest there are images of.
+func (p *AWS) version(c *cluster) string {
+	if v := c.Spec.KubernetesVersion; v != "" || len(p.opts.Versions) == 0 {
+		return v
+	}
+	return p.opts.Versions[len(p.opts.Versions)-1]
+}
+
 // image is the node image (AMI) of a Kubernetes version.
 func (p *AWS) image(ctx context.Context, c *cluster, version string) (string, error) {
 	name := p.opts.ImagePrefix + version
@@ -337,10 +343,7 @@ func (p *AWS) ensureBastion(ctx context.Context, c *cluster, n *vpcNet) error {
 			return nil
 		}
 	}
-	version := c.Spec.KubernetesVersion
-	if version == "" && len(p.opts.Versions) > 0 {
-		version = p.opts.Versions[len(p.opts.Versions)-1]
-	}
+	version := p.version(c)
 	image, err := p.image(ctx, c, version)
 	if err != nil {
 		return err
