@@ -54,12 +54,22 @@ func (d *Daemon) awsUserData(ctx context.Context, m aws.Machine) (string, error)
 		return "", err
 	}
 	enc := base64.StdEncoding.EncodeToString
+	// A pool's instances share their group's launch template: each joins as
+	// the node named by its hostname, its instance id (the template asks
+	// for resource-based hostnames).
+	as, node := "machine "+m.Name, m.Name
+	if m.Name == "" {
+		as, node = "a machine of pool "+m.Pool, `"$node"`
+	}
 	var s strings.Builder
-	s.WriteString("#!/bin/sh\n# Kiln: join cluster " + m.Project + "/" + m.Cluster + " as machine " + m.Name + "\nset -eu\n")
+	s.WriteString("#!/bin/sh\n# Kiln: join cluster " + m.Project + "/" + m.Cluster + " as " + as + "\nset -eu\n")
 	s.WriteString("umask 077\nmkdir -p /etc/kiln\n")
 	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc(append(b, '\n')), dockerCredentials)
 	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc([]byte(passphrase+"\n")), dockerPassphrase)
+	if m.Name == "" {
+		s.WriteString("node=$(cat /proc/sys/kernel/hostname)\nnode=${node%%.*}\n")
+	}
 	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --credentials %s --passphrase %s --node-name %s\n",
-		v1.DistroKiln, nodeimage.KubeBinaryDir, dockerCredentials, dockerPassphrase, m.Name)
+		v1.DistroKiln, nodeimage.KubeBinaryDir, dockerCredentials, dockerPassphrase, node)
 	return s.String(), nil
 }

@@ -80,6 +80,24 @@ func (f faultProvider) HostsJoin() bool {
 	return ok && h.HostsJoin()
 }
 
+// poolsOf is p's Pools capability, its calls hitting the fault points
+// provider.GrowPool.before and .after; nil when p has none.
+func poolsOf(p provider.Provider) provider.Pools {
+	pp, ok := p.(provider.Pools)
+	if !ok {
+		return nil
+	}
+	return faultPools{pp}
+}
+
+type faultPools struct{ p provider.Pools }
+
+func (f faultPools) GrowPool(ctx context.Context, c provider.Cluster, m provider.MachineSpec, have []string, add int) ([]provider.Machine, error) {
+	fault.Hit("provider.GrowPool.before")
+	defer fault.Hit("provider.GrowPool.after")
+	return f.p.GrowPool(ctx, c, m, have, add)
+}
+
 type faultProviderLB struct {
 	faultProvider
 	lbs provider.LoadBalancers

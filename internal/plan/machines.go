@@ -64,35 +64,105 @@ func index(name string) int {
 }
 
 // ensureMachines ensures every machine and the node record of every machine
-// that is Ready.
-func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) error {
+// that is Ready, and returns the machines as made: on a provider whose
+// pools are groups (provider.Pools) a pool's machine the provider does not
+// have yet is launched by its group and named by the cloud, so its spec's
+// name stands for a machine still to make and the machine made has
+// another.
+func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) ([]provider.MachineSpec, error) {
+	out := slices.Clone(specs)
+	grow, err := x.toGrow(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(machineParallelism)
 	var mu sync.Mutex
 	var notes []string
-	for _, spec := range specs {
+	made := func(m provider.Machine) error {
+		if m.Note != "" {
+			x.log.Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
+			x.showProgress(ctx, m.Name, m.Note)
+			mu.Lock()
+			notes = append(notes, m.Name+": "+m.Note)
+			mu.Unlock()
+		}
+		return x.syncNode(ctx, m)
+	}
+	for i, spec := range specs {
+		if _, ok := grow.slot[i]; ok {
+			continue
+		}
 		g.Go(func() error {
 			x.log.Info("ensuring machine", "machine", spec.Name, "role", spec.Role, "pool", spec.Pool)
 			m, err := x.p.EnsureMachine(ctx, x.pc, spec)
 			if err != nil {
 				return fmt.Errorf("ensure machine %q: %w", spec.Name, err)
 			}
-			if m.Note != "" {
-				x.log.Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
-				x.showProgress(ctx, m.Name, m.Note)
-				mu.Lock()
-				notes = append(notes, m.Name+": "+m.Note)
-				mu.Unlock()
-			}
-			return x.syncNode(ctx, m)
+			return made(m)
 		})
 	}
-	err := g.Wait()
+	for pool, slots := range grow.pools {
+		g.Go(func() error {
+			spec := specs[slots[0]]
+			x.log.Info("growing pool", "pool", pool, "add", len(slots), "for", len(grow.have[pool]))
+			ms, err := x.pools.GrowPool(ctx, x.pc, spec, grow.have[pool], len(slots))
+			if err != nil {
+				return fmt.Errorf("add %d machines to pool %s: %w", len(slots), pool, err)
+			}
+			for j, m := range ms {
+				if j < len(slots) {
+					out[slots[j]] = m.MachineSpec
+				}
+				if err := made(m); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
 	if len(notes) > 0 {
 		slices.Sort(notes)
 		x.note = strings.Join(notes, "; ")
 	}
-	return err
+	return out, err
+}
+
+// growth is what ensureMachines asks of the pools' groups: for each pool,
+// the indexes of the specs that are machines still to make (slot) and the
+// names of the machines the pool has (have).
+type growth struct {
+	slot  map[int]bool
+	pools map[string][]int
+	have  map[string][]string
+}
+
+// toGrow finds, on a provider whose pools are groups, the pool machines
+// the provider does not have.
+func (x *run) toGrow(ctx context.Context, specs []provider.MachineSpec) (growth, error) {
+	gr := growth{slot: map[int]bool{}, pools: map[string][]int{}, have: map[string][]string{}}
+	if x.pools == nil || !slices.ContainsFunc(specs, func(s provider.MachineSpec) bool { return s.Pool != "" }) {
+		return gr, nil
+	}
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return gr, fmt.Errorf("list machines: %w", err)
+	}
+	exists := map[string]bool{}
+	for _, m := range ms {
+		exists[m.Name] = true
+		if m.Pool != "" {
+			gr.have[m.Pool] = append(gr.have[m.Pool], m.Name)
+		}
+	}
+	for i, s := range specs {
+		if s.Pool != "" && s.Role == v1.RoleWorker && !exists[s.Name] {
+			gr.slot[i] = true
+			gr.pools[s.Pool] = append(gr.pools[s.Pool], i)
+		}
+	}
+	return gr, nil
 }
 
 // syncNode writes the node record of machine m. A Ready machine's node is

@@ -79,7 +79,9 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 //
 // Members of the pool's current revision are kept before older ones, so
 // that what a rollout (or an upgrade) already replaced stays when a pool is
-// scaled down half way through one.
+// scaled down half way through one; and members with a machine before
+// node records whose machine is gone (a pool's group may have launched the
+// replacement of an instance it lost).
 func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member) (keep []provider.MachineSpec, surplus []member) {
 	byPool := map[string][]member{}
 	used := map[string]bool{}
@@ -98,7 +100,15 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			}
 			return 0
 		}
-		slices.SortFunc(have, func(a, b member) int { return cmp.Or(cmp.Compare(current(a), current(b)), newer(b, a)) }) // current, then oldest first
+		gone := func(m member) int {
+			if m.Machine {
+				return 0
+			}
+			return 1
+		}
+		// Current, then those with a machine (a record whose machine is gone
+		// is surplus when one that runs can take its place), then oldest first.
+		slices.SortFunc(have, func(a, b member) int { return cmp.Or(cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a)) })
 		var mine []provider.MachineSpec
 		for _, m := range have[:min(len(have), max(p.Size, 0))] {
 			mine = append(mine, workerSpec(m.Name, m.Index, p, rev))

@@ -269,7 +269,8 @@ func (x *run) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int
 
 // bringUp makes machines, installs them and waits until they are Ready.
 func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
-	if err := x.ensureMachines(ctx, specs); err != nil {
+	specs, err := x.ensureMachines(ctx, specs)
+	if err != nil {
 		return err
 	}
 	if err := x.installNodes(ctx, specs, false); err != nil {

@@ -163,6 +163,7 @@ type run struct {
 	op    *store.Operation
 	fence store.Fence
 	p     provider.Provider
+	pools provider.Pools // p's pools, when they are groups the cloud names machines of; else nil
 	pc    provider.Cluster
 	log   *slog.Logger
 	step  string // the step running now
@@ -267,7 +268,7 @@ func (x *run) execute(ctx context.Context) error {
 			Err:     err,
 		})
 	}
-	x.p = faultPoints(p)
+	x.p, x.pools = faultPoints(p), poolsOf(p)
 
 	if current >= 0 && x.op.Steps[current].Attempts == 0 && (current == 0 || x.op.RetryOf != "") {
 		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues, "retryOf", x.op.RetryOf, "force", x.op.Force)

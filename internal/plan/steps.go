@@ -116,7 +116,8 @@ func (x *run) ensureLoadBalancer(ctx context.Context) error {
 }
 
 func (x *run) ensureControlPlaneMachines(ctx context.Context) error {
-	return x.ensureMachines(ctx, controlPlaneMachines(x.cl))
+	_, err := x.ensureMachines(ctx, controlPlaneMachines(x.cl))
+	return err
 }
 
 func (x *run) ensureWorkerMachines(ctx context.Context) error {
@@ -124,7 +125,8 @@ func (x *run) ensureWorkerMachines(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return x.ensureMachines(ctx, ms)
+	_, err = x.ensureMachines(ctx, ms)
+	return err
 }
 
 func (x *run) waitNodesRegistered(ctx context.Context) error {

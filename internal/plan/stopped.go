@@ -62,7 +62,8 @@ func (x *run) watchMachines(ctx context.Context, machines []string) (*machineWat
 		specs = append(specs, ms[i].MachineSpec)
 	}
 	x.log.Info("starting stopped machines again", "machines", names(specs))
-	return w, x.ensureMachines(ctx, specs)
+	_, err = x.ensureMachines(ctx, specs)
+	return w, err
 }
 
 // check fails the wait with a retryable MachineStopped when one of its

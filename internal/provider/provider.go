@@ -108,6 +108,23 @@ type LoadBalancers interface {
 	DeleteLoadBalancer(ctx context.Context, c Cluster) error
 }
 
+// Pools is the optional capability of providers whose worker pools are
+// groups the cloud keeps at a size (AWS Auto Scaling groups): the cloud
+// launches a pool's machines and names them, so a machine the plan wants
+// for a pool has no name until it exists. The plan asks for them with
+// GrowPool; it knows them afterwards by the names ListMachines and
+// GrowPool report (EnsureMachine finds them by those names, DeleteMachine
+// takes one out with the group's size one less). Control-plane machines
+// are made one by one as on every provider.
+type Pools interface {
+	// GrowPool makes pool m.Pool's group launch add machines more than
+	// those of have (the names the plan knows) it still has, of
+	// m.Revision (m.InstanceType, the pool's spec), and returns them. A
+	// call repeated after a crash finds the machines the first launched:
+	// those the group has that have does not name count first.
+	GrowPool(ctx context.Context, c Cluster, m MachineSpec, have []string, add int) ([]Machine, error)
+}
+
 // Account is the cloud account a cluster uses, credentials included.
 type Account struct {
 	Name        string

@@ -29,11 +29,13 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -108,8 +110,9 @@ type Options struct {
 
 // AWS is the aws provider.
 type AWS struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	pools sync.Map // cluster id/pool to *sync.Mutex (poolLock)
 }
 
 var (
@@ -149,6 +152,7 @@ func (p *AWS) Distributions() map[string][]string {
 type clients struct {
 	region string
 	ec2    *ec2.Client
+	asg    *autoscaling.Client
 	elb    *elb.Client
 	iam    *iam.Client
 	sts    *sts.Client
@@ -203,6 +207,7 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 	return &clients{
 		region: region,
 		ec2:    ec2.NewFromConfig(cfg),
+		asg:    autoscaling.NewFromConfig(cfg),
 		elb:    elb.NewFromConfig(cfg),
 		iam:    iam.NewFromConfig(cfg),
 		sts:    sts.NewFromConfig(cfg),

@@ -11,6 +11,8 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
@@ -111,14 +113,26 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var machines []provider.Machine
-	for _, m := range []provider.MachineSpec{{Name: "c1-cp-0", Role: v1.RoleControlPlane}, {Name: "c1-default-0", Role: v1.RoleWorker, Pool: "default"},
-		{Name: "c1-default-1", Role: v1.RoleWorker, Pool: "default"}} {
-		got, err := p.EnsureMachine(ctx, c, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		machines = append(machines, got)
+	cp, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "c1-cp-0", Role: v1.RoleControlPlane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The workers are the pool's Auto Scaling group's, named by their ids.
+	workers, err := p.GrowPool(ctx, c, provider.MachineSpec{Name: "c1-default-0", Role: v1.RoleWorker, Pool: "default", Revision: "r1"}, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(workers) != 2 || !strings.HasPrefix(workers[0].Name, "i-") || workers[0].Name != workers[0].ID || workers[0].Revision != "r1" {
+		t.Fatalf("GrowPool(default, 2) = %+v; want two machines named by their instance ids, of revision r1", workers)
+	}
+	machines := append([]provider.Machine{cp}, workers...)
+	groups, err := autoscaling.NewFromConfig(l.cfg).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{})
+	if err != nil || len(groups.AutoScalingGroups) != 1 {
+		t.Fatalf("Auto Scaling groups %+v, %v; want the pool's", groups, err)
+	}
+	g := groups.AutoScalingGroups[0]
+	if *g.DesiredCapacity != 2 || len(strings.Split(*g.VPCZoneIdentifier, ",")) != 2 || g.LaunchTemplate == nil || *g.LaunchTemplate.Version != "1" {
+		t.Errorf("the pool's group: desired %d, subnets %s, template %+v; want 2 in both zones' private subnets from version 1", *g.DesiredCapacity, *g.VPCZoneIdentifier, g.LaunchTemplate)
 	}
 	e := ec2.NewFromConfig(l.cfg)
 	subnets, err := e.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: awssdk.String("vpc-id"), Values: []string{nw.ID}}}})
@@ -267,6 +281,25 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// group is the Auto Scaling group of cluster name's pool (one pool).
+func group(t *testing.T, l *local, name string) astypes.AutoScalingGroup {
+	t.Helper()
+	out, err := autoscaling.NewFromConfig(l.cfg).DescribeAutoScalingGroups(t.Context(), &autoscaling.DescribeAutoScalingGroupsInput{
+		Filters: []astypes.Filter{{Name: awssdk.String("tag:" + aws.TagCluster), Values: []string{"uid-" + name}}}})
+	if err != nil || len(out.AutoScalingGroups) != 1 {
+		t.Fatalf("the groups of cluster %s: %+v, %v; want one", name, out, err)
+	}
+	return out.AutoScalingGroups[0]
+}
+
+func names(ms []provider.Machine) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
 func tag(tags []ec2types.Tag, key string) string {
 	for _, t := range tags {
 		if *t.Key == key {
@@ -356,13 +389,27 @@ func TestCapacityRoutedToAnotherZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.SetFaults(awslocal.Faults{NoCapacity: []string{aws.DefaultInstanceType + "/us-east-1a"}})
-	m, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-default-0", Role: v1.RoleWorker, Pool: "default"})
+	// A pool's group launches where there is capacity.
+	ms, err := p.GrowPool(t.Context(), c, provider.MachineSpec{Name: "cap-default-0", Role: v1.RoleWorker, Pool: "default"}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Zone != "us-east-1b" || !strings.Contains(m.Note, "launched in us-east-1b") || !strings.Contains(m.Note, "us-east-1a (InsufficientInstanceCapacity)") {
-		t.Errorf("machine in %s, note %q; want us-east-1b and a note saying why", m.Zone, m.Note)
+	for _, m := range ms {
+		if m.Zone != "us-east-1b" {
+			t.Errorf("pool machine %s in %s; want us-east-1b, the zone with capacity", m.Name, m.Zone)
+		}
 	}
+	// With none in any of its zones, the pool fails at once naming the
+	// field, and its group is set back.
+	l.SetFaults(awslocal.Faults{NoCapacity: []string{aws.DefaultInstanceType + "/us-east-1a", aws.DefaultInstanceType + "/us-east-1b"}})
+	_, err = p.GrowPool(t.Context(), c, provider.MachineSpec{Name: "cap-default-2", Role: v1.RoleWorker, Pool: "default"}, names(ms), 1)
+	if fe := failure.From(err); err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.workerPools[0].instanceType" || !strings.Contains(fe.Message, "InsufficientInstanceCapacity") {
+		t.Errorf("a pool without capacity in its zones: %+v; want a terminal QuotaExceeded on spec.workerPools[0].instanceType", fe)
+	}
+	if g := group(t, l, "cap"); *g.DesiredCapacity != 2 {
+		t.Errorf("the pool's group wants %d after the failed launch; want 2, as before", *g.DesiredCapacity)
+	}
+	l.SetFaults(awslocal.Faults{NoCapacity: []string{aws.DefaultInstanceType + "/us-east-1a"}})
 	// A zone from the spec's list: the list's other zone is allowed.
 	c.Spec.ControlPlane.Zones = []string{"us-east-1a", "us-east-1b"}
 	cp, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "cap-cp-0", Role: v1.RoleControlPlane, Zone: "us-east-1a"})
@@ -409,7 +456,7 @@ func TestZoneOfferingsAndVCPUQuota(t *testing.T) {
 	if _, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "quota-cp-0", Role: v1.RoleControlPlane}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "quota-default-0", Role: v1.RoleWorker, Pool: "default"})
+	_, err = p.GrowPool(t.Context(), c, provider.MachineSpec{Name: "quota-default-0", Role: v1.RoleWorker, Pool: "default"}, nil, 1)
 	fe := failure.From(err)
 	if err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.workerPools[0].instanceType" || !strings.Contains(fe.Message, "VcpuLimitExceeded") {
 		t.Errorf("a launch beyond the vCPU quota: %+v; want a terminal QuotaExceeded naming VcpuLimitExceeded on spec.workerPools[0].instanceType", fe)

@@ -46,7 +46,8 @@ func poll(ctx context.Context, what string, check func() (bool, error)) error {
 }
 
 // DeleteNetwork deletes everything the cluster has in AWS, in the order
-// AWS's dependencies want: instances (the bastion too) and the load
+// AWS's dependencies want: the pools' Auto Scaling groups (which would
+// replace their instances) and launch templates, instances (the bastion too) and the load
 // balancer, NAT gateways, their Elastic IPs, the internet gateway, subnets,
 // route tables, security groups, the VPC, the key pair, the instance
 // profiles and roles. Then it looks for anything still tagged with the
@@ -58,7 +59,7 @@ func (p *AWS) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 		return err
 	}
 	steps := []func(context.Context, *cluster) error{
-		p.deleteInstances, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
+		p.deleteGroups, p.deleteInstances, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
 		p.deleteNATGateways, p.releaseAddresses, p.deleteInternetGateways, p.deleteSubnets, p.deleteRouteTables,
 		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles,
 	}
@@ -75,6 +76,18 @@ func (p *AWS) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 		return failure.Retryable(v1.CodeProviderError, nil, "resources tagged with cluster %s remain in AWS after the delete: %s", c.Name, joinIDs(left))
 	}
 	return nil
+}
+
+// deleteGroups deletes every pool's group and launch template and waits
+// until the groups are gone (their instances terminated).
+func (p *AWS) deleteGroups(ctx context.Context, c *cluster) error {
+	if err := p.deletePools(ctx, c, true); err != nil {
+		return err
+	}
+	return poll(ctx, "the Auto Scaling groups of cluster "+c.Name+" to be deleted", func() (bool, error) {
+		gs, err := p.groups(ctx, c)
+		return len(gs) == 0, err
+	})
 }
 
 func (p *AWS) deleteInstances(ctx context.Context, c *cluster) error {
@@ -317,6 +330,13 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 				}
 			}
 		}
+	}
+	gs, err := p.groups(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gs {
+		left = append(left, "Auto Scaling group "+awssdk.ToString(g.AutoScalingGroupName))
 	}
 	nats, err := c.api.ec2.DescribeNatGateways(ctx, &ec2.DescribeNatGatewaysInput{Filter: c.filter(partNAT)})
 	if err != nil {

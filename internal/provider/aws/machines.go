@@ -32,12 +32,23 @@ const (
 var live = []string{"pending", "running", "stopping", "stopped"}
 
 // instances lists the cluster's live instances, of one machine when
-// machine is not "".
+// machine is not "" (the instance of that id, when a pool's group
+// launched it).
 func (c *cluster) instances(ctx context.Context, machine string) ([]ec2types.Instance, error) {
 	f := append(c.filter(""), ec2types.Filter{Name: awssdk.String("instance-state-name"), Values: live})
+	if strings.HasPrefix(machine, "i-") {
+		out, err := c.instancesBy(ctx, append(f, ec2types.Filter{Name: awssdk.String("instance-id"), Values: []string{machine}}))
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+	}
 	if machine != "" {
 		f = append(f, ec2types.Filter{Name: awssdk.String("tag:" + TagMachine), Values: []string{machine}})
 	}
+	return c.instancesBy(ctx, f)
+}
+
+func (c *cluster) instancesBy(ctx context.Context, f []ec2types.Filter) ([]ec2types.Instance, error) {
 	var out []ec2types.Instance
 	pages := ec2.NewDescribeInstancesPaginator(c.api.ec2, &ec2.DescribeInstancesInput{Filters: f})
 	for pages.HasMorePages() {
@@ -50,9 +61,21 @@ func (c *cluster) instances(ctx context.Context, machine string) ([]ec2types.Ins
 		}
 	}
 	slices.SortFunc(out, func(a, b ec2types.Instance) int {
-		return strings.Compare(tagOf(a.Tags, TagMachine), tagOf(b.Tags, TagMachine))
+		return strings.Compare(machineName(a), machineName(b))
 	})
 	return out, nil
+}
+
+// machineName is the name of the machine an instance is: its machine tag,
+// or the id of an instance a pool's group launched; "" for the bastion.
+func machineName(i ec2types.Instance) string {
+	if name := tagOf(i.Tags, TagMachine); name != "" {
+		return name
+	}
+	if tagOf(i.Tags, TagGroup) != "" && tagOf(i.Tags, TagPool) != "" {
+		return awssdk.ToString(i.InstanceId)
+	}
+	return ""
 }
 
 func machineOf(i ec2types.Instance) provider.Machine {
@@ -61,7 +84,7 @@ func machineOf(i ec2types.Instance) provider.Machine {
 		zone = awssdk.ToString(i.Placement.AvailabilityZone)
 	}
 	return provider.Machine{
-		MachineSpec: provider.MachineSpec{Name: tagOf(i.Tags, TagMachine), Role: tagOf(i.Tags, TagRole), Pool: tagOf(i.Tags, TagPool),
+		MachineSpec: provider.MachineSpec{Name: machineName(i), Role: tagOf(i.Tags, TagRole), Pool: tagOf(i.Tags, TagPool),
 			InstanceType: string(i.InstanceType), Zone: zone, Revision: tagOf(i.Tags, TagRevision)},
 		ID:      awssdk.ToString(i.InstanceId),
 		Address: awssdk.ToString(i.PrivateIpAddress),
@@ -90,6 +113,12 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 			}
 		}
 		return got, nil
+	}
+	if m.Role == v1.RoleWorker && m.Pool != "" {
+		// A pool's machines are its group's (GrowPool); one that is gone is
+		// the group's to replace.
+		return provider.Machine{}, failure.Retryable(v1.CodeProviderError, nil,
+			"machine %s of pool %s is no instance of cluster %s any more: the pool's group launches its replacement", m.Name, m.Pool, c.Name)
 	}
 	n, err := p.network(ctx, c)
 	if err != nil {
@@ -298,7 +327,7 @@ func (p *AWS) ListMachines(ctx context.Context, pc provider.Cluster) ([]provider
 	}
 	var out []provider.Machine
 	for _, i := range is {
-		if tagOf(i.Tags, TagMachine) != "" {
+		if machineName(i) != "" {
 			out = append(out, machineOf(i))
 		}
 	}
@@ -318,7 +347,26 @@ func (p *AWS) DeleteMachine(ctx context.Context, pc provider.Cluster, name strin
 	}
 	var ids []string
 	for _, i := range is {
-		ids = append(ids, awssdk.ToString(i.InstanceId))
+		id, group := awssdk.ToString(i.InstanceId), tagOf(i.Tags, TagGroup)
+		if group == "" {
+			ids = append(ids, id)
+			continue
+		}
+		left, err := p.leaveGroup(ctx, c, group, id)
+		if err != nil {
+			return err
+		}
+		if !left {
+			ids = append(ids, id)
+		}
+		// The group of a pool the spec no longer has goes with its last
+		// instance.
+		if err := p.deletePools(ctx, c, false); err != nil {
+			return err
+		}
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	if err := p.deregisterTargets(ctx, c, ids); err != nil {
 		return err

@@ -148,7 +148,14 @@ func testMachines(t *testing.T, p provider.Provider) {
 		{Name: "machines-default-0", Role: v1.RoleWorker, Pool: "default", Revision: "r1"},
 	}
 	created := map[string]provider.Machine{}
-	for _, s := range specs {
+	pools, grouped := p.(provider.Pools)
+	for i, s := range specs {
+		if grouped && s.Pool != "" {
+			m := growPool(t, pools, c, s)
+			specs[i].Name = m.Name
+			created[m.Name] = m
+			continue
+		}
 		m, err := p.EnsureMachine(ctx, c, s)
 		if err != nil {
 			t.Fatalf("EnsureMachine(%q): %v", s.Name, err)
@@ -170,8 +177,8 @@ func testMachines(t *testing.T, p provider.Provider) {
 			t.Errorf("EnsureMachine(%q) again made a new machine %q; it must find %q by name", s.Name, again.ID, created[s.Name].ID)
 		}
 	}
-	if got := listNames(t, p, c); !slices.Equal(got, []string{"machines-cp-0", "machines-default-0"}) {
-		t.Errorf("ListMachines = %v, want both machines", got)
+	if got, want := listNames(t, p, c), slices.Sorted(slices.Values(names(specs))); !slices.Equal(got, want) {
+		t.Errorf("ListMachines = %v, want both machines %v", got, want)
 	}
 	// The revision is the machine's tag: listed as it was made, and not
 	// changed by an ensure with another (a rollout makes a new machine).
@@ -185,7 +192,7 @@ func testMachines(t *testing.T, p provider.Provider) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.Name == "machines-default-0" && m.Revision != "r1" {
+		if m.Name == specs[1].Name && m.Revision != "r1" {
 			t.Errorf("ListMachines: revision %q, want r1", m.Revision)
 		}
 	}
@@ -200,6 +207,46 @@ func testMachines(t *testing.T, p provider.Provider) {
 	if got := listNames(t, p, c); len(got) != 0 {
 		t.Errorf("ListMachines after deleting all = %v, want none", got)
 	}
+}
+
+// growPool makes the pool machine s with GrowPool, as the plan does on a
+// provider whose pools are groups, and returns it as named by the cloud.
+// The same call repeated (a step retried after a crash, the plan knowing
+// none of the pool's machines) finds it; one that knows it adds none.
+func growPool(t *testing.T, pools provider.Pools, c provider.Cluster, s provider.MachineSpec) provider.Machine {
+	t.Helper()
+	ctx := t.Context()
+	ms, err := pools.GrowPool(ctx, c, s, nil, 1)
+	if err != nil {
+		t.Fatalf("GrowPool(%s): %v", s.Pool, err)
+	}
+	if len(ms) != 1 || ms[0].Name == "" || ms[0].ID == "" {
+		t.Fatalf("GrowPool(%s, add 1) = %+v; want one machine with a name and an ID", s.Pool, ms)
+	}
+	m := ms[0]
+	if m.Role != s.Role || m.Pool != s.Pool || m.Revision != s.Revision {
+		t.Errorf("GrowPool(%s) = role %q pool %q revision %q, want the spec's", s.Pool, m.Role, m.Pool, m.Revision)
+	}
+	again, err := pools.GrowPool(ctx, c, s, nil, 1)
+	if err != nil || len(again) != 1 || again[0].ID != m.ID {
+		t.Errorf("GrowPool(%s) repeated = %+v, %v; want the machine the first made (%s)", s.Pool, again, err, m.ID)
+	}
+	if more, err := pools.GrowPool(ctx, c, s, []string{m.Name}, 0); err != nil || len(more) != 0 {
+		t.Errorf("GrowPool(%s, add 0) = %+v, %v; want nothing", s.Pool, more, err)
+	}
+	found, err := pools.(provider.Provider).EnsureMachine(ctx, c, provider.MachineSpec{Name: m.Name, Role: s.Role, Pool: s.Pool, Revision: s.Revision})
+	if err != nil || found.ID != m.ID {
+		t.Errorf("EnsureMachine(%q) of the pool's machine = %+v, %v; want it found by its name", m.Name, found, err)
+	}
+	return m
+}
+
+func names(ms []provider.MachineSpec) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
 }
 
 func testIsolation(t *testing.T, p provider.Provider) {

@@ -305,6 +305,10 @@ type launchSpec struct {
 	MaxPrice string
 	// Group is the Auto Scaling group that launches it ("" for none).
 	Group string
+	// HostnameType is the guest's hostname: "ip-name" (ip-10-0-1-5..., the
+	// default) or "resource-name" (the instance id), as
+	// PrivateDnsNameOptions.HostnameType asks.
+	HostnameType string
 }
 
 // Timeouts of the local AWS's own waits.

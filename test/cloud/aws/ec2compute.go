@@ -92,6 +92,8 @@ type instance struct {
 	Spot        bool   `json:"spot,omitempty"`
 	SpotRequest string `json:"spotRequest,omitempty"`
 	MaxPrice    string `json:"maxPrice,omitempty"`
+	// HostnameType is launchSpec.HostnameType.
+	HostnameType string `json:"hostnameType,omitempty"`
 	// InterruptAt is when an interrupted spot instance is terminated
 	// (Interrupt gave it its notice).
 	InterruptAt *time.Time `json:"interruptAt,omitempty"`
@@ -123,12 +125,23 @@ func (i *instance) live() bool { return i.State == "pending" || i.State == "runn
 
 // hostname is the instance's private DNS name, as AWS's outside us-east-1
 // (ip-10-0-1-5.REGION.compute.internal); us-east-1's is ec2.internal.
-func (i *instance) hostname() string {
+func (i *instance) privateDNSName() string {
 	host := "ip-" + strings.ReplaceAll(i.PrivateIP, ".", "-")
 	if i.Region == "us-east-1" {
 		return host + ".ec2.internal"
 	}
 	return host + "." + i.Region + ".compute.internal"
+}
+
+// hostname is the guest's hostname: its private DNS name, or with
+// resource-based naming its id in the same domain.
+func (i *instance) hostname() string {
+	name := i.privateDNSName()
+	if i.HostnameType != "resource-name" {
+		return name
+	}
+	_, domain, _ := strings.Cut(name, ".")
+	return i.ID + "." + domain
 }
 
 // setState moves an instance to a state, with the reason when it has one.
@@ -212,6 +225,9 @@ func (s *Server) launchN(region string, spec launchSpec, privateIP string, lo, h
 	if !ok {
 		return nil, errorf(http.StatusBadRequest, "InvalidParameterValue", "Invalid value '%s' for InstanceType.", spec.InstanceType)
 	}
+	if h := spec.HostnameType; h != "" && h != "ip-name" && h != "resource-name" {
+		return nil, errorf(http.StatusBadRequest, "InvalidParameterValue", "Value (%s) for parameter PrivateDnsNameOptions.HostnameType is invalid. Valid values: ip-name, resource-name.", h)
+	}
 	if !offered(spec.InstanceType, sn.Zone) {
 		return nil, errorf(http.StatusBadRequest, "Unsupported", "Your requested instance type (%s) is not supported in your requested Availability Zone (%s). Please retry your request by not specifying an Availability Zone or choosing %s.",
 			spec.InstanceType, sn.Zone, strings.Join(s.offeringZones(region, spec.InstanceType), ", "))
@@ -258,7 +274,7 @@ func (s *Server) launchN(region string, spec launchSpec, privateIP string, lo, h
 			Zone: sn.Zone, Region: region, Group: spec.Group, SecurityGroups: slices.Clone(spec.SecurityGroups),
 			Reservation: reservation, ImageID: spec.ImageID, InstanceType: spec.InstanceType, KeyName: spec.KeyName,
 			UserData: spec.UserData, Profile: spec.Profile, LaunchTime: now, Changed: now,
-			Spot: spec.Spot, MaxPrice: spec.MaxPrice}
+			Spot: spec.Spot, MaxPrice: spec.MaxPrice, HostnameType: spec.HostnameType}
 		if spec.Spot {
 			i.SpotRequest = randomID("sir", 8)
 		}
@@ -424,6 +440,7 @@ func specOf(p params, base launchSpec) launchSpec {
 		base.Spot = p.Get("InstanceMarketOptions.MarketType") == "spot"
 	}
 	set(&base.MaxPrice, "InstanceMarketOptions.SpotOptions.MaxPrice")
+	set(&base.HostnameType, "PrivateDnsNameOptions.HostnameType")
 	return base
 }
 
@@ -555,7 +572,7 @@ type profileXML struct {
 
 func (s *Server) instanceXMLOf(i *instance, index int) instanceXML {
 	out := instanceXML{InstanceID: i.ID, ImageID: i.ImageID, State: instanceStateXML{Code: stateCodes[i.State], Name: i.State},
-		PrivateDNSName: i.hostname(), KeyName: i.KeyName, AMILaunchIndex: index, InstanceType: i.InstanceType,
+		PrivateDNSName: i.privateDNSName(), KeyName: i.KeyName, AMILaunchIndex: index, InstanceType: i.InstanceType,
 		LaunchTime: i.LaunchTime.UTC().Format(time.RFC3339), Zone: i.Zone, Tenancy: "default", Monitoring: "disabled",
 		SubnetID: i.SubnetID, VPCID: i.VPCID, PrivateIP: i.PrivateIP, Architecture: "x86_64", RootDeviceType: "ebs",
 		Virtualization: "hvm", SpotRequest: i.SpotRequest, Tags: s.tagItems(i.ID), SourceDestCheck: true,

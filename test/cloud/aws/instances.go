@@ -46,7 +46,7 @@ func (s *Server) instanceField(i *instance, name string) ([]string, bool) {
 	case "private-ip-address", "network-interface.addresses.private-ip-address":
 		return []string{i.PrivateIP}, true
 	case "private-dns-name":
-		return []string{i.hostname()}, true
+		return []string{i.privateDNSName()}, true
 	case "instance-lifecycle":
 		if i.Spot {
 			return []string{"spot"}, true

@@ -39,16 +39,17 @@ type templateData struct {
 	Tags           map[string]string `json:"tags,omitempty"`
 	Spot           bool              `json:"spot,omitempty"`
 	MaxPrice       string            `json:"maxPrice,omitempty"`
+	HostnameType   string            `json:"hostnameType,omitempty"`
 }
 
 func (d templateData) spec() launchSpec {
 	return launchSpec{ImageID: d.ImageID, InstanceType: d.InstanceType, KeyName: d.KeyName, UserData: d.UserData,
-		Profile: d.Profile, SecurityGroups: slices.Clone(d.SecurityGroups), Tags: d.Tags, Spot: d.Spot, MaxPrice: d.MaxPrice}
+		Profile: d.Profile, SecurityGroups: slices.Clone(d.SecurityGroups), Tags: d.Tags, Spot: d.Spot, MaxPrice: d.MaxPrice, HostnameType: d.HostnameType}
 }
 
 func dataOf(l launchSpec) templateData {
 	return templateData{ImageID: l.ImageID, InstanceType: l.InstanceType, KeyName: l.KeyName, UserData: l.UserData,
-		Profile: l.Profile, SecurityGroups: l.SecurityGroups, Tags: l.Tags, Spot: l.Spot, MaxPrice: l.MaxPrice}
+		Profile: l.Profile, SecurityGroups: l.SecurityGroups, Tags: l.Tags, Spot: l.Spot, MaxPrice: l.MaxPrice, HostnameType: l.HostnameType}
 }
 
 // version returns version n (nil when there is none).

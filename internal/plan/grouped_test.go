@@ -1,0 +1,121 @@
+package plan_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// groupedSim is the sim with pools that are groups the cloud names the
+// machines of, as AWS's Auto Scaling groups are: GrowPool names them
+// g-POOL-N, and EnsureMachine of a pool machine it does not have fails, as
+// the aws provider's does (the group replaces what it lost).
+type groupedSim struct {
+	provider.Provider // the sim
+	mu                sync.Mutex
+	next              int
+}
+
+func (g *groupedSim) Agentless() bool { return true }
+
+func (g *groupedSim) GrowPool(ctx context.Context, c provider.Cluster, m provider.MachineSpec, have []string, add int) ([]provider.Machine, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ms, err := g.ListMachines(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.Machine
+	for _, x := range ms { // launched before, for a call that did not return
+		if x.Pool == m.Pool && !slices.Contains(have, x.Name) && len(out) < add {
+			out = append(out, x)
+		}
+	}
+	for len(out) < add {
+		spec := m
+		spec.Name = fmt.Sprintf("g-%s-%d", m.Pool, g.next)
+		g.next++
+		made, err := g.Provider.EnsureMachine(ctx, c, spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, made)
+	}
+	return out, nil
+}
+
+func (g *groupedSim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	if m.Pool != "" {
+		ms, err := g.ListMachines(ctx, c)
+		if err != nil {
+			return provider.Machine{}, err
+		}
+		if i := slices.IndexFunc(ms, func(x provider.Machine) bool { return x.Name == m.Name }); i >= 0 {
+			return ms[i], nil
+		}
+		return provider.Machine{}, failure.Retryable(v1.CodeProviderError, nil, "machine %s of pool %s is gone", m.Name, m.Pool)
+	}
+	return g.Provider.EnsureMachine(ctx, c, m)
+}
+
+// On a provider whose pools are groups, the plan asks the pools for the
+// machines it wants and knows them by the names the cloud gave: a create,
+// a scale up, a scale down (newest first), a lost machine replaced, and a
+// rollout to a new revision.
+func TestPoolsThatAreGroups(t *testing.T) {
+	e := newEnv(t)
+	e.reg["sim"] = &groupedSim{Provider: e.sim}
+	r := e.runner()
+	want := func(op *store.Operation, nodes ...string) {
+		t.Helper()
+		if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+			t.Fatalf("operation %s: %s %+v", got.Kind, got.Status, got.Error)
+		}
+		have := e.nodes("c")
+		if got := slices.Sorted(maps.Keys(have)); !slices.Equal(got, append([]string{"c-cp-0"}, nodes...)) {
+			t.Fatalf("nodes %v; want c-cp-0 and %v", have, nodes)
+		}
+		for name, n := range have {
+			if n != v1.RoleControlPlane+"//"+v1.NodeReady && n != v1.RoleWorker+"/default/"+v1.NodeReady {
+				t.Errorf("node %s is %s; want READY in its role and pool", name, n)
+			}
+		}
+		if got := e.machines("c"); !slices.Equal(got, append([]string{"c-cp-0"}, nodes...)) {
+			t.Errorf("machines %v; want c-cp-0 and %v", got, nodes)
+		}
+	}
+	op := e.begin("c", v1.KindCreate, spec(2, nil))
+	e.runOnce(r)
+	want(op, "g-default-0", "g-default-1")
+
+	op = e.begin("c", v1.KindUpdate, spec(3, nil))
+	e.runOnce(r)
+	want(op, "g-default-0", "g-default-1", "g-default-2")
+
+	op = e.begin("c", v1.KindUpdate, spec(2, nil))
+	e.runOnce(r)
+	want(op, "g-default-0", "g-default-1")
+
+	// A machine lost behind the plan's back, its record left: the pool
+	// gets a new one and the record goes.
+	if err := e.sim.DeleteMachine(t.Context(), provider.Cluster{Project: project, Name: "c"}, "g-default-0"); err != nil {
+		t.Fatal(err)
+	}
+	op = e.begin("c", v1.KindUpdate, spec(2, nil))
+	e.runOnce(r)
+	want(op, "g-default-1", "g-default-3")
+
+	// A new revision (labels): each old machine is replaced by a new one.
+	op = e.begin("c", v1.KindUpdate, v1.ClusterSpec{Provider: "sim", ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
+		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2, Labels: map[string]string{"tier": "web"}}}, NodeApproval: "auto"})
+	e.runOnce(r)
+	want(op, "g-default-4", "g-default-5")
+}
