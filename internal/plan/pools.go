@@ -108,7 +108,9 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 		}
 		// Current, then those with a machine (a record whose machine is gone
 		// is surplus when one that runs can take its place), then oldest first.
-		slices.SortFunc(have, func(a, b member) int { return cmp.Or(cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a)) })
+		slices.SortFunc(have, func(a, b member) int {
+			return cmp.Or(cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
+		})
 		var mine []provider.MachineSpec
 		for _, m := range have[:min(len(have), max(p.Size, 0))] {
 			mine = append(mine, workerSpec(m.Name, m.Index, p, rev))

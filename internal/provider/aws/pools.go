@@ -383,9 +383,9 @@ func (p *AWS) templateData(ctx context.Context, c *cluster, n *vpcNet, m provide
 	}
 	return &ec2types.RequestLaunchTemplateData{
 		ImageId: &image, InstanceType: ec2types.InstanceType(instanceType(m)), KeyName: awssdk.String(c.short("key")),
-		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: awssdk.String(c.roleName(sgWorker))},
-		SecurityGroupIds:   []string{n.groups[sgWorker]},
-		UserData:           awssdk.String(base64.StdEncoding.EncodeToString([]byte(script))),
+		IamInstanceProfile:    &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: awssdk.String(c.roleName(sgWorker))},
+		SecurityGroupIds:      []string{n.groups[sgWorker]},
+		UserData:              awssdk.String(base64.StdEncoding.EncodeToString([]byte(script))),
 		PrivateDnsNameOptions: &ec2types.LaunchTemplatePrivateDnsNameOptionsRequest{HostnameType: ec2types.HostnameTypeResourceName},
 		TagSpecifications:     tags,
 	}, nil
