@@ -78,6 +78,11 @@ const (
 	RoleWorker       = "worker"
 )
 
+// LabelPool is the Kubernetes label Kiln puts on each worker node: its
+// pool's name (for nodeSelectors, and to tell a pool's nodes apart where
+// the cloud names them).
+const LabelPool = "kiln.dev/pool"
+
 // Terminal reports whether an operation status is final.
 func Terminal(status string) bool {
 	return status == OpSucceeded || status == OpFailed || status == OpCanceled

@@ -131,6 +131,7 @@ func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
 	for _, p := range x.cl.Spec.WorkerPools {
 		if p.Name == m.Pool && m.Pool != "" {
 			maps.Copy(labels, p.Labels)
+			labels[v1.LabelPool] = m.Pool
 		}
 	}
 	return labels

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,6 +18,8 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
@@ -240,13 +243,15 @@ func TestAWSCluster(t *testing.T) {
 	var bastion, workerIP string
 	for _, r := range instances.Reservations {
 		for _, i := range r.Instances {
-			part, machine := "", ""
+			part, machine, pool := "", *i.InstanceId, ""
 			for _, tg := range i.Tags {
 				switch *tg.Key {
 				case aws.TagPart:
 					part = *tg.Value
 				case aws.TagMachine:
 					machine = *tg.Value
+				case aws.TagPool:
+					pool = *tg.Value
 				}
 			}
 			s := *i.SubnetId
@@ -258,7 +263,7 @@ func TestAWSCluster(t *testing.T) {
 				t.Errorf("machine %s is in subnet %s (%s); want a private subnet", machine, s, kind[s])
 			}
 			nodeZones[zone[s]]++
-			if strings.Contains(machine, "-default-") {
+			if pool == "default" {
 				workerIP = *i.PrivateIpAddress
 			}
 		}
@@ -270,8 +275,21 @@ func TestAWSCluster(t *testing.T) {
 		t.Errorf("endpoint %q; want the load balancer on 6443", got.Status.Endpoint)
 	}
 
+	// The default pool is an Auto Scaling group of 2 launched from its
+	// launch template, its nodes named by their instance ids.
+	g := awsGroup(t, a, "web", "default")
+	if *g.DesiredCapacity != 2 || len(g.Instances) != 2 || g.LaunchTemplate == nil || *g.LaunchTemplate.Version != "1" {
+		t.Errorf("the default pool's group: desired %d, %d instances, template %+v; want 2 from version 1 of its launch template",
+			*g.DesiredCapacity, len(g.Instances), g.LaunchTemplate)
+	}
+
 	// Three Ready nodes through the load balancer, and an app that serves.
 	workers := e.readyWorkers("web", 3, 2)
+	for _, w := range workers {
+		if !slices.ContainsFunc(g.Instances, func(i astypes.Instance) bool { return *i.InstanceId == w }) {
+			t.Errorf("worker node %s is no instance of the default pool's group", w)
+		}
+	}
 	e.checkHello("web", workers, workerIP)
 
 	// Day 2: a worker more; a pool in a third zone; the control plane
@@ -284,7 +302,7 @@ func TestAWSCluster(t *testing.T) {
 		t.Errorf("after scaling: %v; want 7 machines (3 control planes, 3+1 workers) in 1 VPC behind 1 load balancer", inv)
 	}
 	zonesOf := awsMachineZones(t, a, "web")
-	if z := zonesOf["web-edge-0"]; z != "us-east-1c" {
+	if z := zonesOf[*awsInstances(t, a, "web", "edge")[0].InstanceId]; z != "us-east-1c" {
 		t.Errorf("the edge pool's machine is in %q; want us-east-1c", z)
 	}
 	if cps := []string{zonesOf["web-cp-0"], zonesOf["web-cp-1"], zonesOf["web-cp-2"]}; len(slices.Compact(slices.Sorted(slices.Values(cps)))) != 2 {
@@ -297,9 +315,12 @@ func TestAWSCluster(t *testing.T) {
 	if n := awsInventory(t, a, "web")["machine"]; n != 5 {
 		t.Errorf("%d machines after scaling the default pool to 1; want 5", n)
 	}
+	if g := awsGroup(t, a, "web", "default"); *g.DesiredCapacity != 1 {
+		t.Errorf("the default pool's group wants %d after scaling it to 1; want 1", *g.DesiredCapacity)
+	}
 	// Another instance type: the pool's machine is replaced by one of the
 	// new type, one more at most while it is (maxSurge 1, maxUnavailable 0).
-	stop := e.sampleWorkers("web", "web-default-")
+	stop := e.sampleWorkers("web", "default")
 	_, opID, err = e.c.PatchCluster(ctx, "default", "web", map[string]any{"spec": map[string]any{
 		"workerPools": []any{map[string]any{"name": "default", "size": 1, "instanceType": "t3.large"}, map[string]any{"name": "edge", "size": 1, "zones": []any{"us-east-1c"}}}}})
 	if err != nil {
@@ -310,10 +331,13 @@ func TestAWSCluster(t *testing.T) {
 	if ws.samples == 0 || ws.maxWorkers > 2 || ws.minReady < 1 {
 		t.Errorf("kubectl (%d samples) saw up to %d default workers and down to %d Ready; maxSurge 1 and maxUnavailable 0 allow 2 and 1", ws.samples, ws.maxWorkers, ws.minReady)
 	}
-	if i := awsInstance(t, a, "web-default-0"); i.InstanceType != "t3.large" {
-		if j := awsInstance(t, a, "web-default-1"); j.InstanceType != "t3.large" {
-			t.Errorf("the default pool's instances are %q and %q; want t3.large", i.InstanceType, j.InstanceType)
-		}
+	// A new version of the pool's launch template, whose instance replaced
+	// the old one.
+	if is := awsInstances(t, a, "web", "default"); len(is) != 1 || is[0].InstanceType != "t3.large" {
+		t.Errorf("the default pool's instances after the rollout: %+v; want one t3.large", is)
+	}
+	if g := awsGroup(t, a, "web", "default"); g.LaunchTemplate == nil || *g.LaunchTemplate.Version != "2" || *g.DesiredCapacity != 1 {
+		t.Errorf("the default pool's group after the rollout launches %+v, wants %d; want version 2 of its template, 1", g.LaunchTemplate, *g.DesiredCapacity)
 	}
 
 	// Delete: nothing tagged with the cluster remains.
@@ -359,12 +383,12 @@ func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 	return left
 }
 
-// kilnd killed with SIGKILL right after it launched a worker (before it
-// recorded anything of it) and again in the middle of the delete: the
+// kilnd killed with SIGKILL right after the worker pool's group launched
+// its instance (before kilnd recorded anything of it) and again in the middle of the delete: the
 // create ends with one VPC, one load balancer and one instance per machine,
 // and the delete leaves nothing tagged with the cluster.
 func TestAWSSurvivesKill(t *testing.T) {
-	e, a := startAWS(t, "--fault", "provider.EnsureMachine.after:2")
+	e, a := startAWS(t, "--fault", "provider.GrowPool.after:1")
 	ctx := t.Context()
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
 		t.Fatal(err)
@@ -378,7 +402,7 @@ func TestAWSSurvivesKill(t *testing.T) {
 	select {
 	case <-e.k.Done():
 	case <-time.After(5 * time.Minute):
-		t.Fatal("kilnd did not reach its fault point provider.EnsureMachine.after:2 within 5 minutes")
+		t.Fatal("kilnd did not reach its fault point provider.GrowPool.after:1 within 5 minutes")
 	}
 	host, port, _ := net.SplitHostPort(agentAddr(t, e.k.LogText()))
 	t.Logf("kilnd killed after launching the worker; AWS has %v", awsInventory(t, a, "crash"))
@@ -486,14 +510,50 @@ func awsMachineZones(t testing.TB, a *localAWS, cluster string) map[string]strin
 	out := map[string]string{}
 	for _, r := range is.Reservations {
 		for _, i := range r.Instances {
+			name := ""
 			for _, tg := range i.Tags {
-				if *tg.Key == aws.TagMachine {
-					out[*tg.Value] = *i.Placement.AvailabilityZone
+				switch *tg.Key {
+				case aws.TagMachine:
+					name = *tg.Value
+				case aws.TagPool:
+					name = cmp.Or(name, *i.InstanceId) // a pool's machine is named by its id
 				}
+			}
+			if name != "" {
+				out[name] = *i.Placement.AvailabilityZone
 			}
 		}
 	}
 	return out
+}
+
+// awsInstances are the live instances of a cluster's pool.
+func awsInstances(t testing.TB, a *localAWS, cluster, pool string) []ec2types.Instance {
+	t.Helper()
+	out, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
+		{Name: awssdk.String("tag:" + aws.TagPool), Values: []string{pool}},
+		{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var is []ec2types.Instance
+	for _, r := range out.Reservations {
+		is = append(is, r.Instances...)
+	}
+	return is
+}
+
+// awsGroup is the Auto Scaling group of a cluster's pool.
+func awsGroup(t testing.TB, a *localAWS, cluster, pool string) astypes.AutoScalingGroup {
+	t.Helper()
+	out, err := autoscaling.NewFromConfig(a.sdk()).DescribeAutoScalingGroups(t.Context(), &autoscaling.DescribeAutoScalingGroupsInput{
+		Filters: []astypes.Filter{{Name: awssdk.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
+			{Name: awssdk.String("tag:" + aws.TagPool), Values: []string{pool}}}})
+	if err != nil || len(out.AutoScalingGroups) != 1 {
+		t.Fatalf("the Auto Scaling group of pool %s of cluster %s: %+v, %v; want one", pool, cluster, out, err)
+	}
+	return out.AutoScalingGroups[0]
 }
 
 // setFaults sets the local AWS's faults (its admin API).
@@ -534,43 +594,40 @@ func TestAWSSpotInterruption(t *testing.T) {
 	cl.Spec.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 100}
 	cl.Spec.WorkerPools[0].UnhealthyTimeout, cl.Spec.WorkerPools[0].MaxUnhealthy = "10s", "1"
 	e.wait("spot", e.create(cl).ID)
-	worker := "spot-default-0"
-	before := awsInstance(t, a, worker)
-	if before.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
-		t.Fatalf("worker %s is %q; want a spot instance", worker, before.InstanceLifecycle)
+	is := awsInstances(t, a, "spot", "default")
+	if len(is) != 1 || is[0].InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Fatalf("the default pool's instances: %+v; want one spot instance", is)
+	}
+	before := is[0]
+	if g := awsGroup(t, a, "spot", "default"); g.MixedInstancesPolicy == nil || *g.MixedInstancesPolicy.InstancesDistribution.OnDemandPercentageAboveBaseCapacity != 0 ||
+		*g.MixedInstancesPolicy.InstancesDistribution.SpotMaxPrice != "0.0960" {
+		t.Errorf("the spot pool's group: %+v; want all spot, at most 100%% of m5.large's on-demand price (0.0960)", g.MixedInstancesPolicy)
 	}
 	a.setFaults(t, awslocal.Faults{SpotNotice: awslocal.Duration(time.Second)})
 	a.admin(t, http.MethodPost, "/_local/interrupt?instance="+*before.InstanceId, "")
-	waitfor.Cond(t, "a new instance for machine "+worker+" after the interruption of "+*before.InstanceId, 3*time.Minute, func() (bool, error) {
-		now := awsInstance(t, a, worker)
-		return now.InstanceId != nil && *now.InstanceId != *before.InstanceId, nil
+	var after ec2types.Instance
+	waitfor.Cond(t, "the pool's group to replace "+*before.InstanceId+" after its interruption", 3*time.Minute, func() (bool, error) {
+		is := awsInstances(t, a, "spot", "default")
+		if len(is) == 1 && *is[0].InstanceId != *before.InstanceId {
+			after = is[0]
+			return true, nil
+		}
+		return false, nil
 	})
-	after := awsInstance(t, a, worker)
 	if after.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
 		t.Errorf("the replacement is %q; want spot", after.InstanceLifecycle)
 	}
-	e.waitKubeNode("spot", worker, "Ready on the replacement instance "+*after.InstanceId, func(n kubeNode) bool { return n.ready() })
+	// The health check replaces the lost node: the replacement joins, Ready,
+	// and the interrupted one leaves Kubernetes.
+	e.waitKubeNode("spot", *after.InstanceId, "Ready on the group's replacement instance", func(n kubeNode) bool { return n.ready() })
+	waitfor.Cond(t, "node "+*before.InstanceId+" to leave Kubernetes", 3*time.Minute, func() (bool, error) {
+		_, ok := e.kubeNodes("spot")[*before.InstanceId]
+		return !ok, nil
+	})
 	old, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{*before.InstanceId}})
 	if err != nil || old.Reservations[0].Instances[0].StateReason == nil || *old.Reservations[0].Instances[0].StateReason.Code != "Server.SpotInstanceTermination" {
 		t.Errorf("the interrupted instance: %+v, %v; want terminated by a spot interruption", old, err)
 	}
-}
-
-// awsInstance is the live instance of a machine (zero when none).
-func awsInstance(t testing.TB, a *localAWS, machine string) ec2types.Instance {
-	t.Helper()
-	out, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: awssdk.String("tag:" + aws.TagMachine), Values: []string{machine}},
-		{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			return i
-		}
-	}
-	return ec2types.Instance{}
 }
 
 // A create while AWS throttles every 5th call and describes what was made

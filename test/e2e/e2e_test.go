@@ -291,9 +291,10 @@ type workerSample struct {
 }
 
 // sampleWorkers polls kubectl until the returned stop is called, counting
-// the nodes whose names start with prefix and those of them Ready and
-// schedulable; stop returns the extremes seen.
-func (e *env) sampleWorkers(cluster, prefix string) (stop func() workerSample) {
+// the nodes of pool (labelled so, or not labelled yet: a worker that just
+// joined) and those of them Ready and schedulable; stop returns the
+// extremes seen.
+func (e *env) sampleWorkers(cluster, pool string) (stop func() workerSample) {
 	done := make(chan struct{})
 	var (
 		mu sync.Mutex
@@ -312,8 +313,10 @@ func (e *env) sampleWorkers(cluster, prefix string) (stop func() workerSample) {
 				continue
 			}
 			workers, ready := 0, 0
-			for name, n := range nodes {
-				if strings.HasPrefix(name, prefix) {
+			for _, n := range nodes {
+				p, labelled := n.Metadata.Labels[v1.LabelPool]
+				_, cp := n.Metadata.Labels["node-role.kubernetes.io/"+v1.RoleControlPlane]
+				if p == pool || (!labelled && !cp) {
 					workers++
 					if n.ready() && !n.Spec.Unschedulable {
 						ready++

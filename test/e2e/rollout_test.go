@@ -18,7 +18,7 @@ func TestPoolReconfigureRollsOut(t *testing.T) {
 	e.mustKubectl("roll", "wait", "--for=jsonpath={.status.availableReplicas}=4", "deployment/web", "--timeout=120s")
 	before := e.kubeNodes("roll")
 
-	stop := e.sampleWorkers("roll", "roll-default-")
+	stop := e.sampleWorkers("roll", "default")
 	_, opID, err := e.c.PatchCluster(t.Context(), "default", "roll", map[string]any{"spec": map[string]any{
 		"workerPools": []any{map[string]any{"name": "default", "size": 2, "labels": map[string]any{"tier": "b"}}}}})
 	if err != nil {

@@ -28,7 +28,7 @@ func TestUpgrade(t *testing.T) {
 	e.mustKubectl("up", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=4")
 
 	// Sample the workers as kubectl sees them while the upgrade runs.
-	stop := e.sampleWorkers("up", "up-default-")
+	stop := e.sampleWorkers("up", "default")
 	began := time.Now()
 	_, opID, err := e.c.PatchCluster(t.Context(), "default", "up", map[string]any{"spec": map[string]any{"kubernetesVersion": to}})
 	if err != nil {

@@ -80,6 +80,11 @@ func dryRuns() []dryRun {
 				InstanceType: DefaultInstanceType, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), SubnetId: awssdk.String(drySubnet)})
 			return err
 		}},
+		{"CreateLaunchTemplate", func(ctx context.Context, e *ec2.Client) error {
+			_, err := e.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{DryRun: t, LaunchTemplateName: awssdk.String("kiln-dry-run"),
+				LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: awssdk.String("ami-0000000000000000a"), InstanceType: DefaultInstanceType}})
+			return err
+		}},
 		{"TerminateInstances", func(ctx context.Context, e *ec2.Client) error {
 			_, err := e.TerminateInstances(ctx, &ec2.TerminateInstancesInput{DryRun: t, InstanceIds: []string{"i-0000000000000000a"}})
 			return err

@@ -3,6 +3,7 @@ package aws
 import (
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -376,5 +377,28 @@ func TestDescribeImages(t *testing.T) {
 	}
 	if _, err := c.DescribeImages(t.Context(), &ec2.DescribeImagesInput{ImageIds: []string{"ami-0000000000000000f"}}); apiCode(err) != "InvalidAMIID.NotFound" {
 		t.Errorf("an unknown image: %v", err)
+	}
+}
+
+// An instance launched with resource-based naming has its id as its guest
+// hostname (what its machine is given); its private DNS name stays the
+// address's. A hostname type AWS does not know is refused.
+func TestResourceBasedHostname(t *testing.T) {
+	a := newTestAWS(t, Options{})
+	sn := addSubnet(t, a, "subnet-0000000000000000a", "vpc-0000000000000000a", "10.0.1.0/24", "us-east-1a")
+	ami := a.AddImage("kiln-node-v1.33.1", "kiln/node:v1.33.1")
+	c := ec2.NewFromConfig(a.config(testKey))
+	i := runOne(t, c, &ec2.RunInstancesInput{ImageId: &ami, InstanceType: types.InstanceTypeT3Small, SubnetId: &sn,
+		PrivateDnsNameOptions: &types.PrivateDnsNameOptionsRequest{HostnameType: types.HostnameTypeResourceName}})
+	a.mu.Lock()
+	host := a.st.EC2.Compute.Instances[*i.InstanceId].hostname()
+	a.mu.Unlock()
+	if host != *i.InstanceId+".ec2.internal" || *i.PrivateDnsName != "ip-"+strings.ReplaceAll(*i.PrivateIpAddress, ".", "-")+".ec2.internal" {
+		t.Errorf("hostname %q, private DNS name %q; want %s.ec2.internal and the address's name", host, *i.PrivateDnsName, *i.InstanceId)
+	}
+	_, err := c.RunInstances(t.Context(), &ec2.RunInstancesInput{ImageId: &ami, InstanceType: types.InstanceTypeT3Small, SubnetId: &sn,
+		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), PrivateDnsNameOptions: &types.PrivateDnsNameOptionsRequest{HostnameType: "host-name"}})
+	if err == nil || !strings.Contains(err.Error(), "HostnameType") {
+		t.Errorf("RunInstances with hostname type host-name: %v; want InvalidParameterValue naming it", err)
 	}
 }
