@@ -39,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -156,6 +157,7 @@ type clients struct {
 	elb    *elb.Client
 	iam    *iam.Client
 	sts    *sts.Client
+	quotas *servicequotas.Client
 }
 
 // clientsFor returns clients for the account (nil: none, an error naming
@@ -211,6 +213,7 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 		elb:    elb.NewFromConfig(cfg),
 		iam:    iam.NewFromConfig(cfg),
 		sts:    sts.NewFromConfig(cfg),
+		quotas: servicequotas.NewFromConfig(cfg),
 	}, nil
 }
 

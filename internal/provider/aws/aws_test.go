@@ -449,6 +449,21 @@ func TestZoneOfferingsAndVCPUQuota(t *testing.T) {
 	}
 
 	c = cluster(l, "quota")
+	// The dry run: 1 + 2 m5.large and the bastion need 8 vCPUs; the
+	// largest part, the pool, is named.
+	l.SetFaults(awslocal.Faults{VCPUQuota: 6})
+	findings, err = p.Preflight(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(findings) != 1 || findings[0].Code != v1.CodeQuotaExceeded || findings[0].Target != "spec.workerPools[0].size" ||
+		!strings.Contains(findings[0].Message, "8 vCPUs more") || !strings.Contains(findings[0].Message, "room for 6") {
+		t.Errorf("dry run beyond the vCPU quota: %+v; want QuotaExceeded on spec.workerPools[0].size saying 8 needed, room for 6", findings)
+	}
+	l.SetFaults(awslocal.Faults{VCPUQuota: 8})
+	if findings, err = p.Preflight(t.Context(), c); err != nil || len(findings) != 0 {
+		t.Errorf("dry run within the vCPU quota: %+v, %v; want no finding", findings, err)
+	}
 	if _, err := p.EnsureNetwork(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
@@ -98,8 +99,8 @@ func dryRuns() []dryRun {
 
 // Preflight checks, before anything is made, what EC2 lets the cluster's
 // account check: each EC2 call the create and delete make, asked with
-// DryRun (a missing permission is named), and the Elastic IP headroom for a
-// NAT gateway per zone. IAM and Elastic Load Balancing have no dry run;
+// DryRun (a missing permission is named), the Elastic IP headroom for a
+// NAT gateway per zone, and the vCPU quota (vcpuFinding). IAM and Elastic Load Balancing have no dry run;
 // their permissions show when the create calls them.
 func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, error) {
 	c, err := p.cluster(pc)
@@ -148,7 +149,97 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.controlPlane.zones",
 			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d more (a NAT gateway in each of its %d zones); release some or ask AWS for more", c.api.region, headroom, need, len(zones))})
 	}
+	f, err := p.vcpuFinding(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		findings = append(findings, *f)
+	}
 	return findings, nil
+}
+
+// QuotaStandardVCPUs is Service Quotas' code of EC2's quota of vCPUs for
+// running on-demand standard (A, C, D, H, I, M, R, T, Z) instances.
+const QuotaStandardVCPUs = "L-1216C47A"
+
+// vcpuFinding checks the region's vCPU quota for on-demand instances
+// (Service Quotas) against what the cluster still needs: the vCPUs of the
+// machines the spec wants (spot pools count against another quota) and the
+// bastion, less those of the cluster's live instances, must fit in the
+// quota less what runs in the region. The finding names the largest part
+// of the cluster. A key that may not read the quota skips the check
+// (logged): a launch beyond it fails, naming the field.
+func (p *AWS) vcpuFinding(ctx context.Context, c *cluster) (*v1.Error, error) {
+	q, err := c.api.quotas.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: awssdk.String("ec2"), QuotaCode: awssdk.String(QuotaStandardVCPUs)})
+	if code := apiCode(err); code == "AccessDeniedException" || code == "NoSuchResourceException" {
+		p.log.Warn("the vCPU quota cannot be read; not checked", "cluster", c.Project+"/"+c.Name, "code", code)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err, "", "read the vCPU quota of region %s", c.api.region)
+	}
+	quota := int(awssdk.ToFloat64(q.Quota.Value))
+	running, err := c.instancesBy(ctx, []ec2types.Filter{{Name: awssdk.String("instance-state-name"), Values: live}})
+	if err != nil {
+		return nil, err
+	}
+	type part struct {
+		at           string
+		count        int
+		instanceType string
+	}
+	parts := []part{{"spec.controlPlane.size", c.Spec.ControlPlane.Size, cmp.Or(c.Spec.ControlPlane.InstanceType, DefaultInstanceType)},
+		{"bastion", 1, BastionInstanceType}}
+	for i, wp := range c.Spec.WorkerPools {
+		if wp.Spot == nil {
+			parts = append(parts, part{fmt.Sprintf("spec.workerPools[%d].size", i), wp.Size, cmp.Or(wp.InstanceType, DefaultInstanceType)})
+		}
+	}
+	var types []ec2types.InstanceType
+	for _, pt := range parts {
+		types = append(types, ec2types.InstanceType(pt.instanceType))
+	}
+	for _, i := range running {
+		types = append(types, i.InstanceType)
+	}
+	slices.Sort(types)
+	out, err := c.api.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: slices.Compact(types)})
+	if apiCode(err) == "InvalidInstanceType" {
+		return nil, nil // a type AWS does not have: the offerings' finding names it
+	}
+	if err != nil {
+		return nil, classify(err, "", "read the vCPUs of instance types %v", slices.Compact(types))
+	}
+	vcpus := map[ec2types.InstanceType]int{}
+	for _, t := range out.InstanceTypes {
+		if t.VCpuInfo != nil {
+			vcpus[t.InstanceType] = int(awssdk.ToInt32(t.VCpuInfo.DefaultVCpus))
+		}
+	}
+	used, mine := 0, 0
+	for _, i := range running {
+		if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+			continue
+		}
+		used += vcpus[i.InstanceType]
+		if tagOf(i.Tags, TagProject) == c.Project && tagOf(i.Tags, TagName) == c.Name {
+			mine += vcpus[i.InstanceType]
+		}
+	}
+	need, largest := 0, parts[0]
+	for _, pt := range parts {
+		need += pt.count * vcpus[ec2types.InstanceType(pt.instanceType)]
+		if pt.at != "bastion" && pt.count*vcpus[ec2types.InstanceType(pt.instanceType)] > largest.count*vcpus[ec2types.InstanceType(largest.instanceType)] {
+			largest = pt
+		}
+	}
+	if more, room := need-mine, quota-used; more > room {
+		return &v1.Error{Code: v1.CodeQuotaExceeded, Target: largest.at, Message: fmt.Sprintf(
+			"the cluster needs %d vCPUs more for on-demand instances and region %s has room for %d (quota %s: %d, %d in use); ask AWS for a higher quota or make the cluster smaller",
+			more, c.api.region, max(room, 0), QuotaStandardVCPUs, quota, used)}, nil
+	}
+	return nil, nil
 }
 
 // addressHeadroom is how many more Elastic IPs the account may allocate in

@@ -254,7 +254,7 @@ func (s *Server) launchN(region string, spec launchSpec, privateIP string, lo, h
 		return nil, err
 	}
 	n := hi
-	if q := s.faults.VCPUQuota; q > 0 {
+	if q := s.vcpuQuota(); q > 0 {
 		free := (q - s.liveVCPUs(region)) / vcpus
 		if free < lo {
 			return nil, errorf(http.StatusBadRequest, "VcpuLimitExceeded",

@@ -22,8 +22,9 @@ type Faults struct {
 	// NoCapacity are "TYPE/ZONE" pairs ("*" for any type or zone) that
 	// have no capacity: RunInstances answers InsufficientInstanceCapacity.
 	NoCapacity []string `json:"noCapacity,omitempty"`
-	// VCPUQuota caps the vCPUs of running instances (0: no cap): more is
-	// VcpuLimitExceeded.
+	// VCPUQuota is the account's vCPU quota for running instances of a
+	// region (0: DefaultVCPUQuota): more is VcpuLimitExceeded, and Service
+	// Quotas' GetServiceQuota says it.
 	VCPUQuota int `json:"vcpuQuota,omitempty"`
 	// SpotNotice is how long a spot instance interrupted through the
 	// admin API runs after its notice before it is terminated; default 2m

@@ -246,7 +246,7 @@ func (s *Server) startInstances(c *call) (any, error) {
 			return errorf(http.StatusBadRequest, "IncorrectInstanceState", "The instance '%s' is not in a state from which it can be started.", i.ID)
 		}
 		v, _, _ := instanceTypeOf(i.InstanceType)
-		if q := s.faults.VCPUQuota; q > 0 && s.liveVCPUs(i.Region)+v > q {
+		if q := s.vcpuQuota(); s.liveVCPUs(i.Region)+v > q {
 			return errorf(http.StatusBadRequest, "VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of %d allows for the instance bucket that the specified instance type belongs to.", q)
 		}
 		if s.noCapacity(i.InstanceType, i.Zone) {

@@ -193,6 +193,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveS3(w, r, sig, body, id)
 		return
 	}
+	if sig.service == "servicequotas" {
+		s.serveJSON(w, r, sig, s.quotaActions(), body, id)
+		return
+	}
 	actions, ok := s.query[sig.service]
 	if !ok {
 		writeError(w, sig.service, id, errorf(http.StatusBadRequest, "InvalidAction", "the local AWS does not have the service %q", sig.service))
