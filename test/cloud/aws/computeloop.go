@@ -190,6 +190,11 @@ func (s *Server) follow(ctx context.Context, w work, states map[string]machineSt
 		if w.spec.InstanceID == "" {
 			return o, false
 		}
+		env, err := s.instanceEnv(ctx, &w.spec.Subnet)
+		if err != nil {
+			return fail("starting the instance endpoint of its VPC", err)
+		}
+		w.spec.Env = env
 		if err := m.Create(ctx, w.spec); err != nil {
 			return fail("making the instance's machine", err)
 		}

@@ -260,6 +260,7 @@ func (d *DockerMachines) Create(ctx context.Context, m machineSpec) error {
 			Image:       m.Image,
 			Hostname:    host,
 			Domainname:  domain,
+			Env:         m.Env,
 			Cmd:         []string{"/bin/sh", "-c", cloudInit, "cloud-init", string(m.UserData)},
 			Labels:      labels,
 			StopTimeout: &timeout,

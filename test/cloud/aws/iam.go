@@ -85,17 +85,24 @@ func (s *Server) iam() *iamState {
 
 // profileExists reports whether an instance profile is there, by name or
 // ARN (RunInstances' IamInstanceProfile). Callers hold s.mu.
-func (s *Server) profileExists(nameOrARN string) bool {
+func (s *Server) profileExists(nameOrARN string) bool { return s.profileOf(nameOrARN) != nil }
+
+// profileOf is the instance profile of a name or ARN; nil when there is
+// none. Callers hold s.mu.
+func (s *Server) profileOf(nameOrARN string) *instanceProfile {
 	name := nameOrARN
 	if strings.HasPrefix(nameOrARN, "arn:") {
 		prefix := "arn:aws:iam::" + s.opts.AccountID + ":instance-profile/"
 		rest, ok := strings.CutPrefix(nameOrARN, prefix)
 		if !ok {
-			return false
+			return nil
 		}
 		name = rest[strings.LastIndex(rest, "/")+1:]
 	}
-	return s.iam().Profiles[strings.ToLower(name)] != nil
+	if name == "" {
+		return nil
+	}
+	return s.iam().Profiles[strings.ToLower(name)]
 }
 
 var iamName = regexp.MustCompile(`^[\w+=,.@-]{1,64}$`)

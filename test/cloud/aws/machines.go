@@ -39,6 +39,9 @@ type machineSpec struct {
 	Address    netip.Addr
 	// UserData is the instance's user data, decoded.
 	UserData []byte
+	// Env is the machine's environment: where its instance endpoint is
+	// (instanceEnv).
+	Env []string
 }
 
 // machineState is a machine's state: running or not, and when it is

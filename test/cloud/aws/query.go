@@ -77,7 +77,7 @@ func (s *Server) run(c *call, a queryAction) (any, error) {
 	if err := s.throttle(c.sig.service); err != nil {
 		return nil, err
 	}
-	if slices.Contains(c.sig.cred.Deny, name) {
+	if slices.Contains(c.sig.cred.Deny, name) || !s.roleAllows(c.sig.cred, name, "*") {
 		return nil, s.unauthorized(c)
 	}
 	if c.sig.service == "ec2" && c.p.Bool("DryRun") {
@@ -96,7 +96,7 @@ func (s *Server) run(c *call, a queryAction) (any, error) {
 
 // unauthorized is the answer to an action the caller's key may not call.
 func (s *Server) unauthorized(c *call) error {
-	who := fmt.Sprintf("arn:aws:iam::%s:user/%s", s.opts.AccountID, c.sig.cred.User)
+	who := s.callerARN(c.sig.cred)
 	what := c.sig.service + ":" + c.action // IAM names the actions by signing name
 	if c.sig.service == "ec2" {
 		return errorf(http.StatusForbidden, "UnauthorizedOperation", "You are not authorized to perform this operation. User: %s is not authorized to perform: %s because no identity-based policy allows the %s action", who, what, what)

@@ -78,6 +78,9 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, sig signature, 
 	if err == nil && slices.Contains(sig.cred.Deny, "s3:"+op.name) {
 		err = errorf(http.StatusForbidden, "AccessDenied", "User: arn:aws:iam::%s:user/%s is not authorized to perform: s3:%s", s.opts.AccountID, sig.cred.User, op.name)
 	}
+	if resource := "arn:aws:s3:::" + strings.TrimSuffix(q.bucket+"/"+q.key, "/"); err == nil && !s.roleAllows(sig.cred, "s3:"+op.name, resource) {
+		err = errorf(http.StatusForbidden, "AccessDenied", "User: arn:aws:sts::%s:%s is not authorized to perform: s3:%s on resource: %s", s.opts.AccountID, sig.cred.User, op.name, resource)
+	}
 	if err == nil {
 		err = op.run(s, q)
 	}

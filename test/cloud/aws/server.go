@@ -52,6 +52,13 @@ type Credential struct {
 	// (ec2:RunInstances, iam:CreateRole): a restricted credential. EC2 answers
 	// them UnauthorizedOperation (also to DryRun), the others AccessDenied.
 	Deny []string
+	// SessionToken, Role and Expires are those of temporary credentials
+	// of a role (IMDS's, for an instance's profile): requests carry the
+	// token, the role's inline policies are what the key may do.
+	SessionToken string
+	Role         string
+	Expires      time.Time
+	instance     string // the instance IMDS handed them to
 }
 
 // Options configure a Server.
@@ -72,6 +79,10 @@ type Options struct {
 	// Machines runs instances; nil: instances are records only (no
 	// container runs), for tests of the API alone.
 	Machines Machines
+	// InstancePort is the port of each VPC's instance endpoint (imds.go),
+	// served at the VPC's gateway address: the instance metadata service
+	// and the local AWS's services for the instances. 0: none.
+	InstancePort int
 	// Logger gets what the local AWS does; default discarded.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -99,6 +110,8 @@ type Server struct {
 
 	stop context.CancelFunc
 	done sync.WaitGroup
+
+	ie *instanceEndpoints // the VPCs' instance endpoints (imds.go)
 }
 
 // New returns a local AWS, its state read from opts.StatePath when that
@@ -120,7 +133,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: opts.Logger, creds: map[string]Credential{}, calls: map[string]int{}}
+	s := &Server{opts: opts, log: opts.Logger, creds: map[string]Credential{}, calls: map[string]int{}, ie: newInstanceEndpoints()}
 	for _, c := range opts.Credentials {
 		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
 			return nil, errors.New("local aws: a credential needs an access key id and a secret")
@@ -153,6 +166,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close() {
 	s.stop()
 	s.done.Wait()
+	s.closeInstanceEndpoints()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeListeners()
@@ -225,7 +239,7 @@ func randomID(prefix string, n int) string {
 // followed (a machine that stopped is an instance that stopped), load
 // balancers' health checks, Auto Scaling groups kept at their capacity.
 func (s *Server) startBackground(ctx context.Context) {
-	for _, loop := range []func(context.Context){s.computeLoop, s.elbLoop, s.asgLoop} {
+	for _, loop := range []func(context.Context){s.computeLoop, s.elbLoop, s.asgLoop, s.restoreInstanceEndpoints} {
 		s.done.Add(1)
 		go func() {
 			defer s.done.Done()

@@ -45,9 +45,20 @@ func (s *Server) authenticate(r *http.Request, body []byte) (signature, error) {
 	sig := signature{region: scope[2], service: scope[3]}
 	cred, ok := s.creds[scope[0]]
 	if !ok {
+		cred, ok = s.temporary(scope[0])
+	}
+	if !ok {
 		return sig, invalidKey(sig.service)
 	}
 	sig.cred = cred
+	if cred.SessionToken != "" {
+		if r.Header.Get("X-Amz-Security-Token") != cred.SessionToken {
+			return sig, invalidKey(sig.service)
+		}
+		if s.opts.Now().After(cred.Expires) {
+			return sig, errorf(http.StatusBadRequest, "ExpiredToken", "The security token included in the request is expired")
+		}
+	}
 	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
 		return sig, errorf(http.StatusBadRequest, "IncompleteSignature", "the X-Amz-Date header is missing or not of the form 20060102T150405Z")
@@ -87,7 +98,7 @@ func (s *Server) authenticate(r *http.Request, body []byte) (signature, error) {
 	signer := v4.NewSigner(func(o *v4.SignerOptions) {
 		o.DisableURIPathEscaping = sig.service == "s3" // S3 signs the path as sent
 	})
-	err = signer.SignHTTP(r.Context(), awssdk.Credentials{AccessKeyID: cred.AccessKeyID, SecretAccessKey: cred.SecretAccessKey},
+	err = signer.SignHTTP(r.Context(), awssdk.Credentials{AccessKeyID: cred.AccessKeyID, SecretAccessKey: cred.SecretAccessKey, SessionToken: cred.SessionToken},
 		again, payload, sig.service, sig.region, when)
 	if err != nil || signatureOf(again.Header.Get("Authorization")) != fields["Signature"] {
 		return sig, signatureMismatch(sig.service)

@@ -15,5 +15,14 @@ func (s *Server) getCallerIdentity(c *call) (any, error) {
 		Arn     string `xml:"Arn"`
 		UserID  string `xml:"UserId"`
 		Account string `xml:"Account"`
-	}{Arn: "arn:aws:iam::" + c.account() + ":user/" + c.sig.cred.User, UserID: "AIDA" + c.sig.cred.AccessKeyID, Account: c.account()}, nil
+	}{Arn: c.s.callerARN(c.sig.cred), UserID: "AIDA" + c.sig.cred.AccessKeyID, Account: c.account()}, nil
+}
+
+// callerARN is who a key is: its IAM user, or the role session of
+// temporary credentials.
+func (s *Server) callerARN(cred Credential) string {
+	if cred.Role != "" {
+		return "arn:aws:sts::" + s.opts.AccountID + ":" + cred.User
+	}
+	return "arn:aws:iam::" + s.opts.AccountID + ":user/" + cred.User
 }
