@@ -46,6 +46,15 @@ type AgentCredentials struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
+// JoinBundle is a node's join files as one document: what a cloud
+// provider stages for its instances to fetch (the aws provider's S3
+// staging location, kiln-agent --join-from) in place of user data that
+// carries them.
+type JoinBundle struct {
+	Credentials AgentCredentials `json:"credentials"`
+	Passphrase  string           `json:"passphrase"`
+}
+
 // RegisterRequest is the body of POST /v1/agent/register.
 type RegisterRequest struct {
 	ProtocolVersion int              `json:"protocolVersion"`

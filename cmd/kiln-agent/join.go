@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -9,11 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/s3join"
 )
 
 // joinFlags are the flags of join, and of run when it joins first.
 type joinFlags struct {
 	controller, credentials, passphrase, dataDir, nodeName, root, bind, hostname string
+	joinFrom, joinRegion                                                         string
 	privateRoot                                                                  bool
 	clockOffset                                                                  time.Duration
 
@@ -39,6 +42,9 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.bind, "bind-address", "", "the local IP address to connect from")
 	fl.StringVar(&f.hostname, "hostname", "", "the host's name, reported in its facts and checked (default: the system's)")
 	fl.BoolVar(&f.privateRoot, "private-root", false, privateRootUsage)
+	fl.StringVar(&f.joinFrom, "join-from", "", "s3://BUCKET/KEY: fetch the credentials and passphrase files (written to --credentials and\n"+
+		"--passphrase) from this S3 staging location with the instance role's credentials (IMDSv2) before joining")
+	fl.StringVar(&f.joinRegion, "join-region", "", "the region of the --join-from bucket (default: the instance's)")
 	// A test hook (docs/agent.md): the host's clock as the agent reads it,
 	// skewed, so that a test breaks the time-skew precheck without
 	// changing a machine's clock. Hidden from --help: no user needs it.
@@ -57,6 +63,15 @@ func (f *joinFlags) now(log *slog.Logger) func() time.Time {
 	log.Warn("the agent's clock is offset (--clock-offset, a test hook)", "offset", f.clockOffset)
 	offset := f.clockOffset
 	return func() time.Time { return time.Now().Add(offset) }
+}
+
+// fetch writes the join files from --join-from, when given.
+func (f *joinFlags) fetch(ctx context.Context, log *slog.Logger) error {
+	if f.joinFrom == "" {
+		return nil
+	}
+	log.Info("fetching the join files", "from", f.joinFrom)
+	return s3join.Fetch(ctx, s3join.Options{URL: f.joinFrom, Region: f.joinRegion, CredentialsFile: f.credentials, PassphraseFile: f.passphrase, Logger: log})
 }
 
 // absolute makes the data and root directories absolute, so a command line
@@ -107,7 +122,11 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err := f.absolute(); err != nil {
 				return err
 			}
-			st, err := agent.Join(cmd.Context(), f.options(newLogger(stderr)))
+			log := newLogger(stderr)
+			if err := f.fetch(cmd.Context(), log); err != nil {
+				return err
+			}
+			st, err := agent.Join(cmd.Context(), f.options(log))
 			if err != nil {
 				return err
 			}

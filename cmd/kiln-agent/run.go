@@ -64,6 +64,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 			st, err := state.Load(f.dataDir)
 			switch {
 			case errors.Is(err, state.ErrNoState) && f.credentials != "" && f.passphrase != "":
+				if err := f.fetch(cmd.Context(), log); err != nil {
+					return err
+				}
 				if st, err = agent.Join(cmd.Context(), opts); err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/aws"
@@ -186,7 +188,14 @@ func awsCluster(name, cidr string) *v1.Cluster {
 func TestAWSCluster(t *testing.T) {
 	e, a := startAWS(t)
 	ctx := t.Context()
-	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
+	// The account stages the join files in S3: the instances fetch them
+	// with their role, and their user data holds no secret.
+	if _, err := s3.NewFromConfig(a.sdk(), func(o *s3.Options) { o.UsePathStyle = true }).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: awssdk.String("acme-staging")}); err != nil {
+		t.Fatal(err)
+	}
+	acme := a.account("acme", awsKey, awsSecret)
+	acme.Credentials[aws.CredentialStagingBucket] = "acme-staging"
+	if _, err := e.c.CreateCloudAccount(ctx, "default", acme); err != nil {
 		t.Fatal(err)
 	}
 	archive := helloImage(t)
@@ -281,6 +290,19 @@ func TestAWSCluster(t *testing.T) {
 	if *g.DesiredCapacity != 2 || len(g.Instances) != 2 || g.LaunchTemplate == nil || *g.LaunchTemplate.Version != "1" {
 		t.Errorf("the default pool's group: desired %d, %d instances, template %+v; want 2 from version 1 of its launch template",
 			*g.DesiredCapacity, len(g.Instances), g.LaunchTemplate)
+	}
+
+	for _, r := range instances.Reservations {
+		for _, i := range r.Instances {
+			attr, err := ec.DescribeInstanceAttribute(ctx, &ec2.DescribeInstanceAttributeInput{InstanceId: i.InstanceId, Attribute: ec2types.InstanceAttributeNameUserData})
+			if err != nil {
+				t.Fatal(err)
+			}
+			script, _ := base64.StdEncoding.DecodeString(awssdk.ToString(attr.UserData.Value))
+			if len(script) > 0 && (!strings.Contains(string(script), "--join-from s3://acme-staging/kiln/") || strings.Contains(string(script), "base64 -d")) {
+				t.Errorf("instance %s's user data:\n%s\nwant the staging object named and no join files", *i.InstanceId, script)
+			}
+		}
 	}
 
 	// Three Ready nodes through the load balancer, and an app that serves.

@@ -39,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -58,9 +59,12 @@ const (
 	CredentialRoleARN  = "roleArn"      // optional: a role to assume with the key
 	CredentialRegion   = "region"       // the account's default region
 	CredentialEndpoint = "endpoint"     // optional: another endpoint for every service (the local AWS)
+	// CredentialStagingBucket optionally names an S3 bucket of the
+	// account's region where clusters' join files are staged (staging.go).
+	CredentialStagingBucket = "stagingBucket"
 )
 
-var credentialKeys = []string{CredentialKeyID, CredentialSecret, CredentialSession, CredentialRoleARN, CredentialRegion, CredentialEndpoint}
+var credentialKeys = []string{CredentialKeyID, CredentialSecret, CredentialSession, CredentialRoleARN, CredentialRegion, CredentialEndpoint, CredentialStagingBucket}
 
 // DefaultRegion is the region of a cluster whose spec and account name none.
 const DefaultRegion = "us-east-1"
@@ -83,8 +87,14 @@ const (
 const APIServerPort = 6443
 
 // Machine is what Options.UserData is told about the instance it boots.
+// Name is empty for a pool's instances, which share their launch
+// template's user data: each is the node named by its hostname (its
+// instance id). JoinFrom, when set, is the staging location of the join
+// files (s3://BUCKET/KEY, in Region), which the instance fetches with its
+// role instead of user data carrying them.
 type Machine struct {
 	Project, Cluster, Name, Role, Pool, Version string
+	JoinFrom, Region                            string
 }
 
 // Options configure the provider. UserData is required.
@@ -93,6 +103,10 @@ type Options struct {
 	// first): it starts kiln-agent with the cluster's credential, so the
 	// node joins as on every provider.
 	UserData func(ctx context.Context, m Machine) (string, error)
+	// JoinBundle is the cluster's join files as one document
+	// (v1.JoinBundle, JSON), for accounts with a staging bucket; nil: such
+	// accounts are refused.
+	JoinBundle func(ctx context.Context, m Machine) ([]byte, error)
 	// Versions are the Kubernetes versions machines install, oldest first;
 	// an instance of version V boots the image named ImagePrefix+V.
 	Versions    []string
@@ -158,6 +172,7 @@ type clients struct {
 	iam    *iam.Client
 	sts    *sts.Client
 	quotas *servicequotas.Client
+	s3     *s3.Client
 }
 
 // clientsFor returns clients for the account (nil: none, an error naming
@@ -214,6 +229,9 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 		iam:    iam.NewFromConfig(cfg),
 		sts:    sts.NewFromConfig(cfg),
 		quotas: servicequotas.NewFromConfig(cfg),
+		s3: s3.NewFromConfig(cfg, func(o *s3.Options) {
+			o.UsePathStyle = cr[CredentialEndpoint] != "" // a custom endpoint has no DNS names for buckets
+		}),
 	}, nil
 }
 

@@ -61,7 +61,7 @@ func (p *AWS) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	steps := []func(context.Context, *cluster) error{
 		p.deleteGroups, p.deleteInstances, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
 		p.deleteNATGateways, p.releaseAddresses, p.deleteInternetGateways, p.deleteSubnets, p.deleteRouteTables,
-		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles,
+		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles, p.unstage,
 	}
 	for _, step := range steps {
 		if err := step(ctx, c); err != nil {
@@ -335,6 +335,11 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	staged, err := p.stagedLeft(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	left = append(left, staged...)
 	for _, g := range gs {
 		left = append(left, "Auto Scaling group "+awssdk.ToString(g.AutoScalingGroupName))
 	}

@@ -206,7 +206,11 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	if err != nil {
 		return ec2types.Instance{}, err
 	}
-	script, err := p.opts.UserData(ctx, Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool, Version: version})
+	um := Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool, Version: version, Region: c.api.region}
+	if um.JoinFrom, err = p.stage(ctx, c, um); err != nil {
+		return ec2types.Instance{}, err
+	}
+	script, err := p.opts.UserData(ctx, um)
 	if err != nil {
 		return ec2types.Instance{}, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the user data of machine %s", m.Name)
 	}

@@ -369,7 +369,11 @@ func (p *AWS) templateData(ctx context.Context, c *cluster, n *vpcNet, m provide
 	if err != nil {
 		return nil, err
 	}
-	script, err := p.opts.UserData(ctx, Machine{Project: c.Project, Cluster: c.Name, Role: v1.RoleWorker, Pool: m.Pool, Version: version})
+	um := Machine{Project: c.Project, Cluster: c.Name, Role: v1.RoleWorker, Pool: m.Pool, Version: version, Region: c.api.region}
+	if um.JoinFrom, err = p.stage(ctx, c, um); err != nil {
+		return nil, err
+	}
+	script, err := p.opts.UserData(ctx, um)
 	if err != nil {
 		return nil, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the user data of pool %s", m.Pool)
 	}

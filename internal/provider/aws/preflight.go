@@ -149,12 +149,14 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.controlPlane.zones",
 			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d more (a NAT gateway in each of its %d zones); release some or ask AWS for more", c.api.region, headroom, need, len(zones))})
 	}
-	f, err := p.vcpuFinding(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if f != nil {
-		findings = append(findings, *f)
+	for _, check := range []func(context.Context, *cluster) (*v1.Error, error){p.vcpuFinding, p.checkStaging} {
+		f, err := check(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			findings = append(findings, *f)
+		}
 	}
 	return findings, nil
 }

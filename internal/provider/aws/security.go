@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -173,6 +174,16 @@ var nodePolicies = map[string]string{
 	sgWorker:       `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:DescribeInstances","ec2:DescribeRegions"],"Resource":"*"}]}`,
 }
 
+// nodePolicy is a node role's policy: nodePolicies', and the reading of
+// the staging object when the account names a staging bucket.
+func (c *cluster) nodePolicy(role string) string {
+	doc := nodePolicies[role]
+	if st := c.stagingStatement(); st != "" {
+		doc = strings.TrimSuffix(doc, "]}") + "," + st + "]}"
+	}
+	return doc
+}
+
 // roleName is the IAM role and instance profile of a node role.
 func (c *cluster) roleName(role string) string { return c.short(role) }
 
@@ -199,7 +210,7 @@ func (p *AWS) ensureRoles(ctx context.Context, c *cluster) error {
 			return classify(err, "", "find the IAM role %s", name)
 		}
 		if _, err := c.api.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &name, PolicyName: awssdk.String("kiln-node"),
-			PolicyDocument: awssdk.String(nodePolicies[role])}); err != nil {
+			PolicyDocument: awssdk.String(c.nodePolicy(role))}); err != nil {
 			return classify(err, "", "give the IAM role %s its policy", name)
 		}
 		prof, err := c.api.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: &name})

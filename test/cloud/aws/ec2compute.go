@@ -157,13 +157,14 @@ func (s *Server) setState(i *instance, state string, reason *stateReason) {
 func (s *Server) ec2ComputeActions() map[string]queryAction {
 	s.st.EC2.Compute.fill()
 	out := map[string]queryAction{
-		"RunInstances":           do(s.runInstances),
-		"DescribeInstances":      read(s.describeInstances),
-		"DescribeInstanceStatus": read(s.describeInstanceStatus),
-		"TerminateInstances":     do(s.terminateInstances),
-		"StopInstances":          do(s.stopInstances),
-		"StartInstances":         do(s.startInstances),
-		"DescribeImages":         read(s.describeImages),
+		"RunInstances":              do(s.runInstances),
+		"DescribeInstances":         read(s.describeInstances),
+		"DescribeInstanceAttribute": read(s.describeInstanceAttribute),
+		"DescribeInstanceStatus":    read(s.describeInstanceStatus),
+		"TerminateInstances":        do(s.terminateInstances),
+		"StopInstances":             do(s.stopInstances),
+		"StartInstances":            do(s.startInstances),
+		"DescribeImages":            read(s.describeImages),
 	}
 	for k, v := range s.templateActions() {
 		out[k] = v
@@ -595,4 +596,34 @@ func (s *Server) instanceXMLOf(i *instance, index int) instanceXML {
 		out.Profile = &profileXML{Arn: arn, ID: "AIPA" + strings.ToUpper(hex.EncodeToString([]byte(i.ID))[:17])}
 	}
 	return out
+}
+
+// describeInstanceAttribute answers the attributes Kiln reads: userData
+// (base64, as given) and instanceType.
+func (s *Server) describeInstanceAttribute(c *call) (any, error) {
+	id, err := c.p.Required("InstanceId")
+	if err != nil {
+		return nil, err
+	}
+	i, ok := s.instanceOf(id)
+	if !ok || i.Region != c.region {
+		return nil, notFound(id)
+	}
+	type value struct {
+		Value string `xml:"value"`
+	}
+	out := struct {
+		InstanceID   string `xml:"instanceId"`
+		UserData     *value `xml:"userData,omitempty"`
+		InstanceType *value `xml:"instanceType,omitempty"`
+	}{InstanceID: id}
+	switch a := c.p.Get("Attribute"); a {
+	case "userData":
+		out.UserData = &value{i.UserData}
+	case "instanceType":
+		out.InstanceType = &value{i.InstanceType}
+	default:
+		return nil, errorf(http.StatusBadRequest, "InvalidParameterValue", "Value (%s) for parameter attribute is invalid. The local AWS answers userData and instanceType.", a)
+	}
+	return out, nil
 }

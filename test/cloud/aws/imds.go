@@ -108,6 +108,11 @@ func (s *Server) closeInstanceEndpoints() {
 	}
 }
 
+// InstanceHandler serves the instance endpoint of a VPC on a listener the
+// caller made (tests of what instances do): IMDS knows an instance by the
+// request's source address.
+func (s *Server) InstanceHandler(vpc string) http.Handler { return s.instanceHandler(vpc) }
+
 // instanceHandler serves a VPC's endpoint: IMDS under /latest/, the local
 // AWS's services elsewhere.
 func (s *Server) instanceHandler(vpc string) http.Handler {

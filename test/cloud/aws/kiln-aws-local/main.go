@@ -28,7 +28,7 @@ import (
 	"kiln.dev/kiln/test/cloud/aws"
 )
 
-const usage = `kiln-aws-local: a local AWS for tests (EC2, ELBv2, Auto Scaling, IAM, STS, S3).
+const usage = `kiln-aws-local: a local AWS for tests (EC2, ELBv2, Auto Scaling, IAM, STS, Service Quotas, S3).
 
 Usage:
   kiln-aws-local --listen 127.0.0.1:PORT [flags]
@@ -62,6 +62,7 @@ func run() error {
 	fs.Var(&regions, "region", "a region the local AWS has (repeatable; default us-east-1, us-west-2, eu-west-1)")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the AMI kiln-node-VERSION)")
 	noMachines := fs.Bool("no-machines", false, "keep instances as records only: no container runs (no Docker needed)")
+	instancePort := fs.Int("instance-port", -1, "the port of each VPC's instance endpoint (IMDSv2 and every service, for the instances) at the VPC's gateway address; default the --listen port, 0 for none")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -84,7 +85,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	opts := aws.Options{Credentials: creds, Regions: regions, StatePath: *state, Logger: log}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if *instancePort < 0 {
+		*instancePort = ln.Addr().(*net.TCPAddr).Port
+	}
+	opts := aws.Options{Credentials: creds, Regions: regions, StatePath: *state, Logger: log, InstancePort: *instancePort}
 	if !*noMachines {
 		identity := "mem" + fmt.Sprint(os.Getpid())
 		if *state != "" {
@@ -102,10 +110,6 @@ func run() error {
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	log.Info("serving the local AWS", "endpoint", "http://"+ln.Addr().String(), "state", *state, "machines", !*noMachines)
 	errc := make(chan error, 1)
