@@ -20,6 +20,10 @@ import (
 
 var errMissingJoinFlags = errors.New("--credentials and --passphrase are required to join")
 
+// joinPatience is how long run tries to register while the controller
+// cannot be reached.
+const joinPatience = 10 * time.Minute
+
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		f            joinFlags
@@ -33,7 +37,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: "Connects to the controller with the node identity in --data-dir, reports facts, prechecks,\n" +
 			"heartbeats and logs, and runs the instructions it receives, reconnecting until stopped.\n" +
 			"Without an identity and with --credentials and --passphrase it joins first, so one command\n" +
-			"line starts a node.\n\n" +
+			"line starts a node; while the controller cannot be reached it tries again for 10 minutes.\n\n" +
 			"--distribution says how it carries out install and reset instructions:\n" +
 			"  local    Kubernetes components from --kube-binary (kiln-kube), run as the agent's children,\n" +
 			"           with their files under --root: hosts on this machine (the local and edge providers).\n" +
@@ -67,7 +71,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				if err := f.fetch(cmd.Context(), log); err != nil {
 					return err
 				}
-				if st, err = agent.Join(cmd.Context(), opts); err != nil {
+				// A machine may boot while its controller restarts: it keeps
+				// trying to register (a refusal stops it at once).
+				if st, err = agent.JoinPatiently(cmd.Context(), opts, joinPatience); err != nil {
 					return err
 				}
 			case errors.Is(err, state.ErrNoState):

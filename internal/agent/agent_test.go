@@ -480,3 +480,41 @@ func TestJoinForce(t *testing.T) {
 	e.Issue(c, "c-w-0", "i-1", v1.InstructionInstall)
 	waitfor.Cond(t, "the result of an instruction", wait, func() (bool, error) { return n.result("i-1") != nil, nil })
 }
+
+// A node that boots while its controller is down keeps trying to register
+// and joins once it is back; a refusal is not tried again.
+func TestJoinPatiently(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{})
+	n := newNode(t, e, c, "c-w-0")
+	e.Stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := agent.JoinPatiently(t.Context(), n.join, time.Minute)
+		done <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("JoinPatiently returned while the controller was down: %v", err)
+	default:
+	}
+	e.Start()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("JoinPatiently once the controller is back: %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("JoinPatiently did not join within 10s of the controller's return")
+	}
+
+	m := newNode(t, e, c, "c-w-1")
+	if err := os.WriteFile(m.join.PassphraseFile, []byte("WRONG-WRONG-WRONG-WRONG"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := agent.JoinPatiently(t.Context(), m.join, time.Minute); !refusedSaying(err, "the passphrase is wrong") || time.Since(start) > 5*time.Second {
+		t.Errorf("JoinPatiently with a wrong passphrase: %v after %s; want the refusal at once", err, time.Since(start))
+	}
+}

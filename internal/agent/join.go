@@ -281,5 +281,36 @@ func refusal(what string, status int, body []byte) error {
 	if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
 		return &RefusedError{What: what, Status: status, Code: er.Error.Code, Message: er.Error.Message}
 	}
-	return fmt.Errorf("%s failed: %d %s: %s", what, status, er.Error.Code, er.Error.Message)
+	return fmt.Errorf("%s failed: %d %s: %s: %w", what, status, er.Error.Code, er.Error.Message, errUnavailable)
+}
+
+// errUnavailable marks a controller's answer that may be different later
+// (5xx, 429).
+var errUnavailable = errors.New("the controller is unavailable")
+
+// JoinPatiently joins as Join does, and tries again while the controller
+// cannot be reached or answers that it is unavailable (it may be
+// restarting, or this host booted before it could reach it), for at most
+// within; a refusal (4xx), a file it cannot read or ctx's end stops it at
+// once. Each failed attempt is logged.
+func JoinPatiently(ctx context.Context, o JoinOptions, within time.Duration) (*state.State, error) {
+	deadline := time.Now().Add(within)
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		st, err := Join(ctx, o)
+		var ue *url.Error
+		if err == nil || (!errors.As(err, &ue) && !errors.Is(err, errUnavailable)) || ctx.Err() != nil {
+			return st, err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return nil, fmt.Errorf("%w (tried for %s)", err, within)
+		}
+		if o.Logger != nil {
+			o.Logger.Warn("could not register yet; trying again", "in", wait, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
