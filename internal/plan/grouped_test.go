@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -118,4 +120,36 @@ func TestPoolsThatAreGroups(t *testing.T) {
 		WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2, Labels: map[string]string{"tier": "web"}}}, NodeApproval: "auto"})
 	e.runOnce(r)
 	want(op, "g-default-4", "g-default-5")
+}
+
+// retryingSim is the sim whose client retries 3 calls on its own in each
+// EnsureNetwork, as the AWS SDK does with throttled calls.
+type retryingSim struct{ provider.Provider }
+
+func (r retryingSim) Agentless() bool { return true }
+
+func (r retryingSim) EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error) {
+	provider.Retried(ctx, 3)
+	return r.Provider.EnsureNetwork(ctx, c)
+}
+
+// Calls the provider's client retried on its own are not attempts of the
+// step, and its message says how many there were.
+func TestStepSaysCallsRetried(t *testing.T) {
+	e := newEnv(t)
+	e.reg["sim"] = retryingSim{e.sim}
+	op := e.begin("c", v1.KindCreate, spec(1, nil))
+	e.runOnce(e.runner())
+	got := e.op(op.ID)
+	if got.Status != v1.OpSucceeded {
+		t.Fatalf("create: %s %+v", got.Status, got.Error)
+	}
+	for _, s := range got.Steps {
+		if s.Name == plan.StepEnsureNetwork && (s.Attempts != 1 || !strings.Contains(s.Message, "3 provider calls retried after throttling or transient errors")) {
+			t.Errorf("step %s: %d attempts, message %q; want 1 attempt saying 3 calls were retried", s.Name, s.Attempts, s.Message)
+		}
+		if s.Name != plan.StepEnsureNetwork && strings.Contains(s.Message, "retried") {
+			t.Errorf("step %s says %q; only ensure-network retried calls", s.Name, s.Message)
+		}
+	}
 }

@@ -168,6 +168,9 @@ type run struct {
 	log   *slog.Logger
 	step  string // the step running now
 	note  string // what the running step's message says when it succeeds
+	// retried counts the calls the provider's client retried on its own
+	// during the running step's attempts (provider.CallRetries).
+	retried int
 
 	// The store, a view per capability the steps use (store.go); every
 	// write is fenced with fence.
@@ -346,7 +349,7 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	}
 	x.step = s.Name
 	x.progressMu.Lock()
-	x.progress, x.note = nil, "" // each step shows its own nodes
+	x.progress, x.note, x.retried = nil, "", 0 // each step shows its own nodes
 	x.progressMu.Unlock()
 	if fn == nil {
 		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
@@ -382,6 +385,12 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		if err == nil || errors.As(err, &skip) {
 			end := x.r.opts.Now().UTC()
 			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, x.note
+			if x.retried > 0 {
+				// What the provider's client absorbed (throttling, transient
+				// errors) is not an attempt of the step, but is shown.
+				retried := fmt.Sprintf("%d provider calls retried after throttling or transient errors", x.retried)
+				s.Message = strings.TrimPrefix(x.note+"; "+retried, "; ")
+			}
 			if skip != nil {
 				s.State, s.Message = v1.StepSkipped, skip.reason
 			}
@@ -448,6 +457,13 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 		if v := recover(); v != nil {
 			log.Error("step panicked", "panic", v, "stack", string(debug.Stack()))
 			err = &failure.Error{Code: v1.CodeInternal, Message: "an internal error occurred", Err: fmt.Errorf("panic: %v", v)}
+		}
+	}()
+	ctx, retried := provider.WithCallRetries(ctx)
+	defer func() {
+		if n := retried.Count(); n > 0 {
+			log.Info("the provider's client retried calls on its own", "calls", n)
+			x.retried += n
 		}
 	}()
 	if h, ok := x.p.(StepHook); ok {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -244,3 +245,27 @@ func (r Registry) Catalog() map[string]map[string][]string {
 	}
 	return out
 }
+
+// CallRetries counts the calls a provider's client retried on its own
+// (throttling, transient errors) while a step ran: the step saw none of
+// them, and its message says how many there were. The plan attaches one to
+// each step's context (WithCallRetries); providers add to it (Retried).
+type CallRetries struct{ n atomic.Int64 }
+
+type callRetriesKey struct{}
+
+// WithCallRetries returns ctx with a new counter.
+func WithCallRetries(ctx context.Context) (context.Context, *CallRetries) {
+	c := &CallRetries{}
+	return context.WithValue(ctx, callRetriesKey{}, c), c
+}
+
+// Retried adds n retried calls to ctx's counter, if it has one.
+func Retried(ctx context.Context, n int) {
+	if c, ok := ctx.Value(callRetriesKey{}).(*CallRetries); ok {
+		c.n.Add(int64(n))
+	}
+}
+
+// Count is how many calls were retried.
+func (c *CallRetries) Count() int { return int(c.n.Load()) }

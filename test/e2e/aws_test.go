@@ -667,10 +667,18 @@ func TestAWSThrottlingAndEventualConsistency(t *testing.T) {
 	cl.Spec.WorkerPools[0].Size = 1
 	op := e.wait("slow", e.create(cl).ID)
 	t.Logf("created in %s with every 5th AWS call throttled and describes 1 s late", op.EndTime.Sub(op.StartTime).Round(time.Second))
+	retried := 0
 	for _, s := range op.Properties.Steps {
 		if s.Attempts > 1 {
 			t.Logf("step %s took %d attempts", s.Name, s.Attempts)
 		}
+		if strings.Contains(s.Message, "provider calls retried after throttling") {
+			t.Logf("step %s: %s", s.Name, s.Message)
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Errorf("no step says how many throttled calls were retried: %+v", op.Properties.Steps)
 	}
 	if inv := awsInventory(t, a, "slow"); inv["vpc"] != 1 || inv["load balancer"] != 1 || inv["machine"] != 2 || inv["bastion"] != 1 {
 		t.Errorf("after the create: %v; want 1 VPC, 1 load balancer, 2 machines, 1 bastion", inv)

@@ -42,6 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -210,6 +211,7 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 		Credentials:      awssdk.NewCredentialsCache(credentials.NewStaticCredentialsProvider(cr[CredentialKeyID], cr[CredentialSecret], cr[CredentialSession])),
 		RetryMaxAttempts: p.opts.MaxAttempts,
 		RetryMode:        awssdk.RetryModeStandard,
+		APIOptions:       []func(*middleware.Stack) error{countRetries},
 	}
 	if p.opts.HTTPClient != nil {
 		cfg.HTTPClient = p.opts.HTTPClient

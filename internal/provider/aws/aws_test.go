@@ -318,9 +318,10 @@ func TestThrottlingAndEventualConsistency(t *testing.T) {
 	l.SetFaults(awslocal.Faults{ThrottleEvery: 4, DescribeDelay: awslocal.Duration(700 * time.Millisecond)})
 	c := cluster(l, "slow")
 	attempts := 0
+	ctx, retried := provider.WithCallRetries(t.Context())
 	for {
 		attempts++
-		_, err := p.EnsureNetwork(t.Context(), c)
+		_, err := p.EnsureNetwork(ctx, c)
 		if err == nil {
 			break
 		}
@@ -330,6 +331,10 @@ func TestThrottlingAndEventualConsistency(t *testing.T) {
 		t.Logf("attempt %d: %v", attempts, err)
 	}
 	l.SetFaults(awslocal.Faults{})
+	// The SDK retried the throttled calls, and said so to the step.
+	if retried.Count() == 0 {
+		t.Errorf("no retried call counted, with every 4th call throttled")
+	}
 	e := ec2.NewFromConfig(l.cfg)
 	f := []ec2types.Filter{{Name: awssdk.String("tag:" + aws.TagCluster), Values: []string{"uid-slow"}}}
 	vpcs, err := e.DescribeVpcs(t.Context(), &ec2.DescribeVpcsInput{Filters: f})
@@ -344,7 +349,7 @@ func TestThrottlingAndEventualConsistency(t *testing.T) {
 	if err != nil || len(groups.SecurityGroups) != 4 {
 		t.Errorf("security groups of the cluster: %d, %v; want 4", len(groups.SecurityGroups), err)
 	}
-	t.Logf("network made in %d attempts with every 4th call throttled and describes 700ms late; calls %v", attempts, l.Calls())
+	t.Logf("network made in %d attempts with every 4th call throttled (%d retried by the SDK) and describes 700ms late; calls %v", attempts, retried.Count(), l.Calls())
 }
 
 // A credential that may not launch instances is named by the dry run.
