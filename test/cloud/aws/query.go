@@ -52,18 +52,24 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request, sig signatur
 		writeError(w, sig.service, id, errorf(http.StatusBadRequest, "InvalidAction", "The action %s is not valid for this web service.", action))
 		return
 	}
-	c := &call{s: s, r: r, sig: sig, action: action, p: params(vals), region: sig.region, request: id}
-	if c.region == "" {
-		c.region = DefaultRegion
-	}
-	s.mu.Lock()
-	res, err := s.run(c, a)
-	s.mu.Unlock()
+	res, err := s.runRequest(r, sig, action, params(vals), id, a)
 	if err != nil {
 		writeError(w, sig.service, id, err)
 		return
 	}
 	writeResult(w, sig.service, action, id, res)
+}
+
+// runRequest runs action a of a request with its parameters p (run), the
+// region the signature's or the default.
+func (s *Server) runRequest(r *http.Request, sig signature, action string, p params, id string, a queryAction) (any, error) {
+	c := &call{s: s, r: r, sig: sig, action: action, p: p, region: sig.region, request: id}
+	if c.region == "" {
+		c.region = DefaultRegion
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run(c, a)
 }
 
 // run checks what every action is checked for (region, permission, faults,

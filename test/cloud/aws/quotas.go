@@ -81,13 +81,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, sig signature
 			p[k] = []string{str}
 		}
 	}
-	c := &call{s: s, r: r, sig: sig, action: action, p: p, region: sig.region, request: id}
-	if c.region == "" {
-		c.region = DefaultRegion
-	}
-	s.mu.Lock()
-	res, err := s.run(c, a)
-	s.mu.Unlock()
+	res, err := s.runRequest(r, sig, action, p, id, a)
 	if err != nil {
 		writeJSONError(w, id, err)
 		return
