@@ -96,6 +96,7 @@ func (a *app) poolAddCommand() *cobra.Command {
 		lbls       []string
 		wait       bool
 		drainAfter string
+		spot       int
 	)
 	cmd := &cobra.Command{
 		Use:   "add CLUSTER POOL --size N",
@@ -104,7 +105,8 @@ func (a *app) poolAddCommand() *cobra.Command {
 and retrying when another change got there first). The update operation
 makes the pool's machines; its nodes get the pool's labels and taints.`,
 		Example: `  kiln pool add dev gpu --size 2 --wait
-  kiln pool add dev edge --size 3 --zone sim-east-1 --zone sim-east-2 --label site=edge --taint dedicated=edge:NoSchedule`,
+  kiln pool add dev edge --size 3 --zone sim-east-1 --zone sim-east-2 --label site=edge --taint dedicated=edge:NoSchedule
+  kiln pool add shop batch --size 2 --zone us-east-1c --spot 60      # spot instances at most 60% of the on-demand price`,
 		Args: exactArgs("CLUSTER", "POOL"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("size") {
@@ -122,6 +124,12 @@ makes the pool's machines; its nodes get the pool's labels and taints.`,
 					p.Labels = map[string]string{}
 				}
 				p.Labels[k] = v
+			}
+			if cmd.Flags().Changed("spot") {
+				if spot < 1 || spot > 100 {
+					return usageErrorf("--spot wants the most to pay as a percent of the on-demand price, 1 to 100; got %d", spot)
+				}
+				p.Spot = &v1.Spot{MaxPricePercent: spot}
 			}
 			p.Name, p.DrainTimeout = args[1], drainAfter
 			return a.changeCluster(cmd, args[0], wait, func(s *v1.ClusterSpec) (string, error) {
@@ -141,6 +149,7 @@ makes the pool's machines; its nodes get the pool's labels and taints.`,
 	fl.StringArrayVar(&lbls, "label", nil, "node label k=v (repeatable)")
 	fl.StringArrayVar(&p.Taints, "taint", nil, "node taint key[=value]:NoSchedule|PreferNoSchedule|NoExecute (repeatable)")
 	fl.StringVar(&drainAfter, "drain-timeout", "", `how long draining one of the pool's nodes may take, e.g. 90s or 5m (default "5m")`)
+	fl.IntVar(&spot, "spot", 0, "spot capacity, paying at most this percent of the on-demand price (1-100); where the provider offers spot")
 	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	return cmd
 }

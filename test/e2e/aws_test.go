@@ -317,15 +317,19 @@ func TestAWSCluster(t *testing.T) {
 	// Day 2: a worker more; a pool in a third zone; the control plane
 	// grown to 3 over the zones, each behind the load balancer.
 	e.kiln("cluster", "scale", "web", "--size", "3", "--wait")
-	e.kiln("pool", "add", "web", "edge", "--size", "1", "--zone", "us-east-1c", "--wait")
+	e.kiln("pool", "add", "web", "edge", "--size", "1", "--zone", "us-east-1c", "--spot", "50", "--wait")
 	e.kiln("cluster", "scale", "web", "--control-plane", "3", "--wait")
 	inv := awsInventory(t, a, "web")
 	if inv["machine"] != 7 || inv["vpc"] != 1 || inv["load balancer"] != 1 {
 		t.Errorf("after scaling: %v; want 7 machines (3 control planes, 3+1 workers) in 1 VPC behind 1 load balancer", inv)
 	}
 	zonesOf := awsMachineZones(t, a, "web")
-	if z := zonesOf[*awsInstances(t, a, "web", "edge")[0].InstanceId]; z != "us-east-1c" {
-		t.Errorf("the edge pool's machine is in %q; want us-east-1c", z)
+	edge := awsInstances(t, a, "web", "edge")
+	if z := zonesOf[*edge[0].InstanceId]; z != "us-east-1c" || edge[0].InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Errorf("the edge pool's machine is in %q, lifecycle %q; want a spot instance in us-east-1c", z, edge[0].InstanceLifecycle)
+	}
+	if g := awsGroup(t, a, "web", "edge"); g.MixedInstancesPolicy == nil || *g.MixedInstancesPolicy.InstancesDistribution.SpotMaxPrice != "0.0480" {
+		t.Errorf("the edge pool's group: %+v; want spot at most 50%% of m5.large's on-demand price (0.0480)", g.MixedInstancesPolicy)
 	}
 	if cps := []string{zonesOf["web-cp-0"], zonesOf["web-cp-1"], zonesOf["web-cp-2"]}; len(slices.Compact(slices.Sorted(slices.Values(cps)))) != 2 {
 		t.Errorf("control planes in zones %v; want them over both control-plane zones", cps)
@@ -344,7 +348,7 @@ func TestAWSCluster(t *testing.T) {
 	// new type, one more at most while it is (maxSurge 1, maxUnavailable 0).
 	stop := e.sampleWorkers("web", "default")
 	_, opID, err = e.c.PatchCluster(ctx, "default", "web", map[string]any{"spec": map[string]any{
-		"workerPools": []any{map[string]any{"name": "default", "size": 1, "instanceType": "t3.large"}, map[string]any{"name": "edge", "size": 1, "zones": []any{"us-east-1c"}}}}})
+		"workerPools": []any{map[string]any{"name": "default", "size": 1, "instanceType": "t3.large"}, map[string]any{"name": "edge", "size": 1, "zones": []any{"us-east-1c"}, "spot": map[string]any{"maxPricePercent": 50}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
