@@ -204,6 +204,14 @@ type Network struct {
 	// DNSServers are the resolvers the nodes use (IP or IP:port); each must
 	// answer when the cluster is validated.
 	DNSServers []string `json:"dnsServers,omitempty"`
+	// VPCID places the cluster in a VPC the cloud account already has
+	// (the aws provider; vpc-...), with SubnetIDs: its nodes go to the
+	// private ones, its load balancer and bastion to the public ones (those
+	// routed to an internet gateway), one of each per zone at most. The
+	// delete leaves the VPC and its subnets as they were. Empty: the
+	// provider makes the cluster's network.
+	VPCID     string   `json:"vpcID,omitempty"`
+	SubnetIDs []string `json:"subnetIDs,omitempty"`
 }
 
 // ControlPlane describes the control-plane machines.

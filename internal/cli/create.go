@@ -28,6 +28,8 @@ type createFlags struct {
 	labels                    []string
 	region, cloudAccount      string
 	nodeCIDR                  string
+	vpc                       string
+	subnets                   []string
 	dnsServers                []string
 	zones                     []string
 	wait, dryRun              bool
@@ -58,7 +60,8 @@ shared networks, DNS servers), and every problem found is listed.`,
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
   kiln cluster create -f cluster.yaml --workers 5 -o json
-  kiln cluster create prod --provider sim --cloud-account acme --region sim-west --dry-run`,
+  kiln cluster create prod --provider sim --cloud-account acme --region sim-west --dry-run
+  kiln cluster create shop --provider aws --cloud-account acme --vpc vpc-0abc... --subnet subnet-0pub... --subnet subnet-0priv...`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageErrorf("create takes at most one argument, NAME (got %d)", len(args))
@@ -98,6 +101,8 @@ shared networks, DNS servers), and every problem found is listed.`,
 	fl.StringArrayVar(&f.zones, "zone", nil, "zone the control plane and every worker pool spread over (repeatable), e.g. --zone us-east-1a --zone us-east-1b")
 	fl.StringVar(&f.nodeCIDR, "node-cidr", "", "CIDR the machines' addresses are in (when the provider lets you choose)")
 	fl.StringArrayVar(&f.dnsServers, "dns-server", nil, "DNS server the nodes use, IP or IP:port (repeatable, at most 3)")
+	fl.StringVar(&f.vpc, "vpc", "", "an existing VPC to place the cluster in (aws), with --subnet")
+	fl.StringArrayVar(&f.subnets, "subnet", nil, "a subnet of --vpc the cluster uses (repeatable): a public and a private one per zone")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check everything the create would, list every problem, create nothing")
 	return cmd
@@ -148,6 +153,7 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		"region":             {&s.Region, f.region},
 		"cloud-account":      {&s.CloudAccount, f.cloudAccount},
 		"node-cidr":          {&s.Network.NodeCIDR, f.nodeCIDR},
+		"vpc":                {&s.Network.VPCID, f.vpc},
 	}
 	for name, sv := range str {
 		if changed(name) {
@@ -187,6 +193,9 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 	}
 	if changed("dns-server") {
 		s.Network.DNSServers = f.dnsServers
+	}
+	if changed("subnet") {
+		s.Network.SubnetIDs = f.subnets
 	}
 	for _, kv := range f.labels {
 		k, v, ok := strings.Cut(kv, "=")

@@ -160,6 +160,9 @@ type Offer struct {
 	// NodeNetwork is where the provider puts machines when the spec does not
 	// say (spec.network.nodeCIDR); invalid when it cannot say.
 	NodeNetwork netip.Prefix
+	// ExistingNetworks says whether a cluster may be placed in a network
+	// the account has (spec.network.vpcID and subnetIDs).
+	ExistingNetworks bool
 }
 
 // InstanceType returns the named instance type ("" is the default).

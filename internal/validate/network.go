@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -77,6 +78,40 @@ func (e *errs) network(n *v1.Network, nodes int) {
 		e.invalid("spec.network.name", "%q must be a network name: a lower-case DNS-1123 label of at most %d characters", n.Name, MaxLabel)
 	}
 	e.dnsServers(n.DNSServers)
+	e.existingVPC(n)
+}
+
+var (
+	vpcID    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetID = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+)
+
+// existingVPC checks a VPC the spec names: ids of AWS's shapes, subnets
+// with it and only with it, and no node CIDR (the VPC's range is the
+// nodes'). Whether they exist is the provider's check.
+func (e *errs) existingVPC(n *v1.Network) {
+	switch {
+	case n.VPCID == "" && len(n.SubnetIDs) > 0:
+		e.invalid("spec.network.subnetIDs", "subnets are those of an existing VPC: set spec.network.vpcID too, or remove them to let the provider make the network")
+		return
+	case n.VPCID == "":
+		return
+	case !vpcID.MatchString(n.VPCID):
+		e.invalid("spec.network.vpcID", "%q is not a VPC id such as vpc-0123456789abcdef0", n.VPCID)
+	}
+	if len(n.SubnetIDs) == 0 {
+		e.missing("spec.network.subnetIDs", "spec.network.subnetIDs is required with spec.network.vpcID: a public and a private subnet of the VPC per zone")
+	}
+	for i, s := range n.SubnetIDs {
+		if !subnetID.MatchString(s) {
+			e.invalid(fmt.Sprintf("spec.network.subnetIDs[%d]", i), "%q is not a subnet id such as subnet-0123456789abcdef0", s)
+		} else if slices.Contains(n.SubnetIDs[:i], s) {
+			e.invalid(fmt.Sprintf("spec.network.subnetIDs[%d]", i), "%s is named twice", s)
+		}
+	}
+	if n.NodeCIDR != "" {
+		e.invalid("spec.network.nodeCIDR", "with spec.network.vpcID the nodes are in the VPC's range: remove spec.network.nodeCIDR")
+	}
 }
 
 // cidr parses a required private network prefix; the zero prefix means it

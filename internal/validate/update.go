@@ -32,6 +32,8 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 		{"spec.network.nodeCIDR", old.Network.NodeCIDR, next.Network.NodeCIDR},
 		{"spec.network.name", old.Network.Name, next.Network.Name},
 		{"spec.network.dnsServers", old.Network.DNSServers, next.Network.DNSServers},
+		{"spec.network.vpcID", old.Network.VPCID, next.Network.VPCID},
+		{"spec.network.subnetIDs", old.Network.SubnetIDs, next.Network.SubnetIDs},
 		{"spec.proxy", old.Proxy, next.Proxy},
 		{"spec.controlPlane.dedicated", old.ControlPlane.Dedicated, next.ControlPlane.Dedicated},
 	} {

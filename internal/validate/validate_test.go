@@ -326,6 +326,32 @@ func TestCluster(t *testing.T) {
 			},
 		},
 		{
+			name: "an existing VPC", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Network.VPCID = "vpc-0123456789abcdef0"
+				s.Network.SubnetIDs = []string{"subnet-0123456789abcdef0", "subnet-0123456789abcdef1"}
+			},
+		},
+		{
+			name: "an existing VPC, badly named", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Network.VPCID = "vpc-xyz"
+				s.Network.SubnetIDs = []string{"subnet-0123456789abcdef0", "sn-1", "subnet-0123456789abcdef0"}
+				s.Network.NodeCIDR = "10.0.0.0/16"
+			},
+			want: []v1.Error{
+				invalid("spec.network.vpcID", `"vpc-xyz" is not a VPC id such as vpc-0123456789abcdef0`),
+				invalid("spec.network.subnetIDs[1]", `"sn-1" is not a subnet id such as subnet-0123456789abcdef0`),
+				invalid("spec.network.subnetIDs[2]", "subnet-0123456789abcdef0 is named twice"),
+				invalid("spec.network.nodeCIDR", "with spec.network.vpcID the nodes are in the VPC's range: remove spec.network.nodeCIDR"),
+			},
+		},
+		{
+			name: "subnets without their VPC", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Network.SubnetIDs = []string{"subnet-0123456789abcdef0"} },
+			want: []v1.Error{invalid("spec.network.subnetIDs", "subnets are those of an existing VPC: set spec.network.vpcID too, or remove them to let the provider make the network")},
+		},
+		{
 			name: "node network overlaps services", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Network.NodeCIDR = "10.96.0.0/24" },
 			want: []v1.Error{invalid("spec.network.serviceCIDR", "10.96.0.0/12 overlaps the node network 10.96.0.0/24 (spec.network.nodeCIDR); pick ranges that do not share addresses")},

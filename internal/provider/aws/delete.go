@@ -61,7 +61,7 @@ func (p *AWS) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	steps := []func(context.Context, *cluster) error{
 		p.deleteGroups, p.deleteInstances, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
 		p.deleteNATGateways, p.releaseAddresses, p.deleteInternetGateways, p.deleteSubnets, p.deleteRouteTables,
-		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles, p.unstage,
+		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles, p.unstage, p.unshareSubnets,
 	}
 	for _, step := range steps {
 		if err := step(ctx, c); err != nil {

@@ -400,13 +400,13 @@ func (p *AWS) ensureBastion(ctx context.Context, c *cluster, n *vpcNet) error {
 	if err != nil {
 		return err
 	}
-	subnet := n.public[n.zones[0]]
-	p.log.Info("launching bastion", "cluster", c.Project+"/"+c.Name, "zone", n.zones[0])
+	subnet, zone := n.firstPublic()
+	p.log.Info("launching bastion", "cluster", c.Project+"/"+c.Name, "zone", zone)
 	_, err = c.api.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: &image, InstanceType: BastionInstanceType, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1),
 		SubnetId: &subnet, SecurityGroupIds: []string{n.groups[sgBastion]}, KeyName: awssdk.String(c.short("key")),
 		ClientToken:       awssdk.String(c.short("bastion")),
-		TagSpecifications: c.tagSpec(ec2types.ResourceTypeInstance, partBastion, TagZone, n.zones[0]),
+		TagSpecifications: c.tagSpec(ec2types.ResourceTypeInstance, partBastion, TagZone, zone),
 	})
 	if err != nil {
 		return classify(err, "", "launch the bastion of cluster %s", c.Name)

@@ -95,18 +95,14 @@ func (p *AWS) EnsureNetwork(ctx context.Context, pc provider.Cluster) (provider.
 }
 
 func (p *AWS) ensureNetwork(ctx context.Context, c *cluster) (*vpcNet, error) {
-	n, err := p.ensureVPC(ctx, c)
+	var n *vpcNet
+	var err error
+	if c.adopted() {
+		n, err = p.existingNetwork(ctx, c)
+	} else {
+		n, err = p.ensureOwnNetwork(ctx, c)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if err := p.ensureSubnets(ctx, c, n); err != nil {
-		return nil, err
-	}
-	igw, err := p.ensureInternetGateway(ctx, c, n)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.ensureRoutes(ctx, c, n, igw); err != nil {
 		return nil, err
 	}
 	if err := p.ensureSecurityGroups(ctx, c, n); err != nil {
@@ -124,25 +120,51 @@ func (p *AWS) ensureNetwork(ctx context.Context, c *cluster) (*vpcNet, error) {
 	return n, nil
 }
 
+// ensureOwnNetwork finds or makes the cluster's own VPC, subnets,
+// internet gateway, NAT gateways and routes.
+func (p *AWS) ensureOwnNetwork(ctx context.Context, c *cluster) (*vpcNet, error) {
+	n, err := p.ensureVPC(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ensureSubnets(ctx, c, n); err != nil {
+		return nil, err
+	}
+	igw, err := p.ensureInternetGateway(ctx, c, n)
+	if err != nil {
+		return nil, err
+	}
+	return n, p.ensureRoutes(ctx, c, n, igw)
+}
+
 // network is the cluster's network with its security groups: found, or
 // made when its VPC is not there (a machine or load balancer asked for
 // before ensure-network ran).
 func (p *AWS) network(ctx context.Context, c *cluster) (*vpcNet, error) {
-	n, ok, err := p.findNetwork(ctx, c)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return p.ensureNetwork(ctx, c)
-	}
-	if n.zones, err = p.clusterZones(ctx, c); err != nil {
-		return nil, err
-	}
-	for _, z := range n.zones {
-		if n.public[z] == "" || n.private[z] == "" {
-			// A zone the spec came to name (a pool added there): its
-			// subnets, NAT gateway and routes are made first.
+	var n *vpcNet
+	var err error
+	if c.adopted() {
+		if n, err = p.existingNetwork(ctx, c); err != nil {
+			return nil, err
+		}
+	} else {
+		var ok bool
+		n, ok, err = p.findNetwork(ctx, c)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
 			return p.ensureNetwork(ctx, c)
+		}
+		if n.zones, err = p.clusterZones(ctx, c); err != nil {
+			return nil, err
+		}
+		for _, z := range n.zones {
+			if n.public[z] == "" || n.private[z] == "" {
+				// A zone the spec came to name (a pool added there): its
+				// subnets, NAT gateway and routes are made first.
+				return p.ensureNetwork(ctx, c)
+			}
 		}
 	}
 	groups, err := c.api.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: c.filter("")})

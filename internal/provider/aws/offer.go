@@ -28,7 +28,7 @@ func (p *AWS) Describe(ctx context.Context, a *provider.Account, region string) 
 	if err != nil {
 		return provider.Offer{}, classify(err, "spec.region", "list the regions of cloud account %q", a.Name)
 	}
-	o := provider.Offer{Spot: true, LoadBalancers: true, DefaultInstanceType: DefaultInstanceType, NodeNetwork: DefaultVPCCIDR}
+	o := provider.Offer{Spot: true, LoadBalancers: true, DefaultInstanceType: DefaultInstanceType, NodeNetwork: DefaultVPCCIDR, ExistingNetworks: true}
 	for _, r := range regions.Regions {
 		o.Regions = append(o.Regions, awssdk.ToString(r.RegionName))
 	}

@@ -145,7 +145,14 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 	if err != nil {
 		return nil, classify(err, "", "count the Elastic IPs of cluster %s", c.Name)
 	}
-	if need := len(zones) - len(mine.Addresses); headroom >= 0 && need > headroom {
+	if c.adopted() {
+		// No NAT gateway of the cluster's own: the VPC is checked instead.
+		f, err := p.existingFindings(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		findings = append(findings, f...)
+	} else if need := len(zones) - len(mine.Addresses); headroom >= 0 && need > headroom {
 		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.controlPlane.zones",
 			Message: fmt.Sprintf("region %s has room for %d more Elastic IPs and the cluster needs %d more (a NAT gateway in each of its %d zones); release some or ask AWS for more", c.api.region, headroom, need, len(zones))})
 	}

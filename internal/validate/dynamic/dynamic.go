@@ -244,7 +244,10 @@ func checkOffer(rep *Report, spec *v1.ClusterSpec, o provider.Offer) {
 			rep.fail(v1.CodeInvalidParameter, g.at+".spot", "the %s provider offers no spot capacity; set spot to null", spec.Provider)
 		}
 	}
-	if node := o.NodeNetwork; node.IsValid() && spec.Network.NodeCIDR == "" {
+	if spec.Network.VPCID != "" && !o.ExistingNetworks {
+		rep.fail(v1.CodeInvalidParameter, "spec.network.vpcID", "the %s provider makes each cluster's network itself; remove spec.network.vpcID and subnetIDs", spec.Provider)
+	}
+	if node := o.NodeNetwork; node.IsValid() && spec.Network.NodeCIDR == "" && spec.Network.VPCID == "" {
 		for _, f := range []struct{ target, cidr string }{
 			{"spec.network.podCIDR", spec.Network.PodCIDR},
 			{"spec.network.serviceCIDR", spec.Network.ServiceCIDR},

@@ -121,6 +121,11 @@ func TestCheckerFindings(t *testing.T) {
 			s.WorkerPools[0].InstanceType = "large"
 			s.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 50}
 		})},
+		{name: "an existing VPC, which the sim does not take", spec: simSpec(func(s *v1.ClusterSpec) {
+			s.CloudAccount = "good"
+			s.Network.VPCID, s.Network.SubnetIDs = "vpc-0123456789abcdef0", []string{"subnet-0123456789abcdef0"}
+		}),
+			want: []v1.Error{invalid("spec.network.vpcID", "the sim provider makes each cluster's network itself; remove spec.network.vpcID and subnetIDs")}},
 		{name: "missing account", spec: simSpec(func(s *v1.ClusterSpec) { s.CloudAccount = "nope" }),
 			want: []v1.Error{invalid("spec.cloudAccount", `cloud account "nope" does not exist in project "p"; create it first or fix the name`)}},
 		{name: "account of another provider", spec: simSpec(func(s *v1.ClusterSpec) { s.CloudAccount = "elsewhere" }),
