@@ -144,7 +144,8 @@ func (p *AWS) network(ctx context.Context, c *cluster) (*vpcNet, error) {
 	var n *vpcNet
 	var err error
 	if c.adopted() {
-		if n, err = p.existingNetwork(ctx, c); err != nil {
+		// ensure-network tagged the subnets; here they are only described.
+		if n, err = p.describeExisting(ctx, c); err != nil {
 			return nil, err
 		}
 	} else {
