@@ -252,6 +252,11 @@ type WorkerPool struct {
 // Spot asks for spot capacity up to a price, as a percent of on-demand.
 type Spot struct {
 	MaxPricePercent int `json:"maxPricePercent"`
+	// FallbackOnDemand launches on-demand machines when the cloud refuses
+	// spot capacity for the pool (where the provider can; the operation's
+	// step and an event say so); each later growth tries spot first. False:
+	// the operation fails, naming the pool.
+	FallbackOnDemand bool `json:"fallbackOnDemand,omitempty"`
 }
 
 // Autoscale bounds a pool's size.

@@ -97,6 +97,7 @@ func (a *app) poolAddCommand() *cobra.Command {
 		wait       bool
 		drainAfter string
 		spot       int
+		fallback   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add CLUSTER POOL --size N",
@@ -129,7 +130,9 @@ makes the pool's machines; its nodes get the pool's labels and taints.`,
 				if spot < 1 || spot > 100 {
 					return usageErrorf("--spot wants the most to pay as a percent of the on-demand price, 1 to 100; got %d", spot)
 				}
-				p.Spot = &v1.Spot{MaxPricePercent: spot}
+				p.Spot = &v1.Spot{MaxPricePercent: spot, FallbackOnDemand: fallback}
+			} else if fallback {
+				return usageErrorf("--spot-fallback is for spot pools: give --spot PERCENT too")
 			}
 			p.Name, p.DrainTimeout = args[1], drainAfter
 			return a.changeCluster(cmd, args[0], wait, func(s *v1.ClusterSpec) (string, error) {
@@ -150,6 +153,7 @@ makes the pool's machines; its nodes get the pool's labels and taints.`,
 	fl.StringArrayVar(&p.Taints, "taint", nil, "node taint key[=value]:NoSchedule|PreferNoSchedule|NoExecute (repeatable)")
 	fl.StringVar(&drainAfter, "drain-timeout", "", `how long draining one of the pool's nodes may take, e.g. 90s or 5m (default "5m")`)
 	fl.IntVar(&spot, "spot", 0, "spot capacity, paying at most this percent of the on-demand price (1-100); where the provider offers spot")
+	fl.BoolVar(&fallback, "spot-fallback", false, "with --spot: launch on-demand machines when the cloud has no spot capacity (the operation says so)")
 	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	return cmd
 }

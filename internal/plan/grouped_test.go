@@ -24,6 +24,7 @@ type groupedSim struct {
 	provider.Provider // the sim
 	mu                sync.Mutex
 	next              int
+	note              string // on the machines GrowPool makes (a cloud's fallback)
 }
 
 func (g *groupedSim) Agentless() bool { return true }
@@ -49,6 +50,7 @@ func (g *groupedSim) GrowPool(ctx context.Context, c provider.Cluster, m provide
 		if err != nil {
 			return nil, err
 		}
+		made.Note = g.note
 		out = append(out, made)
 	}
 	return out, nil
@@ -151,5 +153,26 @@ func TestStepSaysCallsRetried(t *testing.T) {
 		if s.Name != plan.StepEnsureNetwork && strings.Contains(s.Message, "retried") {
 			t.Errorf("step %s says %q; only ensure-network retried calls", s.Name, s.Message)
 		}
+	}
+}
+
+// A machine a pool's group made otherwise than asked (spot refused,
+// on-demand instead) is said in the step's message and in an event.
+func TestPoolMachineNote(t *testing.T) {
+	e := newEnv(t)
+	e.reg["sim"] = &groupedSim{Provider: e.sim, note: "launched on-demand: no spot capacity"}
+	op := e.begin("c", v1.KindCreate, spec(1, nil))
+	e.runOnce(e.runner())
+	got := e.op(op.ID)
+	if got.Status != v1.OpSucceeded {
+		t.Fatalf("create: %s %+v", got.Status, got.Error)
+	}
+	if msg := stepMessage(got, plan.StepEnsureWorkerMachines); !strings.Contains(msg, "g-default-0: launched on-demand: no spot capacity") {
+		t.Errorf("ensure-worker-machines says %q; want the machine's note", msg)
+	}
+	if !slices.ContainsFunc(e.events("c"), func(ev v1.Event) bool {
+		return ev.Reason == "MachineMadeOtherwise" && strings.Contains(ev.Message, "launched on-demand")
+	}) {
+		t.Errorf("no MachineMadeOtherwise event: %+v", e.events("c"))
 	}
 }

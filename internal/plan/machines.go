@@ -83,6 +83,7 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 		if m.Note != "" {
 			x.log.Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
 			x.showProgress(ctx, m.Name, m.Note)
+			x.eventOn(ctx, "Warning", "MachineMadeOtherwise", m.Name, "machine "+m.Name+": "+m.Note)
 			mu.Lock()
 			notes = append(notes, m.Name+": "+m.Note)
 			mu.Unlock()

@@ -482,3 +482,49 @@ func TestZoneOfferingsAndVCPUQuota(t *testing.T) {
 		t.Errorf("a launch beyond the vCPU quota: %+v; want a terminal QuotaExceeded naming VcpuLimitExceeded on spec.workerPools[0].instanceType", fe)
 	}
 }
+
+// A spot pool AWS has no spot capacity for fails naming the way out; with
+// spot.fallbackOnDemand its group launches on-demand instead, said in the
+// machine's note, and its next growth tries spot first again.
+func TestSpotFallbackOnDemand(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	ctx := t.Context()
+	c := cluster(l, "spot")
+	c.Spec.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 50}
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	l.SetFaults(awslocal.Faults{NoSpotCapacity: []string{aws.DefaultInstanceType + "/*"}})
+	spec := provider.MachineSpec{Name: "spot-default-0", Role: v1.RoleWorker, Pool: "default"}
+	_, err := p.GrowPool(ctx, c, spec, nil, 1)
+	if fe := failure.From(err); err == nil || fe.Retryable || fe.Code != v1.CodeQuotaExceeded || fe.Target != "spec.workerPools[0].instanceType" || !strings.Contains(fe.Message, "spot.fallbackOnDemand") {
+		t.Fatalf("a spot pool without spot capacity: %+v; want a terminal QuotaExceeded naming spot.fallbackOnDemand", fe)
+	}
+	c.Spec.WorkerPools[0].Spot.FallbackOnDemand = true
+	ms, err := p.GrowPool(ctx, c, spec, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ec2.NewFromConfig(l.cfg)
+	if len(ms) != 1 || !strings.Contains(ms[0].Note, "launched on-demand") || describeOne(t, e, ms[0].ID).InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		t.Fatalf("with fallbackOnDemand: %+v; want an on-demand instance and a note saying why", ms)
+	}
+	l.SetFaults(awslocal.Faults{})
+	more, err := p.GrowPool(ctx, c, spec, []string{ms[0].Name}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(more) != 1 || more[0].Note != "" || describeOne(t, e, more[0].ID).InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Errorf("the next growth with spot capacity back: %+v; want a spot instance", more)
+	}
+}
+
+func describeOne(t *testing.T, e *ec2.Client, id string) ec2types.Instance {
+	t.Helper()
+	out, err := e.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil || len(out.Reservations) != 1 {
+		t.Fatalf("DescribeInstances %s: %+v, %v", id, out, err)
+	}
+	return out.Reservations[0].Instances[0]
+}

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,6 +76,8 @@ func (p *AWS) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Mach
 	name := c.short(partPool + "-" + m.Pool)
 	start := time.Now()
 	deadline := start.Add(poolTimeout)
+	onDemand, note := false, ""
+	seen := map[string]bool{} // failed activities already acted on
 	for {
 		live := liveInstances(g)
 		kept := 0
@@ -87,7 +90,11 @@ func (p *AWS) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Mach
 			}
 		}
 		if len(added) >= add {
-			return p.poolMachines(ctx, c, added[:add])
+			ms, err := p.poolMachines(ctx, c, added[:add])
+			for i := range ms {
+				ms[i].Note = note
+			}
+			return ms, err
 		}
 		if want := int32(kept + add); awssdk.ToInt32(g.DesiredCapacity) < want {
 			p.log.Info("raising the pool's group", "cluster", c.Project+"/"+c.Name, "pool", m.Pool, "group", name, "from", awssdk.ToInt32(g.DesiredCapacity), "to", want)
@@ -99,7 +106,18 @@ func (p *AWS) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Mach
 				return nil, classify(err, "", "raise the Auto Scaling group %s of pool %s to %d", name, m.Pool, want)
 			}
 		}
-		if err := p.launchFailed(ctx, c, name, m, start); err != nil {
+		err := p.launchFailed(ctx, c, name, m, start, seen)
+		if errors.Is(err, errNoSpot) && spotFallback(c, m.Pool) && !onDemand {
+			// Spot refused: the group launches on-demand instead, this time.
+			p.log.Warn("no spot capacity for the pool; launching on-demand", "cluster", c.Project+"/"+c.Name, "pool", m.Pool, "group", name)
+			if err := p.setOnDemand(ctx, c, g, m, 100); err != nil {
+				return nil, err
+			}
+			onDemand = true
+			note = fmt.Sprintf("launched on-demand: AWS had no spot capacity for %s in the pool's zones (spot.fallbackOnDemand)", instanceType(m))
+			continue
+		}
+		if err != nil {
 			// The group would go on trying: it is set back to what it has,
 			// and the operation says what to change.
 			back := int32(kept + len(added))
@@ -110,7 +128,7 @@ func (p *AWS) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Mach
 		}
 		if time.Now().After(deadline) {
 			return nil, failure.Retryable(v1.CodeTimeout, nil, "the Auto Scaling group %s of pool %s launched %d of %d instances within %s%s",
-				name, m.Pool, len(added), add, poolTimeout, p.lastFailure(ctx, c, name, time.Time{}))
+				name, m.Pool, len(added), add, poolTimeout, p.lastFailure(ctx, c, name, time.Time{}, nil))
 		}
 		if err := wait(ctx, poolEvery); err != nil {
 			return nil, err
@@ -140,13 +158,17 @@ func liveInstances(g *astypes.AutoScalingGroup) []string {
 
 // lastFailure is ": " and the group's latest failed activity since since,
 // for an error saying why it launched nothing; "" when there is none.
-func (p *AWS) lastFailure(ctx context.Context, c *cluster, group string, since time.Time) string {
+// An activity seen is skipped; the one returned is added to seen.
+func (p *AWS) lastFailure(ctx context.Context, c *cluster, group string, since time.Time, seen map[string]bool) string {
 	out, err := c.api.asg.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: &group, MaxRecords: awssdk.Int32(10)})
 	if err != nil {
 		return ""
 	}
 	for _, a := range out.Activities {
-		if a.StatusCode == astypes.ScalingActivityStatusCodeFailed && !awssdk.ToTime(a.StartTime).Before(since) {
+		if id := awssdk.ToString(a.ActivityId); a.StatusCode == astypes.ScalingActivityStatusCodeFailed && !awssdk.ToTime(a.StartTime).Before(since) && !seen[id] {
+			if seen != nil {
+				seen[id] = true
+			}
 			return ": " + awssdk.ToString(a.StatusMessage)
 		}
 	}
@@ -157,8 +179,8 @@ func (p *AWS) lastFailure(ctx context.Context, c *cluster, group string, since t
 // that waiting does not mend, as its activities say (Auto Scaling tries
 // every zone of the group itself): the vCPU quota, no capacity for the
 // instance type in any of its zones, a permission the account lacks.
-func (p *AWS) launchFailed(ctx context.Context, c *cluster, group string, m provider.MachineSpec, start time.Time) error {
-	msg := p.lastFailure(ctx, c, group, start.Add(-time.Second))
+func (p *AWS) launchFailed(ctx context.Context, c *cluster, group string, m provider.MachineSpec, start time.Time, seen map[string]bool) error {
+	msg := p.lastFailure(ctx, c, group, start.Add(-time.Second), seen)
 	if msg == "" {
 		return nil
 	}
@@ -167,6 +189,9 @@ func (p *AWS) launchFailed(ctx context.Context, c *cluster, group string, m prov
 	switch lower := strings.ToLower(msg); {
 	case strings.Contains(lower, "vcpu limit"):
 		e = failure.Terminal(v1.CodeQuotaExceeded, "the Auto Scaling group %s of pool %s could not launch %s (VcpuLimitExceeded)%s; ask AWS for a higher quota or make the pool smaller", group, m.Pool, instanceType(m), msg)
+	case strings.Contains(lower, "no spot capacity"):
+		e = failure.Terminal(v1.CodeQuotaExceeded, "the Auto Scaling group %s of pool %s found no spot capacity for %s in any of its zones%s; set spot.fallbackOnDemand, or choose another instance type or zone", group, m.Pool, instanceType(m), msg)
+		e.Err = errNoSpot
 	case strings.Contains(lower, "sufficient") && strings.Contains(lower, "capacity"):
 		e = failure.Terminal(v1.CodeQuotaExceeded, "the Auto Scaling group %s of pool %s found no capacity for %s in any of its zones (InsufficientInstanceCapacity)%s; choose another instance type or zone", group, m.Pool, instanceType(m), msg)
 	case strings.Contains(lower, "not authorized"):
@@ -250,16 +275,7 @@ func (p *AWS) ensurePool(ctx context.Context, c *cluster, m provider.MachineSpec
 	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: &template, Version: awssdk.String(strconv.FormatInt(version, 10))}
 	var mixed *astypes.MixedInstancesPolicy
 	if pool.Spot != nil {
-		mixed = &astypes.MixedInstancesPolicy{
-			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec,
-				Overrides: []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(instanceType(m))}}},
-			InstancesDistribution: &astypes.InstancesDistribution{
-				OnDemandBaseCapacity: awssdk.Int32(0), OnDemandPercentageAboveBaseCapacity: awssdk.Int32(0),
-				SpotAllocationStrategy: awssdk.String("price-capacity-optimized"),
-				SpotMaxPrice:           awssdk.String(spotMaxPrice(instanceType(m), pool.Spot.MaxPricePercent)),
-			},
-		}
-		spec = nil
+		mixed, spec = spotPolicy(spec, m, pool.Spot, 0), nil
 	}
 	name := c.short(partPool + "-" + m.Pool)
 	g, err := p.group(ctx, c, name)
@@ -300,15 +316,55 @@ func (p *AWS) ensurePool(ctx context.Context, c *cluster, m provider.MachineSpec
 	return p.group(ctx, c, name)
 }
 
+// spotPolicy is a spot pool's mixed instances policy: onDemand percent of
+// its instances on-demand (0, or 100 when spot capacity was refused and
+// the pool falls back), the rest spot at its max price.
+func spotPolicy(spec *astypes.LaunchTemplateSpecification, m provider.MachineSpec, spot *v1.Spot, onDemand int32) *astypes.MixedInstancesPolicy {
+	return &astypes.MixedInstancesPolicy{
+		LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec,
+			Overrides: []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(instanceType(m))}}},
+		InstancesDistribution: &astypes.InstancesDistribution{
+			OnDemandBaseCapacity: awssdk.Int32(0), OnDemandPercentageAboveBaseCapacity: &onDemand,
+			SpotAllocationStrategy: awssdk.String("price-capacity-optimized"),
+			SpotMaxPrice:           awssdk.String(spotMaxPrice(instanceType(m), spot.MaxPricePercent)),
+		},
+	}
+}
+
+// errNoSpot marks a launch that failed for want of spot capacity.
+var errNoSpot = errors.New("no spot capacity")
+
+// spotFallback reports whether the pool falls back to on-demand.
+func spotFallback(c *cluster, pool string) bool {
+	i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == pool })
+	return i >= 0 && c.Spec.WorkerPools[i].Spot != nil && c.Spec.WorkerPools[i].Spot.FallbackOnDemand
+}
+
+// setOnDemand makes the spot pool's group launch onDemand percent of its
+// instances on-demand, from the template version it launches.
+func (p *AWS) setOnDemand(ctx context.Context, c *cluster, g *astypes.AutoScalingGroup, m provider.MachineSpec, onDemand int32) error {
+	i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool })
+	mp := g.MixedInstancesPolicy
+	if i < 0 || c.Spec.WorkerPools[i].Spot == nil || mp == nil || mp.LaunchTemplate == nil {
+		return nil
+	}
+	name, lt := awssdk.ToString(g.AutoScalingGroupName), mp.LaunchTemplate.LaunchTemplateSpecification
+	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: lt.LaunchTemplateId, Version: lt.Version} // AWS takes the id or the name, not both
+	_, err := c.api.asg.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: &name,
+		MixedInstancesPolicy: spotPolicy(spec, m, c.Spec.WorkerPools[i].Spot, onDemand)})
+	return classify(err, "", "set the share of on-demand instances of the Auto Scaling group %s to %d%%", name, onDemand)
+}
+
 // groupLaunches reports whether group g launches version of template, as
-// spot or not.
+// spot (first: none on-demand) or not.
 func groupLaunches(g *astypes.AutoScalingGroup, template string, version int64, spot bool) bool {
 	want := strconv.FormatInt(version, 10)
 	if spot {
 		mp := g.MixedInstancesPolicy
 		return mp != nil && mp.LaunchTemplate != nil && mp.LaunchTemplate.LaunchTemplateSpecification != nil &&
 			awssdk.ToString(mp.LaunchTemplate.LaunchTemplateSpecification.LaunchTemplateId) == template &&
-			awssdk.ToString(mp.LaunchTemplate.LaunchTemplateSpecification.Version) == want
+			awssdk.ToString(mp.LaunchTemplate.LaunchTemplateSpecification.Version) == want &&
+			mp.InstancesDistribution != nil && awssdk.ToInt32(mp.InstancesDistribution.OnDemandPercentageAboveBaseCapacity) == 0
 	}
 	return g.MixedInstancesPolicy == nil && g.LaunchTemplate != nil &&
 		awssdk.ToString(g.LaunchTemplate.LaunchTemplateId) == template && awssdk.ToString(g.LaunchTemplate.Version) == want

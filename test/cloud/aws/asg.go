@@ -500,6 +500,10 @@ func (s *Server) launchMember(ctx context.Context, g *asGroup, cause string) err
 				skipped = append(skipped, typ+" in "+sn.Zone)
 				continue
 			}
+			if spec.Spot && s.noSpotCapacity(typ, sn.Zone) {
+				skipped = append(skipped, "spot "+typ+" in "+sn.Zone)
+				continue
+			}
 			spec.InstanceType, spec.SubnetID = typ, sn.ID
 			i, err := s.launch(ctx, g.Region, spec)
 			if err != nil {
@@ -515,7 +519,11 @@ func (s *Server) launchMember(ctx context.Context, g *asGroup, cause string) err
 			return nil
 		}
 	}
-	err = errorf(http.StatusInternalServerError, "InsufficientInstanceCapacity", "We currently do not have sufficient capacity for %s in the group's zones (%s).", strings.Join(types, ", "), strings.Join(skipped, ", "))
+	format := "We currently do not have sufficient capacity for %s in the group's zones (%s)."
+	if spec.Spot {
+		format = "There is no Spot capacity available that matches your request: %s in the group's zones (%s)."
+	}
+	err = errorf(http.StatusInternalServerError, "InsufficientInstanceCapacity", format, strings.Join(types, ", "), strings.Join(skipped, ", "))
 	s.record(g, "Launching a new EC2 instance.  Status Reason: "+message(err)+" Launching EC2 instance failed.", cause, err)
 	return err
 }

@@ -246,6 +246,9 @@ func (s *Server) launchN(region string, spec launchSpec, privateIP string, lo, h
 			return nil, errorf(http.StatusBadRequest, "InvalidUserData.Malformed", "Invalid BASE64 encoding of user data.")
 		}
 	}
+	if spec.Spot && s.noSpotCapacity(spec.InstanceType, sn.Zone) {
+		return nil, errorf(http.StatusInternalServerError, "InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request (%s in %s).", spec.InstanceType, sn.Zone)
+	}
 	if s.noCapacity(spec.InstanceType, sn.Zone) {
 		return nil, errorf(http.StatusInternalServerError, "InsufficientInstanceCapacity",
 			"We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity. You can currently get %s capacity by not specifying an Availability Zone in your request or choosing %s.",

@@ -22,6 +22,9 @@ type Faults struct {
 	// NoCapacity are "TYPE/ZONE" pairs ("*" for any type or zone) that
 	// have no capacity: RunInstances answers InsufficientInstanceCapacity.
 	NoCapacity []string `json:"noCapacity,omitempty"`
+	// NoSpotCapacity are "TYPE/ZONE" pairs with no spot capacity: a spot
+	// launch there is InsufficientInstanceCapacity, an on-demand one is not.
+	NoSpotCapacity []string `json:"noSpotCapacity,omitempty"`
 	// VCPUQuota is the account's vCPU quota for running instances of a
 	// region (0: DefaultVCPUQuota): more is VcpuLimitExceeded, and Service
 	// Quotas' GetServiceQuota says it.
@@ -67,8 +70,16 @@ func (s *Server) visible(created time.Time) bool {
 
 // noCapacity reports whether instances of type t cannot be launched in
 // zone (Faults.NoCapacity). Callers hold s.mu.
-func (s *Server) noCapacity(t, zone string) bool {
-	for _, p := range s.faults.NoCapacity {
+func (s *Server) noCapacity(t, zone string) bool { return matchCapacity(s.faults.NoCapacity, t, zone) }
+
+// noSpotCapacity reports whether spot instances of type t cannot launch in
+// zone (Faults.NoSpotCapacity). Callers hold s.mu.
+func (s *Server) noSpotCapacity(t, zone string) bool {
+	return matchCapacity(s.faults.NoSpotCapacity, t, zone)
+}
+
+func matchCapacity(pairs []string, t, zone string) bool {
+	for _, p := range pairs {
 		pt, pz, _ := strings.Cut(p, "/")
 		if (pt == "*" || pt == t) && (pz == "*" || pz == zone) {
 			return true
