@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -487,13 +489,17 @@ func TestJoinPatiently(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{})
 	c := e.CreateCluster("c", v1.ClusterSpec{})
 	n := newNode(t, e, c, "c-w-0")
+	var log testlog.Buffer
+	n.join.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	e.Stop()
 	done := make(chan error, 1)
 	go func() {
 		_, err := agent.JoinPatiently(t.Context(), n.join, time.Minute)
 		done <- err
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	waitfor.Cond(t, "a failed registration to be tried again", wait, func() (bool, error) {
+		return strings.Contains(log.String(), "could not register yet; trying again"), nil
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("JoinPatiently returned while the controller was down: %v", err)

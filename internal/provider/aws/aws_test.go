@@ -235,17 +235,7 @@ func TestLayout(t *testing.T) {
 	}
 
 	// Delete: nothing tagged remains.
-	for _, m := range machines {
-		if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.DeleteLoadBalancer(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.DeleteNetwork(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	deleteCluster(t, p, c, machines...)
 	tags, err := e.DescribeTags(ctx, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: awssdk.String("key"), Values: []string{aws.TagCluster}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +268,23 @@ func TestLayout(t *testing.T) {
 	roles, err := iam.NewFromConfig(l.cfg).ListRoles(ctx, &iam.ListRolesInput{})
 	if err != nil || len(roles.Roles) != 0 {
 		t.Errorf("after delete, IAM roles %v, %v", roles, err)
+	}
+}
+
+// deleteCluster deletes what the plan's delete would: the machines, the
+// load balancer, the network.
+func deleteCluster(t *testing.T, p *aws.AWS, c provider.Cluster, machines ...provider.Machine) {
+	t.Helper()
+	for _, m := range machines {
+		if err := p.DeleteMachine(t.Context(), c, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.DeleteLoadBalancer(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DeleteNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -129,17 +129,7 @@ func TestExistingVPC(t *testing.T) {
 		}
 	}
 
-	for _, m := range append([]provider.Machine{cp}, workers...) {
-		if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.DeleteLoadBalancer(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.DeleteNetwork(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	deleteCluster(t, p, c, append([]provider.Machine{cp}, workers...)...)
 	if subs, err = e.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{publicA, privateA, privateB}}); err != nil || len(subs.Subnets) != 3 {
 		t.Fatalf("the VPC's subnets after the delete: %+v, %v; want all three", subs, err)
 	}

@@ -98,15 +98,7 @@ func TestStagingLocation(t *testing.T) {
 		}
 	}
 
-	if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.DeleteLoadBalancer(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.DeleteNetwork(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	deleteCluster(t, p, c, m)
 	if _, err := admin.HeadObject(ctx, &s3.HeadObjectInput{Bucket: awssdk.String("kiln-stage"), Key: &key}); err == nil {
 		t.Errorf("the staged object is still there after the delete")
 	}
