@@ -535,3 +535,49 @@ func describeOne(t *testing.T, e *ec2.Client, id string) ec2types.Instance {
 	}
 	return out.Reservations[0].Instances[0]
 }
+
+// A pool the spec no longer has loses its group and launch template with
+// its last machine; a pool the spec keeps keeps its group at size 0.
+func TestRemovedPoolGroupGoes(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	ctx := t.Context()
+	c := cluster(l, "gone")
+	c.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1}, {Name: "batch", Size: 1}}
+	var ms []provider.Machine
+	for _, pool := range []string{"default", "batch"} {
+		got, err := p.GrowPool(ctx, c, provider.MachineSpec{Name: "gone-" + pool + "-0", Role: v1.RoleWorker, Pool: pool}, nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, got...)
+	}
+	c.Spec.WorkerPools = c.Spec.WorkerPools[:1] // batch removed
+	for _, m := range ms {
+		if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := autoscaling.NewFromConfig(l.cfg).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, g := range out.AutoScalingGroups {
+		if awssdk.ToString(g.Status) == "" {
+			live = append(live, tagOfGroup(g, aws.TagPool))
+		}
+	}
+	if !slices.Equal(live, []string{"default"}) {
+		t.Errorf("groups after removing pool batch and every machine: %v; want default's only", live)
+	}
+}
+
+func tagOfGroup(g astypes.AutoScalingGroup, key string) string {
+	for _, tg := range g.Tags {
+		if awssdk.ToString(tg.Key) == key {
+			return awssdk.ToString(tg.Value)
+		}
+	}
+	return ""
+}

@@ -365,6 +365,10 @@ func (p *AWS) DeleteMachine(ctx context.Context, pc provider.Cluster, name strin
 		}
 		// The group of a pool the spec no longer has goes with its last
 		// instance.
+		pool := tagOf(i.Tags, TagPool)
+		if slices.ContainsFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == pool }) {
+			continue
+		}
 		if err := p.deletePools(ctx, c, false); err != nil {
 			return err
 		}
