@@ -35,6 +35,10 @@ const (
 	KindProvision = "provision" // edge: install Kubernetes on the configured hosts
 	KindReset     = "reset"     // edge: tear Kubernetes down, keep the cluster and its activation
 	KindRepair    = "repair"    // the health check replaces worker nodes unhealthy for too long
+	// KindAutoscale is the autoscaler's change of autoscaled pools' sizes:
+	// OperationProperties.Reason says why, Nodes which nodes a scale-down
+	// removes.
+	KindAutoscale = "autoscale"
 )
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
@@ -259,10 +263,17 @@ type Spot struct {
 	FallbackOnDemand bool `json:"fallbackOnDemand,omitempty"`
 }
 
-// Autoscale bounds a pool's size.
+// Autoscale bounds a pool's size, which Kiln's autoscaler then sets: it
+// grows the pool when pods are unschedulable for lack of room that a new
+// node of the pool would have, and removes nodes underused for
+// ScaleDownAfter whose pods can move elsewhere.
 type Autoscale struct {
 	Min int `json:"min"`
 	Max int `json:"max"`
+	// ScaleDownAfter is how long a node must be underused (its pods
+	// request less than half its CPU and memory) before it is removed: a
+	// duration, 10s to 24h; "10m" when empty.
+	ScaleDownAfter string `json:"scaleDownAfter,omitempty"`
 }
 
 // Rollout bounds a rolling replacement.
@@ -532,6 +543,13 @@ type OperationProperties struct {
 	// (POST /v1/operations/{id}/cancel); the operation ends Canceled at
 	// its next safe point.
 	CancelRequested *CancelRequest `json:"cancelRequested,omitempty"`
+	// Reason says why Kiln began the operation by itself (an autoscale
+	// decision: which pods, which pool, why not another); empty for one a
+	// client began.
+	Reason string `json:"reason,omitempty"`
+	// Nodes are the nodes a scale-down chose to remove (an autoscale
+	// operation's underused nodes), in the order they go.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // CancelRequest is a request to cancel an operation.

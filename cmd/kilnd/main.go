@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"kiln.dev/kiln/internal/daemon"
+	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
 )
@@ -112,6 +113,8 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (at most a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
+	f.DurationVar(&cfg.AutoscaleInterval, "autoscale-interval", elastic.DefaultInterval, "how often the autoscaler judges every cluster with an autoscaled worker pool (pods waiting for room, underused nodes)")
+	f.DurationVar(&cfg.AutoscaleCooldown, "autoscale-cooldown", elastic.DefaultCooldown, "how long after any change of a cluster the autoscaler waits before changing it again (no flapping)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
 	cfg.Retention = daemon.DefaultRetention
 	f.Var(days{&cfg.Retention.Events}, "event-retention-days", "days a backend keeps clusters' events (deleted clusters' too); 0 keeps them forever")

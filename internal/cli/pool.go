@@ -27,9 +27,10 @@ timeout (default 5m); the newest nodes leave first.`,
 		Example: `  kiln pool list dev
   kiln pool add dev gpu --size 2 --instance-type large --label accel=gpu --taint gpu=true:NoSchedule --wait
   kiln cluster scale dev --pool gpu --size 1 --drain-timeout 2m --wait
-  kiln pool remove dev gpu --yes --wait`,
+  kiln pool remove dev gpu --yes --wait
+  kiln pool autoscale dev default --min 1 --max 4`,
 	})
-	cmd.AddCommand(a.poolListCommand(), a.poolAddCommand(), a.poolRemoveCommand())
+	cmd.AddCommand(a.poolListCommand(), a.poolAddCommand(), a.poolRemoveCommand(), a.poolAutoscaleCommand())
 	return cmd
 }
 
@@ -46,9 +47,9 @@ func (a *app) poolListCommand() *cobra.Command {
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List a cluster's worker pools",
-		Long: `list shows each worker pool of a cluster: its size (wanted), the nodes it has
-and how many are READY, and its instance type, zones, labels, taints and
-drain timeout.`,
+		Long: `list shows each worker pool of a cluster: its size (wanted), its autoscale
+bounds (min-max, "-" for a fixed size), the nodes it has and how many are
+READY, and its instance type, zones, labels, taints and drain timeout.`,
 		Example: "  kiln pool list dev\n  kiln pool list dev -o json",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -82,9 +83,9 @@ func poolViews(spec *v1.ClusterSpec, nodes []v1.Node) []poolView {
 
 func renderPools(w io.Writer, pools []poolView) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tSIZE\tNODES\tREADY\tINSTANCE-TYPE\tZONES\tLABELS\tTAINTS\tDRAIN-TIMEOUT")
+	fmt.Fprintln(tw, "NAME\tSIZE\tAUTOSCALE\tNODES\tREADY\tINSTANCE-TYPE\tZONES\tLABELS\tTAINTS\tDRAIN-TIMEOUT")
 	for _, p := range pools {
-		row(tw, p.Name, strconv.Itoa(p.Size), strconv.Itoa(p.Nodes), strconv.Itoa(p.Ready), p.InstanceType,
+		row(tw, p.Name, strconv.Itoa(p.Size), autoscaleBounds(p.Autoscale), strconv.Itoa(p.Nodes), strconv.Itoa(p.Ready), p.InstanceType,
 			strings.Join(p.Zones, ","), labels(p.Labels), strings.Join(p.Taints, ","), p.DrainTimeout)
 	}
 	return tw.Flush()
@@ -189,6 +190,85 @@ unless --yes is given; when stdin is not a terminal it does not ask.`,
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+func (a *app) poolAutoscaleCommand() *cobra.Command {
+	var (
+		lo, hi int
+		after  string
+		off    bool
+		wait   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "autoscale CLUSTER POOL --min N --max M",
+		Short: "Let Kiln's autoscaler size a worker pool between a min and a max",
+		Long: `autoscale sets a pool's autoscale bounds; the pool's size is moved into them
+at once (an update operation makes or removes the difference), and from
+then on the autoscaler in kilnd's backend sets it:
+
+  - pods the scheduler cannot place for lack of room, that a new node of the
+    pool would fit (CPU, memory, nodeSelector, taints), grow the pool, all
+    the nodes they need in one step, up to --max;
+  - a node whose pods request less than half its CPU and memory for
+    --scale-down-after (default 10m) is drained and removed, down to --min,
+    when its pods have controllers, their PodDisruptionBudgets allow the
+    eviction and other nodes have room for them.
+
+Each decision is an 'autoscale' operation whose reason says which pods,
+which pool and why not another; what the autoscaler cannot do (a pod no
+pool fits, a budget that keeps a node) is an AutoscaleBlocked event. After
+any change of the cluster the autoscaler waits (kilnd --autoscale-cooldown,
+default 1m) before the next. --off gives the pool back a fixed size: the
+size it has now.`,
+		Example: `  kiln pool autoscale dev default --min 1 --max 4
+  kiln pool autoscale dev batch --min 0 --max 10 --scale-down-after 5m --wait
+  kiln pool autoscale dev default --off`,
+		Args: exactArgs("CLUSTER", "POOL"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			fl := cmd.Flags()
+			set := fl.Changed("min") || fl.Changed("max") || fl.Changed("scale-down-after")
+			switch {
+			case off && set:
+				return usageErrorf("--off takes no --min, --max or --scale-down-after")
+			case !off && (!fl.Changed("min") || !fl.Changed("max")):
+				return usageErrorf("autoscale needs --min N and --max M (or --off)")
+			case !off && (lo < 0 || lo > hi):
+				return usageErrorf("--min %d and --max %d must satisfy 0 <= min <= max", lo, hi)
+			}
+			name, poolName := args[0], args[1]
+			return a.changeCluster(cmd, name, wait, func(s *v1.ClusterSpec) (string, error) {
+				p := pool(s, poolName)
+				if p == nil {
+					return "", noPool(name, poolName, s)
+				}
+				if off {
+					if p.Autoscale == nil {
+						return "", errUnchanged{fmt.Sprintf("Pool %q of cluster %q does not autoscale.", poolName, name)}
+					}
+					p.Autoscale = nil
+					return fmt.Sprintf("Pool %q of cluster %q keeps its size %d and no longer autoscales", poolName, name, p.Size), nil
+				}
+				want := &v1.Autoscale{Min: lo, Max: hi, ScaleDownAfter: after}
+				size := min(max(p.Size, lo), hi)
+				if p.Autoscale != nil && *p.Autoscale == *want && size == p.Size {
+					return "", errUnchanged{fmt.Sprintf("Pool %q of cluster %q already autoscales between %d and %d.", poolName, name, lo, hi)}
+				}
+				doing := fmt.Sprintf("Pool %q of cluster %q autoscales between %d and %d", poolName, name, lo, hi)
+				if size != p.Size {
+					doing += fmt.Sprintf("; its size goes from %d to %d", p.Size, size)
+				}
+				p.Autoscale, p.Size = want, size
+				return doing, nil
+			})
+		}),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&lo, "min", 0, "fewest nodes the autoscaler leaves the pool")
+	fl.IntVar(&hi, "max", 0, "most nodes the autoscaler grows the pool to")
+	fl.StringVar(&after, "scale-down-after", "", `how long a node must be underused before it is removed, e.g. 90s or 30m (default "10m")`)
+	fl.BoolVar(&off, "off", false, "stop autoscaling the pool; it keeps the size it has")
+	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
 	return cmd
 }
 

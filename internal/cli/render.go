@@ -143,6 +143,12 @@ func renderOperation(w io.Writer, o *v1.Operation, now time.Time) error {
 	if p := o.Properties; p.RetryOf != "" {
 		fmt.Fprintf(tw, "Retry of:\t%s (the steps it had done are kept, not run again)\n", p.RetryOf)
 	}
+	if r := o.Properties.Reason; r != "" {
+		fmt.Fprintf(tw, "Reason:\t%s\n", r)
+	}
+	if ns := o.Properties.Nodes; len(ns) > 0 {
+		fmt.Fprintf(tw, "Removes:\t%s\n", strings.Join(ns, ", "))
+	}
 	if o.Properties.Force {
 		fmt.Fprintf(tw, "Forced:\tyes: provider errors are ignored\n")
 	}
@@ -252,9 +258,9 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 
 	fmt.Fprintln(w, "\nWorker pools:")
 	tw = newTable(w)
-	fmt.Fprintln(tw, "NAME\tSIZE\tINSTANCE-TYPE\tZONES\tLABELS")
+	fmt.Fprintln(tw, "NAME\tSIZE\tAUTOSCALE\tINSTANCE-TYPE\tZONES\tLABELS")
 	for _, p := range s.WorkerPools {
-		row(tw, p.Name, strconv.Itoa(p.Size), p.InstanceType, strings.Join(p.Zones, ","), labels(p.Labels))
+		row(tw, p.Name, strconv.Itoa(p.Size), autoscaleBounds(p.Autoscale), p.InstanceType, strings.Join(p.Zones, ","), labels(p.Labels))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -520,4 +526,17 @@ func quotaSummary(quotas []v1.Quota) string {
 		entries = append(entries, region+": "+strings.Join(limits, ", "))
 	}
 	return strings.Join(entries, "; ")
+}
+
+// autoscaleBounds says "1-4" (and the scale-down delay when set), or "-"
+// for a pool of a fixed size.
+func autoscaleBounds(a *v1.Autoscale) string {
+	if a == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%d-%d", a.Min, a.Max)
+	if a.ScaleDownAfter != "" {
+		s += " after " + a.ScaleDownAfter
+	}
+	return s
 }

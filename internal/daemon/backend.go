@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
@@ -17,14 +18,15 @@ import (
 )
 
 // backend is what a backend process runs, under one context: the
-// lease-taking worker running plans, the machine health check and the
-// pruner.
+// lease-taking worker running plans, the machine health check, the
+// autoscaler and the pruner.
 type backend struct {
-	worker  *worker.Worker
-	checker *health.Checker
-	pruner  *retention.Pruner
-	stop    context.CancelFunc // set by run
-	done    chan error         // each part's Run returns here
+	worker     *worker.Worker
+	checker    *health.Checker
+	autoscaler *elastic.Controller
+	pruner     *retention.Pruner
+	stop       context.CancelFunc // set by run
+	done       chan error         // each part's Run returns here
 }
 
 // newBackend builds the backend's parts over d's store and providers.
@@ -66,6 +68,18 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Interval: d.cfg.HealthInterval,
 		Logger:   d.log,
 	})
+	b.autoscaler = elastic.NewController(elastic.Options{
+		Store:   d.Store,
+		Watched: func(name string) bool { return replaceable(providers, name) },
+		Steps:   plan.PendingSteps,
+		Observe: func(ctx context.Context, cl *store.Cluster) (elastic.State, error) {
+			return observe(ctx, d.Store, cl)
+		},
+		Started:  func(*store.Operation) { b.worker.Wake() },
+		Interval: d.cfg.AutoscaleInterval,
+		Cooldown: d.cfg.AutoscaleCooldown,
+		Logger:   d.log.With("part", "autoscaler"),
+	})
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
 	return b
@@ -76,9 +90,10 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 3)
+	b.done = make(chan error, 4)
 	go func() { b.done <- b.worker.Run(wctx) }()
 	go func() { b.done <- b.checker.Run(wctx) }()
+	go func() { b.done <- b.autoscaler.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
 }
 
@@ -87,10 +102,36 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range 3 { // the worker, the health checker and the pruner
+	for range 4 { // the worker, the health checker, the autoscaler and the pruner
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}
 	}
 	return errs
+}
+
+// observe reads what the autoscaler judges of a cluster's Kubernetes:
+// nodes, pods and PodDisruptionBudgets, within 20 seconds.
+func observe(ctx context.Context, s store.Store, cl *store.Cluster) (elastic.State, error) {
+	if cl.Status.Endpoint == "" {
+		return elastic.State{}, errors.New("the cluster has no endpoint yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	kc, err := plan.KubeClient(ctx, s, cl.Key(), cl.Status.Endpoint, "kiln:autoscaler")
+	if err != nil {
+		return elastic.State{}, err
+	}
+	defer kc.Close()
+	var st elastic.State
+	if st.Nodes, err = kc.ListNodes(ctx); err != nil {
+		return st, fmt.Errorf("list nodes: %w", err)
+	}
+	if st.Pods, err = kc.ListPods(ctx); err != nil {
+		return st, fmt.Errorf("list pods: %w", err)
+	}
+	if st.Budgets, err = kc.PodDisruptionBudgets(ctx, ""); err != nil {
+		return st, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+	}
+	return st, nil
 }

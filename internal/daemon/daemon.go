@@ -140,6 +140,12 @@ type Config struct {
 	// HealthInterval is how often the backend's machine health check looks
 	// at every cluster; default health.DefaultInterval.
 	HealthInterval time.Duration
+	// AutoscaleInterval is how often the autoscaler judges every cluster
+	// with an autoscaled pool, AutoscaleCooldown how long after a change of
+	// a cluster it waits before changing it again; defaults
+	// elastic.DefaultInterval and elastic.DefaultCooldown.
+	AutoscaleInterval time.Duration
+	AutoscaleCooldown time.Duration
 	// Retention is how long the backend keeps events, audit entries and
 	// the records of expired or revoked tokens (internal/retention); a zero
 	// field keeps that kind forever. DefaultRetention is kilnd's default.

@@ -74,7 +74,11 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 		x.showProgress(ctx, m.Name, "removed")
 		done = append(done, fmt.Sprintf("%s (%s)", m.Name, what))
 	}
-	x.note = "drained and removed, newest first: " + strings.Join(done, ", ")
+	order := "newest first"
+	if len(x.op.Nodes) > 0 {
+		order = "the underused nodes the autoscaler chose first"
+	}
+	x.note = "drained and removed, " + order + ": " + strings.Join(done, ", ")
 	return nil
 }
 

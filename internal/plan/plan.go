@@ -79,6 +79,16 @@ var repairSteps = []string{
 	StepWaitNodesReady,
 }
 
+// autoscaleSteps carry out an autoscaler's decision (the spec's pool
+// sizes it wrote): machines for a pool that grew, or, for one that shrank,
+// the underused nodes it chose (the operation's Nodes) drained and removed.
+var autoscaleSteps = []string{
+	StepEnsureWorkerMachines,
+	StepInstallWorkers,
+	StepRemoveSurplusMachines,
+	StepWaitNodesReady,
+}
+
 // deleteSteps tears a cluster down in the reverse order of create.
 var deleteSteps = []string{
 	StepDeleteWorkerMachines,
@@ -151,6 +161,8 @@ func Steps(kind string) []string {
 		s = deleteSteps
 	case v1.KindRepair:
 		s = repairSteps
+	case v1.KindAutoscale:
+		s = autoscaleSteps
 	default:
 		return nil
 	}

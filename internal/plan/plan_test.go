@@ -46,6 +46,12 @@ func TestSteps(t *testing.T) {
 			"install-workers",
 			"wait-nodes-ready",
 		}},
+		{name: "autoscale", kind: v1.KindAutoscale, want: []string{
+			"ensure-worker-machines",
+			"install-workers",
+			"remove-surplus-machines",
+			"wait-nodes-ready",
+		}},
 		{name: "delete", kind: v1.KindDelete, want: []string{
 			"delete-worker-machines",
 			"delete-control-plane-machines",

@@ -81,8 +81,9 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 // that what a rollout (or an upgrade) already replaced stays when a pool is
 // scaled down half way through one; and members with a machine before
 // node records whose machine is gone (a pool's group may have launched the
-// replacement of an instance it lost).
-func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member) (keep []provider.MachineSpec, surplus []member) {
+// replacement of an instance it lost). Before all that, the members named
+// in leaving (the nodes an autoscaler chose) are the first to go.
+func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member, leaving []string) (keep []provider.MachineSpec, surplus []member) {
 	byPool := map[string][]member{}
 	used := map[string]bool{}
 	for _, m := range members {
@@ -106,10 +107,17 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			}
 			return 1
 		}
-		// Current, then those with a machine (a record whose machine is gone
-		// is surplus when one that runs can take its place), then oldest first.
+		chosen := func(m member) int {
+			if slices.Contains(leaving, m.Name) {
+				return 1
+			}
+			return 0
+		}
+		// Not chosen to leave, current, then those with a machine (a record
+		// whose machine is gone is surplus when one that runs can take its
+		// place), then oldest first.
 		slices.SortFunc(have, func(a, b member) int {
-			return cmp.Or(cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
+			return cmp.Or(cmp.Compare(chosen(a), chosen(b)), cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
 		})
 		var mine []provider.MachineSpec
 		for _, m := range have[:min(len(have), max(p.Size, 0))] {
@@ -134,7 +142,16 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			surplus = append(surplus, m)
 		}
 	}
-	slices.SortFunc(surplus, newer)
+	slices.SortFunc(surplus, func(a, b member) int {
+		ia, ib := slices.Index(leaving, a.Name), slices.Index(leaving, b.Name)
+		switch {
+		case ia >= 0 && ib >= 0:
+			return cmp.Compare(ia, ib)
+		case ia >= 0 || ib >= 0:
+			return cmp.Compare(ib, ia) // the chosen first
+		}
+		return newer(a, b)
+	})
 	return keep, surplus
 }
 
@@ -203,7 +220,7 @@ func (x *run) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surp
 	if err != nil {
 		return nil, nil, err
 	}
-	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.KubernetesVersion, x.cl.Spec.WorkerPools, members)
+	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.KubernetesVersion, x.cl.Spec.WorkerPools, members, x.op.Nodes)
 	return keep, surplus, nil
 }
 

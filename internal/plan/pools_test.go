@@ -24,6 +24,7 @@ func TestSelectWorkers(t *testing.T) {
 		name        string
 		pools       []v1.WorkerPool
 		members     []member
+		leaving     []string // chosen by an autoscaler
 		wantKeep    []string
 		wantSurplus []string
 	}{
@@ -75,6 +76,15 @@ func TestSelectWorkers(t *testing.T) {
 			wantSurplus: []string{"c-a-1", "c-a-0"},
 		},
 		{
+			name:  "scale down: the nodes an autoscaler chose go, in its order, whatever their age",
+			pools: []v1.WorkerPool{pool("a", 2)},
+			members: []member{m("c-a-0", "a", at(0)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(time.Hour)),
+				m("c-a-3", "a", at(time.Hour))},
+			leaving:     []string{"c-a-1", "c-a-0"},
+			wantKeep:    []string{"c-a-2", "c-a-3"},
+			wantSurplus: []string{"c-a-1", "c-a-0"},
+		},
+		{
 			name:     "a record left without its machine still counts",
 			pools:    []v1.WorkerPool{pool("a", 2)},
 			members:  []member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0)}},
@@ -83,7 +93,7 @@ func TestSelectWorkers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			keep, surplus := selectWorkers("c", "v1.36.3", tt.pools, tt.members)
+			keep, surplus := selectWorkers("c", "v1.36.3", tt.pools, tt.members, tt.leaving)
 			var sn []string
 			for _, s := range surplus {
 				sn = append(sn, s.Name)
@@ -100,7 +110,7 @@ func TestSelectWorkers(t *testing.T) {
 
 func TestSelectWorkersGivesPoolSettings(t *testing.T) {
 	p := v1.WorkerPool{Name: "gpu", Size: 3, InstanceType: "big", Zones: []string{"z1", "z2"}}
-	keep, _ := selectWorkers("c", "v1.36.3", []v1.WorkerPool{p}, nil)
+	keep, _ := selectWorkers("c", "v1.36.3", []v1.WorkerPool{p}, nil, nil)
 	rev := poolRevision("v1.36.3", p)
 	want := []provider.MachineSpec{
 		{Name: "c-gpu-0", Role: v1.RoleWorker, Pool: "gpu", InstanceType: "big", Zone: "z1", Revision: rev},

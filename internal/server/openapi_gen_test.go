@@ -317,7 +317,7 @@ var enums = map[string][]string{
 	"Operation.status":                {v1.OpInProgress, v1.OpSucceeded, v1.OpFailed, v1.OpCanceled},
 	"ClusterStatus.provisioningState": {v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.StateSucceeded, v1.StateFailed, v1.StateCanceled},
 	"Step.state":                      {v1.StepPending, v1.StepRunning, v1.StepSucceeded, v1.StepFailed, v1.StepSkipped, v1.StepCanceled},
-	"OperationProperties.kind":        {v1.KindCreate, v1.KindUpdate, v1.KindDelete, v1.KindProvision, v1.KindReset, v1.KindRepair},
+	"OperationProperties.kind":        {v1.KindCreate, v1.KindUpdate, v1.KindDelete, v1.KindProvision, v1.KindReset, v1.KindRepair, v1.KindAutoscale},
 	"Node.state": {v1.NodeDiscovered, v1.NodePrecheckFailed, v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning,
 		v1.NodeReady, v1.NodeNotReady, v1.NodeDeleting, v1.NodeFailed},
 	"Member.role":         {v1.RoleViewer, v1.RoleOperator, v1.RoleAdmin},

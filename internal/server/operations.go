@@ -37,6 +37,8 @@ func operationOut(op *store.Operation) v1.Operation {
 			Force:           op.Force,
 			Leftovers:       op.Leftovers,
 			CancelRequested: op.CancelRequested,
+			Reason:          op.Reason,
+			Nodes:           op.Nodes,
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,6 +142,11 @@ type Operation struct {
 	// ClusterUID is the UID of the cluster, set by BeginOperation: the
 	// operation is that cluster's, not its name's.
 	ClusterUID string
+	// Reason and Nodes are set when the operation is begun and never
+	// change: why Kiln began it by itself, and the nodes a scale-down
+	// removes (v1.OperationProperties).
+	Reason string
+	Nodes  []string
 }
 
 // Node is a node record.
@@ -366,10 +372,10 @@ const retainedPrefix = "done by operation "
 // with their attempts and times, DoneBy and a message naming the operation
 // that ran them (o, or the one before it), so the runner does not run them
 // again; the step that failed or was canceled and every step after it are
-// Pending again. Kind, cluster and Force are o's.
+// Pending again. Kind, cluster, Force, Reason and Nodes are o's.
 func (o *Operation) Retry(id string, now time.Time) *Operation {
 	op := &Operation{ID: id, Project: o.Project, Cluster: o.Cluster, Kind: o.Kind, Status: v1.OpInProgress,
-		StartTime: now, RetryOf: o.ID, Force: o.Force}
+		StartTime: now, RetryOf: o.ID, Force: o.Force, Reason: o.Reason, Nodes: slices.Clone(o.Nodes)}
 	redo := false
 	for _, s := range o.Steps {
 		if !redo && (s.State == v1.StepSucceeded || s.State == v1.StepSkipped) {

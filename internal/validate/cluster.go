@@ -43,7 +43,24 @@ const (
 	MaxDrainTimeout       = 24 * time.Hour // a pool's drainTimeout
 	MinUnhealthyTimeout   = 10 * time.Second
 	MaxUnhealthyTimeout   = 24 * time.Hour
+	MinScaleDownAfter     = 10 * time.Second // a pool's autoscale.scaleDownAfter
+	MaxScaleDownAfter     = 24 * time.Hour
 )
+
+// DefaultScaleDownAfter is an autoscaled pool's scaleDownAfter when it has
+// none.
+const DefaultScaleDownAfter = "10m"
+
+// ScaleDownAfter is how long a node of an autoscaled pool must be
+// underused before the autoscaler removes it: autoscale.scaleDownAfter,
+// or DefaultScaleDownAfter when that is empty.
+func ScaleDownAfter(a v1.Autoscale) time.Duration {
+	if d, err := time.ParseDuration(a.ScaleDownAfter); err == nil && d > 0 {
+		return d
+	}
+	d, _ := time.ParseDuration(DefaultScaleDownAfter)
+	return d
+}
 
 // DefaultDrainTimeout is a pool's drainTimeout when it has none.
 const DefaultDrainTimeout = "5m"
@@ -300,6 +317,16 @@ func (e *errs) autoscale(at string, p v1.WorkerPool) {
 		e.invalid(at+".autoscale", "min %d and max %d must satisfy 0 <= min <= max <= %d", a.Min, a.Max, MaxPoolSize)
 	case p.Size < a.Min || p.Size > a.Max:
 		e.invalid(at+".size", "%d must be between autoscale.min %d and autoscale.max %d", p.Size, a.Min, a.Max)
+	}
+	if a == nil || a.ScaleDownAfter == "" {
+		return
+	}
+	d, err := time.ParseDuration(a.ScaleDownAfter)
+	switch {
+	case err != nil:
+		e.invalid(at+".autoscale.scaleDownAfter", "%q must be a duration such as 90s, 10m or 1h", a.ScaleDownAfter)
+	case d < MinScaleDownAfter || d > MaxScaleDownAfter:
+		e.invalid(at+".autoscale.scaleDownAfter", "%s must be between %s and %s", a.ScaleDownAfter, short(MinScaleDownAfter), short(MaxScaleDownAfter))
 	}
 }
 

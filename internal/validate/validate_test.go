@@ -381,6 +381,18 @@ func TestCluster(t *testing.T) {
 			want: []v1.Error{invalid("spec.workerPools[0].size", "2 must be between autoscale.min 3 and autoscale.max 5")},
 		},
 		{
+			name: "autoscale scale-down delay", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.WorkerPools[0].Autoscale = &v1.Autoscale{Min: 1, Max: 5, ScaleDownAfter: "5s"}
+				s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{Name: "b", Size: 1, Rollout: s.WorkerPools[0].Rollout,
+					Autoscale: &v1.Autoscale{Min: 1, Max: 2, ScaleDownAfter: "soon"}})
+			},
+			want: []v1.Error{
+				invalid("spec.workerPools[0].autoscale.scaleDownAfter", "5s must be between 10s and 24h"),
+				invalid("spec.workerPools[1].autoscale.scaleDownAfter", `"soon" must be a duration such as 90s, 10m or 1h`),
+			},
+		},
+		{
 			name: "spot price above 100", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 101} },
 			want: []v1.Error{invalid("spec.workerPools[0].spot.maxPricePercent", "101 must be between 1 and 100 (percent of the on-demand price)")},

@@ -105,6 +105,10 @@ type Node struct {
 	// KubeletVersion is the version the node's kubelet reports
 	// (status.nodeInfo.kubeletVersion), such as v1.36.3.
 	KubeletVersion string
+	// Allocatable is what the node offers pods (status.allocatable).
+	Allocatable Resources
+	// Created is the Node object's creationTimestamp.
+	Created time.Time
 }
 
 // Taint of a node.
@@ -146,18 +150,20 @@ func (n Node) Condition(t string) (Condition, bool) {
 
 type wireNode struct {
 	Metadata struct {
-		Name            string            `json:"name"`
-		ResourceVersion string            `json:"resourceVersion"`
-		Labels          map[string]string `json:"labels"`
-		Annotations     map[string]string `json:"annotations"`
+		Name              string            `json:"name"`
+		ResourceVersion   string            `json:"resourceVersion"`
+		Labels            map[string]string `json:"labels"`
+		Annotations       map[string]string `json:"annotations"`
+		CreationTimestamp time.Time         `json:"creationTimestamp"`
 	} `json:"metadata"`
 	Spec struct {
 		Taints        []Taint `json:"taints"`
 		Unschedulable bool    `json:"unschedulable"`
 	} `json:"spec"`
 	Status struct {
-		Conditions []Condition `json:"conditions"`
-		NodeInfo   struct {
+		Conditions  []Condition       `json:"conditions"`
+		Allocatable map[string]string `json:"allocatable"`
+		NodeInfo    struct {
 			KubeletVersion string `json:"kubeletVersion"`
 		} `json:"nodeInfo"`
 	} `json:"status"`
@@ -166,7 +172,8 @@ type wireNode struct {
 func (w wireNode) node() Node {
 	return Node{Name: w.Metadata.Name, ResourceVersion: w.Metadata.ResourceVersion, Labels: w.Metadata.Labels,
 		Annotations: w.Metadata.Annotations, Taints: w.Spec.Taints, Unschedulable: w.Spec.Unschedulable,
-		Conditions: w.Status.Conditions, KubeletVersion: w.Status.NodeInfo.KubeletVersion}
+		Conditions: w.Status.Conditions, KubeletVersion: w.Status.NodeInfo.KubeletVersion,
+		Allocatable: resources(w.Status.Allocatable), Created: w.Metadata.CreationTimestamp}
 }
 
 // Ready checks the API server's /readyz.

@@ -33,7 +33,45 @@ type Pod struct {
 	Mirror bool
 	// Terminating: the pod is being deleted (it has a deletionTimestamp).
 	Terminating bool
+	// Requests is what the pod asks of a node, as the scheduler counts
+	// it: its containers' requests summed, or its largest init
+	// container's where that is more, and one pod.
+	Requests Resources
+	// NodeSelector and Tolerations are the pod's spec.
+	NodeSelector map[string]string
+	Tolerations  []Toleration
+	// Unschedulable: the scheduler found no node for it
+	// (PodScheduled False, reason Unschedulable), saying why in
+	// UnschedulableMessage.
+	Unschedulable        bool
+	UnschedulableMessage string
 }
+
+// Toleration is one of a pod's tolerations.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // Equal (default) or Exists
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"` // empty: every effect
+}
+
+// Tolerates reports whether the toleration allows a taint.
+func (t Toleration) Tolerates(taint Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key == "" {
+		return t.Operator == "Exists"
+	}
+	if t.Key != taint.Key {
+		return false
+	}
+	return t.Operator == "Exists" || t.Value == taint.Value
+}
+
+// Finished reports whether the pod has ended (Succeeded or Failed): it
+// holds nothing of its node any more.
+func (p Pod) Finished() bool { return p.Phase == "Succeeded" || p.Phase == "Failed" }
 
 // DaemonSet reports whether a DaemonSet controls the pod. A DaemonSet
 // tolerates unschedulable nodes and would start its pod again, so a drain
@@ -55,18 +93,50 @@ type wirePod struct {
 		} `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec struct {
-		NodeName string `json:"nodeName"`
+		NodeName       string            `json:"nodeName"`
+		NodeSelector   map[string]string `json:"nodeSelector"`
+		Tolerations    []Toleration      `json:"tolerations"`
+		Containers     []wireContainer   `json:"containers"`
+		InitContainers []wireContainer   `json:"initContainers"`
 	} `json:"spec"`
 	Status struct {
-		Phase string `json:"phase"`
+		Phase      string      `json:"phase"`
+		Conditions []Condition `json:"conditions"`
 	} `json:"status"`
+}
+
+type wireContainer struct {
+	Resources struct {
+		Requests map[string]string `json:"requests"`
+	} `json:"resources"`
+}
+
+// requests is what the scheduler counts of a pod: the sum of its
+// containers' requests, or of its largest init container's where more.
+func (w wirePod) requests() Resources {
+	var sum Resources
+	for _, c := range w.Spec.Containers {
+		sum = sum.Add(resources(c.Resources.Requests))
+	}
+	for _, c := range w.Spec.InitContainers {
+		r := resources(c.Resources.Requests)
+		sum.MilliCPU, sum.Memory = max(sum.MilliCPU, r.MilliCPU), max(sum.Memory, r.Memory)
+	}
+	sum.Pods = 1
+	return sum
 }
 
 func (w wirePod) pod() Pod {
 	m := w.Metadata
 	p := Pod{PodRef: PodRef{Namespace: m.Namespace, Name: m.Name}, UID: m.UID, NodeName: w.Spec.NodeName,
-		Phase: w.Status.Phase, Labels: m.Labels, Terminating: m.DeletionTimestamp != nil}
+		Phase: w.Status.Phase, Labels: m.Labels, Terminating: m.DeletionTimestamp != nil,
+		Requests: w.requests(), NodeSelector: w.Spec.NodeSelector, Tolerations: w.Spec.Tolerations}
 	_, p.Mirror = m.Annotations[MirrorAnnotation]
+	for _, c := range w.Status.Conditions {
+		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == "Unschedulable" && w.Spec.NodeName == "" {
+			p.Unschedulable, p.UnschedulableMessage = true, c.Message
+		}
+	}
 	for _, o := range m.OwnerReferences {
 		if o.Controller != nil && *o.Controller {
 			p.OwnerKind, p.OwnerName = o.Kind, o.Name
@@ -78,7 +148,18 @@ func (w wirePod) pod() Pod {
 // PodsOnNode lists the pods bound to a node, in every namespace, ordered
 // by namespace and name.
 func (c *Client) PodsOnNode(ctx context.Context, node string) ([]Pod, error) {
-	q := url.Values{"fieldSelector": {"spec.nodeName=" + node}, "limit": {"500"}}
+	return c.listPods(ctx, url.Values{"fieldSelector": {"spec.nodeName=" + node}})
+}
+
+// ListPods lists every pod of every namespace, ordered by namespace and
+// name.
+func (c *Client) ListPods(ctx context.Context) ([]Pod, error) {
+	return c.listPods(ctx, url.Values{})
+}
+
+// listPods lists the pods a query selects, 500 at a time.
+func (c *Client) listPods(ctx context.Context, q url.Values) ([]Pod, error) {
+	q.Set("limit", "500")
 	var out []Pod
 	for {
 		var list struct {
@@ -183,7 +264,8 @@ func (s LabelSelector) Matches(labels map[string]string) bool {
 	return true
 }
 
-// PodDisruptionBudgets lists the budgets of a namespace.
+// PodDisruptionBudgets lists the budgets of a namespace, or of every
+// namespace when it is "".
 func (c *Client) PodDisruptionBudgets(ctx context.Context, namespace string) ([]PodDisruptionBudget, error) {
 	var list struct {
 		Items []struct {
@@ -202,6 +284,9 @@ func (c *Client) PodDisruptionBudgets(ctx context.Context, namespace string) ([]
 		} `json:"items"`
 	}
 	path := "/apis/policy/v1/namespaces/" + url.PathEscape(namespace) + "/poddisruptionbudgets"
+	if namespace == "" {
+		path = "/apis/policy/v1/poddisruptionbudgets"
+	}
 	if err := c.do(ctx, http.MethodGet, path, "", nil, &list); err != nil {
 		return nil, err
 	}

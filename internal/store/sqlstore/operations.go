@@ -13,11 +13,12 @@ import (
 )
 
 const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
-	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid`
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes`
 
 // opRow is an operation's columns as written.
 type opRow struct {
 	steps, errJSON, leftovers string
+	nodes                     string // JSON, written once
 	end                       int64
 	forced                    int64
 }
@@ -52,16 +53,28 @@ func encodeOperation(op *store.Operation) (opRow, error) {
 	if op.Force {
 		r.forced = 1
 	}
+	if len(op.Nodes) > 0 {
+		n, err := json.Marshal(op.Nodes)
+		if err != nil {
+			return opRow{}, err
+		}
+		r.nodes = string(n)
+	}
 	return r, nil
 }
 
 func scanOperation(r scanner) (*store.Operation, error) {
 	op := new(store.Operation)
 	var start, end, forced, cancelAt int64
-	var steps, errJSON, leftovers, cancelBy string
+	var steps, errJSON, leftovers, cancelBy, nodes string
 	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
-		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID); err != nil {
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes); err != nil {
 		return nil, err
+	}
+	if nodes != "" {
+		if err := json.Unmarshal([]byte(nodes), &op.Nodes); err != nil {
+			return nil, fmt.Errorf("decode nodes: %w", err)
+		}
 	}
 	op.Force = forced != 0
 	if cancelAt != 0 {
@@ -99,9 +112,9 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	}
 	// A new operation has no cancel request: only RequestCancel writes one.
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?)`),
 		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
-		op.RetryOf, r.forced, r.leftovers, op.ClusterUID)
+		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -112,5 +113,28 @@ func testOperationRetryAndForce(e *env) {
 	diff(t, "finished operation", op, got)
 	if !got.Force || got.RetryOf != op.RetryOf || len(got.Leftovers) != 2 {
 		t.Fatalf("finished operation force %t retryOf %q leftovers %+v", got.Force, got.RetryOf, got.Leftovers)
+	}
+}
+
+// testOperationReason: why an operation was begun and the nodes it
+// removes round-trip, and a running operation's writes keep them.
+func testOperationReason(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	cl, op := e.newClusterOp("p", "c", v1.KindAutoscale, v1.StateUpdating)
+	op.Reason = "node c-default-2 underused (cpu 3%, memory 1%) for 10m"
+	op.Nodes = []string{"c-default-2", "c-default-1"}
+	wantErr(t, "BeginOperation", s.BeginOperation(ctx, cl, op, store.Cond{}), nil)
+	diff(t, "begun operation", op, e.getOp(op.ID))
+
+	claimed := e.claim("w", time.Minute)
+	f := claimed.Lease.Fence()
+	saved := *op
+	saved.Reason, saved.Nodes = "", nil // not written by a save
+	saved.Status = v1.OpSucceeded
+	wantErr(t, "FinishOperation", s.FinishOperation(ctx, nil, &saved, f, true), nil)
+	got := e.getOp(op.ID)
+	if got.Reason != op.Reason || !slices.Equal(got.Nodes, op.Nodes) || got.Status != v1.OpSucceeded {
+		t.Fatalf("finished operation reason %q nodes %v status %s, want %q %v Succeeded", got.Reason, got.Nodes, got.Status, op.Reason, op.Nodes)
 	}
 }

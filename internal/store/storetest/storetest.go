@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishOperationDelete", testFinishOperationDelete},
 		{"RequestCancel", testRequestCancel},
 		{"OperationRetryAndForce", testOperationRetryAndForce},
+		{"OperationReason", testOperationReason},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Events", testEvents},
 		{"ClusterHistory", testClusterHistory},

@@ -1,0 +1,238 @@
+package elastic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Defaults of the Controller.
+const (
+	DefaultInterval = 10 * time.Second
+	// DefaultCooldown is how long after a change of the cluster (any
+	// operation's end) the autoscaler waits before it changes it again.
+	DefaultCooldown = time.Minute
+)
+
+// Store is what the Controller needs of the store.
+type Store interface {
+	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
+	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// Options configure a Controller. Store, Watched, Observe and Steps are
+// required.
+type Options struct {
+	Store Store
+	// Watched reports whether the clusters of a provider are autoscaled:
+	// those whose machines Kiln makes and that run Kubernetes.
+	Watched func(provider string) bool
+	// Observe reads the cluster's Kubernetes.
+	Observe func(ctx context.Context, cl *store.Cluster) (State, error)
+	// Steps are the pending steps of an operation kind (plan.PendingSteps).
+	Steps func(kind string) []v1.Step
+	// Started is called with each operation the Controller began (to wake
+	// the worker); optional.
+	Started  func(*store.Operation)
+	Interval time.Duration // DefaultInterval when zero
+	Cooldown time.Duration // DefaultCooldown when zero
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Controller is the autoscaler's loop: every Interval it judges each idle
+// (Succeeded) cluster with an autoscaled pool by Decide and begins an
+// autoscale operation for a change, conditional on the cluster's etag (a
+// user's change, or another replica's decision, wins). What a node has
+// been underused since is kept in memory: a restart begins that clock
+// again, which only delays a scale-down.
+type Controller struct {
+	opts Options
+
+	mu       sync.Mutex
+	clusters map[string]*memory // by cluster uid
+}
+
+// memory is what the Controller keeps of one cluster between passes.
+type memory struct {
+	underused map[string]time.Time
+	blocked   []string // the last Blocked said in events
+	seen      bool     // in the current pass
+}
+
+// NewController returns a Controller with opts, defaults filled in.
+func NewController(opts Options) *Controller {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Cooldown <= 0 {
+		opts.Cooldown = DefaultCooldown
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{opts: opts, clusters: map[string]*memory{}}
+}
+
+// Run judges every Interval until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := c.CheckAll(ctx); err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("autoscaler", "err", err)
+		}
+	}
+}
+
+// CheckAll judges every cluster once, and forgets the clusters that are
+// gone.
+func (c *Controller) CheckAll(ctx context.Context) error {
+	c.mu.Lock()
+	for _, m := range c.clusters {
+		m.seen = false
+	}
+	c.mu.Unlock()
+	var errs []error
+	err := store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return c.opts.Store.ListProjects(ctx, pg) },
+		func(p *v1.Project) error {
+			return store.Each(func(pg store.Page) ([]*store.Cluster, string, error) {
+				return c.opts.Store.ListClusters(ctx, p.Name, pg)
+			},
+				func(cl *store.Cluster) error {
+					if err := c.Check(ctx, cl); err != nil {
+						errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
+					}
+					return ctx.Err()
+				})
+		})
+	c.mu.Lock()
+	for uid, m := range c.clusters {
+		if !m.seen {
+			delete(c.clusters, uid)
+		}
+	}
+	c.mu.Unlock()
+	return errors.Join(append(errs, err)...)
+}
+
+// memoryOf returns what is kept of a cluster, marking it seen.
+func (c *Controller) memoryOf(cl *store.Cluster) *memory {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.clusters[cl.UID]
+	if m == nil {
+		m = &memory{}
+		c.clusters[cl.UID] = m
+	}
+	m.seen = true
+	return m
+}
+
+// Check judges one cluster as read, and acts on what it finds.
+func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || !Autoscaled(&cl.Spec) || !c.opts.Watched(cl.Spec.Provider) {
+		return nil
+	}
+	m := c.memoryOf(cl)
+	st, err := c.opts.Observe(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("read the cluster's Kubernetes: %w", err)
+	}
+	now := c.opts.Now()
+	d := Decide(Input{Spec: &cl.Spec, State: st, Underused: m.underused, Now: now})
+	m.underused = d.Underused
+	c.sayBlocked(ctx, cl, m, d.Blocked)
+	if len(d.Changes) == 0 {
+		return nil
+	}
+	if wait := cl.Status.UpdatedAt.Add(c.opts.Cooldown).Sub(now); wait > 0 {
+		c.opts.Logger.Debug("autoscaler: cooling down", "cluster", cl.Key().String(), "for", wait, "decision", d.Reason)
+		return nil
+	}
+	return c.begin(ctx, cl, d, now)
+}
+
+// sayBlocked makes an event of what the autoscaler cannot do, when it
+// differs from what it said last.
+func (c *Controller) sayBlocked(ctx context.Context, cl *store.Cluster, m *memory, blocked []string) {
+	if slices.Equal(blocked, m.blocked) {
+		return
+	}
+	m.blocked = blocked
+	for _, b := range blocked {
+		c.event(ctx, cl, "Warning", "AutoscaleBlocked", "", b)
+	}
+}
+
+// begin writes the new pool sizes and an autoscale operation, conditional
+// on the cluster being as read.
+func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, now time.Time) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	next := *cl
+	next.Spec.WorkerPools = slices.Clone(cl.Spec.WorkerPools)
+	var remove []string
+	for _, ch := range d.Changes {
+		i := slices.IndexFunc(next.Spec.WorkerPools, func(p v1.WorkerPool) bool { return p.Name == ch.Pool })
+		next.Spec.WorkerPools[i].Size = ch.To
+		remove = append(remove, ch.Remove...)
+	}
+	next.Status.ProvisioningState = v1.StateUpdating
+	next.Status.FailedProvisioningState = ""
+	next.Status.CurrentOperation = id.String()
+	next.Status.UpdatedAt = now.UTC()
+	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindAutoscale,
+		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(v1.KindAutoscale), Reason: d.Reason, Nodes: remove}
+	err = c.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
+	var conflict *store.ConflictError
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
+		return nil // changed since it was read: the next pass sees it as it is
+	}
+	if err != nil {
+		return fmt.Errorf("begin autoscale: %w", err)
+	}
+	reason, verb := "AutoscaleUp", "growing"
+	if !d.Up() {
+		reason, verb = "AutoscaleDown", "shrinking"
+	}
+	var sizes []string
+	for _, ch := range d.Changes {
+		sizes = append(sizes, fmt.Sprintf("%s %d→%d", ch.Pool, ch.From, ch.To))
+	}
+	c.opts.Logger.Info("autoscaler: "+verb, "cluster", cl.Key().String(), "pools", strings.Join(sizes, ", "), "operation", op.ID)
+	c.event(ctx, cl, "Normal", reason, op.ID, d.Reason)
+	if c.opts.Started != nil {
+		c.opts.Started(op)
+	}
+	return nil
+}
+
+func (c *Controller) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
+	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
+	if err := c.opts.Store.AppendEvent(ctx, e); err != nil {
+		c.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
+	}
+}
