@@ -45,3 +45,17 @@ func (c *Client) Installer(ctx context.Context, project, cluster, arch string) (
 	}
 	return bundle, h.Get("X-Kiln-Install-Command"), nil
 }
+
+// HibernateCluster drains and removes a cluster's workers and stops its
+// control plane, keeping its data; the cluster ends Hibernated. It returns
+// the cluster and the hibernate operation's id.
+func (c *Client) HibernateCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
+	return c.clusterAction(ctx, project, name, "hibernate")
+}
+
+// ResumeCluster starts a Hibernated cluster's control plane on its data
+// and makes its workers again. It returns the cluster and the resume
+// operation's id.
+func (c *Client) ResumeCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
+	return c.clusterAction(ctx, project, name, "resume")
+}

@@ -17,6 +17,10 @@ const (
 	StateSucceeded = "Succeeded"
 	StateFailed    = "Failed"
 	StateCanceled  = "Canceled"
+	// StateHibernated: the cluster's workers are gone and its control-plane
+	// machines stopped with their data kept (kiln cluster hibernate); a
+	// resume brings it back.
+	StateHibernated = "Hibernated"
 )
 
 // Operation statuses (Operation.Status).
@@ -39,6 +43,11 @@ const (
 	// OperationProperties.Reason says why, Nodes which nodes a scale-down
 	// removes.
 	KindAutoscale = "autoscale"
+	// KindHibernate drains and removes the workers and stops the
+	// control-plane machines, keeping their data; KindResume starts them
+	// again and makes the workers.
+	KindHibernate = "hibernate"
+	KindResume    = "resume"
 )
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
@@ -184,6 +193,16 @@ type ClusterSpec struct {
 	Proxy              *Proxy            `json:"proxy"`
 	CertificateTTLDays int               `json:"certificateTTLDays"`
 	Labels             map[string]string `json:"labels"`
+	// IdleStop hibernates the cluster by itself once it has been idle for
+	// After: no running pod outside the system namespaces, and no job
+	// submitted through Kiln that has not ended. Nil: never.
+	IdleStop *IdleStop `json:"idleStop,omitempty"`
+}
+
+// IdleStop is spec.idleStop.
+type IdleStop struct {
+	// After is a duration, 10s to 7 days ("30m").
+	After string `json:"after"`
 }
 
 // ProfileRef points at one version of a profile.
@@ -606,3 +625,63 @@ type List[T any] struct {
 	Value    []T    `json:"value"`
 	NextLink string `json:"nextLink,omitempty"`
 }
+
+// Job is a Kubernetes Job submitted through Kiln
+// (/v1/projects/{p}/clusters/{c}/jobs/{name}): Kiln resumes a Hibernated
+// cluster for it, submits it once the cluster is up, and follows it.
+type Job struct {
+	Name      string    `json:"name"`
+	ID        string    `json:"id"`
+	ETag      string    `json:"etag"`
+	Cluster   string    `json:"cluster"`
+	Spec      JobSpec   `json:"spec"`
+	Status    JobStatus `json:"status"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// JobSpec is what the job runs: one container, in the namespace
+// JobNamespace, labelled LabelJob with the job's name.
+type JobSpec struct {
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// CPU and Memory are the container's requests ("500m", "1Gi"): what
+	// the autoscaler makes room for.
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+	// Retries is how many times a failed pod is run again (the Job's
+	// backoffLimit), 0 to 10.
+	Retries int `json:"retries"`
+}
+
+// JobStatus is how far a job is.
+type JobStatus struct {
+	// Phase is JobPending (not in Kubernetes yet: its cluster is being
+	// resumed or is busy), JobRunning (submitted, not finished),
+	// JobSucceeded or JobFailed.
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+	// Operation is the resume operation the job began, when its cluster
+	// was Hibernated.
+	Operation      string     `json:"operation,omitempty"`
+	SubmittedAt    *time.Time `json:"submittedAt,omitempty"`
+	CompletionTime *time.Time `json:"completionTime,omitempty"`
+}
+
+// Job phases (JobStatus.Phase).
+const (
+	JobPending   = "Pending"
+	JobRunning   = "Running"
+	JobSucceeded = "Succeeded"
+	JobFailed    = "Failed"
+)
+
+// JobNamespace is where Kiln's jobs run; LabelJob marks their Job objects
+// and pods with the job's name.
+const (
+	JobNamespace = "default"
+	LabelJob     = "kiln.dev/job"
+)
+
+// Ended reports whether the job has finished, one way or the other.
+func (s JobStatus) Ended() bool { return s.Phase == JobSucceeded || s.Phase == JobFailed }

@@ -28,7 +28,8 @@ func (a *app) clusterCommand() *cobra.Command {
   kiln cluster upgrade dev --version v1.36.3 --wait
   kiln cluster edit dev
   kiln cluster events dev
-  kiln cluster retry dev --wait`,
+  kiln cluster retry dev --wait
+  kiln cluster hibernate dev --wait`,
 	})
 	cmd.AddCommand(
 		a.clusterCreateCommand(),
@@ -46,6 +47,8 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterActivationCommand(),
 		a.clusterCancelCommand(),
 		a.clusterRetryCommand(),
+		a.clusterHibernateCommand(),
+		a.clusterResumeCommand(),
 		a.clusterEventsCommand(),
 	)
 	return cmd

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -75,6 +76,30 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Observe: func(ctx context.Context, cl *store.Cluster) (elastic.State, error) {
 			return observe(ctx, d.Store, cl)
 		},
+		Submit: func(ctx context.Context, cl *store.Cluster, j v1.Job) error {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
+			if err != nil {
+				return err
+			}
+			defer kc.Close()
+			return kc.CreateJob(ctx, elastic.KubeJob(j))
+		},
+		JobLog: func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
+			if err != nil {
+				return nil, err
+			}
+			defer kc.Close()
+			return kc.JobLog(ctx, v1.JobNamespace, v1.LabelJob+"="+job, 64<<10)
+		},
+		CanStop: func(name string) bool {
+			_, ok := providers[name].(provider.Stopper)
+			return ok
+		},
 		Started:  func(*store.Operation) { b.worker.Wake() },
 		Interval: d.cfg.AutoscaleInterval,
 		Cooldown: d.cfg.AutoscaleCooldown,
@@ -110,8 +135,9 @@ func (b *backend) drain() []error {
 	return errs
 }
 
-// observe reads what the autoscaler judges of a cluster's Kubernetes:
-// nodes, pods and PodDisruptionBudgets, within 20 seconds.
+// observe reads what the elastic loop judges of a cluster's Kubernetes:
+// nodes, pods, PodDisruptionBudgets and the Jobs of Kiln's jobs, within 20
+// seconds.
 func observe(ctx context.Context, s store.Store, cl *store.Cluster) (elastic.State, error) {
 	if cl.Status.Endpoint == "" {
 		return elastic.State{}, errors.New("the cluster has no endpoint yet")
@@ -132,6 +158,9 @@ func observe(ctx context.Context, s store.Store, cl *store.Cluster) (elastic.Sta
 	}
 	if st.Budgets, err = kc.PodDisruptionBudgets(ctx, ""); err != nil {
 		return st, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+	}
+	if st.Jobs, err = kc.ListJobs(ctx, v1.LabelJob); err != nil {
+		return st, fmt.Errorf("list Jobs: %w", err)
 	}
 	return st, nil
 }

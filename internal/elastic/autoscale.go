@@ -35,6 +35,8 @@ type State struct {
 	Nodes   []kubeapi.Node
 	Pods    []kubeapi.Pod
 	Budgets []kubeapi.PodDisruptionBudget
+	// Jobs are the Kubernetes Jobs of Kiln's jobs (labelled v1.LabelJob).
+	Jobs []kubeapi.Job
 }
 
 // Input is what Decide judges.

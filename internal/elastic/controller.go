@@ -30,10 +30,12 @@ type Store interface {
 	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
 	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
 	AppendEvent(ctx context.Context, e *store.Event) error
+	ListJobs(ctx context.Context, k store.Key, pg store.Page) ([]*store.Job, string, error)
+	PutJob(ctx context.Context, j *store.Job, c store.Cond) error
 }
 
-// Options configure a Controller. Store, Watched, Observe and Steps are
-// required.
+// Options configure a Controller. Store, Watched, Observe, Submit and Steps
+// are required.
 type Options struct {
 	Store Store
 	// Watched reports whether the clusters of a provider are autoscaled:
@@ -41,6 +43,15 @@ type Options struct {
 	Watched func(provider string) bool
 	// Observe reads the cluster's Kubernetes.
 	Observe func(ctx context.Context, cl *store.Cluster) (State, error)
+	// Submit creates a job's Kubernetes Job (KubeJob) in the cluster; one
+	// there already is no error.
+	Submit func(ctx context.Context, cl *store.Cluster, j v1.Job) error
+	// JobLog reads the log of a job's newest pod, kept in the job's record
+	// when it ends; optional.
+	JobLog func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error)
+	// CanStop reports whether a provider can stop machines (hibernation,
+	// for spec.idleStop).
+	CanStop func(provider string) bool
 	// Steps are the pending steps of an operation kind (plan.PendingSteps).
 	Steps func(kind string) []v1.Step
 	// Started is called with each operation the Controller began (to wake
@@ -52,12 +63,14 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// Controller is the autoscaler's loop: every Interval it judges each idle
-// (Succeeded) cluster with an autoscaled pool by Decide and begins an
-// autoscale operation for a change, conditional on the cluster's etag (a
-// user's change, or another replica's decision, wins). What a node has
-// been underused since is kept in memory: a restart begins that clock
-// again, which only delays a scale-down.
+// Controller is the elastic loop: every Interval, for each Succeeded
+// cluster, it submits the jobs waiting for the cluster and follows the
+// running ones; hibernates a cluster with spec.idleStop idle for that long;
+// and judges the autoscaled pools by Decide, beginning an autoscale
+// operation for a change. Operations are begun conditional on the
+// cluster's etag (a user's change, or another replica's, wins). Since when a
+// node has been underused and a cluster idle is kept in memory: a restart
+// begins those clocks again, which only delays a scale-down or a stop.
 type Controller struct {
 	opts Options
 
@@ -68,8 +81,9 @@ type Controller struct {
 // memory is what the Controller keeps of one cluster between passes.
 type memory struct {
 	underused map[string]time.Time
-	blocked   []string // the last Blocked said in events
-	seen      bool     // in the current pass
+	idleSince time.Time // zero while busy
+	blocked   []string  // the last Blocked said in events
+	seen      bool      // in the current pass
 }
 
 // NewController returns a Controller with opts, defaults filled in.
@@ -151,7 +165,21 @@ func (c *Controller) memoryOf(cl *store.Cluster) *memory {
 
 // Check judges one cluster as read, and acts on what it finds.
 func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
-	if cl.Status.ProvisioningState != v1.StateSucceeded || !Autoscaled(&cl.Spec) || !c.opts.Watched(cl.Spec.Provider) {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || !c.opts.Watched(cl.Spec.Provider) {
+		return nil
+	}
+	var jobs []*store.Job // those that have not ended
+	err := store.Each(func(pg store.Page) ([]*store.Job, string, error) { return c.opts.Store.ListJobs(ctx, cl.Key(), pg) },
+		func(j *store.Job) error {
+			if !j.Status.Ended() {
+				jobs = append(jobs, j)
+			}
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	if !Autoscaled(&cl.Spec) && cl.Spec.IdleStop == nil && len(jobs) == 0 {
 		return nil
 	}
 	m := c.memoryOf(cl)
@@ -160,6 +188,17 @@ func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
 		return fmt.Errorf("read the cluster's Kubernetes: %w", err)
 	}
 	now := c.opts.Now()
+	if err := c.syncJobs(ctx, cl, jobs, st.Jobs, now); err != nil {
+		return err
+	}
+	if cl.Spec.IdleStop != nil {
+		if stopped, err := c.idleStop(ctx, cl, m, busy(st, jobs), now); stopped || err != nil {
+			return err
+		}
+	}
+	if !Autoscaled(&cl.Spec) {
+		return nil
+	}
 	d := Decide(Input{Spec: &cl.Spec, State: st, Underused: m.underused, Now: now})
 	m.underused = d.Underused
 	c.sayBlocked(ctx, cl, m, d.Blocked)
@@ -171,6 +210,45 @@ func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
 		return nil
 	}
 	return c.begin(ctx, cl, d, now)
+}
+
+// idleStop keeps the cluster's idle clock (busy says what keeps it busy,
+// "" when idle) and begins a hibernate operation once it has been idle for
+// spec.idleStop.after; stopped says it did.
+func (c *Controller) idleStop(ctx context.Context, cl *store.Cluster, m *memory, busy string, now time.Time) (stopped bool, err error) {
+	if busy != "" {
+		m.idleSince = time.Time{}
+		return false, nil
+	}
+	if m.idleSince.IsZero() {
+		// Idle from when it was seen so, or from the end of its last
+		// operation if that is later (a resume just ended).
+		m.idleSince = now
+	}
+	since := m.idleSince
+	if cl.Status.UpdatedAt.After(since) {
+		since = cl.Status.UpdatedAt
+	}
+	after, perr := time.ParseDuration(cl.Spec.IdleStop.After)
+	if perr != nil || now.Sub(since) < after {
+		return false, nil
+	}
+	if c.opts.CanStop == nil || !c.opts.CanStop(cl.Spec.Provider) {
+		c.sayBlocked(ctx, cl, m, []string{fmt.Sprintf("the cluster has been idle since %s but cannot hibernate: the %s provider cannot stop machines (spec.idleStop)",
+			since.UTC().Format(time.RFC3339), cl.Spec.Provider)})
+		return false, nil
+	}
+	reason := fmt.Sprintf("idle since %s: no pod running outside the system namespaces and no job of Kiln's running for %s (spec.idleStop.after %s)",
+		since.UTC().Format(time.RFC3339), now.Sub(since).Round(time.Second), cl.Spec.IdleStop.After)
+	next := *cl
+	op, err := c.beginKind(ctx, &next, cl.ETag, v1.KindHibernate, reason, nil, now)
+	if op == nil || err != nil {
+		return false, err
+	}
+	c.opts.Logger.Info("idle stop: hibernating", "cluster", cl.Key().String(), "operation", op.ID)
+	c.event(ctx, cl, "Normal", "IdleStop", op.ID, reason)
+	m.idleSince = time.Time{}
+	return true, nil
 }
 
 // sayBlocked makes an event of what the autoscaler cannot do, when it
@@ -188,10 +266,6 @@ func (c *Controller) sayBlocked(ctx context.Context, cl *store.Cluster, m *memor
 // begin writes the new pool sizes and an autoscale operation, conditional
 // on the cluster being as read.
 func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, now time.Time) error {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
 	next := *cl
 	next.Spec.WorkerPools = slices.Clone(cl.Spec.WorkerPools)
 	var remove []string
@@ -200,19 +274,9 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 		next.Spec.WorkerPools[i].Size = ch.To
 		remove = append(remove, ch.Remove...)
 	}
-	next.Status.ProvisioningState = v1.StateUpdating
-	next.Status.FailedProvisioningState = ""
-	next.Status.CurrentOperation = id.String()
-	next.Status.UpdatedAt = now.UTC()
-	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindAutoscale,
-		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(v1.KindAutoscale), Reason: d.Reason, Nodes: remove}
-	err = c.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
-	var conflict *store.ConflictError
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
-		return nil // changed since it was read: the next pass sees it as it is
-	}
-	if err != nil {
-		return fmt.Errorf("begin autoscale: %w", err)
+	op, err := c.beginKind(ctx, &next, cl.ETag, v1.KindAutoscale, d.Reason, remove, now)
+	if op == nil || err != nil {
+		return err
 	}
 	reason, verb := "AutoscaleUp", "growing"
 	if !d.Up() {
@@ -224,10 +288,36 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 	}
 	c.opts.Logger.Info("autoscaler: "+verb, "cluster", cl.Key().String(), "pools", strings.Join(sizes, ", "), "operation", op.ID)
 	c.event(ctx, cl, "Normal", reason, op.ID, d.Reason)
+	return nil
+}
+
+// beginKind writes next (the cluster as read, with etag, and what the
+// operation changes of its spec) Updating, with an operation of kind,
+// conditional on etag. It returns nil, and no error, when the cluster
+// changed since it was read: the next pass sees it as it is.
+func (c *Controller) beginKind(ctx context.Context, next *store.Cluster, etag, kind, reason string, nodes []string, now time.Time) (*store.Operation, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	next.Status.ProvisioningState = v1.StateUpdating
+	next.Status.FailedProvisioningState = ""
+	next.Status.CurrentOperation = id.String()
+	next.Status.UpdatedAt = now.UTC()
+	op := &store.Operation{ID: id.String(), Project: next.Project, Cluster: next.Name, Kind: kind,
+		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(kind), Reason: reason, Nodes: nodes}
+	err = c.opts.Store.BeginOperation(ctx, next, op, store.Cond{IfMatch: etag})
+	var conflict *store.ConflictError
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("begin %s: %w", kind, err)
+	}
 	if c.opts.Started != nil {
 		c.opts.Started(op)
 	}
-	return nil
+	return op, nil
 }
 
 func (c *Controller) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {

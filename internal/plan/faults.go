@@ -98,6 +98,24 @@ func (f faultPools) GrowPool(ctx context.Context, c provider.Cluster, m provider
 	return f.p.GrowPool(ctx, c, m, have, add)
 }
 
+// stopperOf is p's Stopper capability, its calls hitting the fault points
+// provider.StopMachine.before and .after; nil when p has none.
+func stopperOf(p provider.Provider) provider.Stopper {
+	s, ok := p.(provider.Stopper)
+	if !ok {
+		return nil
+	}
+	return faultStopper{s}
+}
+
+type faultStopper struct{ p provider.Stopper }
+
+func (f faultStopper) StopMachine(ctx context.Context, c provider.Cluster, name string) error {
+	fault.Hit("provider.StopMachine.before")
+	defer fault.Hit("provider.StopMachine.after")
+	return f.p.StopMachine(ctx, c, name)
+}
+
 type faultProviderLB struct {
 	faultProvider
 	lbs provider.LoadBalancers

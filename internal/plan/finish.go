@@ -80,6 +80,9 @@ func (x *run) succeed(ctx context.Context) error {
 	now := x.r.opts.Now().UTC()
 	x.op.Status, x.op.EndTime, x.op.Error = v1.OpSucceeded, &now, nil
 	st.ProvisioningState, st.FailedProvisioningState, st.LastError = v1.StateSucceeded, "", nil
+	if x.op.Kind == v1.KindHibernate {
+		st.ProvisioningState = v1.StateHibernated
+	}
 	st.UpdatedAt = now
 
 	x.log.Info("finishing operation", "kind", x.op.Kind, "endpoint", st.Endpoint)

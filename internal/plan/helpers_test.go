@@ -77,7 +77,8 @@ func (e *env) beginSteps(name, kind string, sp v1.ClusterSpec, steps []string) *
 	e.t.Helper()
 	ctx := e.t.Context()
 	state := map[string]string{v1.KindCreate: v1.StateCreating, v1.KindUpdate: v1.StateUpdating, v1.KindDelete: v1.StateDeleting,
-		v1.KindProvision: v1.StateUpdating, v1.KindReset: v1.StateUpdating, v1.KindRepair: v1.StateUpdating}[kind]
+		v1.KindProvision: v1.StateUpdating, v1.KindReset: v1.StateUpdating, v1.KindRepair: v1.StateUpdating,
+		v1.KindAutoscale: v1.StateUpdating, v1.KindHibernate: v1.StateUpdating, v1.KindResume: v1.StateUpdating}[kind]
 	cl, err := e.st.GetCluster(ctx, store.Key{Project: project, Name: name})
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -33,6 +33,9 @@ const (
 	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
 	StepUpgradeControlPlane        = "upgrade-control-plane"
 	StepRollOutWorkers             = "roll-out-workers"
+	StepRemoveWorkers              = "remove-workers"
+	StepStopControlPlaneMachines   = "stop-control-plane-machines"
+	StepStartControlPlaneMachines  = "start-control-plane-machines"
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
@@ -86,6 +89,24 @@ var autoscaleSteps = []string{
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepRemoveSurplusMachines,
+	StepWaitNodesReady,
+}
+
+// hibernateSteps leave a cluster that costs nothing on a cloud and keeps
+// its data: the workers drained and removed (the pools keep their sizes),
+// the control-plane machines stopped with their disks.
+var hibernateSteps = []string{
+	StepRemoveWorkers,
+	StepStopControlPlaneMachines,
+}
+
+// resumeSteps bring a hibernated cluster back: the control plane started
+// on its data and Ready, then the workers made and installed as a create
+// makes them.
+var resumeSteps = []string{
+	StepStartControlPlaneMachines,
+	StepEnsureWorkerMachines,
+	StepInstallWorkers,
 	StepWaitNodesReady,
 }
 
@@ -163,6 +184,10 @@ func Steps(kind string) []string {
 		s = repairSteps
 	case v1.KindAutoscale:
 		s = autoscaleSteps
+	case v1.KindHibernate:
+		s = hibernateSteps
+	case v1.KindResume:
+		s = resumeSteps
 	default:
 		return nil
 	}

@@ -52,6 +52,16 @@ func TestSteps(t *testing.T) {
 			"remove-surplus-machines",
 			"wait-nodes-ready",
 		}},
+		{name: "hibernate", kind: v1.KindHibernate, want: []string{
+			"remove-workers",
+			"stop-control-plane-machines",
+		}},
+		{name: "resume", kind: v1.KindResume, want: []string{
+			"start-control-plane-machines",
+			"ensure-worker-machines",
+			"install-workers",
+			"wait-nodes-ready",
+		}},
 		{name: "delete", kind: v1.KindDelete, want: []string{
 			"delete-worker-machines",
 			"delete-control-plane-machines",

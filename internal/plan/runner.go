@@ -163,7 +163,8 @@ type run struct {
 	op    *store.Operation
 	fence store.Fence
 	p     provider.Provider
-	pools provider.Pools // p's pools, when they are groups the cloud names machines of; else nil
+	pools provider.Pools   // p's pools, when they are groups the cloud names machines of; else nil
+	stops provider.Stopper // p as a Stopper (hibernation); nil when it cannot stop machines
 	pc    provider.Cluster
 	log   *slog.Logger
 	step  string // the step running now
@@ -271,7 +272,7 @@ func (x *run) execute(ctx context.Context) error {
 			Err:     err,
 		})
 	}
-	x.p, x.pools = faultPoints(p), poolsOf(p)
+	x.p, x.pools, x.stops = faultPoints(p), poolsOf(p), stopperOf(p)
 
 	if current >= 0 && x.op.Steps[current].Attempts == 0 && (current == 0 || x.op.RetryOf != "") {
 		x.log.Info("starting operation", "kind", x.op.Kind, "claims", x.cl.Dequeues, "retryOf", x.op.RetryOf, "force", x.op.Force)

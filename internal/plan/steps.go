@@ -39,6 +39,9 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
 		StepUpgradeControlPlane:        x.upgradeControlPlane,
 		StepRollOutWorkers:             x.rollOutWorkers,
+		StepRemoveWorkers:              x.removeWorkers,
+		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
+		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
 	}[name]
 }
 

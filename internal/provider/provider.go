@@ -109,6 +109,14 @@ type LoadBalancers interface {
 	DeleteLoadBalancer(ctx context.Context, c Cluster) error
 }
 
+// Stopper is the optional capability of providers that can stop a machine
+// and keep its disks, for hibernation: StopMachine stops the named machine
+// (a stopped or missing one is no error), and EnsureMachine starts a
+// stopped machine again, with what it had on disk.
+type Stopper interface {
+	StopMachine(ctx context.Context, c Cluster, name string) error
+}
+
 // Pools is the optional capability of providers whose worker pools are
 // groups the cloud keeps at a size (AWS Auto Scaling groups): the cloud
 // launches a pool's machines and names them, so a machine the plan wants

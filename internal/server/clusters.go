@@ -218,6 +218,10 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 		if err := conds.check(current, clusterRef(r)); err != nil {
 			return err
 		}
+		if spec != nil && existing != nil && existing.Status.ProvisioningState == v1.StateHibernated {
+			return conflict(clusterRef(r), "cluster",
+				"is Hibernated: its control plane is stopped and it has no workers; resume it first (kiln cluster resume %s, or POST .../resume), then change it", key.Name)
+		}
 		cl, op := s.nextOperation(key, existing, spec == nil)
 		if spec != nil {
 			if cl.Spec, err = spec(existing); err != nil {

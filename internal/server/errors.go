@@ -58,6 +58,12 @@ func conflict(o ref, target, format string, args ...any) *apiError {
 	return newError(http.StatusConflict, v1.CodeConflict, target, "%s %s", o, fmt.Sprintf(format, args...))
 }
 
+// unavailable is a 503 for a part Kiln reaches that did not answer (a
+// cluster's Kubernetes API): what, and to retry.
+func unavailable(what string) *apiError {
+	return newError(http.StatusServiceUnavailable, v1.CodeUnavailable, "", "%s did not answer; retry in a moment", what)
+}
+
 // because records the error's cause, for the log.
 func (e *apiError) because(cause error) *apiError {
 	e.cause = cause

@@ -52,6 +52,20 @@ func (s *Server) resetCluster(w http.ResponseWriter, r *http.Request) error {
 // provider, a cluster whose create did not succeed, or one busy with an
 // operation.
 func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string, check func(context.Context, *store.Cluster) error) error {
+	return s.clusterAction(w, r, kind, func(cl *store.Cluster) error {
+		if !s.hostsJoin(cl.Spec.Provider) {
+			return conflict(clusterRef(r), "cluster",
+				"is not made of hosts that join: a %s cluster's provider provisions its machines itself; %s is for edge clusters", cl.Spec.Provider, kind)
+		}
+		return nil
+	}, check)
+}
+
+// clusterAction starts an operation of kind on an existing cluster (a POST
+// with no body): 202, or 404 for a missing cluster, 409 when first refuses
+// the cluster, when it is busy with an operation or its create did not
+// succeed, or when check refuses it.
+func (s *Server) clusterAction(w http.ResponseWriter, r *http.Request, kind string, first func(*store.Cluster) error, check func(context.Context, *store.Cluster) error) error {
 	if hasBody(r) {
 		return invalidRequest("this request takes no body")
 	}
@@ -64,9 +78,8 @@ func (s *Server) hostAction(w http.ResponseWriter, r *http.Request, kind string,
 		if err != nil {
 			return toAPIError(err, o)
 		}
-		if !s.hostsJoin(cl.Spec.Provider) {
-			return conflict(o, "cluster",
-				"is not made of hosts that join: a %s cluster's provider provisions its machines itself; %s is for edge clusters", cl.Spec.Provider, kind)
+		if err := first(cl); err != nil {
+			return err
 		}
 		st := cl.Status
 		switch {

@@ -110,6 +110,7 @@ type Store interface {
 	NodeStore
 	CloudAccountStore
 	ProfileStore
+	JobStore
 	EventStore
 	IdentityStore
 	AuditStore
@@ -125,6 +126,7 @@ type stores struct {
 	nodes      NodeStore
 	accounts   CloudAccountStore
 	profiles   ProfileStore
+	jobs       JobStore
 	events     EventStore
 	identity   IdentityStore
 	audits     AuditStore
@@ -133,6 +135,6 @@ type stores struct {
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, profiles: st, jobs: st,
 		events: st, identity: st, audits: st, secrets: st, pinger: st}
 }

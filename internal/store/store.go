@@ -155,6 +155,17 @@ type Node struct {
 	v1.Node // Node.Cluster names its cluster; Node.ETag is set by the store
 }
 
+// Job is a job record (v1.Job.Cluster names its cluster; ETag and
+// CreatedAt are set by the store).
+type Job struct {
+	Project string
+	v1.Job
+	// Log is the end of its pod's log, kept when it ended (the pod goes
+	// with its node when the cluster hibernates); not part of the API's
+	// Job.
+	Log string
+}
+
 // CloudAccount is a cloud account record. Credentials are stored; the API
 // never returns them.
 type CloudAccount struct {
@@ -286,6 +297,12 @@ type Store interface {
 	// liveness sweep); nodes without a heartbeat are never listed. It
 	// reads only such nodes, not every node.
 	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*Node, error)
+
+	// Jobs, deleted with their cluster. PutJob creates or replaces one
+	// (Cond.IfNoneMatch "*" creates only); the cluster must exist.
+	PutJob(ctx context.Context, j *Job, c Cond) error
+	GetJob(ctx context.Context, k Key, name string) (*Job, error)
+	ListJobs(ctx context.Context, k Key, pg Page) ([]*Job, string, error)
 
 	// Cloud accounts.
 	PutCloudAccount(ctx context.Context, a *CloudAccount, c Cond) error

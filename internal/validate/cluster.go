@@ -189,8 +189,23 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.invalid("spec.certificateTTLDays", "%d must be between %d and %d", spec.CertificateTTLDays, MinCertificateTTLDays, MaxCertificateTTLDays)
 	}
 	e.labels("spec.labels", spec.Labels)
+	if is := spec.IdleStop; is != nil {
+		d, err := time.ParseDuration(is.After)
+		switch {
+		case err != nil:
+			e.invalid("spec.idleStop.after", "%q must be a duration such as 30m or 2h", is.After)
+		case d < MinIdleStop || d > MaxIdleStop:
+			e.invalid("spec.idleStop.after", "%s must be between %s and %s", is.After, short(MinIdleStop), short(MaxIdleStop))
+		}
+	}
 	return e
 }
+
+// Bounds of spec.idleStop.after.
+const (
+	MinIdleStop = 10 * time.Second
+	MaxIdleStop = 7 * 24 * time.Hour
+)
 
 // OfferedBy names who offers a cluster's versions, for messages: "the local
 // provider", "the kubeadm distribution of the edge provider".

@@ -393,6 +393,16 @@ func TestCluster(t *testing.T) {
 			},
 		},
 		{
+			name: "idle stop", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.IdleStop = &v1.IdleStop{After: "1s"} },
+			want: []v1.Error{invalid("spec.idleStop.after", "1s must be between 10s and 168h")},
+		},
+		{
+			name: "idle stop not a duration", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.IdleStop = &v1.IdleStop{} },
+			want: []v1.Error{invalid("spec.idleStop.after", `"" must be a duration such as 30m or 2h`)},
+		},
+		{
 			name: "spot price above 100", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 101} },
 			want: []v1.Error{invalid("spec.workerPools[0].spot.maxPricePercent", "101 must be between 1 and 100 (percent of the on-demand price)")},

@@ -33,14 +33,14 @@ import (
 // systemImages is where make system-images writes the archives kilnd seeds.
 var systemImages = filepath.Join(repoRoot, "bin", "images")
 
-// startDocker starts kilnd --dev, seeding the system images, and skips
-// unless its docker provider is registered.
-func startDocker(t testing.TB) *env {
+// startDocker starts kilnd --dev with args, seeding the system images, and
+// skips unless its docker provider is registered.
+func startDocker(t testing.TB, args ...string) *env {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): docker clusters SKIPPED", systemImages)
 	}
-	e := start(t, "kilnd", "--system-images", systemImages)
+	e := start(t, "kilnd", append([]string{"--system-images", systemImages}, args...)...)
 	// Machines outlive kilnd by design; a test's must not outlive the test
 	// (a failed one leaves its clusters): everything of this kilnd's
 	// instance (its data dir's, as internal/daemon derives it) goes.

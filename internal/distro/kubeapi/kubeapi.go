@@ -248,6 +248,9 @@ func (c *Client) GetConfigMap(ctx context.Context, namespace, name string) (map[
 	return cm.Data, nil
 }
 
+// rawBody is an answer kept as it is (a pod's log), not decoded.
+type rawBody []byte
+
 func (c *Client) do(ctx context.Context, method, path, contentType string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -262,6 +265,10 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, in, o
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	raw, isRaw := out.(*rawBody)
+	if isRaw {
+		req.Header.Set("Accept", "text/plain, */*")
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -294,6 +301,10 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, in, o
 			}
 		}
 		return se
+	}
+	if isRaw {
+		*raw = b
+		return nil
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

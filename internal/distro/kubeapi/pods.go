@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 )
 
 // MirrorAnnotation marks the API's copy of a static pod (a pod the kubelet
@@ -33,6 +34,8 @@ type Pod struct {
 	Mirror bool
 	// Terminating: the pod is being deleted (it has a deletionTimestamp).
 	Terminating bool
+	// Created is the pod's creationTimestamp.
+	Created time.Time
 	// Requests is what the pod asks of a node, as the scheduler counts
 	// it: its containers' requests summed, or its largest init
 	// container's where that is more, and one pod.
@@ -86,6 +89,7 @@ type wirePod struct {
 		Labels            map[string]string `json:"labels"`
 		Annotations       map[string]string `json:"annotations"`
 		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		CreationTimestamp time.Time         `json:"creationTimestamp"`
 		OwnerReferences   []struct {
 			Kind       string `json:"kind"`
 			Name       string `json:"name"`
@@ -130,7 +134,7 @@ func (w wirePod) pod() Pod {
 	m := w.Metadata
 	p := Pod{PodRef: PodRef{Namespace: m.Namespace, Name: m.Name}, UID: m.UID, NodeName: w.Spec.NodeName,
 		Phase: w.Status.Phase, Labels: m.Labels, Terminating: m.DeletionTimestamp != nil,
-		Requests: w.requests(), NodeSelector: w.Spec.NodeSelector, Tolerations: w.Spec.Tolerations}
+		Requests: w.requests(), NodeSelector: w.Spec.NodeSelector, Tolerations: w.Spec.Tolerations, Created: m.CreationTimestamp}
 	_, p.Mirror = m.Annotations[MirrorAnnotation]
 	for _, c := range w.Status.Conditions {
 		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == "Unschedulable" && w.Spec.NodeName == "" {

@@ -29,9 +29,14 @@ func (r Resources) Fits(o Resources) bool {
 	return o.MilliCPU <= r.MilliCPU && o.Memory <= r.Memory && o.Pods <= r.Pods
 }
 
-// String says "cpu 1500m, memory 256Mi".
+// String says "cpu 1500m, memory 256Mi" (memory of a GiB or more with one
+// decimal: "23.5Gi").
 func (r Resources) String() string {
-	return fmt.Sprintf("cpu %dm, memory %s", r.MilliCPU, resource.NewQuantity(r.Memory, resource.BinarySI))
+	mem := resource.NewQuantity(r.Memory, resource.BinarySI).String()
+	if r.Memory >= 1<<30 && r.Memory%(1<<30) != 0 {
+		mem = fmt.Sprintf("%.1fGi", float64(r.Memory)/(1<<30))
+	}
+	return fmt.Sprintf("cpu %dm, memory %s", r.MilliCPU, mem)
 }
 
 // resources reads a Kubernetes resource list (allocatable, requests); a

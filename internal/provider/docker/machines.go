@@ -99,6 +99,33 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 	return machineOf(container.Summary{ID: id, Labels: labels}), nil
 }
 
+// stopTimeout is how long a stopped machine's processes get to end before
+// Docker kills them.
+const stopTimeout = 30
+
+// StopMachine stops the container of machine name, keeping it and its
+// volume (provider.Stopper): EnsureMachine starts it again.
+func (d *Docker) StopMachine(ctx context.Context, c provider.Cluster, name string) error {
+	if err := checkMachine(c, name); err != nil {
+		return err
+	}
+	found, err := d.containers(ctx, c, name)
+	if err != nil {
+		return fmt.Errorf("stop machine %q: %w", name, err)
+	}
+	for _, s := range found {
+		if s.State != container.StateRunning && s.State != container.StateRestarting && s.State != container.StatePaused {
+			continue
+		}
+		d.log.Info("stopping machine", "cluster", c.Project+"/"+c.Name, "machine", name, "container", s.ID[:12])
+		timeout := stopTimeout
+		if _, err := d.cli.ContainerStop(ctx, s.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil && !notFound(err) {
+			return engineError(err, "cannot stop the container of machine %s", name)
+		}
+	}
+	return nil
+}
+
 // create makes the machine's volume and container (not started) and
 // returns the container's id and labels. Callers hold d.mu.
 func (d *Docker) create(ctx context.Context, log *slog.Logger, c provider.Cluster, m provider.MachineSpec) (string, map[string]string, error) {

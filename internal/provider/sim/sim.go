@@ -73,6 +73,7 @@ var (
 	_ provider.LoadBalancers = (*Sim)(nil)
 	_ provider.Describer     = (*Sim)(nil)
 	_ provider.Installing    = (*Sim)(nil)
+	_ provider.Stopper       = (*Sim)(nil)
 )
 
 // New returns an empty Sim.
@@ -164,7 +165,8 @@ func (s *Sim) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
 }
 
 // EnsureMachine returns the machine named m.Name, creating it the first time.
-// A machine that exists is returned as it is.
+// A machine that exists is returned as it is, started again if it was
+// stopped (StopMachine).
 func (s *Sim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (mc provider.Machine, err error) {
 	if err := wait(ctx, s.latency); err != nil {
 		return provider.Machine{}, err
@@ -173,7 +175,12 @@ func (s *Sim) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.
 		in := s.cluster(c, true)
 		if got, ok := in.Machines[m.Name]; ok {
 			mc = got
-			return false
+			if got.Ready {
+				return false
+			}
+			mc.Ready = true
+			in.Machines[m.Name] = mc
+			return true
 		}
 		in.NextAddr++
 		n := in.NextAddr + 1 // 10.0.0.1 is the gateway
@@ -207,6 +214,28 @@ func (s *Sim) ListMachines(ctx context.Context, c provider.Cluster) (ms []provid
 	})
 	slices.SortFunc(ms, func(a, b provider.Machine) int { return strings.Compare(a.Name, b.Name) })
 	return ms, err
+}
+
+// StopMachine stops the named machine, keeping it (provider.Stopper): it is
+// not Ready until EnsureMachine starts it. A stopped or missing machine is
+// not an error.
+func (s *Sim) StopMachine(ctx context.Context, c provider.Cluster, name string) error {
+	if err := wait(ctx, s.latency); err != nil {
+		return err
+	}
+	return s.update(func() bool {
+		in := s.cluster(c, false)
+		if in == nil {
+			return false
+		}
+		m, ok := in.Machines[name]
+		if !ok || !m.Ready {
+			return false
+		}
+		m.Ready = false
+		in.Machines[name] = m
+		return true
+	})
 }
 
 // DeleteMachine deletes the named machine; a missing machine is not an error.

@@ -35,6 +35,7 @@ var (
 	accountsT = docTable{table: "cloud_accounts", kind: "cloud account", parent: []string{"project"}, sealed: &accountsCol}
 	profilesT = docTable{table: "profiles", kind: "profile", parent: []string{"project"}}
 	nodesT    = docTable{table: "nodes", kind: "node", parent: []string{"project", "cluster"}, fenced: true, columns: nodeColumns}
+	jobsT     = docTable{table: "jobs", kind: "job", parent: []string{"project", "cluster"}}
 )
 
 // doc is one row of a docTable.
@@ -158,7 +159,7 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 var errRaced = errors.New("concurrent insert")
 
 func (t docTable) parentKind() string {
-	if t.fenced {
+	if t.fenced || len(t.parent) == 2 {
 		return "cluster"
 	}
 	return "project"

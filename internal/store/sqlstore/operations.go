@@ -437,7 +437,7 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 	return nil
 }
 
-// deleteCluster removes a cluster and its nodes, keeping its last lease
+// deleteCluster removes a cluster, its nodes and its jobs, keeping its last lease
 // token in lease_tombstones for a cluster created later under its name, and
 // its uid, under which its history stays the name's until then.
 func (s *Store) deleteCluster(ctx context.Context, tx *sql.Tx, k store.Key) error {
@@ -446,8 +446,10 @@ func (s *Store) deleteCluster(ctx context.Context, tx *sql.Tx, k store.Key) erro
 		ON CONFLICT (project, name) DO UPDATE SET lease_token = excluded.lease_token, uid = excluded.uid`), k.Project, k.Name); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM nodes WHERE project = ? AND cluster = ?`), k.Project, k.Name); err != nil {
-		return err
+	for _, table := range []string{"nodes", "jobs"} {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+table+` WHERE project = ? AND cluster = ?`), k.Project, k.Name); err != nil {
+			return err
+		}
 	}
 	_, err := tx.ExecContext(ctx, s.q(`DELETE FROM clusters WHERE project = ? AND name = ?`), k.Project, k.Name)
 	return err

@@ -168,6 +168,49 @@ func (s *Store) DeleteNode(ctx context.Context, k store.Key, name string, c stor
 	return s.deleteDoc(ctx, nodesT, []string{k.Project, k.Name}, name, c)
 }
 
+// jobDoc is a job's document: the API's Job and the log kept of it.
+type jobDoc struct {
+	v1.Job
+	Log string `json:"log,omitempty"`
+}
+
+// PutJob creates or replaces a job of an existing cluster.
+func (s *Store) PutJob(ctx context.Context, j *store.Job, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, jobsT, []string{j.Project, j.Cluster}, j.Name, j.CreatedAt, &jobDoc{Job: j.Job, Log: j.Log}, c)
+	if err != nil {
+		return err
+	}
+	j.ETag, j.CreatedAt = etag, created
+	return nil
+}
+
+// GetJob reads a job.
+func (s *Store) GetJob(ctx context.Context, k store.Key, name string) (*store.Job, error) {
+	d, err := s.getDoc(ctx, jobsT, []string{k.Project, k.Name}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJob(k)(d)
+}
+
+// ListJobs lists a cluster's jobs by name.
+func (s *Store) ListJobs(ctx context.Context, k store.Key, pg store.Page) ([]*store.Job, string, error) {
+	docs, next, err := s.listDocs(ctx, jobsT, []string{k.Project, k.Name}, pg)
+	return decodeAll(docs, next, err, decodeJob(k))
+}
+
+func decodeJob(k store.Key) func(doc) (*store.Job, error) {
+	return func(d doc) (*store.Job, error) {
+		var jd jobDoc
+		if err := decodeDoc(jobsT, d, &jd); err != nil {
+			return nil, err
+		}
+		j := &store.Job{Project: k.Project, Job: jd.Job, Log: jd.Log}
+		j.Name, j.Cluster, j.ETag, j.CreatedAt = d.name, k.Name, d.etag, d.created
+		return j, nil
+	}
+}
+
 // nodeColumns are the node fields kept in columns of their own: its state
 // and the time of its last heartbeat (NULL when it never sent one), which
 // ListStaleNodes queries.

@@ -113,6 +113,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NodeLogs", testNodeLogs},
 		{"NodeLogFilters", testNodeLogFilters},
 		{"StaleNodes", testStaleNodes},
+		{"Jobs", testJobs},
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
+)
+
+// hibernateCluster begins a hibernate operation (POST
+// .../clusters/{c}/hibernate, no body): the workers are drained and
+// removed, the control-plane machines stopped with their disks, and the
+// cluster ends Hibernated. 409 for a cluster that is busy, hibernated
+// already, not Succeeded, or whose provider cannot stop machines.
+func (s *Server) hibernateCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.clusterAction(w, r, v1.KindHibernate, func(cl *store.Cluster) error {
+		if _, ok := s.providers[cl.Spec.Provider].(provider.Stopper); !ok || s.hostsJoin(cl.Spec.Provider) {
+			return conflict(clusterRef(r), "cluster",
+				"cannot hibernate: the %s provider cannot stop machines and keep their disks", cl.Spec.Provider)
+		}
+		return nil
+	}, func(_ context.Context, cl *store.Cluster) error {
+		switch st := cl.Status.ProvisioningState; st {
+		case v1.StateSucceeded:
+			return nil
+		case v1.StateHibernated:
+			return conflict(clusterRef(r), "cluster", "is Hibernated already; resume it with kiln cluster resume %s", cl.Name)
+		default:
+			return conflict(clusterRef(r), "cluster",
+				"is %s: only a cluster whose last operation succeeded can hibernate; retry or change it first", st)
+		}
+	})
+}
+
+// resumeCluster begins a resume operation (POST .../clusters/{c}/resume, no
+// body): the control plane starts on its data, the workers are made again,
+// and the cluster ends Succeeded. 409 for a cluster that is not Hibernated.
+func (s *Server) resumeCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.clusterAction(w, r, v1.KindResume, func(*store.Cluster) error { return nil },
+		func(_ context.Context, cl *store.Cluster) error {
+			if st := cl.Status.ProvisioningState; st != v1.StateHibernated {
+				return conflict(clusterRef(r), "cluster", "is %s, not Hibernated: there is nothing to resume", st)
+			}
+			return nil
+		})
+}

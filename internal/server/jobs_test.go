@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/sim"
+)
+
+// A sim cluster hibernates and resumes through the API; a Hibernated one
+// refuses changes; a job submitted to it resumes it, and the same job
+// again is the same job.
+func TestHibernateResumeAndJobs(t *testing.T) {
+	h := newHarness(t, withPlan)
+	h.backend(sim.New())
+	h.project("p")
+	_, opID := h.createCluster("p", "c", simBody)
+	h.await(opID)
+	const base = "/v1/projects/p/clusters/c"
+
+	r := h.must(http.StatusConflict, "POST", base+"/resume", "")
+	if e := r.errorBody(t); !strings.Contains(e.Message, "is Succeeded, not Hibernated") {
+		t.Errorf("resume of a running cluster: %+v", e)
+	}
+	r = h.must(http.StatusAccepted, "POST", base+"/hibernate", "")
+	var cl v1.Cluster
+	r.decode(t, &cl)
+	if op := h.await(cl.Status.CurrentOperation); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindHibernate {
+		t.Fatalf("hibernate: %s %s %+v", op.Properties.Kind, op.Status, op.Error)
+	}
+	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateHibernated {
+		t.Fatalf("after the hibernate: %s", got.Status.ProvisioningState)
+	}
+	if e := h.must(http.StatusConflict, "POST", base+"/hibernate", "").errorBody(t); !strings.Contains(e.Message, "is Hibernated already") {
+		t.Errorf("hibernate again: %+v", e)
+	}
+	if e := h.must(http.StatusConflict, "PATCH", base, `{"spec": {"labels": {"a": "b"}}}`).errorBody(t); !strings.Contains(e.Message, "is Hibernated") {
+		t.Errorf("a change of a hibernated cluster: %+v", e)
+	}
+
+	// Bad jobs change nothing.
+	for _, tc := range []struct{ body, target string }{
+		{`{"name": "j1", "spec": {}}`, "spec.image"},
+		{`{"name": "J_1", "spec": {"image": "kiln.dev/demo:1"}}`, "name"},
+		{`{"name": "j1", "spec": {"image": "kiln.dev/demo:1", "cpu": "lots"}}`, "spec.cpu"},
+		{`{"name": "j1", "spec": {"image": "kiln.dev/demo:1", "retries": 11}}`, "spec.retries"},
+	} {
+		e := h.must(http.StatusBadRequest, "POST", base+"/jobs", tc.body).errorBody(t)
+		if !slices.ContainsFunc(e.Details, func(d v1.Error) bool { return d.Target == tc.target }) && e.Target != tc.target {
+			t.Errorf("%s: error %+v, want one about %s", tc.body, e, tc.target)
+		}
+	}
+	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateHibernated {
+		t.Fatalf("bad jobs changed the cluster: %s", got.Status.ProvisioningState)
+	}
+
+	// A job resumes the cluster.
+	const job = `{"name": "j1", "spec": {"image": "kiln.dev/demo:1", "args": ["whoami"], "cpu": "100m"}}`
+	r = h.must(http.StatusCreated, "POST", base+"/jobs", job)
+	var j v1.Job
+	r.decode(t, &j)
+	if j.ID != base+"/jobs/j1" || j.Status.Phase != v1.JobPending || j.Status.Operation == "" || r.header.Get("Location") == "" {
+		t.Fatalf("job %+v, Location %q: want Pending with the resume operation", j, r.header.Get("Location"))
+	}
+	if op := h.operation(j.Status.Operation); op.Properties.Kind != v1.KindResume || !strings.Contains(op.Properties.Reason, "job j1") {
+		t.Errorf("the job's operation: %s, reason %q", op.Properties.Kind, op.Properties.Reason)
+	}
+	var again v1.Job
+	h.must(http.StatusOK, "POST", base+"/jobs", job).decode(t, &again)
+	if again.CreatedAt != j.CreatedAt || again.Status.Operation != j.Status.Operation {
+		t.Errorf("the same job again: %+v; want the first (%+v)", again, j)
+	}
+	if e := h.must(http.StatusConflict, "POST", base+"/jobs", strings.Replace(job, "demo:1", "demo:2", 1)).errorBody(t); !strings.Contains(e.Message, "exists with another spec") {
+		t.Errorf("another spec under the name: %+v", e)
+	}
+	if op := h.await(j.Status.Operation); op.Status != v1.OpSucceeded {
+		t.Fatalf("resume: %s %+v", op.Status, op.Error)
+	}
+	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("after the resume: %s", got.Status.ProvisioningState)
+	}
+	var jobs v1.List[v1.Job]
+	h.must(http.StatusOK, "GET", base+"/jobs", "").decode(t, &jobs)
+	if len(jobs.Value) != 1 || jobs.Value[0].Name != "j1" {
+		t.Errorf("jobs %+v", jobs.Value)
+	}
+	h.must(http.StatusNotFound, "GET", base+"/jobs/nope", "")
+	if e := h.must(http.StatusConflict, "GET", base+"/jobs/j1/logs", "").errorBody(t); !strings.Contains(e.Message, "has not started yet") {
+		t.Errorf("logs of a pending job: %+v", e)
+	}
+}

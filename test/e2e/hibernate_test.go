@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"kiln.dev/kiln/api/client"
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
+)
+
+// web2 is a Deployment of two pause pods.
+const web2 = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: pause, image: kiln.dev/pause:1}]
+`
+
+// TestHibernateResume (issue 24): a docker cluster of 1+2 with a ConfigMap
+// and a Deployment hibernates: its workers are drained and gone, its
+// control-plane container stopped with its volume, the cluster Hibernated
+// and closed to changes. Its resume, during which kilnd is killed and
+// started again, brings it back: the same control-plane container, the
+// ConfigMap and the Deployment's two pods on two Ready workers, and no
+// machine too many.
+func TestHibernateResume(t *testing.T) {
+	flags := samePorts(t)
+	e := startDocker(t, flags...)
+	cl := dockerCluster("nap", "", 1, true, 2)
+	e.create(cl)
+	e.mustKubectl("nap", "create", "configmap", "keep", "--from-literal=made=before")
+	e.apply("nap", web2)
+	e.mustKubectl("nap", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/web", "--timeout=180s")
+	cp := ""
+	for _, o := range dockerObjects(t, "default", "nap") {
+		if f := strings.Fields(o); f[0] == "container" && strings.HasSuffix(f[1], ".nap-cp-0") {
+			cp = f[2]
+		}
+	}
+
+	_, opID, err := e.c.HibernateCluster(t.Context(), "default", "nap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.wait("nap", opID)
+	t.Logf("hibernated in %s", op.EndTime.Sub(op.StartTime).Round(time.Millisecond))
+	got, err := e.c.GetCluster(t.Context(), "default", "nap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ProvisioningState != v1.StateHibernated || got.Spec.WorkerPools[0].Size != 2 {
+		t.Errorf("after the hibernate: %s, pool size %d; want Hibernated, 2", got.Status.ProvisioningState, got.Spec.WorkerPools[0].Size)
+	}
+	var containers []string
+	for _, o := range dockerObjects(t, "default", "nap") {
+		if strings.HasPrefix(o, "container ") {
+			containers = append(containers, o)
+		}
+	}
+	if len(containers) != 1 || !strings.Contains(containers[0], cp) || !strings.HasSuffix(containers[0], " exited") {
+		t.Errorf("containers of a hibernated cluster: %q; want the control plane's (%s), exited", containers, cp)
+	}
+	for _, ev := range e.events("nap") {
+		if ev.Reason == "NodeDrainSkipped" {
+			t.Errorf("event %s: %s", ev.Reason, ev.Message)
+		}
+	}
+	_, _, err = e.c.PatchCluster(t.Context(), "default", "nap", map[string]any{"spec": map[string]any{"labels": map[string]string{"a": "b"}}})
+	if ae := (*client.APIError)(nil); !errors.As(err, &ae) || ae.StatusCode != 409 || !strings.Contains(ae.Err.Message, "is Hibernated") {
+		t.Errorf("a change of a hibernated cluster: %v; want 409 saying it is Hibernated", err)
+	}
+
+	// Resume; kilnd dies once the first worker's container is there.
+	t0 := time.Now()
+	_, opID, err = e.c.ResumeCluster(t.Context(), "default", "nap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "a worker container of the resumed cluster", 3*time.Minute, func() (bool, error) {
+		for _, o := range dockerObjects(t, "default", "nap") {
+			if strings.HasPrefix(o, "container ") && strings.Contains(o, ".nap-default-") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	e.k.Kill(syscall.SIGKILL)
+	<-e.k.Done()
+	e.startKilnd("kilnd-again", append([]string{"--system-images", systemImages}, flags...)...)
+	op = e.wait("nap", opID)
+	t.Logf("resumed in %s (kilnd killed during it; the operation took %s)", time.Since(t0).Round(time.Millisecond),
+		op.EndTime.Sub(op.StartTime).Round(time.Millisecond))
+	for _, s := range op.Properties.Steps {
+		t.Logf("  %-30s %-9s attempts %d  %s", s.Name, s.State, s.Attempts, s.Message)
+	}
+	e.readyWorkers("nap", 3, 2)
+	containers = nil
+	for _, o := range dockerObjects(t, "default", "nap") {
+		if strings.HasPrefix(o, "container ") {
+			containers = append(containers, o)
+		}
+	}
+	if len(containers) != 3 || !strings.Contains(strings.Join(containers, "\n"), cp) {
+		t.Errorf("containers after the resume: %q; want 3, the control plane's %s among them", containers, cp)
+	}
+	if v := e.mustKubectl("nap", "get", "configmap", "keep", "-o", "jsonpath={.data.made}"); v != "before" {
+		t.Errorf("ConfigMap keep after the resume: made=%q, want before", v)
+	}
+	e.mustKubectl("nap", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/web", "--timeout=180s")
+	if got, _ := e.c.GetCluster(t.Context(), "default", "nap"); got.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("after the resume: %s", got.Status.ProvisioningState)
+	}
+}
