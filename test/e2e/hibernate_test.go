@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,4 +121,81 @@ func TestHibernateResume(t *testing.T) {
 	if got, _ := e.c.GetCluster(t.Context(), "default", "nap"); got.Status.ProvisioningState != v1.StateSucceeded {
 		t.Errorf("after the resume: %s", got.Status.ProvisioningState)
 	}
+}
+
+// waitState waits until the cluster is in state (and no operation runs).
+func (e *env) waitState(cluster, state string, within time.Duration) *v1.Cluster {
+	e.t.Helper()
+	var got *v1.Cluster
+	waitfor.Cond(e.t, "cluster "+cluster+" to be "+state, within, func() (bool, error) {
+		var err error
+		if got, err = e.c.GetCluster(e.t.Context(), "default", cluster); err != nil {
+			return false, err
+		}
+		return got.Status.ProvisioningState == state, waitfor.NotYet(fmt.Errorf("it is %s", got.Status.ProvisioningState))
+	})
+	return got
+}
+
+// TestIdleStopAndJob (issue 24): a docker cluster with idleStop 20s and
+// nothing running hibernates by itself, saying why; 'kiln job run --wait'
+// resumes it, the job runs and its log is printed; the job's end starts
+// the idle clock again and the cluster hibernates again, with the job's log
+// still readable.
+func TestIdleStopAndJob(t *testing.T) {
+	e := startDocker(t, "--autoscale-interval", "2s", "--autoscale-cooldown", "5s")
+	cl := dockerCluster("idle", "", 1, true, 1)
+	cl.Spec.IdleStop = &v1.IdleStop{After: "20s"}
+	created := e.create(cl)
+	e.waitState("idle", v1.StateHibernated, 3*time.Minute)
+	t.Logf("hibernated by itself %s after its create ended", time.Since(*created.EndTime).Round(time.Second))
+	stop := e.idleStops("idle")
+	if len(stop) != 1 || !strings.HasPrefix(stop[0].Message, "idle since ") || !strings.Contains(stop[0].Message, "spec.idleStop.after 20s") {
+		t.Fatalf("IdleStop events %+v; want one saying since when and the setting", stop)
+	}
+	op, err := e.c.GetOperation(t.Context(), stop[0].Operation)
+	if err != nil || op.Properties.Kind != v1.KindHibernate || op.Properties.Reason != stop[0].Message {
+		t.Fatalf("the idle stop's operation %+v (%v); want a hibernate with the event's reason", op, err)
+	}
+
+	t0 := time.Now()
+	stdout, stderr, err := e.kilnErr("job", "run", "idle", "--name", "hello", "--image", "kiln.dev/demo:1", "--wait", "--timeout", "5m", "--", "whoami")
+	if err != nil {
+		t.Fatalf("kiln job run: %v\n%s%s", err, stdout, stderr)
+	}
+	t.Logf("kiln job run --wait on a hibernated cluster took %s:\n%s%s", time.Since(t0).Round(time.Second), stderr, stdout)
+	if !strings.HasPrefix(stdout, "hello from hello-") {
+		t.Errorf("the job printed %q; want hello from its pod (hello-...)", stdout)
+	}
+	if !strings.Contains(stderr, "waiting for the cluster to resume (operation ") {
+		t.Errorf("kiln job run said %q; want that the cluster resumes", stderr)
+	}
+	// The same job again is the same job: nothing runs twice.
+	again := e.kiln("job", "run", "idle", "--name", "hello", "--image", "kiln.dev/demo:1", "-o", "json", "--", "whoami")
+	var j v1.Job
+	if err := json.Unmarshal([]byte(again), &j); err != nil || j.Status.Phase != v1.JobSucceeded {
+		t.Errorf("the same job again: %s (%v); want the job that succeeded", again, err)
+	}
+
+	e.waitState("idle", v1.StateHibernated, 3*time.Minute)
+	if n := len(e.idleStops("idle")); n != 2 {
+		t.Errorf("%d IdleStop events; want 2", n)
+	}
+	if logs := e.kiln("job", "logs", "idle", "hello"); logs != stdout {
+		t.Errorf("the job's log after the cluster hibernated again: %q; want %q", logs, stdout)
+	}
+	if list := e.kiln("job", "list", "idle"); !strings.Contains(list, "hello") || !strings.Contains(list, "Succeeded") {
+		t.Errorf("kiln job list:\n%s", list)
+	}
+}
+
+// idleStops are the cluster's IdleStop events.
+func (e *env) idleStops(cluster string) []v1.Event {
+	var out []v1.Event
+	for _, ev := range e.events(cluster) {
+		if ev.Reason == "IdleStop" {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
