@@ -90,6 +90,9 @@ const (
 	// AgentRenew asks for the node's next certificate (Renew). The agent
 	// sends it after two thirds of its certificate's lifetime.
 	AgentRenew = "renew"
+	// AgentNotice says the cloud will take the machine away (Notice): a
+	// spot interruption notice. The agent sends it again while it stands.
+	AgentNotice = "notice"
 )
 
 // AgentMessage is one message from an agent to the controller.
@@ -104,6 +107,7 @@ type AgentMessage struct {
 	Log       *LogLine           `json:"log,omitempty"`
 	Result    *InstructionResult `json:"result,omitempty"`
 	Renew     *RenewBody         `json:"renew,omitempty"`
+	Notice    *Interruption      `json:"notice,omitempty"`
 }
 
 // AgentHelloBody opens a session.

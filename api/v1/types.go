@@ -423,8 +423,12 @@ type Node struct {
 	LastHeartbeat  *time.Time       `json:"lastHeartbeat"`
 	// PreviousState is, while the node is NOT_READY, the state it had
 	// before it missed its heartbeats: the next heartbeat puts it back.
-	PreviousState string    `json:"previousState,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
+	PreviousState string `json:"previousState,omitempty"`
+	// Interruption is the cloud's notice that it takes the machine away
+	// (a spot interruption), as the node's agent reported it; Kiln drains
+	// the node and replaces it.
+	Interruption *Interruption `json:"interruption,omitempty"`
+	CreatedAt    time.Time     `json:"createdAt"`
 }
 
 // Hostname is the host's own name, as its agent reported it; "" before it
@@ -625,6 +629,22 @@ type List[T any] struct {
 	Value    []T    `json:"value"`
 	NextLink string `json:"nextLink,omitempty"`
 }
+
+// Interruption is a cloud's notice that it takes a machine away.
+type Interruption struct {
+	// Kind is InterruptionSpot.
+	Kind string `json:"kind"`
+	// Action is what the cloud does: "terminate", "stop" or "hibernate"
+	// (AWS's instance-action).
+	Action string `json:"action"`
+	// At is when it does it.
+	At time.Time `json:"at"`
+	// Noticed is when the agent first saw the notice.
+	Noticed time.Time `json:"noticed"`
+}
+
+// InterruptionSpot is an Interruption of a spot machine.
+const InterruptionSpot = "spot"
 
 // Job is a Kubernetes Job submitted through Kiln
 // (/v1/projects/{p}/clusters/{c}/jobs/{name}): Kiln resumes a Hibernated

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/agent/distro/kubeadm"
 	"kiln.dev/kiln/internal/agent/distro/local"
 	"kiln.dev/kiln/internal/agent/mirror"
+	"kiln.dev/kiln/internal/agent/spotnotice"
 	"kiln.dev/kiln/internal/agent/state"
 )
 
@@ -30,6 +32,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		heartbeat    time.Duration
 		kubeBinary   string
 		distribution string
+		spotNotices  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -109,7 +112,16 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 				exec = kube
 			}
+			var notices func(context.Context) (*v1.Interruption, error)
+			switch spotNotices {
+			case "":
+			case "imds":
+				notices = spotnotice.New().Notice
+			default:
+				return usageError{fmt.Errorf("--spot-notices %q: want imds (or nothing)", spotNotices)}
+			}
 			return agent.Run(cmd.Context(), agent.RunOptions{
+				Notices:           notices,
 				DataDir:           f.dataDir,
 				Executor:          exec,
 				HeartbeatInterval: heartbeat,
@@ -127,6 +139,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.register(cmd, "the cluster's credentials file, to join first when --data-dir has no identity")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", agent.DefaultHeartbeatInterval, "heartbeat interval until the controller sets one")
 	cmd.Flags().StringVar(&kubeBinary, "kube-binary", "", "kiln-kube for the local distribution: a directory of kiln-kube-VERSION programs (an install runs the one of its Kubernetes version), or one kiln-kube program (installs its own version only)")
+	cmd.Flags().StringVar(&spotNotices, "spot-notices", "", "imds: ask the instance metadata service (IMDSv2 spot/instance-action) every 5s whether the cloud\nwill take this machine away, and tell the controller, which drains and replaces the node")
 	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local, kiln or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
 }

@@ -49,7 +49,20 @@ type RunOptions struct {
 	// Now is the agent's clock, for everything it times and stamps and
 	// for the time-skew precheck; nil means time.Now.
 	Now func() time.Time
+	// Notices, when set, is asked every NoticePoll (DefaultNoticePoll when
+	// zero) whether the cloud will take the machine away (spotnotice); a
+	// notice is sent to the controller at once and again while it stands.
+	Notices    func(ctx context.Context) (*v1.Interruption, error)
+	NoticePoll time.Duration
 }
+
+// DefaultNoticePoll is how often the agent asks for a notice (AWS gives
+// two minutes).
+const DefaultNoticePoll = 5 * time.Second
+
+// noticeRepeat is how often a standing notice is sent again (a session
+// may have broken after it was taken from the outbox).
+const noticeRepeat = 30 * time.Second
 
 // Run holds the node's session until ctx ends, reconnecting with backoff,
 // and runs the instructions it receives one at a time, in order. It returns
@@ -140,6 +153,9 @@ func (r *runner) run(ctx context.Context) error {
 	ectx, stop := context.WithCancel(ctx)
 	defer stop()
 	wg.Go(func() { r.execute(ectx) })
+	if r.opts.Notices != nil {
+		wg.Go(func() { r.watchNotices(ectx) })
+	}
 
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     200 * time.Millisecond,
@@ -247,4 +263,47 @@ func (r *runner) executeOne(ctx context.Context, in v1.Instruction) {
 		return
 	}
 	r.out.push(v1.AgentMessage{Type: v1.AgentResult, Result: &res})
+}
+
+// watchNotices asks for the cloud's notice every NoticePoll and sends it
+// to the controller when it first appears, and every noticeRepeat while
+// it stands.
+func (r *runner) watchNotices(ctx context.Context) {
+	poll := r.opts.NoticePoll
+	if poll <= 0 {
+		poll = DefaultNoticePoll
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	var standing *v1.Interruption
+	var sent time.Time
+	failing := false
+	for {
+		n, err := r.opts.Notices(ctx)
+		switch {
+		case err != nil && !failing:
+			r.log.Warn("could not ask for the cloud's interruption notice; trying again", "err", err)
+			failing = true
+		case err == nil:
+			failing = false
+		}
+		now := r.opts.Now()
+		if n != nil {
+			if standing == nil || standing.At != n.At || standing.Action != n.Action {
+				n.Noticed = now.UTC()
+				standing, sent = n, time.Time{}
+				r.log.Warn("the cloud will take this machine away", "kind", n.Kind, "action", n.Action, "at", n.At)
+			}
+			if now.Sub(sent) >= noticeRepeat {
+				notice := *standing
+				r.out.push(v1.AgentMessage{Type: v1.AgentNotice, Notice: &notice})
+				sent = now
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -44,7 +44,8 @@ func (d *Daemon) addAWS(providers provider.Registry) error {
 
 // awsUserData is the boot script of an aws machine: it writes the join
 // files (from base64, so no character of theirs is read by the shell) and
-// runs kiln-agent, joining its cluster as the machine's node.
+// runs kiln-agent, joining its cluster as the machine's node and watching
+// IMDS for a spot interruption notice.
 func (d *Daemon) awsUserData(ctx context.Context, m aws.Machine) (string, error) {
 	if m.JoinFrom != "" {
 		return awsStagedUserData(m), nil
@@ -63,7 +64,7 @@ func (d *Daemon) awsUserData(ctx context.Context, m aws.Machine) (string, error)
 	s.WriteString("umask 077\nmkdir -p /etc/kiln\n")
 	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc(append(b, '\n')), dockerCredentials)
 	fmt.Fprintf(&s, "echo %s | base64 -d > %s\n", enc([]byte(passphrase+"\n")), dockerPassphrase)
-	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --credentials %s --passphrase %s --node-name %s\n",
+	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --spot-notices imds --credentials %s --passphrase %s --node-name %s\n",
 		v1.DistroKiln, nodeimage.KubeBinaryDir, dockerCredentials, dockerPassphrase, node)
 	return s.String(), nil
 }
@@ -74,7 +75,7 @@ func (d *Daemon) awsUserData(ctx context.Context, m aws.Machine) (string, error)
 func awsStagedUserData(m aws.Machine) string {
 	var s strings.Builder
 	node := awsScriptHead(&s, m, ", the join files from "+m.JoinFrom)
-	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --join-from %s --join-region %s --credentials %s --passphrase %s --node-name %s\n",
+	fmt.Fprintf(&s, "exec kiln-agent run --data-dir /var/lib/kiln-agent --distribution %s --kube-binary %s --spot-notices imds --join-from %s --join-region %s --credentials %s --passphrase %s --node-name %s\n",
 		v1.DistroKiln, nodeimage.KubeBinaryDir, m.JoinFrom, m.Region, dockerCredentials, dockerPassphrase, node)
 	return s.String()
 }

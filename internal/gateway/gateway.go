@@ -352,6 +352,7 @@ const (
 	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"
 	ReasonStep                = "NodeStep"
 	ReasonCertificateRenewed  = "NodeCertificateRenewed"
+	ReasonInterruption        = "NodeInterruptionNotice"
 )
 
 // writeError writes the API's error shape.

@@ -315,8 +315,37 @@ func (s *session) handle(m *v1.AgentMessage) error {
 		}
 	case v1.AgentRenew:
 		return s.renew(m.Renew)
+	case v1.AgentNotice:
+		return s.notice(m.Notice)
 	default:
 		s.log.Debug("ignoring message", "type", m.Type)
+	}
+	return nil
+}
+
+// notice records the cloud's notice that it takes the node's machine away
+// (the health check then drains and replaces the node), with an event the
+// first time: the agent sends it again while it stands.
+func (s *session) notice(in *v1.Interruption) error {
+	if in == nil {
+		return nil
+	}
+	first := false
+	_, err := s.g.updateNode(s.ctx, s.k, s.node, func(n *store.Node) error {
+		if n.Interruption != nil && n.Interruption.At.Equal(in.At) && n.Interruption.Action == in.Action {
+			return errNodeUnchanged
+		}
+		n.Interruption, first = in, true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if first {
+		s.log.Warn("interruption notice", "kind", in.Kind, "action", in.Action, "at", in.At)
+		s.g.event(s.ctx, s.k, eventWarning, ReasonInterruption, s.node,
+			"node %s: the cloud will %s its machine at %s (%s interruption notice); Kiln drains the node and replaces it",
+			s.node, in.Action, in.At.UTC().Format(time.RFC3339), in.Kind)
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ func UnhealthySince(n Node) (time.Time, bool) {
 }
 
 // Assess applies each worker pool's policy to the cluster's nodes at now.
+// A node the cloud gave an interruption notice (v1.Node.Interruption) is
+// replaced at once, whatever the pool's maxUnhealthy.
 // Only worker nodes of a pool the spec has, that were installed (READY or
 // NOT_READY in Kiln), are judged: control-plane nodes are not replaced by
 // this check (etcd membership needs its own care).
@@ -70,6 +72,12 @@ func Assess(spec *v1.ClusterSpec, nodes []Node, now time.Time) Verdict {
 		timeout := validate.UnhealthyTimeout(pool)
 		var unhealthy, due []string
 		for _, n := range members {
+			if n.Interruption != nil {
+				// The cloud takes it away whatever the pool's health: it is
+				// replaced at once (drained first: it still answers).
+				v.Replace = append(v.Replace, n.Name)
+				continue
+			}
 			since, bad := UnhealthySince(n)
 			if !bad {
 				continue

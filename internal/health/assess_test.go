@@ -17,6 +17,11 @@ func worker(name, pool, state string, lastBeat time.Duration) Node {
 	return Node{Node: v1.Node{Name: name, Role: v1.RoleWorker, Pool: pool, State: state, LastHeartbeat: &t}}
 }
 
+func interrupted(n Node) Node {
+	n.Interruption = &v1.Interruption{Kind: v1.InterruptionSpot, Action: "terminate", At: now.Add(2 * time.Minute)}
+	return n
+}
+
 func TestAssess(t *testing.T) {
 	pool := func(name string, size int, timeout, max string) v1.WorkerPool {
 		return v1.WorkerPool{Name: name, Size: size, UnhealthyTimeout: timeout, MaxUnhealthy: max}
@@ -34,6 +39,12 @@ func TestAssess(t *testing.T) {
 			name:  "all healthy",
 			pools: []v1.WorkerPool{pool("a", 3, "", "")},
 			nodes: []Node{worker("a-0", "a", v1.NodeReady, time.Second), worker("a-1", "a", v1.NodeReady, time.Second)},
+		},
+		{
+			name:    "an interruption notice replaces at once, whatever maxUnhealthy",
+			pools:   []v1.WorkerPool{pool("a", 2, "1m", "0")},
+			nodes:   []Node{interrupted(worker("a-0", "a", v1.NodeReady, 0)), interrupted(worker("a-1", "a", v1.NodeReady, 0))},
+			replace: []string{"a-0", "a-1"},
 		},
 		{
 			name:    "missed heartbeats past the default 5m",

@@ -11,6 +11,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/validate"
 )
 
 // replaceUnhealthyNodes removes the worker nodes the health check says to
@@ -64,11 +65,19 @@ func (x *run) replaceUnhealthyNodes(ctx context.Context) error {
 			return errCancelRequested
 		}
 		n := records[name]
-		x.eventOn(ctx, "Warning", "NodeReplacing", name, fmt.Sprintf("node %s of pool %s is unhealthy (%s): replacing it without a drain",
-			name, n.Pool, unhealthyWhy(n.Node, kube[name])))
 		var del nodeDeleter
 		if kc != nil {
 			del = kc
+		}
+		if in := n.Interruption; in != nil {
+			x.eventOn(ctx, "Warning", "NodeReplacing", name, fmt.Sprintf("node %s of pool %s has a %s interruption notice (the cloud will %s it at %s): draining and replacing it",
+				name, n.Pool, in.Kind, in.Action, in.At.UTC().Format(time.RFC3339)))
+			if kc != nil {
+				x.drainInterrupted(ctx, kc, n.Node)
+			}
+		} else {
+			x.eventOn(ctx, "Warning", "NodeReplacing", name, fmt.Sprintf("node %s of pool %s is unhealthy (%s): replacing it without a drain",
+				name, n.Pool, unhealthyWhy(n.Node, kube[name])))
 		}
 		if err := x.removeNode(ctx, name, has[name], true, del); err != nil {
 			return err
@@ -77,6 +86,33 @@ func (x *run) replaceUnhealthyNodes(ctx context.Context) error {
 	}
 	x.note = "removed unhealthy: " + strings.Join(verdict.Replace, ", ")
 	return nil
+}
+
+// interruptionMargin is how long before the cloud takes an interrupted
+// machine away its drain gives up, so that the machine is removed by Kiln
+// and not lost under it.
+const interruptionMargin = 15 * time.Second
+
+// drainInterrupted drains a node the cloud takes away, within its pool's
+// drainTimeout or until shortly before the cloud's deadline, whichever
+// comes first (at least a few seconds). The machine goes anyway: pods left
+// when the time is up go with it, and an event names them.
+func (x *run) drainInterrupted(ctx context.Context, kc *kubeapi.Client, n v1.Node) {
+	timeout := validate.DrainTimeout(v1.WorkerPool{})
+	if p, _ := x.poolOf(n.Pool); p != nil {
+		timeout = validate.DrainTimeout(*p)
+	}
+	if left := time.Until(n.Interruption.At) - interruptionMargin; left < timeout {
+		timeout = max(left, 5*time.Second)
+	}
+	x.eventOn(ctx, "Normal", "NodeDraining", n.Name, fmt.Sprintf("draining node %s of pool %s before its interruption (timeout %s)", n.Name, n.Pool, timeout.Round(time.Second)))
+	st, err := kc.Drain(ctx, n.Name, kubeapi.DrainOptions{Timeout: timeout, CordonedBy: x.op.ID, Poll: x.r.opts.InstructionPoll,
+		Progress: func(st kubeapi.DrainStatus) { x.showProgress(ctx, n.Name, drainProgress(st)) }})
+	if err != nil {
+		x.eventOn(ctx, "Warning", "NodeDrainSkipped", n.Name, fmt.Sprintf("node %s was not drained before its interruption: %v; it goes with its machine", n.Name, err))
+		return
+	}
+	x.eventOn(ctx, "Normal", "NodeDrained", n.Name, fmt.Sprintf("node %s of pool %s drained before its interruption (%s evicted); removing it", n.Name, n.Pool, pods(st.Evicted)))
 }
 
 // unhealthyWhy says why a node is unhealthy.

@@ -606,9 +606,12 @@ func (a *localAWS) admin(t testing.TB, method, path, body string) {
 	}
 }
 
-// A spot worker interrupted by AWS (its notice, then its termination):
-// its node goes NotReady and the health check replaces the machine with a
-// new spot instance whose node is Ready.
+// A spot worker that AWS gives its interruption notice (two minutes here
+// as on AWS): its agent reads the notice from IMDS, the health check
+// drains the node while it still runs (the Deployment's pod leaves it
+// gracefully) and replaces the machine with a new spot instance of the
+// pool's group before AWS takes the old one; the pool is back to size with
+// the pod Running on the new node.
 func TestAWSSpotInterruption(t *testing.T) {
 	e, a := startAWS(t, "--health-interval", "2s")
 	ctx := t.Context()
@@ -618,7 +621,6 @@ func TestAWSSpotInterruption(t *testing.T) {
 	cl := awsCluster("spot", "10.81.0.0/16")
 	cl.Spec.WorkerPools[0].Size = 1
 	cl.Spec.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 100}
-	cl.Spec.WorkerPools[0].UnhealthyTimeout, cl.Spec.WorkerPools[0].MaxUnhealthy = "10s", "1"
 	e.wait("spot", e.create(cl).ID)
 	is := awsInstances(t, a, "spot", "default")
 	if len(is) != 1 || is[0].InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
@@ -629,10 +631,13 @@ func TestAWSSpotInterruption(t *testing.T) {
 		*g.MixedInstancesPolicy.InstancesDistribution.SpotMaxPrice != "0.0960" {
 		t.Errorf("the spot pool's group: %+v; want all spot, at most 100%% of m5.large's on-demand price (0.0960)", g.MixedInstancesPolicy)
 	}
-	a.setFaults(t, awslocal.Faults{SpotNotice: awslocal.Duration(time.Second)})
+	e.apply("spot", web1)
+	e.mustKubectl("spot", "wait", "--for=jsonpath={.status.availableReplicas}=1", "deployment/web", "--timeout=180s")
+
+	t0 := time.Now()
 	a.admin(t, http.MethodPost, "/_local/interrupt?instance="+*before.InstanceId, "")
 	var after ec2types.Instance
-	waitfor.Cond(t, "the pool's group to replace "+*before.InstanceId+" after its interruption", 3*time.Minute, func() (bool, error) {
+	waitfor.Cond(t, "the pool's group to replace "+*before.InstanceId+" after its notice", 3*time.Minute, func() (bool, error) {
 		is := awsInstances(t, a, "spot", "default")
 		if len(is) == 1 && *is[0].InstanceId != *before.InstanceId {
 			after = is[0]
@@ -643,18 +648,48 @@ func TestAWSSpotInterruption(t *testing.T) {
 	if after.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
 		t.Errorf("the replacement is %q; want spot", after.InstanceLifecycle)
 	}
-	// The health check replaces the lost node: the replacement joins, Ready,
-	// and the interrupted one leaves Kubernetes.
-	e.waitKubeNode("spot", *after.InstanceId, "Ready on the group's replacement instance", func(n kubeNode) bool { return n.ready() })
-	waitfor.Cond(t, "node "+*before.InstanceId+" to leave Kubernetes", 3*time.Minute, func() (bool, error) {
-		_, ok := e.kubeNodes("spot")[*before.InstanceId]
-		return !ok, nil
-	})
+	e.waitKubeNode("spot", *after.InstanceId, "Ready on the replacement instance", func(n kubeNode) bool { return n.ready() })
+	e.mustKubectl("spot", "wait", "--for=jsonpath={.status.availableReplicas}=1", "deployment/web", "--timeout=180s")
+	t.Logf("replaced and the pod Running again %s after the notice", time.Since(t0).Round(time.Second))
+	if _, ok := e.kubeNodes("spot")[*before.InstanceId]; ok {
+		t.Errorf("node %s is still in Kubernetes", *before.InstanceId)
+	}
+	if n := len(awsInstances(t, a, "spot", "default")); n != 1 {
+		t.Errorf("the pool has %d instances; want 1", n)
+	}
+	// Kiln took the instance away itself, before AWS's deadline.
 	old, err := ec2.NewFromConfig(a.sdk()).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{*before.InstanceId}})
-	if err != nil || old.Reservations[0].Instances[0].StateReason == nil || *old.Reservations[0].Instances[0].StateReason.Code != "Server.SpotInstanceTermination" {
-		t.Errorf("the interrupted instance: %+v, %v; want terminated by a spot interruption", old, err)
+	if err != nil || len(old.Reservations) == 0 {
+		t.Fatalf("describe the interrupted instance: %v", err)
+	}
+	if r := old.Reservations[0].Instances[0].StateReason; r != nil && *r.Code == "Server.SpotInstanceTermination" {
+		t.Errorf("the interrupted instance was terminated by AWS's interruption, not removed by Kiln first")
+	}
+	var reasons []string
+	for _, ev := range e.events("spot") {
+		if ev.Node == *before.InstanceId {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	for _, want := range []string{"NodeInterruptionNotice", "NodeReplacing", "NodeDraining", "NodeDrained"} {
+		if !slices.Contains(reasons, want) {
+			t.Errorf("events of node %s: %v; want %s among them", *before.InstanceId, reasons, want)
+		}
 	}
 }
+
+// web1 is a Deployment of one pause pod.
+const web1 = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: pause, image: kiln.dev/pause:1}]
+`
 
 // A create while AWS throttles every 5th call and describes what was made
 // a second late: the operation Succeeds with one VPC, one load balancer

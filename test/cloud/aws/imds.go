@@ -128,6 +128,8 @@ func (s *Server) instanceHandler(vpc string) http.Handler {
 // metadata is what IMDS tells an instance about itself.
 type metadata struct {
 	id, ip, zone, region, role, profileARN, profileID string
+	// interruptAt is when a spot instance given its notice is terminated.
+	interruptAt *time.Time
 }
 
 // instanceAt finds the live instance of vpc at the request's source
@@ -140,7 +142,7 @@ func (s *Server) instanceAt(r *http.Request, vpc string) (metadata, bool) {
 		if i.VPCID != vpc || i.PrivateIP != host || !i.live() {
 			continue
 		}
-		m := metadata{id: i.ID, ip: i.PrivateIP, zone: i.Zone, region: i.Region}
+		m := metadata{id: i.ID, ip: i.PrivateIP, zone: i.Zone, region: i.Region, interruptAt: i.InterruptAt}
 		if p := s.profileOf(i.Profile); p != nil {
 			m.profileARN = "arn:aws:iam::" + s.opts.AccountID + ":instance-profile" + p.Path + p.Name
 			m.profileID = p.ID
@@ -199,6 +201,9 @@ func (s *Server) serveIMDS(w http.ResponseWriter, r *http.Request, vpc string) {
 		text(m.zone)
 	case path == "meta-data/placement/region":
 		text(m.region)
+	case path == "meta-data/spot/instance-action" && m.interruptAt != nil:
+		// As AWS's: 404 until the instance is given its notice.
+		_ = json.NewEncoder(w).Encode(map[string]string{"action": "terminate", "time": m.interruptAt.UTC().Format(time.RFC3339)})
 	case path == "dynamic/instance-identity/document":
 		_ = json.NewEncoder(w).Encode(map[string]string{"accountId": s.opts.AccountID, "instanceId": m.id, "region": m.region,
 			"availabilityZone": m.zone, "privateIp": m.ip})

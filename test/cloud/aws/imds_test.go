@@ -103,6 +103,27 @@ func TestIMDSRoleCredentials(t *testing.T) {
 		t.Errorf("PutObject with a role that may only read: %v; want AccessDenied", err)
 	}
 
+	// A spot instance has no interruption notice (404) until it is given
+	// one: then spot/instance-action says when it goes.
+	var re interface{ HTTPStatusCode() int }
+	if _, err := md.GetMetadata(ctx, &imds.GetMetadataInput{Path: "spot/instance-action"}); !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusNotFound {
+		t.Errorf("spot/instance-action before a notice: %v; want 404", err)
+	}
+	a.mu.Lock()
+	a.st.EC2.Compute.Instances["i-000000000000000aa"].Spot = true
+	a.mu.Unlock()
+	if err := a.Interrupt("i-000000000000000aa"); err != nil {
+		t.Fatal(err)
+	}
+	notice, err := md.GetMetadata(ctx, &imds.GetMetadataInput{Path: "spot/instance-action"})
+	if err != nil {
+		t.Fatalf("spot/instance-action after the notice: %v", err)
+	}
+	b, _ = io.ReadAll(notice.Content)
+	if !strings.HasPrefix(string(b), `{"action":"terminate","time":"`) {
+		t.Errorf("spot/instance-action %s", b)
+	}
+
 	// An address that is no instance of the VPC gets nothing.
 	a.setInstanceState("i-000000000000000aa", "terminated")
 	if _, err := md.GetMetadata(ctx, &imds.GetMetadataInput{Path: "instance-id"}); err == nil {
