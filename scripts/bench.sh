@@ -27,7 +27,7 @@ fi
 
 # Go micro-benchmarks of the hot paths.
 go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m \
-	./internal/store/... ./internal/daemon/... | tee "$out"
+	./internal/store/... ./internal/daemon/... ./internal/elastic/... | tee "$out"
 # kilnd as a process under load from this one (test/bench): the API's latency during a wave against a
 # bare net/http reference, the fleet wave, the agent fan-in. One test process each, so that one's
 # leftovers (10,000 agents' memory being collected) do not disturb the next one's load generator.
@@ -36,7 +36,7 @@ for b in APILatency FleetWave AgentFanIn; do
 done
 # Real local clusters (needs bin/kiln-kube: make bench builds it), and real docker ones (needs Docker,
 # the node and system images; skipped, saying so, without them); -v shows each step's time.
-KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|EdgeKubeadm|AWSCreate' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
@@ -86,11 +86,14 @@ metric() {
 	echo "| aws: AWS API calls per create (dry-run checks included) | fewer is better | $(metric e2e 'BenchmarkAWSCreate' calls/create) |"
 	echo "| aws: delete to clean (nothing tagged left) | (reported) | $(metric e2e 'BenchmarkAWSCreate' s/delete) s |"
 	echo "| idle kilnd with 10,000 Succeeded clusters | under 5% of a core | $(metric bench 'BenchmarkFleetWave/10000' idle-cpu-%) % |"
+	echo "| docker: pending pod to Running on the autoscaler's new node | under 30 s | $(metric e2e 'BenchmarkAutoscaleUp' s/scale-up) s |"
+	echo "| docker: resume of a hibernated 1+2 to every node Ready | under 30 s | $(metric e2e 'BenchmarkResume' s/resume) s |"
+	echo "| autoscaler: one pass over 1,000 autoscaled sim clusters, as a share of a core every 10 s | (reported) | $(metric elastic BenchmarkCheckAll1000 core-%) % ($(metric elastic BenchmarkCheckAll1000 ms/pass) ms/pass) |"
 	echo
 	echo "## Everything this run printed"
 	echo
 	echo '```'
-	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|to 2 pods Running|container memory|^ +bench_test.go:[0-9]+:   |^ +[a-z_]+_test.go:[0-9]+: (fleet wave|api latency|agent fan-in)' "$out" |
+	grep -E '^(Benchmark|goos|goarch|cpu|pkg)|create to Succeeded|to 2 pods Running|container memory|autoscaler.s new node|resume to Succeeded|^ +bench_test.go:[0-9]+:   |^ +[a-z_]+_test.go:[0-9]+: (fleet wave|api latency|agent fan-in)' "$out" |
 		sed -E 's/^ +bench_test.go:[0-9]+: /    /; s/^ +[a-z_]+_test.go:[0-9]+: /    /' || true
 	grep -E 'fault suite summary: ' "$out" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: //' || true
 	echo '```'

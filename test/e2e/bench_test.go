@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -208,4 +209,76 @@ func BenchmarkAWSCreate(b *testing.B) {
 	b.ReportMetric(create.Seconds()/float64(b.N), "s/create")
 	b.ReportMetric(float64(calls)/float64(b.N), "calls/create")
 	b.ReportMetric(del.Seconds()/float64(b.N), "s/delete")
+}
+
+// BenchmarkAutoscaleUp measures a docker cluster's autoscaler (issue 24):
+// a pool autoscaling 1-2 (interval 2 s), a Deployment of 2 pods of which
+// only one fits a node, from kubectl apply to both Running, the pending one
+// on the node the autoscaler added (target under 30 s). Between iterations
+// the Deployment goes and the pool shrinks back to 1 (not timed).
+func BenchmarkAutoscaleUp(b *testing.B) {
+	e := startDocker(b, "--autoscale-interval", "2s", "--autoscale-cooldown", "2s")
+	cl := dockerCluster("grow", "", 1, true, 1)
+	cl.Spec.WorkerPools[0].Autoscale = &v1.Autoscale{Min: 1, Max: 2, ScaleDownAfter: "10s"}
+	e.create(cl)
+	var node struct {
+		Status struct {
+			Allocatable map[string]string `json:"allocatable"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(e.mustKubectl("grow", "get", "node", "grow-default-0", "-o", "json")), &node); err != nil {
+		b.Fatal(err)
+	}
+	var cores int
+	fmt.Sscan(node.Status.Allocatable["cpu"], &cores)
+	manifest := strings.Replace(strings.Replace(burst, "CPU", fmt.Sprint(cores*600), 1), "replicas: 4", "replicas: 2", 1)
+	var up time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		e.apply("grow", manifest)
+		e.mustKubectl("grow", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/burst", "--timeout=180s")
+		took := time.Since(t0)
+		up += took
+		b.Logf("pending pod to Running on the autoscaler's new node: %s", took.Round(time.Millisecond))
+		b.StopTimer()
+		e.mustKubectl("grow", "delete", "deployment", "burst", "--wait=true", "--timeout=120s")
+		waitfor.Cond(b, "the pool back to 1", 3*time.Minute, func() (bool, error) {
+			c, err := e.c.GetCluster(b.Context(), "default", "grow")
+			return err == nil && c.Spec.WorkerPools[0].Size == 1 && c.Status.ProvisioningState == v1.StateSucceeded, err
+		})
+		b.StartTimer()
+	}
+	b.ReportMetric(up.Seconds()/float64(b.N), "s/scale-up")
+}
+
+// BenchmarkResume measures the resume of a hibernated docker cluster of
+// 1+2 (issue 24): from POST .../resume to the operation's Succeeded, every
+// node Ready in Kubernetes (target under 30 s). Each iteration hibernates
+// it first (not timed).
+func BenchmarkResume(b *testing.B) {
+	e := startDocker(b)
+	e.create(dockerCluster("nap", "", 1, true, 2))
+	var resume time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		_, opID, err := e.c.HibernateCluster(b.Context(), "default", "nap")
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.wait("nap", opID)
+		b.StartTimer()
+		t0 := time.Now()
+		_, opID, err = e.c.ResumeCluster(b.Context(), "default", "nap")
+		if err != nil {
+			b.Fatal(err)
+		}
+		op := e.wait("nap", opID)
+		took := time.Since(t0)
+		resume += took
+		b.Logf("1+2 resume to Succeeded, every node Ready: %s", took.Round(time.Millisecond))
+		for _, s := range op.Properties.Steps {
+			b.Logf("  %-30s %s", s.Name, stepDuration(s))
+		}
+	}
+	b.ReportMetric(resume.Seconds()/float64(b.N), "s/resume")
 }
