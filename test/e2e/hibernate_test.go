@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -198,4 +199,32 @@ func (e *env) idleStops(cluster string) []v1.Event {
 		}
 	}
 	return out
+}
+
+// TestLocalHibernateResume: a local cluster (processes, hollow kubelets)
+// hibernates, its machines' processes stopped with their directories, and
+// resumes with its objects.
+func TestLocalHibernateResume(t *testing.T) {
+	e := start(t, "kilnd")
+	e.create(localCluster("doze", 1, true, 1))
+	e.mustKubectl("doze", "create", "configmap", "keep", "--from-literal=made=before")
+	_, opID, err := e.c.HibernateCluster(t.Context(), "default", "doze")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("doze", opID)
+	e.waitState("doze", v1.StateHibernated, time.Minute)
+	if left := processesUnder(filepath.Join(e.data, "machines", "default", "doze")); len(left) > 0 {
+		t.Errorf("processes of the hibernated cluster:\n%s", strings.Join(left, "\n"))
+	}
+	_, opID, err = e.c.ResumeCluster(t.Context(), "default", "doze")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.wait("doze", opID)
+	t.Logf("resumed in %s", op.EndTime.Sub(op.StartTime).Round(time.Millisecond))
+	if v := e.mustKubectl("doze", "get", "configmap", "keep", "-o", "jsonpath={.data.made}"); v != "before" {
+		t.Errorf("ConfigMap keep after the resume: made=%q, want before", v)
+	}
+	e.readyWorkers("doze", 2, 1)
 }

@@ -136,6 +136,7 @@ var (
 	_ provider.LoadBalancers = (*AWS)(nil)
 	_ provider.Describer     = (*AWS)(nil)
 	_ provider.Installing    = (*AWS)(nil)
+	_ provider.Stopper       = (*AWS)(nil)
 )
 
 // New returns the aws provider.

@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/aws"
 	"kiln.dev/kiln/internal/provider/providertest"
+	"kiln.dev/kiln/test/waitfor"
 	awslocal "kiln.dev/kiln/test/cloud/aws"
 )
 
@@ -580,4 +581,52 @@ func tagOfGroup(g astypes.AutoScalingGroup, key string) string {
 		}
 	}
 	return ""
+}
+
+// A control-plane machine stops with its volumes kept (hibernation) and
+// EnsureMachine starts the same instance again; a pool's instance cannot
+// be stopped.
+func TestStopAndStartMachine(t *testing.T) {
+	l := newLocal(t)
+	p := newProvider(t)
+	c := cluster(l, "nap")
+	if _, err := p.EnsureNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "nap-cp-0", Role: v1.RoleControlPlane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) ec2types.InstanceStateName {
+		t.Helper()
+		out, err := ec2.NewFromConfig(l.cfg).DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Reservations[0].Instances[0].State.Name
+	}
+	waitfor.Cond(t, "the instance running", time.Minute, func() (bool, error) { return state(cp.ID) == ec2types.InstanceStateNameRunning, nil })
+	if err := p.StopMachine(t.Context(), c, "nap-cp-0"); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(cp.ID); s != ec2types.InstanceStateNameStopped {
+		t.Fatalf("after StopMachine: %s, want stopped", s)
+	}
+	if err := p.StopMachine(t.Context(), c, "nap-cp-0"); err != nil {
+		t.Errorf("StopMachine of a stopped machine: %v", err)
+	}
+	again, err := p.EnsureMachine(t.Context(), c, provider.MachineSpec{Name: "nap-cp-0", Role: v1.RoleControlPlane})
+	if err != nil || again.ID != cp.ID || again.Address != cp.Address {
+		t.Fatalf("EnsureMachine of the stopped machine: %+v, %v; want %s at %s again", again, err, cp.ID, cp.Address)
+	}
+	if s := state(cp.ID); s != ec2types.InstanceStateNamePending && s != ec2types.InstanceStateNameRunning {
+		t.Errorf("after EnsureMachine: %s, want started", s)
+	}
+	ms, err := p.GrowPool(t.Context(), c, provider.MachineSpec{Name: "nap-default-0", Role: v1.RoleWorker, Pool: "default"}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StopMachine(t.Context(), c, ms[0].Name); err == nil || failure.From(err).Retryable {
+		t.Errorf("StopMachine of a pool's instance: %v; want a terminal error", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -107,6 +108,9 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 	}
 	if len(found) > 0 {
 		got := machineOf(found[0])
+		if err := p.startStopped(ctx, c, found[0]); err != nil {
+			return provider.Machine{}, err
+		}
 		if m.Role == v1.RoleControlPlane {
 			if err := p.registerTargets(ctx, c, []string{got.ID}); err != nil {
 				return provider.Machine{}, err
@@ -136,6 +140,62 @@ func (p *AWS) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 		}
 	}
 	return got, nil
+}
+
+// startStopped starts an instance that was stopped (a hibernated
+// cluster's control plane); one still stopping is retried.
+func (p *AWS) startStopped(ctx context.Context, c *cluster, i ec2types.Instance) error {
+	id := awssdk.ToString(i.InstanceId)
+	switch i.State.Name {
+	case ec2types.InstanceStateNameStopped:
+		p.log.Info("starting stopped instance", "cluster", c.Name, "instance", id)
+		if _, err := c.api.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
+			return classify(err, "", "start instance %s of cluster %s", id, c.Name)
+		}
+	case ec2types.InstanceStateNameStopping:
+		return failure.Retryable(v1.CodeProviderError, nil, "instance %s of cluster %s is stopping; it is started once it has stopped", id, c.Name)
+	}
+	return nil
+}
+
+// stopWait bounds StopMachine's wait for an instance to have stopped.
+const stopWait = 10 * time.Minute
+
+// StopMachine stops the machine's instance, keeping its volumes
+// (provider.Stopper), and waits until it has stopped. EnsureMachine starts
+// it again. A pool's instances are its group's and cannot be stopped
+// (the group would replace them): hibernation removes them instead.
+func (p *AWS) StopMachine(ctx context.Context, pc provider.Cluster, name string) error {
+	c, err := p.cluster(pc)
+	if err != nil {
+		return err
+	}
+	found, err := c.instances(ctx, name)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, i := range found {
+		if tagOf(i.Tags, TagGroup) != "" {
+			return &failure.Error{Code: v1.CodeInvalidParameter, Message: fmt.Sprintf("machine %s of cluster %s is an instance of a pool's Auto Scaling group: it cannot be stopped", name, c.Name)}
+		}
+		id := awssdk.ToString(i.InstanceId)
+		ids = append(ids, id)
+		if i.State.Name == ec2types.InstanceStateNameRunning || i.State.Name == ec2types.InstanceStateNamePending {
+			p.log.Info("stopping instance", "cluster", c.Name, "machine", name, "instance", id)
+			if _, err := c.api.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
+				return classify(err, "", "stop instance %s of cluster %s", id, c.Name)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	w := ec2.NewInstanceStoppedWaiter(c.api.ec2, func(o *ec2.InstanceStoppedWaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, 15*time.Second })
+	if err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, stopWait); err != nil {
+		return failure.Retryable(v1.CodeTimeout, err, "instance %s of machine %s did not stop within %s: %v", strings.Join(ids, ", "), name, stopWait, err)
+	}
+	return nil
 }
 
 // launchInZones launches the machine in its zone: the one the plan gave it

@@ -117,6 +117,7 @@ var (
 	_ provider.LoadBalancers = (*Local)(nil)
 	_ provider.Describer     = (*Local)(nil)
 	_ provider.Installing    = (*Local)(nil)
+	_ provider.Stopper       = (*Local)(nil)
 )
 
 // New returns a Local over opts.Dir, creating the directory. Machines and load

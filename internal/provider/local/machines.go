@@ -280,6 +280,34 @@ func (l *Local) DeleteMachine(ctx context.Context, c provider.Cluster, name stri
 	return nil
 }
 
+// StopMachine stops the machine's process group (its agent and the
+// components it runs), keeping its directory and what they wrote there
+// (provider.Stopper): EnsureMachine starts its agent again, which starts
+// the components of its last install on that data.
+func (l *Local) StopMachine(ctx context.Context, c provider.Cluster, name string) error {
+	dir, err := l.machineDir(c, name)
+	if err != nil {
+		return err
+	}
+	unlock, err := l.lockDir(ctx)
+	if err != nil {
+		return fmt.Errorf("stop machine %q: %w", name, err)
+	}
+	defer unlock()
+	pf, ok, err := readPID(dir)
+	if err != nil {
+		return fmt.Errorf("stop machine %q: %w", name, err)
+	}
+	if !ok || !pf.alive() {
+		return nil
+	}
+	l.log.Info("stopping machine", "cluster", c.Project+"/"+c.Name, "machine", name, "pid", pf.PID)
+	if err := l.stop(ctx, pf); err != nil {
+		return fmt.Errorf("stop machine %q: %w", name, err)
+	}
+	return nil
+}
+
 // Status is what the local provider knows of one machine beyond
 // provider.Machine.
 type Status struct {
