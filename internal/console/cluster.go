@@ -289,6 +289,20 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, s *session) erro
 	})
 }
 
+// hibernate begins the cluster's hibernation.
+func (c *Console) hibernate(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.clusterAction(w, r, s, "Hibernating", func(api *client.Client, p, n string) (*v1.Cluster, string, error) {
+		return api.HibernateCluster(r.Context(), p, n)
+	})
+}
+
+// resume brings a hibernated cluster back.
+func (c *Console) resume(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.clusterAction(w, r, s, "Resuming", func(api *client.Client, p, n string) (*v1.Cluster, string, error) {
+		return api.ResumeCluster(r.Context(), p, n)
+	})
+}
+
 // cancel asks the cluster's running operation to stop.
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request, s *session) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")

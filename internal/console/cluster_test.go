@@ -68,6 +68,20 @@ func TestClusterActions(t *testing.T) {
 	if v := e.cluster("c1").Spec.KubernetesVersion; v != "v1.36.3" {
 		t.Errorf("version after upgrade: %s", v)
 	}
+	if !strings.Contains(b.get(c1).body, `id="hibernate"`) {
+		t.Errorf("the page of a Succeeded cluster offers no hibernate")
+	}
+	done(c1+"/hibernate", url.Values{}, "Hibernating")
+	if st := e.cluster("c1").Status.ProvisioningState; st != v1.StateHibernated {
+		t.Errorf("after hibernate: %s", st)
+	}
+	if got := b.get(c1).body; !strings.Contains(got, `id="resume"`) || strings.Contains(got, `id="hibernate"`) {
+		t.Errorf("the page of a Hibernated cluster offers no resume, or a hibernate")
+	}
+	done(c1+"/resume", url.Values{}, "Resuming")
+	if st := e.cluster("c1").Status.ProvisioningState; st != v1.StateSucceeded {
+		t.Errorf("after resume: %s", st)
+	}
 
 	// Refusals: the API's words and status, nothing changed.
 	etag := e.cluster("c1").ETag

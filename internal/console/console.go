@@ -153,6 +153,8 @@ func (c *Console) routes() http.Handler {
 	h("POST "+clusterPath+"/reset", c.reset)
 	h("POST "+clusterPath+"/retry", c.retry)
 	h("POST "+clusterPath+"/cancel", c.cancel)
+	h("POST "+clusterPath+"/hibernate", c.hibernate)
+	h("POST "+clusterPath+"/resume", c.resume)
 	h("POST "+clusterPath+"/delete", c.deleteCluster)
 
 	h("GET "+clusterPath+"/nodes", c.nodesPage)
