@@ -23,8 +23,8 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/aws"
 	"kiln.dev/kiln/internal/provider/providertest"
-	"kiln.dev/kiln/test/waitfor"
 	awslocal "kiln.dev/kiln/test/cloud/aws"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 const (
