@@ -91,18 +91,12 @@ func (c *Checker) Run(ctx context.Context) error {
 // CheckAll checks every cluster once.
 func (c *Checker) CheckAll(ctx context.Context) error {
 	var errs []error
-	err := store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return c.opts.Store.ListProjects(ctx, pg) },
-		func(p *v1.Project) error {
-			return store.Each(func(pg store.Page) ([]*store.Cluster, string, error) {
-				return c.opts.Store.ListClusters(ctx, p.Name, pg)
-			},
-				func(cl *store.Cluster) error {
-					if err := c.Check(ctx, cl); err != nil {
-						errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
-					}
-					return ctx.Err()
-				})
-		})
+	err := store.EachCluster(ctx, c.opts.Store, func(cl *store.Cluster) error {
+		if err := c.Check(ctx, cl); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
+		}
+		return ctx.Err()
+	})
 	return errors.Join(append(errs, err)...)
 }
 

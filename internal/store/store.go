@@ -433,6 +433,21 @@ func Each[T any](list func(Page) ([]T, string, error), f func(T) error) error {
 	}
 }
 
+// ClusterLister lists projects and their clusters (EachCluster).
+type ClusterLister interface {
+	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
+	ListClusters(ctx context.Context, project string, pg Page) ([]*Cluster, string, error)
+}
+
+// EachCluster calls f with every cluster of every project, a page at a
+// time, until f returns an error.
+func EachCluster(ctx context.Context, s ClusterLister, f func(*Cluster) error) error {
+	return Each(func(pg Page) ([]*v1.Project, string, error) { return s.ListProjects(ctx, pg) },
+		func(p *v1.Project) error {
+			return Each(func(pg Page) ([]*Cluster, string, error) { return s.ListClusters(ctx, p.Name, pg) }, f)
+		})
+}
+
 // Cutoffs say what Prune deletes; a zero time deletes nothing of its kind.
 type Cutoffs struct {
 	Events time.Time // events older than this

@@ -631,7 +631,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 		*g.MixedInstancesPolicy.InstancesDistribution.SpotMaxPrice != "0.0960" {
 		t.Errorf("the spot pool's group: %+v; want all spot, at most 100%% of m5.large's on-demand price (0.0960)", g.MixedInstancesPolicy)
 	}
-	e.apply("spot", web1)
+	e.apply("spot", pauseWeb(1))
 	e.mustKubectl("spot", "wait", "--for=jsonpath={.status.availableReplicas}=1", "deployment/web", "--timeout=180s")
 
 	t0 := time.Now()
@@ -677,19 +677,6 @@ func TestAWSSpotInterruption(t *testing.T) {
 		}
 	}
 }
-
-// web1 is a Deployment of one pause pod.
-const web1 = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: pause, image: kiln.dev/pause:1}]
-`
 
 // A create while AWS throttles every 5th call and describes what was made
 // a second late: the operation Succeeds with one VPC, one load balancer

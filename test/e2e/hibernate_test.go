@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,12 +16,15 @@ import (
 	"kiln.dev/kiln/test/waitfor"
 )
 
-// web2 is a Deployment of two pause pods.
-const web2 = `apiVersion: apps/v1
+// pauseWeb is a Deployment of n pause pods, the pause image being in
+// every node image.
+func pauseWeb(n int) string { return strings.Replace(pauseWebDoc, "REPLICAS", strconv.Itoa(n), 1) }
+
+const pauseWebDoc = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
 spec:
-  replicas: 2
+  replicas: REPLICAS
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
@@ -41,7 +45,7 @@ func TestHibernateResume(t *testing.T) {
 	cl := dockerCluster("nap", "", 1, true, 2)
 	e.create(cl)
 	e.mustKubectl("nap", "create", "configmap", "keep", "--from-literal=made=before")
-	e.apply("nap", web2)
+	e.apply("nap", pauseWeb(2))
 	e.mustKubectl("nap", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/web", "--timeout=180s")
 	cp := ""
 	for _, o := range dockerObjects(t, "default", "nap") {
