@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
@@ -73,6 +74,8 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		st := cl.Status
 		switch {
+		case distro.Installed(&cl.Spec).Kubelet == v1.KubeletNone:
+			return conflict(clusterRef(r), "cluster", "runs no Kubernetes (its %s machines are simulated): it cannot run jobs", cl.Spec.Provider)
 		case st.ProvisioningState == v1.StateDeleting:
 			return conflict(clusterRef(r), "cluster", "is being deleted")
 		case createUnfinished(st):

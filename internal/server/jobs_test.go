@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/store"
 )
 
 // A sim cluster hibernates and resumes through the API; a Hibernated one
@@ -41,7 +42,29 @@ func TestHibernateResumeAndJobs(t *testing.T) {
 		t.Errorf("a change of a hibernated cluster: %+v", e)
 	}
 
-	// Bad jobs change nothing.
+	if e := h.must(http.StatusConflict, "POST", base+"/jobs", `{"name": "j1", "spec": {"image": "kiln.dev/demo:1"}}`).errorBody(t); !strings.Contains(e.Message, "runs no Kubernetes") {
+		t.Errorf("a job for a sim cluster: %+v", e)
+	}
+	r = h.must(http.StatusAccepted, "POST", base+"/resume", "")
+	r.decode(t, &cl)
+	if op := h.await(cl.Status.CurrentOperation); op.Status != v1.OpSucceeded || op.Properties.Kind != v1.KindResume {
+		t.Fatalf("resume: %s %s %+v", op.Properties.Kind, op.Status, op.Error)
+	}
+	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("after the resume: %s", got.Status.ProvisioningState)
+	}
+}
+
+// A job submitted to a Hibernated cluster resumes it; the same job again is
+// the same job, another spec under its name is refused, and bad jobs change
+// nothing.
+func TestJobs(t *testing.T) {
+	h := newHarness(t, withPlan)
+	h.project("p")
+	_, opID := h.createCluster("p", "c", `{"spec": {"provider": "local", "controlPlane": {"size": 1}, "workerPools": [{"name": "default", "size": 1}]}}`)
+	h.finish(h.claim(), opID, v1.OpSucceeded, func(cl *store.Cluster) { cl.Status.ProvisioningState = v1.StateHibernated })
+	const base = "/v1/projects/p/clusters/c"
+
 	for _, tc := range []struct{ body, target string }{
 		{`{"name": "j1", "spec": {}}`, "spec.image"},
 		{`{"name": "J_1", "spec": {"image": "kiln.dev/demo:1"}}`, "name"},
@@ -57,9 +80,8 @@ func TestHibernateResumeAndJobs(t *testing.T) {
 		t.Fatalf("bad jobs changed the cluster: %s", got.Status.ProvisioningState)
 	}
 
-	// A job resumes the cluster.
 	const job = `{"name": "j1", "spec": {"image": "kiln.dev/demo:1", "args": ["whoami"], "cpu": "100m"}}`
-	r = h.must(http.StatusCreated, "POST", base+"/jobs", job)
+	r := h.must(http.StatusCreated, "POST", base+"/jobs", job)
 	var j v1.Job
 	r.decode(t, &j)
 	if j.ID != base+"/jobs/j1" || j.Status.Phase != v1.JobPending || j.Status.Operation == "" || r.header.Get("Location") == "" {
@@ -68,23 +90,26 @@ func TestHibernateResumeAndJobs(t *testing.T) {
 	if op := h.operation(j.Status.Operation); op.Properties.Kind != v1.KindResume || !strings.Contains(op.Properties.Reason, "job j1") {
 		t.Errorf("the job's operation: %s, reason %q", op.Properties.Kind, op.Properties.Reason)
 	}
+	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateUpdating || got.Status.CurrentOperation != j.Status.Operation {
+		t.Errorf("the cluster after the job: %s, operation %s", got.Status.ProvisioningState, got.Status.CurrentOperation)
+	}
 	var again v1.Job
 	h.must(http.StatusOK, "POST", base+"/jobs", job).decode(t, &again)
-	if again.CreatedAt != j.CreatedAt || again.Status.Operation != j.Status.Operation {
+	if !again.CreatedAt.Equal(j.CreatedAt) || again.Status.Operation != j.Status.Operation {
 		t.Errorf("the same job again: %+v; want the first (%+v)", again, j)
 	}
 	if e := h.must(http.StatusConflict, "POST", base+"/jobs", strings.Replace(job, "demo:1", "demo:2", 1)).errorBody(t); !strings.Contains(e.Message, "exists with another spec") {
 		t.Errorf("another spec under the name: %+v", e)
 	}
-	if op := h.await(j.Status.Operation); op.Status != v1.OpSucceeded {
-		t.Fatalf("resume: %s %+v", op.Status, op.Error)
-	}
-	if got := h.cluster("p", "c"); got.Status.ProvisioningState != v1.StateSucceeded {
-		t.Errorf("after the resume: %s", got.Status.ProvisioningState)
+	// A second job waits for the same resume.
+	var j2 v1.Job
+	h.must(http.StatusCreated, "POST", base+"/jobs", `{"name": "j2", "spec": {"image": "kiln.dev/demo:1"}}`).decode(t, &j2)
+	if j2.Status.Phase != v1.JobPending || j2.Status.Operation != "" {
+		t.Errorf("a job while the cluster resumes: %+v; want Pending, beginning no operation", j2.Status)
 	}
 	var jobs v1.List[v1.Job]
 	h.must(http.StatusOK, "GET", base+"/jobs", "").decode(t, &jobs)
-	if len(jobs.Value) != 1 || jobs.Value[0].Name != "j1" {
+	if len(jobs.Value) != 2 || jobs.Value[0].Name != "j1" || jobs.Value[1].Name != "j2" {
 		t.Errorf("jobs %+v", jobs.Value)
 	}
 	h.must(http.StatusNotFound, "GET", base+"/jobs/nope", "")

@@ -87,6 +87,9 @@ func (c *Checker) Cluster(ctx context.Context, project, name string, spec *v1.Cl
 	if err := c.preflight(ctx, rep, p, account, project, name, spec); err != nil {
 		return nil, err
 	}
+	if _, stops := p.(provider.Stopper); spec.IdleStop != nil && (!stops || c.Providers.HostsJoin(spec.Provider)) {
+		rep.fail(v1.CodeInvalidParameter, "spec.idleStop", "the %s provider cannot stop machines and keep their disks, so its clusters cannot hibernate; set idleStop to null", spec.Provider)
+	}
 	var others []*store.Cluster
 	if needsOthers(account, spec) {
 		if others, err = c.otherClusters(ctx, project, name, spec); err != nil {

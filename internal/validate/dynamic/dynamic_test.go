@@ -46,7 +46,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(func() { st.Close() })
 	w := &world{t: t, st: st, checker: &dynamic.Checker{
 		Store:     st,
-		Providers: provider.Registry{"sim": sim.New(), "other": sim.New()},
+		Providers: provider.Registry{"sim": sim.New(), "other": sim.New(), "nostop": noStop{sim.New()}},
 	}}
 	if err := st.PutProject(t.Context(), &v1.Project{Name: "p"}, store.Cond{}); err != nil {
 		t.Fatal(err)
@@ -85,6 +85,10 @@ func (w *world) cluster(name string, spec v1.ClusterSpec) {
 }
 
 // simSpec is a valid sim cluster of 1 control plane and 2 workers.
+// noStop is a provider that makes machines and cannot stop them: a sim
+// with only provider.Provider's methods.
+type noStop struct{ provider.Provider }
+
 func simSpec(edit func(*v1.ClusterSpec)) v1.ClusterSpec {
 	s := valid()
 	s.Provider = "sim"
@@ -126,6 +130,11 @@ func TestCheckerFindings(t *testing.T) {
 			s.Network.VPCID, s.Network.SubnetIDs = "vpc-0123456789abcdef0", []string{"subnet-0123456789abcdef0"}
 		}),
 			want: []v1.Error{invalid("spec.network.vpcID", "the sim provider makes each cluster's network itself; remove spec.network.vpcID and subnetIDs")}},
+		{name: "idle stop where machines stop", spec: simSpec(func(s *v1.ClusterSpec) { s.IdleStop = &v1.IdleStop{After: "30m"} })},
+		{name: "idle stop where they cannot", spec: simSpec(func(s *v1.ClusterSpec) {
+			s.Provider, s.IdleStop = "nostop", &v1.IdleStop{After: "30m"}
+		}),
+			want: []v1.Error{invalid("spec.idleStop", "the nostop provider cannot stop machines and keep their disks, so its clusters cannot hibernate; set idleStop to null")}},
 		{name: "missing account", spec: simSpec(func(s *v1.ClusterSpec) { s.CloudAccount = "nope" }),
 			want: []v1.Error{invalid("spec.cloudAccount", `cloud account "nope" does not exist in project "p"; create it first or fix the name`)}},
 		{name: "account of another provider", spec: simSpec(func(s *v1.ClusterSpec) { s.CloudAccount = "elsewhere" }),
@@ -177,7 +186,7 @@ func TestCheckerFindings(t *testing.T) {
 			s.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico", NodeCIDR: "192.168.10.0/24", Name: "dc1"}
 		})},
 		{name: "unknown provider", spec: simSpec(func(s *v1.ClusterSpec) { s.Provider = "aws" }),
-			want: []v1.Error{invalid("spec.provider", `provider "aws" is not available on this server; one of other, sim`)}},
+			want: []v1.Error{invalid("spec.provider", `provider "aws" is not available on this server; one of nostop, other, sim`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
