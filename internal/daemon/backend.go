@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -85,6 +86,9 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			}
 			defer kc.Close()
 			return kc.CreateJob(ctx, elastic.KubeJob(j))
+		},
+		Shape: func(ctx context.Context, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool) {
+			return instanceShape(ctx, d.Store, providers, cl, instanceType)
 		},
 		JobLog: func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error) {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -164,3 +168,36 @@ func observe(ctx context.Context, s store.Store, cl *store.Cluster) (elastic.Sta
 	}
 	return st, nil
 }
+
+// instanceShape is what a node of an instance type of the cluster's
+// provider offers pods, as the provider describes the type (its vCPUs and
+// memory; the kubelet's reserves aside), for the autoscaler to grow a pool
+// that has no node yet. False when the provider does not say.
+func instanceShape(ctx context.Context, s store.Store, providers provider.Registry, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool) {
+	d, ok := providers[cl.Spec.Provider].(provider.Describer)
+	if !ok {
+		return kubeapi.Resources{}, false
+	}
+	var acct *provider.Account
+	if cl.Spec.CloudAccount != "" {
+		a, err := s.GetCloudAccount(ctx, cl.Project, cl.Spec.CloudAccount)
+		if err != nil {
+			return kubeapi.Resources{}, false
+		}
+		acct = &provider.Account{Name: a.Name, Credentials: a.Credentials}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	o, err := d.Describe(ctx, acct, cl.Spec.Region)
+	if err != nil {
+		return kubeapi.Resources{}, false
+	}
+	t, ok := o.InstanceType(instanceType)
+	if !ok || t.VCPUs <= 0 || t.MemoryMiB <= 0 {
+		return kubeapi.Resources{}, false
+	}
+	return kubeapi.Resources{MilliCPU: int64(t.VCPUs) * 1000, Memory: int64(t.MemoryMiB) << 20, Pods: maxPodsPerNode}, true
+}
+
+// maxPodsPerNode is the kubelet's default maxPods, what a new node offers.
+const maxPodsPerNode = 110

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	// Submit creates a job's Kubernetes Job (KubeJob) in the cluster; one
 	// there already is no error.
 	Submit func(ctx context.Context, cl *store.Cluster, j v1.Job) error
+	// Shape returns the resources a node of an instance type of the
+	// cluster's provider offers (its size, as the provider describes it),
+	// for a pool that has no node to learn its shape from; optional.
+	Shape func(ctx context.Context, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool)
 	// JobLog reads the log of a job's newest pod, kept in the job's record
 	// when it ends; optional.
 	JobLog func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error)
@@ -193,7 +198,20 @@ func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
 	if !Autoscaled(&cl.Spec) {
 		return nil
 	}
-	d := Decide(Input{Spec: &cl.Spec, State: st, Underused: m.underused, Now: now})
+	in := Input{Spec: &cl.Spec, State: st, Underused: m.underused, Now: now}
+	if c.opts.Shape != nil {
+		shapes := map[string]kubeapi.Resources{} // asked once a pass
+		in.Shape = func(t string) (kubeapi.Resources, bool) {
+			r, ok := shapes[t]
+			if !ok {
+				if r, ok = c.opts.Shape(ctx, cl, t); ok {
+					shapes[t] = r
+				}
+			}
+			return r, ok
+		}
+	}
+	d := Decide(in)
 	m.underused = d.Underused
 	c.sayBlocked(ctx, cl, m, d.Blocked)
 	if len(d.Changes) == 0 {
