@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -206,10 +207,7 @@ func renderJobs(w io.Writer, jobs []v1.Job, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tPHASE\tIMAGE\tARGS\tRETRIES\tAGE\tMESSAGE")
 	for _, j := range jobs {
-		args := orDash(fmt.Sprint(j.Spec.Args))
-		if len(j.Spec.Args) == 0 {
-			args = "-"
-		}
+		args := orDash(strings.Join(j.Spec.Args, " "))
 		row(tw, j.Name, j.Status.Phase, j.Spec.Image, args, strconv.Itoa(j.Spec.Retries), age(j.CreatedAt, now), j.Status.Message)
 	}
 	return tw.Flush()
