@@ -380,7 +380,7 @@ func TestPoolAddAndRemove(t *testing.T) {
 	t0 := time.Now()
 	e.kiln("pool", "add", "pools", "gpu", "--size", "1", "--label", "accel=gpu", "--taint", "gpu=true:NoSchedule", "--wait")
 	t.Logf("pool add (1 node): %s", time.Since(t0).Round(time.Millisecond))
-	if out := e.kiln("pool", "list", "pools"); !regexp.MustCompile(`(?m)^gpu +1 +1 +1 +- +- +accel=gpu +gpu=true:NoSchedule +5m$`).MatchString(out) {
+	if out := e.kiln("pool", "list", "pools"); !regexp.MustCompile(`(?m)^gpu +1 +- +1 +1 +- +- +accel=gpu +gpu=true:NoSchedule +5m$`).MatchString(out) {
 		t.Errorf("pool list:\n%s", out)
 	}
 	nodes := e.kubeNodes("pools")
