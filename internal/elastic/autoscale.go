@@ -86,16 +86,21 @@ func Autoscaled(spec *v1.ClusterSpec) bool {
 }
 
 // Decide judges one cluster: a scale-up when pods wait for room a pool can
-// give, otherwise a scale-down of nodes underused long enough.
+// give, otherwise a scale-down of nodes underused long enough (pods that no
+// pool can help do not hold it back).
 func Decide(in Input) Decision {
 	c := newCluster(in.State)
 	d := Decision{Underused: c.underused(in)}
-	pending := c.waiting()
-	if len(pending) > 0 {
+	if pending := c.waiting(); len(pending) > 0 {
 		d.Changes, d.Reason, d.Blocked = c.scaleUp(in, pending)
-		return d
+		if len(d.Changes) > 0 {
+			return d
+		}
 	}
-	d.Changes, d.Reason, d.Blocked = c.scaleDown(in, d.Underused)
+	// Pods no pool can help do not keep underused nodes.
+	var blocked []string
+	d.Changes, d.Reason, blocked = c.scaleDown(in, d.Underused)
+	d.Blocked = append(d.Blocked, blocked...)
 	return d
 }
 

@@ -139,6 +139,17 @@ func TestDecide(t *testing.T) {
 			reason:    []string{"pool a shrinks from 3 to 1 (min 1, scaleDownAfter 10m0s): underused nodes c-a-1 (requests 0% of it, underused for 11m0s)"},
 		},
 		{
+			name:  "a pod no pool can help does not keep underused nodes",
+			pools: []v1.WorkerPool{autoscaled("a", 2, 1, 4)},
+			state: State{
+				Nodes: []kubeapi.Node{kubeNode("c-a-0", "a", 2000, 8*gib), kubeNode("c-a-1", "a", 2000, 8*gib)},
+				Pods:  []kubeapi.Pod{pod("web-0", "c-a-0", 1500), pending("huge", 3000)},
+			},
+			underused: map[string]time.Time{"c-a-1": t0.Add(-time.Hour)},
+			want:      []Change{{Pool: "a", From: 2, To: 1, Remove: []string{"c-a-1"}}},
+			blocked:   []string{"pod shop/huge is unschedulable and no autoscaled pool can take it: pool a: it requests cpu 3000m"},
+		},
+		{
 			name:  "not before scaleDownAfter",
 			pools: []v1.WorkerPool{autoscaled("a", 2, 1, 4)},
 			state: State{
