@@ -85,15 +85,17 @@ if [ "$PROVIDER" = docker ]; then
 	step kubectl get pods -o wide
 	node_ip=$(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
 	printf '\n\033[1m$ curl http://%s:30080/   (the Service by NodePort, until a pod on each worker answered)\033[0m\n' "$node_ip"
-	# kube-proxy on the node may program the other worker's pod a moment after the rollout: ask for up
-	# to 20 s, a request every 0.2 s, printing only what changes.
+	# kube-proxy on the node programs the Service's NodePort, and the other worker's pod, a moment after
+	# the rollout (until then the port refuses connections): ask for up to 20 s, a request every 0.2 s,
+	# printing only what changes.
 	nodes= last=
 	for _ in $(seq 1 100); do
-		answer=$(curl -sS --max-time 5 "http://$node_ip:30080/")
-		[ "$answer" = "$last" ] || echo "$answer"
-		last=$answer
-		nodes=$(printf '%s\n%s\n' "$nodes" "${answer##* on }" | grep . | sort -u)
-		[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] && break
+		if answer=$(curl -sS --max-time 5 "http://$node_ip:30080/" 2>/dev/null); then
+			[ "$answer" = "$last" ] || echo "$answer"
+			last=$answer
+			nodes=$(printf '%s\n%s\n' "$nodes" "${answer##* on }" | grep . | sort -u)
+			[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] && break
+		fi
 		sleep 0.2
 	done
 	[ "$(printf '%s\n' "$nodes" | wc -l)" -ge 2 ] || { echo "demo: within 20 s, only the pods of $nodes answered on $node_ip:30080" >&2; exit 1; }
