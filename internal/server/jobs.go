@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
+	"slices"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -64,7 +64,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 			return toAPIError(err, clusterRef(r))
 		}
 		if old, err := s.jobs.GetJob(r.Context(), key, in.Name); err == nil {
-			if !reflect.DeepEqual(old.Spec, in.Spec) {
+			if !sameJobSpec(old.Spec, in.Spec) {
 				return conflict(o, "name", "exists with another spec; give the new one another name")
 			}
 			writeJob(w, http.StatusOK, old)
@@ -131,6 +131,13 @@ func (s *Server) resumeFor(r *http.Request, cl *store.Cluster, j *store.Job) err
 		return err
 	}
 	return nil
+}
+
+// sameJobSpec reports whether two job specs ask for the same (an empty
+// list is no list).
+func sameJobSpec(a, b v1.JobSpec) bool {
+	return a.Image == b.Image && slices.Equal(a.Command, b.Command) && slices.Equal(a.Args, b.Args) &&
+		a.CPU == b.CPU && a.Memory == b.Memory && a.Retries == b.Retries
 }
 
 func writeJob(w http.ResponseWriter, status int, j *store.Job) {
