@@ -2,6 +2,7 @@ package elastic
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,12 +17,13 @@ import (
 // world is a store with one project and the elastic loop over it, its
 // clock and its clusters' Kubernetes in the test's hands.
 type world struct {
-	t       *testing.T
-	st      store.Store
-	c       *Controller
-	now     time.Time
-	state   State
-	submits []string
+	t         *testing.T
+	st        store.Store
+	c         *Controller
+	now       time.Time
+	state     State
+	submits   []string
+	submitErr error
 }
 
 func newWorld(t *testing.T) *world {
@@ -39,6 +41,9 @@ func newWorld(t *testing.T) *world {
 		Watched: func(string) bool { return true },
 		Observe: func(context.Context, *store.Cluster) (State, error) { return w.state, nil },
 		Submit: func(_ context.Context, _ *store.Cluster, j v1.Job) error {
+			if w.submitErr != nil {
+				return w.submitErr
+			}
 			w.submits = append(w.submits, j.Name)
 			return nil
 		},
@@ -188,6 +193,14 @@ func TestControllerJobs(t *testing.T) {
 		}
 		return got
 	}
+	w.submitErr = errors.New("the cluster's API did not answer")
+	if err := w.c.CheckAll(t.Context()); err == nil {
+		t.Fatal("a pass whose submission failed reported no error")
+	}
+	if got := job(); got.Status.Phase != v1.JobPending || !strings.Contains(got.Status.Message, "not submitted yet (tried again every 10s): the cluster's API did not answer") {
+		t.Fatalf("after a failed submission: %+v", got.Status)
+	}
+	w.submitErr = nil
 	w.pass()
 	if got := job(); got.Status.Phase != v1.JobRunning || got.Status.SubmittedAt == nil || len(w.submits) != 1 {
 		t.Fatalf("after a pass: %+v, submitted %v", got.Status, w.submits)

@@ -42,7 +42,9 @@ func (c *Controller) syncJobs(ctx context.Context, cl *store.Cluster, jobs []*st
 		case v1.JobPending:
 			if err := c.opts.Submit(ctx, cl, j.Job); err != nil {
 				errs = append(errs, fmt.Errorf("submit job %s: %w", j.Name, err))
-				continue
+				// Said on the job, so that its owner sees why it waits.
+				next.Status.Message = fmt.Sprintf("not submitted yet (tried again every %s): %v", c.opts.Interval, err)
+				break
 			}
 			t := now.UTC()
 			next.Status.Phase, next.Status.SubmittedAt, next.Status.Message = v1.JobRunning, &t, "submitted to Kubernetes"
