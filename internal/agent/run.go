@@ -289,7 +289,7 @@ func (r *runner) watchNotices(ctx context.Context) {
 		}
 		now := r.opts.Now()
 		if n != nil {
-			if standing == nil || standing.At != n.At || standing.Action != n.Action {
+			if standing == nil || !standing.At.Equal(n.At) || standing.Action != n.Action {
 				n.Noticed = now.UTC()
 				standing, sent = n, time.Time{}
 				r.log.Warn("the cloud will take this machine away", "kind", n.Kind, "action", n.Action, "at", n.At)

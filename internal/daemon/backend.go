@@ -56,14 +56,11 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			if cl.Status.Endpoint == "" {
 				return nil, nil
 			}
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:health")
-			if err != nil {
-				return nil, err
-			}
-			defer kc.Close()
-			nodes, err := kc.ListNodes(ctx)
+			var nodes []kubeapi.Node
+			err := withKube(ctx, d.Store, cl, "kiln:health", 10*time.Second, func(ctx context.Context, kc *kubeapi.Client) (err error) {
+				nodes, err = kc.ListNodes(ctx)
+				return err
+			})
 			return health.KubeNotReady(nodes), err
 		},
 		Started:  func(*store.Operation) { b.worker.Wake() },
@@ -78,27 +75,19 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			return observe(ctx, d.Store, cl)
 		},
 		Submit: func(ctx context.Context, cl *store.Cluster, j v1.Job) error {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
-			if err != nil {
-				return err
-			}
-			defer kc.Close()
-			return kc.CreateJob(ctx, elastic.KubeJob(j))
+			return withKube(ctx, d.Store, cl, "kiln:jobs", 20*time.Second, func(ctx context.Context, kc *kubeapi.Client) error {
+				return kc.CreateJob(ctx, elastic.KubeJob(j))
+			})
 		},
 		Shape: func(ctx context.Context, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool) {
 			return instanceShape(ctx, d.Store, providers, cl, instanceType)
 		},
-		JobLog: func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error) {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
-			if err != nil {
-				return nil, err
-			}
-			defer kc.Close()
-			return kc.JobLog(ctx, v1.JobNamespace, v1.LabelJob+"="+job, 64<<10)
+		JobLog: func(ctx context.Context, cl *store.Cluster, job string) (log []byte, err error) {
+			err = withKube(ctx, d.Store, cl, "kiln:jobs", 20*time.Second, func(ctx context.Context, kc *kubeapi.Client) (err error) {
+				log, err = kc.JobLog(ctx, v1.JobNamespace, v1.LabelJob+"="+job, 64<<10)
+				return err
+			})
+			return log, err
 		},
 		CanStop: func(name string) bool {
 			_, ok := providers[name].(provider.Stopper)
@@ -139,34 +128,43 @@ func (b *backend) drain() []error {
 	return errs
 }
 
+// withKube calls f with a client of the cluster's Kubernetes API, as user,
+// all within timeout.
+func withKube(ctx context.Context, s store.Store, cl *store.Cluster, user string, timeout time.Duration,
+	f func(context.Context, *kubeapi.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	kc, err := plan.KubeClient(ctx, s, cl.Key(), cl.Status.Endpoint, user)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	return f(ctx, kc)
+}
+
 // observe reads what the elastic loop judges of a cluster's Kubernetes:
 // nodes, pods, PodDisruptionBudgets and the Jobs of Kiln's jobs, within 20
 // seconds.
-func observe(ctx context.Context, s store.Store, cl *store.Cluster) (elastic.State, error) {
+func observe(ctx context.Context, s store.Store, cl *store.Cluster) (st elastic.State, err error) {
 	if cl.Status.Endpoint == "" {
-		return elastic.State{}, errors.New("the cluster has no endpoint yet")
+		return st, errors.New("the cluster has no endpoint yet")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	kc, err := plan.KubeClient(ctx, s, cl.Key(), cl.Status.Endpoint, "kiln:autoscaler")
-	if err != nil {
-		return elastic.State{}, err
-	}
-	defer kc.Close()
-	var st elastic.State
-	if st.Nodes, err = kc.ListNodes(ctx); err != nil {
-		return st, fmt.Errorf("list nodes: %w", err)
-	}
-	if st.Pods, err = kc.ListPods(ctx); err != nil {
-		return st, fmt.Errorf("list pods: %w", err)
-	}
-	if st.Budgets, err = kc.PodDisruptionBudgets(ctx, ""); err != nil {
-		return st, fmt.Errorf("list PodDisruptionBudgets: %w", err)
-	}
-	if st.Jobs, err = kc.ListJobs(ctx, v1.LabelJob); err != nil {
-		return st, fmt.Errorf("list Jobs: %w", err)
-	}
-	return st, nil
+	err = withKube(ctx, s, cl, "kiln:autoscaler", 20*time.Second, func(ctx context.Context, kc *kubeapi.Client) (err error) {
+		if st.Nodes, err = kc.ListNodes(ctx); err != nil {
+			return fmt.Errorf("list nodes: %w", err)
+		}
+		if st.Pods, err = kc.ListPods(ctx); err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
+		if st.Budgets, err = kc.PodDisruptionBudgets(ctx, ""); err != nil {
+			return fmt.Errorf("list PodDisruptionBudgets: %w", err)
+		}
+		if st.Jobs, err = kc.ListJobs(ctx, v1.LabelJob); err != nil {
+			return fmt.Errorf("list Jobs: %w", err)
+		}
+		return nil
+	})
+	return st, err
 }
 
 // instanceShape is what a node of an instance type of the cluster's

@@ -102,7 +102,7 @@ func (x *run) drainInterrupted(ctx context.Context, kc *kubeapi.Client, n v1.Nod
 	if p, _ := x.poolOf(n.Pool); p != nil {
 		timeout = validate.DrainTimeout(*p)
 	}
-	if left := time.Until(n.Interruption.At) - interruptionMargin; left < timeout {
+	if left := n.Interruption.At.Sub(x.r.opts.Now()) - interruptionMargin; left < timeout {
 		timeout = max(left, 5*time.Second)
 	}
 	x.eventOn(ctx, "Normal", "NodeDraining", n.Name, fmt.Sprintf("draining node %s of pool %s before its interruption (timeout %s)", n.Name, n.Pool, timeout.Round(time.Second)))

@@ -95,7 +95,7 @@ func (x *run) stopControlPlaneMachines(ctx context.Context) error {
 // the components they ran, on the data they had.
 func (x *run) startControlPlaneMachines(ctx context.Context) error {
 	cps := controlPlaneMachines(x.cl)
-	t0 := time.Now()
+	t0 := x.r.opts.Now()
 	if _, err := x.ensureMachines(ctx, cps); err != nil {
 		return err
 	}
@@ -105,6 +105,6 @@ func (x *run) startControlPlaneMachines(ctx context.Context) error {
 	if err := x.kubernetesReady(ctx, cps); err != nil {
 		return err
 	}
-	x.note = fmt.Sprintf("started and Ready in %s: %s", time.Since(t0).Round(time.Second), strings.Join(names(cps), ", "))
+	x.note = fmt.Sprintf("started and Ready in %s: %s", x.r.opts.Now().Sub(t0).Round(time.Second), strings.Join(names(cps), ", "))
 	return nil
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -221,17 +220,7 @@ func BenchmarkAutoscaleUp(b *testing.B) {
 	cl := dockerCluster("grow", "", 1, true, 1)
 	cl.Spec.WorkerPools[0].Autoscale = &v1.Autoscale{Min: 1, Max: 2, ScaleDownAfter: "10s"}
 	e.create(cl)
-	var node struct {
-		Status struct {
-			Allocatable map[string]string `json:"allocatable"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal([]byte(e.mustKubectl("grow", "get", "node", "grow-default-0", "-o", "json")), &node); err != nil {
-		b.Fatal(err)
-	}
-	var cores int
-	fmt.Sscan(node.Status.Allocatable["cpu"], &cores)
-	manifest := strings.Replace(strings.Replace(burst, "CPU", fmt.Sprint(cores*600), 1), "replicas: 4", "replicas: 2", 1)
+	manifest := e.burst("grow", "grow-default-0", 2)
 	var up time.Duration
 	for b.Loop() {
 		t0 := time.Now()
