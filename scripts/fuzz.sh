@@ -31,6 +31,14 @@ failed=()
 while read -r pkg name; do
 	echo "fuzz: $name ($pkg) for ${secs}s" >&2
 	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "${secs}s" "$pkg" </dev/null; then
+		# Go's fuzzing engine may end a run that found nothing with "context deadline exceeded" when a
+		# worker stops late on a loaded machine; it saves no input then. Such a run is run again, once;
+		# a run that saved a failing input (git status shows it) is not.
+		dir=$(go list -f '{{.Dir}}' "$pkg")/testdata/fuzz
+		if [ -z "$(git status --porcelain -- "$dir" 2>/dev/null)" ]; then
+			echo "fuzz: $name saved no failing input; running it again once" >&2
+			go test -run '^$' -fuzz "^${name}\$" -fuzztime "${secs}s" "$pkg" </dev/null && continue
+		fi
 		failed+=("$name ($pkg)")
 	fi
 done <<<"$targets"
