@@ -134,23 +134,69 @@ type Quota struct {
 	LoadBalancers *int   `json:"loadBalancers,omitempty"`
 }
 
-// Profile is a versioned cluster template.
+// Profile is one version of a cluster template: the Kubernetes version, the
+// pod network and an ordered stack of add-on packs. PUT of
+// /v1/projects/{p}/profiles/{name} writes the version its body names (a
+// draft, replaced by the next PUT of that version, until it is published);
+// GET answers the newest version, with Versions listing them all. A
+// published version never changes, and only published versions are
+// applied to clusters.
 type Profile struct {
-	Name              string    `json:"name"`
-	ID                string    `json:"id"`
-	ETag              string    `json:"etag"`
-	Version           int       `json:"version"`
-	KubernetesVersion string    `json:"kubernetesVersion"`
-	CNI               string    `json:"cni,omitempty"`
-	Packs             []Pack    `json:"packs,omitempty"`
-	CreatedAt         time.Time `json:"createdAt"`
+	Name              string `json:"name"`
+	ID                string `json:"id"`
+	ETag              string `json:"etag"`
+	Version           int    `json:"version"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	CNI               string `json:"cni,omitempty"`
+	Packs             []Pack `json:"packs,omitempty"`
+	// Published is set by POST .../profiles/{name}/versions/{v}/publish
+	// (or a PUT with published true): from then on the version is
+	// immutable (a PUT that changes it is 409) and clusters may use it.
+	Published   bool       `json:"published"`
+	PublishedAt *time.Time `json:"publishedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	// Versions lists every version of the profile, oldest first (read-only;
+	// in the answers about the profile as a whole).
+	Versions []ProfileVersion `json:"versions,omitempty"`
 }
 
-// Pack is an add-on with its values, part of a profile.
+// ProfileVersion is one entry of Profile.Versions.
+type ProfileVersion struct {
+	Version     int        `json:"version"`
+	Published   bool       `json:"published"`
+	PublishedAt *time.Time `json:"publishedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	// UsedBy counts the clusters whose spec.profile names this version
+	// (0 in lists, where it is not counted).
+	UsedBy int `json:"usedBy,omitempty"`
+}
+
+// Pack is an add-on of a profile: a Helm chart from Kiln's registry, or a
+// set of manifests applied server-side, with values.
 type Pack struct {
-	Name    string         `json:"name"`
-	Version string         `json:"version"`
-	Values  map[string]any `json:"values,omitempty"`
+	Name string `json:"name"`
+	// Version is the chart's version for a chart pack; for a manifests
+	// pack, a label of the author's (it is shown, and a change of it is an
+	// upgrade).
+	Version string `json:"version"`
+	// Chart is the name of a chart in Kiln's registry: the project's own
+	// (kiln chart push) or one Kiln ships (local-path, metrics-server).
+	// Exactly one of Chart and Manifests is set.
+	Chart string `json:"chart,omitempty"`
+	// Manifests are Kubernetes objects in YAML, documents separated by
+	// "---", applied with server-side apply (field manager "kiln").
+	Manifests string `json:"manifests,omitempty"`
+	// Namespace is where the chart's release lives and where namespaced
+	// manifests without one go; the pack's name when empty. Kiln creates it.
+	Namespace string `json:"namespace,omitempty"`
+	// Order places the pack among the others: lower first, ties in list
+	// order. Removal goes in the reverse order.
+	Order int `json:"order,omitempty"`
+	// Values are the chart's values. A string value may name cluster
+	// fields, replaced when the pack is applied: ${cluster.name},
+	// ${cluster.podCIDR}, ${cluster.serviceCIDR},
+	// ${cluster.kubernetesVersion}; manifests may name them too.
+	Values map[string]any `json:"values,omitempty"`
 }
 
 // Cluster is what the user wants (Spec) and what is (Status).
@@ -324,8 +370,43 @@ type ClusterStatus struct {
 	// from spec.distribution by the server on every answer), so that every
 	// client can say whether they are real.
 	Installed *Installed `json:"installed,omitempty"`
-	CreatedAt time.Time  `json:"createdAt"`
+	// Profile is what of spec.profile is applied: its version and each
+	// pack's state and health. Nil until a profile is applied.
+	Profile   *ProfileStatus `json:"profile,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
 	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// ProfileStatus is status.profile: the profile version applied to the
+// cluster and its packs, in install order.
+type ProfileStatus struct {
+	Name    string       `json:"name"`
+	Version int          `json:"version"`
+	Packs   []PackStatus `json:"packs"`
+}
+
+// Pack states (PackStatus.State).
+const (
+	PackApplied = "Applied"
+	PackFailed  = "Failed"
+)
+
+// PackStatus is one pack of status.profile.
+type PackStatus struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Chart     string `json:"chart,omitempty"`
+	Namespace string `json:"namespace"`
+	// Revision is the Helm release's revision (chart packs).
+	Revision int `json:"revision,omitempty"`
+	// State is Applied or Failed.
+	State string `json:"state"`
+	// Ready says whether the pack's workloads (Deployments, DaemonSets,
+	// StatefulSets) are all Ready, as last checked; Message says which
+	// are not, or the error of a failed apply, or the chart's notes.
+	Ready     bool      `json:"ready"`
+	Message   string    `json:"message,omitempty"`
+	AppliedAt time.Time `json:"appliedAt"`
 }
 
 // Installed is what a cluster's distribution installs on its nodes

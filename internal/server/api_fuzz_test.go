@@ -52,6 +52,8 @@ var (
 		"/v1/projects/p/cloudaccounts/ca",
 		"/v1/projects/p/profiles",
 		"/v1/projects/p/profiles/pr",
+		"/v1/projects/p/profiles/pr/versions/1",
+		"/v1/projects/p/profiles/pr/versions/1/publish",
 		"/v1/projects/p/members",
 		"/v1/projects/p/members/u",
 		"/v1/projects/p/serviceaccounts",

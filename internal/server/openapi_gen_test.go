@@ -135,6 +135,10 @@ func apiRoutes() []apiRoute {
 		{pattern: "GET /v1/operations/{operation}", summary: "An operation: what ARM clients poll; ?wait= long-polls.", query: []string{"wait"}, codes: map[int]*apiBody{200: oneOf[v1.Operation]()}},
 		{pattern: "POST /v1/operations/{operation}/cancel", summary: "Ask a running operation to stop at its next safe point.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Operation]()}},
 
+		{pattern: "GET " + project + "/profiles/{profile}/versions/{version}", summary: "Get one version of a profile.", codes: map[int]*apiBody{200: oneOf[v1.Profile]()}},
+		{pattern: "POST " + project + "/profiles/{profile}/versions/{version}/publish", summary: "Publish a profile version: immutable from then on, and usable by clusters.", codes: map[int]*apiBody{200: oneOf[v1.Profile]()}},
+		{pattern: "DELETE " + project + "/profiles/{profile}/versions/{version}", summary: "Delete a profile version no cluster uses (the last one deletes the profile).", codes: map[int]*apiBody{204: noBody}},
+
 		{pattern: "POST " + sa + "/tokens", summary: "Create a service account token; its value is shown this once.", in: oneOf[v1.TokenRequest](), inOpt: true, codes: map[int]*apiBody{201: oneOf[v1.Token]()}},
 		{pattern: "GET " + sa + "/tokens", summary: "List a service account's tokens.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Token]()}},
 		{pattern: "DELETE " + sa + "/tokens/{token}", summary: "Revoke a service account token.", codes: map[int]*apiBody{204: noBody}},

@@ -111,6 +111,74 @@ func TestProfiles(t *testing.T) {
 	h.must(http.StatusMethodNotAllowed, "PATCH", path, `{}`)
 }
 
+// Profile versions: a draft is replaced by the next PUT of its version, a
+// published one is not (409, and it is unchanged; the same body again is
+// 200); versions are read, published and deleted one at a time, and one a
+// cluster uses is not deleted.
+func TestProfileVersions(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	const path = "/v1/projects/p/profiles/web"
+	const v1Body = `{"version": 1, "kubernetesVersion": "v1.36.3", "packs": [{"name": "store", "chart": "local-path", "version": "0.0.30", "values": {"path": "/var/lib/x"}}]}`
+	h.must(http.StatusCreated, "PUT", path, v1Body)
+	h.must(http.StatusOK, "PUT", path, `{"version": 1, "kubernetesVersion": "v1.36.3"}`) // a draft: replaced
+	var got v1.Profile
+	h.must(http.StatusOK, "GET", path+"/versions/1", "").decode(t, &got)
+	if got.Published || len(got.Packs) != 0 || got.ID != path+"/versions/1" {
+		t.Errorf("draft after a second PUT = %+v", got)
+	}
+	h.must(http.StatusOK, "PUT", path, v1Body)
+	h.must(http.StatusOK, "POST", path+"/versions/1/publish", "").decode(t, &got)
+	if !got.Published || got.PublishedAt == nil || len(got.Packs) != 1 {
+		t.Errorf("published version = %+v", got)
+	}
+	h.must(http.StatusOK, "POST", path+"/versions/1/publish", "") // again: as it is
+
+	e := h.must(http.StatusConflict, "PUT", path, `{"version": 1, "kubernetesVersion": "v1.35.4"}`).errorBody(t)
+	if e.Code != v1.CodeConflict || e.Target != "version" || !strings.Contains(e.Message, "put it as version 2") {
+		t.Errorf("PUT of a published version: %+v", e)
+	}
+	h.must(http.StatusOK, "GET", path+"/versions/1", "").decode(t, &got)
+	if got.KubernetesVersion != "v1.36.3" || len(got.Packs) != 1 {
+		t.Errorf("published version changed by a refused PUT: %+v", got)
+	}
+	h.must(http.StatusOK, "PUT", path, v1Body) // the same again
+
+	h.must(http.StatusOK, "PUT", path, `{"version": 2, "kubernetesVersion": "v1.36.3", "published": true}`)
+	h.must(http.StatusOK, "PUT", path, `{"version": 3, "kubernetesVersion": "v1.36.3"}`)
+	h.must(http.StatusOK, "GET", path, "").decode(t, &got)
+	if got.Version != 3 || got.Published || len(got.Versions) != 3 || !got.Versions[0].Published || !got.Versions[1].Published || got.Versions[2].Published {
+		t.Errorf("profile = %+v", got)
+	}
+
+	h.must(http.StatusNotFound, "GET", path+"/versions/9", "")
+	if e := h.must(http.StatusBadRequest, "GET", path+"/versions/x", "").errorBody(t); e.Target != "version" {
+		t.Errorf("GET version x: %+v", e)
+	}
+	for _, bad := range []struct{ body, target string }{
+		{`{"version": 4, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1", "chart": "a", "manifests": "kind: X"}]}`, "packs[0].manifests"},
+		{`{"version": 4, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1", "manifests": "apiVersion: v1\nkind: ConfigMap\n"}]}`, "packs[0].manifests"},
+		{`{"version": 4, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1"}, {"name": "a", "version": "2"}]}`, "packs[1].name"},
+		{`{"version": 4, "kubernetesVersion": "v1.36.3", "packs": [{"name": "a", "version": "1 2"}]}`, "packs[0].version"},
+	} {
+		if e := h.must(http.StatusBadRequest, "PUT", path, bad.body).errorBody(t); e.Target != bad.target {
+			t.Errorf("PUT %s: target %q (%s), want %q", bad.body, e.Target, e.Message, bad.target)
+		}
+	}
+
+	// Version 2, the latest published, is what a cluster naming version 0 uses.
+	h.createCluster("p", "c1", `{"spec": {"provider": "sim", "profile": {"name": "web"}}}`)
+	if e := h.must(http.StatusConflict, "DELETE", path+"/versions/2", "").errorBody(t); !strings.Contains(e.Message, "c1") {
+		t.Errorf("DELETE of a version in use: %+v", e)
+	}
+	h.must(http.StatusNoContent, "DELETE", path+"/versions/1", "")
+	h.must(http.StatusNoContent, "DELETE", path+"/versions/3", "")
+	h.must(http.StatusOK, "GET", path, "").decode(t, &got)
+	if got.Version != 2 || len(got.Versions) != 1 {
+		t.Errorf("after deleting versions 1 and 3: %+v", got)
+	}
+}
+
 // A cloud account or profile that a cluster names is not deleted: 409,
 // naming the clusters, and it is still there. One nothing names is.
 func TestDeleteInUse(t *testing.T) {

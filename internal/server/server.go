@@ -338,6 +338,7 @@ func (s *Server) routes() {
 
 	registerResource(s, cloudAccounts(s))
 	registerResource(s, profiles(s))
+	s.registerProfileVersions()
 	registerResource(s, members(s))
 	registerResource(s, serviceAccounts(s))
 	const sa = project + "/serviceaccounts/{serviceaccount}"

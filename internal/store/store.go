@@ -173,10 +173,46 @@ type CloudAccount struct {
 	v1.CloudAccount
 }
 
-// Profile is a profile record.
+// Profile is a profile record: every version of one profile. The
+// embedded Profile is the newest version, with the record's Name, ETag and
+// CreatedAt; Versions holds them all, oldest first (the newest is last).
 type Profile struct {
 	Project string
 	v1.Profile
+	Versions []v1.Profile
+}
+
+// At returns version n of the profile, or nil.
+func (p *Profile) At(n int) *v1.Profile {
+	for i := range p.Versions {
+		if p.Versions[i].Version == n {
+			return &p.Versions[i]
+		}
+	}
+	return nil
+}
+
+// LatestPublished returns the newest published version, or nil.
+func (p *Profile) LatestPublished() *v1.Profile {
+	for i := len(p.Versions) - 1; i >= 0; i-- {
+		if p.Versions[i].Published {
+			return &p.Versions[i]
+		}
+	}
+	return nil
+}
+
+// SetVersions sets Versions, sorted by version, and the embedded Profile to
+// the newest (keeping the record's Name, ETag and CreatedAt).
+func (p *Profile) SetVersions(vs []v1.Profile) {
+	slices.SortFunc(vs, func(a, b v1.Profile) int { return a.Version - b.Version })
+	p.Versions = vs
+	name, etag, created := p.Name, p.ETag, p.CreatedAt
+	p.Profile = v1.Profile{}
+	if len(vs) > 0 {
+		p.Profile = vs[len(vs)-1]
+	}
+	p.Name, p.ETag, p.CreatedAt = name, etag, created
 }
 
 // Event is one entry of a cluster's timeline. ID and Time are set by the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/manifest"
 )
 
 // MaxPacks bounds a profile's add-on packs.
@@ -30,14 +31,59 @@ func Profile(name string, p *v1.Profile) []v1.Error {
 	if p.CNI != "" && !slices.Contains(CNIs, p.CNI) {
 		e.invalid("cni", "%q must be one of %s", p.CNI, strings.Join(CNIs, ", "))
 	}
+	seen := map[string]int{}
 	for i, pk := range p.Packs {
 		at := fmt.Sprintf("packs[%d]", i)
 		e.name(at+".name", pk.Name, MaxLabel)
+		if j, dup := seen[pk.Name]; dup {
+			e.invalid(at+".name", "pack %q is already packs[%d]; a profile has each pack once", pk.Name, j)
+		}
+		seen[pk.Name] = i
 		if pk.Version == "" {
 			e.missing(at+".version", "%s.version is required", at)
+		} else if len(pk.Version) > MaxLabel || strings.ContainsAny(pk.Version, " /:@\t\n") {
+			e.invalid(at+".version", "%q must be a version such as 1.2.3 (no spaces, slashes, colons or @)", pk.Version)
+		}
+		if pk.Namespace != "" && !IsDNSLabel(pk.Namespace, MaxLabel) {
+			e.invalid(at+".namespace", "%q must be a namespace name (a lower-case DNS-1123 label)", pk.Namespace)
+		}
+		switch {
+		case pk.Chart != "" && pk.Manifests != "":
+			e.invalid(at+".manifests", "a pack is a chart or manifests, not both; remove chart or manifests")
+		case pk.Chart != "":
+			e.name(at+".chart", pk.Chart, MaxLabel)
+		case pk.Manifests != "":
+			if len(pk.Manifests) > MaxManifests {
+				e.invalid(at+".manifests", "%d bytes; at most %d", len(pk.Manifests), MaxManifests)
+			} else if _, err := manifest.Parse(pk.Manifests); err != nil {
+				e.invalid(at+".manifests", "%v", err)
+			}
 		}
 	}
 	return e
+}
+
+// MaxManifests bounds a manifests pack's text.
+const MaxManifests = 1 << 20
+
+// PackChart is the chart a pack installs: its chart, or its name when it
+// names neither a chart nor manifests. Empty for a manifests pack.
+func PackChart(pk v1.Pack) string {
+	switch {
+	case pk.Manifests != "":
+		return ""
+	case pk.Chart != "":
+		return pk.Chart
+	}
+	return pk.Name
+}
+
+// PackNamespace is where a pack's release and namespaced objects go.
+func PackNamespace(pk v1.Pack) string {
+	if pk.Namespace != "" {
+		return pk.Namespace
+	}
+	return pk.Name
 }
 
 // CloudAccount checks a cloud account.

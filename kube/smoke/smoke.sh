@@ -219,9 +219,14 @@ done
 # kubectl wait fails at once while no node exists, so first wait for both to register.
 node_count() { [ "$(kubectl get nodes -o name | wc -l)" -eq 2 ]; }
 wait_for "two nodes registered" 120 node_count
-kubectl wait --for=condition=Ready node --all --timeout=120s
+# Both Ready, read from a list: a GET of a node just registered can still answer "not found"
+# for a moment (the kubelet's own log says so), and kubectl wait and label fail at once on it.
+nodes_ready() {
+	[ "$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}')" = "True True " ]
+}
+wait_for "both nodes Ready" 120 nodes_ready
 # NodeRestriction refuses node-role.kubernetes.io/* labels from a kubelet; the admin sets them.
-kubectl label node hollow-1 hollow-2 node-role.kubernetes.io/worker= >/dev/null
+wait_for "the worker role label on both nodes" 30 kubectl label --overwrite node hollow-1 hollow-2 node-role.kubernetes.io/worker=
 T_NODES=$(elapsed)
 log "both nodes Ready"
 kubelets=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.nodeInfo.kubeletVersion}{" "}{end}')
@@ -230,9 +235,8 @@ kubectl get nodes -o wide
 
 # ---- a Deployment of 5 replicas -------------------------------------------------------------
 kubectl create deployment x --image=registry.k8s.io/pause:3.10 --replicas=5
-kubectl wait --for=condition=Available deployment/x --timeout=120s
 available() { [ "$(kubectl get deployment x -o jsonpath='{.status.availableReplicas}')" = 5 ]; }
-wait_for "5 available replicas" 60 available
+wait_for "5 available replicas of deployment x" 120 available
 kubectl wait --for=condition=Ready pod -l app=x --timeout=60s >/dev/null
 T_DEPLOY=$(elapsed)
 log "deployment x: 5/5 available, pods Ready"

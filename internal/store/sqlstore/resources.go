@@ -94,13 +94,23 @@ func decodeAccount(project string) func(doc) (*store.CloudAccount, error) {
 	}
 }
 
-// PutProfile creates or replaces a profile.
+// profileDoc is a profile as stored: every version, oldest first.
+type profileDoc struct {
+	All []v1.Profile `json:"all"`
+}
+
+// PutProfile creates or replaces a profile, every version of it.
 func (s *Store) PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error {
-	etag, created, err := s.putDoc(ctx, profilesT, []string{p.Project}, p.Name, p.CreatedAt, &p.Profile, c)
+	d := profileDoc{All: p.Versions}
+	if len(d.All) == 0 {
+		d.All = []v1.Profile{p.Profile}
+	}
+	etag, created, err := s.putDoc(ctx, profilesT, []string{p.Project}, p.Name, p.CreatedAt, &d, c)
 	if err != nil {
 		return err
 	}
 	p.ETag, p.CreatedAt = etag, created
+	p.SetVersions(d.All)
 	return nil
 }
 
@@ -126,11 +136,23 @@ func (s *Store) DeleteProfile(ctx context.Context, project, name string, c store
 
 func decodeProfile(project string) func(doc) (*store.Profile, error) {
 	return func(d doc) (*store.Profile, error) {
-		p := &store.Profile{Project: project}
-		if err := decodeDoc(profilesT, d, &p.Profile); err != nil {
+		var pd profileDoc
+		if err := decodeDoc(profilesT, d, &pd); err != nil {
 			return nil, err
 		}
+		if len(pd.All) == 0 {
+			// Written before profiles had versions: the document is the
+			// one version, taken as published.
+			var one v1.Profile
+			if err := decodeDoc(profilesT, d, &one); err != nil {
+				return nil, err
+			}
+			one.Published = true
+			pd.All = []v1.Profile{one}
+		}
+		p := &store.Profile{Project: project}
 		p.Name, p.ETag, p.CreatedAt = d.name, d.etag, d.created
+		p.SetVersions(pd.All)
 		return p, nil
 	}
 }

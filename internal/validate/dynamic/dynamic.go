@@ -138,12 +138,37 @@ func (c *Checker) profile(ctx context.Context, rep *Report, project string, spec
 		rep.fail(v1.CodeInvalidParameter, "spec.profile.name", "profile %q does not exist in project %q", name, project)
 	case err != nil:
 		return fmt.Errorf("get profile %q: %w", name, err)
-	case spec.Profile.Version != 0 && spec.Profile.Version != p.Version:
-		rep.fail(v1.CodeInvalidParameter, "spec.profile.version", "profile %q is at version %d, not %d", name, p.Version, spec.Profile.Version)
 	default:
-		rep.checked("profile %q version %d exists", name, p.Version)
+		c.profileVersion(rep, p, spec)
 	}
 	return nil
+}
+
+// profileVersion checks the version spec.profile names (the latest
+// published one when 0): it is published, and the spec's Kubernetes
+// version and pod network are the profile's.
+func (c *Checker) profileVersion(rep *Report, p *store.Profile, spec *v1.ClusterSpec) {
+	name, n := spec.Profile.Name, spec.Profile.Version
+	v := p.LatestPublished()
+	if n != 0 {
+		v = p.At(n)
+	}
+	switch {
+	case n == 0 && v == nil:
+		rep.fail(v1.CodeInvalidParameter, "spec.profile.version", "profile %q has no published version; publish one (kiln profile publish %s:VERSION) or name a version", name, name)
+	case v == nil:
+		rep.fail(v1.CodeInvalidParameter, "spec.profile.version", "profile %q has no version %d; its newest is %d", name, n, p.Version)
+	case !v.Published:
+		rep.fail(v1.CodeInvalidParameter, "spec.profile.version", "profile %s:%d is a draft; publish it first (kiln profile publish %s:%d)", name, n, name, n)
+	case spec.KubernetesVersion != v.KubernetesVersion:
+		rep.fail(v1.CodeInvalidParameter, "spec.kubernetesVersion", "%s differs from profile %s:%d, which is %s; set it to %s",
+			spec.KubernetesVersion, name, v.Version, v.KubernetesVersion, v.KubernetesVersion)
+	case v.CNI != "" && spec.Network.CNI != v.CNI:
+		rep.fail(v1.CodeInvalidParameter, "spec.network.cni", "%q differs from profile %s:%d, which is %q; set it to %q",
+			spec.Network.CNI, name, v.Version, v.CNI, v.CNI)
+	default:
+		rep.checked("profile %s:%d is published, with %d pack(s)", name, v.Version, len(v.Packs))
+	}
 }
 
 // offer asks the provider what it offers the account in the region; the

@@ -69,6 +69,17 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
+	for _, p := range []*store.Profile{
+		{Project: "p", Profile: v1.Profile{Name: "web"}, Versions: []v1.Profile{
+			{Name: "web", Version: 1, KubernetesVersion: "v1.36.3", Published: true},
+			{Name: "web", Version: 2, KubernetesVersion: "v1.36.3"},
+		}},
+		{Project: "p", Profile: v1.Profile{Name: "drafts"}, Versions: []v1.Profile{{Name: "drafts", Version: 1, KubernetesVersion: "v1.36.3"}}},
+	} {
+		if err := st.PutProfile(t.Context(), p, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return w
 }
 
@@ -147,6 +158,17 @@ func TestCheckerFindings(t *testing.T) {
 				Message: `cloud account "empty" has no sim credentials: set accessKeyId and secretAccessKey`}}},
 		{name: "missing profile", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile.Name = "std" }),
 			want: []v1.Error{invalid("spec.profile.name", `profile "std" does not exist in project "p"`)}},
+		{name: "draft profile version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "web", Version: 2} }),
+			want: []v1.Error{invalid("spec.profile.version", `profile web:2 is a draft; publish it first (kiln profile publish web:2)`)}},
+		{name: "missing profile version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "web", Version: 7} }),
+			want: []v1.Error{invalid("spec.profile.version", `profile "web" has no version 7; its newest is 2`)}},
+		{name: "kubernetes version not the profile's", spec: simSpec(func(s *v1.ClusterSpec) {
+			s.Profile = v1.ProfileRef{Name: "web"} // the latest published: 1
+			s.KubernetesVersion = "v1.35.4"
+		}), want: []v1.Error{invalid("spec.kubernetesVersion", `v1.35.4 differs from profile web:1, which is v1.36.3; set it to v1.36.3`)}},
+		{name: "published profile version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "web", Version: 1} })},
+		{name: "no published version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "drafts"} }),
+			want: []v1.Error{invalid("spec.profile.version", `profile "drafts" has no published version; publish one (kiln profile publish drafts:VERSION) or name a version`)}},
 		{name: "unknown region", spec: simSpec(func(s *v1.ClusterSpec) { s.Region = "mars-1" }),
 			want: []v1.Error{invalid("spec.region", `the sim provider has no region "mars-1"; one of sim-east, sim-west`)}},
 		{name: "zones, instance type and spot", spec: simSpec(func(s *v1.ClusterSpec) {
