@@ -374,7 +374,7 @@ type ClusterStatus struct {
 	// pack's state and health. Nil until a profile is applied.
 	Profile   *ProfileStatus `json:"profile,omitempty"`
 	CreatedAt time.Time      `json:"createdAt"`
-	UpdatedAt time.Time  `json:"updatedAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
 // ProfileStatus is status.profile: the profile version applied to the
