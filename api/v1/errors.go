@@ -27,6 +27,7 @@ const (
 	CodeNodeCountMismatch  = "NodeCountMismatch"
 	CodeDrainTimeout       = "DrainTimeout"
 	CodeMachineStopped     = "MachineStopped"
+	CodePackFailed         = "PackFailed"
 )
 
 // CodeInfo is one row of the error-code table: the HTTP status an API
@@ -65,6 +66,7 @@ var Codes = []CodeInfo{
 	{CodeTimeout, 0, true},
 	{CodeMachineStopped, 0, true},
 	{CodeDrainTimeout, 0, false},
+	{CodePackFailed, 0, true},
 	{CodeDequeueLimit, 0, false},
 	{CodeCanceled, 0, true},
 }

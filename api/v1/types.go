@@ -48,6 +48,9 @@ const (
 	// again and makes the workers.
 	KindHibernate = "hibernate"
 	KindResume    = "resume"
+	// KindReconcile applies every pack of the cluster's profile again,
+	// putting back what was changed or deleted by hand (ProfileDrift).
+	KindReconcile = "reconcile"
 )
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
@@ -404,8 +407,11 @@ type PackStatus struct {
 	// Ready says whether the pack's workloads (Deployments, DaemonSets,
 	// StatefulSets) are all Ready, as last checked; Message says which
 	// are not, or the error of a failed apply, or the chart's notes.
-	Ready     bool      `json:"ready"`
-	Message   string    `json:"message,omitempty"`
+	Ready   bool   `json:"ready"`
+	Message string `json:"message,omitempty"`
+	// Digest identifies the pack as applied (its chart, version, values
+	// or manifests): a pack whose digest is unchanged is not applied again.
+	Digest    string    `json:"digest,omitempty"`
 	AppliedAt time.Time `json:"appliedAt"`
 }
 
@@ -466,7 +472,35 @@ const (
 	// replace a pool's unhealthy nodes (more than maxUnhealthy of the pool
 	// is unhealthy), True otherwise.
 	ConditionNodesHealthy = "NodesHealthy"
+	// ConditionProfileDrift is True while objects of the cluster's packs
+	// were changed or deleted by hand (its message names them), False
+	// when what runs is what the profile applies.
+	ConditionProfileDrift = "ProfileDrift"
 )
+
+// SetCondition returns conds with want in place of the condition of its
+// type (appended when there is none), and whether that changed anything. A
+// condition whose status stays keeps its LastTransitionTime; otherwise it
+// is now. A condition first set False or True is a change.
+func SetCondition(conds []Condition, want Condition, now time.Time) ([]Condition, bool) {
+	for i, c := range conds {
+		if c.Type != want.Type {
+			continue
+		}
+		if c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
+			return conds, false
+		}
+		want.LastTransitionTime = now.UTC()
+		if c.Status == want.Status {
+			want.LastTransitionTime = c.LastTransitionTime
+		}
+		out := append([]Condition(nil), conds...)
+		out[i] = want
+		return out, true
+	}
+	want.LastTransitionTime = now.UTC()
+	return append(append([]Condition(nil), conds...), want), true
+}
 
 // NodeCounts summarises the cluster's nodes.
 type NodeCounts struct {

@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/profilecheck"
 )
 
 func main() {
@@ -114,6 +115,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.DurationVar(&cfg.AutoscaleInterval, "autoscale-interval", elastic.DefaultInterval, "how often the autoscaler judges every cluster with an autoscaled worker pool (pods waiting for room, underused nodes)")
+	f.DurationVar(&cfg.ProfileCheckInterval, "profile-check-interval", profilecheck.DefaultInterval, "how often the backend looks at every cluster with a profile applied: its packs' workloads Ready, and objects changed by hand (the ProfileDrift condition)")
 	f.DurationVar(&cfg.AutoscaleCooldown, "autoscale-cooldown", elastic.DefaultCooldown, "how long after any change of a cluster the autoscaler waits before changing it again (no flapping)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
 	cfg.Retention = daemon.DefaultRetention

@@ -12,7 +12,9 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/profilecheck"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/store"
@@ -26,6 +28,7 @@ type backend struct {
 	worker     *worker.Worker
 	checker    *health.Checker
 	autoscaler *elastic.Controller
+	profiles   *profilecheck.Loop
 	pruner     *retention.Pruner
 	stop       context.CancelFunc // set by run
 	done       chan error         // each part's Run returns here
@@ -33,8 +36,10 @@ type backend struct {
 
 // newBackend builds the backend's parts over d's store and providers.
 func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registry) *backend {
+	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
 	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
-		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining}})
+		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
+		Packs: applier})
 	b := &backend{}
 	b.worker = worker.New(worker.Options{
 		Store:        d.Store,
@@ -98,6 +103,22 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Cooldown: d.cfg.AutoscaleCooldown,
 		Logger:   d.log.With("part", "autoscaler"),
 	})
+	b.profiles = profilecheck.New(profilecheck.Options{
+		Store: d.Store,
+		Packs: applier,
+		Target: func(ctx context.Context, cl *store.Cluster) (packs.Target, bool, error) {
+			if cl.Status.Endpoint == "" {
+				return packs.Target{}, false, nil
+			}
+			cfg, err := plan.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:profile-check")
+			if err != nil {
+				return packs.Target{}, false, err
+			}
+			return packs.Target{Config: cfg, Project: cl.Project, Fields: packs.ClusterFields(cl.Name, &cl.Spec)}, true, nil
+		},
+		Interval: d.cfg.ProfileCheckInterval,
+		Logger:   d.log.With("part", "profile-check"),
+	})
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
 	return b
@@ -108,11 +129,12 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 4)
+	b.done = make(chan error, 5)
 	go func() { b.done <- b.worker.Run(wctx) }()
 	go func() { b.done <- b.checker.Run(wctx) }()
 	go func() { b.done <- b.autoscaler.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
+	go func() { b.done <- b.profiles.Run(wctx) }()
 }
 
 // drain stops the parts and waits for them: the worker stops claiming, and
@@ -120,12 +142,28 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range 4 { // the worker, the health checker, the autoscaler and the pruner
+	for range 5 { // the worker, the health checker, the autoscaler, the pruner and the profile check
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}
 	}
 	return errs
+}
+
+// charts reads chart archives from this process's registry; a backend
+// process has none (the frontend serves it), so chart packs fail there
+// saying so.
+func (d *Daemon) charts() packs.Charts {
+	if d.registry != nil {
+		return d.registry
+	}
+	return noCharts{}
+}
+
+type noCharts struct{}
+
+func (noCharts) Chart(context.Context, string, string, string) ([]byte, error) {
+	return nil, errors.New("this kilnd runs as --role backend, which has no registry to read charts from; run chart packs' clusters with a process of role all")
 }
 
 // withKube calls f with a client of the cluster's Kubernetes API, as user,

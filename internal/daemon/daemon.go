@@ -145,7 +145,10 @@ type Config struct {
 	// a cluster it waits before changing it again; defaults
 	// elastic.DefaultInterval and elastic.DefaultCooldown.
 	AutoscaleInterval time.Duration
-	AutoscaleCooldown time.Duration
+	// ProfileCheckInterval is how often the backend looks at the packs
+	// of every cluster with a profile applied (profilecheck).
+	ProfileCheckInterval time.Duration
+	AutoscaleCooldown    time.Duration
 	// Retention is how long the backend keeps events, audit entries and
 	// the records of expired or revoked tokens (internal/retention); a zero
 	// field keeps that kind forever. DefaultRetention is kilnd's default.

@@ -52,6 +52,7 @@ var createSteps = []string{
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepWaitNodesReady,
+	StepApplyProfile,
 }
 
 // updateSteps reconciles the machines with the spec: it creates what is
@@ -70,6 +71,7 @@ var updateSteps = []string{
 	StepRollOutWorkers,
 	StepRemoveSurplusMachines,
 	StepWaitNodesReady,
+	StepApplyProfile,
 }
 
 // repairSteps replace the worker nodes that stayed unhealthy longer than
@@ -109,6 +111,10 @@ var resumeSteps = []string{
 	StepInstallWorkers,
 	StepWaitNodesReady,
 }
+
+// reconcileSteps put the cluster's packs back as its profile has them:
+// each applied again, whatever status.profile says.
+var reconcileSteps = []string{StepApplyProfile}
 
 // deleteSteps tears a cluster down in the reverse order of create.
 var deleteSteps = []string{
@@ -188,6 +194,8 @@ func Steps(kind string) []string {
 		s = hibernateSteps
 	case v1.KindResume:
 		s = resumeSteps
+	case v1.KindReconcile:
+		s = reconcileSteps
 	default:
 		return nil
 	}

@@ -28,6 +28,7 @@ func TestSteps(t *testing.T) {
 			"ensure-worker-machines",
 			"install-workers",
 			"wait-nodes-ready",
+			"apply-profile",
 		}},
 		{name: "update", kind: v1.KindUpdate, want: []string{
 			"validate-dynamic",
@@ -39,6 +40,7 @@ func TestSteps(t *testing.T) {
 			"roll-out-workers",
 			"remove-surplus-machines",
 			"wait-nodes-ready",
+			"apply-profile",
 		}},
 		{name: "repair", kind: v1.KindRepair, want: []string{
 			"replace-unhealthy-nodes",

@@ -68,6 +68,9 @@ type Options struct {
 	// worker's. The zero Drain never says so: a run then ends only when
 	// it is done or its context is cancelled.
 	Drain Drain
+	// Packs applies the packs of cluster profiles (package packs); nil
+	// records a profile version as applied without applying anything.
+	Packs PackApplier
 }
 
 // Drain is how a run learns that the process running it is stopping.

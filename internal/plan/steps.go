@@ -42,6 +42,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepRemoveWorkers:              x.removeWorkers,
 		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
 		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
+		StepApplyProfile:               x.applyProfile,
 	}[name]
 }
 

@@ -59,6 +59,7 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/clusters/{cluster}/jobs/{job}":                      "viewer",
 	"GET /v1/projects/{project}/clusters/{cluster}/jobs/{job}/logs":                 "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/resume":                         "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/reconcile":                      "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/retry":                          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",

@@ -69,6 +69,7 @@ var (
 		"/v1/projects/p/clusters/c/jobs/j",
 		"/v1/projects/p/clusters/c/jobs/j/logs",
 		"/v1/projects/p/clusters/c/resume",
+		"/v1/projects/p/clusters/c/reconcile",
 		"/v1/projects/p/clusters/c/installer",
 		"/v1/projects/p/clusters/c/retry",
 		"/v1/operations/{operation}/cancel",

@@ -313,7 +313,7 @@ func TestRetryThroughTheAPI(t *testing.T) {
 	for _, s := range plan.Steps(v1.KindCreate) {
 		ran := after[s] - before[s]
 		want := 0
-		if s == plan.StepEnsureWorkerMachines || s == plan.StepInstallWorkers || s == plan.StepWaitNodesReady {
+		if s == plan.StepEnsureWorkerMachines || s == plan.StepInstallWorkers || s == plan.StepWaitNodesReady || s == plan.StepApplyProfile {
 			want = 1
 		}
 		if ran != want {

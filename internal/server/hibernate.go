@@ -46,3 +46,22 @@ func (s *Server) resumeCluster(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		})
 }
+
+// reconcileCluster begins a reconcile operation (POST
+// .../clusters/{c}/reconcile, no body): every pack of the cluster's
+// profile applied again, so that what was changed or deleted by hand is
+// back. 409 for a cluster without a profile applied, or whose last
+// operation did not succeed.
+func (s *Server) reconcileCluster(w http.ResponseWriter, r *http.Request) error {
+	return s.clusterAction(w, r, v1.KindReconcile, func(*store.Cluster) error { return nil },
+		func(_ context.Context, cl *store.Cluster) error {
+			switch {
+			case cl.Status.Profile == nil:
+				return conflict(clusterRef(r), "cluster", "has no profile applied: there is nothing to reconcile (kiln cluster set-profile gives it one)")
+			case cl.Status.ProvisioningState != v1.StateSucceeded:
+				return conflict(clusterRef(r), "cluster", "is %s: only a cluster whose last operation succeeded is reconciled; retry or change it first",
+					cl.Status.ProvisioningState)
+			}
+			return nil
+		})
+}

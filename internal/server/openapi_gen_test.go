@@ -110,6 +110,7 @@ func apiRoutes() []apiRoute {
 		{pattern: "GET " + cluster + "/upgrades", summary: "The versions the cluster can be upgraded to.", codes: map[int]*apiBody{200: oneOf[v1.ClusterUpgrades]()}},
 		{pattern: "POST " + cluster + "/provision", summary: "Edge clusters: install Kubernetes on the configured hosts.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/reset", summary: "Edge clusters: tear Kubernetes down, keep the cluster.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
+		{pattern: "POST " + cluster + "/reconcile", summary: "Apply every pack of the cluster's profile again, putting back what was changed or deleted by hand.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/hibernate", summary: "Drain and remove the workers, stop the control plane keeping its data; the cluster ends Hibernated.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/resume", summary: "Start a Hibernated cluster's control plane on its data and make its workers again.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/retry", summary: "Run the failed or canceled operation again from its failed step.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},

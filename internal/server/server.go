@@ -316,6 +316,7 @@ func (s *Server) routes() {
 	s.handle("POST "+cluster+"/retry", "cluster", operator, s.retryCluster)
 	s.handle("POST "+cluster+"/hibernate", "cluster", operator, s.hibernateCluster)
 	s.handle("POST "+cluster+"/resume", "cluster", operator, s.resumeCluster)
+	s.handle("POST "+cluster+"/reconcile", "cluster", operator, s.reconcileCluster)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)

@@ -1,0 +1,323 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/packs"
+	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// StepApplyProfile applies the packs of the cluster's profile version.
+const StepApplyProfile = "apply-profile"
+
+// PackApplier applies, removes and rolls back packs (package packs).
+type PackApplier interface {
+	Apply(ctx context.Context, t packs.Target, pk v1.Pack) (v1.PackStatus, error)
+	Remove(ctx context.Context, t packs.Target, pk v1.Pack) error
+	Rollback(ctx context.Context, t packs.Target, st v1.PackStatus) error
+}
+
+// applyProfile brings the cluster's packs to its profile version
+// (spec.profile; version 0 is the latest published): each pack in install
+// order applied unless status.profile says it is applied as it is (so a
+// retry resumes at the pack that failed), then the packs the version no
+// longer has removed, in reverse order. status.profile is saved after each
+// pack. When a pack fails on a move from another version, the packs this
+// run moved are put back as they were (rolled back, or removed when new)
+// and the operation fails naming the pack; on a first apply the packs
+// already applied stay.
+func (x *run) applyProfile(ctx context.Context) error {
+	ref, applied := x.cl.Spec.Profile, x.cl.Status.Profile
+	if ref.Name == "" && applied == nil {
+		return skipped("the cluster has no profile")
+	}
+	var want *v1.Profile
+	if ref.Name != "" {
+		var err error
+		if want, err = x.profileVersion(ctx, ref.Name, ref.Version); err != nil {
+			return err
+		}
+	}
+	if !x.usesAgents() || x.r.opts.Packs == nil {
+		// No Kubernetes to apply to (sim): the version is recorded as applied.
+		if want == nil {
+			x.cl.Status.Profile = nil
+		} else {
+			x.cl.Status.Profile = &v1.ProfileStatus{Name: want.Name, Version: want.Version, Packs: []v1.PackStatus{}}
+		}
+		if err := x.saveStatus(ctx); err != nil {
+			return err
+		}
+		return skipped("the %s provider's clusters run no Kubernetes: nothing is applied, profile version recorded", x.cl.Spec.Provider)
+	}
+	t, err := x.packTarget(ctx)
+	if err != nil {
+		return err
+	}
+	var before *v1.Profile // the version applied before, when another
+	if applied != nil && (want == nil || applied.Name != want.Name || applied.Version != want.Version) {
+		before, err = x.profileVersion(ctx, applied.Name, applied.Version)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	next := &v1.ProfileStatus{Packs: []v1.PackStatus{}}
+	var order []v1.Pack
+	if want != nil {
+		next.Name, next.Version = want.Name, want.Version
+		order = installOrder(want.Packs)
+	}
+	var moved []movedPack // the packs this run changed
+	for i, pk := range order {
+		digest := packDigest(pk)
+		was := packStatus(applied, pk.Name)
+		if was != nil && was.Digest == digest && was.State == v1.PackApplied && x.op.Kind != v1.KindReconcile {
+			next.Packs = append(next.Packs, *was)
+			continue
+		}
+		x.showProgress(ctx, "pack", fmt.Sprintf("%d/%d %s: applying %s", i+1, len(order), pk.Name, packWhat(pk)))
+		st, err := x.r.opts.Packs.Apply(ctx, t, pk)
+		st.Digest = digest
+		if err != nil {
+			if before != nil || applied != nil && applied.Name == next.Name && applied.Version != next.Version {
+				undo := x.undoPacks(ctx, t, moved, before)
+				x.cl.Status.Profile = applied // what runs again
+				if serr := x.saveStatus(ctx); serr != nil {
+					return serr
+				}
+				x.event(ctx, "Warning", "PackFailed", fmt.Sprintf("%v; %s", err, undo))
+				return failure.Terminal(v1.CodePackFailed, "%v; %s", err, undo)
+			}
+			next.Packs = append(next.Packs, st)
+			x.cl.Status.Profile = next
+			if serr := x.saveStatus(ctx); serr != nil {
+				return serr
+			}
+			x.event(ctx, "Warning", "PackFailed", err.Error())
+			return failure.Terminal(v1.CodePackFailed, "%v", err)
+		}
+		moved = append(moved, movedPack{was: was, now: pk})
+		next.Packs = append(next.Packs, st)
+		x.event(ctx, "Normal", "PackApplied", fmt.Sprintf("pack %s (%s) applied%s", pk.Name, packWhat(pk), revisionNote(st)))
+		// Saved as it goes: a worker that dies resumes after this pack.
+		partial := *next
+		partial.Packs = append(slices.Clone(next.Packs), remainingApplied(applied, order[i+1:])...)
+		x.cl.Status.Profile = &partial
+		if err := x.saveStatus(ctx); err != nil {
+			return err
+		}
+	}
+	// Packs no longer in the profile go, in reverse install order.
+	if applied != nil {
+		for _, st := range slices.Backward(applied.Packs) {
+			if packStatus(next, st.Name) != nil {
+				continue
+			}
+			pk := removedPack(before, st)
+			x.showProgress(ctx, "pack", "removing "+st.Name)
+			if err := x.r.opts.Packs.Remove(ctx, t, pk); err != nil {
+				return failure.Retryable(v1.CodePackFailed, err, "remove pack %s: %v", st.Name, err)
+			}
+			x.event(ctx, "Normal", "PackRemoved", fmt.Sprintf("pack %s removed (not in profile %s:%d)", st.Name, next.Name, next.Version))
+		}
+	}
+	if want == nil {
+		next = nil
+	}
+	x.cl.Status.Profile = next
+	if err := x.saveStatus(ctx); err != nil {
+		return err
+	}
+	if next == nil {
+		x.note = "profile removed"
+		return nil
+	}
+	x.note = fmt.Sprintf("profile %s:%d applied: %d pack(s)", next.Name, next.Version, len(next.Packs))
+	return nil
+}
+
+// movedPack is a pack a run changed: was is its status before (nil: new).
+type movedPack struct {
+	was *v1.PackStatus
+	now v1.Pack
+}
+
+// undoPacks puts back the packs a failed move changed, last first (a chart
+// rolled back to its revision before, a manifests pack applied as the
+// version before had it, a new pack removed) and says what it did.
+func (x *run) undoPacks(ctx context.Context, t packs.Target, moved []movedPack, before *v1.Profile) string {
+	if len(moved) == 0 {
+		return "no other pack had changed"
+	}
+	var done, failed []string
+	for _, m := range slices.Backward(moved) {
+		var err error
+		switch {
+		case m.was == nil:
+			err = x.r.opts.Packs.Remove(ctx, t, m.now)
+		case m.was.Revision > 0:
+			err = x.r.opts.Packs.Rollback(ctx, t, *m.was)
+		default:
+			if pk := findPack(before, m.now.Name); pk != nil {
+				_, err = x.r.opts.Packs.Apply(ctx, t, *pk)
+			}
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", m.now.Name, err))
+		} else {
+			done = append(done, m.now.Name)
+		}
+	}
+	msg := fmt.Sprintf("the packs it had changed are as they were: %s", strings.Join(done, ", "))
+	if len(failed) > 0 {
+		msg += "; could not put back: " + strings.Join(failed, "; ")
+	}
+	return msg
+}
+
+// removedPack is the definition of an applied pack the wanted version does
+// not have: the version before's, or what its status says (a chart's
+// release is uninstalled by name).
+func removedPack(before *v1.Profile, st v1.PackStatus) v1.Pack {
+	if pk := findPack(before, st.Name); pk != nil {
+		return *pk
+	}
+	return v1.Pack{Name: st.Name, Version: st.Version, Chart: st.Chart, Namespace: st.Namespace}
+}
+
+func (x *run) saveStatus(ctx context.Context) error {
+	if err := x.ops.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
+		return fmt.Errorf("save status.profile: %w", err)
+	}
+	return nil
+}
+
+// profileVersion reads version n of a profile (0: the latest published).
+func (x *run) profileVersion(ctx context.Context, name string, n int) (*v1.Profile, error) {
+	p, err := x.r.opts.Store.GetProfile(ctx, x.cl.Project, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, failure.Terminal(v1.CodeInvalidParameter, "profile %q does not exist in project %q", name, x.cl.Project)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := p.LatestPublished()
+	if n != 0 {
+		v = p.At(n)
+	}
+	if v == nil || !v.Published {
+		return nil, failure.Terminal(v1.CodeInvalidParameter, "profile %s:%d is not a published version", name, n)
+	}
+	return v, nil
+}
+
+// packTarget is the cluster's API as an admin whose certificate lasts an
+// hour, and the fields pack values may name.
+func (x *run) packTarget(ctx context.Context) (packs.Target, error) {
+	endpoint, err := x.endpoint(ctx)
+	if err != nil {
+		return packs.Target{}, fmt.Errorf("find endpoint: %w", err)
+	}
+	cfg, err := RESTConfig(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:packs")
+	if err != nil {
+		return packs.Target{}, err
+	}
+	return packs.Target{Config: cfg, Project: x.cl.Project, Fields: packs.ClusterFields(x.cl.Name, &x.cl.Spec)}, nil
+}
+
+// RESTConfig is a client-go configuration for a cluster's API as an admin
+// named user (in system:masters), with a certificate that lasts an hour.
+func RESTConfig(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
+	ca, err := gateway.LoadCA(ctx, st, k)
+	if err != nil {
+		return nil, err
+	}
+	req := pki.AdminRequest(user)
+	req.ValidFor = time.Hour
+	cert, key, err := ca.Issue(req)
+	if err != nil {
+		return nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
+	}
+	return &rest.Config{Host: "https://" + endpoint, Timeout: 30 * time.Second, QPS: 50, Burst: 100,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM(), CertData: cert, KeyData: key}}, nil
+}
+
+// installOrder is packs by Order, ties in list order.
+func installOrder(ps []v1.Pack) []v1.Pack {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b v1.Pack) int { return cmp.Compare(a.Order, b.Order) })
+	return out
+}
+
+// packDigest identifies a pack as applied.
+func packDigest(pk v1.Pack) string {
+	b, _ := json.Marshal(pk)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+func packWhat(pk v1.Pack) string {
+	if c := validate.PackChart(pk); c != "" {
+		return "chart " + c + " " + pk.Version
+	}
+	return "manifests " + pk.Version
+}
+
+func revisionNote(st v1.PackStatus) string {
+	if st.Revision > 0 {
+		return fmt.Sprintf(", release revision %d", st.Revision)
+	}
+	return ""
+}
+
+func packStatus(ps *v1.ProfileStatus, name string) *v1.PackStatus {
+	if ps == nil {
+		return nil
+	}
+	for i := range ps.Packs {
+		if ps.Packs[i].Name == name {
+			return &ps.Packs[i]
+		}
+	}
+	return nil
+}
+
+func findPack(p *v1.Profile, name string) *v1.Pack {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Packs {
+		if p.Packs[i].Name == name {
+			return &p.Packs[i]
+		}
+	}
+	return nil
+}
+
+// remainingApplied are the packs of applied among rest (not yet reached in
+// this run), as status.profile had them.
+func remainingApplied(applied *v1.ProfileStatus, rest []v1.Pack) []v1.PackStatus {
+	var out []v1.PackStatus
+	for _, pk := range rest {
+		if st := packStatus(applied, pk.Name); st != nil {
+			out = append(out, *st)
+		}
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+// Package profilecheck is the backend's periodic look at the clusters a
+// profile was applied to: each pack's workloads Ready or not (status.profile
+// packs' ready and message), and whether what runs is still what the packs
+// apply, as the ProfileDrift condition (True naming the objects changed or
+// deleted by hand; kiln cluster reconcile puts them back).
+package profilecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/packs"
+	"kiln.dev/kiln/internal/store"
+)
+
+// DefaultInterval is how often every cluster is looked at.
+const DefaultInterval = time.Minute
+
+// Store is what the check reads and writes.
+type Store interface {
+	store.ClusterLister
+	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// Checker compares packs.
+type Checker interface {
+	Check(ctx context.Context, t packs.Target, pk v1.Pack) (packs.Check, error)
+}
+
+// Options configure a Loop. Store, Packs and Target are required.
+type Options struct {
+	Store Store
+	Packs Checker
+	// Target is the cluster's API, or false when it has none to check
+	// (sim, or no endpoint yet).
+	Target   func(ctx context.Context, cl *store.Cluster) (packs.Target, bool, error)
+	Interval time.Duration // DefaultInterval when 0
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Loop runs the check.
+type Loop struct{ opts Options }
+
+// New returns a Loop with defaults filled in.
+func New(opts Options) *Loop {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Loop{opts: opts}
+}
+
+// Run checks every cluster each interval until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	t := time.NewTicker(l.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := l.CheckAll(ctx); err != nil && ctx.Err() == nil {
+			l.opts.Logger.Warn("profile check", "err", err)
+		}
+	}
+}
+
+// CheckAll looks at every cluster with a profile applied whose last
+// operation succeeded.
+func (l *Loop) CheckAll(ctx context.Context) error {
+	return store.EachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error {
+		if cl.Status.Profile == nil || cl.Status.ProvisioningState != v1.StateSucceeded {
+			return nil
+		}
+		if err := l.checkOne(ctx, cl); err != nil && ctx.Err() == nil {
+			l.opts.Logger.Warn("profile check", "cluster", cl.Key().String(), "err", err)
+		}
+		return ctx.Err()
+	})
+}
+
+func (l *Loop) checkOne(ctx context.Context, cl *store.Cluster) error {
+	if len(cl.Status.Profile.Packs) == 0 {
+		return nil // nothing applied (a profile without packs, or no Kubernetes)
+	}
+	t, ok, err := l.opts.Target(ctx, cl)
+	if err != nil || !ok {
+		return err
+	}
+	applied := cl.Status.Profile
+	prof, err := l.opts.Store.GetProfile(ctx, cl.Project, applied.Name)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", applied.Name, err)
+	}
+	version := prof.At(applied.Version)
+	if version == nil {
+		return fmt.Errorf("profile %s has no version %d", applied.Name, applied.Version)
+	}
+	next := *applied
+	next.Packs = slices.Clone(applied.Packs)
+	var drift []string
+	for i, st := range next.Packs {
+		if st.State != v1.PackApplied {
+			continue
+		}
+		pk := findPack(version, st.Name)
+		if pk == nil {
+			continue
+		}
+		c, err := l.opts.Packs.Check(ctx, t, *pk)
+		if err != nil {
+			return fmt.Errorf("pack %s: %w", st.Name, err)
+		}
+		for _, d := range c.Drift {
+			drift = append(drift, "pack "+st.Name+": "+d)
+		}
+		next.Packs[i].Ready = len(c.NotReady) == 0
+		if !next.Packs[i].Ready {
+			next.Packs[i].Message = "not Ready: " + strings.Join(c.NotReady, ", ")
+		} else if strings.HasPrefix(st.Message, "not Ready: ") {
+			next.Packs[i].Message = ""
+		}
+	}
+	want := v1.Condition{Type: v1.ConditionProfileDrift, Status: "False", Reason: "AsApplied",
+		Message: fmt.Sprintf("what runs is what profile %s:%d applies", applied.Name, applied.Version)}
+	if len(drift) > 0 {
+		want.Status, want.Reason = "True", "ChangedByHand"
+		want.Message = fmt.Sprintf("changed since profile %s:%d was applied: %s; kiln cluster reconcile %s puts it back",
+			applied.Name, applied.Version, strings.Join(drift, "; "), cl.Name)
+	}
+	conds, changed := v1.SetCondition(cl.Status.Conditions, want, l.opts.Now())
+	if !changed && slices.EqualFunc(next.Packs, applied.Packs, func(a, b v1.PackStatus) bool {
+		return a.Ready == b.Ready && a.Message == b.Message
+	}) {
+		return nil
+	}
+	up := *cl
+	up.Status.Conditions, up.Status.Profile = conds, &next
+	err = l.opts.Store.PutClusterStatus(ctx, &up, store.Cond{IfMatch: cl.ETag})
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
+		return nil // changed meanwhile: the next pass looks again
+	}
+	if err != nil {
+		return err
+	}
+	if changed {
+		typ := "Normal"
+		if want.Status == "True" {
+			typ = "Warning"
+		}
+		e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID,
+			Event: v1.Event{Type: typ, Reason: "ProfileDrift" + want.Status, Message: want.Message}}
+		if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
+			l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "err", err)
+		}
+	}
+	return nil
+}
+
+func findPack(p *v1.Profile, name string) *v1.Pack {
+	for i := range p.Packs {
+		if p.Packs[i].Name == name {
+			return &p.Packs[i]
+		}
+	}
+	return nil
+}
