@@ -59,3 +59,10 @@ func (c *Client) HibernateCluster(ctx context.Context, project, name string) (*v
 func (c *Client) ResumeCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
 	return c.clusterAction(ctx, project, name, "resume")
 }
+
+// ReconcileCluster begins a reconcile (POST .../reconcile): every pack of
+// the cluster's profile applied again, putting back what was changed or
+// deleted by hand. It returns the cluster and the operation's id.
+func (c *Client) ReconcileCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
+	return c.clusterAction(ctx, project, name, "reconcile")
+}

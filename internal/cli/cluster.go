@@ -26,6 +26,7 @@ func (a *app) clusterCommand() *cobra.Command {
   kiln cluster list
   kiln cluster describe dev
   kiln cluster upgrade dev --version v1.36.3 --wait
+  kiln cluster set-profile dev web:2 --wait
   kiln cluster edit dev
   kiln cluster events dev
   kiln cluster retry dev --wait
@@ -50,6 +51,8 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterHibernateCommand(),
 		a.clusterResumeCommand(),
 		a.clusterEventsCommand(),
+		a.clusterSetProfileCommand(),
+		a.clusterReconcileCommand(),
 	)
 	return cmd
 }

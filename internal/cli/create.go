@@ -32,6 +32,7 @@ type createFlags struct {
 	subnets                   []string
 	dnsServers                []string
 	zones                     []string
+	profile                   string
 	wait, dryRun              bool
 }
 
@@ -56,11 +57,18 @@ cluster is never replaced.
 With --dry-run nothing is created: the server checks the cluster as it
 would on create and then as the first step would (cloud account and its
 credentials, quotas, the provider's regions, zones and instance types,
-shared networks, DNS servers), and every problem found is listed.`,
+shared networks, DNS servers), and every problem found is listed.
+
+--profile NAME[:VERSION] makes the cluster use a published version of a
+profile (kiln profile), without VERSION the newest published one at each
+change. Its Kubernetes version and CNI are the cluster's: when neither
+--kubernetes-version nor the file sets them, the CLI reads them from that
+profile version.`,
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
   kiln cluster create -f cluster.yaml --workers 5 -o json
   kiln cluster create prod --provider sim --cloud-account acme --region sim-west --dry-run
+  kiln cluster create shop --provider sim --profile web:2 --workers 2 --wait
   kiln cluster create shop --provider aws --cloud-account acme --vpc vpc-0abc... --subnet subnet-0pub... --subnet subnet-0priv...`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -71,6 +79,9 @@ shared networks, DNS servers), and every problem found is listed.`,
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			cl, err := a.buildCluster(cmd, args, f)
 			if err != nil {
+				return err
+			}
+			if err := a.fillFromProfile(cmd.Context(), &cl.Spec); err != nil {
 				return err
 			}
 			if f.dryRun {
@@ -103,6 +114,7 @@ shared networks, DNS servers), and every problem found is listed.`,
 	fl.StringArrayVar(&f.dnsServers, "dns-server", nil, "DNS server the nodes use, IP or IP:port (repeatable, at most 3)")
 	fl.StringVar(&f.vpc, "vpc", "", "an existing VPC to place the cluster in (aws), with --subnet")
 	fl.StringArrayVar(&f.subnets, "subnet", nil, "a subnet of --vpc the cluster uses (repeatable): a public and a private one per zone")
+	fl.StringVar(&f.profile, "profile", "", "profile NAME[:VERSION] whose Kubernetes version, CNI and packs the cluster gets (no VERSION: the newest published)")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check everything the create would, list every problem, create nothing")
 	return cmd
@@ -190,6 +202,13 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		for i := range s.WorkerPools {
 			s.WorkerPools[i].Zones = slices.Clone(f.zones)
 		}
+	}
+	if changed("profile") {
+		name, version, err := parseProfileRef(f.profile, "--profile")
+		if err != nil {
+			return err
+		}
+		s.Profile = v1.ProfileRef{Name: name, Version: version}
 	}
 	if changed("dns-server") {
 		s.Network.DNSServers = f.dnsServers

@@ -289,13 +289,9 @@ func (a *app) registryClient(ctx context.Context) (*registryClient, settings, er
 	if err != nil {
 		return nil, s, fmt.Errorf("server %q: %w", s.Server, err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if s.CA != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(s.CA)) {
-			return nil, s, errors.New("the CA configured holds no PEM certificate")
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr, err := transportFor(s)
+	if err != nil {
+		return nil, s, err
 	}
 	return &registryClient{registry: reg, opts: []remote.Option{
 		remote.WithContext(ctx),
@@ -303,6 +299,20 @@ func (a *app) registryClient(ctx context.Context) (*registryClient, settings, er
 		remote.WithAuth(&authn.Bearer{Token: s.Token}),
 		remote.WithUserAgent("kiln-cli/v1"),
 	}}, s, nil
+}
+
+// transportFor is an HTTP transport that verifies the server's
+// certificate with the configured CA, or with the system's when none is.
+func transportFor(s settings) (*http.Transport, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if s.CA != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(s.CA)) {
+			return nil, errors.New("the CA configured holds no PEM certificate")
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return tr, nil
 }
 
 // reference is n in project's repository of the registry.
@@ -427,11 +437,7 @@ func renderImages(w io.Writer, views []imageView) error {
 		if v.Size > 0 {
 			size = humanBytes(v.Size)
 		}
-		digest := v.Digest
-		if len(digest) > len("sha256:")+12 {
-			digest = digest[:len("sha256:")+12]
-		}
-		row(tw, v.Name, v.Tag, digest, size)
+		row(tw, v.Name, v.Tag, shortDigest(v.Digest), size)
 	}
 	return tw.Flush()
 }

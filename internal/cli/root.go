@@ -135,6 +135,8 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 		a.cloudAccountCommand(),
 		a.auditCommand(),
 		a.imageCommand(),
+		a.profileCommand(),
+		a.chartCommand(),
 	)
 	return root
 }

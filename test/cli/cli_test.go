@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/chartfile/charttest"
 	"kiln.dev/kiln/internal/cli"
 	"kiln.dev/kiln/internal/daemon"
 	"kiln.dev/kiln/internal/provider/sim"
@@ -157,6 +158,18 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("usage: mkociarchive FILE NAME:TAG")
 				}
 				ocitest.WriteOCIArchive(scriptTB{t, ts}, ts.MkAbs(args[0]), ocitest.Named{Name: args[1], Image: ocitest.Random(scriptTB{t, ts}, 1024)})
+			},
+			// mkchart FILE NAME VERSION: write a Helm chart archive (what
+			// helm package writes) of chart NAME at VERSION, with one
+			// template.
+			"mkchart": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: mkchart FILE NAME VERSION")
+				}
+				data := charttest.Archive(scriptTB{t, ts}, args[1], args[2], map[string]string{
+					"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+				})
+				ts.Check(os.WriteFile(ts.MkAbs(args[0]), data, 0o644))
 			},
 			// capture VAR REGEXP [FILE]: set VAR to the first submatch of
 			// REGEXP (multi-line) in FILE, by default the last stdout: a
