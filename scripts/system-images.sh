@@ -8,6 +8,10 @@
 #   OUT_DIR/demo.tar          the demo application (images/demo) as internal/sysimages.DemoImage
 #   OUT_DIR/pause.tar         the pods' sandbox (images/pause) as internal/sysimages.PauseImage
 #   OUT_DIR/cni-plugins.tar   the CNI plugins of the bridge pod network as internal/sysimages.CNIPluginsImage
+#   OUT_DIR/local-path-provisioner.tar  Rancher's local-path-provisioner as internal/sysimages.LocalPathImage
+#   OUT_DIR/busybox.tar       Debian's static busybox as internal/sysimages.BusyboxImage
+#   OUT_DIR/local-path-VERSION.tgz  the local-path pack's chart (charts/local-path, with the
+#                             provisioner's own chart from its module as a subchart)
 #   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
 #                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
@@ -161,6 +165,96 @@ cni() {
 	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/cni-plugins.tar" | cut -f1))"
 }
 cni
+
+# goinstall NAME REF PACKAGE: PACKAGE (a main package) go installed at REF's tag, its module's
+# version, static, as the image REF with the program in /usr/local/bin (the PATH).
+goinstall() {
+	local name=$1 ref=$2 pkg=$3 version inputs t
+	version=${ref##*:}
+	inputs=$({
+		echo "$ref $pkg"
+		"$GO" env GOVERSION GOARCH
+		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16)
+	if up_to_date "$name" "$ref" "$inputs"; then
+		return
+	fi
+	echo "system-images: building $pkg@$version into $out/$name.tar (the first time: minutes, client-go's packages)"
+	t=$SECONDS
+	mkdir -p "$work/$name.bin"
+	(cd "$work" && GOBIN=$work/$name.bin CGO_ENABLED=0 nice "$GO" install -trimpath -ldflags '-s -w' "$pkg@$version")
+	"$repo/scripts/oci-archive.sh" -d /usr/local/bin "$work/$name.tar" "$ref" "$work/$name.bin/$(basename "$pkg")"
+	mv "$work/$name.tar" "$out/$name.tar"
+	echo "$inputs" >"$out/.$name.inputs"
+	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/$name.tar" | cut -f1))"
+}
+# Rancher's local-path-provisioner: the local-path pack's provisioner.
+goinstall local-path-provisioner "$(ref LocalPathImage)" github.com/rancher/local-path-provisioner
+
+# busybox: Debian's busybox-static (apt-get download; no container registry), /bin/busybox with
+# the applets the local-path pack's helper pods run as links (/bin/sh, mkdir, rm, chmod, ...).
+busybox() {
+	local ref version inputs t deb
+	ref=$(ref BusyboxImage)
+	version=${ref##*:}
+	inputs=$({
+		echo "$ref"
+		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16)
+	if up_to_date busybox "$ref" "$inputs"; then
+		return
+	fi
+	echo "system-images: packing Debian's busybox-static as $ref"
+	t=$SECONDS
+	mkdir -p "$work/busybox"
+	if ! (cd "$work/busybox" && apt-get download busybox-static >/dev/null 2>&1); then
+		command -v apt-get >/dev/null || { echo "system-images: busybox comes from Debian's busybox-static package, and there is no apt-get" >&2; exit 1; }
+		apt-get update -qq >/dev/null && (cd "$work/busybox" && apt-get download busybox-static >/dev/null) ||
+			{ echo "system-images: apt-get download busybox-static failed (is Debian's mirror reachable?)" >&2; exit 1; }
+	fi
+	deb=$(ls "$work"/busybox/busybox-static_*.deb)
+	case "$(dpkg-deb -f "$deb" Version)" in
+	*:"$version"-* | "$version"-*) ;;
+	*) echo "system-images: Debian's busybox-static is $(dpkg-deb -f "$deb" Version), not $version: change BusyboxImage in internal/sysimages" >&2; exit 1 ;;
+	esac
+	dpkg-deb -x "$deb" "$work/busybox/root"
+	local args=(-d /bin) a
+	for a in sh mkdir rm rmdir chmod ls cat echo test sleep; do args+=(-l "$a"); done
+	"$repo/scripts/oci-archive.sh" "${args[@]}" "$work/busybox.tar" "$ref" "$work/busybox/root/bin/busybox"
+	mv "$work/busybox.tar" "$out/busybox.tar"
+	echo "$inputs" >"$out/.busybox.inputs"
+	echo "system-images: packed $ref in $((SECONDS - t))s ($(du -h "$out/busybox.tar" | cut -f1))"
+}
+busybox
+
+# chart NAME MODULE@VERSION PATH: Kiln's chart charts/NAME packed as OUT_DIR/NAME-VERSION.tgz (the
+# version its Chart.yaml says), with the upstream chart at PATH of MODULE's source (from the Go
+# module cache) as its subchart: kilnd seeds it as kiln.system/charts/NAME:VERSION.
+chart() {
+	local name=$1 module=$2 sub=$3 version inputs dir
+	version=$(sed -n 's/^version: *//p' "$repo/charts/$name/Chart.yaml")
+	inputs=$({
+		echo "$name $module $sub"
+		(cd "$repo" && find "charts/$name" -type f | LC_ALL=C sort | xargs sha256sum)
+		(cd "$repo" && sha256sum scripts/system-images.sh)
+	} | sha256sum | cut -c1-16)
+	if [ -f "$out/$name-$version.tgz" ] && [ "$(cat "$out/.$name-chart.inputs" 2>/dev/null)" = "$inputs" ]; then
+		echo "system-images: $out/$name-$version.tgz is up to date (inputs $inputs)"
+		return
+	fi
+	dir=$(cd "$work" && "$GO" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$dir/$sub" ] || { echo "system-images: $module has no $sub" >&2; exit 1; }
+	mkdir -p "$work/charts/$name/charts"
+	cp -R "$repo/charts/$name/." "$work/charts/$name/"
+	cp -R "$dir/$sub" "$work/charts/$name/charts/"
+	chmod -R u+w "$work/charts/$name"
+	tar -C "$work/charts" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf "$out/$name-$version.tgz" "$name"
+	echo "$inputs" >"$out/.$name-chart.inputs"
+	echo "system-images: packed the chart $name $version with $module's $(basename "$sub") ($(du -h "$out/$name-$version.tgz" | cut -f1))"
+}
+lp=$(ref LocalPathImage)
+chart local-path "github.com/rancher/local-path-provisioner@${lp##*:}" deploy/chart/local-path-provisioner
+
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"
 done

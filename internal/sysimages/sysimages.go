@@ -44,6 +44,13 @@ const (
 	// offers, 1.35 and 1.36. Separated by spaces, for
 	// scripts/system-images.sh.
 	PauseKubeadmTags = "3.10.1 3.10.2"
+	// LocalPathImage is Rancher's local-path-provisioner, built from its
+	// Go module at the tag: the local-path pack's (charts/local-path).
+	LocalPathImage = "kiln.dev/local-path-provisioner:v0.0.30"
+	// BusyboxImage is Debian's static busybox (busybox-static) with
+	// /bin/sh, mkdir, rm and chmod: the local-path pack's helper pods run
+	// its scripts with it.
+	BusyboxImage = "kiln.dev/busybox:1.35.0"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.

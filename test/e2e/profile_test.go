@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/chartfile/charttest"
+	"kiln.dev/kiln/internal/sysimages"
 )
 
 // webChart is a chart of a Deployment of pause pods (the pause image is in
@@ -58,15 +60,18 @@ spec:
 `
 
 // TestProfilePacks (issue 25): a docker cluster made from a published
-// profile of a manifests pack and a chart pack (pushed with kiln chart
-// push) has both applied and Ready, the chart as a Helm release and the
-// cluster's fields in the manifests. Moving it to a version that changes a
+// profile of three packs: Kiln's local-path storage, a manifests pack and a
+// chart pack (pushed with kiln chart push), has them applied and Ready, the
+// charts as Helm releases and the cluster's fields in the manifests; a
+// claim of the local-path class keeps a file a pod wrote across the pod's
+// replacement. Objects deleted or changed by hand are named by the
+// ProfileDrift condition and put back by kiln cluster reconcile. Moving it to a version that changes a
 // value and drops the manifests pack upgrades the release and deletes the
 // pack's objects; moving it to a version whose new chart fails rolls the
 // upgraded pack back and removes the new one, leaving the cluster as it
 // was. A published version does not change, and one in use is not deleted.
 func TestProfilePacks(t *testing.T) {
-	e := startDocker(t)
+	e := startDocker(t, "--profile-check-interval", "2s")
 	e.kiln("chart", "push", webChart(t, "1.0.0", false))
 	e.kiln("chart", "push", webChart(t, "2.0.0-broken", true))
 	cl := dockerCluster("stack", "", 1, true, 1)
@@ -84,9 +89,10 @@ func TestProfilePacks(t *testing.T) {
 	web := func(replicas int) v1.Pack {
 		return v1.Pack{Name: "web", Chart: "web", Version: "1.0.0", Order: 10, Values: map[string]any{"replicas": replicas}}
 	}
-	put(1, web(2), config) // config goes first: lower order
-	put(2, web(1))
-	put(3, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
+	storage := v1.Pack{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"} // Kiln's
+	put(1, web(2), storage, config) // storage, then config: lower order, in list order
+	put(2, storage, web(1))
+	put(3, storage, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
 
 	if _, err := e.c.PutProfile(t.Context(), "default", &v1.Profile{Name: "base", Version: 1, KubernetesVersion: version}); err == nil || !strings.Contains(err.Error(), "published") {
 		t.Errorf("a change of published version 1: %v, want a 409 saying it is published", err)
@@ -94,12 +100,12 @@ func TestProfilePacks(t *testing.T) {
 
 	cl.Spec.Profile = v1.ProfileRef{Name: "base", Version: 1}
 	op := e.create(cl)
-	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 2 pack(s)") {
+	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 3 pack(s)") {
 		t.Errorf("apply-profile step: %+v", s)
 	}
 	got := e.cluster("stack")
 	p := got.Status.Profile
-	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 2 || p.Packs[0].Name != "config" || p.Packs[1].Name != "web" {
+	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 3 || p.Packs[0].Name != "storage" || p.Packs[1].Name != "config" || p.Packs[2].Name != "web" {
 		t.Fatalf("status.profile = %+v", p)
 	}
 	for _, pk := range p.Packs {
@@ -107,7 +113,7 @@ func TestProfilePacks(t *testing.T) {
 			t.Errorf("pack %s: %+v, want Applied and Ready", pk.Name, pk)
 		}
 	}
-	if w := p.Packs[1]; w.Revision != 1 || w.Namespace != "web" || !strings.Contains(w.Message, "web 1.0.0 runs 2 replica(s) in web") {
+	if w := p.Packs[2]; w.Revision != 1 || w.Namespace != "web" || !strings.Contains(w.Message, "web 1.0.0 runs 2 replica(s) in web") {
 		t.Errorf("pack web: %+v, want revision 1 with the chart's notes", w)
 	}
 	if out := e.mustKubectl("stack", "get", "configmap", "cluster-info", "-n", "infra", "-o", "jsonpath={.data.cluster} {.data.pods}"); out != "stack "+cl.Spec.Network.PodCIDR {
@@ -118,6 +124,27 @@ func TestProfilePacks(t *testing.T) {
 	if out := e.mustKubectl("stack", "get", "secret", "-n", "web", "-l", "owner=helm,name=web", "-o", "name"); !strings.Contains(out, "sh.helm.release.v1.web.v1") {
 		t.Errorf("Helm's release record: %q", out)
 	}
+	e.checkLocalPath("stack")
+
+	// Drift: a Deployment of the manifests pack deleted and the chart's
+	// scaled by hand are named by the condition; reconcile puts both back.
+	e.mustKubectl("stack", "delete", "deployment", "keeper", "-n", "infra")
+	e.mustKubectl("stack", "scale", "deployment", "web", "-n", "web", "--replicas=4")
+	drift := e.waitCondition("stack", v1.ConditionProfileDrift, "True")
+	for _, want := range []string{"pack config: Deployment infra/keeper deleted", "pack web: Deployment web/web: .spec.replicas changed by kubectl"} {
+		if !strings.Contains(drift.Message, want) {
+			t.Errorf("ProfileDrift says %q; want it to say %q", drift.Message, want)
+		}
+	}
+	rec := e.kiln("cluster", "reconcile", "stack", "--wait")
+	t.Logf("kiln cluster reconcile stack:\n%s", rec)
+	e.mustKubectl("stack", "wait", "--for=jsonpath={.status.availableReplicas}=1", "deployment/keeper", "-n", "infra", "--timeout=60s")
+	if out := e.mustKubectl("stack", "get", "deployment", "web", "-n", "web", "-o", "jsonpath={.spec.replicas}"); out != "2" {
+		t.Errorf("web's replicas after the reconcile = %s, want 2 (the profile's)", out)
+	}
+	e.waitCondition("stack", v1.ConditionProfileDrift, "False")
+	reconciled := e.cluster("stack").Status.Profile // each chart one revision on: the reconcile upgraded it in place
+
 	if err := e.c.DeleteProfileVersion(t.Context(), "default", "base", 1); err == nil || !strings.Contains(err.Error(), "stack") {
 		t.Errorf("delete of version 1 in use: %v, want a 409 naming cluster stack", err)
 	}
@@ -129,8 +156,9 @@ func TestProfilePacks(t *testing.T) {
 	}
 	e.wait("stack", opID)
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 1 || p.Packs[0].Revision != 2 {
-		t.Errorf("after the move to version 2: %+v, want web alone at revision 2", p)
+	if p.Version != 2 || len(p.Packs) != 2 || p.Packs[1].Name != "web" || p.Packs[1].Revision != reconciled.Packs[2].Revision+1 ||
+		p.Packs[0].Revision != reconciled.Packs[0].Revision {
+		t.Errorf("after the move to version 2: %+v, want storage as it was (%+v) and web one revision on (from %+v)", p, reconciled.Packs[0], reconciled.Packs[2])
 	}
 	e.mustKubectl("stack", "wait", "--for=jsonpath={.status.replicas}=1", "deployment/web", "-n", "web", "--timeout=60s")
 	if out, _ := e.kubectl("stack", "get", "configmap,deployment", "-n", "infra", "-o", "name"); strings.TrimSpace(out) != "" {
@@ -148,8 +176,9 @@ func TestProfilePacks(t *testing.T) {
 		!strings.Contains(failed.Error.Message, "Service") || !strings.Contains(failed.Error.Message, "as they were: web") {
 		t.Errorf("the failed move: %+v, want PackFailed naming pack broken, its Service, and web put back", failed.Error)
 	}
+	moved := p
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 1 || p.Packs[0].Revision != 2 {
+	if p.Version != 2 || len(p.Packs) != 2 || p.Packs[1].Revision != moved.Packs[1].Revision {
 		t.Errorf("status.profile after the failed move: %+v, want version 2 as it was", p)
 	}
 	if out := e.mustKubectl("stack", "get", "deployment", "web", "-n", "web", "-o", "jsonpath={.spec.replicas}"); out != "1" {
@@ -202,4 +231,61 @@ func (e *env) waitFailed(cluster, opID string) *v1.Operation {
 		e.t.Fatalf("operation %s: %v; want it Failed", opID, err)
 	}
 	return op
+}
+
+// waitCondition waits up to two minutes for a condition of the cluster to
+// have status.
+func (e *env) waitCondition(cluster, typ, status string) v1.Condition {
+	e.t.Helper()
+	var last v1.Condition
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, c := range e.cluster(cluster).Status.Conditions {
+			if c.Type == typ {
+				last = c
+				if c.Status == status {
+					return c
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	e.t.Fatalf("cluster %s: condition %s is not %s after 2 minutes (last: %+v)", cluster, typ, status, last)
+	return last
+}
+
+// checkLocalPath: a claim of the cluster's default class (local-path) is
+// bound for a pod that writes a file into it; a second pod, after the
+// first is deleted, reads the file back from the same claim.
+func (e *env) checkLocalPath(cluster string) {
+	e.t.Helper()
+	pod := func(name, script string) string {
+		return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: ` + sysimages.BusyboxImage + `, command: [sh, -c, '` + script + `'], volumeMounts: [{name: data, mountPath: /data}]}
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+`
+	}
+	e.apply(cluster, `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 16Mi}}
+---
+`+pod("writer", "echo kept-across-pods > /data/file && sleep 3600"))
+	e.mustKubectl(cluster, "wait", "--for=condition=Ready", "pod/writer", "--timeout=180s")
+	if out := e.mustKubectl(cluster, "get", "pvc", "data", "-o", "jsonpath={.status.phase} {.spec.storageClassName}"); out != "Bound local-path" {
+		e.t.Errorf("claim data: %q, want Bound through local-path", out)
+	}
+	e.mustKubectl(cluster, "delete", "pod", "writer", "--wait=true")
+	e.apply(cluster, pod("reader", "cat /data/file && sleep 3600"))
+	e.mustKubectl(cluster, "wait", "--for=condition=Ready", "pod/reader", "--timeout=120s")
+	if out := strings.TrimSpace(e.mustKubectl(cluster, "logs", "reader")); out != "kept-across-pods" {
+		e.t.Errorf("the second pod read %q from the claim, want what the first wrote", out)
+	}
 }
