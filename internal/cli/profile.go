@@ -38,10 +38,11 @@ deleted.`,
   kiln profile list
   kiln profile get web
   kiln profile diff web:1 web:2
-  kiln cluster create shop --provider sim --profile web:1`,
+  kiln cluster create shop --provider sim --profile web:1
+  kiln profile rollout web:2 --clusters tier=web --max-parallel 5`,
 	})
 	cmd.AddCommand(a.profileCreateCommand(), a.profilePublishCommand(), a.profileListCommand(),
-		a.profileGetCommand(), a.profileDiffCommand(), a.profileDeleteCommand())
+		a.profileGetCommand(), a.profileDiffCommand(), a.profileDeleteCommand(), a.profileRolloutCommand())
 	return cmd
 }
 
