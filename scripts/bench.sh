@@ -36,7 +36,7 @@ for b in APILatency FleetWave AgentFanIn; do
 done
 # Real local clusters (needs bin/kiln-kube: make bench builds it), and real docker ones (needs Docker,
 # the node and system images; skipped, saying so, without them); -v shows each step's time.
-KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume|ProfileApply|ProfileRollout' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
@@ -88,6 +88,8 @@ metric() {
 	echo "| idle kilnd with 10,000 Succeeded clusters | under 5% of a core | $(metric bench 'BenchmarkFleetWave/10000' idle-cpu-%) % |"
 	echo "| docker: pending pod to Running on the autoscaler's new node | under 30 s | $(metric e2e 'BenchmarkAutoscaleUp' s/scale-up) s |"
 	echo "| docker: resume of a hibernated 1+2 to every node Ready | under 30 s | $(metric e2e 'BenchmarkResume' s/resume) s |"
+	echo "| docker: apply-profile of 3 packs (local-path, manifests, a chart) on a new 1+1 | — | $(metric e2e 'BenchmarkProfileApply' s/apply-3-packs) s |"
+	echo "| sim: rollout of a profile version to 20 clusters, 5 at a time | — | $(metric e2e 'BenchmarkProfileRollout' s/rollout-20) s |"
 	echo "| autoscaler: one pass over 1,000 autoscaled sim clusters, as a share of a core every 10 s | (reported) | $(metric elastic BenchmarkCheckAll1000 core-%) % ($(metric elastic BenchmarkCheckAll1000 ms/pass) ms/pass) |"
 	echo
 	echo "## Everything this run printed"

@@ -271,3 +271,89 @@ func BenchmarkResume(b *testing.B) {
 	}
 	b.ReportMetric(resume.Seconds()/float64(b.N), "s/resume")
 }
+
+// BenchmarkProfileApply measures the apply-profile step of a docker
+// cluster's create with a profile of three packs (issue 25): Kiln's
+// local-path storage chart, a manifests pack and a chart pushed with kiln
+// chart push, each installed and waited for until Ready. Each iteration
+// creates a cluster of 1+1 (not timed but for the step) and deletes it.
+func BenchmarkProfileApply(b *testing.B) {
+	e := startDocker(b)
+	e.kiln("chart", "push", webChart(b, "1.0.0", false))
+	version := dockerCluster("x", "", 1, true, 1).Spec.KubernetesVersion
+	if _, err := e.c.PutProfile(b.Context(), "default", &v1.Profile{Name: "three", Version: 1, KubernetesVersion: version, Published: true,
+		Packs: []v1.Pack{
+			{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"},
+			{Name: "config", Version: "1", Manifests: configPack, Namespace: "infra"},
+			{Name: "web", Chart: "web", Version: "1.0.0", Values: map[string]any{"replicas": 2}},
+		}}); err != nil {
+		b.Fatal(err)
+	}
+	var apply time.Duration
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		i++
+		cl := dockerCluster(fmt.Sprintf("three-%d", i), "", 1, true, 1)
+		cl.Spec.Profile = v1.ProfileRef{Name: "three", Version: 1}
+		op := e.create(cl)
+		s := stepOf(op, "apply-profile")
+		took := s.EndTime.Sub(*s.StartTime)
+		apply += took
+		b.Logf("%s: apply-profile of 3 packs in %s (%s)", cl.Name, took.Round(time.Millisecond), s.Message)
+		opID, err := e.c.DeleteCluster(b.Context(), "default", cl.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.wait(cl.Name, opID)
+		b.StartTimer()
+	}
+	b.ReportMetric(apply.Seconds()/float64(b.N), "s/apply-3-packs")
+}
+
+// BenchmarkProfileRollout measures kiln profile rollout's work (issue 25):
+// 20 sim clusters on version 1 of a profile moved to the next version, 5
+// at a time (4 waves), from the first PATCH to the last operation's end.
+// Each iteration publishes the next version (not timed).
+func BenchmarkProfileRollout(b *testing.B) {
+	e := startWithoutKube(b, "kilnd", "--sim")
+	put := func(n int) {
+		b.Helper()
+		if _, err := e.c.PutProfile(b.Context(), "default", &v1.Profile{Name: "fleet", Version: n, KubernetesVersion: "v1.36.3", Published: true,
+			Packs: []v1.Pack{{Name: "app", Version: fmt.Sprint(n), Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	put(1)
+	var ops []string
+	for i := range 20 {
+		cl := &v1.Cluster{Name: fmt.Sprintf("fleet-%02d", i), Spec: v1.ClusterSpec{Provider: "sim", KubernetesVersion: "v1.36.3",
+			Profile: v1.ProfileRef{Name: "fleet", Version: 1}, Labels: map[string]string{"tier": "fleet"},
+			ControlPlane: v1.ControlPlane{Size: 1}, WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2}}}}
+		_, opID, err := e.c.CreateCluster(b.Context(), "default", cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, opID)
+	}
+	for i, opID := range ops {
+		e.wait(fmt.Sprintf("fleet-%02d", i), opID)
+	}
+	var total time.Duration
+	n := 1
+	for b.Loop() {
+		b.StopTimer()
+		n++
+		put(n)
+		b.StartTimer()
+		t0 := time.Now()
+		r, err := e.c.RolloutProfile(b.Context(), "default", "fleet", n, "tier=fleet", 5, nil)
+		took := time.Since(t0)
+		if err != nil || len(r.Failed) > 0 || len(r.Moved) != 20 || len(r.Waves) != 4 {
+			b.Fatalf("rollout to fleet:%d: %v, %+v", n, err, r)
+		}
+		total += took
+		b.Logf("20 sim clusters to fleet:%d in 4 waves of 5: %s", n, took.Round(time.Millisecond))
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s/rollout-20")
+}

@@ -16,7 +16,7 @@ import (
 // webChart is a chart of a Deployment of pause pods (the pause image is in
 // every node image), its replicas a value, with notes; broken makes it
 // hold a Service the API refuses.
-func webChart(t *testing.T, version string, broken bool) string {
+func webChart(t testing.TB, version string, broken bool) string {
 	files := map[string]string{
 		"values.yaml": "replicas: 1\n",
 		"templates/deployment.yaml": `apiVersion: apps/v1
