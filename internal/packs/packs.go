@@ -424,19 +424,24 @@ func expand(s string, fields map[string]string) (string, error) {
 	return out, nil
 }
 
-// expandValues is values with every string expanded (a copy).
+// expandValues is values with every string expanded (a copy). An error
+// names where the field is: values.a.b[0].
 func expandValues(values map[string]any, fields map[string]string) (map[string]any, error) {
-	var walk func(v any) (any, error)
-	walk = func(v any) (any, error) {
+	var walk func(at string, v any) (any, error)
+	walk = func(at string, v any) (any, error) {
 		switch x := v.(type) {
 		case string:
-			return expand(x, fields)
+			s, err := expand(x, fields)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			return s, nil
 		case map[string]any:
 			out := make(map[string]any, len(x))
-			for k, e := range x {
-				w, err := walk(e)
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				w, err := walk(at+"."+k, x[k])
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", k, err)
+					return nil, err
 				}
 				out[k] = w
 			}
@@ -444,9 +449,9 @@ func expandValues(values map[string]any, fields map[string]string) (map[string]a
 		case []any:
 			out := make([]any, len(x))
 			for i, e := range x {
-				w, err := walk(e)
+				w, err := walk(fmt.Sprintf("%s[%d]", at, i), e)
 				if err != nil {
-					return nil, fmt.Errorf("[%d]: %w", i, err)
+					return nil, err
 				}
 				out[i] = w
 			}
@@ -457,9 +462,9 @@ func expandValues(values map[string]any, fields map[string]string) (map[string]a
 	if values == nil {
 		return map[string]any{}, nil
 	}
-	out, err := walk(values)
+	out, err := walk("values", values)
 	if err != nil {
-		return nil, fmt.Errorf("values.%w", err)
+		return nil, err
 	}
 	return out.(map[string]any), nil
 }
