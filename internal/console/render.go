@@ -36,6 +36,7 @@ func parsePages() map[string]*template.Template {
 
 var funcs = template.FuncMap{
 	"stateClass": stateClass,
+	"condClass":  conditionClass,
 	"ago":        ago,
 	"opid":       client.OperationID,
 	"when":       when,
@@ -103,7 +104,7 @@ func precheckClass(checks []v1.PrecheckResult) string {
 // stateClass is the CSS class of a state: ok, bad, busy, wait or warn.
 func stateClass(state string) string {
 	switch state {
-	case v1.StateSucceeded, v1.NodeReady, "pass", "True": // steps and operations say Succeeded too
+	case v1.StateSucceeded, v1.NodeReady, "pass", "True", v1.PackApplied: // steps and operations say Succeeded too
 		return "ok"
 	case v1.StateFailed, v1.NodeFailed, v1.NodePrecheckFailed, v1.PrecheckFail, "Warning": // and Failed
 		return "bad"
@@ -113,6 +114,18 @@ func stateClass(state string) string {
 		return "warn"
 	}
 	return "wait"
+}
+
+// conditionClass is stateClass for a condition: a condition that says
+// something is wrong when True (ProfileDrift) is a warning then.
+func conditionClass(c v1.Condition) string {
+	if c.Type == v1.ConditionProfileDrift {
+		if c.Status == "True" {
+			return "warn"
+		}
+		return "ok"
+	}
+	return stateClass(c.Status)
 }
 
 // ago is a time as a <time> element: its text is the UTC time, which the
