@@ -202,6 +202,27 @@ type Pack struct {
 	Values map[string]any `json:"values,omitempty"`
 }
 
+// ChartName is the chart the pack installs: Chart, or the pack's name when
+// it names neither a chart nor manifests; "" for a manifests pack.
+func (p Pack) ChartName() string {
+	switch {
+	case p.Manifests != "":
+		return ""
+	case p.Chart != "":
+		return p.Chart
+	}
+	return p.Name
+}
+
+// TargetNamespace is where the pack's release and namespaced objects go:
+// Namespace, or the pack's name.
+func (p Pack) TargetNamespace() string {
+	if p.Namespace != "" {
+		return p.Namespace
+	}
+	return p.Name
+}
+
 // Cluster is what the user wants (Spec) and what is (Status).
 type Cluster struct {
 	Name string `json:"name"`

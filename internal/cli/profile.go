@@ -460,7 +460,7 @@ func packRows(packs []v1.Pack) []packRow {
 }
 
 func packRowOf(pk v1.Pack) packRow {
-	r := packRow{Order: pk.Order, Name: pk.Name, Kind: "chart", Source: packChart(pk), Version: pk.Version, Namespace: packNamespace(pk)}
+	r := packRow{Order: pk.Order, Name: pk.Name, Kind: "chart", Source: pk.ChartName(), Version: pk.Version, Namespace: pk.TargetNamespace()}
 	if pk.Manifests != "" {
 		r.Kind, r.Source = "manifests", plural(countObjects(pk.Manifests), "object", "objects")
 	}
@@ -474,27 +474,6 @@ func renderPacks(w io.Writer, rows []packRow) error {
 		row(tw, strconv.Itoa(r.Order), r.Name, r.Kind, r.Source, r.Version, r.Namespace)
 	}
 	return tw.Flush()
-}
-
-// packChart is the chart a pack installs: its chart, or its name when it
-// names neither chart nor manifests; "" for manifests. (As the server's
-// validate.PackChart, which the CLI does not link.)
-func packChart(pk v1.Pack) string {
-	switch {
-	case pk.Manifests != "":
-		return ""
-	case pk.Chart != "":
-		return pk.Chart
-	}
-	return pk.Name
-}
-
-// packNamespace is where a pack goes: its namespace, else its name.
-func packNamespace(pk v1.Pack) string {
-	if pk.Namespace != "" {
-		return pk.Namespace
-	}
-	return pk.Name
 }
 
 // countObjects counts the YAML documents of manifests that hold more than

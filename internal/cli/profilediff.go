@@ -164,7 +164,7 @@ func diffPack(a, b v1.Pack) *packChange {
 	for _, f := range []struct{ field, from, to string }{
 		{"version", ra.Version, rb.Version},
 		{"kind", ra.Kind, rb.Kind},
-		{"chart", packChart(a), packChart(b)},
+		{"chart", a.ChartName(), b.ChartName()},
 		{"namespace", ra.Namespace, rb.Namespace},
 		{"order", strconv.Itoa(a.Order), strconv.Itoa(b.Order)},
 	} {

@@ -164,24 +164,15 @@ func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict
 	if msg := v.BlockedMessage(); msg != "" {
 		want.Status, want.Reason, want.Message = "False", "TooManyUnhealthy", msg
 	}
-	i := slices.IndexFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == want.Type })
-	switch {
-	case i < 0 && want.Status == "True":
+	if want.Status == "True" && !slices.ContainsFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == want.Type }) {
 		return nil // healthy, and never said otherwise
-	case i >= 0 && cl.Status.Conditions[i].Status == want.Status && cl.Status.Conditions[i].Message == want.Message:
+	}
+	conds, changed := v1.SetCondition(cl.Status.Conditions, want, now)
+	if !changed {
 		return nil
 	}
 	next := *cl
-	next.Status.Conditions = slices.Clone(cl.Status.Conditions)
-	want.LastTransitionTime = now.UTC()
-	if i >= 0 {
-		if next.Status.Conditions[i].Status == want.Status {
-			want.LastTransitionTime = next.Status.Conditions[i].LastTransitionTime
-		}
-		next.Status.Conditions[i] = want
-	} else {
-		next.Status.Conditions = append(next.Status.Conditions, want)
-	}
+	next.Status.Conditions = conds
 	err := c.opts.Store.PutClusterStatus(ctx, &next, store.Cond{IfMatch: cl.ETag})
 	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
 		return nil

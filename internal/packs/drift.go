@@ -16,7 +16,6 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/validate"
 )
 
 // DriftManager is the field manager of the drift check's dry runs.
@@ -38,10 +37,10 @@ type Check struct {
 // the one that changed the field to another value. Fields added by hand
 // are not drift.
 func (a *Applier) Check(ctx context.Context, t Target, pk v1.Pack) (Check, error) {
-	ns := validate.PackNamespace(pk)
+	ns := pk.TargetNamespace()
 	var list kube.ResourceList
 	var g *getter
-	if validate.PackChart(pk) != "" {
+	if pk.ChartName() != "" {
 		cfg, gg, err := a.helm(t, ns)
 		if err != nil {
 			return Check{}, err

@@ -33,7 +33,6 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/manifest"
-	"kiln.dev/kiln/internal/validate"
 )
 
 // FieldManager is the server-side apply manager of a manifests pack's
@@ -112,7 +111,7 @@ func (a *Applier) log() *slog.Logger {
 // (an install uninstalled, an upgrade rolled back to the release before),
 // so the cluster is as it was; a manifests pack's objects stay as applied.
 func (a *Applier) Apply(ctx context.Context, t Target, pk v1.Pack) (v1.PackStatus, error) {
-	st := v1.PackStatus{Name: pk.Name, Version: pk.Version, Chart: validate.PackChart(pk), Namespace: validate.PackNamespace(pk)}
+	st := v1.PackStatus{Name: pk.Name, Version: pk.Version, Chart: pk.ChartName(), Namespace: pk.TargetNamespace()}
 	var err error
 	if st.Chart != "" {
 		err = a.applyChart(ctx, t, pk, &st)
@@ -371,8 +370,8 @@ func (a *Applier) ensureNamespace(ctx context.Context, g *getter, name string) e
 // manifests pack's objects deleted (in reverse order). What is already gone
 // is not an error.
 func (a *Applier) Remove(ctx context.Context, t Target, pk v1.Pack) error {
-	ns := validate.PackNamespace(pk)
-	if validate.PackChart(pk) != "" {
+	ns := pk.TargetNamespace()
+	if pk.ChartName() != "" {
 		cfg, _, err := a.helm(t, ns)
 		if err != nil {
 			return err

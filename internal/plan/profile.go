@@ -18,9 +18,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/packs"
-	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/validate"
 )
 
 // StepApplyProfile applies the packs of the cluster's profile version.
@@ -244,18 +242,12 @@ func (x *run) packTarget(ctx context.Context) (packs.Target, error) {
 // RESTConfig is a client-go configuration for a cluster's API as an admin
 // named user (in system:masters), with a certificate that lasts an hour.
 func RESTConfig(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
-	ca, err := gateway.LoadCA(ctx, st, k)
+	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
 	if err != nil {
 		return nil, err
 	}
-	req := pki.AdminRequest(user)
-	req.ValidFor = time.Hour
-	cert, key, err := ca.Issue(req)
-	if err != nil {
-		return nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
-	}
 	return &rest.Config{Host: "https://" + endpoint, Timeout: 30 * time.Second, QPS: 50, Burst: 100,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM(), CertData: cert, KeyData: key}}, nil
+		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM, CertData: cert, KeyData: key}}, nil
 }
 
 // installOrder is packs by Order, ties in list order.
@@ -273,7 +265,7 @@ func packDigest(pk v1.Pack) string {
 }
 
 func packWhat(pk v1.Pack) string {
-	if c := validate.PackChart(pk); c != "" {
+	if c := pk.ChartName(); c != "" {
 		return "chart " + c + " " + pk.Version
 	}
 	return "manifests " + pk.Version

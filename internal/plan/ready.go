@@ -302,15 +302,26 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 // as user, a cluster admin, with a certificate from the cluster CA that
 // lasts an hour.
 func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
-	ca, err := gateway.LoadCA(ctx, st, k)
+	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
 	if err != nil {
 		return nil, err
 	}
+	return kubeapi.New("https://"+endpoint, caPEM, cert, key)
+}
+
+// adminCertificate issues user, a cluster admin (system:masters), a client
+// certificate of cluster k's CA that lasts an hour; it returns the CA's
+// certificate too.
+func adminCertificate(ctx context.Context, st gateway.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
+	ca, err := gateway.LoadCA(ctx, st, k)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	req := pki.AdminRequest(user)
 	req.ValidFor = time.Hour
-	cert, key, err := ca.Issue(req)
+	cert, key, err = ca.Issue(req)
 	if err != nil {
-		return nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
+		return nil, nil, nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
 	}
-	return kubeapi.New("https://"+endpoint, ca.CertPEM(), cert, key)
+	return ca.CertPEM(), cert, key, nil
 }

@@ -66,26 +66,6 @@ func Profile(name string, p *v1.Profile) []v1.Error {
 // MaxManifests bounds a manifests pack's text.
 const MaxManifests = 1 << 20
 
-// PackChart is the chart a pack installs: its chart, or its name when it
-// names neither a chart nor manifests. Empty for a manifests pack.
-func PackChart(pk v1.Pack) string {
-	switch {
-	case pk.Manifests != "":
-		return ""
-	case pk.Chart != "":
-		return pk.Chart
-	}
-	return pk.Name
-}
-
-// PackNamespace is where a pack's release and namespaced objects go.
-func PackNamespace(pk v1.Pack) string {
-	if pk.Namespace != "" {
-		return pk.Namespace
-	}
-	return pk.Name
-}
-
 // CloudAccount checks a cloud account.
 func CloudAccount(name string, a *v1.CloudAccount, catalog Catalog) []v1.Error {
 	var e errs
