@@ -89,8 +89,10 @@ func TestProfilePacks(t *testing.T) {
 	web := func(replicas int) v1.Pack {
 		return v1.Pack{Name: "web", Chart: "web", Version: "1.0.0", Order: 10, Values: map[string]any{"replicas": replicas}}
 	}
-	storage := v1.Pack{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"} // Kiln's
-	put(1, web(2), storage, config)                                                                        // storage, then config: lower order, in list order
+	// Kiln's local-path pack; in version 1 it goes first, then config (lower
+	// order than web, in list order).
+	storage := v1.Pack{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"}
+	put(1, web(2), storage, config)
 	put(2, storage, web(1))
 	put(3, storage, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
 
