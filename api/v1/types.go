@@ -139,11 +139,11 @@ type Quota struct {
 
 // Profile is one version of a cluster template: the Kubernetes version, the
 // pod network and an ordered stack of add-on packs. PUT of
-// /v1/projects/{p}/profiles/{name} writes the version its body names (a
-// draft, replaced by the next PUT of that version, until it is published);
-// GET answers the newest version, with Versions listing them all. A
-// published version never changes, and only published versions are
-// applied to clusters.
+// /v1/projects/{p}/profiles/{name} writes the version its body names,
+// published unless the body says draft (a draft is replaced by the next
+// PUT of that version until it is published); GET answers the newest
+// version, with Versions listing them all. A published version never
+// changes, and only published versions are applied to clusters.
 type Profile struct {
 	Name              string `json:"name"`
 	ID                string `json:"id"`
@@ -152,10 +152,15 @@ type Profile struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	CNI               string `json:"cni,omitempty"`
 	Packs             []Pack `json:"packs,omitempty"`
-	// Published is set by POST .../profiles/{name}/versions/{v}/publish
-	// (or a PUT with published true): from then on the version is
-	// immutable (a PUT that changes it is 409) and clusters may use it.
-	Published   bool       `json:"published"`
+	// Published: the version is immutable (a PUT that changes it is 409)
+	// and clusters may use it. A PUT publishes the version it writes
+	// unless it says draft; POST .../versions/{v}/publish publishes a
+	// draft.
+	Published bool `json:"published"`
+	// Draft, in a PUT, writes the version as a draft: a later PUT of that
+	// version replaces it, and no cluster may use it until it is
+	// published. Never set in an answer (published says).
+	Draft       bool       `json:"draft,omitempty"`
 	PublishedAt *time.Time `json:"publishedAt,omitempty"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	// Versions lists every version of the profile, oldest first (read-only;

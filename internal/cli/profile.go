@@ -202,7 +202,7 @@ ignored.`,
 			if p.Name != "" && p.Name != name {
 				return usageErrorf("NAME %q differs from the file's name %q", name, p.Name)
 			}
-			p.Name, p.Published = name, publish
+			p.Name, p.Published, p.Draft = name, publish, !publish
 			c, s, err := a.client()
 			if err != nil {
 				return err

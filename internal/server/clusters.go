@@ -128,6 +128,9 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 	if in.Name != "" && in.Name != name {
 		return v1.ClusterSpec{}, badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
 	}
+	if err := s.profileDefaults(r.Context(), r.PathValue("project"), &in.Spec); err != nil {
+		return v1.ClusterSpec{}, err
+	}
 	Defaults(&in.Spec, s.defaultProvider)
 	failures := validate.Cluster(name, &in.Spec, s.catalog)
 	if existing != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"reflect"
 	"slices"
@@ -15,8 +16,8 @@ import (
 // MaxProfileVersions bounds the versions one profile keeps.
 const MaxProfileVersions = 100
 
-// profiles: PUT writes the version its body names, a draft until it is
-// published; a published version does not change (409). GET answers the
+// profiles: PUT writes the version its body names, published unless it
+// says draft; a published version does not change (409). GET answers the
 // newest version with the list of versions; the routes of registerProfileVersions
 // read, publish and delete one version.
 func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
@@ -43,7 +44,7 @@ func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 				Name: name, Version: in.Version, KubernetesVersion: in.KubernetesVersion,
 				CNI: in.CNI, Packs: in.Packs, CreatedAt: now,
 			}
-			if in.Published {
+			if !in.Draft || in.Published {
 				v.Published, v.PublishedAt = true, &now
 			}
 			p := &store.Profile{Project: project}
@@ -61,7 +62,7 @@ func profiles(s *Server) syncResource[*store.Profile, v1.Profile] {
 					return nil, conflict(refOf(r, "profile"), "version",
 						"version %d is published and cannot change; put it as version %d", in.Version, nextVersion(existing))
 				}
-				return existing, nil // the same again: nothing to write
+				return existing, nil // the same again (draft or not): nothing to write
 			case old != nil:
 				v.CreatedAt = old.CreatedAt
 				versions[slices.IndexFunc(versions, func(x v1.Profile) bool { return x.Version == in.Version })] = v
@@ -252,4 +253,35 @@ func (s *Server) profileVersionUsers(ctx context.Context, p *store.Profile, n in
 		}
 		pg.Token = next
 	}
+}
+
+// profileDefaults fills what a cluster spec leaves empty of what its
+// profile decides: spec.kubernetesVersion, and spec.network.cni when the
+// profile names one, from the version spec.profile names (0: the newest
+// published). A profile or version that is not there fills nothing:
+// dynamic validation names what is wrong.
+func (s *Server) profileDefaults(ctx context.Context, project string, spec *v1.ClusterSpec) error {
+	if spec.Profile.Name == "" || spec.KubernetesVersion != "" && spec.Network.CNI != "" {
+		return nil
+	}
+	p, err := s.profiles.GetProfile(ctx, project, spec.Profile.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	v := p.LatestPublished()
+	if spec.Profile.Version != 0 {
+		v = p.At(spec.Profile.Version)
+	}
+	if v == nil {
+		return nil
+	}
+	if spec.KubernetesVersion == "" {
+		spec.KubernetesVersion = v.KubernetesVersion
+	}
+	if spec.Network.CNI == "" {
+		spec.Network.CNI = v.CNI
+	}
+	return nil
 }

@@ -111,23 +111,24 @@ func TestProfiles(t *testing.T) {
 	h.must(http.StatusMethodNotAllowed, "PATCH", path, `{}`)
 }
 
-// Profile versions: a draft is replaced by the next PUT of its version, a
-// published one is not (409, and it is unchanged; the same body again is
-// 200); versions are read, published and deleted one at a time, and one a
+// Profile versions: a PUT publishes what it writes unless it says draft; a
+// draft is replaced by the next PUT of its version, a published one is not
+// (409, and it is unchanged; the same body again is 200); versions are read, published and deleted one at a time, and one a
 // cluster uses is not deleted.
 func TestProfileVersions(t *testing.T) {
 	h := newHarness(t, nil)
 	h.project("p")
 	const path = "/v1/projects/p/profiles/web"
+	const v1Draft = `{"version": 1, "draft": true, "kubernetesVersion": "v1.36.3", "packs": [{"name": "store", "chart": "local-path", "version": "0.0.30", "values": {"path": "/var/lib/x"}}]}`
 	const v1Body = `{"version": 1, "kubernetesVersion": "v1.36.3", "packs": [{"name": "store", "chart": "local-path", "version": "0.0.30", "values": {"path": "/var/lib/x"}}]}`
-	h.must(http.StatusCreated, "PUT", path, v1Body)
-	h.must(http.StatusOK, "PUT", path, `{"version": 1, "kubernetesVersion": "v1.36.3"}`) // a draft: replaced
+	h.must(http.StatusCreated, "PUT", path, v1Draft)
+	h.must(http.StatusOK, "PUT", path, `{"version": 1, "draft": true, "kubernetesVersion": "v1.36.3"}`) // a draft: replaced
 	var got v1.Profile
 	h.must(http.StatusOK, "GET", path+"/versions/1", "").decode(t, &got)
 	if got.Published || len(got.Packs) != 0 || got.ID != path+"/versions/1" {
 		t.Errorf("draft after a second PUT = %+v", got)
 	}
-	h.must(http.StatusOK, "PUT", path, v1Body)
+	h.must(http.StatusOK, "PUT", path, v1Draft)
 	h.must(http.StatusOK, "POST", path+"/versions/1/publish", "").decode(t, &got)
 	if !got.Published || got.PublishedAt == nil || len(got.Packs) != 1 {
 		t.Errorf("published version = %+v", got)
@@ -143,9 +144,16 @@ func TestProfileVersions(t *testing.T) {
 		t.Errorf("published version changed by a refused PUT: %+v", got)
 	}
 	h.must(http.StatusOK, "PUT", path, v1Body) // the same again
+	h.must(http.StatusOK, "GET", path+"/versions/1", "").decode(t, &got)
+	h.must(http.StatusOK, "PUT", path, v1Draft) // the same as a draft: still published
+	var after v1.Profile
+	h.must(http.StatusOK, "GET", path+"/versions/1", "").decode(t, &after)
+	if !after.Published || !after.PublishedAt.Equal(*got.PublishedAt) {
+		t.Errorf("a published version put again as a draft: %+v, want it published as it was", after)
+	}
 
-	h.must(http.StatusOK, "PUT", path, `{"version": 2, "kubernetesVersion": "v1.36.3", "published": true}`)
-	h.must(http.StatusOK, "PUT", path, `{"version": 3, "kubernetesVersion": "v1.36.3"}`)
+	h.must(http.StatusOK, "PUT", path, `{"version": 2, "kubernetesVersion": "v1.36.3"}`) // published: no draft said
+	h.must(http.StatusOK, "PUT", path, `{"version": 3, "draft": true, "kubernetesVersion": "v1.36.3"}`)
 	h.must(http.StatusOK, "GET", path, "").decode(t, &got)
 	if got.Version != 3 || got.Published || len(got.Versions) != 3 || !got.Versions[0].Published || !got.Versions[1].Published || got.Versions[2].Published {
 		t.Errorf("profile = %+v", got)
