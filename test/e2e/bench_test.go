@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -280,8 +281,7 @@ func BenchmarkResume(b *testing.B) {
 func BenchmarkProfileApply(b *testing.B) {
 	e := startDocker(b)
 	e.kiln("chart", "push", webChart(b, "1.0.0", false))
-	version := dockerCluster("x", "", 1, true, 1).Spec.KubernetesVersion
-	if _, err := e.c.PutProfile(b.Context(), "default", &v1.Profile{Name: "three", Version: 1, KubernetesVersion: version, Published: true,
+	if _, err := e.c.PutProfile(b.Context(), "default", &v1.Profile{Name: "three", Version: 1, KubernetesVersion: server.DefaultKubernetesVersion,
 		Packs: []v1.Pack{
 			{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"},
 			{Name: "config", Version: "1", Manifests: configPack, Namespace: "infra"},
