@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // The cluster page shows the profile applied, a row per pack (version,
@@ -31,16 +32,14 @@ func TestClusterPageShowsPacks(t *testing.T) {
 			Message: "pack config: Deployment infra/keeper deleted"}}
 		return e.store.PutClusterStatus(t.Context(), cl, store.Cond{IfMatch: cl.ETag})
 	}
-	var err error
-	for range 250 { // until the create ended
-		if err = put(); !errors.Is(err, store.ErrPreconditionFailed) {
-			break
+	// Written from outside once the create has ended (a worker writes it until then).
+	waitfor.Cond(t, "the status written after the create", 10*time.Second, func() (bool, error) {
+		err := put()
+		if errors.Is(err, store.ErrPreconditionFailed) {
+			return false, waitfor.NotYet(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err == nil, err
+	})
 
 	p := b.get("/projects/default/clusters/shop")
 	text, ok := p.byID(t, "packs")

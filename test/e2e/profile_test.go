@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"kiln.dev/kiln/internal/chartfile/charttest"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/sysimages"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // webChart is a chart of a Deployment of pause pods (the pause image is in
@@ -243,24 +246,20 @@ func (e *env) waitFailed(cluster, opID string) *v1.Operation {
 }
 
 // waitCondition waits up to two minutes for a condition of the cluster to
-// have status.
+// have status, and returns it.
 func (e *env) waitCondition(cluster, typ, status string) v1.Condition {
 	e.t.Helper()
-	var last v1.Condition
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var got v1.Condition
+	waitfor.Cond(e.t, "condition "+typ+" of cluster "+cluster+" to be "+status, 2*time.Minute, func() (bool, error) {
 		for _, c := range e.cluster(cluster).Status.Conditions {
 			if c.Type == typ {
-				last = c
-				if c.Status == status {
-					return c
-				}
+				got = c
+				return c.Status == status, waitfor.NotYet(fmt.Errorf("it is %s: %s", c.Status, c.Message))
 			}
 		}
-		time.Sleep(time.Second)
-	}
-	e.t.Fatalf("cluster %s: condition %s is not %s after 2 minutes (last: %+v)", cluster, typ, status, last)
-	return last
+		return false, waitfor.NotYet(errors.New("the cluster has no such condition yet"))
+	})
+	return got
 }
 
 // checkLocalPath: a claim of the cluster's default class (local-path) is
