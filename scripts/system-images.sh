@@ -10,8 +10,11 @@
 #   OUT_DIR/cni-plugins.tar   the CNI plugins of the bridge pod network as internal/sysimages.CNIPluginsImage
 #   OUT_DIR/local-path-provisioner.tar  Rancher's local-path-provisioner as internal/sysimages.LocalPathImage
 #   OUT_DIR/busybox.tar       Debian's static busybox as internal/sysimages.BusyboxImage
+#   OUT_DIR/metrics-server.tar  the Kubernetes metrics-server as internal/sysimages.MetricsServerImage
 #   OUT_DIR/local-path-VERSION.tgz  the local-path pack's chart (charts/local-path, with the
 #                             provisioner's own chart from its module as a subchart)
+#   OUT_DIR/metrics-server-VERSION.tgz  the metrics-server pack's chart (charts/metrics-server, with
+#                             metrics-server's own chart from its module as a subchart)
 #   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
 #                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
@@ -190,6 +193,8 @@ goinstall() {
 }
 # Rancher's local-path-provisioner: the local-path pack's provisioner.
 goinstall local-path-provisioner "$(ref LocalPathImage)" github.com/rancher/local-path-provisioner
+# The Kubernetes metrics-server: the metrics-server pack's.
+goinstall metrics-server "$(ref MetricsServerImage)" sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # busybox: Debian's busybox-static (apt-get download; no container registry), /bin/busybox with
 # the applets the local-path pack's helper pods run as links (/bin/sh, mkdir, rm, chmod, ...).
@@ -254,6 +259,8 @@ chart() {
 }
 lp=$(ref LocalPathImage)
 chart local-path "github.com/rancher/local-path-provisioner@${lp##*:}" deploy/chart/local-path-provisioner
+ms=$(ref MetricsServerImage)
+chart metrics-server "sigs.k8s.io/metrics-server@${ms##*:}" charts/metrics-server
 
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"

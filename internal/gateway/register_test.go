@@ -276,3 +276,29 @@ func TestCredentialExpires(t *testing.T) {
 		t.Errorf("registration within a 30-day TTL: %d %q", status, apiErr.Message)
 	}
 }
+
+// A cluster has a front-proxy CA of its own, made with its other secrets,
+// and EnsureFrontProxyCA reads it again rather than making another.
+func TestFrontProxyCA(t *testing.T) {
+	ctx := context.Background()
+	e := gatewaytest.New(t, gateway.Options{})
+	c := e.CreateCluster("c", v1.ClusterSpec{})
+	stored, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.SecretFrontProxyCA)
+	if err != nil {
+		t.Fatalf("EnsureSecrets made no front-proxy CA: %v", err)
+	}
+	got, err := gateway.EnsureFrontProxyCA(ctx, e.Store, c.Key, c.Fence, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(stored), string(got.CertPEM())) {
+		t.Error("EnsureFrontProxyCA made another CA")
+	}
+	cluster, err := gateway.LoadCA(ctx, e.Store, c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.CertPEM()) == string(cluster.CertPEM()) {
+		t.Error("the front-proxy CA is the cluster CA")
+	}
+}

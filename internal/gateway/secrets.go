@@ -26,6 +26,7 @@ import (
 const (
 	SecretCA               = "cluster-ca"             // CA certificate PEM followed by its key PEM
 	SecretServiceAccount   = "service-account-key"    // private key PEM followed by public key PEM
+	SecretFrontProxyCA     = "front-proxy-ca"         // the aggregation layer's CA: certificate PEM followed by its key PEM
 	SecretCredentialHash   = "agent-credential.hash"  // JSON credentialHash
 	SecretPassphraseHash   = "passphrase.hash"        // pbkdf2-sha256$iterations$salt$hash
 	SecretCredentialClear  = "agent-credential.clear" // clear: JSON clearCredential
@@ -148,6 +149,10 @@ func EnsureSecrets(ctx context.Context, st SecretStore, k store.Key, f store.Fen
 		return nil, wrap(fmt.Errorf("stored CA: %w", err))
 	}
 
+	if _, err := EnsureFrontProxyCA(ctx, st, k, f, caValidity); err != nil {
+		return nil, wrap(err)
+	}
+
 	priv, pub, err := pki.NewServiceAccountKey()
 	if err != nil {
 		return nil, wrap(err)
@@ -232,6 +237,30 @@ func LoadCA(ctx context.Context, st SecretReader, k store.Key) (*pki.CA, error) 
 	ca, err := pki.LoadCA(raw, raw)
 	if err != nil {
 		return nil, fmt.Errorf("load CA of cluster %s: %w", k, err)
+	}
+	return ca, nil
+}
+
+// EnsureFrontProxyCA reads cluster k's front-proxy CA (the aggregation
+// layer's: it issues only the API server's front-proxy-client certificate),
+// creating it (valid for validity, fenced by f) when the cluster has none.
+// A cluster made before Kiln had an aggregation layer gets one at its next
+// install this way.
+func EnsureFrontProxyCA(ctx context.Context, st SecretStore, k store.Key, f store.Fence, validity time.Duration) (*pki.CA, error) {
+	raw, err := st.GetClusterSecret(ctx, k, SecretFrontProxyCA)
+	if errors.Is(err, store.ErrNotFound) {
+		var ca *pki.CA
+		if ca, err = pki.NewCA("kiln-front-proxy:"+k.String(), validity, time.Now()); err != nil {
+			return nil, err
+		}
+		raw, _, err = EnsureSecret(ctx, st, k, f, SecretFrontProxyCA, append(ca.CertPEM(), ca.KeyPEM()...))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy CA of cluster %s: %w", k, err)
+	}
+	ca, err := pki.LoadCA(raw, raw)
+	if err != nil {
+		return nil, fmt.Errorf("load front-proxy CA of cluster %s: %w", k, err)
 	}
 	return ca, nil
 }

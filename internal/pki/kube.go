@@ -16,7 +16,10 @@ const (
 	UserScheduler         = "system:kube-scheduler"
 	UserAPIServerKubelet  = "kube-apiserver-kubelet-client"
 	UserKubeProxy         = "system:kube-proxy" // bound to system:node-proxier by default
-	nodeUserPrefix        = "system:node:"
+	// UserFrontProxyClient is the API server's name to the extension API
+	// servers behind its aggregation layer (--requestheader-allowed-names).
+	UserFrontProxyClient = "front-proxy-client"
+	nodeUserPrefix       = "system:node:"
 )
 
 // ErrBadCIDR: a service CIDR given to APIServerRequest does not parse or has
@@ -67,6 +70,14 @@ func SchedulerRequest() CertRequest {
 // (logs, exec, port-forward).
 func APIServerKubeletClientRequest() CertRequest {
 	return CertRequest{CommonName: UserAPIServerKubelet, Organization: []string{GroupMasters}, Usage: UsageClient}
+}
+
+// FrontProxyClientRequest is what kube-apiserver presents to the extension
+// API servers behind its aggregation layer (metrics-server): issued by the
+// cluster's front-proxy CA, not the cluster CA, so that no certificate of
+// the cluster CA can assert a user in request headers.
+func FrontProxyClientRequest() CertRequest {
+	return CertRequest{CommonName: UserFrontProxyClient, Usage: UsageClient}
 }
 
 // EtcdRequest is an etcd member's certificate, used both to serve clients

@@ -17,6 +17,7 @@ import (
 	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -121,6 +122,10 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	if err != nil {
 		return distro.BuildInput{}, err
 	}
+	frontProxy, err := gateway.EnsureFrontProxyCA(ctx, x.secrets, k, x.fence, pki.DefaultCAValidity)
+	if err != nil {
+		return distro.BuildInput{}, err
+	}
 	sa, err := x.secrets.GetClusterSecret(ctx, k, gateway.SecretServiceAccount)
 	if err != nil {
 		return distro.BuildInput{}, fmt.Errorf("service-account key: %w", err)
@@ -148,6 +153,7 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	spec := x.cl.Spec
 	return distro.BuildInput{
 		CA:                    ca,
+		FrontProxyCA:          frontProxy,
 		ServiceAccountKey:     []byte(priv),
 		ServiceAccountPub:     []byte("-----BEGIN PUBLIC KEY-----" + pub),
 		ClusterID:             clusterID(k),

@@ -51,6 +51,10 @@ const (
 	// /bin/sh, mkdir, rm and chmod: the local-path pack's helper pods run
 	// its scripts with it.
 	BusyboxImage = "kiln.dev/busybox:1.35.0"
+	// MetricsServerImage is the Kubernetes metrics-server, built from its
+	// Go module at the tag: the metrics-server pack's
+	// (charts/metrics-server).
+	MetricsServerImage = "kiln.dev/metrics-server:v0.8.0"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.

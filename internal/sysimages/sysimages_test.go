@@ -26,27 +26,36 @@ func TestCoreDNSTagIsTheBuiltVersion(t *testing.T) {
 	}
 }
 
-// The local-path pack's chart names the images Kiln builds for it, and its
-// version is the provisioner's.
-func TestLocalPathChartNamesTheImages(t *testing.T) {
-	values, err := os.ReadFile("../../charts/local-path/values.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	chart, err := os.ReadFile("../../charts/local-path/Chart.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range []string{LocalPathImage, BusyboxImage} {
-		repo, tag, _ := strings.Cut(img, ":")
-		re := regexp.MustCompile(`(?m)^\s+repository: ` + regexp.QuoteMeta(repo) + `\n\s+tag: "?` + regexp.QuoteMeta(tag) + `"?$`)
-		if !re.Match(values) {
-			t.Errorf("charts/local-path/values.yaml does not name %s (repository %s, tag %s on the next line)", img, repo, tag)
+// The packs' charts name the images Kiln builds for them, and a chart's
+// version is its program's.
+func TestPackChartsNameTheImages(t *testing.T) {
+	for _, c := range []struct {
+		chart   string
+		images  []string
+		version string // the image whose tag is the chart's version
+	}{
+		{"local-path", []string{LocalPathImage, BusyboxImage}, LocalPathImage},
+		{"metrics-server", []string{MetricsServerImage}, MetricsServerImage},
+	} {
+		values, err := os.ReadFile("../../charts/" + c.chart + "/values.yaml")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	_, tag, _ := strings.Cut(LocalPathImage, ":")
-	if !regexp.MustCompile(`(?m)^version: ` + regexp.QuoteMeta(strings.TrimPrefix(tag, "v")) + `$`).Match(chart) {
-		t.Errorf("charts/local-path/Chart.yaml's version is not %s, the provisioner's (LocalPathImage)", strings.TrimPrefix(tag, "v"))
+		chart, err := os.ReadFile("../../charts/" + c.chart + "/Chart.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, img := range c.images {
+			repo, tag, _ := strings.Cut(img, ":")
+			re := regexp.MustCompile(`(?m)^\s+repository: ` + regexp.QuoteMeta(repo) + `\n\s+tag: "?` + regexp.QuoteMeta(tag) + `"?$`)
+			if !re.Match(values) {
+				t.Errorf("charts/%s/values.yaml does not name %s (repository %s, tag %s on the next line)", c.chart, img, repo, tag)
+			}
+		}
+		_, tag, _ := strings.Cut(c.version, ":")
+		if !regexp.MustCompile(`(?m)^version: ` + regexp.QuoteMeta(strings.TrimPrefix(tag, "v")) + `$`).Match(chart) {
+			t.Errorf("charts/%s/Chart.yaml's version is not %s, its program's (%s)", c.chart, strings.TrimPrefix(tag, "v"), c.version)
+		}
 	}
 }
 
@@ -57,7 +66,7 @@ func TestTheScriptReadsTheNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage, "PauseImage": PauseImage, "CNIPluginsImage": CNIPluginsImage,
-		"LocalPathImage": LocalPathImage, "BusyboxImage": BusyboxImage, "KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
+		"LocalPathImage": LocalPathImage, "BusyboxImage": BusyboxImage, "MetricsServerImage": MetricsServerImage, "KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
 		re := regexp.MustCompile(`(?m)^\s*` + name + ` = "([^"]+)"$`)
 		if m := re.FindSubmatch(src); m == nil || string(m[1]) != want {
 			t.Errorf("sysimages.go has no line %s = %q the script can read", name, want)

@@ -65,11 +65,11 @@ spec:
 `
 
 // TestProfilePacks (issue 25): a docker cluster made from a published
-// profile of three packs: Kiln's local-path storage, a manifests pack and a
-// chart pack (pushed with kiln chart push), has them applied and Ready, the
-// charts as Helm releases and the cluster's fields in the manifests; a
-// claim of the local-path class keeps a file a pod wrote across the pod's
-// replacement. Objects deleted or changed by hand are named by the
+// profile of four packs: Kiln's local-path storage and metrics-server, a
+// manifests pack and a chart pack (pushed with kiln chart push), has them
+// applied and Ready, the charts as Helm releases and the cluster's fields
+// in the manifests; a claim of the local-path class keeps a file a pod
+// wrote across the pod's replacement, and kubectl top nodes answers. Objects deleted or changed by hand are named by the
 // ProfileDrift condition and put back by kiln cluster reconcile. Moving it to a version that changes a
 // value and drops the manifests pack upgrades the release and deletes the
 // pack's objects; moving it to a version whose new chart fails rolls the
@@ -97,9 +97,10 @@ func TestProfilePacks(t *testing.T) {
 	// Kiln's local-path pack; in version 1 it goes first, then config (lower
 	// order than web, in list order).
 	storage := v1.Pack{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"}
-	put(1, web(2), storage, config)
-	put(2, storage, web(1))
-	put(3, storage, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
+	metrics := v1.Pack{Name: "metrics", Chart: "metrics-server", Version: "0.8.0", Namespace: "kube-system", Order: 5}
+	put(1, web(2), storage, config, metrics)
+	put(2, storage, metrics, web(1))
+	put(3, storage, metrics, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
 
 	if _, err := e.c.PutProfile(t.Context(), "default", &v1.Profile{Name: "base", Version: 1, KubernetesVersion: version}); err == nil || !strings.Contains(err.Error(), "published") {
 		t.Errorf("a change of published version 1: %v, want a 409 saying it is published", err)
@@ -107,20 +108,21 @@ func TestProfilePacks(t *testing.T) {
 
 	cl.Spec.Profile = v1.ProfileRef{Name: "base", Version: 1}
 	op := e.create(cl)
-	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 3 pack(s)") {
+	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 4 pack(s)") {
 		t.Errorf("apply-profile step: %+v", s)
 	}
 	got := e.cluster("stack")
 	p := got.Status.Profile
-	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 3 || p.Packs[0].Name != "storage" || p.Packs[1].Name != "config" || p.Packs[2].Name != "web" {
-		t.Fatalf("status.profile = %+v", p)
+	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 4 || p.Packs[0].Name != "storage" || p.Packs[1].Name != "config" ||
+		p.Packs[2].Name != "metrics" || p.Packs[3].Name != "web" {
+		t.Fatalf("status.profile = %+v, want storage, config, metrics, web (install order)", p)
 	}
 	for _, pk := range p.Packs {
 		if pk.State != v1.PackApplied || !pk.Ready {
 			t.Errorf("pack %s: %+v, want Applied and Ready", pk.Name, pk)
 		}
 	}
-	if w := p.Packs[2]; w.Revision != 1 || w.Namespace != "web" || !strings.Contains(w.Message, "web 1.0.0 runs 2 replica(s) in web") {
+	if w := p.Packs[3]; w.Revision != 1 || w.Namespace != "web" || !strings.Contains(w.Message, "web 1.0.0 runs 2 replica(s) in web") {
 		t.Errorf("pack web: %+v, want revision 1 with the chart's notes", w)
 	}
 	if out := e.mustKubectl("stack", "get", "configmap", "cluster-info", "-n", "infra", "-o", "jsonpath={.data.cluster} {.data.pods}"); out != "stack "+got.Spec.Network.PodCIDR {
@@ -132,6 +134,7 @@ func TestProfilePacks(t *testing.T) {
 		t.Errorf("Helm's release record: %q", out)
 	}
 	e.checkLocalPath("stack")
+	e.checkTopNodes("stack")
 
 	// Drift: a Deployment of the manifests pack deleted and the chart's
 	// scaled by hand are named by the condition; reconcile puts both back.
@@ -165,9 +168,10 @@ func TestProfilePacks(t *testing.T) {
 	}
 	e.wait("stack", opID)
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 2 || p.Packs[1].Name != "web" || p.Packs[1].Revision != reconciled.Packs[2].Revision+1 ||
-		p.Packs[0].Revision != reconciled.Packs[0].Revision {
-		t.Errorf("after the move to version 2: %+v, want storage as it was (%+v) and web one revision on (from %+v)", p, reconciled.Packs[0], reconciled.Packs[2])
+	if p.Version != 2 || len(p.Packs) != 3 || p.Packs[2].Name != "web" || p.Packs[2].Revision != reconciled.Packs[3].Revision+1 ||
+		p.Packs[0].Revision != reconciled.Packs[0].Revision || p.Packs[1].Revision != reconciled.Packs[2].Revision {
+		t.Errorf("after the move to version 2: %+v, want storage and metrics as they were (%+v, %+v) and web one revision on (from %+v)",
+			p, reconciled.Packs[0], reconciled.Packs[2], reconciled.Packs[3])
 	}
 	e.mustKubectl("stack", "wait", "--for=jsonpath={.status.replicas}=1", "deployment/web", "-n", "web", "--timeout=60s")
 	// Its objects are gone; the namespace Kiln made for it stays (it may hold more than the pack's).
@@ -191,7 +195,7 @@ func TestProfilePacks(t *testing.T) {
 	}
 	moved := p
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 2 || p.Packs[1].Revision != moved.Packs[1].Revision {
+	if p.Version != 2 || len(p.Packs) != 3 || p.Packs[2].Revision != moved.Packs[2].Revision {
 		t.Errorf("status.profile after the failed move: %+v, want version 2 as it was", p)
 	}
 	if out := e.mustKubectl("stack", "get", "deployment", "web", "-n", "web", "-o", "jsonpath={.spec.replicas}"); out != "1" {
@@ -257,6 +261,34 @@ func (e *env) waitCondition(cluster, typ, status string, says func(v1.Condition)
 			}
 		}
 		return false, waitfor.NotYet(errors.New("the cluster has no such condition yet"))
+	})
+}
+
+// checkTopNodes: kubectl top nodes (metrics.k8s.io, served by the
+// metrics-server pack through the aggregation layer) names every node of
+// the cluster with its CPU and memory, within two minutes.
+func (e *env) checkTopNodes(cluster string) {
+	e.t.Helper()
+	nodes, err := e.c.ListNodes(e.t.Context(), "default", cluster)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^(\S+)\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%`)
+	waitfor.Cond(e.t, "kubectl top nodes to show every node of "+cluster, 2*time.Minute, func() (bool, error) {
+		out, err := e.kubectl(cluster, "top", "nodes")
+		if err != nil {
+			return false, waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
+		}
+		shown := map[string]bool{}
+		for _, m := range row.FindAllStringSubmatch(out, -1) {
+			shown[m[1]] = true
+		}
+		for _, n := range nodes {
+			if !shown[n.Name] {
+				return false, waitfor.NotYet(fmt.Errorf("no row for node %s in:\n%s", n.Name, out))
+			}
+		}
+		return true, nil
 	})
 }
 

@@ -20,8 +20,14 @@ const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // BuildInput is what the controller knows when it builds a node's install.
 type BuildInput struct {
-	// CA is the cluster CA; its key signs every certificate of the node.
+	// CA is the cluster CA; its key signs every certificate of the node
+	// but the front-proxy client's.
 	CA *pki.CA
+	// FrontProxyCA is the aggregation layer's CA: it issues the API
+	// server's front-proxy-client certificate, and extension API servers
+	// trust request headers from that certificate only. Control-plane
+	// nodes only.
+	FrontProxyCA *pki.CA
 	// ServiceAccountKey and ServiceAccountPub are the service-account key
 	// pair (pki.NewServiceAccountKey), PEM. Control-plane nodes only.
 	ServiceAccountKey, ServiceAccountPub []byte
@@ -122,6 +128,9 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 	if len(in.ServiceAccountKey) == 0 || len(in.ServiceAccountPub) == 0 {
 		return nil, fmt.Errorf("%w: no service-account key pair", ErrInvalidParams)
 	}
+	if in.FrontProxyCA == nil {
+		return nil, fmt.Errorf("%w: no front-proxy CA", ErrInvalidParams)
+	}
 	nodeIP := net.ParseIP(in.Node.Address)
 	if nodeIP == nil {
 		return nil, fmt.Errorf("%w: node address %q", ErrInvalidParams, in.Node.Address)
@@ -175,6 +184,10 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 			return nil, err
 		}
 	}
+	b.files[FileFrontProxyCA] = string(in.FrontProxyCA.CertPEM())
+	if err := b.issueBy(in.FrontProxyCA, FileFrontProxyClientCert, FileFrontProxyClientKey, pki.FrontProxyClientRequest()); err != nil {
+		return nil, err
+	}
 	b.files[FileServiceAccountKey] = string(in.ServiceAccountKey)
 	b.files[FileServiceAccountPub] = string(in.ServiceAccountPub)
 	if err := b.kubeconfig(FileControllerManagerConf, local, pki.ControllerManagerRequest()); err != nil {
@@ -210,8 +223,13 @@ func (b builder) containers() (*ContainerParams, error) {
 }
 
 func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {
+	return b.issueBy(b.in.CA, certFile, keyFile, req)
+}
+
+// issueBy is issue with another CA than the cluster's.
+func (b builder) issueBy(ca *pki.CA, certFile, keyFile string, req pki.CertRequest) error {
 	req.ValidFor, req.Now = b.in.CertificateTTL, b.in.Now
-	cert, key, err := b.in.CA.Issue(req)
+	cert, key, err := ca.Issue(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", certFile, err)
 	}

@@ -124,6 +124,17 @@ func TestBuildInstall(t *testing.T) {
 					wantCert{cn: pki.UserControllerManager, usage: pki.UsageClient})
 				checkKubeconfig(t, ca, p.Files[local.FileSchedulerConf], localAPI,
 					wantCert{cn: pki.UserScheduler, usage: pki.UsageClient})
+				// The aggregation layer's client is the front-proxy CA's,
+				// and the cluster CA does not vouch for it.
+				if p.Files[local.FileFrontProxyCA] != string(in.FrontProxyCA.CertPEM()) {
+					t.Error("the front-proxy CA file is not the front-proxy CA")
+				}
+				client := []byte(p.Files[local.FileFrontProxyClientCert])
+				checkCert(t, in.FrontProxyCA, local.FileFrontProxyClientCert, client,
+					wantCert{cn: pki.UserFrontProxyClient, usage: pki.UsageClient})
+				if _, err := ca.Verify(client, pki.UsageClient, localtest.Now); err == nil {
+					t.Error("the cluster CA verifies the front-proxy client certificate")
+				}
 			}
 			for f := range p.Files {
 				if strings.HasSuffix(f, ".key") || strings.HasSuffix(f, ".conf") {
@@ -233,6 +244,7 @@ func TestBuildInstallRefuses(t *testing.T) {
 		{"bad endpoint", func(in *local.BuildInput) { in.Endpoint = "127.0.0.1" }},
 		{"bad service CIDR", func(in *local.BuildInput) { in.ServiceCIDR = "10.96.0.0" }},
 		{"no service-account key", func(in *local.BuildInput) { in.ServiceAccountKey = nil }},
+		{"no front-proxy CA", func(in *local.BuildInput) { in.FrontProxyCA = nil }},
 		{"not a member", func(in *local.BuildInput) { in.ControlPlane = in.ControlPlane[1:] }},
 		{"join alone", func(in *local.BuildInput) { in.ControlPlane = in.ControlPlane[:1]; in.EtcdJoin = true }},
 	}

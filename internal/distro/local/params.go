@@ -64,6 +64,9 @@ const (
 	FileAPIServerEtcdKey      = "etc/kiln/pki/apiserver-etcd-client.key"
 	FileAPIServerKubeletCert  = "etc/kiln/pki/apiserver-kubelet-client.crt"
 	FileAPIServerKubeletKey   = "etc/kiln/pki/apiserver-kubelet-client.key"
+	FileFrontProxyCA          = "etc/kiln/pki/front-proxy-ca.crt"
+	FileFrontProxyClientCert  = "etc/kiln/pki/front-proxy-client.crt"
+	FileFrontProxyClientKey   = "etc/kiln/pki/front-proxy-client.key"
 	FileServiceAccountKey     = "etc/kiln/pki/sa.key"
 	FileServiceAccountPub     = "etc/kiln/pki/sa.pub"
 	FileControllerManagerConf = "etc/kiln/controller-manager.conf"
@@ -83,6 +86,7 @@ var containerFiles = []string{FileKubeProxyConf, FileKubeletServingCert, FileKub
 var controlPlaneFiles = []string{
 	FileEtcdCert, FileEtcdKey, FileAPIServerCert, FileAPIServerKey,
 	FileAPIServerEtcdCert, FileAPIServerEtcdKey, FileAPIServerKubeletCert, FileAPIServerKubeletKey,
+	FileFrontProxyCA, FileFrontProxyClientCert, FileFrontProxyClientKey,
 	FileServiceAccountKey, FileServiceAccountPub, FileControllerManagerConf, FileSchedulerConf,
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/pki"
 )
 
 // Component names: the log stream, the pid file, and (but for Kubelet, see
@@ -131,6 +132,21 @@ func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec 
 			// A node's address, not its name: names resolve on a Docker
 			// network, not in a VPC (kubeadm's order).
 			"--kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname",
+			// The aggregation layer (metrics.k8s.io of the metrics-server
+			// pack): the API server proxies to an extension API server
+			// with the front-proxy client certificate and names the user
+			// in these headers; the extension trusts them from that
+			// certificate only. It reaches the extension at its pods'
+			// addresses, not the Service's, so a control-plane node needs
+			// no kube-proxy for it.
+			"--requestheader-client-ca-file", f(distrolocal.FileFrontProxyCA),
+			"--requestheader-allowed-names", pki.UserFrontProxyClient,
+			"--requestheader-username-headers", "X-Remote-User",
+			"--requestheader-group-headers", "X-Remote-Group",
+			"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+			"--proxy-client-cert-file", f(distrolocal.FileFrontProxyClientCert),
+			"--proxy-client-key-file", f(distrolocal.FileFrontProxyClientKey),
+			"--enable-aggregator-routing=true",
 			"--service-account-issuer", cp.ServiceAccountIssuer,
 			"--service-account-key-file", f(distrolocal.FileServiceAccountPub),
 			"--service-account-signing-key-file", f(distrolocal.FileServiceAccountKey),
@@ -142,10 +158,9 @@ func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec 
 
 		leader := fmt.Sprintf("--leader-elect=%t", cp.LeaderElect)
 		// The controller manager and the scheduler authenticate clients
-		// of their ports with the cluster CA given here, not by looking up
-		// the API server's extension-apiserver-authentication ConfigMap:
-		// it has no request-header CA (no aggregation layer here), which
-		// they would log as an error every 20 s.
+		// of their ports with the cluster CA given here, without looking
+		// up the API server's extension-apiserver-authentication
+		// ConfigMap: nothing reaches them through the aggregation layer.
 		authn := []string{"--authentication-skip-lookup", "--client-ca-file", f(distrolocal.FileCA)}
 		cm := spec{name: ControllerManager, dirs: []string{f(dirControllerManager)}, args: []string{
 			"--kubeconfig", f(distrolocal.FileControllerManagerConf),

@@ -47,7 +47,9 @@ func newCluster(t *testing.T, members []distrolocal.Member) *cluster {
 func (c *cluster) params(t *testing.T, node distrolocal.Node, join bool) v1.Instruction {
 	t.Helper()
 	p, err := distrolocal.BuildInstall(distrolocal.BuildInput{
-		CA: c.ca, ServiceAccountKey: c.saKey, ServiceAccountPub: c.saPub,
+		// The cluster CA stands for the front-proxy CA too: nothing here
+		// goes through the aggregation layer.
+		CA: c.ca, FrontProxyCA: c.ca, ServiceAccountKey: c.saKey, ServiceAccountPub: c.saPub,
 		ClusterID: "/v1/projects/test/clusters/" + t.Name(), ClusterName: "test", KubernetesVersion: "v1.36.3",
 		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: c.endpoint,
 		Node: node, DedicatedControlPlane: true, ControlPlane: c.members, EtcdJoin: join,

@@ -36,8 +36,12 @@ func Input(t testing.TB, ca *pki.CA, node local.Node) local.BuildInput {
 	if err != nil {
 		t.Fatal(err)
 	}
+	frontProxy, err := pki.NewCA("demo-front-proxy", pki.DefaultCAValidity, Now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return local.BuildInput{
-		CA: ca, ServiceAccountKey: key, ServiceAccountPub: pub,
+		CA: ca, FrontProxyCA: frontProxy, ServiceAccountKey: key, ServiceAccountPub: pub,
 		ClusterID: "/v1/projects/p/clusters/demo", ClusterName: "demo", KubernetesVersion: "v1.36.3",
 		ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", Endpoint: "127.0.0.1:24443",
 		Node: node, DedicatedControlPlane: true,
