@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -75,4 +77,33 @@ func (c *Client) DeleteProfileVersion(ctx context.Context, project, name string,
 // DeleteProfile deletes a profile, every version, when no cluster uses it.
 func (c *Client) DeleteProfile(ctx context.Context, project, name string) error {
 	return c.del(ctx, profilePath(project, name))
+}
+
+// PublishedProfileVersion reads the version of a profile a cluster may
+// use: version, which must be published (a draft is an error saying to
+// publish it), or for 0 the newest published one (none is an error).
+func (c *Client) PublishedProfileVersion(ctx context.Context, project, name string, version int) (*v1.Profile, error) {
+	if version == 0 {
+		p, err := c.GetProfile(ctx, project, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, pv := range slices.Backward(p.Versions) {
+			if pv.Published {
+				version = pv.Version
+				break
+			}
+		}
+		if version == 0 {
+			return nil, fmt.Errorf("profile %q has no published version; publish one first (kiln profile publish %s:VERSION)", name, name)
+		}
+	}
+	v, err := c.GetProfileVersion(ctx, project, name, version)
+	if err != nil {
+		return nil, err
+	}
+	if !v.Published {
+		return nil, fmt.Errorf("profile %s:%d is a draft; publish it first (kiln profile publish %s:%d)", name, version, name, version)
+	}
+	return v, nil
 }

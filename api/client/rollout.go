@@ -61,7 +61,7 @@ func (c *Client) RolloutProfile(ctx context.Context, project, profile string, ve
 	if progress == nil {
 		progress = func(RolloutEvent) {}
 	}
-	v, err := c.publishedVersion(ctx, project, profile, version)
+	v, err := c.PublishedProfileVersion(ctx, project, profile, version)
 	if err != nil {
 		return nil, err
 	}
@@ -151,32 +151,4 @@ func (c *Client) moveCluster(ctx context.Context, project, name string, want v1.
 		return fmt.Sprintf("operation %s %s", opID, strings.TrimSpace(msg))
 	}
 	return ""
-}
-
-// publishedVersion reads a published version of a profile (0: the newest
-// published one).
-func (c *Client) publishedVersion(ctx context.Context, project, name string, version int) (*v1.Profile, error) {
-	if version == 0 {
-		p, err := c.GetProfile(ctx, project, name)
-		if err != nil {
-			return nil, err
-		}
-		for _, pv := range slices.Backward(p.Versions) {
-			if pv.Published {
-				version = pv.Version
-				break
-			}
-		}
-		if version == 0 {
-			return nil, fmt.Errorf("profile %q has no published version; publish one first (kiln profile publish %s:VERSION)", name, name)
-		}
-	}
-	v, err := c.GetProfileVersion(ctx, project, name, version)
-	if err != nil {
-		return nil, err
-	}
-	if !v.Published {
-		return nil, fmt.Errorf("profile %s:%d is a draft; publish it first (kiln profile publish %s:%d)", name, version, name, version)
-	}
-	return v, nil
 }

@@ -51,6 +51,10 @@ const (
 	// KindReconcile applies every pack of the cluster's profile again,
 	// putting back what was changed or deleted by hand (ProfileDrift).
 	KindReconcile = "reconcile"
+	// KindRotateCertificates gives every node of the cluster new
+	// Kubernetes certificates, one node at a time (kiln cluster
+	// rotate-certs, or the certificate check before they expire).
+	KindRotateCertificates = "rotate-certificates"
 )
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
@@ -123,6 +127,22 @@ type CloudAccount struct {
 	Credentials map[string]string `json:"credentials,omitempty"`
 	// Quotas limit what the account's clusters may use, per region.
 	Quotas    []Quota   `json:"quotas,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Secret is a project secret: named values that the packs of the project's
+// profiles name in their values and manifests as ${secret.NAME.KEY},
+// replaced when a pack is applied. Data is write-only: it never appears in
+// a response, which lists its Keys instead; it is sealed at rest.
+type Secret struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	ETag string `json:"etag"`
+	// Data maps each key ([A-Za-z0-9._-], as Kubernetes Secret keys) to
+	// its value. A PUT replaces all of it; never in a response.
+	Data map[string]string `json:"data,omitempty"`
+	// Keys are Data's keys, sorted (read-only: in responses).
+	Keys      []string  `json:"keys"`
 	CreatedAt time.Time `json:"createdAt"`
 }
 
@@ -203,7 +223,8 @@ type Pack struct {
 	// Values are the chart's values. A string value may name cluster
 	// fields, replaced when the pack is applied: ${cluster.name},
 	// ${cluster.podCIDR}, ${cluster.serviceCIDR},
-	// ${cluster.kubernetesVersion}; manifests may name them too.
+	// ${cluster.kubernetesVersion}; and keys of the project's secrets,
+	// ${secret.NAME.KEY}. Manifests may name them too.
 	Values map[string]any `json:"values,omitempty"`
 }
 
@@ -259,14 +280,19 @@ type ClusterSpec struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// Distribution is how nodes install Kubernetes (DistroLocal,
 	// DistroKubeadm, DistroKiln); the provider's default when empty.
-	Distribution       string            `json:"distribution,omitempty"`
-	Profile            ProfileRef        `json:"profile"`
-	Network            Network           `json:"network"`
-	ControlPlane       ControlPlane      `json:"controlPlane"`
-	WorkerPools        []WorkerPool      `json:"workerPools"`
-	NodeApproval       string            `json:"nodeApproval"`
-	Proxy              *Proxy            `json:"proxy"`
-	CertificateTTLDays int               `json:"certificateTTLDays"`
+	Distribution       string       `json:"distribution,omitempty"`
+	Profile            ProfileRef   `json:"profile"`
+	Network            Network      `json:"network"`
+	ControlPlane       ControlPlane `json:"controlPlane"`
+	WorkerPools        []WorkerPool `json:"workerPools"`
+	NodeApproval       string       `json:"nodeApproval"`
+	Proxy              *Proxy       `json:"proxy"`
+	CertificateTTLDays int          `json:"certificateTTLDays"`
+	// CertificateRenewal is CertificateRenewalAuto ("" too): the
+	// certificate check renews the nodes' Kubernetes certificates (a
+	// rotate-certificates operation) before they expire; or
+	// CertificateRenewalManual: it only warns (CertificatesExpiring).
+	CertificateRenewal string            `json:"certificateRenewal,omitempty"`
 	Labels             map[string]string `json:"labels"`
 	// IdleStop hibernates the cluster by itself once it has been idle for
 	// After: no running pod outside the system namespaces, and no job
@@ -401,9 +427,12 @@ type ClusterStatus struct {
 	Installed *Installed `json:"installed,omitempty"`
 	// Profile is what of spec.profile is applied: its version and each
 	// pack's state and health. Nil until a profile is applied.
-	Profile   *ProfileStatus `json:"profile,omitempty"`
-	CreatedAt time.Time      `json:"createdAt"`
-	UpdatedAt time.Time      `json:"updatedAt"`
+	Profile *ProfileStatus `json:"profile,omitempty"`
+	// Certificates is the certificate that expires first, kept by the
+	// certificate check; nil before it looked.
+	Certificates *CertificatesStatus `json:"certificates,omitempty"`
+	CreatedAt    time.Time           `json:"createdAt"`
+	UpdatedAt    time.Time           `json:"updatedAt"`
 }
 
 // ProfileStatus is status.profile: the profile version applied to the
@@ -502,7 +531,25 @@ const (
 	// were changed or deleted by hand (its message names them), False
 	// when what runs is what the profile applies.
 	ConditionProfileDrift = "ProfileDrift"
+	// ConditionCertificatesExpiring is True within 30 days (kilnd
+	// --cert-expiry-warning) of the expiry of the cluster's first
+	// certificate to expire (status.certificates), False before.
+	ConditionCertificatesExpiring = "CertificatesExpiring"
 )
+
+// spec.certificateRenewal.
+const (
+	CertificateRenewalAuto   = "auto"
+	CertificateRenewalManual = "manual"
+)
+
+// CertificatesStatus is status.certificates: the cluster's certificate
+// that expires first, of its nodes' Kubernetes certificates and its CA.
+type CertificatesStatus struct {
+	NotAfter time.Time `json:"notAfter"`
+	// Of is whose: "node NAME" or "the cluster CA".
+	Of string `json:"of"`
+}
 
 // SetCondition returns conds with want in place of the condition of its
 // type (appended when there is none), and whether that changed anything. A
@@ -569,7 +616,12 @@ type Node struct {
 	// (a spot interruption), as the node's agent reported it; Kiln drains
 	// the node and replaces it.
 	Interruption *Interruption `json:"interruption,omitempty"`
-	CreatedAt    time.Time     `json:"createdAt"`
+	// CertificatesExpireAt is when the first of the Kubernetes certificates
+	// Kiln installed on the node expires (its kubelet's, its control-plane
+	// components'); nil before an install of the kiln or local
+	// distribution.
+	CertificatesExpireAt *time.Time `json:"certificatesExpireAt,omitempty"`
+	CreatedAt            time.Time  `json:"createdAt"`
 }
 
 // Hostname is the host's own name, as its agent reported it; "" before it

@@ -10,26 +10,6 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 )
 
-// resolveProfile reads the version of profile name a cluster would use:
-// version, or for 0 the newest published one.
-func resolveProfile(ctx context.Context, c *client.Client, project, name string, version int) (*v1.Profile, error) {
-	if version != 0 {
-		return c.GetProfileVersion(ctx, project, name, version)
-	}
-	p, err := c.GetProfile(ctx, project, name)
-	if err != nil {
-		return nil, err
-	}
-	n := newestPublished(p.Versions)
-	switch {
-	case n == 0:
-		return nil, fmt.Errorf("profile %q has no published version; publish one (kiln profile publish %s:VERSION)", name, name)
-	case n == p.Version:
-		return p, nil
-	}
-	return c.GetProfileVersion(ctx, project, name, n)
-}
-
 // fillFromProfile sets what the spec leaves empty of what its profile
 // decides, spec.kubernetesVersion and spec.network.cni, from the profile
 // version it names: the server refuses a cluster whose Kubernetes version
@@ -43,7 +23,7 @@ func (a *app) fillFromProfile(ctx context.Context, s *v1.ClusterSpec) error {
 	if err != nil {
 		return err
 	}
-	p, err := resolveProfile(ctx, c, st.Project, pr.Name, pr.Version)
+	p, err := c.PublishedProfileVersion(ctx, st.Project, pr.Name, pr.Version)
 	if err != nil {
 		return err
 	}
@@ -84,7 +64,7 @@ and exits 0 only if it succeeded.`,
 				return err
 			}
 			ctx := cmd.Context()
-			p, err := resolveProfile(ctx, c, s.Project, pname, pversion)
+			p, err := c.PublishedProfileVersion(ctx, s.Project, pname, pversion)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/certcheck"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -17,18 +18,19 @@ import (
 // interfaces, each declared where it is used and sized to the use. These
 // fail to compile when a part asks for what the store does not have.
 var (
-	_ server.ProjectStore      = store.Store(nil)
-	_ server.ClusterStore      = store.Store(nil)
-	_ server.OperationStore    = store.Store(nil)
-	_ server.NodeStore         = store.Store(nil)
-	_ server.CloudAccountStore = store.Store(nil)
-	_ server.ProfileStore      = store.Store(nil)
-	_ server.EventStore        = store.Store(nil)
-	_ server.IdentityStore     = store.Store(nil)
-	_ server.AuditStore        = store.Store(nil)
-	_ server.Pinger            = store.Store(nil)
-	_ server.Store             = store.Store(nil)
-	_ auth.Store               = store.Store(nil)
+	_ server.ProjectStore       = store.Store(nil)
+	_ server.ClusterStore       = store.Store(nil)
+	_ server.OperationStore     = store.Store(nil)
+	_ server.NodeStore          = store.Store(nil)
+	_ server.CloudAccountStore  = store.Store(nil)
+	_ server.ProjectSecretStore = store.Store(nil)
+	_ server.ProfileStore       = store.Store(nil)
+	_ server.EventStore         = store.Store(nil)
+	_ server.IdentityStore      = store.Store(nil)
+	_ server.AuditStore         = store.Store(nil)
+	_ server.Pinger             = store.Store(nil)
+	_ server.Store              = store.Store(nil)
+	_ auth.Store                = store.Store(nil)
 
 	_ worker.Store          = store.Store(nil)
 	_ plan.OperationStore   = store.Store(nil)
@@ -38,6 +40,7 @@ var (
 	_ plan.Store            = store.Store(nil)
 	_ dynamic.Store         = store.Store(nil)
 	_ health.Store          = store.Store(nil)
+	_ certcheck.Store       = store.Store(nil)
 	_ retention.Store       = store.Store(nil)
 
 	// The agent gateway's needs go beyond store.Store (it updates cluster

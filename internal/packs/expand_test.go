@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 // Values and manifests name cluster fields as ${cluster.KEY}: each is
@@ -12,12 +14,12 @@ import (
 // variable is touched; a field Kiln does not know is an error naming it
 // and where it is.
 func TestExpand(t *testing.T) {
-	fields := map[string]string{"name": "shop", "podCIDR": "10.244.0.0/16"}
+	tgt := Target{Fields: map[string]string{"name": "shop", "podCIDR": "10.244.0.0/16"}}
 	got, err := expandValues(map[string]any{
 		"cluster": "${cluster.name}",
 		"nested":  map[string]any{"cidrs": []any{"${cluster.podCIDR}", 3, true}},
 		"script":  "echo $HOME ${HOME} ${cluster.name}-x",
-	}, fields)
+	}, tgt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +31,63 @@ func TestExpand(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("expanded values (-want +got):\n%s", diff)
 	}
-	_, err = expandValues(map[string]any{"a": map[string]any{"b": []any{"${cluster.zone}"}}}, fields)
+	_, err = expandValues(map[string]any{"a": map[string]any{"b": []any{"${cluster.zone}"}}}, tgt)
 	if err == nil || !strings.Contains(err.Error(), "values.a.b[0]: ${cluster.zone}: no such cluster field; the fields are name, podCIDR") {
 		t.Errorf("unknown field: %v", err)
 	}
-	if got, err := expandValues(nil, fields); err != nil || len(got) != 0 {
+	if got, err := expandValues(nil, tgt); err != nil || len(got) != 0 {
 		t.Errorf("no values: %v, %v", got, err)
+	}
+}
+
+// Values and manifests name the project's secrets as ${secret.NAME.KEY}:
+// replaced by the value as it is (a value that looks like a reference is
+// not expanded); one that is not in the target fails, naming the
+// reference and where it is, never a value.
+func TestExpandSecrets(t *testing.T) {
+	tgt := Target{
+		Fields:  map[string]string{"name": "shop"},
+		Secrets: map[string]string{"db.password": "hunter22", "db.user": "${cluster.name}"},
+	}
+	got, err := expandValues(map[string]any{
+		"url":  "postgres://${secret.db.user}:${secret.db.password}@${cluster.name}-db",
+		"list": []any{"${secret.db.password}"},
+	}, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"url": "postgres://${cluster.name}:hunter22@shop-db", "list": []any{"hunter22"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("expanded values (-want +got):\n%s", diff)
+	}
+	text, err := expand("stringData:\n  password: ${secret.db.password}\n", tgt)
+	if err != nil || text != "stringData:\n  password: hunter22\n" {
+		t.Errorf("manifests: %q, %v", text, err)
+	}
+	_, err = expandValues(map[string]any{"a": []any{"${secret.db.host}", "${secret.api.token}"}}, tgt)
+	wantErr := `values.a[0]: ${secret.db.host}: secret "db" has no key "host"; its keys: password, user`
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("missing key: %v\nwant %s", err, wantErr)
+	}
+	_, err = expand("${secret.api.token}", tgt)
+	if err == nil || !strings.Contains(err.Error(), `${secret.api.token}: the project has no secret "api"`) {
+		t.Errorf("missing secret: %v", err)
+	}
+	if got := tgt.Redact("Invalid value: \"hunter22\""); got != `Invalid value: "[secret db.password]"` {
+		t.Errorf("Redact = %q", got)
+	}
+}
+
+// Removing a manifests pack builds its objects by kind and name: a secret
+// it names that is gone since it was applied does not stop it.
+func TestWithoutMissingSecrets(t *testing.T) {
+	tgt := Target{Secrets: map[string]string{"db.password": "hunter22"}}
+	pk := v1.Pack{Manifests: "a: ${secret.db.password}\nb: ${secret.gone.key}\n"}
+	got, err := expand(pk.Manifests, withoutMissingSecrets(tgt, pk))
+	if err != nil || got != "a: hunter22\nb: \n" {
+		t.Errorf("expand = %q, %v", got, err)
+	}
+	if _, ok := tgt.Secrets["gone.key"]; ok {
+		t.Error("the target itself was changed")
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/manifest"
+	"kiln.dev/kiln/internal/secretref"
 )
 
 // FieldManager is the server-side apply manager of a manifests pack's
@@ -63,7 +64,16 @@ type Target struct {
 	Project string       // whose charts
 	// Fields are the cluster fields values may name: ${cluster.KEY}.
 	Fields map[string]string
+	// Secrets are the keys of the project's secrets that values and
+	// manifests may name, ${secret.NAME.KEY}, keyed NAME.KEY: every key
+	// of each secret the packs name that exists. A reference to one that
+	// is not here fails the pack, naming it.
+	Secrets map[string]string
 }
+
+// Redact is s with the value of every secret of t hidden
+// (secretref.Redact): what goes into status, events and errors.
+func (t Target) Redact(s string) string { return secretref.Redact(s, t.Secrets) }
 
 // ClusterFields are the fields of a cluster that pack values may name.
 func ClusterFields(name string, spec *v1.ClusterSpec) map[string]string {
@@ -150,7 +160,7 @@ func (a *Applier) applyChart(ctx context.Context, t Target, pk v1.Pack, st *v1.P
 	if err != nil {
 		return fail("load chart "+st.Chart+" "+pk.Version, err)
 	}
-	vals, err := expandValues(pk.Values, t.Fields)
+	vals, err := expandValues(pk.Values, t)
 	if err != nil {
 		return fail("values", err)
 	}
@@ -319,7 +329,7 @@ func (a *Applier) applyManifests(ctx context.Context, t Target, pk v1.Pack, st *
 // each labelled with the pack, namespaced ones without a namespace put in
 // namespace.
 func (a *Applier) build(t Target, pk v1.Pack, namespace string) (kube.ResourceList, *getter, error) {
-	text, err := expand(pk.Manifests, t.Fields)
+	text, err := expand(pk.Manifests, t)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -383,7 +393,7 @@ func (a *Applier) Remove(ctx context.Context, t Target, pk v1.Pack) error {
 		}
 		return nil
 	}
-	list, g, err := a.build(t, pk, ns)
+	list, g, err := a.build(withoutMissingSecrets(t, pk), pk, ns)
 	if err != nil {
 		return &PackError{Pack: pk.Name, Doing: "read manifests", Err: err}
 	}
@@ -393,6 +403,24 @@ func (a *Applier) Remove(ctx context.Context, t Target, pk v1.Pack) error {
 		return &PackError{Pack: pk.Name, Doing: "delete objects", Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// withoutMissingSecrets is t with "" for each secret pk names that t does
+// not have: a pack is removed by its objects' kinds and names, which a
+// secret deleted since it was applied does not change.
+func withoutMissingSecrets(t Target, pk v1.Pack) Target {
+	refs, _ := secretref.InPack(pk)
+	secrets := maps.Clone(t.Secrets)
+	for _, r := range refs {
+		if _, ok := secrets[r.String()]; !ok {
+			if secrets == nil {
+				secrets = map[string]string{}
+			}
+			secrets[r.String()] = ""
+		}
+	}
+	t.Secrets = secrets
+	return t
 }
 
 func describe(info *resource.Info) string {
@@ -405,12 +433,15 @@ func describe(info *resource.Info) string {
 // fieldRef is a cluster field named in a value or a manifest.
 var fieldRef = regexp.MustCompile(`\$\{cluster\.([A-Za-z]+)\}`)
 
-// expand replaces each ${cluster.KEY} of s with the field.
-func expand(s string, fields map[string]string) (string, error) {
+// expand replaces each ${cluster.KEY} of s with t's field, then each
+// ${secret.NAME.KEY} with t's secret (in that order: a secret's value is
+// taken as it is, never expanded). An error names the reference, never a
+// value.
+func expand(s string, t Target) (string, error) {
 	var bad []string
 	out := fieldRef.ReplaceAllStringFunc(s, func(m string) string {
 		key := fieldRef.FindStringSubmatch(m)[1]
-		v, ok := fields[key]
+		v, ok := t.Fields[key]
 		if !ok {
 			bad = append(bad, m)
 		}
@@ -418,19 +449,19 @@ func expand(s string, fields map[string]string) (string, error) {
 	})
 	if len(bad) > 0 {
 		return "", fmt.Errorf("%s: no such cluster field; the fields are %s", strings.Join(bad, ", "),
-			strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+			strings.Join(slices.Sorted(maps.Keys(t.Fields)), ", "))
 	}
-	return out, nil
+	return secretref.Expand(out, t.Secrets)
 }
 
 // expandValues is values with every string expanded (a copy). An error
-// names where the field is: values.a.b[0].
-func expandValues(values map[string]any, fields map[string]string) (map[string]any, error) {
+// names where the reference is: values.a.b[0].
+func expandValues(values map[string]any, t Target) (map[string]any, error) {
 	var walk func(at string, v any) (any, error)
 	walk = func(at string, v any) (any, error) {
 		switch x := v.(type) {
 		case string:
-			s, err := expand(x, fields)
+			s, err := expand(x, t)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", at, err)
 			}

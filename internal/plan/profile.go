@@ -3,9 +3,6 @@ package plan
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,7 +36,9 @@ type PackApplier interface {
 // pack. When a pack fails on a move from another version, the packs this
 // run moved are put back as they were (rolled back, or removed when new)
 // and the operation fails naming the pack; on a first apply the packs
-// already applied stay.
+// already applied stay. The values of the project's secrets the packs
+// name never reach status.profile, events or the operation's error:
+// each is redacted (packs.Target.Redact) before it is stored.
 func (x *run) applyProfile(ctx context.Context) error {
 	ref, applied := x.cl.Spec.Profile, x.cl.Status.Profile
 	if ref.Name == "" && applied == nil {
@@ -64,16 +63,17 @@ func (x *run) applyProfile(ctx context.Context) error {
 		}
 		return skipped("the %s provider's clusters run no Kubernetes: nothing is applied, profile version recorded", x.cl.Spec.Provider)
 	}
-	t, err := x.packTarget(ctx)
-	if err != nil {
-		return err
-	}
 	var before *v1.Profile // the version applied before, when another
 	if applied != nil && (want == nil || applied.Name != want.Name || applied.Version != want.Version) {
+		var err error
 		before, err = x.profileVersion(ctx, applied.Name, applied.Version)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+	}
+	t, etags, err := x.packTarget(ctx, want, before)
+	if err != nil {
+		return err
 	}
 	next := &v1.ProfileStatus{Packs: []v1.PackStatus{}}
 	var order []v1.Pack
@@ -83,7 +83,7 @@ func (x *run) applyProfile(ctx context.Context) error {
 	}
 	var moved []movedPack // the packs this run changed
 	for i, pk := range order {
-		digest := packDigest(pk)
+		digest := packs.Digest(pk, etags)
 		was := packStatus(applied, pk.Name)
 		if was != nil && was.Digest == digest && was.State == v1.PackApplied && x.op.Kind != v1.KindReconcile {
 			next.Packs = append(next.Packs, *was)
@@ -91,24 +91,25 @@ func (x *run) applyProfile(ctx context.Context) error {
 		}
 		x.showProgress(ctx, "pack", fmt.Sprintf("%d/%d %s: applying %s", i+1, len(order), pk.Name, packWhat(pk)))
 		st, err := x.r.opts.Packs.Apply(ctx, t, pk)
-		st.Digest = digest
+		st.Digest, st.Message = digest, t.Redact(st.Message)
 		if err != nil {
+			msg := t.Redact(err.Error())
 			if before != nil || applied != nil && applied.Name == next.Name && applied.Version != next.Version {
-				undo := x.undoPacks(ctx, t, moved, before)
+				undo := t.Redact(x.undoPacks(ctx, t, moved, before))
 				x.cl.Status.Profile = applied // what runs again
 				if serr := x.saveStatus(ctx); serr != nil {
 					return serr
 				}
-				x.event(ctx, "Warning", "PackFailed", fmt.Sprintf("%v; %s", err, undo))
-				return failure.Terminal(v1.CodePackFailed, "%v; %s", err, undo)
+				x.event(ctx, "Warning", "PackFailed", msg+"; "+undo)
+				return failure.Terminal(v1.CodePackFailed, "%s; %s", msg, undo)
 			}
 			next.Packs = append(next.Packs, st)
 			x.cl.Status.Profile = next
 			if serr := x.saveStatus(ctx); serr != nil {
 				return serr
 			}
-			x.event(ctx, "Warning", "PackFailed", err.Error())
-			return failure.Terminal(v1.CodePackFailed, "%v", err)
+			x.event(ctx, "Warning", "PackFailed", msg)
+			return failure.Terminal(v1.CodePackFailed, "%s", msg)
 		}
 		moved = append(moved, movedPack{was: was, now: pk})
 		next.Packs = append(next.Packs, st)
@@ -130,7 +131,8 @@ func (x *run) applyProfile(ctx context.Context) error {
 			pk := removedPack(before, st)
 			x.showProgress(ctx, "pack", "removing "+st.Name)
 			if err := x.r.opts.Packs.Remove(ctx, t, pk); err != nil {
-				return failure.Retryable(v1.CodePackFailed, err, "remove pack %s: %v", st.Name, err)
+				msg := t.Redact(err.Error())
+				return failure.Retryable(v1.CodePackFailed, errors.New(msg), "remove pack %s: %s", st.Name, msg)
 			}
 			x.event(ctx, "Normal", "PackRemoved", fmt.Sprintf("pack %s removed (not in profile %s:%d)", st.Name, next.Name, next.Version))
 		}
@@ -226,17 +228,30 @@ func (x *run) profileVersion(ctx context.Context, name string, n int) (*v1.Profi
 }
 
 // packTarget is the cluster's API as an admin whose certificate lasts an
-// hour, and the fields pack values may name.
-func (x *run) packTarget(ctx context.Context) (packs.Target, error) {
+// hour, the fields pack values may name, and the project's secrets that
+// the packs of versions name (only those: the version to apply, and the
+// one applied before, whose packs may be put back or removed), with each
+// secret's etag by name for packs.Digest.
+func (x *run) packTarget(ctx context.Context, versions ...*v1.Profile) (packs.Target, map[string]string, error) {
 	endpoint, err := x.endpoint(ctx)
 	if err != nil {
-		return packs.Target{}, fmt.Errorf("find endpoint: %w", err)
+		return packs.Target{}, nil, fmt.Errorf("find endpoint: %w", err)
 	}
 	cfg, err := RESTConfig(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:packs")
 	if err != nil {
-		return packs.Target{}, err
+		return packs.Target{}, nil, err
 	}
-	return packs.Target{Config: cfg, Project: x.cl.Project, Fields: packs.ClusterFields(x.cl.Name, &x.cl.Spec)}, nil
+	var pks []v1.Pack
+	for _, v := range versions {
+		if v != nil {
+			pks = append(pks, v.Packs...)
+		}
+	}
+	secrets, etags, err := packs.ReadSecrets(ctx, x.r.opts.Store, x.cl.Project, pks)
+	if err != nil {
+		return packs.Target{}, nil, err
+	}
+	return packs.Target{Config: cfg, Project: x.cl.Project, Fields: packs.ClusterFields(x.cl.Name, &x.cl.Spec), Secrets: secrets}, etags, nil
 }
 
 // RESTConfig is a client-go configuration for a cluster's API as an admin
@@ -255,13 +270,6 @@ func installOrder(ps []v1.Pack) []v1.Pack {
 	out := slices.Clone(ps)
 	slices.SortStableFunc(out, func(a, b v1.Pack) int { return cmp.Compare(a.Order, b.Order) })
 	return out
-}
-
-// packDigest identifies a pack as applied.
-func packDigest(pk v1.Pack) string {
-	b, _ := json.Marshal(pk)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:8])
 }
 
 func packWhat(pk v1.Pack) string {

@@ -26,6 +26,7 @@ const DefaultInterval = time.Minute
 type Store interface {
 	store.ClusterLister
 	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+	packs.SecretReader
 	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
 	AppendEvent(ctx context.Context, e *store.Event) error
 }
@@ -111,6 +112,13 @@ func (l *Loop) checkOne(ctx context.Context, cl *store.Cluster) error {
 	if version == nil {
 		return fmt.Errorf("profile %s has no version %d", applied.Name, applied.Version)
 	}
+	// Manifests are built with the secrets they name; what this says of
+	// the packs (messages, the condition, its event) has their values
+	// redacted.
+	var etags map[string]string
+	if t.Secrets, etags, err = packs.ReadSecrets(ctx, l.opts.Store, cl.Project, version.Packs); err != nil {
+		return err
+	}
 	next := *applied
 	next.Packs = slices.Clone(applied.Packs)
 	var drift []string
@@ -122,16 +130,22 @@ func (l *Loop) checkOne(ctx context.Context, cl *store.Cluster) error {
 		if pk == nil {
 			continue
 		}
+		if pk.ChartName() == "" && packs.Digest(*pk, etags) != st.Digest {
+			// A secret it names changed since it was applied: its objects
+			// are compared once the change is applied (an update, a
+			// reconcile), not with values they never had.
+			continue
+		}
 		c, err := l.opts.Packs.Check(ctx, t, *pk)
 		if err != nil {
-			return fmt.Errorf("pack %s: %w", st.Name, err)
+			return fmt.Errorf("pack %s: %s", st.Name, t.Redact(err.Error()))
 		}
 		for _, d := range c.Drift {
-			drift = append(drift, "pack "+st.Name+": "+d)
+			drift = append(drift, "pack "+st.Name+": "+t.Redact(d))
 		}
 		next.Packs[i].Ready = len(c.NotReady) == 0
 		if !next.Packs[i].Ready {
-			next.Packs[i].Message = "not Ready: " + strings.Join(c.NotReady, ", ")
+			next.Packs[i].Message = t.Redact("not Ready: " + strings.Join(c.NotReady, ", "))
 		} else if strings.HasPrefix(st.Message, "not Ready: ") {
 			next.Packs[i].Message = ""
 		}

@@ -60,6 +60,7 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/clusters/{cluster}/jobs/{job}/logs":                 "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/resume":                         "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/reconcile":                      "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/rotate-certificates":            "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/retry":                          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                      "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                           "viewer",
@@ -75,6 +76,10 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/cloudaccounts/{cloudaccount}":                       "viewer",
 	"PUT /v1/projects/{project}/cloudaccounts/{cloudaccount}":                       "admin",
 	"DELETE /v1/projects/{project}/cloudaccounts/{cloudaccount}":                    "admin",
+	"GET /v1/projects/{project}/secrets":                                            "viewer",
+	"GET /v1/projects/{project}/secrets/{secret}":                                   "viewer",
+	"PUT /v1/projects/{project}/secrets/{secret}":                                   "admin",
+	"DELETE /v1/projects/{project}/secrets/{secret}":                                "admin",
 	"GET /v1/projects/{project}/profiles":                                           "viewer",
 	"GET /v1/projects/{project}/profiles/{profile}":                                 "viewer",
 	"PUT /v1/projects/{project}/profiles/{profile}":                                 "operator",
@@ -171,7 +176,7 @@ func (w *world) fill(pattern, project, user string) (method, path string) {
 	method, path, _ = strings.Cut(pattern, " ")
 	return method, strings.NewReplacer(
 		"{project}", project, "{cluster}", "c", "{node}", "n", "{operation}", w.opID,
-		"{cloudaccount}", "ca", "{profile}", "pr", "{member}", "target", "{serviceaccount}", "robot",
+		"{cloudaccount}", "ca", "{secret}", "s", "{profile}", "pr", "{member}", "target", "{serviceaccount}", "robot",
 		"{token}", "tok_0000000000000000", "{user}", user,
 	).Replace(path)
 }

@@ -74,6 +74,9 @@ var (
 		"/v1/projects/p/clusters/c/retry",
 		"/v1/operations/{operation}/cancel",
 		"/v1/projects/p/clusters/c/upgrades",
+		"/v1/projects/p/secrets",
+		"/v1/projects/p/secrets/s",
+		"/v1/projects/p/clusters/c/rotate-certificates",
 	}
 )
 
@@ -113,6 +116,7 @@ func fuzzWorld(h *harness) []string {
 	h.must(http.StatusCreated, "PUT", "/v1/projects/p/serviceaccounts/sa", `{"role": "viewer"}`)
 	h.must(http.StatusCreated, "PUT", "/v1/projects/p/profiles/pr", `{"version": 1, "kubernetesVersion": "v1.36.3"}`)
 	h.must(http.StatusCreated, "PUT", "/v1/projects/p/cloudaccounts/ca", `{"provider": "sim"}`)
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/secrets/s", `{"data": {"password": "hunter22"}}`)
 	paths := slices.Clone(fuzzPaths)
 	for i, p := range paths {
 		paths[i] = strings.Replace(p, "{operation}", opID, 1)

@@ -56,6 +56,7 @@ var decodeTargets = []func() any{
 	func() any { return new(v1.ServiceAccount) },
 	func() any { return new(v1.TokenRequest) },
 	func() any { return new(v1.NodeConfig) },
+	func() any { return new(v1.Secret) },
 }
 
 // FuzzDecodeStrict: decoding any body into any request type gives a value

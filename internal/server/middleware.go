@@ -178,7 +178,7 @@ func headers(next http.Handler) http.Handler {
 // nameSegments are the path wildcards that hold names, and the role each
 // is reported as.
 var nameSegments = []string{"project", "cluster", "node", "operation", "cloudaccount", "profile",
-	"user", "member", "serviceaccount"}
+	"user", "member", "serviceaccount", "secret"}
 
 // validateURL checks every name in the path is a lower-case DNS label.
 func validateURL(next http.Handler) http.Handler {

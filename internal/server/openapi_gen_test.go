@@ -110,6 +110,7 @@ func apiRoutes() []apiRoute {
 		{pattern: "GET " + cluster + "/upgrades", summary: "The versions the cluster can be upgraded to.", codes: map[int]*apiBody{200: oneOf[v1.ClusterUpgrades]()}},
 		{pattern: "POST " + cluster + "/provision", summary: "Edge clusters: install Kubernetes on the configured hosts.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/reset", summary: "Edge clusters: tear Kubernetes down, keep the cluster.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
+		{pattern: "POST " + cluster + "/rotate-certificates", summary: "Give every node new Kubernetes certificates of the cluster CA, one node at a time, control plane first.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/reconcile", summary: "Apply every pack of the cluster's profile again, putting back what was changed or deleted by hand.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/hibernate", summary: "Drain and remove the workers, stop the control plane keeping its data; the cluster ends Hibernated.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/resume", summary: "Start a Hibernated cluster's control plane on its data and make its workers again.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
@@ -150,6 +151,7 @@ func apiRoutes() []apiRoute {
 		t                  reflect.Type
 	}{
 		{"cloudaccounts", "cloudaccount", "cloud account", of[v1.CloudAccount]()},
+		{"secrets", "secret", "project secret", of[v1.Secret]()},
 		{"profiles", "profile", "cluster profile", of[v1.Profile]()},
 		{"members", "member", "project member", of[v1.Member]()},
 		{"serviceaccounts", "serviceaccount", "service account", of[v1.ServiceAccount]()},

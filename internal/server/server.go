@@ -317,6 +317,7 @@ func (s *Server) routes() {
 	s.handle("POST "+cluster+"/hibernate", "cluster", operator, s.hibernateCluster)
 	s.handle("POST "+cluster+"/resume", "cluster", operator, s.resumeCluster)
 	s.handle("POST "+cluster+"/reconcile", "cluster", operator, s.reconcileCluster)
+	s.handle("POST "+cluster+"/rotate-certificates", "cluster", operator, s.rotateCertificates)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)
@@ -338,6 +339,7 @@ func (s *Server) routes() {
 		Access{Scope: InOperationProject, Role: v1.RoleOperator}, s.cancelOperation)
 
 	registerResource(s, cloudAccounts(s))
+	registerResource(s, projectSecrets(s))
 	registerResource(s, profiles(s))
 	s.registerProfileVersions()
 	registerResource(s, members(s))

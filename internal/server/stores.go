@@ -55,6 +55,14 @@ type CloudAccountStore interface {
 	DeleteCloudAccount(ctx context.Context, project, name string, c store.Cond) error
 }
 
+// ProjectSecretStore is what the project secret handlers need.
+type ProjectSecretStore interface {
+	PutProjectSecret(ctx context.Context, ps *store.ProjectSecret, c store.Cond) error
+	GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error)
+	ListProjectSecrets(ctx context.Context, project string, pg store.Page) ([]*store.ProjectSecret, string, error)
+	DeleteProjectSecret(ctx context.Context, project, name string, c store.Cond) error
+}
+
 // ProfileStore is what the cluster profile handlers need.
 type ProfileStore interface {
 	PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error
@@ -109,6 +117,7 @@ type Store interface {
 	OperationStore
 	NodeStore
 	CloudAccountStore
+	ProjectSecretStore
 	ProfileStore
 	JobStore
 	EventStore
@@ -132,9 +141,13 @@ type stores struct {
 	audits     AuditStore
 	secrets    gateway.SecretReader
 	pinger     Pinger
+
+	// projectSecrets are the project's (kiln secret); secrets, above, the
+	// clusters' CAs and keys.
+	projectSecrets ProjectSecretStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, profiles: st, jobs: st,
-		events: st, identity: st, audits: st, secrets: st, pinger: st}
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, profiles: st,
+		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }

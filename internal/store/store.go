@@ -173,6 +173,13 @@ type CloudAccount struct {
 	v1.CloudAccount
 }
 
+// ProjectSecret is a project secret record. Data is stored (sealed); the
+// API never returns it.
+type ProjectSecret struct {
+	Project string
+	v1.Secret
+}
+
 // Profile is a profile record: every version of one profile. The
 // embedded Profile is the newest version, with the record's Name, ETag and
 // CreatedAt; Versions holds them all, oldest first (the newest is last).
@@ -264,7 +271,8 @@ type Store interface {
 	PutProject(ctx context.Context, p *v1.Project, c Cond) error
 	GetProject(ctx context.Context, name string) (*v1.Project, error)
 	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
-	// DeleteProject refuses with ErrNotEmpty while the project has clusters.
+	// DeleteProject refuses with ErrNotEmpty while the project has clusters;
+	// it deletes the project's cloud accounts, secrets and profiles with it.
 	DeleteProject(ctx context.Context, name string, c Cond) error
 
 	// Clusters.
@@ -345,6 +353,12 @@ type Store interface {
 	GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error)
 	ListCloudAccounts(ctx context.Context, project string, pg Page) ([]*CloudAccount, string, error)
 	DeleteCloudAccount(ctx context.Context, project, name string, c Cond) error
+
+	// Project secrets, sealed at rest (their whole document).
+	PutProjectSecret(ctx context.Context, ps *ProjectSecret, c Cond) error
+	GetProjectSecret(ctx context.Context, project, name string) (*ProjectSecret, error)
+	ListProjectSecrets(ctx context.Context, project string, pg Page) ([]*ProjectSecret, string, error)
+	DeleteProjectSecret(ctx context.Context, project, name string, c Cond) error
 
 	// Profiles.
 	PutProfile(ctx context.Context, p *Profile, c Cond) error

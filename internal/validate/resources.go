@@ -1,12 +1,15 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/manifest"
+	"kiln.dev/kiln/internal/secretref"
 )
 
 // MaxPacks bounds a profile's add-on packs.
@@ -59,6 +62,41 @@ func Profile(name string, p *v1.Profile) []v1.Error {
 				e.invalid(at+".manifests", "%v", err)
 			}
 		}
+		// ${secret.NAME.KEY}: the syntax here; whether the secret exists
+		// is dynamic validation's (a cluster PUT), and the apply's.
+		var se *secretref.SyntaxError
+		if _, err := secretref.InPack(pk); errors.As(err, &se) {
+			e.invalid(at+"."+se.Field, "%v", se.Err)
+		}
+	}
+	return e
+}
+
+// Secret checks a project secret: its name, and data of at least one key,
+// each key as Kubernetes allows a Secret's ([A-Za-z0-9._-]), each value at
+// most secretref.MaxValue bytes and all of it at most secretref.MaxData.
+// No message holds a value.
+func Secret(name string, s *v1.Secret) []v1.Error {
+	var e errs
+	e.name("name", name, MaxLabel)
+	if len(s.Data) == 0 {
+		e.missing("data", "data is required: a map of at least one key to its value, {\"data\": {\"KEY\": \"value\"}}")
+	}
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(s.Data)) {
+		v := s.Data[k]
+		total += len(k) + len(v)
+		switch {
+		case k == "":
+			e.invalid("data", "a key must not be empty")
+		case !secretref.ValidKey(k):
+			e.invalid("data."+k, "key %q must be at most %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", k, secretref.MaxKey)
+		case len(v) > secretref.MaxValue:
+			e.invalid("data."+k, "the value is %d bytes; at most %d", len(v), secretref.MaxValue)
+		}
+	}
+	if total > secretref.MaxData {
+		e.invalid("data", "keys and values are %d bytes in all; at most %d", total, secretref.MaxData)
 	}
 	return e
 }

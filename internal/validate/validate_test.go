@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,10 +152,15 @@ func TestCluster(t *testing.T) {
 		},
 		{
 			name: "node approval and ttl", cluster: "c",
-			edit: func(s *v1.ClusterSpec) { s.NodeApproval = "always"; s.CertificateTTLDays = 3651 },
+			edit: func(s *v1.ClusterSpec) {
+				s.NodeApproval = "always"
+				s.CertificateTTLDays = 3651
+				s.CertificateRenewal = "yearly"
+			},
 			want: []v1.Error{
 				invalid("spec.nodeApproval", `"always" must be one of auto, manual`),
 				invalid("spec.certificateTTLDays", "3651 must be between 1 and 3650"),
+				invalid("spec.certificateRenewal", `"yearly" must be auto or manual`),
 			},
 		},
 		{
@@ -576,6 +582,47 @@ func TestProfileAndCloudAccount(t *testing.T) {
 				invalid("version", "0 must be 1 or more"),
 				{Code: v1.CodeMissingParameter, Target: "kubernetesVersion", Message: "kubernetesVersion is required, for example v1.36.3"},
 				{Code: v1.CodeMissingParameter, Target: "packs[0].version", Message: "packs[0].version is required"},
+			},
+		},
+		{
+			name: "profile with secret references",
+			got: validate.Profile("p", &v1.Profile{Version: 1, KubernetesVersion: "v1.36.3", Packs: []v1.Pack{
+				{Name: "ok", Version: "1", Values: map[string]any{"password": "${secret.db.password}", "cert": "${secret.tls.tls.crt}"}},
+				{Name: "values", Version: "1", Values: map[string]any{"db": map[string]any{"urls": []any{"${secret.db}"}}}},
+				{Name: "manifests", Version: "1", Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: ${secret.Db.password}\n"},
+			}}),
+			want: []v1.Error{
+				invalid("packs[1].values.db.urls[0]", `"${secret.db}": want ${secret.NAME.KEY}, NAME a secret's name (a lower-case DNS label) and KEY one of its keys ([A-Za-z0-9._-])`),
+				invalid("packs[2].manifests", `"${secret.Db.password}": want ${secret.NAME.KEY}, NAME a secret's name (a lower-case DNS label) and KEY one of its keys ([A-Za-z0-9._-])`),
+			},
+		},
+		{
+			name: "secret valid",
+			got:  validate.Secret("db", &v1.Secret{Data: map[string]string{"password": "x", "tls.crt": "y", "A_b-1": ""}}),
+		},
+		{
+			name: "secret without data",
+			got:  validate.Secret("Db", &v1.Secret{}),
+			want: []v1.Error{
+				invalid("name", `"Db" must be a lower-case DNS-1123 label of at most 63 characters (a-z, 0-9 and '-', starting and ending with a letter or digit)`),
+				{Code: v1.CodeMissingParameter, Target: "data", Message: `data is required: a map of at least one key to its value, {"data": {"KEY": "value"}}`},
+			},
+		},
+		{
+			name: "secret bad keys and sizes",
+			got: validate.Secret("db", &v1.Secret{Data: map[string]string{
+				"":          "x",
+				"pass word": "x",
+				"big":       strings.Repeat("s", 64<<10+1),
+				"b1":        strings.Repeat("s", 64<<10),
+				"b2":        strings.Repeat("s", 64<<10),
+				"b3":        strings.Repeat("s", 64<<10),
+			}}),
+			want: []v1.Error{
+				invalid("data", "a key must not be empty"),
+				invalid("data.big", "the value is 65537 bytes; at most 65536"),
+				invalid("data.pass word", `key "pass word" must be at most 253 characters of A-Z, a-z, 0-9, '.', '_' and '-'`),
+				invalid("data", "keys and values are 262165 bytes in all; at most 262144"),
 			},
 		},
 		{

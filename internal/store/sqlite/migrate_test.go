@@ -24,6 +24,11 @@ func TestClusterUIDMigration(t *testing.T) {
 	storetest.ClusterUIDMigration(t, reopen, downTo)
 }
 
+func TestProjectSecretsMigration(t *testing.T) {
+	reopen, downTo := migrating(t)
+	storetest.ProjectSecretsMigration(t, reopen, downTo)
+}
+
 // migrating returns, for a migration test, a function that opens the store
 // on one database file (applying every migration) and one that rolls that
 // database back to a version.

@@ -14,7 +14,7 @@ import (
 
 // docTable is a table of JSON documents with an etag and a created time,
 // keyed by zero or more parent columns and a name: projects, cloud accounts,
-// profiles and nodes share their put/get/list/delete code through it.
+// project secrets, profiles and nodes share their put/get/list/delete code through it.
 type docTable struct {
 	table  string
 	kind   string   // for error messages
@@ -22,7 +22,8 @@ type docTable struct {
 	// fenced: the parent is a cluster, whose lease Cond.Fence names.
 	fenced bool
 	// sealed, when set, is the data column as a sealed column: the whole
-	// document is sealed (cloud accounts: the credentials are in it).
+	// document is sealed (cloud accounts: the credentials are in it;
+	// project secrets: their data).
 	sealed *sealedColumn
 	// columns, when set, gives the fields of a document (what putDoc was
 	// given) that are also kept in columns of their own, for queries that
@@ -36,6 +37,8 @@ var (
 	profilesT = docTable{table: "profiles", kind: "profile", parent: []string{"project"}}
 	nodesT    = docTable{table: "nodes", kind: "node", parent: []string{"project", "cluster"}, fenced: true, columns: nodeColumns}
 	jobsT     = docTable{table: "jobs", kind: "job", parent: []string{"project", "cluster"}}
+
+	projectSecretsT = docTable{table: "project_secrets", kind: "secret", parent: []string{"project"}, sealed: &projectSecretsCol}
 )
 
 // doc is one row of a docTable.

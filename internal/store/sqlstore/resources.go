@@ -38,8 +38,9 @@ func (s *Store) ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project,
 	return decodeAll(docs, next, err, decodeProject)
 }
 
-// DeleteProject deletes a project, its cloud accounts and its profiles. It
-// refuses with ErrNotEmpty while the project has clusters.
+// DeleteProject deletes a project, its cloud accounts, secrets and profiles
+// (their rows' foreign keys cascade). It refuses with ErrNotEmpty while the
+// project has clusters.
 func (s *Store) DeleteProject(ctx context.Context, name string, c store.Cond) error {
 	return s.deleteDoc(ctx, projectsT, nil, name, c)
 }
@@ -91,6 +92,47 @@ func decodeAccount(project string) func(doc) (*store.CloudAccount, error) {
 		}
 		a.Name, a.ETag, a.CreatedAt = d.name, d.etag, d.created
 		return a, nil
+	}
+}
+
+// PutProjectSecret creates or replaces a project secret.
+func (s *Store) PutProjectSecret(ctx context.Context, ps *store.ProjectSecret, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, projectSecretsT, []string{ps.Project}, ps.Name, ps.CreatedAt, &ps.Secret, c)
+	if err != nil {
+		return err
+	}
+	ps.ETag, ps.CreatedAt = etag, created
+	return nil
+}
+
+// GetProjectSecret reads a project secret, data included.
+func (s *Store) GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error) {
+	d, err := s.getDoc(ctx, projectSecretsT, []string{project}, name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeProjectSecret(project)(d)
+}
+
+// ListProjectSecrets lists a project's secrets by name, data included.
+func (s *Store) ListProjectSecrets(ctx context.Context, project string, pg store.Page) ([]*store.ProjectSecret, string, error) {
+	docs, next, err := s.listDocs(ctx, projectSecretsT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeProjectSecret(project))
+}
+
+// DeleteProjectSecret deletes a project secret.
+func (s *Store) DeleteProjectSecret(ctx context.Context, project, name string, c store.Cond) error {
+	return s.deleteDoc(ctx, projectSecretsT, []string{project}, name, c)
+}
+
+func decodeProjectSecret(project string) func(doc) (*store.ProjectSecret, error) {
+	return func(d doc) (*store.ProjectSecret, error) {
+		ps := &store.ProjectSecret{Project: project}
+		if err := decodeDoc(projectSecretsT, d, &ps.Secret); err != nil {
+			return nil, err
+		}
+		ps.Name, ps.ETag, ps.CreatedAt = d.name, d.etag, d.created
+		return ps, nil
 	}
 }
 

@@ -24,8 +24,9 @@ type Sealer interface {
 }
 
 // WithSealer makes the store seal cluster secrets, cloud accounts (their
-// whole document: the credentials are in it) and instruction parameters
-// (they carry node keys) with s. Without it those are stored in clear.
+// whole document: the credentials are in it), instruction parameters
+// (they carry node keys) and project secrets (their whole document) with
+// s. Without it those are stored in clear.
 func WithSealer(s Sealer) Option {
 	return func(st *Store) { st.sealer = s }
 }
@@ -46,8 +47,10 @@ var (
 		key: []string{"project", "name"}}
 	paramsCol = sealedColumn{table: "instructions", column: "params",
 		key: []string{"id"}}
+	projectSecretsCol = sealedColumn{table: "project_secrets", column: "data",
+		key: []string{"project", "name"}}
 
-	sealedColumns = []sealedColumn{secretsCol, accountsCol, paramsCol}
+	sealedColumns = []sealedColumn{secretsCol, accountsCol, paramsCol, projectSecretsCol}
 )
 
 // aad is the associated data of the value in the row with primary key key:

@@ -12,7 +12,7 @@ import (
 )
 
 // docKind drives the same etag and paging tests through every plain
-// resource: projects, cloud accounts, profiles and nodes. value is a field
+// resource: projects, cloud accounts, project secrets, profiles and nodes. value is a field
 // the test writes and reads back to see the content round-trip.
 type docKind struct {
 	name  string
@@ -77,6 +77,33 @@ func docKinds() []docKind {
 				var names []string
 				for _, a := range as {
 					names = append(names, a.Name)
+				}
+				return names, next, err
+			},
+		},
+		{
+			name:  "project secret",
+			setup: func(e *env) { e.project("p") },
+			put: func(ctx context.Context, s store.Store, name, value string, c store.Cond) (string, error) {
+				ps := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: name, Data: map[string]string{"k": value}}}
+				err := s.PutProjectSecret(ctx, ps, c)
+				return ps.ETag, err
+			},
+			get: func(ctx context.Context, s store.Store, name string) (string, string, error) {
+				ps, err := s.GetProjectSecret(ctx, "p", name)
+				if err != nil {
+					return "", "", err
+				}
+				return ps.ETag, ps.Data["k"], nil
+			},
+			del: func(ctx context.Context, s store.Store, name string, c store.Cond) error {
+				return s.DeleteProjectSecret(ctx, "p", name, c)
+			},
+			list: func(ctx context.Context, s store.Store, pg store.Page) ([]string, string, error) {
+				pss, next, err := s.ListProjectSecrets(ctx, "p", pg)
+				var names []string
+				for _, ps := range pss {
+					names = append(names, ps.Name)
 				}
 				return names, next, err
 			},
@@ -326,6 +353,28 @@ func testDocumentRoundTrip(e *env) {
 		t.Errorf("cloud account CreatedAt = %v, want the given %v", gotA.CreatedAt, created)
 	}
 
+	ps := &store.ProjectSecret{Project: "p", Secret: v1.Secret{
+		Name: "db", ID: "/v1/projects/p/secrets/db",
+		Data:      map[string]string{"password": "hunter22", "tls.crt": "-----BEGIN CERTIFICATE-----\nMII\x00é\n", "empty": ""},
+		CreatedAt: created,
+	}}
+	wantErr(t, "PutProjectSecret", s.PutProjectSecret(ctx, ps, store.Cond{}), nil)
+	gotPS, err := s.GetProjectSecret(ctx, "p", "db")
+	wantErr(t, "GetProjectSecret", err, nil)
+	diff(t, "project secret", ps, gotPS)
+	if !gotPS.CreatedAt.Equal(created) {
+		t.Errorf("project secret CreatedAt = %v, want the given %v", gotPS.CreatedAt, created)
+	}
+	// Replacing replaces the data, all of it, and keeps the created time.
+	ps2 := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: "db", Data: map[string]string{"token": "t"}}}
+	wantErr(t, "PutProjectSecret replace", s.PutProjectSecret(ctx, ps2, store.Cond{IfMatch: ps.ETag}), nil)
+	gotPS, err = s.GetProjectSecret(ctx, "p", "db")
+	wantErr(t, "GetProjectSecret after replace", err, nil)
+	diff(t, "replaced project secret data", map[string]string{"token": "t"}, gotPS.Data)
+	if !gotPS.CreatedAt.Equal(created) || gotPS.ETag == ps.ETag {
+		t.Errorf("replaced project secret: CreatedAt %v (want %v), etag %q (was %q)", gotPS.CreatedAt, created, gotPS.ETag, ps.ETag)
+	}
+
 	pr := &store.Profile{Project: "p", Profile: v1.Profile{
 		Name: "web", ID: "/v1/projects/p/profiles/web", Version: 3, KubernetesVersion: "v1.36.3", CNI: "cilium",
 		Packs: []v1.Pack{{Name: "ingress", Version: "1.2.3", Values: map[string]any{"replicas": 2.0, "tls": true}}},
@@ -425,6 +474,8 @@ func testMissingParents(e *env) {
 	wantErr(t, "PutCloudAccount in missing project", s.PutCloudAccount(ctx, a, store.Cond{}), store.ErrNotFound)
 	p := &store.Profile{Project: "nope", Profile: v1.Profile{Name: "a"}}
 	wantErr(t, "PutProfile in missing project", s.PutProfile(ctx, p, store.Cond{}), store.ErrNotFound)
+	ps := &store.ProjectSecret{Project: "nope", Secret: v1.Secret{Name: "a", Data: map[string]string{"k": "v"}}}
+	wantErr(t, "PutProjectSecret in missing project", s.PutProjectSecret(ctx, ps, store.Cond{}), store.ErrNotFound)
 	cl, op := e.newClusterOp("nope", "c", v1.KindCreate, v1.StateCreating)
 	wantErr(t, "BeginOperation in missing project", s.BeginOperation(ctx, cl, op, store.Cond{}), store.ErrNotFound)
 	if _, err := s.GetOperation(ctx, op.ID); !errors.Is(err, store.ErrNotFound) {
@@ -436,7 +487,8 @@ func testMissingParents(e *env) {
 }
 
 // testDeleteProjectNotEmpty: a project with clusters cannot be deleted; one
-// with only cloud accounts and profiles can, and takes them with it.
+// with only cloud accounts, secrets and profiles can, and takes them with
+// it: a project made again under the name has none of them.
 func testDeleteProjectNotEmpty(e *env) {
 	t, ctx, s := e.t, e.ctx, e.s
 	e.project("p")
@@ -444,6 +496,8 @@ func testDeleteProjectNotEmpty(e *env) {
 		CloudAccount: v1.CloudAccount{Name: "a", Provider: "edge"}}, store.Cond{}), nil)
 	wantErr(t, "PutProfile", s.PutProfile(ctx, &store.Profile{Project: "p",
 		Profile: v1.Profile{Name: "prof"}}, store.Cond{}), nil)
+	wantErr(t, "PutProjectSecret", s.PutProjectSecret(ctx, &store.ProjectSecret{Project: "p",
+		Secret: v1.Secret{Name: "db", Data: map[string]string{"password": "x"}}}, store.Cond{}), nil)
 	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
 
 	wantErr(t, "DeleteProject with a cluster", s.DeleteProject(ctx, "p", store.Cond{}), store.ErrNotEmpty)
@@ -462,6 +516,13 @@ func testDeleteProjectNotEmpty(e *env) {
 	}
 	if _, err := s.GetProfile(ctx, "p", "prof"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("profile of deleted project: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetProjectSecret(ctx, "p", "db"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("secret of deleted project: %v, want ErrNotFound", err)
+	}
+	e.project("p")
+	if pss, _, err := s.ListProjectSecrets(ctx, "p", store.Page{}); err != nil || len(pss) != 0 {
+		t.Errorf("secrets of a project made again under the name: %d, %v; want none", len(pss), err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -175,4 +176,38 @@ func ClusterUIDMigration(t *testing.T, open func(t *testing.T) store.Store, down
 	}
 	ops("gone", create)
 	events("gone")
+}
+
+// ProjectSecretsMigration checks that migration 15 (the project_secrets
+// table) goes down and up again cleanly on a database that holds secrets:
+// rolled back to version 14 (downTo) the secrets are gone with their table,
+// and opened again (applying 15) the store keeps secrets once more, and
+// deleting their project deletes them.
+func ProjectSecretsMigration(t *testing.T, open func(t *testing.T) store.Store, downTo func(t *testing.T, version int64)) {
+	ctx := t.Context()
+	s := open(t)
+	e := &env{t: t, ctx: ctx, s: s, clock: clockOf(t)}
+	e.project("p")
+	put := func(s store.Store, name string) {
+		t.Helper()
+		ps := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: name, Data: map[string]string{"password": "hunter22"}}}
+		wantErr(t, "PutProjectSecret "+name, s.PutProjectSecret(ctx, ps, store.Cond{}), nil)
+	}
+	put(s, "before")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	downTo(t, 14)
+	s = open(t)
+	if _, err := s.GetProjectSecret(ctx, "p", "before"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a secret written before the table was dropped and made again: %v, want ErrNotFound", err)
+	}
+	put(s, "after")
+	got, err := s.GetProjectSecret(ctx, "p", "after")
+	wantErr(t, "GetProjectSecret", err, nil)
+	diff(t, "secret data", map[string]string{"password": "hunter22"}, got.Data)
+	wantErr(t, "DeleteProject", s.DeleteProject(ctx, "p", store.Cond{}), nil)
+	if _, err := s.GetProjectSecret(ctx, "p", "after"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("secret of a deleted project: %v, want ErrNotFound", err)
+	}
 }

@@ -122,10 +122,12 @@ type secrets struct {
 	account map[string]string // credentials of cloud account p/a
 	value   []byte            // cluster secret p/c ca
 	params  string            // instruction i1 of p/c
+	data    map[string]string // data of project secret p/s
 }
 
 // writeSecrets writes cloud account p/a, cluster p/c (claimed) with secret
-// ca, and instruction i1, each holding the canary and tag.
+// ca, instruction i1 and project secret p/s, each holding the canary and
+// tag.
 func (e *secretEnv) writeSecrets(tag string) *secrets {
 	e.t.Helper()
 	if _, err := e.s.GetProject(e.ctx, "p"); errors.Is(err, store.ErrNotFound) {
@@ -140,6 +142,7 @@ func (e *secretEnv) writeSecrets(tag string) *secrets {
 		account: map[string]string{"token": canary + "account-" + tag},
 		value:   []byte("-----BEGIN EC PRIVATE KEY-----\n" + canary + "ca-" + tag + "\x00\xff"),
 		params:  `{"files":{"node.key":"` + canary + `params-` + tag + `"}}`,
+		data:    map[string]string{"password": canary + "project-secret-" + tag, "user": "app"},
 	}
 	a := &store.CloudAccount{Project: "p", CloudAccount: v1.CloudAccount{Name: "a", Provider: "sim", Credentials: x.account}}
 	wantErr(e.t, "PutCloudAccount", e.s.PutCloudAccount(e.ctx, a, store.Cond{}), nil)
@@ -147,6 +150,8 @@ func (e *secretEnv) writeSecrets(tag string) *secrets {
 	in := &store.Instruction{Project: "p", Cluster: "c", Node: "n1",
 		Instruction: v1.Instruction{ID: "i1-" + tag, Kind: v1.InstructionInstall, Params: []byte(x.params)}}
 	wantErr(e.t, "PutInstruction", e.s.PutInstruction(e.ctx, in, store.Cond{Fence: &x.fence}), nil)
+	ps := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: "s", Data: x.data}}
+	wantErr(e.t, "PutProjectSecret", e.s.PutProjectSecret(e.ctx, ps, store.Cond{}), nil)
 	return x
 }
 
@@ -168,6 +173,14 @@ func (e *secretEnv) readBack(x *secrets, tag string) {
 	in, err := e.s.GetInstruction(e.ctx, "i1-"+tag)
 	if err != nil || string(in.Params) != x.params {
 		e.t.Errorf("GetInstruction params = %s, %v; want %s", paramsOf(in), err, x.params)
+	}
+	ps, err := e.s.GetProjectSecret(e.ctx, "p", "s")
+	wantErr(e.t, "GetProjectSecret", err, nil)
+	diff(e.t, "project secret data", x.data, ps.Data)
+	pss, _, err := e.s.ListProjectSecrets(e.ctx, "p", store.Page{})
+	wantErr(e.t, "ListProjectSecrets", err, nil)
+	if len(pss) != 1 || pss[0].Data["password"] != x.data["password"] {
+		e.t.Errorf("ListProjectSecrets = %+v, want secret s with its data", pss)
 	}
 	ins, err := e.s.ListInstructions(e.ctx, x.k, "n1", false)
 	wantErr(e.t, "ListInstructions", err, nil)
@@ -265,6 +278,7 @@ func (e *secretEnv) sealedValues() []string {
 		`SELECT value FROM cluster_secrets`,
 		`SELECT data FROM cloud_accounts`,
 		`SELECT params FROM instructions`,
+		`SELECT data FROM project_secrets`,
 	} {
 		out = append(out, e.queryStrings(q)...)
 	}
@@ -324,12 +338,15 @@ func testBoundToRow(e *secretEnv) {
 	wantErr(t, "PutClusterSecret b", s.PutClusterSecret(ctx, x.k, "b", []byte("other"), store.Cond{Fence: &x.fence}), nil)
 	b := &store.CloudAccount{Project: "p", CloudAccount: v1.CloudAccount{Name: "b", Provider: "sim"}}
 	wantErr(t, "PutCloudAccount b", s.PutCloudAccount(ctx, b, store.Cond{}), nil)
+	sb := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: "b", Data: map[string]string{"k": "other"}}}
+	wantErr(t, "PutProjectSecret b", s.PutProjectSecret(ctx, sb, store.Cond{}), nil)
 	e.writeSecrets("2") // instruction i1-2
 
 	for _, q := range []string{
 		`UPDATE cluster_secrets SET value = (SELECT value FROM cluster_secrets WHERE name = 'ca') WHERE name = 'b'`,
 		`UPDATE cloud_accounts SET data = (SELECT data FROM cloud_accounts WHERE name = 'a') WHERE name = 'b'`,
 		`UPDATE instructions SET params = (SELECT params FROM instructions WHERE id = 'i1-1') WHERE id = 'i1-2'`,
+		`UPDATE project_secrets SET data = (SELECT data FROM project_secrets WHERE name = 's') WHERE name = 'b'`,
 	} {
 		if _, err := e.db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -343,6 +360,9 @@ func testBoundToRow(e *secretEnv) {
 	}
 	if in, err := s.GetInstruction(ctx, "i1-2"); !errors.Is(err, secret.ErrAuth) {
 		t.Errorf("instruction params copied to another instruction: %s, %v; want ErrAuth", paramsOf(in), err)
+	}
+	if ps, err := s.GetProjectSecret(ctx, "p", "b"); !errors.Is(err, secret.ErrAuth) {
+		t.Errorf("project secret copied to another name: %+v, %v; want ErrAuth", ps, err)
 	}
 	// A reseal under a new key stops at a value that does not open rather
 	// than sealing something it could not check.
@@ -359,15 +379,15 @@ func testLegacyPlaintext(e *secretEnv) {
 	e.sealer.clear.Store(true)
 	x := e.writeSecrets("1")
 	e.sealer.clear.Store(false)
-	if at := e.plaintextAt(); len(at) != 3 {
-		e.t.Fatalf("legacy plaintext found at %v, want in the three sealed columns (is the raw scan blind?)", at)
+	if at := e.plaintextAt(); len(at) != 4 {
+		e.t.Fatalf("legacy plaintext found at %v, want in the four sealed columns (is the raw scan blind?)", at)
 	}
 	keys, err := e.resealer.SealedKeys(e.ctx)
 	wantErr(e.t, "SealedKeys", err, nil)
-	diff(e.t, "values by key before the reseal", map[string]int{"": 3}, keys)
+	diff(e.t, "values by key before the reseal", map[string]int{"": 4}, keys)
 	e.readBack(x, "1")
-	if n := e.reseal(0); n != 3 {
-		e.t.Errorf("Reseal of three legacy values rewrote %d", n)
+	if n := e.reseal(0); n != 4 {
+		e.t.Errorf("Reseal of four legacy values rewrote %d", n)
 	}
 	if at := e.plaintextAt(); len(at) > 0 {
 		e.t.Errorf("plaintext left after Reseal at %v", at)
@@ -382,21 +402,22 @@ func testLegacyPlaintext(e *secretEnv) {
 // testResealRotation: after a new primary key, Reseal (in steps, then all)
 // moves every value under it; the old key can then go.
 func testResealRotation(e *secretEnv) {
-	x1, x2 := e.writeSecrets("1"), e.writeSecrets("2") // x2 replaces the account and the secret
+	x1, x2 := e.writeSecrets("1"), e.writeSecrets("2") // x2 replaces the account and the secrets
 	old := e.sealer.Primary()
 	fresh, err := e.sealer.AddPrimary()
 	wantErr(e.t, "AddPrimary", err, nil)
-	// Two instructions, one account, one secret are under the old key.
+	// Two instructions, one account, one cluster secret, one project
+	// secret are under the old key.
 	if n := e.reseal(1); n != 1 {
 		e.t.Errorf("Reseal with limit 1 rewrote %d rows", n)
 	}
-	if n := e.reseal(0); n != 3 {
-		e.t.Errorf("Reseal of the rest rewrote %d rows, want 3", n)
+	if n := e.reseal(0); n != 4 {
+		e.t.Errorf("Reseal of the rest rewrote %d rows, want 4", n)
 	}
 	e.wantAllUnder(fresh)
 	keys, err := e.resealer.SealedKeys(e.ctx)
 	wantErr(e.t, "SealedKeys", err, nil)
-	diff(e.t, "values by key after the reseal", map[string]int{fresh: 4}, keys)
+	diff(e.t, "values by key after the reseal", map[string]int{fresh: 5}, keys)
 	dropped, err := e.sealer.DropRetired()
 	if err != nil || len(dropped) != 1 || dropped[0] != old {
 		e.t.Fatalf("DropRetired = %v, %v; want [%s]", dropped, err, old)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/secretref"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -27,6 +29,7 @@ import (
 type Store interface {
 	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
 	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
+	GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error)
 	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
 }
 
@@ -139,15 +142,18 @@ func (c *Checker) profile(ctx context.Context, rep *Report, project string, spec
 	case err != nil:
 		return fmt.Errorf("get profile %q: %w", name, err)
 	default:
-		c.profileVersion(rep, p, spec)
+		if v := c.profileVersion(rep, p, spec); v != nil {
+			return c.profileSecrets(ctx, rep, project, v)
+		}
 	}
 	return nil
 }
 
 // profileVersion checks the version spec.profile names (the latest
 // published one when 0): it is published, and the spec's Kubernetes
-// version and pod network are the profile's.
-func (c *Checker) profileVersion(rep *Report, p *store.Profile, spec *v1.ClusterSpec) {
+// version and pod network are the profile's. It returns the version when
+// it passes.
+func (c *Checker) profileVersion(rep *Report, p *store.Profile, spec *v1.ClusterSpec) *v1.Profile {
 	name, n := spec.Profile.Name, spec.Profile.Version
 	v := p.LatestPublished()
 	if n != 0 {
@@ -168,7 +174,55 @@ func (c *Checker) profileVersion(rep *Report, p *store.Profile, spec *v1.Cluster
 			spec.Network.CNI, name, v.Version, v.CNI, v.CNI)
 	default:
 		rep.checked("profile %s:%d is published, with %d pack(s)", name, v.Version, len(v.Packs))
+		return v
 	}
+	return nil
+}
+
+// profileSecrets checks that the project has the secrets, and their keys,
+// that the packs of profile version v name (${secret.NAME.KEY}): one
+// finding per pack and secret missing, or key missing, naming them (never
+// a value). A secret deleted later fails the pack when it is applied.
+func (c *Checker) profileSecrets(ctx context.Context, rep *Report, project string, v *v1.Profile) error {
+	secrets := map[string]*store.ProjectSecret{} // nil: not in the project
+	before := len(rep.Findings)
+	for _, pk := range v.Packs {
+		refs, _ := secretref.InPack(pk) // the syntax was checked when the profile was written
+		var gone []string               // secrets not there, each once
+		for _, r := range refs {
+			ps, read := secrets[r.Secret]
+			if !read {
+				var err error
+				ps, err = c.Store.GetProjectSecret(ctx, project, r.Secret)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					ps = nil
+				case err != nil:
+					return fmt.Errorf("get secret %q: %w", r.Secret, err)
+				}
+				secrets[r.Secret] = ps
+			}
+			switch {
+			case ps == nil && !slices.Contains(gone, r.Secret):
+				gone = append(gone, r.Secret)
+				rep.fail(v1.CodeInvalidParameter, "spec.profile", "pack %s of profile %s:%d names secret %q (%s), which does not exist in project %q; create it (kiln secret create %s) or change the profile",
+					pk.Name, v.Name, v.Version, r.Secret, r.Text(), project, r.Secret)
+			case ps != nil && !hasKey(ps, r.Key):
+				rep.fail(v1.CodeInvalidParameter, "spec.profile", "pack %s of profile %s:%d names %s, but secret %q has no key %q; its keys: %s",
+					pk.Name, v.Name, v.Version, r.Text(), r.Secret, r.Key, strings.Join(slices.Sorted(maps.Keys(ps.Data)), ", "))
+			}
+		}
+	}
+	if len(secrets) > 0 && len(rep.Findings) == before {
+		rep.checked("the %d secret(s) profile %s:%d names are in project %q: %s", len(secrets), v.Name, v.Version, project,
+			strings.Join(slices.Sorted(maps.Keys(secrets)), ", "))
+	}
+	return nil
+}
+
+func hasKey(ps *store.ProjectSecret, key string) bool {
+	_, ok := ps.Data[key]
+	return ok
 }
 
 // offer asks the provider what it offers the account in the region; the

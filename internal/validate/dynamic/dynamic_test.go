@@ -75,10 +75,23 @@ func newWorld(t *testing.T) *world {
 			{Name: "web", Version: 2, KubernetesVersion: "v1.36.3"},
 		}},
 		{Project: "p", Profile: v1.Profile{Name: "drafts"}, Versions: []v1.Profile{{Name: "drafts", Version: 1, KubernetesVersion: "v1.36.3"}}},
+		{Project: "p", Profile: v1.Profile{Name: "secrets"}, Versions: []v1.Profile{
+			{Name: "secrets", Version: 1, KubernetesVersion: "v1.36.3", Published: true, Packs: []v1.Pack{
+				{Name: "app", Version: "1", Values: map[string]any{"password": "${secret.db.password}", "url": "${secret.db.user}@db"}},
+			}},
+			{Name: "secrets", Version: 2, KubernetesVersion: "v1.36.3", Published: true, Packs: []v1.Pack{
+				{Name: "app", Version: "1", Values: map[string]any{"password": "${secret.db.password}", "host": "${secret.db.host}"}},
+				{Name: "cache", Version: "1", Manifests: "a: ${secret.cache.url}\nb: ${secret.cache.token}\n"},
+			}},
+		}},
 	} {
 		if err := st.PutProfile(t.Context(), p, store.Cond{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	db := &store.ProjectSecret{Project: "p", Secret: v1.Secret{Name: "db", Data: map[string]string{"password": "hunter22", "user": "app"}}}
+	if err := st.PutProjectSecret(t.Context(), db, store.Cond{}); err != nil {
+		t.Fatal(err)
 	}
 	return w
 }
@@ -167,6 +180,12 @@ func TestCheckerFindings(t *testing.T) {
 			s.KubernetesVersion = "v1.35.4"
 		}), want: []v1.Error{invalid("spec.kubernetesVersion", `v1.35.4 differs from profile web:1, which is v1.36.3; set it to v1.36.3`)}},
 		{name: "published profile version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "web", Version: 1} })},
+		{name: "profile naming secrets the project has", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "secrets", Version: 1} })},
+		{name: "profile naming a secret and a key the project lacks", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "secrets", Version: 2} }),
+			want: []v1.Error{
+				invalid("spec.profile", `pack app of profile secrets:2 names ${secret.db.host}, but secret "db" has no key "host"; its keys: password, user`),
+				invalid("spec.profile", `pack cache of profile secrets:2 names secret "cache" (${secret.cache.token}), which does not exist in project "p"; create it (kiln secret create cache) or change the profile`),
+			}},
 		{name: "no published version", spec: simSpec(func(s *v1.ClusterSpec) { s.Profile = v1.ProfileRef{Name: "drafts"} }),
 			want: []v1.Error{invalid("spec.profile.version", `profile "drafts" has no published version; publish one (kiln profile publish drafts:VERSION) or name a version`)}},
 		{name: "unknown region", spec: simSpec(func(s *v1.ClusterSpec) { s.Region = "mars-1" }),
