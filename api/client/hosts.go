@@ -66,3 +66,11 @@ func (c *Client) ResumeCluster(ctx context.Context, project, name string) (*v1.C
 func (c *Client) ReconcileCluster(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
 	return c.clusterAction(ctx, project, name, "reconcile")
 }
+
+// RotateCertificates begins a rotate-certificates operation (POST
+// .../rotate-certificates): every node gets new Kubernetes certificates of
+// the cluster CA, one node at a time. It returns the cluster and the
+// operation's id.
+func (c *Client) RotateCertificates(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
+	return c.clusterAction(ctx, project, name, "rotate-certificates")
+}

@@ -53,6 +53,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterEventsCommand(),
 		a.clusterSetProfileCommand(),
 		a.clusterReconcileCommand(),
+		a.clusterRotateCertsCommand(),
 	)
 	return cmd
 }

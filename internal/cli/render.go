@@ -241,6 +241,13 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	fmt.Fprintf(tw, "Node approval:\t%s\n", orDash(s.NodeApproval))
 	fmt.Fprintf(tw, "Labels:\t%s\n", labels(s.Labels))
 	fmt.Fprintf(tw, "Nodes ready:\t%d\n", c.Status.Nodes.Ready)
+	if cs := c.Status.Certificates; cs != nil {
+		renewal := orDash(s.CertificateRenewal)
+		if renewal == "-" {
+			renewal = v1.CertificateRenewalAuto
+		}
+		fmt.Fprintf(tw, "Certificates:\tfirst to expire: %s's, %s (renewal %s)\n", cs.Of, timestamp(cs.NotAfter), renewal)
+	}
 	fmt.Fprintf(tw, "Created:\t%s (%s ago)\n", timestamp(c.Status.CreatedAt), age(c.Status.CreatedAt, now))
 	if e := c.Status.LastError; e != nil && e.Code != "" {
 		fmt.Fprintf(tw, "Last error:\t%s: %s (step %s, retryable %t)\n", e.Code, e.Message, orDash(e.Step), e.Retryable)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -9,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/certcheck"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/elastic"
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
@@ -29,6 +32,7 @@ type backend struct {
 	checker    *health.Checker
 	autoscaler *elastic.Controller
 	profiles   *profilecheck.Loop
+	certs      *certcheck.Loop
 	pruner     *retention.Pruner
 	stop       context.CancelFunc // set by run
 	done       chan error         // each part's Run returns here
@@ -39,7 +43,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
 	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
 		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
-		Packs: applier})
+		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL})
 	b := &backend{}
 	b.worker = worker.New(worker.Options{
 		Store:        d.Store,
@@ -119,6 +123,28 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Interval: d.cfg.ProfileCheckInterval,
 		Logger:   d.log.With("part", "profile-check"),
 	})
+	b.certs = certcheck.New(certcheck.Options{
+		Store:   d.Store,
+		Watched: func(name string) bool { return usesAgents(providers, name) },
+		Steps:   plan.PendingSteps,
+		TTL: func(cl *store.Cluster) time.Duration {
+			if d.cfg.ComponentCertTTL > 0 {
+				return d.cfg.ComponentCertTTL
+			}
+			return time.Duration(max(cl.Spec.CertificateTTLDays, 1)) * 24 * time.Hour
+		},
+		CA: func(ctx context.Context, k store.Key) (*x509.Certificate, error) {
+			ca, err := gateway.LoadCA(ctx, d.Store, k)
+			if err != nil {
+				return nil, err
+			}
+			return ca.Certificate(), nil
+		},
+		Started:  func(*store.Operation) { b.worker.Wake() },
+		Warn:     d.cfg.CertExpiryWarning,
+		Interval: d.cfg.CertCheckInterval,
+		Logger:   d.log.With("part", "cert-check"),
+	})
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
 	return b
@@ -129,12 +155,13 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 5)
+	b.done = make(chan error, 6)
 	go func() { b.done <- b.worker.Run(wctx) }()
 	go func() { b.done <- b.checker.Run(wctx) }()
 	go func() { b.done <- b.autoscaler.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
 	go func() { b.done <- b.profiles.Run(wctx) }()
+	go func() { b.done <- b.certs.Run(wctx) }()
 }
 
 // drain stops the parts and waits for them: the worker stops claiming, and
@@ -142,7 +169,7 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range 5 { // the worker, the health checker, the autoscaler, the pruner and the profile check
+	for range cap(b.done) { // the worker, the health checker, the autoscaler, the pruner, the profile and certificate checks
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}

@@ -149,6 +149,15 @@ type Config struct {
 	// of every cluster with a profile applied (profilecheck).
 	ProfileCheckInterval time.Duration
 	AutoscaleCooldown    time.Duration
+	// CertCheckInterval is how often the backend looks at every cluster's
+	// certificates, CertExpiryWarning how long before an expiry it warns
+	// (certcheck); defaults certcheck.DefaultInterval and DefaultWarn.
+	CertCheckInterval time.Duration
+	CertExpiryWarning time.Duration
+	// ComponentCertTTL, when set, is the lifetime of the Kubernetes
+	// certificates of every node install, instead of each cluster's
+	// certificateTTLDays: a test setting (plan.Options).
+	ComponentCertTTL time.Duration
 	// Retention is how long the backend keeps events, audit entries and
 	// the records of expired or revoked tokens (internal/retention); a zero
 	// field keeps that kind forever. DefaultRetention is kilnd's default.
@@ -551,8 +560,14 @@ func Run(ctx context.Context, cfg Config) error {
 // named provider: machines Kiln makes, that run agents (not the sim's,
 // which send no heartbeats, nor the hosts users bring).
 func replaceable(providers provider.Registry, name string) bool {
+	return !providers.HostsJoin(name) && usesAgents(providers, name)
+}
+
+// usesAgents reports whether the machines of provider name run agents that
+// install Kubernetes (hosts users bring do; sim's machines do not).
+func usesAgents(providers provider.Registry, name string) bool {
 	p, ok := providers[name]
-	if !ok || providers.HostsJoin(name) {
+	if !ok {
 		return false
 	}
 	a, ok := p.(interface{ Agentless() bool })

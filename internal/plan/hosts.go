@@ -114,7 +114,8 @@ func (x *run) resetNodes(ctx context.Context) error {
 	g.SetLimit(machineParallelism)
 	for _, name := range installed {
 		g.Go(func() error {
-			return x.order(gctx, nodes[name], v1.InstructionReset, "tearing Kubernetes down", nil)
+			_, err := x.order(gctx, nodes[name], v1.InstructionReset, "tearing Kubernetes down", nil)
+			return err
 		})
 	}
 	return g.Wait()

@@ -166,15 +166,16 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 		Proxy:                 spec.Proxy,
 		Containers:            spec.Distribution == v1.DistroKiln,
 		ControlPlane:          members,
-		CertificateTTL:        time.Duration(max(spec.CertificateTTLDays, 1)) * 24 * time.Hour,
+		CertificateTTL:        x.certificateTTL(),
 	}, nil
 }
 
 func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
 
-// instruct has node install Kubernetes in the role b says.
+// instruct has node install Kubernetes in the role b says, then records
+// on the node when the certificates it installed expire.
 func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInput) error {
-	return x.order(ctx, node, v1.InstructionInstall, "installing "+b.Node.Role, func() (json.RawMessage, error) {
+	in, err := x.order(ctx, node, v1.InstructionInstall, "installing "+b.Node.Role, func() (json.RawMessage, error) {
 		params, err := distro.BuildInstall(b)
 		if err != nil {
 			return nil, failure.Terminal(v1.CodeInternal, "build the install of node %s: %v", node.Name, err)
@@ -185,35 +186,47 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 		}
 		return raw, nil
 	})
+	if err != nil {
+		return err
+	}
+	var p distro.InstallParams
+	if err := json.Unmarshal(in.Params, &p); err != nil || p.CertificatesNotAfter.IsZero() {
+		return nil // params of an older kilnd: no expiry to record
+	}
+	return x.updateNode(ctx, node.Name, func(n *store.Node) {
+		t := p.CertificatesNotAfter.UTC()
+		n.CertificatesExpireAt = &t
+	})
 }
 
 // order issues one instruction of kind to node, once per step attempt
 // that needs it (an instruction a crashed worker already issued is awaited,
 // not issued again; a failed one is issued anew), and waits for its result.
 // The node is PROVISIONING while it runs, with doing as its message; params
-// builds the instruction's params (nil for none).
-func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error)) error {
+// builds the instruction's params (nil for none). It returns the
+// instruction that succeeded.
+func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
 	k := x.cl.Key()
 	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, x.step, node.Name)
 	latest, n, err := x.latestInstruction(ctx, node.Name, prefix)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if latest == nil || (latest.Result != nil && latest.Result.State != v1.StepSucceeded) {
 		var raw json.RawMessage
 		if params != nil {
 			if raw, err = params(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		latest = &store.Instruction{Project: k.Project, Cluster: k.Name, Node: node.Name,
 			Instruction: v1.Instruction{ID: prefix + strconv.Itoa(n+1), Kind: kind, Params: raw}}
 		x.log.Info("instructing node", "node", node.Name, "kind", kind, "instruction", latest.ID)
 		if err := x.instructions.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("issue %s instruction to node %s: %w", kind, node.Name, err)
+			return nil, fmt.Errorf("issue %s instruction to node %s: %w", kind, node.Name, err)
 		}
 		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, doing); err != nil {
-			return err
+			return nil, err
 		}
 		if x.r.opts.Agents != nil {
 			x.r.opts.Agents.Notify(k, node.Name)
@@ -221,19 +234,19 @@ func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, p
 	}
 	res, err := x.awaitResult(ctx, latest.ID, node.Name, kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.State == v1.StepSucceeded {
-		return nil
+		return latest, nil
 	}
 	msg := fmt.Sprintf("node %s: %s failed: %s", node.Name, kind, res.Message)
 	if res.Retryable {
 		// The node stays PROVISIONING: the step's next attempt instructs it again.
 		_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, kind+" failed, retrying: "+res.Message)
-		return failure.Retryable(v1.CodeProviderError, nil, "%s", msg)
+		return nil, failure.Retryable(v1.CodeProviderError, nil, "%s", msg)
 	}
 	_ = x.setNodeState(ctx, node.Name, v1.NodeFailed, res.Message)
-	return failure.Terminal(v1.CodeProviderError, "%s", msg)
+	return nil, failure.Terminal(v1.CodeProviderError, "%s", msg)
 }
 
 // latestInstruction finds the node's instruction with prefix and the
@@ -374,12 +387,18 @@ func (x *run) showProgress(ctx context.Context, node, what string) {
 
 // setNodeState writes a node's state and message, conditional on its etag.
 func (x *run) setNodeState(ctx context.Context, name, state, msg string) error {
+	return x.updateNode(ctx, name, func(n *store.Node) { n.State, n.Message = state, msg })
+}
+
+// updateNode changes node name's record with change, read again and
+// changed again when another writer got there first.
+func (x *run) updateNode(ctx context.Context, name string, change func(*store.Node)) error {
 	for range 3 {
 		n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), name)
 		if err != nil {
 			return err
 		}
-		n.State, n.Message = state, msg
+		change(n)
 		err = x.nodeRecords.PutNode(ctx, n, store.Cond{IfMatch: n.ETag, Fence: &x.fence})
 		if !errors.Is(err, store.ErrPreconditionFailed) {
 			return err

@@ -165,7 +165,7 @@ func (x *run) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *st
 // instructKubeadm has node run its kubeadm plan.
 func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.Input) error {
 	doing := "installing " + in.Node.Role + " with kubeadm"
-	return x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
+	_, err := x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
 		p, err := kubeadm.Build(in)
 		var fe *kubeadm.FieldError
 		if errors.As(err, &fe) {
@@ -177,4 +177,5 @@ func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.
 		}
 		return json.Marshal(p)
 	})
+	return err
 }

@@ -132,13 +132,15 @@ var (
 	hostCreateSteps = []string{StepValidateDynamic, StepEnsureClusterPKI}
 	// hostUpdateSteps checks a changed spec; nothing else follows a spec.
 	hostUpdateSteps = []string{StepValidateDynamic}
-	// hostProvisionSteps installs Kubernetes on the configured hosts.
+	// hostProvisionSteps installs Kubernetes on the configured hosts, then
+	// the cluster's profile.
 	hostProvisionSteps = []string{
 		StepValidateDynamic,
 		StepCheckNodeConfiguration,
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,
+		StepApplyProfile,
 	}
 	// hostResetSteps tears Kubernetes down on every host and removes the
 	// hosts from the cluster; the cluster, its settings and its activation
@@ -168,6 +170,8 @@ func StepsFor(kind string, hosts bool) []string {
 		s = hostResetSteps
 	case v1.KindDelete:
 		s = hostDeleteSteps
+	case v1.KindReconcile, v1.KindRotateCertificates:
+		return Steps(kind) // as for machines Kiln makes
 	default:
 		return nil
 	}
@@ -196,6 +200,8 @@ func Steps(kind string) []string {
 		s = resumeSteps
 	case v1.KindReconcile:
 		s = reconcileSteps
+	case v1.KindRotateCertificates:
+		s = rotateCertificatesSteps
 	default:
 		return nil
 	}

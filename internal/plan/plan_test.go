@@ -70,6 +70,8 @@ func TestSteps(t *testing.T) {
 			"delete-load-balancer",
 			"delete-network",
 		}},
+		{name: "reconcile", kind: v1.KindReconcile, want: []string{"apply-profile"}},
+		{name: "rotate-certificates", kind: v1.KindRotateCertificates, want: []string{"renew-certificates"}},
 		{name: "unknown", kind: "reboot", want: nil},
 	}
 	for _, tt := range tests {
@@ -89,9 +91,11 @@ func TestStepsForHosts(t *testing.T) {
 	}{
 		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
 		{v1.KindUpdate, []string{"validate-dynamic"}},
-		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "apply-profile"}},
 		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
+		{v1.KindReconcile, []string{"apply-profile"}},
+		{v1.KindRotateCertificates, []string{"renew-certificates"}},
 		{"reboot", nil},
 	}
 	for _, tt := range tests {

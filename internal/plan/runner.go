@@ -46,6 +46,11 @@ type Options struct {
 	// NodeTimeout bounds how long a step waits for nodes to reach a state
 	// before it fails with a retryable Timeout. Default 20m.
 	NodeTimeout time.Duration
+	// ComponentCertificateTTL, when set, is the lifetime of the Kubernetes
+	// certificates node installs issue, instead of the cluster's
+	// spec.certificateTTLDays: a test setting (kilnd
+	// --component-cert-ttl), for certificates that expire in minutes.
+	ComponentCertificateTTL time.Duration
 	// AgentLost is how long a step waiting for an instruction's result
 	// lets the node's agent go without a heartbeat before it fails,
 	// retryable, naming the node and what it was doing. Default 30s (six

@@ -43,6 +43,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
 		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
 		StepApplyProfile:               x.applyProfile,
+		StepRenewCertificates:          x.renewCertificates,
 	}[name]
 }
 

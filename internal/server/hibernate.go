@@ -47,6 +47,29 @@ func (s *Server) resumeCluster(w http.ResponseWriter, r *http.Request) error {
 		})
 }
 
+// rotateCertificates begins a rotate-certificates operation (POST
+// .../clusters/{c}/rotate-certificates, no body): every node installs
+// again with new certificates of the cluster CA, one at a time. 409 for a
+// cluster whose nodes run no Kubernetes Kiln installs (sim's, kubeadm's),
+// or whose last operation did not succeed.
+func (s *Server) rotateCertificates(w http.ResponseWriter, r *http.Request) error {
+	return s.clusterAction(w, r, v1.KindRotateCertificates, func(cl *store.Cluster) error {
+		if a, ok := s.providers[cl.Spec.Provider].(interface{ Agentless() bool }); ok && a.Agentless() {
+			return conflict(clusterRef(r), "cluster", "the %s provider's clusters run no Kubernetes: they have no certificates to rotate", cl.Spec.Provider)
+		}
+		if cl.Spec.Distribution == v1.DistroKubeadm {
+			return conflict(clusterRef(r), "cluster",
+				"the kubeadm distribution's certificates are kubeadm's: renew them on each control-plane node with kubeadm certs renew all")
+		}
+		return nil
+	}, func(_ context.Context, cl *store.Cluster) error {
+		if st := cl.Status.ProvisioningState; st != v1.StateSucceeded {
+			return conflict(clusterRef(r), "cluster", "is %s: only a cluster whose last operation succeeded has its certificates rotated; retry or change it first", st)
+		}
+		return nil
+	})
+}
+
 // reconcileCluster begins a reconcile operation (POST
 // .../clusters/{c}/reconcile, no body): every pack of the cluster's
 // profile applied again, so that what was changed or deleted by hand is

@@ -72,7 +72,7 @@ func TestProvisionAndReset(t *testing.T) {
 	}
 	var op v1.Operation
 	h.must(http.StatusOK, "GET", opPath, "").decode(t, &op)
-	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 5 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
+	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 6 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
 		t.Errorf("provision operation = %+v", op.Properties)
 	}
 	// Provision twice, or reset while it runs: refused, naming it.

@@ -117,3 +117,21 @@ func TestJobs(t *testing.T) {
 		t.Errorf("logs of a pending job: %+v", e)
 	}
 }
+
+// A sim cluster's certificates are not rotated: it runs no Kubernetes; the
+// refusal names why and begins nothing.
+func TestRotateCertificatesRefusesSim(t *testing.T) {
+	h := newHarness(t, withPlan)
+	h.backend(sim.New())
+	h.project("p")
+	_, opID := h.createCluster("p", "c", simBody)
+	h.await(opID)
+	e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/rotate-certificates", "").errorBody(t)
+	if !strings.Contains(e.Message, "run no Kubernetes") {
+		t.Errorf("rotate-certificates of a sim cluster: %+v", e)
+	}
+	if got := h.cluster("p", "c"); got.Status.CurrentOperation != opID {
+		t.Errorf("an operation began: %s", got.Status.CurrentOperation)
+	}
+	h.must(http.StatusBadRequest, "POST", "/v1/projects/p/clusters/c/rotate-certificates", `{"ca": true}`)
+}

@@ -188,6 +188,9 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	if spec.CertificateTTLDays < MinCertificateTTLDays || spec.CertificateTTLDays > MaxCertificateTTLDays {
 		e.invalid("spec.certificateTTLDays", "%d must be between %d and %d", spec.CertificateTTLDays, MinCertificateTTLDays, MaxCertificateTTLDays)
 	}
+	if r := spec.CertificateRenewal; r != "" && r != v1.CertificateRenewalAuto && r != v1.CertificateRenewalManual {
+		e.invalid("spec.certificateRenewal", "%q must be %s or %s", r, v1.CertificateRenewalAuto, v1.CertificateRenewalManual)
+	}
 	e.labels("spec.labels", spec.Labels)
 	if is := spec.IdleStop; is != nil {
 		d, err := time.ParseDuration(is.After)

@@ -81,7 +81,7 @@ func BuildInstall(in BuildInput) (InstallParams, error) {
 		PodCIDR:           in.PodCIDR,
 		Files:             map[string]string{FileCA: string(in.CA.CertPEM())},
 	}
-	b := builder{in: in, files: p.Files}
+	b := builder{in: in, files: p.Files, notAfter: &p.CertificatesNotAfter}
 	if pr := in.Proxy; pr != nil {
 		endpointHost, _, _ := net.SplitHostPort(in.Endpoint)
 		p.Proxy = &distro.ProxyEnv{HTTP: pr.HTTPProxy, HTTPS: pr.HTTPSProxy, NoProxy: distro.MergeNoProxy(
@@ -121,6 +121,20 @@ func BuildInstall(in BuildInput) (InstallParams, error) {
 type builder struct {
 	in    BuildInput
 	files map[string]string
+	// notAfter is the earliest expiry of the certificates issued so far.
+	notAfter *time.Time
+}
+
+// issued notes the expiry of a certificate the builder issued.
+func (b builder) issued(certPEM []byte) error {
+	c, err := pki.ParseCertificate(certPEM)
+	if err != nil {
+		return err
+	}
+	if b.notAfter.IsZero() || c.NotAfter.Before(*b.notAfter) {
+		*b.notAfter = c.NotAfter
+	}
+	return nil
 }
 
 func (b builder) controlPlane() (*ControlPlaneParams, error) {
@@ -230,6 +244,9 @@ func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {
 func (b builder) issueBy(ca *pki.CA, certFile, keyFile string, req pki.CertRequest) error {
 	req.ValidFor, req.Now = b.in.CertificateTTL, b.in.Now
 	cert, key, err := ca.Issue(req)
+	if err == nil {
+		err = b.issued(cert)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", certFile, err)
 	}
@@ -240,6 +257,9 @@ func (b builder) issueBy(ca *pki.CA, certFile, keyFile string, req pki.CertReque
 func (b builder) kubeconfig(file, server string, req pki.CertRequest) error {
 	req.ValidFor, req.Now = b.in.CertificateTTL, b.in.Now
 	cert, key, err := b.in.CA.Issue(req)
+	if err == nil {
+		err = b.issued(cert)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}

@@ -115,6 +115,9 @@ func TestBuildInstall(t *testing.T) {
 			for file, want := range tt.certs {
 				checkCert(t, ca, file, []byte(p.Files[file]), want)
 			}
+			if want := localtest.Now.Add(30 * 24 * time.Hour); !p.CertificatesNotAfter.Equal(want) {
+				t.Errorf("certificatesNotAfter = %s, want %s (now + the TTL)", p.CertificatesNotAfter, want)
+			}
 			// Every node's kubelet is system:node:NAME against the endpoint.
 			checkKubeconfig(t, ca, p.Files[local.FileKubeletConf], "https://127.0.0.1:24443",
 				wantCert{cn: "system:node:" + tt.node.Name, org: []string{pki.GroupNodes}, usage: pki.UsageClient})

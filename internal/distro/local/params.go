@@ -26,6 +26,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"kiln.dev/kiln/internal/distro"
 
@@ -127,6 +128,10 @@ type InstallParams struct {
 	Containers *ContainerParams `json:"containers,omitempty"`
 	// Files are the node's files, path (relative to its root) -> content.
 	Files map[string]string `json:"files"`
+	// CertificatesNotAfter is when the first of the certificates in Files
+	// that BuildInstall issued expires (CA certificates not counted): the
+	// node's certificates are to be renewed before it. The node ignores it.
+	CertificatesNotAfter time.Time `json:"certificatesNotAfter,omitzero"`
 }
 
 // ContainerParams say how a node that runs containers is set up besides

@@ -1,0 +1,227 @@
+// Package certcheck is the backend's periodic look at the certificates of
+// every cluster whose nodes Kiln installs: status.certificates (the nearest
+// expiry, and whose it is), the CertificatesExpiring condition, and a
+// rotate-certificates operation begun before the nodes' certificates expire
+// (unless the cluster's spec.certificateRenewal is "manual").
+package certcheck
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultInterval = time.Hour
+	// DefaultWarn is how long before an expiry the condition warns.
+	DefaultWarn = 30 * 24 * time.Hour
+)
+
+// Store is what the check reads and writes.
+type Store interface {
+	store.ClusterLister
+	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
+	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// Options configure a Loop. Store, Watched, Steps, TTL and CA are
+// required.
+type Options struct {
+	Store Store
+	// CA is the cluster CA's certificate (gateway.LoadCA); an error that
+	// wraps store.ErrNotFound when the cluster has none.
+	CA func(ctx context.Context, k store.Key) (*x509.Certificate, error)
+	// Watched reports whether Kiln installs the nodes of a provider's
+	// clusters (not sim's, which run no Kubernetes).
+	Watched func(provider string) bool
+	// Steps are the pending steps of an operation kind (plan.PendingSteps).
+	Steps func(kind string) []v1.Step
+	// TTL is the lifetime of the certificates a cluster's node installs
+	// issue (spec.certificateTTLDays, or a test setting): renewal begins
+	// when a third of it is left, or Warn, whichever is sooner.
+	TTL func(cl *store.Cluster) time.Duration
+	// Started is called with an operation the Loop began (to wake the
+	// worker); optional.
+	Started  func(*store.Operation)
+	Warn     time.Duration // DefaultWarn when 0
+	Interval time.Duration // DefaultInterval when 0
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Loop runs the check.
+type Loop struct{ opts Options }
+
+// New returns a Loop with defaults filled in.
+func New(opts Options) *Loop {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Warn <= 0 {
+		opts.Warn = DefaultWarn
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Loop{opts: opts}
+}
+
+// Run checks every Interval until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	t := time.NewTicker(l.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := l.CheckAll(ctx); err != nil && ctx.Err() == nil {
+			l.opts.Logger.Warn("certificate check", "err", err)
+		}
+	}
+}
+
+// CheckAll checks every cluster once.
+func (l *Loop) CheckAll(ctx context.Context) error {
+	var errs []error
+	err := store.EachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error {
+		if err := l.Check(ctx, cl); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
+		}
+		return ctx.Err()
+	})
+	return errors.Join(append(errs, err)...)
+}
+
+// Check looks at one cluster as read (cl) and acts on what it finds.
+func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || !l.opts.Watched(cl.Spec.Provider) ||
+		cl.Spec.Distribution == v1.DistroKubeadm {
+		return nil
+	}
+	nearest, nodes, err := l.nearest(ctx, cl)
+	if err != nil || nearest == nil {
+		return err
+	}
+	now := l.opts.Now()
+	if nodes != nil && cl.Spec.CertificateRenewal != v1.CertificateRenewalManual {
+		renewAt := nodes.NotAfter.Add(-min(l.opts.Warn, l.opts.TTL(cl)/3))
+		if !now.Before(renewAt) {
+			return l.renew(ctx, cl, nodes, now)
+		}
+	}
+	return l.record(ctx, cl, nearest, now)
+}
+
+// nearest is the cluster's certificate that expires first (its nodes' or
+// its CA), and the first of its nodes'; nil when none is known.
+func (l *Loop) nearest(ctx context.Context, cl *store.Cluster) (all, nodes *v1.CertificatesStatus, err error) {
+	err = store.Each(func(pg store.Page) ([]*store.Node, string, error) { return l.opts.Store.ListNodes(ctx, cl.Key(), pg) },
+		func(n *store.Node) error {
+			if t := n.CertificatesExpireAt; t != nil && (nodes == nil || t.Before(nodes.NotAfter)) {
+				nodes = &v1.CertificatesStatus{NotAfter: *t, Of: "node " + n.Name}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	all = nodes
+	ca, err := l.opts.CA(ctx, cl.Key())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, nil, err
+	case all == nil || ca.NotAfter.Before(all.NotAfter):
+		all = &v1.CertificatesStatus{NotAfter: ca.NotAfter, Of: "the cluster CA"}
+	}
+	return all, nodes, nil
+}
+
+// record keeps status.certificates and the CertificatesExpiring condition,
+// writing only a change.
+func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.CertificatesStatus, now time.Time) error {
+	nearest.NotAfter = nearest.NotAfter.UTC().Truncate(time.Second)
+	want := v1.Condition{Type: v1.ConditionCertificatesExpiring, Status: "False", Reason: "Valid",
+		Message: fmt.Sprintf("the first certificate to expire is %s's, at %s", nearest.Of, nearest.NotAfter.Format(time.RFC3339))}
+	if left := nearest.NotAfter.Sub(now); left < l.opts.Warn {
+		want.Status, want.Reason = "True", "ExpiresSoon"
+		want.Message = fmt.Sprintf("%s's certificates expire at %s, in %s: ", nearest.Of, nearest.NotAfter.Format(time.RFC3339), left.Round(time.Minute))
+		if nearest.Of == "the cluster CA" {
+			want.Message += "a new cluster CA is needed (CA rotation is not built yet)"
+		} else {
+			want.Message += "renew them with kiln cluster rotate-certs " + cl.Name
+		}
+	}
+	conds, changed := v1.SetCondition(cl.Status.Conditions, want, now)
+	if !changed && cl.Status.Certificates != nil && *cl.Status.Certificates == *nearest {
+		return nil
+	}
+	next := *cl
+	next.Status.Conditions, next.Status.Certificates = conds, nearest
+	err := l.opts.Store.PutClusterStatus(ctx, &next, store.Cond{IfMatch: cl.ETag})
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
+		return nil // changed since it was read: the next check sees it as it is
+	}
+	if err != nil {
+		return fmt.Errorf("write status.certificates: %w", err)
+	}
+	if changed && want.Status == "True" {
+		l.event(ctx, cl, "Warning", "CertificatesExpiring", "", want.Message)
+	}
+	return nil
+}
+
+// renew begins a rotate-certificates operation, conditional on the cluster
+// being as read: a user's change wins over it.
+func (l *Loop) renew(ctx context.Context, cl *store.Cluster, nodes *v1.CertificatesStatus, now time.Time) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	next := *cl
+	next.Status.ProvisioningState = v1.StateUpdating
+	next.Status.FailedProvisioningState = ""
+	next.Status.CurrentOperation = id.String()
+	next.Status.UpdatedAt = now.UTC()
+	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindRotateCertificates,
+		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: l.opts.Steps(v1.KindRotateCertificates)}
+	err = l.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
+	var conflict *store.ConflictError
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("begin certificate renewal: %w", err)
+	}
+	msg := fmt.Sprintf("%s's certificates expire at %s: renewing every node's (operation %s)",
+		nodes.Of, nodes.NotAfter.UTC().Format(time.RFC3339), op.ID)
+	l.opts.Logger.Info("certificate check: renewing", "cluster", cl.Key().String(), "operation", op.ID, "first", nodes.Of)
+	l.event(ctx, cl, "Normal", "CertificatesRenewing", op.ID, msg)
+	if l.opts.Started != nil {
+		l.opts.Started(op)
+	}
+	return nil
+}
+
+func (l *Loop) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
+	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
+	if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
+		l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
+	}
+}

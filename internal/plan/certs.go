@@ -1,0 +1,98 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+)
+
+// StepRenewCertificates installs every node again with new certificates.
+const StepRenewCertificates = "renew-certificates"
+
+// rotateCertificatesSteps renew the Kubernetes certificates of every node
+// (kiln cluster rotate-certs, or the certificate check before they
+// expire).
+var rotateCertificatesSteps = []string{StepRenewCertificates}
+
+// renewCertificates gives every node new certificates of the cluster CA,
+// one node at a time, control plane first: the node installs again (its
+// components restart on the new files; etcd keeps its data and membership)
+// and the next starts only once Kubernetes reports it Ready. Behind the
+// load balancer the API stays up while the other control-plane nodes
+// serve. A node renewed since the operation began is not renewed again, so
+// a retry resumes at the node that failed.
+func (x *run) renewCertificates(ctx context.Context) error {
+	if !x.usesAgents() {
+		return skipped("the %s provider's machines run no Kubernetes: there are no certificates to renew", x.cl.Spec.Provider)
+	}
+	if x.usesKubeadm() {
+		return failure.Terminal(v1.CodeInvalidParameter,
+			"the certificates of the kubeadm distribution's nodes are kubeadm's: renew them on each control-plane node with kubeadm certs renew all")
+	}
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return err
+	}
+	workers, err := x.workerTargets(ctx)
+	if err != nil {
+		return err
+	}
+	install, err := x.installer(ctx)
+	if err != nil {
+		return err
+	}
+	var renewed []string
+	for _, group := range [][]provider.MachineSpec{cps, workers} {
+		for i, m := range group {
+			if x.canceling() {
+				return errCancelRequested
+			}
+			n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", m.Name, err)
+			}
+			if renewedSince(n.CertificatesExpireAt, x.op.StartTime, x.certificateTTL()) {
+				continue
+			}
+			x.showProgress(ctx, m.Name, "renewing certificates")
+			if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, "renewing certificates"); err != nil {
+				return err
+			}
+			if err := install(ctx, i, m); err != nil {
+				return err
+			}
+			if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
+				return err
+			}
+			x.showProgress(ctx, m.Name, "certificates renewed")
+			renewed = append(renewed, m.Name)
+		}
+	}
+	if len(renewed) == 0 {
+		return skipped("every node's certificates were renewed by this operation already")
+	}
+	x.event(ctx, "Normal", "CertificatesRenewed", fmt.Sprintf("certificates renewed, one node at a time: %s", strings.Join(renewed, ", ")))
+	x.note = fmt.Sprintf("renewed the certificates of %d node(s): %s", len(renewed), strings.Join(renewed, ", "))
+	return nil
+}
+
+// renewedSince reports whether certificates that expire at notAfter, with a
+// lifetime of ttl, were issued after start.
+func renewedSince(notAfter *time.Time, start time.Time, ttl time.Duration) bool {
+	return notAfter != nil && notAfter.Add(-ttl).After(start)
+}
+
+// certificateTTL is the lifetime of the node certificates the cluster's
+// installs issue: spec.certificateTTLDays, or the runner's
+// ComponentCertificateTTL when set (a test setting).
+func (x *run) certificateTTL() time.Duration {
+	if d := x.r.opts.ComponentCertificateTTL; d > 0 {
+		return d
+	}
+	return time.Duration(max(x.cl.Spec.CertificateTTLDays, 1)) * 24 * time.Hour
+}
