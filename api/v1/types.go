@@ -543,6 +543,26 @@ const (
 	CertificateRenewalManual = "manual"
 )
 
+// Diagnostics describes a diagnostics bundle: a tar.gz of what Kiln knows
+// of a cluster at one time (the operation and its events, each node's
+// facts, prechecks and log, and what the cluster's API answers), secrets
+// stripped. GET /v1/diagnostics/{id}/bundle downloads it.
+type Diagnostics struct {
+	ID string `json:"id"`
+	// Cluster is the cluster's id (/v1/projects/p/clusters/c).
+	Cluster string `json:"cluster"`
+	// Operation is the operation it was gathered for (a failed one, or the
+	// cluster's current one when requested).
+	Operation string `json:"operation,omitempty"`
+	// Reason says why it was gathered: the operation failed, or who asked.
+	Reason string `json:"reason"`
+	// Files are the bundle's files, in order.
+	Files     []string  `json:"files"`
+	Size      int64     `json:"size"`
+	SHA256    string    `json:"sha256"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // CertificatesStatus is status.certificates: the cluster's certificate
 // that expires first, of its nodes' Kubernetes certificates and its CA.
 type CertificatesStatus struct {

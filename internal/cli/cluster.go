@@ -54,6 +54,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterSetProfileCommand(),
 		a.clusterReconcileCommand(),
 		a.clusterRotateCertsCommand(),
+		a.clusterDiagnoseCommand(),
 	)
 	return cmd
 }

@@ -138,6 +138,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 		a.imageCommand(),
 		a.profileCommand(),
 		a.chartCommand(),
+		a.diagnosticsCommand(),
 	)
 	return root
 }

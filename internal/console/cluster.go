@@ -31,6 +31,9 @@ type clusterView struct {
 	// Upgrades are the versions the upgrade form offers (operators, the
 	// overview only): the API's answer, clusterUpgrades.
 	Upgrades *v1.ClusterUpgrades
+	// Diagnostics are the cluster's diagnostics bundles, newest first: a
+	// failed operation links its own.
+	Diagnostics []v1.Diagnostics
 }
 
 // poolRow is a worker pool with its nodes now.
@@ -77,6 +80,9 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, 
 	if cur >= 0 {
 		v.Current = &ops[cur]
 		v.Past = append(ops[:cur:cur], ops[cur+1:]...)
+	}
+	if v.Diagnostics, err = api.ListDiagnostics(ctx, project, name); err != nil {
+		return nil, err
 	}
 	events, err := api.ListEvents(ctx, project, name)
 	if err != nil {
@@ -335,6 +341,13 @@ func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *sessi
 func (c *Console) kubeconfig(w http.ResponseWriter, r *http.Request, s *session) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+"/kubeconfig", nil)
+}
+
+// diagnosticsBundle downloads a diagnostics bundle (a tar.gz).
+func (c *Console) diagnosticsBundle(w http.ResponseWriter, r *http.Request, s *session) error {
+	project, name := r.PathValue("project"), r.PathValue("cluster")
+	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+
+		"/diagnostics/"+url.PathEscape(r.PathValue("diagnostics"))+"/bundle", nil)
 }
 
 // poolRows are the worker pools with how many of nodes are each's, and

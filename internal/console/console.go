@@ -141,6 +141,7 @@ func (c *Console) routes() http.Handler {
 	h("GET "+clusterPath, c.clusterPage)
 	h("GET "+clusterPath+"/live", c.clusterLive)
 	h("GET "+clusterPath+"/kubeconfig", c.kubeconfig)
+	h("GET "+clusterPath+"/diagnostics/{diagnostics}", c.diagnosticsBundle)
 	h("GET "+clusterPath+"/installer", c.installerPage)
 	h("GET "+clusterPath+"/installer/download", c.installerDownload)
 	h("POST "+clusterPath+"/activation/reissue", c.reissueActivation)

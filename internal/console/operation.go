@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -24,6 +25,11 @@ type operationView struct {
 	Rows    []stepRow
 	// Timeline draws the steps this operation ran itself.
 	Timeline timeline
+	// Diagnostics is the diagnostics bundle gathered for the operation
+	// (the newest, when several), and DiagnosticsURL where the console
+	// downloads it; nil when there is none.
+	Diagnostics    *v1.Diagnostics
+	DiagnosticsURL string
 }
 
 // opRef names another operation of the cluster as a person does.
@@ -64,6 +70,13 @@ func (v *clusterView) PastOps() []*operationView {
 // viewOf makes op's view; now is where a running step's bar ends.
 func (v *clusterView) viewOf(op *v1.Operation, now time.Time) *operationView {
 	ov := &operationView{Operation: *op, Label: opLabel(op, false)}
+	for i := range v.Diagnostics { // newest first
+		if d := &v.Diagnostics[i]; d.Operation != "" && client.OperationID(d.Operation) == client.OperationID(op.ID) {
+			ov.Diagnostics = d
+			ov.DiagnosticsURL = clusterURL(v.Project, v.Cluster.Name) + "/diagnostics/" + url.PathEscape(d.ID)
+			break
+		}
+	}
 	if id := op.Properties.RetryOf; id != "" {
 		ref := v.ref(id)
 		ov.Retried = &ref

@@ -298,3 +298,33 @@ func text(n *html.Node) string {
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
 }
+
+// A failed operation links the diagnostics bundle gathered for it, and the
+// link downloads the bundle.
+func TestFailedOperationLinksDiagnostics(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	b.login(ownerToken)
+	create, _ := e.history("c1")
+	bundle := []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0}
+	d := &store.Diagnostics{Project: "default", Cluster: "c1", Diagnostics: v1.Diagnostics{ID: "01a21000-0000-7000-8000-0000000000d1",
+		Cluster: "/v1/projects/default/clusters/c1", Operation: create.ID, Reason: "create operation failed", Size: int64(len(bundle)), CreatedAt: t0}}
+	if err := e.store.PutDiagnostics(t.Context(), d, bundle); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/projects/default/clusters/c1")
+	if p.status != http.StatusOK {
+		t.Fatalf("cluster page: %d %s", p.status, p.body)
+	}
+	past := find(p.doc(t), "details", "id", "op-"+create.ID)
+	link := find(past, "a", "download", "")
+	want := "/projects/default/clusters/c1/diagnostics/" + d.ID
+	if link == nil || attr(link, "href") != want {
+		t.Fatalf("the failed create links no diagnostics bundle at %s: %q", want, text(past))
+	}
+	got := b.get(want)
+	if got.status != http.StatusOK || got.header.Get("Content-Type") != "application/gzip" ||
+		!strings.Contains(got.header.Get("Content-Disposition"), "diagnostics-"+d.ID+".tar.gz") || got.body != string(bundle) {
+		t.Errorf("download: %d %q %q %q", got.status, got.header.Get("Content-Type"), got.header.Get("Content-Disposition"), got.body)
+	}
+}

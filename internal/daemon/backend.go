@@ -11,6 +11,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/gateway"
@@ -43,7 +44,14 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
 	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
 		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
-		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL})
+		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL,
+		Diagnose: func(ctx context.Context, cl *store.Cluster, opID, reason string, kube plan.KubeReader) (string, error) {
+			got, err := diagnose.Gather(ctx, d.Store, diagnose.Request{Cluster: cl, Operation: opID, Reason: reason, Kube: kube})
+			if err != nil {
+				return "", err
+			}
+			return got.ID, nil
+		}})
 	b := &backend{}
 	b.worker = worker.New(worker.Options{
 		Store:        d.Store,
@@ -191,6 +199,23 @@ type noCharts struct{}
 
 func (noCharts) Chart(context.Context, string, string, string) ([]byte, error) {
 	return nil, errors.New("this kilnd runs as --role backend, which has no registry to read charts from; run chart packs' clusters with a process of role all")
+}
+
+// diagnoseNow gathers a diagnostics bundle of cl (kiln cluster diagnose),
+// with its Kubernetes API when it has an endpoint, for its current or last
+// operation.
+func (d *Daemon) diagnoseNow(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error) {
+	r := diagnose.Request{Cluster: cl, Operation: cl.Status.CurrentOperation, Reason: reason}
+	if cl.Status.Endpoint != "" {
+		kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:diagnostics")
+		if err == nil {
+			defer kc.Close()
+			r.Kube = kc
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	return diagnose.Gather(ctx, d.Store, r)
 }
 
 // withKube calls f with a client of the cluster's Kubernetes API, as user,

@@ -73,6 +73,7 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		},
 		Providers:    providers,
 		Installer:    server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
+		Diagnose:     d.diagnoseNow,
 		RateLimit:    d.cfg.RateLimit,
 		MaxInFlight:  d.cfg.MaxInFlight,
 		PollInterval: d.cfg.Poll,

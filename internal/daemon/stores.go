@@ -3,6 +3,7 @@ package daemon
 import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
@@ -41,6 +42,7 @@ var (
 	_ dynamic.Store         = store.Store(nil)
 	_ health.Store          = store.Store(nil)
 	_ certcheck.Store       = store.Store(nil)
+	_ diagnose.Store        = store.Store(nil)
 	_ retention.Store       = store.Store(nil)
 
 	// The agent gateway's needs go beyond store.Store (it updates cluster

@@ -55,7 +55,61 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 		}
 		return fmt.Errorf("finish failed operation: %w", err)
 	}
+	x.diagnose(ctx, msg)
 	return nil
+}
+
+// KubeReader reads a cluster's API (kubeapi.Client's Get).
+type KubeReader interface {
+	Get(ctx context.Context, path string) ([]byte, error)
+}
+
+// diagnoseTimeout bounds the gathering of a failed operation's bundle.
+const diagnoseTimeout = 45 * time.Second
+
+// diagnose has the failed operation's diagnostics bundle gathered, within
+// diagnoseTimeout, and says where it is in an event. A bundle that could
+// not be made is logged: the operation failed all the same.
+func (x *run) diagnose(ctx context.Context, reason string) {
+	if x.r.opts.Diagnose == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
+	defer cancel()
+	var kube KubeReader
+	if x.usesAgents() {
+		if endpoint := x.readEndpoint(ctx); endpoint != "" {
+			if kc, err := KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:diagnostics"); err == nil {
+				defer kc.Close()
+				kube = kc
+			}
+		}
+	}
+	id, err := x.r.opts.Diagnose(ctx, x.cl, x.op.ID, reason, kube)
+	if err != nil {
+		x.log.Warn("could not gather the failed operation's diagnostics", "err", err)
+		return
+	}
+	x.event(ctx, "Normal", "DiagnosticsGathered", fmt.Sprintf("diagnostics %s gathered for the failed %s operation: kiln diagnostics download %s", id, x.op.Kind, id))
+}
+
+// readEndpoint is the cluster's API endpoint as far as it can be known
+// without making anything: the one recorded, or else the first
+// control-plane machine's API server; "" when there is none.
+func (x *run) readEndpoint(ctx context.Context) string {
+	if x.cl.Status.Endpoint != "" {
+		return x.cl.Status.Endpoint
+	}
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return ""
+	}
+	for _, m := range ms {
+		if m.Role == v1.RoleControlPlane && m.Address != "" {
+			return net.JoinHostPort(m.Address, "6443")
+		}
+	}
+	return ""
 }
 
 // succeed ends the operation Succeeded with one FinishOperation; a delete

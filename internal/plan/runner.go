@@ -46,6 +46,10 @@ type Options struct {
 	// NodeTimeout bounds how long a step waits for nodes to reach a state
 	// before it fails with a retryable Timeout. Default 20m.
 	NodeTimeout time.Duration
+	// Diagnose, when set, gathers and keeps a diagnostics bundle of a
+	// cluster whose operation opID just failed (package diagnose), with
+	// the cluster's API when it has one; it returns the bundle's id.
+	Diagnose func(ctx context.Context, cl *store.Cluster, opID, reason string, kube KubeReader) (string, error)
 	// ComponentCertificateTTL, when set, is the lifetime of the Kubernetes
 	// certificates node installs issue, instead of the cluster's
 	// spec.certificateTTLDays: a test setting (kilnd

@@ -77,6 +77,9 @@ var (
 		"/v1/projects/p/secrets",
 		"/v1/projects/p/secrets/s",
 		"/v1/projects/p/clusters/c/rotate-certificates",
+		"/v1/projects/p/clusters/c/diagnostics",
+		"/v1/projects/p/clusters/c/diagnostics/d",
+		"/v1/projects/p/clusters/c/diagnostics/d/bundle",
 	}
 )
 

@@ -21,6 +21,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
@@ -57,6 +58,10 @@ type Options struct {
 	// Activation reissues and revokes activation material; nil answers
 	// those routes 409 (a process without an agent gateway).
 	Activation Activation
+	// Diagnose gathers and keeps a cluster's diagnostics bundle (package
+	// diagnose, with the cluster's API); nil answers POST
+	// .../diagnostics 503.
+	Diagnose func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error)
 	// Installer finds what an edge host's installer holds besides the
 	// cluster's activation material; its zero value offers no installer.
 	Installer Installer
@@ -94,6 +99,7 @@ type Server struct {
 	stores          // the store, a view per resource (stores.go)
 	activation      Activation
 	installer       Installer
+	diagnose        func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error)
 	auth            *auth.Authenticator
 	log             *slog.Logger
 	steps           func(kind string, spec *v1.ClusterSpec) []string
@@ -137,6 +143,7 @@ func New(opts Options) *Server {
 		stores:          storesOf(opts.Store),
 		activation:      opts.Activation,
 		installer:       opts.Installer,
+		diagnose:        opts.Diagnose,
 		log:             opts.Logger,
 		steps:           opts.Steps,
 		providers:       opts.Providers,
@@ -331,6 +338,11 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster+"/jobs", "cluster", viewer, s.listJobs)
 	s.handle("GET "+cluster+"/jobs/{job}", "job", viewer, s.getJob)
 	s.handle("GET "+cluster+"/jobs/{job}/logs", "job", viewer, s.jobLogs)
+	s.handle("POST "+cluster+"/diagnostics", "cluster", operator, s.createDiagnostics)
+	s.handle("GET "+cluster+"/diagnostics", "cluster", viewer, s.listDiagnostics)
+	s.handle("GET "+cluster+"/diagnostics/{diagnostics}", "diagnostics", viewer, s.getDiagnostics)
+	s.handle("GET "+cluster+"/diagnostics/{diagnostics}/bundle", "diagnostics", viewer, s.getDiagnosticsBundle)
+	s.handle("DELETE "+cluster+"/diagnostics/{diagnostics}", "diagnostics", operator, s.deleteDiagnostics)
 	s.handle("GET "+cluster+"/operations", "project", viewer, s.listOperations)
 	s.handle("GET "+cluster+"/events", "project", viewer, s.listEvents)
 	s.handle("GET /v1/operations/{operation}", "operation",

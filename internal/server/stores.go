@@ -103,6 +103,15 @@ type AuditStore interface {
 	ListAudit(ctx context.Context, f store.AuditFilter, pg store.Page) ([]*v1.AuditEntry, string, error)
 }
 
+// DiagnosticsStore is what the diagnostics handlers need (gathering is
+// Options.Diagnose's).
+type DiagnosticsStore interface {
+	GetDiagnostics(ctx context.Context, id string) (*store.Diagnostics, error)
+	GetDiagnosticsBundle(ctx context.Context, id string) ([]byte, error)
+	ListDiagnostics(ctx context.Context, k store.Key, pg store.Page) ([]*store.Diagnostics, string, error)
+	DeleteDiagnostics(ctx context.Context, id string) error
+}
+
 // Pinger is what /readyz needs: whether the store answers.
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -123,6 +132,7 @@ type Store interface {
 	EventStore
 	IdentityStore
 	AuditStore
+	DiagnosticsStore
 	gateway.SecretReader
 	Pinger
 }
@@ -145,9 +155,10 @@ type stores struct {
 	// projectSecrets are the project's (kiln secret); secrets, above, the
 	// clusters' CAs and keys.
 	projectSecrets ProjectSecretStore
+	diagnostics    DiagnosticsStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, profiles: st,
 		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }

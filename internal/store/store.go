@@ -180,6 +180,17 @@ type ProjectSecret struct {
 	v1.Secret
 }
 
+// Diagnostics is a diagnostics bundle's record (its tar.gz is read apart:
+// GetDiagnosticsBundle).
+type Diagnostics struct {
+	Project, Cluster string
+	v1.Diagnostics
+}
+
+// MaxDiagnostics is how many diagnostics bundles the store keeps per
+// cluster: a put beyond it deletes the oldest.
+const MaxDiagnostics = 10
+
 // Profile is a profile record: every version of one profile. The
 // embedded Profile is the newest version, with the record's Name, ETag and
 // CreatedAt; Versions holds them all, oldest first (the newest is last).
@@ -359,6 +370,15 @@ type Store interface {
 	GetProjectSecret(ctx context.Context, project, name string) (*ProjectSecret, error)
 	ListProjectSecrets(ctx context.Context, project string, pg Page) ([]*ProjectSecret, string, error)
 	DeleteProjectSecret(ctx context.Context, project, name string, c Cond) error
+
+	// Diagnostics bundles, each with its cluster's (they go with it); the
+	// newest MaxDiagnostics kept per cluster. ID is the caller's (unique).
+	PutDiagnostics(ctx context.Context, d *Diagnostics, bundle []byte) error
+	GetDiagnostics(ctx context.Context, id string) (*Diagnostics, error)
+	GetDiagnosticsBundle(ctx context.Context, id string) ([]byte, error)
+	// ListDiagnostics lists a cluster's bundles, newest first.
+	ListDiagnostics(ctx context.Context, k Key, pg Page) ([]*Diagnostics, string, error)
+	DeleteDiagnostics(ctx context.Context, id string) error
 
 	// Profiles.
 	PutProfile(ctx context.Context, p *Profile, c Cond) error

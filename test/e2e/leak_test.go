@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
@@ -27,6 +31,7 @@ func (e *env) secretsStayInside(cluster string) {
 	ctx := t.Context()
 	secrets := map[string]string{
 		"cloud credential": "CANARY-CLOUD-SECRET-6f1d2c",
+		"project secret":   "CANARY-PROJECT-SECRET-93be01",
 		"owner token":      kilndtest.Token(e.t, e.data),
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(e.data, "kiln.db"), kilndtest.Sealer(t, e.data))
@@ -72,6 +77,16 @@ func (e *env) secretsStayInside(cluster string) {
 	e.send("PUT", "/v1/projects/default/cloudaccounts/leak-account",
 		`{"provider": "local", "credentials": {"key": "`+secrets["cloud credential"]+`"}}`)
 	e.send("PUT", "/v1/projects/default/profiles/leak-profile", `{"kubernetesVersion": "v1.36.3"}`)
+	e.send("PUT", "/v1/projects/default/secrets/leak-secret", `{"data": {"password": "`+secrets["project secret"]+`"}}`)
+	// A diagnostics bundle, gathered now: every file of it is checked.
+	diag, err := e.c.CreateDiagnostics(ctx, "default", cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := e.c.DiagnosticsBundle(ctx, "default", cluster, diag.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodes, err := e.c.ListNodes(ctx, "default", cluster)
 	if err != nil || len(nodes) == 0 {
 		t.Fatalf("nodes: %v %v", nodes, err)
@@ -82,10 +97,18 @@ func (e *env) secretsStayInside(cluster string) {
 	}
 	fill := strings.NewReplacer("{project}", "default", "{cluster}", cluster, "{node}", nodes[0].Name,
 		"{operation}", client.OperationID(ops[0].ID), "{cloudaccount}", "leak-account", "{profile}", "leak-profile",
-		"{user}", "admin", "{member}", "leak-user", "{serviceaccount}", "leak-sa", "{token}", saToken.ID)
+		"{user}", "admin", "{member}", "leak-user", "{serviceaccount}", "leak-sa", "{token}", saToken.ID,
+		"{secret}", "leak-secret", "{diagnostics}", diag.ID)
 
 	type answer struct{ what, body string }
 	var seen []answer
+	files := untarGz(t, bundle)
+	if len(files) < 5 {
+		t.Errorf("the diagnostics bundle holds %d files", len(files))
+	}
+	for name, body := range files {
+		seen = append(seen, answer{"diagnostics bundle's " + name, body})
+	}
 	for _, rt := range routes {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		path = fill.Replace(path)
@@ -118,6 +141,31 @@ func (e *env) secretsStayInside(cluster string) {
 				t.Errorf("the %s appears in %s", name, a.what)
 			}
 		}
+	}
+}
+
+// untarGz is the files of a tar.gz, by name.
+func untarGz(t testing.TB, data []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = string(b)
 	}
 }
 

@@ -248,6 +248,14 @@ func (c *Client) GetConfigMap(ctx context.Context, namespace, name string) (map[
 	return cm.Data, nil
 }
 
+// Get is the answer to a GET of path (an API path and its query) as it
+// is: for what is kept rather than read (a diagnostics bundle).
+func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
+	var b rawBody
+	err := c.do(ctx, http.MethodGet, path, "", nil, &b)
+	return b, err
+}
+
 // rawBody is an answer kept as it is (a pod's log), not decoded.
 type rawBody []byte
 

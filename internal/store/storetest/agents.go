@@ -215,3 +215,60 @@ func testStaleNodes(e *env) {
 		t.Fatalf("ListStaleNodes with no states: %v, %v", nodes, err)
 	}
 }
+
+// testDiagnostics: a bundle comes back as written, its record apart; a
+// cluster keeps its newest MaxDiagnostics, listed newest first; an id is
+// written once; a bundle of an unknown cluster is refused; bundles go with
+// their cluster.
+func testDiagnostics(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.begin("p", "c", v1.KindCreate, v1.StateCreating)
+	k := store.Key{Project: "p", Name: "c"}
+	put := func(i int) *store.Diagnostics {
+		t.Helper()
+		e.clock.Advance(time.Second)
+		d := &store.Diagnostics{Project: "p", Cluster: "c", Diagnostics: v1.Diagnostics{ID: fmt.Sprintf("d%02d", i),
+			Cluster: "/v1/projects/p/clusters/c", Reason: "requested", Files: []string{"README.txt"}, Size: 3, CreatedAt: e.clock.Now()}}
+		wantErr(t, "PutDiagnostics", s.PutDiagnostics(ctx, d, []byte{0x1f, 0x8b, byte(i)}), nil)
+		return d
+	}
+	first := put(0)
+	got, err := s.GetDiagnostics(ctx, "d00")
+	wantErr(t, "GetDiagnostics", err, nil)
+	diff(t, "diagnostics record", first, got)
+	b, err := s.GetDiagnosticsBundle(ctx, "d00")
+	wantErr(t, "GetDiagnosticsBundle", err, nil)
+	diff(t, "bundle", []byte{0x1f, 0x8b, 0}, b)
+	wantErr(t, "PutDiagnostics again", s.PutDiagnostics(ctx, first, []byte{1}), store.ErrExists)
+	wantErr(t, "PutDiagnostics unknown cluster", s.PutDiagnostics(ctx,
+		&store.Diagnostics{Project: "p", Cluster: "nope", Diagnostics: v1.Diagnostics{ID: "x"}}, []byte{1}), store.ErrNotFound)
+
+	for i := 1; i <= store.MaxDiagnostics+2; i++ {
+		put(i)
+	}
+	list, next, err := s.ListDiagnostics(ctx, k, store.Page{})
+	wantErr(t, "ListDiagnostics", err, nil)
+	var ids []string
+	for _, d := range list {
+		ids = append(ids, d.ID)
+	}
+	var want []string
+	for i := store.MaxDiagnostics + 2; i > 2; i-- {
+		want = append(want, fmt.Sprintf("d%02d", i))
+	}
+	diff(t, "bundles kept, newest first", want, ids)
+	if next != "" {
+		t.Errorf("next token %q for a list that is whole", next)
+	}
+	if _, err := s.GetDiagnostics(ctx, "d00"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the oldest bundle beyond the limit: %v, want ErrNotFound", err)
+	}
+	wantErr(t, "DeleteDiagnostics", s.DeleteDiagnostics(ctx, "d12"), nil)
+	wantErr(t, "DeleteDiagnostics again", s.DeleteDiagnostics(ctx, "d12"), store.ErrNotFound)
+
+	e.finishDelete(e.claim("w", time.Hour))
+	if _, err := s.GetDiagnosticsBundle(ctx, "d11"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("bundle of a deleted cluster: %v, want ErrNotFound", err)
+	}
+}

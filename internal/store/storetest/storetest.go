@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateClusterSecrets", testUpdateClusterSecrets},
 		{"Instructions", testInstructions},
 		{"NodeLogs", testNodeLogs},
+		{"Diagnostics", testDiagnostics},
 		{"NodeLogFilters", testNodeLogFilters},
 		{"StaleNodes", testStaleNodes},
 		{"Jobs", testJobs},
