@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
-
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 )
@@ -98,14 +96,7 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // CheckAll checks every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	var errs []error
-	err := store.EachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error {
-		if err := l.Check(ctx, cl); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
-		}
-		return ctx.Err()
-	})
-	return errors.Join(append(errs, err)...)
+	return store.CheckEachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
 }
 
 // Check looks at one cluster as read (cl) and acts on what it finds.
@@ -190,24 +181,10 @@ func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.Certif
 // renew begins a rotate-certificates operation, conditional on the cluster
 // being as read: a user's change wins over it.
 func (l *Loop) renew(ctx context.Context, cl *store.Cluster, nodes *v1.CertificatesStatus, now time.Time) error {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
 	next := *cl
-	next.Status.ProvisioningState = v1.StateUpdating
-	next.Status.FailedProvisioningState = ""
-	next.Status.CurrentOperation = id.String()
-	next.Status.UpdatedAt = now.UTC()
-	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindRotateCertificates,
-		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: l.opts.Steps(v1.KindRotateCertificates)}
-	err = l.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
-	var conflict *store.ConflictError
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("begin certificate renewal: %w", err)
+	op := &store.Operation{Kind: v1.KindRotateCertificates, Steps: l.opts.Steps(v1.KindRotateCertificates)}
+	if begun, err := store.BeginBackground(ctx, l.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("%s's certificates expire at %s: renewing every node's (operation %s)",
 		nodes.Of, nodes.NotAfter.UTC().Format(time.RFC3339), op.ID)

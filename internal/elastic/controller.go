@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/store"
@@ -308,23 +306,9 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 // conditional on etag. It returns nil, and no error, when the cluster
 // changed since it was read: the next pass sees it as it is.
 func (c *Controller) beginKind(ctx context.Context, next *store.Cluster, etag, kind, reason string, nodes []string, now time.Time) (*store.Operation, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
+	op := &store.Operation{Kind: kind, Steps: c.opts.Steps(kind), Reason: reason, Nodes: nodes}
+	if begun, err := store.BeginBackground(ctx, c.opts.Store, next, etag, op, now); !begun || err != nil {
 		return nil, err
-	}
-	next.Status.ProvisioningState = v1.StateUpdating
-	next.Status.FailedProvisioningState = ""
-	next.Status.CurrentOperation = id.String()
-	next.Status.UpdatedAt = now.UTC()
-	op := &store.Operation{ID: id.String(), Project: next.Project, Cluster: next.Name, Kind: kind,
-		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(kind), Reason: reason, Nodes: nodes}
-	err = c.opts.Store.BeginOperation(ctx, next, op, store.Cond{IfMatch: etag})
-	var conflict *store.ConflictError
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("begin %s: %w", kind, err)
 	}
 	if c.opts.Started != nil {
 		c.opts.Started(op)

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
 )
@@ -90,14 +88,7 @@ func (c *Checker) Run(ctx context.Context) error {
 
 // CheckAll checks every cluster once.
 func (c *Checker) CheckAll(ctx context.Context) error {
-	var errs []error
-	err := store.EachCluster(ctx, c.opts.Store, func(cl *store.Cluster) error {
-		if err := c.Check(ctx, cl); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
-		}
-		return ctx.Err()
-	})
-	return errors.Join(append(errs, err)...)
+	return store.CheckEachCluster(ctx, c.opts.Store, func(cl *store.Cluster) error { return c.Check(ctx, cl) })
 }
 
 // Check judges one cluster as read (cl), and acts on what it finds.
@@ -128,24 +119,10 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 // repair begins a repair operation, conditional on the cluster being as
 // read: a user's change or another replica's repair wins over it.
 func (c *Checker) repair(ctx context.Context, cl *store.Cluster, v Verdict, now time.Time) error {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
 	next := *cl
-	next.Status.ProvisioningState = v1.StateUpdating
-	next.Status.FailedProvisioningState = ""
-	next.Status.CurrentOperation = id.String()
-	next.Status.UpdatedAt = now.UTC()
-	op := &store.Operation{ID: id.String(), Project: cl.Project, Cluster: cl.Name, Kind: v1.KindRepair,
-		Status: v1.OpInProgress, StartTime: now.UTC(), Steps: c.opts.Steps(v1.KindRepair)}
-	err = c.opts.Store.BeginOperation(ctx, &next, op, store.Cond{IfMatch: cl.ETag})
-	var conflict *store.ConflictError
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.As(err, &conflict) {
-		return nil // changed since it was read: the next check sees it as it is
-	}
-	if err != nil {
-		return fmt.Errorf("begin repair: %w", err)
+	op := &store.Operation{Kind: v1.KindRepair, Steps: c.opts.Steps(v1.KindRepair)}
+	if begun, err := store.BeginBackground(ctx, c.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
 	c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -530,4 +532,55 @@ type Cutoffs struct {
 // Pruned counts what a Prune deleted.
 type Pruned struct {
 	Events, Audit, Tokens int64
+}
+
+// CheckEachCluster calls check with every cluster, going on past a
+// cluster's error; the errors come back joined, each naming its cluster.
+// It stops when ctx ends. The periodic parts of a backend (the health,
+// certificate and autoscale checks) look at the fleet with it.
+func CheckEachCluster(ctx context.Context, s ClusterLister, check func(*Cluster) error) error {
+	var errs []error
+	err := EachCluster(ctx, s, func(cl *Cluster) error {
+		if err := check(cl); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
+		}
+		return ctx.Err()
+	})
+	return errors.Join(append(errs, err)...)
+}
+
+// Beginner begins operations (BeginBackground).
+type Beginner interface {
+	BeginOperation(ctx context.Context, cl *Cluster, op *Operation, c Cond) error
+}
+
+// BeginBackground begins op (its Kind, Steps, Reason and Nodes set; its
+// id, times and status are set here) on next, a cluster read with etag
+// and changed as the operation wants, for a part that acts on its own
+// (the health check's repair, the autoscaler, the certificate check):
+// next is written Updating with op current, conditional on etag. It
+// returns false, and no error, when the cluster changed since it was read
+// (a user's change, or another replica's operation, won): the next pass
+// sees it as it is.
+func BeginBackground(ctx context.Context, b Beginner, next *Cluster, etag string, op *Operation, now time.Time) (bool, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return false, err
+	}
+	now = now.UTC()
+	next.Status.ProvisioningState = v1.StateUpdating
+	next.Status.FailedProvisioningState = ""
+	next.Status.CurrentOperation = id.String()
+	next.Status.UpdatedAt = now
+	op.ID, op.Project, op.Cluster = id.String(), next.Project, next.Name
+	op.Status, op.StartTime = v1.OpInProgress, now
+	err = b.BeginOperation(ctx, next, op, Cond{IfMatch: etag})
+	var conflict *ConflictError
+	if errors.Is(err, ErrPreconditionFailed) || errors.As(err, &conflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("begin %s of cluster %s: %w", op.Kind, next.Key(), err)
+	}
+	return true, nil
 }
