@@ -294,6 +294,9 @@ type ClusterSpec struct {
 	// CertificateRenewalManual: it only warns (CertificatesExpiring).
 	CertificateRenewal string            `json:"certificateRenewal,omitempty"`
 	Labels             map[string]string `json:"labels"`
+	// Attach is set on an attached cluster (provider "attached"): one Kiln
+	// did not make, reached through a kubeconfig.
+	Attach *Attach `json:"attach,omitempty"`
 	// IdleStop hibernates the cluster by itself once it has been idle for
 	// After: no running pod outside the system namespaces, and no job
 	// submitted through Kiln that has not ended. Nil: never.
@@ -542,6 +545,17 @@ const (
 	CertificateRenewalAuto   = "auto"
 	CertificateRenewalManual = "manual"
 )
+
+// Attach says how Kiln reaches a cluster it did not make (kiln cluster
+// attach): through the kubeconfig in key "kubeconfig" of the project secret
+// Secret (write-only, sealed at rest: kiln secret).
+type Attach struct {
+	Secret string `json:"secret"`
+}
+
+// AttachKubeconfigKey is the key of an attach secret that holds the
+// kubeconfig.
+const AttachKubeconfigKey = "kubeconfig"
 
 // Diagnostics describes a diagnostics bundle: a tar.gz of what Kiln knows
 // of a cluster at one time (the operation and its events, each node's

@@ -55,6 +55,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterReconcileCommand(),
 		a.clusterRotateCertsCommand(),
 		a.clusterDiagnoseCommand(),
+		a.clusterAttachCommand(),
 	)
 	return cmd
 }

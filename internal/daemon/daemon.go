@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/attached"
 	"kiln.dev/kiln/internal/provider/docker"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/local"
@@ -438,7 +439,7 @@ func (d *Daemon) openRegistry(ctx context.Context) error {
 func (d *Daemon) providers() provider.Registry {
 	// Edge clusters are made of hosts users bring: the provider is told only
 	// the versions hosts install (the catalogue).
-	providers := provider.Registry{edge.Name: edge.Edge{Versions: distro.Versions()}}
+	providers := provider.Registry{edge.Name: edge.Edge{Versions: distro.Versions()}, attached.Name: attached.Attached{}}
 	if d.cfg.Sim {
 		var opts []sim.Option
 		if d.cfg.SimJournal != "" {
@@ -567,7 +568,7 @@ func replaceable(providers provider.Registry, name string) bool {
 // install Kubernetes (hosts users bring do; sim's machines do not).
 func usesAgents(providers provider.Registry, name string) bool {
 	p, ok := providers[name]
-	if !ok {
+	if !ok || providers.Attached(name) {
 		return false
 	}
 	a, ok := p.(interface{ Agentless() bool })

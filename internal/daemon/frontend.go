@@ -69,6 +69,9 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		Logger:        d.log,
 		Registry:      reg,
 		Steps: func(kind string, spec *v1.ClusterSpec) []string {
+			if providers.Attached(spec.Provider) {
+				return plan.AttachedSteps(kind)
+			}
 			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 		},
 		Providers:    providers,

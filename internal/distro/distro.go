@@ -56,7 +56,9 @@ const (
 		"on the pod network."
 	kilnMessage = "Real nodes: kiln-kube's kubelet on containerd and runc in each node, kube-proxy, the CNI bridge " +
 		"plugin with a route per node's pod range, and CoreDNS; images come from kilnd's registry (docs/distro-kiln.md)."
-	noneMessage = "Simulated machines: no Kubernetes runs on them (the sim provider, for tests and benchmarks)."
+	noneMessage     = "Simulated machines: no Kubernetes runs on them (the sim provider, for tests and benchmarks)."
+	attachedMessage = "An attached cluster: Kiln did not make it and installs nothing on its nodes; it observes them, " +
+		"and applies profiles, through the cluster's own kubeconfig."
 )
 
 // Installed says what spec's distribution installs on each node: the
@@ -65,6 +67,9 @@ const (
 // installs real kubelets and the CNI the spec names; kiln real kubelets and
 // the bridge network.
 func Installed(spec *v1.ClusterSpec) *v1.Installed {
+	if spec.Attach != nil {
+		return &v1.Installed{Distribution: "", Kubelet: v1.KubeletReal, CNI: "unknown", Message: attachedMessage}
+	}
 	switch spec.Distribution {
 	case v1.DistroLocal:
 		return &v1.Installed{Distribution: v1.DistroLocal, Kubelet: v1.KubeletHollow, CNI: v1.CNINone, Message: hollowMessage}

@@ -41,7 +41,7 @@ type NodeForgetter interface {
 // Kubernetes (every provider but agentless ones such as sim).
 func (x *run) usesAgents() bool {
 	a, ok := x.p.(agentless)
-	return !ok || !a.Agentless()
+	return (!ok || !a.Agentless()) && !x.attached()
 }
 
 // installNodes brings the nodes of machines to CONFIGURED (registered,

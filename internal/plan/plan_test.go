@@ -131,3 +131,22 @@ func TestPendingSteps(t *testing.T) {
 		t.Errorf("PendingSteps mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// An attached cluster's plans connect and apply its profile, forget it on
+// delete, and have nothing that makes, stops or installs machines.
+func TestAttachedSteps(t *testing.T) {
+	for kind, want := range map[string][]string{
+		v1.KindCreate:             {"validate-dynamic", "connect-cluster", "apply-profile"},
+		v1.KindUpdate:             {"validate-dynamic", "connect-cluster", "apply-profile"},
+		v1.KindDelete:             {"detach-cluster"},
+		v1.KindReconcile:          {"apply-profile"},
+		v1.KindRotateCertificates: nil,
+		v1.KindHibernate:          nil,
+		v1.KindRepair:             nil,
+		v1.KindProvision:          nil,
+	} {
+		if diff := cmp.Diff(want, AttachedSteps(kind)); diff != "" {
+			t.Errorf("AttachedSteps(%q) (-want +got):\n%s", kind, diff)
+		}
+	}
+}

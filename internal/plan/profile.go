@@ -51,7 +51,7 @@ func (x *run) applyProfile(ctx context.Context) error {
 			return err
 		}
 	}
-	if !x.usesAgents() || x.r.opts.Packs == nil {
+	if !(x.usesAgents() || x.attached()) || x.r.opts.Packs == nil {
 		// No Kubernetes to apply to (sim): the version is recorded as applied.
 		if want == nil {
 			x.cl.Status.Profile = nil
@@ -256,7 +256,11 @@ func (x *run) packTarget(ctx context.Context, versions ...*v1.Profile) (packs.Ta
 
 // RESTConfig is a client-go configuration for a cluster's API as an admin
 // named user (in system:masters), with a certificate that lasts an hour.
+// An attached cluster's is its own kubeconfig's (SecretAttachKubeconfig).
 func RESTConfig(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
+	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
+		return cfg, err
+	}
 	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
 	if err != nil {
 		return nil, err

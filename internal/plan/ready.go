@@ -301,7 +301,17 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 // KubeClient talks to cluster k's Kubernetes API at endpoint (host:port)
 // as user, a cluster admin, with a certificate from the cluster CA that
 // lasts an hour.
+//
+// An attached cluster is reached with its own kubeconfig instead
+// (SecretAttachKubeconfig): its server and credentials, not endpoint and
+// user.
 func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
+	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
+		if err != nil {
+			return nil, err
+		}
+		return kubeFromConfig(cfg)
+	}
 	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
 	if err != nil {
 		return nil, err

@@ -259,7 +259,11 @@ func (r *Runner) orphaned(ctx context.Context, log *slog.Logger, cl *store.Clust
 
 func (x *run) execute(ctx context.Context) error {
 	if len(x.op.Steps) == 0 {
-		for _, name := range StepsFor(x.op.Kind, x.hostsJoin()) {
+		names := StepsFor(x.op.Kind, x.hostsJoin())
+		if x.attached() {
+			names = AttachedSteps(x.op.Kind)
+		}
+		for _, name := range names {
 			x.op.Steps = append(x.op.Steps, v1.Step{Name: name, State: v1.StepPending})
 		}
 		if x.op.Steps == nil {

@@ -44,6 +44,8 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
 		StepApplyProfile:               x.applyProfile,
 		StepRenewCertificates:          x.renewCertificates,
+		StepConnectCluster:             x.connectCluster,
+		StepDetachCluster:              x.detachCluster,
 	}[name]
 }
 

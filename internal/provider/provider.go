@@ -218,6 +218,19 @@ func (r Registry) HostsJoin(name string) bool {
 	return ok && h.HostsJoin()
 }
 
+// Attaching is the optional capability of a provider whose clusters Kiln
+// did not make (attached): Kiln reaches them through the kubeconfig their
+// spec.attach names, and makes none of their machines.
+type Attaching interface {
+	Attached() bool
+}
+
+// Attached reports whether the named provider's clusters are attached ones.
+func (r Registry) Attached(name string) bool {
+	a, ok := r[name].(Attaching)
+	return ok && a.Attached()
+}
+
 // Installing is the optional capability of providers whose machines
 // install Kubernetes: Distributions maps each distribution they can install
 // (spec.distribution) to the Kubernetes versions it offers, oldest first.

@@ -40,7 +40,8 @@ func Defaults(spec *v1.ClusterSpec, provider string) {
 	if spec.Distribution == "" {
 		spec.Distribution = DefaultDistributions[spec.Provider]
 	}
-	if spec.KubernetesVersion == "" {
+	// An attached cluster runs the version it runs: Kiln upgrades none.
+	if spec.KubernetesVersion == "" && spec.Provider != validate.ProviderAttached {
 		spec.KubernetesVersion = DefaultKubernetesVersion
 	}
 	if spec.Network.PodCIDR == "" {

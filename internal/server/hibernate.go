@@ -61,6 +61,9 @@ func (s *Server) rotateCertificates(w http.ResponseWriter, r *http.Request) erro
 			return conflict(clusterRef(r), "cluster",
 				"the kubeadm distribution's certificates are kubeadm's: renew them on each control-plane node with kubeadm certs renew all")
 		}
+		if s.providers.Attached(cl.Spec.Provider) {
+			return conflict(clusterRef(r), "cluster", "is attached: its certificates are those of what made it, and Kiln renews none of them")
+		}
 		return nil
 	}, func(_ context.Context, cl *store.Cluster) error {
 		if st := cl.Status.ProvisioningState; st != v1.StateSucceeded {

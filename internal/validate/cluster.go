@@ -155,6 +155,8 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		}
 	}
 	switch {
+	case spec.KubernetesVersion == "" && spec.Provider == ProviderAttached:
+		// Optional: the version the cluster runs (status.installed).
 	case spec.KubernetesVersion == "":
 		e.missing("spec.kubernetesVersion", "spec.kubernetesVersion is required, for example v1.36.3")
 	case !IsKubernetesVersion(spec.KubernetesVersion):
@@ -175,6 +177,11 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.kubeadm(&spec.Network)
 	case v1.DistroKiln:
 		e.kiln(&spec.Network)
+	}
+	if spec.Provider == ProviderAttached {
+		e.attached(spec)
+	} else if spec.Attach != nil {
+		e.invalid("spec.attach", "only a cluster of provider %s is attached; %s makes its clusters", ProviderAttached, spec.Provider)
 	}
 	e.controlPlane(&spec.ControlPlane)
 	e.pools(spec.WorkerPools)
@@ -231,6 +238,31 @@ func NodeCount(spec *v1.ClusterSpec) int {
 		n += min(size, MaxPoolSize)
 	}
 	return n
+}
+
+// ProviderAttached is the provider of clusters Kiln did not make
+// (internal/provider/attached).
+const ProviderAttached = "attached"
+
+// attached checks an attached cluster: it names its kubeconfig's secret,
+// and asks for nothing that would make machines.
+func (e *errs) attached(spec *v1.ClusterSpec) {
+	switch {
+	case spec.Attach == nil || spec.Attach.Secret == "":
+		e.missing("spec.attach.secret", "an attached cluster names the project secret that holds its kubeconfig (key %q): kiln cluster attach NAME --kubeconfig FILE makes both",
+			v1.AttachKubeconfigKey)
+	case !IsDNSLabel(spec.Attach.Secret, MaxLabel):
+		e.invalid("spec.attach.secret", "%q must be the name of a project secret (a lower-case DNS-1123 label)", spec.Attach.Secret)
+	}
+	if len(spec.WorkerPools) > 0 {
+		e.invalid("spec.workerPools", "an attached cluster's machines are not Kiln's: it has no worker pools to make or scale; change its nodes with what made it")
+	}
+	if spec.ControlPlane.Size != 1 || spec.ControlPlane.Dedicated || spec.ControlPlane.InstanceType != "" || len(spec.ControlPlane.Zones) > 0 {
+		e.invalid("spec.controlPlane", "an attached cluster's control plane is not Kiln's: leave spec.controlPlane as it is")
+	}
+	if spec.IdleStop != nil {
+		e.invalid("spec.idleStop", "an attached cluster's machines are not Kiln's to stop")
+	}
 }
 
 func (e *errs) controlPlane(cp *v1.ControlPlane) {

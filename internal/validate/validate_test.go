@@ -24,6 +24,8 @@ var catalog = validate.Catalog{
 	"local": {"local": {"v1.36.3"}},
 	"sim":   {"": {"v1.35.5", "v1.36.3"}},
 	"edge":  {"local": {"v1.36.3"}, "kubeadm": nil},
+	// attached: any version, no distribution (the provider installs none).
+	"attached": {"": nil},
 }
 
 // valid returns a spec that passes, with defaults filled in.
@@ -108,12 +110,12 @@ func TestCluster(t *testing.T) {
 		{
 			name: "unknown provider", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Provider = "aws" },
-			want: []v1.Error{invalid("spec.provider", `unknown provider "aws"; one of edge, local, sim`)},
+			want: []v1.Error{invalid("spec.provider", `unknown provider "aws"; one of attached, edge, local, sim`)},
 		},
 		{
 			name: "missing provider", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Provider = "" },
-			want: []v1.Error{{Code: v1.CodeMissingParameter, Target: "spec.provider", Message: "spec.provider is required; one of edge, local, sim"}},
+			want: []v1.Error{{Code: v1.CodeMissingParameter, Target: "spec.provider", Message: "spec.provider is required; one of attached, edge, local, sim"}},
 		},
 		{
 			name: "bad version", cluster: "c",
@@ -399,6 +401,33 @@ func TestCluster(t *testing.T) {
 			},
 		},
 		{
+			name: "attached", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution, s.KubernetesVersion, s.WorkerPools = "attached", "", "", nil
+				s.Attach = &v1.Attach{Secret: "attach-c"}
+			},
+		},
+		{
+			name: "attached with machines", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution = "attached", ""
+				s.ControlPlane.Size = 3
+				s.IdleStop = &v1.IdleStop{After: "1h"}
+			},
+			want: []v1.Error{
+				{Code: v1.CodeMissingParameter, Target: "spec.attach.secret",
+					Message: `an attached cluster names the project secret that holds its kubeconfig (key "kubeconfig"): kiln cluster attach NAME --kubeconfig FILE makes both`},
+				invalid("spec.workerPools", "an attached cluster's machines are not Kiln's: it has no worker pools to make or scale; change its nodes with what made it"),
+				invalid("spec.controlPlane", "an attached cluster's control plane is not Kiln's: leave spec.controlPlane as it is"),
+				invalid("spec.idleStop", "an attached cluster's machines are not Kiln's to stop"),
+			},
+		},
+		{
+			name: "attach of a cluster Kiln makes", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Attach = &v1.Attach{Secret: "k"} },
+			want: []v1.Error{invalid("spec.attach", "only a cluster of provider attached is attached; local makes its clusters")},
+		},
+		{
 			name: "idle stop", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.IdleStop = &v1.IdleStop{After: "1s"} },
 			want: []v1.Error{invalid("spec.idleStop.after", "1s must be between 10s and 168h")},
@@ -632,7 +661,7 @@ func TestProfileAndCloudAccount(t *testing.T) {
 		{
 			name: "cloud account unknown provider",
 			got:  validate.CloudAccount("a", &v1.CloudAccount{Provider: "gcp"}, catalog),
-			want: []v1.Error{invalid("provider", `unknown provider "gcp"; one of edge, local, sim`)},
+			want: []v1.Error{invalid("provider", `unknown provider "gcp"; one of attached, edge, local, sim`)},
 		},
 	}
 	for _, tt := range tests {

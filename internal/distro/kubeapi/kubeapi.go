@@ -90,6 +90,13 @@ func New(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
 	}}, nil
 }
 
+// NewWithHTTP returns a client of the API at server that sends its
+// requests with hc, which carries the credentials (a kubeconfig's, built by
+// client-go's rest.HTTPClientFor).
+func NewWithHTTP(server string, hc *http.Client) *Client {
+	return &Client{server: strings.TrimRight(server, "/"), http: hc}
+}
+
 // Close drops idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 

@@ -1,0 +1,230 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/gateway"
+	"kiln.dev/kiln/internal/store"
+)
+
+// An attached cluster (provider "attached", kiln cluster attach) is one
+// Kiln did not make: it reaches its API with the kubeconfig its
+// spec.attach names, observes its nodes and version, and applies its
+// profile; it makes, changes and deletes none of its machines.
+
+// Steps of attached clusters.
+const (
+	// StepConnectCluster reads the cluster through its kubeconfig: its
+	// version and nodes become the cluster's status and node records.
+	StepConnectCluster = "connect-cluster"
+	// StepDetachCluster ends Kiln's part: the cluster runs on.
+	StepDetachCluster = "detach-cluster"
+)
+
+// SecretAttachKubeconfig is the cluster secret that holds an attached
+// cluster's kubeconfig, copied from the project secret spec.attach names
+// by connect-cluster: KubeClient and RESTConfig reach the cluster with it.
+const SecretAttachKubeconfig = "attach-kubeconfig"
+
+var (
+	attachedApplySteps  = []string{StepValidateDynamic, StepConnectCluster, StepApplyProfile}
+	attachedDeleteSteps = []string{StepDetachCluster}
+)
+
+// AttachedSteps are the steps of an operation kind on an attached cluster;
+// nil for a kind it has none of (anything that makes, stops or installs
+// machines).
+func AttachedSteps(kind string) []string {
+	switch kind {
+	case v1.KindCreate, v1.KindUpdate:
+		return slices.Clone(attachedApplySteps)
+	case v1.KindDelete:
+		return slices.Clone(attachedDeleteSteps)
+	case v1.KindReconcile:
+		return Steps(kind)
+	}
+	return nil
+}
+
+// attached reports whether the run's cluster is an attached one.
+func (x *run) attached() bool { return x.r.opts.Providers.Attached(x.cl.Spec.Provider) }
+
+// connectCluster copies the kubeconfig spec.attach names into the
+// cluster's secrets, reads the cluster's version and nodes through it, and
+// records them: the endpoint, a node record per Kubernetes node (READY or
+// NOT_READY, its role from its labels), and no record for a node gone.
+func (x *run) connectCluster(ctx context.Context) error {
+	k := x.cl.Key()
+	a := x.cl.Spec.Attach
+	if a == nil {
+		return failure.Terminal(v1.CodeInvalidParameter, "cluster %s is not attached: it names no kubeconfig (spec.attach)", k)
+	}
+	ps, err := x.r.opts.Store.GetProjectSecret(ctx, k.Project, a.Secret)
+	if errors.Is(err, store.ErrNotFound) {
+		return failure.Terminal(v1.CodeInvalidParameter, "secret %q of project %s, which spec.attach names, does not exist: kiln cluster attach %s --kubeconfig FILE makes it",
+			a.Secret, k.Project, k.Name)
+	}
+	if err != nil {
+		return err
+	}
+	raw := ps.Data[v1.AttachKubeconfigKey]
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(raw))
+	if err != nil || raw == "" {
+		return failure.Terminal(v1.CodeInvalidParameter, "key %q of secret %q is not a kubeconfig: %v", v1.AttachKubeconfigKey, a.Secret, err)
+	}
+	if err := x.secrets.PutClusterSecret(ctx, k, SecretAttachKubeconfig, []byte(raw), store.Cond{Fence: &x.fence}); err != nil {
+		return err
+	}
+	kc, err := kubeFromConfig(cfg)
+	if err != nil {
+		return failure.Terminal(v1.CodeInvalidParameter, "the kubeconfig of secret %q: %v", a.Secret, err)
+	}
+	defer kc.Close()
+	var version struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	body, err := kc.Get(ctx, "/version")
+	if err == nil {
+		err = json.Unmarshal(body, &version)
+	}
+	if err != nil {
+		return failure.Retryable(v1.CodeUnavailable, err, "the cluster's API at %s does not answer through its kubeconfig: %v", cfg.Host, err)
+	}
+	if want := x.cl.Spec.KubernetesVersion; want != "" && !strings.HasPrefix(version.GitVersion, want) {
+		return failure.Terminal(v1.CodeUnsupportedVersion,
+			"the cluster runs Kubernetes %s, not %s (spec.kubernetesVersion, or its profile's): Kiln does not upgrade an attached cluster; leave spec.kubernetesVersion empty or set it to %s",
+			version.GitVersion, want, version.GitVersion)
+	}
+	nodes, err := x.observeNodes(ctx, kc)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(cfg.Host)
+	if err == nil && u.Host != "" {
+		x.cl.Status.Endpoint = u.Host
+		if u.Port() == "" {
+			x.cl.Status.Endpoint = net.JoinHostPort(u.Hostname(), "443")
+		}
+	}
+	if err := x.saveStatus(ctx); err != nil {
+		return err
+	}
+	x.note = fmt.Sprintf("connected: Kubernetes %s, %d node(s)", version.GitVersion, nodes)
+	return nil
+}
+
+// observeNodes makes the cluster's node records what Kubernetes says of its
+// nodes; it returns how many there are.
+func (x *run) observeNodes(ctx context.Context, kc *kubeapi.Client) (int, error) {
+	body, err := kc.Get(ctx, "/api/v1/nodes")
+	if err != nil {
+		return 0, failure.Retryable(v1.CodeUnavailable, err, "list the cluster's nodes: %v", err)
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Status struct {
+				Addresses []struct{ Type, Address string } `json:"addresses"`
+				NodeInfo  struct {
+					KubeletVersion string `json:"kubeletVersion"`
+				} `json:"nodeInfo"`
+				Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return 0, fmt.Errorf("decode the cluster's nodes: %w", err)
+	}
+	k := x.cl.Key()
+	seen := map[string]bool{}
+	for _, kn := range list.Items {
+		name := kn.Metadata.Name
+		seen[name] = true
+		n, err := x.nodeRecords.GetNode(ctx, k, name)
+		if errors.Is(err, store.ErrNotFound) {
+			n, err = &store.Node{Project: k.Project, Node: v1.Node{Name: name, Cluster: k.Name}}, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		n.Role = v1.RoleWorker
+		if _, ok := kn.Metadata.Labels["node-role.kubernetes.io/control-plane"]; ok {
+			n.Role = v1.RoleControlPlane
+		}
+		n.State, n.Message = v1.NodeNotReady, "NotReady in Kubernetes"
+		for _, c := range kn.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				n.State, n.Message = v1.NodeReady, "Ready in Kubernetes, kubelet "+kn.Status.NodeInfo.KubeletVersion
+			}
+		}
+		for _, ad := range kn.Status.Addresses {
+			if ad.Type == "InternalIP" {
+				n.Address = ad.Address
+			}
+		}
+		now := x.r.opts.Now().UTC()
+		n.LastHeartbeat = &now // when Kiln last saw it Ready or not
+		if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+			return 0, fmt.Errorf("record node %s: %w", name, err)
+		}
+	}
+	err = store.Each(func(pg store.Page) ([]*store.Node, string, error) { return x.nodeRecords.ListNodes(ctx, k, pg) },
+		func(n *store.Node) error {
+			if seen[n.Name] {
+				return nil
+			}
+			return x.nodeRecords.DeleteNode(ctx, k, n.Name, store.Cond{Fence: &x.fence})
+		})
+	return len(list.Items), err
+}
+
+// detachCluster ends Kiln's part in an attached cluster: nothing of the
+// cluster is touched; its records go with the operation's end.
+func (x *run) detachCluster(context.Context) error {
+	return skipped("the cluster runs on: Kiln forgets it, and the kubeconfig's secret %q stays the project's", x.cl.Spec.Attach.Secret)
+}
+
+// attachedConfig is the rest.Config of cluster k's kubeconfig when it is
+// an attached cluster (SecretAttachKubeconfig); nil when it is not.
+func attachedConfig(ctx context.Context, st gateway.SecretReader, k store.Key) (*rest.Config, error) {
+	raw, err := st.GetClusterSecret(ctx, k, SecretAttachKubeconfig)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig of attached cluster %s: %w", k, err)
+	}
+	cfg.Timeout = 30 * time.Second
+	return cfg, nil
+}
+
+// kubeFromConfig is a kubeapi client with cfg's server and credentials.
+func kubeFromConfig(cfg *rest.Config) (*kubeapi.Client, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc.Timeout = 15 * time.Second
+	return kubeapi.NewWithHTTP(cfg.Host, hc), nil
+}
