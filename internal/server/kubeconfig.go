@@ -23,6 +23,10 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if cl.Spec.Attach != nil {
+		return conflict(clusterRef(r), "cluster",
+			"is attached: Kiln hands out no kubeconfig of its own for it; use the one it was attached with (secret %s)", cl.Spec.Attach.Secret)
+	}
 	ca, err := gateway.LoadCA(r.Context(), s.secrets, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster",

@@ -66,6 +66,9 @@ func TestAttachCluster(t *testing.T) {
 	if _, stderr, err := e.kilnErr("cluster", "hibernate", "ext"); err == nil || !strings.Contains(stderr, "cannot hibernate") {
 		t.Errorf("a hibernation of the attached cluster: %v: %s", err, stderr)
 	}
+	if _, stderr, err := e.kilnErr("kubeconfig", "ext"); err == nil || !strings.Contains(stderr, "use the one it was attached with") {
+		t.Errorf("a kubeconfig of the attached cluster: %v: %s", err, stderr)
+	}
 	if cl := e.cluster("ext"); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) != 0 {
 		t.Errorf("after the refusals: %s, pools %v", cl.Status.ProvisioningState, cl.Spec.WorkerPools)
 	}
