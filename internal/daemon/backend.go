@@ -80,6 +80,12 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			})
 			return health.KubeNotReady(nodes), err
 		},
+		Attached: providers.Attached,
+		Observe: func(ctx context.Context, cl *store.Cluster) error {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			return plan.ObserveAttached(ctx, d.Store, cl)
+		},
 		Started:  func(*store.Operation) { b.worker.Wake() },
 		Interval: d.cfg.HealthInterval,
 		Logger:   d.log,

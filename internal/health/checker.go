@@ -40,6 +40,12 @@ type Options struct {
 	// are NotReady and since when (KubeNotReady of its nodes). An error is
 	// logged and the check goes on by heartbeats.
 	KubeNotReady func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error)
+	// Attached reports whether a provider's clusters are attached ones
+	// (made elsewhere, with no agents): their nodes are not judged but
+	// observed, by Observe (plan.ObserveAttached), at every check of an
+	// idle one. Both optional.
+	Attached func(provider string) bool
+	Observe  func(ctx context.Context, cl *store.Cluster) error
 	// Started is called with a repair operation the Checker began (to wake
 	// the worker); optional.
 	Started  func(*store.Operation)
@@ -93,6 +99,12 @@ func (c *Checker) CheckAll(ctx context.Context) error {
 
 // Check judges one cluster as read (cl), and acts on what it finds.
 func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
+	if c.opts.Attached != nil && c.opts.Attached(cl.Spec.Provider) {
+		if cl.Status.ProvisioningState != v1.StateSucceeded || c.opts.Observe == nil {
+			return nil
+		}
+		return c.opts.Observe(ctx, cl)
+	}
 	if cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) == 0 || !c.opts.Watched(cl.Spec.Provider) {
 		return nil
 	}

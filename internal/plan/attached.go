@@ -128,8 +128,40 @@ func (x *run) connectCluster(ctx context.Context) error {
 }
 
 // observeNodes makes the cluster's node records what Kubernetes says of its
-// nodes; it returns how many there are.
+// nodes, holding the cluster's lease; it returns how many there are.
 func (x *run) observeNodes(ctx context.Context, kc *kubeapi.Client) (int, error) {
+	fenced := func(*store.Node) store.Cond { return store.Cond{Fence: &x.fence} }
+	return syncNodes(ctx, x.nodeRecords, kc, x.cl.Key(), x.r.opts.Now(), fenced)
+}
+
+// ObserveAttached makes an idle attached cluster's node records what its
+// Kubernetes says of its nodes (the health check calls it between
+// operations), each written only if unchanged since read: an operation
+// that began meanwhile wins.
+func ObserveAttached(ctx context.Context, st interface {
+	NodeStore
+	gateway.SecretReader
+}, cl *store.Cluster) error {
+	kc, err := KubeClient(ctx, st, cl.Key(), cl.Status.Endpoint, "kiln:observe")
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	unchanged := func(n *store.Node) store.Cond {
+		if n.ETag == "" {
+			return store.Cond{IfNoneMatch: "*"}
+		}
+		return store.Cond{IfMatch: n.ETag}
+	}
+	_, err = syncNodes(ctx, st, kc, cl.Key(), time.Now(), unchanged)
+	return err
+}
+
+// syncNodes makes cluster k's node records what Kubernetes lists: one per
+// node (its role from its labels, READY or NOT_READY from its Ready
+// condition, its InternalIP), none for a node gone; each written with
+// cond. It returns how many nodes there are.
+func syncNodes(ctx context.Context, st NodeStore, kc *kubeapi.Client, k store.Key, now time.Time, cond func(*store.Node) store.Cond) (int, error) {
 	body, err := kc.Get(ctx, "/api/v1/nodes")
 	if err != nil {
 		return 0, failure.Retryable(v1.CodeUnavailable, err, "list the cluster's nodes: %v", err)
@@ -152,18 +184,18 @@ func (x *run) observeNodes(ctx context.Context, kc *kubeapi.Client) (int, error)
 	if err := json.Unmarshal(body, &list); err != nil {
 		return 0, fmt.Errorf("decode the cluster's nodes: %w", err)
 	}
-	k := x.cl.Key()
 	seen := map[string]bool{}
 	for _, kn := range list.Items {
 		name := kn.Metadata.Name
 		seen[name] = true
-		n, err := x.nodeRecords.GetNode(ctx, k, name)
+		n, err := st.GetNode(ctx, k, name)
 		if errors.Is(err, store.ErrNotFound) {
 			n, err = &store.Node{Project: k.Project, Node: v1.Node{Name: name, Cluster: k.Name}}, nil
 		}
 		if err != nil {
 			return 0, err
 		}
+		was := *n
 		n.Role = v1.RoleWorker
 		if _, ok := kn.Metadata.Labels["node-role.kubernetes.io/control-plane"]; ok {
 			n.Role = v1.RoleControlPlane
@@ -179,18 +211,25 @@ func (x *run) observeNodes(ctx context.Context, kc *kubeapi.Client) (int, error)
 				n.Address = ad.Address
 			}
 		}
-		now := x.r.opts.Now().UTC()
-		n.LastHeartbeat = &now // when Kiln last saw it Ready or not
-		if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+		if was.ETag != "" && was.Role == n.Role && was.State == n.State && was.Message == n.Message && was.Address == n.Address {
+			continue // as recorded: no write
+		}
+		at := now.UTC()
+		n.LastHeartbeat = &at // when Kiln last saw its state change
+		if err := st.PutNode(ctx, n, cond(&was)); err != nil && !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrExists) {
 			return 0, fmt.Errorf("record node %s: %w", name, err)
 		}
 	}
-	err = store.Each(func(pg store.Page) ([]*store.Node, string, error) { return x.nodeRecords.ListNodes(ctx, k, pg) },
+	err = store.Each(func(pg store.Page) ([]*store.Node, string, error) { return st.ListNodes(ctx, k, pg) },
 		func(n *store.Node) error {
 			if seen[n.Name] {
 				return nil
 			}
-			return x.nodeRecords.DeleteNode(ctx, k, n.Name, store.Cond{Fence: &x.fence})
+			err := st.DeleteNode(ctx, k, n.Name, cond(n))
+			if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
 		})
 	return len(list.Items), err
 }

@@ -7,15 +7,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestAttachCluster (issue 26): a cluster made by another Kiln (its own
 // data dir) is attached to this one through its kubeconfig (kiln cluster
 // attach): its nodes show here with their roles, READY; its endpoint is the
 // kubeconfig's. A scale, a rotation and a hibernation are refused, naming
-// why; deleting it here forgets it, and it runs on.
+// why; a worker the source adds shows here without an operation (the
+// health check observes it); deleting it here forgets it, and it runs on.
 func TestAttachCluster(t *testing.T) {
 	src := start(t, "kilnd-src")
 	src.create(localCluster("src", 1, false, 1))
@@ -28,7 +31,7 @@ func TestAttachCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := start(t, "kilnd")
+	e := start(t, "kilnd", "--health-interval", "2s")
 	out := e.kiln("cluster", "attach", "ext", "--kubeconfig", file, "--wait")
 	t.Logf("kiln cluster attach ext:\n%s", out)
 	cl := e.cluster("ext")
@@ -80,12 +83,24 @@ func TestAttachCluster(t *testing.T) {
 		t.Errorf("secrets %+v, want attach-ext holding the kubeconfig", secrets)
 	}
 
+	// Observed between operations: a worker the source adds shows here.
+	_, opID, err := src.c.PatchCluster(t.Context(), "default", "src", map[string]any{"spec": map[string]any{
+		"workerPools": []map[string]any{{"name": "default", "size": 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.wait("src", opID)
+	waitfor.Cond(t, "the attached cluster to show the source's new worker READY", time.Minute, func() (bool, error) {
+		n, err := e.c.GetNode(t.Context(), "default", "ext", "src-default-1")
+		return err == nil && n.State == v1.NodeReady && n.Role == v1.RoleWorker, nil
+	})
+
 	// Forgotten here, running there.
 	e.kiln("cluster", "delete", "ext", "--yes", "--wait")
 	if _, err := e.c.GetCluster(t.Context(), "default", "ext"); err == nil {
 		t.Error("the attached cluster is still there after its delete")
 	}
-	if out := src.mustKubectl("src", "get", "nodes", "-o", "name"); strings.Count(out, "node/") != 2 {
+	if out := src.mustKubectl("src", "get", "nodes", "-o", "name"); strings.Count(out, "node/") != 3 {
 		t.Errorf("the source cluster after the attached one was forgotten: %q", out)
 	}
 }
