@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -80,18 +81,7 @@ func New(opts Options) *Loop {
 
 // Run checks every Interval until ctx ends.
 func (l *Loop) Run(ctx context.Context) error {
-	t := time.NewTicker(l.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err := l.CheckAll(ctx); err != nil && ctx.Err() == nil {
-			l.opts.Logger.Warn("certificate check", "err", err)
-		}
-	}
+	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "certificate check", l.CheckAll)
 }
 
 // CheckAll checks every cluster once.

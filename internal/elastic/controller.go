@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -108,18 +109,7 @@ func NewController(opts Options) *Controller {
 
 // Run judges every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	t := time.NewTicker(c.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err := c.CheckAll(ctx); err != nil && ctx.Err() == nil {
-			c.opts.Logger.Warn("autoscaler", "err", err)
-		}
-	}
+	return periodic.Run(ctx, c.opts.Interval, c.opts.Logger, "autoscaler", c.CheckAll)
 }
 
 // CheckAll judges every cluster once, and forgets the clusters that are

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -78,18 +79,7 @@ func NewChecker(opts Options) *Checker {
 
 // Run checks every Interval until ctx ends.
 func (c *Checker) Run(ctx context.Context) error {
-	t := time.NewTicker(c.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err := c.CheckAll(ctx); err != nil && ctx.Err() == nil {
-			c.opts.Logger.Warn("machine health check", "err", err)
-		}
-	}
+	return periodic.Run(ctx, c.opts.Interval, c.opts.Logger, "machine health check", c.CheckAll)
 }
 
 // CheckAll checks every cluster once.

@@ -16,6 +16,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/packs"
+	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -67,18 +68,7 @@ func New(opts Options) *Loop {
 
 // Run checks every cluster each interval until ctx ends.
 func (l *Loop) Run(ctx context.Context) error {
-	t := time.NewTicker(l.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := l.CheckAll(ctx); err != nil && ctx.Err() == nil {
-			l.opts.Logger.Warn("profile check", "err", err)
-		}
-	}
+	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "profile check", l.CheckAll)
 }
 
 // CheckAll looks at every cluster with a profile applied whose last
