@@ -33,9 +33,12 @@ import (
 	"kiln.dev/kiln/internal/store"
 )
 
-// MaxLogLines is how many of the newest log lines of each node a bundle
-// holds.
-const MaxLogLines = 2000
+// What a bundle holds of what grows: the newest MaxLogLines log lines of
+// each node and the newest MaxEvents events of the cluster.
+const (
+	MaxLogLines = 2000
+	MaxEvents   = 500
+)
 
 // Store is what a bundle is read from, and where it is kept.
 type Store interface {
@@ -88,7 +91,15 @@ func Gather(ctx context.Context, st Store, r Request) (*store.Diagnostics, error
 			b.json("operation.json", op)
 		}
 	}
-	if evs, _, err := st.ListEvents(ctx, k, store.Page{Limit: 500}); err != nil {
+	var evs []*store.Event // the newest MaxEvents, oldest first
+	err = store.Each(func(pg store.Page) ([]*store.Event, string, error) { return st.ListEvents(ctx, k, pg) },
+		func(e *store.Event) error {
+			if evs = append(evs, e); len(evs) > MaxEvents {
+				evs = evs[1:]
+			}
+			return nil
+		})
+	if err != nil {
 		b.missing("events.json", err)
 	} else {
 		b.json("events.json", evs)

@@ -106,6 +106,9 @@ func TestGatherStripsSecrets(t *testing.T) {
 	if got := files["nodes/c-default-0/agent.log"]; !strings.Contains(got, "kubelet exited: the last line") || !strings.Contains(got, "[secret cluster.passphrase]") {
 		t.Errorf("agent.log:\n%s\nwant the node's lines, the passphrase named not shown", got)
 	}
+	if !strings.Contains(files["events.json"], "StepFailed") {
+		t.Errorf("events.json has not the cluster's event:\n%s", files["events.json"])
+	}
 	if !strings.Contains(files["operation.json"], "install-workers") {
 		t.Errorf("operation.json has not the failing step:\n%s", files["operation.json"])
 	}
