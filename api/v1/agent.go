@@ -208,6 +208,9 @@ type InstructionResult struct {
 	State       string `json:"state"` // StepSucceeded or StepFailed
 	Message     string `json:"message,omitempty"`
 	Retryable   bool   `json:"retryable,omitempty"`
+	// Data is what a succeeded instruction hands back, by its kind (an
+	// etcd-snapshot's EtcdSnapshotResult); none for most.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // Activation is a cluster's activation material as reissued: the

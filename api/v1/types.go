@@ -110,11 +110,14 @@ func Terminal(status string) bool {
 
 // Project is a tenant; every other resource belongs to one.
 type Project struct {
-	Name        string    `json:"name"`
-	ID          string    `json:"id"`
-	ETag        string    `json:"etag"`
-	DisplayName string    `json:"displayName,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
+	Name        string `json:"name"`
+	ID          string `json:"id"`
+	ETag        string `json:"etag"`
+	DisplayName string `json:"displayName,omitempty"`
+	// BackupLocation is where the project's backups are kept; kilnd's data
+	// dir when it is not set.
+	BackupLocation *BackupLocation `json:"backupLocation,omitempty"`
+	CreatedAt      time.Time       `json:"createdAt"`
 }
 
 // CloudAccount names a provider kind and the credentials Kiln uses with it.
@@ -297,6 +300,11 @@ type ClusterSpec struct {
 	// Attach is set on an attached cluster (provider "attached"): one Kiln
 	// did not make, reached through a kubeconfig.
 	Attach *Attach `json:"attach,omitempty"`
+	// Backup takes backups by itself, on a schedule.
+	Backup *BackupSchedule `json:"backup,omitempty"`
+	// RestoreFrom makes a new cluster from a backup; it is read at create
+	// only.
+	RestoreFrom *RestoreFrom `json:"restoreFrom,omitempty"`
 	// IdleStop hibernates the cluster by itself once it has been idle for
 	// After: no running pod outside the system namespaces, and no job
 	// submitted through Kiln that has not ended. Nil: never.
@@ -800,6 +808,9 @@ type OperationProperties struct {
 	// Nodes are the nodes a scale-down chose to remove (an autoscale
 	// operation's underused nodes), in the order they go.
 	Nodes []string `json:"nodes,omitempty"`
+	// Backup is the backup a backup operation takes, or a restore
+	// operation puts back (of Target, or of RestoreFrom's cluster).
+	Backup string `json:"backup,omitempty"`
 }
 
 // CancelRequest is a request to cancel an operation.

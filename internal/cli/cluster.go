@@ -21,7 +21,7 @@ func (a *app) clusterCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "cluster",
 		Aliases: []string{"clusters"},
-		Short:   "Create, inspect, change, upgrade, cancel, retry and delete clusters",
+		Short:   "Create, inspect, change, upgrade, restore, cancel, retry and delete clusters",
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster list
   kiln cluster describe dev
@@ -30,7 +30,8 @@ func (a *app) clusterCommand() *cobra.Command {
   kiln cluster edit dev
   kiln cluster events dev
   kiln cluster retry dev --wait
-  kiln cluster hibernate dev --wait`,
+  kiln cluster hibernate dev --wait
+  kiln cluster restore dev --backup dev-20300102-030405 --wait`,
 	})
 	cmd.AddCommand(
 		a.clusterCreateCommand(),
@@ -54,6 +55,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		a.clusterSetProfileCommand(),
 		a.clusterReconcileCommand(),
 		a.clusterRotateCertsCommand(),
+		a.clusterRestoreCommand(),
 		a.clusterDiagnoseCommand(),
 		a.clusterAttachCommand(),
 	)

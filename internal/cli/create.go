@@ -33,6 +33,7 @@ type createFlags struct {
 	dnsServers                []string
 	zones                     []string
 	profile                   string
+	fromBackup                string
 	wait, dryRun              bool
 }
 
@@ -63,12 +64,21 @@ shared networks, DNS servers), and every problem found is listed.
 profile (kiln profile), without VERSION the newest published one at each
 change. Its Kubernetes version and CNI are the cluster's: when neither
 --kubernetes-version nor the file sets them, the CLI reads them from that
-profile version.`,
+profile version.
+
+--from-backup CLUSTER/BACKUP makes the cluster from a backup (the ID
+column of 'kiln backup list CLUSTER'; the cluster may have been deleted
+since): its control plane is installed, then its etcd restored from the
+backup's snapshot before the workers join, so its Kubernetes API holds
+what the backed-up cluster's held. The backup records the Kubernetes
+version and networks of the cluster it was taken of; the new cluster has
+them (spec.restoreFrom).`,
 		Example: `  kiln cluster create dev --workers 2 --wait
   kiln cluster create edge1 --provider edge --kubernetes-version v1.36.3 --control-plane-size 3 --dedicated-control-plane
   kiln cluster create -f cluster.yaml --workers 5 -o json
   kiln cluster create prod --provider sim --cloud-account acme --region sim-west --dry-run
   kiln cluster create shop --provider sim --profile web:2 --workers 2 --wait
+  kiln cluster create shop2 --from-backup shop/shop-20300102-030405 --workers 2 --wait
   kiln cluster create shop --provider aws --cloud-account acme --vpc vpc-0abc... --subnet subnet-0pub... --subnet subnet-0priv...`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -115,6 +125,7 @@ profile version.`,
 	fl.StringVar(&f.vpc, "vpc", "", "an existing VPC to place the cluster in (aws), with --subnet")
 	fl.StringArrayVar(&f.subnets, "subnet", nil, "a subnet of --vpc the cluster uses (repeatable): a public and a private one per zone")
 	fl.StringVar(&f.profile, "profile", "", "profile NAME[:VERSION] whose Kubernetes version, CNI and packs the cluster gets (no VERSION: the newest published)")
+	fl.StringVar(&f.fromBackup, "from-backup", "", "make the cluster from backup CLUSTER/BACKUP (kiln backup list CLUSTER): its etcd restored from the snapshot")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check everything the create would, list every problem, create nothing")
 	return cmd
@@ -209,6 +220,13 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 			return err
 		}
 		s.Profile = v1.ProfileRef{Name: name, Version: version}
+	}
+	if changed("from-backup") {
+		cluster, backup, ok := strings.Cut(f.fromBackup, "/")
+		if !ok || cluster == "" || backup == "" || strings.Contains(backup, "/") {
+			return usageErrorf("--from-backup wants CLUSTER/BACKUP, a backup's ID as 'kiln backup list CLUSTER' shows it, not %q", f.fromBackup)
+		}
+		s.RestoreFrom = &v1.RestoreFrom{Cluster: cluster, Backup: backup}
 	}
 	if changed("dns-server") {
 		s.Network.DNSServers = f.dnsServers

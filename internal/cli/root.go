@@ -139,6 +139,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 		a.profileCommand(),
 		a.chartCommand(),
 		a.diagnosticsCommand(),
+		a.backupCommand(),
 	)
 	return root
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"time"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/atomicfile"
 	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
@@ -22,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/registry"
+	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -85,11 +87,12 @@ func (d *Daemon) startGateway(ctx context.Context) error {
 // image registry at /v2/ to the nodes' certificates (how containerd on a
 // node pulls its project's images).
 func (d *Daemon) agentHandler(gw *gateway.Gateway) http.Handler {
-	if d.registry == nil {
-		return gw.Handler()
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/v2/", d.registry.Handler(registry.Nodes{Verifier: gw}))
+	if d.registry != nil {
+		mux.Handle("/v2/", d.registry.Handler(registry.Nodes{Verifier: gw}))
+	}
+	mux.Handle(v1.AgentSnapshotPath, &snapshots.Handler{Vault: d.snapshots, Nodes: gw, Instructions: d.Store,
+		Logger: d.log.With("part", "snapshots")})
 	mux.Handle("/", gw.Handler())
 	return mux
 }

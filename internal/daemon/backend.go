@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backupschedule"
 	"kiln.dev/kiln/internal/certcheck"
 	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/distro/kubeapi"
@@ -34,6 +35,7 @@ type backend struct {
 	autoscaler *elastic.Controller
 	profiles   *profilecheck.Loop
 	certs      *certcheck.Loop
+	backups    *backupschedule.Loop
 	pruner     *retention.Pruner
 	stop       context.CancelFunc // set by run
 	done       chan error         // each part's Run returns here
@@ -44,7 +46,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
 	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
 		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
-		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL,
+		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL, Snapshots: d.snapshots,
 		Diagnose: func(ctx context.Context, cl *store.Cluster, opID, reason string, kube plan.KubeReader) (string, error) {
 			got, err := diagnose.Gather(ctx, d.Store, diagnose.Request{Cluster: cl, Operation: opID, Reason: reason, Kube: kube})
 			if err != nil {
@@ -159,6 +161,16 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Interval: d.cfg.CertCheckInterval,
 		Logger:   d.log.With("part", "cert-check"),
 	})
+	b.backups = backupschedule.New(backupschedule.Options{
+		Store: d.Store,
+		Watched: func(cl *store.Cluster) bool {
+			return usesAgents(providers, cl.Spec.Provider) && !providers.Attached(cl.Spec.Provider) && cl.Spec.Distribution != v1.DistroKubeadm
+		},
+		Steps:    plan.PendingSteps,
+		Started:  func(*store.Operation) { b.worker.Wake() },
+		Interval: d.cfg.BackupCheckInterval,
+		Logger:   d.log.With("part", "backup-schedule"),
+	})
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
 	return b
@@ -169,13 +181,14 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 6)
+	b.done = make(chan error, 7)
 	go func() { b.done <- b.worker.Run(wctx) }()
 	go func() { b.done <- b.checker.Run(wctx) }()
 	go func() { b.done <- b.autoscaler.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
 	go func() { b.done <- b.profiles.Run(wctx) }()
 	go func() { b.done <- b.certs.Run(wctx) }()
+	go func() { b.done <- b.backups.Run(wctx) }()
 }
 
 // drain stops the parts and waits for them: the worker stops claiming, and
@@ -183,7 +196,7 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range cap(b.done) { // the worker, the health checker, the autoscaler, the pruner, the profile and certificate checks
+	for range cap(b.done) { // the worker, the health checker, the autoscaler, the pruner, the profile and certificate checks, the backup schedule
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}

@@ -30,6 +30,7 @@ import (
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/secret"
+	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -155,6 +156,9 @@ type Config struct {
 	// (certcheck); defaults certcheck.DefaultInterval and DefaultWarn.
 	CertCheckInterval time.Duration
 	CertExpiryWarning time.Duration
+	// BackupCheckInterval is how often the backend looks at the clusters'
+	// backup schedules (backupschedule.DefaultInterval when 0).
+	BackupCheckInterval time.Duration
 	// ComponentCertTTL, when set, is the lifetime of the Kubernetes
 	// certificates of every node install, instead of each cluster's
 	// certificateTTLDays: a test setting (plan.Options).
@@ -215,6 +219,9 @@ type Daemon struct {
 	// registry is the image registry (/v2/ on the API and the agent
 	// listener); nil in a backend-only process.
 	registry *registry.Registry
+	// snapshots keeps backups' etcd snapshots (the plan checks them, the
+	// agent listener takes and serves them, the API deletes them).
+	snapshots *snapshots.Vault
 }
 
 // listener is an http.Server serving on a goroutine of its own; done gets
@@ -305,11 +312,12 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	st, _, err := openStore(ctx, cfg)
+	st, kr, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st,
+		snapshots: &snapshots.Vault{Store: st, Keyring: kr, DataDir: cfg.DataDir}}
 	if err := d.start(ctx); err != nil {
 		if d.registry != nil {
 			d.registry.Close()

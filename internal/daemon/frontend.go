@@ -72,11 +72,15 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 			if providers.Attached(spec.Provider) {
 				return plan.AttachedSteps(kind)
 			}
+			if kind == v1.KindCreate && spec.RestoreFrom != nil && !providers.HostsJoin(spec.Provider) {
+				return plan.CreateFromBackupSteps()
+			}
 			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 		},
 		Providers:    providers,
 		Installer:    server.Installer{AgentBinary: d.agentBinary, KubeBinary: d.cfg.KubeBinary},
 		Diagnose:     d.diagnoseNow,
+		Snapshots:    d.snapshots,
 		RateLimit:    d.cfg.RateLimit,
 		MaxInFlight:  d.cfg.MaxInFlight,
 		PollInterval: d.cfg.Poll,

@@ -98,7 +98,7 @@ func RotateKey(ctx context.Context, cfg Config, opts RotateOptions) error {
 		return fmt.Errorf("%s not under key %s after the reseal; the old keys stay: run kilnd rotate-key again",
 			secrets(stale), kr.Primary())
 	}
-	return r.dropOld()
+	return r.dropOld(ctx)
 }
 
 // rotation is one run of RotateKey.
@@ -153,7 +153,25 @@ func (r *rotation) resealAll(ctx context.Context, stopAfter int) error {
 
 // dropOld removes every key but the primary from the file, once no secret
 // is sealed under them.
-func (r *rotation) dropOld() error {
+func (r *rotation) dropOld(ctx context.Context) error {
+	backups, err := r.rs.BackupKeys(ctx)
+	if err != nil {
+		return err
+	}
+	var needed []string
+	for _, id := range slices.Sorted(maps.Keys(backups)) {
+		if id != r.kr.Primary() {
+			needed = append(needed, fmt.Sprintf("key %s (%d backups)", id, backups[id]))
+		}
+	}
+	if len(needed) > 0 {
+		// A backup's object is sealed once, where it is kept: its key stays
+		// until the backup is deleted (or pruned).
+		fmt.Fprintf(r.out, "old keys stay in %s: backups are sealed under %s; run kilnd rotate-key again once they are deleted\n",
+			r.kr.Path(), strings.Join(needed, ", "))
+		fmt.Fprintf(r.out, "done: %s resealed; every secret in the store is sealed under key %s\n", secrets(r.resealed), r.kr.Primary())
+		return nil
+	}
 	dropped, err := r.kr.DropRetired()
 	if err != nil {
 		return err

@@ -158,13 +158,18 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 	x.op.Error = &v1.Error{Code: v1.CodeCanceled, Message: msg, Target: clusterID(x.cl.Key())}
 
 	st := &x.cl.Status
-	switch st.ProvisioningState {
-	case v1.StateCreating, v1.StateUpdating, v1.StateDeleting:
-		st.FailedProvisioningState = st.ProvisioningState
+	if x.leavesCluster() {
+		x.failBackup(ctx, msg)
+		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
+	} else {
+		switch st.ProvisioningState {
+		case v1.StateCreating, v1.StateUpdating, v1.StateDeleting:
+			st.FailedProvisioningState = st.ProvisioningState
+		}
+		st.ProvisioningState = v1.StateCanceled
+		st.LastError = &v1.StatusError{Code: v1.CodeCanceled, Message: msg, Step: s.Name, Retryable: true}
+		st.UpdatedAt = now
 	}
-	st.ProvisioningState = v1.StateCanceled
-	st.LastError = &v1.StatusError{Code: v1.CodeCanceled, Message: msg, Step: s.Name, Retryable: true}
-	st.UpdatedAt = now
 	// The cluster says what is there now: a later change starts from it.
 	if counts, err := x.nodeCounts(ctx); err == nil {
 		st.Nodes = counts

@@ -31,13 +31,18 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 	x.op.Error = &v1.Error{Code: fe.Code, Message: fe.Message, Target: target, Details: fe.Details}
 
 	st := &x.cl.Status
-	switch st.ProvisioningState {
-	case v1.StateCreating, v1.StateUpdating, v1.StateDeleting:
-		st.FailedProvisioningState = st.ProvisioningState
+	if x.leavesCluster() {
+		x.failBackup(ctx, fe.Message)
+		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
+	} else {
+		switch st.ProvisioningState {
+		case v1.StateCreating, v1.StateUpdating, v1.StateDeleting:
+			st.FailedProvisioningState = st.ProvisioningState
+		}
+		st.ProvisioningState = v1.StateFailed
+		st.LastError = &v1.StatusError{Code: fe.Code, Message: fe.Message, Step: step, Retryable: fe.Retryable}
+		st.UpdatedAt = now
 	}
-	st.ProvisioningState = v1.StateFailed
-	st.LastError = &v1.StatusError{Code: fe.Code, Message: fe.Message, Step: step, Retryable: fe.Retryable}
-	st.UpdatedAt = now
 
 	msg := fmt.Sprintf("%s operation failed: %s", x.op.Kind, fe.Message)
 	if step != "" {

@@ -206,6 +206,18 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 // builds the instruction's params (nil for none). It returns the
 // instruction that succeeded.
 func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return x.issue(ctx, node, kind, doing, params, true)
+}
+
+// ask is order for an instruction that leaves the node in its state (a
+// backup's snapshot, a restore's phases): it runs beside what the node
+// serves. A failure is the step's, not the node's.
+func (x *run) ask(ctx context.Context, node *store.Node, kind string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return x.issue(ctx, node, kind, "", params, false)
+}
+
+// issue is order, with the node's state kept when track is false.
+func (x *run) issue(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error), track bool) (*store.Instruction, error) {
 	k := x.cl.Key()
 	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, x.step, node.Name)
 	latest, n, err := x.latestInstruction(ctx, node.Name, prefix)
@@ -225,8 +237,10 @@ func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, p
 		if err := x.instructions.PutInstruction(ctx, latest, store.Cond{Fence: &x.fence}); err != nil && !errors.Is(err, store.ErrExists) {
 			return nil, fmt.Errorf("issue %s instruction to node %s: %w", kind, node.Name, err)
 		}
-		if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, doing); err != nil {
-			return nil, err
+		if track {
+			if err := x.setNodeState(ctx, node.Name, v1.NodeProvisioning, doing); err != nil {
+				return nil, err
+			}
 		}
 		if x.r.opts.Agents != nil {
 			x.r.opts.Agents.Notify(k, node.Name)
@@ -242,10 +256,14 @@ func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, p
 	msg := fmt.Sprintf("node %s: %s failed: %s", node.Name, kind, res.Message)
 	if res.Retryable {
 		// The node stays PROVISIONING: the step's next attempt instructs it again.
-		_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, kind+" failed, retrying: "+res.Message)
+		if track {
+			_ = x.setNodeState(ctx, node.Name, v1.NodeProvisioning, kind+" failed, retrying: "+res.Message)
+		}
 		return nil, failure.Retryable(v1.CodeProviderError, nil, "%s", msg)
 	}
-	_ = x.setNodeState(ctx, node.Name, v1.NodeFailed, res.Message)
+	if track {
+		_ = x.setNodeState(ctx, node.Name, v1.NodeFailed, res.Message)
+	}
 	return nil, failure.Terminal(v1.CodeProviderError, "%s", msg)
 }
 

@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
@@ -80,6 +81,9 @@ type Options struct {
 	// Packs applies the packs of cluster profiles (package packs); nil
 	// records a profile version as applied without applying anything.
 	Packs PackApplier
+	// Snapshots keeps backups' etcd snapshots; nil refuses backups and
+	// restores.
+	Snapshots *snapshots.Vault
 }
 
 // Drain is how a run learns that the process running it is stopping.

@@ -46,6 +46,14 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepRenewCertificates:          x.renewCertificates,
 		StepConnectCluster:             x.connectCluster,
 		StepDetachCluster:              x.detachCluster,
+		StepTakeSnapshot:               x.takeSnapshot,
+		StepCheckBackup:                x.checkBackup,
+		StepPruneBackups:               x.pruneBackups,
+		StepStageSnapshot:              x.stageSnapshot,
+		StepStopControlPlane:           x.stopControlPlane,
+		StepRestoreEtcd:                x.restoreEtcd,
+		StepStartControlPlane:          x.startControlPlane,
+		StepRemoveForeignNodes:         x.removeForeignNodes,
 	}[name]
 }
 

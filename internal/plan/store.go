@@ -58,4 +58,5 @@ type Store interface {
 	EventStore
 	gateway.SecretStore
 	dynamic.Store
+	BackupStore
 }

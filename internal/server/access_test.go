@@ -66,6 +66,11 @@ var required = map[string]string{
 	"GET /v1/projects/{project}/clusters/{cluster}/diagnostics/{diagnostics}":        "viewer",
 	"GET /v1/projects/{project}/clusters/{cluster}/diagnostics/{diagnostics}/bundle": "viewer",
 	"DELETE /v1/projects/{project}/clusters/{cluster}/diagnostics/{diagnostics}":     "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/backups":                         "operator",
+	"GET /v1/projects/{project}/clusters/{cluster}/backups":                          "viewer",
+	"GET /v1/projects/{project}/clusters/{cluster}/backups/{backup}":                 "viewer",
+	"DELETE /v1/projects/{project}/clusters/{cluster}/backups/{backup}":              "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/restore":                         "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/retry":                           "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                       "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                            "viewer",
@@ -181,7 +186,7 @@ func (w *world) fill(pattern, project, user string) (method, path string) {
 	method, path, _ = strings.Cut(pattern, " ")
 	return method, strings.NewReplacer(
 		"{project}", project, "{cluster}", "c", "{node}", "n", "{operation}", w.opID,
-		"{cloudaccount}", "ca", "{diagnostics}", "d", "{secret}", "s", "{profile}", "pr", "{member}", "target", "{serviceaccount}", "robot",
+		"{cloudaccount}", "ca", "{diagnostics}", "d", "{backup}", "b", "{secret}", "s", "{profile}", "pr", "{member}", "target", "{serviceaccount}", "robot",
 		"{token}", "tok_0000000000000000", "{user}", user,
 	).Replace(path)
 }

@@ -80,6 +80,9 @@ var (
 		"/v1/projects/p/clusters/c/diagnostics",
 		"/v1/projects/p/clusters/c/diagnostics/d",
 		"/v1/projects/p/clusters/c/diagnostics/d/bundle",
+		"/v1/projects/p/clusters/c/backups",
+		"/v1/projects/p/clusters/c/backups/b",
+		"/v1/projects/p/clusters/c/restore",
 	}
 )
 

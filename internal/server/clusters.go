@@ -230,6 +230,9 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 			if cl.Spec, err = spec(existing); err != nil {
 				return err
 			}
+			if err := s.checkSpecRestoreFrom(r.Context(), existing, cl, op); err != nil {
+				return err
+			}
 		}
 		op.Steps = s.pendingSteps(op.Kind, &cl.Spec)
 		if check != nil {

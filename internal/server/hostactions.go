@@ -69,44 +69,59 @@ func (s *Server) clusterAction(w http.ResponseWriter, r *http.Request, kind stri
 	if hasBody(r) {
 		return invalidRequest("this request takes no body")
 	}
-	if err := s.requireProject(r); err != nil {
+	cl, op, err := s.beginAction(r, kind, first, check, nil)
+	if err != nil {
 		return err
+	}
+	s.accepted(w, r, cl, op, http.StatusAccepted)
+	return nil
+}
+
+// beginAction is clusterAction's begin, without its answer; prepare, when
+// set, fills in what the operation of kind carries besides its steps (a
+// backup's name).
+func (s *Server) beginAction(r *http.Request, kind string, first func(*store.Cluster) error, check func(context.Context, *store.Cluster) error,
+	prepare func(*store.Operation)) (*store.Cluster, *store.Operation, error) {
+	if err := s.requireProject(r); err != nil {
+		return nil, nil, err
 	}
 	key, o := clusterKey(r), clusterRef(r)
 	for range maxAttempts {
 		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
-			return toAPIError(err, o)
+			return nil, nil, toAPIError(err, o)
 		}
 		if err := first(cl); err != nil {
-			return err
+			return nil, nil, err
 		}
 		st := cl.Status
 		switch {
 		case st.CurrentOperation != "" && slices.Contains([]string{v1.StateCreating, v1.StateUpdating, v1.StateDeleting}, st.ProvisioningState):
-			return conflictError(o, &store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
+			return nil, nil, conflictError(o, &store.ConflictError{Operation: st.CurrentOperation, State: st.ProvisioningState})
 		case createUnfinished(st):
-			return conflict(o, "cluster",
+			return nil, nil, conflict(o, "cluster",
 				"did not finish its create (%s): retry it (kiln cluster retry, or PUT the cluster again) or delete it before a %s",
 				st.ProvisioningState, kind)
 		}
 		if err := check(r.Context(), cl); err != nil {
-			return err
+			return nil, nil, err
 		}
 		next, op := s.nextOperation(key, cl, false)
 		op.Kind = kind
 		op.Steps = s.pendingSteps(kind, &next.Spec)
+		if prepare != nil {
+			prepare(op)
+		}
 		err = s.clusters.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
 		if raced(err) {
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		s.accepted(w, r, next, op, http.StatusAccepted)
-		return nil
+		return next, op, nil
 	}
-	return errBusy(o)
+	return nil, nil, errBusy(o)
 }
 
 // hostsJoin reports whether the named provider's clusters are made of the

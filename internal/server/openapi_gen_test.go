@@ -139,6 +139,17 @@ func apiRoutes() []apiRoute {
 		{pattern: "GET " + cluster + "/diagnostics/{diagnostics}/bundle", summary: "A diagnostics bundle: a gzipped tar.",
 			codes: map[int]*apiBody{200: {media: "application/gzip", doc: "README.txt, cluster.json, operation.json, events.json, nodes/NAME/{node.json,agent.log}, kubernetes/..."}}},
 		{pattern: "DELETE " + cluster + "/diagnostics/{diagnostics}", summary: "Delete a diagnostics bundle.", codes: map[int]*apiBody{204: noBody}},
+		{pattern: "POST " + cluster + "/backups", summary: "Take a backup: an etcd snapshot from a control-plane node, checked and sealed in the project's backup location.",
+			in: oneOf[struct {
+				Name string `json:"name,omitempty"`
+			}](), inOpt: true, async: true, codes: map[int]*apiBody{202: oneOf[v1.Backup]()}},
+		{pattern: "GET " + cluster + "/backups", summary: "A cluster's backups, newest first (a deleted cluster's too).", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Backup]()}},
+		{pattern: "GET " + cluster + "/backups/{backup}", summary: "A backup.", codes: map[int]*apiBody{200: oneOf[v1.Backup]()}},
+		{pattern: "DELETE " + cluster + "/backups/{backup}", summary: "Delete a backup: its sealed snapshot and its record.", codes: map[int]*apiBody{204: noBody}},
+		{pattern: "POST " + cluster + "/restore", summary: "Restore the cluster's etcd from one of its backups: checked and staged on every control-plane node, then the control plane stopped, restored and started.",
+			in: oneOf[struct {
+				Backup string `json:"backup"`
+			}](), async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "GET " + cluster + "/operations", summary: "A cluster's operations, oldest first.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Operation]()}},
 		{pattern: "GET " + cluster + "/events", summary: "A cluster's events, oldest first.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Event]()}},
 		{pattern: "GET /v1/operations/{operation}", summary: "An operation: what ARM clients poll; ?wait= long-polls.", query: []string{"wait"}, codes: map[int]*apiBody{200: oneOf[v1.Operation]()}},

@@ -38,6 +38,7 @@ func operationOut(op *store.Operation) v1.Operation {
 			Leftovers:       op.Leftovers,
 			CancelRequested: op.CancelRequested,
 			Reason:          op.Reason,
+			Backup:          op.Backup,
 			Nodes:           op.Nodes,
 		},
 	}

@@ -86,11 +86,14 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) error {
 	if in.Name != "" && in.Name != name {
 		return badRequest("name", "the body's name %q differs from the URL's %q", in.Name, name)
 	}
+	if err := s.checkBackupLocation(r.Context(), name, in.BackupLocation); err != nil {
+		return err
+	}
 	return putRecord(w, r, conds, putLoop[*v1.Project, v1.Project]{
 		what: "project",
 		get:  func(ctx context.Context) (*v1.Project, error) { return s.projects.GetProject(ctx, name) },
 		build: func(existing *v1.Project, exists bool) (*v1.Project, error) {
-			p := &v1.Project{Name: name, DisplayName: in.DisplayName, CreatedAt: s.now().UTC()}
+			p := &v1.Project{Name: name, DisplayName: in.DisplayName, BackupLocation: in.BackupLocation, CreatedAt: s.now().UTC()}
 			if exists {
 				p.CreatedAt = existing.CreatedAt
 			}

@@ -35,7 +35,7 @@ func refOf(r *http.Request, kind string) ref {
 		o.owner = &owner
 	default:
 		o.project = r.PathValue("project")
-		if kind == "node" || kind == "job" {
+		if kind == "node" || kind == "job" || kind == "backup" {
 			o.cluster = r.PathValue("cluster")
 		}
 	}

@@ -62,6 +62,9 @@ type Options struct {
 	// diagnose, with the cluster's API); nil answers POST
 	// .../diagnostics 503.
 	Diagnose func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error)
+	// Snapshots deletes backups' stored snapshots; nil answers DELETE of a
+	// backup 503.
+	Snapshots Snapshots
 	// Installer finds what an edge host's installer holds besides the
 	// cluster's activation material; its zero value offers no installer.
 	Installer Installer
@@ -100,6 +103,7 @@ type Server struct {
 	activation      Activation
 	installer       Installer
 	diagnose        func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error)
+	snapshots       Snapshots
 	auth            *auth.Authenticator
 	log             *slog.Logger
 	steps           func(kind string, spec *v1.ClusterSpec) []string
@@ -144,6 +148,7 @@ func New(opts Options) *Server {
 		activation:      opts.Activation,
 		installer:       opts.Installer,
 		diagnose:        opts.Diagnose,
+		snapshots:       opts.Snapshots,
 		log:             opts.Logger,
 		steps:           opts.Steps,
 		providers:       opts.Providers,
@@ -343,6 +348,11 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster+"/diagnostics/{diagnostics}", "diagnostics", viewer, s.getDiagnostics)
 	s.handle("GET "+cluster+"/diagnostics/{diagnostics}/bundle", "diagnostics", viewer, s.getDiagnosticsBundle)
 	s.handle("DELETE "+cluster+"/diagnostics/{diagnostics}", "diagnostics", operator, s.deleteDiagnostics)
+	s.handle("POST "+cluster+"/backups", "cluster", operator, s.createBackup)
+	s.handle("GET "+cluster+"/backups", "project", viewer, s.listBackups)
+	s.handle("GET "+cluster+"/backups/{backup}", "backup", viewer, s.getBackup)
+	s.handle("DELETE "+cluster+"/backups/{backup}", "backup", operator, s.deleteBackup)
+	s.handle("POST "+cluster+"/restore", "cluster", operator, s.restoreCluster)
 	s.handle("GET "+cluster+"/operations", "project", viewer, s.listOperations)
 	s.handle("GET "+cluster+"/events", "project", viewer, s.listEvents)
 	s.handle("GET /v1/operations/{operation}", "operation",

@@ -133,6 +133,7 @@ type Store interface {
 	IdentityStore
 	AuditStore
 	DiagnosticsStore
+	BackupStore
 	gateway.SecretReader
 	Pinger
 }
@@ -156,9 +157,10 @@ type stores struct {
 	// clusters' CAs and keys.
 	projectSecrets ProjectSecretStore
 	diagnostics    DiagnosticsStore
+	backups        BackupStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, profiles: st,
 		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }

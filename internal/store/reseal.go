@@ -18,4 +18,8 @@ type Resealer interface {
 	// SealedKeys counts the secret values by the id of the key they are
 	// sealed under; values in clear count under "".
 	SealedKeys(ctx context.Context) (map[string]int, error)
+	// BackupKeys counts the backups by the ids of the keys their sealed
+	// objects need (Backup.Keys): kept in the key file while they are
+	// there, since a backup's object is not resealed.
+	BackupKeys(ctx context.Context) (map[string]int, error)
 }

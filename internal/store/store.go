@@ -149,6 +149,9 @@ type Operation struct {
 	// removes (v1.OperationProperties).
 	Reason string
 	Nodes  []string
+	// Backup is the backup a backup operation takes or a restore
+	// operation puts back; set when it is begun.
+	Backup string
 }
 
 // Node is a node record.
@@ -192,6 +195,40 @@ type Diagnostics struct {
 // MaxDiagnostics is how many diagnostics bundles the store keeps per
 // cluster: a put beyond it deletes the oldest.
 const MaxDiagnostics = 10
+
+// Backup is a backup's record: the API's view plus where its sealed object
+// is. Backup.Cluster names the cluster it was taken of; Name, ETag and
+// CreatedAt are the record's.
+type Backup struct {
+	Project    string
+	ClusterUID string // uid of the cluster it was taken of
+	Object     string // the key of its sealed snapshot in the location
+	v1.Backup
+	// Keys are the ids of kilnd's keys its object is sealed under
+	// (recorded when it is checked): kilnd rotate-key keeps them in the key
+	// file while the backup is there (BackupKeys).
+	Keys []string
+}
+
+// Backups are the records of clusters' backups, filed under the project
+// and the name of the cluster they were taken of. They outlive their
+// cluster (a cluster deleted, or made again under its name, keeps them) and
+// go with their project.
+type Backups interface {
+	// PutBackup creates (Cond.IfNoneMatch "*": only a new one) or replaces
+	// (Cond.IfMatch: the etag it must have) b; the project must exist. It
+	// sets b.ETag and, on create, b.CreatedAt (to now when zero; a replace
+	// keeps the stored one).
+	PutBackup(ctx context.Context, b *Backup, c Cond) error
+	// GetBackup reads a backup (ErrNotFound).
+	GetBackup(ctx context.Context, project, cluster, name string) (*Backup, error)
+	// ListBackups lists the backups filed under a cluster's name, newest
+	// first (CreatedAt descending, then by name).
+	ListBackups(ctx context.Context, project, cluster string, pg Page) ([]*Backup, string, error)
+	// DeleteBackup deletes a backup's record (ErrNotFound whatever c says
+	// when there is none).
+	DeleteBackup(ctx context.Context, project, cluster, name string, c Cond) error
+}
 
 // Profile is a profile record: every version of one profile. The
 // embedded Profile is the newest version, with the record's Name, ETag and
@@ -279,13 +316,15 @@ type LogFilter struct {
 // the narrower interface they need; this one is for wiring and for storetest.
 type Store interface {
 	Identities
+	Backups
 
 	// Projects.
 	PutProject(ctx context.Context, p *v1.Project, c Cond) error
 	GetProject(ctx context.Context, name string) (*v1.Project, error)
 	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
 	// DeleteProject refuses with ErrNotEmpty while the project has clusters;
-	// it deletes the project's cloud accounts, secrets and profiles with it.
+	// it deletes the project's cloud accounts, secrets, profiles and
+	// backups with it.
 	DeleteProject(ctx context.Context, name string, c Cond) error
 
 	// Clusters.
@@ -461,10 +500,10 @@ const retainedPrefix = "done by operation "
 // with their attempts and times, DoneBy and a message naming the operation
 // that ran them (o, or the one before it), so the runner does not run them
 // again; the step that failed or was canceled and every step after it are
-// Pending again. Kind, cluster, Force, Reason and Nodes are o's.
+// Pending again. Kind, cluster, Force, Reason, Nodes and Backup are o's.
 func (o *Operation) Retry(id string, now time.Time) *Operation {
 	op := &Operation{ID: id, Project: o.Project, Cluster: o.Cluster, Kind: o.Kind, Status: v1.OpInProgress,
-		StartTime: now, RetryOf: o.ID, Force: o.Force, Reason: o.Reason, Nodes: slices.Clone(o.Nodes)}
+		StartTime: now, RetryOf: o.ID, Force: o.Force, Reason: o.Reason, Nodes: slices.Clone(o.Nodes), Backup: o.Backup}
 	redo := false
 	for _, s := range o.Steps {
 		if !redo && (s.State == v1.StepSucceeded || s.State == v1.StepSkipped) {

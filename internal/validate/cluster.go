@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"github.com/robfig/cron/v3"
 	"maps"
 	"net/netip"
 	"net/url"
@@ -197,6 +198,14 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	}
 	if r := spec.CertificateRenewal; r != "" && r != v1.CertificateRenewalAuto && r != v1.CertificateRenewalManual {
 		e.invalid("spec.certificateRenewal", "%q must be %s or %s", r, v1.CertificateRenewalAuto, v1.CertificateRenewalManual)
+	}
+	if b := spec.Backup; b != nil {
+		if _, err := cron.ParseStandard(b.Schedule); err != nil {
+			e.invalid("spec.backup.schedule", "%q is not a schedule of five cron fields, in UTC, such as \"0 */6 * * *\" (every six hours): %v", b.Schedule, err)
+		}
+		if b.Keep < 0 || b.Keep > MaxBackupKeep {
+			e.invalid("spec.backup.keep", "%d must be between 1 and %d (0: %d)", b.Keep, MaxBackupKeep, v1.DefaultBackupKeep)
+		}
 	}
 	e.labels("spec.labels", spec.Labels)
 	if is := spec.IdleStop; is != nil {

@@ -22,6 +22,8 @@ const (
 	MaxPoolSize = 1000
 	// MaxCertificateTTLDays is the longest node certificate lifetime.
 	MaxCertificateTTLDays = 3650
+	// MaxBackupKeep bounds spec.backup.keep.
+	MaxBackupKeep = 1000
 	// MaxDisplayName bounds free-text display names and descriptions.
 	MaxDisplayName = 256
 )

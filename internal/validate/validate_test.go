@@ -158,11 +158,14 @@ func TestCluster(t *testing.T) {
 				s.NodeApproval = "always"
 				s.CertificateTTLDays = 3651
 				s.CertificateRenewal = "yearly"
+				s.Backup = &v1.BackupSchedule{Schedule: "every hour", Keep: -1}
 			},
 			want: []v1.Error{
 				invalid("spec.nodeApproval", `"always" must be one of auto, manual`),
 				invalid("spec.certificateTTLDays", "3651 must be between 1 and 3650"),
 				invalid("spec.certificateRenewal", `"yearly" must be auto or manual`),
+				invalid("spec.backup.schedule", `"every hour" is not a schedule of five cron fields, in UTC, such as "0 */6 * * *" (every six hours): expected exactly 5 fields, found 2: [every hour]`),
+				invalid("spec.backup.keep", "-1 must be between 1 and 1000 (0: 7)"),
 			},
 		},
 		{

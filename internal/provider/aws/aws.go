@@ -198,34 +198,19 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 			return nil, f
 		}
 	}
-	if cr[CredentialKeyID] == "" || cr[CredentialSecret] == "" {
-		return nil, failure.Terminal(v1.CodeInvalidCredentials, "cloud account %q has no AWS access key: set its credentials %s and %s", a.Name, CredentialKeyID, CredentialSecret)
-	}
-	if region == "" {
-		region = cr[CredentialRegion]
-	}
-	if region == "" {
-		region = DefaultRegion
-	}
-	cfg := awssdk.Config{
-		Region:           region,
-		Credentials:      awssdk.NewCredentialsCache(credentials.NewStaticCredentialsProvider(cr[CredentialKeyID], cr[CredentialSecret], cr[CredentialSession])),
-		RetryMaxAttempts: p.opts.MaxAttempts,
-		RetryMode:        awssdk.RetryModeStandard,
-		APIOptions:       []func(*middleware.Stack) error{countRetries},
-	}
-	if p.opts.HTTPClient != nil {
-		cfg.HTTPClient = p.opts.HTTPClient
-	}
-	if e := cr[CredentialEndpoint]; e != "" {
-		cfg.BaseEndpoint = awssdk.String(e)
-	}
-	if role := cr[CredentialRoleARN]; role != "" {
-		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), role,
-			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = "kiln" }))
+	cfg, err := Config(a.Name, cr, region, func(cfg *awssdk.Config) {
+		cfg.RetryMaxAttempts = p.opts.MaxAttempts
+		cfg.RetryMode = awssdk.RetryModeStandard
+		cfg.APIOptions = []func(*middleware.Stack) error{countRetries}
+		if p.opts.HTTPClient != nil {
+			cfg.HTTPClient = p.opts.HTTPClient
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &clients{
-		region: region,
+		region: cfg.Region,
 		ec2:    ec2.NewFromConfig(cfg),
 		asg:    autoscaling.NewFromConfig(cfg),
 		elb:    elb.NewFromConfig(cfg),
@@ -236,6 +221,39 @@ func (p *AWS) clientsFor(a *provider.Account, region string) (*clients, error) {
 			o.UsePathStyle = cr[CredentialEndpoint] != "" // a custom endpoint has no DNS names for buckets
 		}),
 	}, nil
+}
+
+// Config is the SDK configuration of the credentials of cloud account
+// (Credential* keys) in region ("" for the account's, then DefaultRegion):
+// its access key, the role it assumes with it, its endpoint. Each of with
+// adjusts it (retries, HTTP client) before the role's STS client is made
+// from it. An account without an access key is a terminal
+// InvalidCredentials naming the keys to set.
+func Config(account string, cr map[string]string, region string, with ...func(*awssdk.Config)) (awssdk.Config, error) {
+	if cr[CredentialKeyID] == "" || cr[CredentialSecret] == "" {
+		return awssdk.Config{}, failure.Terminal(v1.CodeInvalidCredentials, "cloud account %q has no AWS access key: set its credentials %s and %s", account, CredentialKeyID, CredentialSecret)
+	}
+	if region == "" {
+		region = cr[CredentialRegion]
+	}
+	if region == "" {
+		region = DefaultRegion
+	}
+	cfg := awssdk.Config{
+		Region:      region,
+		Credentials: awssdk.NewCredentialsCache(credentials.NewStaticCredentialsProvider(cr[CredentialKeyID], cr[CredentialSecret], cr[CredentialSession])),
+	}
+	for _, f := range with {
+		f(&cfg)
+	}
+	if e := cr[CredentialEndpoint]; e != "" {
+		cfg.BaseEndpoint = awssdk.String(e)
+	}
+	if role := cr[CredentialRoleARN]; role != "" {
+		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), role,
+			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = "kiln" }))
+	}
+	return cfg, nil
 }
 
 // cluster is what every method works with: the cluster, its id and its

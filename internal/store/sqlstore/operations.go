@@ -13,7 +13,7 @@ import (
 )
 
 const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
-	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes`
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes, backup`
 
 // opRow is an operation's columns as written.
 type opRow struct {
@@ -68,7 +68,7 @@ func scanOperation(r scanner) (*store.Operation, error) {
 	var start, end, forced, cancelAt int64
 	var steps, errJSON, leftovers, cancelBy, nodes string
 	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
-		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes); err != nil {
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes, &op.Backup); err != nil {
 		return nil, err
 	}
 	if nodes != "" {
@@ -112,9 +112,9 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	}
 	// A new operation has no cancel request: only RequestCancel writes one.
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?, ?)`),
 		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
-		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes)
+		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes, op.Backup)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}

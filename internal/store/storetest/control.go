@@ -116,25 +116,27 @@ func testOperationRetryAndForce(e *env) {
 	}
 }
 
-// testOperationReason: why an operation was begun and the nodes it
-// removes round-trip, and a running operation's writes keep them.
+// testOperationReason: why an operation was begun, the nodes it removes
+// and the backup it takes round-trip, and a running operation's writes keep them.
 func testOperationReason(e *env) {
 	t, ctx, s := e.t, e.ctx, e.s
 	e.project("p")
 	cl, op := e.newClusterOp("p", "c", v1.KindAutoscale, v1.StateUpdating)
 	op.Reason = "node c-default-2 underused (cpu 3%, memory 1%) for 10m"
 	op.Nodes = []string{"c-default-2", "c-default-1"}
+	op.Backup = "c-20261126-101500"
 	wantErr(t, "BeginOperation", s.BeginOperation(ctx, cl, op, store.Cond{}), nil)
 	diff(t, "begun operation", op, e.getOp(op.ID))
 
 	claimed := e.claim("w", time.Minute)
 	f := claimed.Lease.Fence()
 	saved := *op
-	saved.Reason, saved.Nodes = "", nil // not written by a save
+	saved.Reason, saved.Nodes, saved.Backup = "", nil, "" // not written by a save
 	saved.Status = v1.OpSucceeded
 	wantErr(t, "FinishOperation", s.FinishOperation(ctx, nil, &saved, f, true), nil)
 	got := e.getOp(op.ID)
-	if got.Reason != op.Reason || !slices.Equal(got.Nodes, op.Nodes) || got.Status != v1.OpSucceeded {
-		t.Fatalf("finished operation reason %q nodes %v status %s, want %q %v Succeeded", got.Reason, got.Nodes, got.Status, op.Reason, op.Nodes)
+	if got.Reason != op.Reason || !slices.Equal(got.Nodes, op.Nodes) || got.Backup != op.Backup || got.Status != v1.OpSucceeded {
+		t.Fatalf("finished operation reason %q nodes %v backup %q status %s, want %q %v %q Succeeded",
+			got.Reason, got.Nodes, got.Backup, got.Status, op.Reason, op.Nodes, op.Backup)
 	}
 }

@@ -1,0 +1,138 @@
+// Package backupschedule is the backend's periodic look at the clusters
+// with spec.backup: a backup operation begun when the schedule says one is
+// due, counted from the cluster's last scheduled backup (or its creation).
+// The backup's plan prunes the scheduled backups beyond spec.backup.keep.
+package backupschedule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/periodic"
+	"kiln.dev/kiln/internal/store"
+)
+
+// DefaultInterval is how often the schedules are looked at.
+const DefaultInterval = time.Minute
+
+// Store is what the loop reads and writes.
+type Store interface {
+	store.ClusterLister
+	ListBackups(ctx context.Context, project, cluster string, pg store.Page) ([]*store.Backup, string, error)
+	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
+	AppendEvent(ctx context.Context, e *store.Event) error
+}
+
+// Options configure a Loop. Store, Watched and Steps are required.
+type Options struct {
+	Store Store
+	// Watched reports whether Kiln runs the etcd of a cluster (its
+	// provider's nodes run agents, its distribution is Kiln's).
+	Watched func(cl *store.Cluster) bool
+	// Steps are the pending steps of an operation kind (plan.PendingSteps).
+	Steps func(kind string) []v1.Step
+	// Started is called with an operation the Loop began; optional.
+	Started  func(*store.Operation)
+	Interval time.Duration // DefaultInterval when 0
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Loop runs the schedules.
+type Loop struct{ opts Options }
+
+// New returns a Loop with defaults filled in.
+func New(opts Options) *Loop {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Loop{opts: opts}
+}
+
+// Parse reads a schedule: five cron fields, in UTC.
+func Parse(schedule string) (cron.Schedule, error) {
+	return cron.ParseStandard(schedule)
+}
+
+// Run looks at the schedules every Interval until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "backup schedule", l.CheckAll)
+}
+
+// CheckAll looks at every cluster once.
+func (l *Loop) CheckAll(ctx context.Context) error {
+	return store.CheckEachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
+}
+
+// Check begins cl's scheduled backup when one is due. A cluster busy with
+// another operation, or not Succeeded, is looked at again next time: the
+// backup is late, not lost.
+func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
+	b := cl.Spec.Backup
+	if b == nil || b.Schedule == "" || cl.Status.ProvisioningState != v1.StateSucceeded || !l.opts.Watched(cl) {
+		return nil
+	}
+	sched, err := Parse(b.Schedule)
+	if err != nil {
+		return nil // validation refuses it; an older record is left alone
+	}
+	last, err := l.lastScheduled(ctx, cl)
+	if err != nil {
+		return err
+	}
+	now := l.opts.Now().UTC()
+	due := sched.Next(last)
+	if now.Before(due) {
+		return nil
+	}
+	name := fmt.Sprintf("%s-%s", cl.Name, now.Format("20060102-150405"))
+	next := *cl
+	op := &store.Operation{Kind: v1.KindBackup, Steps: l.opts.Steps(v1.KindBackup), Backup: name,
+		Reason: fmt.Sprintf("scheduled by spec.backup.schedule %q (due at %s)", b.Schedule, due.Format(time.RFC3339))}
+	if begun, err := store.BeginBackground(ctx, l.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
+		return err
+	}
+	l.opts.Logger.Info("backup schedule: backing up", "cluster", cl.Key().String(), "operation", op.ID, "backup", name)
+	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: "Normal", Reason: "BackupScheduled",
+		Operation: op.ID, Message: fmt.Sprintf("backup %s begun: %s", name, op.Reason)}}
+	if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
+		l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "err", err)
+	}
+	if l.opts.Started != nil {
+		l.opts.Started(op)
+	}
+	return nil
+}
+
+// lastScheduled is when cl's newest scheduled backup began, or when cl
+// was made when it has none.
+func (l *Loop) lastScheduled(ctx context.Context, cl *store.Cluster) (time.Time, error) {
+	last := cl.Status.CreatedAt
+	pg := store.Page{Limit: 100}
+	for {
+		bs, next, err := l.opts.Store.ListBackups(ctx, cl.Project, cl.Name, pg)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("list backups of cluster %s: %w", cl.Key(), err)
+		}
+		for _, b := range bs { // newest first
+			if b.Scheduled && b.ClusterUID == cl.UID {
+				return b.CreatedAt, nil
+			}
+		}
+		if next == "" {
+			return last, nil
+		}
+		pg.Token = next
+	}
+}

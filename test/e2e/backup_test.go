@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// TestBackupRestore: a backup of a running cluster; a namespace deleted
+// and another made; a damaged backup refused before anything stops; the
+// good one restored (the deleted namespace and its objects back, the later
+// one gone); and a second cluster made from the backup with the same
+// objects and none of the first cluster's nodes.
+func TestBackupRestore(t *testing.T) {
+	e := start(t, "kilnd")
+	e.create(localCluster("src", 1, false, 1))
+	e.mustKubectl("src", "create", "namespace", "keep")
+	e.mustKubectl("src", "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=blue")
+
+	out := e.kiln("backup", "create", "src", "--name", "b1")
+	t.Logf("kiln backup create src --name b1:\n%s", out)
+	b1, err := e.c.GetBackup(t.Context(), "default", "src", "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b1.State != v1.BackupSucceeded || b1.Size == 0 || len(b1.SHA256) != 64 || b1.Etcd == nil || b1.Etcd.Revision == 0 ||
+		b1.Node != "src-cp-0" || b1.Location != "directory" {
+		t.Fatalf("backup b1: %+v (etcd %+v), want Succeeded with its size, sha256 and revision, taken on src-cp-0, in the directory", b1, b1.Etcd)
+	}
+	if cl := e.cluster("src"); cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("after the backup the cluster is %s", cl.Status.ProvisioningState)
+	}
+	// The stored object is sealed: the configmap's value is not in it.
+	objects, _ := filepath.Glob(filepath.Join(e.data, "backups", "default", "src", "*", "b1.snapshot"))
+	if len(objects) != 1 {
+		t.Fatalf("stored objects of b1: %v", objects)
+	}
+	if raw, err := os.ReadFile(objects[0]); err != nil || strings.Contains(string(raw), "colour") {
+		t.Errorf("the stored snapshot (%v) holds the configmap's key in the clear", err)
+	}
+
+	e.mustKubectl("src", "delete", "namespace", "keep", "--wait=true", "--timeout=120s")
+	e.mustKubectl("src", "create", "namespace", "later")
+
+	// A second backup, damaged where it is kept: its restore fails at
+	// check-backup, and nothing is stopped.
+	e.kiln("backup", "create", "src", "--name", "b2")
+	b2, err := e.c.GetBackup(t.Context(), "default", "src", "b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(filepath.Dir(objects[0]), "b2.snapshot")
+	raw, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x20
+	if err := os.WriteFile(damaged, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, opID, err := e.c.RestoreCluster(t.Context(), "default", "src", b2.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.finish(opID)
+	if op.Status != v1.OpFailed || op.Error == nil || !strings.Contains(op.Error.Message, "does not check out") {
+		t.Fatalf("restore of the damaged backup: %s %+v", op.Status, op.Error)
+	}
+	for _, s := range op.Properties.Steps {
+		if s.Name != "check-backup" && s.State != v1.StepPending {
+			t.Errorf("step %s is %s after the backup was refused: nothing after check-backup may run", s.Name, s.State)
+		}
+	}
+	if cl := e.cluster("src"); cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("after the refused restore the cluster is %s, want Succeeded: nothing was stopped", cl.Status.ProvisioningState)
+	}
+	e.mustKubectl("src", "get", "namespace", "later")
+
+	// The good one: what was deleted is back, what came later is gone.
+	out = e.kiln("cluster", "restore", "src", "--backup", "b1", "--yes")
+	t.Logf("kiln cluster restore src --backup b1:\n%s", out)
+	if got := e.mustKubectl("src", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "blue" {
+		t.Errorf("configmap keep/settings after the restore: colour %q, want blue", got)
+	}
+	if out, err := e.kubectl("src", "get", "namespace", "later"); err == nil {
+		t.Errorf("namespace later, made after the backup, is still there after the restore:\n%s", out)
+	}
+	for name, n := range e.kubeNodes("src") {
+		if !n.ready() {
+			t.Errorf("node %s is not Ready after the restore", name)
+		}
+	}
+	if list := e.kiln("backup", "list", "src"); !strings.Contains(list, "b1") || !strings.Contains(list, "b2") {
+		t.Errorf("kiln backup list src:\n%s", list)
+	}
+
+	// A second cluster made from the backup.
+	dst := localCluster("dst", 1, false, 1)
+	dst.Spec.RestoreFrom = &v1.RestoreFrom{Cluster: "src", Backup: "b1"}
+	e.create(dst)
+	if got := e.mustKubectl("dst", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "blue" {
+		t.Errorf("configmap keep/settings in the cluster made from b1: colour %q, want blue", got)
+	}
+	var names []string
+	for name, n := range e.kubeNodes("dst") {
+		names = append(names, name)
+		if !n.ready() {
+			t.Errorf("node %s of dst is not Ready", name)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"dst-cp-0", "dst-default-0"}) {
+		t.Errorf("nodes of the cluster made from b1: %v, want dst's own", names)
+	}
+
+	// A backup is deleted with its stored snapshot.
+	e.kiln("backup", "delete", "src", "b2")
+	if _, err := os.Stat(damaged); !os.IsNotExist(err) {
+		t.Errorf("b2's snapshot after its delete: %v", err)
+	}
+}
