@@ -11,8 +11,10 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -58,6 +60,32 @@ type Reporter interface {
 	// Log sends a line of a component's output (stream: etcd, apiserver,
 	// kubelet, ...) to `kiln node logs`.
 	Log(stream, line string)
+}
+
+// DataReporter is an optional capability of a Reporter, found with a type
+// assertion (Run's has it): the data a succeeded instruction hands back.
+type DataReporter interface {
+	// SetData sets the data of the instruction's result
+	// (v1.InstructionResult.Data), kept in the journal with it; the last
+	// call wins. A failed instruction's result carries none.
+	SetData(data json.RawMessage)
+}
+
+// Transferer is an optional capability of a Reporter, found with a type
+// assertion (Run's has it): a request to the controller's agent listener
+// with the node's current certificate, for a body the session does not
+// carry (an etcd snapshot). Its errors are *failure.Error: a 4xx answer is
+// terminal and carries the controller's code and message (a
+// *TransferError); a 5xx, 429 or 408 answer, or no answer, is retryable
+// (Retryable); the end of ctx is ctx's error.
+type Transferer interface {
+	// Upload PUTs size bytes of body, streamed, to path (v1.AgentSnapshotPath
+	// + instruction id), with sha256Hex, their digest, in SnapshotSHA256Header.
+	Upload(ctx context.Context, path string, body io.Reader, size int64, sha256Hex string) error
+	// Download GETs path and writes its body to w. It returns how many
+	// bytes it wrote, and the digest the controller sent in
+	// SnapshotSHA256Header ("" if none): the caller checks what it wrote.
+	Download(ctx context.Context, path string, w io.Writer) (n int64, sha256Hex string, err error)
 }
 
 // Retryable returns the error of an instruction that may succeed when it

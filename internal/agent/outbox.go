@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -58,19 +60,52 @@ func (o *outbox) take() []v1.AgentMessage {
 	return out
 }
 
-// reporter reports for one instruction.
+// reporter reports for one instruction: progress and log lines to the
+// outbox, the result's data kept for executeOne, transfers through the
+// runner (the node's current certificate).
 type reporter struct {
 	out *outbox
 	id  string
+	run *runner
+
+	mu   sync.Mutex
+	data json.RawMessage
 }
 
-func (r reporter) Progress(step, state, message string) {
+var (
+	_ DataReporter = (*reporter)(nil)
+	_ Transferer   = (*reporter)(nil)
+)
+
+func (r *reporter) Progress(step, state, message string) {
 	r.out.push(v1.AgentMessage{Type: v1.AgentProgress, Progress: &v1.StepProgress{
 		Instruction: r.id, Step: step, State: state, Message: message}})
 }
 
-func (r reporter) Log(stream, line string) {
+func (r *reporter) Log(stream, line string) {
 	r.out.push(v1.AgentMessage{Type: v1.AgentLog, Log: &v1.LogLine{Time: r.out.now().UTC(), Stream: stream, Line: line}})
+}
+
+// SetData keeps a copy of data for the instruction's result.
+func (r *reporter) SetData(data json.RawMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.data = append(json.RawMessage(nil), data...)
+}
+
+// resultData is what SetData was given last.
+func (r *reporter) resultData() json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.data
+}
+
+func (r *reporter) Upload(ctx context.Context, path string, body io.Reader, size int64, sha256Hex string) error {
+	return r.run.upload(ctx, path, body, size, sha256Hex)
+}
+
+func (r *reporter) Download(ctx context.Context, path string, w io.Writer) (int64, string, error) {
+	return r.run.download(ctx, path, w)
 }
 
 // teeHandler sends every record to two handlers.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -245,17 +246,23 @@ func (r *runner) executeOne(ctx context.Context, in v1.Instruction) {
 		return
 	}
 	log.Info("running instruction", "kind", in.Kind)
-	err := r.opts.Executor.Execute(ctx, in, reporter{out: r.out, id: in.ID})
+	rep := &reporter{out: r.out, id: in.ID, run: r}
+	err := r.opts.Executor.Execute(ctx, in, rep)
 	if ctx.Err() != nil {
 		// Stopped mid-way: no result; it runs again after a restart.
 		log.Info("instruction interrupted", "err", err)
 		return
 	}
 	res := v1.InstructionResult{Instruction: in.ID, State: v1.StepSucceeded}
+	if data := rep.resultData(); err == nil && len(data) > 0 && !json.Valid(data) {
+		// It could be neither journaled nor sent.
+		err = fmt.Errorf("instruction %s (%s): the executor's result data is not JSON", in.ID, in.Kind)
+	}
 	if err != nil {
 		res.State, res.Message, res.Retryable = v1.StepFailed, err.Error(), errors.Is(err, ErrRetryable)
 		log.Warn("instruction failed", "err", err)
 	} else {
+		res.Data = rep.resultData()
 		log.Info("instruction succeeded")
 	}
 	if err := r.j.Finish(res); err != nil {

@@ -120,8 +120,9 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, k store.Key, no
 		return
 	}
 	if (want != "" && got.SHA256 != want) || (r.ContentLength >= 0 && got.Size != r.ContentLength) {
+		// Cut or changed on the way: the agent sends it again.
 		_ = h.Vault.Delete(ctx, b)
-		writeError(w, http.StatusBadRequest, v1.CodeInvalidParameter,
+		writeError(w, http.StatusServiceUnavailable, v1.CodeUnavailable,
 			"the snapshot arrived as %d bytes of sha256 %s, the agent sent %d of %s: upload it again", got.Size, got.SHA256, r.ContentLength, want)
 		return
 	}

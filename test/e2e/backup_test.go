@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // TestBackupRestore: a backup of a running cluster; a namespace deleted
@@ -122,4 +128,97 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := os.Stat(damaged); !os.IsNotExist(err) {
 		t.Errorf("b2's snapshot after its delete: %v", err)
 	}
+}
+
+// TestScheduledBackupsInS3: a project whose backups are kept in an S3
+// bucket (the local AWS); a cluster with spec.backup every minute, keep 1:
+// scheduled backups are taken by themselves, the older pruned with its
+// object, what is in the bucket is sealed, and a restore reads it back.
+func TestScheduledBackupsInS3(t *testing.T) {
+	a := startLocalAWS(t)
+	e := start(t, "kilnd", "--backup-check-interval", "5s")
+	ctx := t.Context()
+	bucket := s3.NewFromConfig(a.sdk(), func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := bucket.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: awssdk.String("kiln-backups")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("store", awsKey, awsSecret)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.c.GetProject(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BackupLocation = &v1.BackupLocation{S3: &v1.S3Location{CloudAccount: "store", Bucket: "kiln-backups", Prefix: "e2e"}}
+	if _, err := e.c.PutProject(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	cl := localCluster("sched", 1, false, 0)
+	cl.Spec.Backup = &v1.BackupSchedule{Schedule: "* * * * *", Keep: 1}
+	e.create(cl)
+	e.mustKubectl("sched", "create", "namespace", "keep")
+
+	// Two scheduled backups succeed; the first is then pruned.
+	var kept []v1.Backup
+	waitfor.Cond(t, "two scheduled backups, the first pruned", 5*time.Minute, func() (bool, error) {
+		bs, err := e.c.ListBackups(ctx, "default", "sched")
+		if err != nil {
+			return false, err
+		}
+		kept = bs
+		ops, err := e.c.ListOperations(ctx, "default", "sched")
+		if err != nil {
+			return false, err
+		}
+		backups := 0
+		for _, op := range ops {
+			if op.Properties.Kind == v1.KindBackup && op.Status == v1.OpSucceeded {
+				backups++
+			}
+		}
+		return backups >= 2 && len(bs) == 1 && bs[0].State == v1.BackupSucceeded, nil
+	})
+	b := kept[0]
+	if !b.Scheduled || !strings.HasPrefix(b.Location, "s3://kiln-backups/e2e") {
+		t.Errorf("kept backup %+v, want a scheduled one in s3://kiln-backups/e2e", b)
+	}
+	objects, err := bucket.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: awssdk.String("kiln-backups"), Prefix: awssdk.String("e2e/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects.Contents) != 1 || !strings.HasSuffix(*objects.Contents[0].Key, "/"+b.Name+".snapshot") {
+		var keys []string
+		for _, o := range objects.Contents {
+			keys = append(keys, *o.Key)
+		}
+		t.Fatalf("objects in the bucket: %v, want only the kept backup %s's", keys, b.Name)
+	}
+	got, err := bucket.GetObject(ctx, &s3.GetObjectInput{Bucket: awssdk.String("kiln-backups"), Key: objects.Contents[0].Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(got.Body)
+	got.Body.Close()
+	if err != nil || strings.Contains(string(raw), "kube-system") || !strings.HasPrefix(string(raw), "kiln-sealed-stream:") {
+		t.Errorf("the object in the bucket (%v) is not sealed: it starts %q", err, raw[:min(len(raw), 40)])
+	}
+
+	// Restored from the bucket: the namespace deleted since is back. The
+	// schedule stops first, so that it does not take the next backup
+	// between the delete and the restore.
+	spec := e.cluster("sched").Spec
+	spec.Backup = nil
+	_, opID, err := e.c.PutCluster(ctx, "default", &v1.Cluster{Name: "sched", Spec: spec}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("sched", opID)
+	e.mustKubectl("sched", "delete", "namespace", "keep", "--wait=true", "--timeout=120s")
+	_, opID, err = e.c.RestoreCluster(ctx, "default", "sched", b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("sched", opID)
+	e.mustKubectl("sched", "get", "namespace", "keep")
 }

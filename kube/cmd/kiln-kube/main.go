@@ -1,8 +1,9 @@
 // Command kiln-kube is the Kubernetes payload of Kiln's nodes and hosts: one binary holding
-// embedded etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the real kubelet and
-// kube-proxy (what a node that runs containers runs: Kiln's node image, and the hosts of the
-// kubeadm distribution), the hollow kubelet (real kubelet code with a fake container runtime:
-// the local distribution), kubectl and kubeadm, all from k8s.io/kubernetes.
+// embedded etcd (and etcdutl's snapshot save, status and restore, for backups), kube-apiserver,
+// kube-controller-manager, kube-scheduler, the real kubelet and kube-proxy (what a node that
+// runs containers runs: Kiln's node image, and the hosts of the kubeadm distribution), the
+// hollow kubelet (real kubelet code with a fake container runtime: the local distribution),
+// kubectl and kubeadm, all from k8s.io/kubernetes.
 //
 //	kiln-kube COMPONENT [upstream flags...]
 //	kube-apiserver [upstream flags...]    (a link to kiln-kube named as an upstream binary)
@@ -40,6 +41,7 @@ func components() []component {
 	return []component{
 		{"etcd", "", "embedded etcd server (go.etcd.io/etcd/server/v3/embed) with Kiln's --join", func() int { return cli.Run(withJoin(newEtcdCommand())) }},
 		{"etcd-upstream", "etcd", "etcd's own main (go.etcd.io/etcd/server/v3/etcdmain): every flag of the upstream etcd binary", runUpstreamEtcd},
+		{"etcd-snapshot", "", "etcd snapshots (etcdutl): save one from a member, check one (status), restore one into a new data dir", runEtcdSnapshot},
 		{"apiserver", "kube-apiserver", "kube-apiserver", func() int { return cli.Run(newAPIServerCommand()) }},
 		{"controller-manager", "kube-controller-manager", "kube-controller-manager", func() int { return cli.Run(newControllerManagerCommand()) }},
 		{"scheduler", "kube-scheduler", "kube-scheduler", func() int { return cli.Run(newSchedulerCommand()) }},

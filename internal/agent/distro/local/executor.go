@@ -26,8 +26,9 @@ const logTailLines = 12
 
 // Executor is the node side of the local distribution: kiln-agent's
 // agent.Executor for the instructions `install` (params:
-// distrolocal.InstallParams) and `reset`. Use it as a pointer; the zero
-// value of the optional fields works.
+// distrolocal.InstallParams), `reset`, and the backups' `etcd-snapshot` and
+// `etcd-restore` (backup.go). Use it as a pointer; the zero value of the
+// optional fields works.
 //
 // Components run as children of the agent process, in its process group (so
 // stopping the agent's group stops them), are restarted with backoff when
@@ -60,6 +61,8 @@ type Executor struct {
 
 	// runCmd runs ip and iptables (the pod network); runCommand when nil.
 	runCmd runFunc
+	// tool runs kiln-kube etcd-snapshot (backups); runTool when nil.
+	tool toolFunc
 
 	initOnce sync.Once
 	run      sync.Mutex // one instruction at a time
@@ -84,16 +87,20 @@ func (e *Executor) init() {
 		if e.runCmd == nil {
 			e.runCmd = runCommand
 		}
+		if e.tool == nil {
+			e.tool = runTool
+		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
 		e.net = &podNetwork{log: e.Logger, run: e.runCmd, client: nodesClient(e.Root), every: routeSyncInterval}
 	})
 }
 
-// Execute runs an install or reset instruction. Its errors are
-// *failure.Error: bad params are terminal; a component that does not become
-// healthy in time is retryable (wrapping agent.ErrRetryable) and its message
-// carries the last lines of the component's log.
+// Execute runs an install, reset, etcd-snapshot or etcd-restore
+// instruction. Its errors are *failure.Error: bad params are terminal; a
+// component that does not become healthy in time is retryable (wrapping
+// agent.ErrRetryable) and its message carries the last lines of the
+// component's log.
 func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.Reporter) error {
 	e.init()
 	e.run.Lock()
@@ -130,6 +137,10 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	case v1.InstructionReset:
 		log.Info("resetting")
 		return e.reset(report)
+	case v1.InstructionEtcdSnapshot:
+		return e.snapshot(ctx, in, report)
+	case v1.InstructionEtcdRestore:
+		return e.restore(ctx, in, report)
 	default:
 		return failure.Terminal(v1.CodeInvalidParameter, "the local distribution does not know instruction kind %q", in.Kind)
 	}
