@@ -153,6 +153,10 @@ const (
 	// RestoreStart starts the other components again and waits until they
 	// are healthy.
 	RestoreStart = "start"
+	// RestoreKubelet restarts the node's kubelet (on every node, workers
+	// too), so that it registers its node with the restored API again: a
+	// snapshot may hold no Node of it, or an older one.
+	RestoreKubelet = "kubelet"
 )
 
 // EtcdRestoreParams are an etcd-restore instruction's params.

@@ -400,11 +400,16 @@ func (x *run) restorePhase(ctx context.Context, phase, doing string) error {
 	if err := x.canBackUp(); err != nil {
 		return err
 	}
-	b, err := x.readBackup(ctx)
+	nodes, members, err := x.restoreTargets(ctx)
 	if err != nil {
 		return err
 	}
-	nodes, members, err := x.restoreTargets(ctx)
+	return x.restoreOn(ctx, nodes, members, phase, doing)
+}
+
+// restoreOn runs phase on nodes, all at once.
+func (x *run) restoreOn(ctx context.Context, nodes []*store.Node, members, phase, doing string) error {
+	b, err := x.readBackup(ctx)
 	if err != nil {
 		return err
 	}
@@ -419,7 +424,7 @@ func (x *run) restorePhase(ctx context.Context, phase, doing string) error {
 	for i, n := range nodes {
 		go func() {
 			x.showProgress(ctx, n.Name, doing)
-			_, errs[i] = x.ask(ctx, n, v1.InstructionEtcdRestore, func() (json.RawMessage, error) { return raw, nil })
+			_, errs[i] = x.askPart(ctx, n, v1.InstructionEtcdRestore, phase, func() (json.RawMessage, error) { return raw, nil })
 			if errs[i] == nil {
 				x.showProgress(ctx, n.Name, phase+" done")
 			}
@@ -450,10 +455,25 @@ func (x *run) restoreEtcd(ctx context.Context) error {
 	return x.restorePhase(ctx, v1.RestoreEtcd, "restoring etcd")
 }
 
-// startControlPlane starts the control plane again and waits until
-// Kubernetes reports its nodes Ready.
+// startControlPlane starts the control plane again, restarts every
+// node's kubelet (so that it registers its node with the restored API,
+// which may hold no Node of it), and waits until Kubernetes reports the
+// control-plane nodes Ready.
 func (x *run) startControlPlane(ctx context.Context) error {
 	if err := x.restorePhase(ctx, v1.RestoreStart, "starting the control plane"); err != nil {
+		return err
+	}
+	all, err := x.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var installed []*store.Node
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if n := all[name]; n.Role != "" && n.State != v1.NodeDiscovered && n.State != v1.NodeApproved {
+			installed = append(installed, n)
+		}
+	}
+	if err := x.restoreOn(ctx, installed, "", v1.RestoreKubelet, "restarting the kubelet"); err != nil {
 		return err
 	}
 	cps, err := x.controlPlaneTargets(ctx)

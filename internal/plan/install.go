@@ -206,20 +206,32 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 // builds the instruction's params (nil for none). It returns the
 // instruction that succeeded.
 func (x *run) order(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
-	return x.issue(ctx, node, kind, doing, params, true)
+	return x.issue(ctx, node, kind, doing, "", params, true)
 }
 
 // ask is order for an instruction that leaves the node in its state (a
 // backup's snapshot, a restore's phases): it runs beside what the node
 // serves. A failure is the step's, not the node's.
 func (x *run) ask(ctx context.Context, node *store.Node, kind string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
-	return x.issue(ctx, node, kind, "", params, false)
+	return x.issue(ctx, node, kind, "", "", params, false)
 }
 
-// issue is order, with the node's state kept when track is false.
-func (x *run) issue(ctx context.Context, node *store.Node, kind, doing string, params func() (json.RawMessage, error), track bool) (*store.Instruction, error) {
+// askPart is ask for one of several instructions a step gives a node:
+// part names it among them (each is issued and awaited once, like a
+// step's only one).
+func (x *run) askPart(ctx context.Context, node *store.Node, kind, part string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return x.issue(ctx, node, kind, "", part, params, false)
+}
+
+// issue is order, with the node's state kept when track is false; part,
+// when set, tells the step's instructions to a node apart.
+func (x *run) issue(ctx context.Context, node *store.Node, kind, doing, part string, params func() (json.RawMessage, error), track bool) (*store.Instruction, error) {
 	k := x.cl.Key()
-	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, x.step, node.Name)
+	step := x.step
+	if part != "" {
+		step += "." + part
+	}
+	prefix := fmt.Sprintf("%s.%s.%s.", x.op.ID, step, node.Name)
 	latest, n, err := x.latestInstruction(ctx, node.Name, prefix)
 	if err != nil {
 		return nil, err
@@ -251,6 +263,7 @@ func (x *run) issue(ctx context.Context, node *store.Node, kind, doing string, p
 		return nil, err
 	}
 	if res.State == v1.StepSucceeded {
+		latest.Result = res
 		return latest, nil
 	}
 	msg := fmt.Sprintf("node %s: %s failed: %s", node.Name, kind, res.Message)

@@ -87,7 +87,7 @@ func TestBackupRestore(t *testing.T) {
 	e.mustKubectl("src", "get", "namespace", "later")
 
 	// The good one: what was deleted is back, what came later is gone.
-	out = e.kiln("cluster", "restore", "src", "--backup", "b1", "--yes")
+	out = e.kiln("cluster", "restore", "src", "--backup", "b1", "--yes", "--wait")
 	t.Logf("kiln cluster restore src --backup b1:\n%s", out)
 	if got := e.mustKubectl("src", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "blue" {
 		t.Errorf("configmap keep/settings after the restore: colour %q, want blue", got)

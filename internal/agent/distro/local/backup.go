@@ -351,10 +351,10 @@ func restoreParams(in v1.Instruction) (v1.EtcdRestoreParams, error) {
 		if p.Phase == v1.RestoreEtcd && (p.InitialCluster == "" || p.Token == "") {
 			return p, failure.Terminal(v1.CodeInvalidParameter, "etcd-restore params: phase %s needs initialCluster and token", p.Phase)
 		}
-	case v1.RestoreStop, v1.RestoreStart:
+	case v1.RestoreStop, v1.RestoreStart, v1.RestoreKubelet:
 	default:
-		return p, failure.Terminal(v1.CodeInvalidParameter, "etcd-restore params: phase %q: want %s, %s, %s or %s",
-			p.Phase, v1.RestoreStage, v1.RestoreStop, v1.RestoreEtcd, v1.RestoreStart)
+		return p, failure.Terminal(v1.CodeInvalidParameter, "etcd-restore params: phase %q: want %s, %s, %s, %s or %s",
+			p.Phase, v1.RestoreStage, v1.RestoreStop, v1.RestoreEtcd, v1.RestoreStart, v1.RestoreKubelet)
 	}
 	return p, nil
 }
@@ -367,6 +367,9 @@ func (e *Executor) restore(ctx context.Context, in v1.Instruction, report agent.
 	if err != nil {
 		report.Progress(StepRestoreEtcd, v1.StepFailed, failure.From(err).Message)
 		return err
+	}
+	if p.Phase == v1.RestoreKubelet {
+		return e.restartKubelet(ctx, report)
 	}
 	all, m, err := e.installed()
 	if err != nil {
@@ -391,6 +394,35 @@ func (e *Executor) restore(ctx context.Context, in v1.Instruction, report agent.
 	default:
 		return e.startAgain(ctx, p, all, m, report)
 	}
+}
+
+// restartKubelet stops the node's kubelet and starts it again: it
+// registers its node with the API as it starts, and the restored API may
+// hold no Node of it.
+func (e *Executor) restartKubelet(ctx context.Context, report agent.Reporter) error {
+	all, err := loadSpecs(filepath.Join(e.Root, specsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		all, err = loadSpecs(filepath.Join(e.Root, legacySpecsFile))
+	}
+	if err != nil {
+		return failure.Terminal(v1.CodeInvalidParameter, "this node has no kubelet to restart: %v", err)
+	}
+	for _, s := range all {
+		if s.name != Kubelet {
+			continue
+		}
+		if s.binary == "" {
+			s.binary = e.KubeBinary
+		}
+		return runStep(ctx, report, StepStartKubelet, func() (string, error) {
+			e.sup.stop(Kubelet)
+			if _, err := e.sup.ensure(s); err != nil {
+				return "", agent.Retryable(v1.CodeInternal, err, "start the kubelet: %v", err)
+			}
+			return "restarted: it registers its node with the restored API", nil
+		})
+	}
+	return failure.Terminal(v1.CodeInvalidParameter, "this node runs no kubelet")
 }
 
 // stagedPath is where stage keeps backup's snapshot.
