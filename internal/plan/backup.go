@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
@@ -473,7 +474,12 @@ func (x *run) startControlPlane(ctx context.Context) error {
 			installed = append(installed, n)
 		}
 	}
+	// A margin for the nodes' clocks, which the heartbeats are of.
+	since := x.r.opts.Now().Add(-2 * time.Second)
 	if err := x.restoreOn(ctx, installed, "", v1.RestoreKubelet, "restarting the kubelet"); err != nil {
+		return err
+	}
+	if err := x.freshlyReady(ctx, installed, since); err != nil {
 		return err
 	}
 	cps, err := x.controlPlaneTargets(ctx)
@@ -481,6 +487,59 @@ func (x *run) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	return x.kubernetesReady(ctx, cps)
+}
+
+// freshlyReady waits until every node's kubelet has said it is Ready since
+// it was restarted: the restored Node objects say what they said when the
+// snapshot was taken, Ready or not.
+func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	ctx, cancel := context.WithTimeout(ctx, x.r.opts.NodeTimeout)
+	defer cancel()
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		got, err := kc.ListNodes(ctx)
+		if err == nil {
+			byName := map[string]kubeapi.Node{}
+			for _, n := range got {
+				byName[n.Name] = n
+			}
+			for _, n := range nodes {
+				if !heardSince(byName[n.Name], since) {
+					waiting = append(waiting, n.Name)
+				}
+			}
+			if len(waiting) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-x.cancelRequested():
+			return errCancelRequested
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
+			}
+			return failure.Retryable(v1.CodeTimeout, err, "the restored cluster's nodes did not report Ready within %s: %v", x.r.opts.NodeTimeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// heardSince reports whether n's kubelet said Ready at or after since.
+func heardSince(n kubeapi.Node, since time.Time) bool {
+	for _, c := range n.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True" && !c.LastHeartbeatTime.Before(since)
+		}
+	}
+	return false
 }
 
 // removeForeignNodes deletes the Node objects the backup brought of the

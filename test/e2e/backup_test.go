@@ -136,7 +136,7 @@ func TestBackupRestore(t *testing.T) {
 // object, what is in the bucket is sealed, and a restore reads it back.
 func TestScheduledBackupsInS3(t *testing.T) {
 	a := startLocalAWS(t)
-	e := start(t, "kilnd", "--backup-check-interval", "5s")
+	e := start(t, "kilnd", "--backup-check-interval", "5s", "--aws") // --aws: the provider its cloud account is of
 	ctx := t.Context()
 	bucket := s3.NewFromConfig(a.sdk(), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := bucket.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: awssdk.String("kiln-backups")}); err != nil {
@@ -221,4 +221,34 @@ func TestScheduledBackupsInS3(t *testing.T) {
 	}
 	e.wait("sched", opID)
 	e.mustKubectl("sched", "get", "namespace", "keep")
+}
+
+// TestDockerBackupRestore: the same on real nodes (docker): a backup taken
+// on a node container, a namespace deleted, the backup restored; the
+// namespace is back, the nodes Ready, and CoreDNS runs its containers
+// again through the restored API.
+func TestDockerBackupRestore(t *testing.T) {
+	e := startDocker(t)
+	e.create(dockerCluster("real", "", 1, false, 1))
+	e.mustKubectl("real", "create", "namespace", "keep")
+	e.mustKubectl("real", "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=green")
+	e.kiln("backup", "create", "real", "--name", "before")
+	e.mustKubectl("real", "delete", "namespace", "keep", "--wait=true", "--timeout=120s")
+
+	t0 := time.Now()
+	e.kiln("cluster", "restore", "real", "--backup", "before", "--yes", "--wait")
+	t.Logf("restored in %s", time.Since(t0).Round(time.Second))
+	if got := e.mustKubectl("real", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "green" {
+		t.Errorf("configmap keep/settings after the restore: colour %q, want green", got)
+	}
+	for name, n := range e.kubeNodes("real") {
+		if !n.ready() {
+			t.Errorf("node %s is not Ready after the restore", name)
+		}
+	}
+	waitfor.Cond(t, "CoreDNS to run after the restore", 3*time.Minute, func() (bool, error) {
+		out, err := e.kubectl("real", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns",
+			"--field-selector", "status.phase=Running", "-o", "name")
+		return err == nil && strings.Contains(out, "pod/"), nil
+	})
 }

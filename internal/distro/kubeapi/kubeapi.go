@@ -137,6 +137,8 @@ type Condition struct {
 	Message string `json:"message,omitempty"`
 	// LastTransitionTime is when Status last changed.
 	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
+	// LastHeartbeatTime is when the kubelet last posted it.
+	LastHeartbeatTime time.Time `json:"lastHeartbeatTime,omitzero"`
 }
 
 // Ready reports whether the node's Ready condition is True.
