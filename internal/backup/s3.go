@@ -12,7 +12,6 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -133,7 +132,7 @@ func (l *s3Location) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, err = l.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &l.loc.Bucket, Key: &obj})
-	if apiCode(err) == "NoSuchKey" { // S3 answers 204; some compatible servers do not
+	if awsprovider.APICode(err) == "NoSuchKey" { // S3 answers 204; some compatible servers do not
 		return nil
 	}
 	return l.fail("delete", key, err)
@@ -151,7 +150,7 @@ func (l *s3Location) fail(op, key string, err error) error {
 		return err
 	}
 	verb := map[string]string{"put": "write to", "get": "read from", "delete": "delete from"}[op]
-	code := apiCode(err)
+	code := awsprovider.APICode(err)
 	terminal := func(kind, target string, sentinel error, format string, args ...any) error {
 		e := failure.Terminal(kind, format, args...)
 		e.Target, e.Err = target, err
@@ -175,7 +174,7 @@ func (l *s3Location) fail(op, key string, err error) error {
 	case "AccessDenied", "AllAccessDisabled", "AccountProblem":
 		return terminal(v1.CodeForbidden, "backupLocation.s3.cloudAccount", ErrDenied,
 			"the cloud account's credentials cannot %s bucket %s: cloud account %q lacks the permission (%s: %s)",
-			verb, l.loc.Bucket, l.loc.CloudAccount, code, apiMessage(err))
+			verb, l.loc.Bucket, l.loc.CloudAccount, code, awsprovider.APIMessage(err))
 	case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
 		return terminal(v1.CodeInvalidParameter, "backupLocation.s3.bucket", nil,
 			"bucket %s is not in the region of cloud account %q (S3 answered %s): set the account's %s to the bucket's region",
@@ -186,23 +185,5 @@ func (l *s3Location) fail(op, key string, err error) error {
 		errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
 		return failure.Retryable(v1.CodeProviderError, err, "%s backup object %s in %s: S3 answered %s; retrying", op, key, l, code)
 	}
-	return terminal(v1.CodeProviderError, "", nil, "%s backup object %s in %s: S3 answered %s: %s", op, key, l, code, apiMessage(err))
-}
-
-// apiCode is the AWS error code of err, "" when it is not an AWS answer.
-func apiCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// apiMessage is the AWS error message of err.
-func apiMessage(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorMessage()
-	}
-	return err.Error()
+	return terminal(v1.CodeProviderError, "", nil, "%s backup object %s in %s: S3 answered %s: %s", op, key, l, code, awsprovider.APIMessage(err))
 }

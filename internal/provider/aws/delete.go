@@ -149,7 +149,7 @@ func (p *AWS) deleteNATGateways(ctx context.Context, c *cluster) error {
 			continue
 		}
 		p.log.Info("deleting NAT gateway", "cluster", c.Project+"/"+c.Name, "id", awssdk.ToString(g.NatGatewayId))
-		if _, err := c.api.ec2.DeleteNatGateway(ctx, &ec2.DeleteNatGatewayInput{NatGatewayId: g.NatGatewayId}); err != nil && apiCode(err) != "NatGatewayNotFound" {
+		if _, err := c.api.ec2.DeleteNatGateway(ctx, &ec2.DeleteNatGatewayInput{NatGatewayId: g.NatGatewayId}); err != nil && APICode(err) != "NatGatewayNotFound" {
 			return classify(err, "", "delete NAT gateway %s", awssdk.ToString(g.NatGatewayId))
 		}
 	}
@@ -165,7 +165,7 @@ func (p *AWS) releaseAddresses(ctx context.Context, c *cluster) error {
 		return classify(err, "", "find the Elastic IPs of cluster %s", c.Name)
 	}
 	for _, a := range out.Addresses {
-		if _, err := c.api.ec2.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId}); err != nil && apiCode(err) != "InvalidAllocationID.NotFound" {
+		if _, err := c.api.ec2.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId}); err != nil && APICode(err) != "InvalidAllocationID.NotFound" {
 			return classify(err, "", "release Elastic IP %s", awssdk.ToString(a.AllocationId))
 		}
 	}
@@ -179,7 +179,7 @@ func (p *AWS) deleteInternetGateways(ctx context.Context, c *cluster) error {
 	}
 	for _, g := range out.InternetGateways {
 		for _, a := range g.Attachments {
-			if _, err := c.api.ec2.DetachInternetGateway(ctx, &ec2.DetachInternetGatewayInput{InternetGatewayId: g.InternetGatewayId, VpcId: a.VpcId}); err != nil && apiCode(err) != "Gateway.NotAttached" {
+			if _, err := c.api.ec2.DetachInternetGateway(ctx, &ec2.DetachInternetGatewayInput{InternetGatewayId: g.InternetGatewayId, VpcId: a.VpcId}); err != nil && APICode(err) != "Gateway.NotAttached" {
 				return classify(err, "", "detach internet gateway %s", awssdk.ToString(g.InternetGatewayId))
 			}
 		}
@@ -191,7 +191,7 @@ func (p *AWS) deleteInternetGateways(ctx context.Context, c *cluster) error {
 }
 
 func notFound(err error) bool {
-	code := apiCode(err)
+	code := APICode(err)
 	return len(code) > 9 && code[len(code)-9:] == ".NotFound"
 }
 
@@ -240,7 +240,7 @@ func (p *AWS) deleteSecurityGroups(ctx context.Context, c *cluster) error {
 		if len(g.IpPermissions) == 0 {
 			continue
 		}
-		if _, err := c.api.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: g.IpPermissions}); err != nil && !notFound(err) && apiCode(err) != "InvalidPermission.NotFound" {
+		if _, err := c.api.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: g.IpPermissions}); err != nil && !notFound(err) && APICode(err) != "InvalidPermission.NotFound" {
 			return classify(err, "", "take the rules out of security group %s", awssdk.ToString(g.GroupId))
 		}
 	}
@@ -356,7 +356,7 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 		for _, lb := range lbs.LoadBalancers {
 			left = append(left, "load balancer "+awssdk.ToString(lb.LoadBalancerArn))
 		}
-	} else if apiCode(err) != "LoadBalancerNotFound" {
+	} else if APICode(err) != "LoadBalancerNotFound" {
 		return nil, classify(err, "", "look for the load balancer of cluster %s", c.Name)
 	}
 	if tg, err := p.targetGroup(ctx, c); err != nil {

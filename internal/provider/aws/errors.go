@@ -11,8 +11,8 @@ import (
 	"kiln.dev/kiln/internal/failure"
 )
 
-// apiCode is the AWS error code of err, "" when it is not an AWS answer.
-func apiCode(err error) string {
+// APICode is the AWS error code of err, "" when it is not an AWS answer.
+func APICode(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return ae.ErrorCode()
@@ -20,8 +20,8 @@ func apiCode(err error) string {
 	return ""
 }
 
-// apiMessage is the AWS error message of err.
-func apiMessage(err error) string {
+// APIMessage is the AWS error message of err.
+func APIMessage(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return ae.ErrorMessage()
@@ -49,7 +49,7 @@ func classify(err error, target, format string, args ...any) error {
 		return err
 	}
 	what := fmt.Sprintf(format, args...)
-	code, msg := apiCode(err), apiMessage(err)
+	code, msg := APICode(err), APIMessage(err)
 	retry := func(why string) error {
 		return failure.Retryable(v1.CodeProviderError, err, "%s: %s (AWS %s); retrying", what, why, code)
 	}

@@ -61,7 +61,7 @@ func (p *AWS) describeExisting(ctx context.Context, c *cluster) (*vpcNet, error)
 	}
 	subs, err := c.api.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ids})
 	if notFound(err) {
-		return nil, badSpec("spec.network.subnetIDs", "%s; name subnets of VPC %s", apiMessage(err), id)
+		return nil, badSpec("spec.network.subnetIDs", "%s; name subnets of VPC %s", APIMessage(err), id)
 	}
 	if err != nil {
 		return nil, classify(err, "", "find the subnets %s", joinIDs(ids))

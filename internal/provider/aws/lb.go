@@ -24,7 +24,7 @@ const (
 func (p *AWS) targetGroup(ctx context.Context, c *cluster) (string, error) {
 	out, err := c.api.elb.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{Names: []string{c.short("api")}})
 	switch {
-	case apiCode(err) == "TargetGroupNotFound":
+	case APICode(err) == "TargetGroupNotFound":
 		return "", nil
 	case err != nil:
 		return "", classify(err, "", "find the target group of cluster %s", c.Name)
@@ -86,7 +86,7 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 	// subnets (creating it again with more would be refused as a
 	// duplicate with other settings).
 	lbs, err := c.api.elb.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{Names: []string{c.short("")}})
-	if err != nil && apiCode(err) != "LoadBalancerNotFound" {
+	if err != nil && APICode(err) != "LoadBalancerNotFound" {
 		return provider.LoadBalancer{}, classify(err, "", "find the load balancer of cluster %s", c.Name)
 	}
 	if err != nil || len(lbs.LoadBalancers) == 0 {
@@ -108,7 +108,7 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 		p.log.Info("creating load balancer listener", "cluster", c.Project+"/"+c.Name, "port", APIServerPort)
 		_, err := c.api.elb.CreateListener(ctx, &elb.CreateListenerInput{LoadBalancerArn: lb.LoadBalancerArn, Protocol: elbtypes.ProtocolEnumTcp,
 			Port: awssdk.Int32(APIServerPort), DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tgARN}}})
-		if err != nil && apiCode(err) != "DuplicateListener" {
+		if err != nil && APICode(err) != "DuplicateListener" {
 			return provider.LoadBalancer{}, classify(err, "", "create the listener of the load balancer of cluster %s", c.Name)
 		}
 	}
@@ -138,7 +138,7 @@ func (p *AWS) DeleteLoadBalancer(ctx context.Context, pc provider.Cluster) error
 	}
 	out, err := c.api.elb.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{Names: []string{c.short("")}})
 	switch {
-	case apiCode(err) == "LoadBalancerNotFound":
+	case APICode(err) == "LoadBalancerNotFound":
 	case err != nil:
 		return classify(err, "", "find the load balancer of cluster %s", c.Name)
 	default:

@@ -227,7 +227,7 @@ func (p *AWS) launchInZones(ctx context.Context, c *cluster, n *vpcNet, m provid
 			return ec2types.Instance{}, "", failure.Terminal(v1.CodeInvalidParameter, "cluster %s has no private subnet in zone %s for machine %s", c.Name, zone, m.Name)
 		}
 		i, err := p.launch(ctx, c, n, m, zone, subnet)
-		if code := apiCode(err); code == "InsufficientInstanceCapacity" || code == "Unsupported" {
+		if code := APICode(err); code == "InsufficientInstanceCapacity" || code == "Unsupported" {
 			p.log.Info("no capacity for the machine in its zone; trying the next", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "zone", zone, "code", code)
 			refused = append(refused, zone+" ("+code+")")
 			if len(refused) < len(zones) {
@@ -505,7 +505,7 @@ func (p *AWS) deregisterTargets(ctx context.Context, c *cluster, ids []string) e
 		ts = append(ts, elbtypes.TargetDescription{Id: awssdk.String(id), Port: awssdk.Int32(APIServerPort)})
 	}
 	_, err = c.api.elb.DeregisterTargets(ctx, &elb.DeregisterTargetsInput{TargetGroupArn: &tg, Targets: ts})
-	if err != nil && apiCode(err) != "InvalidTarget" {
+	if err != nil && APICode(err) != "InvalidTarget" {
 		return classify(err, "", "take %s out of the load balancer of cluster %s", joinIDs(ids), c.Name)
 	}
 	return nil

@@ -457,7 +457,7 @@ func (p *AWS) ensureRouteTable(ctx context.Context, c *cluster, n *vpcNet, t *ec
 	}
 	if !hasDefault {
 		route.RouteTableId, route.DestinationCidrBlock = &id, awssdk.String("0.0.0.0/0")
-		if _, err := c.api.ec2.CreateRoute(ctx, route); err != nil && apiCode(err) != "RouteAlreadyExists" {
+		if _, err := c.api.ec2.CreateRoute(ctx, route); err != nil && APICode(err) != "RouteAlreadyExists" {
 			return classify(err, "", "add the default route of route table %s", id)
 		}
 	}
@@ -465,7 +465,7 @@ func (p *AWS) ensureRouteTable(ctx context.Context, c *cluster, n *vpcNet, t *ec
 		if associated[s] {
 			continue
 		}
-		if _, err := c.api.ec2.AssociateRouteTable(ctx, &ec2.AssociateRouteTableInput{RouteTableId: &id, SubnetId: awssdk.String(s)}); err != nil && apiCode(err) != "Resource.AlreadyAssociated" {
+		if _, err := c.api.ec2.AssociateRouteTable(ctx, &ec2.AssociateRouteTableInput{RouteTableId: &id, SubnetId: awssdk.String(s)}); err != nil && APICode(err) != "Resource.AlreadyAssociated" {
 			return classify(err, "", "associate route table %s with subnet %s", id, s)
 		}
 	}

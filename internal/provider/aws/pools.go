@@ -293,7 +293,7 @@ func (p *AWS) ensurePool(ctx context.Context, c *cluster, m provider.MachineSpec
 			AutoScalingGroupName: &name, MinSize: awssdk.Int32(0), MaxSize: awssdk.Int32(int32(max(pool.Size, 1))), DesiredCapacity: awssdk.Int32(0),
 			LaunchTemplate: spec, MixedInstancesPolicy: mixed, VPCZoneIdentifier: awssdk.String(strings.Join(subnets, ",")), Tags: tags,
 		})
-		if err != nil && apiCode(err) != "AlreadyExists" {
+		if err != nil && APICode(err) != "AlreadyExists" {
 			return nil, classify(err, fmt.Sprintf("spec.workerPools[%d]", i), "create the Auto Scaling group %s of pool %s", name, m.Pool)
 		}
 		if err := visible(ctx, "Auto Scaling group "+name, func() (bool, error) {
@@ -375,7 +375,7 @@ func groupLaunches(g *astypes.AutoScalingGroup, template string, version int64, 
 func (p *AWS) ensureTemplate(ctx context.Context, c *cluster, n *vpcNet, m provider.MachineSpec, pool int) (string, int64, error) {
 	name := c.short(partPool + "-" + m.Pool)
 	out, err := c.api.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
-	if err != nil && !strings.HasPrefix(apiCode(err), "InvalidLaunchTemplateName.NotFound") {
+	if err != nil && !strings.HasPrefix(APICode(err), "InvalidLaunchTemplateName.NotFound") {
 		return "", 0, classify(err, "", "find the launch template %s of pool %s", name, m.Pool)
 	}
 	if err == nil && len(out.LaunchTemplates) > 0 {
@@ -458,7 +458,7 @@ func (p *AWS) leaveGroup(ctx context.Context, c *cluster, group, id string) (boo
 	p.log.Info("taking the instance out of its group", "cluster", c.Project+"/"+c.Name, "group", group, "instance", id)
 	_, err := c.api.asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: &id, ShouldDecrementDesiredCapacity: awssdk.Bool(true)})
-	if apiCode(err) == "ValidationError" {
+	if APICode(err) == "ValidationError" {
 		return false, nil // not in a group (any more)
 	}
 	if err != nil {
@@ -484,12 +484,12 @@ func (p *AWS) deletePools(ctx context.Context, c *cluster, all bool) error {
 		if awssdk.ToString(g.Status) == "" {
 			p.log.Info("deleting the pool's Auto Scaling group", "cluster", c.Project+"/"+c.Name, "pool", pool, "group", name)
 			_, err := c.api.asg.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: &name, ForceDelete: awssdk.Bool(true)})
-			if err != nil && apiCode(err) != "ValidationError" {
+			if err != nil && APICode(err) != "ValidationError" {
 				return classify(err, "", "delete the Auto Scaling group %s of pool %s", name, pool)
 			}
 		}
 		_, err := c.api.ec2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: &name})
-		if err != nil && !strings.HasPrefix(apiCode(err), "InvalidLaunchTemplateName.NotFound") && !notFound(err) {
+		if err != nil && !strings.HasPrefix(APICode(err), "InvalidLaunchTemplateName.NotFound") && !notFound(err) {
 			return classify(err, "", "delete the launch template %s of pool %s", name, pool)
 		}
 	}

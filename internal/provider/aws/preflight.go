@@ -110,7 +110,7 @@ func (p *AWS) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 	var findings []v1.Error
 	for _, d := range dryRuns() {
 		err := d.call(ctx, c.api.ec2)
-		switch code := apiCode(err); code {
+		switch code := APICode(err); code {
 		case "DryRunOperation":
 		case "UnauthorizedOperation":
 			findings = append(findings, v1.Error{Code: v1.CodeForbidden, Target: "spec.cloudAccount",
@@ -181,7 +181,7 @@ const QuotaStandardVCPUs = "L-1216C47A"
 // (logged): a launch beyond it fails, naming the field.
 func (p *AWS) vcpuFinding(ctx context.Context, c *cluster) (*v1.Error, error) {
 	q, err := c.api.quotas.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: awssdk.String("ec2"), QuotaCode: awssdk.String(QuotaStandardVCPUs)})
-	if code := apiCode(err); code == "AccessDeniedException" || code == "NoSuchResourceException" {
+	if code := APICode(err); code == "AccessDeniedException" || code == "NoSuchResourceException" {
 		p.log.Warn("the vCPU quota cannot be read; not checked", "cluster", c.Project+"/"+c.Name, "code", code)
 		return nil, nil
 	}
@@ -214,7 +214,7 @@ func (p *AWS) vcpuFinding(ctx context.Context, c *cluster) (*v1.Error, error) {
 	}
 	slices.Sort(types)
 	out, err := c.api.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: slices.Compact(types)})
-	if apiCode(err) == "InvalidInstanceType" {
+	if APICode(err) == "InvalidInstanceType" {
 		return nil, nil // a type AWS does not have: the offerings' finding names it
 	}
 	if err != nil {

@@ -112,7 +112,7 @@ func (p *AWS) ensureSecurityGroups(ctx context.Context, c *cluster, n *vpcNet) e
 			continue
 		}
 		_, err := c.api.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: awssdk.String(n.groups[role]), IpPermissions: perms})
-		if err != nil && apiCode(err) != "InvalidPermission.Duplicate" {
+		if err != nil && APICode(err) != "InvalidPermission.Duplicate" {
 			return classify(err, "", "allow the %s security group's traffic in", role)
 		}
 	}
@@ -155,12 +155,12 @@ func (p *AWS) ensureKeyPair(ctx context.Context, c *cluster) error {
 	if err == nil {
 		return nil
 	}
-	if apiCode(err) != "InvalidKeyPair.NotFound" {
+	if APICode(err) != "InvalidKeyPair.NotFound" {
 		return classify(err, "", "find the key pair of cluster %s", c.Name)
 	}
 	_, err = c.api.ec2.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{KeyName: &name, KeyType: ec2types.KeyTypeEd25519,
 		TagSpecifications: c.tagSpec(ec2types.ResourceTypeKeyPair, "key")})
-	if err != nil && apiCode(err) != "InvalidKeyPair.Duplicate" {
+	if err != nil && APICode(err) != "InvalidKeyPair.Duplicate" {
 		return classify(err, "", "create the key pair of cluster %s", c.Name)
 	}
 	return nil
@@ -203,7 +203,7 @@ func (p *AWS) ensureRoles(ctx context.Context, c *cluster) error {
 				tags = append(tags, iamtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(v)})
 			}
 			if _, err := c.api.iam.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: awssdk.String(assumeEC2),
-				Description: awssdk.String("Kiln cluster " + c.Name + ": " + role + " nodes"), Tags: tags}); err != nil && apiCode(err) != "EntityAlreadyExists" {
+				Description: awssdk.String("Kiln cluster " + c.Name + ": " + role + " nodes"), Tags: tags}); err != nil && APICode(err) != "EntityAlreadyExists" {
 				return classify(err, "", "create the IAM role %s", name)
 			}
 		case err != nil:
@@ -216,7 +216,7 @@ func (p *AWS) ensureRoles(ctx context.Context, c *cluster) error {
 		prof, err := c.api.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: &name})
 		switch {
 		case errors.As(err, &missing):
-			if _, err := c.api.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: &name}); err != nil && apiCode(err) != "EntityAlreadyExists" {
+			if _, err := c.api.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: &name}); err != nil && APICode(err) != "EntityAlreadyExists" {
 				return classify(err, "", "create the instance profile %s", name)
 			}
 		case err != nil:
@@ -225,7 +225,7 @@ func (p *AWS) ensureRoles(ctx context.Context, c *cluster) error {
 		if err == nil && len(prof.InstanceProfile.Roles) > 0 {
 			continue
 		}
-		if _, err := c.api.iam.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: &name, RoleName: &name}); err != nil && apiCode(err) != "LimitExceeded" {
+		if _, err := c.api.iam.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: &name, RoleName: &name}); err != nil && APICode(err) != "LimitExceeded" {
 			return classify(err, "", "put the IAM role %s in its instance profile", name)
 		}
 	}

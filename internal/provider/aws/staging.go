@@ -69,7 +69,7 @@ func (p *AWS) unstage(ctx context.Context, c *cluster) error {
 	if bucket == "" {
 		return nil
 	}
-	if _, err := c.api.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key}); err != nil && apiCode(err) != "NoSuchKey" && apiCode(err) != "NoSuchBucket" {
+	if _, err := c.api.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key}); err != nil && APICode(err) != "NoSuchKey" && APICode(err) != "NoSuchBucket" {
 		return classify(err, "", "delete the join files of cluster %s (s3://%s/%s)", c.Name, bucket, key)
 	}
 	return nil
@@ -82,7 +82,7 @@ func (p *AWS) stagedLeft(ctx context.Context, c *cluster) ([]string, error) {
 		return nil, nil
 	}
 	_, err := c.api.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
-	switch code := apiCode(err); {
+	switch code := APICode(err); {
 	case err == nil:
 		return []string{"S3 object s3://" + bucket + "/" + key}, nil
 	case code == "NotFound" || code == "NoSuchKey" || code == "NoSuchBucket":
@@ -100,7 +100,7 @@ func (p *AWS) checkStaging(ctx context.Context, c *cluster) (*v1.Error, error) {
 		return nil, nil
 	}
 	_, err := c.api.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket})
-	switch code := apiCode(err); {
+	switch code := APICode(err); {
 	case err == nil:
 		return nil, nil
 	case code == "NotFound" || code == "NoSuchBucket" || code == "Forbidden" || code == "AccessDenied":

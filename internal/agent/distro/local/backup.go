@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -549,30 +548,6 @@ func (e *Executor) stopControlPlane() {
 	}
 }
 
-// stop stops the named components together, supervised or recorded in a
-// pid file, and removes their pid files. What runs them is left alone:
-// ensure starts them again.
-func (s *supervisor) stop(names ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, name := range names {
-		m := s.procs[name]
-		delete(s.procs, name)
-		wg.Go(func() {
-			if m != nil {
-				m.halt(s.stopTimeout)
-			}
-			if pf, ok := s.readPID(name); ok {
-				stopPID(pf, s.stopTimeout)
-			}
-			s.logs.unfollow(name)
-			_ = os.Remove(s.pidPath(name))
-		})
-	}
-	wg.Wait()
-}
-
 // restoreMark is restoreMarker's content: the restore that made a data
 // dir. Nonce tells this making of it from another of the same restore.
 type restoreMark struct {
@@ -718,30 +693,9 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, all [
 	if err != nil {
 		return agent.Retryable(v1.CodeInternal, err, "API client: %v", err)
 	}
-	start := func(s spec) func() (string, error) {
-		return func() (string, error) {
-			already, err := e.sup.ensure(s)
-			if err != nil {
-				return "", agent.Retryable(v1.CodeInternal, err, "start %s: %v", s.name, err)
-			}
-			if already {
-				return "already running", nil
-			}
-			return "started", nil
-		}
-	}
+	start := e.startStep
 	healthy := func(name string, check func(context.Context) error) func() (string, error) {
-		return func() (string, error) {
-			t0 := time.Now()
-			if err := waitFor(ctx, e.StepTimeout, check); err != nil {
-				if ctx.Err() != nil {
-					return "", ctx.Err()
-				}
-				return "", agent.Retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
-					name, e.StepTimeout, err, lastLines(e.sup.logPath(name), logTailLines))
-			}
-			return fmt.Sprintf("healthy after %s", time.Since(t0).Round(time.Millisecond)), nil
-		}
+		return e.healthyStep(ctx, name, check)
 	}
 	for _, s := range all {
 		var steps []namedStep

@@ -233,24 +233,7 @@ func (e *Executor) Stop() {
 
 // install brings the node to p, one reported step at a time.
 func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, binary string, report agent.Reporter) error {
-	step := func(name string, fn func() (string, error)) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		report.Progress(name, v1.StepRunning, "")
-		msg, err := fn()
-		if err != nil {
-			var fe *failure.Error
-			if errors.As(err, &fe) {
-				report.Progress(name, v1.StepFailed, fe.Message)
-			} else {
-				report.Progress(name, v1.StepFailed, err.Error())
-			}
-			return err
-		}
-		report.Progress(name, v1.StepSucceeded, msg)
-		return nil
-	}
+	step := func(name string, fn func() (string, error)) error { return runStep(ctx, report, name, fn) }
 	var n nodeInfo
 	if p.Containers != nil {
 		cg, err := readCgroupRoot(e.Root)
@@ -285,30 +268,9 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 	for _, s := range all {
 		byName[s.name] = s
 	}
-	start := func(name string) func() (string, error) {
-		return func() (string, error) {
-			already, err := e.sup.ensure(byName[name])
-			if err != nil {
-				return "", agent.Retryable(v1.CodeInternal, err, "start %s: %v", name, err)
-			}
-			if already {
-				return "already running", nil
-			}
-			return "started", nil
-		}
-	}
+	start := func(name string) func() (string, error) { return e.startStep(byName[name]) }
 	healthy := func(name string, check func(context.Context) error) func() (string, error) {
-		return func() (string, error) {
-			t0 := time.Now()
-			if err := waitFor(ctx, e.StepTimeout, check); err != nil {
-				if ctx.Err() != nil {
-					return "", ctx.Err()
-				}
-				return "", agent.Retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
-					name, e.StepTimeout, err, lastLines(e.sup.logPath(name), logTailLines))
-			}
-			return fmt.Sprintf("healthy after %s", time.Since(t0).Round(time.Millisecond)), nil
-		}
+		return e.healthyStep(ctx, name, check)
 	}
 	addr := p.Node.Address
 	if p.IsControlPlane() {
@@ -428,4 +390,34 @@ func (e *Executor) reset(report agent.Reporter) error {
 	}
 	report.Progress(StepRemoveFiles, v1.StepSucceeded, "")
 	return nil
+}
+
+// startStep starts component s unless it runs.
+func (e *Executor) startStep(s spec) func() (string, error) {
+	return func() (string, error) {
+		already, err := e.sup.ensure(s)
+		if err != nil {
+			return "", agent.Retryable(v1.CodeInternal, err, "start %s: %v", s.name, err)
+		}
+		if already {
+			return "already running", nil
+		}
+		return "started", nil
+	}
+}
+
+// healthyStep waits until check passes, within StepTimeout; its error
+// carries the last lines of component name's log.
+func (e *Executor) healthyStep(ctx context.Context, name string, check func(context.Context) error) func() (string, error) {
+	return func() (string, error) {
+		t0 := time.Now()
+		if err := waitFor(ctx, e.StepTimeout, check); err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", agent.Retryable(v1.CodeTimeout, err, "%s is not healthy within %s: %v; last lines of its log:\n%s",
+				name, e.StepTimeout, err, lastLines(e.sup.logPath(name), logTailLines))
+		}
+		return fmt.Sprintf("healthy after %s", time.Since(t0).Round(time.Millisecond)), nil
+	}
 }

@@ -109,26 +109,33 @@ var stopOrder = [][]string{{Kubelet, KubeProxy, Scheduler, ControllerManager}, {
 // stopAll stops every component, supervised or recorded in a pid file, in
 // stopOrder.
 func (s *supervisor) stopAll() {
+	for _, stage := range stopOrder {
+		s.stop(stage...)
+	}
+}
+
+// stop stops the named components together, supervised or recorded in a
+// pid file, and removes their pid files. What runs them is left alone:
+// ensure starts them again.
+func (s *supervisor) stop(names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, stage := range stopOrder {
-		var wg sync.WaitGroup
-		for _, name := range stage {
-			m := s.procs[name]
-			delete(s.procs, name)
-			wg.Go(func() {
-				if m != nil {
-					m.halt(s.stopTimeout)
-				}
-				if pf, ok := s.readPID(name); ok {
-					stopPID(pf, s.stopTimeout)
-				}
-				s.logs.unfollow(name)
-				_ = os.Remove(s.pidPath(name))
-			})
-		}
-		wg.Wait()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		m := s.procs[name]
+		delete(s.procs, name)
+		wg.Go(func() {
+			if m != nil {
+				m.halt(s.stopTimeout)
+			}
+			if pf, ok := s.readPID(name); ok {
+				stopPID(pf, s.stopTimeout)
+			}
+			s.logs.unfollow(name)
+			_ = os.Remove(s.pidPath(name))
+		})
 	}
+	wg.Wait()
 }
 
 // release stops supervising without stopping the processes (the agent is
