@@ -156,6 +156,34 @@ func restorable(b *store.Backup, cl *store.Cluster, target string) error {
 	return nil
 }
 
+// backupDefaults gives a new cluster made from a backup (spec.restoreFrom)
+// the backup's Kubernetes version and pod and service CIDRs where its spec
+// names none. A backup that is not there is left to checkRestoreFrom.
+func (s *Server) backupDefaults(ctx context.Context, project string, spec *v1.ClusterSpec) error {
+	rf := spec.RestoreFrom
+	if rf == nil || rf.Cluster == "" || rf.Backup == "" {
+		return nil
+	}
+	b, err := s.backups.GetBackup(ctx, project, rf.Cluster, rf.Backup)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if spec.KubernetesVersion == "" {
+		spec.KubernetesVersion = b.KubernetesVersion
+	}
+	if n := b.Network; n != nil {
+		if spec.Network.PodCIDR == "" {
+			spec.Network.PodCIDR = n.PodCIDR
+		}
+		if spec.Network.ServiceCIDR == "" {
+			spec.Network.ServiceCIDR = n.ServiceCIDR
+		}
+	}
+	return nil
+}
+
 // checkSpecRestoreFrom checks spec.restoreFrom of a create; a change
 // names none but the one the cluster was made with (it is read at create
 // only).

@@ -131,6 +131,11 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 	if err := s.profileDefaults(r.Context(), r.PathValue("project"), &in.Spec); err != nil {
 		return v1.ClusterSpec{}, err
 	}
+	if existing == nil {
+		if err := s.backupDefaults(r.Context(), r.PathValue("project"), &in.Spec); err != nil {
+			return v1.ClusterSpec{}, err
+		}
+	}
 	Defaults(&in.Spec, s.defaultProvider)
 	failures := validate.Cluster(name, &in.Spec, s.catalog)
 	if existing != nil {
