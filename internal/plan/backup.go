@@ -265,6 +265,9 @@ func (x *run) checkRestorable(ctx context.Context, b *store.Backup) error {
 		if snapshots.Damaged(err) {
 			return failure.Terminal(v1.CodeInvalidParameter, "backup %s cannot be restored: its stored snapshot does not check out (%v); nothing was stopped", b.Name, err)
 		}
+		if errors.Is(err, snapshots.ErrElsewhere) {
+			return failure.Terminal(v1.CodeConflict, "%v; nothing was stopped", err)
+		}
 		return failure.Retryable(v1.CodeUnavailable, err, "read backup %s from %s: %v", b.Name, b.Location, err)
 	}
 	x.note = fmt.Sprintf("backup %s checks out: %d bytes, sha256 %s", b.Name, got.Size, got.SHA256)

@@ -62,6 +62,16 @@ func (v *Vault) Location(ctx context.Context, project string) (backup.Location, 
 	})
 }
 
+// ErrElsewhere is what reading a backup kept in another location than
+// its project's current one wraps.
+var ErrElsewhere = errors.New("the backup is not in the project's backup location")
+
+// moved reports whether b was stored in another location than loc, the
+// project's now.
+func moved(b *store.Backup, loc backup.Location) bool {
+	return b.Location != "" && b.Location != loc.String()
+}
+
 // Written is what a snapshot written or read back was: its size and the
 // hex of its sha256.
 type Written struct {
@@ -104,6 +114,10 @@ func (v *Vault) Read(ctx context.Context, b *store.Backup) (io.ReadCloser, error
 	if err != nil {
 		return nil, err
 	}
+	if moved(b, loc) {
+		return nil, fmt.Errorf("%w: backup %s is kept in %s, and project %s's backup location is now %s: set it back to read the backup",
+			ErrElsewhere, b.Name, b.Location, b.Project, loc)
+	}
 	rc, err := loc.Get(ctx, b.Object)
 	if err != nil {
 		return nil, fmt.Errorf("read the snapshot of backup %s from %s: %w", b.Name, loc, err)
@@ -137,6 +151,9 @@ func (v *Vault) Delete(ctx context.Context, b *store.Backup) error {
 	loc, err := v.Location(ctx, b.Project)
 	if err != nil {
 		return err
+	}
+	if moved(b, loc) {
+		return nil // kept where the project no longer points: left there (docs/backups.md)
 	}
 	if err := loc.Delete(ctx, b.Object); err != nil {
 		return fmt.Errorf("delete the snapshot of backup %s from %s: %w", b.Name, loc, err)
