@@ -104,10 +104,12 @@ func TestBackupRestore(t *testing.T) {
 		t.Errorf("kiln backup list src:\n%s", list)
 	}
 
-	// A second cluster made from the backup.
-	dst := localCluster("dst", 1, false, 1)
-	dst.Spec.RestoreFrom = &v1.RestoreFrom{Cluster: "src", Backup: "b1"}
-	e.create(dst)
+	// A second cluster made from the backup, as a user makes it.
+	out = e.kiln("cluster", "create", "dst", "--provider", "local", "--workers", "1", "--from-backup", "src/b1", "--wait")
+	t.Logf("kiln cluster create dst --from-backup src/b1:\n%s", out)
+	if rf := e.cluster("dst").Spec.RestoreFrom; rf == nil || *rf != (v1.RestoreFrom{Cluster: "src", Backup: "b1"}) {
+		t.Errorf("dst's spec.restoreFrom: %+v", rf)
+	}
 	if got := e.mustKubectl("dst", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "blue" {
 		t.Errorf("configmap keep/settings in the cluster made from b1: colour %q, want blue", got)
 	}
