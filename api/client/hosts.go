@@ -74,3 +74,16 @@ func (c *Client) ReconcileCluster(ctx context.Context, project, name string) (*v
 func (c *Client) RotateCertificates(ctx context.Context, project, name string) (*v1.Cluster, string, error) {
 	return c.clusterAction(ctx, project, name, "rotate-certificates")
 }
+
+// RotateCA begins (v1.CARotationBegin) or finishes (v1.CARotationFinish) the
+// replacement of a cluster's CA: a rotate-ca or finish-ca-rotation
+// operation. It returns the cluster and the operation's id.
+func (c *Client) RotateCA(ctx context.Context, project, name, step string) (*v1.Cluster, string, error) {
+	var out v1.Cluster
+	h, err := c.do(ctx, http.MethodPost, clusterPath(project, name)+"/rotate-certificates", v1.RotateCertificatesRequest{CA: step}, conditions{}, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	fillETag(&out, h)
+	return &out, clusterOperation(&out, h), nil
+}

@@ -144,6 +144,12 @@ const (
 	// the controller's work included. Added within protocol version 1:
 	// an agent without it ignores it.
 	ControllerHeartbeat = "heartbeat"
+	// ControllerRenew asks the agent to renew its node certificate now,
+	// not when it is due: the cluster's CA is being replaced (kiln
+	// cluster rotate-certs --ca). Added within protocol version 1: an
+	// agent without it renews when its certificate is due, and the CA
+	// rotation waits for it until its step's timeout.
+	ControllerRenew = "renew"
 )
 
 // ControllerMessage is one message from the controller to an agent.

@@ -55,7 +55,29 @@ const (
 	// Kubernetes certificates, one node at a time (kiln cluster
 	// rotate-certs, or the certificate check before they expire).
 	KindRotateCertificates = "rotate-certificates"
+	// KindRotateCA begins the replacement of the cluster CA (kiln cluster
+	// rotate-certs --ca): every node installs again trusting a new CA
+	// beside the old one, and kube-system's pods are replaced. The
+	// cluster is then in the overlap: certificates of both CAs work.
+	// KindFinishCARotation ends it (--ca --finish): every certificate is
+	// the new CA's, and the old CA's are refused.
+	KindRotateCA         = "rotate-ca"
+	KindFinishCARotation = "finish-ca-rotation"
 )
+
+// CA rotation requests (RotateCertificatesRequest.CA).
+const (
+	CARotationBegin  = "begin"
+	CARotationFinish = "finish"
+)
+
+// RotateCertificatesRequest is the optional body of POST
+// .../rotate-certificates. Without it, or with no ca, the node
+// certificates are renewed with the cluster CA (KindRotateCertificates).
+type RotateCertificatesRequest struct {
+	// CA is "begin" (KindRotateCA) or "finish" (KindFinishCARotation).
+	CA string `json:"ca,omitempty"`
+}
 
 // Distributions (spec.distribution): how Kubernetes is installed on a node.
 const (
@@ -442,6 +464,9 @@ type ClusterStatus struct {
 	// Certificates is the certificate that expires first, kept by the
 	// certificate check; nil before it looked.
 	Certificates *CertificatesStatus `json:"certificates,omitempty"`
+	// CARotation is set while the cluster CA is being replaced (kiln
+	// cluster rotate-certs --ca): which phase, since when.
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
 	CreatedAt    time.Time           `json:"createdAt"`
 	UpdatedAt    time.Time           `json:"updatedAt"`
 }
@@ -591,6 +616,18 @@ type CertificatesStatus struct {
 	NotAfter time.Time `json:"notAfter"`
 	// Of is whose: "node NAME" or "the cluster CA".
 	Of string `json:"of"`
+}
+
+// CARotationStatus is status.caRotation.
+type CARotationStatus struct {
+	// Phase is trusting (nodes learn to trust the new CA), overlap (both
+	// CAs trusted: kubeconfigs of either work; the finish ends it),
+	// signing (certificates of the new CA installed) or narrowing (the old
+	// CA no longer trusted).
+	Phase string    `json:"phase"`
+	Since time.Time `json:"since"`
+	// NewCA is the new CA's name (its certificate's common name).
+	NewCA string `json:"newCA"`
 }
 
 // SetCondition returns conds with want in place of the condition of its

@@ -198,8 +198,8 @@ func (r *runner) write(c *agentConn, interval time.Duration) error {
 	}
 }
 
-// read handles instructions, acknowledgements, renewed certificates and
-// the answers to heartbeats (logged at debug level with their round trip).
+// read handles instructions, acknowledgements, renewed certificates, asks
+// to renew and the answers to heartbeats (logged at debug level with their round trip).
 func (r *runner) read(c *agentConn) error {
 	for {
 		m, err := c.read(c.ctx)
@@ -222,6 +222,8 @@ func (r *runner) read(c *agentConn) error {
 				default: // the writer is told already
 				}
 			}
+		case v1.ControllerRenew:
+			r.renewNow()
 		case v1.ControllerHeartbeat:
 			if m.Heartbeat != nil {
 				r.log.Debug("heartbeat answered", "seq", m.Heartbeat.Seq, "roundTrip", r.opts.Now().Sub(m.Heartbeat.Time))

@@ -83,6 +83,15 @@ func (r *runner) renewWait() time.Duration {
 	return max(r.renew.next.Sub(r.opts.Now()), 0)
 }
 
+// renewNow makes the renewal due now (v1.ControllerRenew): the writer
+// sends it at its next heartbeat.
+func (r *runner) renewNow() {
+	r.idMu.Lock()
+	defer r.idMu.Unlock()
+	r.log.Info("the controller asks for the node certificate to be renewed now: the cluster's CA is being replaced")
+	r.renew.next = r.opts.Now()
+}
+
 // renewRequest returns the renewal to send when one is due, nil if not: a
 // CSR for a new key, which is kept until the answer.
 func (r *runner) renewRequest() (*v1.AgentMessage, error) {

@@ -248,6 +248,9 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 		}
 		fmt.Fprintf(tw, "Certificates:\tfirst to expire: %s's, %s (renewal %s)\n", cs.Of, timestamp(cs.NotAfter), renewal)
 	}
+	if r := c.Status.CARotation; r != nil {
+		fmt.Fprintf(tw, "CA rotation:\t%s since %s, new CA %q\n", r.Phase, timestamp(r.Since), r.NewCA)
+	}
 	fmt.Fprintf(tw, "Created:\t%s (%s ago)\n", timestamp(c.Status.CreatedAt), age(c.Status.CreatedAt, now))
 	if e := c.Status.LastError; e != nil && e.Code != "" {
 		fmt.Fprintf(tw, "Last error:\t%s: %s (step %s, retryable %t)\n", e.Code, e.Message, orDash(e.Step), e.Retryable)

@@ -58,6 +58,10 @@ type nodeCert struct {
 	// RevokedAt is set when the node was forgotten (deleted or reset): no
 	// certificate is accepted.
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// Renew is set by RequestRenewal (the cluster's CA is being replaced):
+	// the node's session asks its agent to renew now, and it is cleared
+	// once the node presents a certificate of the issuing CA.
+	Renew bool `json:"renew,omitempty"`
 }
 
 func encodeNodeCert(c nodeCert) []byte {
@@ -125,8 +129,17 @@ func (g *Gateway) admitCertificate(ctx context.Context, k store.Key, node string
 			return fmt.Sprintf("the node certificate (serial %s) is no longer the certificate of node %s: the node registered again or renewed it since; to register this host again, kiln-agent join --force",
 				serial, node), nil
 		}
+		renew := false
+		if rec.Renew {
+			// Still asked for until the certificate is the issuing CA's.
+			cas, err := LoadCAs(ctx, g.st, k)
+			if err != nil {
+				return "", err
+			}
+			renew = cas.Issuer().VerifyCertificate(cert, pki.UsageClient, g.opts.Now()) != nil
+		}
 		err = g.st.UpdateClusterSecrets(ctx, k, store.SecretWrite{
-			Name: NodeCertSecret(node), Value: encodeNodeCert(nodeCert{Serial: serial}), IfValue: raw})
+			Name: NodeCertSecret(node), Value: encodeNodeCert(nodeCert{Serial: serial, Renew: renew}), IfValue: raw})
 		if errors.Is(err, store.ErrPreconditionFailed) {
 			continue
 		} else if err != nil {
@@ -193,11 +206,12 @@ func (s *session) renewCertificate(body *v1.RenewBody) (*v1.CertificateBody, str
 		s.log.Error("renew: read the cluster", "err", err)
 		return nil, tryAgain
 	}
-	ca, err := LoadCA(ctx, g.st, s.k)
+	cas, err := LoadCAs(ctx, g.st, s.k)
 	if err != nil {
 		s.log.Error("renew: load the cluster CA", "err", err)
 		return nil, tryAgain
 	}
+	ca := cas.Issuer()
 	certPEM, err := g.signNodeCSR(ca, cl, s.node, body.CSR)
 	if errors.Is(err, pki.ErrInvalidCSR) {
 		return nil, "csr: " + err.Error()
@@ -211,7 +225,7 @@ func (s *session) renewCertificate(body *v1.RenewBody) (*v1.CertificateBody, str
 		return nil, tryAgain
 	}
 	err = g.st.UpdateClusterSecrets(ctx, s.k, store.SecretWrite{
-		Name: NodeCertSecret(s.node), Value: encodeNodeCert(nodeCert{Serial: rec.Serial, Next: serialOf(cert)}), IfValue: raw})
+		Name: NodeCertSecret(s.node), Value: encodeNodeCert(nodeCert{Serial: rec.Serial, Next: serialOf(cert), Renew: rec.Renew}), IfValue: raw})
 	if errors.Is(err, store.ErrPreconditionFailed) {
 		return nil, "the node's certificate changed during the renewal; try again"
 	} else if err != nil {
@@ -241,6 +255,44 @@ func (s *session) checkCertificate() bool {
 	case rec.Serial != s.serial:
 		s.closeWith(websocket.StatusPolicyViolation, "the node's certificate was replaced")
 		return false
+	case rec.Renew && !s.renewAsked:
+		s.renewAsked = true
+		s.log.Info("asking the agent to renew its certificate now: the cluster's CA is being replaced")
+		if err := s.send(&v1.ControllerMessage{Type: v1.ControllerRenew}); err != nil {
+			s.log.Warn("ask the agent to renew its certificate", "err", err)
+		}
 	}
 	return true
+}
+
+// RequestRenewal has node of cluster k renew its certificate now, with the
+// issuing CA (the cluster's CA is being replaced): its session asks the
+// agent (v1.ControllerRenew) at its next poll. RenewalPending reports when
+// the node presents the new certificate.
+func RequestRenewal(ctx context.Context, st CASecretStore, k store.Key, node string) error {
+	for range maxCASAttempts {
+		rec, raw, err := readNodeCert(ctx, st, k, node)
+		if err != nil {
+			return fmt.Errorf("ask node %s to renew its certificate: %w", node, err)
+		}
+		if rec.Renew {
+			return nil
+		}
+		rec.Renew = true
+		err = st.UpdateClusterSecrets(ctx, k, store.SecretWrite{Name: NodeCertSecret(node), Value: encodeNodeCert(rec), IfValue: raw})
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			return err
+		}
+	}
+	return fmt.Errorf("the certificate record of node %s kept changing", node)
+}
+
+// RenewalPending reports whether node of cluster k was asked to renew its
+// certificate (RequestRenewal) and has not presented the new one yet.
+func RenewalPending(ctx context.Context, st SecretReader, k store.Key, node string) (bool, error) {
+	rec, _, err := readNodeCert(ctx, st, k, node)
+	if err != nil {
+		return false, fmt.Errorf("the certificate record of node %s: %w", node, err)
+	}
+	return rec.Renew, nil
 }

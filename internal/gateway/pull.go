@@ -34,7 +34,7 @@ func (g *Gateway) VerifyNode(r *http.Request) (store.Key, string, error) {
 	if !ok || !slices.Contains(peer.Subject.Organization, NodeOrganization) {
 		return deny("certificate %q is not a Kiln node certificate", peer.Subject.CommonName)
 	}
-	ca, err := LoadCA(ctx, g.st, k)
+	ca, err := LoadCAs(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return deny("cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
 	} else if err != nil {

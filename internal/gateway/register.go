@@ -141,10 +141,11 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	if ref != nil {
 		return nil, k, ref
 	}
-	ca, err := LoadCA(ctx, g.st, k)
+	cas, err := LoadCAs(ctx, g.st, k)
 	if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
+	ca := cas.Issuer()
 	cert, err := g.signNodeCSR(ca, cl, name, req.CSR)
 	if errors.Is(err, pki.ErrInvalidCSR) {
 		return nil, k, refuse(http.StatusBadRequest, v1.CodeInvalidParameter, "csr: %v", err)

@@ -52,6 +52,9 @@ type session struct {
 	lagKnown bool
 	steps    map[[2]string]string // (instruction, step) -> last state
 
+	// Owned by the sender goroutine.
+	renewAsked bool // the agent was asked to renew its certificate (RequestRenewal)
+
 	mu   sync.Mutex
 	logs []v1.LogLine
 }
@@ -94,7 +97,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	deny := func(format string, args ...any) {
 		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized, format, args...)
 	}
-	ca, err := LoadCA(ctx, g.st, k)
+	ca, err := LoadCAs(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		deny("cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
 		return

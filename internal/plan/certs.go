@@ -19,13 +19,9 @@ const StepRenewCertificates = "renew-certificates"
 // expire).
 var rotateCertificatesSteps = []string{StepRenewCertificates}
 
-// renewCertificates gives every node new certificates of the cluster CA,
-// one node at a time, control plane first: the node installs again (its
-// components restart on the new files; etcd keeps its data and membership)
-// and the next starts only once Kubernetes reports it Ready. Behind the
-// load balancer the API stays up while the other control-plane nodes
-// serve. A node renewed since the operation began is not renewed again, so
-// a retry resumes at the node that failed.
+// renewCertificates gives every node new certificates of the cluster CA
+// (rollNodes): a node renewed since the operation began is not renewed
+// again.
 func (x *run) renewCertificates(ctx context.Context) error {
 	if !x.usesAgents() {
 		return skipped("the %s provider's machines run no Kubernetes: there are no certificates to renew", x.cl.Spec.Provider)
@@ -34,44 +30,9 @@ func (x *run) renewCertificates(ctx context.Context) error {
 		return failure.Terminal(v1.CodeInvalidParameter,
 			"the certificates of the kubeadm distribution's nodes are kubeadm's: renew them on each control-plane node with kubeadm certs renew all")
 	}
-	cps, err := x.controlPlaneTargets(ctx)
+	renewed, err := x.rollNodes(ctx, x.op.StartTime, "renewing certificates")
 	if err != nil {
 		return err
-	}
-	workers, err := x.workerTargets(ctx)
-	if err != nil {
-		return err
-	}
-	install, err := x.installer(ctx)
-	if err != nil {
-		return err
-	}
-	var renewed []string
-	for _, group := range [][]provider.MachineSpec{cps, workers} {
-		for i, m := range group {
-			if x.canceling() {
-				return errCancelRequested
-			}
-			n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", m.Name, err)
-			}
-			if renewedSince(n.CertificatesExpireAt, x.op.StartTime, x.certificateTTL()) {
-				continue
-			}
-			x.showProgress(ctx, m.Name, "renewing certificates")
-			if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, "renewing certificates"); err != nil {
-				return err
-			}
-			if err := install(ctx, i, m); err != nil {
-				return err
-			}
-			if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
-				return err
-			}
-			x.showProgress(ctx, m.Name, "certificates renewed")
-			renewed = append(renewed, m.Name)
-		}
 	}
 	if len(renewed) == 0 {
 		return skipped("every node's certificates were renewed by this operation already")
@@ -79,6 +40,56 @@ func (x *run) renewCertificates(ctx context.Context) error {
 	x.event(ctx, "Normal", "CertificatesRenewed", fmt.Sprintf("certificates renewed, one node at a time: %s", strings.Join(renewed, ", ")))
 	x.note = fmt.Sprintf("renewed the certificates of %d node(s): %s", len(renewed), strings.Join(renewed, ", "))
 	return nil
+}
+
+// rollNodes installs every node again, one at a time, control plane first,
+// doing being what its progress says: its components restart on new files
+// (etcd keeps its data and membership) and the next starts only once
+// Kubernetes reports it Ready, so that behind the load balancer the API
+// stays up while the other control-plane nodes serve. A node installed
+// since since is not installed again: a retry resumes at the node that
+// failed. It returns the nodes it installed.
+func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := x.workerTargets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	install, err := x.installer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var installed []string
+	for _, group := range [][]provider.MachineSpec{cps, workers} {
+		for i, m := range group {
+			if x.canceling() {
+				return installed, errCancelRequested
+			}
+			n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
+			if err != nil {
+				return installed, fmt.Errorf("node %s: %w", m.Name, err)
+			}
+			if renewedSince(n.CertificatesExpireAt, since, x.certificateTTL()) {
+				continue
+			}
+			x.showProgress(ctx, m.Name, doing)
+			if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, doing); err != nil {
+				return installed, err
+			}
+			if err := install(ctx, i, m); err != nil {
+				return installed, err
+			}
+			if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
+				return installed, err
+			}
+			x.showProgress(ctx, m.Name, "done")
+			installed = append(installed, m.Name)
+		}
+	}
+	return installed, nil
 }
 
 // renewedSince reports whether certificates that expire at notAfter, with a

@@ -114,11 +114,12 @@ func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m
 	}, nil
 }
 
-// installInput is what every node's install shares: the CA, the
+// installInput is what every node's install shares: the CA (during a CA
+// rotation, the one its phase signs with, and the CAs it trusts), the
 // service-account keys, the endpoint and the control-plane members.
 func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	k := x.cl.Key()
-	ca, err := gateway.LoadCA(ctx, x.secrets, k)
+	cas, err := gateway.LoadCAs(ctx, x.secrets, k)
 	if err != nil {
 		return distro.BuildInput{}, err
 	}
@@ -152,7 +153,8 @@ func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	}
 	spec := x.cl.Spec
 	return distro.BuildInput{
-		CA:                    ca,
+		CA:                    cas.NodeSigner(),
+		Trust:                 cas.NodeTrustPEM(),
 		FrontProxyCA:          frontProxy,
 		ServiceAccountKey:     []byte(priv),
 		ServiceAccountPub:     []byte("-----BEGIN PUBLIC KEY-----" + pub),

@@ -170,7 +170,7 @@ func StepsFor(kind string, hosts bool) []string {
 		s = hostResetSteps
 	case v1.KindDelete:
 		s = hostDeleteSteps
-	case v1.KindReconcile, v1.KindRotateCertificates, v1.KindBackup, v1.KindRestore:
+	case v1.KindReconcile, v1.KindRotateCertificates, v1.KindRotateCA, v1.KindFinishCARotation, v1.KindBackup, v1.KindRestore:
 		return Steps(kind) // as for machines Kiln makes
 	default:
 		return nil
@@ -202,6 +202,10 @@ func Steps(kind string) []string {
 		s = reconcileSteps
 	case v1.KindRotateCertificates:
 		s = rotateCertificatesSteps
+	case v1.KindRotateCA:
+		s = rotateCASteps
+	case v1.KindFinishCARotation:
+		s = finishCARotateSteps
 	case v1.KindBackup:
 		s = backupSteps
 	case v1.KindRestore:

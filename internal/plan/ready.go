@@ -320,18 +320,19 @@ func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpo
 }
 
 // adminCertificate issues user, a cluster admin (system:masters), a client
-// certificate of cluster k's CA that lasts an hour; it returns the CA's
-// certificate too.
+// certificate of cluster k's CA that lasts an hour; it returns the bundle of
+// the CAs to verify the API server with too (both during a CA rotation,
+// whose phase says which CA issues).
 func adminCertificate(ctx context.Context, st gateway.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
-	ca, err := gateway.LoadCA(ctx, st, k)
+	cas, err := gateway.LoadCAs(ctx, st, k)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	req := pki.AdminRequest(user)
 	req.ValidFor = time.Hour
-	cert, key, err = ca.Issue(req)
+	cert, key, err = cas.Issuer().Issue(req)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
 	}
-	return ca.CertPEM(), cert, key, nil
+	return cas.TrustPEM(), cert, key, nil
 }

@@ -16,7 +16,9 @@ import (
 // (GET .../clusters/{cluster}/kubeconfig): a client certificate in
 // system:masters signed by the cluster's CA, valid for the cluster's
 // certificateTTLDays, against the cluster's endpoint and verifying it with
-// the cluster's CA. Every issue is an event on the cluster.
+// the cluster's CA. During a CA rotation it is signed by the CA its phase
+// issues with and verifies with both (gateway.ClusterCAs). Every issue is
+// an event on the cluster.
 func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	k := clusterKey(r)
 	cl, err := s.readCluster(r)
@@ -27,7 +29,7 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 		return conflict(clusterRef(r), "cluster",
 			"is attached: Kiln hands out no kubeconfig of its own for it; use the one it was attached with (secret %s)", cl.Spec.Attach.Secret)
 	}
-	ca, err := gateway.LoadCA(r.Context(), s.secrets, k)
+	cas, err := gateway.LoadCAs(r.Context(), s.secrets, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster",
 			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
@@ -43,11 +45,11 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	req := pki.AdminRequest("kiln-admin:" + who)
 	req.ValidFor = time.Duration(max(cl.Spec.CertificateTTLDays, 1)) * 24 * time.Hour
 	req.Now = s.now()
-	certPEM, keyPEM, err := ca.Issue(req)
+	certPEM, keyPEM, err := cas.Issuer().Issue(req)
 	if err != nil {
 		return fmt.Errorf("issue admin certificate: %w", err)
 	}
-	cfg := pki.Kubeconfig("https://"+cl.Status.Endpoint, ca.CertPEM(), certPEM, keyPEM, k.Name, "kiln-admin")
+	cfg := pki.Kubeconfig("https://"+cl.Status.Endpoint, cas.TrustPEM(), certPEM, keyPEM, k.Name, "kiln-admin")
 	ev := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{Type: "Normal", Reason: "KubeconfigIssued",
 		Message: fmt.Sprintf("an admin kubeconfig was issued to %s, valid %d days", who, max(cl.Spec.CertificateTTLDays, 1))}}
 	if err := s.events.AppendEvent(r.Context(), ev); err != nil {

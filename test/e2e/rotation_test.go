@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -193,4 +200,188 @@ func TestLocalComponentCertificatesRenew(t *testing.T) {
 		!slices.ContainsFunc(evs, func(ev v1.Event) bool { return ev.Reason == "CertificatesRenewed" }) {
 		t.Errorf("no CertificatesRenewing and CertificatesRenewed events in %+v", evs)
 	}
+}
+
+// TestLocalCARotation replaces a real local cluster's CA with kiln cluster
+// rotate-certs --ca, then --ca --finish, as a user does. During the
+// overlap a kubeconfig issued before the rotation and one issued during it
+// both work with kubectl, and a second begin is refused. After the finish
+// the old kubeconfig is refused (its client certificate by the API server,
+// 401, even when the client trusts the new CA), while the overlap's and a
+// new one work; every agent holds a node certificate of the new CA, every
+// node is READY, and finishing again is refused.
+func TestLocalCARotation(t *testing.T) {
+	e := start(t, "kilnd")
+	e.create(localCluster("carot", 1, false, 1))
+	nodes := []string{"carot-cp-0", "carot-default-0"}
+	before := e.kubeconfigFile("carot", "before")
+	e.kubectlWith(before, "get", "nodes")
+	oldCA := kubeconfigCert(t, before, "certificate-authority-data")
+
+	e.kiln("cluster", "rotate-certs", "carot", "--ca", "--wait")
+	cl := e.cluster("carot")
+	if r := cl.Status.CARotation; r == nil || r.Phase != string(gateway.CAOverlap) {
+		t.Fatalf("status.caRotation after rotate-certs --ca: %+v, want phase overlap", r)
+	}
+	newCA := cl.Status.CARotation.NewCA
+	during := e.kubeconfigFile("carot", "overlap")
+	if got := kubeconfigCert(t, during, "client-certificate-data").Issuer.CommonName; got != newCA {
+		t.Errorf("a kubeconfig issued during the overlap is signed by %q, want the new CA %q", got, newCA)
+	}
+	for _, cfg := range []string{before, during} {
+		if out := e.kubectlWith(cfg, "get", "nodes", "-o", "name"); strings.Count(out, "node/") != len(nodes) {
+			t.Errorf("kubectl with %s during the overlap: %q", filepath.Base(cfg), out)
+		}
+	}
+	if _, stderr, err := e.kilnErr("cluster", "rotate-certs", "carot", "--ca"); err == nil || !strings.Contains(stderr, "under way") {
+		t.Errorf("a second CA rotation during the overlap: err %v, stderr %q; want refused as under way", err, stderr)
+	}
+
+	e.kiln("cluster", "rotate-certs", "carot", "--ca", "--finish", "--wait")
+	if out, err := e.kubectlErr(before, "get", "nodes"); err == nil {
+		t.Errorf("a kubeconfig issued before the CA rotation still works after its finish: %s", out)
+	}
+	// The API server itself refuses the old client certificate.
+	if code := apiStatus(t, e.cluster("carot").Status.Endpoint, before, during); code != http.StatusUnauthorized {
+		t.Errorf("the old client certificate, verifying the API server with the new CA: HTTP %d, want 401", code)
+	}
+	after := e.kubeconfigFile("carot", "after")
+	if n := strings.Count(kubeconfigField(t, after, "certificate-authority-data"), "BEGIN CERTIFICATE"); n != 1 {
+		t.Errorf("a kubeconfig issued after the finish trusts %d CAs, want only the new one", n)
+	}
+	if got := kubeconfigCert(t, after, "certificate-authority-data").Subject.CommonName; got != newCA || got == oldCA.Subject.CommonName {
+		t.Errorf("after the finish the cluster CA is %q, want the new one %q", got, newCA)
+	}
+	for _, cfg := range []string{during, after} {
+		if out := e.kubectlWith(cfg, "get", "nodes", "-o", "name"); strings.Count(out, "node/") != len(nodes) {
+			t.Errorf("kubectl with %s after the finish: %q", filepath.Base(cfg), out)
+		}
+	}
+	cl = e.cluster("carot")
+	if cl.Status.CARotation != nil {
+		t.Errorf("status.caRotation after the finish: %+v, want none", cl.Status.CARotation)
+	}
+	for _, name := range nodes {
+		n, err := e.c.GetNode(t.Context(), "default", "carot", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.State != v1.NodeReady {
+			t.Errorf("node %s is %s (%s) after the CA rotation", name, n.State, n.Message)
+		}
+		if got := agentCertificate(t, e, "carot", name).Issuer.CommonName; got != newCA {
+			t.Errorf("node %s's agent holds a certificate of %q, want the new CA %q", name, got, newCA)
+		}
+	}
+	if !slices.ContainsFunc(e.events("carot"), func(ev v1.Event) bool { return ev.Reason == "CARotated" }) {
+		t.Error("no CARotated event")
+	}
+	if _, stderr, err := e.kilnErr("cluster", "rotate-certs", "carot", "--ca", "--finish"); err == nil || !strings.Contains(stderr, "no CA rotation") {
+		t.Errorf("finishing a CA rotation that is over: err %v, stderr %q; want refused", err, stderr)
+	}
+}
+
+// kubeconfigFile writes a new admin kubeconfig of cluster (project
+// default) to a file named by tag and returns its path.
+func (e *env) kubeconfigFile(cluster, tag string) string {
+	e.t.Helper()
+	b, err := e.c.Kubeconfig(e.t.Context(), "default", cluster)
+	if err != nil {
+		e.t.Fatalf("kubeconfig: %v", err)
+	}
+	p := filepath.Join(e.data, cluster+"-"+tag+".kubeconfig")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// kubectlErr runs kiln-kube kubectl with the kubeconfig cfg.
+func (e *env) kubectlErr(cfg string, args ...string) (string, error) {
+	cmd := exec.CommandContext(e.t.Context(), kubeBin, append([]string{"kubectl", "--kubeconfig", cfg, "--request-timeout", "20s"}, args...)...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return out.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out.String(), nil
+}
+
+func (e *env) kubectlWith(cfg string, args ...string) string {
+	e.t.Helper()
+	out, err := e.kubectlErr(cfg, args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// kubeconfigField is the PEM of a base64 field of a kubeconfig Kiln wrote
+// (certificate-authority-data, client-certificate-data, client-key-data).
+func kubeconfigField(t *testing.T, cfg, field string) string {
+	t.Helper()
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(field + `:\s*"?([A-Za-z0-9+/=]+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s has no %s", cfg, field)
+	}
+	pemBytes, err := base64.StdEncoding.DecodeString(string(m[1]))
+	if err != nil {
+		t.Fatalf("%s's %s: %v", cfg, field, err)
+	}
+	return string(pemBytes)
+}
+
+// kubeconfigCert is the first certificate of a kubeconfig's field.
+func kubeconfigCert(t *testing.T, cfg, field string) *x509.Certificate {
+	t.Helper()
+	c, err := pki.ParseCertificate([]byte(kubeconfigField(t, cfg, field)))
+	if err != nil {
+		t.Fatalf("%s's %s: %v", cfg, field, err)
+	}
+	return c
+}
+
+// apiStatus is the HTTP status the API server at endpoint answers a GET of
+// /api with, to the client certificate of kubeconfig client, verifying the
+// server with the CAs of kubeconfig trust.
+func apiStatus(t *testing.T, endpoint, client, trust string) int {
+	t.Helper()
+	pair, err := tls.X509KeyPair([]byte(kubeconfigField(t, client, "client-certificate-data")), []byte(kubeconfigField(t, client, "client-key-data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(kubeconfigField(t, trust, "certificate-authority-data")))
+	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Get("https://" + endpoint + "/api")
+	if err != nil {
+		t.Fatalf("GET /api: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// agentCertificate is the node certificate a local node's agent holds.
+func agentCertificate(t *testing.T, e *env, cluster, node string) *x509.Certificate {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(e.data, "machines", "default", cluster, node, "agent", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Certificate string `json:"certificate"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pki.ParseCertificate([]byte(st.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -23,6 +23,11 @@ type BuildInput struct {
 	// CA is the cluster CA; its key signs every certificate of the node
 	// but the front-proxy client's.
 	CA *pki.CA
+	// Trust is the PEM bundle of the CAs the node trusts (its ca.crt and
+	// its kubeconfigs'): both CAs while the cluster's CA is being
+	// replaced (gateway.ClusterCAs.NodeTrustPEM); CA's certificate when
+	// empty.
+	Trust []byte
 	// FrontProxyCA is the aggregation layer's CA: it issues the API
 	// server's front-proxy-client certificate, and extension API servers
 	// trust request headers from that certificate only. Control-plane
@@ -63,6 +68,14 @@ type BuildInput struct {
 	Now time.Time
 }
 
+// trust is the bundle of the CAs the node trusts.
+func (in BuildInput) trust() []byte {
+	if len(in.Trust) > 0 {
+		return in.Trust
+	}
+	return in.CA.CertPEM()
+}
+
 // BuildInstall issues every certificate the node needs with the cluster CA,
 // renders its kubeconfigs, and returns the params of its install
 // instruction. It has no side effect; each call issues new keys.
@@ -79,7 +92,7 @@ func BuildInstall(in BuildInput) (InstallParams, error) {
 		Endpoint:          in.Endpoint,
 		ServiceCIDR:       in.ServiceCIDR,
 		PodCIDR:           in.PodCIDR,
-		Files:             map[string]string{FileCA: string(in.CA.CertPEM())},
+		Files:             map[string]string{FileCA: string(in.trust())},
 	}
 	b := builder{in: in, files: p.Files, notAfter: &p.CertificatesNotAfter}
 	if pr := in.Proxy; pr != nil {
@@ -263,7 +276,7 @@ func (b builder) kubeconfig(file, server string, req pki.CertRequest) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	b.files[file] = string(pki.Kubeconfig(server, b.in.CA.CertPEM(), cert, key, b.in.ClusterName, req.CommonName))
+	b.files[file] = string(pki.Kubeconfig(server, b.in.trust(), cert, key, b.in.ClusterName, req.CommonName))
 	return nil
 }
 
