@@ -34,7 +34,7 @@ between them where both CAs are trusted:
       every node installs again trusting both, and kube-system's pods are
       replaced so that they trust both. Kubeconfigs issued before keep
       working; those issued from now on are signed by the new CA. Fetch new
-      ones (kiln cluster kubeconfig) and restart your own pods that talk to
+      ones (kiln kubeconfig NAME) and restart your own pods that talk to
       the API server during the overlap.
   rotate-certs NAME --ca --finish   (a finish-ca-rotation operation): every
       agent and node gets certificates of the new CA, then every node trusts
@@ -49,7 +49,7 @@ only if it succeeded.`,
 		Example: `  kiln cluster rotate-certs shop --wait
   kiln cluster get shop -o jsonpath='{.status.certificates}'
   kiln cluster rotate-certs shop --ca --wait
-  kiln cluster kubeconfig shop > shop.kubeconfig
+  kiln kubeconfig shop > shop.kubeconfig
   kiln cluster rotate-certs shop --ca --finish --wait`,
 		Args: exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {

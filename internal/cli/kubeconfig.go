@@ -14,8 +14,10 @@ func (a *app) kubeconfigCommand() *cobra.Command {
 		Short: "Get an admin kubeconfig for a cluster",
 		Long: `kubeconfig prints an admin kubeconfig for the cluster: a client certificate
 signed by the cluster's CA (valid for the cluster's certificateTTLDays) against
-the cluster's endpoint, which it verifies with the same CA. Each call issues a
-new certificate and is recorded in the cluster's events. With -f it writes the
+the cluster's endpoint, which it verifies with the same CA. During a CA
+rotation (kiln cluster rotate-certs --ca) it is signed by the new CA and
+trusts both. Each call issues a new certificate and is recorded in the
+cluster's events. With -f it writes the
 file with mode 0600 instead.`,
 		Example: "  kiln kubeconfig demo > demo.kubeconfig\n" +
 			"  kiln kubeconfig demo -f ~/.kube/demo && kubectl --kubeconfig ~/.kube/demo get nodes",

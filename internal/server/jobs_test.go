@@ -118,8 +118,9 @@ func TestJobs(t *testing.T) {
 	}
 }
 
-// A sim cluster's certificates are not rotated: it runs no Kubernetes; the
-// refusal names why and begins nothing.
+// A sim cluster's certificates are not rotated, nor its CA: it runs no
+// Kubernetes; the refusal names why and begins nothing. A ca that is
+// neither begin nor finish is a 400 naming it.
 func TestRotateCertificatesRefusesSim(t *testing.T) {
 	h := newHarness(t, withPlan)
 	h.backend(sim.New())
@@ -134,4 +135,13 @@ func TestRotateCertificatesRefusesSim(t *testing.T) {
 		t.Errorf("an operation began: %s", got.Status.CurrentOperation)
 	}
 	h.must(http.StatusBadRequest, "POST", "/v1/projects/p/clusters/c/rotate-certificates", `{"ca": true}`)
+	if e := h.must(http.StatusBadRequest, "POST", "/v1/projects/p/clusters/c/rotate-certificates", `{"ca": "sideways"}`).errorBody(t); e.Target != "ca" {
+		t.Errorf("ca sideways: %+v", e)
+	}
+	if e := h.must(http.StatusConflict, "POST", "/v1/projects/p/clusters/c/rotate-certificates", `{"ca": "begin"}`).errorBody(t); !strings.Contains(e.Message, "run no Kubernetes") {
+		t.Errorf("a CA rotation of a sim cluster: %+v", e)
+	}
+	if got := h.cluster("p", "c"); got.Status.CurrentOperation != opID {
+		t.Errorf("an operation began: %s", got.Status.CurrentOperation)
+	}
 }
