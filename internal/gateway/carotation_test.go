@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -139,29 +138,7 @@ func TestCARotationRenewsAgents(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 200 * time.Millisecond})
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	prechecks := func(context.Context) []v1.PrecheckResult {
-		return []v1.PrecheckResult{{Name: "os", Result: v1.PrecheckPass}}
-	}
-	dir := t.TempDir()
-	creds, pass := c.WriteCredentials(t, t.TempDir())
-	first, err := agent.Join(t.Context(), agent.JoinOptions{CredentialsFile: creds, PassphraseFile: pass, DataDir: dir,
-		NodeName: "c-w-0", Prechecks: prechecks, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := agent.ExecutorFunc(func(context.Context, v1.Instruction, agent.Reporter) error { return nil })
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agent.Run(runCtx, agent.RunOptions{DataDir: dir, Executor: ex, Prechecks: prechecks, MaxBackoff: 100 * time.Millisecond, Logger: log})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	first, dir := runAgent(t, e, c, "c-w-0", agent.ExecutorFunc(func(context.Context, v1.Instruction, agent.Reporter) error { return nil }))
 	e.Issue(c, "c-w-0", "before", v1.InstructionInstall)
 	waitfor.Cond(t, "the result of an instruction before the rotation", wait, func() (bool, error) {
 		in, err := e.Store.GetInstruction(ctx, "before")

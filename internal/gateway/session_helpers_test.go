@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/coder/websocket"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/state"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
@@ -263,4 +266,34 @@ func recordedSerial(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, no
 		t.Fatal(err)
 	}
 	return rec.Serial
+}
+
+// runAgent joins node to cluster c with a real agent and runs it with ex
+// until the test ends; it returns the identity registration gave and the
+// agent's data dir.
+func runAgent(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node string, ex agent.Executor) (*state.State, string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	prechecks := func(context.Context) []v1.PrecheckResult {
+		return []v1.PrecheckResult{{Name: "os", Result: v1.PrecheckPass}}
+	}
+	dir := t.TempDir()
+	creds, pass := c.WriteCredentials(t, t.TempDir())
+	first, err := agent.Join(t.Context(), agent.JoinOptions{CredentialsFile: creds, PassphraseFile: pass, DataDir: dir,
+		NodeName: node, Prechecks: prechecks, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.RunOptions{DataDir: dir, Executor: ex, Prechecks: prechecks, MaxBackoff: 100 * time.Millisecond, Logger: log})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return first, dir
 }

@@ -63,20 +63,7 @@ func TestLocalCertificateRotation(t *testing.T) {
 		if n.State != v1.NodeReady {
 			t.Errorf("node %s is %s (%s) after renewals, want READY", name, n.State, n.Message)
 		}
-		raw, err := os.ReadFile(filepath.Join(e.data, "machines", "default", "rot", name, "agent", "state.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Certificate string `json:"certificate"`
-		}
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatal(err)
-		}
-		cert, err := pki.ParseCertificate([]byte(st.Certificate))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cert := agentCertificate(t, e, "rot", name)
 		if life := cert.NotAfter.Sub(pki.IssuedAt(cert)); life != validity {
 			t.Errorf("%s's agent holds a certificate valid for %s, want %s", name, life, validity)
 		}
