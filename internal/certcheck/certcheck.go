@@ -2,7 +2,8 @@
 // every cluster whose nodes Kiln installs: status.certificates (the nearest
 // expiry, and whose it is), the CertificatesExpiring condition, and a
 // rotate-certificates operation begun before the nodes' certificates expire
-// (unless the cluster's spec.certificateRenewal is "manual").
+// (unless the cluster's spec.certificateRenewal is "manual", or its
+// distribution is kubeadm, whose certificates kubeadm renews).
 package certcheck
 
 import (
@@ -91,8 +92,7 @@ func (l *Loop) CheckAll(ctx context.Context) error {
 
 // Check looks at one cluster as read (cl) and acts on what it finds.
 func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
-	if cl.Status.ProvisioningState != v1.StateSucceeded || !l.opts.Watched(cl.Spec.Provider) ||
-		cl.Spec.Distribution == v1.DistroKubeadm {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || !l.opts.Watched(cl.Spec.Provider) {
 		return nil
 	}
 	nearest, nodes, err := l.nearest(ctx, cl)
@@ -100,7 +100,10 @@ func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
 		return err
 	}
 	now := l.opts.Now()
-	if nodes != nil && cl.Spec.CertificateRenewal != v1.CertificateRenewalManual {
+	// The kubeadm distribution's certificates are kubeadm's: tracked and
+	// warned of, renewed on the nodes (kubeadm certs renew all).
+	kubeadm := cl.Spec.Distribution == v1.DistroKubeadm
+	if nodes != nil && cl.Spec.CertificateRenewal != v1.CertificateRenewalManual && !kubeadm {
 		renewAt := nodes.NotAfter.Add(-min(l.opts.Warn, l.opts.TTL(cl)/3))
 		if !now.Before(renewAt) {
 			return l.renew(ctx, cl, nodes, now)
@@ -143,9 +146,12 @@ func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.Certif
 	if left := nearest.NotAfter.Sub(now); left < l.opts.Warn {
 		want.Status, want.Reason = "True", "ExpiresSoon"
 		want.Message = fmt.Sprintf("%s's certificates expire at %s, in %s: ", nearest.Of, nearest.NotAfter.Format(time.RFC3339), left.Round(time.Minute))
-		if nearest.Of == "the cluster CA" {
-			want.Message += "a new cluster CA is needed (CA rotation is not built yet)"
-		} else {
+		switch {
+		case cl.Spec.Distribution == v1.DistroKubeadm:
+			want.Message += "renew them on each control-plane node with kubeadm certs renew all"
+		case nearest.Of == "the cluster CA":
+			want.Message += "replace it with kiln cluster rotate-certs " + cl.Name + " --ca, then --ca --finish"
+		default:
 			want.Message += "renew them with kiln cluster rotate-certs " + cl.Name
 		}
 	}

@@ -27,7 +27,7 @@ type env struct {
 
 // newEnv is an idle (Succeeded) local cluster with a CA of ten years and
 // node certificates of 90 days, in a real SQLite store, and a Loop over it.
-func newEnv(t *testing.T, renewal string) *env {
+func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +38,9 @@ func newEnv(t *testing.T, renewal string) *env {
 		t.Fatal(err)
 	}
 	cl := &store.Cluster{Project: "p", Name: "c", Spec: v1.ClusterSpec{Provider: "local", CertificateTTLDays: 90, CertificateRenewal: renewal}}
+	for _, c := range change {
+		c(&cl.Spec)
+	}
 	cl.Status.ProvisioningState = v1.StateCreating
 	op := &store.Operation{ID: "op-create", Project: "p", Cluster: "c", Kind: v1.KindCreate, Status: v1.OpInProgress, StartTime: e.now}
 	if err := st.BeginOperation(t.Context(), cl, op, store.Cond{}); err != nil {
@@ -186,5 +189,22 @@ func TestCAAndBusyClusters(t *testing.T) {
 	}
 	if got := e.check(); got.Status.CurrentOperation != "" || got.Status.Certificates.Of != "the cluster CA" {
 		t.Errorf("a busy cluster was acted on: %+v", got.Status)
+	}
+}
+
+// The kubeadm distribution's certificates are kubeadm's: tracked and
+// warned of, with kubeadm's command, and never renewed by an operation.
+func TestKubeadmWarnsOnly(t *testing.T) {
+	e := newEnv(t, "", func(s *v1.ClusterSpec) { s.Distribution = v1.DistroKubeadm })
+	e.node("c-cp", 10*24*time.Hour)
+	cl := e.check()
+	if cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("an operation began for a kubeadm cluster: %s %s", cl.Status.ProvisioningState, cl.Status.CurrentOperation)
+	}
+	if got := cl.Status.Certificates; got == nil || got.Of != "node c-cp" {
+		t.Errorf("status.certificates = %+v, want node c-cp's", got)
+	}
+	if c := condition(cl); c.Status != "True" || !strings.Contains(c.Message, "kubeadm certs renew all") {
+		t.Errorf("condition %+v, want True with kubeadm's command", c)
 	}
 }

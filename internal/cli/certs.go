@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/api/client"
+	v1 "kiln.dev/kiln/api/v1"
 )
 
 func (a *app) clusterRotateCertsCommand() *cobra.Command {

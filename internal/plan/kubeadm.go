@@ -165,7 +165,7 @@ func (x *run) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *st
 // instructKubeadm has node run its kubeadm plan.
 func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.Input) error {
 	doing := "installing " + in.Node.Role + " with kubeadm"
-	_, err := x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
+	done, err := x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
 		p, err := kubeadm.Build(in)
 		var fe *kubeadm.FieldError
 		if errors.As(err, &fe) {
@@ -177,5 +177,17 @@ func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.
 		}
 		return json.Marshal(p)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// A control-plane node says when kubeadm's certificates expire; a
+	// worker, or an agent older than this kilnd, says nothing.
+	var data kubeadm.InstallData
+	if done.Result == nil || json.Unmarshal(done.Result.Data, &data) != nil || data.CertificatesNotAfter.IsZero() {
+		return nil
+	}
+	return x.updateNode(ctx, node.Name, func(n *store.Node) {
+		t := data.CertificatesNotAfter.UTC()
+		n.CertificatesExpireAt = &t
+	})
 }

@@ -372,3 +372,50 @@ func agentCertificate(t *testing.T, e *env, cluster, node string) *x509.Certific
 	}
 	return c
 }
+
+// TestDockerCARotation replaces the CA of a cluster of real nodes: a
+// kubeconfig from before works through the overlap and is refused after
+// the finish; the nodes are Ready, and CoreDNS, replaced during the
+// overlap, still talks to the API server (its log has no certificate
+// error) and answers kubectl logs through the kubelet.
+func TestDockerCARotation(t *testing.T) {
+	e := startDocker(t)
+	e.create(dockerCluster("dca", "", 1, false, 1))
+	before := e.kubeconfigFile("dca", "before")
+	e.kubectlWith(before, "get", "nodes")
+
+	t0 := time.Now()
+	e.kiln("cluster", "rotate-certs", "dca", "--ca", "--wait")
+	t.Logf("rotate-certs --ca took %s", time.Since(t0).Round(time.Second))
+	e.kubectlWith(before, "get", "nodes")
+	restarted := e.kubectlWith(before, "-n", "kube-system", "get", "deployment", "coredns",
+		"-o", `jsonpath={.spec.template.metadata.annotations.kiln\.dev/restartedAt}`)
+	if restarted == "" {
+		t.Error("CoreDNS was not restarted during the overlap")
+	}
+
+	t0 = time.Now()
+	e.kiln("cluster", "rotate-certs", "dca", "--ca", "--finish", "--wait")
+	t.Logf("rotate-certs --ca --finish took %s", time.Since(t0).Round(time.Second))
+	if out, err := e.kubectlErr(before, "get", "nodes"); err == nil {
+		t.Errorf("a kubeconfig from before the CA rotation works after its finish: %s", out)
+	}
+	after := e.kubeconfigFile("dca", "after")
+	out := e.kubectlWith(after, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	if strings.Count(out, " True") != 2 {
+		t.Errorf("nodes after the CA rotation: %q, want 2 Ready", out)
+	}
+	waitfor.Cond(t, "CoreDNS to run after the CA rotation", 3*time.Minute, func() (bool, error) {
+		out, err := e.kubectlErr(after, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns",
+			"--field-selector", "status.phase=Running", "-o", "name")
+		return err == nil && strings.Contains(out, "pod/"), nil
+	})
+	// The API server restarted on its new certificate during the finish:
+	// CoreDNS watched through it, verifying it with both CAs.
+	logs := e.kubectlWith(after, "-n", "kube-system", "logs", "deployment/coredns")
+	for _, bad := range []string{"x509", "unknown authority", "Unauthorized"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("CoreDNS's log after the CA rotation says %q:\n%s", bad, logs)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package kubeadm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -140,7 +141,34 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 		return err
 	}
 	log.Info("plan done", "took", time.Since(start).Round(time.Millisecond))
+	if in.Kind == v1.InstructionInstall {
+		e.reportExpiry(report, log)
+	}
 	return nil
+}
+
+// reportExpiry says, in the install's result, when the first certificate
+// kubeadm made on the node expires. Not knowing fails nothing: the
+// certificates are kubeadm's, the install is done.
+func (e *Executor) reportExpiry(report agent.Reporter, log *slog.Logger) {
+	d, ok := report.(agent.DataReporter)
+	if !ok {
+		return
+	}
+	data, found, err := certificateExpiry(e.root())
+	if err != nil {
+		log.Warn("read the expiry of kubeadm's certificates", "err", err)
+		return
+	}
+	if !found {
+		return
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	log.Info("kubeadm's certificates", "firstToExpire", data.Of, "notAfter", data.CertificatesNotAfter.Format(time.RFC3339))
+	d.SetData(raw)
 }
 
 func (e *Executor) logger() *slog.Logger {
