@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -299,16 +300,12 @@ func (noSecretUpdates) UpdateClusterSecrets(context.Context, store.Key, ...store
 // clusterNodeNames are the names of the cluster's nodes, control plane
 // first.
 func (x *run) clusterNodeNames(ctx context.Context) ([]string, error) {
-	cps, err := x.controlPlaneTargets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	workers, err := x.workerTargets(ctx)
+	groups, err := x.nodeGroups(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, m := range append(cps, workers...) {
+	for _, m := range slices.Concat(groups...) {
 		out = append(out, m.Name)
 	}
 	return out, nil

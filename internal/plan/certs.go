@@ -50,11 +50,7 @@ func (x *run) renewCertificates(ctx context.Context) error {
 // since since is not installed again: a retry resumes at the node that
 // failed. It returns the nodes it installed.
 func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
-	cps, err := x.controlPlaneTargets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	workers, err := x.workerTargets(ctx)
+	groups, err := x.nodeGroups(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +59,7 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 		return nil, err
 	}
 	var installed []string
-	for _, group := range [][]provider.MachineSpec{cps, workers} {
+	for _, group := range groups {
 		for i, m := range group {
 			if x.canceling() {
 				return installed, errCancelRequested
@@ -90,6 +86,20 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 		}
 	}
 	return installed, nil
+}
+
+// nodeGroups are the cluster's control-plane nodes and its workers, in
+// install order.
+func (x *run) nodeGroups(ctx context.Context) ([][]provider.MachineSpec, error) {
+	cps, err := x.controlPlaneTargets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := x.workerTargets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return [][]provider.MachineSpec{cps, workers}, nil
 }
 
 // renewedSince reports whether certificates that expire at notAfter, with a
