@@ -529,7 +529,7 @@ func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.
 			if err == nil {
 				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
 			}
-			return failure.Retryable(v1.CodeTimeout, err, "the restored cluster's nodes did not report Ready within %s: %v", x.r.opts.NodeTimeout, err)
+			return failure.Retryable(v1.CodeTimeout, err, "nodes did not report Ready since their kubelets restarted, within %s: %v", x.r.opts.NodeTimeout, err)
 		case <-tick.C:
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
 )
 
 // StepRenewCertificates installs every node again with new certificates.
@@ -45,8 +46,9 @@ func (x *run) renewCertificates(ctx context.Context) error {
 // rollNodes installs every node again, one at a time, control plane first,
 // doing being what its progress says: its components restart on new files
 // (etcd keeps its data and membership) and the next starts only once
-// Kubernetes reports it Ready, so that behind the load balancer the API
-// stays up while the other control-plane nodes serve. A node installed
+// Kubernetes reports it Ready since its kubelet restarted, so that behind
+// the load balancer the API stays up while the other control-plane nodes
+// serve. A node installed
 // since since is not installed again: a retry resumes at the node that
 // failed. It returns the nodes it installed.
 func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
@@ -75,7 +77,15 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 			if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, doing); err != nil {
 				return installed, err
 			}
+			// A margin for the node's clock, which its kubelet's
+			// heartbeats are of.
+			restarted := x.r.opts.Now().Add(-2 * time.Second)
 			if err := install(ctx, i, m); err != nil {
+				return installed, err
+			}
+			// The Ready the kubelet said before its restart is stale:
+			// wait for one said since.
+			if err := x.freshlyReady(ctx, []*store.Node{n}, restarted); err != nil {
 				return installed, err
 			}
 			if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
