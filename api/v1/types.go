@@ -467,8 +467,8 @@ type ClusterStatus struct {
 	// CARotation is set while the cluster CA is being replaced (kiln
 	// cluster rotate-certs --ca): which phase, since when.
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
-	CreatedAt    time.Time           `json:"createdAt"`
-	UpdatedAt    time.Time           `json:"updatedAt"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	UpdatedAt  time.Time         `json:"updatedAt"`
 }
 
 // ProfileStatus is status.profile: the profile version applied to the
