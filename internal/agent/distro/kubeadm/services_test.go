@@ -38,7 +38,9 @@ func TestServices(t *testing.T) {
 		t.Errorf("ensure again: %v, already %v; want it left alone", err, already)
 	}
 
-	// Killed: started again, with a new process.
+	// Killed once it has written its line (on a busy machine the shell
+	// may not have run yet): started again, with a new process.
+	waitLog(t, root, "sleeper", "started\n")
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +51,7 @@ func TestServices(t *testing.T) {
 	})
 	// The new process writes its line once it runs: a moment after it
 	// is alive on a busy machine.
-	waitfor.Cond(t, "a log line per start", 10*time.Second, func() (bool, error) {
-		b, err := os.ReadFile(filepath.Join(root, servicesLogs, "sleeper.log"))
-		return err == nil && string(b) == "started\nstarted\n", waitfor.NotYet(fmt.Errorf("log %q, %v", b, err))
-	})
+	waitLog(t, root, "sleeper", "started\nstarted\n")
 
 	// The agent stops: the service runs on; the next agent adopts it.
 	s.release()
@@ -104,6 +103,15 @@ func TestServicesResumeStartsDead(t *testing.T) {
 	if err := next.stop([]string{"sleeper"}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitLog waits for service name's log to hold want.
+func waitLog(t *testing.T, root, name, want string) {
+	t.Helper()
+	waitfor.Cond(t, "the log of "+name+" to read "+fmt.Sprintf("%q", want), 10*time.Second, func() (bool, error) {
+		b, err := os.ReadFile(filepath.Join(root, servicesLogs, name+".log"))
+		return err == nil && string(b) == want, waitfor.NotYet(fmt.Errorf("log %q, %v", b, err))
+	})
 }
 
 func records(t *testing.T, root string) []serviceRecord {
