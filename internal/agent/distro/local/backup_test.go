@@ -2,145 +2,38 @@ package local
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/etcdsnap/etcdsnaptest"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/test/waitfor"
 )
 
-// transferRecorder is a recorder that can also upload (kept in uploads),
-// download (from downloads, or failing with downloadErr) and take result
-// data: what an executor gets from kiln-agent.
+// transferRecorder is a recorder that can also upload, download and take
+// result data: what an executor gets from kiln-agent.
 type transferRecorder struct {
 	recorder
-	tmu         sync.Mutex
-	uploads     map[string][]byte
-	uploadErr   error
-	downloads   map[string][]byte
-	downloadErr error
-	data        json.RawMessage
+	etcdsnaptest.Transfers
 }
 
-func (r *transferRecorder) Upload(_ context.Context, path string, body io.Reader, size int64, sum string) error {
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	if int64(len(b)) != size || digest(b) != sum {
-		return fmt.Errorf("upload of %d bytes of %s: the body has %d of %s", size, sum, len(b), digest(b))
-	}
-	r.tmu.Lock()
-	defer r.tmu.Unlock()
-	if r.uploadErr != nil {
-		return r.uploadErr
-	}
-	if r.uploads == nil {
-		r.uploads = map[string][]byte{}
-	}
-	r.uploads[path] = b
-	return nil
-}
-
-func (r *transferRecorder) Download(_ context.Context, path string, w io.Writer) (int64, string, error) {
-	r.tmu.Lock()
-	b, ok := r.downloads[path]
-	err := r.downloadErr
-	r.tmu.Unlock()
-	if err != nil {
-		return 0, "", err
-	}
-	if !ok {
-		return 0, "", failure.Terminal(v1.CodeNotFound, "no snapshot at %s", path)
-	}
-	n, err := w.Write(b)
-	return int64(n), digest(b), err
-}
-
-func (r *transferRecorder) SetData(d json.RawMessage) { r.data = d }
-
-func digest(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-// fakeTool stands for kiln-kube etcd-snapshot: save writes snapshot,
-// status accepts a file that does not start with "garbage", restore makes a
-// data dir whose WAL is the snapshot.
-type fakeTool struct {
-	snapshot []byte
-	mu       sync.Mutex
-	calls    []string
-}
-
-func (f *fakeTool) run(_ context.Context, program string, args ...string) ([]byte, error) {
-	f.mu.Lock()
-	f.calls = append(f.calls, strings.Join(args[:2], " "))
-	f.mu.Unlock()
-	result := func(b []byte) []byte {
-		out, _ := json.Marshal(v1.EtcdSnapshotResult{Size: int64(len(b)), SHA256: digest(b),
-			Etcd: v1.EtcdSnapshotStatus{Hash: 7, Revision: 42, TotalKeys: 3, TotalSize: 4096, Version: "3.6.0"}})
-		return append([]byte("a warning\n"), out...)
-	}
-	switch args[1] {
-	case "save":
-		return result(f.snapshot), os.WriteFile(args[2], f.snapshot, 0o600)
-	case "status":
-		b, err := os.ReadFile(args[2])
-		if err != nil {
-			return nil, &toolError{argv: args, exited: true, stderr: err.Error(), err: errors.New("exit status 1")}
-		}
-		if bytes.HasPrefix(b, []byte("garbage")) {
-			return nil, &toolError{argv: args, exited: true, err: errors.New("exit status 1"),
-				stderr: "kiln-kube etcd-snapshot: " + args[2] + ": not an etcd snapshot: it does not end with the SHA-256 etcd appends"}
-		}
-		return result(b), nil
-	case "restore":
-		b, err := os.ReadFile(args[2])
-		if err != nil {
-			return nil, err
-		}
-		dir := argValue(args, "--data-dir")
-		if _, err := os.Stat(dir); err == nil {
-			return nil, &toolError{argv: args, exited: true, stderr: "--data-dir exists", err: errors.New("exit status 1")}
-		}
-		return nil, writeFile(filepath.Join(dir, "member", "wal", "0.wal"), b, 0o600)
-	}
-	return nil, fmt.Errorf("fake kiln-kube: %q", args)
-}
-
-func (f *fakeTool) count(call string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range f.calls {
-		if c == call {
-			n++
-		}
-	}
-	return n
-}
+func digest(b []byte) string { return etcdsnaptest.Digest(b) }
 
 // fakeNode is an Executor on a root where a control-plane install (cp is
 // false: a worker's) is recorded, whose components are a program that
 // sleeps, and whose kiln-kube is tool.
-func fakeNode(t *testing.T, cp bool, tool *fakeTool) *Executor {
+func fakeNode(t *testing.T, cp bool, tool *etcdsnaptest.Tool) *Executor {
 	t.Helper()
 	root := t.TempDir()
 	bin := filepath.Join(t.TempDir(), "kiln-kube")
@@ -165,7 +58,7 @@ func fakeNode(t *testing.T, cp bool, tool *fakeTool) *Executor {
 	if err := saveSpecs(filepath.Join(root, specsFile), all); err != nil {
 		t.Fatal(err)
 	}
-	e := &Executor{KubeBinary: bin, Root: root, Logger: testLogger(t), StopTimeout: 5 * time.Second, tool: tool.run}
+	e := &Executor{KubeBinary: bin, Root: root, Logger: testLogger(t), StopTimeout: 5 * time.Second, tool: tool.Run}
 	e.init()
 	t.Cleanup(func() {
 		e.Stop()
@@ -196,19 +89,19 @@ func wantFailure(t *testing.T, err error, code string, retryable bool, want stri
 func TestEtcdSnapshot(t *testing.T) {
 	snap := []byte("an etcd snapshot")
 	t.Run("uploads and hands back its status", func(t *testing.T) {
-		tool := &fakeTool{snapshot: snap}
+		tool := &etcdsnaptest.Tool{Snapshot: snap}
 		e := fakeNode(t, true, tool)
 		rec := &transferRecorder{}
 		in := instruction(t, "i-1", v1.InstructionEtcdSnapshot, v1.EtcdSnapshotParams{Backup: "b1"})
 		if err := e.Execute(t.Context(), in, rec); err != nil {
 			t.Fatalf("etcd-snapshot: %v", err)
 		}
-		if got := rec.uploads[v1.AgentSnapshotPath+"i-1"]; !bytes.Equal(got, snap) {
+		if got := rec.Uploads[v1.AgentSnapshotPath+"i-1"]; !bytes.Equal(got, snap) {
 			t.Errorf("uploaded %q, want the snapshot", got)
 		}
 		var res v1.EtcdSnapshotResult
-		if err := json.Unmarshal(rec.data, &res); err != nil || res.Size != int64(len(snap)) || res.SHA256 != digest(snap) || res.Etcd.Revision != 42 {
-			t.Errorf("result data %s (%v)", rec.data, err)
+		if err := json.Unmarshal(rec.Data, &res); err != nil || res.Size != int64(len(snap)) || res.SHA256 != digest(snap) || res.Etcd.Revision != 42 {
+			t.Errorf("result data %s (%v)", rec.Data, err)
 		}
 		steps, states := rec.final()
 		if want := []string{StepSnapshotEtcd, StepUploadSnapshot}; !slices.Equal(steps, want) {
@@ -225,12 +118,12 @@ func TestEtcdSnapshot(t *testing.T) {
 	})
 
 	t.Run("an upload refused fails, and leaves no file", func(t *testing.T) {
-		e := fakeNode(t, true, &fakeTool{snapshot: snap})
-		rec := &transferRecorder{uploadErr: failure.Terminal(v1.CodeConflict, "backup b1 is Failed")}
+		e := fakeNode(t, true, &etcdsnaptest.Tool{Snapshot: snap})
+		rec := &transferRecorder{Transfers: etcdsnaptest.Transfers{UploadErr: failure.Terminal(v1.CodeConflict, "backup b1 is Failed")}}
 		err := e.Execute(t.Context(), instruction(t, "i-1", v1.InstructionEtcdSnapshot, v1.EtcdSnapshotParams{Backup: "b1"}), rec)
 		wantFailure(t, err, v1.CodeConflict, false, "backup b1 is Failed")
-		if _, states := rec.final(); states[StepUploadSnapshot].State != v1.StepFailed || rec.data != nil {
-			t.Errorf("upload step %+v, data %s", states[StepUploadSnapshot], rec.data)
+		if _, states := rec.final(); states[StepUploadSnapshot].State != v1.StepFailed || rec.Data != nil {
+			t.Errorf("upload step %+v, data %s", states[StepUploadSnapshot], rec.Data)
 		}
 		if left, _ := filepath.Glob(filepath.Join(e.Root, dirBackup, "*")); len(left) != 0 {
 			t.Errorf("files left: %v", left)
@@ -248,12 +141,12 @@ func TestEtcdSnapshot(t *testing.T) {
 		{"a backup that is no name", true, v1.EtcdSnapshotParams{Backup: "../b1"}, v1.CodeInvalidParameter, `backup "../b1" is not a name`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tool := &fakeTool{snapshot: snap}
+			tool := &etcdsnaptest.Tool{Snapshot: snap}
 			e := fakeNode(t, tt.cp, tool)
 			err := e.Execute(t.Context(), instruction(t, "i-1", v1.InstructionEtcdSnapshot, tt.params), &transferRecorder{})
 			wantFailure(t, err, tt.code, false, tt.want)
-			if len(tool.calls) != 0 {
-				t.Errorf("kiln-kube ran: %q", tool.calls)
+			if n := tool.Count("etcd-snapshot save"); n != 0 {
+				t.Errorf("kiln-kube etcd-snapshot save ran %d times", n)
 			}
 		})
 	}
@@ -267,25 +160,25 @@ func TestEtcdRestoreStage(t *testing.T) {
 	path := v1.AgentSnapshotPath + "i-stage"
 
 	t.Run("downloads, checks, and keeps it once", func(t *testing.T) {
-		tool := &fakeTool{}
+		tool := &etcdsnaptest.Tool{}
 		e := fakeNode(t, true, tool)
-		rec := &transferRecorder{downloads: map[string][]byte{path: snap}}
+		rec := &transferRecorder{Transfers: etcdsnaptest.Transfers{Downloads: map[string][]byte{path: snap}}}
 		in := instruction(t, "i-stage", v1.InstructionEtcdRestore, stage(snap))
 		if err := e.Execute(t.Context(), in, rec); err != nil {
 			t.Fatalf("stage: %v", err)
 		}
-		if got, _ := os.ReadFile(e.stagedPath("b1")); !bytes.Equal(got, snap) {
+		if got, _ := os.ReadFile(e.snap().StagedPath("b1")); !bytes.Equal(got, snap) {
 			t.Errorf("staged %q", got)
 		}
 		// Again (the controller lost the result): nothing is downloaded.
-		again := &transferRecorder{downloadErr: errors.New("downloaded again")}
+		again := &transferRecorder{Transfers: etcdsnaptest.Transfers{DownloadErr: errors.New("downloaded again")}}
 		if err := e.Execute(t.Context(), in, again); err != nil {
 			t.Fatalf("stage again: %v", err)
 		}
 		if _, states := again.final(); states[StepDownloadSnapshot].Message != "already staged" {
 			t.Errorf("staged again: %+v", states)
 		}
-		if n := tool.count("etcd-snapshot status"); n != 1 {
+		if n := tool.Count("etcd-snapshot status"); n != 1 {
 			t.Errorf("status ran %d times, want 1", n)
 		}
 	})
@@ -303,8 +196,8 @@ func TestEtcdRestoreStage(t *testing.T) {
 			"backup b1 is not a usable etcd snapshot: kiln-kube etcd-snapshot: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := fakeNode(t, true, &fakeTool{})
-			rec := &transferRecorder{downloads: map[string][]byte{path: tt.body}}
+			e := fakeNode(t, true, &etcdsnaptest.Tool{})
+			rec := &transferRecorder{Transfers: etcdsnaptest.Transfers{Downloads: map[string][]byte{path: tt.body}}}
 			err := e.Execute(t.Context(), instruction(t, "i-stage", v1.InstructionEtcdRestore, tt.params), rec)
 			wantFailure(t, err, tt.code, tt.retryable, tt.want)
 			if left, _ := filepath.Glob(filepath.Join(e.Root, dirBackup, "*")); len(left) != 0 {
@@ -314,7 +207,7 @@ func TestEtcdRestoreStage(t *testing.T) {
 	}
 
 	t.Run("bad params", func(t *testing.T) {
-		e := fakeNode(t, true, &fakeTool{})
+		e := fakeNode(t, true, &etcdsnaptest.Tool{})
 		for _, p := range []v1.EtcdRestoreParams{
 			{Backup: "b1", Phase: "rewind"},
 			{Backup: "b1", Phase: v1.RestoreStage, Size: 3, SHA256: "abc"},
@@ -336,13 +229,13 @@ func running(e *Executor, component string) bool {
 
 func TestEtcdRestorePhases(t *testing.T) {
 	snap := []byte("an etcd snapshot")
-	tool := &fakeTool{}
+	tool := &etcdsnaptest.Tool{}
 	e := fakeNode(t, true, tool)
 	all, m, err := e.installed()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.name != "cp-0" || m.peerURL != "https://127.0.0.1:2380" || m.clientURL != "https://127.0.0.1:2379" {
+	if m.Name != "cp-0" || m.PeerURL != "https://127.0.0.1:2380" || m.ClientURL != "https://127.0.0.1:2379" {
 		t.Fatalf("member %+v", m)
 	}
 	// The node runs its install, on data of its own.
@@ -351,11 +244,11 @@ func TestEtcdRestorePhases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := writeFile(filepath.Join(m.dataDir, "member", "wal", "0.wal"), []byte("before"), 0o600); err != nil {
+	if err := writeFile(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("before"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	specsBefore, _ := os.ReadFile(filepath.Join(e.Root, specsFile))
-	rec := &transferRecorder{downloads: map[string][]byte{v1.AgentSnapshotPath + "i-stage": snap}}
+	rec := &transferRecorder{Transfers: etcdsnaptest.Transfers{Downloads: map[string][]byte{v1.AgentSnapshotPath + "i-stage": snap}}}
 	phase := func(id, phase string) error {
 		p := v1.EtcdRestoreParams{Backup: "b1", Phase: phase, Size: int64(len(snap)), SHA256: digest(snap),
 			InitialCluster: "cp-0=https://127.0.0.1:2380,cp-1=https://127.0.0.2:2380", Token: "restore-b1"}
@@ -395,9 +288,9 @@ func TestEtcdRestorePhases(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "member", "wal", "0.wal"))
 		return string(b)
 	}
-	before := m.dataDir + ".before-b1"
-	if wal(m.dataDir) != string(snap) || wal(before) != "before" {
-		t.Errorf("data dir %q, moved aside %q", wal(m.dataDir), wal(before))
+	before := m.DataDir + ".before-b1"
+	if wal(m.DataDir) != string(snap) || wal(before) != "before" {
+		t.Errorf("data dir %q, moved aside %q", wal(m.DataDir), wal(before))
 	}
 	if !running(e, Etcd) || running(e, APIServer) {
 		t.Errorf("after restore: etcd runs %v (want true), apiserver %v (want false)", running(e, Etcd), running(e, APIServer))
@@ -407,7 +300,7 @@ func TestEtcdRestorePhases(t *testing.T) {
 	if err := phase("i-restore", v1.RestoreEtcd); err != nil {
 		t.Fatalf("restore again: %v", err)
 	}
-	if n := tool.count("etcd-snapshot restore"); n != 1 {
+	if n := tool.Count("etcd-snapshot restore"); n != 1 {
 		t.Errorf("restored %d times, want 1", n)
 	}
 
@@ -415,20 +308,20 @@ func TestEtcdRestorePhases(t *testing.T) {
 	// restored one in place, restarted, started etcd on a new data dir: the
 	// restore puts the restored one in place and keeps what was moved aside.
 	e.sup.stop(Etcd)
-	restoring := m.dataDir + ".restoring"
-	if err := os.Rename(m.dataDir, restoring); err != nil {
+	restoring := m.DataDir + ".restoring"
+	if err := os.Rename(m.DataDir, restoring); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFile(filepath.Join(m.dataDir, "member", "wal", "0.wal"), []byte("fresh"), 0o600); err != nil {
+	if err := writeFile(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("fresh"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := phase("i-restore", v1.RestoreEtcd); err != nil {
 		t.Fatalf("restore after a crash: %v", err)
 	}
-	if wal(m.dataDir) != string(snap) || wal(before) != "before" {
-		t.Errorf("after a crash: data dir %q, moved aside %q", wal(m.dataDir), wal(before))
+	if wal(m.DataDir) != string(snap) || wal(before) != "before" {
+		t.Errorf("after a crash: data dir %q, moved aside %q", wal(m.DataDir), wal(before))
 	}
-	if n := tool.count("etcd-snapshot restore"); n != 1 {
+	if n := tool.Count("etcd-snapshot restore"); n != 1 {
 		t.Errorf("restored %d times, want 1", n)
 	}
 	if _, err := os.Stat(restoring); !errors.Is(err, os.ErrNotExist) {
@@ -495,9 +388,9 @@ func TestBackupAndRestoreThreeControlPlanes(t *testing.T) {
 		t.Fatalf("etcd-snapshot: %v", err)
 	}
 	var res v1.EtcdSnapshotResult
-	if err := json.Unmarshal(snap.data, &res); err != nil || res.Size != int64(len(snap.uploads[v1.AgentSnapshotPath+"i-snap"])) ||
+	if err := json.Unmarshal(snap.Data, &res); err != nil || res.Size != int64(len(snap.Uploads[v1.AgentSnapshotPath+"i-snap"])) ||
 		res.Etcd.TotalKeys == 0 || res.Etcd.Revision == 0 {
-		t.Fatalf("snapshot result %s (%v)", snap.data, err)
+		t.Fatalf("snapshot result %s (%v)", snap.Data, err)
 	}
 	t.Logf("snapshot of %d bytes, %d keys at revision %d, in %s", res.Size, res.Etcd.TotalKeys, res.Etcd.Revision, time.Since(start).Round(time.Millisecond))
 
@@ -511,8 +404,8 @@ func TestBackupAndRestoreThreeControlPlanes(t *testing.T) {
 	start = time.Now()
 	recs := make([]*transferRecorder, len(execs))
 	for i := range recs {
-		recs[i] = &transferRecorder{downloads: map[string][]byte{
-			v1.AgentSnapshotPath + "i-stage": snap.uploads[v1.AgentSnapshotPath+"i-snap"]}}
+		recs[i] = &transferRecorder{Transfers: etcdsnaptest.Transfers{Downloads: map[string][]byte{
+			v1.AgentSnapshotPath + "i-stage": snap.Uploads[v1.AgentSnapshotPath+"i-snap"]}}}
 	}
 	for _, phase := range []string{v1.RestoreStage, v1.RestoreStop, v1.RestoreEtcd, v1.RestoreStart} {
 		all(phase, func(i int) error {

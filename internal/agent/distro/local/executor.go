@@ -13,6 +13,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/etcdsnap"
 	"kiln.dev/kiln/internal/agent/mirror"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
@@ -61,8 +62,8 @@ type Executor struct {
 
 	// runCmd runs ip and iptables (the pod network); runCommand when nil.
 	runCmd runFunc
-	// tool runs kiln-kube etcd-snapshot (backups); runTool when nil.
-	tool toolFunc
+	// tool runs kiln-kube etcd-snapshot (backups); etcdsnap.RunTool when nil.
+	tool etcdsnap.Tool
 
 	initOnce sync.Once
 	run      sync.Mutex // one instruction at a time
@@ -88,7 +89,7 @@ func (e *Executor) init() {
 			e.runCmd = runCommand
 		}
 		if e.tool == nil {
-			e.tool = runTool
+			e.tool = etcdsnap.RunTool
 		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
@@ -233,7 +234,7 @@ func (e *Executor) Stop() {
 
 // install brings the node to p, one reported step at a time.
 func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, binary string, report agent.Reporter) error {
-	step := func(name string, fn func() (string, error)) error { return runStep(ctx, report, name, fn) }
+	step := func(name string, fn func() (string, error)) error { return etcdsnap.RunStep(ctx, report, name, fn) }
 	var n nodeInfo
 	if p.Containers != nil {
 		cg, err := readCgroupRoot(e.Root)
