@@ -129,6 +129,10 @@ const AgentSnapshotPath = "/v1/agent/snapshots/"
 // EtcdSnapshotParams are an etcd-snapshot instruction's params.
 type EtcdSnapshotParams struct {
 	Backup string `json:"backup"`
+	// KubernetesVersion is the cluster's: a node whose distribution has no
+	// kiln-kube of its own (kubeadm's) fetches kiln-kube of it from Kiln's
+	// registry to save and restore snapshots.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 // EtcdSnapshotResult is what an etcd-snapshot instruction's result carries:
@@ -173,4 +177,7 @@ type EtcdRestoreParams struct {
 	// members one new etcd cluster (RestoreEtcd).
 	InitialCluster string `json:"initialCluster,omitempty"`
 	Token          string `json:"token,omitempty"`
+	// KubernetesVersion is the cluster's (EtcdSnapshotParams'
+	// KubernetesVersion).
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }

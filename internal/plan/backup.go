@@ -92,9 +92,6 @@ func (x *run) canBackUp() error {
 		return failure.Terminal(v1.CodeInvalidParameter, "cluster %s is attached: Kiln does not reach its etcd, so it takes no backup of it", x.cl.Name)
 	case !x.usesAgents():
 		return failure.Terminal(v1.CodeInvalidParameter, "the %s provider's clusters run no etcd: there is nothing to back up", x.cl.Spec.Provider)
-	case x.usesKubeadm():
-		return failure.Terminal(v1.CodeInvalidParameter,
-			"the kubeadm distribution's etcd is kubeadm's: Kiln does not back it up yet (etcdctl snapshot save on a control-plane host)")
 	case x.r.opts.Snapshots == nil:
 		return failure.Terminal(v1.CodeInternal, "this kilnd keeps no backups (no snapshot vault configured)")
 	}
@@ -139,7 +136,7 @@ func (x *run) takeSnapshot(ctx context.Context) error {
 	}
 	x.showProgress(ctx, n.Name, "taking an etcd snapshot")
 	in, err := x.ask(ctx, n, v1.InstructionEtcdSnapshot, func() (json.RawMessage, error) {
-		return json.Marshal(v1.EtcdSnapshotParams{Backup: b.Name})
+		return json.Marshal(v1.EtcdSnapshotParams{Backup: b.Name, KubernetesVersion: x.cl.Spec.KubernetesVersion})
 	})
 	if err != nil {
 		return err
@@ -418,7 +415,7 @@ func (x *run) restoreOn(ctx context.Context, nodes []*store.Node, members, phase
 		return err
 	}
 	p := v1.EtcdRestoreParams{Cluster: b.Cluster, Backup: b.Name, Phase: phase, SHA256: b.SHA256, Size: b.Size,
-		InitialCluster: members, Token: "restore-" + x.op.ID}
+		InitialCluster: members, Token: "restore-" + x.op.ID, KubernetesVersion: x.cl.Spec.KubernetesVersion}
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return err

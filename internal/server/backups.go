@@ -89,8 +89,6 @@ func (s *Server) refuseBackup(r *http.Request) func(cl *store.Cluster) error {
 			return conflict(o, "cluster", "is attached: Kiln does not reach its etcd, so it takes no backup of it and restores none")
 		case s.agentless(cl.Spec.Provider):
 			return conflict(o, "cluster", "runs no etcd (the %s provider's clusters run no Kubernetes): there is nothing to back up or restore", cl.Spec.Provider)
-		case cl.Spec.Distribution == v1.DistroKubeadm:
-			return conflict(o, "cluster", "runs the kubeadm distribution, whose etcd is kubeadm's: Kiln does not back it up or restore it yet (etcdctl snapshot save on a control-plane host)")
 		}
 		return nil
 	}
@@ -208,7 +206,11 @@ func (s *Server) checkRestoreFrom(ctx context.Context, project string, cl *store
 	if rf.Cluster == "" || rf.Backup == "" {
 		return newError(http.StatusBadRequest, v1.CodeMissingParameter, "spec.restoreFrom", "spec.restoreFrom names a backup by its cluster and name: {\"cluster\": C, \"backup\": B}")
 	}
-	if s.providers.Attached(cl.Spec.Provider) || s.hostsJoin(cl.Spec.Provider) || s.agentless(cl.Spec.Provider) || cl.Spec.Distribution == v1.DistroKubeadm {
+	if cl.Spec.Distribution == v1.DistroKubeadm {
+		return badRequest("spec.restoreFrom", "a cluster of the kubeadm distribution is not made from a backup: its nodes join with kubeadm's bootstrap token and cluster-info, "+
+			"which a backup holds of the cluster it was taken of; restore a kubeadm cluster's own backups in place (kiln cluster restore)")
+	}
+	if s.providers.Attached(cl.Spec.Provider) || s.hostsJoin(cl.Spec.Provider) || s.agentless(cl.Spec.Provider) {
 		return badRequest("spec.restoreFrom", "a cluster of the %s provider (distribution %q) is not made from a backup: Kiln restores the etcd of the clusters whose control plane it installs (local, docker, aws)",
 			cl.Spec.Provider, cl.Spec.Distribution)
 	}

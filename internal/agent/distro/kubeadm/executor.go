@@ -18,6 +18,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/etcdsnap"
 	"kiln.dev/kiln/internal/agent/mirror"
 	"kiln.dev/kiln/internal/atomicfile"
 	distrokubeadm "kiln.dev/kiln/internal/distro/kubeadm"
@@ -26,7 +27,8 @@ import (
 
 // Executor is the node side of the kubeadm distribution: kiln-agent's
 // agent.Executor for the instructions `install` (params: the JSON of a
-// Plan, see distrokubeadm.ParsePlan) and `reset` (distrokubeadm.ResetPlan).
+// Plan, see distrokubeadm.ParsePlan), `reset` (distrokubeadm.ResetPlan),
+// and the backups' `etcd-snapshot` and `etcd-restore` (backup.go).
 // It runs a plan as Plan.Script says: the files first (step write-files),
 // then each command in order. The agent must run as root: the commands
 // install packages, change the kernel's settings and run kubeadm. One
@@ -57,6 +59,14 @@ type Executor struct {
 	// Self is the program a command's "kiln-agent" runs; this program
 	// (os.Executable) when empty.
 	Self string
+
+	// tool runs kiln-kube etcd-snapshot (backups); etcdsnap.RunTool when
+	// nil. procs lists which control-plane processes run (backup.go's
+	// running) when not nil. wait, when not zero, bounds each of a
+	// restore's waits.
+	tool  etcdsnap.Tool
+	procs func(names []string) ([]string, error)
+	wait  time.Duration
 
 	mu       sync.Mutex // one instruction at a time
 	initOnce sync.Once
@@ -113,15 +123,20 @@ func (e *Executor) argv(argv []string) ([]string, error) {
 
 var _ agent.Executor = (*Executor)(nil)
 
-// Execute runs an install or reset instruction. Its errors are
-// *failure.Error: params that are not a plan are terminal
-// (InvalidParameter); a command's failure is described at fail.
+// Execute runs an install, reset, etcd-snapshot or etcd-restore
+// instruction (backup.go). Its errors are *failure.Error: params that are
+// not a plan are terminal (InvalidParameter); a command's failure is
+// described at fail.
 func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.Reporter) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	log := e.logger().With("instruction", in.ID, "kind", in.Kind)
 	var p *distrokubeadm.Plan
 	switch in.Kind {
+	case v1.InstructionEtcdSnapshot:
+		return e.snapshot(ctx, in, report)
+	case v1.InstructionEtcdRestore:
+		return e.restore(ctx, in, report)
 	case v1.InstructionInstall:
 		var err error
 		if p, err = distrokubeadm.ParsePlan(in.Params); err != nil {

@@ -95,6 +95,25 @@ func (s *services) ensure(name string, argv []string) (bool, error) {
 	return false, s.save()
 }
 
+// restart stops service name and starts it again with the same argv;
+// false when no service of that name is supervised.
+func (s *services) restart(name string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, ok := s.running[name]
+	if !ok {
+		return false, nil
+	}
+	s.log.Info("restarting service", "service", name)
+	s.halt(sv)
+	rec := serviceRecord{Name: name, Argv: sv.rec.Argv}
+	if err := s.spawn(&rec); err != nil {
+		return true, errors.Join(err, s.save())
+	}
+	s.watch(rec)
+	return true, s.save()
+}
+
 // stop stops the services named; one not running is no error.
 func (s *services) stop(names []string) error {
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -77,6 +78,35 @@ func TestServices(t *testing.T) {
 	}
 	if recs := records(t, root); len(recs) != 0 {
 		t.Errorf("services recorded after stop: %+v", recs)
+	}
+}
+
+// restart gives a supervised service a new process running the same
+// command; a service not supervised is not started.
+func TestServicesRestart(t *testing.T) {
+	root := t.TempDir()
+	s := newServices(root, slog.New(slog.DiscardHandler), os.Environ)
+	defer s.release()
+	argv := []string{"/bin/sleep", "600"}
+	if _, err := s.ensure("kubelet", argv); err != nil {
+		t.Fatal(err)
+	}
+	first := record(t, root, "kubelet")
+	if ok, err := s.restart("kubelet"); err != nil || !ok {
+		t.Fatalf("restart: %v, %v", ok, err)
+	}
+	second := record(t, root, "kubelet")
+	if second.PID == first.PID || !proc.Alive(second.PID, second.Start) || !slices.Equal(second.Argv, argv) {
+		t.Errorf("after restart: %+v (before %+v), want a new live process of %q", second, first, argv)
+	}
+	if proc.Alive(first.PID, first.Start) {
+		t.Error("the old process runs on")
+	}
+	if ok, err := s.restart("not-supervised"); err != nil || ok {
+		t.Errorf("restart of a service not supervised: %v, %v", ok, err)
+	}
+	if err := s.stop([]string{"kubelet"}); err != nil {
+		t.Fatal(err)
 	}
 }
 
