@@ -50,6 +50,10 @@ func TestBackupRefusals(t *testing.T) {
 		t.Errorf("a cluster made from a backup that does not exist: %+v", e)
 	}
 	h.must(http.StatusNotFound, "GET", "/v1/projects/p/clusters/d", "")
+	if e := h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/d",
+		`{"spec": {"provider": "edge", "distribution": "kubeadm", "kubernetesVersion": "v1.35.4", "restoreFrom": {"cluster": "c", "backup": "b"}}}`).errorBody(t); e.Target != "spec.restoreFrom" || !strings.Contains(e.Message, "kiln cluster restore") {
+		t.Errorf("a kubeadm cluster made from a backup: %+v", e)
+	}
 
 	if e := h.must(http.StatusBadRequest, "PUT", "/v1/projects/p", `{"backupLocation": {"s3": {"cloudAccount": "a"}}}`).errorBody(t); e.Target != "backupLocation.s3.bucket" {
 		t.Errorf("a backup location without a bucket: %+v", e)

@@ -23,7 +23,8 @@ import (
 // images from Kiln's registry, nothing from the internet. kubectl sees 3
 // Ready nodes of the cluster's version, and a Deployment is reached through
 // its Service (checkHello: logs, exec, pod to pod across hosts, ClusterIP,
-// DNS, NodePort). Then a reset tears every host down, the previous-install
+// DNS, NodePort). A backup of its etcd is taken and restored
+// (backupAndRestoreKubeadm). Then a reset tears every host down, the previous-install
 // precheck passes again on each, the hosts join again and are provisioned
 // again.
 func TestBareHostsKubeadm(t *testing.T) {
@@ -106,6 +107,7 @@ func TestBareHostsKubeadm(t *testing.T) {
 		}
 		if round == 1 {
 			e.checkHello("kb", workers, hosts[1].address())
+			e.backupAndRestoreKubeadm("kb", hosts[0], nodeOf(hosts[0]))
 		}
 
 		t.Logf("round %d: reset (%s)", round, time.Since(begin).Round(time.Second))
@@ -125,6 +127,54 @@ func TestBareHostsKubeadm(t *testing.T) {
 		}
 	}
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
+}
+
+// backupAndRestoreKubeadm takes a backup of kubeadm cluster's etcd on its
+// control-plane node cp (host h), deletes a namespace and makes another,
+// and restores the backup: the deleted namespace and its objects are back,
+// the later one is gone, every node is Ready again, kubeadm's static pods
+// run, and etcd's data before the restore is kept beside the restored one.
+func (e *env) backupAndRestoreKubeadm(cluster string, h *bareHost, cp string) {
+	t := e.t
+	t.Helper()
+	begin := time.Now()
+	e.mustKubectl(cluster, "create", "namespace", "keep")
+	e.mustKubectl(cluster, "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=blue")
+	out := e.kiln("backup", "create", cluster, "--name", "b1")
+	t.Logf("kiln backup create %s --name b1 (%s):\n%s", cluster, time.Since(begin).Round(time.Second), out)
+	b1, err := e.c.GetBackup(t.Context(), "default", cluster, "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b1.State != v1.BackupSucceeded || b1.Size == 0 || b1.Etcd == nil || b1.Etcd.Revision == 0 || b1.Node != cp {
+		t.Fatalf("backup b1: %+v (etcd %+v), want Succeeded with its size and revision, taken on %s", b1, b1.Etcd, cp)
+	}
+	e.mustKubectl(cluster, "delete", "namespace", "keep", "--wait=true", "--timeout=120s")
+	e.mustKubectl(cluster, "create", "namespace", "later")
+
+	begin = time.Now()
+	out = e.kiln("cluster", "restore", cluster, "--backup", "b1", "--yes", "--wait")
+	t.Logf("kiln cluster restore %s --backup b1 (%s):\n%s", cluster, time.Since(begin).Round(time.Second), out)
+	if got := e.mustKubectl(cluster, "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}"); got != "blue" {
+		t.Errorf("configmap keep/settings after the restore: colour %q, want blue", got)
+	}
+	if out, err := e.kubectl(cluster, "get", "namespace", "later"); err == nil {
+		t.Errorf("namespace later, made after the backup, is still there after the restore:\n%s", out)
+	}
+	for name, n := range e.kubeNodes(cluster) {
+		if !n.ready() {
+			t.Errorf("node %s is not Ready after the restore", name)
+		}
+	}
+	static := e.mustKubectl(cluster, "get", "pods", "-n", "kube-system", "-o", "jsonpath={.items[*].metadata.name}")
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if !strings.Contains(static, c+"-"+cp) {
+			t.Errorf("after the restore no static pod %s on %s: %s", c, cp, static)
+		}
+	}
+	if out := h.sh("ls /etc/kubernetes/manifests; ls /var/lib/etcd.before-b1/member"); !strings.Contains(out, "etcd.yaml") || !strings.Contains(out, "wal") {
+		t.Errorf("on %s after the restore (want the manifests back and the old data kept):\n%s", h.name, out)
+	}
 }
 
 // kubeadmEdge starts what a test of the kubeadm distribution on bare hosts

@@ -27,17 +27,23 @@ const (
 
 // Paths on the host.
 const (
-	KubeadmConfigPath  = "/etc/kiln/kubeadm.yaml"
-	ClusterCACert      = "/etc/kubernetes/pki/ca.crt"
-	ClusterCAKey       = "/etc/kubernetes/pki/ca.key"
-	AdminKubeconfig    = "/etc/kubernetes/admin.conf"
-	KubeletKubeconfig  = "/etc/kubernetes/kubelet.conf"
-	ProxyCAPath        = "/usr/local/share/ca-certificates/kiln-proxy-ca.crt"
-	CalicoInstallation = "/etc/kiln/calico-installation.yaml"
-	ContainerdConfig   = "/etc/containerd/config.toml"
-	ContainerdSocket   = "unix:///var/run/containerd/containerd.sock"
-	AptKeyring         = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
-	CiliumCLIDir       = "/var/lib/kiln/cilium-cli/" + CiliumCLIVersion
+	KubeadmConfigPath = "/etc/kiln/kubeadm.yaml"
+	ClusterCACert     = "/etc/kubernetes/pki/ca.crt"
+	ClusterCAKey      = "/etc/kubernetes/pki/ca.key"
+	AdminKubeconfig   = "/etc/kubernetes/admin.conf"
+	// ManifestsDir holds the control plane's static pods.
+	ManifestsDir = "/etc/kubernetes/manifests"
+	// StoppedManifestsDir holds the static pods a restore stopped
+	// (internal/agent/distro/kubeadm backup.go): the kubelet does not read
+	// it.
+	StoppedManifestsDir = "/etc/kubernetes/manifests.stopped-by-kiln"
+	KubeletKubeconfig   = "/etc/kubernetes/kubelet.conf"
+	ProxyCAPath         = "/usr/local/share/ca-certificates/kiln-proxy-ca.crt"
+	CalicoInstallation  = "/etc/kiln/calico-installation.yaml"
+	ContainerdConfig    = "/etc/containerd/config.toml"
+	ContainerdSocket    = "unix:///var/run/containerd/containerd.sock"
+	AptKeyring          = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
+	CiliumCLIDir        = "/var/lib/kiln/cilium-cli/" + CiliumCLIVersion
 	// The proxy settings of apt, containerd and the kubelet (they may hold
 	// the proxy's credentials).
 	AptProxyConf          = "/etc/apt/apt.conf.d/90kiln-proxy"

@@ -72,6 +72,10 @@ func ResetPlan() *Plan {
 	b.run("the certificates and keys, also where kubeadm reset did not run (kubeadm not installed): "+
 		"a key written for kubeadm init is a secret",
 		"rm", "-rf", "--one-file-system", "/etc/kubernetes/pki")
+	b.run("what a restore from a backup left: etcd's data it replaced (DATADIR.before-BACKUP), a staged snapshot, "+
+		"the directory the static pods' manifests waited in",
+		"sh", "-c", `rm -rf --one-file-system /var/lib/etcd.before-* /var/lib/etcd.restoring "$@"`, "remove-restore-leftovers",
+		"/var/lib/kiln-backup", StoppedManifestsDir)
 
 	b.step = StepCleanNetwork
 	b.runUnless([]string{"sh", "-c", `[ -z "$(ls -A "$1" 2>/dev/null)" ]`, "cni-config-empty", CNIConfigDir},

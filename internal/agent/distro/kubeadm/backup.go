@@ -42,11 +42,8 @@ import (
 
 // Where kubeadm keeps what a backup touches.
 const (
-	// ManifestsDir holds the control plane's static pods.
-	ManifestsDir = "/etc/kubernetes/manifests"
-	// StoppedManifestsDir holds the static pods a restore stopped: the
-	// kubelet does not read it.
-	StoppedManifestsDir = "/etc/kubernetes/manifests.stopped-by-kiln"
+	ManifestsDir        = distrokubeadm.ManifestsDir
+	StoppedManifestsDir = distrokubeadm.StoppedManifestsDir
 	etcdCACert          = distrokubeadm.PKIDir + "/etcd/ca.crt"
 	etcdClientCert      = distrokubeadm.PKIDir + "/apiserver-etcd-client.crt"
 	etcdClientKey       = distrokubeadm.PKIDir + "/apiserver-etcd-client.key"
