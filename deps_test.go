@@ -195,6 +195,7 @@ func TestImportRules(t *testing.T) {
 // testSupport is what the layers leave out: packages only tests import.
 var testSupport = []string{
 	"kiln.dev/kiln/test/...",
+	"kiln.dev/kiln/internal/agent/etcdsnap/etcdsnaptest",
 	"kiln.dev/kiln/internal/chartfile/charttest",
 	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest",
 	"kiln.dev/kiln/internal/distro/local/localtest",
