@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,47 +34,131 @@ func (s *session) result(r *v1.InstructionResult) error {
 	return s.send(&v1.ControllerMessage{Type: v1.ControllerAck, Ack: r.Instruction})
 }
 
-// sender sends the node's pending instructions at once, when woken by
-// Notify and at every poll, and flushes buffered log lines logFlushEvery
-// after the first one came. It sleeps on two timers, not tickers: an idle
-// session costs nothing between its polls.
-func (s *session) sender() {
-	poll := time.NewTimer(s.g.sessionPoll())
-	defer poll.Stop()
-	flush := time.NewTimer(logFlushEvery)
-	flush.Stop()
-	defer flush.Stop()
-	sent := map[string]bool{}
-	for {
-		var err error
-		if offload(func() { err = s.sendPending(sent) }); err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("send instructions", "err", err)
-				s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
-			}
-			return
-		}
-	wait:
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-s.logged:
-				flush.Reset(logFlushEvery)
-			case <-flush.C:
-				offload(func() { s.flushLogs(s.ctx) })
-			case <-s.wake:
-				break wait
-			case <-poll.C:
-				poll.Reset(s.g.sessionPoll())
-				break wait
-			}
-		}
-		ok := true
-		if offload(func() { ok = s.checkCertificate() }); !ok {
-			return
-		}
+// The sending side of a session has no goroutine of its own (an idle
+// session holds one goroutine, its reader): a cycle runs on a short-lived
+// goroutine when the session opens, when Notify wakes it and when its poll
+// timer fires; one cycle at a time, and a wake during a cycle runs one more.
+// A cycle checks the session's certificate (all but the first) and sends
+// the node's pending instructions. Buffered log lines are flushed by a
+// timer logFlushEvery after the first one came.
+
+// sending is the state of a session's sending side, under mu.
+type sending struct {
+	mu      sync.Mutex
+	stopped bool
+	cycling bool // a cycle runs
+	again   bool // woken while a cycle ran: one more
+	poll    *time.Timer
+	flush   *time.Timer // made at the first buffered log line
+	running sync.WaitGroup
+
+	// Owned by the cycle that runs.
+	checked bool            // the first cycle ran: the next ones check the certificate
+	sent    map[string]bool // instructions sent on this session
+}
+
+// startSending runs the first cycle and arms the poll timer.
+func (s *session) startSending() {
+	s.snd.sent = map[string]bool{}
+	s.snd.mu.Lock()
+	s.snd.poll = time.AfterFunc(s.g.sessionPoll(), s.notify)
+	s.snd.mu.Unlock()
+	s.notify()
+}
+
+// stopSending stops the timers and waits for a cycle or a flush that
+// runs.
+func (s *session) stopSending() {
+	s.snd.mu.Lock()
+	s.snd.stopped = true
+	if s.snd.poll != nil {
+		s.snd.poll.Stop()
 	}
+	if s.snd.flush != nil {
+		s.snd.flush.Stop()
+	}
+	s.snd.mu.Unlock()
+	s.snd.running.Wait()
+}
+
+// notify runs a cycle now, or one more after the one that runs.
+func (s *session) notify() {
+	s.snd.mu.Lock()
+	defer s.snd.mu.Unlock()
+	switch {
+	case s.snd.stopped, s.snd.poll == nil:
+		// Not started: the first cycle, when it starts, sends what is
+		// pending then.
+	case s.snd.cycling:
+		s.snd.again = true
+	default:
+		s.snd.cycling = true
+		s.snd.running.Add(1)
+		go s.cycle()
+	}
+}
+
+// cycle runs cycles until no wake is left, then arms the poll timer.
+func (s *session) cycle() {
+	defer s.snd.running.Done()
+	for {
+		ok := s.cycleOnce()
+		s.snd.mu.Lock()
+		if ok && s.snd.again && !s.snd.stopped {
+			s.snd.again = false
+			s.snd.mu.Unlock()
+			continue
+		}
+		s.snd.cycling = false
+		if ok && !s.snd.stopped {
+			s.snd.poll.Reset(s.g.sessionPoll())
+		}
+		s.snd.mu.Unlock()
+		return
+	}
+}
+
+// cycleOnce checks the certificate (but on the first cycle) and sends the
+// pending instructions; false when the session ends.
+func (s *session) cycleOnce() bool {
+	if s.snd.checked && !s.checkCertificate() {
+		return false
+	}
+	s.snd.checked = true
+	if err := s.sendPending(s.snd.sent); err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("send instructions", "err", err)
+			s.conn.Close(websocket.StatusTryAgainLater, "the controller could not send instructions")
+		}
+		return false
+	}
+	return true
+}
+
+// logBuffered arms the flush timer: the first log line is buffered.
+func (s *session) logBuffered() {
+	s.snd.mu.Lock()
+	defer s.snd.mu.Unlock()
+	switch {
+	case s.snd.stopped:
+	case s.snd.flush == nil:
+		s.snd.flush = time.AfterFunc(logFlushEvery, s.flushTimer)
+	default:
+		s.snd.flush.Reset(logFlushEvery)
+	}
+}
+
+// flushTimer flushes the buffered log lines (the flush timer's function).
+func (s *session) flushTimer() {
+	s.snd.mu.Lock()
+	if s.snd.stopped {
+		s.snd.mu.Unlock()
+		return
+	}
+	s.snd.running.Add(1)
+	s.snd.mu.Unlock()
+	defer s.snd.running.Done()
+	s.flushLogs(s.ctx)
 }
 
 func (s *session) sendPending(sent map[string]bool) error {

@@ -36,6 +36,7 @@ type fanInResult struct {
 	clusters []string
 	fleet    *fleetStats // kilnd's sessions
 	ref      *fleetStats // the echo server's
+	before   procSample  // kilnd's, with the nodes registered and no session open
 	up, end  procSample  // kilnd's, when every session was up and at the window's end
 	agents   []*simAgent
 	stop     context.CancelFunc // stops the heartbeats
@@ -59,13 +60,16 @@ func runFanIn(t testing.TB, cfg fanIn) *fanInResult {
 
 	r.reference(t, ids, cfg)
 
+	var err error
+	if r.before, err = sampleProc(r.d.Cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
 	began = time.Now()
 	r.openSessions(t, ids, []byte(acts[0].Credentials.ControllerCA), cfg)
 	waitStarted(t, r.fleet, len(ids), 10*time.Minute)
 	t.Logf("agent fan-in setup: %d sessions open in %s", len(r.agents), time.Since(began).Round(time.Second))
 
 	pid := r.d.Cmd.Process.Pid
-	var err error
 	if r.up, err = sampleProc(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +77,7 @@ func runFanIn(t testing.TB, cfg fanIn) *fanInResult {
 	saved := r.d.profileCPU(t, "fanin", cfg.window)
 	measure(cfg.window)
 	saved()
+	r.d.profileMemory(t, "fanin")
 	r.fleet.to.Store(time.Now().UnixNano())
 	if r.end, err = sampleProc(pid); err != nil {
 		t.Fatal(err)
@@ -325,6 +330,8 @@ func report(b *testing.B, r *fanInResult, cfg fanIn) {
 	b.ReportMetric(ms(p50), "heartbeat-p50-ms")
 	b.ReportMetric(ms(p99), "heartbeat-p99-ms")
 	b.ReportMetric(mib(r.end.RSS), "kilnd-rss-MiB")
+	perSession := float64(r.end.RSS-r.before.RSS) / 1024 / float64(max(r.fleet.welcomed.Load(), 1))
+	b.ReportMetric(perSession, "kilnd-KiB/session")
 	b.ReportMetric(mib(r.end.PeakRSS), "kilnd-peak-rss-MiB")
 	b.ReportMetric(cpu, "kilnd-cpu-cores")
 	b.ReportMetric(ms(rp99), "ref-p99-ms")
@@ -332,10 +339,10 @@ func report(b *testing.B, r *fanInResult, cfg fanIn) {
 		b.ReportMetric(float64(p99)/float64(rp99), "p99/ref")
 	}
 	b.Logf("agent fan-in: %d sessions, %d heartbeats answered of %d sent in %s (every %s): round trip p50 %.1f ms p99 %.1f ms (target under 50 ms); "+
-		"kilnd RSS %.0f MiB with every session up, %.0f MiB after the window, peak %.0f MiB (target under 1 GiB), CPU %.2f cores; "+
+		"kilnd RSS %.0f MiB before the sessions, %.0f MiB with every session up, %.0f MiB after the window (%.1f KiB a session), peak %.0f MiB (target under 1 GiB), CPU %.2f cores; "+
 		"reference (echo server, %d heartbeats): p50 %.2f ms p99 %.2f ms; p99 %.1f× the reference",
 		r.fleet.welcomed.Load(), r.fleet.rtt.count(), r.fleet.windowSent.Load(), cfg.window, cfg.interval, ms(p50), ms(p99),
-		mib(r.up.RSS), mib(r.end.RSS), mib(r.end.PeakRSS), cpu,
+		mib(r.before.RSS), mib(r.up.RSS), mib(r.end.RSS), perSession, mib(r.end.PeakRSS), cpu,
 		r.ref.rtt.count(), ms(rp50), ms(rp99), float64(p99)/float64(max(rp99, 1)))
 }
 

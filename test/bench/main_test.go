@@ -70,6 +70,21 @@ func (d *daemon) profileCPU(t testing.TB, name string, dur time.Duration) (wait 
 	return func() { <-done }
 }
 
+// profileMemory saves kilnd's heap and goroutine profiles now, as
+// profileDir/name-heap.pprof and name-goroutine.pprof (where the bytes and
+// goroutines of what is up go). Without KILN_BENCH_PROFILE it does
+// nothing.
+func (d *daemon) profileMemory(t testing.TB, name string) {
+	if profileDir == "" {
+		return
+	}
+	for _, what := range []string{"heap", "goroutine"} {
+		if err := d.saveProfile(what, filepath.Join(profileDir, name+"-"+what+".pprof")); err != nil {
+			t.Errorf("%s profile %s: %v", what, name, err)
+		}
+	}
+}
+
 // saveProfile fetches GET /debug/pprof/WHAT into path.
 func (d *daemon) saveProfile(what, path string) error {
 	req, err := http.NewRequest(http.MethodGet, d.URL()+"/debug/pprof/"+what, nil)

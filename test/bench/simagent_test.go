@@ -140,6 +140,7 @@ type simAgent struct {
 
 	welcome chan struct{}
 	done    chan struct{} // closed when reading ends
+	ended   error         // why reading ended, once done is closed
 	closing atomic.Bool   // the agent closes the session: its end is no loss
 
 	wmu     sync.Mutex
@@ -175,7 +176,7 @@ func dialAgent(ctx context.Context, id agentIdentity, url string, roots *x509.Ce
 	select {
 	case <-a.welcome:
 	case <-a.done:
-		return nil, fmt.Errorf("session of %s ended before the welcome", id.node)
+		return nil, fmt.Errorf("session of %s ended before the welcome: %w", id.node, a.ended)
 	case <-dctx.Done():
 		a.close()
 		return nil, fmt.Errorf("session of %s: no welcome: %w", id.node, dctx.Err())
@@ -254,6 +255,7 @@ func (a *simAgent) read() {
 	for {
 		_, data, err := a.conn.Read(context.Background())
 		if err != nil {
+			a.ended = err
 			if !a.closing.Load() {
 				a.stats.lost.Add(1)
 			}
