@@ -72,7 +72,8 @@ func (d *daemon) profileCPU(t testing.TB, name string, dur time.Duration) (wait 
 
 // profileMemory saves kilnd's heap and goroutine profiles now, as
 // profileDir/name-heap.pprof and name-goroutine.pprof (where the bytes and
-// goroutines of what is up go). Without KILN_BENCH_PROFILE it does
+// goroutines of what is up go), and its memory statistics as
+// name-memstats.txt. Without KILN_BENCH_PROFILE it does
 // nothing.
 func (d *daemon) profileMemory(t testing.TB, name string) {
 	if profileDir == "" {
@@ -82,6 +83,11 @@ func (d *daemon) profileMemory(t testing.TB, name string) {
 		if err := d.saveProfile(what, filepath.Join(profileDir, name+"-"+what+".pprof")); err != nil {
 			t.Errorf("%s profile %s: %v", what, name, err)
 		}
+	}
+	// The text form ends with the runtime's memory statistics: stacks,
+	// heap in use and idle, what was returned to the system.
+	if err := d.saveProfile("heap?debug=1", filepath.Join(profileDir, name+"-memstats.txt")); err != nil {
+		t.Errorf("memory statistics %s: %v", name, err)
 	}
 }
 
