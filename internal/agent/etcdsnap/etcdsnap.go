@@ -189,6 +189,22 @@ func RunStep(ctx context.Context, report agent.Reporter, name string, fn func() 
 	return nil
 }
 
+// Step is a named step of RunSteps.
+type Step struct {
+	Name string
+	Fn   func() (string, error)
+}
+
+// RunSteps runs steps in order with RunStep, up to the first that fails.
+func RunSteps(ctx context.Context, report agent.Reporter, steps ...Step) error {
+	for _, st := range steps {
+		if err := RunStep(ctx, report, st.Name, st.Fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Fail reports step as Failed with err's message (a *failure.Error's
 // Message) and returns err.
 func Fail(report agent.Reporter, step string, err error) error {
@@ -330,6 +346,13 @@ func (n *Node) Snapshot(ctx context.Context, in v1.Instruction, backup string, m
 // StagedPath is where Stage keeps backup's snapshot.
 func (n *Node) StagedPath(backup string) string {
 	return filepath.Join(n.Root, DirBackup, backup+".db")
+}
+
+// Unstage removes backup's staged snapshot: the restore is done.
+func (n *Node) Unstage(backup string) {
+	if backup != "" {
+		_ = os.Remove(n.StagedPath(backup))
+	}
 }
 
 // Stage downloads the snapshot of the etcd-restore instruction in and

@@ -385,12 +385,9 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, repor
 	if err != nil {
 		return etcdsnap.Fail(report, StepAPIServerReady, err)
 	}
-	steps := []struct {
-		name string
-		fn   func() (string, error)
-	}{
-		{StepStartEtcd, func() (string, error) { return "", e.movePod(podEtcd, StoppedManifestsDir, ManifestsDir) }},
-		{StepEtcdHealthy, func() (string, error) {
+	if err := etcdsnap.RunSteps(ctx, report,
+		etcdsnap.Step{Name: StepStartEtcd, Fn: func() (string, error) { return "", e.movePod(podEtcd, StoppedManifestsDir, ManifestsDir) }},
+		etcdsnap.Step{Name: StepEtcdHealthy, Fn: func() (string, error) {
 			u := "https://127.0.0.1:2379"
 			if !strings.Contains(etcdArgs["listen-client-urls"], u) {
 				u = firstURL(etcdArgs["advertise-client-urls"])
@@ -406,7 +403,7 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, repor
 				return nil
 			})
 		}},
-		{StepStartControlPlane, func() (string, error) {
+		etcdsnap.Step{Name: StepStartControlPlane, Fn: func() (string, error) {
 			for _, pod := range []string{podAPIServer, podControllerManager, podScheduler} {
 				if err := e.movePod(pod, StoppedManifestsDir, ManifestsDir); err != nil {
 					return "", err
@@ -414,7 +411,7 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, repor
 			}
 			return "the apiserver's, controller-manager's and scheduler's manifests are back in " + ManifestsDir, nil
 		}},
-		{StepAPIServerReady, func() (string, error) {
+		etcdsnap.Step{Name: StepAPIServerReady, Fn: func() (string, error) {
 			port := apiArgs["secure-port"]
 			if port == "" {
 				port = "6443"
@@ -422,15 +419,10 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, repor
 			u := "https://" + net.JoinHostPort(apiArgs["advertise-address"], port) + "/readyz"
 			return e.waitHealthy(ctx, "the API server", u, distrokubeadm.ClusterCACert, apiClientCert, apiClientKey, nil)
 		}},
+	); err != nil {
+		return err
 	}
-	for _, st := range steps {
-		if err := etcdsnap.RunStep(ctx, report, st.name, st.fn); err != nil {
-			return err
-		}
-	}
-	if p.Backup != "" {
-		_ = os.Remove(e.snap().StagedPath(p.Backup))
-	}
+	e.snap().Unstage(p.Backup)
 	return nil
 }
 

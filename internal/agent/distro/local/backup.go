@@ -235,12 +235,6 @@ func (e *Executor) restoreEtcd(ctx context.Context, p v1.EtcdRestoreParams, m me
 	})
 }
 
-// namedStep is a step of etcdsnap.RunStep.
-type namedStep struct {
-	name string
-	fn   func() (string, error)
-}
-
 // startAgain starts every recorded component, in install's order with its
 // steps, waiting until etcd and the API server are healthy, then removes
 // the staged snapshot.
@@ -263,31 +257,27 @@ func (e *Executor) startAgain(ctx context.Context, p v1.EtcdRestoreParams, all [
 		return e.healthyStep(ctx, name, check)
 	}
 	for _, s := range all {
-		var steps []namedStep
+		var steps []etcdsnap.Step
 		switch s.name {
 		case Etcd:
-			steps = []namedStep{{StepStartEtcd, start(s)},
-				{StepEtcdHealthy, healthy(Etcd, func(ctx context.Context) error { return etcdHealthy(ctx, etcdClient, addr) })}}
+			steps = []etcdsnap.Step{{Name: StepStartEtcd, Fn: start(s)},
+				{Name: StepEtcdHealthy, Fn: healthy(Etcd, func(ctx context.Context) error { return etcdHealthy(ctx, etcdClient, addr) })}}
 		case APIServer:
-			steps = []namedStep{{StepStartAPIServer, start(s)},
-				{StepAPIServerReady, healthy(APIServer, func(ctx context.Context) error { return apiServerReady(ctx, apiClient, addr) })}}
+			steps = []etcdsnap.Step{{Name: StepStartAPIServer, Fn: start(s)},
+				{Name: StepAPIServerReady, Fn: healthy(APIServer, func(ctx context.Context) error { return apiServerReady(ctx, apiClient, addr) })}}
 		case ControllerManager:
-			steps = []namedStep{{StepStartControllerManager, start(s)}}
+			steps = []etcdsnap.Step{{Name: StepStartControllerManager, Fn: start(s)}}
 		case Scheduler:
-			steps = []namedStep{{StepStartScheduler, start(s)}}
+			steps = []etcdsnap.Step{{Name: StepStartScheduler, Fn: start(s)}}
 		case Kubelet:
-			steps = []namedStep{{StepStartKubelet, start(s)}}
+			steps = []etcdsnap.Step{{Name: StepStartKubelet, Fn: start(s)}}
 		case KubeProxy:
-			steps = []namedStep{{StepStartKubeProxy, start(s)}}
+			steps = []etcdsnap.Step{{Name: StepStartKubeProxy, Fn: start(s)}}
 		}
-		for _, st := range steps {
-			if err := etcdsnap.RunStep(ctx, report, st.name, st.fn); err != nil {
-				return err
-			}
+		if err := etcdsnap.RunSteps(ctx, report, steps...); err != nil {
+			return err
 		}
 	}
-	if p.Backup != "" {
-		_ = os.Remove(e.snap().StagedPath(p.Backup))
-	}
+	e.snap().Unstage(p.Backup)
 	return nil
 }
