@@ -24,7 +24,7 @@ func client(e *gatewaytest.Env) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
-func registration(t *testing.T, c *gatewaytest.Cluster, node string) v1.RegisterRequest {
+func registration(t testing.TB, c *gatewaytest.Cluster, node string) v1.RegisterRequest {
 	t.Helper()
 	key, _, err := pki.NewKey()
 	if err != nil {
@@ -49,7 +49,7 @@ func registration(t *testing.T, c *gatewaytest.Cluster, node string) v1.Register
 
 // post registers and returns the status and either the response or the
 // API error.
-func post(t *testing.T, e *gatewaytest.Env, req any) (int, *v1.RegisterResponse, v1.Error) {
+func post(t testing.TB, e *gatewaytest.Env, req any) (int, *v1.RegisterResponse, v1.Error) {
 	t.Helper()
 	body, _ := json.Marshal(req)
 	resp, err := client(e).Post(e.URL+v1.AgentRegisterPath, "application/json", bytes.NewReader(body))

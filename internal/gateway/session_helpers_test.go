@@ -42,7 +42,7 @@ func (id identity) serial(t *testing.T) string {
 }
 
 // join registers node with c's credentials and a new key.
-func join(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node string) identity {
+func join(t testing.TB, e *gatewaytest.Env, c *gatewaytest.Cluster, node string) identity {
 	t.Helper()
 	key, keyPEM, err := pki.NewKey()
 	if err != nil {
