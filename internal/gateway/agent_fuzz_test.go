@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -155,4 +156,34 @@ func (s *fuzzSession) exchange(msg []byte) (ended bool, err error) {
 			return false, fmt.Errorf("the controller neither answered a heartbeat nor ended the session within %s", wait)
 		}
 	}
+}
+
+// A registration is an unauthenticated agent's body: whatever it is, the
+// controller answers 200 or a client error with an API error body, never a
+// server error.
+func FuzzRegister(f *testing.F) {
+	e := gatewaytest.New(f, gateway.Options{})
+	c := e.CreateCluster("fuzz", v1.ClusterSpec{NodeApproval: "auto"})
+	good, _ := json.Marshal(registration(f, c, "fuzz-0"))
+	f.Add(good)
+	f.Add([]byte(`{"protocolVersion": 1, "cluster": "/v1/projects/p/clusters/fuzz", "nodeName": "../x"}`))
+	f.Add([]byte(`[]`))
+	hc := client(e)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, err := hc.Post(e.URL+v1.AgentRegisterPath, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		var er v1.ErrorResponse
+		if err := json.NewDecoder(resp.Body).Decode(&er); err != nil || er.Error.Code == "" {
+			t.Errorf("register %q: %d without an API error body (%v)", body, resp.StatusCode, err)
+		}
+		if resp.StatusCode >= 500 {
+			t.Errorf("register %q: %d %s %s: a client's mistake is a 4xx", body, resp.StatusCode, er.Error.Code, er.Error.Message)
+		}
+	})
 }
