@@ -293,31 +293,36 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// BenchmarkAgentFanIn: KILN_BENCH_AGENTS sessions (default 10,000), 100
-// nodes per edge cluster, heartbeating every 10 s for a 60 s window
-// (KILN_BENCH_FANIN_WINDOW seconds); KILN_BENCH_PPROF=127.0.0.1:PORT serves
-// kilnd's profiles there. Targets: kilnd under 1 GiB resident,
+// BenchmarkAgentFanIn: for each size of KILN_BENCH_AGENTS (a
+// comma-separated list; default 1,000 then 10,000, so the cost's growth
+// shows), that many sessions, 100 nodes per edge cluster, heartbeating
+// every 10 s for a 60 s window (KILN_BENCH_FANIN_WINDOW seconds), each size
+// against a kilnd of its own. Targets: kilnd under 1 GiB resident,
 // heartbeat round trip p99 under 50 ms. Run with -benchtime 1x.
 func BenchmarkAgentFanIn(b *testing.B) {
-	cfg := fanIn{
-		agents:     envInt("KILN_BENCH_AGENTS", 10000),
-		perCluster: 100,
-		interval:   10 * time.Second,
-		window:     time.Duration(envInt("KILN_BENCH_FANIN_WINDOW", 60)) * time.Second,
-		refWindow:  10 * time.Second,
-	}
-	for range b.N {
-		r := runFanIn(b, cfg)
-		r.finish()
-		// The answers to the window's last heartbeats, for the count. Not
-		// waitfor.Cond: answers still missing after 2 minutes are part of
-		// the result the report gives, not a failure of the benchmark.
-		deadline := time.Now().Add(2 * time.Minute)
-		for r.fleet.answered.Load() < r.fleet.sent.Load() && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		report(b, r, cfg)
-		r.closeAll()
+	for _, n := range sizesFrom(b, "KILN_BENCH_AGENTS", []int{1000, 10000}) {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cfg := fanIn{
+				agents:     n,
+				perCluster: 100,
+				interval:   10 * time.Second,
+				window:     time.Duration(envInt("KILN_BENCH_FANIN_WINDOW", 60)) * time.Second,
+				refWindow:  10 * time.Second,
+			}
+			for range b.N {
+				r := runFanIn(b, cfg)
+				r.finish()
+				// The answers to the window's last heartbeats, for the count. Not
+				// waitfor.Cond: answers still missing after 2 minutes are part of
+				// the result the report gives, not a failure of the benchmark.
+				deadline := time.Now().Add(2 * time.Minute)
+				for r.fleet.answered.Load() < r.fleet.sent.Load() && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				report(b, r, cfg)
+				r.closeAll()
+			}
+		})
 	}
 }
 

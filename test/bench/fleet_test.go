@@ -84,16 +84,20 @@ func wave(ctx context.Context, t testing.TB, api *client.Client, prefix string, 
 
 // fleetSizes are the wave sizes of BenchmarkFleetWave: KILN_BENCH_FLEET, a
 // comma-separated list, or 1,000 then 10,000 (issue 9).
-func fleetSizes(t testing.TB) []int {
-	s := os.Getenv("KILN_BENCH_FLEET")
+func fleetSizes(t testing.TB) []int { return sizesFrom(t, "KILN_BENCH_FLEET", []int{1000, 10000}) }
+
+// sizesFrom reads the comma-separated sizes in environment variable name,
+// or def when it is not set.
+func sizesFrom(t testing.TB, name string, def []int) []int {
+	s := os.Getenv(name)
 	if s == "" {
-		return []int{1000, 10000}
+		return def
 	}
 	var sizes []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			t.Fatalf("KILN_BENCH_FLEET=%q: want sizes like 1000,10000", s)
+			t.Fatalf("%s=%q: want sizes like 1000,10000", name, s)
 		}
 		sizes = append(sizes, n)
 	}
