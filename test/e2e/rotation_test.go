@@ -417,8 +417,31 @@ func TestDockerCARotation(t *testing.T) {
 		return err == nil && strings.Contains(out, "pod/"), nil
 	})
 	// The API server restarted on its new certificate during the finish:
-	// CoreDNS watched through it, verifying it with both CAs.
-	logs := e.kubectlWith(after, "-n", "kube-system", "logs", "deployment/coredns")
+	// CoreDNS watched through it, verifying it with both CAs. Its pods'
+	// logs come through their kubelets; a pod the rollout is replacing may
+	// be gone from its kubelet by the time its log is asked for, so the
+	// logs are those of the pods that run once the rollout is done.
+	var logs string
+	waitfor.Cond(t, "the logs of CoreDNS's running pods after the CA rotation", 3*time.Minute, func() (bool, error) {
+		if out, err := e.kubectlErr(after, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=20s"); err != nil {
+			return false, waitfor.NotYet(fmt.Errorf("rollout status: %v: %s", err, out))
+		}
+		pods, err := e.kubectlErr(after, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns",
+			"--field-selector", "status.phase=Running", "-o", "name")
+		if err != nil || len(strings.Fields(pods)) == 0 {
+			return false, waitfor.NotYet(fmt.Errorf("running CoreDNS pods %q: %v", pods, err))
+		}
+		var all []string
+		for _, pod := range strings.Fields(pods) {
+			out, err := e.kubectlErr(after, "-n", "kube-system", "logs", pod)
+			if err != nil {
+				return false, waitfor.NotYet(fmt.Errorf("kubectl logs %s: %v: %s", pod, err, out))
+			}
+			all = append(all, out)
+		}
+		logs = strings.Join(all, "\n")
+		return true, nil
+	})
 	for _, bad := range []string{"x509", "unknown authority", "Unauthorized"} {
 		if strings.Contains(logs, bad) {
 			t.Errorf("CoreDNS's log after the CA rotation says %q:\n%s", bad, logs)
