@@ -195,8 +195,8 @@ func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, sessionWriteBuffer)), nil
 }
 
-// run handles hello, then reads messages while a second goroutine sends
-// instructions and flushes logs.
+// run handles hello, then reads messages while the sending side
+// (instructions.go) sends instructions and flushes logs.
 func (s *session) run() error {
 	hctx, cancel := context.WithTimeout(s.ctx, helloTimeout)
 	hello, err := s.read(hctx)
@@ -453,7 +453,7 @@ func (s *session) flushLogs(ctx context.Context) {
 }
 
 // offload runs fn on a goroutine of its own and waits for it. A session's
-// two goroutines live as long as the agent's connection and mostly wait;
+// reader lives as long as the agent's connection and mostly waits;
 // the store's code (SQLite's in particular) needs deep stacks, which a
 // goroutine keeps until the garbage collector shrinks them, so store work
 // done on them would hold a grown stack per session. A goroutine per call
