@@ -353,7 +353,8 @@ func (c *Client) GetOperation(ctx context.Context, id string) (*v1.Operation, er
 
 // WaitOperation long-polls an operation until it is terminal and returns it
 // in its final state. onChange, if not nil, is called with the first state
-// seen and then with every changed state. Transient network errors and
+// seen and then with every changed state; without it the server is asked
+// to answer only when the operation ends (until=end). Transient network errors and
 // 5xx/429 answers are retried with a short backoff for a while; other errors
 // and ctx ending stop the wait. A terminal operation is returned with a nil
 // error whatever its status: the caller checks Status.
@@ -391,6 +392,9 @@ func (c *Client) WaitOperation(ctx context.Context, id string, onChange func(*v1
 		}
 		failures = 0
 		wait = "?wait=" + c.pollWait.String()
+		if onChange == nil {
+			wait += "&until=end" // nobody looks at the steps: answer at the end
+		}
 		seen = h.Get("ETag")
 		cur, err := json.Marshal(&op)
 		if err != nil {

@@ -382,17 +382,18 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		s.State, s.StartTime, s.EndTime = v1.StepRunning, &start, nil
 		s.Attempts++
 		log.Info("running step", "attempt", s.Attempts)
-		if err := x.save(ctx, false); err != nil {
-			return nil, err
-		}
-		fault.Hit("step." + s.Name + ".after-start")
+		var started []*store.Event
 		if try == 1 {
 			msg := "step " + s.Name + " started"
 			if s.Attempts > 1 {
 				msg += fmt.Sprintf(" (attempt %d)", s.Attempts)
 			}
-			x.event(ctx, "Normal", "StepStarted", msg)
+			started = append(started, x.newEvent("Normal", "StepStarted", msg))
 		}
+		if err := x.save(ctx, false, started...); err != nil {
+			return nil, err
+		}
+		fault.Hit("step." + s.Name + ".after-start")
 		err := x.attempt(ctx, log, s.Name, fn)
 		if ctx.Err() != nil {
 			log.Info("step interrupted", "cause", context.Cause(ctx))
@@ -416,16 +417,15 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 				s.State, s.Message = v1.StepSkipped, skip.reason
 			}
 			log.Info("step done", "state", s.State, "duration", end.Sub(start))
-			fault.Hit("step." + s.Name + ".before-checkpoint")
-			if err := x.save(ctx, true); err != nil {
-				return nil, err
-			}
-			fault.Hit("step." + s.Name + ".after-checkpoint")
 			msg := fmt.Sprintf("step %s %s in %s", s.Name, strings.ToLower(s.State), end.Sub(start).Round(time.Millisecond))
 			if skip != nil {
 				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.reason)
 			}
-			x.event(ctx, "Normal", "Step"+s.State, msg)
+			fault.Hit("step." + s.Name + ".before-checkpoint")
+			if err := x.save(ctx, true, x.newEvent("Normal", "Step"+s.State, msg)); err != nil {
+				return nil, err
+			}
+			fault.Hit("step." + s.Name + ".after-checkpoint")
 			return nil, nil
 		}
 		fe := failure.From(err)
@@ -457,8 +457,8 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 		}
 		s.Message = fmt.Sprintf("attempt %d failed: %s; retrying in %s", s.Attempts, fe.Message, wait.Round(time.Millisecond))
 		log.Warn("step failed; retrying", "attempt", s.Attempts, "code", fe.Code, "retryIn", wait, "err", err)
-		x.event(ctx, "Warning", "StepRetrying", fmt.Sprintf("step %s: %s", s.Name, s.Message))
-		if err := x.save(ctx, false); err != nil {
+		retrying := x.newEvent("Warning", "StepRetrying", fmt.Sprintf("step %s: %s", s.Name, s.Message))
+		if err := x.save(ctx, false, retrying); err != nil {
 			return nil, err
 		}
 		if err := x.pause(ctx, wait); errors.Is(err, errCancelRequested) {
@@ -503,8 +503,10 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 	return fn(ctx)
 }
 
-func (x *run) save(ctx context.Context, progress bool) error {
-	if err := x.ops.SaveOperation(ctx, x.op, x.fence, progress); err != nil {
+// save checkpoints the operation with events, what the step did, in one
+// transaction.
+func (x *run) save(ctx context.Context, progress bool, events ...*store.Event) error {
+	if err := x.ops.SaveOperation(ctx, x.op, x.fence, progress, events...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -20,7 +20,7 @@ import (
 type OperationStore interface {
 	GetOperation(ctx context.Context, id string) (*store.Operation, error)
 	CancelRequest(ctx context.Context, id string) (*v1.CancelRequest, error)
-	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error
+	SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events ...*store.Event) error
 	FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error
 	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
 }

@@ -53,8 +53,11 @@ type apiRoute struct {
 	inOpt   bool     // the body may be left out
 	codes   map[int]*apiBody
 	query   []string // query parameters (all strings on the wire)
-	async   bool     // answers with Azure-AsyncOperation, Location and Retry-After
-	public  bool     // no token
+	// queryDocs say what a query parameter means on this route, where it
+	// differs from paramDocs.
+	queryDocs map[string]string
+	async     bool // answers with Azure-AsyncOperation, Location and Retry-After
+	public    bool // no token
 }
 
 var (
@@ -153,7 +156,7 @@ func apiRoutes() []apiRoute {
 			}](), async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "GET " + cluster + "/operations", summary: "A cluster's operations, oldest first.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Operation]()}},
 		{pattern: "GET " + cluster + "/events", summary: "A cluster's events, oldest first.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Event]()}},
-		{pattern: "GET /v1/operations/{operation}", summary: "An operation: what ARM clients poll; ?wait= long-polls.", query: []string{"wait"}, codes: map[int]*apiBody{200: oneOf[v1.Operation]()}},
+		{pattern: "GET /v1/operations/{operation}", summary: "An operation: what ARM clients poll; ?wait= long-polls.", query: []string{"wait", "until"}, queryDocs: map[string]string{"until": "end: the long-poll answers when the operation ends, not at every change"}, codes: map[int]*apiBody{200: oneOf[v1.Operation]()}},
 		{pattern: "POST /v1/operations/{operation}/cancel", summary: "Ask a running operation to stop at its next safe point.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Operation]()}},
 
 		{pattern: "GET " + project + "/profiles/{profile}/versions/{version}", summary: "Get one version of a profile.", codes: map[int]*apiBody{200: oneOf[v1.Profile]()}},
@@ -401,7 +404,11 @@ func generateOpenAPI(t testing.TB) []byte {
 				"description": paramDocs[m[1]], "schema": obj{"type": "string"}})
 		}
 		for _, q := range rt.query {
-			params = append(params, obj{"name": q, "in": "query", "description": paramDocs[q], "schema": obj{"type": "string"}})
+			doc, ok := rt.queryDocs[q]
+			if !ok {
+				doc = paramDocs[q]
+			}
+			params = append(params, obj{"name": q, "in": "query", "description": doc, "schema": obj{"type": "string"}})
 		}
 		if method == "PUT" || method == "PATCH" || method == "DELETE" {
 			params = append(params, obj{"name": "If-Match", "in": "header",

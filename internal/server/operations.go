@@ -73,6 +73,16 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// until=end: a client that only wants the outcome (a script, a fleet
+	// of creates) is answered when the operation ends, not at every step.
+	untilEnd := false
+	switch u := r.URL.Query().Get("until"); u {
+	case "":
+	case "end":
+		untilEnd = true
+	default:
+		return badRequest("until", "until must be \"end\" (answer when the operation ends) or absent (answer at any change), not %q", u)
+	}
 	id := r.PathValue("operation")
 	ctx := r.Context()
 
@@ -93,28 +103,39 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
 		seen = inm
 	}
-	if wait > 0 && !v1.Terminal(first.Status) && etag == seen && !s.isStopping() {
+	if wait > 0 && !v1.Terminal(first.Status) && (etag == seen || untilEnd) && !s.isStopping() {
 		s.m.waiting.Inc()
 		defer s.m.waiting.Dec()
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
 		tick := time.NewTicker(s.poll)
 		defer tick.Stop()
+		// Waiting for the end, the loop reads the status alone: the
+		// answer is read in full once the wait is over (stale).
+		stale := false
 	poll:
 		for {
 			// Watch before reading, so a notify between the read and the
 			// wait is not lost.
 			woken, release := s.notes.watch(id)
-			op, err := s.operations.GetOperation(ctx, id)
-			if err == nil {
-				out = operationOut(op)
-				etag, err = operationETag(&out)
+			done, err := false, error(nil)
+			if untilEnd {
+				var status string
+				status, err = s.operations.OperationStatus(ctx, id)
+				done, stale = v1.Terminal(status), true
+			} else {
+				var op *store.Operation
+				if op, err = s.operations.GetOperation(ctx, id); err == nil {
+					out = operationOut(op)
+					etag, err = operationETag(&out)
+					done = v1.Terminal(op.Status) || etag != seen
+				}
 			}
 			if err != nil {
 				release()
 				return err
 			}
-			if v1.Terminal(op.Status) || etag != seen {
+			if done {
 				release()
 				break
 			}
@@ -135,6 +156,16 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 			case <-tick.C:
 			}
 			release()
+		}
+		if stale {
+			op, err := s.operations.GetOperation(ctx, id)
+			if err != nil {
+				return err
+			}
+			out = operationOut(op)
+			if etag, err = operationETag(&out); err != nil {
+				return err
+			}
 		}
 	}
 	w.Header().Set("ETag", etag)

@@ -7,6 +7,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
 )
 
 // longPoll starts GET /v1/operations/{id}?wait=... and returns a channel
@@ -28,8 +29,9 @@ type polled struct {
 	took time.Duration
 }
 
-// startStep marks the operation's first step Running, as a worker would.
-func (h *harness) startStep(opID string) {
+// startStep marks the operation's first step Running, as a worker would,
+// and returns the cluster as it was claimed for it.
+func (h *harness) startStep(opID string) *store.Cluster {
 	h.t.Helper()
 	cl := h.claim()
 	op, err := h.store.GetOperation(h.t.Context(), opID)
@@ -41,6 +43,7 @@ func (h *harness) startStep(opID string) {
 	if err := h.store.SaveOperation(h.t.Context(), op, cl.Lease.Fence(), true); err != nil {
 		h.t.Fatalf("save operation: %v", err)
 	}
+	return cl
 }
 
 func TestLongPoll(t *testing.T) {
@@ -93,6 +96,53 @@ func TestLongPoll(t *testing.T) {
 				t.Errorf("took %s", got.took)
 			}
 		})
+	}
+}
+
+// TestLongPollUntilEnd: with until=end, a step that starts does not answer
+// the long-poll (it waits on); the operation's end does.
+func TestLongPollUntilEnd(t *testing.T) {
+	h := newHarness(t, func(o *server.Options) { o.PollInterval = time.Hour })
+	waiting := make(chan string, 4)
+	h.s.OnLongPollWait(func(id string) { waiting <- id })
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	waited := func(what string) {
+		t.Helper()
+		select {
+		case <-waiting:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the long-poll did not wait %s", what)
+		}
+	}
+
+	answer := h.longPoll(opID, "30s&until=end")
+	waited("at first")
+	cl := h.startStep(opID)
+	h.s.Notify(opID)
+	waited("again after a step started") // it read the change and waits on
+	select {
+	case got := <-answer:
+		t.Fatalf("answered on a step's start: %d %s", got.r.status, got.r.body)
+	default:
+	}
+	h.finish(cl, opID, v1.OpSucceeded, nil)
+	h.s.Notify(opID)
+	var got polled
+	select {
+	case got = <-answer:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not return when the operation ended")
+	}
+	var op v1.Operation
+	got.r.decode(t, &op)
+	if op.Status != v1.OpSucceeded {
+		t.Errorf("status %s, want Succeeded", op.Status)
+	}
+
+	r := h.must(http.StatusBadRequest, "GET", "/v1/operations/"+opID+"?wait=1s&until=later", "")
+	if e := r.errorBody(t); e.Target != "until" {
+		t.Errorf("until=later: target %q, want until", e.Target)
 	}
 }
 

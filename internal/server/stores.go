@@ -34,6 +34,7 @@ type ClusterStore interface {
 // OperationStore is what the operation handlers need.
 type OperationStore interface {
 	GetOperation(ctx context.Context, id string) (*store.Operation, error)
+	OperationStatus(ctx context.Context, id string) (string, error)
 	ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error)
 	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error)
 }

@@ -368,7 +368,12 @@ type Store interface {
 	ListOperations(ctx context.Context, k Key, pg Page) ([]*Operation, string, error)
 	// SaveOperation writes op's status, steps and error, fenced by the lease
 	// of op's cluster. progress=true resets the cluster's dequeue count.
-	SaveOperation(ctx context.Context, op *Operation, f Fence, progress bool) error
+	// events are appended in the same transaction (what the step did), so
+	// the timeline never misses a checkpoint's event nor shows one that
+	// OperationStatus returns operation id's status alone (ErrNotFound).
+	OperationStatus(ctx context.Context, id string) (string, error)
+	// was not checkpointed.
+	SaveOperation(ctx context.Context, op *Operation, f Fence, progress bool, events ...*Event) error
 	// FinishOperation, in one transaction and fenced: writes op (which must
 	// be terminal), appends events (the operation's end, so that it is in
 	// the timeline exactly once), writes cl.Status (or, with deleteCluster,

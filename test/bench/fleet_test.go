@@ -121,9 +121,9 @@ func BenchmarkFleetWave(b *testing.B) {
 	for _, n := range fleetSizes(b) {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			for b.Loop() {
-				k := startKilnd(b)
+				k := startKilnd(b, strings.Fields(os.Getenv("KILN_BENCH_KILND_ARGS"))...)
 				pid := k.Cmd.Process.Pid
-				saved := k.profileCPU(b, fmt.Sprintf("wave-%d", n), 10*time.Second)
+				saved := k.profileCPU(b, fmt.Sprintf("wave-%d", n), 25*time.Second)
 				r := wave(b.Context(), b, k.API, "wave", n, waveClients)
 				saved()
 				after, err := sampleProc(pid)

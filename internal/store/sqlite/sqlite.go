@@ -102,6 +102,8 @@ func Dialect(migrations fs.FS) sqlstore.Dialect {
 		ForUpdate:  "",
 		SkipLocked: "",
 		Constraint: constraint,
+		// One writer: the checkpoints of concurrent runs share commits.
+		GroupCommit: true,
 	}
 }
 

@@ -166,6 +166,20 @@ func (s *Store) GetOperation(ctx context.Context, id string) (*store.Operation, 
 	return op, nil
 }
 
+// OperationStatus returns an operation's status alone: what a long-poll
+// that waits for the end reads at each change, without decoding its steps.
+func (s *Store) OperationStatus(ctx context.Context, id string) (string, error) {
+	var status string
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT status FROM operations WHERE id = ?`), id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("get the status of operation %s: %w", id, err)
+	}
+	return status, nil
+}
+
 // RequestCancel records the first request to cancel an operation that has
 // not ended; see store.Store.
 func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error) {
@@ -243,13 +257,15 @@ const listOperationsQuery = `SELECT ` + operationCols + ` FROM operations
 // PostgreSQL. SQLite's WITH holds no UPDATE: there, a write with progress
 // is saveOpQuery conditional on a dequeue count at zero already (every
 // checkpoint after a run's first), and otherwise a transaction of
-// saveOpQuery and the reset of the count.
-func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error {
+// saveOpQuery and the reset of the count. Events make it a transaction of
+// the write and their inserts: a step's checkpoint and its event commit
+// together, one commit instead of two.
+func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events ...*store.Event) error {
 	wrap := func(err error) error { return fmt.Errorf("save operation %s: %w", op.ID, err) }
 	if v1.Terminal(op.Status) {
 		return wrap(fmt.Errorf("status %s is terminal: use FinishOperation", op.Status))
 	}
-	if err := s.saveOperation(ctx, op, f, progress); err != nil {
+	if err := s.saveOperation(ctx, op, f, progress, events); err != nil {
 		return wrap(err)
 	}
 	s.changed(operationChanged(op))
@@ -281,7 +297,7 @@ const saveOpProgressQuery = `WITH lease AS (
 	UPDATE operations SET ` + opSet + `
 		WHERE id = ? AND project = ? AND cluster = ? AND EXISTS (SELECT 1 FROM lease)`
 
-func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool) error {
+func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events []*store.Event) error {
 	if f.Owner == "" {
 		return store.ErrLeaseLost
 	}
@@ -291,34 +307,66 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 	}
 	k := store.Key{Project: op.Project, Name: op.Cluster}
 	saveArgs := append(r.setArgs(op), k.Project, k.Name, f.Owner, f.Token)
-	switch {
-	case !progress:
-		res, err := s.stmts.saveOp.ExecContext(ctx, saveArgs...)
-		return s.operationWritten(ctx, s.write, res, err, op, f)
-	case s.stmts.saveOpProgress != nil:
-		args := append([]any{k.Project, k.Name, f.Owner, f.Token, op.ID, op.Project, op.Cluster}, r.setArgs(op)...)
-		res, err := s.stmts.saveOpProgress.ExecContext(ctx, args...)
-		return s.operationWritten(ctx, s.write, res, err, op, f)
-	}
-	if s.reset.done(k, f.Token) {
-		// The count is zero since this lease's first progress, and only a
-		// new claim (a new token, which the fence refuses) raises it.
-		res, err := s.stmts.saveOp.ExecContext(ctx, saveArgs...)
-		return s.operationWritten(ctx, s.write, res, err, op, f)
-	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.stmts.saveOp).ExecContext(ctx, saveArgs...)
-		if err := s.operationWritten(ctx, tx, res, err, op, f); err != nil {
+	// Progress resets the dequeue count: in the same statement
+	// (saveOpProgress, PostgreSQL), else with a second one unless this
+	// lease reset it already (only a new claim, a new token which the
+	// fence refuses, raises it again).
+	reset := progress && s.stmts.saveOpProgress == nil && !s.reset.done(k, f.Token)
+	write := func(ctx context.Context, q execer) error {
+		var (
+			res sql.Result
+			err error
+		)
+		if progress && s.stmts.saveOpProgress != nil {
+			args := append([]any{k.Project, k.Name, f.Owner, f.Token, op.ID, op.Project, op.Cluster}, r.setArgs(op)...)
+			res, err = q.StmtContext(ctx, s.stmts.saveOpProgress).ExecContext(ctx, args...)
+		} else {
+			res, err = q.StmtContext(ctx, s.stmts.saveOp).ExecContext(ctx, saveArgs...)
+		}
+		if err := s.operationWritten(ctx, q, res, err, op, f); err != nil {
 			return err
 		}
-		_, err = tx.StmtContext(ctx, s.stmts.resetDequeues).ExecContext(ctx, k.Project, k.Name)
-		return err
-	})
-	if err == nil {
+		if reset {
+			if _, err := q.StmtContext(ctx, s.stmts.resetDequeues).ExecContext(ctx, k.Project, k.Name); err != nil {
+				return err
+			}
+		}
+		for _, e := range events {
+			if e.ClusterUID == "" {
+				e.ClusterUID = op.ClusterUID
+			}
+			if err := s.insertEvent(ctx, q, e); err != nil {
+				return fmt.Errorf("append event: %w", err)
+			}
+		}
+		return nil
+	}
+	switch {
+	case s.group != nil:
+		err = s.group.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return write(ctx, tx) })
+	case len(events) == 0 && !reset:
+		err = write(ctx, dbExecer{s.write})
+	default:
+		err = s.inTx(ctx, func(tx *sql.Tx) error { return write(ctx, tx) })
+	}
+	if err == nil && reset {
 		s.reset.set(k, f.Token)
 	}
 	return err
 }
+
+// execer is where saveOperation writes: a transaction, or the database
+// (dbExecer).
+type execer interface {
+	rowQuerier
+	StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt
+}
+
+// dbExecer is the database as an execer: its prepared statements as they
+// are.
+type dbExecer struct{ *sql.DB }
+
+func (dbExecer) StmtContext(_ context.Context, stmt *sql.Stmt) *sql.Stmt { return stmt }
 
 // resetTokens remembers, per cluster, the lease token under which the
 // dequeue count was last reset by this process. A claim raises the count

@@ -64,6 +64,9 @@ type Dialect struct {
 	SkipLocked string
 	// Constraint classifies an error from the driver, using its typed error.
 	Constraint func(error) Constraint
+	// GroupCommit: the database has one writer (SQLite), and the
+	// checkpoints of concurrent runs share transactions (groupcommit.go).
+	GroupCommit bool
 }
 
 // Option configures a Store.
@@ -99,6 +102,9 @@ type Store struct {
 	// reset the dequeue count (saveOperation): later progress under the
 	// same lease writes the operation alone.
 	reset resetTokens
+	// group batches checkpoints into shared transactions; nil unless
+	// Dialect.GroupCommit.
+	group *groupCommit
 }
 
 var (
@@ -124,6 +130,9 @@ func New(ctx context.Context, d Dialect, write, read *sql.DB, opts ...Option) (*
 	}
 	if s.relay != nil {
 		s.relay.Start(s.changes.Publish)
+	}
+	if d.GroupCommit {
+		s.group = newGroupCommit(write)
 	}
 	return s, nil
 }
@@ -161,6 +170,9 @@ func (s *Store) Close() error {
 	var err error
 	if s.relay != nil {
 		err = s.relay.Close()
+	}
+	if s.group != nil {
+		s.group.close()
 	}
 	err = errors.Join(err, s.stmts.close(), s.write.Close())
 	if s.read != s.write {

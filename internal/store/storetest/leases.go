@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,16 +249,46 @@ func testSaveOperationProgress(e *env) {
 	if again.Dequeues != 1 || again.Lease.Token == cl.Lease.Token {
 		t.Fatalf("claim after expiry: dequeues %d token %d (was %d), want 1 and a new token", again.Dequeues, again.Lease.Token, cl.Lease.Token)
 	}
-	wantErr(t, "SaveOperation progress with the expired lease", s.SaveOperation(ctx, op, f, true), store.ErrLeaseLost)
+	stepEvent := func(reason string) *store.Event {
+		return &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Type: "Normal", Reason: reason, Operation: op.ID}}
+	}
+	wantErr(t, "SaveOperation progress with the expired lease", s.SaveOperation(ctx, op, f, true, stepEvent("Stale")), store.ErrLeaseLost)
 	if got := e.get(cl.Key()); got.Dequeues != 1 {
 		t.Fatalf("dequeues %d after a refused progress, want 1", got.Dequeues)
 	}
 	f = again.Lease.Fence()
-	for range 2 {
-		wantErr(t, "SaveOperation progress under the new lease", s.SaveOperation(ctx, op, f, true), nil)
+	// A checkpoint's events commit with it: the first progress of the new
+	// lease (a reset of the count) and a later one (none) each append
+	// theirs; the refused one above appended nothing.
+	for i := range 2 {
+		wantErr(t, "SaveOperation progress under the new lease", s.SaveOperation(ctx, op, f, true, stepEvent(fmt.Sprintf("Saved%d", i))), nil)
 		if got := e.get(cl.Key()); got.Dequeues != 0 {
 			t.Fatalf("dequeues %d after progress under the new lease, want 0", got.Dequeues)
 		}
+	}
+	wantErr(t, "SaveOperation without progress, with events", s.SaveOperation(ctx, op, f, false, stepEvent("Saved2"), stepEvent("Saved3")), nil)
+	evs, _, err := s.ListEvents(ctx, cl.Key(), store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.Reason, "Saved") || ev.Reason == "Stale" {
+			reasons = append(reasons, ev.Reason)
+			if ev.ClusterUID != op.ClusterUID || ev.Operation != op.ID {
+				t.Errorf("event %s: cluster uid %q operation %q, want %q and %q", ev.Reason, ev.ClusterUID, ev.Operation, op.ClusterUID, op.ID)
+			}
+		}
+	}
+	if want := []string{"Saved0", "Saved1", "Saved2", "Saved3"}; !slices.Equal(reasons, want) {
+		t.Errorf("events of the checkpoints: %v, want %v", reasons, want)
+	}
+
+	if status, err := s.OperationStatus(ctx, op.ID); err != nil || status != v1.OpInProgress {
+		t.Errorf("OperationStatus = %q, %v; want %s", status, err, v1.OpInProgress)
+	}
+	if _, err := s.OperationStatus(ctx, "no-such-operation"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("OperationStatus of an unknown operation: %v, want ErrNotFound", err)
 	}
 
 	op.Status = v1.OpSucceeded
