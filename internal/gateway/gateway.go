@@ -50,7 +50,7 @@ type Store interface {
 	GetCluster(ctx context.Context, k store.Key) (*store.Cluster, error)
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
 	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*store.Node, error)
-	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
+	PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error
 	AppendEvent(ctx context.Context, e *store.Event) error
 	ListInstructions(ctx context.Context, k store.Key, node string, pending bool) ([]*store.Instruction, error)
 	SetInstructionResult(ctx context.Context, id string, r v1.InstructionResult) error

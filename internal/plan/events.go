@@ -18,33 +18,32 @@ type nodeEvents struct {
 }
 
 // PutNode writes n and, when its state changed, adds a NodeStateChanged
-// event. The state before is read first; a write that fails adds nothing.
-func (s nodeEvents) PutNode(ctx context.Context, n *store.Node, c store.Cond) error {
+// event in the same transaction. The state before is read first; a write
+// that fails adds nothing.
+func (s nodeEvents) PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error {
 	was, known := "", false
 	if old, err := s.NodeStore.GetNode(ctx, store.Key{Project: n.Project, Name: n.Cluster}, n.Name); err == nil {
 		was, known = old.State, true
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err := s.NodeStore.PutNode(ctx, n, c); err != nil {
-		return err
+	if !known || was != n.State {
+		msg := fmt.Sprintf("node %s: %s -> %s", n.Name, was, n.State)
+		if !known {
+			msg = fmt.Sprintf("node %s recorded as %s", n.Name, n.State)
+		}
+		if n.Message != "" {
+			msg += ": " + n.Message
+		}
+		typ := "Normal"
+		if n.State == v1.NodeFailed || n.State == v1.NodeNotReady {
+			typ = "Warning"
+		}
+		e := s.x.newEvent(typ, "NodeStateChanged", msg)
+		e.Node = n.Name
+		events = append(events, e)
 	}
-	if known && was == n.State {
-		return nil
-	}
-	msg := fmt.Sprintf("node %s: %s -> %s", n.Name, was, n.State)
-	if !known {
-		msg = fmt.Sprintf("node %s recorded as %s", n.Name, n.State)
-	}
-	if n.Message != "" {
-		msg += ": " + n.Message
-	}
-	typ := "Normal"
-	if n.State == v1.NodeFailed || n.State == v1.NodeNotReady {
-		typ = "Warning"
-	}
-	s.x.nodeEvent(ctx, typ, "NodeStateChanged", n.Name, msg)
-	return nil
+	return s.NodeStore.PutNode(ctx, n, c, events...)
 }
 
 // DeleteNode removes the record and adds a NodeRemoved event.

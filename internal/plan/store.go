@@ -29,7 +29,7 @@ type OperationStore interface {
 // cluster's node records.
 type NodeStore interface {
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
-	PutNode(ctx context.Context, n *store.Node, c store.Cond) error
+	PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error
 }

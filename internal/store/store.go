@@ -389,7 +389,7 @@ type Store interface {
 	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (op *Operation, recorded bool, err error)
 
 	// Nodes.
-	PutNode(ctx context.Context, n *Node, c Cond) error
+	PutNode(ctx context.Context, n *Node, c Cond, events ...*Event) error
 	GetNode(ctx context.Context, k Key, name string) (*Node, error)
 	ListNodes(ctx context.Context, k Key, pg Page) ([]*Node, string, error)
 	DeleteNode(ctx context.Context, k Key, name string, c Cond) error

@@ -31,7 +31,7 @@ func (s *Store) UpdateClusterSecrets(ctx context.Context, k store.Key, writes ..
 		}
 		seen[w.Name] = true
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM clusters WHERE project = ? AND name = ?`), k.Project, k.Name).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {

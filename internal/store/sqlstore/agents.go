@@ -26,7 +26,7 @@ func (s *Store) PutClusterSecret(ctx context.Context, k store.Key, name string, 
 	if err != nil {
 		return wrap(err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (s *Store) PutInstruction(ctx context.Context, in *store.Instruction, c sto
 		}
 	}
 	created := s.now().UTC()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func (s *Store) AppendNodeLogs(ctx context.Context, k store.Key, node string, li
 	if len(lines) == 0 {
 		return nil
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, l := range lines {
 			t := l.Time
 			if t.IsZero() {

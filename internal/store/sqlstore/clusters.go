@@ -113,7 +113,7 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 		uid   string
 	)
 	for attempt := 0; ; attempt++ {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			var oldETag, oldStatus, oldState string
 			err := tx.QueryRowContext(ctx, s.q(`SELECT etag, status, provisioning_state, lease_token, uid FROM clusters
 				WHERE project = ? AND name = ?`+s.d.ForUpdate), k.Project, k.Name).Scan(&oldETag, &oldStatus, &oldState, &token, &uid)
@@ -228,7 +228,7 @@ func (s *Store) PutClusterStatus(ctx context.Context, cl *store.Cluster, c store
 		return wrap(err)
 	}
 	etag := newETag()
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if c.Fence != nil {
 			if err := s.checkFence(ctx, tx, k, *c.Fence); err != nil {
 				return err

@@ -23,7 +23,7 @@ func (s *Store) PutDiagnostics(ctx context.Context, d *store.Diagnostics, bundle
 	if err != nil {
 		return fmt.Errorf("put diagnostics %s: %w", d.ID, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO diagnostics (id, project, cluster, created_at, data, bundle) VALUES (?, ?, ?, ?, ?, ?)`),
 			d.ID, d.Project, d.Cluster, toNanos(d.CreatedAt), string(data), bundle)
 		switch s.constraint(err) {

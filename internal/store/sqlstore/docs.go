@@ -80,7 +80,7 @@ func path(parent []string, name string) string {
 // putDoc creates or replaces a document. It returns the new etag and the
 // created time (kept from the stored record on replace; created, or now,
 // when the record is new).
-func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name string, created time.Time, v any, c store.Cond) (string, time.Time, error) {
+func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name string, created time.Time, v any, c store.Cond, events ...*store.Event) (string, time.Time, error) {
 	p := path(parent, name)
 	if name == "" {
 		return "", time.Time{}, fmt.Errorf("put %s %s: empty name", t.kind, p)
@@ -103,7 +103,7 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 	etag := newETag()
 	var createdAt int64
 	for attempt := 0; ; attempt++ {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if c.Fence != nil {
 				if err := s.checkFence(ctx, tx, store.Key{Project: parent[0], Name: parent[1]}, *c.Fence); err != nil {
 					return err
@@ -125,8 +125,10 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 					set += ", " + c + " = ?"
 				}
 				args := append(append([]any{etag, string(data)}, xargs...), keyArgs(parent, name)...)
-				_, err = tx.ExecContext(ctx, s.q(`UPDATE `+t.table+` SET `+set+` WHERE `+t.keyWhere()), args...)
-				return err
+				if _, err = tx.ExecContext(ctx, s.q(`UPDATE `+t.table+` SET `+set+` WHERE `+t.keyWhere()), args...); err != nil {
+					return err
+				}
+				return s.insertEvents(ctx, tx, events)
 			}
 			createdAt = toNanos(created)
 			if createdAt == 0 {
@@ -142,7 +144,10 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 			case Unique:
 				return errRaced
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return s.insertEvents(ctx, tx, events)
 		})
 		// Two writers both found no record and both inserted: the loser
 		// tries again and now sees the winner's record.
@@ -229,7 +234,7 @@ func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name
 	if c.Fence != nil && !t.fenced {
 		return fmt.Errorf("delete %s %s: a fence applies only to cluster records", t.kind, p)
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if c.Fence != nil {
 			if err := s.checkFence(ctx, tx, store.Key{Project: parent[0], Name: parent[1]}, *c.Fence); err != nil {
 				return err

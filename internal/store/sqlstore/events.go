@@ -21,6 +21,17 @@ func (s *Store) AppendEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
+// insertEvents appends events in transaction tx, with the record they
+// are about.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []*store.Event) error {
+	for _, e := range events {
+		if err := s.insertEvent(ctx, tx, e); err != nil {
+			return fmt.Errorf("append event: %w", err)
+		}
+	}
+	return nil
+}
+
 // rowQuerier is a *sql.DB or a *sql.Tx.
 type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

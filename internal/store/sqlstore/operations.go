@@ -191,7 +191,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelReque
 		op       *store.Operation
 		recorded bool
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		recorded = false
 		// The conditional UPDATE is the check: a terminal operation or one
 		// asked to cancel already is left as it is.
@@ -341,13 +341,10 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 		}
 		return nil
 	}
-	switch {
-	case s.group != nil:
-		err = s.group.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return write(ctx, tx) })
-	case len(events) == 0 && !reset:
-		err = write(ctx, dbExecer{s.write})
-	default:
-		err = s.inTx(ctx, func(tx *sql.Tx) error { return write(ctx, tx) })
+	if len(events) == 0 && !reset && s.group == nil {
+		err = write(ctx, dbExecer{s.write}) // one statement: no transaction
+	} else {
+		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return write(ctx, tx) })
 	}
 	if err == nil && reset {
 		s.reset.set(k, f.Token)
@@ -451,7 +448,7 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		}
 	}
 	etag := newETag()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, k, f); err != nil {
 			return err
 		}

@@ -201,9 +201,9 @@ func decodeProfile(project string) func(doc) (*store.Profile, error) {
 
 // PutNode creates or replaces a node of an existing cluster (ErrNotFound
 // when the cluster does not exist). With c.Fence the writer must hold the
-// cluster's lease.
-func (s *Store) PutNode(ctx context.Context, n *store.Node, c store.Cond) error {
-	etag, created, err := s.putDoc(ctx, nodesT, []string{n.Project, n.Cluster}, n.Name, n.CreatedAt, &n.Node, c)
+// cluster's lease. events are appended in the same transaction.
+func (s *Store) PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error {
+	etag, created, err := s.putDoc(ctx, nodesT, []string{n.Project, n.Cluster}, n.Name, n.CreatedAt, &n.Node, c, events...)
 	if err != nil {
 		return err
 	}

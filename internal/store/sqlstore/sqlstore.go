@@ -201,13 +201,19 @@ func (s *Store) q(query string) string {
 	return b.String()
 }
 
-// inTx runs fn in a write transaction, committing when it returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// inTx runs fn in a write transaction and commits it when fn returns nil.
+// With group commit (Dialect.GroupCommit) the transaction is shared with
+// the writes queued beside it, fn's under a savepoint of its own. fn must
+// use the ctx it is given, not its caller's.
+func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, fn)
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -181,12 +181,31 @@ func testFencedWrites(e *env) {
 	diff(t, "saved operation", op, e.getOp(op.ID))
 
 	// PutNode and DeleteNode.
+	// A node's events are written with it, or not at all.
 	n := &store.Node{Project: "p", Node: v1.Node{Name: "n1", Cluster: "c", State: v1.NodeDiscovered}}
-	wantErr(t, "PutNode stale", s.PutNode(ctx, n, store.Cond{Fence: &stale}), store.ErrLeaseLost)
+	nodeEvent := func(reason string) *store.Event {
+		return &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Type: "Normal", Reason: reason, Node: "n1"}}
+	}
+	wantErr(t, "PutNode stale", s.PutNode(ctx, n, store.Cond{Fence: &stale}, nodeEvent("NodeStale")), store.ErrLeaseLost)
 	if _, err := s.GetNode(ctx, k, "n1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("refused PutNode wrote the node (err %v)", err)
 	}
-	wantErr(t, "PutNode", s.PutNode(ctx, n, store.Cond{Fence: &fresh}), nil)
+	wantErr(t, "PutNode", s.PutNode(ctx, n, store.Cond{Fence: &fresh}, nodeEvent("NodeRecorded")), nil)
+	n.State = v1.NodeReady
+	wantErr(t, "PutNode again", s.PutNode(ctx, n, store.Cond{Fence: &fresh}, nodeEvent("NodeChanged")), nil)
+	evs, _, err := s.ListEvents(ctx, k, store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, ev := range evs {
+		if ev.Node == "n1" {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	if want := []string{"NodeRecorded", "NodeChanged"}; !slices.Equal(reasons, want) {
+		t.Errorf("events of node n1: %v, want %v (none of the refused write)", reasons, want)
+	}
 	wantErr(t, "DeleteNode stale", s.DeleteNode(ctx, k, "n1", store.Cond{Fence: &stale}), store.ErrLeaseLost)
 	wantErr(t, "DeleteNode", s.DeleteNode(ctx, k, "n1", store.Cond{Fence: &fresh}), nil)
 	nf := store.Fence{Owner: "w2", Token: fresh.Token}
