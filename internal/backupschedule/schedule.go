@@ -34,6 +34,10 @@ type Options struct {
 	// Watched reports whether Kiln runs the etcd of a cluster (its
 	// provider's nodes run agents, its distribution is Kiln's).
 	Watched func(cl *store.Cluster) bool
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): the fleet's other clusters are not read.
+	// Nil lists every provider's, and Watched judges each.
+	Providers []string
 	// Steps are the pending steps of an operation kind (plan.PendingSteps).
 	Steps func(kind string) []v1.Step
 	// Started is called with an operation the Loop began; optional.
@@ -72,7 +76,7 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // CheckAll looks at every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
+	return store.CheckEachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
 }
 
 // Check begins cl's scheduled backup when one is due. A cluster busy with

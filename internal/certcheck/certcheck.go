@@ -45,6 +45,10 @@ type Options struct {
 	// Watched reports whether Kiln installs the nodes of a provider's
 	// clusters (not sim's, which run no Kubernetes).
 	Watched func(provider string) bool
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): the fleet's other clusters are not read.
+	// Nil lists every provider's, and Watched judges each.
+	Providers []string
 	// Steps are the pending steps of an operation kind (plan.PendingSteps).
 	Steps func(kind string) []v1.Step
 	// TTL is the lifetime of the certificates a cluster's node installs
@@ -87,7 +91,7 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // CheckAll checks every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
+	return store.CheckEachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
 }
 
 // Check looks at one cluster as read (cl) and acts on what it finds.

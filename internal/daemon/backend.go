@@ -67,10 +67,16 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Logger:       d.log,
 		Registerer:   reg,
 	})
+	// The periodic parts list the clusters of the providers they watch
+	// only: a fleet of sim clusters is not read every few seconds.
+	replaceables := providerNames(providers, func(name string) bool { return replaceable(providers, name) })
+	withAgents := providerNames(providers, func(name string) bool { return usesAgents(providers, name) })
 	b.checker = health.NewChecker(health.Options{
 		Store:   d.Store,
 		Watched: func(name string) bool { return replaceable(providers, name) },
-		Steps:   plan.PendingSteps,
+		// and the attached clusters, observed
+		Providers: append(providerNames(providers, providers.Attached), replaceables...),
+		Steps:     plan.PendingSteps,
 		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
 			if cl.Status.Endpoint == "" {
 				return nil, nil
@@ -93,9 +99,10 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Logger:   d.log,
 	})
 	b.autoscaler = elastic.NewController(elastic.Options{
-		Store:   d.Store,
-		Watched: func(name string) bool { return replaceable(providers, name) },
-		Steps:   plan.PendingSteps,
+		Store:     d.Store,
+		Watched:   func(name string) bool { return replaceable(providers, name) },
+		Providers: replaceables,
+		Steps:     plan.PendingSteps,
 		Observe: func(ctx context.Context, cl *store.Cluster) (elastic.State, error) {
 			return observe(ctx, d.Store, cl)
 		},
@@ -140,9 +147,10 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Logger:   d.log.With("part", "profile-check"),
 	})
 	b.certs = certcheck.New(certcheck.Options{
-		Store:   d.Store,
-		Watched: func(name string) bool { return usesAgents(providers, name) },
-		Steps:   plan.PendingSteps,
+		Store:     d.Store,
+		Watched:   func(name string) bool { return usesAgents(providers, name) },
+		Providers: withAgents,
+		Steps:     plan.PendingSteps,
 		TTL: func(cl *store.Cluster) time.Duration {
 			if d.cfg.ComponentCertTTL > 0 {
 				return d.cfg.ComponentCertTTL
@@ -166,10 +174,11 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Watched: func(cl *store.Cluster) bool {
 			return usesAgents(providers, cl.Spec.Provider) && !providers.Attached(cl.Spec.Provider) && cl.Spec.Distribution != v1.DistroKubeadm
 		},
-		Steps:    plan.PendingSteps,
-		Started:  func(*store.Operation) { b.worker.Wake() },
-		Interval: d.cfg.BackupCheckInterval,
-		Logger:   d.log.With("part", "backup-schedule"),
+		Providers: withAgents,
+		Steps:     plan.PendingSteps,
+		Started:   func(*store.Operation) { b.worker.Wake() },
+		Interval:  d.cfg.BackupCheckInterval,
+		Logger:    d.log.With("part", "backup-schedule"),
 	})
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})

@@ -572,6 +572,18 @@ func replaceable(providers provider.Registry, name string) bool {
 	return !providers.HostsJoin(name) && usesAgents(providers, name)
 }
 
+// providerNames are the names of the providers keep selects, sorted. None
+// selected is an empty list, not nil: a filter of no provider lists none.
+func providerNames(providers provider.Registry, keep func(name string) bool) []string {
+	names := []string{}
+	for _, name := range providers.Names() {
+		if keep(name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // usesAgents reports whether the machines of provider name run agents that
 // install Kubernetes (hosts users bring do; sim's machines do not).
 func usesAgents(providers provider.Registry, name string) bool {

@@ -26,8 +26,7 @@ const (
 
 // Store is what the Controller needs of the store.
 type Store interface {
-	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	store.ClusterLister
 	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
 	AppendEvent(ctx context.Context, e *store.Event) error
 	ListJobs(ctx context.Context, k store.Key, pg store.Page) ([]*store.Job, string, error)
@@ -41,6 +40,10 @@ type Options struct {
 	// Watched reports whether the clusters of a provider are autoscaled:
 	// those whose machines Kiln makes and that run Kubernetes.
 	Watched func(provider string) bool
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): the fleet's other clusters are not read.
+	// Nil lists every provider's, and Watched judges each.
+	Providers []string
 	// Observe reads the cluster's Kubernetes.
 	Observe func(ctx context.Context, cl *store.Cluster) (State, error)
 	// Submit creates a job's Kubernetes Job (KubeJob) in the cluster; one
@@ -121,7 +124,7 @@ func (c *Controller) CheckAll(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	var errs []error
-	err := store.EachCluster(ctx, c.opts.Store, func(cl *store.Cluster) error {
+	err := store.EachCluster(ctx, c.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: c.opts.Providers}, func(cl *store.Cluster) error {
 		if err := c.Check(ctx, cl); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
 		}

@@ -19,8 +19,7 @@ const DefaultInterval = 15 * time.Second
 
 // Store is what the Checker needs of the store.
 type Store interface {
-	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
-	ListClusters(ctx context.Context, project string, pg store.Page) ([]*store.Cluster, string, error)
+	store.ClusterLister
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
 	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
@@ -35,6 +34,10 @@ type Options struct {
 	// no heartbeats, nor the hosts users bring, which Kiln cannot make
 	// again).
 	Watched func(provider string) bool
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): the fleet's other clusters are not read.
+	// Nil lists every provider's, and Watched judges each.
+	Providers []string
 	// Steps are the pending steps of an operation kind (plan.PendingSteps).
 	Steps func(kind string) []v1.Step
 	// KubeNotReady, when set, says which of the cluster's Kubernetes nodes
@@ -84,7 +87,7 @@ func (c *Checker) Run(ctx context.Context) error {
 
 // CheckAll checks every cluster once.
 func (c *Checker) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, c.opts.Store, func(cl *store.Cluster) error { return c.Check(ctx, cl) })
+	return store.CheckEachCluster(ctx, c.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: c.opts.Providers}, func(cl *store.Cluster) error { return c.Check(ctx, cl) })
 }
 
 // Check judges one cluster as read (cl), and acts on what it finds.

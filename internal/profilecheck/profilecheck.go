@@ -74,7 +74,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // CheckAll looks at every cluster with a profile applied whose last
 // operation succeeded.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.EachCluster(ctx, l.opts.Store, func(cl *store.Cluster) error {
+	return store.EachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded}, func(cl *store.Cluster) error {
 		if cl.Status.Profile == nil || cl.Status.ProvisioningState != v1.StateSucceeded {
 			return nil
 		}

@@ -330,6 +330,10 @@ type Store interface {
 	// Clusters.
 	GetCluster(ctx context.Context, k Key) (*Cluster, error)
 	ListClusters(ctx context.Context, project string, pg Page) ([]*Cluster, string, error)
+	// ListClustersWhere lists the clusters of every project that f
+	// selects, by project and name: what a backend's periodic parts look
+	// at, without reading the rest of the fleet.
+	ListClustersWhere(ctx context.Context, f ClusterFilter, pg Page) ([]*Cluster, string, error)
 	// BeginOperation writes the cluster (creating or replacing it, spec and
 	// status as given) and inserts op, in one transaction. It refuses with a
 	// *ConflictError when the stored cluster is Creating, Updating or
@@ -549,19 +553,23 @@ func Each[T any](list func(Page) ([]T, string, error), f func(T) error) error {
 	}
 }
 
-// ClusterLister lists projects and their clusters (EachCluster).
-type ClusterLister interface {
-	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
-	ListClusters(ctx context.Context, project string, pg Page) ([]*Cluster, string, error)
+// ClusterFilter selects clusters: those in State (a provisioning state,
+// required) of one of Providers. Nil Providers is any provider; an empty,
+// non-nil list is none.
+type ClusterFilter struct {
+	State     string
+	Providers []string
 }
 
-// EachCluster calls f with every cluster of every project, a page at a
-// time, until f returns an error.
-func EachCluster(ctx context.Context, s ClusterLister, f func(*Cluster) error) error {
-	return Each(func(pg Page) ([]*v1.Project, string, error) { return s.ListProjects(ctx, pg) },
-		func(p *v1.Project) error {
-			return Each(func(pg Page) ([]*Cluster, string, error) { return s.ListClusters(ctx, p.Name, pg) }, f)
-		})
+// ClusterLister lists the clusters a filter selects (EachCluster).
+type ClusterLister interface {
+	ListClustersWhere(ctx context.Context, f ClusterFilter, pg Page) ([]*Cluster, string, error)
+}
+
+// EachCluster calls fn with every cluster f selects, a page at a time,
+// until fn returns an error.
+func EachCluster(ctx context.Context, s ClusterLister, f ClusterFilter, fn func(*Cluster) error) error {
+	return Each(func(pg Page) ([]*Cluster, string, error) { return s.ListClustersWhere(ctx, f, pg) }, fn)
 }
 
 // Cutoffs say what Prune deletes; a zero time deletes nothing of its kind.
@@ -578,13 +586,13 @@ type Pruned struct {
 	Events, Audit, Tokens int64
 }
 
-// CheckEachCluster calls check with every cluster, going on past a
+// CheckEachCluster calls check with every cluster f selects, going on past a
 // cluster's error; the errors come back joined, each naming its cluster.
 // It stops when ctx ends. The periodic parts of a backend (the health,
 // certificate and autoscale checks) look at the fleet with it.
-func CheckEachCluster(ctx context.Context, s ClusterLister, check func(*Cluster) error) error {
+func CheckEachCluster(ctx context.Context, s ClusterLister, f ClusterFilter, check func(*Cluster) error) error {
 	var errs []error
-	err := EachCluster(ctx, s, func(cl *Cluster) error {
+	err := EachCluster(ctx, s, f, func(cl *Cluster) error {
 		if err := check(cl); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -63,6 +64,35 @@ func (s *Store) ListClusters(ctx context.Context, project string, pg store.Page)
 	out, next, err := queryPage(ctx, s, `SELECT `+clusterCols+` FROM clusters
 		WHERE project = ? AND name > ? ORDER BY name LIMIT ?`, []any{project, after}, limitOf(pg),
 		scanCluster, func(cl *store.Cluster) string { return cl.Name })
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	return out, next, nil
+}
+
+// ListClustersWhere lists the clusters of every project in f.State of
+// f.Providers (nil: any), by project and name; see
+// store.Store. The index clusters_provider serves it.
+func (s *Store) ListClustersWhere(ctx context.Context, f store.ClusterFilter, pg store.Page) ([]*store.Cluster, string, error) {
+	wrap := func(err error) error { return fmt.Errorf("list %s clusters: %w", f.State, err) }
+	after, err := decodeToken(pg.Token)
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	afterProject, afterName, _ := strings.Cut(after, "/")
+	where, args := `provisioning_state = ? AND (project, name) > (?, ?)`, []any{f.State, afterProject, afterName}
+	if f.Providers != nil {
+		if len(f.Providers) == 0 {
+			return nil, "", nil // no provider: no cluster
+		}
+		where += ` AND provider IN (?` + strings.Repeat(", ?", len(f.Providers)-1) + `)`
+		for _, p := range f.Providers {
+			args = append(args, p)
+		}
+	}
+	out, next, err := queryPage(ctx, s, `SELECT `+clusterCols+` FROM clusters
+		WHERE `+where+` ORDER BY project, name LIMIT ?`, args, limitOf(pg),
+		scanCluster, func(cl *store.Cluster) string { return cl.Project + "/" + cl.Name })
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -128,9 +158,9 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				return s.conflict(ctx, tx, k, uid, oldStatus, oldState)
 			}
 			if exists {
-				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, status = ?, provisioning_state = ?,
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, provider = ?, status = ?, provisioning_state = ?,
 					lease_owner = '', lease_expiry = 0, dequeues = 0 WHERE project = ? AND name = ?`),
-					etag, string(spec), string(status), cl.Status.ProvisioningState, k.Project, k.Name)
+					etag, string(spec), cl.Spec.Provider, string(status), cl.Status.ProvisioningState, k.Project, k.Name)
 				if err != nil {
 					return err
 				}
@@ -138,7 +168,7 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				if uid, err = newUID(); err != nil {
 					return err
 				}
-				if err := s.insertCluster(ctx, tx, k, uid, etag, string(spec), string(status), cl.Status.ProvisioningState, &token); err != nil {
+				if err := s.insertCluster(ctx, tx, k, uid, etag, string(spec), cl.Spec.Provider, string(status), cl.Status.ProvisioningState, &token); err != nil {
 					return err
 				}
 			}
@@ -188,15 +218,15 @@ func newUID() (string, error) {
 	return id.String(), nil
 }
 
-func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, uid, etag, spec, status, state string, token *int64) error {
+func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, uid, etag, spec, provider, status, state string, token *int64) error {
 	err := tx.QueryRowContext(ctx, s.q(`SELECT lease_token FROM lease_tombstones WHERE project = ? AND name = ?`),
 		k.Project, k.Name).Scan(token)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, status, provisioning_state,
-		lease_owner, lease_token, lease_expiry, dequeues, uid) VALUES (?, ?, ?, ?, ?, ?, '', ?, 0, 0, ?)`),
-		k.Project, k.Name, etag, spec, status, state, *token, uid)
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, provider, status, provisioning_state,
+		lease_owner, lease_token, lease_expiry, dequeues, uid) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, ?)`),
+		k.Project, k.Name, etag, spec, provider, status, state, *token, uid)
 	switch s.constraint(err) {
 	case ForeignKey:
 		return fmt.Errorf("project %s: %w", k.Project, store.ErrNotFound)

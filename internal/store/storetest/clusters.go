@@ -170,6 +170,55 @@ func testClusterPaging(e *env) {
 	diff(t, "listed cluster", e.get(cls[0].Key()), cls[0])
 }
 
+// testClustersWhere: ListClustersWhere pages through every project's
+// clusters in a state and of the providers asked, in project and name
+// order; nil providers is any, an empty list none; a cluster that changes
+// provider or state is found as it is now.
+func testClustersWhere(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.project("q")
+	put := func(project, name, provider, state string) {
+		cl, op := e.newClusterOp(project, name, v1.KindCreate, state)
+		cl.Spec.Provider = provider
+		wantErr(t, "BeginOperation "+name, s.BeginOperation(ctx, cl, op, store.Cond{}), nil)
+	}
+	put("q", "a", "docker", v1.StateSucceeded)
+	put("p", "b", "docker", v1.StateSucceeded)
+	put("p", "a", "sim", v1.StateSucceeded)
+	put("p", "c", "aws", v1.StateSucceeded)
+	put("q", "b", "docker", v1.StateCreating)
+	list := func(f store.ClusterFilter) []string {
+		return pageAll(t, 1, func(pg store.Page) ([]string, string, error) {
+			cls, next, err := s.ListClustersWhere(ctx, f, pg)
+			var names []string
+			for _, cl := range cls {
+				names = append(names, cl.Project+"/"+cl.Name)
+			}
+			return names, next, err
+		})
+	}
+	diff(t, "Succeeded docker and aws clusters", []string{"p/b", "p/c", "q/a"},
+		list(store.ClusterFilter{State: v1.StateSucceeded, Providers: []string{"docker", "aws"}}))
+	diff(t, "Succeeded clusters of any provider", []string{"p/a", "p/b", "p/c", "q/a"},
+		list(store.ClusterFilter{State: v1.StateSucceeded}))
+	diff(t, "Creating docker clusters", []string{"q/b"},
+		list(store.ClusterFilter{State: v1.StateCreating, Providers: []string{"docker"}}))
+	if got := list(store.ClusterFilter{State: v1.StateSucceeded, Providers: []string{}}); len(got) != 0 {
+		t.Errorf("clusters of no provider: %v, want none", got)
+	}
+	// p/a becomes a docker cluster, being updated: it leaves the sim list.
+	cl := e.get(store.Key{Project: "p", Name: "a"})
+	_, op := e.newClusterOp("p", "a", v1.KindUpdate, v1.StateUpdating)
+	cl.Spec.Provider, cl.Status.ProvisioningState, cl.Status.CurrentOperation = "docker", v1.StateUpdating, op.ID
+	wantErr(t, "BeginOperation update", s.BeginOperation(ctx, cl, op, store.Cond{IfMatch: cl.ETag}), nil)
+	diff(t, "Updating docker clusters", []string{"p/a"},
+		list(store.ClusterFilter{State: v1.StateUpdating, Providers: []string{"docker"}}))
+	if got := list(store.ClusterFilter{State: v1.StateSucceeded, Providers: []string{"sim"}}); len(got) != 0 {
+		t.Errorf("Succeeded sim clusters after the change: %v, want none", got)
+	}
+}
+
 // testOperations: a cluster's operations list by id, and outlive it.
 func testOperations(e *env) {
 	t, ctx, s := e.t, e.ctx, e.s

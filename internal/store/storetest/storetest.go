@@ -86,6 +86,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BeginOperationConditions", testBeginOperationConditions},
 		{"BeginOperationConflict", testBeginOperationConflict},
 		{"ClusterPaging", testClusterPaging},
+		{"ClustersWhere", testClustersWhere},
 		{"Operations", testOperations},
 		{"ClaimOnlyActive", testClaimOnlyActive},
 		{"ClaimOnlyExpired", testClaimOnlyExpired},
