@@ -15,6 +15,7 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan"
 )
 
 // waveClients is how many clients create clusters at once (issue 9).
@@ -139,6 +140,13 @@ func BenchmarkFleetWave(b *testing.B) {
 						b.Errorf("heap profile: %v", err)
 					}
 				}
+				sizes, err := storeSize(b.Context(), filepath.Join(k.Dir, "kiln.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				table, perCl := perCluster(sizes, n)
+				b.Logf("kilnd's store after the wave of %d, by table:\n%s", n, table)
+				b.ReportMetric(perCl/1024, "store-KiB/cluster")
 				b.ReportMetric(r.done.Seconds(), "s-to-succeeded")
 				b.ReportMetric(float64(n)/r.done.Seconds(), "clusters/s")
 				b.ReportMetric(float64(n)/r.accepted.Seconds(), "creates-accepted/s")
@@ -209,4 +217,31 @@ func TestFleetWaveSmall(t *testing.T) {
 	if s.RSS <= 0 || s.PeakRSS < s.RSS || s.CPU <= 0 {
 		t.Errorf("kilnd sample: %+v", s)
 	}
+
+	// The store's size by table: a row per cluster, per operation, three
+	// nodes each, and the events of their steps.
+	sizes, err := storeSize(t.Context(), filepath.Join(k.Dir, "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{}
+	for _, ts := range sizes {
+		rows[ts.Table] = ts.Rows
+		if ts.Rows > 0 && ts.Bytes <= 0 {
+			t.Errorf("table %s: %d rows in %d bytes", ts.Table, ts.Rows, ts.Bytes)
+		}
+	}
+	for table, want := range map[string]int64{"clusters": 24, "operations": 24, "nodes": 72} {
+		if rows[table] != want {
+			t.Errorf("%s: %d rows, want %d", table, rows[table], want)
+		}
+	}
+	if rows["events"] < 24*int64(len(plan.Steps(v1.KindCreate))) {
+		t.Errorf("events: %d rows, want at least one a step of each create", rows["events"])
+	}
+	table, perCl := perCluster(sizes, 24)
+	if perCl <= 0 || !strings.Contains(table, "clusters") {
+		t.Errorf("per cluster: %.0f bytes\n%s", perCl, table)
+	}
+	t.Logf("store after 24 clusters:\n%s", table)
 }

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 // daemon is a kilnd process under measurement and an admin client of it.
 type daemon struct {
 	*kilndtest.Kilnd
+	Dir   string // its data directory: kiln.db is its store
 	Token string
 	API   *client.Client
 }
@@ -46,7 +47,7 @@ func startKilnd(t testing.TB, args ...string) *daemon {
 	k := kilndtest.Start(t, kilndBin, "kilnd", nil,
 		append([]string{"--dev", "--data-dir", dir}, args...)...)
 	tok := kilndtest.Token(t, dir)
-	return &daemon{Kilnd: k, Token: tok, API: k.Client(tok)}
+	return &daemon{Kilnd: k, Dir: dir, Token: tok, API: k.Client(tok)}
 }
 
 // profileDir is where benchmarks save CPU profiles of kilnd
