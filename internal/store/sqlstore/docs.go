@@ -128,7 +128,7 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 				if _, err = tx.ExecContext(ctx, s.q(`UPDATE `+t.table+` SET `+set+` WHERE `+t.keyWhere()), args...); err != nil {
 					return err
 				}
-				return s.insertEvents(ctx, tx, events)
+				return s.insertEvents(ctx, tx, "", events)
 			}
 			createdAt = toNanos(created)
 			if createdAt == 0 {
@@ -147,7 +147,7 @@ func (s *Store) putDoc(ctx context.Context, t docTable, parent []string, name st
 			if err != nil {
 				return err
 			}
-			return s.insertEvents(ctx, tx, events)
+			return s.insertEvents(ctx, tx, "", events)
 		})
 		// Two writers both found no record and both inserted: the loser
 		// tries again and now sees the winner's record.

@@ -21,11 +21,15 @@ func (s *Store) AppendEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
-// insertEvents appends events in transaction tx, with the record they
-// are about.
-func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []*store.Event) error {
+// insertEvents appends events with the record they are about, in the same
+// transaction (q). An event without a cluster uid gets uid, when not
+// empty: that of the operation it is about.
+func (s *Store) insertEvents(ctx context.Context, q rowQuerier, uid string, events []*store.Event) error {
 	for _, e := range events {
-		if err := s.insertEvent(ctx, tx, e); err != nil {
+		if e.ClusterUID == "" {
+			e.ClusterUID = uid
+		}
+		if err := s.insertEvent(ctx, q, e); err != nil {
 			return fmt.Errorf("append event: %w", err)
 		}
 	}

@@ -331,15 +331,7 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 				return err
 			}
 		}
-		for _, e := range events {
-			if e.ClusterUID == "" {
-				e.ClusterUID = op.ClusterUID
-			}
-			if err := s.insertEvent(ctx, q, e); err != nil {
-				return fmt.Errorf("append event: %w", err)
-			}
-		}
-		return nil
+		return s.insertEvents(ctx, q, op.ClusterUID, events)
 	}
 	if len(events) == 0 && !reset && s.group == nil {
 		err = write(ctx, dbExecer{s.write}) // one statement: no transaction
@@ -455,13 +447,8 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		if err := s.updateOperation(ctx, tx, op); err != nil {
 			return err
 		}
-		for _, e := range events {
-			if e.ClusterUID == "" {
-				e.ClusterUID = op.ClusterUID
-			}
-			if err := s.insertEvent(ctx, tx, e); err != nil {
-				return fmt.Errorf("append event: %w", err)
-			}
+		if err := s.insertEvents(ctx, tx, op.ClusterUID, events); err != nil {
+			return err
 		}
 		if deleteCluster {
 			return s.deleteCluster(ctx, tx, k)
