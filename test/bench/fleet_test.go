@@ -145,7 +145,6 @@ func BenchmarkFleetWave(b *testing.B) {
 					b.Fatal(err)
 				}
 				table, perCl := perCluster(sizes, n)
-				b.Logf("kilnd's store after the wave of %d, by table:\n%s", n, table)
 				b.ReportMetric(perCl/1024, "store-KiB/cluster")
 				b.ReportMetric(r.done.Seconds(), "s-to-succeeded")
 				b.ReportMetric(float64(n)/r.done.Seconds(), "clusters/s")
@@ -155,6 +154,8 @@ func BenchmarkFleetWave(b *testing.B) {
 				b.ReportMetric(100*idle, "idle-cpu-%")
 				b.Logf("fleet wave %d: all Succeeded in %s (creates accepted in %s); kilnd RSS %.0f MiB (peak %.0f MiB); idle CPU %.2f%% of a core over %s",
 					n, r.done.Round(time.Millisecond), r.accepted.Round(time.Millisecond), mib(after.RSS), mib(after.PeakRSS), 100*idle, idleWindow)
+				// After the summary: a benchmark's log is cut after some lines.
+				b.Logf("kilnd's store after the wave of %d, by table:\n%s", n, table)
 			}
 		})
 	}

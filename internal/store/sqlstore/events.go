@@ -15,7 +15,8 @@ import (
 // e.ClusterUID, when empty, to the uid the name stands for (namedUID).
 // Events outlive their cluster and need no lease.
 func (s *Store) AppendEvent(ctx context.Context, e *store.Event) error {
-	if err := s.insertEvent(ctx, s.write, e); err != nil {
+	err := s.writeOne(ctx, func(ctx context.Context, q execer) error { return s.insertEvent(ctx, q, e) })
+	if err != nil {
 		return fmt.Errorf("append event to cluster %s/%s: %w", e.Project, e.Cluster, err)
 	}
 	return nil

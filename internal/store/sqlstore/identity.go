@@ -279,9 +279,11 @@ func (s *Store) AppendAudit(ctx context.Context, e *v1.AuditEntry) error {
 		return fmt.Errorf("append audit entry: %w", err)
 	}
 	var id int64
-	err = s.write.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, action, project, result, data)
-		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
-		toNanos(e.Time), e.Actor, e.Action, e.Project, e.Result, string(data)).Scan(&id)
+	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
+		return q.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, action, project, result, data)
+			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
+			toNanos(e.Time), e.Actor, e.Action, e.Project, e.Result, string(data)).Scan(&id)
+	})
 	if err != nil {
 		return fmt.Errorf("append audit entry: %w", err)
 	}

@@ -48,7 +48,11 @@ func (s *Store) ClaimCluster(ctx context.Context, owner string, ttl time.Duratio
 		return nil, errors.New("claim cluster: empty owner")
 	}
 	now := s.nowNanos()
-	cl, err := scanCluster(s.stmts.claim.QueryRowContext(ctx, owner, now+int64(ttl), now, now))
+	var cl *store.Cluster
+	err := s.writeOne(ctx, func(ctx context.Context, q execer) (err error) {
+		cl, err = scanCluster(q.StmtContext(ctx, s.stmts.claim).QueryRowContext(ctx, owner, now+int64(ttl), now, now))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNoWork
 	}
@@ -99,18 +103,20 @@ func (s *Store) fencedUpdate(ctx context.Context, stmt *sql.Stmt, expiry int64, 
 	if f.Owner == "" {
 		return store.ErrLeaseLost
 	}
-	res, err := stmt.ExecContext(ctx, expiry, k.Project, k.Name, f.Owner, f.Token)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return store.ErrLeaseLost
-	}
-	return nil
+	return s.writeOne(ctx, func(ctx context.Context, q execer) error {
+		res, err := q.StmtContext(ctx, stmt).ExecContext(ctx, expiry, k.Project, k.Name, f.Owner, f.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrLeaseLost
+		}
+		return nil
+	})
 }
 
 // fenceCond is the WHERE of a write to a cluster's row that only the holder

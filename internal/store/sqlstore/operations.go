@@ -344,10 +344,11 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 	return err
 }
 
-// execer is where saveOperation writes: a transaction, or the database
+// execer is where a write goes: a transaction, or the database
 // (dbExecer).
 type execer interface {
 	rowQuerier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt
 }
 

@@ -223,6 +223,16 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 	return nil
 }
 
+// writeOne runs fn, a write of one statement: in the group's next
+// transaction under group commit (a commit shared instead of one of its
+// own), else on the database as it is. fn must use the ctx it is given.
+func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+	}
+	return fn(ctx, dbExecer{s.write})
+}
+
 func (s *Store) constraint(err error) Constraint {
 	if err == nil || s.d.Constraint == nil {
 		return NoConstraint
