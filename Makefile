@@ -6,7 +6,7 @@ DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
 FUZZTIME ?= 15
 
-.PHONY: help build test test-all faults fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test system-images
+.PHONY: help build test test-all faults soak fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test system-images
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -29,6 +29,11 @@ FAULTS ?= 100
 faults: ## the fault suite (test/faults): FAULTS (default 100) kills of replicas (SIGKILL or a random fault point), plus SIGTERMs, under load, on PostgreSQL (3 replicas) and SQLite
 	@if pg_env=$$(scripts/postgres.sh start); then eval "$$pg_env"; export KILN_TEST_POSTGRES; else echo "faults: PostgreSQL could not be started: its half will be SKIPPED" >&2; fi; \
 	FAULTS=$(FAULTS) $(GO) test -count=1 -v -timeout 90m -run TestFaults ./test/faults/
+
+SOAK ?= 30m
+soak: ## the soak (test/faults, docs/faults.md): SOAK (default 30m) of random create/scale/upgrade/delete with faults; prints the checker's verdict and the observed kilnd's RSS and open files
+	@if pg_env=$$(scripts/postgres.sh start); then eval "$$pg_env"; export KILN_TEST_POSTGRES; else echo "soak: PostgreSQL could not be started: the soak runs on SQLite, with no kills" >&2; fi; \
+	SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 3h -run TestSoak ./test/faults/
 
 fuzz: ## every Go fuzz target for FUZZTIME seconds each (default 15); failing inputs land in testdata/fuzz
 	scripts/fuzz.sh $(FUZZTIME)

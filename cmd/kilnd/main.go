@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/profilecheck"
+	"kiln.dev/kiln/internal/worker"
 )
 
 func main() {
@@ -123,7 +124,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.CertExpiryWarning, "cert-expiry-warning", certcheck.DefaultWarn, "how long before a cluster's first certificate expires its CertificatesExpiring condition turns True; node certificates are renewed this long before they expire, or when a third of their lifetime is left if that is sooner")
 	f.DurationVar(&cfg.ComponentCertTTL, "component-cert-ttl", 0, "for tests: the lifetime of the Kubernetes certificates node installs issue, instead of each cluster's certificateTTLDays (0: certificateTTLDays)")
 	f.DurationVar(&cfg.AutoscaleCooldown, "autoscale-cooldown", elastic.DefaultCooldown, "how long after any change of a cluster the autoscaler waits before changing it again (no flapping)")
-	f.IntVar(&cfg.Concurrency, "concurrency", 8, "clusters one backend works on at once")
+	f.IntVar(&cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "clusters one backend works on at once (their operations run side by side; most of a run is waiting on machines and nodes)")
 	cfg.Retention = daemon.DefaultRetention
 	f.Var(days{&cfg.Retention.Events}, "event-retention-days", "days a backend keeps clusters' events (deleted clusters' too); 0 keeps them forever")
 	f.Var(days{&cfg.Retention.Audit}, "audit-retention-days", "days a backend keeps audit entries; 0 keeps them forever")

@@ -143,8 +143,11 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			}
 			return packs.Target{Config: cfg, Project: cl.Project, Fields: packs.ClusterFields(cl.Name, &cl.Spec)}, true, nil
 		},
-		Interval: d.cfg.ProfileCheckInterval,
-		Logger:   d.log.With("part", "profile-check"),
+		// the providers whose clusters apply-profile installs packs on
+		// (plan/profile.go): those with agents, and the attached
+		Providers: append(providerNames(providers, providers.Attached), withAgents...),
+		Interval:  d.cfg.ProfileCheckInterval,
+		Logger:    d.log.With("part", "profile-check"),
 	})
 	b.certs = certcheck.New(certcheck.Options{
 		Store:     d.Store,

@@ -138,7 +138,7 @@ type Config struct {
 	LeaseTTL     time.Duration // default 15s
 	Heartbeat    time.Duration // default 5s
 	DrainTimeout time.Duration // default 30s
-	Concurrency  int           // leases one backend holds at once; default 8
+	Concurrency  int           // leases one backend holds at once; default worker.DefaultConcurrency
 	// HealthInterval is how often the backend's machine health check looks
 	// at every cluster; default health.DefaultInterval.
 	HealthInterval time.Duration

@@ -14,7 +14,11 @@ import (
 // (store.RequestCancel); whichever worker holds the cluster's lease, in
 // this process or another, notices it and stops at a safe point:
 //
-//   - between steps, where it reads the operation every time;
+//   - between steps: every checkpoint's write returns the operation's
+//     cancel request (store.SaveOperation), and the checkpoint that ends
+//     a step starts the next, whose work then does not begin; a run that
+//     takes up a step without such a checkpoint (its first, a retry) reads
+//     the request before it;
 //   - inside steps, where they wait and poll anyway (nodes to register,
 //     approve or be ready, an instruction's result, Kubernetes to report
 //     nodes Ready, a node's drain, where the node stays cordoned), and in
@@ -148,6 +152,10 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 		if was != "" {
 			s.Message += " (" + was + ")"
 		}
+		s.EndTime = &now
+	} else if s.State == v1.StepRunning {
+		// Started by the checkpoint that brought the request.
+		s.Message = fmt.Sprintf("canceled by %s before it started its work", by)
 		s.EndTime = &now
 	} else {
 		s.Message = fmt.Sprintf("canceled by %s before it started", by)

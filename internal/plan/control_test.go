@@ -566,3 +566,40 @@ func TestNodeTransitionEvents(t *testing.T) {
 		t.Errorf("node events of c-cp-0 (-want +got):\n%s", diff)
 	}
 }
+
+// cancelAtCheckpoint is a store in which a cancel is requested just before
+// the checkpoint that ends step.
+type cancelAtCheckpoint struct {
+	store.Store
+	step string
+}
+
+func (c *cancelAtCheckpoint) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events ...*store.Event) error {
+	if stepStates(op)[c.step] == v1.StepSucceeded {
+		if _, _, err := c.Store.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:tester", Time: time.Now()}); err != nil {
+			return err
+		}
+	}
+	return c.Store.SaveOperation(ctx, op, f, progress, events...)
+}
+
+// TestCancelLearntFromTheCheckpoint: a cancel requested while a step runs
+// comes back with the checkpoint that ends it (which started the next
+// step): the next step is canceled before its work begins, with no read of
+// the request between them.
+func TestCancelLearntFromTheCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	op := e.begin("c", v1.KindCreate, spec(1, nil))
+	names := plan.Steps(v1.KindCreate)
+	r := e.runner(func(o *plan.Options) {
+		o.Store = &cancelAtCheckpoint{Store: e.st, step: names[0]}
+		o.CancelPoll = time.Hour // the watcher stays out of it
+	})
+	if err := r.Run(t.Context(), e.claim("test")); err != nil {
+		t.Fatal(err)
+	}
+	e.checkCanceled(op.ID, names[1], v1.StateCreating, false)
+	if s := e.op(op.ID).Steps[1]; !strings.Contains(s.Message, "before it started its work") || s.Attempts != 1 {
+		t.Errorf("step %s: %q, %d attempts; want canceled before it started its work, its start recorded", s.Name, s.Message, s.Attempts)
+	}
+}

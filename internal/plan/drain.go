@@ -50,6 +50,9 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 			strings.Join(done, ", "), x.cl.Spec.Provider)
 		return nil
 	}
+	if err := x.controlPlaneUp(ctx); err != nil {
+		return err
+	}
 	kc, err := x.kubeClient(ctx)
 	if err != nil {
 		return err
@@ -63,10 +66,7 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 		if err != nil {
 			return err
 		}
-		what := pods(st.Evicted) + " evicted"
-		if st.NodeMissing {
-			what = "it was not in Kubernetes"
-		}
+		what := drainSummary(st)
 		x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s of pool %s drained (%s); removing it", m.Name, m.Pool, what))
 		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
 			return err
@@ -120,6 +120,23 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 	}
 	x.log.Info("node drained", "node", m.Name, "evicted", st.Evicted, "skipped", len(st.Skipped), "missing", st.NodeMissing)
 	return st, nil
+}
+
+// drainSummary says how a drain ended: "3 pods evicted", or what it left.
+func drainSummary(st kubeapi.DrainStatus) string {
+	if st.NodeMissing {
+		return "it was not in Kubernetes"
+	}
+	s := pods(st.Evicted) + " evicted"
+	if len(st.Abandoned) > 0 {
+		names := make([]string, len(st.Abandoned))
+		for i, p := range st.Abandoned {
+			names[i] = p.String()
+		}
+		s += fmt.Sprintf("; the node is unreachable, so %s past the grace period went with it: %s",
+			pods(len(names)), strings.Join(names, ", "))
+	}
+	return s
 }
 
 // drainProgress is what the step's message says of a node being drained.

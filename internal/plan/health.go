@@ -112,7 +112,7 @@ func (x *run) drainInterrupted(ctx context.Context, kc *kubeapi.Client, n v1.Nod
 		x.eventOn(ctx, "Warning", "NodeDrainSkipped", n.Name, fmt.Sprintf("node %s was not drained before its interruption: %v; it goes with its machine", n.Name, err))
 		return
 	}
-	x.eventOn(ctx, "Normal", "NodeDrained", n.Name, fmt.Sprintf("node %s of pool %s drained before its interruption (%s evicted); removing it", n.Name, n.Pool, pods(st.Evicted)))
+	x.eventOn(ctx, "Normal", "NodeDrained", n.Name, fmt.Sprintf("node %s of pool %s drained before its interruption (%s); removing it", n.Name, n.Pool, drainSummary(st)))
 }
 
 // unhealthyWhy says why a node is unhealthy.

@@ -71,6 +71,9 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := x.controlPlaneUp(ctx); err != nil {
+		return err
+	}
 	kc, err := x.kubeClient(ctx)
 	if err != nil {
 		return err
@@ -156,9 +159,10 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 // their pool's (a new instance type, labels, taints or Kubernetes version)
 // within the pool's rollout bounds: at most maxSurge nodes above its size
 // and at most maxUnavailable Ready nodes below it, at any time. New nodes
-// are made and Ready before old ones are drained and removed (drainAndRemove),
-// oldest first; each round is recomputed from what the pool has, so a
-// rollout interrupted by a crash resumes where it was.
+// are made and Ready before old ones are drained and removed (drainAndRemove):
+// those not Ready first (removing one leaves as many Ready), then the
+// oldest. Each round is recomputed from what the pool has, so a rollout
+// interrupted by a crash resumes where it was.
 func (x *run) rollOutWorkers(ctx context.Context) error {
 	var rolled []string
 	for _, p := range x.cl.Spec.WorkerPools {
@@ -183,6 +187,24 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 					current = append(current, m)
 				}
 			}
+			// New nodes made before an interruption (a crash, a lost
+			// lease) and not yet Ready are brought up first: counted
+			// as members, they would hold every removal back.
+			unready, err := x.unready(ctx, current)
+			if err != nil {
+				return err
+			}
+			if len(unready) > 0 {
+				specs := make([]provider.MachineSpec, len(unready))
+				for i, m := range unready {
+					specs[i] = workerSpec(m.Name, m.Index, p, want)
+				}
+				x.log.Info("rollout: bringing up nodes made before an interruption", "pool", p.Name, "nodes", names(specs))
+				if err := x.bringUp(ctx, specs); err != nil {
+					return err
+				}
+				continue
+			}
 			add := min(p.Size+surge-len(members), p.Size-len(current))
 			if len(old) == 0 && add <= 0 {
 				break
@@ -198,17 +220,28 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 				}
 				continue
 			}
-			ready, err := x.readyCount(ctx, members)
+			// An old node that is not Ready (its machine died, say) goes
+			// first: removing it leaves as many Ready nodes as before, so
+			// maxUnavailable does not hold it back.
+			oldUnready, err := x.unready(ctx, old)
 			if err != nil {
 				return err
 			}
-			if ready-1 < p.Size-unavailable {
-				return failure.Retryable(v1.CodeConflict, nil,
-					"rollout of pool %s: %d of its nodes are Ready; removing one more would leave fewer than size %d - maxUnavailable %d",
-					p.Name, ready, p.Size, unavailable)
+			candidates := oldUnready
+			if len(candidates) == 0 {
+				ready, err := x.readyCount(ctx, members)
+				if err != nil {
+					return err
+				}
+				if ready-1 < p.Size-unavailable {
+					return failure.Retryable(v1.CodeConflict, nil,
+						"rollout of pool %s: %d of its nodes are Ready; removing one more would leave fewer than size %d - maxUnavailable %d",
+						p.Name, ready, p.Size, unavailable)
+				}
+				candidates = old
 			}
-			slices.SortFunc(old, func(a, b member) int { return a.Created.Compare(b.Created) })
-			victim := old[0]
+			slices.SortFunc(candidates, func(a, b member) int { return a.Created.Compare(b.Created) })
+			victim := candidates[0]
 			x.eventOn(ctx, "Normal", "NodeReplacing", victim.Name, fmt.Sprintf("rollout of pool %s: replacing %s (revision %s, the pool's is %s)",
 				p.Name, victim.Name, victim.Revision, want))
 			if err := x.drainAndRemove(ctx, []member{victim}); err != nil {
@@ -284,15 +317,21 @@ func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
 
 // readyCount counts the members whose node is READY.
 func (x *run) readyCount(ctx context.Context, members []member) (int, error) {
+	unready, err := x.unready(ctx, members)
+	return len(members) - len(unready), err
+}
+
+// unready are the members whose node is not READY (or has no record).
+func (x *run) unready(ctx context.Context, members []member) ([]member, error) {
 	records, err := x.nodes(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var out []member
 	for _, m := range members {
-		if r := records[m.Name]; r != nil && r.State == v1.NodeReady {
-			n++
+		if r := records[m.Name]; r == nil || r.State != v1.NodeReady {
+			out = append(out, m)
 		}
 	}
-	return n, nil
+	return out, nil
 }

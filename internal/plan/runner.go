@@ -314,25 +314,24 @@ func (x *run) execute(ctx context.Context) error {
 	}
 	stop := x.watchCancel(ctx)
 	defer stop()
+	// started: the step was marked Running by the previous step's
+	// checkpoint, which checked for a drain and brought any cancel
+	// request with its write.
+	started := false
 	for i := range x.op.Steps {
 		if done(x.op.Steps[i].State) {
 			continue
 		}
-		// Between steps is the first safe point: a draining worker hands
-		// the lease back here, and a cancel is honoured.
-		select {
-		case <-x.r.opts.Drain.draining(ctx):
-			x.log.Info("stopping before the next step: this process drains", "step", x.op.Steps[i].Name)
-			return x.r.opts.Drain.Err
-		default:
-		}
-		if err := x.pollCancel(ctx); err != nil {
-			return err
+		if !started {
+			if err := x.between(ctx); err != nil {
+				return err
+			}
 		}
 		if x.canceling() {
+			// The step's work has not begun.
 			return x.cancel(ctx, i, false)
 		}
-		fe, err := x.runStep(ctx, i)
+		fe, next, err := x.runStep(ctx, i, started)
 		if err != nil {
 			return err
 		}
@@ -342,6 +341,7 @@ func (x *run) execute(ctx context.Context) error {
 		if fe != nil {
 			return x.fail(ctx, i, fe)
 		}
+		started = next
 	}
 	return x.succeed(ctx)
 }
@@ -358,10 +358,49 @@ func (x *run) nextStep() int {
 	return -1
 }
 
+// between is what runs between two steps, the first safe point: a
+// draining worker hands the lease back here (its Drain's error), and a
+// cancel requested is noticed (canceling says so after it).
+func (x *run) between(ctx context.Context) error {
+	if err := x.drained(ctx); err != nil {
+		return err
+	}
+	return x.pollCancel(ctx)
+}
+
+// drained is the Drain's error when this process drains.
+func (x *run) drained(ctx context.Context) error {
+	select {
+	case <-x.r.opts.Drain.draining(ctx):
+		x.log.Info("stopping before the next step: this process drains", "after", x.step)
+		return x.r.opts.Drain.Err
+	default:
+		return nil
+	}
+}
+
+// start marks step s Running, its attempts one more, and returns its
+// StepStarted event (first of an attempt at it in this run) or nil.
+func (x *run) start(s *v1.Step, at time.Time, first bool) *store.Event {
+	s.State, s.StartTime, s.EndTime = v1.StepRunning, &at, nil
+	s.Attempts++
+	if !first {
+		return nil
+	}
+	msg := "step " + s.Name + " started"
+	if s.Attempts > 1 {
+		msg += fmt.Sprintf(" (attempt %d)", s.Attempts)
+	}
+	return x.newEvent("Normal", "StepStarted", msg)
+}
+
 // runStep runs step i until it succeeds, fails terminally, runs out of
 // attempts or ctx ends. It returns the terminal failure, not yet recorded,
 // or an error when the run must stop without writing anything more.
-func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
+// started says the previous step's checkpoint marked it Running already;
+// the bool returned says its own checkpoint marked the next step Running
+// (the run goes on with it at once: one write between two steps, not two).
+func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error, bool, error) {
 	s := &x.op.Steps[i]
 	log := x.log.With("step", s.Name)
 	fn := x.stepFunc(s.Name)
@@ -373,35 +412,31 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 	x.progress, x.note, x.retried = nil, "", 0 // each step shows its own nodes
 	x.progressMu.Unlock()
 	if fn == nil {
-		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), nil
+		return failure.Terminal(v1.CodeInternal, "the plan has no step named %q", s.Name), false, nil
 	}
 	b := x.r.opts.NewBackOff()
 	b.Reset()
 	for try := 1; ; try++ {
-		start := x.r.opts.Now().UTC()
-		s.State, s.StartTime, s.EndTime = v1.StepRunning, &start, nil
-		s.Attempts++
-		log.Info("running step", "attempt", s.Attempts)
-		var started []*store.Event
-		if try == 1 {
-			msg := "step " + s.Name + " started"
-			if s.Attempts > 1 {
-				msg += fmt.Sprintf(" (attempt %d)", s.Attempts)
+		if !started || try > 1 {
+			var events []*store.Event
+			if ev := x.start(s, x.r.opts.Now().UTC(), try == 1); ev != nil {
+				events = append(events, ev)
 			}
-			started = append(started, x.newEvent("Normal", "StepStarted", msg))
+			if err := x.save(ctx, false, events...); err != nil {
+				return nil, false, err
+			}
 		}
-		if err := x.save(ctx, false, started...); err != nil {
-			return nil, err
-		}
+		start := *s.StartTime
+		log.Info("running step", "attempt", s.Attempts)
 		fault.Hit("step." + s.Name + ".after-start")
 		err := x.attempt(ctx, log, s.Name, fn)
 		if ctx.Err() != nil {
 			log.Info("step interrupted", "cause", context.Cause(ctx))
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		if errors.Is(err, errCancelRequested) {
 			log.Info("step stopped at a safe point: cancel requested")
-			return canceledFailure(), nil
+			return canceledFailure(), false, nil
 		}
 		var skip *skipError
 		if err == nil || errors.As(err, &skip) {
@@ -421,19 +456,35 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 			if skip != nil {
 				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.reason)
 			}
+			events := []*store.Event{x.newEvent("Normal", "Step"+s.State, msg)}
+			// The checkpoint starts the next step too unless this
+			// process drains (it stops after the checkpoint) or a
+			// cancel was noticed; the checkpoint itself brings a cancel
+			// requested since (save), and execute honours it before
+			// the next step's work begins.
+			var (
+				next  bool
+				drain error
+			)
+			if j := i + 1; j < len(x.op.Steps) && !done(x.op.Steps[j].State) {
+				drain = x.drained(ctx)
+				if next = drain == nil && !x.canceling(); next {
+					events = append(events, x.start(&x.op.Steps[j], end, true))
+				}
+			}
 			fault.Hit("step." + s.Name + ".before-checkpoint")
-			if err := x.save(ctx, true, x.newEvent("Normal", "Step"+s.State, msg)); err != nil {
-				return nil, err
+			if err := x.save(ctx, true, events...); err != nil {
+				return nil, false, err
 			}
 			fault.Hit("step." + s.Name + ".after-checkpoint")
-			return nil, nil
+			return nil, next, drain
 		}
 		fe := failure.From(err)
 		if !fe.Retryable {
 			if x.forcing() {
-				return nil, x.ignore(ctx, i, fe)
+				return nil, false, x.ignore(ctx, i, fe)
 			}
-			return fe, nil
+			return fe, false, nil
 		}
 		if try >= x.r.opts.MaxAttempts {
 			fe = &failure.Error{
@@ -444,29 +495,29 @@ func (x *run) runStep(ctx context.Context, i int) (*failure.Error, error) {
 				Err:       fe,
 			}
 			if x.forcing() {
-				return nil, x.ignore(ctx, i, fe)
+				return nil, false, x.ignore(ctx, i, fe)
 			}
-			return fe, nil
+			return fe, false, nil
 		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
 			if x.forcing() {
-				return nil, x.ignore(ctx, i, fe)
+				return nil, false, x.ignore(ctx, i, fe)
 			}
-			return fe, nil
+			return fe, false, nil
 		}
 		s.Message = fmt.Sprintf("attempt %d failed: %s; retrying in %s", s.Attempts, fe.Message, wait.Round(time.Millisecond))
 		log.Warn("step failed; retrying", "attempt", s.Attempts, "code", fe.Code, "retryIn", wait, "err", err)
 		retrying := x.newEvent("Warning", "StepRetrying", fmt.Sprintf("step %s: %s", s.Name, s.Message))
 		if err := x.save(ctx, false, retrying); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := x.pause(ctx, wait); errors.Is(err, errCancelRequested) {
 			log.Info("step stopped while backing off: cancel requested")
-			return canceledFailure(), nil
+			return canceledFailure(), false, nil
 		} else if err != nil {
 			log.Info("step interrupted while backing off", "cause", context.Cause(ctx))
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
@@ -504,13 +555,17 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 }
 
 // save checkpoints the operation with events, what the step did, in one
-// transaction.
+// transaction. The store answers with the operation's cancel request, if
+// one was made: the run notices it.
 func (x *run) save(ctx context.Context, progress bool, events ...*store.Event) error {
 	if err := x.ops.SaveOperation(ctx, x.op, x.fence, progress, events...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("save operation: %w", err)
+	}
+	if x.op.CancelRequested != nil {
+		x.noticeCancel(x.op.CancelRequested)
 	}
 	return nil
 }

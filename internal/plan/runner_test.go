@@ -334,18 +334,31 @@ func TestValidateDynamicFailsWithEveryFinding(t *testing.T) {
 	}
 }
 
+var errDrain = errors.New("the test drains")
+
+// drainAfter is a Drain that says its process drains from its n+1th ask
+// on, with errDrain.
+func drainAfter(n int) func(*plan.Options) {
+	closed := make(chan struct{})
+	close(closed)
+	asked := 0
+	return func(o *plan.Options) {
+		o.Drain = plan.Drain{Signal: func(context.Context) <-chan struct{} {
+			if asked++; asked <= n {
+				return nil
+			}
+			return closed
+		}, Err: errDrain}
+	}
+}
+
 // TestDrainStopsBetweenSteps: when the Drain the runner was handed says
 // its process stops, a run stops before its next step with Drain.Err and
 // leaves the operation in progress for the next claimer.
 func TestDrainStopsBetweenSteps(t *testing.T) {
 	e := newEnv(t)
 	op := e.begin("c", v1.KindCreate, spec(1, nil))
-	errDrain := errors.New("the test drains")
-	closed := make(chan struct{})
-	close(closed)
-	r := e.runner(func(o *plan.Options) {
-		o.Drain = plan.Drain{Signal: func(context.Context) <-chan struct{} { return closed }, Err: errDrain}
-	})
+	r := e.runner(drainAfter(0))
 	if err := r.Run(t.Context(), e.claim("test")); !errors.Is(err, errDrain) {
 		t.Fatalf("a draining run returned %v, want %v", err, errDrain)
 	}
@@ -355,5 +368,79 @@ func TestDrainStopsBetweenSteps(t *testing.T) {
 	}
 	if diff := cmp.Diff(all(plan.Steps(v1.KindCreate), 0), attempts(got)); diff != "" {
 		t.Errorf("attempts after the drain (-want +got):\n%s", diff)
+	}
+}
+
+// TestDrainAfterAStepKeepsItsEnd: a drain noticed when a step ends stops
+// the run after that step's checkpoint: the step is not run again.
+func TestDrainAfterAStepKeepsItsEnd(t *testing.T) {
+	e := newEnv(t)
+	op := e.begin("c", v1.KindCreate, spec(1, nil))
+	r := e.runner(drainAfter(1)) // asked before the first step, then when it ends
+	if err := r.Run(t.Context(), e.claim("test")); !errors.Is(err, errDrain) {
+		t.Fatalf("a draining run returned %v, want %v", err, errDrain)
+	}
+	got := e.op(op.ID)
+	names := plan.Steps(v1.KindCreate)
+	wantStates, wantAttempts := all(names, v1.StepPending), all(names, 0)
+	wantStates[names[0]], wantAttempts[names[0]] = v1.StepSucceeded, 1
+	if diff := cmp.Diff(wantStates, stepStates(got)); diff != "" {
+		t.Errorf("step states after the drain (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantAttempts, attempts(got)); diff != "" {
+		t.Errorf("attempts after the drain (-want +got):\n%s", diff)
+	}
+}
+
+// checkpoints is a store that keeps, for every SaveOperation, the state
+// of each step it saved.
+type checkpoints struct {
+	store.Store
+	saved []map[string]string
+}
+
+func (c *checkpoints) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events ...*store.Event) error {
+	c.saved = append(c.saved, stepStates(op))
+	return c.Store.SaveOperation(ctx, op, f, progress, events...)
+}
+
+// TestStepEndStartsTheNext: between two steps the run writes one
+// checkpoint, which ends one step and starts the next; only the first
+// step starts with a write of its own.
+func TestStepEndStartsTheNext(t *testing.T) {
+	e := newEnv(t)
+	op := e.begin("c", v1.KindCreate, spec(2, nil))
+	c := &checkpoints{Store: e.st}
+	e.runOnce(e.runner(func(o *plan.Options) { o.Store = c }))
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	names := plan.Steps(v1.KindCreate)
+	// Which save first showed each step Running, and which first showed
+	// it done.
+	running, ended := map[string]int{}, map[string]int{}
+	for i, states := range c.saved {
+		for name, state := range states {
+			if _, ok := running[name]; !ok && state == v1.StepRunning {
+				running[name] = i
+			}
+			if _, ok := ended[name]; !ok && (state == v1.StepSucceeded || state == v1.StepSkipped) {
+				ended[name] = i
+			}
+		}
+	}
+	for i, name := range names {
+		if _, ok := running[name]; !ok {
+			t.Errorf("step %s was never saved Running", name)
+			continue
+		}
+		if i > 0 && running[name] != ended[names[i-1]] {
+			t.Errorf("step %s started in save %d, step %s ended in save %d: want one save", name, running[name], names[i-1], ended[names[i-1]])
+		}
+	}
+	// The operation comes with its steps (as the API begins it): the
+	// first step started, then one save a step.
+	if want := 1 + len(names); len(c.saved) != want {
+		t.Errorf("%d checkpoints for a create of %d steps, want %d", len(c.saved), len(names), want)
 	}
 }

@@ -41,6 +41,16 @@ type machineWatch struct {
 // agent exited), each with an event saying how it had stopped; check then
 // tells whether one stops while the wait goes on.
 func (x *run) watchMachines(ctx context.Context, machines []string) (*machineWatch, error) {
+	// Every node needs the cluster's API: a wait for workers watches the
+	// control plane too (a worker cannot join while the only API server
+	// is down, and nothing else would start it again).
+	if !x.hostsJoin() {
+		for _, cp := range names(controlPlaneMachines(x.cl)) {
+			if !slices.Contains(machines, cp) {
+				machines = append(slices.Clip(machines), cp)
+			}
+		}
+	}
 	w := &machineWatch{x: x, names: machines}
 	w.sr, _ = x.p.(StopReporter)
 	stopped, err := w.stopped(ctx)
@@ -134,4 +144,16 @@ func describeStop(s provider.StoppedMachine) string {
 		return d + "; its log is empty"
 	}
 	return d + "; the last lines of its log: " + strings.Join(s.LogTail, " | ")
+}
+
+// controlPlaneUp starts again the control-plane machines that have stopped
+// (a container killed, an agent process that died), with an event for each,
+// before a step that needs the cluster's API without waiting for nodes:
+// with the only API server down, the step would spend its attempts on a
+// connection refused while nothing brought it back (watchMachines, which
+// watches the control plane whatever it is given; nothing when the
+// provider cannot say what stopped).
+func (x *run) controlPlaneUp(ctx context.Context) error {
+	_, err := x.watchMachines(ctx, nil)
+	return err
 }

@@ -54,6 +54,13 @@ func (s *stoppingMachines) stop(m provider.StoppedMachine) {
 	s.stopped[m.Name] = m
 }
 
+func (s *stoppingMachines) isStopped(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.stopped[name]
+	return ok
+}
+
 func (s *stoppingMachines) startsOf(name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,5 +168,69 @@ func TestMachineThatStopsLaterFailsTheWait(t *testing.T) {
 	}
 	if !slices.Contains(e.eventReasons("c"), "MachineStopped") {
 		t.Errorf("events %v, want MachineStopped", e.eventReasons("c"))
+	}
+}
+
+// stopOnEnsure stops a machine when the plan ensures another.
+type stopOnEnsure struct {
+	*stoppingMachines
+	when  string
+	stops provider.StoppedMachine
+}
+
+func (s stopOnEnsure) EnsureMachine(ctx context.Context, c provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	got, err := s.stoppingMachines.EnsureMachine(ctx, c, m)
+	if m.Name == s.when {
+		s.stop(s.stops)
+	}
+	return got, err
+}
+
+// TestWorkerWaitStartsTheControlPlaneAgain: the control plane's machine
+// stops during a scale-up (its container killed) once the scale-up made
+// its new worker, past the step that ensures the control plane; the wait for
+// its new worker starts it again first (a worker cannot join without the
+// API server, and nothing else would start it), with an event, and the
+// operation succeeds.
+func TestWorkerWaitStartsTheControlPlaneAgain(t *testing.T) {
+	e := newEnv(t)
+	p := newStopping(agentMachines{e.sim}, false)
+	e.reg["agents"] = p
+	sp := spec(1, nil)
+	sp.Provider = "agents"
+	e.begin("c", v1.KindCreate, sp)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// A node installs (READY) only while the API server's machine runs.
+	go playAgents(ctx, e, "c", func(n *store.Node) {
+		if p.isStopped("c-cp-0") {
+			return
+		}
+		n.State = v1.NodeReady
+		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+	})
+	e.runOnce(e.runner())
+	started := p.startsOf("c-cp-0")
+
+	// It stops once the scale-up made its worker: past the step that
+	// ensures the control plane's machines.
+	e.reg["agents"] = stopOnEnsure{stoppingMachines: p, when: "c-default-1", stops: exited}
+	sp.WorkerPools[0].Size = 2
+	op := e.begin("c", v1.KindUpdate, sp)
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = 2 * time.Second; o.MaxAttempts = 1 }))
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("scale-up with the control plane stopped: %s %+v", got.Status, got.Error)
+	}
+	// ensure-control-plane-machines ensures it (running then), and the
+	// wait for the new worker starts it again.
+	if n := p.startsOf("c-cp-0"); n != started+2 {
+		t.Errorf("c-cp-0 ensured %d times by the scale-up, want twice", n-started)
+	}
+	restarted := false
+	for _, ev := range e.events("c") {
+		restarted = restarted || ev.Reason == "MachineRestarted" && ev.Node == "c-cp-0" && ev.Operation == op.ID
+	}
+	if !restarted {
+		t.Errorf("no MachineRestarted event for c-cp-0 in the scale-up: %v", e.eventReasons("c"))
 	}
 }

@@ -43,10 +43,14 @@ type Options struct {
 	Packs Checker
 	// Target is the cluster's API, or false when it has none to check
 	// (sim, or no endpoint yet).
-	Target   func(ctx context.Context, cl *store.Cluster) (packs.Target, bool, error)
-	Interval time.Duration // DefaultInterval when 0
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Target func(ctx context.Context, cl *store.Cluster) (packs.Target, bool, error)
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): those a profile can be applied to. The fleet's
+	// other clusters are not read. Nil lists every provider's.
+	Providers []string
+	Interval  time.Duration // DefaultInterval when 0
+	Now       func() time.Time
+	Logger    *slog.Logger
 }
 
 // Loop runs the check.
@@ -74,7 +78,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // CheckAll looks at every cluster with a profile applied whose last
 // operation succeeded.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.EachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded}, func(cl *store.Cluster) error {
+	return store.EachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error {
 		if cl.Status.Profile == nil || cl.Status.ProvisioningState != v1.StateSucceeded {
 			return nil
 		}

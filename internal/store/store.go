@@ -370,13 +370,15 @@ type Store interface {
 	// under it; never those of another cluster that had the name. A page
 	// token goes on with the cluster of the first page.
 	ListOperations(ctx context.Context, k Key, pg Page) ([]*Operation, string, error)
+	// OperationStatus returns operation id's status alone (ErrNotFound).
+	OperationStatus(ctx context.Context, id string) (string, error)
 	// SaveOperation writes op's status, steps and error, fenced by the lease
 	// of op's cluster. progress=true resets the cluster's dequeue count.
 	// events are appended in the same transaction (what the step did), so
 	// the timeline never misses a checkpoint's event nor shows one that
-	// OperationStatus returns operation id's status alone (ErrNotFound).
-	OperationStatus(ctx context.Context, id string) (string, error)
-	// was not checkpointed.
+	// was not checkpointed. A cancel requested of op (RequestCancel) is
+	// set in op.CancelRequested when op has none yet: the writer learns of
+	// it with its write.
 	SaveOperation(ctx context.Context, op *Operation, f Fence, progress bool, events ...*Event) error
 	// FinishOperation, in one transaction and fenced: writes op (which must
 	// be terminal), appends events (the operation's end, so that it is in

@@ -56,6 +56,12 @@ func Draining(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
+// DefaultConcurrency is how many clusters a worker runs at once unless
+// told otherwise: a run mostly waits (machines, nodes, Kubernetes), so
+// many share a process; on 2 cores 32 keep a wave of sim clusters
+// CPU-bound (docs/benchmarks.md).
+const DefaultConcurrency = 32
+
 // Options configure a Worker. Store and Runner are required.
 type Options struct {
 	Store  Store
@@ -71,7 +77,8 @@ type Options struct {
 	// Poll is the wait after a claim found nothing, plus up to half again
 	// of jitter. Default 500ms.
 	Poll time.Duration
-	// Concurrency is how many leases the worker holds at once. Default 8.
+	// Concurrency is how many leases the worker holds at once.
+	// DefaultConcurrency when zero.
 	Concurrency int
 	// DrainTimeout is how long running jobs get to finish after Run's
 	// context is cancelled. Default 30s.
@@ -114,7 +121,7 @@ func New(opts Options) *Worker {
 		opts.Poll = 500 * time.Millisecond
 	}
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 8
+		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second

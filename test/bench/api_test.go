@@ -232,7 +232,7 @@ type latencyRun struct {
 
 func runLatency(t testing.TB, n, clients, rate int) *latencyRun {
 	ctx := t.Context()
-	k := startKilnd(t)
+	k := startKilnd(t, strings.Fields(os.Getenv("KILN_BENCH_KILND_ARGS"))...)
 	_, opID, err := k.API.CreateCluster(ctx, "default", simSpec(probeCluster))
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,7 @@ func startDocker(t testing.TB, args ...string) *env {
 	// Machines outlive kilnd by design; a test's must not outlive the test
 	// (a failed one leaves its clusters): everything of this kilnd's
 	// instance (its data dir's, as internal/daemon derives it) goes.
-	sum := sha256.Sum256([]byte(e.data))
-	instance := "label=kiln.dev/instance=k" + hex.EncodeToString(sum[:4])
+	instance := e.dockerInstance()
 	t.Cleanup(func() { removeDockerObjects(t, instance) })
 	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
 		log := e.k.LogText()
@@ -56,6 +55,14 @@ func startDocker(t testing.TB, args ...string) *env {
 		return strings.Contains(log, "docker provider registered"), nil
 	})
 	return e
+}
+
+// dockerInstance is the filter ("label=K=V") that selects the docker
+// objects of the env's kilnd: its instance, as internal/daemon derives it
+// from the data dir.
+func (e *env) dockerInstance() string {
+	sum := sha256.Sum256([]byte(e.data))
+	return "label=kiln.dev/instance=k" + hex.EncodeToString(sum[:4])
 }
 
 // readyWorkers checks that the cluster's Kubernetes has the nodes it
@@ -307,7 +314,7 @@ func TestDockerCluster(t *testing.T) {
 		}
 	}
 
-	workerIP := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", mustName(t, "default", "web", workers[1]))
+	workerIP := containerAddress(t, mustName(t, "default", "web", workers[1]))
 	e.checkHello("web", workers, workerIP)
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
@@ -425,7 +432,9 @@ func TestDockerCluster(t *testing.T) {
 // a docker cluster's machines; after a restart the create completes with no
 // duplicate container, network or volume.
 func TestDockerCreateSurvivesKill(t *testing.T) {
-	e := startDocker(t)
+	// Its machines reach the kilnd started again at the same address.
+	agents := []string{"--agent-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	e := startDocker(t, agents...)
 	cl := dockerCluster("crash", "", 1, false, 1)
 	_, opID, err := e.c.CreateCluster(t.Context(), "default", cl)
 	if err != nil {
@@ -442,7 +451,7 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 	e.k.Kill(syscall.SIGKILL)
 	<-e.k.Done()
 	t.Logf("killed kilnd with %v", dockerObjects(t, "default", "crash"))
-	e.startKilnd("kilnd-again", "--system-images", systemImages)
+	e.startKilnd("kilnd-again", append(agents, "--system-images", systemImages)...)
 	e.wait("crash", opID)
 	var containers, networks, volumes int
 	for _, o := range dockerObjects(t, "default", "crash") {
@@ -471,6 +480,12 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 	if left := dockerObjects(t, "default", "crash"); len(left) != 0 {
 		t.Errorf("left after delete: %v", left)
 	}
+}
+
+// containerAddress is a container's address on its network.
+func containerAddress(t testing.TB, container string) string {
+	t.Helper()
+	return docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container)
 }
 
 func mustName(t testing.TB, project, cluster, node string) string {

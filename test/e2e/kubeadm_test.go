@@ -217,7 +217,7 @@ func (e *env) configureHosts(cluster string, hosts []*bareHost, controlPlanes in
 // address is the host's address on its network.
 func (h *bareHost) address() string {
 	h.t.Helper()
-	return docker(h.t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", h.container)
+	return containerAddress(h.t, h.container)
 }
 
 // Three control-plane hosts and a worker with kubeadm (issue 22): the worker

@@ -189,11 +189,25 @@ func TestAgentPartition(t *testing.T) {
 // it saw it.
 func (e *env) waitNodeState(cluster, node, state string) time.Time {
 	e.t.Helper()
+	return e.nodeWhen(cluster, node, state).seen
+}
+
+// seenNode is a node as Kiln showed it, and when.
+type seenNode struct {
+	*v1.Node
+	seen time.Time
+}
+
+// nodeWhen waits until Kiln says node is in state, and returns it.
+func (e *env) nodeWhen(cluster, node, state string) seenNode {
+	e.t.Helper()
+	var n *v1.Node
 	waitfor.Cond(e.t, "node "+node+" "+state+" in Kiln", 3*time.Minute, func() (bool, error) {
-		n, err := e.c.GetNode(e.t.Context(), "default", cluster, node)
-		return err == nil && n.State == state, nil
+		got, err := e.c.GetNode(e.t.Context(), "default", cluster, node)
+		n = got
+		return err == nil && got.State == state, nil
 	})
-	return time.Now()
+	return seenNode{n, time.Now()}
 }
 
 // waitKubeReady waits until Kubernetes says node is Ready (or not), and

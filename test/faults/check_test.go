@@ -106,6 +106,9 @@ func (s *suite) check() (operations int, js journalStats) {
 		if cl.Status.ProvisioningState != v1.StateSucceeded || cl.Status.CurrentOperation != rec.id {
 			t.Errorf("cluster %s: %s by operation %s; want Succeeded by %s; %s", name, cl.Status.ProvisioningState, cl.Status.CurrentOperation, rec.id, faults)
 		}
+		if rec.version != "" && cl.Spec.KubernetesVersion != rec.version {
+			t.Errorf("cluster %s: Kubernetes %s, want %s; %s", name, cl.Spec.KubernetesVersion, rec.version, faults)
+		}
 		if got := cl.Spec.WorkerPools[0].Size; got != rec.workers {
 			t.Errorf("cluster %s: %d workers, want %d (acknowledged: %v); %s", name, got, rec.workers, rec.acked, faults)
 		}
@@ -145,7 +148,7 @@ func (s *suite) check() (operations int, js journalStats) {
 		}
 	}
 	t.Logf("fault suite: %d kills injected (%d SIGKILL, %d at a fault point, of %d processes armed with one) and %d SIGTERMs; %d operations checked (%d acknowledged, %d found after an ambiguous request); "+
-		"%d steps in flight ran again (after a kill, a SIGTERM's drain timeout, a lost lease or the store restart); "+
+		"%d steps in flight ran again (after a kill, a SIGTERM's drain timeout, a lost lease, the store restart or a failed attempt); "+
 		"takeover after a kill (to the next step on another process), %d samples: %s; "+
 		"hand-back after SIGTERM (to the next step on another process), %d samples: %s; %d steps started in a drain",
 		s.counted(), s.count(faultSIGKILL), s.count(faultPoint), armed, s.count(faultSIGTERM), len(ops), acked, len(ops)-acked,

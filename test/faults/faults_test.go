@@ -53,13 +53,13 @@ func TestFaultsPostgres(t *testing.T) {
 	// A server of its own, which the suite restarts once in the middle of
 	// the load.
 	pg := pgtest.StartPrivate(t)
-	run(t, 3, pg, []string{"--store", pg.URL})
+	run(t, 3, pg, []string{"--store", pg.URL}, nil)
 }
 
 // TestFaultsSQLite: one process on SQLite, killed with SIGKILL and restarted.
 func TestFaultsSQLite(t *testing.T) {
 	faults(t)
-	run(t, 1, nil, nil)
+	run(t, 1, nil, nil, nil)
 }
 
 // drainTimeout is the replicas' --drain-timeout: short, so that a SIGTERM
@@ -73,7 +73,9 @@ const drainTimeout = 500 * time.Millisecond
 // of SIGKILL: one in sigtermOneIn. SIGTERMs do not count towards FAULTS.
 const sigtermOneIn = 4
 
-func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
+// run runs the suite: until FAULTS kills, or for a soak (soak_test.go)
+// until its time is up.
+func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string, soak *soak) {
 	data := t.TempDir()
 	s := &suite{
 		t:       t,
@@ -92,6 +94,7 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 		born:     map[int]time.Time{},
 		stopping: map[int]bool{},
 		deaths:   make(chan death, 1024),
+		soak:     soak,
 	}
 	s.args = append([]string{"--data-dir", data, "--sim", "--sim-journal", s.journal, "--sim-state", s.state,
 		"--lease-ttl", "3s", "--lease-heartbeat", "1s", "--drain-timeout", drainTimeout.String(),
@@ -109,7 +112,10 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	s.token = kilndtest.Token(t, data)
 	s.setup()
 
-	want := faults(t)
+	want := 0
+	if soak == nil {
+		want = faults(t)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	const loaders = 3
@@ -120,12 +126,30 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 		wg.Go(func() { s.localLoad(stop) })
 	}
 	start := time.Now()
+	if soak != nil {
+		wg.Go(func() { soak.sample(s, stop) })
+	}
+	// enough says whether the loop has injected its faults (or, in a soak,
+	// spent its time), half whether it is half way.
+	enough := func() bool { return s.counted() >= want }
+	half := func() bool { return s.counted() >= want/2 }
+	if soak != nil {
+		enough = func() bool { return time.Since(start) >= soak.duration }
+		half = func() bool { return time.Since(start) >= soak.duration/2 }
+	}
 	// Act only while something is running, so each fault interrupts work.
-	interval := func() <-chan time.Time { return time.After(time.Duration(1500+rand.IntN(1500)) * time.Millisecond) }
+	// A soak kills less often: its sim fails steps with the runner's
+	// backoff of seconds, and an operation killed on 5 claims in a row
+	// fails by design (DequeueLimitExceeded).
+	every, spread := 1500, 1500
+	if soak != nil {
+		every, spread = 4000, 4000
+	}
+	interval := func() <-chan time.Time { return time.After(time.Duration(every+rand.IntN(spread)) * time.Millisecond) }
 	next := interval()
 	pgRestarted := false
-	for s.counted() < want {
-		if pg != nil && !pgRestarted && s.counted() >= want/2 {
+	for !enough() {
+		if pg != nil && !pgRestarted && half() {
 			// Once per run, half way: PostgreSQL itself restarts.
 			s.restartPostgres()
 			pgRestarted = true
@@ -177,6 +201,9 @@ func run(t *testing.T, replicas int, pg *pgtest.Private, storeFlags []string) {
 	operations, js := s.check()
 	s.checkOutage()
 	s.summary(operations, js)
+	if soak != nil {
+		soak.report(s)
+	}
 }
 
 // Fault kinds.
@@ -269,6 +296,7 @@ func (s *suite) restart(i int) {
 	}
 	n := s.start(i, spec)
 	s.mu.Lock()
+	delete(s.clients, s.procs[i]) // its connections are dead
 	s.procs[i] = n
 	s.mu.Unlock()
 }
@@ -284,6 +312,8 @@ func (s *suite) pick() int {
 	for i, k := range s.procs {
 		pid := k.Cmd.Process.Pid
 		switch {
+		case s.soak != nil && i == observedReplica:
+			// A soak watches this one for leaks: it lives throughout.
 		case s.armed[pid] == "":
 			unarmed = append(unarmed, i)
 		case time.Since(s.born[pid]) > armedGrace:

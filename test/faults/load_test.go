@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
 	"kiln.dev/kiln/test/kilndtest"
 )
@@ -30,9 +34,10 @@ type suite struct {
 	// data.
 	storeURL string
 
-	mu     sync.Mutex
-	procs  []*kilndtest.Kilnd
-	faults []faultRecord
+	mu      sync.Mutex
+	procs   []*kilndtest.Kilnd
+	clients map[*kilndtest.Kilnd]*client.Client // by process: client
+	faults  []faultRecord
 	// armed is each process's --fault spec by pid ("" unarmed); stopping
 	// the pids the loop stopped (its watcher then says nothing).
 	armed     map[int]string
@@ -48,6 +53,11 @@ type suite struct {
 	// final is what each cluster should be at the end: its last operation.
 	final map[string]*opRecord
 
+	// soak is the soak's (soak_test.go), nil for the fault suite: its
+	// observed replica is never stopped, its sim fails now and then
+	// (failStep), and each loader keeps at most soakKeep clusters.
+	soak *soak
+
 	// The PostgreSQL restart (pgrestart_test.go); pg is nil on SQLite.
 	pg           *pgtest.Private
 	pgStop, pgUp time.Time
@@ -60,18 +70,30 @@ type opRecord struct {
 	cluster string
 	kind    string
 	id      string
-	acked   bool // the client got its 201/202 (else found after an ambiguous request)
-	workers int  // the pool size it asked for
+	acked   bool   // the client got its 201/202 (else found after an ambiguous request)
+	workers int    // the pool size it asked for
+	version string // the Kubernetes version it asked for ("": the default)
 }
 
-// client is an API client for a random replica that is up.
+// client is an API client for a random replica that is up: one per
+// process, so that its connections are reused as a real client's would be
+// (a new client per request leaves an idle connection open on each side
+// until kilnd's idle timeout: hundreds, which a soak would count as kilnd's).
 func (s *suite) client() *client.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.procs[rand.IntN(len(s.procs))]
+	if c := s.clients[k]; c != nil {
+		return c
+	}
 	hc := k.HTTPClient()
 	hc.Transport = observing{s: s, rt: hc.Transport}
-	return client.New(k.URL(), s.token, client.WithHTTPClient(hc)) // hc verifies k.CACert
+	c := client.New(k.URL(), s.token, client.WithHTTPClient(hc)) // hc verifies k.CACert
+	if s.clients == nil {
+		s.clients = map[*kilndtest.Kilnd]*client.Client{}
+	}
+	s.clients[k] = c
+	return c
 }
 
 // retry calls fn on a random replica until it succeeds, fails with an API
@@ -96,12 +118,21 @@ func (s *suite) retry(what string, fn func(ctx context.Context, c *client.Client
 	}
 }
 
-// clusterSpec is the load's cluster: on the sim provider, or for the
-// local clusters (names starting with localPrefix) on the local provider,
-// with a dedicated control plane.
-func clusterSpec(name string, workers int) *v1.Cluster {
+// The sim clusters' Kubernetes versions: created at fromVersion, some are
+// upgraded to toVersion (the next minor, as the API requires) on the way.
+const fromVersion, toVersion = "v1.35.5", "v1.36.3"
+
+// clusterSpec is the load's cluster at version (the server's default when
+// ""): on the sim provider, or for the local clusters (names starting with
+// localPrefix) on the local provider, with a dedicated control plane.
+func (s *suite) clusterSpec(name string, workers int, version string) *v1.Cluster {
 	if !isLocal(name) {
-		return simCluster(name, workers)
+		cl := simCluster(name, workers)
+		cl.Spec.KubernetesVersion = version
+		if step := failStep(name); s.soak != nil && step != "" {
+			cl.Spec.Labels[sim.LabelFailStep], cl.Spec.Labels[sim.LabelFailTimes] = step, "2"
+		}
+		return cl
 	}
 	return &v1.Cluster{
 		Name: name,
@@ -125,6 +156,23 @@ func simCluster(name string, workers int) *v1.Cluster {
 	}
 }
 
+// failStep is the step of its plans the sim fails for the cluster in a
+// soak, "" for none: one cluster in four, chosen (with the step) by the
+// hash of its name, so that every PUT of it says the same. The step fails
+// twice in each process that runs it (a retryable ProviderError), then
+// works. Only in a soak, whose kills are fewer: each new process fails the
+// step twice again, and the runner's backoff makes that seconds.
+func failStep(cluster string) string {
+	h := fnv.New32a()
+	h.Write([]byte(cluster))
+	n := h.Sum32()
+	if n%4 != 0 {
+		return ""
+	}
+	steps := slices.Concat(plan.Steps(v1.KindCreate), plan.Steps(v1.KindUpdate))
+	return steps[int(n/4)%len(steps)]
+}
+
 func (s *suite) setup() {
 	s.final = map[string]*opRecord{}
 	err := s.retry("create project", func(ctx context.Context, c *client.Client) error {
@@ -140,8 +188,11 @@ func (s *suite) errorf(format string, args ...any) {
 	s.t.Errorf(format, args...)
 }
 
-// load runs create, scale, delete cycles of its own clusters until stop.
+// load runs create, scale, upgrade, delete cycles of its own clusters until
+// stop. A quarter of the clusters are kept (to check their inventory), in a
+// soak up to soakKeep each.
 func (s *suite) load(g int, stop <-chan struct{}) {
+	kept := 0
 	for n := 0; ; n++ {
 		select {
 		case <-stop:
@@ -149,16 +200,27 @@ func (s *suite) load(g int, stop <-chan struct{}) {
 		default:
 		}
 		name := fmt.Sprintf("load-%d-%d", g, n)
-		if !s.mutate(name, v1.KindCreate, 1+rand.IntN(2), "") {
+		upgrade := rand.IntN(3) == 0
+		version := ""
+		if upgrade {
+			version = fromVersion
+		}
+		workers := 1 + rand.IntN(2)
+		if !s.mutate(name, v1.KindCreate, workers, version, "") {
 			return
 		}
-		if !s.mutate(name, v1.KindUpdate, 1+rand.IntN(3), s.lastOp(name)) {
+		workers = 1 + rand.IntN(3)
+		if !s.mutate(name, v1.KindUpdate, workers, version, s.lastOp(name)) {
 			return
 		}
-		if rand.IntN(4) == 0 {
-			continue // keep a quarter of the clusters, to check their inventory
+		if upgrade && !s.mutate(name, v1.KindUpdate, workers, toVersion, s.lastOp(name)) {
+			return
 		}
-		if !s.mutate(name, v1.KindDelete, 0, s.lastOp(name)) {
+		if rand.IntN(4) == 0 && (s.soak == nil || kept < soakKeep) {
+			kept++
+			continue
+		}
+		if !s.mutate(name, v1.KindDelete, 0, "", s.lastOp(name)) {
 			return
 		}
 	}
@@ -176,8 +238,8 @@ func (s *suite) lastOp(cluster string) string {
 // mutate starts one operation on cluster and waits until it ends. An
 // ambiguous request (no answer: the replica died) is resolved by reading the
 // cluster: a new current operation is adopted as accepted, unacknowledged.
-func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
-	rec := &opRecord{cluster: cluster, kind: kind, workers: workers}
+func (s *suite) mutate(cluster, kind string, workers int, version, prev string) bool {
+	rec := &opRecord{cluster: cluster, kind: kind, workers: workers, version: version}
 	for attempt := 0; rec.id == ""; attempt++ {
 		if attempt > 50 {
 			s.errorf("cluster %s: %s never accepted", cluster, kind)
@@ -192,7 +254,7 @@ func (s *suite) mutate(cluster, kind string, workers int, prev string) bool {
 		if kind == v1.KindDelete {
 			id, err = c.DeleteCluster(ctx, project, cluster)
 		} else {
-			_, id, err = c.PutCluster(ctx, project, clusterSpec(cluster, workers), "")
+			_, id, err = c.PutCluster(ctx, project, s.clusterSpec(cluster, workers, version), "")
 		}
 		cancel()
 		if err == nil {

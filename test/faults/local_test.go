@@ -98,7 +98,7 @@ func (s *suite) localLoad(stop <-chan struct{}) {
 		s.mu.Lock()
 		s.localBusy = name
 		s.mu.Unlock()
-		ok := s.mutate(name, v1.KindCreate, 1, "")
+		ok := s.mutate(name, v1.KindCreate, 1, "", "")
 		s.mu.Lock()
 		s.localBusy = ""
 		s.mu.Unlock()
@@ -113,7 +113,7 @@ func (s *suite) localLoad(stop <-chan struct{}) {
 	}
 	<-stop
 	for _, name := range made {
-		if s.mutate(name, v1.KindDelete, 0, s.lastOp(name)) {
+		if s.mutate(name, v1.KindDelete, 0, "", s.lastOp(name)) {
 			s.checkLocalGone(name)
 		}
 	}

@@ -25,7 +25,10 @@ func TestFaultPoints(t *testing.T) {
 		inFlight string
 		twice    bool
 	}{
-		{name: "after a checkpoint", fault: "step.ensure-network.after-checkpoint", inFlight: "", twice: false},
+		// A step's checkpoint marks the next step Running too: the
+		// next claimer takes that step up as one in flight whose work
+		// had not begun.
+		{name: "after a checkpoint", fault: "step.ensure-network.after-checkpoint", inFlight: "ensure-load-balancer", twice: false},
 		{name: "before a checkpoint", fault: "step.ensure-worker-machines.before-checkpoint", inFlight: "ensure-worker-machines", twice: true},
 		{name: "after a step started", fault: "step.ensure-load-balancer.after-start", inFlight: "ensure-load-balancer", twice: false},
 		{name: "after a provider call", fault: "provider.EnsureMachine.after:2", inFlight: "ensure-worker-machines", twice: true},

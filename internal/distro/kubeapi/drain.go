@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,6 +45,14 @@ type DrainStatus struct {
 	// Skipped are the pods a drain leaves: DaemonSet pods and mirror pods of
 	// static pods. They go with the node.
 	Skipped []PodRef
+	// Unreachable: the node's Ready condition was Unknown (its kubelet
+	// stopped reporting) when evicted pods were past their grace period.
+	Unreachable bool
+	// Abandoned are evicted pods the drain stopped waiting for: their node
+	// is unreachable and their grace period is over, so no kubelet is left
+	// to end them. Kubernetes' pod garbage collector deletes them once the
+	// Node object is deleted.
+	Abandoned []PodRef
 }
 
 // Refused are the pods of Left whose last eviction was refused.
@@ -106,7 +115,11 @@ func (p PodState) Describe() string {
 // Drain cordons a node and evicts every pod on it but DaemonSet and mirror
 // pods through the Eviction API, asking again with a growing wait for a pod
 // a PodDisruptionBudget protects (429), until every evicted pod is gone. A
-// node Kubernetes does not know is drained at once (NodeMissing). When
+// node Kubernetes does not know is drained at once (NodeMissing). On an
+// unreachable node (Ready Unknown: a dead machine, a cut link) an evicted
+// pod cannot end, as no kubelet acts on it: once its grace period is over
+// the drain stops waiting for it (Abandoned), as Cluster API does; deleting
+// the machine is what stops whatever may still run there. When
 // opts.Timeout passes first it returns a *DrainError naming the pods left,
 // why each is left, and the budgets that select the refused ones; the node
 // stays cordoned. Any other failure of the API is returned as it is.
@@ -137,8 +150,9 @@ func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) (Dra
 		if err != nil {
 			return st, fmt.Errorf("list the pods of node %s: %w", node, err)
 		}
-		st.Left, st.Skipped = nil, nil
+		st.Left, st.Skipped, st.Abandoned, st.Unreachable = nil, nil, nil, false
 		now := time.Now()
+		var overdue []PodRef // evicted, past their grace period
 		for _, p := range pods {
 			if p.DaemonSet() || p.Mirror {
 				st.Skipped = append(st.Skipped, p.PodRef)
@@ -169,7 +183,19 @@ func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) (Dra
 					return st, fmt.Errorf("evict pod %s from node %s: %w", p.PodRef, node, err)
 				}
 			}
+			if t.evicted && p.Terminating && !now.Before(p.DeleteBy) {
+				overdue = append(overdue, p.PodRef)
+			}
 			st.Left = append(st.Left, PodState{PodRef: p.PodRef, Evicted: t.evicted, Refused: t.refused})
+		}
+		if len(overdue) > 0 {
+			if st.Unreachable, err = c.unreachable(ctx, node); err != nil {
+				return st, err
+			}
+			if st.Unreachable {
+				st.Abandoned = overdue
+				st.Left = slices.DeleteFunc(st.Left, func(p PodState) bool { return slices.Contains(overdue, p.PodRef) })
+			}
 		}
 		if opts.Progress != nil {
 			opts.Progress(st)
@@ -189,6 +215,21 @@ func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) (Dra
 		case <-t.C:
 		}
 	}
+}
+
+// unreachable reports whether a node's kubelet stopped reporting: its Ready
+// condition is Unknown, which the node controller sets after the node
+// monitor's grace period (or the node is gone).
+func (c *Client) unreachable(ctx context.Context, node string) (bool, error) {
+	n, err := c.GetNode(ctx, node)
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read node %s: %w", node, err)
+	}
+	r, ok := n.Condition("Ready")
+	return ok && r.Status == "Unknown", nil
 }
 
 // refusal is what the API said when it refused an eviction for a

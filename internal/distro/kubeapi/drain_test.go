@@ -35,7 +35,8 @@ type fakePod struct {
 	ns, name, uid, node, owner string
 	labels                     map[string]string
 	mirror                     bool
-	terminating                int // lists left before it is gone; 0: not terminating
+	terminating                int    // lists left before it is gone; 0: not terminating
+	deleteBy                   string // its deletionTimestamp when terminating; default in the past
 }
 
 func newFakeCluster() *fakeCluster {
@@ -161,6 +162,9 @@ func (p *fakePod) json() map[string]any {
 	}
 	if p.terminating > 0 {
 		md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+		if p.deleteBy != "" {
+			md["deletionTimestamp"] = p.deleteBy
+		}
 	}
 	return map[string]any{"metadata": md, "spec": map[string]any{"nodeName": p.node}, "status": map[string]any{"phase": "Running"}}
 }
@@ -325,6 +329,50 @@ func TestDrainTimesOutNamingTheBlockedPodsAndBudget(t *testing.T) {
 	}
 	if n, _ := c.GetNode(t.Context(), "n1"); !n.Unschedulable {
 		t.Error("a node whose drain timed out is not cordoned")
+	}
+}
+
+// A node whose kubelet stopped reporting (a killed machine) cannot end the
+// pods evicted from it: the drain stops waiting for those whose grace
+// period is over, and waits for the others.
+func TestDrainOfAnUnreachableNode(t *testing.T) {
+	f := newFakeCluster()
+	f.budgetOpen = true
+	f.terminateAfter = 1 << 30 // no kubelet ends them
+	f.nodes["n1"]["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}}}
+	f.add(&fakePod{ns: "default", name: "web-1", uid: "u1", node: "n1", owner: "ReplicaSet"})
+	f.add(&fakePod{ns: "kube-system", name: "dns-1", uid: "u2", node: "n1", owner: "ReplicaSet"})
+	f.add(&fakePod{ns: "default", name: "slow", uid: "u3", node: "n1", terminating: 1 << 30,
+		deleteBy: time.Now().Add(time.Hour).Format(time.RFC3339)}) // its grace period is not over
+	c, _, _ := newTestClient(t, f)
+	opts := fastDrain
+	opts.Timeout = 300 * time.Millisecond
+	st, err := c.Drain(t.Context(), "n1", opts)
+	var de *DrainError
+	if !errors.As(err, &de) {
+		t.Fatalf("Drain = %+v, %v; want a *DrainError for the pod within its grace period", st, err)
+	}
+	if diff := cmp.Diff([]PodState{{PodRef: PodRef{"default", "slow"}, Evicted: true}}, de.Status.Left); diff != "" {
+		t.Errorf("pods left (-want +got):\n%s", diff)
+	}
+	if want := []PodRef{{"default", "web-1"}, {"kube-system", "dns-1"}}; !de.Status.Unreachable || !slices.Equal(want, de.Status.Abandoned) {
+		t.Errorf("status %+v: want unreachable, %v abandoned", de.Status, want)
+	}
+
+	f.mu.Lock()
+	delete(f.pods, "u3")
+	f.mu.Unlock()
+	st, err = c.Drain(t.Context(), "n1", opts)
+	if err != nil || len(st.Left) != 0 || len(st.Abandoned) != 2 {
+		t.Fatalf("Drain = %+v, %v; want drained with 2 pods abandoned", st, err)
+	}
+
+	// The same pods on a node that reports: the drain waits for them.
+	f.nodes["n1"]["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	st, err = c.Drain(t.Context(), "n1", opts)
+	if !errors.As(err, &de) || len(de.Status.Left) != 2 || len(de.Status.Abandoned) != 0 || de.Status.Unreachable {
+		t.Fatalf("Drain of a reachable node = %+v, %v; want a *DrainError with the 2 pods left", st, err)
 	}
 }
 

@@ -34,6 +34,9 @@ type Pod struct {
 	Mirror bool
 	// Terminating: the pod is being deleted (it has a deletionTimestamp).
 	Terminating bool
+	// DeleteBy is the pod's deletionTimestamp: when its grace period ends
+	// and its kubelet kills what still runs. Zero unless Terminating.
+	DeleteBy time.Time
 	// Created is the pod's creationTimestamp.
 	Created time.Time
 	// Requests is what the pod asks of a node, as the scheduler counts
@@ -88,7 +91,7 @@ type wirePod struct {
 		UID               string            `json:"uid"`
 		Labels            map[string]string `json:"labels"`
 		Annotations       map[string]string `json:"annotations"`
-		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		DeletionTimestamp *time.Time        `json:"deletionTimestamp"`
 		CreationTimestamp time.Time         `json:"creationTimestamp"`
 		OwnerReferences   []struct {
 			Kind       string `json:"kind"`
@@ -135,6 +138,9 @@ func (w wirePod) pod() Pod {
 	p := Pod{PodRef: PodRef{Namespace: m.Namespace, Name: m.Name}, UID: m.UID, NodeName: w.Spec.NodeName,
 		Phase: w.Status.Phase, Labels: m.Labels, Terminating: m.DeletionTimestamp != nil,
 		Requests: w.requests(), NodeSelector: w.Spec.NodeSelector, Tolerations: w.Spec.Tolerations, Created: m.CreationTimestamp}
+	if m.DeletionTimestamp != nil {
+		p.DeleteBy = *m.DeletionTimestamp
+	}
 	_, p.Mirror = m.Annotations[MirrorAnnotation]
 	for _, c := range w.Status.Conditions {
 		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == "Unschedulable" && w.Spec.NodeName == "" {

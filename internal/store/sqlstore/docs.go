@@ -229,7 +229,7 @@ func (s *Store) listDocs(ctx context.Context, t docTable, parent []string, pg st
 // deleteDoc deletes a document; a missing one is ErrNotFound whatever c says.
 // also runs in the same transaction, before the delete, to delete what goes
 // with the document.
-func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name string, c store.Cond, also ...func(*sql.Tx) error) error {
+func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name string, c store.Cond, also ...func(context.Context, *sql.Tx) error) error {
 	p := path(parent, name)
 	if c.Fence != nil && !t.fenced {
 		return fmt.Errorf("delete %s %s: a fence applies only to cluster records", t.kind, p)
@@ -253,7 +253,7 @@ func (s *Store) deleteDoc(ctx context.Context, t docTable, parent []string, name
 			return err
 		}
 		for _, f := range also {
-			if err := f(tx); err != nil {
+			if err := f(ctx, tx); err != nil {
 				return err
 			}
 		}

@@ -48,7 +48,7 @@ func (s *Store) ListUsers(ctx context.Context, pg store.Page) ([]*v1.User, strin
 
 // DeleteUser deletes a user with its memberships and tokens.
 func (s *Store) DeleteUser(ctx context.Context, name string, c store.Cond) error {
-	return s.deleteDoc(ctx, usersT, nil, name, c, func(tx *sql.Tx) error {
+	return s.deleteDoc(ctx, usersT, nil, name, c, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM members WHERE name = ?`), name); err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func (s *Store) ListServiceAccounts(ctx context.Context, project string, pg stor
 
 // DeleteServiceAccount deletes a service account and its tokens.
 func (s *Store) DeleteServiceAccount(ctx context.Context, project, name string, c store.Cond) error {
-	return s.deleteDoc(ctx, serviceAccountsT, []string{project}, name, c, func(tx *sql.Tx) error {
+	return s.deleteDoc(ctx, serviceAccountsT, []string{project}, name, c, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q(`DELETE FROM tokens WHERE principal = ?`),
 			v1.PrincipalServiceAccount+":"+project+"/"+name)
 		return err

@@ -280,8 +280,13 @@ func (s *Store) SaveOperation(ctx context.Context, op *store.Operation, f store.
 func saveOpQuery(fence, forUpdate string) string {
 	return `UPDATE operations SET ` + opSet + `
 		WHERE id = ? AND project = ? AND cluster = ?
-		AND EXISTS (SELECT 1 FROM clusters WHERE ` + fence + forUpdate + `)`
+		AND EXISTS (SELECT 1 FROM clusters WHERE ` + fence + forUpdate + `)` + savedCancel
 }
+
+// savedCancel is what a checkpoint returns: the operation's cancel
+// request, so that the run learns of one with its write.
+const savedCancel = `
+		RETURNING cancel_requested_at, cancel_requested_by`
 
 // saveOpProgressQuery is saveOpQuery that also resets the cluster's dequeue
 // count, in one statement for PostgreSQL (fenceCond, the operation's key,
@@ -295,7 +300,7 @@ const saveOpProgressQuery = `WITH lease AS (
 		AND EXISTS (SELECT 1 FROM operations WHERE id = ? AND project = ? AND cluster = ?)
 		RETURNING 1)
 	UPDATE operations SET ` + opSet + `
-		WHERE id = ? AND project = ? AND cluster = ? AND EXISTS (SELECT 1 FROM lease)`
+		WHERE id = ? AND project = ? AND cluster = ? AND EXISTS (SELECT 1 FROM lease)` + savedCancel
 
 func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events []*store.Event) error {
 	if f.Owner == "" {
@@ -312,18 +317,23 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 	// lease reset it already (only a new claim, a new token which the
 	// fence refuses, raises it again).
 	reset := progress && s.stmts.saveOpProgress == nil && !s.reset.done(k, f.Token)
+	var (
+		cancelAt int64
+		cancelBy string
+	)
 	write := func(ctx context.Context, q execer) error {
-		var (
-			res sql.Result
-			err error
-		)
+		var row *sql.Row
 		if progress && s.stmts.saveOpProgress != nil {
 			args := append([]any{k.Project, k.Name, f.Owner, f.Token, op.ID, op.Project, op.Cluster}, r.setArgs(op)...)
-			res, err = q.StmtContext(ctx, s.stmts.saveOpProgress).ExecContext(ctx, args...)
+			row = q.StmtContext(ctx, s.stmts.saveOpProgress).QueryRowContext(ctx, args...)
 		} else {
-			res, err = q.StmtContext(ctx, s.stmts.saveOp).ExecContext(ctx, saveArgs...)
+			row = q.StmtContext(ctx, s.stmts.saveOp).QueryRowContext(ctx, saveArgs...)
 		}
-		if err := s.operationWritten(ctx, q, res, err, op, f); err != nil {
+		err := row.Scan(&cancelAt, &cancelBy)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.notWritten(ctx, q, op, f)
+		}
+		if err != nil {
 			return err
 		}
 		if reset {
@@ -340,6 +350,9 @@ func (s *Store) saveOperation(ctx context.Context, op *store.Operation, f store.
 	}
 	if err == nil && reset {
 		s.reset.set(k, f.Token)
+	}
+	if err == nil && cancelAt != 0 && op.CancelRequested == nil {
+		op.CancelRequested = &v1.CancelRequest{By: cancelBy, Time: fromNanos(cancelAt)}
 	}
 	return err
 }
@@ -390,23 +403,12 @@ func (r *resetTokens) forget(k store.Key) {
 	delete(r.m, k)
 }
 
-// operationWritten checks the outcome of a fenced write of op. When it
-// wrote no row, it reads why: the fence lost (store.ErrLeaseLost, as
-// checkFence says), else an unknown operation (store.ErrNotFound). The read
-// may come after the write committed or rolled back: a lease once lost
-// never comes back (tokens only grow), so a fence that holds at the read
-// held at the write.
-func (s *Store) operationWritten(ctx context.Context, q rowQuerier, res sql.Result, err error, op *store.Operation, f store.Fence) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		return nil
-	}
+// notWritten says why a fenced write of op wrote no row: the fence lost
+// (store.ErrLeaseLost, as checkFence says), else an unknown operation
+// (store.ErrNotFound). The read may come after the write committed or
+// rolled back: a lease once lost never comes back (tokens only grow), so a
+// fence that holds at the read held at the write.
+func (s *Store) notWritten(ctx context.Context, q rowQuerier, op *store.Operation, f store.Fence) error {
 	if err := s.readFence(ctx, q, store.Key{Project: op.Project, Name: op.Cluster}, f, ""); err != nil {
 		return err
 	}

@@ -95,8 +95,27 @@ func testInstructions(e *env) {
 	diff(t, "all instructions of n1", []string{"i1", "i2"}, ids(false))
 	diff(t, "pending instructions of n1", []string{"i2"}, ids(true))
 
+	// A node's instructions go with its record: a node made again under
+	// its name (a repair, a scale-up) is not sent what the old one had
+	// pending.
+	for _, name := range []string{"n1", "n2"} {
+		wantErr(t, "PutNode "+name, s.PutNode(ctx, &store.Node{Project: "p", Node: v1.Node{Name: name, Cluster: "c"}}, store.Cond{Fence: &f}), nil)
+	}
+	wantErr(t, "DeleteNode n1 stale", s.DeleteNode(ctx, k, "n1", store.Cond{Fence: &stale}), store.ErrLeaseLost)
+	diff(t, "all instructions of n1 after a refused DeleteNode", []string{"i1", "i2"}, ids(false))
+	wantErr(t, "DeleteNode n1", s.DeleteNode(ctx, k, "n1", store.Cond{Fence: &f}), nil)
+	diff(t, "all instructions of n1 after DeleteNode", []string(nil), ids(false))
+	for _, id := range []string{"i1", "i2"} {
+		if _, err := s.GetInstruction(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("instruction %s of a deleted node: %v, want ErrNotFound", id, err)
+		}
+	}
+	if got, err := s.GetInstruction(ctx, "i3"); err != nil || got.Node != "n2" {
+		t.Fatalf("another node's instruction after DeleteNode n1: %+v, %v", got, err)
+	}
+
 	e.finishDelete(cl)
-	if _, err := s.GetInstruction(ctx, "i2"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetInstruction(ctx, "i3"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("instruction of a deleted cluster: %v, want ErrNotFound", err)
 	}
 }

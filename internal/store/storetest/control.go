@@ -56,6 +56,17 @@ func testRequestCancel(e *env) {
 	if got := e.getOp(op.ID); got.CancelRequested == nil || *got.CancelRequested != first {
 		t.Fatalf("after SaveOperation the request is %+v, want %+v", got.CancelRequested, first)
 	}
+	// The writer learns of the request with its write, with or without
+	// progress.
+	if mine.CancelRequested == nil || *mine.CancelRequested != first {
+		t.Fatalf("SaveOperation (progress) gave the writer the request %+v, want %+v", mine.CancelRequested, first)
+	}
+	again := *op
+	again.Steps = mine.Steps
+	wantErr(t, "SaveOperation without progress", s.SaveOperation(ctx, &again, f, false), nil)
+	if again.CancelRequested == nil || *again.CancelRequested != first {
+		t.Fatalf("SaveOperation gave the writer the request %+v, want %+v", again.CancelRequested, first)
+	}
 	mine.Status = v1.OpCanceled
 	mine.Steps[0].State = v1.StepCanceled
 	mine.Error = &v1.Error{Code: v1.CodeCanceled, Message: "canceled by user:alice"}
