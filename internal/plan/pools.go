@@ -27,6 +27,9 @@ type member struct {
 	// Revision is the machine's (provider.MachineSpec.Revision); "" for a
 	// record without a machine.
 	Revision string
+	// NotReady: it has no node record that is READY (its machine died,
+	// say, or it is still installing).
+	NotReady bool
 }
 
 // ageGap separates generations of nodes: node records made less than
@@ -82,7 +85,9 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 // scaled down half way through one; and members with a machine before
 // node records whose machine is gone (a pool's group may have launched the
 // replacement of an instance it lost). Before all that, the members named
-// in leaving (the nodes an autoscaler chose) are the first to go.
+// in leaving (the nodes an autoscaler chose) are the first to go, then
+// those whose node is not Ready (a dead machine's goes before a node that
+// serves), as Cluster API deletes unhealthy machines first.
 func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member, leaving []string) (keep []provider.MachineSpec, surplus []member) {
 	byPool := map[string][]member{}
 	used := map[string]bool{}
@@ -113,11 +118,18 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			}
 			return 0
 		}
-		// Not chosen to leave, current, then those with a machine (a record
-		// whose machine is gone is surplus when one that runs can take its
-		// place), then oldest first.
+		unready := func(m member) int {
+			if m.NotReady {
+				return 1
+			}
+			return 0
+		}
+		// Not chosen to leave, Ready, current, then those with a machine (a
+		// record whose machine is gone is surplus when one that runs can
+		// take its place), then oldest first.
 		slices.SortFunc(have, func(a, b member) int {
-			return cmp.Or(cmp.Compare(chosen(a), chosen(b)), cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
+			return cmp.Or(cmp.Compare(chosen(a), chosen(b)), cmp.Compare(unready(a), unready(b)),
+				cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
 		})
 		var mine []provider.MachineSpec
 		for _, m := range have[:min(len(have), max(p.Size, 0))] {
@@ -149,6 +161,11 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			return cmp.Compare(ia, ib)
 		case ia >= 0 || ib >= 0:
 			return cmp.Compare(ib, ia) // the chosen first
+		case a.NotReady != b.NotReady:
+			if a.NotReady {
+				return -1
+			}
+			return 1
 		}
 		return newer(a, b)
 	})
@@ -197,15 +214,15 @@ func (x *run) workerMembers(ctx context.Context) ([]member, error) {
 		if m.Role != v1.RoleWorker {
 			continue
 		}
-		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true, Revision: m.Revision}
+		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true, Revision: m.Revision, NotReady: true}
 		if n := nodes[m.Name]; n != nil {
-			mb.Created = n.CreatedAt
+			mb.Created, mb.NotReady = n.CreatedAt, n.State != v1.NodeReady
 		}
 		out = append(out, mb)
 	}
 	for name, n := range nodes {
 		if !seen[name] && n.Role == v1.RoleWorker && n.Pool != "" {
-			out = append(out, member{Name: name, Pool: n.Pool, Index: index(name), Created: n.CreatedAt})
+			out = append(out, member{Name: name, Pool: n.Pool, Index: index(name), Created: n.CreatedAt, NotReady: n.State != v1.NodeReady})
 		}
 	}
 	return out, nil

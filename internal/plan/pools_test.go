@@ -85,6 +85,14 @@ func TestSelectWorkers(t *testing.T) {
 			wantSurplus: []string{"c-a-1", "c-a-0"},
 		},
 		{
+			name:  "scale down: a node that is not Ready goes first, whatever its age",
+			pools: []v1.WorkerPool{pool("a", 2)},
+			members: []member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0), Machine: true, NotReady: true},
+				m("c-a-2", "a", at(time.Hour)), m("c-a-3", "a", at(time.Hour))},
+			wantKeep:    []string{"c-a-0", "c-a-2"},
+			wantSurplus: []string{"c-a-1", "c-a-3"},
+		},
+		{
 			name:     "a record left without its machine still counts",
 			pools:    []v1.WorkerPool{pool("a", 2)},
 			members:  []member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0)}},

@@ -190,11 +190,7 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 			// New nodes made before an interruption (a crash, a lost
 			// lease) and not yet Ready are brought up first: counted
 			// as members, they would hold every removal back.
-			unready, err := x.unready(ctx, current)
-			if err != nil {
-				return err
-			}
-			if len(unready) > 0 {
+			if unready := notReady(current); len(unready) > 0 {
 				specs := make([]provider.MachineSpec, len(unready))
 				for i, m := range unready {
 					specs[i] = workerSpec(m.Name, m.Index, p, want)
@@ -223,17 +219,9 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 			// An old node that is not Ready (its machine died, say) goes
 			// first: removing it leaves as many Ready nodes as before, so
 			// maxUnavailable does not hold it back.
-			oldUnready, err := x.unready(ctx, old)
-			if err != nil {
-				return err
-			}
-			candidates := oldUnready
+			candidates := notReady(old)
 			if len(candidates) == 0 {
-				ready, err := x.readyCount(ctx, members)
-				if err != nil {
-					return err
-				}
-				if ready-1 < p.Size-unavailable {
+				if ready := len(members) - len(notReady(members)); ready-1 < p.Size-unavailable {
 					return failure.Retryable(v1.CodeConflict, nil,
 						"rollout of pool %s: %d of its nodes are Ready; removing one more would leave fewer than size %d - maxUnavailable %d",
 						p.Name, ready, p.Size, unavailable)
@@ -315,23 +303,13 @@ func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
 	return x.kubernetesReady(ctx, specs)
 }
 
-// readyCount counts the members whose node is READY.
-func (x *run) readyCount(ctx context.Context, members []member) (int, error) {
-	unready, err := x.unready(ctx, members)
-	return len(members) - len(unready), err
-}
-
-// unready are the members whose node is not READY (or has no record).
-func (x *run) unready(ctx context.Context, members []member) ([]member, error) {
-	records, err := x.nodes(ctx)
-	if err != nil {
-		return nil, err
-	}
+// notReady are the members without a READY node.
+func notReady(members []member) []member {
 	var out []member
 	for _, m := range members {
-		if r := records[m.Name]; r == nil || r.State != v1.NodeReady {
+		if m.NotReady {
 			out = append(out, m)
 		}
 	}
-	return out, nil
+	return out
 }
