@@ -227,12 +227,16 @@ func (s *Store) ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*s
 	return decodeAll(docs, next, err, decodeNode(k))
 }
 
-// DeleteNode deletes a node and its instructions; with c.Fence the writer
-// must hold the cluster's lease.
+// DeleteNode deletes a node, its instructions and its log; with c.Fence the
+// writer must hold the cluster's lease.
 func (s *Store) DeleteNode(ctx context.Context, k store.Key, name string, c store.Cond) error {
 	return s.deleteDoc(ctx, nodesT, []string{k.Project, k.Name}, name, c, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.q(`DELETE FROM instructions WHERE project = ? AND cluster = ? AND node = ?`), k.Project, k.Name, name)
-		return err
+		for _, table := range []string{"instructions", "node_logs"} {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+table+` WHERE project = ? AND cluster = ? AND node = ?`), k.Project, k.Name, name); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -121,7 +121,7 @@ func testInstructions(e *env) {
 }
 
 // testNodeLogs: lines come back in order, page by page; only the newest
-// MaxNodeLogLines are kept; they go with their cluster.
+// MaxNodeLogLines are kept; they go with their node and with their cluster.
 func testNodeLogs(e *env) {
 	t, ctx, s := e.t, e.ctx, e.s
 	e.project("p")
@@ -167,7 +167,22 @@ func testNodeLogs(e *env) {
 		t.Fatalf("reading on from the end: %+v, %v; want the one new line", later, err)
 	}
 
-	e.finishDelete(e.claim("w", time.Hour))
+	// A node's log goes with its record: a node made again under its name
+	// (a repair, a rollout) does not show the old machine's lines.
+	cl := e.claim("w", time.Hour)
+	f := cl.Lease.Fence()
+	for _, name := range []string{"n1", "n2"} {
+		wantErr(t, "PutNode "+name, s.PutNode(ctx, &store.Node{Project: "p", Node: v1.Node{Name: name, Cluster: "c"}}, store.Cond{Fence: &f}), nil)
+	}
+	wantErr(t, "DeleteNode n1", s.DeleteNode(ctx, k, "n1", store.Cond{Fence: &f}), nil)
+	if got, _, err := s.ListNodeLogs(ctx, k, "n1", store.LogFilter{}, store.Page{}); err != nil || len(got) != 0 {
+		t.Fatalf("logs of a deleted node: %d lines, %v", len(got), err)
+	}
+	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.LogFilter{}, store.Page{}); err != nil || len(got) != 1 {
+		t.Fatalf("logs of n2 after DeleteNode n1: %d lines, %v; want its 1", len(got), err)
+	}
+
+	e.finishDelete(cl)
 	if got, _, err := s.ListNodeLogs(ctx, k, "n2", store.LogFilter{}, store.Page{}); err != nil || len(got) != 0 {
 		t.Fatalf("logs of a deleted cluster: %d lines, %v", len(got), err)
 	}
