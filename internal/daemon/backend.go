@@ -88,6 +88,20 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 			})
 			return health.KubeNotReady(nodes), err
 		},
+		Stopped: func(ctx context.Context, cl *store.Cluster) ([]string, error) {
+			sr, ok := providers[cl.Spec.Provider].(plan.StopReporter)
+			if !ok {
+				return nil, nil
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			stopped, err := sr.StoppedMachines(ctx, provider.Cluster{Project: cl.Project, Name: cl.Name, UID: cl.UID, Spec: cl.Spec})
+			var out []string
+			for _, s := range stopped {
+				out = append(out, s.Name)
+			}
+			return out, err
+		},
 		Attached: providers.Attached,
 		Observe: func(ctx context.Context, cl *store.Cluster) error {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -31,6 +31,9 @@ type Verdict struct {
 	// Blocked says, per pool, why its unhealthy nodes are not replaced
 	// (more than maxUnhealthy of it is unhealthy).
 	Blocked map[string]string
+	// Restart are the control-plane nodes whose machine stopped, to start
+	// again, sorted (the Checker fills it in: Assess cannot know).
+	Restart []string
 }
 
 // Node is a node as Assess sees it: the record, and since when Kubernetes

@@ -44,6 +44,12 @@ type Options struct {
 	// are NotReady and since when (KubeNotReady of its nodes). An error is
 	// logged and the check goes on by heartbeats.
 	KubeNotReady func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error)
+	// Stopped, when set, names the cluster's machines that have stopped
+	// (a killed container, an agent process that exited:
+	// plan.StopReporter). It is asked only when a control-plane node is
+	// NOT_READY; such a node whose machine stopped is started again by a
+	// repair (Verdict.Restart). An error is logged and the check goes on.
+	Stopped func(ctx context.Context, cl *store.Cluster) ([]string, error)
 	// Attached reports whether a provider's clusters are attached ones
 	// (made elsewhere, with no agents): their nodes are not judged but
 	// observed, by Observe (plan.ObserveAttached), at every check of an
@@ -60,7 +66,8 @@ type Options struct {
 
 // Checker is the machine health check: every Interval it judges the worker
 // nodes of every idle (Succeeded) cluster it watches with Assess, begins a
-// repair operation for the nodes to replace, and keeps the cluster's
+// repair operation for the nodes to replace (and for control-plane
+// machines that stopped, to start them again), and keeps the cluster's
 // NodesHealthy condition saying whether a pool is beyond its maxUnhealthy.
 // Several replicas may run one each: the operation is begun conditional on
 // the cluster's etag, so one of them wins.
@@ -98,7 +105,7 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 		}
 		return c.opts.Observe(ctx, cl)
 	}
-	if cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) == 0 || !c.opts.Watched(cl.Spec.Provider) {
+	if cl.Status.ProvisioningState != v1.StateSucceeded || !c.opts.Watched(cl.Spec.Provider) {
 		return nil
 	}
 	var records []v1.Node
@@ -115,7 +122,8 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 	}
 	now := c.opts.Now()
 	v := Assess(&cl.Spec, Nodes(records, kube), now)
-	if len(v.Replace) > 0 {
+	v.Restart = c.stoppedControlPlane(ctx, cl, records)
+	if len(v.Replace) > 0 || len(v.Restart) > 0 {
 		return c.repair(ctx, cl, v, now)
 	}
 	return c.setCondition(ctx, cl, v, now)
@@ -129,13 +137,48 @@ func (c *Checker) repair(ctx context.Context, cl *store.Cluster, v Verdict, now 
 	if begun, err := store.BeginBackground(ctx, c.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
-	c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)
-	c.event(ctx, cl, "Warning", "NodesUnhealthy", op.ID, msg)
+	if len(v.Restart) > 0 {
+		msg := fmt.Sprintf("control-plane machines stopped: %s; starting them again (repair operation %s)", strings.Join(v.Restart, ", "), op.ID)
+		c.opts.Logger.Warn("machine health check: starting stopped control-plane machines", "cluster", cl.Key().String(), "nodes", v.Restart, "operation", op.ID)
+		c.event(ctx, cl, "Warning", "ControlPlaneStopped", op.ID, msg)
+	}
+	if len(v.Replace) > 0 {
+		msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
+		c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)
+		c.event(ctx, cl, "Warning", "NodesUnhealthy", op.ID, msg)
+	}
 	if c.opts.Started != nil {
 		c.opts.Started(op)
 	}
 	return nil
+}
+
+// stoppedControlPlane names the control-plane nodes that are NOT_READY and
+// whose machine the provider reports stopped, sorted; the provider is asked
+// only when there is such a node.
+func (c *Checker) stoppedControlPlane(ctx context.Context, cl *store.Cluster, records []v1.Node) []string {
+	var down []string
+	for _, n := range records {
+		if n.Role == v1.RoleControlPlane && n.State == v1.NodeNotReady {
+			down = append(down, n.Name)
+		}
+	}
+	if len(down) == 0 || c.opts.Stopped == nil {
+		return nil
+	}
+	stopped, err := c.opts.Stopped(ctx, cl)
+	if err != nil {
+		c.opts.Logger.Warn("could not ask the provider which machines stopped", "cluster", cl.Key().String(), "err", err)
+		return nil
+	}
+	var out []string
+	for _, name := range down {
+		if slices.Contains(stopped, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // setCondition keeps NodesHealthy as the verdict says, writing only a

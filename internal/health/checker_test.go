@@ -1,7 +1,9 @@
 package health_test
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestCheckerStartsARepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if op.Kind != v1.KindRepair || len(op.Steps) == 0 || op.Steps[0].Name != plan.StepReplaceUnhealthyNodes {
+	if op.Kind != v1.KindRepair || !slices.ContainsFunc(op.Steps, func(s v1.Step) bool { return s.Name == plan.StepReplaceUnhealthyNodes }) {
 		t.Errorf("operation kind %s steps %+v", op.Kind, op.Steps)
 	}
 	e.check()
@@ -164,5 +166,66 @@ func TestCheckerLeavesOthersAlone(t *testing.T) {
 	e.check()
 	if cl := e.cluster(); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Status.Conditions) != 0 {
 		t.Errorf("an unwatched provider's cluster was touched: %+v", cl.Status)
+	}
+}
+
+// A control-plane node NOT_READY whose machine the provider reports stopped
+// starts a repair (the control plane is started again, never replaced),
+// with a ControlPlaneStopped event; the provider is not asked while every
+// control-plane node is READY, and a NOT_READY one whose machine runs (a
+// partition) starts nothing.
+func TestCheckerRestartsAStoppedControlPlane(t *testing.T) {
+	e := newEnv(t)
+	beat := e.now.Add(-20 * time.Second)
+	cp := &store.Node{Project: "p", Node: v1.Node{Name: "c-cp-0", Cluster: "c", Role: v1.RoleControlPlane, State: v1.NodeReady, LastHeartbeat: &beat}}
+	if err := e.st.PutNode(t.Context(), cp, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	var stopped []string
+	e.c = health.NewChecker(health.Options{
+		Store: e.st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
+		Now: func() time.Time { return e.now },
+		Stopped: func(ctx context.Context, cl *store.Cluster) ([]string, error) {
+			asked++
+			return stopped, nil
+		},
+	})
+	stopped = []string{"c-cp-0", "c-default-2"}
+	e.check()
+	if asked != 0 {
+		t.Errorf("the provider was asked %d times while the control plane was READY", asked)
+	}
+
+	cp.State = v1.NodeNotReady
+	if err := e.st.PutNode(t.Context(), cp, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped = []string{"c-default-2"} // the control plane runs: a partition
+	e.check()
+	if cl := e.cluster(); cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Fatalf("a control plane whose machine runs: the cluster became %s", cl.Status.ProvisioningState)
+	}
+
+	stopped = []string{"c-cp-0"}
+	e.check()
+	cl := e.cluster()
+	if cl.Status.ProvisioningState != v1.StateUpdating || asked != 2 {
+		t.Fatalf("cluster %s after %d questions: want a repair under way", cl.Status.ProvisioningState, asked)
+	}
+	op, err := e.st.GetOperation(t.Context(), cl.Status.CurrentOperation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Kind != v1.KindRepair || op.Steps[0].Name != plan.StepRestartStoppedControlPlane {
+		t.Errorf("operation kind %s steps %+v, want a repair that first restarts the control plane", op.Kind, op.Steps)
+	}
+	events, _, err := e.st.ListEvents(t.Context(), e.k, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	if last.Reason != "ControlPlaneStopped" || !strings.Contains(last.Message, "c-cp-0") || last.Operation != op.ID {
+		t.Errorf("last event %+v, want ControlPlaneStopped naming c-cp-0 and the repair", last)
 	}
 }

@@ -10,9 +10,49 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/validate"
 )
+
+// restartStoppedControlPlane starts again the control-plane machines the
+// provider reports stopped (a killed container, an agent process that
+// exited), with an event for each saying how it had stopped, and, on
+// providers with agents, waits until Kubernetes reports them Ready. A
+// repair never replaces the control plane (etcd membership needs its own
+// care), but a stopped machine keeps its data and comes back as it was.
+// Skipped when none has stopped, and on providers that cannot say.
+func (x *run) restartStoppedControlPlane(ctx context.Context) error {
+	sr, ok := x.p.(StopReporter)
+	if !ok {
+		return skipped("the %s provider does not report stopped machines", x.cl.Spec.Provider)
+	}
+	stopped, err := sr.StoppedMachines(ctx, x.pc)
+	if err != nil {
+		return failure.Retryable(v1.CodeInternal, err, "ask the %s provider which machines stopped: %v", x.cl.Spec.Provider, err)
+	}
+	var down []provider.MachineSpec
+	for _, m := range controlPlaneMachines(x.cl) {
+		if slices.ContainsFunc(stopped, func(s provider.StoppedMachine) bool { return s.Name == m.Name }) {
+			down = append(down, m)
+		}
+	}
+	if len(down) == 0 {
+		return skipped("no control-plane machine has stopped")
+	}
+	if err := x.controlPlaneUp(ctx); err != nil {
+		return err
+	}
+	x.note = "started again: " + strings.Join(names(down), ", ")
+	if x.usesAgents() {
+		if err := x.kubernetesReady(ctx, down); err != nil {
+			return err
+		}
+		x.note = "started again and Ready: " + strings.Join(names(down), ", ")
+	}
+	return nil
+}
 
 // replaceUnhealthyNodes removes the worker nodes the health check says to
 // replace (judged again here: a node may have recovered since the check

@@ -36,6 +36,7 @@ const (
 	StepRemoveWorkers              = "remove-workers"
 	StepStopControlPlaneMachines   = "stop-control-plane-machines"
 	StepStartControlPlaneMachines  = "start-control-plane-machines"
+	StepRestartStoppedControlPlane = "restart-stopped-control-plane"
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
@@ -74,10 +75,12 @@ var updateSteps = []string{
 	StepApplyProfile,
 }
 
-// repairSteps replace the worker nodes that stayed unhealthy longer than
-// their pool allows (the health check starts it): they are removed without
-// a drain (they do not answer) and made again, as a scale-up makes them.
+// repairSteps start again the control-plane machines that stopped, and
+// replace the worker nodes that stayed unhealthy longer than their pool
+// allows (the health check starts it): they are removed without a drain
+// (they do not answer) and made again, as a scale-up makes them.
 var repairSteps = []string{
+	StepRestartStoppedControlPlane,
 	StepReplaceUnhealthyNodes,
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,

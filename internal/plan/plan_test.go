@@ -43,6 +43,7 @@ func TestSteps(t *testing.T) {
 			"apply-profile",
 		}},
 		{name: "repair", kind: v1.KindRepair, want: []string{
+			"restart-stopped-control-plane",
 			"replace-unhealthy-nodes",
 			"ensure-worker-machines",
 			"install-workers",

@@ -37,6 +37,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepResetNodes:                 x.resetNodes,
 		StepRemoveNodes:                x.removeNodes,
 		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
+		StepRestartStoppedControlPlane: x.restartStoppedControlPlane,
 		StepUpgradeControlPlane:        x.upgradeControlPlane,
 		StepRollOutWorkers:             x.rollOutWorkers,
 		StepRemoveWorkers:              x.removeWorkers,

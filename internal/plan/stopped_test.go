@@ -234,3 +234,56 @@ func TestWorkerWaitStartsTheControlPlaneAgain(t *testing.T) {
 		t.Errorf("no MachineRestarted event for c-cp-0 in the scale-up: %v", e.eventReasons("c"))
 	}
 }
+
+// The health check's repair starts again a control-plane machine that
+// stopped (its container killed between operations), with an event saying
+// how it had stopped; with nothing stopped the step is skipped. (These
+// machines' agents are played, so Kubernetes' Ready is not awaited here:
+// TestDockerCluster shows it.)
+func TestRepairStartsAStoppedControlPlane(t *testing.T) {
+	e := newEnv(t)
+	p := newStopping(agentMachines{e.sim}, false)
+	e.reg["agents"] = p
+	sp := spec(1, nil)
+	sp.Provider = "agents"
+	e.begin("c", v1.KindCreate, sp)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go playAgents(ctx, e, "c", func(n *store.Node) {
+		if p.isStopped(n.Name) {
+			return
+		}
+		n.State = v1.NodeReady
+		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+	})
+	e.runOnce(e.runner())
+	started := p.startsOf("c-cp-0")
+
+	p.stop(exited)
+	op := e.begin("c", v1.KindRepair, sp)
+	e.runOnce(e.runner(func(o *plan.Options) { o.NodeTimeout = 5 * time.Second; o.MaxAttempts = 1 }))
+	got := e.op(op.ID)
+	if got.Status != v1.OpSucceeded {
+		t.Fatalf("repair of a stopped control plane: %s %+v", got.Status, got.Error)
+	}
+	if m := stepMessage(got, plan.StepRestartStoppedControlPlane); m != "started again: c-cp-0" {
+		t.Errorf("%s says %q", plan.StepRestartStoppedControlPlane, m)
+	}
+	if p.isStopped("c-cp-0") || p.startsOf("c-cp-0") == started {
+		t.Errorf("c-cp-0 stopped %v, started %d times by the repair: want started again", p.isStopped("c-cp-0"), p.startsOf("c-cp-0")-started)
+	}
+	restarted := false
+	for _, ev := range e.events("c") {
+		restarted = restarted || ev.Reason == "MachineRestarted" && ev.Node == "c-cp-0" && ev.Operation == op.ID &&
+			strings.Contains(ev.Message, exited.Reason)
+	}
+	if !restarted {
+		t.Errorf("no MachineRestarted event for c-cp-0 saying how it stopped: %v", e.eventReasons("c"))
+	}
+
+	op = e.begin("c", v1.KindRepair, sp)
+	e.runOnce(e.runner())
+	if s := stepStates(e.op(op.ID))[plan.StepRestartStoppedControlPlane]; s != v1.StepSkipped {
+		t.Errorf("a repair with nothing stopped: %s %s, want Skipped", plan.StepRestartStoppedControlPlane, s)
+	}
+}

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,9 +13,11 @@ import (
 
 // TestUnhealthyNodeIsReplaced: a worker whose agent and components are
 // killed goes NOT_READY; past its pool's unhealthyTimeout the health check
-// replaces it (a repair operation) and kubectl sees it Ready again. Then two
-// workers of three die: more than maxUnhealthy (40%), so nothing is
-// replaced and the cluster's NodesHealthy condition says why.
+// replaces it (a repair operation) and kubectl sees it Ready again. The
+// control plane's machine killed the same way is started again by a second
+// repair (never replaced: it keeps etcd's data). Then two workers of three
+// die: more than maxUnhealthy (40%), so nothing is replaced and the
+// cluster's NodesHealthy condition says why.
 func TestUnhealthyNodeIsReplaced(t *testing.T) {
 	e := start(t, "kilnd", "--health-interval", "2s")
 	cl := localCluster("heal", 1, true, 3)
@@ -22,30 +26,9 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 	machines := filepath.Join(e.data, "machines", "default", "heal")
 
 	killProcessesUnder(t, filepath.Join(machines, "heal-default-1"))
-	began := time.Now()
-	var repair *v1.Operation
-	waitfor.Cond(t, "a repair operation to succeed", 5*time.Minute, func() (bool, error) {
-		ops, err := e.c.ListOperations(t.Context(), "default", "heal")
-		if err != nil {
-			return false, err
-		}
-		for _, op := range ops {
-			if op.Properties.Kind == v1.KindRepair && op.Status == v1.OpSucceeded {
-				repair = &op
-				return true, nil
-			}
-			if op.Properties.Kind == v1.KindRepair && op.Status == v1.OpFailed {
-				t.Fatalf("repair failed: %+v", op.Error)
-			}
-		}
-		return false, nil
-	})
-	t.Logf("killed to repaired: %s", time.Since(began).Round(time.Second))
-	for _, s := range repair.Properties.Steps {
-		t.Logf("  %-30s %-9s %s", s.Name, s.State, s.Message)
-	}
-	if repair.Properties.Steps[0].Message != "removed unhealthy: heal-default-1" {
-		t.Errorf("replace-unhealthy-nodes says %q", repair.Properties.Steps[0].Message)
+	repair := waitRepair(t, e, "heal", 1)
+	if m := stepMessage(repair, "replace-unhealthy-nodes"); m != "removed unhealthy: heal-default-1" {
+		t.Errorf("replace-unhealthy-nodes says %q", m)
 	}
 	nodes := e.kubeNodes("heal")
 	for _, n := range []string{"heal-default-0", "heal-default-1", "heal-default-2"} {
@@ -55,6 +38,36 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 	}
 	if len(processesUnder(filepath.Join(machines, "heal-default-1"))) == 0 {
 		t.Error("the replaced machine runs nothing")
+	}
+
+	// The control plane's machine stops: started again, not replaced.
+	cpBefore, err := e.c.GetNode(t.Context(), "default", "heal", "heal-cp-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killProcessesUnder(t, filepath.Join(machines, "heal-cp-0"))
+	repair = waitRepair(t, e, "heal", 2)
+	if m := stepMessage(repair, "restart-stopped-control-plane"); m != "started again and Ready: heal-cp-0" {
+		t.Errorf("restart-stopped-control-plane says %q", m)
+	}
+	if m := stepMessage(repair, "replace-unhealthy-nodes"); m == "" || strings.HasPrefix(m, "removed") {
+		t.Errorf("replace-unhealthy-nodes says %q: the control plane's repair replaced a worker", m)
+	}
+	nodes = e.kubeNodes("heal")
+	for _, n := range []string{"heal-cp-0", "heal-default-0", "heal-default-1", "heal-default-2"} {
+		if !nodes[n].ready() {
+			t.Errorf("after the control plane's repair, %s is not Ready in Kubernetes", n)
+		}
+	}
+	restarted := false
+	for _, ev := range e.events("heal") {
+		restarted = restarted || ev.Reason == "MachineRestarted" && ev.Node == "heal-cp-0" && ev.Operation == repair.Name
+	}
+	if !restarted {
+		t.Error("no MachineRestarted event for heal-cp-0 in its repair")
+	}
+	if cp, err := e.c.GetNode(t.Context(), "default", "heal", "heal-cp-0"); err != nil || cp.MachineID != cpBefore.MachineID || cp.State != v1.NodeReady {
+		t.Errorf("heal-cp-0 after its repair: %+v %v; want READY on its machine %s", cp, err, cpBefore.MachineID)
 	}
 
 	// Two of three: beyond maxUnhealthy.
@@ -93,12 +106,56 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 			repairs++
 		}
 	}
-	if repairs != 1 {
-		t.Errorf("%d repair operations, want the first only", repairs)
+	if repairs != 2 {
+		t.Errorf("%d repair operations, want the first two only", repairs)
 	}
 	for _, n := range []string{"heal-default-0", "heal-default-2"} {
 		if node, err := e.c.GetNode(t.Context(), "default", "heal", n); err != nil || node.State != v1.NodeNotReady {
 			t.Errorf("node %s: %v %v, want it kept NOT_READY", n, node, err)
 		}
 	}
+}
+
+// waitRepair waits until cluster name has n repair operations, the last
+// Succeeded, and returns it with its steps logged; a failed repair fails
+// the test.
+func waitRepair(t *testing.T, e *env, name string, n int) *v1.Operation {
+	t.Helper()
+	began := time.Now()
+	var repair *v1.Operation
+	waitfor.Cond(t, fmt.Sprintf("repair operation %d of %s to succeed", n, name), 5*time.Minute, func() (bool, error) {
+		ops, err := e.c.ListOperations(t.Context(), "default", name)
+		if err != nil {
+			return false, err
+		}
+		seen := 0
+		for _, op := range ops {
+			if op.Properties.Kind != v1.KindRepair {
+				continue
+			}
+			if op.Status == v1.OpFailed {
+				t.Fatalf("repair %s failed: %+v", op.Name, op.Error)
+			}
+			if seen++; seen == n && op.Status == v1.OpSucceeded {
+				repair = &op
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("repair %d: %s after the kill", n, time.Since(began).Round(time.Second))
+	for _, s := range repair.Properties.Steps {
+		t.Logf("  %-30s %-9s %s", s.Name, s.State, s.Message)
+	}
+	return repair
+}
+
+// stepMessage is the message of op's step name ("" when it has none).
+func stepMessage(op *v1.Operation, name string) string {
+	for _, s := range op.Properties.Steps {
+		if s.Name == name {
+			return s.Message
+		}
+	}
+	return ""
 }
