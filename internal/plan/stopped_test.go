@@ -194,22 +194,7 @@ func (s stopOnEnsure) EnsureMachine(ctx context.Context, c provider.Cluster, m p
 // operation succeeds.
 func TestWorkerWaitStartsTheControlPlaneAgain(t *testing.T) {
 	e := newEnv(t)
-	p := newStopping(agentMachines{e.sim}, false)
-	e.reg["agents"] = p
-	sp := spec(1, nil)
-	sp.Provider = "agents"
-	e.begin("c", v1.KindCreate, sp)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	// A node installs (READY) only while the API server's machine runs.
-	go playAgents(ctx, e, "c", func(n *store.Node) {
-		if p.isStopped("c-cp-0") {
-			return
-		}
-		n.State = v1.NodeReady
-		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
-	})
-	e.runOnce(e.runner())
+	p, sp := createStopping(e)
 	started := p.startsOf("c-cp-0")
 
 	// It stops once the scale-up made its worker: past the step that
@@ -239,24 +224,10 @@ func TestWorkerWaitStartsTheControlPlaneAgain(t *testing.T) {
 // stopped (its container killed between operations), with an event saying
 // how it had stopped; with nothing stopped the step is skipped. (These
 // machines' agents are played, so Kubernetes' Ready is not awaited here:
-// TestDockerCluster shows it.)
+// test/e2e's TestUnhealthyNodeIsReplaced shows it.)
 func TestRepairStartsAStoppedControlPlane(t *testing.T) {
 	e := newEnv(t)
-	p := newStopping(agentMachines{e.sim}, false)
-	e.reg["agents"] = p
-	sp := spec(1, nil)
-	sp.Provider = "agents"
-	e.begin("c", v1.KindCreate, sp)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go playAgents(ctx, e, "c", func(n *store.Node) {
-		if p.isStopped(n.Name) {
-			return
-		}
-		n.State = v1.NodeReady
-		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
-	})
-	e.runOnce(e.runner())
+	p, sp := createStopping(e)
 	started := p.startsOf("c-cp-0")
 
 	p.stop(exited)
@@ -286,4 +257,26 @@ func TestRepairStartsAStoppedControlPlane(t *testing.T) {
 	if s := stepStates(e.op(op.ID))[plan.StepRestartStoppedControlPlane]; s != v1.StepSkipped {
 		t.Errorf("a repair with nothing stopped: %s %s, want Skipped", plan.StepRestartStoppedControlPlane, s)
 	}
+}
+
+// createStopping creates cluster c (1+1) on a stoppingMachines provider
+// whose machines never stop again once started, with agents played until
+// the test ends: a node installs (READY) only while its machine and the
+// API server's run.
+func createStopping(e *env) (*stoppingMachines, v1.ClusterSpec) {
+	p := newStopping(agentMachines{e.sim}, false)
+	e.reg["agents"] = p
+	sp := spec(1, nil)
+	sp.Provider = "agents"
+	e.begin("c", v1.KindCreate, sp)
+	ctx := e.t.Context()
+	go playAgents(ctx, e, "c", func(n *store.Node) {
+		if p.isStopped(n.Name) || p.isStopped("c-cp-0") {
+			return
+		}
+		n.State = v1.NodeReady
+		_ = e.st.PutNode(ctx, n, store.Cond{IfMatch: n.ETag})
+	})
+	e.runOnce(e.runner())
+	return p, sp
 }
