@@ -92,6 +92,17 @@ func TestWaitsForAgents(t *testing.T) {
 			t.Errorf("node %s = %q, want %q", n, got[n], w)
 		}
 	}
+	// Each record, made by its agent's registration, has its machine's ID.
+	ids := machineIDs(e)
+	for n := range want {
+		rec, err := e.st.GetNode(t.Context(), store.Key{Project: project, Name: "c"}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.MachineID == "" || rec.MachineID != ids[n] {
+			t.Errorf("node %s's machineID %q, want its machine's %q", n, rec.MachineID, ids[n])
+		}
+	}
 }
 
 func TestWaitForNodesTimesOut(t *testing.T) {

@@ -206,6 +206,19 @@ func nodeEqual(a, b v1.Node) bool {
 	return a.Role == b.Role && a.Pool == b.Pool && a.MachineID == b.MachineID && a.Address == b.Address && a.State == b.State
 }
 
+// machineIDs are the provider's IDs of the cluster's machines, by name.
+func (x *run) machineIDs(ctx context.Context) (map[string]string, error) {
+	ms, err := x.p.ListMachines(ctx, x.pc)
+	if err != nil {
+		return nil, fmt.Errorf("list machines: %w", err)
+	}
+	ids := make(map[string]string, len(ms))
+	for _, m := range ms {
+		ids[m.Name] = m.ID
+	}
+	return ids, nil
+}
+
 // rank orders node states along the way to READY. A node that was READY and
 // is NOT_READY is configured but not ready; DELETING and FAILED reach nothing.
 func rank(state string) int {
@@ -242,6 +255,7 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 	tick := time.NewTicker(x.r.opts.NodePoll)
 	defer tick.Stop()
 	logged := false
+	var ids map[string]string // the machines' IDs by name, read when a node first moves
 	for {
 		nodes, err := x.nodes(ctx)
 		if err != nil {
@@ -271,8 +285,17 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 				next = v1.NodeConfigured
 			}
 			if next != "" {
+				if ids == nil {
+					if ids, err = x.machineIDs(ctx); err != nil {
+						return err
+					}
+				}
 				x.log.Info("moving node", "node", name, "from", n.State, "to", next, "role", m.Role)
+				// A record its agent's registration made has no machine ID yet.
 				n.State, n.Role, n.Pool = next, m.Role, m.Pool
+				if n.MachineID == "" {
+					n.MachineID = ids[name]
+				}
 				if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
 					return fmt.Errorf("move node %q to %s: %w", name, next, err)
 				}
