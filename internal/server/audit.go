@@ -14,8 +14,9 @@ import (
 
 // audit records, after the handler answered, every mutating request and
 // every read of a route marked Audited: who, what, when, from where and
-// the result, refusals included. A failure to record is logged; the answer
-// has gone out already.
+// the result, refusals included. A request that began an operation has
+// its entry recorded with the operation already (begin), and is not
+// recorded again. A failure to record is logged.
 func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !acc.Audited && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -25,31 +26,10 @@ func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 		sw := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		ri := info(r.Context())
-		e := &v1.AuditEntry{
-			Time:      s.now().UTC(),
-			Actor:     ri.principal.Name,
-			Action:    ri.pattern,
-			Path:      r.URL.Path,
-			Project:   ri.project,
-			Source:    clientIP(r),
-			Status:    sw.Status(),
-			Code:      sw.Header().Get(codeHeader),
-			RequestID: ri.id,
+		if ri.audited {
+			return
 		}
-		if e.Actor == "" {
-			e.Actor = "anonymous"
-		}
-		if e.Project == "" {
-			e.Project = r.PathValue("project")
-		}
-		switch {
-		case e.Status < 300:
-			e.Result = v1.AuditSuccess
-		case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
-			e.Result = v1.AuditDenied
-		default:
-			e.Result = v1.AuditFailed
-		}
+		e := s.auditEntry(r, sw.Status(), sw.Header().Get(codeHeader))
 		// The request may be gone (a client that hung up); the record is not.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
@@ -58,6 +38,51 @@ func (s *Server) audit(acc Access, next http.Handler) http.Handler {
 				slog.String("requestId", ri.id), slog.String("action", e.Action), slog.Any("error", err))
 		}
 	})
+}
+
+// auditEntry is the audit entry of r answered with status and error code
+// (none: "").
+func (s *Server) auditEntry(r *http.Request, status int, code string) *v1.AuditEntry {
+	ri := info(r.Context())
+	e := &v1.AuditEntry{
+		Time:      s.now().UTC(),
+		Actor:     ri.principal.Name,
+		Action:    ri.pattern,
+		Path:      r.URL.Path,
+		Project:   ri.project,
+		Source:    clientIP(r),
+		Status:    status,
+		Code:      code,
+		RequestID: ri.id,
+	}
+	if e.Actor == "" {
+		e.Actor = "anonymous"
+	}
+	if e.Project == "" {
+		e.Project = r.PathValue("project")
+	}
+	switch {
+	case e.Status < 300:
+		e.Result = v1.AuditSuccess
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		e.Result = v1.AuditDenied
+	default:
+		e.Result = v1.AuditFailed
+	}
+	return e
+}
+
+// begin writes cl and op (store BeginOperation) for request r, which
+// answers status once it succeeded, with r's audit entry in the same
+// transaction: an accepted change and its record commit together, in one
+// write instead of two.
+func (s *Server) begin(r *http.Request, cl *store.Cluster, op *store.Operation, c store.Cond, status int) error {
+	op.Audit = s.auditEntry(r, status, "")
+	if err := s.clusters.BeginOperation(r.Context(), cl, op, c); err != nil {
+		return err
+	}
+	info(r.Context()).audited = true
+	return nil
 }
 
 // clientIP is the address the request came from (no proxy headers are

@@ -54,6 +54,19 @@ func TestAuditRecordsChangesRefusalsAndSecretReads(t *testing.T) {
 			t.Errorf("entry %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
+	// The create's entry was written with its operation, with the status
+	// the answer gave.
+	if got[4].Status != http.StatusCreated {
+		t.Errorf("the create's entry has status %d, want 201", got[4].Status)
+	}
+	// A change refused once its write was tried (the cluster is busy) is
+	// recorded once, as failed.
+	if r := w.as("operator", "PUT", "/v1/projects/p/clusters/d", minimal); r.status != http.StatusConflict {
+		t.Fatalf("PUT on a Creating cluster: %d %s, want 409", r.status, r.body)
+	}
+	if es := w.auditEntries("?actor=user:otto&result=failed"); len(es) != 2 || es[0].Status != http.StatusConflict || es[0].Code != v1.CodeConflict {
+		t.Errorf("after a refused PUT, otto's failed entries are %+v; want the 409 newest, then the kubeconfig read's", es)
+	}
 
 	if es := w.auditEntries("?actor=user:val&result=denied"); len(es) != 1 || es[0].Actor != "user:val" {
 		t.Errorf("filtered by actor and result: %+v", es)

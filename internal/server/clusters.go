@@ -192,8 +192,8 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 
 // writeCluster runs one cluster change: it reads the cluster, checks the
 // request's conditions, builds the new spec (spec == nil means delete) and
-// writes the cluster and a new operation with one BeginOperation,
-// conditional on what it read. A concurrent change between the read and
+// writes the cluster, a new operation and the request's audit entry with
+// one BeginOperation, conditional on what it read. A concurrent change between the read and
 // the write makes it start again.
 func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(existing *store.Cluster) (v1.ClusterSpec, error)) error {
 	return s.writeClusterWith(w, r, spec, nil)
@@ -245,7 +245,11 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 				return err
 			}
 		}
-		err = s.clusters.BeginOperation(r.Context(), cl, op, writeCond(current))
+		status := http.StatusAccepted
+		if existing == nil {
+			status = http.StatusCreated
+		}
+		err = s.begin(r, cl, op, writeCond(current), status)
 		if raced(err) {
 			// The project may be the thing that vanished.
 			if err := s.requireProject(r); err != nil {
@@ -255,10 +259,6 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 		}
 		if err != nil {
 			return err
-		}
-		status := http.StatusAccepted
-		if existing == nil {
-			status = http.StatusCreated
 		}
 		s.accepted(w, r, cl, op, status)
 		return nil

@@ -38,6 +38,9 @@ type reqInfo struct {
 	// operation is the operation authorization read (routes of an
 	// operation): the handler's first read, saved.
 	operation *store.Operation
+	// audited: the handler recorded the request's audit entry with the
+	// change it made (Server.begin).
+	audited bool
 }
 
 type infoKey struct{}

@@ -152,6 +152,11 @@ type Operation struct {
 	// Backup is the backup a backup operation takes or a restore
 	// operation puts back; set when it is begun.
 	Backup string
+	// Audit, when set, is the audit entry of the request that begins the
+	// operation: BeginOperation inserts it in the same transaction (and
+	// sets its ID), so the change and its record commit together. It is
+	// not stored with the operation.
+	Audit *v1.AuditEntry
 }
 
 // Node is a node record.
@@ -340,7 +345,8 @@ type Store interface {
 	// Deleting. The written cluster's lease is free, its dequeue count zero,
 	// so a worker can claim it at once. cl.ETag is set to the new etag,
 	// cl.UID and op.ClusterUID to the cluster's uid: a new one for a new
-	// record, the stored one for a replaced record.
+	// record, the stored one for a replaced record. op.Audit, when set, is
+	// inserted in the same transaction.
 	BeginOperation(ctx context.Context, cl *Cluster, op *Operation, c Cond) error
 	// PutClusterStatus writes cl.Status, fenced by c.Fence; or, without a
 	// fence, conditioned on c.IfMatch for a cluster no operation runs on

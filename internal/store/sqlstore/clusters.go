@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -139,8 +140,9 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 	}
 	etag := newETag()
 	var (
-		token int64
-		uid   string
+		token   int64
+		uid     string
+		auditID int64
 	)
 	for attempt := 0; ; attempt++ {
 		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -173,7 +175,13 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				}
 			}
 			op.ClusterUID = uid
-			return s.insertOperation(ctx, tx, op)
+			if err := s.insertOperation(ctx, tx, op); err != nil {
+				return err
+			}
+			if op.Audit != nil {
+				auditID, err = s.insertAudit(ctx, tx, op.Audit)
+			}
+			return err
 		})
 		if errors.Is(err, errRaced) && c.IfNoneMatch == "*" {
 			err = store.ErrExists
@@ -187,6 +195,9 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 	}
 	cl.ETag = etag
 	cl.UID = uid
+	if op.Audit != nil {
+		op.Audit.ID = strconv.FormatInt(auditID, 10)
+	}
 	cl.Lease = store.Lease{Token: token}
 	cl.Dequeues = 0
 	return nil

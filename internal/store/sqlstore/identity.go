@@ -270,25 +270,34 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 
 // AppendAudit adds an audit entry.
 func (s *Store) AppendAudit(ctx context.Context, e *v1.AuditEntry) error {
-	if e.Time.IsZero() {
-		e.Time = s.now().UTC()
-	}
-	e.ID = ""
-	data, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("append audit entry: %w", err)
-	}
 	var id int64
-	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
-		return q.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, action, project, result, data)
-			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
-			toNanos(e.Time), e.Actor, e.Action, e.Project, e.Result, string(data)).Scan(&id)
+	err := s.writeOne(ctx, func(ctx context.Context, q execer) (err error) {
+		id, err = s.insertAudit(ctx, q, e)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("append audit entry: %w", err)
 	}
 	e.ID = strconv.FormatInt(id, 10)
 	return nil
+}
+
+// insertAudit inserts e, its time set to now when zero, and returns its
+// id; e.ID is the caller's to set once the write committed.
+func (s *Store) insertAudit(ctx context.Context, q rowQuerier, e *v1.AuditEntry) (int64, error) {
+	if e.Time.IsZero() {
+		e.Time = s.now().UTC()
+	}
+	e.ID = ""
+	data, err := json.Marshal(e)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = q.QueryRowContext(ctx, s.q(`INSERT INTO audit (time, actor, action, project, result, data)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
+		toNanos(e.Time), e.Actor, e.Action, e.Project, e.Result, string(data)).Scan(&id)
+	return id, err
 }
 
 // ListAudit lists audit entries newest first.

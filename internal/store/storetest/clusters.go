@@ -254,3 +254,37 @@ func testOperations(e *env) {
 		t.Errorf("operation ids not in order: %v", got)
 	}
 }
+
+// testBeginOperationAudit: the audit entry given with an operation is
+// written with it, and not when the operation is refused.
+func testBeginOperationAudit(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	audit := func(status int) *v1.AuditEntry {
+		return &v1.AuditEntry{Actor: "user:alice", Action: "PUT /v1/projects/{project}/clusters/{cluster}",
+			Path: "/v1/projects/p/clusters/c", Project: "p", Result: v1.AuditSuccess, Status: status}
+	}
+	cl, op := e.newClusterOp("p", "c", v1.KindCreate, v1.StateCreating)
+	op.Audit = audit(201)
+	wantErr(t, "BeginOperation", s.BeginOperation(ctx, cl, op, store.Cond{IfNoneMatch: "*"}), nil)
+	if op.Audit.ID == "" {
+		t.Fatal("BeginOperation did not set the audit entry's id")
+	}
+
+	busy, refused := e.newClusterOp("p", "c", v1.KindUpdate, v1.StateUpdating)
+	refused.Audit = audit(202)
+	if err := s.BeginOperation(ctx, busy, refused, store.Cond{}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("BeginOperation on a Creating cluster: %v, want a conflict", err)
+	}
+	if refused.Audit.ID != "" {
+		t.Errorf("a refused BeginOperation set its audit entry's id %q", refused.Audit.ID)
+	}
+
+	got, _, err := s.ListAudit(ctx, store.AuditFilter{}, store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != op.Audit.ID || got[0].Status != 201 || got[0].Path != op.Audit.Path {
+		t.Fatalf("audit entries %+v, want the begun operation's alone (id %s)", got, op.Audit.ID)
+	}
+}

@@ -85,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BeginOperation", testBeginOperation},
 		{"BeginOperationConditions", testBeginOperationConditions},
 		{"BeginOperationConflict", testBeginOperationConflict},
+		{"BeginOperationAudit", testBeginOperationAudit},
 		{"ClusterPaging", testClusterPaging},
 		{"ClustersWhere", testClustersWhere},
 		{"Operations", testOperations},
