@@ -20,6 +20,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/priority"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
@@ -240,7 +241,9 @@ func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
 	next = validateURL(limitBody(next))
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info(r.Context()).pattern = r.Pattern
-		next.ServeHTTP(w, r)
+		// A user waits on the answer: the store writes what the request
+		// writes (a change, an audit entry) ahead of the runs' checkpoints.
+		next.ServeHTTP(w, r.WithContext(priority.Foreground(r.Context())))
 	}))
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"kiln.dev/kiln/internal/priority"
 )
 
 // groupCommit runs the checkpoints of concurrent runs in shared
@@ -15,12 +17,18 @@ import (
 // taken together into the next one and pay for one commit. Each write of a
 // group runs under a savepoint of its own, so one that fails (a fence
 // refused) leaves nothing behind while the others commit.
+//
+// Writes a user waits on (priority.Foreground: the API's) have a queue of
+// their own, served first in short groups (maxUrgentGroup): such a write
+// waits for the group being committed, never also for a full group of the
+// runs' checkpoints queued before it.
 type groupCommit struct {
-	db    *sql.DB
-	queue chan *groupWrite
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	db     *sql.DB
+	queue  chan *groupWrite
+	urgent chan *groupWrite
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 // groupWrite is one caller's write and where its outcome goes.
@@ -33,11 +41,18 @@ type groupWrite struct {
 // holds many callers behind a long one.
 const maxGroup = 64
 
+// maxUrgentGroup bounds a group led by foreground writes: background
+// writes join it after them up to this many writes in all, so the runs'
+// checkpoints keep moving through a burst of API writes while the group a
+// user waits on stays short.
+const maxUrgentGroup = 32
+
 // errStoreClosed is the answer to a write queued after Close.
 var errStoreClosed = errors.New("the store is closed")
 
 func newGroupCommit(db *sql.DB) *groupCommit {
-	g := &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), stop: make(chan struct{}), done: make(chan struct{})}
+	g := &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), urgent: make(chan *groupWrite, maxGroup),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go g.run()
 	return g
 }
@@ -57,8 +72,12 @@ func (g *groupCommit) close() {
 // of the group's, not ctx.
 func (g *groupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	w := &groupWrite{fn: fn, err: make(chan error, 1)}
+	queue := g.queue
+	if priority.IsForeground(ctx) {
+		queue = g.urgent
+	}
 	select {
-	case g.queue <- w:
+	case queue <- w:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-g.done:
@@ -80,24 +99,36 @@ func (g *groupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *s
 func (g *groupCommit) run() {
 	defer close(g.done)
 	for {
-		var group []*groupWrite
+		var first *groupWrite
+		urgent := false
 		select {
-		case w := <-g.queue:
-			group = append(group, w)
+		case first = <-g.urgent:
+			urgent = true
+		case first = <-g.queue:
 		case <-g.stop:
 			return
 		}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case w := <-g.queue:
-				group = append(group, w)
-			default:
-				break more
-			}
+		group := take(g.urgent, []*groupWrite{first}, maxGroup)
+		limit := maxGroup
+		if urgent || len(group) > 1 {
+			limit = max(len(group), maxUrgentGroup)
 		}
-		g.commit(group)
+		g.commit(take(g.queue, group, limit))
 	}
+}
+
+// take appends to group the writes waiting in queue, up to limit in all,
+// without waiting for more.
+func take(queue chan *groupWrite, group []*groupWrite, limit int) []*groupWrite {
+	for len(group) < limit {
+		select {
+		case w := <-queue:
+			group = append(group, w)
+		default:
+			return group
+		}
+	}
+	return group
 }
 
 // commit runs a group's writes in one transaction and tells each its

@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"kiln.dev/kiln/internal/priority"
 )
 
 // TestGroupCommit: writes queued together run in one transaction, each
@@ -84,5 +88,66 @@ func TestGroupCommit(t *testing.T) {
 	g.close()
 	if err := g.do(ctx, insert(4, false)); !errors.Is(err, errStoreClosed) {
 		t.Errorf("write after close: %v, want errStoreClosed", err)
+	}
+}
+
+// TestGroupCommitForegroundFirst: a foreground write queued behind many
+// background ones goes in the next transaction, a short one
+// (maxUrgentGroup writes), and the background writes it did not take
+// follow in the next.
+func TestGroupCommitForegroundFirst(t *testing.T) {
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "g.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	ctx := t.Context()
+	g := &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), urgent: make(chan *groupWrite, maxGroup),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	var (
+		mu     sync.Mutex
+		groups = map[*sql.Tx][]string{}
+		order  []*sql.Tx
+	)
+	write := func(name string) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if groups[tx] == nil {
+				order = append(order, tx)
+			}
+			groups[tx] = append(groups[tx], name)
+			return nil
+		}
+	}
+	const background = 2 * maxUrgentGroup
+	var wg sync.WaitGroup
+	queued := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); len(g.queue)+len(g.urgent) < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d writes were not queued", n)
+			}
+		}
+	}
+	for i := range background {
+		wg.Go(func() { g.do(ctx, write(fmt.Sprintf("run-%d", i))) })
+		queued(i + 1)
+	}
+	wg.Go(func() { g.do(priority.Foreground(ctx), write("api")) })
+	queued(background + 1)
+	go g.run()
+	defer g.close()
+	wg.Wait()
+
+	if len(order) != 2 {
+		t.Fatalf("%d transactions, want 2: %v", len(order), groups)
+	}
+	first, second := groups[order[0]], groups[order[1]]
+	if !slices.Contains(first, "api") || len(first) != maxUrgentGroup {
+		t.Errorf("first transaction %v, want the foreground write and %d writes in all", first, maxUrgentGroup)
+	}
+	if len(second) != background+1-maxUrgentGroup {
+		t.Errorf("second transaction %v, want the %d background writes left", second, background+1-maxUrgentGroup)
 	}
 }
