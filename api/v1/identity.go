@@ -100,3 +100,15 @@ const (
 	AuditDenied  = "denied"  // 401, 403
 	AuditFailed  = "failed"  // any other status
 )
+
+// AuditResult is the audit result of an answer with HTTP status.
+func AuditResult(status int) string {
+	switch {
+	case status < 300:
+		return AuditSuccess
+	case status == 401 || status == 403:
+		return AuditDenied
+	default:
+		return AuditFailed
+	}
+}

@@ -47,14 +47,7 @@ func (r *Registry) record(req *http.Request, sw *httpstatus.Recorder, a *auditEn
 	if e.Status == 0 {
 		e.Status = http.StatusOK
 	}
-	switch {
-	case e.Status < 300:
-		e.Result = v1.AuditSuccess
-	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
-		e.Result = v1.AuditDenied
-	default:
-		e.Result = v1.AuditFailed
-	}
+	e.Result = v1.AuditResult(e.Status)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 5*time.Second)
 	defer cancel()
 	if err := r.opts.Audit.AppendAudit(ctx, e); err != nil {

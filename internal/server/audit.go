@@ -61,14 +61,7 @@ func (s *Server) auditEntry(r *http.Request, status int, code string) *v1.AuditE
 	if e.Project == "" {
 		e.Project = r.PathValue("project")
 	}
-	switch {
-	case e.Status < 300:
-		e.Result = v1.AuditSuccess
-	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
-		e.Result = v1.AuditDenied
-	default:
-		e.Result = v1.AuditFailed
-	}
+	e.Result = v1.AuditResult(e.Status)
 	return e
 }
 

@@ -16,23 +16,31 @@ import (
 	"kiln.dev/kiln/internal/priority"
 )
 
-// TestGroupCommit: writes queued together run in one transaction, each
-// under its own savepoint: the one that fails leaves nothing behind and
-// gets its own error, the others commit.
-func TestGroupCommit(t *testing.T) {
+// idleGroupCommit is a group commit on a new SQLite database whose
+// committer is not started: a test queues writes, then starts it (go
+// g.run()), so that they wait together.
+func idleGroupCommit(t *testing.T) *groupCommit {
 	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "g.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.SetMaxOpenConns(1)
-	defer db.Close()
-	ctx := t.Context()
+	t.Cleanup(func() { db.Close() })
+	return &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), urgent: make(chan *groupWrite, maxGroup),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// TestGroupCommit: writes queued together run in one transaction, each
+// under its own savepoint: the one that fails leaves nothing behind and
+// gets its own error, the others commit.
+func TestGroupCommit(t *testing.T) {
+	// The committer starts once all three are queued, so they are one
+	// group.
+	g := idleGroupCommit(t)
+	db, ctx := g.db, t.Context()
 	if _, err := db.ExecContext(ctx, `CREATE TABLE t (x INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	// The committer starts once all three are queued, so they are one
-	// group.
-	g := &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), stop: make(chan struct{}), done: make(chan struct{})}
 	refused := errors.New("refused by its fence")
 	insert := func(x int, fail bool) func(context.Context, *sql.Tx) error {
 		return func(ctx context.Context, tx *sql.Tx) error {
@@ -96,15 +104,7 @@ func TestGroupCommit(t *testing.T) {
 // (maxUrgentGroup writes), and the background writes it did not take
 // follow in the next.
 func TestGroupCommitForegroundFirst(t *testing.T) {
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	defer db.Close()
-	ctx := t.Context()
-	g := &groupCommit{db: db, queue: make(chan *groupWrite, maxGroup), urgent: make(chan *groupWrite, maxGroup),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	g, ctx := idleGroupCommit(t), t.Context()
 	var (
 		mu     sync.Mutex
 		groups = map[*sql.Tx][]string{}
