@@ -193,8 +193,8 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 // writeCluster runs one cluster change: it reads the cluster, checks the
 // request's conditions, builds the new spec (spec == nil means delete) and
 // writes the cluster, a new operation and the request's audit entry with
-// one BeginOperation, conditional on what it read. A concurrent change between the read and
-// the write makes it start again.
+// one BeginOperation, conditional on what it read. A concurrent change
+// between the read and the write makes it start again.
 func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, spec func(existing *store.Cluster) (v1.ClusterSpec, error)) error {
 	return s.writeClusterWith(w, r, spec, nil)
 }

@@ -178,9 +178,10 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 			if err := s.insertOperation(ctx, tx, op); err != nil {
 				return err
 			}
-			if op.Audit != nil {
-				auditID, err = s.insertAudit(ctx, tx, op.Audit)
+			if op.Audit == nil {
+				return nil
 			}
+			auditID, err = s.insertAudit(ctx, tx, op.Audit)
 			return err
 		})
 		if errors.Is(err, errRaced) && c.IfNoneMatch == "*" {
