@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,39 @@ import (
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/waitfor"
 )
+
+// Logger is a debug logger writing to t's output until t's cleanups run.
+// A session runs on a goroutine of its own that the gateway does not wait
+// for: once an Env's Stop closed its connection, it may log its end after
+// the test has completed, and a write to a completed test's output panics.
+// Such late lines are dropped.
+func Logger(t testing.TB) *slog.Logger {
+	w := &untilCleanup{w: t.Output()}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// untilCleanup writes to w until stop.
+type untilCleanup struct {
+	mu      sync.Mutex
+	w       io.Writer
+	stopped bool
+}
+
+func (u *untilCleanup) Write(p []byte) (int, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.stopped {
+		return len(p), nil
+	}
+	return u.w.Write(p)
+}
+
+func (u *untilCleanup) stop() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.stopped = true
+}
 
 // Project is the project every cluster of an Env is in.
 const Project = "p"
@@ -88,7 +122,7 @@ func New(t testing.TB, opts gateway.Options) *Env {
 	e.URL = "https://" + e.addr
 	opts.Store = st
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = Logger(t)
 	}
 	opts.Controller, opts.ControllerCA = e.URL, e.CAPEM
 	e.Gateway = gateway.New(opts)
