@@ -111,7 +111,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		next.Status.FailedProvisioningState = ""
 		next.Status.CurrentOperation = op.ID
 		next.Status.UpdatedAt = now
-		err = s.clusters.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
+		err = s.begin(r, next, op, writeCond(cl.ETag), http.StatusAccepted)
 		if raced(err) {
 			continue
 		}

@@ -286,6 +286,12 @@ func TestRetryThroughTheAPI(t *testing.T) {
 	var cl v1.Cluster
 	r.decode(t, &cl)
 	retryID := client.OperationID(r.header.Get("Azure-AsyncOperation"))
+	// The accepted retry is audited once, with the operation it began.
+	var audit v1.List[v1.AuditEntry]
+	h.must(http.StatusOK, "GET", "/v1/audit?action=retry&result=success", "").decode(t, &audit)
+	if len(audit.Value) != 1 || audit.Value[0].Status != http.StatusAccepted {
+		t.Errorf("the retry's audit entries: %+v, want one with status 202", audit.Value)
+	}
 	if cl.Status.ProvisioningState != v1.StateCreating || cl.Status.CurrentOperation != retryID || retryID == opID {
 		t.Fatalf("cluster after retry: %+v (operation %s)", cl.Status, retryID)
 	}

@@ -112,7 +112,8 @@ func (s *Server) beginAction(r *http.Request, kind string, first func(*store.Clu
 		if prepare != nil {
 			prepare(op)
 		}
-		err = s.clusters.BeginOperation(r.Context(), next, op, writeCond(cl.ETag))
+		// Every caller answers 202 once the operation has begun.
+		err = s.begin(r, next, op, writeCond(cl.ETag), http.StatusAccepted)
 		if raced(err) {
 			continue
 		}
