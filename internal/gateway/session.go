@@ -40,6 +40,7 @@ type session struct {
 	node   string
 	serial string // of the certificate the session presented
 	conn   *websocket.Conn
+	in     *input // what conn reads from
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -140,7 +141,8 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Time{})
 	rc.SetWriteDeadline(time.Time{})
-	conn, err := websocket.Accept(smallBuffers{w}, r, nil)
+	var in input
+	conn, err := websocket.Accept(smallBuffers{w, &in}, r, nil)
 	if err != nil {
 		log.Warn("session: websocket upgrade", "err", err)
 		return
@@ -149,7 +151,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	// A hijacked connection outlives the request's context on server
 	// shutdown: the session has its own, cancelled by CloseSessions.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &session{g: g, k: k, node: node, serial: serialOf(peer), conn: conn, log: log, ctx: sctx, cancel: cancel,
+	s := &session{g: g, k: k, node: node, serial: serialOf(peer), conn: conn, in: &in, log: log, ctx: sctx, cancel: cancel,
 		steps: map[[2]string]string{}}
 	// The session runs on a goroutine of its own and this one ends: it
 	// did the TLS handshake and read the request, and its stack grew for
@@ -174,8 +176,11 @@ const (
 // Hijack hands the websocket buffers of sessionReadBuffer and
 // sessionWriteBuffer bytes instead of net/http's 4 KiB reader and writer,
 // which a session would hold for its life (8 KiB of each session's memory
-// at 10,000 sessions, BenchmarkAgentFanIn).
-type smallBuffers struct{ http.ResponseWriter }
+// at 10,000 sessions, BenchmarkAgentFanIn), and the reader reads from in.
+type smallBuffers struct {
+	http.ResponseWriter
+	in *input
+}
 
 func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
@@ -187,51 +192,48 @@ func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// websocket takes it from there (Buffered, then Reset).
 	n := brw.Reader.Buffered()
 	b, _ := brw.Reader.Peek(n)
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), conn), max(sessionReadBuffer, n))
-	if _, err := br.Peek(n); err != nil {
+	in := w.in
+	in.Conn = conn
+	in.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), in), max(sessionReadBuffer, n))
+	if _, err := in.br.Peek(n); err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
-	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, sessionWriteBuffer)), nil
+	return in, bufio.NewReadWriter(in.br, bufio.NewWriterSize(in, sessionWriteBuffer)), nil
 }
 
 // run handles hello, then reads messages while the sending side
-// (instructions.go) sends instructions and flushes logs.
+// (instructions.go) sends instructions and flushes logs. Its goroutine
+// lives as long as the connection and mostly waits for the agent's next
+// message (input.wait): what grows a stack, reading a message, handling it
+// and the store's work, runs offloaded.
 func (s *session) run() error {
-	hctx, cancel := context.WithTimeout(s.ctx, helloTimeout)
-	hello, err := s.read(hctx)
-	cancel()
-	if err != nil {
-		s.conn.Close(websocket.StatusPolicyViolation, "no hello")
+	var (
+		hello *v1.AgentMessage
+		err   error
+	)
+	if offload(func() { hello, err = s.hello() }); err != nil {
 		return err
-	}
-	if hello.Type != v1.AgentHello || hello.Hello == nil {
-		s.conn.Close(websocket.StatusPolicyViolation, "the first message must be hello")
-		return errors.New("first message is " + hello.Type)
-	}
-	if v := hello.Hello.ProtocolVersion; v != v1.AgentProtocolVersion {
-		reason := "agent protocol " + strconv.Itoa(v) + ", controller protocol " + strconv.Itoa(v1.AgentProtocolVersion)
-		s.conn.Close(websocket.StatusPolicyViolation, reason)
-		return errors.New(reason)
-	}
-	if hello.Hello.Node != s.node {
-		s.conn.Close(websocket.StatusPolicyViolation, "hello names another node than the certificate")
-		return errors.New("hello names node " + hello.Hello.Node)
 	}
 	s.register()
 	defer s.unregister()
 	// Checked again once registered: a registration or ForgetNode that
 	// came after the admission and before register found no session to
 	// close.
-	if !s.checkCertificate() {
+	ok := false
+	if offload(func() { ok = s.checkCertificate() }); !ok {
 		return errors.New("the node's certificate changed while the session opened")
 	}
-	if err := s.send(&v1.ControllerMessage{Type: v1.ControllerWelcome, Welcome: &v1.WelcomeBody{
-		ProtocolVersion: v1.AgentProtocolVersion, HeartbeatInterval: s.g.opts.HeartbeatInterval}}); err != nil {
+	if offload(func() {
+		if err = s.send(&v1.ControllerMessage{Type: v1.ControllerWelcome, Welcome: &v1.WelcomeBody{
+			ProtocolVersion: v1.AgentProtocolVersion, HeartbeatInterval: s.g.opts.HeartbeatInterval}}); err != nil {
+			return
+		}
+		s.log.Info("session started", "agentVersion", hello.Hello.AgentVersion)
+		s.heartbeat(hello.Time)
+	}); err != nil {
 		return err
 	}
-	s.log.Info("session started", "agentVersion", hello.Hello.AgentVersion)
-	offload(func() { s.heartbeat(hello.Time) })
 
 	s.startSending()
 	defer func() {
@@ -241,13 +243,53 @@ func (s *session) run() error {
 		s.conn.CloseNow()
 	}()
 	for {
+		s.in.wait()
+		if offload(func() { err = s.readAll() }); err != nil {
+			return err
+		}
+	}
+}
+
+// hello reads and checks the agent's first message.
+func (s *session) hello() (*v1.AgentMessage, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, helloTimeout)
+	hello, err := s.read(ctx)
+	cancel()
+	if err != nil {
+		s.conn.Close(websocket.StatusPolicyViolation, "no hello")
+		return nil, err
+	}
+	if hello.Type != v1.AgentHello || hello.Hello == nil {
+		s.conn.Close(websocket.StatusPolicyViolation, "the first message must be hello")
+		return nil, errors.New("first message is " + hello.Type)
+	}
+	if v := hello.Hello.ProtocolVersion; v != v1.AgentProtocolVersion {
+		reason := "agent protocol " + strconv.Itoa(v) + ", controller protocol " + strconv.Itoa(v1.AgentProtocolVersion)
+		s.conn.Close(websocket.StatusPolicyViolation, reason)
+		return nil, errors.New(reason)
+	}
+	if hello.Hello.Node != s.node {
+		s.conn.Close(websocket.StatusPolicyViolation, "hello names another node than the certificate")
+		return nil, errors.New("hello names node " + hello.Hello.Node)
+	}
+	return hello, nil
+}
+
+// readAll reads and handles the agent's messages until none is left in
+// memory: the next one is the socket's, which input.wait waits for. An
+// error ends the session.
+func (s *session) readAll() error {
+	for {
 		m, err := s.read(s.ctx)
 		if err != nil {
 			return err
 		}
-		if offload(func() { err = s.handle(m) }); err != nil {
+		if err := s.handle(m); err != nil {
 			s.conn.Close(websocket.StatusInternalError, "the controller could not record a message")
 			return err
+		}
+		if !s.in.buffered() {
+			return nil
 		}
 	}
 }
@@ -453,12 +495,13 @@ func (s *session) flushLogs(ctx context.Context) {
 }
 
 // offload runs fn on a goroutine of its own and waits for it. A session's
-// reader lives as long as the agent's connection and mostly waits;
-// the store's code (SQLite's in particular) needs deep stacks, which a
-// goroutine keeps until the garbage collector shrinks them, so store work
-// done on them would hold a grown stack per session. A goroutine per call
-// gives its stack back at once (at 10,000 sessions: 183 MiB of stacks
-// instead of 277, BenchmarkAgentFanIn).
+// goroutine lives as long as the agent's connection and mostly waits;
+// reading a message (the websocket, crypto/tls, JSON) and the store's code
+// (SQLite's in particular) need deep stacks, which a goroutine keeps until
+// the garbage collector shrinks them, so that work done on it would hold a
+// grown stack per session. A goroutine per call gives its stack back at
+// once (at 10,000 sessions: 183 MiB of stacks instead of 277 for the
+// store's work alone, BenchmarkAgentFanIn).
 func offload(fn func()) {
 	done := make(chan struct{})
 	go func() {
