@@ -166,10 +166,13 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // Buffers of a session's connection: an agent's messages are small (a
-// heartbeat is about 150 bytes); a larger read or write bypasses them.
+// heartbeat is about 150 bytes), and so are most of the controller's (a
+// heartbeat's answer is about 100); a larger read bypasses the buffer, and
+// a larger write (an instruction) goes out as the buffer's record and one
+// more.
 const (
 	sessionReadBuffer  = 512
-	sessionWriteBuffer = 1024
+	sessionWriteBuffer = 256
 )
 
 // smallBuffers is the ResponseWriter a session's upgrade is given: its
