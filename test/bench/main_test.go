@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,12 +40,14 @@ type daemon struct {
 }
 
 // startKilnd starts kilnd --dev (SQLite in a fresh data dir, the sim
-// provider) with args added. Its log level is info: kilndtest.Start waits
-// for the "kilnd listening" line, logged at info.
+// provider) with args added, and the environment variables of
+// KILN_BENCH_KILND_ENV (such as GOGC=50 or GOMEMLIMIT=400MiB, given to
+// kilnd alone). Its log level is info: kilndtest.Start waits for the
+// "kilnd listening" line, logged at info.
 func startKilnd(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
-	k := kilndtest.Start(t, kilndBin, "kilnd", nil,
+	k := kilndtest.Start(t, kilndBin, "kilnd", strings.Fields(os.Getenv("KILN_BENCH_KILND_ENV")),
 		append([]string{"--dev", "--data-dir", dir}, args...)...)
 	tok := kilndtest.Token(t, dir)
 	return &daemon{Kilnd: k, Dir: dir, Token: tok, API: k.Client(tok)}
