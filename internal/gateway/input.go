@@ -21,13 +21,27 @@ import (
 // on a short-lived goroutine (offload). BenchmarkAgentFanIn measured 8.5
 // KiB of stack a session before, 2.6 after (docs/benchmarks.md).
 type input struct {
-	net.Conn               // the hijacked connection: a *tls.Conn behind the agents' mTLS
-	br       *bufio.Reader // the websocket's reader over this input
+	net.Conn                 // the hijacked connection: a *tls.Conn behind the agents' mTLS
+	br       *bufio.Reader   // the websocket's reader over this input
+	raw      syscall.RawConn // the socket under Conn, which wait waits on; nil if none
 
 	mu   sync.Mutex
 	held []byte // read ahead by buffered
 
 	peek [1]byte // wait's, not read into
+}
+
+// attach makes conn the input's connection and finds the socket under it.
+func (in *input) attach(conn net.Conn) {
+	in.Conn = conn
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			in.raw = rc
+		}
+	}
 }
 
 func (in *input) Read(p []byte) (int, error) {
@@ -47,19 +61,10 @@ func (in *input) Read(p []byte) (int, error) {
 // finds which. A connection that cannot be waited on this way (not a
 // socket) returns at once, and the read waits instead.
 func (in *input) wait() {
-	c := in.Conn
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
+	if in.raw == nil {
 		return
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Read(func(fd uintptr) bool {
+	in.raw.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), in.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
 	})

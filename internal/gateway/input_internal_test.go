@@ -76,7 +76,8 @@ func tlsPair(t *testing.T) (*input, *tls.Conn, *batchingConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close(); server.Close() })
-	in := &input{Conn: server}
+	in := &input{}
+	in.attach(server)
 	in.br = bufio.NewReaderSize(in, sessionReadBuffer)
 	return in, client, bc
 }

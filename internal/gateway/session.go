@@ -196,7 +196,7 @@ func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	n := brw.Reader.Buffered()
 	b, _ := brw.Reader.Peek(n)
 	in := w.in
-	in.Conn = conn
+	in.attach(conn)
 	in.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), in), max(sessionReadBuffer, n))
 	if _, err := in.br.Peek(n); err != nil {
 		conn.Close()
