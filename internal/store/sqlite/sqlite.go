@@ -83,6 +83,11 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	q.Set("_txlock", "immediate")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
+	} else {
+		// The writer's savepoints (one a write in a group commit) keep
+		// their undo pages in memory: on disk, past 64 KiB, each page was
+		// a write(2) that a fleet's checkpoints paid 4% of kilnd's CPU for.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	db, err := sql.Open(driverName, path+"?"+q.Encode())
 	if err != nil {

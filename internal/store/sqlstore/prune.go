@@ -11,8 +11,21 @@ import (
 // transaction each, so that a large backlog never stalls other writers.
 const pruneBatch = 5000
 
+// pruneEvents deletes, of the oldest events (a batch, by id, the newest
+// left out), those older than the cutoff (batch size, cutoff). Events
+// have no index on their time: their ids grow with it (the store stamps
+// them as it writes them), so the oldest are found on the primary key.
+// An event written with an older time than the one before it waits until
+// those before it are pruned.
+const pruneEvents = `DELETE FROM events WHERE id IN (SELECT id FROM events
+	WHERE id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?) AND time < ?`
+
 // Prune deletes events and audit entries older than their cutoffs, and
 // tokens that expired or were revoked before theirs, a batch at a time.
+//
+// Events go in id order (pruneEvents): a pass stops at a batch of the
+// oldest that is not all past the cutoff, and the newest event always
+// stays, so that ids never go back.
 func (s *Store) Prune(ctx context.Context, c store.Cutoffs) (store.Pruned, error) {
 	var out store.Pruned
 	for _, p := range []struct {
@@ -23,8 +36,7 @@ func (s *Store) Prune(ctx context.Context, c store.Cutoffs) (store.Pruned, error
 		args  []any
 	}{
 		{"events", !c.Events.IsZero(), &out.Events,
-			`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time < ? LIMIT ?)`,
-			[]any{toNanos(c.Events), pruneBatch}},
+			pruneEvents, []any{pruneBatch, toNanos(c.Events)}},
 		{"audit entries", !c.Audit.IsZero(), &out.Audit,
 			`DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? LIMIT ?)`,
 			[]any{toNanos(c.Audit), pruneBatch}},

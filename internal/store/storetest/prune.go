@@ -10,7 +10,8 @@ import (
 
 // testPrune: Prune deletes events and audit entries older than their
 // cutoffs and tokens expired or revoked before theirs, and nothing else; a
-// zero cutoff keeps its kind; a second prune finds nothing.
+// zero cutoff keeps its kind; a second prune finds nothing; the newest
+// event is kept.
 func testPrune(e *env) {
 	t, ctx, s := e.t, e.ctx, e.s
 	old, cutoff := epoch.Add(-48*time.Hour), epoch.Add(-24*time.Hour)
@@ -66,5 +67,23 @@ func testPrune(e *env) {
 	}
 	if got, err := s.Prune(ctx, store.Cutoffs{Events: cutoff, Audit: cutoff, Tokens: cutoff}); err != nil || got != (store.Pruned{}) {
 		t.Errorf("a second Prune = %+v, %v; want nothing deleted", got, err)
+	}
+
+	// Every event past its cutoff: the newest stays, so that the next
+	// event's id is still larger than any given out before.
+	got, err = s.Prune(ctx, store.Cutoffs{Events: epoch.Add(time.Hour)})
+	wantErr(t, "Prune", err, nil)
+	if want := (store.Pruned{Events: 1}); got != want {
+		t.Errorf("Prune of every event = %+v, want %+v (the newest kept)", got, want)
+	}
+	evs, _, err = s.ListEvents(ctx, k, store.Page{})
+	wantErr(t, "ListEvents", err, nil)
+	if len(evs) != 1 || evs[0].Message != "e" {
+		t.Fatalf("events left: %+v, want e", evs)
+	}
+	next := &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Type: "Normal", Reason: "R"}}
+	wantErr(t, "AppendEvent", s.AppendEvent(ctx, next), nil)
+	if next.ID <= evs[0].ID {
+		t.Errorf("event after a prune got id %d, not above %d", next.ID, evs[0].ID)
 	}
 }
