@@ -87,7 +87,8 @@ $(foreach v,$(KUBE_VERSIONS),$(eval $(call kube_build,$(v))))
 $(BIN)/kiln-kube: $(BIN)/kiln-kube-$(KUBE_NEWEST)
 	ln -sfn kiln-kube-$(KUBE_NEWEST) $@
 
-kube-smoke: kube ## for each version: etcd, apiserver, controller-manager, scheduler, 2 hollow kubelets; 5 replicas available; as root, kubeadm's local etcd run as kubeadm writes it
+kube-smoke: kube ## kube/internal's unit tests; for each version: etcd, apiserver, controller-manager, scheduler, 2 hollow kubelets; 5 replicas available; as root, kubeadm's local etcd run as kubeadm writes it
+	cd kube && $(GO) test ./internal/...
 	for v in $(KUBE_VERSIONS); do kube/smoke/smoke.sh $(BIN)/kiln-kube-$$v $$v || exit 1; done
 	@if [ "$$(id -u)" = 0 ]; then for v in $(KUBE_VERSIONS); do kube/smoke/kubeadm-etcd.sh $(BIN)/kiln-kube-$$v || exit 1; done; \
 	else echo "kube-smoke: kube/smoke/kubeadm-etcd.sh needs root (a mount namespace): SKIPPED" >&2; fi

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	goflag "flag"
 	"fmt"
 	"net"
@@ -32,6 +30,8 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 	"k8s.io/kubernetes/pkg/kubemark"
 	utilflag "k8s.io/kubernetes/pkg/util/flag"
+
+	"kiln.dev/kiln/kube/internal/shortpath"
 )
 
 // hollowKubelet holds the flags of `kiln-kube hollow-kubelet`: kubemark's hollow-node flags (same names
@@ -142,7 +142,7 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 		// directory and sun_path holds 108 bytes: a deep root is used through a short
 		// symlink in /tmp.
 		if len(o.rootDir) > 40 {
-			link, err := shortLink(o.rootDir)
+			link, err := shortpath.Link("/tmp", o.rootDir)
 			if err != nil {
 				return err
 			}
@@ -241,19 +241,4 @@ func (o *hollowKubelet) run(ctx context.Context) error {
 	<-ctx.Done()
 	klog.InfoS("Stopping hollow kubelet", "node", o.nodeName)
 	return nil
-}
-
-// shortLink makes /tmp/kiln-kubelet-<hash of dir> a symlink to dir and
-// returns it.
-func shortLink(dir string) (string, error) {
-	sum := sha256.Sum256([]byte(dir))
-	link := "/tmp/kiln-kubelet-" + hex.EncodeToString(sum[:6])
-	if target, err := os.Readlink(link); err == nil && target == dir {
-		return link, nil
-	}
-	_ = os.Remove(link)
-	if err := os.Symlink(dir, link); err != nil {
-		return "", fmt.Errorf("short path for the kubelet root %s: %w", dir, err)
-	}
-	return link, nil
 }
