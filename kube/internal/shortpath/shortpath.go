@@ -17,14 +17,11 @@ import (
 // Prefix begins every link's name.
 const Prefix = "kiln-kubelet-"
 
-// Link makes DIR/Prefix<hash of target> a symlink to target and returns it; dir is
-// os.TempDir() when empty. It first removes the links of that shape whose target is
-// gone: a kubelet killed (its process stopped by a signal it does not catch) cannot remove
-// its own, and its directory goes with its node.
+// Link makes dir/Prefix<hash of target> a symlink to target and returns it. It first
+// removes the links of that shape whose target is gone: a kubelet killed (its process
+// stopped by a signal it does not catch) cannot remove its own, and its directory goes
+// with its node.
 func Link(dir, target string) (string, error) {
-	if dir == "" {
-		dir = os.TempDir()
-	}
 	Sweep(dir)
 	sum := sha256.Sum256([]byte(target))
 	link := filepath.Join(dir, Prefix+hex.EncodeToString(sum[:6]))
