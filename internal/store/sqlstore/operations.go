@@ -24,15 +24,11 @@ type opRow struct {
 }
 
 func encodeOperation(op *store.Operation) (opRow, error) {
-	steps := op.Steps
-	if steps == nil {
-		steps = []v1.Step{}
-	}
-	b, err := json.Marshal(steps)
+	steps, err := encodeSteps(op.Steps)
 	if err != nil {
 		return opRow{}, err
 	}
-	r := opRow{steps: string(b)}
+	r := opRow{steps: steps}
 	if op.Error != nil {
 		e, err := json.Marshal(op.Error)
 		if err != nil {
@@ -90,11 +86,9 @@ func scanOperation(r scanner) (*store.Operation, error) {
 		t := fromNanos(end)
 		op.EndTime = &t
 	}
-	if err := json.Unmarshal([]byte(steps), &op.Steps); err != nil {
+	var err error
+	if op.Steps, err = decodeSteps(steps); err != nil {
 		return nil, fmt.Errorf("decode steps: %w", err)
-	}
-	if len(op.Steps) == 0 {
-		op.Steps = nil
 	}
 	if errJSON != "" {
 		op.Error = new(v1.Error)
