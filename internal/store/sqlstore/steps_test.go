@@ -75,8 +75,21 @@ func TestStepsReadsTheAPIForm(t *testing.T) {
 	if _, err := decodeSteps(`[{"name":`); err == nil {
 		t.Error("a broken column of the API's form decoded without an error")
 	}
-	if _, err := decodeSteps(`[{"n":1}]`); err == nil {
+	if _, err := decodeSteps(`{"s":[{"n":1}]}`); err == nil {
 		t.Error("a broken column decoded without an error")
+	}
+}
+
+// A kilnd from before the short form (a replica not yet upgraded) must
+// fail to read it, not read steps without names.
+func TestStepsAreRefusedByAnOlderReader(t *testing.T) {
+	col, err := encodeSteps(createLikeSteps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []v1.Step // what a kilnd before it decodes the column into
+	if err := json.Unmarshal([]byte(col), &old); err == nil {
+		t.Fatalf("the steps' stored form %s reads as the API's form: %+v", col, old)
 	}
 }
 
