@@ -27,7 +27,8 @@ const (
 )
 
 // kubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
-// the node of every machine Ready. On the way it gives nodes their role
+// the node of every machine Ready, and its node controller has taken its
+// not-ready taint off. On the way it gives nodes their role
 // labels (kubelets may not set node-role labels themselves), writes the
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
 // records READY as Kubernetes reports them Ready. A machine whose agent
@@ -86,7 +87,9 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 }
 
 // readyPass looks once: labels what needs labels, marks Ready nodes READY
-// and returns the names of the nodes not Ready yet.
+// and returns the nodes not Ready yet, each with why. A node counts as
+// Ready once it takes pods (kubeapi.Node.NotReadyYet): a scale-up that
+// succeeds has nodes a Deployment applied next spreads onto.
 func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
 	nodes, err := kc.ListNodes(ctx)
 	if err != nil {
@@ -99,15 +102,26 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 	var missing []string
 	for _, m := range machines {
 		n, ok := byName[m.Name]
-		if !ok || !n.Ready() {
-			missing = append(missing, m.Name)
+		if !ok {
+			missing = append(missing, m.Name+" (no Node yet)")
 			continue
 		}
+		if !n.Ready() {
+			missing = append(missing, m.Name+" (not Ready)")
+			continue
+		}
+		// Labels and the pool's taints go on as soon as the node is Ready,
+		// mostly while the node controller's not-ready taint still keeps
+		// pods off it.
 		if !labelled[m.Name] {
 			if err := x.configureKubeNode(ctx, kc, n, m); err != nil {
 				return nil, err
 			}
 			labelled[m.Name] = true
+		}
+		if why := n.NotReadyYet(); why != "" {
+			missing = append(missing, m.Name+" ("+why+")")
+			continue
 		}
 		rec, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 		if err != nil {

@@ -119,8 +119,8 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 }
 
 // awaitVersion waits, within NodeTimeout, until Kubernetes reports node
-// name Ready with its kubelet at version (watching its machine as
-// kubernetesReady does).
+// name Ready with its kubelet at version and the node takes pods again
+// (kubeapi.Node.NotReadyYet), watching its machine as kubernetesReady does.
 func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
 	machine, err := x.watchMachines(ctx, []string{name})
 	if err != nil {
@@ -131,7 +131,7 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 	defer tick.Stop()
 	for {
 		kn, err := kc.GetNode(ctx, name)
-		if err == nil && kn.Ready() && kn.KubeletVersion == version {
+		if err == nil && kn.NotReadyYet() == "" && kn.KubeletVersion == version {
 			return nil
 		}
 		if err := machine.check(ctx); err != nil {
@@ -139,6 +139,9 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 		}
 		if time.Now().After(deadline) {
 			got := kn.KubeletVersion
+			if why := kn.NotReadyYet(); why != "" {
+				got += ", " + why
+			}
 			if err != nil {
 				got = err.Error()
 			}

@@ -147,6 +147,32 @@ func (n Node) Ready() bool {
 	return ok && c.Status == "True"
 }
 
+// The taints Kubernetes' node controller keeps on a node whose Ready
+// condition is not True. It takes them off a moment after the kubelet
+// reports Ready, later on a busy control plane.
+const (
+	TaintNotReady    = "node.kubernetes.io/not-ready"
+	TaintUnreachable = "node.kubernetes.io/unreachable"
+)
+
+// NotReadyYet says why a node does not take new pods yet, as far as its
+// health goes: its Ready condition is not True, or it is but the node
+// controller's not-ready or unreachable taint is still on it, and the
+// scheduler places no pod there that does not tolerate it (a DaemonSet's
+// pods do not). "" when neither holds. A cordon or a pool's own taints are
+// not its health and do not count.
+func (n Node) NotReadyYet() string {
+	if !n.Ready() {
+		return "not Ready"
+	}
+	for _, t := range n.Taints {
+		if t.Key == TaintNotReady || t.Key == TaintUnreachable {
+			return "Ready, still tainted " + t.Key + ":" + t.Effect
+		}
+	}
+	return ""
+}
+
 // Condition returns the condition of type t.
 func (n Node) Condition(t string) (Condition, bool) {
 	for _, c := range n.Conditions {

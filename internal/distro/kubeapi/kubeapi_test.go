@@ -172,3 +172,27 @@ func TestClient(t *testing.T) {
 		t.Error("New with a bad CA succeeded")
 	}
 }
+
+// A node takes pods once it is Ready and the node controller has taken its
+// not-ready (or unreachable) taint off; a pool's taint or a cordon is not
+// its health.
+func TestNotReadyYet(t *testing.T) {
+	ready := []Condition{{Type: "Ready", Status: "True"}}
+	for _, c := range []struct {
+		name string
+		node Node
+		want string
+	}{
+		{"no conditions", Node{}, "not Ready"},
+		{"Ready False", Node{Conditions: []Condition{{Type: "Ready", Status: "False"}}}, "not Ready"},
+		{"Ready, not-ready taint still on", Node{Conditions: ready, Taints: []Taint{{Key: TaintNotReady, Effect: "NoSchedule"}}},
+			"Ready, still tainted node.kubernetes.io/not-ready:NoSchedule"},
+		{"Ready, unreachable taint still on", Node{Conditions: ready, Taints: []Taint{{Key: TaintUnreachable, Effect: "NoExecute"}}},
+			"Ready, still tainted node.kubernetes.io/unreachable:NoExecute"},
+		{"Ready, a pool's taint, cordoned", Node{Conditions: ready, Unschedulable: true, Taints: []Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}}, ""},
+	} {
+		if got := c.node.NotReadyYet(); got != c.want {
+			t.Errorf("%s: NotReadyYet() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
