@@ -28,8 +28,9 @@ const (
 
 // kubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
 // the node of every machine Ready, and its node controller has taken its
-// not-ready taint off. On the way it gives nodes their role
-// labels (kubelets may not set node-role labels themselves), writes the
+// not-ready taint off. On the way it gives nodes their role labels
+// (kubelets may not set node-role labels themselves) and their pool's
+// labels and taints, as soon as they register, writes the
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
 // records READY as Kubernetes reports them Ready. A machine whose agent
 // stopped is started again first, and fails the wait if it stops during it
@@ -86,10 +87,10 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 	}
 }
 
-// readyPass looks once: labels what needs labels, marks Ready nodes READY
-// and returns the nodes not Ready yet, each with why. A node counts as
-// Ready once it takes pods (kubeapi.Node.NotReadyYet): a scale-up that
-// succeeds has nodes a Deployment applied next spreads onto.
+// readyPass looks once: labels and taints the nodes that need it, marks
+// Ready nodes READY and returns the nodes not Ready yet, each with why. A
+// node counts as Ready once it takes pods (kubeapi.Node.NotReadyYet): a
+// scale-up that succeeds has nodes a Deployment applied next spreads onto.
 func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
 	nodes, err := kc.ListNodes(ctx)
 	if err != nil {
@@ -106,13 +107,9 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			missing = append(missing, m.Name+" (no Node yet)")
 			continue
 		}
-		if !n.Ready() {
-			missing = append(missing, m.Name+" (not Ready)")
-			continue
-		}
-		// Labels and the pool's taints go on as soon as the node is Ready,
-		// mostly while the node controller's not-ready taint still keeps
-		// pods off it.
+		// Labels and the pool's taints go on as soon as the Node is there,
+		// while the node controller's not-ready taint keeps pods off it:
+		// no pod that does not tolerate the pool's taints lands on it first.
 		if !labelled[m.Name] {
 			if err := x.configureKubeNode(ctx, kc, n, m); err != nil {
 				return nil, err
@@ -151,7 +148,7 @@ func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
 	return labels
 }
 
-// configureKubeNode gives a Ready node what Kiln sets on it in
+// configureKubeNode gives a new node what Kiln sets on it in
 // Kubernetes: its labels (nodeLabels) and its pool's taints, and makes it
 // schedulable again if an earlier drain of Kiln's cordoned it (a scale-down
 // that failed, then was undone).
