@@ -108,8 +108,9 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			continue
 		}
 		// Labels and the pool's taints go on as soon as the Node is there,
-		// while the node controller's not-ready taint keeps pods off it:
-		// no pod that does not tolerate the pool's taints lands on it first.
+		// while the node controller's not-ready taint (added a moment after
+		// the Node appears) keeps pods off it, so a pod that does not
+		// tolerate the pool's taints does not land on it first.
 		if !labelled[m.Name] {
 			if err := x.configureKubeNode(ctx, kc, n, m); err != nil {
 				return nil, err
