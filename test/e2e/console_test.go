@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"kiln.dev/kiln/api/client"
@@ -67,6 +69,12 @@ func (e *env) browser(t *testing.T) *browser {
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchStream})
+		return err
+	})); err != nil {
+		t.Fatalf("chromium: add the stream watch: %v", err)
+	}
 	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
 	b.navigate("/clusters", "#token") // signed out: the sign-in page, then back
 	b.land("sign in", `header form[action="/logout"]`,
@@ -78,6 +86,27 @@ func (e *env) browser(t *testing.T) *browser {
 	}
 	return b
 }
+
+// watchStream runs in each page before its scripts. It counts the live
+// stream's "fragments" events in window.kilnFragments (counted before
+// console.js handles each one), and marks what each fragment holds when
+// console.js opens the stream, before any event can arrive: untouched
+// tells whether that is still there.
+const watchStream = `window.kilnFragments = 0;
+window.EventSource = class extends window.EventSource {
+	constructor(url, opts) {
+		super(url, opts);
+		for (const el of document.querySelectorAll("[data-fragment] > *")) el.kilnFirst = true;
+		this.addEventListener("fragments", () => { window.kilnFragments++; });
+	}
+};`
+
+// untouched is true when every fragment holds what the page had when its
+// stream opened (see watchStream).
+const untouched = `(() => {
+	const kids = [...document.querySelectorAll("[data-fragment] > *")];
+	return kids.length > 0 && kids.every(el => el.kilnFirst === true);
+})()`
 
 // navigate opens path and waits for selector. Chromium abandons a page
 // load when this machine's network changes (ERR_NETWORK_CHANGED: the edge
@@ -396,6 +425,13 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 
 	b.navigate("/projects/default/clusters/edge1/nodes", "[data-fragment=nodes]")
 	eval[bool](b, "window.kilnTestMark = true")
+	// The stream's first event holds every fragment, as the page has them
+	// already: the page keeps its own, so nothing under the user's pointer
+	// or focus is swapped for a copy.
+	b.waitJS("the live stream's first event", "window.kilnFragments > 0", time.Minute)
+	if !eval[bool](b, untouched) {
+		t.Error("the live stream's first event replaced the nodes tab's fragment, which had not changed")
+	}
 	hn.startHost(installer, filepath.Join(e.data, "hosts", "host1"), 0, command)
 	b.waitJS("the host to show up DISCOVERED", `document.querySelector('tr[data-node="edge1-host1"][data-state=DISCOVERED] #approve-edge1-host1') !== null`, 2*time.Minute)
 	if !eval[bool](b, "window.kilnTestMark === true") {
@@ -408,9 +444,12 @@ func TestConsoleApprovesEdgeHost(t *testing.T) {
 	}
 	// As a user would: the select has the focus while it is changed, so
 	// a live update of the nodes fragment waits (console.js) and does not
-	// put the form back to its defaults under the user.
+	// put the form back to its defaults under the user. The focus is one
+	// step in the page, as a click is: chromedp's Focus finds the element,
+	// then focuses it, and an update between the two (the host reporting
+	// in) leaves it an element that is gone.
 	b.do("choose the control-plane role",
-		chromedp.Focus(chromedp.CSS("#role-edge1-host1")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("role-edge1-host1").focus()`),
 		chromedp.SetValue(chromedp.CSS("#role-edge1-host1"), "control-plane"),
 		chromedp.SendKeys(chromedp.CSS("#iface-edge1-host1"), "eth0"),
 	)

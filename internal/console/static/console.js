@@ -5,8 +5,15 @@
 (function () {
   // Fragments: replace [data-fragment=NAME] with the server's HTML, keeping
   // which <details> are open and never pulling a form from under the user:
-  // a fragment holding the focus is updated when the focus leaves it.
+  // a fragment holding the focus is updated when the focus leaves it, and
+  // one the server sends unchanged (as each stream's first event does) is
+  // left alone, so a click or a screen reader is not interrupted for
+  // nothing.
   const pending = new Map();
+  // Each fragment as the server last sent it, before tick() rewrote its
+  // times: taken here for the page's own HTML, before the first tick.
+  const sent = new Map();
+  for (const el of document.querySelectorAll("[data-fragment]")) sent.set(el, el.cloneNode(true));
 
   function openDetails(el) {
     return new Set([...el.querySelectorAll("details[open][id]")].map((d) => d.id));
@@ -25,6 +32,10 @@
   function update(name, html) {
     const el = document.querySelector('[data-fragment="' + name + '"]');
     if (!el) return;
+    const next = el.cloneNode(false);
+    next.innerHTML = html;
+    if (next.isEqualNode(sent.get(el) || null)) return;
+    sent.set(el, next);
     if (el.contains(document.activeElement) && document.activeElement !== document.body) {
       pending.set(el, html);
       return;
