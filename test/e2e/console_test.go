@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -139,8 +141,31 @@ func (b *browser) submit(what, button string) {
 	b.t.Helper()
 	b.land(what, "p.notice",
 		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('p.notice').forEach(n => n.remove())`),
-		chromedp.Click(chromedp.CSS(button)),
+		click(button),
 	)
+}
+
+// click clicks the element selector finds. chromedp's Click finds the
+// element, then asks where it is, then clicks there: when a live update
+// replaces the element in between, the browser no longer knows the one
+// found, and nothing was clicked yet. A user's click cannot fail so; the
+// element is found again, and clicked.
+func click(selector string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for try := 1; ; try++ {
+			v, err := chromedp.Click(chromedp.CSS(selector))(ctx, t)
+			if err == nil || try == 3 || !goneNode(err) {
+				return v, err
+			}
+		}
+	}
+}
+
+// goneNode tells whether err is the DevTools protocol's answer about an
+// element it found before that is no longer in the page.
+func goneNode(err error) bool {
+	var pe *cdproto.Error
+	return errors.As(err, &pe) && strings.Contains(pe.Message, "node with given id")
 }
 
 // land runs steps that lead to another page and waits for selector there.
