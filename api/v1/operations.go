@@ -1,0 +1,90 @@
+package v1
+
+import (
+	"time"
+)
+
+// Operation is the asynchronous record every change returns.
+type Operation struct {
+	ID              string              `json:"id"`
+	Name            string              `json:"name"`
+	Status          string              `json:"status"`
+	StartTime       time.Time           `json:"startTime"`
+	EndTime         *time.Time          `json:"endTime,omitempty"`
+	PercentComplete int                 `json:"percentComplete"`
+	Error           *Error              `json:"error,omitempty"`
+	Properties      OperationProperties `json:"properties"`
+}
+
+// OperationProperties says what an operation does and how far it is.
+type OperationProperties struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// TargetUID is the uid of the cluster the operation changes (Target
+	// names it), so that an operation of a deleted cluster is told from
+	// one of a cluster created later under its name.
+	TargetUID string `json:"targetUid,omitempty"`
+	Steps     []Step `json:"steps"`
+	// RetryOf is the id of the Failed or Canceled operation this one
+	// retries (POST .../clusters/{c}/retry): the steps that operation had
+	// done are copied Succeeded or Skipped and not run again.
+	RetryOf string `json:"retryOf,omitempty"`
+	// Force marks a forced delete (DELETE ...?force=true): provider errors
+	// are ignored and Leftovers lists what may be left behind.
+	Force bool `json:"force,omitempty"`
+	// Leftovers is what a forced delete may have left behind at the
+	// provider, filled in when it ends.
+	Leftovers []Leftover `json:"leftovers,omitempty"`
+	// CancelRequested says who asked to cancel the operation, and when
+	// (POST /v1/operations/{id}/cancel); the operation ends Canceled at
+	// its next safe point.
+	CancelRequested *CancelRequest `json:"cancelRequested,omitempty"`
+	// Reason says why Kiln began the operation by itself (an autoscale
+	// decision: which pods, which pool, why not another); empty for one a
+	// client began.
+	Reason string `json:"reason,omitempty"`
+	// Nodes are the nodes a scale-down chose to remove (an autoscale
+	// operation's underused nodes), in the order they go.
+	Nodes []string `json:"nodes,omitempty"`
+	// Backup is the backup a backup operation takes, or a restore
+	// operation puts back (of Target, or of RestoreFrom's cluster).
+	Backup string `json:"backup,omitempty"`
+}
+
+// CancelRequest is a request to cancel an operation.
+type CancelRequest struct {
+	By   string    `json:"by"` // the principal, such as user:alice
+	Time time.Time `json:"time"`
+}
+
+// Kinds of Leftover.
+const (
+	LeftoverMachine      = "machine"
+	LeftoverLoadBalancer = "loadBalancer"
+	LeftoverNetwork      = "network"
+	LeftoverHost         = "host"
+)
+
+// Leftover is something a forced delete may have left behind: a machine
+// the provider still reported, a load balancer or network it failed to
+// delete, or a host that may still run Kubernetes.
+type Leftover struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Step is one named step of an operation's plan.
+type Step struct {
+	Name      string     `json:"name"`
+	State     string     `json:"state"`
+	Attempts  int        `json:"attempts"`
+	StartTime *time.Time `json:"startTime,omitempty"`
+	EndTime   *time.Time `json:"endTime,omitempty"`
+	Message   string     `json:"message"`
+	// DoneBy is the id of the operation that ran a step a retry kept
+	// (Succeeded or Skipped, not run again); empty for the steps this
+	// operation runs.
+	DoneBy string `json:"doneBy,omitempty"`
+}
