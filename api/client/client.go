@@ -81,11 +81,21 @@ func WithCA(caPEM []byte) Option {
 	}
 }
 
+// Errors of WithCA, returned by every request of a client it could not
+// configure.
+var (
+	// ErrNoCACertificate: the CA given to WithCA holds no PEM certificate.
+	ErrNoCACertificate = errors.New("WithCA: no PEM certificate in the CA given")
+	// ErrCATransport: the client given with WithHTTPClient has a transport
+	// other than an *http.Transport, whose CAs WithCA cannot set.
+	ErrCATransport = errors.New("WithCA: cannot set the CA")
+)
+
 // trustCA returns a copy of hc whose transport trusts only the CAs in caPEM.
 func trustCA(hc *http.Client, caPEM []byte) (*http.Client, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("WithCA: no PEM certificate in the CA given")
+		return nil, ErrNoCACertificate
 	}
 	var tr *http.Transport
 	switch t := hc.Transport.(type) {
@@ -94,7 +104,7 @@ func trustCA(hc *http.Client, caPEM []byte) (*http.Client, error) {
 	case *http.Transport:
 		tr = t.Clone()
 	default:
-		return nil, fmt.Errorf("WithCA: cannot set the CA of a %T transport (an *http.Transport is needed)", t)
+		return nil, fmt.Errorf("%w of a %T transport (an *http.Transport is needed)", ErrCATransport, t)
 	}
 	if tr.TLSClientConfig == nil {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}

@@ -106,18 +106,18 @@ func TestWithCAErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		opts []Option
-		want string
+		want error
 	}{
-		{"no certificate", []Option{WithCA([]byte("not PEM"))}, "no PEM certificate"},
-		{"empty", []Option{WithCA(nil)}, "no PEM certificate"},
+		{"no certificate", []Option{WithCA([]byte("not PEM"))}, ErrNoCACertificate},
+		{"empty", []Option{WithCA(nil)}, ErrNoCACertificate},
 		{"other transport", []Option{WithHTTPClient(&http.Client{Transport: roundTripper(nil)}), WithCA(caPEM)},
-			"cannot set the CA"},
+			ErrCATransport},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(srv.URL, "", tt.opts...).GetProject(t.Context(), "p")
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want one saying %q", err, tt.want)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
 			}
 		})
 	}
