@@ -10,6 +10,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 
 	"kiln.dev/kiln/test/waitfor"
 )
@@ -396,9 +397,12 @@ func TestResourceBasedHostname(t *testing.T) {
 	if host != *i.InstanceId+".ec2.internal" || *i.PrivateDnsName != "ip-"+strings.ReplaceAll(*i.PrivateIpAddress, ".", "-")+".ec2.internal" {
 		t.Errorf("hostname %q, private DNS name %q; want %s.ec2.internal and the address's name", host, *i.PrivateDnsName, *i.InstanceId)
 	}
+	// The launch above with only its hostname type changed: that is what
+	// the refusal is of.
 	_, err := c.RunInstances(t.Context(), &ec2.RunInstancesInput{ImageId: &ami, InstanceType: types.InstanceTypeT3Small, SubnetId: &sn,
 		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), PrivateDnsNameOptions: &types.PrivateDnsNameOptionsRequest{HostnameType: "host-name"}})
-	if err == nil || !strings.Contains(err.Error(), "HostnameType") {
-		t.Errorf("RunInstances with hostname type host-name: %v; want InvalidParameterValue naming it", err)
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidParameterValue" {
+		t.Errorf("RunInstances with hostname type host-name: %v; want InvalidParameterValue", err)
 	}
 }
