@@ -6,7 +6,7 @@ DATA    ?= .data
 LISTEN  ?= 127.0.0.1:7080
 FUZZTIME ?= 15
 
-.PHONY: help build test test-all faults soak fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test system-images
+.PHONY: help build test test-all test-report flake-hunt faults soak fuzz lint bench run demo e2e clean kube kube-smoke node-image node-test system-images
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -24,6 +24,15 @@ test: ## fast tests (SQLite; PostgreSQL only when KILN_TEST_POSTGRES is set)
 
 test-all: build kube node-image system-images ## every test: private PostgreSQL, unit, API, crash, kube smoke, node image and real-cluster tests
 	scripts/test-all.sh
+
+test-report: ## where the last make test-all's time went and what failed, from its go test -json (.tmp/test-all.json)
+	$(GO) run ./test/testreport .tmp/test-all.json
+
+FLAKE_N   ?= 3
+FLAKE_RUN ?= .
+FLAKE_PKGS ?= ./test/e2e/
+flake-hunt: build kube node-image system-images ## FLAKE_PKGS (default ./test/e2e/) run FLAKE_N times (default 3; FLAKE_RUN picks tests) beside two busy loops; prints each failing test's whole output
+	scripts/flake-hunt.sh -n $(FLAKE_N) -run '$(FLAKE_RUN)' $(FLAKE_PKGS)
 
 FAULTS ?= 100
 faults: ## the fault suite (test/faults): FAULTS (default 100) kills of replicas (SIGKILL or a random fault point), plus SIGTERMs, under load, on PostgreSQL (3 replicas) and SQLite

@@ -41,6 +41,15 @@ make --no-print-directory kube-smoke
 # FAULTS: the fault suite's bounded run (test/faults: 15 kills on each store, ~75 s; make faults runs 100).
 # -timeout is per package: test/e2e took 37 min on 2026-11-27 and over 45 on a machine running half
 # as fast the day after (its fleet wave too).
-FAULTS=15 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -count=1 -timeout 60m "$@" ./...
+#
+# The run is kept as `go test -json` in $TEST_JSON (default .tmp/test-all.json): test/testreport
+# prints a line as each package ends, then where the time went (packages, the 25 slowest tests),
+# what was skipped and why, and last the whole output of every failed test. `make test-report`
+# prints that report again from the file.
+json=${TEST_JSON:-.tmp/test-all.json}
+mkdir -p "$(dirname "$json")" .tmp
+go build -o .tmp/testreport ./test/testreport
+FAULTS=15 KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -json -count=1 -timeout 60m "$@" ./... 2>&1 |
+	.tmp/testreport -o "$json"
 # Every fuzz target for a bounded time (go test above ran their seeds).
 scripts/fuzz.sh 10
