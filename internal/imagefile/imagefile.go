@@ -32,8 +32,47 @@ import (
 
 // ErrNameNeeded: the file holds several images, or records no name or
 // several for its one, and no name was asked for. The error says what it
-// holds; the caller says how to name one.
+// holds; the caller says how to name one. The error wrapping it is a
+// *NameNeededError.
 var ErrNameNeeded = errors.New("name the image")
+
+// NameNeededError is ErrNameNeeded with what the file holds: Images
+// images (1 for one image of several names or of none), and Names, the
+// names it records for them (an OCI layout's entry that records none is
+// its digest; none when the one image has no name).
+type NameNeededError struct {
+	Images int
+	Names  []string
+}
+
+func (e *NameNeededError) Error() string { return ErrNameNeeded.Error() }
+
+// Is makes errors.Is(err, ErrNameNeeded) hold.
+func (e *NameNeededError) Is(target error) bool { return target == ErrNameNeeded }
+
+// Errors of a file that holds no image Open can read; the error wrapping
+// one names the file.
+var (
+	// ErrNotImageFile: the path is neither a directory nor a tar.
+	ErrNotImageFile = errors.New("neither an OCI layout directory nor a tar (a docker save or OCI archive)")
+	// ErrNotImageTar: the tar is neither a docker save archive nor an OCI
+	// archive.
+	ErrNotImageTar = errors.New("a tar with neither manifest.json (a docker save archive) nor oci-layout and index.json (an OCI archive)")
+	// ErrEntryOutside and ErrEntryKind: an OCI archive's entry is not
+	// unpacked; the error is an *EntryError.
+	ErrEntryOutside = errors.New("outside the archive")
+	ErrEntryKind    = errors.New("neither a file nor a directory")
+)
+
+// EntryError is an entry of an OCI archive that is refused: Name is the
+// entry as the tar records it, Err ErrEntryOutside or ErrEntryKind.
+type EntryError struct {
+	Name string
+	Err  error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("entry %q is %v", e.Name, e.Err) }
+func (e *EntryError) Unwrap() error { return e.Err }
 
 // File is one image read from a file: an image, or a multi-platform index.
 type File struct {
@@ -99,7 +138,7 @@ func open(path, want string, every bool) (*File, error) {
 	}
 	entries, err := tarEntries(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s is neither an OCI layout directory nor a tar (a docker save or OCI archive): %w", path, err)
+		return nil, fmt.Errorf("%s is %w: %w", path, ErrNotImageFile, err)
 	}
 	switch {
 	case entries["manifest.json"]:
@@ -107,7 +146,7 @@ func open(path, want string, every bool) (*File, error) {
 	case entries["index.json"] && entries["oci-layout"]:
 		return openOCIArchive(path, want, every)
 	}
-	return nil, fmt.Errorf("%s is a tar with neither manifest.json (a docker save archive) nor oci-layout and index.json (an OCI archive)", path)
+	return nil, fmt.Errorf("%s is %w", path, ErrNotImageTar)
 }
 
 // tarEntries lists the names of a tar's entries (cleaned: ./index.json is
@@ -152,9 +191,11 @@ func openArchive(path, want string, every bool) (*File, error) {
 	case want == "" && len(m) == 1 && (len(m[0].RepoTags) == 1 || every && len(m[0].RepoTags) > 1):
 		f.Name = m[0].RepoTags[0]
 	case want == "" && len(m) == 1:
-		return nil, fmt.Errorf("%s records %d names (%s): %w", path, len(tags), strings.Join(orNone(tags), ", "), ErrNameNeeded)
+		return nil, fmt.Errorf("%s records %d names (%s): %w", path, len(tags), strings.Join(orNone(tags), ", "),
+			&NameNeededError{Images: 1, Names: tags})
 	case want == "":
-		return nil, fmt.Errorf("%s holds %d images (%s): %w", path, len(m), strings.Join(orNone(tags), ", "), ErrNameNeeded)
+		return nil, fmt.Errorf("%s holds %d images (%s): %w", path, len(m), strings.Join(orNone(tags), ", "),
+			&NameNeededError{Images: len(m), Names: tags})
 	case len(m) > 1:
 		t, err := name.NewTag(want)
 		if err != nil {
@@ -220,7 +261,7 @@ func untar(path, dir string) error {
 			return err
 		}
 		if !filepath.IsLocal(h.Name) {
-			return fmt.Errorf("entry %q is outside the archive", h.Name)
+			return &EntryError{Name: h.Name, Err: ErrEntryOutside}
 		}
 		target := filepath.Join(dir, h.Name)
 		switch h.Typeflag {
@@ -233,7 +274,7 @@ func untar(path, dir string) error {
 				return err
 			}
 		default:
-			return fmt.Errorf("entry %q is neither a file nor a directory", h.Name)
+			return &EntryError{Name: h.Name, Err: ErrEntryKind}
 		}
 	}
 }
@@ -291,9 +332,11 @@ func openLayout(dir, shown, want string, every bool, what string) (*File, error)
 	case len(im.Manifests) == 1 || every && oneManifest(im.Manifests):
 		desc = &im.Manifests[0]
 	case want == "" && oneManifest(im.Manifests):
-		return nil, fmt.Errorf("the OCI layout %s records %d names of its image (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "), ErrNameNeeded)
+		return nil, fmt.Errorf("the OCI layout %s records %d names of its image (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "),
+			&NameNeededError{Images: 1, Names: names})
 	case want == "":
-		return nil, fmt.Errorf("the OCI layout %s holds %d images (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "), ErrNameNeeded)
+		return nil, fmt.Errorf("the OCI layout %s holds %d images (%s): %w", shown, len(im.Manifests), strings.Join(names, ", "),
+			&NameNeededError{Images: len(im.Manifests), Names: names})
 	default:
 		wantRef, _ := ParseName(want, true)
 		for i, d := range im.Manifests {
@@ -320,7 +363,7 @@ func openLayout(dir, shown, want string, every bool, what string) (*File, error)
 	}
 	for _, n := range f.Names {
 		if n == "" || !strings.ContainsAny(n, ":/") {
-			return nil, fmt.Errorf("the OCI layout %s does not record the image's name: %w", shown, ErrNameNeeded)
+			return nil, fmt.Errorf("the OCI layout %s does not record the image's name: %w", shown, &NameNeededError{Images: 1})
 		}
 	}
 	if desc.MediaType.IsIndex() {

@@ -88,8 +88,9 @@ func TestSeveralImagesNeedAName(t *testing.T) {
 	archive := filepath.Join(dir, "oci.tar")
 	ocitest.WriteOCIArchive(t, archive, ocitest.Named{Name: "app:1", Image: ocitest.Random(t, 256)}, ocitest.Named{Name: "app:2", Image: b})
 	_, err := Open(archive, "")
-	if !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
-		t.Fatalf("Open without a name: %v, want ErrNameNeeded", err)
+	var nn *NameNeededError
+	if !errors.Is(err, ErrNameNeeded) || !errors.As(err, &nn) || nn.Images != 2 || !slices.Equal(nn.Names, []string{"app:1", "app:2"}) {
+		t.Fatalf("Open without a name: %v (%+v), want ErrNameNeeded of 2 images, app:1 and app:2", err, nn)
 	}
 	f, err := Open(archive, "docker.io/library/app:2")
 	if err != nil {
@@ -113,14 +114,28 @@ func TestOpenRefusesOtherFiles(t *testing.T) {
 	escape := filepath.Join(dir, "escape.tar")
 	writeTar(t, escape, map[string]string{"oci-layout": `{"imageLayoutVersion":"1.0.0"}`, "index.json": "{}", "../evil": "x"})
 
-	for _, tc := range []struct{ path, want string }{
-		{notTar, "neither an OCI layout directory nor a tar"},
-		{otherTar, "a tar with neither manifest.json"},
-		{escape, `entry "../evil" is outside the archive`},
-		{filepath.Join(dir, "missing.tar"), "no such file"},
+	missing := filepath.Join(dir, "missing.tar")
+	for _, tc := range []struct {
+		path  string
+		is    error
+		entry string // the *EntryError's entry, if any
+		file  string // the *fs.PathError's file, if any
+	}{
+		{path: notTar, is: ErrNotImageFile},
+		{path: otherTar, is: ErrNotImageTar},
+		{path: escape, is: ErrEntryOutside, entry: "../evil"},
+		{path: missing, is: fs.ErrNotExist, file: missing},
 	} {
-		if _, err := Open(tc.path, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open(%s): %v, want %q", filepath.Base(tc.path), err, tc.want)
+		_, err := Open(tc.path, "")
+		var ee *EntryError
+		var pe *fs.PathError
+		switch {
+		case !errors.Is(err, tc.is):
+			t.Errorf("Open(%s): %v, want %v", filepath.Base(tc.path), err, tc.is)
+		case tc.entry != "" && (!errors.As(err, &ee) || ee.Name != tc.entry):
+			t.Errorf("Open(%s): %v, want an *EntryError of entry %q", filepath.Base(tc.path), err, tc.entry)
+		case tc.file != "" && (!errors.As(err, &pe) || pe.Path != tc.file):
+			t.Errorf("Open(%s): %v, want an *fs.PathError of %s", filepath.Base(tc.path), err, tc.file)
 		}
 	}
 	// Nothing written, ../evil included (it would be beside the
@@ -216,8 +231,9 @@ func TestOpenNamesReadsEveryNameOfOneImage(t *testing.T) {
 
 	two := filepath.Join(dir, "two.tar")
 	ocitest.WriteOCIArchive(t, two, ocitest.Named{Name: "a:1", Image: ocitest.Random(t, 64)}, ocitest.Named{Name: "b:1", Image: ocitest.Random(t, 64)})
-	if _, err := OpenNames(two); !errors.Is(err, ErrNameNeeded) || !strings.Contains(err.Error(), "holds 2 images") {
-		t.Errorf("OpenNames of two images: %v, want ErrNameNeeded", err)
+	var nn *NameNeededError
+	if _, err := OpenNames(two); !errors.As(err, &nn) || !errors.Is(err, ErrNameNeeded) || nn.Images != 2 {
+		t.Errorf("OpenNames of two images: %v, want ErrNameNeeded of 2 images", err)
 	}
 }
 

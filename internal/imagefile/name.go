@@ -20,6 +20,9 @@ type Name struct {
 	Digest     string
 }
 
+// ErrNoTag: a name without a tag where one is needed (a push).
+var ErrNoTag = errors.New("names no tag: give NAME:TAG, for example nginx:1.27")
+
 // ParseName reads NAME[:TAG][@DIGEST] as a container runtime does: the
 // registry host is dropped and a name of one component is Docker Hub's
 // library/NAME. needTag: a tag is required (a push).
@@ -42,7 +45,7 @@ func ParseName(s string, needTag bool) (Name, error) {
 		n.Digest = r.DigestStr()
 	}
 	if needTag && n.Tag == "" {
-		return Name{}, fmt.Errorf("%q names no tag: give NAME:TAG, for example nginx:1.27", s)
+		return Name{}, fmt.Errorf("%q %w", s, ErrNoTag)
 	}
 	return n, nil
 }

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"kiln.dev/kiln/internal/imagefile"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/test/ocitest"
 )
@@ -128,14 +130,20 @@ func TestSeedRefusesWhatIsNoSystemImage(t *testing.T) {
 	ocitest.WriteOCIArchive(t, two, ocitest.Named{Name: "a:1", Image: ocitest.Random(t, 64)}, ocitest.Named{Name: "b:1", Image: ocitest.Random(t, 64)})
 	untagged := filepath.Join(dir, "untagged.tar")
 	ocitest.WriteOCIArchive(t, untagged, ocitest.Named{Name: "kiln.dev/untagged", Image: ocitest.Random(t, 64)})
-	for _, tc := range []struct{ path, want string }{
-		{two, "holds 2 images (a:1, b:1): name the image (a system image's archive holds one image and records its names)"},
-		{untagged, `"kiln.dev/untagged" names no tag`},
-		{filepath.Join(dir, "missing.tar"), "no such file"},
-	} {
-		if got, err := e.reg.Seed(t.Context(), tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Seed(%s) = %+v, %v; want an error saying %q", filepath.Base(tc.path), got, err, tc.want)
-		}
+	var (
+		nn *imagefile.NameNeededError
+		pe *fs.PathError
+	)
+	if got, err := e.reg.Seed(t.Context(), two); !errors.As(err, &nn) || !errors.Is(err, imagefile.ErrNameNeeded) ||
+		nn.Images != 2 || !slices.Equal(nn.Names, []string{"a:1", "b:1"}) {
+		t.Errorf("Seed(two.tar) = %+v, %v; want ErrNameNeeded of 2 images, a:1 and b:1", got, err)
+	}
+	if got, err := e.reg.Seed(t.Context(), untagged); !errors.Is(err, imagefile.ErrNoTag) {
+		t.Errorf("Seed(untagged.tar) = %+v, %v; want ErrNoTag", got, err)
+	}
+	missing := filepath.Join(dir, "missing.tar")
+	if got, err := e.reg.Seed(t.Context(), missing); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Path != missing {
+		t.Errorf("Seed(missing.tar) = %+v, %v; want fs.ErrNotExist of it", got, err)
 	}
 }
 
