@@ -132,8 +132,10 @@ func TestBuildRefuses(t *testing.T) {
 			if fe.Field != tt.field {
 				t.Errorf("field %q, want %q (error: %v)", fe.Field, tt.field, err)
 			}
-			if fe.Reason == "" || !strings.Contains(err.Error(), tt.field) {
-				t.Errorf("error %q should name %s and say why", err, tt.field)
+			// The error is the *FieldError itself: its message names
+			// Field and says Reason.
+			if fe.Reason == "" || err != error(fe) {
+				t.Errorf("error %q should be the *FieldError, saying why %s is refused", err, tt.field)
 			}
 		})
 	}

@@ -141,12 +141,13 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 		var err error
 		if p, err = distrokubeadm.ParsePlan(in.Params); err != nil {
 			report.Progress(in.Kind, v1.StepFailed, err.Error())
-			return &failure.Error{Code: v1.CodeInvalidParameter, Message: "the install instruction's params are refused", Err: err}
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "params", Message: "the install instruction's params are refused", Err: err}
 		}
 	case v1.InstructionReset:
 		p = distrokubeadm.ResetPlan()
 	default:
 		fe := failure.Terminal(v1.CodeInvalidParameter, "the kubeadm distribution does not know instruction kind %q", in.Kind)
+		fe.Target = "kind"
 		report.Progress(in.Kind, v1.StepFailed, fe.Message)
 		return fe
 	}

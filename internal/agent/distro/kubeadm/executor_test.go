@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -617,25 +618,31 @@ func TestExecuteRefusesBadParams(t *testing.T) {
 		}
 		return string(b)
 	}
+	// Each row has one of: the error it matches; the *PlanFieldError's
+	// field; decode, for params refused as JSON (no *PlanFieldError, none
+	// of the plan's sentinels: an unknown field).
 	tests := []struct {
-		name, kind, params, says string
+		name, kind, params string
+		is                 error
+		field              string
+		decode             bool
 	}{
-		{"not JSON", v1.InstructionInstall, `{"files": [`, "unexpected EOF"},
-		{"no params", v1.InstructionInstall, ``, "EOF"},
-		{"null", v1.InstructionInstall, `null`, "no files and no commands"},
-		{"empty plan", v1.InstructionInstall, `{}`, "no files and no commands"},
-		{"unknown field", v1.InstructionInstall, `{"summary": "x", "script": "rm -rf /"}`, `unknown field "script"`},
-		{"trailing data", v1.InstructionInstall, withPlan(func(*distrokubeadm.Plan) {}) + `{}`, "data after the plan"},
-		{"local install params", v1.InstructionInstall, `{"version": 1, "node": {"name": "n"}}`, `unknown field "version"`},
-		{"relative path", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Path = "etc/x" }), `files[0].path "etc/x"`},
-		{"path out of the root", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = "/etc/../../x" }), `files[1].path "/etc/../../x"`},
-		{"same path twice", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = q.Files[0].Path }), "writes it twice"},
-		{"no mode", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = 0 }), "files[0].mode 0"},
-		{"setuid", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = fs.ModeSetuid | 0o755 }), "files[0].mode"},
-		{"no program", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Commands[0].Argv = nil }), "commands[0].argv has no program"},
-		{"no step", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Commands[3].Step = "" }), "commands[3].step is empty"},
-		{"bad env", v1.InstructionInstall, withPlan(func(q *distrokubeadm.Plan) { q.Env = []string{"=x"} }), `env[0] "=x"`},
-		{"unknown kind", "upgrade", `{}`, `does not know instruction kind "upgrade"`},
+		{name: "not JSON", kind: v1.InstructionInstall, params: `{"files": [`, is: io.ErrUnexpectedEOF},
+		{name: "no params", kind: v1.InstructionInstall, params: ``, is: io.EOF},
+		{name: "null", kind: v1.InstructionInstall, params: `null`, is: distrokubeadm.ErrEmptyPlan},
+		{name: "empty plan", kind: v1.InstructionInstall, params: `{}`, is: distrokubeadm.ErrEmptyPlan},
+		{name: "unknown field", kind: v1.InstructionInstall, params: `{"summary": "x", "script": "rm -rf /"}`, decode: true},
+		{name: "trailing data", kind: v1.InstructionInstall, params: withPlan(func(*distrokubeadm.Plan) {}) + `{}`, is: distrokubeadm.ErrDataAfterPlan},
+		{name: "local install params", kind: v1.InstructionInstall, params: `{"version": 1, "node": {"name": "n"}}`, decode: true},
+		{name: "relative path", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Path = "etc/x" }), field: "files[0].path"},
+		{name: "path out of the root", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = "/etc/../../x" }), field: "files[1].path"},
+		{name: "same path twice", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Files[1].Path = q.Files[0].Path }), field: "files[1].path"},
+		{name: "no mode", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = 0 }), field: "files[0].mode"},
+		{name: "setuid", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Files[0].Mode = fs.ModeSetuid | 0o755 }), field: "files[0].mode"},
+		{name: "no program", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Commands[0].Argv = nil }), field: "commands[0].argv"},
+		{name: "no step", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Commands[3].Step = "" }), field: "commands[3].step"},
+		{name: "bad env", kind: v1.InstructionInstall, params: withPlan(func(q *distrokubeadm.Plan) { q.Env = []string{"=x"} }), field: "env[0]"},
+		{name: "unknown kind", kind: "upgrade", params: `{}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -647,11 +654,21 @@ func TestExecuteRefusesBadParams(t *testing.T) {
 			if !errors.As(err, &fe) || fe.Code != v1.CodeInvalidParameter || fe.Retryable || errors.Is(err, agent.ErrRetryable) {
 				t.Fatalf("Execute: %v, want a terminal InvalidParameter", err)
 			}
-			if !strings.Contains(err.Error(), tt.says) {
-				t.Errorf("error %q does not say %q", err, tt.says)
-			}
-			if tt.kind == v1.InstructionInstall && !errors.Is(err, distrokubeadm.ErrInvalidPlan) {
-				t.Errorf("error %v does not match ErrInvalidPlan", err)
+			var pe *distrokubeadm.PlanFieldError
+			isPlanError := errors.As(err, &pe) || errors.Is(err, distrokubeadm.ErrEmptyPlan) || errors.Is(err, distrokubeadm.ErrDataAfterPlan)
+			switch {
+			case tt.kind != v1.InstructionInstall:
+				if fe.Target != "kind" || errors.Is(err, distrokubeadm.ErrInvalidPlan) {
+					t.Errorf("error %v (target %q), want one of the instruction's kind", err, fe.Target)
+				}
+			case fe.Target != "params" || !errors.Is(err, distrokubeadm.ErrInvalidPlan):
+				t.Errorf("error %v (target %q) does not match ErrInvalidPlan of the params", err, fe.Target)
+			case tt.is != nil && !errors.Is(err, tt.is):
+				t.Errorf("error %v, want %v", err, tt.is)
+			case tt.field != "" && (pe == nil || pe.Field != tt.field):
+				t.Errorf("error %v, want a *PlanFieldError of %s", err, tt.field)
+			case tt.decode && isPlanError:
+				t.Errorf("error %v, want a refusal of the JSON, before the plan's fields are checked", err)
 			}
 			if runs := h.runs(t); len(runs) > 0 {
 				t.Errorf("commands ran: %q", argvs(runs))

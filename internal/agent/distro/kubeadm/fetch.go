@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,6 +27,15 @@ import (
 
 // errImageMissing: Kiln's registry does not have the image.
 var errImageMissing = errors.New("not in Kiln's registry")
+
+// fileMissingError: the image has no file File. It matches fs.ErrNotExist.
+type fileMissingError struct{ Image, File string }
+
+func (e *fileMissingError) Error() string {
+	return fmt.Sprintf("image %s has no file %s", e.Image, e.File)
+}
+
+func (e *fileMissingError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // fetch copies f.File out of f.Image, pulled from Kiln's registry (reg)
 // with the node's certificate, to f.Path under root: a temporary file
@@ -70,7 +80,7 @@ func fetch(ctx context.Context, reg *mirror.Mirror, root string, f *distrokubead
 	for {
 		h, err := files.Next()
 		if err == io.EOF {
-			return fmt.Errorf("image %s has no file %s", f.Image, f.File)
+			return &fileMissingError{Image: f.Image, File: f.File}
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", f.Image, err)

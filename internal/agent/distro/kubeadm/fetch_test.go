@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http/httptest"
@@ -135,8 +136,9 @@ func TestFetch(t *testing.T) {
 	}
 	noFile := *f
 	noFile.File = "usr/local/bin/kubeadm"
-	if err := fetch(t.Context(), m, root, &noFile); err == nil || !strings.Contains(err.Error(), "has no file usr/local/bin/kubeadm") {
-		t.Errorf("a file the image lacks: %v", err)
+	var fm *fileMissingError
+	if err := fetch(t.Context(), m, root, &noFile); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &fm) || fm.File != "usr/local/bin/kubeadm" {
+		t.Errorf("a file the image lacks: %v, want a *fileMissingError of usr/local/bin/kubeadm", err)
 	}
 	if err := fetch(t.Context(), nil, root, f); err == nil {
 		t.Error("fetch without a registry succeeded")
