@@ -45,8 +45,41 @@ type Principal struct {
 }
 
 // ErrUnauthenticated means a request carries no valid token; the error
-// wrapping it says why (safe to show the client: it names no secret).
+// wrapping it says why (safe to show the client: it names no secret). It
+// is a *RefusedError.
 var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Why a credential (a token; a node certificate, internal/gateway) is
+// refused: the Reason of a *RefusedError.
+var (
+	// ErrNoCredential: the request presents none.
+	ErrNoCredential = errors.New("no credential")
+	// ErrInvalidCredential: not one Kiln issued (an unknown token, a
+	// certificate of another CA), or of a kind it does not know.
+	ErrInvalidCredential = errors.New("invalid credential")
+	// ErrRevoked: the credential was revoked.
+	ErrRevoked = errors.New("credential revoked")
+	// ErrExpired: the credential expired.
+	ErrExpired = errors.New("credential expired")
+	// ErrPrincipalGone: the user, service account or node the credential
+	// was issued to no longer exists.
+	ErrPrincipalGone = errors.New("principal gone")
+)
+
+// RefusedError is a refused credential. It matches ErrUnauthenticated
+// and Reason; its message is "unauthenticated: " and Why, which is safe to
+// show the client.
+type RefusedError struct {
+	Reason error // ErrNoCredential, ErrRevoked, ... or a sentinel of the package that refuses
+	Why    string
+}
+
+func (e *RefusedError) Error() string { return ErrUnauthenticated.Error() + ": " + e.Why }
+
+// Is makes errors.Is(err, ErrUnauthenticated) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrUnauthenticated }
+
+func (e *RefusedError) Unwrap() error { return e.Reason }
 
 // rank orders the project roles; owner is above them all.
 var rank = map[string]int{v1.RoleViewer: 1, v1.RoleOperator: 2, v1.RoleAdmin: 3, v1.RoleOwner: 4}
@@ -147,13 +180,11 @@ func (a *Authenticator) Forget() {
 
 // Authenticate returns the principal a token acts for. A token that is
 // unknown, revoked or expired, or whose user or service account is gone,
-// is an error wrapping ErrUnauthenticated; a store failure is another error.
+// is a *RefusedError (ErrUnauthenticated); a store failure is another
+// error.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
-	deny := func(why string) (Principal, error) {
-		return Principal{}, fmt.Errorf("%w: %s", ErrUnauthenticated, why)
-	}
 	if token == "" {
-		return deny("a bearer token is required (Authorization: Bearer <token>)")
+		return Principal{}, &RefusedError{Reason: ErrNoCredential, Why: "a bearer token is required (Authorization: Bearer <token>)"}
 	}
 	hash := Hash(token)
 	now := a.now()
@@ -182,20 +213,20 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 // authenticate reads the token with hash from the store; until is when the
 // answer stops holding: CacheTTL from now, or the token's expiry if sooner.
 func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.Time) (p Principal, until time.Time, err error) {
-	deny := func(why string) (Principal, time.Time, error) {
-		return Principal{}, time.Time{}, fmt.Errorf("%w: %s", ErrUnauthenticated, why)
+	deny := func(reason error, why string) (Principal, time.Time, error) {
+		return Principal{}, time.Time{}, &RefusedError{Reason: reason, Why: why}
 	}
 	t, err := a.st.TokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return deny("the token is not valid")
+		return deny(ErrInvalidCredential, "the token is not valid")
 	} else if err != nil {
 		return Principal{}, time.Time{}, err
 	}
 	switch {
 	case !t.RevokedAt.IsZero():
-		return deny("the token " + t.ID + " was revoked")
+		return deny(ErrRevoked, "the token "+t.ID+" was revoked")
 	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
-		return deny("the token " + t.ID + " expired at " + t.ExpiresAt.UTC().Format(time.RFC3339))
+		return deny(ErrExpired, "the token "+t.ID+" expired at "+t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	p = Principal{Name: t.Principal, TokenID: t.ID}
 	kind, rest, _ := strings.Cut(t.Principal, ":")
@@ -203,7 +234,7 @@ func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.
 	case v1.PrincipalUser:
 		u, err := a.st.GetUser(ctx, rest)
 		if errors.Is(err, store.ErrNotFound) {
-			return deny("the token's user " + rest + " no longer exists")
+			return deny(ErrPrincipalGone, "the token's user "+rest+" no longer exists")
 		} else if err != nil {
 			return Principal{}, time.Time{}, err
 		}
@@ -212,13 +243,13 @@ func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.
 		project, name, _ := strings.Cut(rest, "/")
 		sa, err := a.st.GetServiceAccount(ctx, project, name)
 		if errors.Is(err, store.ErrNotFound) {
-			return deny("the token's service account " + rest + " no longer exists")
+			return deny(ErrPrincipalGone, "the token's service account "+rest+" no longer exists")
 		} else if err != nil {
 			return Principal{}, time.Time{}, err
 		}
 		p.Project, p.Role = project, sa.Role
 	default:
-		return deny("the token names an unknown kind of principal")
+		return deny(ErrInvalidCredential, "the token names an unknown kind of principal")
 	}
 	if now.Sub(t.LastUsedAt) > touchEvery {
 		// Best effort: a failed write must not refuse a valid token.
