@@ -238,17 +238,17 @@ func (c *Config) defaults() error {
 	switch c.Role {
 	case RoleAll, RoleFrontend, RoleBackend:
 	default:
-		return fmt.Errorf("--role %q: must be all, frontend or backend", c.Role)
+		return flagError("--role", c.Role, "--role %q: must be all, frontend or backend", c.Role)
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7080"
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+		return flagError("--listen", c.Listen, "--listen %q: %w", c.Listen, err)
 	}
 	if c.Dev {
 		if !loopback(c.Listen) {
-			return fmt.Errorf("--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
+			return flagError("--listen", c.Listen, "--listen %q: --dev serves on loopback only (use 127.0.0.1)", c.Listen)
 		}
 		c.Sim, c.Local, c.Docker = true, true, true
 	}
@@ -273,11 +273,11 @@ func (c *Config) defaults() error {
 	if c.AgentAdvertise != "" {
 		host, port, err := net.SplitHostPort(c.AgentAdvertise)
 		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("--agent-advertise %q: want HOST:PORT, the address agents reach the gateway at", c.AgentAdvertise)
+			return flagError("--agent-advertise", c.AgentAdvertise, "--agent-advertise %q: want HOST:PORT, the address agents reach the gateway at", c.AgentAdvertise)
 		}
 	}
 	if c.AgentHeartbeatInterval < 0 {
-		return fmt.Errorf("--heartbeat-interval %s: must be more than 0", c.AgentHeartbeatInterval)
+		return flagError("--heartbeat-interval", c.AgentHeartbeatInterval.String(), "--heartbeat-interval %s: must be more than 0", c.AgentHeartbeatInterval)
 	}
 	if c.AgentBinary == "" {
 		c.AgentBinary = besideExecutable("kiln-agent")
@@ -286,7 +286,7 @@ func (c *Config) defaults() error {
 		c.KubeBinary = filepath.Dir(besideExecutable("kiln-kube"))
 	}
 	if c.DataDir == "" {
-		return errors.New("--data-dir is required")
+		return flagError("--data-dir", "", "--data-dir is required")
 	}
 	if err := c.absPaths(); err != nil {
 		return err

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -33,7 +32,7 @@ type frontend struct {
 func (d *Daemon) defaultProvider(providers provider.Registry) (string, error) {
 	if p := d.cfg.DefaultProvider; p != "" {
 		if _, ok := providers[p]; !ok {
-			return "", fmt.Errorf("--default-provider %q is not registered here; registered: %s", p, strings.Join(slices.Sorted(maps.Keys(providers)), ", "))
+			return "", flagError("--default-provider", p, "--default-provider %q is not registered here; registered: %s", p, strings.Join(slices.Sorted(maps.Keys(providers)), ", "))
 		}
 		return p, nil
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -39,7 +38,7 @@ func (c *Config) absPaths() error {
 		}
 		abs, err := filepath.Abs(*f.p)
 		if err != nil {
-			return fmt.Errorf("%s %q: %w", f.flag, *f.p, err)
+			return flagError(f.flag, *f.p, "%s %q: %w", f.flag, *f.p, err)
 		}
 		*f.p = abs
 	}
@@ -62,7 +61,7 @@ func (c *Config) checkExternalURL() error {
 	}
 	u, err := server.ParseExternalURL(c.ExternalURL)
 	if err != nil {
-		return fmt.Errorf("--external-url %q: %w", c.ExternalURL, err)
+		return flagError("--external-url", c.ExternalURL, "--external-url %q: %w", c.ExternalURL, err)
 	}
 	c.ExternalURL = u
 	return nil

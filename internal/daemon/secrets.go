@@ -29,7 +29,7 @@ func openKeyring(cfg Config) (kr *secret.Keyring, created bool, err error) {
 	path := cfg.keyFile()
 	kr, created, err = secret.LoadOrCreate(path)
 	if err != nil {
-		return nil, false, fmt.Errorf("secret key file (--secret-key-file): %w", err)
+		return nil, false, flagError("--secret-key-file", cfg.SecretKeyFile, "secret key file (--secret-key-file): %w", err)
 	}
 	return kr, created, nil
 }
@@ -64,9 +64,23 @@ func checkNewKeyring(ctx context.Context, st store.Store, kr *secret.Keyring, lo
 		return nil
 	}
 	rmErr := os.Remove(kr.Path())
-	return errors.Join(fmt.Errorf("secret key file %s did not exist, but the database holds %s sealed under key %s: "+
+	return errors.Join(&KeyFileLostError{Path: kr.Path(), Keys: foreign, Secrets: n}, rmErr)
+}
+
+// KeyFileLostError is the start refused because kilnd created the key file
+// Path over a database holding Secrets secrets sealed under Keys, which the
+// new file lacks: the real one is lost, or --secret-key-file names the
+// wrong file. The new file is removed again.
+type KeyFileLostError struct {
+	Path    string
+	Keys    []string
+	Secrets int
+}
+
+func (e *KeyFileLostError) Error() string {
+	return fmt.Sprintf("secret key file %s did not exist, but the database holds %s sealed under key %s: "+
 		"the key file is lost or --secret-key-file names the wrong file; restore the key file from a backup",
-		kr.Path(), secrets(n), strings.Join(foreign, ", ")), rmErr)
+		e.Path, secrets(e.Secrets), strings.Join(e.Keys, ", "))
 }
 
 // secrets is "1 secret" or "n secrets".

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,14 +102,23 @@ func TestLostKeyFileRefused(t *testing.T) {
 	putAccount(t, d.Store, "a", "SECRET-CANARY-1")
 	shutdown(t, d)
 	keyFile := filepath.Join(data, "secret.key")
+	kr, err := secret.Load(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(keyFile, keyFile+".bak"); err != nil {
 		t.Fatal(err)
 	}
 
-	_, err := Start(t.Context(), Config{DataDir: data, Listen: "127.0.0.1:0", Role: RoleBackend,
+	_, err = Start(t.Context(), Config{DataDir: data, Listen: "127.0.0.1:0", Role: RoleBackend,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err == nil || !strings.Contains(err.Error(), "restore the key file") {
-		t.Fatalf("start without the key file: %v; want an error saying to restore it", err)
+	var lost *KeyFileLostError
+	if !errors.As(err, &lost) || lost.Path != keyFile || !slices.Equal(lost.Keys, []string{kr.Primary()}) || lost.Secrets != 1 {
+		t.Fatalf("start without the key file: %v; want a *KeyFileLostError of %s, 1 secret under key %s", err, keyFile, kr.Primary())
+	}
+	// The text is the product: it tells the operator what to do.
+	if !strings.Contains(err.Error(), "restore the key file") {
+		t.Errorf("start without the key file: %q does not say to restore it", err)
 	}
 	if _, err := os.Stat(keyFile); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a new key file was left behind (%v)", err)

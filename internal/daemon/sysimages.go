@@ -32,7 +32,7 @@ func (d *Daemon) seedSystemImages(ctx context.Context) error {
 		d.log.Info("no system images to seed: their directory does not exist (make system-images builds them; --system-images names another)", "dir", dir)
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("--system-images: %w", err)
+		return flagError("--system-images", d.cfg.SystemImages, "--system-images: %w", err)
 	}
 	seeded := 0
 	for _, e := range entries {

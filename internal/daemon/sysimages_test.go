@@ -3,6 +3,8 @@ package daemon
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"kiln.dev/kiln/internal/imagefile"
 	"kiln.dev/kiln/internal/sysimages"
 	"kiln.dev/kiln/test/ocitest"
 	"kiln.dev/kiln/test/testlog"
@@ -82,12 +85,15 @@ func TestSystemImagesDirectory(t *testing.T) {
 	os.WriteFile(filepath.Join(broken, "coredns.tar"), []byte("half an archive"), 0o644)
 	for _, tc := range []struct {
 		name, dir string
-		err, log  string // the error of Start, or else a line of its log
+		err       error  // the error of Start matches it
+		flag      string // and is a *FlagError of it
+		log       string // else a line of its log
 	}{
 		{name: "default, missing", dir: "", log: `msg="no system images to seed: their directory does not exist`},
 		{name: "named, empty", dir: t.TempDir(), log: `msg="no system images to seed: their directory holds no archive (*.tar)"`},
-		{name: "named, missing", dir: filepath.Join(t.TempDir(), "nothing"), err: "--system-images: open "},
-		{name: "a broken archive", dir: broken, err: "seed the system image " + filepath.Join(broken, "coredns.tar")},
+		{name: "named, missing", dir: filepath.Join(t.TempDir(), "nothing"), err: fs.ErrNotExist, flag: "--system-images"},
+		// coredns.tar, the one archive there.
+		{name: "a broken archive", dir: broken, err: imagefile.ErrNotImageFile},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs testlog.Buffer
@@ -96,12 +102,15 @@ func TestSystemImagesDirectory(t *testing.T) {
 			if err == nil {
 				d.Shutdown(t.Context())
 			}
+			var fe *FlagError
 			switch {
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Errorf("Start: %v, want an error saying %q", err, tc.err)
-			case tc.err == "" && err != nil:
+			case tc.err != nil && !errors.Is(err, tc.err):
+				t.Errorf("Start: %v, want %v", err, tc.err)
+			case tc.flag != "" && (!errors.As(err, &fe) || fe.Flag != tc.flag || fe.Value != tc.dir):
+				t.Errorf("Start: %v, want a *FlagError of %s %s", err, tc.flag, tc.dir)
+			case tc.err == nil && err != nil:
 				t.Errorf("Start: %v", err)
-			case tc.err == "" && !strings.Contains(logs.String(), tc.log):
+			case tc.err == nil && !strings.Contains(logs.String(), tc.log):
 				t.Errorf("the log has no %q:\n%s", tc.log, logs.String())
 			}
 		})

@@ -33,16 +33,20 @@ var ErrInsecureNotLoopback = errors.New("--insecure-http serves plain HTTP on a 
 // checkTLS validates the TLS settings of c.
 func (c *Config) checkTLS() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+		missing := "--tls-key"
+		if c.TLSCert == "" {
+			missing = "--tls-cert"
+		}
+		return flagError(missing, "", "--tls-cert and --tls-key go together: give both or neither")
 	}
 	if !c.InsecureHTTP {
 		return nil
 	}
 	if c.TLSCert != "" || len(c.TLSNames) > 0 {
-		return errors.New("--insecure-http serves no certificate: drop --tls-cert, --tls-key and --tls-name, or --insecure-http")
+		return flagError("--insecure-http", "", "--insecure-http serves no certificate: drop --tls-cert, --tls-key and --tls-name, or --insecure-http")
 	}
 	if !loopback(c.Listen) {
-		return fmt.Errorf("--listen %q: %w (127.0.0.1, ::1 or localhost); anywhere else kilnd serves HTTPS", c.Listen, ErrInsecureNotLoopback)
+		return flagError("--listen", c.Listen, "--listen %q: %w (127.0.0.1, ::1 or localhost); anywhere else kilnd serves HTTPS", c.Listen, ErrInsecureNotLoopback)
 	}
 	return nil
 }
@@ -168,7 +172,7 @@ func loadFileCert(certPath, keyPath string, log *slog.Logger) (*fileCert, error)
 		return nil, err
 	}
 	if now := time.Now(); now.After(fc.cert.Leaf.NotAfter) {
-		return nil, fmt.Errorf("--tls-cert %s expired at %s", certPath, fc.cert.Leaf.NotAfter.Format(time.RFC3339))
+		return nil, flagError("--tls-cert", certPath, "--tls-cert %s expired at %s", certPath, fc.cert.Leaf.NotAfter.Format(time.RFC3339))
 	}
 	return fc, nil
 }

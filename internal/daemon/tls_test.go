@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -173,18 +174,23 @@ func TestServesTheOperatorsCertificate(t *testing.T) {
 
 func TestTLSConfigErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		cfg  Config
-		is   error  // when set, the error must match it
-		want string // the error must mention it
+		name        string
+		cfg         Config
+		is          error  // when set, the error must match it
+		flag, value string // when flag is set, the *FlagError's
+		file        string // when set, the *fs.PathError's
 	}{
-		{"insecure HTTP on every interface", Config{Listen: "0.0.0.0:0", InsecureHTTP: true}, ErrInsecureNotLoopback, `--listen "0.0.0.0:0"`},
-		{"insecure HTTP on an address", Config{Listen: "192.0.2.1:7080", InsecureHTTP: true}, ErrInsecureNotLoopback, "loopback"},
-		{"insecure HTTP on a name", Config{Listen: "kiln.example.com:7080", InsecureHTTP: true}, ErrInsecureNotLoopback, "kiln.example.com"},
-		{"insecure HTTP with a certificate", Config{InsecureHTTP: true, TLSCert: "c", TLSKey: "k"}, nil, "--insecure-http"},
-		{"certificate without key", Config{TLSCert: "c"}, nil, "--tls-key"},
-		{"key without certificate", Config{TLSKey: "k"}, nil, "--tls-cert"},
-		{"missing certificate file", Config{TLSCert: "/nonexistent/tls.crt", TLSKey: "/nonexistent/tls.key"}, os.ErrNotExist, "/nonexistent/tls.crt"},
+		{name: "insecure HTTP on every interface", cfg: Config{Listen: "0.0.0.0:0", InsecureHTTP: true},
+			is: ErrInsecureNotLoopback, flag: "--listen", value: "0.0.0.0:0"},
+		{name: "insecure HTTP on an address", cfg: Config{Listen: "192.0.2.1:7080", InsecureHTTP: true},
+			is: ErrInsecureNotLoopback, flag: "--listen", value: "192.0.2.1:7080"},
+		{name: "insecure HTTP on a name", cfg: Config{Listen: "kiln.example.com:7080", InsecureHTTP: true},
+			is: ErrInsecureNotLoopback, flag: "--listen", value: "kiln.example.com:7080"},
+		{name: "insecure HTTP with a certificate", cfg: Config{InsecureHTTP: true, TLSCert: "c", TLSKey: "k"}, flag: "--insecure-http"},
+		{name: "certificate without key", cfg: Config{TLSCert: "c"}, flag: "--tls-key"},
+		{name: "key without certificate", cfg: Config{TLSKey: "k"}, flag: "--tls-cert"},
+		{name: "missing certificate file", cfg: Config{TLSCert: "/nonexistent/tls.crt", TLSKey: "/nonexistent/tls.key"},
+			is: fs.ErrNotExist, file: "/nonexistent/tls.crt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,8 +204,15 @@ func TestTLSConfigErrors(t *testing.T) {
 				shutdown(t, d)
 				t.Fatal("started")
 			}
-			if (tt.is != nil && !errors.Is(err, tt.is)) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v; want one matching %v and mentioning %q", err, tt.is, tt.want)
+			var fe *FlagError
+			var pe *fs.PathError
+			switch {
+			case tt.is != nil && !errors.Is(err, tt.is):
+				t.Errorf("err = %v; want one matching %v", err, tt.is)
+			case tt.flag != "" && (!errors.As(err, &fe) || fe.Flag != tt.flag || fe.Value != tt.value):
+				t.Errorf("err = %v; want a *FlagError of %s %q", err, tt.flag, tt.value)
+			case tt.file != "" && (!errors.As(err, &pe) || pe.Path != tt.file):
+				t.Errorf("err = %v; want an *fs.PathError of %s", err, tt.file)
 			}
 		})
 	}
@@ -288,8 +301,9 @@ func TestAgentAdvertise(t *testing.T) {
 	for _, bad := range []string{"gw.kiln.test", ":8443", "gw.kiln.test:http", "gw.kiln.test:0"} {
 		_, err := Start(t.Context(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", AgentAdvertise: bad,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err == nil || !strings.Contains(err.Error(), "--agent-advertise") {
-			t.Errorf("--agent-advertise %q: %v, want it refused", bad, err)
+		var fe *FlagError
+		if !errors.As(err, &fe) || fe.Flag != "--agent-advertise" || fe.Value != bad {
+			t.Errorf("--agent-advertise %q: %v, want a *FlagError of it", bad, err)
 		}
 	}
 }
