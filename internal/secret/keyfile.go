@@ -37,6 +37,40 @@ type rawKey struct {
 	key []byte
 }
 
+// Why a key file does not parse. A line at fault is a *keyLineError.
+var (
+	errNoKeys      = errors.New("holds no key")
+	errKeyLine     = errors.New(`want "<key-id> <base64 key>"`)
+	errKeyIDLength = errors.New("want 1 to 64 characters")
+	errKeyIDChars  = errors.New("only letters, digits, '.', '_' and '-' are allowed")
+	errKeyTwice    = errors.New("appears twice")
+)
+
+// keyLineError is line Line of key file Path, which does not parse: Err
+// says why (one of the errors above, a keySizeError or base64's
+// CorruptInputError).
+type keyLineError struct {
+	Path string
+	Line int
+	Err  error
+}
+
+func (e *keyLineError) Error() string {
+	return fmt.Sprintf("key file %s line %d: %v", e.Path, e.Line, e.Err)
+}
+
+func (e *keyLineError) Unwrap() error { return e.Err }
+
+// keySizeError is key ID of Size bytes, not keySize.
+type keySizeError struct {
+	ID   string
+	Size int
+}
+
+func (e keySizeError) Error() string {
+	return fmt.Sprintf("key %s: %d bytes, want %d (AES-256)", e.ID, e.Size, keySize)
+}
+
 // parseKeyFile reads a key file's content. path is for messages.
 func parseKeyFile(path string, data []byte) ([]rawKey, error) {
 	var keys []rawKey
@@ -49,10 +83,10 @@ func parseKeyFile(path string, data []byte) ([]rawKey, error) {
 		}
 		k, err := parseKeyLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("key file %s line %d: %w", path, n, err)
+			return nil, &keyLineError{Path: path, Line: n, Err: err}
 		}
 		if seen[k.id] {
-			return nil, fmt.Errorf("key file %s line %d: key id %q appears twice", path, n, k.id)
+			return nil, &keyLineError{Path: path, Line: n, Err: fmt.Errorf("key id %q %w", k.id, errKeyTwice)}
 		}
 		seen[k.id] = true
 		keys = append(keys, k)
@@ -61,7 +95,7 @@ func parseKeyFile(path string, data []byte) ([]rawKey, error) {
 		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("key file %s holds no key: restore it from a backup (a new key cannot open what the old one sealed)", path)
+		return nil, fmt.Errorf("key file %s %w: restore it from a backup (a new key cannot open what the old one sealed)", path, errNoKeys)
 	}
 	return keys, nil
 }
@@ -69,7 +103,7 @@ func parseKeyFile(path string, data []byte) ([]rawKey, error) {
 func parseKeyLine(line string) (rawKey, error) {
 	fields := strings.Fields(line)
 	if len(fields) != 2 {
-		return rawKey{}, errors.New(`want "<key-id> <base64 key>"`)
+		return rawKey{}, errKeyLine
 	}
 	if err := checkKeyID(fields[0]); err != nil {
 		return rawKey{}, err
@@ -79,7 +113,7 @@ func parseKeyLine(line string) (rawKey, error) {
 		return rawKey{}, fmt.Errorf("key %s: not base64: %w", fields[0], err)
 	}
 	if len(key) != keySize {
-		return rawKey{}, fmt.Errorf("key %s: %d bytes, want %d (AES-256)", fields[0], len(key), keySize)
+		return rawKey{}, keySizeError{ID: fields[0], Size: len(key)}
 	}
 	return rawKey{id: fields[0], key: key}, nil
 }
@@ -87,12 +121,12 @@ func parseKeyLine(line string) (rawKey, error) {
 // checkKeyID accepts ids that can appear in a sealed value unquoted.
 func checkKeyID(id string) error {
 	if id == "" || len(id) > 64 {
-		return fmt.Errorf("key id %q: want 1 to 64 characters", id)
+		return fmt.Errorf("key id %q: %w", id, errKeyIDLength)
 	}
 	for _, r := range id {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 		if !ok {
-			return fmt.Errorf("key id %q: only letters, digits, '.', '_' and '-' are allowed", id)
+			return fmt.Errorf("key id %q: %w", id, errKeyIDChars)
 		}
 	}
 	return nil

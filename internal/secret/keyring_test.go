@@ -157,11 +157,12 @@ func TestUnknownKeyMessage(t *testing.T) {
 	if !errors.As(err, &uk) || !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("Open under a key the file lacks: %v, want an *UnknownKeyError", err)
 	}
-	msg := err.Error()
-	for _, want := range []string{other.Primary(), k.Path(), "restore the key file"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("message %q does not mention %q", msg, want)
-		}
+	if uk.ID != other.Primary() || uk.Path != k.Path() {
+		t.Errorf("*UnknownKeyError of key %s, file %s; want %s, %s", uk.ID, uk.Path, other.Primary(), k.Path())
+	}
+	// The text is the product: it tells the operator what to do.
+	if !strings.Contains(err.Error(), "restore the key file") {
+		t.Errorf("message %q does not say to restore the key file", err)
 	}
 }
 
@@ -235,8 +236,9 @@ func TestMissingKeyFileFailsSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := k.Seal([]byte("x"), nil)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "restore it") {
-		t.Fatalf("Seal with the key file gone: %v; want an error saying to restore it", err)
+	var pe *fs.PathError
+	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Path != k.Path() {
+		t.Fatalf("Seal with the key file gone: %v; want fs.ErrNotExist of %s", err, k.Path())
 	}
 }
 
@@ -246,23 +248,28 @@ func TestParseKeyFile(t *testing.T) {
 		name    string
 		content string
 		want    []string // ids; nil means an error
-		errHas  string
+		is      error    // the error matches it
+		line    int      // when set, the *keyLineError's line
 	}{
 		{name: "one", content: "a1 " + key + "\n", want: []string{"a1"}},
 		{name: "comments and blanks", content: "# c\n\n  b2 " + key + "  \na1 " + key, want: []string{"b2", "a1"}},
-		{name: "empty", content: "# nothing\n", errHas: "holds no key"},
-		{name: "short key", content: "a1 " + base64.StdEncoding.EncodeToString(make([]byte, 16)), errHas: "16 bytes, want 32"},
-		{name: "not base64", content: "a1 %%%", errHas: "line 1: key a1: not base64"},
-		{name: "bad id", content: "a:1 " + key, errHas: "only letters"},
-		{name: "three fields", content: "a1 " + key + " x", errHas: "line 1"},
-		{name: "duplicate", content: "a1 " + key + "\na1 " + key, errHas: "appears twice"},
+		{name: "empty", content: "# nothing\n", is: errNoKeys},
+		{name: "short key", content: "a1 " + base64.StdEncoding.EncodeToString(make([]byte, 16)), is: keySizeError{ID: "a1", Size: 16}, line: 1},
+		{name: "not base64", content: "a1 %%%", is: base64.CorruptInputError(0), line: 1},
+		{name: "bad id", content: "a:1 " + key, is: errKeyIDChars, line: 1},
+		{name: "three fields", content: "a1 " + key + " x", is: errKeyLine, line: 1},
+		{name: "duplicate", content: "a1 " + key + "\na1 " + key, is: errKeyTwice, line: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			keys, err := parseKeyFile("f", []byte(tc.content))
 			if tc.want == nil {
-				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-					t.Fatalf("err %v, want one containing %q", err, tc.errHas)
+				var le *keyLineError
+				if !errors.Is(err, tc.is) {
+					t.Errorf("err %v, want %#v", err, tc.is)
+				}
+				if tc.line != 0 && (!errors.As(err, &le) || le.Line != tc.line || le.Path != "f") {
+					t.Errorf("err %v, want a *keyLineError of f line %d", err, tc.line)
 				}
 				return
 			}
