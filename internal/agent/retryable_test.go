@@ -21,6 +21,8 @@ func TestRetryable(t *testing.T) {
 	if !fe.Retryable || fe.Code != v1.CodeUnavailable || fe.Message != "fetch x failed" {
 		t.Errorf("failure %+v", fe)
 	}
+	// The text is the product: the step's message, which does not repeat
+	// the cause.
 	if got, want := err.Error(), "Unavailable: fetch x failed: retryable"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

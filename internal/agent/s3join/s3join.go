@@ -52,8 +52,23 @@ func Parse(u string) (bucket, key string, err error) {
 	return p.Host, strings.TrimPrefix(p.Path, "/"), nil
 }
 
+// FetchError is a fetch that failed until its timeout: URL is the
+// object's, Err the last failure (an S3 error such as AccessDenied, a
+// bundle that does not read).
+type FetchError struct {
+	URL string
+	Err error
+}
+
+func (e *FetchError) Error() string {
+	return fmt.Sprintf("fetch the join files from %s with the instance's role: %v", e.URL, e.Err)
+}
+
+func (e *FetchError) Unwrap() error { return e.Err }
+
 // Fetch gets the bundle and writes the join files, retrying within
-// Timeout; the error names the object and the last failure.
+// Timeout; the error is a *FetchError, naming the object and the last
+// failure.
 func Fetch(ctx context.Context, o Options) error {
 	bucket, key, err := Parse(o.URL)
 	if err != nil {
@@ -78,7 +93,7 @@ func Fetch(ctx context.Context, o Options) error {
 			return write(o, b)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("fetch the join files from %s with the instance's role: %w", o.URL, err)
+			return &FetchError{URL: o.URL, Err: err}
 		}
 		log.Warn("could not fetch the join files yet; retrying", "from", o.URL, "in", wait, "err", err)
 		select {

@@ -2,6 +2,7 @@ package s3join_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 
 	"kiln.dev/kiln/internal/agent/s3join"
 	awslocal "kiln.dev/kiln/test/cloud/aws"
@@ -92,8 +94,11 @@ func TestFetchWithTheInstanceRole(t *testing.T) {
 	}
 
 	o.URL = "s3://stage/c2/join.json"
-	if err := s3join.Fetch(ctx, o); err == nil || !strings.Contains(err.Error(), "s3://stage/c2/join.json") || !strings.Contains(err.Error(), "AccessDenied") {
-		t.Errorf("a fetch the role may not make: %v; want AccessDenied naming the object", err)
+	err = s3join.Fetch(ctx, o)
+	var fe *s3join.FetchError
+	var ae smithy.APIError
+	if !errors.As(err, &fe) || fe.URL != "s3://stage/c2/join.json" || !errors.As(err, &ae) || ae.ErrorCode() != "AccessDenied" {
+		t.Errorf("a fetch the role may not make: %v; want a *FetchError of s3://stage/c2/join.json, AccessDenied", err)
 	}
 	if _, _, err := s3join.Parse("https://stage/c1"); err == nil {
 		t.Errorf("Parse of an https URL: want an error")
