@@ -1,12 +1,14 @@
 package packs
 
 import (
-	"strings"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/secretref"
 )
 
 // Values and manifests name cluster fields as ${cluster.KEY}: each is
@@ -32,8 +34,11 @@ func TestExpand(t *testing.T) {
 		t.Errorf("expanded values (-want +got):\n%s", diff)
 	}
 	_, err = expandValues(map[string]any{"a": map[string]any{"b": []any{"${cluster.zone}"}}}, tgt)
-	if err == nil || !strings.Contains(err.Error(), "values.a.b[0]: ${cluster.zone}: no such cluster field; the fields are name, podCIDR") {
-		t.Errorf("unknown field: %v", err)
+	var ve *ValueError
+	var fe *ClusterFieldError
+	if !errors.As(err, &ve) || ve.Field != "values.a.b[0]" || !errors.Is(err, ErrNoClusterField) || !errors.As(err, &fe) ||
+		!slices.Equal(fe.Refs, []string{"${cluster.zone}"}) || !slices.Equal(fe.Fields, []string{"name", "podCIDR"}) {
+		t.Errorf("unknown field: %v, want a *ClusterFieldError of ${cluster.zone} at values.a.b[0], naming the fields name, podCIDR", err)
 	}
 	if got, err := expandValues(nil, tgt); err != nil || len(got) != 0 {
 		t.Errorf("no values: %v, %v", got, err)
@@ -64,14 +69,18 @@ func TestExpandSecrets(t *testing.T) {
 	if err != nil || text != "stringData:\n  password: hunter22\n" {
 		t.Errorf("manifests: %q, %v", text, err)
 	}
+	// The first value that does not expand, and only it.
 	_, err = expandValues(map[string]any{"a": []any{"${secret.db.host}", "${secret.api.token}"}}, tgt)
-	wantErr := `values.a[0]: ${secret.db.host}: secret "db" has no key "host"; its keys: password, user`
-	if err == nil || err.Error() != wantErr {
-		t.Errorf("missing key: %v\nwant %s", err, wantErr)
+	var ve *ValueError
+	var ee *secretref.ExpandError
+	if !errors.As(err, &ve) || ve.Field != "values.a[0]" || !errors.As(err, &ee) || len(ee.Absent) != 1 ||
+		ee.Absent[0].Ref != (secretref.Ref{Secret: "db", Key: "host"}) || ee.Absent[0].Err != secretref.ErrNoKey ||
+		!slices.Equal(ee.Absent[0].Keys, []string{"password", "user"}) {
+		t.Errorf("missing key: %v, want ${secret.db.host} at values.a[0], whose secret has the keys password, user", err)
 	}
 	_, err = expand("${secret.api.token}", tgt)
-	if err == nil || !strings.Contains(err.Error(), `${secret.api.token}: the project has no secret "api"`) {
-		t.Errorf("missing secret: %v", err)
+	if !errors.As(err, &ee) || len(ee.Absent) != 1 || ee.Absent[0].Ref != (secretref.Ref{Secret: "api", Key: "token"}) || ee.Absent[0].Err != secretref.ErrNoSecret {
+		t.Errorf("missing secret: %v, want ErrNoSecret of ${secret.api.token}", err)
 	}
 	if got := tgt.Redact("Invalid value: \"hunter22\""); got != `Invalid value: "[secret db.password]"` {
 		t.Errorf("Redact = %q", got)

@@ -433,9 +433,37 @@ func describe(info *resource.Info) string {
 // fieldRef is a cluster field named in a value or a manifest.
 var fieldRef = regexp.MustCompile(`\$\{cluster\.([A-Za-z]+)\}`)
 
+// ErrNoClusterField: a value or manifest names a cluster field there is
+// not. The error is a *ClusterFieldError.
+var ErrNoClusterField = errors.New("no such cluster field")
+
+// ClusterFieldError names the references of a text to cluster fields there
+// are not (Refs, as written: ${cluster.zone}) and the fields there are.
+type ClusterFieldError struct {
+	Refs, Fields []string
+}
+
+func (e *ClusterFieldError) Error() string {
+	return fmt.Sprintf("%s: %v; the fields are %s", strings.Join(e.Refs, ", "), ErrNoClusterField, strings.Join(e.Fields, ", "))
+}
+
+func (e *ClusterFieldError) Unwrap() error { return ErrNoClusterField }
+
+// ValueError is a value of a pack that does not expand: Field is where in
+// the values (values.a.b[0]), Err why (a *ClusterFieldError, secretref's
+// errors).
+type ValueError struct {
+	Field string
+	Err   error
+}
+
+func (e *ValueError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *ValueError) Unwrap() error { return e.Err }
+
 // expand replaces each ${cluster.KEY} of s with t's field, then each
 // ${secret.NAME.KEY} with t's secret (in that order: a secret's value is
-// taken as it is, never expanded). An error names the reference, never a
+// taken as it is, never expanded). An error (a *ClusterFieldError,
+// secretref's *RefError or *ExpandError) names the reference, never a
 // value.
 func expand(s string, t Target) (string, error) {
 	var bad []string
@@ -448,14 +476,13 @@ func expand(s string, t Target) (string, error) {
 		return v
 	})
 	if len(bad) > 0 {
-		return "", fmt.Errorf("%s: no such cluster field; the fields are %s", strings.Join(bad, ", "),
-			strings.Join(slices.Sorted(maps.Keys(t.Fields)), ", "))
+		return "", &ClusterFieldError{Refs: bad, Fields: slices.Sorted(maps.Keys(t.Fields))}
 	}
 	return secretref.Expand(out, t.Secrets)
 }
 
-// expandValues is values with every string expanded (a copy). An error
-// names where the reference is: values.a.b[0].
+// expandValues is values with every string expanded (a copy). An error, a
+// *ValueError, names where the reference is: values.a.b[0].
 func expandValues(values map[string]any, t Target) (map[string]any, error) {
 	var walk func(at string, v any) (any, error)
 	walk = func(at string, v any) (any, error) {
@@ -463,7 +490,7 @@ func expandValues(values map[string]any, t Target) (map[string]any, error) {
 		case string:
 			s, err := expand(x, t)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", at, err)
+				return nil, &ValueError{Field: at, Err: err}
 			}
 			return s, nil
 		case map[string]any:

@@ -54,13 +54,37 @@ func (r Ref) String() string { return r.Secret + "." + r.Key }
 // Text is the reference as a pack writes it: ${secret.NAME.KEY}.
 func (r Ref) Text() string { return opening + r.String() + "}" }
 
+// Why a reference does not parse: a *RefError's Err.
+var (
+	// ErrNotRef: what is between ${secret. and } is not NAME.KEY.
+	ErrNotRef = errors.New("want " + opening + "NAME.KEY}, NAME a secret's name (a lower-case DNS label) and KEY one of its keys ([A-Za-z0-9._-])")
+	// ErrUnclosed: a reference opens and nothing closes it.
+	ErrUnclosed = errors.New("has no closing }")
+)
+
+// RefError is a reference that does not parse: Text is it as written,
+// from ${secret. to its } (to the end of the text when none closes it); Err
+// is ErrNotRef or ErrUnclosed.
+type RefError struct {
+	Text string
+	Err  error
+}
+
+func (e *RefError) Error() string {
+	if e.Err == ErrUnclosed {
+		return quote(e.Text) + " " + e.Err.Error()
+	}
+	return quote(e.Text) + ": " + e.Err.Error()
+}
+
+func (e *RefError) Unwrap() error { return e.Err }
+
 // Parse reads NAME.KEY: NAME a secret's name (a DNS label; it has no
-// dots), KEY a key (ValidKey).
+// dots), KEY a key (ValidKey). The error is a *RefError.
 func Parse(s string) (Ref, error) {
 	name, key, _ := strings.Cut(s, ".")
 	if !names.IsDNSLabel(name, names.MaxLabel) || !ValidKey(key) {
-		return Ref{}, fmt.Errorf("%s: want %sNAME.KEY}, NAME a secret's name (a lower-case DNS label) and KEY one of its keys ([A-Za-z0-9._-])",
-			quote(opening+s+"}"), opening)
+		return Ref{}, &RefError{Text: opening + s + "}", Err: ErrNotRef}
 	}
 	return Ref{Secret: name, Key: key}, nil
 }
@@ -74,8 +98,8 @@ func quote(s string) string {
 }
 
 // scan calls f with each reference of s and where it is (the bytes of
-// ${secret.…}); an error is the first one that does not parse, or an
-// opening without its "}".
+// ${secret.…}); an error, a *RefError, is the first one that does not
+// parse, or an opening without its "}".
 func scan(s string, f func(start, end int, r Ref)) error {
 	for at := 0; ; {
 		i := strings.Index(s[at:], opening)
@@ -85,7 +109,7 @@ func scan(s string, f func(start, end int, r Ref)) error {
 		start := at + i
 		j := strings.IndexByte(s[start:], '}')
 		if j < 0 {
-			return fmt.Errorf("%s has no closing }", quote(s[start:]))
+			return &RefError{Text: s[start:], Err: ErrUnclosed}
 		}
 		end := start + j + 1
 		r, err := Parse(s[start+len(opening) : end-1])
@@ -97,8 +121,8 @@ func scan(s string, f func(start, end int, r Ref)) error {
 	}
 }
 
-// Find returns the references of s, in order, and an error for the first
-// one whose syntax is wrong.
+// Find returns the references of s, in order, and an error (a *RefError)
+// for the first one whose syntax is wrong.
 func Find(s string) ([]Ref, error) {
 	var refs []Ref
 	err := scan(s, func(_, _ int, r Ref) { refs = append(refs, r) })
@@ -172,11 +196,12 @@ func walkStrings(at string, v any, f func(at, s string)) {
 }
 
 // Expand replaces each reference of s with its value from values, keyed
-// NAME.KEY, which holds every key of each secret that exists. An error
-// names the references that are not there (never a value).
+// NAME.KEY, which holds every key of each secret that exists. An error, a
+// *RefError or an *ExpandError, names the references that are not there
+// (never a value).
 func Expand(s string, values map[string]string) (string, error) {
 	var b strings.Builder
-	var missing []string
+	var missing []*AbsentError
 	last := 0
 	err := scan(s, func(start, end int, r Ref) {
 		b.WriteString(s[last:start])
@@ -191,15 +216,62 @@ func Expand(s string, values map[string]string) (string, error) {
 		return "", err
 	}
 	if len(missing) > 0 {
-		return "", errors.New(strings.Join(missing, "; "))
+		return "", &ExpandError{Absent: missing}
 	}
 	b.WriteString(s[last:])
 	return b.String(), nil
 }
 
+// Why Expand has no value for a reference: an *AbsentError's Err.
+var (
+	ErrNoSecret = errors.New("no such secret")
+	ErrNoKey    = errors.New("no such key")
+)
+
+// AbsentError is a reference Expand has no value for: the project has no
+// secret Ref.Secret (Err is ErrNoSecret), or the secret has no key Ref.Key
+// (ErrNoKey; Keys are those it has, sorted).
+type AbsentError struct {
+	Ref  Ref
+	Err  error
+	Keys []string
+}
+
+func (e *AbsentError) Error() string {
+	if e.Err == ErrNoSecret {
+		return fmt.Sprintf("%s: the project has no secret %q (kiln secret create %s)", e.Ref.Text(), e.Ref.Secret, e.Ref.Secret)
+	}
+	return fmt.Sprintf("%s: secret %q has no key %q; its keys: %s", e.Ref.Text(), e.Ref.Secret, e.Ref.Key, strings.Join(e.Keys, ", "))
+}
+
+func (e *AbsentError) Unwrap() error { return e.Err }
+
+// ExpandError is Expand's error: the references it has no value for, in
+// the order they appear.
+type ExpandError struct {
+	Absent []*AbsentError
+}
+
+func (e *ExpandError) Error() string {
+	msgs := make([]string, len(e.Absent))
+	for i, a := range e.Absent {
+		msgs[i] = a.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap makes errors.Is and errors.As see each *AbsentError.
+func (e *ExpandError) Unwrap() []error {
+	errs := make([]error, len(e.Absent))
+	for i, a := range e.Absent {
+		errs[i] = a
+	}
+	return errs
+}
+
 // absent says why r is not in values: no such secret, or no such key
 // (naming the keys there are).
-func absent(r Ref, values map[string]string) string {
+func absent(r Ref, values map[string]string) *AbsentError {
 	var keys []string
 	for k := range values {
 		if name, key, _ := strings.Cut(k, "."); name == r.Secret {
@@ -207,10 +279,10 @@ func absent(r Ref, values map[string]string) string {
 		}
 	}
 	if len(keys) == 0 {
-		return fmt.Sprintf("%s: the project has no secret %q (kiln secret create %s)", r.Text(), r.Secret, r.Secret)
+		return &AbsentError{Ref: r, Err: ErrNoSecret}
 	}
 	slices.Sort(keys)
-	return fmt.Sprintf("%s: secret %q has no key %q; its keys: %s", r.Text(), r.Secret, r.Key, strings.Join(keys, ", "))
+	return &AbsentError{Ref: r, Err: ErrNoKey, Keys: keys}
 }
 
 // Redact returns s with every value of values (keyed NAME.KEY) that is at

@@ -1,10 +1,12 @@
 package secretref
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -15,28 +17,29 @@ func TestFind(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
 		want     []Ref
-		err      string
+		err      *RefError // the error, if any
 	}{
 		{name: "none", in: "echo $HOME ${HOME} ${cluster.name}"},
 		{name: "two", in: "${secret.db.password}@${secret.db.host}:5432",
 			want: []Ref{{"db", "password"}, {"db", "host"}}},
 		{name: "key with dots", in: "${secret.tls.tls.crt}", want: []Ref{{"tls", "tls.crt"}}},
-		{name: "no key", in: "x ${secret.db}", err: `"${secret.db}": want ${secret.NAME.KEY}`},
-		{name: "upper-case name", in: "${secret.DB.password}", err: `"${secret.DB.password}"`},
-		{name: "bad key", in: "${secret.db.pass word}", err: `"${secret.db.pass word}"`},
-		{name: "unclosed", in: "${secret.db.password", err: `"${secret.db.password" has no closing }`},
-		{name: "after a good one", in: "${secret.a.b} ${secret.}", want: []Ref{{"a", "b"}}, err: `"${secret.}"`},
+		{name: "no key", in: "x ${secret.db}", err: &RefError{"${secret.db}", ErrNotRef}},
+		{name: "upper-case name", in: "${secret.DB.password}", err: &RefError{"${secret.DB.password}", ErrNotRef}},
+		{name: "bad key", in: "${secret.db.pass word}", err: &RefError{"${secret.db.pass word}", ErrNotRef}},
+		{name: "unclosed", in: "${secret.db.password", err: &RefError{"${secret.db.password", ErrUnclosed}},
+		{name: "after a good one", in: "${secret.a.b} ${secret.}", want: []Ref{{"a", "b"}}, err: &RefError{"${secret.}", ErrNotRef}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Find(tc.in)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("refs (-want +got):\n%s", diff)
 			}
+			var re *RefError
 			switch {
-			case tc.err == "" && err != nil:
+			case tc.err == nil && err != nil:
 				t.Errorf("error %v, want none", err)
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Errorf("error %v, want one saying %s", err, tc.err)
+			case tc.err != nil && (!errors.As(err, &re) || *re != *tc.err):
+				t.Errorf("error %v, want a *RefError %+v", err, tc.err)
 			}
 		})
 	}
@@ -64,8 +67,10 @@ func TestInPack(t *testing.T) {
 		t.Errorf("Secrets = %v", got)
 	}
 	_, err = InPack(v1.Pack{Values: map[string]any{"a": map[string]any{"b": []any{"${secret.x}"}}}})
-	if err == nil || !strings.HasPrefix(err.Error(), `values.a.b[0]: "${secret.x}"`) {
-		t.Errorf("malformed in values: %v", err)
+	var se *SyntaxError
+	var re *RefError
+	if !errors.As(err, &se) || se.Field != "values.a.b[0]" || !errors.As(err, &re) || re.Text != "${secret.x}" || !errors.Is(err, ErrNotRef) {
+		t.Errorf("malformed in values: %v, want a *SyntaxError of values.a.b[0], ${secret.x}", err)
 	}
 }
 
@@ -78,12 +83,24 @@ func TestExpand(t *testing.T) {
 		t.Errorf("Expand = %q, %v", got, err)
 	}
 	_, err = Expand("${secret.db.host} ${secret.cache.url}", values)
-	want := `${secret.db.host}: secret "db" has no key "host"; its keys: password, user; ` +
-		`${secret.cache.url}: the project has no secret "cache" (kiln secret create cache)`
-	if err == nil || err.Error() != want {
-		t.Errorf("missing: %v\nwant %s", err, want)
+	var ee *ExpandError
+	if !errors.As(err, &ee) || !errors.Is(err, ErrNoKey) || !errors.Is(err, ErrNoSecret) {
+		t.Fatalf("missing: %v, want an *ExpandError", err)
 	}
-	if err != nil && strings.Contains(err.Error(), "hunter22") {
+	var absent []AbsentError
+	for _, a := range ee.Absent {
+		absent = append(absent, *a)
+	}
+	want := []AbsentError{
+		{Ref: Ref{"db", "host"}, Err: ErrNoKey, Keys: []string{"password", "user"}},
+		{Ref: Ref{"cache", "url"}, Err: ErrNoSecret},
+	}
+	if diff := cmp.Diff(want, absent, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+	// The text is the product, shown to users and in logs: it must hold
+	// no value.
+	if strings.Contains(err.Error(), "hunter22") {
 		t.Error("the error holds a value")
 	}
 }
