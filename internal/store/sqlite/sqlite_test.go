@@ -2,8 +2,8 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -67,7 +67,7 @@ func TestSealedWithoutKey(t *testing.T) {
 	}
 	defer s.Close()
 	_, err = s.GetCloudAccount(t.Context(), "p", "a")
-	if err == nil || !strings.Contains(err.Error(), "--secret-key-file") {
-		t.Fatalf("reading a sealed record without a key: %v; want an error naming --secret-key-file", err)
+	if !errors.Is(err, sqlstore.ErrNoSealer) {
+		t.Fatalf("reading a sealed record without a key: %v; want ErrNoSealer, naming --secret-key-file", err)
 	}
 }

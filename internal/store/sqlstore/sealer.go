@@ -81,14 +81,15 @@ func (s *Store) seal(c sealedColumn, plain []byte, key ...string) ([]byte, error
 	return v, nil
 }
 
-// errNoSealer: a sealed value read by a store opened without a sealer.
-var errNoSealer = errors.New("the value is encrypted but the store was opened without a key: give kilnd the key file (--secret-key-file)")
+// ErrNoSealer: a sealed value read by a store opened without a sealer. Its
+// message tells the operator which flag gives kilnd the key.
+var ErrNoSealer = errors.New("the value is encrypted but the store was opened without a key: give kilnd the key file (--secret-key-file)")
 
 // open opens what seal stored for the row with primary key key.
 func (s *Store) open(c sealedColumn, value []byte, key ...string) ([]byte, error) {
 	if s.sealer == nil {
 		if secret.IsSealed(value) {
-			return nil, fmt.Errorf("open %s.%s of %s: %w", c.table, c.column, strings.Join(key, "/"), errNoSealer)
+			return nil, fmt.Errorf("open %s.%s of %s: %w", c.table, c.column, strings.Join(key, "/"), ErrNoSealer)
 		}
 		return value, nil
 	}
