@@ -150,6 +150,17 @@ func code(err error) string {
 	return ""
 }
 
+// wantDenied fails unless err is a DENIED answer (403) whose message says
+// want. The text is the product: the registry protocol's errors have a
+// code and a message, no field, and the message is the one place the user
+// reads why (which role the action needs).
+func wantDenied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if code(err) != "DENIED" || status(err) != http.StatusForbidden || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: %v, want DENIED saying %q", what, err, want)
+	}
+}
+
 // status is the HTTP status of a registry error (HEAD answers have no body).
 func status(err error) int {
 	var te *transport.Error
@@ -188,14 +199,10 @@ func TestPushPullAcrossProjects(t *testing.T) {
 		t.Errorf("viewer pulls: %v", err)
 	}
 	err := e.push("val", "p/other:1", randomImage(t))
-	if code(err) != "DENIED" || !strings.Contains(err.Error(), "user:val is viewer in project p; to push its images needs operator") {
-		t.Errorf("viewer pushes: %v, want DENIED naming the role", err)
-	}
+	wantDenied(t, "viewer pushes", err, "user:val is viewer in project p; to push its images needs operator")
 	// A member of another project (an owner there) neither pulls nor pushes.
 	_, err = e.pull("bob", "p/nginx:1.27")
-	if code(err) != "DENIED" || !strings.Contains(err.Error(), "user:bob has no role in project p") {
-		t.Errorf("bob pulls p's image: %v, want DENIED", err)
-	}
+	wantDenied(t, "bob pulls p's image", err, "user:bob has no role in project p")
 	if err := e.push("bob", "p/nginx:1.27", randomImage(t)); status(err) != http.StatusForbidden {
 		t.Errorf("bob pushes into p: %v, want DENIED", err)
 	}
@@ -244,9 +251,7 @@ func TestNodesPullByTheNameContainerdAsks(t *testing.T) {
 		t.Errorf("node of q GET p's image: %d, want 404", resp.StatusCode)
 	}
 	// Nodes only pull.
-	if err := e.push("nodep", "library/evil:1", randomImage(t)); code(err) != "DENIED" || !strings.Contains(err.Error(), "may only pull") {
-		t.Errorf("node pushes: %v, want DENIED", err)
-	}
+	wantDenied(t, "node pushes", e.push("nodep", "library/evil:1", randomImage(t)), "node:p/c/n may only pull the images of project p")
 }
 
 func (e *env) get(token, path, accept string) *http.Response {
