@@ -38,10 +38,10 @@ func (f auditFlags) filter(project string, now time.Time) (client.AuditFilter, e
 	switch f.result {
 	case "", v1.AuditSuccess, v1.AuditDenied, v1.AuditFailed:
 	default:
-		return out, usageErrorf("--result must be success, denied or failed, not %q", f.result)
+		return out, argErrorf("--result", "--result must be success, denied or failed, not %q", f.result)
 	}
 	if f.limit < 0 {
-		return out, usageErrorf("--limit must not be negative")
+		return out, argErrorf("--limit", "--limit must not be negative")
 	}
 	var err error
 	if out.Since, err = parseTimeFlag("since", f.since, now); err != nil {
@@ -51,7 +51,7 @@ func (f auditFlags) filter(project string, now time.Time) (client.AuditFilter, e
 		return out, err
 	}
 	if !out.Since.IsZero() && !out.Until.IsZero() && out.Until.Before(out.Since) {
-		return out, usageErrorf("--until (%s) is before --since (%s)", timestamp(out.Until), timestamp(out.Since))
+		return out, argErrorf("--until", "--until (%s) is before --since (%s)", timestamp(out.Until), timestamp(out.Since))
 	}
 	return out, nil
 }
@@ -79,7 +79,7 @@ func parseTimeFlag(name, v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.DateOnly, v); err == nil {
 		return t, nil
 	}
-	return time.Time{}, usageErrorf("--%s %q is neither a duration back from now (30m, 1h, 7d) nor a time (2026-03-01T12:00:00Z, 2026-03-01)", name, v)
+	return time.Time{}, argErrorf("--"+name, "--%s %q is neither a duration back from now (30m, 1h, 7d) nor a time (2026-03-01T12:00:00Z, 2026-03-01)", name, v)
 }
 
 // maxAgoDays keeps a number of days within a time.Duration.

@@ -117,6 +117,22 @@ func (a *app) readCredentials(f *accountFlags) (map[string]string, error) {
 	return creds, nil
 }
 
+// Why a credentials file does not read.
+var (
+	errNotCredentialsMap = errors.New("want a map of credential names to string values")
+	errNoCredentials     = errors.New("holds no credentials")
+	errEmptyCredential   = errors.New("a credential name is empty")
+	errEmptyValue        = errors.New("has an empty value")
+)
+
+// valueKindError is a credential Name whose value is Kind ("a number"),
+// not a string.
+type valueKindError struct{ Name, Kind string }
+
+func (e valueKindError) Error() string {
+	return fmt.Sprintf("the value of %s is %s, not a string; quote it", e.Name, e.Kind)
+}
+
 // decodeCredentials reads a YAML or JSON map of names to strings. A value
 // YAML reads as something else (0123, 1e3, yes) is refused rather than
 // turned into a string that is not the one written (83, 1000, true).
@@ -126,10 +142,10 @@ func decodeCredentials(data []byte, source string) (map[string]string, error) {
 	}
 	var raw map[string]any
 	if err := yaml.UnmarshalStrict(data, &raw); err != nil {
-		return nil, fmt.Errorf("credentials file %s: want a map of credential names to string values: %w", source, err)
+		return nil, fmt.Errorf("credentials file %s: %w: %w", source, errNotCredentialsMap, err)
 	}
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("credentials file %s holds no credentials", source)
+		return nil, fmt.Errorf("credentials file %s %w", source, errNoCredentials)
 	}
 	m := make(map[string]string, len(raw))
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
@@ -137,11 +153,11 @@ func decodeCredentials(data []byte, source string) (map[string]string, error) {
 		v, ok := raw[k].(string)
 		switch {
 		case k == "":
-			return nil, fmt.Errorf("credentials file %s: a credential name is empty", source)
+			return nil, fmt.Errorf("credentials file %s: %w", source, errEmptyCredential)
 		case raw[k] == nil || (ok && v == ""):
-			return nil, fmt.Errorf("credentials file %s: credential %s has an empty value", source, k)
+			return nil, fmt.Errorf("credentials file %s: credential %s %w", source, k, errEmptyValue)
 		case !ok:
-			return nil, fmt.Errorf("credentials file %s: the value of %s is %s, not a string; quote it", source, k, kindOf(raw[k]))
+			return nil, fmt.Errorf("credentials file %s: %w", source, valueKindError{Name: k, Kind: kindOf(raw[k])})
 		}
 		m[k] = v
 	}
@@ -164,16 +180,27 @@ func parseQuotas(specs []string) ([]v1.Quota, error) {
 	return out, nil
 }
 
+// Why a --quota SPEC is refused.
+var (
+	errEmptySpec      = errors.New("empty")
+	errEmptyItem      = errors.New("an empty item between commas")
+	errNotKeyValue    = errors.New("is not key=value")
+	errUnknownKey     = errors.New("unknown key")
+	errGivenTwice     = errors.New("is given twice")
+	errNotWholeNumber = errors.New("is not a whole number")
+)
+
 // parseQuota parses "region=sim-west,machines=100,vcpus=64,load-balancers=5".
-// Only the syntax is checked here: the server checks the values.
+// Only the syntax is checked here: the server checks the values. An error
+// is a usage error of --quota wrapping why (errEmptySpec, ...).
 func parseQuota(spec string) (v1.Quota, error) {
 	var q v1.Quota
 	bad := func(format string, args ...any) error {
-		return usageErrorf("--quota %q: %s; a SPEC is key=value pairs such as machines=20,vcpus=64 or region=sim-west,machines=100",
-			spec, fmt.Sprintf(format, args...))
+		return argErrorf("--quota", "--quota %q: %w; a SPEC is key=value pairs such as machines=20,vcpus=64 or region=sim-west,machines=100",
+			spec, fmt.Errorf(format, args...))
 	}
 	if strings.TrimSpace(spec) == "" {
-		return q, bad("empty")
+		return q, bad("%w", errEmptySpec)
 	}
 	seen := map[string]bool{}
 	for part := range strings.SplitSeq(spec, ",") {
@@ -182,13 +209,13 @@ func parseQuota(spec string) (v1.Quota, error) {
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch {
 		case part == "":
-			return q, bad("an empty item between commas")
+			return q, bad("%w", errEmptyItem)
 		case !ok:
-			return q, bad("%q is not key=value", part)
+			return q, bad("%q %w", part, errNotKeyValue)
 		case !slices.Contains(quotaKeys, k):
-			return q, bad("unknown key %q (the keys are %s)", k, strings.Join(quotaKeys, ", "))
+			return q, bad("%w %q (the keys are %s)", errUnknownKey, k, strings.Join(quotaKeys, ", "))
 		case seen[k]:
-			return q, bad("%s is given twice", k)
+			return q, bad("%s %w", k, errGivenTwice)
 		}
 		seen[k] = true
 		if k == "region" {
@@ -197,7 +224,7 @@ func parseQuota(spec string) (v1.Quota, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return q, bad("%s=%s is not a whole number", k, v)
+			return q, bad("%s=%s %w", k, v, errNotWholeNumber)
 		}
 		switch k {
 		case "machines":

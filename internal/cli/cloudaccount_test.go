@@ -21,7 +21,7 @@ func TestParseQuota(t *testing.T) {
 		name    string
 		spec    string
 		want    v1.Quota
-		wantErr string // a part of the usage error
+		wantErr error // why the usage error of --quota says it is refused
 	}{
 		{name: "every region", spec: "machines=20,vcpus=64", want: v1.Quota{Machines: new(20), VCPUs: new(64)}},
 		{name: "one region", spec: "region=sim-west,machines=100", want: v1.Quota{Region: "sim-west", Machines: new(100)}},
@@ -30,20 +30,20 @@ func TestParseQuota(t *testing.T) {
 		{name: "a region without limits", spec: "region=sim-east", want: v1.Quota{Region: "sim-east"}},
 		// The server refuses it, naming quotas[i].machines.
 		{name: "negative is the server's to refuse", spec: "machines=-1", want: v1.Quota{Machines: new(-1)}},
-		{name: "empty", spec: "", wantErr: "empty"},
-		{name: "not a number", spec: "machines=lots", wantErr: "machines=lots is not a whole number"},
-		{name: "no value", spec: "machines", wantErr: `"machines" is not key=value`},
-		{name: "unknown key", spec: "machines=2,cpus=4", wantErr: `unknown key "cpus"`},
-		{name: "twice", spec: "machines=2,machines=3", wantErr: "machines is given twice"},
-		{name: "trailing comma", spec: "machines=2,", wantErr: "an empty item"},
+		{name: "empty", spec: "", wantErr: errEmptySpec},
+		{name: "not a number", spec: "machines=lots", wantErr: errNotWholeNumber},
+		{name: "no value", spec: "machines", wantErr: errNotKeyValue},
+		{name: "unknown key", spec: "machines=2,cpus=4", wantErr: errUnknownKey},
+		{name: "twice", spec: "machines=2,machines=3", wantErr: errGivenTwice},
+		{name: "trailing comma", spec: "machines=2,", wantErr: errEmptyItem},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseQuota(tt.spec)
-			if tt.wantErr != "" {
+			if tt.wantErr != nil {
 				var ue usageError
-				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "--quota") {
-					t.Fatalf("parseQuota(%q) error = %v, want a usage error about --quota with %q", tt.spec, err, tt.wantErr)
+				if !errors.As(err, &ue) || ue.arg != "--quota" || !errors.Is(err, tt.wantErr) {
+					t.Fatalf("parseQuota(%q) error = %v, want a usage error of --quota: %v", tt.spec, err, tt.wantErr)
 				}
 				return
 			}
@@ -62,27 +62,27 @@ func TestDecodeCredentials(t *testing.T) {
 		name    string
 		data    string
 		want    map[string]string
-		wantErr string
+		wantErr error
 	}{
 		{name: "yaml", data: "accessKeyId: AK1\nsecretAccessKey: s3cret\n",
 			want: map[string]string{"accessKeyId": "AK1", "secretAccessKey": "s3cret"}},
 		{name: "json", data: `{"accessKeyId": "AK1"}`, want: map[string]string{"accessKeyId": "AK1"}},
 		{name: "quoted", data: "a: \"0123\"\nb: 'yes'\n", want: map[string]string{"a": "0123", "b": "yes"}},
-		{name: "a number", data: "a: 0123\n", wantErr: "the value of a is a number, not a string; quote it"},
-		{name: "a bool", data: "a: yes\n", wantErr: "the value of a is a boolean"},
-		{name: "not a map", data: "- a\n- b\n", wantErr: "map of credential names"},
-		{name: "twice", data: "a: x\na: y\n", wantErr: "creds.yaml"},
-		{name: "empty", data: "", wantErr: "holds no credentials"},
-		{name: "empty value", data: "a: \"\"\n", wantErr: "credential a has an empty value"},
-		{name: "null value", data: "a: ~\n", wantErr: "credential a has an empty value"},
-		{name: "a list", data: "a: [x]\n", wantErr: "the value of a is a list"},
+		{name: "a number", data: "a: 0123\n", wantErr: valueKindError{Name: "a", Kind: "a number"}},
+		{name: "a bool", data: "a: yes\n", wantErr: valueKindError{Name: "a", Kind: "a boolean"}},
+		{name: "not a map", data: "- a\n- b\n", wantErr: errNotCredentialsMap},
+		{name: "twice", data: "a: x\na: y\n", wantErr: errNotCredentialsMap},
+		{name: "empty", data: "", wantErr: errNoCredentials},
+		{name: "empty value", data: "a: \"\"\n", wantErr: errEmptyValue},
+		{name: "null value", data: "a: ~\n", wantErr: errEmptyValue},
+		{name: "a list", data: "a: [x]\n", wantErr: valueKindError{Name: "a", Kind: "a list"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decodeCredentials([]byte(tt.data), "creds.yaml")
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one with %q", err, tt.wantErr)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error = %v, want %v", err, tt.wantErr)
 				}
 				return
 			}

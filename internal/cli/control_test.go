@@ -16,17 +16,18 @@ func TestConfirmName(t *testing.T) {
 		name     string
 		stdin    io.Reader
 		terminal bool
-		wantErr  string // "" for confirmed
-		usage    bool
+		// Not confirmed: errNotConfirmed, or with usage a usage error
+		// saying to pass --yes.
+		notConfirmed, usage bool
 	}{
 		{name: "typed on a terminal", stdin: strings.NewReader("dev\n"), terminal: true},
 		{name: "given on stdin", stdin: strings.NewReader("dev\n")},
 		{name: "given without a newline", stdin: strings.NewReader("  dev ")},
-		{name: "the wrong name", stdin: strings.NewReader("prod\n"), terminal: true, wantErr: "not deleted"},
-		{name: "y is not the name", stdin: strings.NewReader("y\n"), terminal: true, wantErr: "not deleted"},
-		{name: "nothing typed on a terminal", stdin: strings.NewReader(""), terminal: true, wantErr: "not deleted"},
-		{name: "nothing on stdin", stdin: strings.NewReader(""), wantErr: "pass --yes", usage: true},
-		{name: "no stdin", stdin: nil, wantErr: "pass --yes", usage: true},
+		{name: "the wrong name", stdin: strings.NewReader("prod\n"), terminal: true, notConfirmed: true},
+		{name: "y is not the name", stdin: strings.NewReader("y\n"), terminal: true, notConfirmed: true},
+		{name: "nothing typed on a terminal", stdin: strings.NewReader(""), terminal: true, notConfirmed: true},
+		{name: "nothing on stdin", stdin: strings.NewReader(""), usage: true},
+		{name: "no stdin", stdin: nil, usage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,18 +37,14 @@ func TestConfirmName(t *testing.T) {
 			if !strings.Contains(stderr.String(), "Type its name (dev) to confirm") {
 				t.Errorf("prompt %q does not ask for the name", stderr.String())
 			}
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("confirmName = %v, want confirmed", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("confirmName = %v, want an error with %q", err, tt.wantErr)
-			}
 			var ue usageError
-			if errors.As(err, &ue) != tt.usage {
-				t.Errorf("confirmName = %v: usage error %t, want %t", err, !tt.usage, tt.usage)
+			switch {
+			case !tt.notConfirmed && !tt.usage && err != nil:
+				t.Fatalf("confirmName = %v, want confirmed", err)
+			case tt.notConfirmed && (!errors.Is(err, errNotConfirmed) || errors.As(err, &ue)):
+				t.Fatalf("confirmName = %v, want errNotConfirmed", err)
+			case tt.usage && (!errors.As(err, &ue) || ue.arg != "--yes"):
+				t.Fatalf("confirmName = %v, want a usage error saying to pass --yes", err)
 			}
 		})
 	}

@@ -103,7 +103,7 @@ Pushing needs the operator role in the project (-p).`,
 			if len(args) == 2 {
 				want = args[1]
 				if _, err := imagefile.ParseName(want, true); err != nil {
-					return usageError{err}
+					return usageError{err: err, arg: "NAME:TAG"}
 				}
 			}
 			src, err := imagefile.Open(args[0], want)
@@ -215,7 +215,7 @@ role.`,
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			ref, err := imagefile.ParseName(args[0], false)
 			if err != nil {
-				return usageError{err}
+				return usageError{err: err, arg: "NAME:TAG"}
 			}
 			if ref.Tag == "" && ref.Digest == "" {
 				return usageErrorf("%q names no tag: delete NAME:TAG (or NAME@DIGEST)", args[0])

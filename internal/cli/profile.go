@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,17 +52,23 @@ deleted.`,
 func parseProfileRef(s, what string) (string, int, error) {
 	name, ver, hasVer := strings.Cut(s, ":")
 	if name == "" {
-		return "", 0, usageErrorf("%s %q names no profile: want NAME or NAME:VERSION, such as web or web:2", what, s)
+		return "", 0, argErrorf(what, "%s %q %w: want NAME or NAME:VERSION, such as web or web:2", what, s, errNoProfile)
 	}
 	if !hasVer {
 		return name, 0, nil
 	}
 	n, err := strconv.Atoi(ver)
 	if err != nil || n < 1 {
-		return "", 0, usageErrorf("%s %q: the version must be a number, 1 or more, such as %s:2", what, s, name)
+		return "", 0, argErrorf(what, "%s %q: %w, such as %s:2", what, s, errProfileVersion, name)
 	}
 	return name, n, nil
 }
+
+// Why parseProfileRef refuses a reference.
+var (
+	errNoProfile      = errors.New("names no profile")
+	errProfileVersion = errors.New("the version must be a number, 1 or more")
+)
 
 // ref is a profile version as the CLI names it: web:2.
 func ref(name string, version int) string { return name + ":" + strconv.Itoa(version) }
@@ -95,41 +102,61 @@ func (a *app) readProfileFile(file string) (*v1.Profile, error) {
 	}
 	var f profileFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("profile file %s: %w", source, err)
+		return nil, &fileFieldError{err: fmt.Errorf("profile file %s: %w", source, err)}
 	}
 	p := &v1.Profile{Name: f.Name, Version: f.Version, KubernetesVersion: f.KubernetesVersion, CNI: f.CNI}
 	for i, pf := range f.Packs {
 		pk := pf.Pack
 		at := fmt.Sprintf("profile file %s: packs[%d] (%s)", source, i, orDash(pk.Name))
+		bad := func(field, format string, args ...any) error {
+			return &fileFieldError{field: fmt.Sprintf("packs[%d].%s", i, field), err: fmt.Errorf(format, args...)}
+		}
 		if pf.ManifestsFile != "" {
 			if pk.Manifests != "" {
-				return nil, fmt.Errorf("%s: give manifests or manifestsFile, not both", at)
+				return nil, bad("manifestsFile", "%s: give manifests or manifestsFile, %w", at, errNotBoth)
 			}
 			b, err := os.ReadFile(relativeTo(dir, pf.ManifestsFile))
 			if err != nil {
-				return nil, fmt.Errorf("%s: manifestsFile: %w", at, err)
+				return nil, bad("manifestsFile", "%s: manifestsFile: %w", at, err)
 			}
 			if len(b) == 0 {
-				return nil, fmt.Errorf("%s: manifestsFile %s is empty", at, pf.ManifestsFile)
+				return nil, bad("manifestsFile", "%s: manifestsFile %s is %w", at, pf.ManifestsFile, errEmptyFile)
 			}
 			pk.Manifests = string(b)
 		}
 		if pf.ValuesFile != "" {
 			if pk.Values != nil {
-				return nil, fmt.Errorf("%s: give values or valuesFile, not both", at)
+				return nil, bad("valuesFile", "%s: give values or valuesFile, %w", at, errNotBoth)
 			}
 			b, err := os.ReadFile(relativeTo(dir, pf.ValuesFile))
 			if err != nil {
-				return nil, fmt.Errorf("%s: valuesFile: %w", at, err)
+				return nil, bad("valuesFile", "%s: valuesFile: %w", at, err)
 			}
 			if err := yaml.UnmarshalStrict(b, &pk.Values); err != nil {
-				return nil, fmt.Errorf("%s: valuesFile %s: want a YAML or JSON map of values: %w", at, pf.ValuesFile, err)
+				return nil, bad("valuesFile", "%s: valuesFile %s: want a YAML or JSON map of values: %w", at, pf.ValuesFile, err)
 			}
 		}
 		p.Packs = append(p.Packs, pk)
 	}
 	return p, nil
 }
+
+// fileFieldError is an error of a file the CLI reads that says which
+// field is at fault (packs[0].manifestsFile; "" for the file as a whole);
+// the message says where and why.
+type fileFieldError struct {
+	field string
+	err   error
+}
+
+func (e *fileFieldError) Error() string { return e.err.Error() }
+func (e *fileFieldError) Unwrap() error { return e.err }
+
+// Why a profile file's pack is refused.
+var (
+	errNotBoth   = errors.New("not both")
+	errEmptyFile = errors.New("empty")
+)
 
 // relativeTo is path read relative to dir, unless it is absolute.
 func relativeTo(dir, path string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -30,22 +31,22 @@ func TestParseProfileRef(t *testing.T) {
 		name, in    string
 		wantName    string
 		wantVersion int
-		wantErr     string
+		wantErr     error // why the usage error of PROFILE says it is refused
 	}{
 		{name: "name", in: "web", wantName: "web"},
 		{name: "name and version", in: "web:12", wantName: "web", wantVersion: 12},
-		{name: "no name", in: ":2", wantErr: "names no profile"},
-		{name: "empty version", in: "web:", wantErr: "the version must be a number"},
-		{name: "zero", in: "web:0", wantErr: "the version must be a number, 1 or more"},
-		{name: "not a number", in: "web:latest", wantErr: "the version must be a number"},
+		{name: "no name", in: ":2", wantErr: errNoProfile},
+		{name: "empty version", in: "web:", wantErr: errProfileVersion},
+		{name: "zero", in: "web:0", wantErr: errProfileVersion},
+		{name: "not a number", in: "web:latest", wantErr: errProfileVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n, v, err := parseProfileRef(tt.in, "PROFILE")
-			if tt.wantErr != "" {
+			if tt.wantErr != nil {
 				var ue usageError
-				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseProfileRef(%q) error = %v, want a usage error with %q", tt.in, err, tt.wantErr)
+				if !errors.As(err, &ue) || ue.arg != "PROFILE" || !errors.Is(err, tt.wantErr) {
+					t.Fatalf("parseProfileRef(%q) error = %v, want a usage error of PROFILE: %v", tt.in, err, tt.wantErr)
 				}
 				return
 			}
@@ -74,10 +75,14 @@ func TestReadProfileFile(t *testing.T) {
 	write("m/app.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n")
 	write("values.json", `{"replicas": 2, "image": {"tag": "a"}}`)
 	tests := []struct {
-		name    string
-		file    string
-		want    *v1.Profile
-		wantErr string
+		name string
+		file string
+		want *v1.Profile
+		// When fails, the error is a *fileFieldError of field ("" for the
+		// file as a whole) matching is, when set.
+		fails bool
+		field string
+		is    error
 	}{
 		{name: "files read", file: `
 version: 3
@@ -105,19 +110,21 @@ kubernetesVersion: v1.36.3
 published: true
 createdAt: "2026-03-01T12:00:00Z"
 `, want: &v1.Profile{Name: "web", Version: 1, KubernetesVersion: "v1.36.3"}},
-		{name: "unknown field", file: "kubernetesVersion: v1.36.3\npacks:\n- name: a\n  valueFile: x.yaml\n", wantErr: `unknown field "valueFile"`},
-		{name: "both manifests", file: "packs:\n- name: a\n  manifests: x\n  manifestsFile: m/app.yaml\n", wantErr: "packs[0] (a): give manifests or manifestsFile, not both"},
-		{name: "both values", file: "packs:\n- name: a\n  values: {x: 1}\n  valuesFile: values.json\n", wantErr: "give values or valuesFile, not both"},
-		{name: "missing file", file: "packs:\n- name: a\n  manifestsFile: nope.yaml\n", wantErr: "packs[0] (a): manifestsFile: open"},
+		// Read without its unknown field valueFile, the file is a profile.
+		{name: "unknown field", file: "kubernetesVersion: v1.36.3\npacks:\n- name: a\n  valueFile: x.yaml\n", fails: true},
+		{name: "both manifests", file: "packs:\n- name: a\n  manifests: x\n  manifestsFile: m/app.yaml\n", fails: true, field: "packs[0].manifestsFile", is: errNotBoth},
+		{name: "both values", file: "packs:\n- name: a\n  values: {x: 1}\n  valuesFile: values.json\n", fails: true, field: "packs[0].valuesFile", is: errNotBoth},
+		{name: "missing file", file: "packs:\n- name: a\n  manifestsFile: nope.yaml\n", fails: true, field: "packs[0].manifestsFile", is: fs.ErrNotExist},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := write("profile.yaml", tt.file)
 			a := &app{}
 			got, err := a.readProfileFile(path)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one with %q", err, tt.wantErr)
+			if tt.fails {
+				var fe *fileFieldError
+				if !errors.As(err, &fe) || fe.field != tt.field || tt.is != nil && !errors.Is(err, tt.is) {
+					t.Fatalf("error = %v, want one of field %q: %v", err, tt.field, tt.is)
 				}
 				return
 			}

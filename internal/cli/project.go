@@ -215,7 +215,7 @@ func (a *app) confirmName(question, name string) error {
 	typed := strings.TrimSpace(line)
 	if typed == "" && errors.Is(err, io.EOF) && !a.isTerminal(a.stdin) {
 		fmt.Fprintln(a.stderr)
-		return usageErrorf("stdin is not a terminal and gave no confirmation: pass --yes to delete without asking")
+		return argErrorf("--yes", "stdin is not a terminal and gave no confirmation: pass --yes to delete without asking")
 	}
 	if typed != name {
 		fmt.Fprintf(a.stderr, "%q is not %q.\n", typed, name)

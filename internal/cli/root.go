@@ -108,7 +108,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.flags.server, "server", "", "Kiln API URL (env KILN_SERVER)")
@@ -205,14 +205,23 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// usageError is a wrong command line: exit 2.
-type usageError struct{ err error }
+// usageError is a wrong command line: exit 2. arg, when set, is the flag
+// or argument at fault as the message names it (--quota, NAME:VERSION).
+type usageError struct {
+	err error
+	arg string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
+	return usageError{err: fmt.Errorf(format, args...)}
+}
+
+// argErrorf is a usage error about the flag or argument arg.
+func argErrorf(arg, format string, args ...any) error {
+	return usageError{err: fmt.Errorf(format, args...), arg: arg}
 }
 
 // runtimeError is a failure of a command that ran: exit 1.
