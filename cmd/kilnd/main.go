@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/profilecheck"
+	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/worker"
 )
 
@@ -113,6 +114,7 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.AgentBinary, "agent-binary", "", "kiln-agent program local machines run (default: next to kilnd)")
 	f.StringVar(&cfg.SystemImages, "system-images", "", "directory of system image archives (make system-images: CoreDNS, the demo application) seeded into the registry's kiln.system namespace at start (default: images beside kilnd, skipped when missing)")
 	f.StringVar(&cfg.KubeBinary, "kube-binary", "", "kiln-kube for local nodes: a directory of kiln-kube-VERSION programs (make kube's bin/), or one kiln-kube program (default: kilnd's directory)")
+	f.Var(addressRange{&cfg.LocalAddressPool}, "local-address-pool", "FIRST-LAST loopback addresses the local provider's machines take (default 127.0.0.2-127.0.255.254); give each kilnd on one host a range of its own")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "how long a worker's lease on a cluster lasts without renewal")
 	f.DurationVar(&cfg.Heartbeat, "lease-heartbeat", 5*time.Second, "how often a worker renews its leases (at most a third of --lease-ttl)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running plans may finish before their leases are handed back")
@@ -178,6 +180,27 @@ func defaultDataDir() string {
 }
 
 // days is a flag of whole days that sets a duration.
+// addressRange is a flag of a local.AddressRange.
+type addressRange struct{ r *local.AddressRange }
+
+func (f addressRange) String() string {
+	if f.r == nil {
+		return ""
+	}
+	return f.r.String()
+}
+
+func (f addressRange) Set(s string) error {
+	r, err := local.ParseAddressRange(s)
+	if err != nil {
+		return err
+	}
+	*f.r = r
+	return nil
+}
+
+func (addressRange) Type() string { return "range" }
+
 type days struct{ d *time.Duration }
 
 func (f days) String() string {

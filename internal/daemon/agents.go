@@ -122,10 +122,11 @@ var _ plan.StopReporter = (*local.Local)(nil)
 // under DATA_DIR/machines, started by agentCommand.
 func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {
 	l, err := local.New(local.Options{
-		Dir:      filepath.Join(d.cfg.DataDir, "machines"),
-		Command:  d.agentCommand,
-		Logger:   d.log.With("provider", "local"),
-		Versions: d.localVersions(ctx),
+		Dir:         filepath.Join(d.cfg.DataDir, "machines"),
+		Command:     d.agentCommand,
+		Logger:      d.log.With("provider", "local"),
+		Versions:    d.localVersions(ctx),
+		AddressPool: d.cfg.LocalAddressPool,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)

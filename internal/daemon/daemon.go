@@ -115,6 +115,12 @@ type Config struct {
 	// kiln-kube program (distrolocal.FindKubeBinaries); default: the
 	// directory of this executable.
 	KubeBinary string
+	// LocalAddressPool is where the local provider's machines take their
+	// loopback addresses; zero: its default, 127.0.0.2-127.0.255.254. Two
+	// kilnds on one host that create local machines at the same moment need
+	// ranges of their own (each looks only at its own machines, and at ports
+	// already bound).
+	LocalAddressPool local.AddressRange
 	// TLSCert and TLSKey are PEM files of the API listener's certificate
 	// (intermediates after it) and key, when the operator supplies them.
 	// Without them kilnd serves a certificate from its own CA in

@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,7 +84,33 @@ type Options struct {
 // AddressRange is an inclusive range of IPv4 addresses.
 type AddressRange struct{ First, Last netip.Addr }
 
-func (r AddressRange) String() string { return r.First.String() + "-" + r.Last.String() }
+func (r AddressRange) String() string {
+	if !r.First.IsValid() {
+		return ""
+	}
+	return r.First.String() + "-" + r.Last.String()
+}
+
+// ParseAddressRange parses FIRST-LAST (127.0.1.2-127.0.1.254), the form
+// AddressRange.String prints: two IPv4 addresses, the first not above the
+// last.
+func ParseAddressRange(s string) (AddressRange, error) {
+	first, last, ok := strings.Cut(s, "-")
+	if !ok {
+		return AddressRange{}, fmt.Errorf("address range %q: want FIRST-LAST, e.g. 127.0.1.2-127.0.1.254", s)
+	}
+	var r AddressRange
+	var err1, err2 error
+	r.First, err1 = netip.ParseAddr(strings.TrimSpace(first))
+	r.Last, err2 = netip.ParseAddr(strings.TrimSpace(last))
+	if err := errors.Join(err1, err2); err != nil {
+		return AddressRange{}, fmt.Errorf("address range %q: %w", s, err)
+	}
+	if !r.First.Is4() || !r.Last.Is4() || r.Last.Less(r.First) {
+		return AddressRange{}, fmt.Errorf("address range %q: want two IPv4 addresses, the first not above the last", s)
+	}
+	return r, nil
+}
 
 // Machine is what Options.Command is told about the machine to start.
 type Machine struct {

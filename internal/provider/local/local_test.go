@@ -281,3 +281,31 @@ func TestAllocationSkipsBusyAddresses(t *testing.T) {
 		t.Fatalf("got the address whose apiserver port is taken")
 	}
 }
+
+func TestParseAddressRange(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string // the range as String prints it; "" for an error
+	}{
+		{"range", "127.0.1.2-127.0.1.254", "127.0.1.2-127.0.1.254"},
+		{"spaces", "127.0.1.2 - 127.0.1.9", "127.0.1.2-127.0.1.9"},
+		{"one address", "127.0.1.2-127.0.1.2", "127.0.1.2-127.0.1.2"},
+		{"no dash", "127.0.1.2", ""},
+		{"not an address", "127.0.1.2-x", ""},
+		{"IPv6", "::1-::2", ""},
+		{"backwards", "127.0.1.9-127.0.1.2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseAddressRange(tc.in)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("ParseAddressRange(%q) = %s, want an error", tc.in, r)
+				}
+				return
+			}
+			if err != nil || r.String() != tc.want {
+				t.Fatalf("ParseAddressRange(%q) = %s, %v; want %s", tc.in, r, err, tc.want)
+			}
+		})
+	}
+}
