@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"net/netip"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestRelativePathsAreResolvedAtStart: every flag that names a file or a
@@ -42,7 +44,8 @@ func TestRelativePathsAreResolvedAtStart(t *testing.T) {
 		SimJournal:    filepath.Join(wd, "journal.jsonl"),
 		SimState:      filepath.Join(wd, "sim.json"),
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	// Config holds netip.Addrs (LocalAddressPool), compared as values.
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("paths after start (-want +got):\n%s", diff)
 	}
 
