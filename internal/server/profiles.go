@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -204,8 +205,13 @@ func (s *Server) deleteProfileVersion(w http.ResponseWriter, r *http.Request) er
 		if users, err := s.profileVersionUsers(r.Context(), p, v.Version); err != nil {
 			return err
 		} else if len(users) > 0 {
-			return conflict(refOf(r, "profile"), "version", "version %d is used by %d cluster(s): %v; move them to another version (kiln cluster set-profile) or delete them first",
+			e := conflict(refOf(r, "profile"), "version", "version %d is used by %d cluster(s): %v; move them to another version (kiln cluster set-profile) or delete them first",
 				v.Version, len(users), users)
+			for _, c := range users { // each user by its path, for clients to read
+				e.body.Details = append(e.body.Details, v1.Error{Code: v1.CodeConflict, Target: clusterPath(p.Project, c),
+					Message: fmt.Sprintf("uses version %d", v.Version)})
+			}
+			return e
 		}
 		if len(p.Versions) == 1 {
 			err = s.profiles.DeleteProfile(r.Context(), p.Project, p.Name, store.Cond{IfMatch: p.ETag})

@@ -176,8 +176,9 @@ func TestProfileVersions(t *testing.T) {
 
 	// Version 2, the latest published, is what a cluster naming version 0 uses.
 	h.createCluster("p", "c1", `{"spec": {"provider": "sim", "profile": {"name": "web"}}}`)
-	if e := h.must(http.StatusConflict, "DELETE", path+"/versions/2", "").errorBody(t); !strings.Contains(e.Message, "c1") {
-		t.Errorf("DELETE of a version in use: %+v", e)
+	if e := h.must(http.StatusConflict, "DELETE", path+"/versions/2", "").errorBody(t); e.Code != v1.CodeConflict || e.Target != "version" ||
+		len(e.Details) != 1 || e.Details[0].Target != "/v1/projects/p/clusters/c1" || e.Details[0].Code != v1.CodeConflict {
+		t.Errorf("DELETE of a version in use: %+v, want a Conflict on the version with a detail for cluster c1", e)
 	}
 	h.must(http.StatusNoContent, "DELETE", path+"/versions/1", "")
 	h.must(http.StatusNoContent, "DELETE", path+"/versions/3", "")
