@@ -212,8 +212,12 @@ func TestAWSCluster(t *testing.T) {
 	}
 	denied := awsCluster("denied", "10.78.0.0/16")
 	denied.Spec.CloudAccount = "norun"
-	if _, err := e.c.ValidateCluster(ctx, "default", denied); err == nil || !strings.Contains(err.Error(), "ec2:RunInstances") {
-		t.Errorf("dry run with a key that may not launch instances: %v; want ec2:RunInstances named", err)
+	_, err = e.c.ValidateCluster(ctx, "default", denied)
+	if !slices.ContainsFunc(apiError(err).Err.Details, func(d v1.Error) bool {
+		// The text is the product here: the permission's name is what the user grants.
+		return d.Code == v1.CodeForbidden && d.Target == "spec.cloudAccount" && strings.Contains(d.Message, "ec2:RunInstances")
+	}) {
+		t.Errorf("dry run with a key that may not launch instances: %v; want a Forbidden detail on spec.cloudAccount naming ec2:RunInstances", err)
 	}
 	_, opID, err := e.c.CreateCluster(ctx, "default", cl)
 	if err != nil {

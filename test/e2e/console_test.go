@@ -122,9 +122,10 @@ func (b *browser) navigate(path, selector string) {
 		if err == nil {
 			return
 		}
-		// Chromium's net error reaches chromedp as text only: there is no
-		// code to test.
-		if !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") || attempt == 5 {
+		// Chromium's net error reaches chromedp as text only, with no code
+		// to test: a failed load is tried again (up to 5 times, as any
+		// other failure shows again), one that timed out is not.
+		if errors.Is(err, context.DeadlineExceeded) || attempt == 5 {
 			b.screenshot("failed-navigate")
 			b.t.Fatalf("browser: open %s: %v", path, err)
 		}

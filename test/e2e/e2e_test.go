@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -278,6 +279,23 @@ func killProcessesUnder(t testing.TB, dir string) {
 	for _, p := range kilndtest.KillProcessesUnder(dir) {
 		t.Logf("killed a process the test left: %s", p)
 	}
+}
+
+// apiError is err's API answer, or an empty one when err is not an
+// answer of the API.
+func apiError(err error) *client.APIError {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &client.APIError{}
+}
+
+// isAPIError says whether err is the API's answer with that status, error
+// code and target.
+func isAPIError(err error, status int, code, target string) bool {
+	ae := apiError(err)
+	return ae.StatusCode == status && ae.Err.Code == code && ae.Err.Target == target
 }
 
 func tail(s string, n int) string {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,8 +104,8 @@ func TestProfilePacks(t *testing.T) {
 	put(2, storage, metrics, web(1))
 	put(3, storage, metrics, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
 
-	if _, err := e.c.PutProfile(t.Context(), "default", &v1.Profile{Name: "base", Version: 1, KubernetesVersion: version}); err == nil || !strings.Contains(err.Error(), "published") {
-		t.Errorf("a change of published version 1: %v, want a 409 saying it is published", err)
+	if _, err := e.c.PutProfile(t.Context(), "default", &v1.Profile{Name: "base", Version: 1, KubernetesVersion: version}); !isAPIError(err, http.StatusConflict, v1.CodeConflict, "version") {
+		t.Errorf("a change of published version 1: %v, want a 409 Conflict on the version", err)
 	}
 
 	cl.Spec.Profile = v1.ProfileRef{Name: "base", Version: 1}
@@ -157,8 +159,9 @@ func TestProfilePacks(t *testing.T) {
 	e.waitCondition("stack", v1.ConditionProfileDrift, "False", nil)
 	reconciled := e.cluster("stack").Status.Profile // each chart one revision on: the reconcile upgraded it in place
 
-	if err := e.c.DeleteProfileVersion(t.Context(), "default", "base", 1); err == nil || !strings.Contains(err.Error(), "stack") {
-		t.Errorf("delete of version 1 in use: %v, want a 409 naming cluster stack", err)
+	if err := e.c.DeleteProfileVersion(t.Context(), "default", "base", 1); !isAPIError(err, http.StatusConflict, v1.CodeConflict, "version") ||
+		!slices.ContainsFunc(apiError(err).Err.Details, func(d v1.Error) bool { return d.Target == "/v1/projects/default/clusters/stack" }) {
+		t.Errorf("delete of version 1 in use: %v, want a 409 with a detail for cluster stack", err)
 	}
 
 	// Version 2: web down to 1 replica, the config pack gone.
