@@ -99,9 +99,6 @@ type Options struct {
 	// each; default 172.30.0.0/16 in /24s.
 	SubnetPool netip.Prefix
 	SubnetBits int
-	// StopTimeout is how long DeleteMachine lets a container stop before
-	// it is killed; default 10s.
-	StopTimeout time.Duration
 	// Forwards are ports of each cluster network's gateway address that
 	// are forwarded (TCP, passed through) to an address of this host:
 	// how nodes reach kilnd's listeners that are bound to loopback (its
@@ -223,9 +220,6 @@ func New(ctx context.Context, opts Options) (*Docker, error) {
 		return nil, fmt.Errorf("docker provider: subnet pool %s in /%d: want an IPv4 pool and subnets of /%d-/29", opts.SubnetPool, opts.SubnetBits, opts.SubnetPool.Bits())
 	}
 	opts.SubnetPool = opts.SubnetPool.Masked()
-	if opts.StopTimeout <= 0 {
-		opts.StopTimeout = 10 * time.Second
-	}
 	cli := opts.Client
 	if cli == nil {
 		var err error

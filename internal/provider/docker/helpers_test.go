@@ -142,10 +142,9 @@ func newDocker(t *testing.T, o testOpts) *Docker {
 				},
 			}, nil
 		},
-		Logger:      testLogger(t),
-		StopTimeout: time.Second,
-		Forwards:    o.forwards,
-		HostAlias:   o.alias,
+		Logger:    testLogger(t),
+		Forwards:  o.forwards,
+		HostAlias: o.alias,
 	})
 	if err != nil {
 		t.Fatal(err)

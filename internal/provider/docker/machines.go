@@ -333,9 +333,11 @@ func (d *Docker) ListMachines(ctx context.Context, c provider.Cluster) ([]provid
 	return ms, nil
 }
 
-// DeleteMachine stops the machine's container (SIGTERM, SIGKILL after the
-// stop timeout), removes it and its volume. A missing machine is not an
-// error.
+// DeleteMachine removes the machine's container, killing what runs in it
+// (SIGKILL: a machine that is deleted has nothing to save, its node was
+// drained and its etcd member removed before, and a graceful stop only made
+// the delete wait for the kubelet and kube-apiserver to wind down), and its
+// volume. A missing machine is not an error.
 func (d *Docker) DeleteMachine(ctx context.Context, c provider.Cluster, name string) error {
 	if err := checkMachine(c, name); err != nil {
 		return err
@@ -346,14 +348,7 @@ func (d *Docker) DeleteMachine(ctx context.Context, c provider.Cluster, name str
 	}
 	log := d.log.With("cluster", c.Project+"/"+c.Name, "machine", name)
 	for _, s := range cs {
-		if s.State == container.StateRunning || s.State == container.StateRestarting || s.State == container.StatePaused {
-			log.Info("stopping machine", "container", s.ID[:12])
-			timeout := int(d.opts.StopTimeout.Round(time.Second) / time.Second)
-			if _, err := d.cli.ContainerStop(ctx, s.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil && !notFound(err) {
-				return engineError(err, "cannot stop the container of machine %s", name)
-			}
-		}
-		log.Info("removing machine's container", "container", s.ID[:12])
+		log.Info("removing machine's container", "container", s.ID[:12], "state", s.State)
 		if _, err := d.cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !notFound(err) {
 			return engineError(err, "cannot remove the container of machine %s", name)
 		}

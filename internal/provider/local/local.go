@@ -70,8 +70,8 @@ type Options struct {
 	AddressPool AddressRange
 	// LBHost is the address load balancers listen on; default 127.0.0.1.
 	LBHost string
-	// StopTimeout is how long DeleteMachine waits after SIGTERM before it
-	// sends SIGKILL; default 10s.
+	// StopTimeout is how long StopMachine waits after SIGTERM before it
+	// sends SIGKILL; default 10s. (DeleteMachine kills at once.)
 	StopTimeout time.Duration
 	// Versions are the Kubernetes versions machines install (the versions
 	// of the kiln-kube programs they are given), oldest first: kilnd hands

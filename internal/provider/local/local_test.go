@@ -122,15 +122,20 @@ func TestEnsureMachineRestartsAKilledMachine(t *testing.T) {
 	}
 }
 
+// TestDeleteMachine: a deleted machine's processes are killed at once,
+// whether or not they would end on SIGTERM; a stopped one's get SIGTERM and
+// the stop timeout (SIGKILL after it), and its directory stays.
 func TestDeleteMachine(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		env       []string
-		wantSlow  bool // SIGTERM is ignored: SIGKILL after the stop timeout
-		stopAfter time.Duration
+		name     string
+		env      []string
+		stop     bool // StopMachine rather than DeleteMachine
+		wantSlow bool // SIGTERM is ignored: SIGKILL after the stop timeout
 	}{
 		{name: "stops on SIGTERM", env: []string{"FAKE_CHILD=1"}},
-		{name: "ignores SIGTERM", env: []string{"FAKE_CHILD=1", "FAKE_IGNORE_TERM=1"}, wantSlow: true},
+		{name: "ignores SIGTERM", env: []string{"FAKE_CHILD=1", "FAKE_IGNORE_TERM=1"}},
+		{name: "stop, stops on SIGTERM", env: []string{"FAKE_CHILD=1"}, stop: true},
+		{name: "stop, ignores SIGTERM", env: []string{"FAKE_CHILD=1", "FAKE_IGNORE_TERM=1"}, stop: true, wantSlow: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const timeout = 500 * time.Millisecond
@@ -147,15 +152,21 @@ func TestDeleteMachine(t *testing.T) {
 				child, _ = strconv.Atoi(string(b))
 				return err == nil && child > 0, nil
 			})
+			op, do := "DeleteMachine", l.DeleteMachine
+			if tc.stop {
+				op, do = "StopMachine", l.StopMachine
+			}
 			start := time.Now()
-			if err := l.DeleteMachine(t.Context(), demo, m.Name); err != nil {
+			if err := do(t.Context(), demo, m.Name); err != nil {
 				t.Fatal(err)
 			}
 			took := time.Since(start)
 			if slow := took >= timeout; slow != tc.wantSlow {
-				t.Errorf("DeleteMachine took %s with a stop timeout of %s", took, timeout)
+				t.Errorf("%s took %s with a stop timeout of %s", op, took, timeout)
 			}
-			if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+			if _, err := os.Stat(s.Dir); tc.stop && err != nil {
+				t.Errorf("machine dir after StopMachine: %v, want it kept", err)
+			} else if !tc.stop && !os.IsNotExist(err) {
 				t.Errorf("machine dir after DeleteMachine: %v, want it gone", err)
 			}
 			pf := pidFile{PID: s.PID}
@@ -163,13 +174,19 @@ func TestDeleteMachine(t *testing.T) {
 				pf.StartTicks = st.Start
 			}
 			if live := pf.group(); len(live) > 0 {
-				t.Errorf("processes %v of the machine's group are alive after DeleteMachine", live)
+				t.Errorf("processes %v of the machine's group are alive after %s", live, op)
 			}
 			if st, err := proc.ReadStat(child); err == nil && !st.Dead() {
-				t.Errorf("the agent's child %d is alive after DeleteMachine", child)
+				t.Errorf("the agent's child %d is alive after %s", child, op)
 			}
 			// Zombies of the child are reaped by init, a moment later.
 			waitfor.Cond(t, "kill -0 on the machine's group to fail", 15*time.Second, func() (bool, error) { return groupGone(s.PID), nil })
+			if tc.stop {
+				if st := status(t, l, demo, m.Name); st.Running {
+					t.Errorf("Status after StopMachine: %+v, want not running", st)
+				}
+				return
+			}
 			if _, err := l.Status(t.Context(), demo, m.Name); err == nil {
 				t.Errorf("Status after DeleteMachine found the machine")
 			}

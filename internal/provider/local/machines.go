@@ -122,7 +122,7 @@ func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string,
 	}
 	if ok {
 		log.Info("machine's process has exited; starting it again", "pid", pf.PID)
-		if err := l.stop(ctx, pf); err != nil { // its leftovers would hold its ports
+		if err := l.kill(ctx, pf); err != nil { // its leftovers would hold its ports
 			return err
 		}
 	} else {
@@ -246,9 +246,11 @@ func (l *Local) allocate() (netip.Addr, error) {
 	return netip.Addr{}, exhausted("the local provider's address pool %s is exhausted: %d machines use it; delete a cluster or widen the pool", pool, len(used))
 }
 
-// DeleteMachine stops the machine's whole process group (SIGTERM, SIGKILL
-// after the stop timeout) and removes its directory. A missing machine is
-// not an error.
+// DeleteMachine kills the machine's whole process group (SIGKILL: nothing
+// of a deleted machine is kept, its node was drained and its etcd member
+// removed before, and a graceful stop only made the delete wait for
+// kube-apiserver and etcd to wind down) and removes its directory. A
+// missing machine is not an error.
 func (l *Local) DeleteMachine(ctx context.Context, c provider.Cluster, name string) error {
 	dir, err := l.machineDir(c, name)
 	if err != nil {
@@ -268,8 +270,8 @@ func (l *Local) DeleteMachine(ctx context.Context, c provider.Cluster, name stri
 		return fmt.Errorf("delete machine %q: %w", name, err)
 	}
 	if ok {
-		log.Info("stopping machine", "pid", pf.PID)
-		if err := l.stop(ctx, pf); err != nil {
+		log.Info("killing machine's processes", "pid", pf.PID)
+		if err := l.kill(ctx, pf); err != nil {
 			return fmt.Errorf("delete machine %q: %w", name, err)
 		}
 	}

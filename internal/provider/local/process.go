@@ -202,6 +202,14 @@ func (l *Local) stop(ctx context.Context, pf pidFile) error {
 		return err
 	}
 	l.log.Warn("machine did not stop after SIGTERM; killing it", "pid", pf.PID, "timeout", l.opts.StopTimeout)
+	return l.kill(ctx, pf)
+}
+
+// kill ends the process group with SIGKILL and returns once no process of
+// the group is left: for a machine that is deleted (nothing of it is kept,
+// so nothing needs to wind down) and for what is left of one whose agent
+// exited.
+func (l *Local) kill(ctx context.Context, pf pidFile) error {
 	if len(pf.group()) > 0 { // the pid may have been reused since
 		if err := signalGroup(pf.PID, syscall.SIGKILL); err != nil {
 			return err
