@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,6 +65,26 @@ type env struct {
 	c    *client.Client
 	data string
 	st   store.Store // opened by (*env).store
+	// pool is the loopback range the env's local machines take
+	// (--local-address-pool), the same at each start of its kilnd.
+	pool string
+}
+
+// pools counts the local address pools handed out: each env has a range
+// of its own, 127.0.N.2-127.0.N.254, so kilnds of tests that run in
+// parallel never give two machines one address.
+var pools atomic.Int32
+
+// newPool returns the next env's local address pool.
+func newPool() string {
+	n := 1 + (pools.Add(1)-1)%250
+	return fmt.Sprintf("127.0.%d.2-127.0.%d.254", n, n)
+}
+
+// poolPrefix is what every address of the pool starts with ("127.0.N.").
+func poolPrefix(pool string) string {
+	first, _, _ := strings.Cut(pool, "-")
+	return first[:strings.LastIndex(first, ".")+1]
 }
 
 func start(t testing.TB, name string, args ...string) *env {
@@ -82,7 +103,7 @@ func startWithoutKube(t testing.TB, name string, args ...string) *env {
 	// Machines outlive kilnd by design; a test's must not outlive the test.
 	// Registered first, so it runs after kilnd is killed.
 	t.Cleanup(func() { killProcessesUnder(t, data) })
-	e := &env{t: t, data: data}
+	e := &env{t: t, data: data, pool: newPool()}
 	e.startKilnd(name, args...)
 	return e
 }
@@ -90,7 +111,7 @@ func startWithoutKube(t testing.TB, name string, args ...string) *env {
 // startKilnd starts (or starts again) kilnd --dev on the env's data dir.
 func (e *env) startKilnd(name string, args ...string) {
 	e.t.Helper()
-	flags := []string{"--dev", "--data-dir", e.data}
+	flags := []string{"--dev", "--data-dir", e.data, "--local-address-pool", e.pool}
 	if skipWhy == "" {
 		flags = append(flags, "--kube-binary", kubeBin)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,13 @@ type hostNet struct {
 	addrs   []string
 }
 
+// hostNets counts the host networks made, so that each gets its own subnet;
+// they start from a random one, away from what a killed run may have left.
+var (
+	hostNets    atomic.Int32
+	hostNetBase = func() int { var b [1]byte; _, _ = rand.Read(b[:]); return int(b[0]) }()
+)
+
 // newHostNet makes the bridge and n namespaces, or skips the test saying
 // why when this machine cannot (not root, no ip netns). Everything is
 // removed when the test ends.
@@ -44,7 +52,8 @@ func newHostNet(t testing.TB, n int) *hostNet {
 		t.Fatal(err)
 	}
 	tag := hex.EncodeToString(id[:])
-	subnet := fmt.Sprintf("10.251.%d", 1+int(id[0])%250)
+	// Each host network of this run a /24 of its own (tests run in parallel).
+	subnet := fmt.Sprintf("10.251.%d", 1+(hostNetBase+int(hostNets.Add(1)))%250)
 	h := &hostNet{t: t, bridge: "kbr" + tag, gateway: subnet + ".1"}
 	if err := ip("link", "add", h.bridge, "type", "bridge"); err != nil {
 		t.Skipf("cannot make a bridge for edge hosts (%v): SKIPPED", err)

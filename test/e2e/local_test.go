@@ -67,9 +67,9 @@ func TestLocalCluster(t *testing.T) {
 			t.Errorf("node %s is %s in Kiln", n.Name, n.State)
 		}
 		// Each node is what it is: a process here, named after its machine,
-		// on its own loopback address, and says it is hollow.
+		// on its own loopback address from kilnd's pool, and says it is hollow.
 		if f := n.Facts; f == nil || f.Hostname != n.Name || len(f.Interfaces) != 1 ||
-			!slices.Equal(f.Interfaces[0].Addresses, []string{n.Address + "/8"}) || !strings.HasPrefix(n.Address, "127.0.0.") {
+			!slices.Equal(f.Interfaces[0].Addresses, []string{n.Address + "/8"}) || !strings.HasPrefix(n.Address, poolPrefix(e.pool)) {
 			t.Errorf("node %s at %s reports facts %+v, want its own name and only its address", n.Name, n.Address, n.Facts)
 		}
 		if got := v1.PrecheckSummary(n.Prechecks); got != "5 passed, 8 n/a" {

@@ -39,7 +39,7 @@ func TestRelativePaths(t *testing.T) {
 		return r
 	}
 	k := kilndtest.StartIn(t, work, filepath.Join(binDir, "kilnd"), "kilnd", nil,
-		"--dev", "--data-dir", dataRel,
+		"--dev", "--data-dir", dataRel, "--local-address-pool", newPool(),
 		"--agent-binary", rel(filepath.Join(binDir, "kiln-agent")),
 		"--kube-binary", rel(kube))
 	e := &env{t: t, k: k, c: k.Client(kilndtest.Token(t, data)), data: data}
