@@ -85,8 +85,14 @@ func tee(r *run, in io.Reader, out string, w io.Writer, slow float64) error {
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
+		// Each line written as it comes, so the file says where a run is
+		// (and where it was, when the run is killed).
 		keep.Write(line)
 		keep.WriteByte('\n')
+		if err := keep.Flush(); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", out, err)
+		}
 		ev, res := r.add(line)
 		if ev == nil {
 			fmt.Fprintln(w, string(line)) // vet's or a build's own output
@@ -97,10 +103,6 @@ func tee(r *run, in io.Reader, out string, w io.Writer, slow float64) error {
 	if err := sc.Err(); err != nil {
 		f.Close()
 		return fmt.Errorf("read the stream: %w", err)
-	}
-	if err := keep.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", out, err)
 	}
 	return f.Close()
 }
