@@ -20,6 +20,7 @@ import (
 // why; a worker the source adds shows here without an operation (the
 // health check observes it); deleting it here forgets it, and it runs on.
 func TestAttachCluster(t *testing.T) {
+	t.Parallel()
 	src := start(t, "kilnd-src")
 	src.create(localCluster("src", 1, false, 1))
 	kubeconfig, err := src.c.Kubeconfig(t.Context(), "default", "src")

@@ -85,6 +85,7 @@ spec:
 // one and the one whose pod a PodDisruptionBudget keeps: an event names the
 // budget. With those pods gone too, the pool shrinks to its min.
 func TestAutoscale(t *testing.T) {
+	t.Parallel()
 	flags := append(samePorts(t), "--autoscale-interval", "2s", "--autoscale-cooldown", "5s")
 	e := startDocker(t, flags...)
 	cl := dockerCluster("auto", "", 1, true, 1)
@@ -125,13 +126,13 @@ func TestAutoscale(t *testing.T) {
 		op.EndTime.Sub(op.StartTime).Round(time.Millisecond))
 	workers := e.readyWorkers("auto", 5, 4)
 	containers := 0
-	for _, o := range dockerObjects(t, "default", "auto") {
+	for _, o := range e.dockerObjects("default", "auto") {
 		if strings.HasPrefix(o, "container ") {
 			containers++
 		}
 	}
 	if containers != 5 {
-		t.Errorf("containers after the scale-up: %v; want 5 (1 control plane, 4 workers)", dockerObjects(t, "default", "auto"))
+		t.Errorf("containers after the scale-up: %v; want 5 (1 control plane, 4 workers)", e.dockerObjects("default", "auto"))
 	}
 	ops, err := e.c.ListOperations(t.Context(), "default", "auto")
 	if err != nil {

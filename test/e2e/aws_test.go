@@ -186,6 +186,7 @@ func awsCluster(name, cidr string) *v1.Cluster {
 // kubectl through the load balancer shows 3 Ready nodes, a Deployment
 // serves through a Service, and the delete leaves nothing.
 func TestAWSCluster(t *testing.T) {
+	t.Parallel()
 	e, a := startAWS(t)
 	ctx := t.Context()
 	// The account stages the join files in S3: the instances fetch them
@@ -418,6 +419,7 @@ func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 // create ends with one VPC, one load balancer and one instance per machine,
 // and the delete leaves nothing tagged with the cluster.
 func TestAWSSurvivesKill(t *testing.T) {
+	t.Parallel()
 	e, a := startAWS(t, "--fault", "provider.GrowPool.after:1")
 	ctx := t.Context()
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
@@ -617,6 +619,7 @@ func (a *localAWS) admin(t testing.TB, method, path, body string) {
 // pool's group before AWS takes the old one; the pool is back to size with
 // the pod Running on the new node.
 func TestAWSSpotInterruption(t *testing.T) {
+	t.Parallel()
 	e, a := startAWS(t, "--health-interval", "2s")
 	ctx := t.Context()
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
@@ -687,6 +690,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 // and one instance per machine (the SDK retries the throttled calls with
 // backoff; the provider waits for what it made to be described).
 func TestAWSThrottlingAndEventualConsistency(t *testing.T) {
+	t.Parallel()
 	e, a := startAWS(t)
 	ctx := t.Context()
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {

@@ -22,6 +22,7 @@ import (
 // one gone); and a second cluster made from the backup with the same
 // objects and none of the first cluster's nodes.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	e.create(localCluster("src", 1, false, 1))
 	e.mustKubectl("src", "create", "namespace", "keep")
@@ -137,6 +138,7 @@ func TestBackupRestore(t *testing.T) {
 // scheduled backups are taken by themselves, the older pruned with its
 // object, what is in the bucket is sealed, and a restore reads it back.
 func TestScheduledBackupsInS3(t *testing.T) {
+	t.Parallel()
 	a := startLocalAWS(t)
 	e := start(t, "kilnd", "--backup-check-interval", "5s", "--aws") // --aws: the provider its cloud account is of
 	ctx := t.Context()
@@ -230,6 +232,7 @@ func TestScheduledBackupsInS3(t *testing.T) {
 // namespace is back, the nodes Ready, and CoreDNS runs its containers
 // again through the restored API.
 func TestDockerBackupRestore(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t)
 	e.create(dockerCluster("real", "", 1, false, 1))
 	e.mustKubectl("real", "create", "namespace", "keep")

@@ -79,7 +79,7 @@ func BenchmarkDockerCreate(b *testing.B) {
 		deploy += took
 		b.Logf("1+2 %s: kubectl apply to 2 pods Running in %s", name, took.Round(time.Millisecond))
 		b.StopTimer()
-		worker, _ := nodeContainer(b, "default", name, name+"-default-0")
+		worker, _ := e.nodeContainer("default", name, name+"-default-0")
 		mem := docker(b, "stats", "--no-stream", "--format", "{{.MemUsage}}", worker)
 		var v float64
 		var unit string

@@ -328,6 +328,7 @@ const currentDone = `(() => {
 // turn Succeeded without reloading, scales its pool, and deletes it after
 // typing its name.
 func TestConsoleLocalCluster(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	b := e.browser(t)
 	ctx := t.Context()
@@ -425,6 +426,7 @@ func TestConsoleLocalCluster(t *testing.T) {
 // An edge host joins with the installer's command and shows up on the nodes
 // tab without a reload; approving and configuring it are buttons there.
 func TestConsoleApprovesEdgeHost(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -511,6 +513,7 @@ type barCount struct{ Bars, Rows, Drawn int }
 // from the page, the retry's kept steps are one folded row and its
 // timeline has a bar only for what it ran itself.
 func TestConsoleOperationTimeline(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	const hang = "ensure-control-plane-machines"
 	if _, _, err := e.c.CreateCluster(t.Context(), "default", &v1.Cluster{Name: "tl", Spec: v1.ClusterSpec{Provider: "sim",

@@ -16,6 +16,7 @@ import (
 // with two of them killed, the API still takes writes (3 of 5 is a quorum;
 // it would not be with fewer members).
 func TestControlPlaneGrows(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	e.create(localCluster("grow", 1, false, 0))
 

@@ -128,11 +128,19 @@ func docker(t testing.TB, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// dockerFilter selects the docker objects of a cluster of the env's kilnd
+// by their labels (its instance, so a cluster of the same name in a test
+// running beside this one is not seen).
+func (e *env) dockerFilter(project, cluster string) []string {
+	return []string{"--filter", e.dockerInstance(), "--filter", "label=kiln.dev/project=" + project, "--filter", "label=kiln.dev/cluster=" + cluster}
+}
+
 // dockerObjects lists what Docker holds of a cluster by its labels:
 // "container NAME ID STATE", "network NAME", "volume NAME", sorted.
-func dockerObjects(t testing.TB, project, cluster string) []string {
+func (e *env) dockerObjects(project, cluster string) []string {
+	t := e.t
 	t.Helper()
-	filter := []string{"--filter", "label=kiln.dev/project=" + project, "--filter", "label=kiln.dev/cluster=" + cluster}
+	filter := e.dockerFilter(project, cluster)
 	var out []string
 	add := func(kind, lines string) {
 		for l := range strings.Lines(lines) {
@@ -149,10 +157,11 @@ func dockerObjects(t testing.TB, project, cluster string) []string {
 }
 
 // nodeContainer is the container of a node, by the machine label.
-func nodeContainer(t testing.TB, project, cluster, node string) (name, id string) {
+func (e *env) nodeContainer(project, cluster, node string) (name, id string) {
+	t := e.t
 	t.Helper()
-	out := docker(t, "ps", "-a", "--filter", "label=kiln.dev/project="+project, "--filter", "label=kiln.dev/cluster="+cluster,
-		"--filter", "label=kiln.dev/machine="+node, "--format", "{{.Names}} {{.ID}}")
+	out := docker(t, append(append([]string{"ps", "-a"}, e.dockerFilter(project, cluster)...),
+		"--filter", "label=kiln.dev/machine="+node, "--format", "{{.Names}} {{.ID}}")...)
 	name, id, ok := strings.Cut(out, " ")
 	if !ok || strings.Contains(id, "\n") {
 		t.Fatalf("containers of node %s: %q, want one", node, out)
@@ -282,6 +291,7 @@ func (e *env) runningPods(cluster, selector string) []podInfo {
 // deleting a cluster leaves nothing of it in Docker or the host's iptables,
 // and nothing of the other cluster changes.
 func TestDockerCluster(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t)
 	archive := helloImage(t)
 	e.kiln("project", "create", "other")
@@ -314,7 +324,7 @@ func TestDockerCluster(t *testing.T) {
 		}
 	}
 
-	workerIP := containerAddress(t, mustName(t, "default", "web", workers[1]))
+	workerIP := containerAddress(t, e.mustName("default", "web", workers[1]))
 	e.checkHello("web", workers, workerIP)
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
@@ -333,8 +343,8 @@ func TestDockerCluster(t *testing.T) {
 	}
 
 	// docker restart of a worker: the same container, Ready again.
-	before := dockerObjects(t, "default", "web")
-	name1, id1 := nodeContainer(t, "default", "web", workers[1])
+	before := e.dockerObjects("default", "web")
+	name1, id1 := e.nodeContainer("default", "web", workers[1])
 	restarted := time.Now().Add(-time.Second).UTC()
 	docker(t, "restart", name1)
 	// Ready as reported by a kubelet that runs again (not the status from before the restart).
@@ -350,16 +360,16 @@ func TestDockerCluster(t *testing.T) {
 		!strings.Contains(string(out), "kube-proxy") {
 		t.Errorf("after docker restart node %s runs (%v):\n%s", workers[1], err, out)
 	}
-	if _, id := nodeContainer(t, "default", "web", workers[1]); id != id1 {
+	if _, id := e.nodeContainer("default", "web", workers[1]); id != id1 {
 		t.Errorf("node %s is container %s after the restart, was %s", workers[1], id, id1)
 	}
-	if after := dockerObjects(t, "default", "web"); !slices.Equal(before, after) {
+	if after := e.dockerObjects("default", "web"); !slices.Equal(before, after) {
 		t.Errorf("docker objects changed across a node's restart:\nbefore %v\nafter  %v", before, after)
 	}
 
 	// docker stop of a worker: its node is not Ready for Kiln (its agent stopped heartbeating), and
 	// the health checker replaces it: three Ready nodes again, the stopped container gone.
-	name0, id0 := nodeContainer(t, "default", "web", workers[0])
+	name0, id0 := e.nodeContainer("default", "web", workers[0])
 	docker(t, "stop", name0)
 	waitfor.Cond(t, "node "+workers[0]+" not READY in Kiln after docker stop", 2*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "web", workers[0])
@@ -376,7 +386,7 @@ func TestDockerCluster(t *testing.T) {
 				replaced = replaced || (f[0] == workers[0] && f[1] != uid0)
 			}
 		}
-		ids := docker(t, "ps", "-aq", "--no-trunc", "--filter", "label=kiln.dev/project=default", "--filter", "label=kiln.dev/cluster=web")
+		ids := docker(t, append([]string{"ps", "-aq", "--no-trunc"}, e.dockerFilter("default", "web")...)...)
 		return err == nil && ready == 3 && replaced && !strings.Contains(ids, id0[:12]),
 			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
@@ -398,8 +408,8 @@ func TestDockerCluster(t *testing.T) {
 
 	// Delete web: nothing of it is left, in Docker or in the host's
 	// iptables; side is untouched.
-	sideBefore := dockerObjects(t, "other", "side")
-	subnet := docker(t, "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", dockerNetwork(t, "default", "web"))
+	sideBefore := e.dockerObjects("other", "side")
+	subnet := docker(t, "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", e.dockerNetwork("default", "web"))
 	delOp, err := e.c.DeleteCluster(t.Context(), "default", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -407,13 +417,13 @@ func TestDockerCluster(t *testing.T) {
 	if op, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil || op.Status != v1.OpSucceeded {
 		t.Fatalf("delete web: %v %+v", err, op)
 	}
-	if left := dockerObjects(t, "default", "web"); len(left) != 0 {
+	if left := e.dockerObjects("default", "web"); len(left) != 0 {
 		t.Errorf("left after delete: %v", left)
 	}
 	if rules, err := exec.Command("iptables-save").CombinedOutput(); err == nil && strings.Contains(string(rules), subnet) {
 		t.Errorf("host iptables rules still name web's subnet %s:\n%s", subnet, grepLines(string(rules), subnet))
 	}
-	if after := dockerObjects(t, "other", "side"); !slices.Equal(sideBefore, after) {
+	if after := e.dockerObjects("other", "side"); !slices.Equal(sideBefore, after) {
 		t.Errorf("deleting web changed side:\nbefore %v\nafter  %v", sideBefore, after)
 	}
 	delOp, err = e.c.DeleteCluster(t.Context(), "other", "side")
@@ -423,7 +433,7 @@ func TestDockerCluster(t *testing.T) {
 	if _, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil {
 		t.Fatal(err)
 	}
-	if left := dockerObjects(t, "other", "side"); len(left) != 0 {
+	if left := e.dockerObjects("other", "side"); len(left) != 0 {
 		t.Errorf("left after delete: %v", left)
 	}
 }
@@ -432,6 +442,7 @@ func TestDockerCluster(t *testing.T) {
 // a docker cluster's machines; after a restart the create completes with no
 // duplicate container, network or volume.
 func TestDockerCreateSurvivesKill(t *testing.T) {
+	t.Parallel()
 	// Its machines reach the kilnd started again at the same address.
 	agents := []string{"--agent-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	e := startDocker(t, agents...)
@@ -441,7 +452,7 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitfor.Cond(t, "the first container of cluster crash", 2*time.Minute, func() (bool, error) {
-		for _, o := range dockerObjects(t, "default", "crash") {
+		for _, o := range e.dockerObjects("default", "crash") {
 			if strings.HasPrefix(o, "container ") {
 				return true, nil
 			}
@@ -450,11 +461,11 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 	})
 	e.k.Kill(syscall.SIGKILL)
 	<-e.k.Done()
-	t.Logf("killed kilnd with %v", dockerObjects(t, "default", "crash"))
+	t.Logf("killed kilnd with %v", e.dockerObjects("default", "crash"))
 	e.startKilnd("kilnd-again", append(agents, "--system-images", systemImages)...)
 	e.wait("crash", opID)
 	var containers, networks, volumes int
-	for _, o := range dockerObjects(t, "default", "crash") {
+	for _, o := range e.dockerObjects("default", "crash") {
 		switch strings.Fields(o)[0] {
 		case "container":
 			containers++
@@ -465,7 +476,7 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 		}
 	}
 	if containers != 2 || networks != 1 || volumes != 2 {
-		t.Errorf("after the create: %v; want 2 containers, 1 network, 2 volumes", dockerObjects(t, "default", "crash"))
+		t.Errorf("after the create: %v; want 2 containers, 1 network, 2 volumes", e.dockerObjects("default", "crash"))
 	}
 	if n := len(e.kubeNodes("crash")); n != 2 {
 		t.Errorf("%d Kubernetes nodes, want 2", n)
@@ -477,7 +488,7 @@ func TestDockerCreateSurvivesKill(t *testing.T) {
 	if _, err := e.c.WaitOperation(t.Context(), delOp, nil); err != nil {
 		t.Fatal(err)
 	}
-	if left := dockerObjects(t, "default", "crash"); len(left) != 0 {
+	if left := e.dockerObjects("default", "crash"); len(left) != 0 {
 		t.Errorf("left after delete: %v", left)
 	}
 }
@@ -488,14 +499,15 @@ func containerAddress(t testing.TB, container string) string {
 	return docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container)
 }
 
-func mustName(t testing.TB, project, cluster, node string) string {
-	name, _ := nodeContainer(t, project, cluster, node)
+func (e *env) mustName(project, cluster, node string) string {
+	name, _ := e.nodeContainer(project, cluster, node)
 	return name
 }
 
-func dockerNetwork(t testing.TB, project, cluster string) string {
+func (e *env) dockerNetwork(project, cluster string) string {
+	t := e.t
 	t.Helper()
-	out := docker(t, "network", "ls", "--filter", "label=kiln.dev/project="+project, "--filter", "label=kiln.dev/cluster="+cluster, "--format", "{{.Name}}")
+	out := docker(t, append(append([]string{"network", "ls"}, e.dockerFilter(project, cluster)...), "--format", "{{.Name}}")...)
 	if out == "" || strings.Contains(out, "\n") {
 		t.Fatalf("networks of %s/%s: %q, want one", project, cluster, out)
 	}

@@ -47,6 +47,7 @@ import (
 //
 // After the delete nothing of the cluster is left in Docker.
 func TestDockerKills(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("KILN_E2E_SEED"); v != "" {
 		var err error
@@ -108,7 +109,7 @@ func TestDockerKills(t *testing.T) {
 			if !ok {
 				return opID, "no fault: the operation ended without instructing a node"
 			}
-			c := mustName(t, "default", cluster, node)
+			c := e.mustName("default", cluster, node)
 			docker(t, "kill", c)
 			return opID, fmt.Sprintf("docker kill %s as kilnd instructed node %s", c, node)
 		}
@@ -190,7 +191,7 @@ func TestDockerKills(t *testing.T) {
 			names = append(names, n.Name)
 		}
 		slices.Sort(names)
-		if got := e.nodeContainers(cluster); !slices.Equal(got, containerNames(t, cluster, names)) {
+		if got := e.nodeContainers(cluster); !slices.Equal(got, e.containerNames(cluster, names)) {
 			t.Errorf("%s: containers %v for nodes %v: want one each", what, got, names)
 		}
 		e.waitKubeNodes(cluster, names, version)
@@ -217,7 +218,7 @@ func TestDockerKills(t *testing.T) {
 		return e.c.DeleteCluster(ctx, "default", cluster)
 	})
 	check("delete", opID, did, 0, "")
-	if left := dockerObjects(t, "default", cluster); len(left) != 0 {
+	if left := e.dockerObjects("default", cluster); len(left) != 0 {
 		t.Errorf("left after the delete: %v", left)
 	}
 }
@@ -282,19 +283,18 @@ func (e *env) instructedNode(opID string) (node string, ok bool) {
 func (e *env) nodeContainers(cluster string) []string {
 	t := e.t
 	t.Helper()
-	out := docker(t, "ps", "-a", "--filter", e.dockerInstance(), "--filter", "label=kiln.dev/project=default",
-		"--filter", "label=kiln.dev/cluster="+cluster, "--format", "{{.Names}}")
+	out := docker(t, append(append([]string{"ps", "-a"}, e.dockerFilter("default", cluster)...), "--format", "{{.Names}}")...)
 	names := strings.Fields(out)
 	slices.Sort(names)
 	return names
 }
 
 // containerNames is the names the containers of nodes have, sorted.
-func containerNames(t testing.TB, cluster string, nodes []string) []string {
-	t.Helper()
+func (e *env) containerNames(cluster string, nodes []string) []string {
+	e.t.Helper()
 	var out []string
 	for _, n := range nodes {
-		out = append(out, mustName(t, "default", cluster, n))
+		out = append(out, e.mustName("default", cluster, n))
 	}
 	slices.Sort(out)
 	return out

@@ -34,10 +34,11 @@ type dockerLink struct {
 	address            string
 }
 
-func newDockerLink(t testing.TB, project, cluster, node string) *dockerLink {
+func (e *env) newDockerLink(project, cluster, node string) *dockerLink {
+	t := e.t
 	t.Helper()
-	name, _ := nodeContainer(t, project, cluster, node)
-	l := &dockerLink{t: t, network: dockerNetwork(t, project, cluster), container: name}
+	name, _ := e.nodeContainer(project, cluster, node)
+	l := &dockerLink{t: t, network: e.dockerNetwork(project, cluster), container: name}
 	l.address = containerAddress(t, name)
 	if l.address == "" {
 		t.Fatalf("container %s has no address on %s", name, l.network)
@@ -87,6 +88,7 @@ func copyAgentDir(t testing.TB, container string) string {
 //     its certificate is no longer the node's) and its agent stops, while
 //     the new node stays READY.
 func TestDockerPartition(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t, "--health-interval", "2s")
 	ctx := t.Context()
 	const cluster, timeout = "cut", 60 * time.Second
@@ -106,7 +108,7 @@ func TestDockerPartition(t *testing.T) {
 			return false, waitfor.NotYet(err)
 		}
 		if link == nil {
-			link = newDockerLink(t, "default", cluster, worker)
+			link = e.newDockerLink("default", cluster, worker)
 		}
 		for _, en := range journalEntries(t, copyAgentDir(t, link.container)) {
 			if en.Kind == v1.InstructionInstall {
@@ -127,7 +129,7 @@ func TestDockerPartition(t *testing.T) {
 	op := e.wait(cluster, opID)
 	t.Logf("cut during the install: %s; Kiln NOT_READY after %s; the create Succeeded %s after the heal",
 		healAt.Sub(cutAt).Round(time.Millisecond), notReadyAt.Sub(cutAt).Round(time.Millisecond), op.EndTime.Sub(healAt).Round(time.Second))
-	cp, _ := nodeContainer(t, "default", cluster, cluster+"-cp-0")
+	cp, _ := e.nodeContainer("default", cluster, cluster+"-cp-0")
 	e.installedOnce(cluster, cluster+"-cp-0", copyAgentDir(t, cp))
 	waitfor.Cond(t, "the worker's agent to record the acknowledgement of its install", time.Minute, func() (bool, error) {
 		en := journalEntries(t, copyAgentDir(t, link.container))
@@ -142,7 +144,7 @@ func TestDockerPartition(t *testing.T) {
 	t.Log("2: the worker's link is cut, once Ready, for less than unhealthyTimeout")
 	instructionsBefore := e.instructions(cluster, worker)
 	journalBefore := journalEntries(t, copyAgentDir(t, link.container))
-	_, containerID := nodeContainer(t, "default", cluster, worker)
+	_, containerID := e.nodeContainer("default", cluster, worker)
 	kubelet := kubeletPID(t, link.container)
 	cutAt = link.cut()
 	n := e.nodeWhen(cluster, worker, v1.NodeNotReady)
@@ -160,7 +162,7 @@ func TestDockerPartition(t *testing.T) {
 	if ops := e.repairs(cluster); len(ops) != 0 {
 		t.Errorf("a partition shorter than unhealthyTimeout started a repair: %+v", ops)
 	}
-	if _, id := nodeContainer(t, "default", cluster, worker); id != containerID {
+	if _, id := e.nodeContainer("default", cluster, worker); id != containerID {
 		t.Errorf("the worker is container %s after the short cut, was %s", id, containerID)
 	}
 	if pid := kubeletPID(t, link.container); pid != kubelet {
@@ -202,7 +204,7 @@ func TestDockerPartition(t *testing.T) {
 	if out, err := exec.Command("docker", "inspect", containerID).CombinedOutput(); err == nil {
 		t.Errorf("the partitioned worker's container %s is still there after the repair:\n%s", containerID, out)
 	}
-	newName, newID := nodeContainer(t, "default", cluster, worker)
+	newName, newID := e.nodeContainer("default", cluster, worker)
 	if newID == containerID {
 		t.Fatalf("the worker is still container %s after the repair", newID)
 	}

@@ -179,6 +179,7 @@ func (e *env) events(cluster string) []v1.Event {
 // its DaemonSet pod is left (or the drain would never end), and then its
 // machine, its Node object and its record are gone.
 func TestScaleDownDrains(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	cl := localCluster("drain", 1, true, 2)
 	e.create(cl)
@@ -256,6 +257,7 @@ func TestScaleDownDrains(t *testing.T) {
 // node stays, cordoned. Scaling back up makes it schedulable again; with
 // the budget gone, the scale-down succeeds.
 func TestDrainBlockedByPodDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	cl := localCluster("pdb", 1, true, 2)
 	cl.Spec.WorkerPools[0].DrainTimeout = "15s"
@@ -374,6 +376,7 @@ spec:
 // gets Ready nodes with its labels and taints in Kubernetes (the other
 // pool's nodes get neither); removing it drains and deletes its nodes.
 func TestPoolAddAndRemove(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	e.create(localCluster("pools", 1, true, 1))
 

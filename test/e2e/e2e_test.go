@@ -10,11 +10,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +37,19 @@ var (
 	repoRoot = func() string { _, f, _, _ := runtime.Caller(0); return filepath.Join(filepath.Dir(f), "..", "..") }()
 )
 
+// parallel is how many of the package's tests run at once unless go
+// test's -parallel says: every test calls t.Parallel, since most of one is
+// waiting on Kubernetes, machines and timeouts rather than using a core
+// (docs/testing.md has the measurements).
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	kubeBin = os.Getenv("KILN_KUBE_BIN")
 	if kubeBin == "" {
 		kubeBin = filepath.Join(repoRoot, "bin", "kiln-kube")

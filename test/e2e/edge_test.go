@@ -128,6 +128,7 @@ func (h *hostNet) startHost(installer, dir string, i int, command string) *exec.
 // manual approval; roles; provision; kubectl sees both nodes Ready; reset;
 // the hosts join again; provision again.
 func TestEdgeHostsJoinProvisionResetAndJoinAgain(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}

@@ -13,6 +13,7 @@ import (
 // answering through its load balancer, and keeps accepting writes, when one
 // node's processes are killed; Kiln shows that node NOT_READY.
 func TestThreeControlPlanes(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	start := time.Now()
 	e.create(localCluster("ha", 3, false, 0))

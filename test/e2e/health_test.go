@@ -19,6 +19,7 @@ import (
 // die: more than maxUnhealthy (40%), so nothing is replaced and the
 // cluster's NodesHealthy condition says why.
 func TestUnhealthyNodeIsReplaced(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd", "--health-interval", "2s")
 	cl := localCluster("heal", 1, true, 3)
 	cl.Spec.WorkerPools[0].UnhealthyTimeout = "10s"

@@ -40,6 +40,7 @@ spec:
 // ConfigMap and the Deployment's two pods on two Ready workers, and no
 // machine too many.
 func TestHibernateResume(t *testing.T) {
+	t.Parallel()
 	flags := samePorts(t)
 	e := startDocker(t, flags...)
 	cl := dockerCluster("nap", "", 1, true, 2)
@@ -48,7 +49,7 @@ func TestHibernateResume(t *testing.T) {
 	e.apply("nap", pauseWeb(2))
 	e.mustKubectl("nap", "wait", "--for=jsonpath={.status.availableReplicas}=2", "deployment/web", "--timeout=180s")
 	cp := ""
-	for _, o := range dockerObjects(t, "default", "nap") {
+	for _, o := range e.dockerObjects("default", "nap") {
 		if f := strings.Fields(o); f[0] == "container" && strings.HasSuffix(f[1], ".nap-cp-0") {
 			cp = f[2]
 		}
@@ -68,7 +69,7 @@ func TestHibernateResume(t *testing.T) {
 		t.Errorf("after the hibernate: %s, pool size %d; want Hibernated, 2", got.Status.ProvisioningState, got.Spec.WorkerPools[0].Size)
 	}
 	var containers []string
-	for _, o := range dockerObjects(t, "default", "nap") {
+	for _, o := range e.dockerObjects("default", "nap") {
 		if strings.HasPrefix(o, "container ") {
 			containers = append(containers, o)
 		}
@@ -93,7 +94,7 @@ func TestHibernateResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitfor.Cond(t, "a worker container of the resumed cluster", 3*time.Minute, func() (bool, error) {
-		for _, o := range dockerObjects(t, "default", "nap") {
+		for _, o := range e.dockerObjects("default", "nap") {
 			if strings.HasPrefix(o, "container ") && strings.Contains(o, ".nap-default-") {
 				return true, nil
 			}
@@ -111,7 +112,7 @@ func TestHibernateResume(t *testing.T) {
 	}
 	e.readyWorkers("nap", 3, 2)
 	containers = nil
-	for _, o := range dockerObjects(t, "default", "nap") {
+	for _, o := range e.dockerObjects("default", "nap") {
 		if strings.HasPrefix(o, "container ") {
 			containers = append(containers, o)
 		}
@@ -148,6 +149,7 @@ func (e *env) waitState(cluster, state string, within time.Duration) *v1.Cluster
 // the idle clock again and the cluster hibernates again, with the job's log
 // still readable.
 func TestIdleStopAndJob(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t, "--autoscale-interval", "2s", "--autoscale-cooldown", "5s")
 	cl := dockerCluster("idle", "", 1, true, 1)
 	cl.Spec.IdleStop = &v1.IdleStop{After: "20s"}
@@ -209,6 +211,7 @@ func (e *env) idleStops(cluster string) []v1.Event {
 // hibernates, its machines' processes stopped with their directories, and
 // resumes with its objects.
 func TestLocalHibernateResume(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	e.create(localCluster("doze", 1, true, 1))
 	e.mustKubectl("doze", "create", "configmap", "keep", "--from-literal=made=before")

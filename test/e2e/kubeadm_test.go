@@ -28,6 +28,7 @@ import (
 // precheck passes again on each, the hosts join again and are provisioned
 // again.
 func TestBareHostsKubeadm(t *testing.T) {
+	t.Parallel()
 	const version = "v1.36.3"
 	begin := time.Now()
 	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "kb", Spec: v1.ClusterSpec{
@@ -228,6 +229,7 @@ func (h *bareHost) address() string {
 // endpoint's is stopped: etcd keeps its quorum and the API still answers,
 // reads and writes, through the cluster's endpoint.
 func TestBareHostsKubeadmHA(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",

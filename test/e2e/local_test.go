@@ -17,6 +17,7 @@ import (
 // runs on the workers, and deleting the cluster leaves no process and no
 // directory behind.
 func TestLocalCluster(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	start := time.Now()
 	op := e.create(localCluster("demo", 1, true, 2))

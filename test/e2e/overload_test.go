@@ -21,6 +21,7 @@ import (
 // Retry-After, while agents' heartbeats keep arriving and an operation
 // started before keeps its lease and finishes.
 func TestOverloadKeepsNodesAlive(t *testing.T) {
+	t.Parallel()
 	const slots = 2
 	e := start(t, "kilnd", "--max-inflight", fmt.Sprint(slots))
 	e.create(localCluster("busy", 1, false, 0))

@@ -48,6 +48,7 @@ func (h *hostNet) heal(i int) time.Time {
 //     the heal both are Ready again with the same kubelet, and the worker
 //     got no new instruction and ran nothing.
 func TestAgentPartition(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}

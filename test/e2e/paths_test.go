@@ -17,6 +17,7 @@ import (
 // to a directory they do not run in, and the create hung at
 // wait-nodes-registered).
 func TestRelativePaths(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}

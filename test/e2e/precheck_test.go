@@ -59,6 +59,7 @@ var hostBreaks = []hostBreak{
 // the console, and approval is refused, until the host is fixed and the
 // agent runs again: then it is DISCOVERED and approval works.
 func TestBareHostPrechecks(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	bn := newBareNet(t)
 	e := startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0")

@@ -78,6 +78,7 @@ spec:
 // upgraded pack back and removes the new one, leaving the cluster as it
 // was. A published version does not change, and one in use is not deleted.
 func TestProfilePacks(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t, "--profile-check-interval", "2s")
 	e.kiln("chart", "push", webChart(t, "1.0.0", false))
 	e.kiln("chart", "push", webChart(t, "2.0.0-broken", true))

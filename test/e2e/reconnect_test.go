@@ -18,6 +18,7 @@ import (
 // that comes back. The operation ends Succeeded, each node got exactly one
 // install instruction, and each ran once.
 func TestKilndLostMidInstall(t *testing.T) {
+	t.Parallel()
 	agentPort := freePort(t) // agents find the restarted kilnd at the same address
 	args := []string{"--agent-listen", fmt.Sprintf("127.0.0.1:%d", agentPort), "--lease-ttl", "3s", "--lease-heartbeat", "1s"}
 	e := start(t, "kilnd-before", args...)

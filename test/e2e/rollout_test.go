@@ -10,6 +10,7 @@ import (
 // maxUnavailable 0, sampled with kubectl), and the Deployment on it ends
 // available again.
 func TestPoolReconfigureRollsOut(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	cl := localCluster("roll", 1, true, 2)
 	cl.Spec.WorkerPools[0].Labels = map[string]string{"tier": "a"}

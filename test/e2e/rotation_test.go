@@ -32,6 +32,7 @@ import (
 // certificate of that lifetime that is not past 80% of it; no session is
 // refused meanwhile. Then the cluster is deleted.
 func TestLocalCertificateRotation(t *testing.T) {
+	t.Parallel()
 	const validity = 6 * time.Second
 	e := start(t, "kilnd", "--node-cert-validity", validity.String())
 	e.create(localCluster("rot", 1, false, 1))
@@ -111,6 +112,7 @@ func TestLocalCertificateRotation(t *testing.T) {
 // certificates were issued by the renewal, status.certificates names the
 // first to expire, and its condition is False.
 func TestLocalComponentCertificatesRenew(t *testing.T) {
+	t.Parallel()
 	const ttl = 240 * time.Second
 	e := start(t, "kilnd", "--component-cert-ttl", ttl.String(), "--cert-check-interval", "2s")
 	e.create(localCluster("renew", 3, false, 1))
@@ -201,6 +203,7 @@ func TestLocalComponentCertificatesRenew(t *testing.T) {
 // new one work; every agent holds a node certificate of the new CA, every
 // node is READY, and finishing again is refused.
 func TestLocalCARotation(t *testing.T) {
+	t.Parallel()
 	e := start(t, "kilnd")
 	e.create(localCluster("carot", 1, false, 1))
 	nodes := []string{"carot-cp-0", "carot-default-0"}
@@ -385,6 +388,7 @@ func agentCertificate(t *testing.T, e *env, cluster, node string) *x509.Certific
 // overlap, still talks to the API server (its log has no certificate
 // error) and answers kubectl logs through the kubelet.
 func TestDockerCARotation(t *testing.T) {
+	t.Parallel()
 	e := startDocker(t)
 	e.create(dockerCluster("dca", "", 1, false, 1))
 	before := e.kubeconfigFile("dca", "before")

@@ -16,6 +16,7 @@ import (
 // three workers nor fewer than two Ready; at the end every node's kubelet
 // and the API server report the new version.
 func TestUpgrade(t *testing.T) {
+	t.Parallel()
 	versions := distro.LocalVersions()
 	if len(versions) < 2 {
 		t.Fatalf("the local distribution offers %v; an upgrade needs two versions", versions)

@@ -36,6 +36,7 @@ func kubeDir(t *testing.T, versions ...string) string {
 // and a version nobody built is refused at validation, listing the ones
 // that are.
 func TestLocalClusterOlderVersion(t *testing.T) {
+	t.Parallel()
 	versions := distro.LocalVersions()
 	if len(versions) < 2 {
 		t.Fatalf("the local distribution offers %v; an upgrade needs two versions", versions)
