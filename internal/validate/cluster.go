@@ -201,7 +201,7 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	}
 	if b := spec.Backup; b != nil {
 		if _, err := cron.ParseStandard(b.Schedule); err != nil {
-			e.invalid("spec.backup.schedule", "%q is not a schedule of five cron fields, in UTC, such as \"0 */6 * * *\" (every six hours): %v", b.Schedule, err)
+			e.invalid("spec.backup.schedule", "%q is not a schedule of five cron fields, in UTC, such as \"0 */6 * * *\" (every six hours), or a descriptor such as \"@every 6h\": %v", b.Schedule, err)
 		}
 		if b.Keep < 0 || b.Keep > MaxBackupKeep {
 			e.invalid("spec.backup.keep", "%d must be between 1 and %d (0: %d)", b.Keep, MaxBackupKeep, v1.DefaultBackupKeep)

@@ -164,7 +164,7 @@ func TestCluster(t *testing.T) {
 				invalid("spec.nodeApproval", `"always" must be one of auto, manual`),
 				invalid("spec.certificateTTLDays", "3651 must be between 1 and 3650"),
 				invalid("spec.certificateRenewal", `"yearly" must be auto or manual`),
-				invalid("spec.backup.schedule", `"every hour" is not a schedule of five cron fields, in UTC, such as "0 */6 * * *" (every six hours): expected exactly 5 fields, found 2: [every hour]`),
+				invalid("spec.backup.schedule", `"every hour" is not a schedule of five cron fields, in UTC, such as "0 */6 * * *" (every six hours), or a descriptor such as "@every 6h": expected exactly 5 fields, found 2: [every hour]`),
 				invalid("spec.backup.keep", "-1 must be between 1 and 1000 (0: 7)"),
 			},
 		},
