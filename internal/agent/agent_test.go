@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -522,5 +523,58 @@ func TestJoinPatiently(t *testing.T) {
 	start := time.Now()
 	if _, err := agent.JoinPatiently(t.Context(), m.join, time.Minute); !refusedSaying(err, "the passphrase is wrong") || time.Since(start) > 5*time.Second {
 		t.Errorf("JoinPatiently with a wrong passphrase: %v after %s; want the refusal at once", err, time.Since(start))
+	}
+}
+
+// TestFailedPrechecksRunAgain: prechecks that failed run again when the
+// agent's next session begins, so a node whose check failed for a moment
+// (the controller restarting as the agent started: issue 44's TestDockerKills
+// under load) leaves PRECHECK_FAILED once the cause has passed, instead of
+// waiting for ever. Passing ones are not run again.
+func TestFailedPrechecksRunAgain(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: 50 * time.Millisecond})
+	c := e.CreateCluster("c", v1.ClusterSpec{})
+	n := newNode(t, e, c, "c-w-0")
+	n.Join()
+	var mu sync.Mutex
+	calls := 0
+	checks := func(context.Context) []v1.PrecheckResult {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 2 { // at the start, and again at the first session
+			return []v1.PrecheckResult{{Name: "controller", Result: v1.PrecheckFail, Message: "the controller did not answer"}}
+		}
+		return passing
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.RunOptions{DataDir: n.join.DataDir, Prechecks: checks, MaxBackoff: 100 * time.Millisecond, Logger: logger(t)})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitfor.Cond(t, "the node PRECHECK_FAILED", wait, func() (bool, error) {
+		got := n.get("c-w-0")
+		return got.State == v1.NodePrecheckFailed, waitfor.NotYet(fmt.Errorf("%s %+v", got.State, got.Prechecks))
+	})
+	e.Stop()
+	e.Start()
+	waitfor.Cond(t, "the node out of PRECHECK_FAILED (approved at once: the cluster approves automatically), its prechecks run again and passing", wait, func() (bool, error) {
+		got := n.get("c-w-0")
+		return got.State == v1.NodeApproved && len(got.Prechecks) == 1 && got.Prechecks[0].Result == v1.PrecheckPass,
+			waitfor.NotYet(fmt.Errorf("%s %+v", got.State, got.Prechecks))
+	})
+	e.Stop()
+	restarted := time.Now()
+	e.Start()
+	waitfor.Cond(t, "a heartbeat of a third session", wait, func() (bool, error) {
+		hb := n.get("c-w-0").LastHeartbeat
+		return hb != nil && hb.After(restarted), nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 3 {
+		t.Errorf("prechecks ran %d times, want 3: passing ones are not run again", calls)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/precheck"
 )
 
 const (
@@ -77,6 +78,16 @@ func (r *runner) session(ctx context.Context) (connected bool, err error) {
 	}
 	r.log.Info("session established", "session", id.Session, "heartbeat", interval)
 
+	// Prechecks that failed run again now that the controller answers: a
+	// check may have failed for a moment that has passed (the controller
+	// restarting when the agent started, a host busy past a check's
+	// timeout), and a node left PRECHECK_FAILED would wait for ever.
+	if precheck.Failed(r.prechecks) {
+		r.log.Info("prechecks failed before: running them again")
+		if checks, err := r.checkHost(sctx); err == nil {
+			r.prechecks = checks
+		}
+	}
 	f := r.opts.host().facts()
 	first := []v1.AgentMessage{
 		{Type: v1.AgentFacts, Facts: &f},

@@ -138,17 +138,25 @@ type runner struct {
 	renew renewal
 }
 
-func (r *runner) run(ctx context.Context) error {
+// checkHost runs the host prechecks (RunOptions.Prechecks in tests).
+func (r *runner) checkHost(ctx context.Context) ([]v1.PrecheckResult, error) {
 	if r.opts.Prechecks != nil {
-		r.prechecks = r.opts.Prechecks(ctx)
-	} else {
-		id := r.identity()
-		client, err := httpClient(id.ControllerCA, r.opts.BindAddress, nil)
-		if err != nil {
-			return fmt.Errorf("run: %w", err)
-		}
-		r.prechecks = r.opts.host().prechecks(ctx, id.Controller, client)
+		return r.opts.Prechecks(ctx), nil
 	}
+	id := r.identity()
+	client, err := httpClient(id.ControllerCA, r.opts.BindAddress, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r.opts.host().prechecks(ctx, id.Controller, client), nil
+}
+
+func (r *runner) run(ctx context.Context) error {
+	checks, err := r.checkHost(ctx)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	r.prechecks = checks
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ectx, stop := context.WithCancel(ctx)
