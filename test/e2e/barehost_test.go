@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ type bareNet struct {
 	gateway string // this machine's address on it
 }
 
+// bareNets counts the bare-host networks made, so that each gets its own subnet.
+var bareNets atomic.Int32
+
 // newBareNet makes the network, or skips the test when there is no Docker.
 func newBareNet(t testing.TB) *bareNet {
 	t.Helper()
@@ -56,7 +60,11 @@ func newBareNet(t testing.TB) *bareNet {
 	}
 	n := &bareNet{t: t, tag: hex.EncodeToString(id[:])}
 	n.name = "kiln-e2e-" + n.tag
-	docker(t, "network", "create", "--label", "kiln.dev/bare-host=1", n.name)
+	// A /24 of its own, not one Docker picks: Docker's default pools hand out
+	// whole /16s such as 172.30.0.0/16, the docker provider's pool, and a
+	// docker cluster made in a test beside this one would find no subnet.
+	subnet := fmt.Sprintf("10.252.%d.0/24", 1+(hostNetBase+int(bareNets.Add(1)))%250)
+	docker(t, "network", "create", "--subnet", subnet, "--label", "kiln.dev/bare-host=1", n.name)
 	t.Cleanup(func() {
 		// Whatever is left on the network (a host a failed test did not get to
 		// remove), then the network.

@@ -297,6 +297,10 @@ func TestDockerCluster(t *testing.T) {
 	e.kiln("project", "create", "other")
 
 	web := dockerCluster("web", "", 1, true, 2)
+	// A worker restarted below must be back before the health check
+	// replaces it: with three other tests on the machine its restart took
+	// over 35 s, the 20 s of dockerCluster plus the 15 s to NOT_READY.
+	web.Spec.WorkerPools[0].UnhealthyTimeout = "90s"
 	_, webOp, err := e.c.CreateCluster(t.Context(), "default", web)
 	if err != nil {
 		t.Fatal(err)

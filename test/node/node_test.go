@@ -81,8 +81,10 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	}
 	// A Docker network of its own, as the docker provider gives each cluster: its DNS is Docker's
 	// embedded one (127.0.0.11), which the node's entrypoint offers to pods.
+	// Its subnet named, not one Docker picks: Docker's default pools hand out whole /16s such as
+	// 172.30.0.0/16, the docker provider's pool, which test/e2e's docker clusters need meanwhile.
 	network := name + "-net"
-	run(t, exec.Command("docker", "network", "create", "--label", "kiln.dev/test=node", network))
+	run(t, exec.Command("docker", "network", "create", "--subnet", "10.253.0.0/24", "--label", "kiln.dev/test=node", network))
 	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
 	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--network", network, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
 	run(t, exec.Command("docker", append(args, image)...))
