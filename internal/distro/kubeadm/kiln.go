@@ -121,9 +121,13 @@ func (b *builder) kilnCommands() {
 
 	b.step = StepStartServices
 	b.service(ServiceContainerd, "the container runtime, with Kiln's configuration", "containerd", "--config", ContainerdConfig)
-	b.run("wait until containerd answers",
-		"sh", "-c", `i=0; until [ -S /run/containerd/containerd.sock ]; do i=$((i+1)); `+
-			`if [ $i -gt 300 ]; then echo "containerd did not open /run/containerd/containerd.sock within 60 s" >&2; exit 1; fi; sleep 0.2; done`,
+	// Its CRI plugin, not only its socket: the socket of the containerd
+	// before a reset is still there, and a containerd that just started
+	// answers before its CRI service is up (kubeadm's preflight then fails
+	// "unknown service runtime.v1.RuntimeService": seen on a busy machine).
+	b.run("wait until containerd's CRI service answers",
+		"sh", "-c", `i=0; until ctr plugins ls 2>/dev/null | grep -Eq '^io\.containerd\.grpc\.v1[[:space:]]+cri[[:space:]].*[[:space:]]ok[[:space:]]*$'; do i=$((i+1)); `+
+			`if [ $i -gt 300 ]; then echo "containerd's CRI plugin did not answer within 60 s (ctr plugins ls)" >&2; ctr plugins ls >&2; exit 1; fi; sleep 0.2; done`,
 		"wait-containerd")
 	b.service(ServiceKubelet, "the kubelet; it waits for the configuration kubeadm writes", KubeletRun)
 
