@@ -63,8 +63,9 @@ func newBareNet(t testing.TB) *bareNet {
 	// A /24 of its own, not one Docker picks: Docker's default pools hand out
 	// whole /16s such as 172.30.0.0/16, the docker provider's pool, and a
 	// docker cluster made in a test beside this one would find no subnet.
-	subnet := fmt.Sprintf("10.252.%d.0/24", 1+(hostNetBase+int(bareNets.Add(1)))%250)
-	docker(t, "network", "create", "--subnet", subnet, "--label", "kiln.dev/bare-host=1", n.name)
+	// Its gateway named too: Docker 20.10 shows none for a subnet given without one.
+	prefix := fmt.Sprintf("10.252.%d", 1+(hostNetBase+int(bareNets.Add(1)))%250)
+	docker(t, "network", "create", "--subnet", prefix+".0/24", "--gateway", prefix+".1", "--label", "kiln.dev/bare-host=1", n.name)
 	t.Cleanup(func() {
 		// Whatever is left on the network (a host a failed test did not get to
 		// remove), then the network.

@@ -84,7 +84,7 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	// Its subnet named, not one Docker picks: Docker's default pools hand out whole /16s such as
 	// 172.30.0.0/16, the docker provider's pool, which test/e2e's docker clusters need meanwhile.
 	network := name + "-net"
-	run(t, exec.Command("docker", "network", "create", "--subnet", "10.253.0.0/24", "--label", "kiln.dev/test=node", network))
+	run(t, exec.Command("docker", "network", "create", "--subnet", "10.253.0.0/24", "--gateway", "10.253.0.1", "--label", "kiln.dev/test=node", network))
 	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
 	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--network", network, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
 	run(t, exec.Command("docker", append(args, image)...))
