@@ -42,7 +42,19 @@ run)
 		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run --tmpfs /usr/lib/cni:ro \
 		-v "$repo/images/node/files/usr/local/bin/kiln-host-init:/usr/local/sbin/kiln-host-init:ro" \
 		--entrypoint /bin/sh "$base" \
-		-c '/usr/local/sbin/kiln-host-init; trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null
+		-c '/usr/local/sbin/kiln-host-init; touch /run/kiln-host-ready; trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' >/dev/null
+	# The host is ready once kiln-host-init is done: it rewrites /etc/resolv.conf, and a change made
+	# in the host before then (a test breaking it on purpose) could be lost.
+	i=0
+	until docker exec "$container" test -e /run/kiln-host-ready 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt 300 ]; then
+			echo "bare-host: $container did not finish kiln-host-init within 60 s; its log:" >&2
+			docker logs --tail 20 "$container" >&2
+			exit 1
+		fi
+		sleep 0.2
+	done
 	echo "$container"
 	;;
 rm)
