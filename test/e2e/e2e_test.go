@@ -119,6 +119,7 @@ func startWithoutKube(t testing.TB, name string, args ...string) *env {
 	// Machines outlive kilnd by design; a test's must not outlive the test.
 	// Registered first, so it runs after kilnd is killed.
 	t.Cleanup(func() { killProcessesUnder(t, data) })
+	t.Cleanup(func() { logMachineLogs(t, data) })
 	e := &env{t: t, data: data, pool: newPool()}
 	e.startKilnd(name, args...)
 	return e
@@ -311,10 +312,35 @@ func (e *env) serverVersion(cluster string) string {
 // processesUnder lists the processes whose command line mentions dir.
 func processesUnder(dir string) []string { return kilndtest.ProcessesUnder(dir) }
 
-// killProcessesUnder SIGKILLs every process whose command line mentions dir.
+// logMachineLogs logs the end of each local machine's agent.log when the
+// test failed: what a node did is often why (kilnd's own log is logged
+// beside it).
+func logMachineLogs(t testing.TB, data string) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(data, "machines", "*", "*", "*", "agent.log"))
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		rel, _ := filepath.Rel(data, f)
+		t.Logf("%s, its end:\n%s", rel, tail(strings.TrimSpace(string(b)), 15))
+	}
+}
+
+// killProcessesUnder SIGKILLs every process whose command line mentions
+// dir, logging each by its pid, program and first three arguments (a whole
+// command line of a Kubernetes component is a thousand characters).
 func killProcessesUnder(t testing.TB, dir string) {
 	for _, p := range kilndtest.KillProcessesUnder(dir) {
-		t.Logf("killed a process the test left: %s", p)
+		pid, cmd, _ := strings.Cut(p, ":")
+		f := strings.Fields(cmd)
+		if len(f) > 0 {
+			f[0] = filepath.Base(f[0])
+		}
+		t.Logf("killed %s: %s …", pid, strings.Join(f[:min(4, len(f))], " "))
 	}
 }
 

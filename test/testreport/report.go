@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -135,7 +136,7 @@ type options struct {
 
 // write prints the report: packages by time, the slowest tests, the tests
 // skipped with their reason, and last, where a reader of a cut log looks,
-// every failed test's whole output.
+// every failed test's whole output, then the end of each in short.
 func (r *run) write(w io.Writer, o options) {
 	var pkgs, tests, skipped, failed, unfinished []*result
 	for _, res := range r.order {
@@ -202,12 +203,54 @@ func (r *run) write(w io.Writer, o options) {
 			}
 		}
 	}
+	if len(failed)+len(unfinished) > 0 {
+		fmt.Fprintf(w, "\n-- in short: the last %d messages of each failed test, their first lines cut to %d characters\n", shortLines, shortWidth)
+		for _, f := range append(failed, unfinished...) {
+			fmt.Fprintf(w, "%s:\n", f.name())
+			for _, l := range short(f.output) {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
 	if r.failed() {
 		fmt.Fprintf(w, "\n== FAILED: %d tests failed, %d did not end\n", len(failed), len(unfinished))
 	} else {
 		fmt.Fprintln(w, "\n== every package passed")
 	}
 }
+
+// A cut log (CI keeps the end of it) holds the short form of every failure
+// even when a whole output runs to thousands of characters a line.
+const (
+	shortLines = 30
+	shortWidth = 200
+)
+
+// short is the end of a test's output for the summary: the last shortLines
+// lines that begin something, each cut to shortWidth characters. A line
+// begins something when it is the first line of a t.Log or t.Error message
+// ("    file_test.go:12: ...") or starts at its left edge (go test's own
+// lines, a panic); the further lines of a message (a log dumped whole, the
+// frames of a stack) and go test's === RUN, PAUSE, CONT lines are left out.
+func short(output []string) []string {
+	var out []string
+	for i := len(output) - 1; i >= 0 && len(out) < shortLines; i-- {
+		l := output[i]
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || (t != l && !messageStart.MatchString(l)) {
+			continue
+		}
+		if len(l) > shortWidth {
+			l = fmt.Sprintf("%s… (%d more characters)", l[:shortWidth], len(l)-shortWidth)
+		}
+		out = append(out, l)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// messageStart matches the first line of a t.Log or t.Error message.
+var messageStart = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 
 // word is a result's action as the report prints it.
 func word(action string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ func TestReport(t *testing.T) {
 		"b TestHang DID NOT END",
 		"panic: test timed out after 1m0s",
 		"package b FAIL; its own output",
+		"-- in short",
+		"a TestBad/case:\n      x_test.go:20: first line of the failure\n      x_test.go:21: last line",
+		"b TestHang:\n  panic: test timed out",
 		"== FAILED: 2 tests failed, 1 did not end",
 	}
 	rest := got
@@ -148,6 +152,34 @@ func TestTee(t *testing.T) {
 	}, "\n") + "\n"
 	if live.String() != want {
 		t.Errorf("live progress:\n%s\nwant:\n%s", live.String(), want)
+	}
+}
+
+func TestShort(t *testing.T) {
+	long := strings.Repeat("x", shortWidth+50)
+	out := []string{"=== RUN   TestX", "    x_test.go:1: early"}
+	for range shortLines {
+		out = append(out, "    x_test.go:2: later")
+	}
+	out = append(out, "    x_test.go:3: kilnd log:", "        a line of the log", "=== CONT  TestX", "    x_test.go:4: "+long, "--- FAIL: TestX (1.00s)")
+	got := short(out)
+	if len(got) != shortLines {
+		t.Fatalf("short kept %d lines, want %d", len(got), shortLines)
+	}
+	if slices.Contains(got, "    x_test.go:1: early") {
+		t.Error("short kept a line from before its last lines")
+	}
+	if slices.Contains(got, "        a line of the log") {
+		t.Error("short kept a further line of a message")
+	}
+	if got[len(got)-3] != "    x_test.go:3: kilnd log:" {
+		t.Errorf("short left out the first line of a message: %q", got)
+	}
+	if want := ("    x_test.go:4: " + long)[:shortWidth] + "… (67 more characters)"; got[len(got)-2] != want {
+		t.Errorf("the long line became %q", got[len(got)-2])
+	}
+	if got[len(got)-1] != "--- FAIL: TestX (1.00s)" {
+		t.Errorf("short ends with %q", got[len(got)-1])
 	}
 }
 
