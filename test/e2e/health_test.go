@@ -141,18 +141,45 @@ func waitRepair(t *testing.T, e *env, name string, n int) *v1.Operation {
 			if op.Status == v1.OpFailed {
 				t.Fatalf("repair %s failed: %+v", op.Name, op.Error)
 			}
-			if seen++; seen == n && op.Status == v1.OpSucceeded {
-				repair = &op
-				return true, nil
+			if seen++; seen == n {
+				if op.Status == v1.OpSucceeded {
+					repair = &op
+					return true, nil
+				}
+				return false, waitfor.NotYet(fmt.Errorf("repair %s is %s: %s", op.Name, op.Status, stepsNow(&op)))
 			}
 		}
-		return false, nil
+		// Why the health check has begun none: what it judges by.
+		c, err := e.c.GetCluster(t.Context(), "default", name)
+		if err != nil {
+			return false, err
+		}
+		nodes, err := e.c.ListNodes(t.Context(), "default", name)
+		if err != nil {
+			return false, err
+		}
+		var states []string
+		for _, nd := range nodes {
+			states = append(states, nd.Name+" "+string(nd.State))
+		}
+		return false, waitfor.NotYet(fmt.Errorf("%d repairs so far; the cluster is %s (operation %s); nodes: %s",
+			seen, c.Status.ProvisioningState, c.Status.CurrentOperation, strings.Join(states, ", ")))
 	})
 	t.Logf("repair %d: %s after the kill", n, time.Since(began).Round(time.Second))
 	for _, s := range repair.Properties.Steps {
 		t.Logf("  %-30s %-9s %s", s.Name, s.State, s.Message)
 	}
 	return repair
+}
+
+// stepsNow says which of op's steps runs, and its message.
+func stepsNow(op *v1.Operation) string {
+	for _, s := range op.Properties.Steps {
+		if s.State == v1.StepRunning {
+			return fmt.Sprintf("step %s runs: %s", s.Name, s.Message)
+		}
+	}
+	return "no step runs"
 }
 
 // stepMessage is the message of op's step name ("" when it has none).

@@ -113,9 +113,15 @@ func TestLocalCertificateRotation(t *testing.T) {
 // first to expire, and its condition is False.
 func TestLocalComponentCertificatesRenew(t *testing.T) {
 	t.Parallel()
+	// Renewal begins when a third of the lifetime is left (80 s), and each
+	// node's certificates must be renewed before they expire: on a busy
+	// machine the four nodes' renewal takes 100 s (they were issued over
+	// the create's tens of seconds, and are renewed in that order).
 	const ttl = 240 * time.Second
 	e := start(t, "kilnd", "--component-cert-ttl", ttl.String(), "--cert-check-interval", "2s")
-	e.create(localCluster("renew", 3, false, 1))
+	created := e.create(localCluster("renew", 3, false, 1))
+	createdAt := *created.EndTime
+	t.Logf("created in %s", createdAt.Sub(created.StartTime).Round(time.Second))
 	nodes := []string{"renew-cp-0", "renew-cp-1", "renew-cp-2", "renew-default-0"}
 	e.mustKubectl("renew", "get", "nodes") // the kubeconfig, issued before any renewal
 
@@ -163,6 +169,7 @@ func TestLocalComponentCertificatesRenew(t *testing.T) {
 	close(stop)
 	<-polled
 	t.Logf("kubectl during the renewal: %d calls, %d failed", calls.Load(), failures.Load())
+	t.Logf("the renewal began %s after the create ended and took %s", renewal.StartTime.Sub(createdAt).Round(time.Second), renewal.EndTime.Sub(renewal.StartTime).Round(time.Second))
 	if n := failures.Load(); n > 0 {
 		t.Errorf("kubectl failed %d of %d times during the renewal; the last: %v", n, calls.Load(), lastFailure.Load())
 	}
