@@ -193,14 +193,34 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 			// New nodes made before an interruption (a crash, a lost
 			// lease) and not yet Ready are brought up first: counted
 			// as members, they would hold every removal back.
+			// Nodes this operation installed a moment ago (install-workers
+			// of a scale-up) are not READY until Kubernetes says so: they
+			// are waited for, not installed again (an install issues new
+			// certificates, and their kubelet restarted on them).
 			if unready := notReady(current); len(unready) > 0 {
-				specs := make([]provider.MachineSpec, len(unready))
-				for i, m := range unready {
-					specs[i] = workerSpec(m.Name, m.Index, p, want)
+				var specs, installed []provider.MachineSpec
+				for _, m := range unready {
+					spec := workerSpec(m.Name, m.Index, p, want)
+					done, err := x.installedHere(ctx, m.Name)
+					if err != nil {
+						return err
+					}
+					if done {
+						installed = append(installed, spec)
+					} else {
+						specs = append(specs, spec)
+					}
 				}
-				x.log.Info("rollout: bringing up nodes made before an interruption", "pool", p.Name, "nodes", names(specs))
-				if err := x.bringUp(ctx, specs); err != nil {
-					return err
+				if len(installed) > 0 {
+					if err := x.kubernetesReady(ctx, installed); err != nil {
+						return err
+					}
+				}
+				if len(specs) > 0 {
+					x.log.Info("rollout: bringing up nodes made before an interruption", "pool", p.Name, "nodes", names(specs))
+					if err := x.bringUp(ctx, specs); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -304,6 +324,26 @@ func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
 		return nil // installNodes waited until they were READY
 	}
 	return x.kubernetesReady(ctx, specs)
+}
+
+// installedHere reports whether this operation has installed node name
+// already: an install instruction it issued to the node succeeded. Only
+// nodes with agents have instructions.
+func (x *run) installedHere(ctx context.Context, name string) (bool, error) {
+	if !x.usesAgents() {
+		return false, nil
+	}
+	ins, err := x.instructions.ListInstructions(ctx, x.cl.Key(), name, false)
+	if err != nil {
+		return false, fmt.Errorf("instructions of node %s: %w", name, err)
+	}
+	for _, in := range ins {
+		if in.Kind == v1.InstructionInstall && strings.HasPrefix(in.ID, x.op.ID+".") &&
+			in.Result != nil && in.Result.State == v1.StepSucceeded {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // notReady are the members without a READY node.

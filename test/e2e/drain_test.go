@@ -186,6 +186,16 @@ func TestScaleDownDrains(t *testing.T) {
 	t0 := time.Now()
 	e.wait("drain", e.scale("drain", cl.Spec, 3))
 	t.Logf("scale up 2 -> 3: %s", time.Since(t0).Round(time.Millisecond))
+	// The scale-up installs the new node once: roll-out-workers waited for
+	// it rather than install it again (which restarted its kubelet on new
+	// certificates, and pods placed meanwhile missed the node).
+	agentLog, err := os.ReadFile(filepath.Join(e.data, "machines", "default", "drain", "drain-default-2", "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(agentLog), `msg="starting component" component=kubelet`); n != 1 {
+		t.Errorf("the scale-up started drain-default-2's kubelet %d times, want once:\n%s", n, tail(string(agentLog), 20))
+	}
 
 	e.apply("drain", strings.Replace(spreadWeb, "REPLICAS", "6", 1))
 	e.mustKubectl("drain", "wait", "--for=jsonpath={.status.availableReplicas}=6", "deployment/web", "--timeout=180s")
