@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,32 @@ func TestDockerPartition(t *testing.T) {
 	worker := cluster + "-default-0"
 
 	t.Log("1: the worker's link is cut while its install runs")
+	// A worker's install ends by waiting for the node's pod range, which
+	// the control plane's controller-manager gives; on a busy machine the
+	// install was over before the test saw it begin. So the
+	// controller-manager is stopped (SIGSTOP) once it gave the control
+	// plane's node its range, which holds the worker's install open until
+	// it goes on.
+	waitfor.Cond(t, "the control plane's node to have its pod range", opWait, func() (bool, error) {
+		op, err := e.c.GetOperation(ctx, opID)
+		if err != nil {
+			return false, err
+		}
+		if v1.Terminal(op.Status) {
+			return false, fmt.Errorf("the create ended %s: %+v", op.Status, op.Error)
+		}
+		if step(op, "install-control-plane").State == v1.StepPending {
+			return false, nil // no CA, no kubeconfig yet
+		}
+		out, err := e.kubectl(cluster, "get", "node", cluster+"-cp-0", "-o", "jsonpath={.spec.podCIDR}")
+		if err != nil {
+			return false, waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
+		}
+		return strings.TrimSpace(out) != "", nil
+	})
+	cpContainer, _ := e.nodeContainer("default", cluster, cluster+"-cp-0")
+	const controllerManager = "kiln-kube[^ ]* controller-manager "
+	docker(t, "exec", cpContainer, "pkill", "-STOP", "-f", controllerManager)
 	var link *dockerLink
 	var install journal.Entry
 	waitfor.Cond(t, "the worker's agent to start its install", opWait, func() (bool, error) {
@@ -124,6 +151,7 @@ func TestDockerPartition(t *testing.T) {
 			t.Fatalf("the worker's install %s had finished when its link went down (%s): the cut did not fall in the install", en.ID, en.Result.State)
 		}
 	}
+	docker(t, "exec", cpContainer, "pkill", "-CONT", "-f", controllerManager)
 	notReadyAt := e.waitNodeState(cluster, worker, v1.NodeNotReady)
 	healAt := link.heal()
 	op := e.wait(cluster, opID)
