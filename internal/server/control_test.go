@@ -190,7 +190,7 @@ func TestCancelThroughTheAPI(t *testing.T) {
 		!strings.Contains(s.Message, "canceled by user:admin while running") {
 		t.Errorf("step %+v, want Canceled by user:admin while running", s)
 	}
-	if s := stepState(op, plan.StepEnsureWorkerMachines); s.State != v1.StepPending {
+	if s := stepState(op, plan.StepWaitNodesRegistered); s.State != v1.StepPending {
 		t.Errorf("the step after: %+v, want Pending", s)
 	}
 	cl := h.cluster("p", "c")
