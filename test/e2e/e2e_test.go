@@ -331,16 +331,22 @@ func logMachineLogs(t testing.TB, data string) {
 }
 
 // killProcessesUnder SIGKILLs every process whose command line mentions
-// dir, logging each by its pid, program and first three arguments (a whole
-// command line of a Kubernetes component is a thousand characters).
+// dir and logs them in one message, each by its pid, program and first
+// three arguments (a whole command line of a Kubernetes component is a
+// thousand characters): a report's short form of a failure keeps the
+// test's last messages, which should be why it failed, not its cleanup.
 func killProcessesUnder(t testing.TB, dir string) {
+	var killed []string
 	for _, p := range kilndtest.KillProcessesUnder(dir) {
 		pid, cmd, _ := strings.Cut(p, ":")
 		f := strings.Fields(cmd)
 		if len(f) > 0 {
 			f[0] = filepath.Base(f[0])
 		}
-		t.Logf("killed %s: %s …", pid, strings.Join(f[:min(4, len(f))], " "))
+		killed = append(killed, pid+" "+strings.Join(f[:min(4, len(f))], " "))
+	}
+	if len(killed) > 0 {
+		t.Logf("killed %d processes left behind:\n%s", len(killed), strings.Join(killed, "\n"))
 	}
 }
 

@@ -204,10 +204,12 @@ func (r *run) write(w io.Writer, o options) {
 		}
 	}
 	if len(failed)+len(unfinished) > 0 {
-		fmt.Fprintf(w, "\n-- in short: the last %d messages of each failed test, their first lines cut to %d characters\n", shortLines, shortWidth)
-		for _, f := range append(failed, unfinished...) {
+		all := append(failed, unfinished...)
+		share := max(shortBudget/len(all), shortLeast)
+		fmt.Fprintf(w, "\n-- in short: the last messages of each failed test (up to %d, or %d characters), their first lines cut to %d characters, dumped logs left out\n", shortLines, share, shortWidth)
+		for _, f := range all {
 			fmt.Fprintf(w, "%s:\n", f.name())
-			for _, l := range short(f.output) {
+			for _, l := range short(f.output, share) {
 				fmt.Fprintf(w, "  %s\n", l)
 			}
 		}
@@ -219,31 +221,51 @@ func (r *run) write(w io.Writer, o options) {
 	}
 }
 
-// A cut log (CI keeps the end of it) holds the short form of every failure
-// even when a whole output runs to thousands of characters a line.
+// A cut log (CI keeps its end, some 5,000 characters) holds the short form
+// of every failure even when a whole output runs to thousands of characters
+// a line: at most shortLines messages of a test, each cut to shortWidth,
+// and all failed tests' together about shortBudget characters.
 const (
-	shortLines = 30
-	shortWidth = 200
+	shortLines  = 30
+	shortWidth  = 160
+	shortBudget = 4000
+	shortLeast  = 500 // a test's share however many failed
 )
 
-// short is the end of a test's output for the summary: the last shortLines
-// lines that begin something, each cut to shortWidth characters. A line
-// begins something when it is the first line of a t.Log or t.Error message
-// ("    file_test.go:12: ...") or starts at its left edge (go test's own
-// lines, a panic); the further lines of a message (a log dumped whole, the
-// frames of a stack) and go test's === RUN, PAUSE, CONT lines are left out.
-func short(output []string) []string {
+// short is the end of a test's output for the summary: the last lines that
+// begin something, each cut to shortWidth characters, up to shortLines of
+// them or budget characters. A line begins something when it is the first
+// line of a t.Log or t.Error message ("    file_test.go:12: ...") or starts
+// at its left edge (go test's own lines, a panic); the further lines of a
+// message (a log dumped whole, the frames of a stack) and go test's === RUN,
+// PAUSE, CONT lines are left out, and so is the first line of a dump (a
+// message of several lines whose first ends with a colon, "kilnd log:"),
+// which says nothing alone: a failed test's cleanup dumps logs after the
+// message that says why it failed.
+func short(output []string, budget int) []string {
 	var out []string
-	for i := len(output) - 1; i >= 0 && len(out) < shortLines; i-- {
+	size := 0
+	more := false // the message met next (going back) has further lines
+	for i := len(output) - 1; i >= 0 && len(out) < shortLines && size < budget; i-- {
 		l := output[i]
 		t := strings.TrimSpace(l)
-		if t == "" || strings.HasPrefix(t, "=== ") || (t != l && !messageStart.MatchString(l)) {
+		if t == "" || strings.HasPrefix(t, "=== ") {
+			continue
+		}
+		if t != l && !messageStart.MatchString(l) {
+			more = true
+			continue
+		}
+		dump := more && strings.HasSuffix(t, ":")
+		more = false
+		if dump {
 			continue
 		}
 		if len(l) > shortWidth {
 			l = fmt.Sprintf("%s… (%d more characters)", l[:shortWidth], len(l)-shortWidth)
 		}
 		out = append(out, l)
+		size += len(l) + 3
 	}
 	slices.Reverse(out)
 	return out

@@ -161,18 +161,22 @@ func TestShort(t *testing.T) {
 	for range shortLines {
 		out = append(out, "    x_test.go:2: later")
 	}
-	out = append(out, "    x_test.go:3: kilnd log:", "        a line of the log", "=== CONT  TestX", "    x_test.go:4: "+long, "--- FAIL: TestX (1.00s)")
-	got := short(out)
+	out = append(out, "    x_test.go:3: why it failed", "        its second line", "=== CONT  TestX", "    x_test.go:4: "+long,
+		"    e2e_test.go:9: kilnd log:", "        a line of the log", "--- FAIL: TestX (1.00s)")
+	got := short(out, 1<<20)
 	if len(got) != shortLines {
 		t.Fatalf("short kept %d lines, want %d", len(got), shortLines)
 	}
 	if slices.Contains(got, "    x_test.go:1: early") {
 		t.Error("short kept a line from before its last lines")
 	}
-	if slices.Contains(got, "        a line of the log") {
+	if slices.Contains(got, "        its second line") || slices.Contains(got, "        a line of the log") {
 		t.Error("short kept a further line of a message")
 	}
-	if got[len(got)-3] != "    x_test.go:3: kilnd log:" {
+	if slices.Contains(got, "    e2e_test.go:9: kilnd log:") {
+		t.Errorf("short kept the header of a dumped log: %q", got)
+	}
+	if got[len(got)-3] != "    x_test.go:3: why it failed" {
 		t.Errorf("short left out the first line of a message: %q", got)
 	}
 	if want := ("    x_test.go:4: " + long)[:shortWidth] + "… (67 more characters)"; got[len(got)-2] != want {
@@ -180,6 +184,12 @@ func TestShort(t *testing.T) {
 	}
 	if got[len(got)-1] != "--- FAIL: TestX (1.00s)" {
 		t.Errorf("short ends with %q", got[len(got)-1])
+	}
+	// A budget of characters keeps the last messages, the one that passes
+	// it whole.
+	got = short(out, 100)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "    x_test.go:4: xxx") {
+		t.Errorf("short within 100 characters = %q, want the last message and go test's line", got)
 	}
 }
 
