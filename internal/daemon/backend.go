@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -77,6 +78,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		// and the attached clusters, observed
 		Providers: append(providerNames(providers, providers.Attached), replaceables...),
 		Steps:     plan.PendingSteps,
+		Silence:   2 * cmp.Or(d.cfg.AgentHeartbeatInterval, gateway.DefaultHeartbeatInterval),
 		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
 			if cl.Status.Endpoint == "" {
 				return nil, nil

@@ -36,11 +36,13 @@ type Verdict struct {
 	Restart []string
 }
 
-// Node is a node as Assess sees it: the record, and since when Kubernetes
-// reports it NotReady (zero when Ready or not known).
+// Node is a node as Assess sees it: the record, since when Kubernetes
+// reports it NotReady (zero when Ready or not known), and whether its agent
+// has gone silent (missed heartbeats, not NOT_READY yet).
 type Node struct {
 	v1.Node
 	KubeNotReadySince time.Time
+	Silent            bool
 }
 
 // UnhealthySince returns since when n has been unhealthy, and false when it
@@ -83,6 +85,12 @@ func Assess(spec *v1.ClusterSpec, nodes []Node, now time.Time) Verdict {
 			}
 			since, bad := UnhealthySince(n)
 			if !bad {
+				if n.Silent {
+					// Counted against maxUnhealthy, not replaced: nodes that
+					// die together turn NOT_READY a liveness sweep apart, and
+					// the first alone would be within maxUnhealthy.
+					unhealthy = append(unhealthy, n.Name)
+				}
 				continue
 			}
 			unhealthy = append(unhealthy, n.Name)
@@ -140,11 +148,13 @@ func KubeNotReady(nodes []kubeapi.Node) map[string]time.Time {
 }
 
 // Nodes pairs node records with what Kubernetes says of them (kube may be
-// nil: not known).
-func Nodes(records []v1.Node, kube map[string]time.Time) []Node {
+// nil: not known). A node not NOT_READY whose last heartbeat is before
+// quiet is Silent (a zero quiet: none is).
+func Nodes(records []v1.Node, kube map[string]time.Time, quiet time.Time) []Node {
 	out := make([]Node, len(records))
 	for i, r := range records {
-		out[i] = Node{Node: r, KubeNotReadySince: kube[r.Name]}
+		silent := r.State != v1.NodeNotReady && r.LastHeartbeat != nil && r.LastHeartbeat.Before(quiet)
+		out[i] = Node{Node: r, KubeNotReadySince: kube[r.Name], Silent: silent}
 	}
 	return out
 }

@@ -56,6 +56,12 @@ type Options struct {
 	// idle one. Both optional.
 	Attached func(provider string) bool
 	Observe  func(ctx context.Context, cl *store.Cluster) error
+	// Silence is how long a node's agent may go without a heartbeat before
+	// the node counts against its pool's maxUnhealthy while it is not
+	// NOT_READY yet (two heartbeat intervals); zero: never. Nodes that die
+	// together turn NOT_READY one liveness sweep apart, and the first alone
+	// would be replaced as within maxUnhealthy.
+	Silence time.Duration
 	// Started is called with a repair operation the Checker began (to wake
 	// the worker); optional.
 	Started  func(*store.Operation)
@@ -121,7 +127,11 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 		}
 	}
 	now := c.opts.Now()
-	v := Assess(&cl.Spec, Nodes(records, kube), now)
+	var quiet time.Time
+	if c.opts.Silence > 0 {
+		quiet = now.Add(-c.opts.Silence)
+	}
+	v := Assess(&cl.Spec, Nodes(records, kube, quiet), now)
 	v.Restart = c.stoppedControlPlane(ctx, cl, records)
 	if len(v.Replace) > 0 || len(v.Restart) > 0 {
 		return c.repair(ctx, cl, v, now)

@@ -156,6 +156,41 @@ func TestCheckerGuardsMaxUnhealthy(t *testing.T) {
 	}
 }
 
+// Two nodes that die together turn NOT_READY a liveness sweep apart: while
+// the first is NOT_READY past its timeout and the second, silent for two
+// heartbeat intervals, is still READY, nothing is replaced (two of three is
+// beyond maxUnhealthy) and NodesHealthy names both. Without Silence the
+// first alone would be replaced.
+func TestCheckerCountsSilentNodes(t *testing.T) {
+	for _, silence := range []time.Duration{0, 10 * time.Second} {
+		e := newEnv(t)
+		e.c = health.NewChecker(health.Options{Store: e.st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
+			Now: func() time.Time { return e.now }, Silence: silence})
+		e.node("c-default-0", v1.NodeNotReady, 2*time.Minute)
+		e.node("c-default-2", v1.NodeReady, 12*time.Second)
+		e.check()
+		state := e.cluster().Status.ProvisioningState
+		if silence == 0 {
+			if state != v1.StateUpdating {
+				t.Errorf("without Silence the cluster is %s, want a repair of the one NOT_READY node (what Silence is for)", state)
+			}
+			continue
+		}
+		if state != v1.StateSucceeded {
+			t.Fatalf("with a silent node beside a NOT_READY one the cluster became %s: a repair began", state)
+		}
+		if c := e.condition(); c == nil || c.Status != "False" || !strings.Contains(c.Message, "2 of 3 nodes of pool default are unhealthy (c-default-0, c-default-2)") {
+			t.Errorf("condition %+v, want NodesHealthy False naming both", c)
+		}
+		// The silent node heard from again: the NOT_READY one alone is replaced.
+		e.node("c-default-2", v1.NodeReady, time.Second)
+		e.check()
+		if state := e.cluster().Status.ProvisioningState; state != v1.StateUpdating {
+			t.Errorf("after the silent node beat again the cluster is %s, want a repair", state)
+		}
+	}
+}
+
 // Clusters of providers the checker does not watch, and clusters with an
 // operation running, are left alone.
 func TestCheckerLeavesOthersAlone(t *testing.T) {

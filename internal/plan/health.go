@@ -84,7 +84,9 @@ func (x *run) replaceUnhealthyNodes(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(records)) {
 		all = append(all, records[name].Node)
 	}
-	verdict := health.Assess(&x.cl.Spec, health.Nodes(all, kube), x.r.opts.Now())
+	// No node counts as silent here: the health check that began this
+	// repair did count them, a moment ago.
+	verdict := health.Assess(&x.cl.Spec, health.Nodes(all, kube, time.Time{}), x.r.opts.Now())
 	if len(verdict.Replace) == 0 {
 		why := "no worker node is unhealthy beyond its pool's unhealthyTimeout any more"
 		if msg := verdict.BlockedMessage(); msg != "" {

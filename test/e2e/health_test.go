@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -91,7 +92,7 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 				return true, nil
 			}
 		}
-		return false, nil
+		return false, waitfor.NotYet(errors.New(healthSeen(t, e, "heal")))
 	})
 	t.Logf("NodesHealthy: %s: %s", cond.Reason, cond.Message)
 	if cond.Reason != "TooManyUnhealthy" {
@@ -150,26 +151,45 @@ func waitRepair(t *testing.T, e *env, name string, n int) *v1.Operation {
 			}
 		}
 		// Why the health check has begun none: what it judges by.
-		c, err := e.c.GetCluster(t.Context(), "default", name)
-		if err != nil {
-			return false, err
-		}
-		nodes, err := e.c.ListNodes(t.Context(), "default", name)
-		if err != nil {
-			return false, err
-		}
-		var states []string
-		for _, nd := range nodes {
-			states = append(states, nd.Name+" "+string(nd.State))
-		}
-		return false, waitfor.NotYet(fmt.Errorf("%d repairs so far; the cluster is %s (operation %s); nodes: %s",
-			seen, c.Status.ProvisioningState, c.Status.CurrentOperation, strings.Join(states, ", ")))
+		return false, waitfor.NotYet(fmt.Errorf("%d repairs so far; %s", seen, healthSeen(t, e, name)))
 	})
 	t.Logf("repair %d: %s after the kill", n, time.Since(began).Round(time.Second))
 	for _, s := range repair.Properties.Steps {
 		t.Logf("  %-30s %-9s %s", s.Name, s.State, s.Message)
 	}
 	return repair
+}
+
+// healthSeen says what the health check of cluster name judges by: the
+// cluster's state and NodesHealthy condition, its repairs and the nodes'
+// states, for a wait's timeout to say why nothing happened.
+func healthSeen(t *testing.T, e *env, name string) string {
+	c, err := e.c.GetCluster(t.Context(), "default", name)
+	if err != nil {
+		return err.Error()
+	}
+	cond := "NodesHealthy not set"
+	for _, x := range c.Status.Conditions {
+		if x.Type == v1.ConditionNodesHealthy {
+			cond = fmt.Sprintf("NodesHealthy %s %s: %s", x.Status, x.Reason, x.Message)
+		}
+	}
+	var repairs []string
+	if ops, err := e.c.ListOperations(t.Context(), "default", name); err == nil {
+		for _, op := range ops {
+			if op.Properties.Kind == v1.KindRepair {
+				repairs = append(repairs, fmt.Sprintf("%s %s", op.Name, op.Status))
+			}
+		}
+	}
+	var states []string
+	if nodes, err := e.c.ListNodes(t.Context(), "default", name); err == nil {
+		for _, nd := range nodes {
+			states = append(states, nd.Name+" "+string(nd.State))
+		}
+	}
+	return fmt.Sprintf("the cluster is %s (operation %s); %s; repairs: %s; nodes: %s", c.Status.ProvisioningState,
+		c.Status.CurrentOperation, cond, strings.Join(repairs, ", "), strings.Join(states, ", "))
 }
 
 // stepsNow says which of op's steps runs, and its message.
