@@ -175,6 +175,7 @@ func (d *DockerMachines) ensureNetwork(ctx context.Context, sn *subnet) (netip.A
 		Labels: d.labels(LabelVPC, sn.VPCID),
 	})
 	if err != nil {
+		d.log.Warn("could not create network", "network", name, "vpc", sn.VPCID, "range", p, "err", err)
 		if other := d.overlapping(ctx, p); other != "" {
 			return netip.Addr{}, fmt.Errorf("the Docker network of VPC %s (%s) cannot be made: its range overlaps the Docker network %s; Docker networks cannot overlap, so VPCs of the local AWS need ranges apart from each other and from the engine's networks: %w", sn.VPCID, p, other, err)
 		}
