@@ -244,7 +244,10 @@ func (b *browser) waitJS(what, expr string, timeout time.Duration) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond))); err != nil {
+	// chromedp's poll gives up after 30 s of its own unless told: the
+	// context's timeout is the wait's (a create on a busy machine is
+	// longer than 30 s; CI failed here three times).
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
 		b.t.Fatalf("browser: waiting for %s: %v", what, err)
 	}
