@@ -58,6 +58,7 @@ func (d *Docker) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (pr
 			"cannot listen on %s for the load balancer of cluster %s; another process holds the port, or the network's bridge is not up", res.Address, c.Name)
 	}
 	p := lb.New(ln, func() []string { return d.backends(c) }, log)
+	p.CheckHealth(lb.APIServerReady(), lb.DefaultCheckInterval)
 	d.proxies[key] = p
 	go p.Serve()
 	return res, nil

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,11 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+
+	// Health checks (CheckHealth); check nil: none.
+	check    Check
+	interval time.Duration
+	health   health
 }
 
 // New returns a proxy that accepts on ln and forwards each connection to
@@ -58,6 +64,11 @@ func (p *Proxy) Addr() string { return p.addr }
 // Serve accepts connections until Close; run it on a goroutine of its own.
 func (p *Proxy) Serve() {
 	defer close(p.done)
+	if p.check != nil {
+		checked := make(chan struct{})
+		go func() { defer close(checked); p.checkLoop() }()
+		defer func() { <-checked }()
+	}
 	var delay time.Duration
 	for {
 		c, err := p.ln.Accept()
@@ -113,9 +124,10 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	first := int(p.next.Add(1) - 1)
+	k := first % len(bs)
+	bs = p.byHealth(slices.Concat(bs[k:], bs[:k]))
 	d := net.Dialer{Timeout: dialTimeout}
-	for i := range bs {
-		b := bs[(first+i)%len(bs)]
+	for _, b := range bs {
 		bc, err := d.DialContext(p.ctx, "tcp", b)
 		if err != nil {
 			p.log.Debug("load balancer backend refused; trying the next", "backend", b, "err", err)

@@ -108,6 +108,7 @@ func (l *Local) EnsureLoadBalancer(ctx context.Context, c provider.Cluster) (pro
 		}
 	}
 	p := lb.New(ln, func() []string { return backends(dir, log) }, log)
+	p.CheckHealth(lb.APIServerReady(), lb.DefaultCheckInterval)
 	l.proxies[key] = p
 	go p.Serve()
 	return res, nil
