@@ -13,10 +13,11 @@ import (
 // Health checks, as a cloud's load balancer has them: with CheckHealth, the
 // proxy asks every backend at each interval whether it is ready, and a new
 // connection tries the backends that answered ready first, then the others
-// (a check may lag, and a backend that accepts is better than none). Without them a connection goes to the first backend
-// that accepts: an API server that restarts, or that starts on a busy
-// machine, accepts connections well before it answers them (kubectl then
-// fails its TLS handshake after 10 s).
+// (a check may lag, and a backend that accepts is better than none).
+// Without them a connection goes to the first backend that accepts: an API
+// server that restarts, or that starts on a busy machine, accepts
+// connections well before it answers them (kubectl then fails its TLS
+// handshake after 10 s).
 
 // CheckTimeout bounds one health check; DefaultCheckInterval is how often
 // the API servers' load balancers of the local and docker providers check.
