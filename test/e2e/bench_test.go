@@ -25,7 +25,7 @@ func BenchmarkLocalCreate(b *testing.B) {
 	}{{"1+2", 1, 2}, {"3+3", 3, 3}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := start(b, "kilnd")
-			var total time.Duration
+			var total, deletes time.Duration
 			for i := 0; b.Loop(); i++ {
 				name := fmt.Sprintf("bench-%d", i)
 				start := time.Now()
@@ -37,14 +37,11 @@ func BenchmarkLocalCreate(b *testing.B) {
 					b.Logf("  %-30s %s", s.Name, stepDuration(s))
 				}
 				b.StopTimer()
-				opID, err := e.c.DeleteCluster(b.Context(), "default", name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				e.wait(name, opID)
+				deletes += timeDelete(b, e, name)
 				b.StartTimer()
 			}
 			b.ReportMetric(total.Seconds()/float64(b.N), "s/create")
+			b.ReportMetric(deletes.Seconds()/float64(b.N), "s/delete")
 		})
 	}
 }
@@ -57,7 +54,7 @@ func BenchmarkLocalCreate(b *testing.B) {
 // container's memory (docker stats) and the node image's size.
 func BenchmarkDockerCreate(b *testing.B) {
 	e := startDocker(b)
-	var create, deploy time.Duration
+	var create, deploy, deletes time.Duration
 	var rss float64
 	for i := 0; b.Loop(); i++ {
 		name := fmt.Sprintf("bench-%d", i)
@@ -88,11 +85,7 @@ func BenchmarkDockerCreate(b *testing.B) {
 		}
 		rss = v
 		b.Logf("worker container memory (docker stats): %s", mem)
-		opID, err := e.c.DeleteCluster(b.Context(), "default", name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.wait(name, opID)
+		deletes += timeDelete(b, e, name)
 		b.StartTimer()
 	}
 	size := docker(b, "image", "inspect", "-f", "{{.Size}}", "kiln/node:v1.36.3")
@@ -100,6 +93,7 @@ func BenchmarkDockerCreate(b *testing.B) {
 	fmt.Sscanf(size, "%f", &bytes)
 	b.ReportMetric(create.Seconds()/float64(b.N), "s/create")
 	b.ReportMetric(deploy.Seconds()/float64(b.N), "s/deploy")
+	b.ReportMetric(deletes.Seconds()/float64(b.N), "s/delete")
 	b.ReportMetric(rss, "worker-MiB")
 	b.ReportMetric(bytes/1e6, "image-MB")
 }
@@ -357,3 +351,23 @@ func BenchmarkProfileRollout(b *testing.B) {
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/rollout-20")
 }
+
+// timeDelete deletes cluster name of project default, waits until the
+// delete Succeeded, logs its steps' times and returns how long it took
+// from the request (the machines' removal is in delete-machines).
+func timeDelete(b *testing.B, e *env, name string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	opID, err := e.c.DeleteCluster(b.Context(), "default", name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := e.wait(name, opID)
+	took := time.Since(t0)
+	b.Logf("%s: delete to Succeeded in %s", name, took.Round(time.Millisecond))
+	for _, s := range op.Properties.Steps {
+		b.Logf("  %-30s %s", s.Name, stepDuration(s))
+	}
+	return took
+}
+
