@@ -370,4 +370,3 @@ func timeDelete(b *testing.B, e *env, name string) time.Duration {
 	}
 	return took
 }
-

@@ -129,8 +129,18 @@ func APIServerReady() Check {
 		}
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /readyz: %s", res.Status)
+			return &NotReadyError{Backend: backend, Status: res.StatusCode}
 		}
 		return nil
 	}
+}
+
+// NotReadyError is an API server's answer to GET /readyz other than 200.
+type NotReadyError struct {
+	Backend string
+	Status  int
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("%s: GET /readyz: %d %s", e.Backend, e.Status, http.StatusText(e.Status))
 }

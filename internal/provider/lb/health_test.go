@@ -121,8 +121,9 @@ func TestAPIServerReady(t *testing.T) {
 	mu.Lock()
 	readyz = http.StatusInternalServerError
 	mu.Unlock()
-	if err := check(t.Context(), addr); err == nil || !strings.Contains(err.Error(), "500") {
-		t.Errorf("a server whose /readyz answers 500: %v, want an error naming it", err)
+	var notReady *NotReadyError
+	if err := check(t.Context(), addr); !errors.As(err, &notReady) || notReady.Status != http.StatusInternalServerError || notReady.Backend != addr {
+		t.Errorf("a server whose /readyz answers 500: %v, want a NotReadyError with that status and backend", err)
 	}
 	// Accepts and says nothing (an API server that restarts on a busy
 	// machine): the check's context ends it.
