@@ -1,11 +1,12 @@
 package plan
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -206,12 +207,15 @@ func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
 	}
 }
 
-// drainBeforeDelete drains every worker of a cluster being deleted, one at
-// a time within its pool's drainTimeout, so that its workloads stop as they
-// would on a scale-down (PodDisruptionBudgets respected). The cluster is
-// going away whatever happens, so a drain that times out or fails, or an API
-// that does not answer, is an event and the delete goes on; a forced delete
-// drains nothing. Only a cancel stops it.
+// drainBeforeDelete drains every worker of a cluster being deleted, all at
+// once, each within its pool's drainTimeout, so that its workloads stop as
+// they would on a scale-down (PodDisruptionBudgets respected). Every worker
+// is cordoned before any is drained: a pod evicted from one would otherwise
+// be placed on the next, only to be evicted again, and the delete would
+// take as many pods' ends as there are workers. The cluster is going away
+// whatever happens, so a drain that times out or fails, or an API that does
+// not answer, is an event and the delete goes on; a forced delete drains
+// nothing. Only a cancel stops it.
 func (x *run) drainBeforeDelete(ctx context.Context) error {
 	if !x.usesAgents() || x.forcing() {
 		return nil
@@ -231,19 +235,35 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 		x.event(ctx, "Warning", "NodeDrainSkipped", fmt.Sprintf("workers not drained before the delete: the cluster's API does not answer: %v", err))
 		return nil
 	}
+	members = slices.DeleteFunc(members, func(m member) bool { return !m.Machine })
 	for _, m := range members {
-		if !m.Machine {
-			continue
+		// A cordon that fails here fails again in the node's drain,
+		// which says so.
+		if err := kc.Cordon(ctx, m.Name, x.op.ID); err != nil && !errors.Is(err, kubeapi.ErrNotFound) {
+			x.log.Info("could not cordon node before the drains", "node", m.Name, "err", err)
 		}
-		_, err := x.drain(ctx, kc, m)
-		switch {
-		case errors.Is(err, errCancelRequested) || ctx.Err() != nil:
-			return cmp.Or(ctx.Err(), err)
-		case err != nil:
-			x.eventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
-		default:
-			x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained before the delete", m.Name))
-		}
+	}
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Go(func() {
+			_, err := x.drain(ctx, kc, m)
+			errs[i] = err
+			switch {
+			case errors.Is(err, errCancelRequested) || ctx.Err() != nil:
+			case err != nil:
+				x.eventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
+			default:
+				x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained before the delete", m.Name))
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, errCancelRequested) }) {
+		return errCancelRequested
 	}
 	return nil
 }

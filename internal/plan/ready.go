@@ -263,19 +263,11 @@ const dnsReplicas = 2
 // and says what it waits for ("" once a replica answers); other
 // distributions have none of Kiln's.
 func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error) {
-	spec := x.cl.Spec
-	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == v1.CNIBridge
-	if spec.Distribution != v1.DistroKiln && !kubeadmFromKiln {
+	if !x.hasKilnDNS() {
 		return "", nil
 	}
-	addr, err := distro.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
-	if err != nil {
-		return "", failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
-	}
-	for _, o := range distro.DNSObjects(sysimages.CoreDNSImage, addr, dnsReplicas) {
-		if err := kc.Apply(ctx, kubeapi.Object(o)); err != nil {
-			return "", fmt.Errorf("cluster DNS: %w", err)
-		}
+	if err := x.applyClusterDNS(ctx, kc); err != nil {
+		return "", err
 	}
 	st, err := kc.Deployment(ctx, distro.DNSNamespace, distro.DNSDeployment)
 	if err != nil {
@@ -285,6 +277,31 @@ func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error
 		return fmt.Sprintf("the cluster DNS (deployment %s/%s: no replica available yet)", distro.DNSNamespace, distro.DNSDeployment), nil
 	}
 	return "", nil
+}
+
+// hasKilnDNS reports whether the cluster's DNS is Kiln's: the kiln
+// distribution's, and kubeadm's installed from Kiln.
+func (x *run) hasKilnDNS() bool {
+	spec := x.cl.Spec
+	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == v1.CNIBridge
+	return spec.Distribution == v1.DistroKiln || kubeadmFromKiln
+}
+
+// applyClusterDNS applies the objects of the cluster DNS, if it is Kiln's.
+func (x *run) applyClusterDNS(ctx context.Context, kc *kubeapi.Client) error {
+	if !x.hasKilnDNS() {
+		return nil
+	}
+	addr, err := distro.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
+	if err != nil {
+		return failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
+	}
+	for _, o := range distro.DNSObjects(sysimages.CoreDNSImage, addr, dnsReplicas) {
+		if err := kc.Apply(ctx, kubeapi.Object(o)); err != nil {
+			return fmt.Errorf("cluster DNS: %w", err)
+		}
+	}
+	return nil
 }
 
 // recordClusterID writes the cluster's id and uid into

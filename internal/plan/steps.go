@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -165,7 +166,33 @@ func (x *run) installControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return x.installNodes(ctx, cps, true)
+	if err := x.installNodes(ctx, cps, true); err != nil {
+		return err
+	}
+	x.startClusterDNS(ctx)
+	return nil
+}
+
+// startClusterDNS applies the cluster DNS as soon as a new cluster's
+// control plane serves, so that CoreDNS starts while the workers are made
+// and installed (on a control-plane node, whose taint its pods tolerate),
+// instead of once every node is Ready: about 3 s of a docker create.
+// wait-nodes-ready applies it again and waits for it, and reports what
+// fails; here a failure is only logged.
+func (x *run) startClusterDNS(ctx context.Context) {
+	if !x.usesAgents() || (x.op.Kind != v1.KindCreate && x.op.Kind != v1.KindProvision) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kc, err := x.kubeClient(ctx)
+	if err == nil {
+		defer kc.Close()
+		err = x.applyClusterDNS(ctx, kc)
+	}
+	if err != nil {
+		x.log.Info("cluster DNS not applied with the control plane; wait-nodes-ready applies it", "err", err)
+	}
 }
 
 func (x *run) installWorkers(ctx context.Context) error {

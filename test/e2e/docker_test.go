@@ -372,9 +372,24 @@ func TestDockerCluster(t *testing.T) {
 	}
 
 	// docker stop of a worker: its node is not Ready for Kiln (its agent stopped heartbeating), and
-	// the health checker replaces it: three Ready nodes again, the stopped container gone.
+	// the health checker replaces it: three Ready nodes again, the stopped container gone. The
+	// restart is over, so the pool's unhealthyTimeout goes down to 20 s first: a patch of it
+	// takes effect for the next check.
+	pools := e.cluster("web").Spec.WorkerPools
+	pools[0].UnhealthyTimeout = "20s"
+	_, patchOp, err := e.c.PatchCluster(t.Context(), "default", "web", map[string]any{"spec": map[string]any{"workerPools": pools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("web", patchOp)
 	name0, id0 := e.nodeContainer("default", "web", workers[0])
 	docker(t, "stop", name0)
+	stopped := time.Now()
+	// Meanwhile, an in-place upgrade of side's control plane: the new kubelet runs.
+	_, upOp, err := e.c.PatchCluster(t.Context(), "other", "side", map[string]any{"spec": map[string]any{"kubernetesVersion": "v1.36.3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitfor.Cond(t, "node "+workers[0]+" not READY in Kiln after docker stop", 2*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "web", workers[0])
 		return err == nil && n.State != v1.NodeReady, waitfor.NotYet(fmt.Errorf("%v: %+v", err, n))
@@ -394,13 +409,8 @@ func TestDockerCluster(t *testing.T) {
 		return err == nil && ready == 3 && replaced && !strings.Contains(ids, id0[:12]),
 			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
-	t.Logf("repaired: nodes now %v", slices.Sorted(maps.Keys(e.kubeNodes("web"))))
+	t.Logf("repaired %s after the stop: nodes now %v", time.Since(stopped).Round(time.Second), slices.Sorted(maps.Keys(e.kubeNodes("web"))))
 
-	// An in-place upgrade of side's control plane: the new kubelet runs.
-	_, upOp, err := e.c.PatchCluster(t.Context(), "other", "side", map[string]any{"spec": map[string]any{"kubernetesVersion": "v1.36.3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if op, err := e.c.WaitOperation(t.Context(), upOp, nil); err != nil || op.Status != v1.OpSucceeded {
 		t.Fatalf("upgrade of other/side: %v %+v", err, op)
 	}
