@@ -180,7 +180,7 @@ func (x *run) installControlPlane(ctx context.Context) error {
 // wait-nodes-ready applies it again and waits for it, and reports what
 // fails; here a failure is only logged.
 func (x *run) startClusterDNS(ctx context.Context) {
-	if !x.usesAgents() || (x.op.Kind != v1.KindCreate && x.op.Kind != v1.KindProvision) {
+	if !x.usesAgents() || !x.hasKilnDNS() || (x.op.Kind != v1.KindCreate && x.op.Kind != v1.KindProvision) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
