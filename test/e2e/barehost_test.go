@@ -114,6 +114,10 @@ func (n *bareNet) startHosts(names ...string) []*bareHost {
 		n.t.Cleanup(func() {
 			if n.t.Failed() {
 				n.t.Logf("agent log of %s:\n%s", h.name, tail(h.agentLog(), 40))
+				// What the kubelet (kubeadm's) said of its static pods' mirror pods.
+				if out, err := h.exec("sh", "-c", "grep -i 'mirror pod' /var/log/kiln/kubelet.log | tail -n 20"); err == nil && strings.TrimSpace(out) != "" {
+					n.t.Logf("kubelet log of %s, its mirror pods:\n%s", h.name, out)
+				}
 			}
 			if out, err := n.script("rm", h.name); err != nil && !strings.Contains(out, "No such container") {
 				n.t.Errorf("bare-host.sh rm %s: %v: %s", h.name, err, out)
