@@ -207,10 +207,14 @@ func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
 	}
 }
 
-// drainBeforeDelete drains every worker of a cluster being deleted, all at
-// once, each within its pool's drainTimeout, so that its workloads stop as
-// they would on a scale-down (PodDisruptionBudgets respected). Every worker
-// is cordoned before any is drained: a pod evicted from one would otherwise
+// deleteDrains is how many workers a delete drains at once: each drain asks
+// the cluster's API for its node's pods every InstructionPoll.
+const deleteDrains = 10
+
+// drainBeforeDelete drains every worker of a cluster being deleted,
+// deleteDrains at once, each within its pool's drainTimeout, so that its
+// workloads stop as they would on a scale-down (PodDisruptionBudgets
+// respected). Every worker is cordoned before any is drained: a pod evicted from one would otherwise
 // be placed on the next, only to be evicted again, and the delete would
 // take as many pods' ends as there are workers. The cluster is going away
 // whatever happens, so a drain that times out or fails, or an API that does
@@ -245,8 +249,11 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 	}
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, deleteDrains)
 	for i, m := range members {
 		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			_, err := x.drain(ctx, kc, m)
 			errs[i] = err
 			switch {
