@@ -410,6 +410,22 @@ func TestDockerCluster(t *testing.T) {
 			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
 	t.Logf("repaired %s after the stop: nodes now %v", time.Since(stopped).Round(time.Second), slices.Sorted(maps.Keys(e.kubeNodes("web"))))
+	// The repair operation ends a moment after its node is Ready: the
+	// delete below would be refused while it runs.
+	ops, err := e.c.ListOperations(t.Context(), "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repairs := 0
+	for _, op := range ops {
+		if op.Properties.Kind == v1.KindRepair {
+			repairs++
+			e.wait("web", op.ID)
+		}
+	}
+	if repairs == 0 {
+		t.Errorf("no repair operation on web after its worker was replaced")
+	}
 
 	if op, err := e.c.WaitOperation(t.Context(), upOp, nil); err != nil || op.Status != v1.OpSucceeded {
 		t.Fatalf("upgrade of other/side: %v %+v", err, op)
