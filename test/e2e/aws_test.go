@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,10 +102,11 @@ func startLocalAWS(t testing.TB) *localAWS {
 	cmd := exec.Command(filepath.Join(binDir, "kiln-aws-local"), "--listen", addr, "--state", a.state,
 		"--account", awsKey+":"+awsSecret, "--account", awsNoRunKey+":"+awsNoRunPass, "--deny", awsNoRunKey+":ec2:RunInstances")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	identity := "label=" + awslocal.LabelIdentity + "=" + awslocal.StateIdentity(a.state)
+	own(identity)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	identity := "label=" + awslocal.LabelIdentity + "=" + awslocal.StateIdentity(a.state)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -114,7 +117,7 @@ func startLocalAWS(t testing.TB) *localAWS {
 		}
 		// Instances outlive the local AWS as machines outlive kilnd; a
 		// test's must not outlive the test.
-		removeDockerObjects(t, identity)
+		removeSelected(identity)
 	})
 	waitfor.Cond(t, "kiln-aws-local to listen on "+addr, 30*time.Second, func() (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -172,12 +175,58 @@ func dockerBridge(t testing.TB) string {
 	return ""
 }
 
-func awsCluster(name, cidr string) *v1.Cluster {
+// awsCluster is a 1+2 cluster on the local AWS whose VPC takes a /16 no
+// other Docker network on the engine has (vpcRange).
+func awsCluster(t testing.TB, name string) *v1.Cluster {
+	t.Helper()
 	cl := localCluster(name, 1, true, 2)
 	cl.Spec.Provider, cl.Spec.CloudAccount, cl.Spec.Region = aws.Name, "acme", "us-east-1"
 	cl.Spec.ControlPlane.Zones = []string{"us-east-1a", "us-east-1b"}
-	cl.Spec.Network.NodeCIDR = cidr
+	cl.Spec.Network.NodeCIDR = vpcRange(t).String()
 	return cl
+}
+
+// vpcPool is where the tests' VPC ranges come from, a /16 each.
+var vpcPool = netip.MustParsePrefix("10.64.0.0/10")
+
+// vpcRanges are the ranges handed out by this test process.
+var vpcRanges struct {
+	sync.Mutex
+	given []netip.Prefix
+}
+
+// vpcRange returns a /16 of vpcPool that neither another test of this
+// process nor a Docker network on the engine has. A VPC of the local AWS
+// is a Docker network, and Docker refuses overlapping networks: fixed
+// ranges failed two tests when another run's networks held them.
+func vpcRange(t testing.TB) netip.Prefix {
+	t.Helper()
+	vpcRanges.Lock()
+	defer vpcRanges.Unlock()
+	taken := slices.Clone(vpcRanges.given)
+	ids := strings.Fields(docker(t, "network", "ls", "-q"))
+	out := docker(t, append([]string{"network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}"}, ids...)...)
+	for _, s := range strings.Fields(out) {
+		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+			taken = append(taken, p.Masked())
+		}
+	}
+	for p := netip.PrefixFrom(vpcPool.Addr(), 16); vpcPool.Contains(p.Addr()); p = netip.PrefixFrom(nextPrefix(p), 16) {
+		if !slices.ContainsFunc(taken, p.Overlaps) {
+			vpcRanges.given = append(vpcRanges.given, p)
+			return p
+		}
+	}
+	t.Fatalf("no /16 of %s is free of Docker networks for a VPC (taken: %v); remove leftover networks (docker network ls)", vpcPool, taken)
+	return netip.Prefix{}
+}
+
+// nextPrefix is the first address after p.
+func nextPrefix(p netip.Prefix) netip.Addr {
+	a := p.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += 1 << (32 - p.Bits())
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
 // A 1+2 cluster on two zones through the local AWS: the resources of the
@@ -202,7 +251,7 @@ func TestAWSCluster(t *testing.T) {
 	archive := helloImage(t)
 	e.kiln("image", "push", archive, "hello:1")
 
-	cl := awsCluster("web", "10.77.0.0/16")
+	cl := awsCluster(t, "web")
 	v, err := e.c.ValidateCluster(ctx, "default", cl)
 	if err != nil || !slices.ContainsFunc(v.Checks, func(c string) bool { return strings.Contains(c, "may make what the cluster needs") }) {
 		t.Fatalf("dry run: %+v, %v; want the account's permissions checked", v, err)
@@ -211,7 +260,7 @@ func TestAWSCluster(t *testing.T) {
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("norun", awsNoRunKey, awsNoRunPass)); err != nil {
 		t.Fatal(err)
 	}
-	denied := awsCluster("denied", "10.78.0.0/16")
+	denied := awsCluster(t, "denied")
 	denied.Spec.CloudAccount = "norun"
 	_, err = e.c.ValidateCluster(ctx, "default", denied)
 	if !slices.ContainsFunc(apiError(err).Err.Details, func(d v1.Error) bool {
@@ -425,7 +474,7 @@ func TestAWSSurvivesKill(t *testing.T) {
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
 		t.Fatal(err)
 	}
-	cl := awsCluster("crash", "10.79.0.0/16")
+	cl := awsCluster(t, "crash")
 	cl.Spec.WorkerPools[0].Size = 1
 	_, opID, err := e.c.CreateCluster(ctx, "default", cl)
 	if err != nil {
@@ -625,7 +674,7 @@ func TestAWSSpotInterruption(t *testing.T) {
 	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account("acme", awsKey, awsSecret)); err != nil {
 		t.Fatal(err)
 	}
-	cl := awsCluster("spot", "10.81.0.0/16")
+	cl := awsCluster(t, "spot")
 	cl.Spec.WorkerPools[0].Size = 1
 	cl.Spec.WorkerPools[0].Spot = &v1.Spot{MaxPricePercent: 100}
 	e.wait("spot", e.create(cl).ID)
@@ -697,7 +746,7 @@ func TestAWSThrottlingAndEventualConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.setFaults(t, awslocal.Faults{ThrottleEvery: 5, DescribeDelay: awslocal.Duration(time.Second)})
-	cl := awsCluster("slow", "10.82.0.0/16")
+	cl := awsCluster(t, "slow")
 	cl.Spec.WorkerPools[0].Size = 1
 	op := e.wait("slow", e.create(cl).ID)
 	t.Logf("created in %s with every 5th AWS call throttled and describes 1 s late", op.EndTime.Sub(op.StartTime).Round(time.Second))

@@ -65,6 +65,7 @@ func newBareNet(t testing.TB) *bareNet {
 	// docker cluster made in a test beside this one would find no subnet.
 	// Its gateway named too: Docker 20.10 shows none for a subnet given without one.
 	prefix := fmt.Sprintf("10.252.%d", 1+(hostNetBase+int(bareNets.Add(1)))%250)
+	own("network=" + n.name)
 	docker(t, "network", "create", "--subnet", prefix+".0/24", "--gateway", prefix+".1", "--label", "kiln.dev/bare-host=1", n.name)
 	t.Cleanup(func() {
 		// Whatever is left on the network (a host a failed test did not get to

@@ -170,7 +170,7 @@ func BenchmarkAWSCreate(b *testing.B) {
 		name := fmt.Sprintf("bench-%d", i)
 		before := a.calls(b)
 		t0 := time.Now()
-		op := e.create(awsCluster(name, fmt.Sprintf("10.%d.0.0/16", 80+i%40)))
+		op := e.create(awsCluster(b, name))
 		took := time.Since(t0)
 		create += took
 		after := a.calls(b)

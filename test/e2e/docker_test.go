@@ -45,7 +45,8 @@ func startDocker(t testing.TB, args ...string) *env {
 	// (a failed one leaves its clusters): everything of this kilnd's
 	// instance (its data dir's, as internal/daemon derives it) goes.
 	instance := e.dockerInstance()
-	t.Cleanup(func() { removeDockerObjects(t, instance) })
+	own(instance)
+	t.Cleanup(func() { removeSelected(instance) })
 	waitfor.Cond(t, "kilnd's log to say whether the docker provider is registered", 30*time.Second, func() (bool, error) {
 		log := e.k.LogText()
 		if strings.Contains(log, "docker provider not registered") {
@@ -84,27 +85,6 @@ func (e *env) readyWorkers(cluster string, nodes, workers int) []string {
 		e.t.Fatalf("nodes %v, workers %v: want %d nodes, %d workers", slices.Sorted(maps.Keys(got)), ws, nodes, workers)
 	}
 	return ws
-}
-
-// removeDockerObjects removes the containers (with their anonymous
-// volumes), networks and volumes that filter ("label=K=V") selects.
-func removeDockerObjects(t testing.TB, filter string) {
-	for _, kind := range []string{"container", "network", "volume"} {
-		args := []string{kind, "ls", "-q", "--filter", filter}
-		if kind == "container" {
-			args = append(args, "-a")
-		}
-		out, _ := exec.Command("docker", args...).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			rm := append([]string{kind, "rm"}, ids...)
-			if kind == "container" {
-				rm = append([]string{kind, "rm", "-f", "-v"}, ids...)
-			}
-			if out, err := exec.Command("docker", rm...).CombinedOutput(); err != nil {
-				t.Logf("docker %s: %v: %s", strings.Join(rm, " "), err, out)
-			}
-		}
-	}
 }
 
 func dockerCluster(name, version string, cp int, dedicated bool, workers int) *v1.Cluster {

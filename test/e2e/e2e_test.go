@@ -69,7 +69,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	sweepLeftovers()
 	code := m.Run()
+	forgetOwned()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
