@@ -58,7 +58,7 @@ cluster has already changes nothing.`,
 		}),
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", `cluster file, YAML or JSON ("-" for stdin)`)
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 
@@ -124,7 +124,7 @@ and send with 'kiln cluster apply -f FILE'.`,
 			return a.editCluster(cmd, args[0], wait)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

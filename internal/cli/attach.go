@@ -68,6 +68,6 @@ scaling, pools, upgrades, hibernation and certificate rotation are refused.
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (its current context is used); - for stdin")
 	cmd.Flags().StringVar(&version, "kubernetes-version", "", "the version the cluster must run (checked when connecting); empty: whatever it runs")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }

@@ -45,38 +45,42 @@ func (a *app) backupCommand() *cobra.Command {
 
 func (a *app) backupCreateCommand() *cobra.Command {
 	var (
-		name   string
-		noWait bool
+		name string
+		wait bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create CLUSTER [--name NAME] [--no-wait]",
+		Use:   "create CLUSTER [--name NAME] [--wait]",
 		Short: "Take a backup of a cluster now",
 		Long: `create takes a backup of the cluster now: a backup operation snapshots etcd
 on a control-plane node, checks the snapshot and stores it, sealed, in the
-project's backup location. It follows the operation, showing its steps,
-and prints the backup; it exits 0 only if the backup succeeded. With
---no-wait it prints the backup (Creating) and the operation to follow.
+project's backup location. It prints the backup (Creating) and the
+operation to follow; with --wait it follows the operation, showing its
+steps, prints the backup and exits 0 only if the backup succeeded.
 
 Without --name Kiln names it CLUSTER-YYYYMMDD-HHMMSS (UTC). The cluster's
 API keeps serving while it is taken; another operation on the cluster
 (an update, an upgrade) must end first.
 
 ` + backupAbout,
-		Example: `  kiln backup create shop
-  kiln backup create shop --name before-upgrade
-  kiln backup create shop --no-wait -o json`,
+		Example: `  kiln backup create shop --wait
+  kiln backup create shop --name before-upgrade --wait
+  kiln backup create shop -o json`,
 		Args: exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			c, s, err := a.client()
 			if err != nil {
 				return err
 			}
+			if f := cmd.Flags().Lookup("no-wait"); f.Changed {
+				// cobra keeps deprecation notices of flags to itself.
+				fmt.Fprintf(a.stderr, "Flag --no-wait has been deprecated, %s\n", f.Deprecated)
+			}
 			ctx, cluster := cmd.Context(), args[0]
 			b, opID, err := c.CreateBackup(ctx, s.Project, cluster, name)
 			if err != nil {
 				return err
 			}
-			if noWait {
+			if !wait {
 				fmt.Fprintf(a.stderr, "Backing up cluster %q as %q (operation %s). Follow it with: kiln operation watch %s\n", cluster, b.Name, opID, opID)
 				return a.printBackup(b)
 			}
@@ -96,7 +100,10 @@ API keeps serving while it is taken; another operation on the cluster
 		}),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the backup's name (default CLUSTER-YYYYMMDD-HHMMSS)")
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the backup and its operation at once, without following it")
+	waitFlag(cmd, &wait, "follow the backup operation, print the backup and exit 0 only if it succeeded")
+	// Before --wait was the rule, create waited unless --no-wait.
+	cmd.Flags().Bool("no-wait", false, "return at once (the default now)")
+	_ = cmd.Flags().MarkDeprecated("no-wait", "create returns at once unless --wait")
 	return cmd
 }
 

@@ -84,12 +84,13 @@ func newFakeBackups(t *testing.T) (*fakeBackups, []string) {
 	return f, []string{"HOME=" + t.TempDir(), "KILN_SERVER=" + srv.URL, "KILN_TOKEN=tok"}
 }
 
-// TestBackupCreate: create follows the backup operation, showing its steps,
-// then prints the backup as it ended; a failed one is printed too, and the
-// operation's error makes it exit 1.
+// TestBackupCreate: with --wait, create follows the backup operation,
+// showing its steps, then prints the backup as it ended; a failed one is
+// printed too, and the operation's error makes it exit 1. Without, it
+// returns at once naming the operation; --no-wait (deprecated) still does.
 func TestBackupCreate(t *testing.T) {
 	f, env := newFakeBackups(t)
-	code, stdout, stderr := runCLI(t, env, "", "backup", "create", "shop", "--name", "b1")
+	code, stdout, stderr := runCLI(t, env, "", "backup", "create", "shop", "--name", "b1", "--wait")
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
@@ -104,7 +105,7 @@ func TestBackupCreate(t *testing.T) {
 	}
 
 	f.opStatus, f.bodies = v1.OpFailed, map[string]string{}
-	code, stdout, stderr = runCLI(t, env, "", "backup", "create", "shop")
+	code, stdout, stderr = runCLI(t, env, "", "backup", "create", "shop", "--wait")
 	if code != ExitError || !strings.Contains(stdout, v1.BackupFailed) || !strings.Contains(stderr, "etcd has no leader") {
 		t.Errorf("a failed backup: exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 1, the backup Failed and why", code, stdout, stderr)
 	}
@@ -112,13 +113,18 @@ func TestBackupCreate(t *testing.T) {
 		t.Errorf("without --name: a body was sent (%q)", got)
 	}
 
-	f.calls = nil
-	code, _, stderr = runCLI(t, env, "", "backup", "create", "shop", "--no-wait")
-	if code != ExitOK || !strings.Contains(stderr, "kiln operation watch op-b") {
-		t.Errorf("--no-wait: exit %d, stderr:\n%s\nwant the operation to follow", code, stderr)
-	}
-	if diff := cmp.Diff([]string{"POST /v1/projects/default/clusters/shop/backups"}, f.calls); diff != "" {
-		t.Errorf("--no-wait calls (-want +got):\n%s", diff)
+	for _, args := range [][]string{{}, {"--no-wait"}} {
+		f.calls = nil
+		code, _, stderr = runCLI(t, env, "", append([]string{"backup", "create", "shop"}, args...)...)
+		if code != ExitOK || !strings.Contains(stderr, "kiln operation watch op-b") {
+			t.Errorf("backup create %v: exit %d, stderr:\n%s\nwant the operation to follow", args, code, stderr)
+		}
+		if diff := cmp.Diff([]string{"POST /v1/projects/default/clusters/shop/backups"}, f.calls); diff != "" {
+			t.Errorf("backup create %v: calls (-want +got):\n%s", args, diff)
+		}
+		if deprecated := strings.Contains(stderr, "--no-wait has been deprecated"); deprecated != (len(args) > 0) {
+			t.Errorf("backup create %v: stderr:\n%s\nwant a deprecation notice for --no-wait alone", args, stderr)
+		}
 	}
 }
 

@@ -66,7 +66,7 @@ only if it succeeded.`,
 	}
 	cmd.Flags().BoolVar(&ca, "ca", false, "replace the cluster CA: a new CA trusted beside the old one until --finish")
 	cmd.Flags().BoolVar(&finish, "finish", false, "with --ca: end the CA rotation's overlap; certificates of the old CA are refused from then on")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

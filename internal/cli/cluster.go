@@ -184,7 +184,7 @@ removed, and the operation lists what may be left behind at the provider
 			return fmt.Sprintf("Delete cluster %q in project %q and all its machines?", name, project)
 		},
 		flags: func(cmd *cobra.Command) {
-			cmd.Flags().BoolVar(&wait, "wait", false, "wait for the deletion and show its steps")
+			waitFlag(cmd, &wait, "wait for the deletion and show its steps")
 			cmd.Flags().BoolVar(&force, "force", false, "after a terminal provider error: delete ignoring provider errors, listing what may be left behind")
 		},
 		run: func(cmd *cobra.Command, c *client.Client, project, name string) error {
@@ -329,7 +329,7 @@ shrinks.`,
 	cmd.Flags().IntVar(&size, "size", 0, "new number of machines in the pool")
 	cmd.Flags().StringVar(&drainTimeout, "drain-timeout", "", "set the pool's drain timeout too, e.g. 90s or 10m")
 	cmd.Flags().IntVar(&controlPlane, "control-plane", 0, "new number of control-plane nodes (3 or 5; it never shrinks)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

@@ -102,7 +102,7 @@ and exits 0 only if it succeeded.`,
 			return a.waitAndPrintCluster(cmd, c, s.Project, name, opID)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 
@@ -123,6 +123,6 @@ the operation and exits 0 only if it succeeded.`,
 			return a.clusterAction(cmd, args[0], wait, "Reconciling", (*client.Client).ReconcileCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }

@@ -35,7 +35,7 @@ that has ended already is refused (409). Needs the operator role.`,
 			return a.cancel(cmd.Context(), c, args[0], wait)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the operation has stopped")
+	waitFlag(cmd, &wait, "wait until the operation has stopped")
 	return cmd
 }
 
@@ -67,7 +67,7 @@ running is an error.`,
 			return a.cancel(cmd.Context(), c, cl.Status.CurrentOperation, wait)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the operation has stopped")
+	waitFlag(cmd, &wait, "wait until the operation has stopped")
 	return cmd
 }
 
@@ -122,7 +122,7 @@ succeeded.`,
 			return a.clusterAction(cmd, args[0], wait, "Retrying", (*client.Client).RetryCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

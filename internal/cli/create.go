@@ -126,7 +126,7 @@ them (spec.restoreFrom).`,
 	fl.StringArrayVar(&f.subnets, "subnet", nil, "a subnet of --vpc the cluster uses (repeatable): a public and a private one per zone")
 	fl.StringVar(&f.profile, "profile", "", "profile NAME[:VERSION] whose Kubernetes version, CNI and packs the cluster gets (no VERSION: the newest published)")
 	fl.StringVar(&f.fromBackup, "from-backup", "", "make the cluster from backup CLUSTER/BACKUP (kiln backup list CLUSTER): its etcd restored from the snapshot")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &f.wait, "")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check everything the create would, list every problem, create nothing")
 	return cmd
 }

@@ -24,7 +24,7 @@ be deleted. Providers that can stop machines: docker, sim.`,
 			return a.clusterAction(cmd, args[0], wait, "Hibernating", (*client.Client).HibernateCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 
@@ -43,6 +43,6 @@ Deployments come back to their replicas once the workers are Ready.`,
 			return a.clusterAction(cmd, args[0], wait, "Resuming", (*client.Client).ResumeCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }

@@ -42,7 +42,7 @@ follows the operation step by step and exits 0 only if it succeeded.`,
 			return a.clusterAction(cmd, args[0], wait, "Provisioning", (*client.Client).ProvisionCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 
@@ -71,7 +71,7 @@ Refused while another operation runs. On a terminal it asks first unless
 			return a.clusterAction(cmd, args[0], wait, "Resetting", (*client.Client).ResetCluster)
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }

@@ -125,7 +125,7 @@ only if it succeeded (or fails after --timeout, naming the job).`,
 	fl.StringVar(&j.Spec.CPU, "cpu", "", "CPU to request, e.g. 500m or 2 (what the autoscaler makes room for)")
 	fl.StringVar(&j.Spec.Memory, "memory", "", "memory to request, e.g. 512Mi or 4Gi")
 	fl.IntVar(&j.Spec.Retries, "retries", 0, "how many times a failed pod is run again (0-10)")
-	fl.BoolVar(&wait, "wait", false, "follow the job until it ends, then print its log; exit 1 unless it succeeded")
+	waitFlag(cmd, &wait, "follow the job until it ends, then print its log; exit 1 unless it succeeded")
 	fl.DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: how long to wait for the job to end (a resume and an autoscale count)")
 	return cmd
 }

@@ -155,7 +155,7 @@ makes the pool's machines; its nodes get the pool's labels and taints.`,
 	fl.StringVar(&drainAfter, "drain-timeout", "", `how long draining one of the pool's nodes may take, e.g. 90s or 5m (default "5m")`)
 	fl.IntVar(&spot, "spot", 0, "spot capacity, paying at most this percent of the on-demand price (1-100); where the provider offers spot")
 	fl.BoolVar(&fallback, "spot-fallback", false, "with --spot: launch on-demand machines when the cloud has no spot capacity (the operation says so)")
-	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 
@@ -188,7 +188,7 @@ unless --yes is given; when stdin is not a terminal it does not ask.`,
 			})
 		}),
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }
@@ -268,7 +268,7 @@ size it has now.`,
 	fl.IntVar(&hi, "max", 0, "most nodes the autoscaler grows the pool to")
 	fl.StringVar(&after, "scale-down-after", "", `how long a node must be underused before it is removed, e.g. 90s or 30m (default "10m")`)
 	fl.BoolVar(&off, "off", false, "stop autoscaling the pool; it keeps the size it has")
-	fl.BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

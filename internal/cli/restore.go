@@ -81,6 +81,6 @@ operation and exits 0 only if it succeeded.`,
 	}
 	cmd.Flags().StringVar(&backup, "backup", "", "the backup of the cluster to restore (kiln backup list NAME)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }

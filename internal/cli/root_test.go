@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -45,5 +49,46 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 				t.Errorf("%q has no example", sub.CommandPath())
 			}
 		}
+	}
+}
+
+// TestWaitConvention walks the command tree for the rule of wait.go: every
+// command that starts an operation takes --wait (off by default) and none
+// takes --no-wait but as a deprecated spelling. The list pins which
+// commands start one: a new one is added here with waitFlag. (kiln profile
+// rollout is not one of them: its waves run in the CLI, which follows each
+// wave's operations to begin the next.)
+func TestWaitConvention(t *testing.T) {
+	want := []string{
+		"kiln backup create", "kiln cluster apply", "kiln cluster attach", "kiln cluster cancel",
+		"kiln cluster create", "kiln cluster delete", "kiln cluster edit", "kiln cluster hibernate",
+		"kiln cluster provision", "kiln cluster reconcile", "kiln cluster reset", "kiln cluster restore",
+		"kiln cluster resume", "kiln cluster retry", "kiln cluster rotate-certs", "kiln cluster scale",
+		"kiln cluster set-profile", "kiln cluster upgrade", "kiln job run", "kiln operation cancel",
+		"kiln pool add", "kiln pool autoscale", "kiln pool remove",
+	}
+	var got []string
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		w := c.Flags().Lookup("wait")
+		if c.Annotations[annotationStartsOperation] == "true" {
+			got = append(got, c.CommandPath())
+			if w == nil || w.Value.Type() != "bool" || w.DefValue != "false" {
+				t.Errorf("%q starts an operation: want --wait, a bool off by default; have %+v", c.CommandPath(), w)
+			}
+		} else if w != nil {
+			t.Errorf("%q has --wait but is not marked as starting an operation: add it with waitFlag", c.CommandPath())
+		}
+		if nw := c.Flags().Lookup("no-wait"); nw != nil && nw.Deprecated == "" {
+			t.Errorf("%q takes --no-wait: the rule is --wait; keep --no-wait only as deprecated", c.CommandPath())
+		}
+	}
+	walk(New(nil, nil, nil, nil))
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("commands that start an operation (-want +got):\n%s", diff)
 	}
 }

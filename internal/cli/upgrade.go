@@ -53,7 +53,7 @@ those it can be upgraded to now.`,
 		}),
 	}
 	cmd.Flags().StringVar(&version, "version", "", "the Kubernetes version to upgrade to, e.g. v1.36.3")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the operation and show its steps")
+	waitFlag(cmd, &wait, "")
 	return cmd
 }
 

@@ -28,8 +28,8 @@ func TestBackupRestore(t *testing.T) {
 	e.mustKubectl("src", "create", "namespace", "keep")
 	e.mustKubectl("src", "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=blue")
 
-	out := e.kiln("backup", "create", "src", "--name", "b1")
-	t.Logf("kiln backup create src --name b1:\n%s", out)
+	out := e.kiln("backup", "create", "src", "--name", "b1", "--wait")
+	t.Logf("kiln backup create src --name b1 --wait:\n%s", out)
 	b1, err := e.c.GetBackup(t.Context(), "default", "src", "b1")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestBackupRestore(t *testing.T) {
 
 	// A second backup, damaged where it is kept: its restore fails at
 	// check-backup, and nothing is stopped.
-	e.kiln("backup", "create", "src", "--name", "b2")
+	e.kiln("backup", "create", "src", "--name", "b2", "--wait")
 	b2, err := e.c.GetBackup(t.Context(), "default", "src", "b2")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestDockerBackupRestore(t *testing.T) {
 	e.create(dockerCluster("real", "", 1, false, 1))
 	e.mustKubectl("real", "create", "namespace", "keep")
 	e.mustKubectl("real", "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=green")
-	e.kiln("backup", "create", "real", "--name", "before")
+	e.kiln("backup", "create", "real", "--name", "before", "--wait")
 	e.mustKubectl("real", "delete", "namespace", "keep", "--wait=true", "--timeout=120s")
 
 	t0 := time.Now()

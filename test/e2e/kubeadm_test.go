@@ -160,8 +160,8 @@ func (e *env) backupAndRestoreKubeadm(cluster string, h *bareHost, cp string) {
 	begin := time.Now()
 	e.mustKubectl(cluster, "create", "namespace", "keep")
 	e.mustKubectl(cluster, "-n", "keep", "create", "configmap", "settings", "--from-literal=colour=blue")
-	out := e.kiln("backup", "create", cluster, "--name", "b1")
-	t.Logf("kiln backup create %s --name b1 (%s):\n%s", cluster, time.Since(begin).Round(time.Second), out)
+	out := e.kiln("backup", "create", cluster, "--name", "b1", "--wait")
+	t.Logf("kiln backup create %s --name b1 --wait (%s):\n%s", cluster, time.Since(begin).Round(time.Second), out)
 	b1, err := e.c.GetBackup(t.Context(), "default", cluster, "b1")
 	if err != nil {
 		t.Fatal(err)
