@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -374,52 +373,29 @@ the command again.
 	return cmd
 }
 
+// cloudAccounts is how list and get reach cloud accounts; credentials
+// never show.
+var cloudAccounts = resource[v1.CloudAccount]{
+	list:   (*client.Client).ListCloudAccounts,
+	get:    (*client.Client).GetCloudAccount,
+	hide:   func(acct *v1.CloudAccount) { acct.Credentials = nil },
+	render: renderCloudAccounts,
+}
+
 func (a *app) cloudAccountListCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the project's cloud accounts and their quotas (never credentials)",
-		Long: `list shows each cloud account's provider and quotas. In QUOTAS, "*" is the
+	return listCommand(a, cloudAccounts, help{
+		short: "List the project's cloud accounts and their quotas (never credentials)",
+		long: `list shows each cloud account's provider and quotas. In QUOTAS, "*" is the
 entry for every region without one of its own.`,
-		Example: "  kiln cloudaccount list -p team-a\n  kiln ca ls -o json",
-		Args:    exactArgs(),
-		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			as, err := c.ListCloudAccounts(cmd.Context(), s.Project)
-			if err != nil {
-				return err
-			}
-			for i := range as {
-				as[i].Credentials = nil // the server never sends them; make sure
-			}
-			return a.emit(v1.List[v1.CloudAccount]{Value: as}, func(w io.Writer) error {
-				return renderCloudAccounts(w, as, a.now())
-			})
-		}),
-	}
+		example: "  kiln cloudaccount list -p team-a\n  kiln ca ls -o json",
+	})
 }
 
 func (a *app) cloudAccountGetCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "get NAME",
-		Short:   "Show a cloud account and its quotas (never its credentials)",
-		Example: "  kiln cloudaccount get acme\n  kiln ca get acme -o yaml",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			acct, err := c.GetCloudAccount(cmd.Context(), s.Project, args[0])
-			if err != nil {
-				return err
-			}
-			return a.printCloudAccount(acct)
-		}),
-	}
+	return getCommand(a, cloudAccounts, help{
+		short:   "Show a cloud account and its quotas (never its credentials)",
+		example: "  kiln cloudaccount get acme\n  kiln ca get acme -o yaml",
+	})
 }
 
 func (a *app) cloudAccountDeleteCommand() *cobra.Command {
@@ -439,8 +415,5 @@ server does not check whether clusters still name the account.`,
 }
 
 func (a *app) printCloudAccount(acct *v1.CloudAccount) error {
-	acct.Credentials = nil // the server never sends them; make sure
-	return a.emit(acct, func(w io.Writer) error {
-		return renderCloudAccounts(w, []v1.CloudAccount{*acct}, a.now())
-	})
+	return printResource(a, cloudAccounts, acct)
 }

@@ -231,50 +231,26 @@ each cluster's next update; 'kiln cluster reconcile NAME' does it now.
 	return cmd
 }
 
+// secrets is how list and get reach secrets; values never show.
+var secrets = resource[v1.Secret]{
+	list:   (*client.Client).ListSecrets,
+	get:    (*client.Client).GetSecret,
+	hide:   func(s *v1.Secret) { s.Data = nil },
+	render: renderSecrets,
+}
+
 func (a *app) secretListCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the project's secrets and their keys (never values)",
-		Example: "  kiln secret list\n  kiln secrets ls -o json",
-		Args:    exactArgs(),
-		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			ss, err := c.ListSecrets(cmd.Context(), s.Project)
-			if err != nil {
-				return err
-			}
-			for i := range ss {
-				ss[i].Data = nil // the server never sends them; make sure
-			}
-			return a.emit(v1.List[v1.Secret]{Value: ss}, func(w io.Writer) error {
-				return renderSecrets(w, ss, a.now())
-			})
-		}),
-	}
+	return listCommand(a, secrets, help{
+		short:   "List the project's secrets and their keys (never values)",
+		example: "  kiln secret list\n  kiln secrets ls -o json",
+	})
 }
 
 func (a *app) secretGetCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "get NAME",
-		Short:   "Show a secret's keys (never its values)",
-		Example: "  kiln secret get db\n  kiln secret get db -o json",
-		Args:    exactArgs("NAME"),
-		RunE: run(func(cmd *cobra.Command, args []string) error {
-			c, s, err := a.client()
-			if err != nil {
-				return err
-			}
-			sec, err := c.GetSecret(cmd.Context(), s.Project, args[0])
-			if err != nil {
-				return err
-			}
-			return a.printSecret(sec)
-		}),
-	}
+	return getCommand(a, secrets, help{
+		short:   "Show a secret's keys (never its values)",
+		example: "  kiln secret get db\n  kiln secret get db -o json",
+	})
 }
 
 func (a *app) secretDeleteCommand() *cobra.Command {
@@ -296,10 +272,7 @@ update or reconcile) fails, naming the secret. 'kiln cluster create
 }
 
 func (a *app) printSecret(s *v1.Secret) error {
-	s.Data = nil // the server never sends them; make sure
-	return a.emit(s, func(w io.Writer) error {
-		return renderSecrets(w, []v1.Secret{*s}, a.now())
-	})
+	return printResource(a, secrets, s)
 }
 
 func renderSecrets(w io.Writer, secrets []v1.Secret, now time.Time) error {
