@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/atomicfile"
 	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 
@@ -24,7 +22,6 @@ import (
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/registry"
 	"kiln.dev/kiln/internal/snapshots"
-	"kiln.dev/kiln/internal/store"
 )
 
 // agentGateway is the agent gateway, the listener agents reach it on and
@@ -123,7 +120,7 @@ var _ plan.StopReporter = (*local.Local)(nil)
 func (d *Daemon) newLocal(ctx context.Context) (*local.Local, error) {
 	l, err := local.New(local.Options{
 		Dir:         filepath.Join(d.cfg.DataDir, "machines"),
-		Command:     d.agentCommand,
+		Command:     local.AgentCommand(d.cfg.AgentBinary, d.cfg.KubeBinary),
 		Logger:      d.log.With("provider", "local"),
 		Versions:    d.localVersions(ctx),
 		AddressPool: d.cfg.LocalAddressPool,
@@ -165,43 +162,6 @@ func (d *Daemon) localVersions(ctx context.Context) []string {
 	return out
 }
 
-// agentCommand is the process of a local machine: kiln-agent run, joining
-// its cluster with the credentials and passphrase written into the machine's
-// dir (mode 0600), as the machine's node, bound to the machine's address,
-// named after the machine, with the machine's root as its private root.
-func (d *Daemon) agentCommand(m local.Machine) (*exec.Cmd, error) {
-	if d.gw == nil {
-		return nil, errors.New("the local provider needs this kilnd to serve the agent gateway (--role all)")
-	}
-	creds, passphrase, err := d.gw.Credentials(context.Background(), store.Key{Project: m.Project, Name: m.Cluster})
-	if err != nil {
-		return nil, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
-	}
-	credPath, passPath := filepath.Join(m.Dir, "credentials.json"), filepath.Join(m.Dir, "passphrase")
-	if err := atomicfile.WriteJSON(credPath, creds, 0o600); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(passPath, []byte(passphrase+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	args := []string{"run",
-		"--data-dir", filepath.Join(m.Dir, "agent"),
-		"--credentials", credPath,
-		"--passphrase", passPath,
-		"--node-name", m.Name,
-		"--root", m.Root,
-		"--bind-address", m.Address,
-		// The node is a process here: its name is its machine's, its
-		// address its loopback address, its root private.
-		"--hostname", m.Name,
-		"--private-root",
-	}
-	if d.cfg.KubeBinary != "" {
-		args = append(args, "--kube-binary", d.cfg.KubeBinary)
-	}
-	return exec.Command(d.cfg.AgentBinary, args...), nil
-}
-
 // agentBinary is the kiln-agent program for linux/arch that edge
 // installers hold: kiln-agent-linux-ARCH next to the agent this kilnd runs
 // (make build builds one per architecture), or that agent itself for this
@@ -229,6 +189,16 @@ func besideExecutable(name string) string {
 // agents is what wakes agent sessions when the plan issues an instruction:
 // this process's gateway, if it has one.
 func (d *Daemon) agents() plan.Agents {
+	if d.gw == nil {
+		return nil
+	}
+	return d.gw.Gateway
+}
+
+// bootstrap is what gives the plan the bootstrap data of machines: this
+// process's gateway, if it has one (without, providers refuse to make
+// machines whose agents would have nothing to join with).
+func (d *Daemon) bootstrap() plan.Bootstrapper {
 	if d.gw == nil {
 		return nil
 	}

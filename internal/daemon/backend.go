@@ -45,7 +45,7 @@ type backend struct {
 // newBackend builds the backend's parts over d's store and providers.
 func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registry) *backend {
 	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
-	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(),
+	runner := plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(), Bootstrap: d.bootstrap(),
 		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
 		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL, Snapshots: d.snapshots,
 		Diagnose: func(ctx context.Context, cl *store.Cluster, opID, reason string, kube plan.KubeReader) (string, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,11 +12,9 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
-	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/docker"
-	"kiln.dev/kiln/internal/store"
 )
 
 // DockerHostAlias is the name docker nodes reach kilnd by: each node's
@@ -30,13 +27,6 @@ const DefaultDockerNodeImage = "kiln/node"
 
 // The plan learns from the docker provider when a machine's container stops.
 var _ plan.StopReporter = (*docker.Docker)(nil)
-
-// Where a docker node's agent finds its join files (copied into the
-// container before every start; never in its command line or environment).
-const (
-	dockerCredentials = "/etc/kiln/credentials.json"
-	dockerPassphrase  = "/etc/kiln/passphrase"
-)
 
 // newDocker builds the docker provider: machines are containers of the node
 // image on a network per cluster, their agents reaching this kilnd's agent
@@ -75,7 +65,7 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 		// The kiln distribution: kiln-kube in each node image.
 		Versions:     distro.LocalVersions(),
 		Distribution: v1.DistroKiln,
-		Command:      func(ctx context.Context, m docker.Machine) (docker.Agent, error) { return d.dockerAgent(ctx, m, port) },
+		Command:      docker.AgentContainer("https://" + net.JoinHostPort(DockerHostAlias, port)),
 		KubeBinaries: kube,
 		Logger:       d.log.With("provider", "docker"),
 		Forwards:     forwards,
@@ -89,35 +79,6 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 		return nil, fmt.Errorf("docker provider: restore load balancers: %w", err)
 	}
 	return p, nil
-}
-
-// dockerAgent is what a docker machine's container runs: kiln-agent run,
-// joining its cluster with the credentials and passphrase copied into the
-// container, as the machine's node, reaching the gateway at
-// https://DockerHostAlias:PORT.
-func (d *Daemon) dockerAgent(ctx context.Context, m docker.Machine, port string) (docker.Agent, error) {
-	creds, passphrase, err := d.gw.Credentials(ctx, store.Key{Project: m.Project, Name: m.Cluster})
-	if err != nil {
-		return docker.Agent{}, fmt.Errorf("credentials for machine %s: %w", m.Name, err)
-	}
-	creds.Controller = "https://" + net.JoinHostPort(DockerHostAlias, port)
-	b, err := json.MarshalIndent(creds, "", "  ")
-	if err != nil {
-		return docker.Agent{}, err
-	}
-	return docker.Agent{
-		Args: []string{"kiln-agent", "run",
-			"--data-dir", "/var/lib/kiln-agent", // on the machine's /var volume: kept across restarts
-			"--distribution", v1.DistroKiln, "--kube-binary", nodeimage.KubeBinaryDir,
-			"--credentials", dockerCredentials,
-			"--passphrase", dockerPassphrase,
-			"--node-name", m.Name,
-		},
-		Files: []docker.File{
-			{Path: dockerCredentials, Mode: 0o600, Data: append(b, '\n')},
-			{Path: dockerPassphrase, Mode: 0o600, Data: []byte(passphrase + "\n")},
-		},
-	}, nil
 }
 
 // addDocker registers the docker provider when Config.Docker asks for it:

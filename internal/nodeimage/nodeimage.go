@@ -39,6 +39,14 @@ const (
 	// other versions the docker provider mounts there, so a node upgrades
 	// in place.
 	KubeBinaryDir = "/opt/kiln/kube"
+	// AgentDataDir is the agent's data dir, on the node's /var volume:
+	// kept across restarts.
+	AgentDataDir = "/var/lib/kiln-agent"
+	// CredentialsFile and PassphraseFile are the node's join files (mode
+	// 0600), written from its bootstrap data before it starts; never in
+	// a command line, an environment or user data a viewer reads.
+	CredentialsFile = "/etc/kiln/credentials.json"
+	PassphraseFile  = "/etc/kiln/passphrase"
 )
 
 // Capabilities are added to Docker's default set. SYS_ADMIN: mounts (the node's root made

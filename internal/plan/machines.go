@@ -63,6 +63,25 @@ func index(name string) int {
 	return n
 }
 
+// Bootstrapper gives the bootstrap data of a cluster's machines: its
+// activation credential and passphrase (the agent gateway's Credentials).
+type Bootstrapper interface {
+	Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
+}
+
+// bootstrap is the data the cluster's machines join with; nil when they
+// run no agent or the runner has no Bootstrapper.
+func (x *run) bootstrap(ctx context.Context) (*provider.Bootstrap, error) {
+	if !x.usesAgents() || x.r.opts.Bootstrap == nil {
+		return nil, nil
+	}
+	creds, pass, err := x.r.opts.Bootstrap.Credentials(ctx, x.cl.Key())
+	if err != nil {
+		return nil, fmt.Errorf("the bootstrap data of cluster %s: %w", x.cl.Name, err)
+	}
+	return &provider.Bootstrap{Credentials: creds, Passphrase: pass}, nil
+}
+
 // ensureMachines ensures every machine and the node record of every machine
 // that is Ready, and returns the machines as made: on a provider whose
 // pools are groups (provider.Pools) a pool's machine the provider does not
@@ -74,6 +93,14 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 	grow, err := x.toGrow(ctx, specs)
 	if err != nil {
 		return nil, err
+	}
+	boot, err := x.bootstrap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	specs = slices.Clone(specs)
+	for i := range specs {
+		specs[i].Bootstrap = boot
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(machineParallelism)

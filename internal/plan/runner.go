@@ -67,6 +67,10 @@ type Options struct {
 	Now func() time.Time
 	// Agents wakes agent sessions when an instruction is issued; optional.
 	Agents Agents
+	// Bootstrap gives the bootstrap data the plan hands providers with
+	// each machine (provider.MachineSpec.Bootstrap); nil hands none, and a
+	// provider whose machines run an agent refuses to make one.
+	Bootstrap Bootstrapper
 	// InstructionPoll is how often a step waiting for an instruction's
 	// result reads it. Default 250ms.
 	InstructionPoll time.Duration

@@ -52,7 +52,23 @@ type MachineSpec struct {
 	// and EnsureMachine; a rollout replaces machines whose revision is not
 	// the one the spec wants.
 	Revision string
+	// Bootstrap is what the machine's agent joins its cluster with; nil
+	// for a provider whose machines run no agent (sim). Providers never
+	// report it back (Machine.Bootstrap is nil in what they return).
+	Bootstrap *Bootstrap `json:"-"`
 }
+
+// Bootstrap is what a machine's agent needs to join its cluster: the
+// cluster's activation credential (with the controller's address and CA)
+// and its passphrase. The plan hands it with every machine it ensures, as
+// Cluster API hands a Machine its bootstrap data. It is secret: a provider
+// puts it only where the machine alone reads it (a file of mode 0600 in
+// the machine, an object only the machine's role may read), never in a
+// tag, a label, a command line or a log.
+type Bootstrap v1.JoinBundle
+
+// String keeps the data out of logs and errors that print a spec.
+func (*Bootstrap) String() string { return "(bootstrap data: secret)" }
 
 // Machine is a machine as it exists.
 type Machine struct {

@@ -23,7 +23,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -96,18 +95,16 @@ const APIServerPort = 6443
 type Machine struct {
 	Project, Cluster, Name, Role, Pool, Version string
 	JoinFrom, Region                            string
+	// Bootstrap is what its agent joins with (MachineSpec.Bootstrap).
+	Bootstrap *provider.Bootstrap
 }
 
-// Options configure the provider. UserData is required.
+// Options configure the provider.
 type Options struct {
 	// UserData is the boot script of a machine (a shell script, #!/bin/sh
-	// first): it starts kiln-agent with the cluster's credential, so the
-	// node joins as on every provider.
+	// first): it starts kiln-agent with the machine's bootstrap data, so
+	// the node joins as on every provider. Default AgentUserData.
 	UserData func(ctx context.Context, m Machine) (string, error)
-	// JoinBundle is the cluster's join files as one document
-	// (v1.JoinBundle, JSON), for accounts with a staging bucket; nil: such
-	// accounts are refused.
-	JoinBundle func(ctx context.Context, m Machine) ([]byte, error)
 	// Versions are the Kubernetes versions machines install, oldest first;
 	// an instance of version V boots the image named ImagePrefix+V.
 	Versions    []string
@@ -142,7 +139,7 @@ var (
 // New returns the aws provider.
 func New(opts Options) (*AWS, error) {
 	if opts.UserData == nil {
-		return nil, fmt.Errorf("aws provider: Options.UserData is required")
+		opts.UserData = AgentUserData
 	}
 	if opts.ImagePrefix == "" {
 		opts.ImagePrefix = "kiln-node-"

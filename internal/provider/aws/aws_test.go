@@ -2,6 +2,10 @@ package aws_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -17,6 +21,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -70,7 +75,12 @@ func newLocal(t *testing.T) *local {
 func newProvider(t *testing.T) *aws.AWS {
 	t.Helper()
 	p, err := aws.New(aws.Options{
-		UserData: func(_ context.Context, m aws.Machine) (string, error) {
+		// The real user data for a machine with bootstrap data; a script
+		// that joins nothing for the others.
+		UserData: func(ctx context.Context, m aws.Machine) (string, error) {
+			if m.Bootstrap != nil {
+				return aws.AgentUserData(ctx, m)
+			}
 			return "#!/bin/sh\necho join " + m.Name + "\n", nil
 		},
 		Versions: []string{version},
@@ -83,7 +93,67 @@ func newProvider(t *testing.T) *aws.AWS {
 
 func TestContract(t *testing.T) {
 	l := newLocal(t)
-	providertest.Run(t, newProvider(t), providertest.WithAccount(l.account))
+	ec := ec2.NewFromConfig(l.cfg)
+	admin := s3.NewFromConfig(l.cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := admin.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: awssdk.String("kiln-contract")}); err != nil {
+		t.Fatal(err)
+	}
+	account := *l.account
+	account.Credentials = maps.Clone(account.Credentials)
+	account.Credentials[aws.CredentialStagingBucket] = "kiln-contract"
+	userData := func(ctx context.Context, m provider.Machine) (string, error) {
+		attr, err := ec.DescribeInstanceAttribute(ctx, &ec2.DescribeInstanceAttributeInput{InstanceId: &m.ID, Attribute: ec2types.InstanceAttributeNameUserData})
+		if err != nil {
+			return "", err
+		}
+		script, err := base64.StdEncoding.DecodeString(awssdk.ToString(attr.UserData.Value))
+		return string(script), err
+	}
+	providertest.Run(t, newProvider(t), providertest.WithAccount(&account), providertest.WithBootstrap(providertest.Bootstrap{
+		// The staged object the user data names.
+		Read: func(ctx context.Context, _ provider.Cluster, m provider.Machine) (*provider.Bootstrap, error) {
+			script, err := userData(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			_, after, ok := strings.Cut(script, "--join-from s3://kiln-contract/")
+			if !ok {
+				return nil, fmt.Errorf("the user data names no staging object: %q", script)
+			}
+			key := strings.Fields(after)[0]
+			obj, err := admin.GetObject(ctx, &s3.GetObjectInput{Bucket: awssdk.String("kiln-contract"), Key: &key})
+			if err != nil {
+				return nil, err
+			}
+			defer obj.Body.Close()
+			var b v1.JoinBundle
+			if err := json.NewDecoder(obj.Body).Decode(&b); err != nil {
+				return nil, err
+			}
+			return (*provider.Bootstrap)(&b), nil
+		},
+		// The instance's user data and tags (ec2:DescribeInstanceAttribute,
+		// ec2:DescribeInstances).
+		Viewable: func(ctx context.Context, _ provider.Cluster, m provider.Machine) ([]string, error) {
+			script, err := userData(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			out, err := ec.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{m.ID}})
+			if err != nil {
+				return nil, err
+			}
+			seen := []string{script}
+			for _, r := range out.Reservations {
+				for _, i := range r.Instances {
+					for _, tag := range i.Tags {
+						seen = append(seen, awssdk.ToString(tag.Key)+"="+awssdk.ToString(tag.Value))
+					}
+				}
+			}
+			return seen, nil
+		},
+	}))
 }
 
 func cluster(l *local, name string) provider.Cluster {

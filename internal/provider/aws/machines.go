@@ -266,7 +266,7 @@ func (p *AWS) launch(ctx context.Context, c *cluster, n *vpcNet, m provider.Mach
 	if err != nil {
 		return ec2types.Instance{}, err
 	}
-	um := Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool, Version: version, Region: c.api.region}
+	um := Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool, Version: version, Region: c.api.region, Bootstrap: m.Bootstrap}
 	if um.JoinFrom, err = p.stage(ctx, c, um); err != nil {
 		return ec2types.Instance{}, err
 	}

@@ -425,7 +425,7 @@ func (p *AWS) templateData(ctx context.Context, c *cluster, n *vpcNet, m provide
 	if err != nil {
 		return nil, err
 	}
-	um := Machine{Project: c.Project, Cluster: c.Name, Role: v1.RoleWorker, Pool: m.Pool, Version: version, Region: c.api.region}
+	um := Machine{Project: c.Project, Cluster: c.Name, Role: v1.RoleWorker, Pool: m.Pool, Version: version, Region: c.api.region, Bootstrap: m.Bootstrap}
 	if um.JoinFrom, err = p.stage(ctx, c, um); err != nil {
 		return nil, err
 	}

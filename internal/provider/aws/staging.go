@@ -3,6 +3,7 @@ package aws
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -32,16 +33,15 @@ func (c *cluster) staging() (bucket, key string) {
 }
 
 // stage writes the join files of machine m to the staging location and
-// returns its URL (s3://BUCKET/KEY); "" when the account names none.
+// returns its URL (s3://BUCKET/KEY); "" when the account names none, or
+// m came without bootstrap data (Options.UserData then refuses it, or
+// needs none).
 func (p *AWS) stage(ctx context.Context, c *cluster, m Machine) (string, error) {
 	bucket, key := c.staging()
-	if bucket == "" {
+	if bucket == "" || m.Bootstrap == nil {
 		return "", nil
 	}
-	if p.opts.JoinBundle == nil {
-		return "", failure.Terminal(v1.CodeInvalidParameter, "cloud account %q names a staging bucket, and this kilnd cannot stage join files", c.Account.Name)
-	}
-	b, err := p.opts.JoinBundle(ctx, m)
+	b, err := json.Marshal(v1.JoinBundle(*m.Bootstrap))
 	if err != nil {
 		return "", failure.Retryable(v1.CodeProviderError, err, "cannot prepare the join files of cluster %s", c.Name)
 	}

@@ -2,8 +2,8 @@ package aws_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"maps"
 	"net/url"
@@ -30,15 +30,7 @@ func TestStagingLocation(t *testing.T) {
 	l := newLocal(t)
 	ctx := t.Context()
 	admin := s3.NewFromConfig(l.cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	p, err := aws.New(aws.Options{
-		UserData: func(_ context.Context, m aws.Machine) (string, error) {
-			return "#!/bin/sh\nkiln-agent run --join-from " + m.JoinFrom + " --join-region " + m.Region + "\n", nil
-		},
-		JoinBundle: func(_ context.Context, m aws.Machine) ([]byte, error) {
-			return []byte(`{"credentials":{"id":"cred-` + m.Cluster + `"},"passphrase":"the-passphrase"}`), nil
-		},
-		Versions: []string{version},
-	})
+	p, err := aws.New(aws.Options{Versions: []string{version}}) // aws.AgentUserData
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +56,8 @@ func TestStagingLocation(t *testing.T) {
 	if _, err := p.EnsureNetwork(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	m, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "staged-cp-0", Role: v1.RoleControlPlane})
+	boot := &provider.Bootstrap{Credentials: v1.AgentCredentials{ID: "cred-staged", Secret: "the-secret"}, Passphrase: "the-passphrase"}
+	m, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "staged-cp-0", Role: v1.RoleControlPlane, Bootstrap: boot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +67,7 @@ func TestStagingLocation(t *testing.T) {
 	}
 	script, _ := base64.StdEncoding.DecodeString(awssdk.ToString(attr.UserData.Value))
 	from := strings.Fields(strings.SplitAfter(string(script), "--join-from ")[1])[0]
-	if !strings.HasPrefix(from, "s3://kiln-stage/kiln/") || strings.Contains(string(script), "the-passphrase") || !strings.Contains(string(script), "--join-region us-east-1") {
+	if !strings.HasPrefix(from, "s3://kiln-stage/kiln/") || strings.Contains(string(script), "the-passphrase") || strings.Contains(string(script), "the-secret") || !strings.Contains(string(script), "--join-region us-east-1") {
 		t.Fatalf("user data %q; want the staging object named (in us-east-1) and no secret", script)
 	}
 	u, _ := url.Parse(from)
@@ -84,6 +77,10 @@ func TestStagingLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(obj.Body)
+	var staged v1.JoinBundle
+	if err := json.Unmarshal(body, &staged); err != nil || staged != v1.JoinBundle(*boot) {
+		t.Errorf("staged object %q (%v); want the machine's bootstrap data", body, err)
+	}
 	if !bytes.Contains(body, []byte("the-passphrase")) || obj.ServerSideEncryption != s3types.ServerSideEncryptionAes256 {
 		t.Errorf("staged object %q, encryption %q; want the join files, AES256", body, obj.ServerSideEncryption)
 	}

@@ -131,6 +131,8 @@ type Machine struct {
 	// kilnd (its agent gateway, the load balancer) there.
 	Address string
 	Gateway string
+	// Bootstrap is what its agent joins with (MachineSpec.Bootstrap).
+	Bootstrap *provider.Bootstrap
 }
 
 // Agent is what a machine's container runs.

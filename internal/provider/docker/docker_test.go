@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -15,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/providertest"
 	"kiln.dev/kiln/test/waitfor"
@@ -36,7 +39,32 @@ func worker(c provider.Cluster, n int) provider.MachineSpec {
 }
 
 func TestContract(t *testing.T) {
-	providertest.Run(t, newDocker(t, testOpts{}))
+	d := newDocker(t, testOpts{})
+	providertest.Run(t, d, providertest.WithBootstrap(providertest.Bootstrap{
+		Read: func(ctx context.Context, _ provider.Cluster, m provider.Machine) (*provider.Bootstrap, error) {
+			creds, err := readFileIn(ctx, d.cli, m.ID, nodeimage.CredentialsFile)
+			if err != nil {
+				return nil, err
+			}
+			pass, err := readFileIn(ctx, d.cli, m.ID, nodeimage.PassphraseFile)
+			if err != nil {
+				return nil, err
+			}
+			b := &provider.Bootstrap{Passphrase: strings.TrimSuffix(string(pass), "\n")}
+			if err := json.Unmarshal(creds, &b.Credentials); err != nil {
+				return nil, err
+			}
+			if b.Credentials.Controller != testController {
+				return nil, fmt.Errorf("the machine reaches the controller at %q, want %q", b.Credentials.Controller, testController)
+			}
+			return b, nil
+		},
+		// docker inspect: labels, command line, environment.
+		Viewable: func(ctx context.Context, _ provider.Cluster, m provider.Machine) ([]string, error) {
+			res, err := d.cli.ContainerInspect(ctx, m.ID, client.ContainerInspectOptions{})
+			return []string{string(res.Raw)}, err
+		},
+	}))
 }
 
 // A machine is a container of the cluster's image on the cluster's network,

@@ -128,10 +128,16 @@ func newDocker(t *testing.T, o testOpts) *Docker {
 		Instance: o.instance,
 		Image:    testImage,
 		Versions: []string{"v1.35.4", testVersion},
-		Command: func(_ context.Context, m Machine) (Agent, error) {
+		Command: func(ctx context.Context, m Machine) (Agent, error) {
 			args := []string{"/kiln-agent", "run", m.Name}
 			if o.exit != "" {
 				args = append(args, o.exit)
+			}
+			if m.Bootstrap != nil {
+				// The real join files; the fake agent in place of kiln-agent.
+				a, err := AgentContainer(testController)(ctx, m)
+				a.Args, a.Env = args, []string{"KILN_GATEWAY=" + m.Gateway}
+				return a, err
 			}
 			return Agent{
 				Args: args,
@@ -230,6 +236,24 @@ func greetEventually(t *testing.T, addr string) string {
 		return err == nil, waitfor.NotYet(err)
 	})
 	return name
+}
+
+// testController is the address the test's machines are told to reach
+// the agent gateway at.
+const testController = "https://kilnd.test.internal:7443"
+
+// readFileIn returns the file at path in the container.
+func readFileIn(ctx context.Context, cli *client.Client, id, path string) ([]byte, error) {
+	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		return nil, err
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	if _, err := tr.Next(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return io.ReadAll(tr)
 }
 
 // execIn runs cmd in the container and returns its output and exit code.

@@ -81,7 +81,7 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 		s := found[0]
 		if s.State != container.StateRunning && s.State != container.StateRestarting && s.State != container.StatePaused {
 			log.Info("machine's container is not running; starting it", "container", s.ID[:12], "state", s.State)
-			if err := d.start(ctx, c, s.ID, s.Labels); err != nil {
+			if err := d.start(ctx, c, s.ID, s.Labels, m.Bootstrap); err != nil {
 				return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 			}
 		}
@@ -92,7 +92,7 @@ func (d *Docker) EnsureMachine(ctx context.Context, c provider.Cluster, m provid
 	if err != nil {
 		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 	}
-	if err := d.start(ctx, c, id, labels); err != nil {
+	if err := d.start(ctx, c, id, labels, m.Bootstrap); err != nil {
 		return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 	}
 	log.Info("machine started", "container", id[:12], "address", labels[LabelAddress])
@@ -148,7 +148,7 @@ func (d *Docker) create(ctx context.Context, log *slog.Logger, c provider.Cluste
 		return "", nil, err
 	}
 	target := Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Role: m.Role, Pool: m.Pool,
-		Version: version, Address: addr.String(), Gateway: n.Gateway.String()}
+		Version: version, Address: addr.String(), Gateway: n.Gateway.String(), Bootstrap: m.Bootstrap}
 	agent, err := d.opts.Command(ctx, target)
 	if err != nil {
 		return "", nil, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the agent of machine %s", m.Name)
@@ -211,13 +211,13 @@ func (d *Docker) freeAddress(ctx context.Context, c provider.Cluster, n clusterN
 }
 
 // start copies the machine's files into its container and starts it.
-func (d *Docker) start(ctx context.Context, c provider.Cluster, id string, labels map[string]string) error {
+func (d *Docker) start(ctx context.Context, c provider.Cluster, id string, labels map[string]string, boot *provider.Bootstrap) error {
 	n, ok, err := d.findNetwork(ctx, c)
 	if err != nil {
 		return err
 	}
 	target := Machine{Project: c.Project, Cluster: c.Name, Name: labels[LabelMachine], Role: labels[LabelRole],
-		Pool: labels[LabelPool], Version: labels[LabelVersion], Address: labels[LabelAddress]}
+		Pool: labels[LabelPool], Version: labels[LabelVersion], Address: labels[LabelAddress], Bootstrap: boot}
 	if !ok {
 		return failure.Retryable(v1.CodeProviderError, nil, "the Docker network of cluster %s is gone while its machine %s remains; delete the cluster's machines and retry", c.Name, target.Name)
 	}

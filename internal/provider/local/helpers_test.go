@@ -130,6 +130,13 @@ func newLocal(t *testing.T, o testOpts) *Local {
 			if o.command != nil {
 				return o.command(m)
 			}
+			// The real command's join files, when the plan handed bootstrap
+			// data; then the fake agent in its place.
+			if m.Bootstrap != nil {
+				if _, err := AgentCommand("kiln-agent", "")(m); err != nil {
+					return nil, err
+				}
+			}
 			cmd := exec.Command(exe)
 			cmd.Env = append(os.Environ(), fakeEnv+"=agent", "FAKE_NAME="+m.Name, "FAKE_ADDR="+m.Address)
 			cmd.Env = append(cmd.Env, o.env...)

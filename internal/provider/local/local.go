@@ -122,6 +122,8 @@ type Machine struct {
 	Address string // 127.0.0.N, the machine's own loopback address
 	Dir     string // the machine's directory (machine.json, agent.log, credentials)
 	Root    string // Dir/root, the agent's root
+	// Bootstrap is what its agent joins with (MachineSpec.Bootstrap).
+	Bootstrap *provider.Bootstrap
 }
 
 // Local is the local provider. Use New.

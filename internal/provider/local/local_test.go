@@ -1,6 +1,8 @@
 package local
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -30,7 +32,48 @@ func worker(n int) provider.MachineSpec {
 }
 
 func TestContract(t *testing.T) {
-	providertest.Run(t, newLocal(t, testOpts{}))
+	l := newLocal(t, testOpts{})
+	providertest.Run(t, l, providertest.WithBootstrap(providertest.Bootstrap{
+		Read: func(_ context.Context, c provider.Cluster, m provider.Machine) (*provider.Bootstrap, error) {
+			dir, err := l.machineDir(c, m.Name)
+			if err != nil {
+				return nil, err
+			}
+			var b provider.Bootstrap
+			if err := readJSON(filepath.Join(dir, "credentials.json"), &b.Credentials); err != nil {
+				return nil, err
+			}
+			pass, err := os.ReadFile(filepath.Join(dir, "passphrase"))
+			b.Passphrase = strings.TrimSuffix(string(pass), "\n")
+			for _, f := range []string{"credentials.json", "passphrase"} {
+				if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+					return nil, fmt.Errorf("%s: %v, %v; want mode 0600", f, st, err)
+				}
+			}
+			return &b, err
+		},
+		// The process's command line and environment, which any user of
+		// the host reads, and the machine's tag.
+		Viewable: func(_ context.Context, c provider.Cluster, m provider.Machine) ([]string, error) {
+			dir, err := l.machineDir(c, m.Name)
+			if err != nil {
+				return nil, err
+			}
+			pf, _, err := readPID(dir)
+			if err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, f := range []string{filepath.Join(dir, "machine.json"), fmt.Sprintf("/proc/%d/cmdline", pf.PID), fmt.Sprintf("/proc/%d/environ", pf.PID)} {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, string(b))
+			}
+			return out, nil
+		},
+	}))
 }
 
 func TestMachinesHaveTheirOwnAddressAndDir(t *testing.T) {

@@ -44,9 +44,9 @@ func (f machineFile) machine() provider.Machine {
 }
 
 // target is what Options.Command is told about the machine in dir.
-func (f machineFile) target(dir string) Machine {
+func (f machineFile) target(dir string, boot *provider.Bootstrap) Machine {
 	return Machine{Project: f.Project, Cluster: f.Cluster, Name: f.Name, Role: f.Role, Pool: f.Pool,
-		Address: f.Address, Dir: dir, Root: filepath.Join(dir, "root")}
+		Address: f.Address, Dir: dir, Root: filepath.Join(dir, "root"), Bootstrap: boot}
 }
 
 func readMachine(dir string) (machineFile, error) {
@@ -72,7 +72,7 @@ func (l *Local) EnsureMachine(ctx context.Context, c provider.Cluster, m provide
 	defer unlock()
 	f, err := readMachine(dir)
 	if err == nil {
-		if err := l.ensureRunning(ctx, log, dir, f); err != nil {
+		if err := l.ensureRunning(ctx, log, dir, f, m.Bootstrap); err != nil {
 			return provider.Machine{}, fmt.Errorf("ensure machine %q: %w", m.Name, err)
 		}
 		return f.machine(), nil
@@ -96,7 +96,7 @@ func (l *Local) EnsureMachine(ctx context.Context, c provider.Cluster, m provide
 	if err := writeJSON(filepath.Join(dir, "machine.json"), f); err != nil {
 		return provider.Machine{}, providerError(err, "cannot write the tag of machine %s", m.Name)
 	}
-	pf, err := l.start(f.target(dir))
+	pf, err := l.start(f.target(dir, m.Bootstrap))
 	if err != nil {
 		return provider.Machine{}, providerError(err, "cannot start machine %s", m.Name)
 	}
@@ -106,7 +106,7 @@ func (l *Local) EnsureMachine(ctx context.Context, c provider.Cluster, m provide
 
 // ensureRunning starts the machine's process again if it is not running,
 // after ending whatever is left of its process group.
-func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string, f machineFile) error {
+func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string, f machineFile, boot *provider.Bootstrap) error {
 	pf, ok, err := readPID(dir)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func (l *Local) ensureRunning(ctx context.Context, log *slog.Logger, dir string,
 	} else {
 		log.Info("machine has no process; starting it", "address", f.Address)
 	}
-	pf, err = l.start(f.target(dir))
+	pf, err = l.start(f.target(dir, boot))
 	if err != nil {
 		return providerError(err, "cannot start machine %s", f.Name)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,14 +33,45 @@ func Run(t *testing.T, p provider.Provider, opts ...Option) {
 	} else {
 		t.Log("provider has no load balancers; skipping load balancer checks")
 	}
+	var b *Bootstrap
+	for _, o := range opts {
+		if o.bootstrap != nil {
+			b = o.bootstrap
+		}
+	}
+	if b != nil {
+		t.Run("BootstrapArrivesAndStaysSecret", func(t *testing.T) { testBootstrap(t, p, b) })
+	} else {
+		t.Log("provider's machines run no agent (no WithBootstrap); skipping bootstrap checks")
+	}
 }
 
-// Option changes every cluster Run makes.
-type Option func(*provider.Cluster)
+// Option changes what Run does.
+type Option struct {
+	cluster   func(*provider.Cluster)
+	bootstrap *Bootstrap
+}
 
 // WithAccount gives every cluster the cloud account a.
 func WithAccount(a *provider.Account) Option {
-	return func(c *provider.Cluster) { c.Account = a }
+	return Option{cluster: func(c *provider.Cluster) { c.Account = a }}
+}
+
+// Bootstrap is how Run looks at a machine of a provider whose machines run
+// an agent, for the bootstrap data the plan hands with it.
+type Bootstrap struct {
+	// Read returns the bootstrap data machine m's agent got.
+	Read func(ctx context.Context, c provider.Cluster, m provider.Machine) (*provider.Bootstrap, error)
+	// Viewable returns what a viewer of the infrastructure may read of
+	// machine m without being the machine: tags, labels, user data,
+	// command lines, environments.
+	Viewable func(ctx context.Context, c provider.Cluster, m provider.Machine) ([]string, error)
+}
+
+// WithBootstrap checks that a machine's bootstrap data reaches it, as b
+// reads it, and that none of its secrets is where a viewer reads.
+func WithBootstrap(b Bootstrap) Option {
+	return Option{bootstrap: &b}
 }
 
 // options are Run's; Run's subtests are not parallel.
@@ -56,7 +88,9 @@ func cluster(name string) provider.Cluster {
 		},
 	}
 	for _, o := range options {
-		o(&c)
+		if o.cluster != nil {
+			o.cluster(&c)
+		}
 	}
 	return c
 }
@@ -306,4 +340,50 @@ func listNames(t *testing.T, p provider.Provider, c provider.Cluster) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// testBootstrap makes a machine with bootstrap data of its own and reads
+// it back from the machine; neither the credential's secret nor the
+// passphrase may be in what a viewer reads.
+func testBootstrap(t *testing.T, p provider.Provider, b *Bootstrap) {
+	ctx := t.Context()
+	c := cluster("boot")
+	cleanup(t, p, c)
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatalf("EnsureNetwork: %v", err)
+	}
+	want := &provider.Bootstrap{
+		Credentials: v1.AgentCredentials{Controller: "https://controller.example:7443", ControllerCA: "ca-pem",
+			Cluster: "/v1/projects/providertest/clusters/boot", ID: "cred-boot", Secret: "providertest-secret-8d1f"},
+		Passphrase: "providertest-passphrase-41c7",
+	}
+	m, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "boot-cp-0", Role: v1.RoleControlPlane, Bootstrap: want})
+	if err != nil {
+		t.Fatalf("EnsureMachine with bootstrap data: %v", err)
+	}
+	if m.Bootstrap != nil {
+		t.Errorf("EnsureMachine reported the bootstrap data back; a Machine never carries it")
+	}
+	got, err := b.Read(ctx, c, m)
+	if err != nil {
+		t.Fatalf("reading the machine's bootstrap data: %v", err)
+	}
+	// The controller's address is the provider's to give (the address its
+	// machines reach the gateway at): the rest arrives as handed.
+	gotCreds, wantCreds := got.Credentials, want.Credentials
+	gotCreds.Controller, wantCreds.Controller = "", ""
+	if diff := cmp.Diff(wantCreds, gotCreds); diff != "" || got.Passphrase != want.Passphrase {
+		t.Errorf("the machine's bootstrap data differs from the spec's (-want +got):\n%s\npassphrase %q, want %q", diff, got.Passphrase, want.Passphrase)
+	}
+	seen, err := b.Viewable(ctx, c, m)
+	if err != nil {
+		t.Fatalf("reading what a viewer sees of the machine: %v", err)
+	}
+	for _, text := range seen {
+		for _, secret := range []string{want.Credentials.Secret, want.Passphrase} {
+			if i := strings.Index(text, secret); i >= 0 {
+				t.Errorf("a viewer of the infrastructure reads a secret of the bootstrap data: …%q…", text[max(0, i-60):min(len(text), i+len(secret)+20)])
+			}
+		}
+	}
 }
