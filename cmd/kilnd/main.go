@@ -16,13 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"kiln.dev/kiln/internal/backupschedule"
-	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/backend/backupschedule"
+	"kiln.dev/kiln/internal/backend/certcheck"
+	"kiln.dev/kiln/internal/backend/elastic"
+	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/daemon"
-	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/profilecheck"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/worker"
 )

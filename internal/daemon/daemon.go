@@ -170,7 +170,7 @@ type Config struct {
 	// certificateTTLDays: a test setting (plan.Options).
 	ComponentCertTTL time.Duration
 	// Retention is how long the backend keeps events, audit entries and
-	// the records of expired or revoked tokens (internal/retention); a zero
+	// the records of expired or revoked tokens (internal/backend/retention); a zero
 	// field keeps that kind forever. DefaultRetention is kilnd's default.
 	Retention Retention
 	// Poll, when set, is how often the worker looks for work, long-polls

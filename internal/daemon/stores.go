@@ -2,12 +2,12 @@ package daemon
 
 import (
 	"kiln.dev/kiln/internal/auth"
-	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/backend/certcheck"
+	"kiln.dev/kiln/internal/backend/health"
+	"kiln.dev/kiln/internal/backend/retention"
 	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
-	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlstore"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/retention"
+	"kiln.dev/kiln/internal/backend/retention"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/waitfor"
