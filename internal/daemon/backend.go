@@ -10,6 +10,7 @@ import (
 
 	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/retention"
+	"kiln.dev/kiln/internal/backend/shard"
 	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/packs"
@@ -22,25 +23,27 @@ import (
 // backend is what a backend process runs, under one context: the
 // lease-taking worker running plans, the periodic checks (the machine
 // health check, the elastic loop, the profile, certificate and backup
-// schedule checks) over this replica's share of the clusters, and the
-// pruner.
+// schedule checks) over this replica's share of the clusters, the record
+// of this replica that shares them out, and the pruner.
 type backend struct {
-	worker *worker.Worker
-	checks []check.Periodic
-	runner check.Runner
-	pruner *retention.Pruner
-	stop   context.CancelFunc // set by run
-	done   chan error         // each part's Run returns here
+	worker   *worker.Worker
+	replicas *shard.Replicas
+	checks   []check.Periodic
+	runner   check.Runner
+	pruner   *retention.Pruner
+	stop     context.CancelFunc // set by run
+	done     chan error         // each part's Run returns here
 }
 
 // newBackend builds the backend's parts over d's store and providers.
 func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registry) *backend {
 	applier := &packs.Applier{Charts: d.charts(), Log: d.log.With("part", "packs")}
 	b := &backend{}
+	owner := worker.DefaultOwner()
 	b.worker = worker.New(worker.Options{
 		Store:        d.Store,
 		Runner:       d.planRunner(providers, applier),
-		Owner:        worker.DefaultOwner(),
+		Owner:        owner,
 		LeaseTTL:     d.cfg.LeaseTTL,
 		Heartbeat:    d.cfg.Heartbeat,
 		DrainTimeout: d.cfg.DrainTimeout,
@@ -50,7 +53,9 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Registerer:   reg,
 	})
 	c := checks{d: d, providers: providers, wake: func(*store.Operation) { b.worker.Wake() }}
-	b.runner = check.Runner{Store: d.Store}
+	b.replicas = shard.New(shard.Options{Store: d.Store, Name: owner, TTL: d.cfg.LeaseTTL, Heartbeat: d.cfg.Heartbeat,
+		Logger: d.log.With("part", "replicas")})
+	b.runner = check.Runner{Store: d.Store, Shard: b.replicas}
 	b.checks = []check.Periodic{c.health(), c.elastic(), c.profiles(applier), c.certificates(), c.backups()}
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
 		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
@@ -77,8 +82,9 @@ func (d *Daemon) planRunner(providers provider.Registry, applier *packs.Applier)
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 2+len(b.checks))
+	b.done = make(chan error, 3+len(b.checks))
 	go func() { b.done <- b.worker.Run(wctx) }()
+	go func() { b.done <- b.replicas.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
 	for _, p := range b.checks {
 		go func() { b.done <- b.runner.Run(wctx, p) }()
@@ -90,7 +96,7 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range cap(b.done) { // the worker, the pruner, each check
+	for range cap(b.done) { // the worker, the replica's record, the pruner, each check
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}

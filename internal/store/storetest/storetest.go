@@ -125,6 +125,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Audit", testAudit},
 		{"Prune", testPrune},
 		{"Changes", testChanges},
+		{"Replicas", testReplicas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
