@@ -57,8 +57,9 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 		Logger: d.log.With("part", "replicas")})
 	b.runner = check.Runner{Store: d.Store, Shard: b.replicas}
 	b.checks = []check.Periodic{c.health(), c.elastic(), c.profiles(applier), c.certificates(), c.backups()}
-	b.pruner = retention.New(retention.Options{Store: d.Store, Events: d.cfg.Retention.Events,
-		Audit: d.cfg.Retention.Audit, Tokens: d.cfg.Retention.Tokens, Logger: d.log.With("part", "retention")})
+	keep := d.cfg.Retention
+	b.pruner = retention.New(retention.Options{Store: d.Store, Events: keep.Events, Audit: keep.Audit, Tokens: keep.Tokens,
+		Operations: keep.Operations, Instructions: keep.Instructions, Logger: d.log.With("part", "retention")})
 	return b
 }
 

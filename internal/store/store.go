@@ -597,11 +597,18 @@ type Cutoffs struct {
 	// Tokens: tokens that expired, or were revoked, before this. Such a
 	// token is refused already; only its record goes.
 	Tokens time.Time
+	// Operations: operations that ended before this, but never a live
+	// cluster's newest (its current or last one) nor one still running.
+	Operations time.Time
+	// Instructions: instructions whose result came before this, but none
+	// of a cluster an operation runs on (a step run again finds the
+	// instructions it issued by id).
+	Instructions time.Time
 }
 
 // Pruned counts what a Prune deleted.
 type Pruned struct {
-	Events, Audit, Tokens int64
+	Events, Audit, Tokens, Operations, Instructions int64
 }
 
 // CheckEachCluster calls check with every cluster f selects, going on past a

@@ -124,6 +124,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},
 		{"Prune", testPrune},
+		{"PruneOperations", testPruneOperations},
 		{"Changes", testChanges},
 		{"Replicas", testReplicas},
 	}
