@@ -83,6 +83,24 @@ var rules = []rule{
 			"through its own types, so the flow reads worker → plan and never back",
 	},
 	{
+		name: "backend checks ↛ plan, worker, server, daemon",
+		from: []string{"kiln.dev/kiln/internal/backend/..."},
+		never: []string{"kiln.dev/kiln/internal/plan/...", "kiln.dev/kiln/internal/worker/...",
+			"kiln.dev/kiln/internal/server/...", "kiln.dev/kiln/internal/daemon/..."},
+		reason: "the periodic checks look at clusters and begin operations through the store; kilnd hands " +
+			"each what it needs of the parts above (a kind's steps, waking the worker) as functions, so the " +
+			"plan may use a check's verdicts (health.Assess) and nothing in the backend reaches up",
+	},
+	{
+		name: "the checks' shape ↛ the checks",
+		from: []string{"kiln.dev/kiln/internal/backend/check"},
+		never: []string{"kiln.dev/kiln/internal/backend/health/...", "kiln.dev/kiln/internal/backend/elastic/...",
+			"kiln.dev/kiln/internal/backend/certcheck/...", "kiln.dev/kiln/internal/backend/profilecheck/...",
+			"kiln.dev/kiln/internal/backend/backupschedule/...", "kiln.dev/kiln/internal/backend/retention/..."},
+		reason: "backend/check is the one shape every check uses (the pass, the shard, what a check does to a " +
+			"cluster): it knows no check, each check knows it",
+	},
+	{
 		name:  "console ↛ server",
 		from:  []string{"kiln.dev/kiln/internal/console/..."},
 		never: []string{"kiln.dev/kiln/internal/server/..."},

@@ -16,13 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"kiln.dev/kiln/internal/backupschedule"
-	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/backend/backupschedule"
+	"kiln.dev/kiln/internal/backend/certcheck"
+	"kiln.dev/kiln/internal/backend/elastic"
+	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/daemon"
-	"kiln.dev/kiln/internal/elastic"
 	"kiln.dev/kiln/internal/fault"
 	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/profilecheck"
 	"kiln.dev/kiln/internal/provider/local"
 	"kiln.dev/kiln/internal/worker"
 )
@@ -131,6 +131,8 @@ unless set; created on first start): back it up apart from the database.
 	f.Var(days{&cfg.Retention.Events}, "event-retention-days", "days a backend keeps clusters' events (deleted clusters' too); 0 keeps them forever")
 	f.Var(days{&cfg.Retention.Audit}, "audit-retention-days", "days a backend keeps audit entries; 0 keeps them forever")
 	f.Var(days{&cfg.Retention.Tokens}, "token-retention-days", "days a backend keeps the record of a token after it expired or was revoked (console sessions make one a day per user); 0 keeps them forever")
+	f.Var(days{&cfg.Retention.Operations}, "operation-retention-days", "days a backend keeps an operation after it ended (a live cluster's last operation is always kept); 0 keeps them forever")
+	f.Var(days{&cfg.Retention.Instructions}, "instruction-retention-days", "days a backend keeps a node's instruction after its result came (none of a cluster an operation runs on goes); 0 keeps them forever")
 	f.DurationVar(&cfg.Poll, "poll", 0, "how often the worker, operation long-polls and agent sessions re-read the store for changes no notification brought (changes wake them at once: in this process, and from the other replicas on PostgreSQL); 0 for the defaults (0.5s, 0.5s, 2s)")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "API requests a second per token (bursts of twice that); 0 for the default 5000, negative for no limit")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "API requests served at once before more are answered 429 with Retry-After (agent heartbeats and lease renewals are never shed); 0 for the default 512, negative for no cap")

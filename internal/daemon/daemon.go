@@ -169,9 +169,10 @@ type Config struct {
 	// certificates of every node install, instead of each cluster's
 	// certificateTTLDays: a test setting (plan.Options).
 	ComponentCertTTL time.Duration
-	// Retention is how long the backend keeps events, audit entries and
-	// the records of expired or revoked tokens (internal/retention); a zero
-	// field keeps that kind forever. DefaultRetention is kilnd's default.
+	// Retention is how long the backend keeps events, audit entries,
+	// operations, instructions and the records of expired or revoked
+	// tokens (internal/backend/retention); a zero field keeps that kind
+	// forever. DefaultRetention is kilnd's default.
 	Retention Retention
 	// Poll, when set, is how often the worker looks for work, long-polls
 	// re-read their operation and agent sessions their instructions, for
@@ -606,8 +607,14 @@ type Retention struct {
 	Events time.Duration // a cluster's events (deleted clusters' too)
 	Audit  time.Duration // audit entries
 	Tokens time.Duration // a token's record, after it expired or was revoked
+	// Operations: an operation after it ended (a live cluster's last one
+	// is kept); Instructions: a node's instruction after its result came.
+	Operations, Instructions time.Duration
 }
 
-// DefaultRetention keeps events 90 days, the audit log 400 days (over a
-// year, for yearly reviews) and tokens 30 days past their end.
-var DefaultRetention = Retention{Events: 90 * 24 * time.Hour, Audit: 400 * 24 * time.Hour, Tokens: 30 * 24 * time.Hour}
+// DefaultRetention keeps events and operations 90 days, the audit log 400
+// days (over a year, for yearly reviews), tokens 30 days past their end
+// and instructions (their params carry node keys, sealed) 30 days past
+// their result.
+var DefaultRetention = Retention{Events: 90 * 24 * time.Hour, Audit: 400 * 24 * time.Hour, Tokens: 30 * 24 * time.Hour,
+	Operations: 90 * 24 * time.Hour, Instructions: 30 * 24 * time.Hour}

@@ -2,12 +2,13 @@ package daemon
 
 import (
 	"kiln.dev/kiln/internal/auth"
-	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/backend/certcheck"
+	"kiln.dev/kiln/internal/backend/health"
+	"kiln.dev/kiln/internal/backend/retention"
+	"kiln.dev/kiln/internal/backend/shard"
 	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/gateway"
-	"kiln.dev/kiln/internal/health"
 	"kiln.dev/kiln/internal/plan"
-	"kiln.dev/kiln/internal/retention"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlstore"
@@ -44,6 +45,7 @@ var (
 	_ certcheck.Store       = store.Store(nil)
 	_ diagnose.Store        = store.Store(nil)
 	_ retention.Store       = store.Store(nil)
+	_ shard.Store           = store.Store(nil)
 
 	// The agent gateway's needs go beyond store.Store (it updates cluster
 	// secrets without a lease): the SQL store has them, and startGateway

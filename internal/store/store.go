@@ -485,6 +485,16 @@ type Store interface {
 	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
 	ListNodeLogs(ctx context.Context, k Key, node string, f LogFilter, pg Page) ([]v1.LogLine, string, error)
 
+	// Replicas: the backends that share the store, each alive while it
+	// renews its record; the periodic checks divide the clusters among
+	// the live ones. PutReplica records name alive until now+ttl;
+	// ListReplicas names those alive now, sorted; DeleteReplica removes
+	// name's record (a replica that stops hands its share over at once;
+	// none is no error).
+	PutReplica(ctx context.Context, name string, ttl time.Duration) error
+	ListReplicas(ctx context.Context) ([]string, error)
+	DeleteReplica(ctx context.Context, name string) error
+
 	// Ping checks the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	Close() error
@@ -587,11 +597,18 @@ type Cutoffs struct {
 	// Tokens: tokens that expired, or were revoked, before this. Such a
 	// token is refused already; only its record goes.
 	Tokens time.Time
+	// Operations: operations that ended before this, but never a live
+	// cluster's newest (its current or last one) nor one still running.
+	Operations time.Time
+	// Instructions: instructions whose result came before this, but none
+	// of a cluster an operation runs on (a step run again finds the
+	// instructions it issued by id).
+	Instructions time.Time
 }
 
 // Pruned counts what a Prune deleted.
 type Pruned struct {
-	Events, Audit, Tokens int64
+	Events, Audit, Tokens, Operations, Instructions int64
 }
 
 // CheckEachCluster calls check with every cluster f selects, going on past a

@@ -26,8 +26,9 @@ type Row map[string]any
 // What Snapshot leaves out: what a request that changes nothing else still
 // writes.
 var (
-	// The audit log records every mutating request, refusals included.
-	snapshotSkipTables = []string{"audit"}
+	// The audit log records every mutating request, refusals included;
+	// each backend renews its replica's record on a heartbeat.
+	snapshotSkipTables = []string{"audit", "replicas"}
 	// A token's last-used time is written by whatever request the token
 	// authenticates, refused or not (auth.Authenticator, at most once a
 	// minute per token): a snapshot with it would differ from the one before
@@ -47,7 +48,7 @@ const (
 // names it: a postgres:// (or postgresql://) URL, otherwise the path of a
 // SQLite file (DATA_DIR/kiln.db by default), which it opens read-only. All
 // tables are read in one read-only transaction, so a snapshot is
-// consistent while kilnd runs. It leaves out the audit table, the rows of
+// consistent while kilnd runs. It leaves out the audit and replicas tables, the rows of
 // sqlite_sequence that count audit entries, and tokens' last-used times.
 // Sealed values are compared as stored: rewriting a secret, even with the
 // same plaintext, changes its nonce and shows.

@@ -20,8 +20,28 @@ const pruneBatch = 5000
 const pruneEvents = `DELETE FROM events WHERE id IN (SELECT id FROM events
 	WHERE id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?) AND time < ?`
 
-// Prune deletes events and audit entries older than their cutoffs, and
-// tokens that expired or were revoked before theirs, a batch at a time.
+// pruneOperations deletes operations that ended before the cutoff (cutoff,
+// batch size), found by their end (the index operations_ended), but never a
+// live cluster's newest (its current or last operation: each found on the
+// index operations_cluster) nor one still running.
+const pruneOperations = `DELETE FROM operations WHERE id IN (SELECT id FROM operations
+	WHERE end_time > 0 AND end_time < ? AND status <> 'InProgress'
+	AND id NOT IN (SELECT COALESCE((SELECT MAX(o.id) FROM operations o
+		WHERE o.project = c.project AND o.cluster = c.name AND o.cluster_uid = c.uid), '') FROM clusters c)
+	LIMIT ?)`
+
+// pruneInstructions deletes instructions whose result came before the
+// cutoff (cutoff, batch size), but none of a cluster an operation runs on:
+// a step run again finds the instructions it issued by id.
+const pruneInstructions = `DELETE FROM instructions WHERE id IN (SELECT i.id FROM instructions i
+	WHERE i.result_at > 0 AND i.result_at < ?
+	AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.project = i.project AND c.name = i.cluster
+		AND c.` + claimableStates + `)
+	LIMIT ?)`
+
+// Prune deletes events, audit entries, ended operations and answered
+// instructions older than their cutoffs, and tokens that expired or were
+// revoked before theirs, a batch at a time.
 //
 // Events go in id order (pruneEvents): a pass stops at a batch of the
 // oldest that is not all past the cutoff, and the newest event always
@@ -44,6 +64,10 @@ func (s *Store) Prune(ctx context.Context, c store.Cutoffs) (store.Pruned, error
 			`DELETE FROM tokens WHERE id IN (SELECT id FROM tokens
 				WHERE expires_at < ? OR (revoked_at <> 0 AND revoked_at < ?) LIMIT ?)`,
 			[]any{toNanos(c.Tokens), toNanos(c.Tokens), pruneBatch}},
+		{"operations", !c.Operations.IsZero(), &out.Operations,
+			pruneOperations, []any{toNanos(c.Operations), pruneBatch}},
+		{"instructions", !c.Instructions.IsZero(), &out.Instructions,
+			pruneInstructions, []any{toNanos(c.Instructions), pruneBatch}},
 	} {
 		if !p.on {
 			continue

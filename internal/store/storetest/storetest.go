@@ -124,7 +124,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IdentityCascades", testIdentityCascades},
 		{"Audit", testAudit},
 		{"Prune", testPrune},
+		{"PruneOperations", testPruneOperations},
 		{"Changes", testChanges},
+		{"Replicas", testReplicas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/periodic"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -23,9 +23,8 @@ const DefaultInterval = time.Minute
 // Store is what the loop reads and writes.
 type Store interface {
 	store.ClusterLister
+	check.Writer
 	ListBackups(ctx context.Context, project, cluster string, pg store.Page) ([]*store.Backup, string, error)
-	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
-	AppendEvent(ctx context.Context, e *store.Event) error
 }
 
 // Options configure a Loop. Store, Watched and Steps are required.
@@ -48,7 +47,10 @@ type Options struct {
 }
 
 // Loop runs the schedules.
-type Loop struct{ opts Options }
+type Loop struct {
+	opts Options
+	acts check.Acts
+}
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
@@ -61,7 +63,7 @@ func New(opts Options) *Loop {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{opts: opts}
+	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
 }
 
 // Parse reads a schedule: five cron fields, in UTC.
@@ -69,14 +71,14 @@ func Parse(schedule string) (cron.Schedule, error) {
 	return cron.ParseStandard(schedule)
 }
 
-// Run looks at the schedules every Interval until ctx ends.
-func (l *Loop) Run(ctx context.Context) error {
-	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "backup schedule", l.CheckAll)
+// Periodic is the check's shape: what a check.Runner runs.
+func (l *Loop) Periodic() check.Periodic {
+	return check.Periodic{Name: "backup schedule", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
 }
 
 // CheckAll looks at every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
+	return check.Pass(ctx, l.opts.Store, nil, l.Periodic())
 }
 
 // Check begins cl's scheduled backup when one is due. A cluster busy with
@@ -102,21 +104,13 @@ func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
 	}
 	name := fmt.Sprintf("%s-%s", cl.Name, now.Format("20060102-150405"))
 	next := *cl
-	op := &store.Operation{Kind: v1.KindBackup, Steps: l.opts.Steps(v1.KindBackup), Backup: name,
+	op := &store.Operation{Kind: v1.KindBackup, Backup: name,
 		Reason: fmt.Sprintf("scheduled by spec.backup.schedule %q (due at %s)", b.Schedule, due.Format(time.RFC3339))}
-	if begun, err := store.BeginBackground(ctx, l.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
-		return err
-	}
-	l.opts.Logger.Info("backup schedule: backing up", "cluster", cl.Key().String(), "operation", op.ID, "backup", name)
-	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: "Normal", Reason: "BackupScheduled",
-		Operation: op.ID, Message: fmt.Sprintf("backup %s begun: %s", name, op.Reason)}}
-	if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
-		l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "err", err)
-	}
-	if l.opts.Started != nil {
-		l.opts.Started(op)
-	}
-	return nil
+	_, err = l.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
+		l.opts.Logger.Info("backup schedule: backing up", "cluster", cl.Key().String(), "operation", op.ID, "backup", name)
+		l.acts.Event(ctx, cl, "Normal", "BackupScheduled", op.ID, fmt.Sprintf("backup %s begun: %s", name, op.Reason))
+	})
+	return err
 }
 
 // lastScheduled is when cl's newest scheduled backup began, or when cl

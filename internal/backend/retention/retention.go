@@ -1,7 +1,7 @@
-// Package retention deletes what Kiln has kept long enough: events and
-// audit entries past their retention, and the records of tokens that
-// expired or were revoked a while ago (console sessions make one a day per
-// user). A backend runs it; several may, since a prune deletes only what is
+// Package retention deletes what Kiln has kept long enough: events, audit
+// entries, ended operations and answered instructions past their
+// retention, and the records of tokens that expired or were revoked a
+// while ago (console sessions make one a day per user). A backend runs it; several may, since a prune deletes only what is
 // past its cutoff.
 package retention
 
@@ -26,6 +26,12 @@ type Options struct {
 	// Tokens: a token's record goes this long after it expired or was
 	// revoked (it has been refused since).
 	Tokens time.Duration
+	// Operations: an operation goes this long after it ended, unless it
+	// is a live cluster's last one.
+	Operations time.Duration
+	// Instructions: a node's instruction goes this long after its result
+	// came, unless an operation runs on its cluster.
+	Instructions time.Duration
 	// Interval is how often it prunes; 0 means an hour.
 	Interval time.Duration
 	Logger   *slog.Logger     // nil discards
@@ -62,7 +68,8 @@ func (p *Pruner) Cutoffs() store.Cutoffs {
 		}
 		return now.Add(-d)
 	}
-	return store.Cutoffs{Events: before(p.opts.Events), Audit: before(p.opts.Audit), Tokens: before(p.opts.Tokens)}
+	return store.Cutoffs{Events: before(p.opts.Events), Audit: before(p.opts.Audit), Tokens: before(p.opts.Tokens),
+		Operations: before(p.opts.Operations), Instructions: before(p.opts.Instructions)}
 }
 
 // Prune prunes once and logs what it deleted.
@@ -74,7 +81,8 @@ func (p *Pruner) Prune(ctx context.Context) (store.Pruned, error) {
 	got, err := p.opts.Store.Prune(ctx, c)
 	if got != (store.Pruned{}) {
 		p.log.InfoContext(ctx, "pruned what outlived its retention",
-			"events", got.Events, "audit", got.Audit, "tokens", got.Tokens)
+			"events", got.Events, "audit", got.Audit, "tokens", got.Tokens,
+			"operations", got.Operations, "instructions", got.Instructions)
 	}
 	return got, err
 }

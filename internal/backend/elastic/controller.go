@@ -2,7 +2,6 @@ package elastic
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,8 +10,8 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/distro/kubeapi"
-	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -27,8 +26,7 @@ const (
 // Store is what the Controller needs of the store.
 type Store interface {
 	store.ClusterLister
-	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
-	AppendEvent(ctx context.Context, e *store.Event) error
+	check.Writer
 	ListJobs(ctx context.Context, k store.Key, pg store.Page) ([]*store.Job, string, error)
 	PutJob(ctx context.Context, j *store.Job, c store.Cond) error
 }
@@ -80,6 +78,7 @@ type Options struct {
 // begins those clocks again, which only delays a scale-down or a stop.
 type Controller struct {
 	opts Options
+	acts check.Acts
 
 	mu       sync.Mutex
 	clusters map[string]*memory // by cluster uid
@@ -107,37 +106,40 @@ func NewController(opts Options) *Controller {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{opts: opts, clusters: map[string]*memory{}}
+	return &Controller{opts: opts, clusters: map[string]*memory{},
+		acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
 }
 
-// Run judges every Interval until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	return periodic.Run(ctx, c.opts.Interval, c.opts.Logger, "autoscaler", c.CheckAll)
+// Periodic is the loop's shape: what a check.Runner runs.
+func (c *Controller) Periodic() check.Periodic {
+	return check.Periodic{Name: "autoscaler", Interval: c.opts.Interval, Providers: c.opts.Providers, Check: c, Logger: c.opts.Logger}
 }
 
 // CheckAll judges every cluster once, and forgets the clusters that are
 // gone.
 func (c *Controller) CheckAll(ctx context.Context) error {
+	return check.Pass(ctx, c.opts.Store, nil, c.Periodic())
+}
+
+// BeginPass and EndPass bracket a pass (check.Passer): what is kept of a
+// cluster the pass did not judge (gone, busy, or another replica's now)
+// is forgotten.
+func (c *Controller) BeginPass() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, m := range c.clusters {
 		m.seen = false
 	}
-	c.mu.Unlock()
-	var errs []error
-	err := store.EachCluster(ctx, c.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: c.opts.Providers}, func(cl *store.Cluster) error {
-		if err := c.Check(ctx, cl); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: %w", cl.Key(), err))
-		}
-		return ctx.Err()
-	})
+}
+
+func (c *Controller) EndPass() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for uid, m := range c.clusters {
 		if !m.seen {
 			delete(c.clusters, uid)
 		}
 	}
-	c.mu.Unlock()
-	return errors.Join(append(errs, err)...)
 }
 
 // memoryOf returns what is kept of a cluster, marking it seen.
@@ -244,14 +246,15 @@ func (c *Controller) idleStop(ctx context.Context, cl *store.Cluster, m *memory,
 	reason := fmt.Sprintf("idle since %s: no pod running outside the system namespaces and no job of Kiln's running for %s (spec.idleStop.after %s)",
 		since.UTC().Format(time.RFC3339), now.Sub(since).Round(time.Second), cl.Spec.IdleStop.After)
 	next := *cl
-	op, err := c.beginKind(ctx, &next, cl.ETag, v1.KindHibernate, reason, nil, now)
-	if op == nil || err != nil {
-		return false, err
+	op := &store.Operation{Kind: v1.KindHibernate, Reason: reason}
+	begun, err := c.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
+		c.opts.Logger.Info("idle stop: hibernating", "cluster", cl.Key().String(), "operation", op.ID)
+		c.acts.Event(ctx, cl, "Normal", "IdleStop", op.ID, reason)
+	})
+	if begun {
+		m.idleSince = time.Time{}
 	}
-	c.opts.Logger.Info("idle stop: hibernating", "cluster", cl.Key().String(), "operation", op.ID)
-	c.event(ctx, cl, "Normal", "IdleStop", op.ID, reason)
-	m.idleSince = time.Time{}
-	return true, nil
+	return begun, err
 }
 
 // sayBlocked makes an event of what the autoscaler cannot do, when it
@@ -262,7 +265,7 @@ func (c *Controller) sayBlocked(ctx context.Context, cl *store.Cluster, m *memor
 	}
 	m.blocked = blocked
 	for _, b := range blocked {
-		c.event(ctx, cl, "Warning", "AutoscaleBlocked", "", b)
+		c.acts.Event(ctx, cl, "Warning", "AutoscaleBlocked", "", b)
 	}
 }
 
@@ -277,41 +280,18 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 		next.Spec.WorkerPools[i].Size = ch.To
 		remove = append(remove, ch.Remove...)
 	}
-	op, err := c.beginKind(ctx, &next, cl.ETag, v1.KindAutoscale, d.Reason, remove, now)
-	if op == nil || err != nil {
-		return err
-	}
-	reason, verb := "AutoscaleUp", "growing"
-	if !d.Up() {
-		reason, verb = "AutoscaleDown", "shrinking"
-	}
-	var sizes []string
-	for _, ch := range d.Changes {
-		sizes = append(sizes, fmt.Sprintf("%s %d→%d", ch.Pool, ch.From, ch.To))
-	}
-	c.opts.Logger.Info("autoscaler: "+verb, "cluster", cl.Key().String(), "pools", strings.Join(sizes, ", "), "operation", op.ID)
-	c.event(ctx, cl, "Normal", reason, op.ID, d.Reason)
-	return nil
-}
-
-// beginKind writes next (the cluster as read, with etag, and what the
-// operation changes of its spec) Updating, with an operation of kind,
-// conditional on etag. It returns nil, and no error, when the cluster
-// changed since it was read: the next pass sees it as it is.
-func (c *Controller) beginKind(ctx context.Context, next *store.Cluster, etag, kind, reason string, nodes []string, now time.Time) (*store.Operation, error) {
-	op := &store.Operation{Kind: kind, Steps: c.opts.Steps(kind), Reason: reason, Nodes: nodes}
-	if begun, err := store.BeginBackground(ctx, c.opts.Store, next, etag, op, now); !begun || err != nil {
-		return nil, err
-	}
-	if c.opts.Started != nil {
-		c.opts.Started(op)
-	}
-	return op, nil
-}
-
-func (c *Controller) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
-	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
-	if err := c.opts.Store.AppendEvent(ctx, e); err != nil {
-		c.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
-	}
+	op := &store.Operation{Kind: v1.KindAutoscale, Reason: d.Reason, Nodes: remove}
+	_, err := c.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
+		reason, verb := "AutoscaleUp", "growing"
+		if !d.Up() {
+			reason, verb = "AutoscaleDown", "shrinking"
+		}
+		var sizes []string
+		for _, ch := range d.Changes {
+			sizes = append(sizes, fmt.Sprintf("%s %d→%d", ch.Pool, ch.From, ch.To))
+		}
+		c.opts.Logger.Info("autoscaler: "+verb, "cluster", cl.Key().String(), "pools", strings.Join(sizes, ", "), "operation", op.ID)
+		c.acts.Event(ctx, cl, "Normal", reason, op.ID, d.Reason)
+	})
+	return err
 }

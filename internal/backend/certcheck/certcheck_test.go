@@ -9,7 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/certcheck"
+	"kiln.dev/kiln/internal/backend/certcheck"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan"

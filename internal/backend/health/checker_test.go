@@ -9,7 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/health"
+	"kiln.dev/kiln/internal/backend/health"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"

@@ -1,7 +1,4 @@
-// Package periodic runs a backend part's pass over the fleet at an
-// interval: the health check, the autoscaler, the profile and certificate
-// checks.
-package periodic
+package check
 
 import (
 	"context"
@@ -9,10 +6,10 @@ import (
 	"time"
 )
 
-// Run calls pass every interval, the first time one interval from now,
+// Every calls pass every interval, the first time one interval from now,
 // until ctx ends, and returns ctx's error. A pass that fails is logged as
 // what (unless ctx ended meanwhile); the next pass runs all the same.
-func Run(ctx context.Context, interval time.Duration, log *slog.Logger, what string, pass func(context.Context) error) error {
+func Every(ctx context.Context, interval time.Duration, log *slog.Logger, what string, pass func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/periodic"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -29,10 +29,8 @@ const (
 // Store is what the check reads and writes.
 type Store interface {
 	store.ClusterLister
+	check.Writer
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
-	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
-	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
-	AppendEvent(ctx context.Context, e *store.Event) error
 }
 
 // Options configure a Loop. Store, Watched, Steps, TTL and CA are
@@ -65,7 +63,10 @@ type Options struct {
 }
 
 // Loop runs the check.
-type Loop struct{ opts Options }
+type Loop struct {
+	opts Options
+	acts check.Acts
+}
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
@@ -81,17 +82,17 @@ func New(opts Options) *Loop {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{opts: opts}
+	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
 }
 
-// Run checks every Interval until ctx ends.
-func (l *Loop) Run(ctx context.Context) error {
-	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "certificate check", l.CheckAll)
+// Periodic is the check's shape: what a check.Runner runs.
+func (l *Loop) Periodic() check.Periodic {
+	return check.Periodic{Name: "certificate check", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
 }
 
 // CheckAll checks every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error { return l.Check(ctx, cl) })
+	return check.Pass(ctx, l.opts.Store, nil, l.Periodic())
 }
 
 // Check looks at one cluster as read (cl) and acts on what it finds.
@@ -165,15 +166,12 @@ func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.Certif
 	}
 	next := *cl
 	next.Status.Conditions, next.Status.Certificates = conds, nearest
-	err := l.opts.Store.PutClusterStatus(ctx, &next, store.Cond{IfMatch: cl.ETag})
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
-		return nil // changed since it was read: the next check sees it as it is
-	}
+	written, err := l.acts.SetStatus(ctx, cl, &next)
 	if err != nil {
 		return fmt.Errorf("write status.certificates: %w", err)
 	}
-	if changed && want.Status == "True" {
-		l.event(ctx, cl, "Warning", "CertificatesExpiring", "", want.Message)
+	if written && changed && want.Status == "True" {
+		l.acts.Event(ctx, cl, "Warning", "CertificatesExpiring", "", want.Message)
 	}
 	return nil
 }
@@ -182,23 +180,12 @@ func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.Certif
 // being as read: a user's change wins over it.
 func (l *Loop) renew(ctx context.Context, cl *store.Cluster, nodes *v1.CertificatesStatus, now time.Time) error {
 	next := *cl
-	op := &store.Operation{Kind: v1.KindRotateCertificates, Steps: l.opts.Steps(v1.KindRotateCertificates)}
-	if begun, err := store.BeginBackground(ctx, l.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("%s's certificates expire at %s: renewing every node's (operation %s)",
-		nodes.Of, nodes.NotAfter.UTC().Format(time.RFC3339), op.ID)
-	l.opts.Logger.Info("certificate check: renewing", "cluster", cl.Key().String(), "operation", op.ID, "first", nodes.Of)
-	l.event(ctx, cl, "Normal", "CertificatesRenewing", op.ID, msg)
-	if l.opts.Started != nil {
-		l.opts.Started(op)
-	}
-	return nil
-}
-
-func (l *Loop) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
-	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
-	if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
-		l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
-	}
+	op := &store.Operation{Kind: v1.KindRotateCertificates}
+	_, err := l.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
+		msg := fmt.Sprintf("%s's certificates expire at %s: renewing every node's (operation %s)",
+			nodes.Of, nodes.NotAfter.UTC().Format(time.RFC3339), op.ID)
+		l.opts.Logger.Info("certificate check: renewing", "cluster", cl.Key().String(), "operation", op.ID, "first", nodes.Of)
+		l.acts.Event(ctx, cl, "Normal", "CertificatesRenewing", op.ID, msg)
+	})
+	return err
 }

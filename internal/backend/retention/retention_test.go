@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/retention"
+	"kiln.dev/kiln/internal/backend/retention"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/test/waitfor"
@@ -58,5 +58,17 @@ func TestPruner(t *testing.T) {
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+}
+
+// Each retention is the cutoff of its kind, now less it; a zero one keeps
+// its kind (a zero cutoff).
+func TestCutoffs(t *testing.T) {
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	p := retention.New(retention.Options{Events: 90 * day, Operations: 60 * day, Instructions: 30 * day, Now: func() time.Time { return now }})
+	want := store.Cutoffs{Events: now.Add(-90 * day), Operations: now.Add(-60 * day), Instructions: now.Add(-30 * day)}
+	if got := p.Cutoffs(); got != want {
+		t.Errorf("Cutoffs = %+v, want %+v", got, want)
 	}
 }

@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/periodic"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -20,10 +19,8 @@ const DefaultInterval = 15 * time.Second
 // Store is what the Checker needs of the store.
 type Store interface {
 	store.ClusterLister
+	check.Writer
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
-	BeginOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, c store.Cond) error
-	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
-	AppendEvent(ctx context.Context, e *store.Event) error
 }
 
 // Options configure a Checker. Store, Watched and Steps are required.
@@ -77,7 +74,10 @@ type Options struct {
 // NodesHealthy condition saying whether a pool is beyond its maxUnhealthy.
 // Several replicas may run one each: the operation is begun conditional on
 // the cluster's etag, so one of them wins.
-type Checker struct{ opts Options }
+type Checker struct {
+	opts Options
+	acts check.Acts
+}
 
 // NewChecker returns a Checker with opts, defaults filled in.
 func NewChecker(opts Options) *Checker {
@@ -90,17 +90,17 @@ func NewChecker(opts Options) *Checker {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Checker{opts: opts}
+	return &Checker{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
 }
 
-// Run checks every Interval until ctx ends.
-func (c *Checker) Run(ctx context.Context) error {
-	return periodic.Run(ctx, c.opts.Interval, c.opts.Logger, "machine health check", c.CheckAll)
+// Periodic is the check's shape: what a check.Runner runs.
+func (c *Checker) Periodic() check.Periodic {
+	return check.Periodic{Name: "machine health check", Interval: c.opts.Interval, Providers: c.opts.Providers, Check: c, Logger: c.opts.Logger}
 }
 
 // CheckAll checks every cluster once.
 func (c *Checker) CheckAll(ctx context.Context) error {
-	return store.CheckEachCluster(ctx, c.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: c.opts.Providers}, func(cl *store.Cluster) error { return c.Check(ctx, cl) })
+	return check.Pass(ctx, c.opts.Store, nil, c.Periodic())
 }
 
 // Check judges one cluster as read (cl), and acts on what it finds.
@@ -143,24 +143,20 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 // read: a user's change or another replica's repair wins over it.
 func (c *Checker) repair(ctx context.Context, cl *store.Cluster, v Verdict, now time.Time) error {
 	next := *cl
-	op := &store.Operation{Kind: v1.KindRepair, Steps: c.opts.Steps(v1.KindRepair)}
-	if begun, err := store.BeginBackground(ctx, c.opts.Store, &next, cl.ETag, op, now); !begun || err != nil {
-		return err
-	}
-	if len(v.Restart) > 0 {
-		msg := fmt.Sprintf("control-plane machines stopped: %s; starting them again (repair operation %s)", strings.Join(v.Restart, ", "), op.ID)
-		c.opts.Logger.Warn("machine health check: starting stopped control-plane machines", "cluster", cl.Key().String(), "nodes", v.Restart, "operation", op.ID)
-		c.event(ctx, cl, "Warning", "ControlPlaneStopped", op.ID, msg)
-	}
-	if len(v.Replace) > 0 {
-		msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
-		c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)
-		c.event(ctx, cl, "Warning", "NodesUnhealthy", op.ID, msg)
-	}
-	if c.opts.Started != nil {
-		c.opts.Started(op)
-	}
-	return nil
+	op := &store.Operation{Kind: v1.KindRepair}
+	_, err := c.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
+		if len(v.Restart) > 0 {
+			msg := fmt.Sprintf("control-plane machines stopped: %s; starting them again (repair operation %s)", strings.Join(v.Restart, ", "), op.ID)
+			c.opts.Logger.Warn("machine health check: starting stopped control-plane machines", "cluster", cl.Key().String(), "nodes", v.Restart, "operation", op.ID)
+			c.acts.Event(ctx, cl, "Warning", "ControlPlaneStopped", op.ID, msg)
+		}
+		if len(v.Replace) > 0 {
+			msg := fmt.Sprintf("replacing unhealthy worker nodes: %s (repair operation %s)", strings.Join(v.Replace, ", "), op.ID)
+			c.opts.Logger.Warn("machine health check: replacing nodes", "cluster", cl.Key().String(), "nodes", v.Replace, "operation", op.ID)
+			c.acts.Event(ctx, cl, "Warning", "NodesUnhealthy", op.ID, msg)
+		}
+	})
+	return err
 }
 
 // stoppedControlPlane names the control-plane nodes that are NOT_READY and
@@ -208,25 +204,18 @@ func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict
 	}
 	next := *cl
 	next.Status.Conditions = conds
-	err := c.opts.Store.PutClusterStatus(ctx, &next, store.Cond{IfMatch: cl.ETag})
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
+	written, err := c.acts.SetStatus(ctx, cl, &next)
 	if err != nil {
 		return fmt.Errorf("write condition %s: %w", want.Type, err)
+	}
+	if !written {
+		return nil
 	}
 	typ := "Normal"
 	if want.Status == "False" {
 		typ = "Warning"
 		c.opts.Logger.Warn("machine health check: not replacing", "cluster", cl.Key().String(), "why", want.Message)
 	}
-	c.event(ctx, cl, typ, "NodesHealthy"+want.Status, "", want.Message)
+	c.acts.Event(ctx, cl, typ, "NodesHealthy"+want.Status, "", want.Message)
 	return nil
-}
-
-func (c *Checker) event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {
-	e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID, Event: v1.Event{Type: typ, Reason: reason, Message: msg, Operation: op}}
-	if err := c.opts.Store.AppendEvent(ctx, e); err != nil {
-		c.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "reason", reason, "err", err)
-	}
 }

@@ -1,4 +1,4 @@
-package periodic_test
+package check_test
 
 import (
 	"bytes"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"kiln.dev/kiln/internal/periodic"
+	"kiln.dev/kiln/internal/backend/check"
 )
 
 // Passes run until the context ends, a failed one is logged and the next
-// runs all the same; Run answers the context's error.
-func TestRun(t *testing.T) {
+// runs all the same; Every answers the context's error.
+func TestEvery(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	var passes atomic.Int32
-	err := periodic.Run(ctx, time.Millisecond, log, "the check", func(context.Context) error {
+	err := check.Every(ctx, time.Millisecond, log, "the check", func(context.Context) error {
 		if passes.Add(1) == 3 {
 			cancel()
 			return nil

@@ -7,7 +7,6 @@ package profilecheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,8 +14,8 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/packs"
-	"kiln.dev/kiln/internal/periodic"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -26,10 +25,9 @@ const DefaultInterval = time.Minute
 // Store is what the check reads and writes.
 type Store interface {
 	store.ClusterLister
+	check.Writer
 	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
 	packs.SecretReader
-	PutClusterStatus(ctx context.Context, cl *store.Cluster, c store.Cond) error
-	AppendEvent(ctx context.Context, e *store.Event) error
 }
 
 // Checker compares packs.
@@ -54,7 +52,10 @@ type Options struct {
 }
 
 // Loop runs the check.
-type Loop struct{ opts Options }
+type Loop struct {
+	opts Options
+	acts check.Acts
+}
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
@@ -67,30 +68,23 @@ func New(opts Options) *Loop {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{opts: opts}
+	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Logger: opts.Logger}}
 }
 
-// Run checks every cluster each interval until ctx ends.
-func (l *Loop) Run(ctx context.Context) error {
-	return periodic.Run(ctx, l.opts.Interval, l.opts.Logger, "profile check", l.CheckAll)
+// Periodic is the check's shape: what a check.Runner runs.
+func (l *Loop) Periodic() check.Periodic {
+	return check.Periodic{Name: "profile check", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
 }
 
-// CheckAll looks at every cluster with a profile applied whose last
-// operation succeeded.
+// CheckAll looks at every cluster once.
 func (l *Loop) CheckAll(ctx context.Context) error {
-	return store.EachCluster(ctx, l.opts.Store, store.ClusterFilter{State: v1.StateSucceeded, Providers: l.opts.Providers}, func(cl *store.Cluster) error {
-		if cl.Status.Profile == nil || cl.Status.ProvisioningState != v1.StateSucceeded {
-			return nil
-		}
-		if err := l.checkOne(ctx, cl); err != nil && ctx.Err() == nil {
-			l.opts.Logger.Warn("profile check", "cluster", cl.Key().String(), "err", err)
-		}
-		return ctx.Err()
-	})
+	return check.Pass(ctx, l.opts.Store, nil, l.Periodic())
 }
 
-func (l *Loop) checkOne(ctx context.Context, cl *store.Cluster) error {
-	if len(cl.Status.Profile.Packs) == 0 {
+// Check looks at a cluster with a profile applied whose last operation
+// succeeded, as read (cl).
+func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
+	if cl.Status.Profile == nil || cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Status.Profile.Packs) == 0 {
 		return nil // nothing applied (a profile without packs, or no Kubernetes)
 	}
 	t, ok, err := l.opts.Target(ctx, cl)
@@ -159,23 +153,16 @@ func (l *Loop) checkOne(ctx context.Context, cl *store.Cluster) error {
 	}
 	up := *cl
 	up.Status.Conditions, up.Status.Profile = conds, &next
-	err = l.opts.Store.PutClusterStatus(ctx, &up, store.Cond{IfMatch: cl.ETag})
-	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) {
-		return nil // changed meanwhile: the next pass looks again
-	}
-	if err != nil {
-		return err
+	written, err := l.acts.SetStatus(ctx, cl, &up)
+	if err != nil || !written {
+		return err // not written: changed meanwhile, the next pass looks again
 	}
 	if changed {
 		typ := "Normal"
 		if want.Status == "True" {
 			typ = "Warning"
 		}
-		e := &store.Event{Project: cl.Project, Cluster: cl.Name, ClusterUID: cl.UID,
-			Event: v1.Event{Type: typ, Reason: "ProfileDrift" + want.Status, Message: want.Message}}
-		if err := l.opts.Store.AppendEvent(ctx, e); err != nil {
-			l.opts.Logger.Warn("record event", "cluster", cl.Key().String(), "err", err)
-		}
+		l.acts.Event(ctx, cl, typ, "ProfileDrift"+want.Status, "", want.Message)
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func (c *Controller) syncJobs(ctx context.Context, cl *store.Cluster, jobs []*st
 			if next.Status.Phase == v1.JobFailed {
 				typ = "Warning"
 			}
-			c.event(ctx, cl, typ, "Job"+next.Status.Phase, "", fmt.Sprintf("job %s: %s", j.Name, next.Status.Message))
+			c.acts.Event(ctx, cl, typ, "Job"+next.Status.Phase, "", fmt.Sprintf("job %s: %s", j.Name, next.Status.Message))
 		}
 	}
 	return errors.Join(errs...)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/backupschedule"
+	"kiln.dev/kiln/internal/backend/backupschedule"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
