@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -165,7 +166,7 @@ func TestRenewOverSession(t *testing.T) {
 		t.Fatalf("renewal refused: %s", body.Error)
 	}
 	cert := parseCert(t, body.Certificate)
-	if want := gateway.NodeCommonName(c.Key, "c-w-0"); cert.Subject.CommonName != want {
+	if want := trust.NodeCommonName(c.Key, "c-w-0"); cert.Subject.CommonName != want {
 		t.Errorf("renewed certificate for %q, want %q", cert.Subject.CommonName, want)
 	}
 	if d := cert.NotAfter.Sub(pki.IssuedAt(cert)); d != time.Hour {
@@ -284,7 +285,7 @@ func TestReplacedElsewhereEndsSession(t *testing.T) {
 	id := join(t, e, c, "c-w-0")
 	s := open(t, e, id)
 	if err := e.Store.UpdateClusterSecrets(context.Background(), c.Key, store.SecretWrite{
-		Name: gateway.NodeCertSecret("c-w-0"), Value: []byte(`{"serial":"abc"}`)}); err != nil {
+		Name: trust.NodeCertSecret("c-w-0"), Value: []byte(`{"serial":"abc"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if ce := s.endsWithin(wait); !strings.Contains(ce.Reason, "replaced") {
@@ -325,7 +326,7 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 	if err := e.Store.PutNode(ctx, n, store.Cond{IfNoneMatch: "*"}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.SecretCA)
+	raw, err := e.Store.GetClusterSecret(ctx, c.Key, trust.SecretCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,15 +335,15 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	issue := func() identity {
-		cert, key, err := ca.Issue(pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, "c-w-0"),
-			Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient})
+		cert, key, err := ca.Issue(pki.CertRequest{CommonName: trust.NodeCommonName(c.Key, "c-w-0"),
+			Organization: []string{trust.NodeOrganization}, Usage: pki.UsageClient})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return identity{node: "c-w-0", cert: cert, key: key}
 	}
 	legacy, other := issue(), issue()
-	if _, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.NodeCertSecret("c-w-0")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.Store.GetClusterSecret(ctx, c.Key, trust.NodeCertSecret("c-w-0")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a certificate record before any session: %v", err)
 	}
 	open(t, e, legacy).stillOpen(e, c, "c-w-0", "i-1")
