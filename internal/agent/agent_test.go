@@ -461,7 +461,7 @@ func TestJoinForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Fatal(err)
 	}
 	err = agent.Run(t.Context(), agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Logger: logger(t)})

@@ -191,17 +191,25 @@ func (g *Gateway) watch() (stop func()) {
 }
 
 // ForgetNode refuses every certificate of node of cluster k from now on,
-// in every process (its certificate record is marked revoked), and ends the
-// node's session in this process at once; sessions in other processes end
-// at their next poll (Options.PollInterval). The node must join again: a
-// registration records its new certificate. Call it before deleting a
-// node's record, and when a node is reset. A cluster that no longer exists
-// has nothing to refuse: its session is closed all the same.
-func (g *Gateway) ForgetNode(ctx context.Context, k store.Key, node string) error {
-	if err := trust.ForgetNodeCerts(ctx, g.st, k, node, g.opts.Now()); err != nil {
+// in every process, and ends the node's session in this process at once;
+// sessions in other processes end at their next poll
+// (Options.PollInterval). Its certificate record is marked revoked (the
+// node must join again: a registration records its new certificate), and
+// its current certificate (and a renewed one not presented yet) is revoked
+// by serial with why (trust.RevokeNode): refused, saying by whom and why,
+// even after the node registers again; an event says so. Call it before
+// deleting a node's record, and when a node is reset. A cluster that no
+// longer exists has nothing to refuse: its session is closed all the same.
+func (g *Gateway) ForgetNode(ctx context.Context, k store.Key, node string, why trust.Why) error {
+	revoked, err := trust.RevokeNode(ctx, g.st, k, node, why, g.opts.Now())
+	if err != nil {
 		return err
 	}
-	g.log.Info("node forgotten: its certificates are refused", "cluster", k.String(), "node", node)
+	g.log.Info("node forgotten: its certificates are refused", "cluster", k.String(), "node", node, "revoked", revoked, "by", why.By, "reason", why.Reason)
+	if len(revoked) > 0 {
+		g.event(ctx, k, eventNormal, ReasonCertificateRevoked, node, "the node certificate of node %s (serial %s) was revoked by %s: %s",
+			node, strings.Join(revoked, ", "), why.By, why.Reason)
+	}
 	g.closeSession(k, node, "", "the node was deleted or reset: join again")
 	return nil
 }
@@ -351,6 +359,7 @@ const (
 	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"
 	ReasonStep                = "NodeStep"
 	ReasonCertificateRenewed  = "NodeCertificateRenewed"
+	ReasonCertificateRevoked  = "NodeCertificateRevoked"
 	ReasonInterruption        = "NodeInterruptionNotice"
 )
 

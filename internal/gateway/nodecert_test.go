@@ -206,7 +206,8 @@ func TestRenewOverSession(t *testing.T) {
 // TestForgetNodeEndsSessionAtOnce: the plan forgets a node before deleting
 // its record: its live session ends at once (heartbeats and polls are a
 // minute apart here, so nothing else could end it), and a reconnect is
-// refused, with the record deleted or (a reset) not.
+// refused, with the record deleted or (a reset) not: its certificate was
+// revoked, which the refusal says (by whom, why) and an event records.
 func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: time.Minute, PollInterval: time.Minute})
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
@@ -215,7 +216,7 @@ func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 		id := join(t, e, c, "c-w-0")
 		s := open(t, e, id)
 		start := time.Now()
-		if err := e.Gateway.ForgetNode(ctx, c.Key, "c-w-0"); err != nil {
+		if err := e.Gateway.ForgetNode(ctx, c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 			t.Fatal(err)
 		}
 		ce := s.endsWithin(2 * time.Second)
@@ -227,17 +228,24 @@ func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 			if err := e.Store.DeleteNode(ctx, c.Key, "c-w-0", store.Cond{Fence: &c.Fence}); err != nil {
 				t.Fatal(err)
 			}
-			refused(t, e, id, "is not registered")
-		} else {
-			refused(t, e, id, "were revoked")
 		}
-		// Registering again is the way back, with a new certificate.
+		want := "(serial " + id.serial(t) + ") of node c-w-0 was revoked at "
+		refused(t, e, id, want)
+		refused(t, e, id, "by test: removed")
+		if evs := events(t, e, c, gateway.ReasonSessionRefused); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], want) {
+			t.Errorf("no %s event says the certificate was revoked: %q", gateway.ReasonSessionRefused, evs)
+		}
+		if evs := events(t, e, c, gateway.ReasonCertificateRevoked); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], id.serial(t)) {
+			t.Errorf("no %s event names serial %s: %q", gateway.ReasonCertificateRevoked, id.serial(t), evs)
+		}
+		// Registering again is the way back, with a new certificate; the
+		// revoked one stays refused.
 		back := join(t, e, c, "c-w-0")
 		open(t, e, back).stillOpen(e, c, "c-w-0", "back-"+time.Now().Format("150405.000000"))
-		refused(t, e, id, "is no longer the certificate of node c-w-0")
+		refused(t, e, id, want)
 	}
 	// A cluster that is gone has nothing to refuse.
-	if err := e.Gateway.ForgetNode(ctx, store.Key{Project: gatewaytest.Project, Name: "gone"}, "n"); err != nil {
+	if err := e.Gateway.ForgetNode(ctx, store.Key{Project: gatewaytest.Project, Name: "gone"}, "n", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Errorf("ForgetNode of a missing cluster: %v", err)
 	}
 }
@@ -356,4 +364,29 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 	} else {
 		conn.CloseNow()
 	}
+}
+
+// TestRevokedCertificateSessionRefused: a certificate revoked in the store
+// (by another process: this gateway ends no session itself) is refused when
+// its session connects, with the node's record still there, saying who
+// revoked it and why, and an event says so; the node's new certificate
+// after it registers again is admitted.
+func TestRevokedCertificateSessionRefused(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: time.Minute, PollInterval: time.Minute})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	id := join(t, e, c, "c-w-0")
+	open(t, e, id).stillOpen(e, c, "c-w-0", "before")
+	revoked, err := trust.RevokeNode(t.Context(), e.Store, c.Key, "c-w-0",
+		trust.Why{By: "operation op-1 (update)", Reason: "the node was removed from the cluster"}, time.Now())
+	if err != nil || len(revoked) != 1 || revoked[0] != id.serial(t) {
+		t.Fatalf("RevokeNode: %v, %v; want serial %s", revoked, err, id.serial(t))
+	}
+	refused(t, e, id, "was revoked at ")
+	refused(t, e, id, "by operation op-1 (update): the node was removed from the cluster")
+	if evs := events(t, e, c, gateway.ReasonSessionRefused); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], "serial "+id.serial(t)+") of node c-w-0 was revoked") {
+		t.Errorf("no %s event says the certificate was revoked: %q", gateway.ReasonSessionRefused, evs)
+	}
+	back := join(t, e, c, "c-w-0")
+	open(t, e, back).stillOpen(e, c, "c-w-0", "after")
+	refused(t, e, id, "was revoked at ")
 }

@@ -49,6 +49,11 @@ func (g *Gateway) VerifyNode(r *http.Request) (store.Key, string, error) {
 		}
 		return deny(auth.ErrInvalidCredential, "the node certificate is not valid for cluster %s", clusterID(k))
 	}
+	if rev, err := trust.CertRevoked(ctx, g.st, k, trust.SerialOf(peer)); err != nil {
+		return store.Key{}, "", err
+	} else if rev != nil {
+		return deny(auth.ErrRevoked, "%s", rev)
+	}
 	rec, err := trust.ReadNodeCert(ctx, g.st, k, node)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -74,7 +74,7 @@ func TestVerifyNode(t *testing.T) {
 	refusedWith("a certificate of another cluster's CA", presenting(forged), auth.ErrInvalidCredential)
 
 	// A forgotten node (deleted or reset) pulls no more.
-	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Fatal(err)
 	}
 	refusedWith("a forgotten node", presenting(id.cert), auth.ErrRevoked)

@@ -119,6 +119,19 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		deny("%s", msg)
 		return
 	}
+	// A revoked certificate is refused before the node is looked at: a
+	// node removed from the cluster has no record, and is told why.
+	if rev, err := trust.CertRevoked(ctx, g.st, k, trust.SerialOf(peer)); err != nil {
+		log.Error("session: read the revoked certificates", "err", err)
+		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not check the certificate; try again")
+		return
+	} else if rev != nil {
+		msg := rev.String() + "; to register this host again, kiln-agent join --force"
+		log.Warn("session refused: revoked certificate", "serial", rev.Serial, "by", rev.By, "reason", rev.Reason)
+		g.event(ctx, k, eventWarning, ReasonSessionRefused, node, "session of node %s from %s refused: %s", node, remoteIP(r), msg)
+		deny("%s", msg)
+		return
+	}
 	if _, err := g.st.GetNode(ctx, k, node); errors.Is(err, store.ErrNotFound) {
 		deny("node %s is not registered in cluster %s (it was deleted): register it again with kiln-agent join --force", node, clusterID(k))
 		return

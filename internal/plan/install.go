@@ -34,7 +34,7 @@ type Agents interface {
 // gateway: (*gateway.Gateway).ForgetNode). Optional: without it, a deleted
 // node's session ends at its next heartbeat, and is refused after that.
 type NodeForgetter interface {
-	ForgetNode(ctx context.Context, k store.Key, node string) error
+	ForgetNode(ctx context.Context, k store.Key, node string, why trust.Why) error
 }
 
 // usesAgents reports whether the cluster's machines run agents that install

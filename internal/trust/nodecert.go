@@ -29,8 +29,10 @@ import (
 //     one: that promotes it (AdmitNodeCert), and the one before is refused
 //     from then on. An agent that never got its renewed certificate keeps
 //     the old one and asks again; there is no time-based overlap.
-//   - ForgetNodeCerts marks the record revoked: no certificate of the node
-//     is accepted until it registers again.
+//   - RevokeNode (a node removed or reset) marks the record revoked: no
+//     certificate of the node is accepted until it registers again; and
+//     its certificates' serials go into the cluster's revocation list
+//     (revoke.go), refused even after the node registers again.
 //   - A node registered before serials were recorded has no record: the
 //     first certificate it presents is trusted and recorded.
 //
@@ -144,18 +146,6 @@ func RecordNodeCert(ctx context.Context, st store.ClusterSecretUpdater, k store.
 	err := st.UpdateClusterSecrets(ctx, k, store.SecretWrite{Name: NodeCertSecret(node), Value: encodeNodeCert(NodeCert{Serial: serial})})
 	if err != nil {
 		return fmt.Errorf("record the certificate of node %s: %w", node, err)
-	}
-	return nil
-}
-
-// ForgetNodeCerts marks node's certificate record revoked at now: no
-// certificate of the node is accepted until it registers again. A cluster
-// that no longer exists has nothing to refuse: that is no error.
-func ForgetNodeCerts(ctx context.Context, st store.ClusterSecretUpdater, k store.Key, node string, now time.Time) error {
-	now = now.UTC()
-	err := st.UpdateClusterSecrets(ctx, k, store.SecretWrite{Name: NodeCertSecret(node), Value: encodeNodeCert(NodeCert{RevokedAt: &now})})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("forget node %s of cluster %s: %w", node, k, err)
 	}
 	return nil
 }
