@@ -101,6 +101,15 @@ var rules = []rule{
 			"cluster): it knows no check, each check knows it",
 	},
 	{
+		name: "trust ↛ gateway, plan, server, daemon, worker",
+		from: []string{"kiln.dev/kiln/internal/trust/..."},
+		never: []string{"kiln.dev/kiln/internal/gateway/...", "kiln.dev/kiln/internal/plan/...",
+			"kiln.dev/kiln/internal/server/...", "kiln.dev/kiln/internal/daemon/...", "kiln.dev/kiln/internal/worker/..."},
+		reason: "cluster trust (CAs and their rotation, node certificates, cluster secrets) is below everything " +
+			"that uses it: the gateway's sessions ask it whether a certificate is admitted, the plan and the API " +
+			"read and rotate CAs through it, and it knows none of them",
+	},
+	{
 		name:  "console ↛ server",
 		from:  []string{"kiln.dev/kiln/internal/console/..."},
 		never: []string{"kiln.dev/kiln/internal/server/..."},

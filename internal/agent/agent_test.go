@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
@@ -98,8 +99,8 @@ func forgeState(t *testing.T, e *gatewaytest.Env, dir string, c *gatewaytest.Clu
 		t.Fatal(err)
 	}
 	csr, _ := pki.NewCSR(key, node)
-	cert, err := ca.SignCSR(csr, pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, node),
-		Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient, ValidFor: validFor, Now: now})
+	cert, err := ca.SignCSR(csr, pki.CertRequest{CommonName: trust.NodeCommonName(c.Key, node),
+		Organization: []string{trust.NodeOrganization}, Usage: pki.UsageClient, ValidFor: validFor, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func forgeState(t *testing.T, e *gatewaytest.Env, dir string, c *gatewaytest.Clu
 }
 
 func clusterCA(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster) *pki.CA {
-	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, gateway.SecretCA)
+	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, trust.SecretCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestRenewalTiming(t *testing.T) {
 		}
 		return len(beats) >= 4, nil
 	})
-	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, gateway.NodeCertSecret("c-w-0"))
+	raw, err := e.Store.GetClusterSecret(t.Context(), c.Key, trust.NodeCertSecret("c-w-0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +461,7 @@ func TestJoinForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Fatal(err)
 	}
 	err = agent.Run(t.Context(), agent.RunOptions{DataDir: n.join.DataDir, Prechecks: fixedPrechecks, Logger: logger(t)})

@@ -21,6 +21,7 @@ import (
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // checks builds the backend's periodic checks (internal/backend/...), each
@@ -179,7 +180,7 @@ func (c checks) certificates() check.Periodic {
 			return time.Duration(max(cl.Spec.CertificateTTLDays, 1)) * 24 * time.Hour
 		},
 		CA: func(ctx context.Context, k store.Key) (*x509.Certificate, error) {
-			ca, err := gateway.LoadCA(ctx, d.Store, k)
+			ca, err := trust.LoadCA(ctx, d.Store, k)
 			if err != nil {
 				return nil, err
 			}

@@ -28,9 +28,9 @@ import (
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/secretref"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // What a bundle holds of what grows: the newest MaxLogLines log lines of
@@ -47,7 +47,7 @@ type Store interface {
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
 	ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error)
 	ListProjectSecrets(ctx context.Context, project string, pg store.Page) ([]*store.ProjectSecret, string, error)
-	gateway.SecretReader
+	trust.SecretReader
 	PutDiagnostics(ctx context.Context, d *store.Diagnostics, bundle []byte) error
 }
 
@@ -210,7 +210,7 @@ func nodeLog(ctx context.Context, st Store, k store.Key, node string) ([]v1.LogL
 // project's secrets.
 func secretValues(ctx context.Context, st Store, cl *store.Cluster) (map[string]string, error) {
 	out := map[string]string{}
-	if id, secret, pass, err := gateway.ClearCredentials(ctx, st, cl.Key()); err == nil {
+	if id, secret, pass, err := trust.ClearCredentials(ctx, st, cl.Key()); err == nil {
 		out["cluster.agent-credential"], out["cluster.passphrase"] = secret, pass
 		_ = id // an id is not a secret: it names the credential
 	} else if !errors.Is(err, store.ErrNotFound) {

@@ -14,9 +14,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/diagnose"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // fakeKube answers paths from a map; a path it does not know is an error,
@@ -56,7 +56,7 @@ func TestGatherStripsSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := gateway.EnsureSecrets(ctx, st, claimed.Key(), claimed.Lease.Fence(), 0)
+	sec, err := trust.EnsureSecrets(ctx, st, claimed.Key(), claimed.Lease.Fence(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

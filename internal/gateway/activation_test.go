@@ -12,6 +12,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // registerRefused checks a registration is refused with a 401 containing
@@ -35,10 +36,10 @@ func TestRevokeActivation(t *testing.T) {
 	id := join(t, e, c, "c-w-0")
 	s := open(t, e, id)
 
-	if err := gateway.RevokeActivation(ctx, e.Store, c.Key); err != nil {
+	if err := trust.RevokeActivation(ctx, e.Store, c.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := gateway.RevokeActivation(ctx, e.Store, c.Key); err != nil {
+	if err := trust.RevokeActivation(ctx, e.Store, c.Key); err != nil {
 		t.Errorf("revoking again: %v", err)
 	}
 	registerRefused(t, e, registration(t, c, "c-w-1"), "was revoked")
@@ -56,14 +57,14 @@ func TestRevokeActivation(t *testing.T) {
 	open(t, e, id).stillOpen(e, c, "c-w-0", "i-2")
 
 	// A create plan run again (EnsureSecrets) does not bring it back.
-	if _, err := gateway.EnsureSecrets(ctx, e.Store, c.Key, c.Fence, 0); err != nil {
+	if _, err := trust.EnsureSecrets(ctx, e.Store, c.Key, c.Fence, 0); err != nil {
 		t.Fatal(err)
 	}
 	registerRefused(t, e, registration(t, c, "c-w-1"), "was revoked")
 
 	// A cluster without a credential: not found.
-	err := gateway.RevokeActivation(ctx, e.Store, store.Key{Project: gatewaytest.Project, Name: "nope"})
-	if !errors.Is(err, gateway.ErrNoActivation) || !errors.Is(err, store.ErrNotFound) {
+	err := trust.RevokeActivation(ctx, e.Store, store.Key{Project: gatewaytest.Project, Name: "nope"})
+	if !errors.Is(err, trust.ErrNoActivation) || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoke the activation of a missing cluster: %v, want ErrNoActivation and ErrNotFound", err)
 	}
 }
@@ -79,10 +80,10 @@ func TestReissueActivation(t *testing.T) {
 	s := open(t, e, join(t, e, c, "c-w-0"))
 	old := *c
 
-	if err := gateway.RevokeActivation(ctx, e.Store, c.Key); err != nil {
+	if err := trust.RevokeActivation(ctx, e.Store, c.Key); err != nil {
 		t.Fatal(err)
 	}
-	act, err := gateway.ReissueActivation(ctx, e.Store, c.Key)
+	act, err := trust.ReissueActivation(ctx, e.Store, c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestReissueActivation(t *testing.T) {
 	if got := act.AgentCredentials(e.URL, e.CAPEM); got != creds {
 		t.Errorf("AgentCredentials = %+v, want %+v", got, creds)
 	}
-	again, err := gateway.EnsureSecrets(ctx, e.Store, c.Key, c.Fence, 0)
+	again, err := trust.EnsureSecrets(ctx, e.Store, c.Key, c.Fence, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestReissueActivation(t *testing.T) {
 		t.Errorf("EnsureSecrets after the reissue: created %v, credential %s; want nothing created, %s", again.Created, again.CredentialID, act.CredentialID)
 	}
 
-	if _, err := gateway.ReissueActivation(ctx, e.Store, store.Key{Project: gatewaytest.Project, Name: "nope"}); !errors.Is(err, gateway.ErrNoActivation) {
+	if _, err := trust.ReissueActivation(ctx, e.Store, store.Key{Project: gatewaytest.Project, Name: "nope"}); !errors.Is(err, trust.ErrNoActivation) {
 		t.Errorf("reissue the activation of a missing cluster: %v, want ErrNoActivation", err)
 	}
 }
@@ -137,11 +138,11 @@ func TestConcurrentReissues(t *testing.T) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		acts []*gateway.Activation
+		acts []*trust.Activation
 	)
 	for range 4 {
 		wg.Go(func() {
-			act, err := gateway.ReissueActivation(ctx, e.Store, c.Key)
+			act, err := trust.ReissueActivation(ctx, e.Store, c.Key)
 			if err != nil {
 				t.Errorf("reissue: %v", err)
 				return

@@ -1,11 +1,11 @@
-// Package gateway is the controller side of kiln-agent: registration
-// (credential + passphrase exchanged for a node certificate signed by the
-// cluster CA), the mTLS websocket session each agent holds (facts,
-// prechecks, heartbeats, progress, logs and instruction results in;
+// Package gateway is the controller side of kiln-agent, its sessions:
+// registration (credential + passphrase exchanged for a node certificate
+// signed by the cluster CA), the mTLS websocket session each agent holds
+// (facts, prechecks, heartbeats, progress, logs and instruction results in;
 // instructions out; certificate renewals), node liveness (NOT_READY after
-// missed heartbeats), the record of each node's current certificate (any
-// other is refused), and the per-cluster secrets registration checks
-// against, which the API server can revoke and issue again.
+// missed heartbeats) and the image pulls of nodes. What a session trusts
+// (cluster CAs, the record of each node's current certificate, the
+// activation credential registration checks) is internal/trust's.
 // docs/agent-protocol.md is the protocol.
 package gateway
 
@@ -24,6 +24,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // Defaults of Options.
@@ -177,8 +178,8 @@ func (g *Gateway) watch() (stop func()) {
 		switch {
 		case c.Kind == store.ChangeInstruction:
 			g.Notify(c.Key(), c.Node)
-		case c.Kind == store.ChangeSecret && c.Remote && strings.HasPrefix(c.Secret, NodeCertSecretPrefix):
-			g.Notify(c.Key(), strings.TrimPrefix(c.Secret, NodeCertSecretPrefix))
+		case c.Kind == store.ChangeSecret && c.Remote && strings.HasPrefix(c.Secret, trust.NodeCertSecretPrefix):
+			g.Notify(c.Key(), strings.TrimPrefix(c.Secret, trust.NodeCertSecretPrefix))
 		case c.Kind == store.ChangeResync:
 			g.mu.Lock()
 			for _, s := range g.sessions {
@@ -190,19 +191,25 @@ func (g *Gateway) watch() (stop func()) {
 }
 
 // ForgetNode refuses every certificate of node of cluster k from now on,
-// in every process (its certificate record is marked revoked), and ends the
-// node's session in this process at once; sessions in other processes end
-// at their next poll (Options.PollInterval). The node must join again: a
-// registration records its new certificate. Call it before deleting a
-// node's record, and when a node is reset. A cluster that no longer exists
-// has nothing to refuse: its session is closed all the same.
-func (g *Gateway) ForgetNode(ctx context.Context, k store.Key, node string) error {
-	now := g.opts.Now().UTC()
-	err := g.st.UpdateClusterSecrets(ctx, k, store.SecretWrite{Name: NodeCertSecret(node), Value: encodeNodeCert(nodeCert{RevokedAt: &now})})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("forget node %s of cluster %s: %w", node, k, err)
+// in every process, and ends the node's session in this process at once;
+// sessions in other processes end at their next poll
+// (Options.PollInterval). Its certificate record is marked revoked (the
+// node must join again: a registration records its new certificate), and
+// its current certificate (and a renewed one not presented yet) is revoked
+// by serial with why (trust.RevokeNode): refused, saying by whom and why,
+// even after the node registers again; an event says so. Call it before
+// deleting a node's record, and when a node is reset. A cluster that no
+// longer exists has nothing to refuse: its session is closed all the same.
+func (g *Gateway) ForgetNode(ctx context.Context, k store.Key, node string, why trust.Why) error {
+	revoked, err := trust.RevokeNode(ctx, g.st, k, node, why, g.opts.Now())
+	if err != nil {
+		return err
 	}
-	g.log.Info("node forgotten: its certificates are refused", "cluster", k.String(), "node", node)
+	g.log.Info("node forgotten: its certificates are refused", "cluster", k.String(), "node", node, "revoked", revoked, "by", why.By, "reason", why.Reason)
+	if len(revoked) > 0 {
+		g.event(ctx, k, eventNormal, ReasonCertificateRevoked, node, "the node certificate of node %s (serial %s) was revoked by %s: %s",
+			node, strings.Join(revoked, ", "), why.By, why.Reason)
+	}
 	g.closeSession(k, node, "", "the node was deleted or reset: join again")
 	return nil
 }
@@ -238,7 +245,7 @@ func (g *Gateway) CloseSessions() {
 // Credentials returns the credentials file content and the passphrase an
 // agent of cluster k joins with, for kilnd's own use (the local provider).
 func (g *Gateway) Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error) {
-	id, secret, pass, err := ClearCredentials(ctx, g.st, k)
+	id, secret, pass, err := trust.ClearCredentials(ctx, g.st, k)
 	if err != nil {
 		return v1.AgentCredentials{}, "", err
 	}
@@ -260,7 +267,7 @@ func (g *Gateway) Credentials(ctx context.Context, k store.Key) (v1.AgentCredent
 // Revoked reports whether cluster k's activation credential is revoked:
 // an installer made with it would be refused, and is not made.
 func (g *Gateway) Revoked(ctx context.Context, k store.Key) (bool, error) {
-	cred, _, err := readCredentialHash(ctx, g.st, k)
+	cred, err := trust.ReadCredential(ctx, g.st, k)
 	if err != nil {
 		return false, err
 	}
@@ -270,7 +277,7 @@ func (g *Gateway) Revoked(ctx context.Context, k store.Key) (bool, error) {
 // credentialExpiry is when cluster k's activation credential expires: its
 // issue time plus the cluster's certificateTTLDays.
 func (g *Gateway) credentialExpiry(ctx context.Context, k store.Key) (time.Time, bool, error) {
-	cred, _, err := readCredentialHash(ctx, g.st, k)
+	cred, err := trust.ReadCredential(ctx, g.st, k)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -278,7 +285,7 @@ func (g *Gateway) credentialExpiry(ctx context.Context, k store.Key) (time.Time,
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read cluster %s: %w", k, err)
 	}
-	exp, ok := cred.expiry(cl.Spec.CertificateTTLDays)
+	exp, ok := cred.Expiry(cl.Spec.CertificateTTLDays)
 	return exp, ok, nil
 }
 
@@ -352,6 +359,7 @@ const (
 	ReasonHeartbeatResumed    = "NodeHeartbeatResumed"
 	ReasonStep                = "NodeStep"
 	ReasonCertificateRenewed  = "NodeCertificateRenewed"
+	ReasonCertificateRevoked  = "NodeCertificateRevoked"
 	ReasonInterruption        = "NodeInterruptionNotice"
 )
 
@@ -361,4 +369,20 @@ func writeError(w http.ResponseWriter, status int, code, format string, args ...
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v1.ErrorResponse{Error: v1.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
+}
+
+// Reissue gives cluster k a new activation credential and passphrase (the
+// old ones are refused from now on) and returns them as an agent joins with
+// them: the credentials file for this gateway and the passphrase.
+func (g *Gateway) Reissue(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error) {
+	a, err := trust.ReissueActivation(ctx, g.st, k)
+	if err != nil {
+		return v1.AgentCredentials{}, "", err
+	}
+	return a.AgentCredentials(g.opts.Controller, g.opts.ControllerCA), a.Passphrase, nil
+}
+
+// Revoke revokes cluster k's activation credential (RevokeActivation).
+func (g *Gateway) Revoke(ctx context.Context, k store.Key) error {
+	return trust.RevokeActivation(ctx, g.st, k)
 }

@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -165,7 +166,7 @@ func TestRenewOverSession(t *testing.T) {
 		t.Fatalf("renewal refused: %s", body.Error)
 	}
 	cert := parseCert(t, body.Certificate)
-	if want := gateway.NodeCommonName(c.Key, "c-w-0"); cert.Subject.CommonName != want {
+	if want := trust.NodeCommonName(c.Key, "c-w-0"); cert.Subject.CommonName != want {
 		t.Errorf("renewed certificate for %q, want %q", cert.Subject.CommonName, want)
 	}
 	if d := cert.NotAfter.Sub(pki.IssuedAt(cert)); d != time.Hour {
@@ -205,7 +206,8 @@ func TestRenewOverSession(t *testing.T) {
 // TestForgetNodeEndsSessionAtOnce: the plan forgets a node before deleting
 // its record: its live session ends at once (heartbeats and polls are a
 // minute apart here, so nothing else could end it), and a reconnect is
-// refused, with the record deleted or (a reset) not.
+// refused, with the record deleted or (a reset) not: its certificate was
+// revoked, which the refusal says (by whom, why) and an event records.
 func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: time.Minute, PollInterval: time.Minute})
 	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
@@ -214,7 +216,7 @@ func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 		id := join(t, e, c, "c-w-0")
 		s := open(t, e, id)
 		start := time.Now()
-		if err := e.Gateway.ForgetNode(ctx, c.Key, "c-w-0"); err != nil {
+		if err := e.Gateway.ForgetNode(ctx, c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 			t.Fatal(err)
 		}
 		ce := s.endsWithin(2 * time.Second)
@@ -226,17 +228,24 @@ func TestForgetNodeEndsSessionAtOnce(t *testing.T) {
 			if err := e.Store.DeleteNode(ctx, c.Key, "c-w-0", store.Cond{Fence: &c.Fence}); err != nil {
 				t.Fatal(err)
 			}
-			refused(t, e, id, "is not registered")
-		} else {
-			refused(t, e, id, "were revoked")
 		}
-		// Registering again is the way back, with a new certificate.
+		want := "(serial " + id.serial(t) + ") of node c-w-0 was revoked at "
+		refused(t, e, id, want)
+		refused(t, e, id, "by test: removed")
+		if evs := events(t, e, c, gateway.ReasonSessionRefused); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], want) {
+			t.Errorf("no %s event says the certificate was revoked: %q", gateway.ReasonSessionRefused, evs)
+		}
+		if evs := events(t, e, c, gateway.ReasonCertificateRevoked); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], id.serial(t)) {
+			t.Errorf("no %s event names serial %s: %q", gateway.ReasonCertificateRevoked, id.serial(t), evs)
+		}
+		// Registering again is the way back, with a new certificate; the
+		// revoked one stays refused.
 		back := join(t, e, c, "c-w-0")
 		open(t, e, back).stillOpen(e, c, "c-w-0", "back-"+time.Now().Format("150405.000000"))
-		refused(t, e, id, "is no longer the certificate of node c-w-0")
+		refused(t, e, id, want)
 	}
 	// A cluster that is gone has nothing to refuse.
-	if err := e.Gateway.ForgetNode(ctx, store.Key{Project: gatewaytest.Project, Name: "gone"}, "n"); err != nil {
+	if err := e.Gateway.ForgetNode(ctx, store.Key{Project: gatewaytest.Project, Name: "gone"}, "n", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Errorf("ForgetNode of a missing cluster: %v", err)
 	}
 }
@@ -284,7 +293,7 @@ func TestReplacedElsewhereEndsSession(t *testing.T) {
 	id := join(t, e, c, "c-w-0")
 	s := open(t, e, id)
 	if err := e.Store.UpdateClusterSecrets(context.Background(), c.Key, store.SecretWrite{
-		Name: gateway.NodeCertSecret("c-w-0"), Value: []byte(`{"serial":"abc"}`)}); err != nil {
+		Name: trust.NodeCertSecret("c-w-0"), Value: []byte(`{"serial":"abc"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if ce := s.endsWithin(wait); !strings.Contains(ce.Reason, "replaced") {
@@ -325,7 +334,7 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 	if err := e.Store.PutNode(ctx, n, store.Cond{IfNoneMatch: "*"}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.SecretCA)
+	raw, err := e.Store.GetClusterSecret(ctx, c.Key, trust.SecretCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,15 +343,15 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	issue := func() identity {
-		cert, key, err := ca.Issue(pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, "c-w-0"),
-			Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient})
+		cert, key, err := ca.Issue(pki.CertRequest{CommonName: trust.NodeCommonName(c.Key, "c-w-0"),
+			Organization: []string{trust.NodeOrganization}, Usage: pki.UsageClient})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return identity{node: "c-w-0", cert: cert, key: key}
 	}
 	legacy, other := issue(), issue()
-	if _, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.NodeCertSecret("c-w-0")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.Store.GetClusterSecret(ctx, c.Key, trust.NodeCertSecret("c-w-0")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a certificate record before any session: %v", err)
 	}
 	open(t, e, legacy).stillOpen(e, c, "c-w-0", "i-1")
@@ -355,4 +364,29 @@ func TestUnrecordedCertificateTrustedOnFirstUse(t *testing.T) {
 	} else {
 		conn.CloseNow()
 	}
+}
+
+// TestRevokedCertificateSessionRefused: a certificate revoked in the store
+// (by another process: this gateway ends no session itself) is refused when
+// its session connects, with the node's record still there, saying who
+// revoked it and why, and an event says so; the node's new certificate
+// after it registers again is admitted.
+func TestRevokedCertificateSessionRefused(t *testing.T) {
+	e := gatewaytest.New(t, gateway.Options{HeartbeatInterval: time.Minute, PollInterval: time.Minute})
+	c := e.CreateCluster("c", v1.ClusterSpec{NodeApproval: "auto"})
+	id := join(t, e, c, "c-w-0")
+	open(t, e, id).stillOpen(e, c, "c-w-0", "before")
+	revoked, err := trust.RevokeNode(t.Context(), e.Store, c.Key, "c-w-0",
+		trust.Why{By: "operation op-1 (update)", Reason: "the node was removed from the cluster"}, time.Now())
+	if err != nil || len(revoked) != 1 || revoked[0] != id.serial(t) {
+		t.Fatalf("RevokeNode: %v, %v; want serial %s", revoked, err, id.serial(t))
+	}
+	refused(t, e, id, "was revoked at ")
+	refused(t, e, id, "by operation op-1 (update): the node was removed from the cluster")
+	if evs := events(t, e, c, gateway.ReasonSessionRefused); len(evs) == 0 || !strings.Contains(evs[len(evs)-1], "serial "+id.serial(t)+") of node c-w-0 was revoked") {
+		t.Errorf("no %s event says the certificate was revoked: %q", gateway.ReasonSessionRefused, evs)
+	}
+	back := join(t, e, c, "c-w-0")
+	open(t, e, back).stillOpen(e, c, "c-w-0", "after")
+	refused(t, e, id, "was revoked at ")
 }

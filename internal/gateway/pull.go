@@ -10,6 +10,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // VerifyNode says which node of which cluster a request on the agent
@@ -32,11 +33,11 @@ func (g *Gateway) VerifyNode(r *http.Request) (store.Key, string, error) {
 		return deny(auth.ErrNoCredential, "the registry on the agent listener needs the node's client certificate (hosts.toml: client = [cert, key])")
 	}
 	peer := r.TLS.PeerCertificates[0]
-	k, node, ok := ParseNodeCommonName(peer.Subject.CommonName)
-	if !ok || !slices.Contains(peer.Subject.Organization, NodeOrganization) {
+	k, node, ok := trust.ParseNodeCommonName(peer.Subject.CommonName)
+	if !ok || !slices.Contains(peer.Subject.Organization, trust.NodeOrganization) {
 		return deny(auth.ErrInvalidCredential, "certificate %q is not a Kiln node certificate", peer.Subject.CommonName)
 	}
-	ca, err := LoadCAs(ctx, g.st, k)
+	ca, err := trust.LoadCAs(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return deny(auth.ErrInvalidCredential, "cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
 	} else if err != nil {
@@ -48,7 +49,12 @@ func (g *Gateway) VerifyNode(r *http.Request) (store.Key, string, error) {
 		}
 		return deny(auth.ErrInvalidCredential, "the node certificate is not valid for cluster %s", clusterID(k))
 	}
-	rec, _, err := readNodeCert(ctx, g.st, k, node)
+	if rev, err := trust.CertRevoked(ctx, g.st, k, trust.SerialOf(peer)); err != nil {
+		return store.Key{}, "", err
+	} else if rev != nil {
+		return deny(auth.ErrRevoked, "%s", rev)
+	}
+	rec, err := trust.ReadNodeCert(ctx, g.st, k, node)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return deny(ErrNoSession, "node %s of cluster %s has no certificate on record: its agent has not opened a session yet", node, clusterID(k))
@@ -56,8 +62,8 @@ func (g *Gateway) VerifyNode(r *http.Request) (store.Key, string, error) {
 		return store.Key{}, "", err
 	case rec.RevokedAt != nil:
 		return deny(auth.ErrRevoked, "the certificates of node %s were revoked (the node was deleted or reset)", node)
-	case serialOf(peer) != rec.Serial && serialOf(peer) != rec.Next:
-		return deny(ErrNotCurrent, "the certificate (serial %s) is no longer node %s's", serialOf(peer), node)
+	case trust.SerialOf(peer) != rec.Serial && trust.SerialOf(peer) != rec.Next:
+		return deny(ErrNotCurrent, "the certificate (serial %s) is no longer node %s's", trust.SerialOf(peer), node)
 	}
 	return k, node, nil
 }

@@ -22,6 +22,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/registry"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // TestVerifyNode: the registry's node credential is the node certificate
@@ -57,23 +58,23 @@ func TestVerifyNode(t *testing.T) {
 	// Another certificate of the node, signed by the cluster's CA but not
 	// issued by registration: refused.
 	ca := clusterCA(t, e, c)
-	other, _, err := ca.Issue(pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, "c-w-0"),
-		Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient})
+	other, _, err := ca.Issue(pki.CertRequest{CommonName: trust.NodeCommonName(c.Key, "c-w-0"),
+		Organization: []string{trust.NodeOrganization}, Usage: pki.UsageClient})
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusedWith("an unrecorded certificate", presenting(other), gateway.ErrNotCurrent)
 	// A certificate of another cluster's CA naming this cluster.
 	c2 := e.CreateCluster("c2", v1.ClusterSpec{NodeApproval: "auto"})
-	forged, _, err := clusterCA(t, e, c2).Issue(pki.CertRequest{CommonName: gateway.NodeCommonName(c.Key, "c-w-0"),
-		Organization: []string{gateway.NodeOrganization}, Usage: pki.UsageClient})
+	forged, _, err := clusterCA(t, e, c2).Issue(pki.CertRequest{CommonName: trust.NodeCommonName(c.Key, "c-w-0"),
+		Organization: []string{trust.NodeOrganization}, Usage: pki.UsageClient})
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusedWith("a certificate of another cluster's CA", presenting(forged), auth.ErrInvalidCredential)
 
 	// A forgotten node (deleted or reset) pulls no more.
-	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0"); err != nil {
+	if err := e.Gateway.ForgetNode(t.Context(), c.Key, "c-w-0", trust.Why{By: "test", Reason: "removed"}); err != nil {
 		t.Fatal(err)
 	}
 	refusedWith("a forgotten node", presenting(id.cert), auth.ErrRevoked)
@@ -81,7 +82,7 @@ func TestVerifyNode(t *testing.T) {
 
 func clusterCA(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster) *pki.CA {
 	t.Helper()
-	ca, err := gateway.LoadCA(t.Context(), e.Store, c.Key)
+	ca, err := trust.LoadCA(t.Context(), e.Store, c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

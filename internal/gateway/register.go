@@ -15,33 +15,10 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
-// Subject of node certificates.
-const (
-	NodeCNPrefix     = "kiln:node:"
-	NodeOrganization = "kiln:nodes"
-	maxRegisterBody  = 1 << 20
-)
-
-// NodeCommonName is the common name of the certificate of node of cluster k:
-// kiln:node:<project>/<cluster>/<node>.
-func NodeCommonName(k store.Key, node string) string {
-	return NodeCNPrefix + k.Project + "/" + k.Name + "/" + node
-}
-
-// ParseNodeCommonName is the inverse of NodeCommonName.
-func ParseNodeCommonName(cn string) (store.Key, string, bool) {
-	rest, ok := strings.CutPrefix(cn, NodeCNPrefix)
-	if !ok {
-		return store.Key{}, "", false
-	}
-	parts := strings.Split(rest, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return store.Key{}, "", false
-	}
-	return store.Key{Project: parts[0], Name: parts[1]}, parts[2], true
-}
+const maxRegisterBody = 1 << 20
 
 // ParseClusterID parses /v1/projects/{p}/clusters/{c}.
 func ParseClusterID(id string) (store.Key, bool) {
@@ -141,12 +118,12 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	if ref != nil {
 		return nil, k, ref
 	}
-	cas, err := LoadCAs(ctx, g.st, k)
+	cas, err := trust.LoadCAs(ctx, g.st, k)
 	if err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
 	ca := cas.Issuer()
-	cert, err := g.signNodeCSR(ca, cl, name, req.CSR)
+	cert, err := trust.SignNodeCSR(ca, k, name, g.nodeCertRequest(cl, req.CSR))
 	if errors.Is(err, pki.ErrInvalidCSR) {
 		return nil, k, refuse(http.StatusBadRequest, v1.CodeInvalidParameter, "csr: %v", err)
 	} else if err != nil {
@@ -160,8 +137,8 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 	// so there is no moment when the node exists with no certificate
 	// recorded (a session would then be trusted on first use). From here
 	// on, the node's other certificates are refused.
-	serial := serialOf(parsed)
-	if err := g.recordCertificate(ctx, k, name, serial); err != nil {
+	serial := trust.SerialOf(parsed)
+	if err := trust.RecordNodeCert(ctx, g.st, k, name, serial); err != nil {
 		return nil, k, refuse(http.StatusInternalServerError, v1.CodeInternal, "%v", err)
 	}
 	g.closeSession(k, name, serial, "the node registered again: this certificate is replaced")
@@ -185,42 +162,38 @@ func (g *Gateway) registerNode(ctx context.Context, r *http.Request, req *v1.Reg
 // and the passphrase. Each refusal says which factor failed and no more.
 // A credential older than the cluster's certificateTTLDays is refused.
 func (g *Gateway) checkCredential(ctx context.Context, k store.Key, req *v1.RegisterRequest, ttlDays int) *refusal {
-	raw, err := g.st.GetClusterSecret(ctx, k, SecretCredentialHash)
+	cred, err := trust.ReadCredential(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return unauthorized("unknown credential: cluster %s has no agent credential yet", req.Cluster)
 	} else if err != nil {
 		return refuse(http.StatusInternalServerError, v1.CodeInternal, "read credential: %v", err)
 	}
-	var cred credentialHash
-	if err := json.Unmarshal(raw, &cred); err != nil {
-		return refuse(http.StatusInternalServerError, v1.CodeInternal, "decode stored credential: %v", err)
-	}
 	switch {
 	case req.CredentialID == cred.ID:
-	case cred.retired(req.CredentialID) != nil:
+	case cred.Replaced(req.CredentialID) != nil:
 		return unauthorized("the credential %q of cluster %s was replaced by a new one at %s: join with the cluster's new credentials and passphrase",
-			req.CredentialID, req.Cluster, cred.retired(req.CredentialID).At.UTC().Format(time.RFC3339))
-	case !strings.HasPrefix(req.CredentialID, clusterTag(k)+"."):
+			req.CredentialID, req.Cluster, cred.Replaced(req.CredentialID).At.UTC().Format(time.RFC3339))
+	case !trust.CredentialOf(k, req.CredentialID):
 		return unauthorized("the credential is not this cluster's: credential %q does not belong to cluster %s", req.CredentialID, req.Cluster)
 	default:
 		return unauthorized("unknown credential %q for cluster %s", req.CredentialID, req.Cluster)
 	}
-	if !secretMatches(req.Secret, cred.SHA256) {
+	if !cred.SecretMatches(req.Secret) {
 		return unauthorized("the credential's secret is wrong")
 	}
 	if cred.RevokedAt != nil {
 		return unauthorized("the credential %q of cluster %s was revoked at %s: no node may join with it; ask for new activation material (the credential and passphrase issued again)",
 			req.CredentialID, req.Cluster, cred.RevokedAt.UTC().Format(time.RFC3339))
 	}
-	if exp, ok := cred.expiry(ttlDays); ok && g.opts.Now().After(exp) {
+	if exp, ok := cred.Expiry(ttlDays); ok && g.opts.Now().After(exp) {
 		return unauthorized("the credential %q of cluster %s expired at %s (certificateTTLDays %d): reissue the activation (kiln: POST .../activation) and download the installer again",
 			req.CredentialID, req.Cluster, exp.UTC().Format(time.RFC3339), ttlDays)
 	}
-	stored, err := g.st.GetClusterSecret(ctx, k, SecretPassphraseHash)
+	stored, err := g.st.GetClusterSecret(ctx, k, trust.SecretPassphraseHash)
 	if err != nil {
 		return refuse(http.StatusInternalServerError, v1.CodeInternal, "read passphrase hash: %v", err)
 	}
-	ok, err := passphraseMatches(req.Passphrase, string(stored))
+	ok, err := trust.PassphraseMatches(req.Passphrase, string(stored))
 	if err != nil {
 		return refuse(http.StatusInternalServerError, v1.CodeInternal, "check passphrase: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 func client(e *gatewaytest.Env) *http.Client {
@@ -219,14 +220,14 @@ func TestRegister(t *testing.T) {
 func TestEnsureSecretsOnce(t *testing.T) {
 	e := gatewaytest.New(t, gateway.Options{})
 	c := e.CreateCluster("c", v1.ClusterSpec{})
-	again, err := gateway.EnsureSecrets(context.Background(), e.Store, c.Key, c.Fence, 0)
+	again, err := trust.EnsureSecrets(context.Background(), e.Store, c.Key, c.Fence, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.Created || again.Passphrase != "" || again.CredentialSecret != "" || again.CredentialID != c.Credentials.ID {
 		t.Errorf("second EnsureSecrets %+v: want nothing created and no secret in clear", again)
 	}
-	for _, name := range []string{gateway.SecretCredentialHash, gateway.SecretPassphraseHash} {
+	for _, name := range []string{trust.SecretCredentialHash, trust.SecretPassphraseHash} {
 		raw, err := e.Store.GetClusterSecret(context.Background(), c.Key, name)
 		if err != nil {
 			t.Fatal(err)
@@ -237,7 +238,7 @@ func TestEnsureSecretsOnce(t *testing.T) {
 	}
 	stale := c.Fence
 	stale.Token--
-	if _, err := gateway.EnsureSecrets(context.Background(), e.Store, store.Key{Project: "p", Name: "c"}, stale, 0); err == nil {
+	if _, err := trust.EnsureSecrets(context.Background(), e.Store, store.Key{Project: "p", Name: "c"}, stale, 0); err == nil {
 		t.Error("EnsureSecrets with a stale fence succeeded")
 	}
 }
@@ -283,18 +284,18 @@ func TestFrontProxyCA(t *testing.T) {
 	ctx := context.Background()
 	e := gatewaytest.New(t, gateway.Options{})
 	c := e.CreateCluster("c", v1.ClusterSpec{})
-	stored, err := e.Store.GetClusterSecret(ctx, c.Key, gateway.SecretFrontProxyCA)
+	stored, err := e.Store.GetClusterSecret(ctx, c.Key, trust.SecretFrontProxyCA)
 	if err != nil {
 		t.Fatalf("EnsureSecrets made no front-proxy CA: %v", err)
 	}
-	got, err := gateway.EnsureFrontProxyCA(ctx, e.Store, c.Key, c.Fence, 0)
+	got, err := trust.EnsureFrontProxyCA(ctx, e.Store, c.Key, c.Fence, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(string(stored), string(got.CertPEM())) {
 		t.Error("EnsureFrontProxyCA made another CA")
 	}
-	cluster, err := gateway.LoadCA(ctx, e.Store, c.Key)
+	cluster, err := trust.LoadCA(ctx, e.Store, c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 const (
@@ -57,7 +58,7 @@ type session struct {
 	steps    map[[2]string]string // (instruction, step) -> last state
 
 	// Owned by the sending side's cycle.
-	renewAsked bool // the agent was asked to renew its certificate (RequestRenewal)
+	renewAsked bool // the agent was asked to renew its certificate (trust.RequestRenewal)
 
 	mu   sync.Mutex
 	logs []v1.LogLine
@@ -84,8 +85,8 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	peer := r.TLS.PeerCertificates[0]
-	k, node, ok := ParseNodeCommonName(peer.Subject.CommonName)
-	if !ok || !slices.Contains(peer.Subject.Organization, NodeOrganization) {
+	k, node, ok := trust.ParseNodeCommonName(peer.Subject.CommonName)
+	if !ok || !slices.Contains(peer.Subject.Organization, trust.NodeOrganization) {
 		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized,
 			"certificate %q is not a Kiln node certificate", peer.Subject.CommonName)
 		return
@@ -94,7 +95,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	deny := func(format string, args ...any) {
 		writeError(w, http.StatusUnauthorized, v1.CodeUnauthorized, format, args...)
 	}
-	ca, err := LoadCAs(ctx, g.st, k)
+	ca, err := trust.LoadCAs(ctx, g.st, k)
 	if errors.Is(err, store.ErrNotFound) {
 		deny("cluster %s does not exist (or has no CA): the node certificate is not valid", clusterID(k))
 		return
@@ -114,6 +115,19 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, pki.ErrWrongUsage):
 			msg = "the certificate is not a client certificate"
 		}
+		g.event(ctx, k, eventWarning, ReasonSessionRefused, node, "session of node %s from %s refused: %s", node, remoteIP(r), msg)
+		deny("%s", msg)
+		return
+	}
+	// A revoked certificate is refused before the node is looked at: a
+	// node removed from the cluster has no record, and is told why.
+	if rev, err := trust.CertRevoked(ctx, g.st, k, trust.SerialOf(peer)); err != nil {
+		log.Error("session: read the revoked certificates", "err", err)
+		writeError(w, http.StatusInternalServerError, v1.CodeInternal, "the controller could not check the certificate; try again")
+		return
+	} else if rev != nil {
+		msg := rev.String() + "; to register this host again, kiln-agent join --force"
+		log.Warn("session refused: revoked certificate", "serial", rev.Serial, "by", rev.By, "reason", rev.Reason)
 		g.event(ctx, k, eventWarning, ReasonSessionRefused, node, "session of node %s from %s refused: %s", node, remoteIP(r), msg)
 		deny("%s", msg)
 		return
@@ -151,7 +165,7 @@ func (g *Gateway) serveSession(w http.ResponseWriter, r *http.Request) {
 	// A hijacked connection outlives the request's context on server
 	// shutdown: the session has its own, cancelled by CloseSessions.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &session{g: g, k: k, node: node, serial: serialOf(peer), conn: conn, in: &in, log: log, ctx: sctx, cancel: cancel,
+	s := &session{g: g, k: k, node: node, serial: trust.SerialOf(peer), conn: conn, in: &in, log: log, ctx: sctx, cancel: cancel,
 		steps: map[[2]string]string{}}
 	// The session runs on a goroutine of its own and this one ends: it
 	// did the TLS handshake and read the request, and its stack grew for

@@ -18,9 +18,9 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/state"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/gateway/gatewaytest"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // wait bounds every wait of these tests.
@@ -255,7 +255,7 @@ func (s *agentSession) renew(node, subject, csr string) (*v1.CertificateBody, id
 // recordedSerial is the serial the gateway records as node's certificate.
 func recordedSerial(t *testing.T, e *gatewaytest.Env, c *gatewaytest.Cluster, node string) string {
 	t.Helper()
-	raw, err := e.Store.GetClusterSecret(context.Background(), c.Key, gateway.NodeCertSecret(node))
+	raw, err := e.Store.GetClusterSecret(context.Background(), c.Key, trust.NodeCertSecret(node))
 	if err != nil {
 		t.Fatalf("the certificate record of %s: %v", node, err)
 	}

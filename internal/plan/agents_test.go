@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -195,7 +196,7 @@ type forgetter struct {
 
 func (f *forgetter) Notify(store.Key, string) {}
 
-func (f *forgetter) ForgetNode(ctx context.Context, k store.Key, node string) error {
+func (f *forgetter) ForgetNode(ctx context.Context, k store.Key, node string, _ trust.Why) error {
 	_, err := f.st.GetNode(ctx, k, node)
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -17,8 +17,8 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // An attached cluster (provider "attached", kiln cluster attach) is one
@@ -140,7 +140,7 @@ func (x *run) observeNodes(ctx context.Context, kc *kubeapi.Client) (int, error)
 // that began meanwhile wins.
 func ObserveAttached(ctx context.Context, st interface {
 	NodeStore
-	gateway.SecretReader
+	trust.SecretReader
 }, cl *store.Cluster) error {
 	kc, err := KubeClient(ctx, st, cl.Key(), cl.Status.Endpoint, "kiln:observe")
 	if err != nil {
@@ -242,7 +242,7 @@ func (x *run) detachCluster(context.Context) error {
 
 // attachedConfig is the rest.Config of cluster k's kubeconfig when it is
 // an attached cluster (SecretAttachKubeconfig); nil when it is not.
-func attachedConfig(ctx context.Context, st gateway.SecretReader, k store.Key) (*rest.Config, error) {
+func attachedConfig(ctx context.Context, st trust.SecretReader, k store.Key) (*rest.Config, error) {
 	raw, err := st.GetClusterSecret(ctx, k, SecretAttachKubeconfig)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

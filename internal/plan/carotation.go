@@ -10,13 +10,13 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // Steps of a CA rotation (kiln cluster rotate-certs --ca, then --finish);
-// gateway/carotation.go says what each phase trusts and signs with.
+// internal/trust/carotation.go says what each phase trusts and signs with.
 const (
 	// StepTrustNewCA makes the next CA and installs every node again
 	// trusting both; the cluster is then in the overlap.
@@ -53,23 +53,23 @@ func (x *run) trustNewCA(ctx context.Context) error {
 		return err
 	}
 	k := x.cl.Key()
-	cas, err := gateway.BeginCARotation(ctx, x.caStore(), k, pki.DefaultCAValidity, time.Now())
+	cas, err := trust.BeginCARotation(ctx, x.caStore(), k, pki.DefaultCAValidity, time.Now())
 	if err != nil {
 		return err
 	}
 	if err := x.showCARotation(ctx, cas); err != nil {
 		return err
 	}
-	if cas.Phase != gateway.CATrusting && cas.Phase != gateway.CAOverlap {
+	if cas.Phase != trust.CATrusting && cas.Phase != trust.CAOverlap {
 		return failure.Terminal(v1.CodeConflict, "the CA rotation of cluster %s is in phase %s: finish it (kiln cluster rotate-certs %s --ca --finish) before another begins",
 			k.Name, cas.Phase, k.Name)
 	}
-	if cas.Phase == gateway.CATrusting {
+	if cas.Phase == trust.CATrusting {
 		installed, err := x.rollNodes(ctx, cas.Since, "installing to trust the new cluster CA too")
 		if err != nil {
 			return err
 		}
-		if cas, err = gateway.SetCAPhase(ctx, x.caStore(), k, gateway.CATrusting, gateway.CAOverlap, time.Now()); err != nil {
+		if cas, err = trust.SetCAPhase(ctx, x.caStore(), k, trust.CATrusting, trust.CAOverlap, time.Now()); err != nil {
 			return err
 		}
 		if err := x.showCARotation(ctx, cas); err != nil {
@@ -87,11 +87,11 @@ func (x *run) trustNewCA(ctx context.Context) error {
 // kube-system's Deployments and DaemonSets and waits for them: they then
 // keep working when the API server's certificate is the next CA's.
 func (x *run) restartSystemPods(ctx context.Context) error {
-	cas, err := gateway.LoadCAs(ctx, x.secrets, x.cl.Key())
+	cas, err := trust.LoadCAs(ctx, x.secrets, x.cl.Key())
 	if err != nil {
 		return err
 	}
-	if cas.Phase != gateway.CAOverlap {
+	if cas.Phase != trust.CAOverlap {
 		return skipped("the CA rotation is in phase %q, not overlap", cas.Phase)
 	}
 	kc, err := x.kubeClient(ctx)
@@ -142,14 +142,14 @@ func (x *run) signWithNewCA(ctx context.Context) error {
 		return err
 	}
 	k := x.cl.Key()
-	cas, err := gateway.SetCAPhase(ctx, x.caStore(), k, gateway.CAOverlap, gateway.CASigning, time.Now())
+	cas, err := trust.SetCAPhase(ctx, x.caStore(), k, trust.CAOverlap, trust.CASigning, time.Now())
 	if err != nil {
 		return x.noRotation(ctx, err)
 	}
 	if err := x.showCARotation(ctx, cas); err != nil {
 		return err
 	}
-	if cas.Phase != gateway.CASigning {
+	if cas.Phase != trust.CASigning {
 		return skipped("the CA rotation is past the signing phase (%s)", cas.Phase)
 	}
 	nodes, err := x.clusterNodeNames(ctx)
@@ -157,7 +157,7 @@ func (x *run) signWithNewCA(ctx context.Context) error {
 		return err
 	}
 	for _, n := range nodes {
-		if err := gateway.RequestRenewal(ctx, x.caStore(), k, n); err != nil {
+		if err := trust.RequestRenewal(ctx, x.caStore(), k, n); err != nil {
 			return err
 		}
 	}
@@ -165,7 +165,7 @@ func (x *run) signWithNewCA(ctx context.Context) error {
 	err = x.waitCA(ctx, "agents to renew their node certificates with the new cluster CA", func() (bool, error) {
 		pending = pending[:0]
 		for _, n := range nodes {
-			p, err := gateway.RenewalPending(ctx, x.secrets, k, n)
+			p, err := trust.RenewalPending(ctx, x.secrets, k, n)
 			if err != nil {
 				return false, err
 			}
@@ -196,7 +196,7 @@ func (x *run) trustOnlyNewCA(ctx context.Context) error {
 	if err := x.refuseCARotation(); err != nil {
 		return err
 	}
-	cas, err := gateway.SetCAPhase(ctx, x.caStore(), x.cl.Key(), gateway.CASigning, gateway.CANarrowing, time.Now())
+	cas, err := trust.SetCAPhase(ctx, x.caStore(), x.cl.Key(), trust.CASigning, trust.CANarrowing, time.Now())
 	if err != nil {
 		return x.noRotation(ctx, err)
 	}
@@ -214,7 +214,7 @@ func (x *run) trustOnlyNewCA(ctx context.Context) error {
 // retireOldCA makes the next CA the cluster's CA and ends the rotation.
 func (x *run) retireOldCA(ctx context.Context) error {
 	k := x.cl.Key()
-	cas, err := gateway.LoadCAs(ctx, x.secrets, k)
+	cas, err := trust.LoadCAs(ctx, x.secrets, k)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (x *run) retireOldCA(ctx context.Context) error {
 		return skipped("the rotation was finished already")
 	}
 	old := cas.Current.Certificate().Subject.CommonName
-	if err := gateway.FinishCARotation(ctx, x.caStore(), k); err != nil {
+	if err := trust.FinishCARotation(ctx, x.caStore(), k); err != nil {
 		return err
 	}
 	if err := x.showCARotation(ctx, nil); err != nil {
@@ -239,7 +239,7 @@ func (x *run) retireOldCA(ctx context.Context) error {
 
 // showCARotation records where the CA rotation is in status.caRotation
 // (nil once it is over).
-func (x *run) showCARotation(ctx context.Context, cas *gateway.ClusterCAs) error {
+func (x *run) showCARotation(ctx context.Context, cas *trust.ClusterCAs) error {
 	var st *v1.CARotationStatus
 	if cas != nil && cas.Rotating() {
 		st = &v1.CARotationStatus{Phase: string(cas.Phase), Since: cas.Since, NewCA: cas.Next.Certificate().Subject.CommonName}
@@ -269,7 +269,7 @@ func (x *run) refuseCARotation() error {
 // noRotation turns SetCAPhase's error for a cluster with no rotation under
 // way into a terminal one that says what to do.
 func (x *run) noRotation(ctx context.Context, err error) error {
-	cas, lerr := gateway.LoadCAs(ctx, x.secrets, x.cl.Key())
+	cas, lerr := trust.LoadCAs(ctx, x.secrets, x.cl.Key())
 	if lerr == nil && !cas.Rotating() {
 		return failure.Terminal(v1.CodeConflict, "cluster %s has no CA rotation under way: begin one with kiln cluster rotate-certs %s --ca", x.cl.Name, x.cl.Name)
 	}
@@ -280,10 +280,10 @@ func (x *run) noRotation(ctx context.Context, err error) error {
 // cluster secrets by compare-and-swap (store.ClusterSecretUpdater, which
 // the SQL store has and store.Store does not declare). Without it, every
 // step of a rotation fails saying so.
-func (x *run) caStore() gateway.CASecretStore {
+func (x *run) caStore() trust.CASecretStore {
 	if u, ok := x.r.opts.Store.(store.ClusterSecretUpdater); ok {
 		return struct {
-			gateway.SecretReader
+			trust.SecretReader
 			store.ClusterSecretUpdater
 		}{x.r.opts.Store, u}
 	}
@@ -291,7 +291,7 @@ func (x *run) caStore() gateway.CASecretStore {
 }
 
 // noSecretUpdates is a store that cannot update cluster secrets.
-type noSecretUpdates struct{ gateway.SecretReader }
+type noSecretUpdates struct{ trust.SecretReader }
 
 func (noSecretUpdates) UpdateClusterSecrets(context.Context, store.Key, ...store.SecretWrite) error {
 	return failure.Terminal(v1.CodeInternal, "this store does not update cluster secrets by compare-and-swap: a CA rotation needs it")

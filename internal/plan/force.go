@@ -91,7 +91,7 @@ func (x *run) forgetNodes(ctx context.Context, match func(role string) bool) err
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		if match(nodes[name].Role) {
-			if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
+			if err := f.ForgetNode(ctx, x.cl.Key(), name, x.revocation("the cluster is being deleted (forced)")); err != nil {
 				errs = append(errs, err)
 			}
 		}

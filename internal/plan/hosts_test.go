@@ -8,10 +8,10 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // edgeSpec is an edge cluster: one dedicated control-plane host and
@@ -50,7 +50,7 @@ func TestEdgeCreate(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"validate-dynamic": v1.StepSucceeded, "ensure-cluster-pki": v1.StepSucceeded}, stepStates(got)); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
-	for _, secret := range []string{gateway.SecretCredentialHash, gateway.SecretPassphraseHash} {
+	for _, secret := range []string{trust.SecretCredentialHash, trust.SecretPassphraseHash} {
 		if _, err := e.st.GetClusterSecret(t.Context(), store.Key{Project: project, Name: "c"}, secret); err != nil {
 			t.Errorf("secret %s: %v", secret, err)
 		}
@@ -113,7 +113,7 @@ func TestEdgeResetRemovesHosts(t *testing.T) {
 	if cl.Status.ProvisioningState != v1.StateSucceeded {
 		t.Errorf("cluster %s after reset, want Succeeded", cl.Status.ProvisioningState)
 	}
-	if _, err := e.st.GetClusterSecret(t.Context(), cl.Key(), gateway.SecretPassphraseHash); err != nil {
+	if _, err := e.st.GetClusterSecret(t.Context(), cl.Key(), trust.SecretPassphraseHash); err != nil {
 		t.Errorf("the activation passphrase is gone after a reset: %v", err)
 	}
 }

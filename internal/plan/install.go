@@ -16,10 +16,10 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // Agents wakes a node's agent session when an instruction is written for it
@@ -34,7 +34,7 @@ type Agents interface {
 // gateway: (*gateway.Gateway).ForgetNode). Optional: without it, a deleted
 // node's session ends at its next heartbeat, and is refused after that.
 type NodeForgetter interface {
-	ForgetNode(ctx context.Context, k store.Key, node string) error
+	ForgetNode(ctx context.Context, k store.Key, node string, why trust.Why) error
 }
 
 // usesAgents reports whether the cluster's machines run agents that install
@@ -119,15 +119,15 @@ func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m
 // service-account keys, the endpoint and the control-plane members.
 func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
 	k := x.cl.Key()
-	cas, err := gateway.LoadCAs(ctx, x.secrets, k)
+	cas, err := trust.LoadCAs(ctx, x.secrets, k)
 	if err != nil {
 		return distro.BuildInput{}, err
 	}
-	frontProxy, err := gateway.EnsureFrontProxyCA(ctx, x.secrets, k, x.fence, pki.DefaultCAValidity)
+	frontProxy, err := trust.EnsureFrontProxyCA(ctx, x.secrets, k, x.fence, pki.DefaultCAValidity)
 	if err != nil {
 		return distro.BuildInput{}, err
 	}
-	sa, err := x.secrets.GetClusterSecret(ctx, k, gateway.SecretServiceAccount)
+	sa, err := x.secrets.GetClusterSecret(ctx, k, trust.SecretServiceAccount)
 	if err != nil {
 		return distro.BuildInput{}, fmt.Errorf("service-account key: %w", err)
 	}

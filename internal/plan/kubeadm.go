@@ -13,10 +13,10 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // SecretKubeadmJoin is the cluster secret that holds the kubeadm join
@@ -45,7 +45,7 @@ func (x *run) usesKubeadm() bool { return x.cl.Spec.Distribution == v1.DistroKub
 // key are made once and kept (SecretKubeadmJoin).
 func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.ClusterCA, error) {
 	k := x.cl.Key()
-	ca, err := gateway.LoadCA(ctx, x.secrets, k)
+	ca, err := trust.LoadCA(ctx, x.secrets, k)
 	if err != nil {
 		return kubeadm.Input{}, nil, err
 	}
@@ -100,7 +100,7 @@ func (x *run) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept, created, err := gateway.EnsureSecret(ctx, x.secrets, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
+	kept, created, err := trust.EnsureSecret(ctx, x.secrets, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm join material: %w", err)
 	}

@@ -12,10 +12,10 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/distro/kubeadm"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // kubeadmAgents plays the agents of cluster c's hosts: each install
@@ -114,7 +114,7 @@ func TestEdgeKubeadmProvision(t *testing.T) {
 		t.Fatalf("install order %v, want %v (control plane one by one from the first, then workers)", agents.order, hosts)
 	}
 
-	ca, err := gateway.LoadCA(t.Context(), e.st, store.Key{Project: project, Name: "c"})
+	ca, err := trust.LoadCA(t.Context(), e.st, store.Key{Project: project, Name: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}

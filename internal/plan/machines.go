@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // machineParallelism bounds concurrent provider calls of one step.
@@ -412,7 +413,7 @@ func (x *run) removeNode(ctx context.Context, name string, machine, record bool,
 	// Its certificates are refused first: a retried step finds no
 	// record left to forget.
 	if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
-		if err := f.ForgetNode(ctx, x.cl.Key(), name); err != nil {
+		if err := f.ForgetNode(ctx, x.cl.Key(), name, x.revocation("the node was removed from the cluster")); err != nil {
 			return fmt.Errorf("forget node %q: %w", name, err)
 		}
 	}
@@ -422,4 +423,10 @@ func (x *run) removeNode(ctx context.Context, name string, machine, record bool,
 		return fmt.Errorf("delete node %q: %w", name, err)
 	}
 	return nil
+}
+
+// revocation says, for the record of the certificates of a node it
+// removes, that this operation revokes them and why.
+func (x *run) revocation(reason string) trust.Why {
+	return trust.Why{By: fmt.Sprintf("operation %s (%s)", x.op.ID, x.op.Kind), Reason: reason}
 }

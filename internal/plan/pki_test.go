@@ -6,9 +6,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // withAgents is the sim without its Agentless marker: a provider whose
@@ -31,11 +31,11 @@ func TestClusterPKIIsCreatedOnce(t *testing.T) {
 		t.Fatalf("ensure-cluster-pki = %s, want Succeeded", got)
 	}
 	k := e.cluster("c").Key()
-	ca, err := e.st.GetClusterSecret(t.Context(), k, gateway.SecretCA)
+	ca, err := e.st.GetClusterSecret(t.Context(), k, trust.SecretCA)
 	if err != nil || !bytes.Contains(ca, []byte("BEGIN CERTIFICATE")) {
 		t.Fatalf("cluster CA secret: %q, %v", ca, err)
 	}
-	if _, _, pass, err := gateway.ClearCredentials(t.Context(), e.st, k); err != nil || pass == "" {
+	if _, _, pass, err := trust.ClearCredentials(t.Context(), e.st, k); err != nil || pass == "" {
 		t.Fatalf("credentials: passphrase %q, %v", pass, err)
 	}
 
@@ -45,7 +45,7 @@ func TestClusterPKIIsCreatedOnce(t *testing.T) {
 	if got := stepStates(e.op(op2.ID))[plan.StepEnsureClusterPKI]; got != v1.StepSucceeded {
 		t.Fatalf("second create: ensure-cluster-pki = %s", got)
 	}
-	again, _ := e.st.GetClusterSecret(t.Context(), k, gateway.SecretCA)
+	again, _ := e.st.GetClusterSecret(t.Context(), k, trust.SecretCA)
 	if !bytes.Equal(ca, again) {
 		t.Error("a second create replaced the cluster CA")
 	}

@@ -13,9 +13,9 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // StepApplyProfile applies the packs of the cluster's profile version.
@@ -257,7 +257,7 @@ func (x *run) packTarget(ctx context.Context, versions ...*v1.Profile) (packs.Ta
 // RESTConfig is a client-go configuration for a cluster's API as an admin
 // named user (in system:masters), with a certificate that lasts an hour.
 // An attached cluster's is its own kubeconfig's (SecretAttachKubeconfig).
-func RESTConfig(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
+func RESTConfig(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
 	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
 		return cfg, err
 	}

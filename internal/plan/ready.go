@@ -13,11 +13,11 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/sysimages"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // Where the cluster keeps its own identity, inside Kubernetes.
@@ -334,7 +334,7 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 // An attached cluster is reached with its own kubeconfig instead
 // (SecretAttachKubeconfig): its server and credentials, not endpoint and
 // user.
-func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
+func KubeClient(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
 	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
 		if err != nil {
 			return nil, err
@@ -352,8 +352,8 @@ func KubeClient(ctx context.Context, st gateway.SecretReader, k store.Key, endpo
 // certificate of cluster k's CA that lasts an hour; it returns the bundle of
 // the CAs to verify the API server with too (both during a CA rotation,
 // whose phase says which CA issues).
-func adminCertificate(ctx context.Context, st gateway.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
-	cas, err := gateway.LoadCAs(ctx, st, k)
+func adminCertificate(ctx context.Context, st trust.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
+	cas, err := trust.LoadCAs(ctx, st, k)
 	if err != nil {
 		return nil, nil, nil, err
 	}

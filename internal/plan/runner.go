@@ -15,10 +15,10 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/fault"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
 
@@ -198,7 +198,7 @@ type run struct {
 	ops          OperationStore
 	nodeRecords  NodeStore // adds an event for each node change (nodeEvents)
 	instructions InstructionStore
-	secrets      gateway.SecretStore
+	secrets      trust.SecretStore
 	events       EventStore
 
 	progressMu sync.Mutex

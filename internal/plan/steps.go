@@ -7,10 +7,10 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // stepFunc returns the code of a named step, or nil. Every step is
@@ -93,7 +93,7 @@ func (x *run) ensureClusterPKI(ctx context.Context) error {
 	}
 	// The CA outlives every certificate it signs (node certificates last
 	// spec.certificateTTLDays, at most 10 years).
-	sec, err := gateway.EnsureSecrets(ctx, x.secrets, x.cl.Key(), x.fence, pki.DefaultCAValidity)
+	sec, err := trust.EnsureSecrets(ctx, x.secrets, x.cl.Key(), x.fence, pki.DefaultCAValidity)
 	if err != nil {
 		return fmt.Errorf("ensure cluster secrets: %w", err)
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/internal/validate/dynamic"
 )
 
@@ -48,7 +48,7 @@ type EventStore interface {
 }
 
 // Store is everything the runner needs of the store: Options.Store. The
-// steps also keep the cluster's secrets (gateway.SecretStore: its CAs and
+// steps also keep the cluster's secrets (trust.SecretStore: its CAs and
 // join material), and dynamic validation reads accounts, profiles and the
 // project's clusters (dynamic.Store).
 type Store interface {
@@ -56,7 +56,7 @@ type Store interface {
 	NodeStore
 	InstructionStore
 	EventStore
-	gateway.SecretStore
+	trust.SecretStore
 	dynamic.Store
 	BackupStore
 }

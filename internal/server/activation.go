@@ -6,8 +6,8 @@ import (
 	"net/http"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // Activation reissues and revokes clusters' activation material; the agent
@@ -74,7 +74,7 @@ func errNoGateway(r *http.Request) error {
 // activationError words a missing credential for the client. Every caller
 // has read the cluster first, so a record not found is the credential's.
 func activationError(r *http.Request, err error) error {
-	if errors.Is(err, gateway.ErrNoActivation) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, trust.ErrNoActivation) || errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster", "has no activation credential yet: its create makes one; wait for it to start")
 	}
 	return err

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // hibernateCluster begins a hibernate operation (POST
@@ -112,7 +112,7 @@ func (s *Server) checkCARotation(ctx context.Context, r *http.Request, cl *store
 	if ca == "" {
 		return nil
 	}
-	cas, err := gateway.LoadCAs(ctx, s.secrets, cl.Key())
+	cas, err := trust.LoadCAs(ctx, s.secrets, cl.Key())
 	if errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster", "has no certificate authority yet: its create has not started")
 	} else if err != nil {
@@ -124,7 +124,7 @@ func (s *Server) checkCARotation(ctx context.Context, r *http.Request, cl *store
 			cas.Phase, cas.Since.UTC().Format(time.RFC3339), cl.Name)
 	case ca == v1.CARotationFinish && !cas.Rotating():
 		return conflict(clusterRef(r), "ca", "no CA rotation is under way: begin one with kiln cluster rotate-certs %s --ca", cl.Name)
-	case ca == v1.CARotationFinish && cas.Phase == gateway.CATrusting:
+	case ca == v1.CARotationFinish && cas.Phase == trust.CATrusting:
 		return conflict(clusterRef(r), "ca", "the CA rotation has not reached its overlap (not every node trusts the new CA yet): retry its rotate-ca operation first")
 	}
 	return nil

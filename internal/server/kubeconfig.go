@@ -7,9 +7,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // getKubeconfig issues an admin kubeconfig for a cluster
@@ -17,7 +17,7 @@ import (
 // system:masters signed by the cluster's CA, valid for the cluster's
 // certificateTTLDays, against the cluster's endpoint and verifying it with
 // the cluster's CA. During a CA rotation it is signed by the CA its phase
-// issues with and verifies with both (gateway.ClusterCAs). Every issue is
+// issues with and verifies with both (trust.ClusterCAs). Every issue is
 // an event on the cluster.
 func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	k := clusterKey(r)
@@ -29,7 +29,7 @@ func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 		return conflict(clusterRef(r), "cluster",
 			"is attached: Kiln hands out no kubeconfig of its own for it; use the one it was attached with (secret %s)", cl.Spec.Attach.Secret)
 	}
-	cas, err := gateway.LoadCAs(r.Context(), s.secrets, k)
+	cas, err := trust.LoadCAs(r.Context(), s.secrets, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return conflict(clusterRef(r), "cluster",
 			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)

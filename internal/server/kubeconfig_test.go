@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // kubeconfigFile is the part of a kubeconfig the test reads.
@@ -43,7 +43,7 @@ func TestKubeconfig(t *testing.T) {
 	}
 
 	cl := h.claim()
-	if _, err := gateway.EnsureSecrets(t.Context(), h.store, cl.Key(), cl.Lease.Fence(), pki.DefaultCAValidity); err != nil {
+	if _, err := trust.EnsureSecrets(t.Context(), h.store, cl.Key(), cl.Lease.Fence(), pki.DefaultCAValidity); err != nil {
 		t.Fatal(err)
 	}
 	if e := h.must(http.StatusConflict, "GET", path, "").errorBody(t); e.Code != v1.CodeConflict ||
@@ -63,7 +63,7 @@ func TestKubeconfig(t *testing.T) {
 	if got := kc.Clusters[0].Cluster.Server; got != "https://127.0.0.1:23456" {
 		t.Errorf("server %q, want the cluster endpoint", got)
 	}
-	ca, err := gateway.LoadCA(t.Context(), h.store, store.Key{Project: "p", Name: "c"})
+	ca, err := trust.LoadCA(t.Context(), h.store, store.Key{Project: "p", Name: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // What the frontend needs of the store, one interface per resource it
@@ -120,7 +120,7 @@ type Pinger interface {
 
 // Store is everything the frontend needs of the store: Options.Store.
 // Dynamic validation reads through it too (dynamic.Store), and a
-// kubeconfig reads its cluster's CA (gateway.SecretReader).
+// kubeconfig reads its cluster's CA (trust.SecretReader).
 type Store interface {
 	ProjectStore
 	ClusterStore
@@ -135,7 +135,7 @@ type Store interface {
 	AuditStore
 	DiagnosticsStore
 	BackupStore
-	gateway.SecretReader
+	trust.SecretReader
 	Pinger
 }
 
@@ -151,7 +151,7 @@ type stores struct {
 	events     EventStore
 	identity   IdentityStore
 	audits     AuditStore
-	secrets    gateway.SecretReader
+	secrets    trust.SecretReader
 	pinger     Pinger
 
 	// projectSecrets are the project's (kiln secret); secrets, above, the

@@ -13,10 +13,10 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -39,11 +39,11 @@ func (e *env) secretsStayInside(cluster string) {
 		t.Fatal(err)
 	}
 	k := store.Key{Project: "default", Name: cluster}
-	_, secrets["agent credential"], secrets["passphrase"], err = gateway.ClearCredentials(ctx, st, k)
+	_, secrets["agent credential"], secrets["passphrase"], err = trust.ClearCredentials(ctx, st, k)
 	if err != nil {
 		t.Fatalf("read the cluster's credentials: %v", err)
 	}
-	for name, secret := range map[string]string{"CA key": gateway.SecretCA, "service-account key": gateway.SecretServiceAccount} {
+	for name, secret := range map[string]string{"CA key": trust.SecretCA, "service-account key": trust.SecretServiceAccount} {
 		b, err := st.GetClusterSecret(ctx, k, secret)
 		if err != nil {
 			t.Fatalf("read the cluster's %s: %v", name, err)
@@ -225,7 +225,7 @@ func (e *env) reissueActivation(cluster string) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		id, secret, pass, err = gateway.ClearCredentials(ctx, st, store.Key{Project: "default", Name: cluster})
+		id, secret, pass, err = trust.ClearCredentials(ctx, st, store.Key{Project: "default", Name: cluster})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -248,7 +249,7 @@ func TestLocalCARotation(t *testing.T) {
 
 	e.kiln("cluster", "rotate-certs", "carot", "--ca", "--wait")
 	cl := e.cluster("carot")
-	if r := cl.Status.CARotation; r == nil || r.Phase != string(gateway.CAOverlap) {
+	if r := cl.Status.CARotation; r == nil || r.Phase != string(trust.CAOverlap) {
 		t.Fatalf("status.caRotation after rotate-certs --ca: %+v, want phase overlap", r)
 	}
 	newCA := cl.Status.CARotation.NewCA

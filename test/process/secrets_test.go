@@ -19,13 +19,13 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/secret"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/sqlite"
 	"kiln.dev/kiln/internal/store/sqlstore"
 	"kiln.dev/kiln/internal/store/storetest"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/kilndtest"
 )
 
@@ -173,7 +173,7 @@ func seedSecrets(t *testing.T, storeFlags []string, data string) *seeded {
 		t.Fatal(err)
 	}
 	f := claimed.Lease.Fence()
-	sec, err := gateway.EnsureSecrets(ctx, st, x.cluster, f, 0)
+	sec, err := trust.EnsureSecrets(ctx, st, x.cluster, f, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,12 +211,12 @@ func (x *seeded) check(t *testing.T, storeFlags []string, data string) {
 	}
 	st := openStore(t, storeFlags, data, sqlstore.WithSealer(kr))
 	defer st.Close()
-	_, credential, passphrase, err := gateway.ClearCredentials(ctx, st, x.cluster)
+	_, credential, passphrase, err := trust.ClearCredentials(ctx, st, x.cluster)
 	if err != nil || credential != x.credentialSecret || passphrase != x.passphrase {
 		t.Errorf("agent credential and passphrase after the rotation: %v (match: %v, %v)", err,
 			credential == x.credentialSecret, passphrase == x.passphrase)
 	}
-	if ca, err := st.GetClusterSecret(ctx, x.cluster, gateway.SecretCA); err != nil || !bytes.Equal(ca, x.caPEM) {
+	if ca, err := st.GetClusterSecret(ctx, x.cluster, trust.SecretCA); err != nil || !bytes.Equal(ca, x.caPEM) {
 		t.Errorf("cluster CA after the rotation: %v (match: %v)", err, bytes.Equal(ca, x.caPEM))
 	}
 	if in, err := st.GetInstruction(ctx, x.instruction); err != nil || string(in.Params) != x.instructionParams {

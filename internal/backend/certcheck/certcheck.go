@@ -37,7 +37,7 @@ type Store interface {
 // required.
 type Options struct {
 	Store Store
-	// CA is the cluster CA's certificate (gateway.LoadCA); an error that
+	// CA is the cluster CA's certificate (trust.LoadCA); an error that
 	// wraps store.ErrNotFound when the cluster has none.
 	CA func(ctx context.Context, k store.Key) (*x509.Certificate, error)
 	// Watched reports whether Kiln installs the nodes of a provider's

@@ -10,11 +10,11 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/certcheck"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/trust"
 )
 
 type env struct {
@@ -56,7 +56,7 @@ func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env 
 		t.Fatal(err)
 	}
 	fence := claimed.Lease.Fence()
-	if err := st.PutClusterSecret(t.Context(), e.k, gateway.SecretCA, append(ca.CertPEM(), ca.KeyPEM()...), store.Cond{Fence: &fence}); err != nil {
+	if err := st.PutClusterSecret(t.Context(), e.k, trust.SecretCA, append(ca.CertPEM(), ca.KeyPEM()...), store.Cond{Fence: &fence}); err != nil {
 		t.Fatal(err)
 	}
 	claimed.Status.ProvisioningState = v1.StateSucceeded
@@ -70,7 +70,7 @@ func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env 
 		Store: st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
 		TTL: func(*store.Cluster) time.Duration { return 90 * 24 * time.Hour },
 		CA: func(ctx context.Context, k store.Key) (*x509.Certificate, error) {
-			ca, err := gateway.LoadCA(ctx, st, k)
+			ca, err := trust.LoadCA(ctx, st, k)
 			if err != nil {
 				return nil, err
 			}

@@ -25,7 +25,7 @@ type BuildInput struct {
 	CA *pki.CA
 	// Trust is the PEM bundle of the CAs the node trusts (its ca.crt and
 	// its kubeconfigs'): both CAs while the cluster's CA is being
-	// replaced (gateway.ClusterCAs.NodeTrustPEM); CA's certificate when
+	// replaced (trust.ClusterCAs.NodeTrustPEM); CA's certificate when
 	// empty.
 	Trust []byte
 	// FrontProxyCA is the aggregation layer's CA: it issues the API

@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -214,7 +215,7 @@ func (e *Env) CreateCluster(name string, spec v1.ClusterSpec) *Cluster {
 			break
 		}
 	}
-	s, err := gateway.EnsureSecrets(ctx, e.Store, k, fence, 0)
+	s, err := trust.EnsureSecrets(ctx, e.Store, k, fence, 0)
 	if err != nil {
 		e.T.Fatalf("ensure secrets of %s: %v", name, err)
 	}

@@ -1,4 +1,11 @@
-package gateway
+// Package trust is cluster trust: a cluster's CAs (its CA, the front-proxy
+// CA, and a CA rotation's phases), its node certificates (the client
+// certificates of its agents: signed, recorded per node, renewed, revoked)
+// and its secrets (the service-account key, the agent credential and
+// passphrase, which the API server revokes and issues again). Everything is
+// a cluster secret in the store; the plan, the API, the certificate check
+// and the agent gateway use it, and it knows none of them.
+package trust
 
 import (
 	"context"
@@ -27,7 +34,7 @@ const (
 	SecretCA               = "cluster-ca"             // CA certificate PEM followed by its key PEM
 	SecretServiceAccount   = "service-account-key"    // private key PEM followed by public key PEM
 	SecretFrontProxyCA     = "front-proxy-ca"         // the aggregation layer's CA: certificate PEM followed by its key PEM
-	SecretCredentialHash   = "agent-credential.hash"  // JSON credentialHash
+	SecretCredentialHash   = "agent-credential.hash"  // JSON CredentialHash
 	SecretPassphraseHash   = "passphrase.hash"        // pbkdf2-sha256$iterations$salt$hash
 	SecretCredentialClear  = "agent-credential.clear" // clear: JSON clearCredential
 	SecretPassphraseClear  = "passphrase.clear"       // clear: the passphrase
@@ -67,7 +74,9 @@ type clearCredential struct {
 	Secret string `json:"secret"`
 }
 
-type credentialHash struct {
+// CredentialHash is the stored record of a cluster's agent credential: its
+// id and the hash of its secret, never the secret (JSON).
+type CredentialHash struct {
 	ID     string `json:"id"`
 	SHA256 string `json:"sha256"` // hex of sha256(secret): the secret is 256 random bits, so no stretching is needed
 	// RevokedAt is set by RevokeActivation: registration with the
@@ -79,26 +88,27 @@ type credentialHash struct {
 	IssuedAt *time.Time `json:"issuedAt,omitempty"`
 	// Retired are the credentials ReissueActivation replaced, newest
 	// first (at most maxRetired), so that registration with one says so.
-	Retired []retiredCredential `json:"retired,omitempty"`
+	Retired []RetiredCredential `json:"retired,omitempty"`
 }
 
-// retiredCredential is a credential replaced by a new one.
-type retiredCredential struct {
+// RetiredCredential is a credential replaced by a new one.
+type RetiredCredential struct {
 	ID string    `json:"id"`
 	At time.Time `json:"at"`
 }
 
-// retired returns the retired credential id, or nil.
-// expiry is when the credential stops admitting hosts, for a cluster whose
+// Expiry is when the credential stops admitting hosts, for a cluster whose
 // certificates last ttlDays; ok is false when it does not expire.
-func (c *credentialHash) expiry(ttlDays int) (t time.Time, ok bool) {
+func (c *CredentialHash) Expiry(ttlDays int) (t time.Time, ok bool) {
 	if c.IssuedAt == nil || ttlDays <= 0 {
 		return time.Time{}, false
 	}
 	return c.IssuedAt.Add(time.Duration(ttlDays) * 24 * time.Hour), true
 }
 
-func (c *credentialHash) retired(id string) *retiredCredential {
+// Replaced returns the retired credential id (ReissueActivation replaced
+// it), or nil.
+func (c *CredentialHash) Replaced(id string) *RetiredCredential {
 	for i := range c.Retired {
 		if c.Retired[i].ID == id {
 			return &c.Retired[i]
@@ -179,7 +189,7 @@ func EnsureSecrets(ctx context.Context, st SecretStore, k store.Key, f store.Fen
 		return nil, wrap(fmt.Errorf("stored credential: %w", err))
 	}
 	issued := time.Now().UTC()
-	hashed, _ := json.Marshal(credentialHash{ID: cred.ID, SHA256: hashSecret(cred.Secret), IssuedAt: &issued})
+	hashed, _ := json.Marshal(CredentialHash{ID: cred.ID, SHA256: hashSecret(cred.Secret), IssuedAt: &issued})
 	if _, _, err := put(SecretCredentialHash, hashed); err != nil {
 		return nil, wrap(err)
 	}
@@ -300,9 +310,15 @@ func hashSecret(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func secretMatches(s, hexHash string) bool {
-	return subtle.ConstantTimeCompare([]byte(hashSecret(s)), []byte(hexHash)) == 1
+// SecretMatches reports whether s is the credential's secret.
+func (c *CredentialHash) SecretMatches(s string) bool {
+	return subtle.ConstantTimeCompare([]byte(hashSecret(s)), []byte(c.SHA256)) == 1
 }
+
+// CredentialOf reports whether credential id was made for cluster k (its
+// id starts with a tag of the cluster), without reading anything: a
+// credential of another cluster is told apart from an unknown one.
+func CredentialOf(k store.Key, id string) bool { return strings.HasPrefix(id, clusterTag(k)+".") }
 
 // passphraseEncoding is base32 without the letters and digits people
 // confuse (Crockford's: no I, L, O, U).
@@ -347,7 +363,9 @@ func hashPassphrase(p string) (string, error) {
 // errBadHash: a stored hash is not in the format hashPassphrase writes.
 var errBadHash = errors.New("stored passphrase hash has an unknown format")
 
-func passphraseMatches(p, stored string) (bool, error) {
+// PassphraseMatches reports whether p (as a person typed it) is the
+// passphrase whose hash is stored (SecretPassphraseHash's value).
+func PassphraseMatches(p, stored string) (bool, error) {
 	parts := strings.Split(stored, "$")
 	if len(parts) != 4 || parts[0] != "pbkdf2-sha256" {
 		return false, errBadHash

@@ -1,4 +1,4 @@
-package gateway
+package trust
 
 import (
 	"context"
@@ -116,9 +116,9 @@ func ReissueActivation(ctx context.Context, st ActivationStore, k store.Key) (*A
 			return nil, wrap(err)
 		}
 		cleartext := clearCredential{ID: newCredentialID(k), Secret: secret}
-		retired := append([]retiredCredential{{ID: old.ID, At: time.Now().UTC()}}, old.Retired...)
+		retired := append([]RetiredCredential{{ID: old.ID, At: time.Now().UTC()}}, old.Retired...)
 		issued := time.Now().UTC()
-		hashed := credentialHash{ID: cleartext.ID, SHA256: hashSecret(secret), Retired: retired[:min(len(retired), maxRetired)], IssuedAt: &issued}
+		hashed := CredentialHash{ID: cleartext.ID, SHA256: hashSecret(secret), Retired: retired[:min(len(retired), maxRetired)], IssuedAt: &issued}
 		clearJSON, err := json.Marshal(cleartext)
 		if err != nil {
 			return nil, wrap(err)
@@ -145,32 +145,29 @@ func ReissueActivation(ctx context.Context, st ActivationStore, k store.Key) (*A
 
 // readCredentialHash reads cluster k's credential hash record and its raw
 // value (for a compare-and-swap); ErrNoActivation when there is none.
-func readCredentialHash(ctx context.Context, st SecretReader, k store.Key) (credentialHash, []byte, error) {
+func readCredentialHash(ctx context.Context, st SecretReader, k store.Key) (CredentialHash, []byte, error) {
 	raw, err := st.GetClusterSecret(ctx, k, SecretCredentialHash)
 	if errors.Is(err, store.ErrNotFound) {
-		return credentialHash{}, nil, ErrNoActivation
+		return CredentialHash{}, nil, ErrNoActivation
 	} else if err != nil {
-		return credentialHash{}, nil, err
+		return CredentialHash{}, nil, err
 	}
-	var c credentialHash
+	var c CredentialHash
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return credentialHash{}, nil, fmt.Errorf("decode stored credential: %w", err)
+		return CredentialHash{}, nil, fmt.Errorf("decode stored credential: %w", err)
 	}
 	return c, raw, nil
 }
 
-// Reissue gives cluster k a new activation credential and passphrase (the
-// old ones are refused from now on) and returns them as an agent joins with
-// them: the credentials file for this gateway and the passphrase.
-func (g *Gateway) Reissue(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error) {
-	a, err := ReissueActivation(ctx, g.st, k)
+// ReadCredential reads cluster k's agent credential as registration checks
+// it: its id, the hash of its secret, when it was issued, revoked and
+// which credentials it replaced. ErrNoActivation when there is none.
+func ReadCredential(ctx context.Context, st SecretReader, k store.Key) (*CredentialHash, error) {
+	c, _, err := readCredentialHash(ctx, st, k)
 	if err != nil {
-		return v1.AgentCredentials{}, "", err
+		return nil, err
 	}
-	return a.AgentCredentials(g.opts.Controller, g.opts.ControllerCA), a.Passphrase, nil
+	return &c, nil
 }
 
-// Revoke revokes cluster k's activation credential (RevokeActivation).
-func (g *Gateway) Revoke(ctx context.Context, k store.Key) error {
-	return RevokeActivation(ctx, g.st, k)
-}
+func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
