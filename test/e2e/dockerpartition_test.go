@@ -85,9 +85,9 @@ func copyAgentDir(t testing.TB, container string) string {
 //     object on the new container, Ready, and the cluster has its two
 //     nodes. The old node's identity (its agent's data dir, copied out
 //     during the cut) comes back on the cluster's network in a container
-//     of its own: its session is refused (the node registered again, so
-//     its certificate is no longer the node's) and its agent stops, while
-//     the new node stays READY.
+//     of its own: its session is refused (the repair removed the node,
+//     revoking its certificate) and its agent stops, while the new node
+//     stays READY.
 func TestDockerPartition(t *testing.T) {
 	t.Parallel()
 	e := startDocker(t, "--health-interval", "2s")
@@ -269,7 +269,8 @@ func TestDockerPartition(t *testing.T) {
 	logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
 	code := docker(t, "inspect", "-f", "{{.State.ExitCode}}", name)
 	t.Logf("the old node's agent exited with status %s:\n%s", code, tail(string(logs), 5))
-	want := "is no longer the certificate of node " + worker
+	// The repair removed the old node, revoking its certificate.
+	want := "of node " + worker + " was revoked at"
 	if code == "0" || !strings.Contains(string(logs), "refused by the controller") || !strings.Contains(string(logs), want) {
 		t.Errorf("the old node's agent: status %s, log without %q", code, want)
 	}
