@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/postgres"
 	"kiln.dev/kiln/internal/store/postgres/pgtest"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // Owner spreads clusters over the replicas, and a replica's going moves
@@ -76,13 +77,9 @@ func (r replica) pass(t *testing.T) map[string]int {
 // waitLive waits until r sees exactly want live.
 func waitLive(t *testing.T, r replica, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Equal(r.rep.Live(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica sees %v live, want %v", r.rep.Live(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Cond(t, fmt.Sprintf("the replica to see %v live", want), 20*time.Second, func() (bool, error) {
+		return slices.Equal(r.rep.Live(), want), nil
+	})
 }
 
 // Two backend replicas on one PostgreSQL database: each cluster is checked
