@@ -1,10 +1,15 @@
 package kiln
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,9 +28,10 @@ import (
 var databaseDrivers = []string{"modernc.org/sqlite/...", "github.com/jackc/pgx/...", "github.com/pressly/goose/..."}
 
 type rule struct {
-	name  string
-	from  []string // the packages the rule is about
-	never []string // what they must not link
+	name   string
+	from   []string // the packages the rule is about
+	except []string // packages of from it is not about
+	never  []string // what they must not link
 	// onlyStd: they link nothing but the standard library (and themselves).
 	onlyStd bool
 	reason  string
@@ -116,6 +122,14 @@ var rules = []rule{
 		reason: "the console is mounted beside the API and acts through it as a client: " +
 			"it is not a part of the frontend",
 	},
+	{
+		name:   "production ↛ test support",
+		from:   []string{"kiln.dev/kiln/..."},
+		except: testSupport,
+		never:  testSupport,
+		reason: "test support (fakes, harnesses, conformance suites: the *test packages and test/...) is " +
+			"for tests and the test programs under test/: a package that links it ships test code to users",
+	},
 }
 
 // matches reports whether path is pattern, or under it when pattern ends
@@ -140,17 +154,9 @@ type graph struct {
 
 func listGraph(t *testing.T) graph {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command on PATH to list dependencies: %v: SKIPPED", err)
-	}
-	out, err := exec.CommandContext(t.Context(), gobin, "list", "-deps",
-		"-f", "{{.ImportPath}} {{.Standard}} {{join .Imports \" \"}}", "./...").Output()
-	if err != nil {
-		t.Fatalf("go list -deps ./...: %v", err)
-	}
+	out := goList(t, "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{join .Imports \" \"}}", "./...")
 	g := graph{imports: map[string][]string{}, standard: map[string]bool{}}
-	for line := range strings.Lines(string(out)) {
+	for line := range strings.Lines(out) {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			t.Fatalf("go list printed %q", line)
@@ -162,6 +168,20 @@ func listGraph(t *testing.T) graph {
 		t.Fatalf("go list listed only %d packages", len(g.imports))
 	}
 	return g
+}
+
+// goList runs go list with args and returns what it printed.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command on PATH to list packages: %v: SKIPPED", err)
+	}
+	out, err := exec.CommandContext(t.Context(), gobin, append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
 }
 
 // links returns every package pkg links, each with the chain of imports
@@ -196,7 +216,7 @@ func TestImportRules(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			var from []string
 			for _, p := range all {
-				if matchesAny(r.from, p) {
+				if matchesAny(r.from, p) && !matchesAny(r.except, p) {
 					from = append(from, p)
 				}
 			}
@@ -219,7 +239,9 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
-// testSupport is what the layers leave out: packages only tests import.
+// testSupport is what the layers leave out: packages only tests (and the
+// test programs under test/) import, as the rule "production ↛ test
+// support" holds them to.
 var testSupport = []string{
 	"kiln.dev/kiln/test/...",
 	"kiln.dev/kiln/internal/agent/etcdsnap/etcdsnaptest",
@@ -292,4 +314,66 @@ func TestLayers(t *testing.T) {
 				p, names[l], imp, names[il])
 		}
 	}
+}
+
+// holdsWholeStore are the packages that may name store.Store, the sum of
+// the store's per-resource interfaces: the store, its implementations and
+// their conformance suite, and kilnd's wiring, which opens the store and
+// hands each part what it uses.
+var holdsWholeStore = []string{"kiln.dev/kiln/internal/store/...", "kiln.dev/kiln/internal/daemon", "kiln.dev/kiln/cmd/..."}
+
+// TestWholeStoreOnlyInWiring: no production package outside holdsWholeStore
+// names store.Store (tests and test support may).
+func TestWholeStoreOnlyInWiring(t *testing.T) {
+	const reason = "each part holds the store's per-resource interfaces it uses (store.Projects, store.Nodes, ...) " +
+		"or an interface of its own sized to its use, so its tests fake only that; store.Store is their sum, for wiring"
+	out := goList(t, "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \"\t\"}}", "./...")
+	fset := token.NewFileSet()
+	files := 0
+	for line := range strings.Lines(out) {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if matchesAny(holdsWholeStore, f[0]) || matchesAny(testSupport, f[0]) {
+			continue
+		}
+		for _, name := range f[2:] {
+			if name == "" { // a package of test files only
+				continue
+			}
+			path := filepath.Join(f[1], name)
+			file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			for _, n := range storeTypeNames(file) {
+				t.Errorf("%s names store.Store: %s", fset.Position(n.Pos()), reason)
+			}
+		}
+	}
+	if files < 100 {
+		t.Fatalf("go list listed only %d files", files)
+	}
+}
+
+// storeTypeNames returns where file names internal/store's Store.
+func storeTypeNames(file *ast.File) []*ast.SelectorExpr {
+	local := ""
+	for _, imp := range file.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "kiln.dev/kiln/internal/store" {
+			local = "store"
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+		}
+	}
+	var found []*ast.SelectorExpr
+	ast.Inspect(file, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Store" {
+			if id, ok := sel.X.(*ast.Ident); ok && local != "" && id.Name == local {
+				found = append(found, sel)
+			}
+		}
+		return true
+	})
+	return found
 }

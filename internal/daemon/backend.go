@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/internal/worker"
 )
 
@@ -139,8 +140,9 @@ func (d *Daemon) diagnoseNow(ctx context.Context, cl *store.Cluster, reason stri
 }
 
 // withKube calls f with a client of the cluster's Kubernetes API, as user,
-// all within timeout.
-func withKube(ctx context.Context, s store.Store, cl *store.Cluster, user string, timeout time.Duration,
+// all within timeout: s reads the cluster's CA (or an attached cluster's
+// kubeconfig).
+func withKube(ctx context.Context, s trust.SecretReader, cl *store.Cluster, user string, timeout time.Duration,
 	f func(context.Context, *kubeapi.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

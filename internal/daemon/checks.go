@@ -213,7 +213,7 @@ func (c checks) backups() check.Periodic {
 // observe reads what the elastic loop judges of a cluster's Kubernetes:
 // nodes, pods, PodDisruptionBudgets and the Jobs of Kiln's jobs, within 20
 // seconds.
-func observe(ctx context.Context, s store.Store, cl *store.Cluster) (st elastic.State, err error) {
+func observe(ctx context.Context, s trust.SecretReader, cl *store.Cluster) (st elastic.State, err error) {
 	if cl.Status.Endpoint == "" {
 		return st, errors.New("the cluster has no endpoint yet")
 	}
@@ -238,15 +238,16 @@ func observe(ctx context.Context, s store.Store, cl *store.Cluster) (st elastic.
 // instanceShape is what a node of an instance type of the cluster's
 // provider offers pods, as the provider describes the type (its vCPUs and
 // memory; the kubelet's reserves aside), for the autoscaler to grow a pool
-// that has no node yet. False when the provider does not say.
-func instanceShape(ctx context.Context, s store.Store, providers provider.Registry, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool) {
+// that has no node yet. False when the provider does not say. The cluster's
+// cloud account, when it names one, is read from accounts.
+func instanceShape(ctx context.Context, accounts store.CloudAccounts, providers provider.Registry, cl *store.Cluster, instanceType string) (kubeapi.Resources, bool) {
 	d, ok := providers[cl.Spec.Provider].(provider.Describer)
 	if !ok {
 		return kubeapi.Resources{}, false
 	}
 	var acct *provider.Account
 	if cl.Spec.CloudAccount != "" {
-		a, err := s.GetCloudAccount(ctx, cl.Project, cl.Spec.CloudAccount)
+		a, err := accounts.GetCloudAccount(ctx, cl.Project, cl.Spec.CloudAccount)
 		if err != nil {
 			return kubeapi.Resources{}, false
 		}

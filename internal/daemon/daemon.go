@@ -357,8 +357,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, *secret.Keyring, e
 			return nil, nil, fmt.Errorf("open SQLite store %s: %w", path, err)
 		}
 	}
-	if created {
-		if err := checkNewKeyring(ctx, st, kr, cfg.Logger); err != nil {
+	// A new key file is checked against the keys the store's secrets are
+	// sealed under (both stores seal them: store.Resealer).
+	if rs, ok := st.(store.Resealer); ok && created {
+		if err := checkNewKeyring(ctx, rs, kr, cfg.Logger); err != nil {
 			st.Close()
 			return nil, nil, err
 		}

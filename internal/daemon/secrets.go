@@ -39,11 +39,7 @@ func openKeyring(cfg Config) (kr *secret.Keyring, created bool, err error) {
 // --secret-key-file names the wrong one. Carrying on would seal new secrets
 // under a key the real file lacks. It removes the new file, so the next
 // start does not take it for the real one.
-func checkNewKeyring(ctx context.Context, st store.Store, kr *secret.Keyring, log *slog.Logger) error {
-	rs, ok := st.(store.Resealer)
-	if !ok {
-		return nil
-	}
+func checkNewKeyring(ctx context.Context, rs store.Resealer, kr *secret.Keyring, log *slog.Logger) error {
 	counts, err := rs.SealedKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("check the new secret key file: %w", err)

@@ -64,7 +64,7 @@ func readToken(path string) (string, error) {
 }
 
 // ensureProject creates the named project unless it exists.
-func ensureProject(ctx context.Context, st store.Store, name string) error {
+func ensureProject(ctx context.Context, st store.Projects, name string) error {
 	err := st.PutProject(ctx, &v1.Project{Name: name}, store.Cond{IfNoneMatch: "*"})
 	if err != nil && !errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("create project %q: %w", name, err)
@@ -72,9 +72,16 @@ func ensureProject(ctx context.Context, st store.Store, name string) error {
 	return nil
 }
 
+// healthStore is what a backend-only process's HTTP surface reads: whether
+// the store answers, and the tokens that may read its metrics.
+type healthStore interface {
+	auth.Store
+	Ping(ctx context.Context) error
+}
+
 // healthOnly is the HTTP surface of a backend-only process: health checks
 // and, behind any valid token, metrics.
-func healthOnly(st store.Store, reg *prometheus.Registry) http.Handler {
+func healthOnly(st healthStore, reg *prometheus.Registry) http.Handler {
 	authn := auth.New(st, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -16,11 +16,9 @@ import (
 	"kiln.dev/kiln/internal/validate"
 )
 
-// JobStore is what the job handlers need.
+// JobStore is what the job handlers need: all of store.Jobs.
 type JobStore interface {
-	PutJob(ctx context.Context, j *store.Job, c store.Cond) error
-	GetJob(ctx context.Context, k store.Key, name string) (*store.Job, error)
-	ListJobs(ctx context.Context, k store.Key, pg store.Page) ([]*store.Job, string, error)
+	store.Jobs
 }
 
 // maxJobLog is how much of the end of a job's pod log the logs route

@@ -2,25 +2,22 @@ package server
 
 import (
 	"context"
-	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
 )
 
 // What the frontend needs of the store, one interface per resource it
-// serves. A handler reaches the store only through its resource's (the
-// Server keeps one field of each), so a handler's test can fake that one
-// alone; store.Store satisfies them all (internal/daemon asserts it).
+// serves: the store's own interface of that resource where the handlers use
+// all of it, a smaller one where they use part. A handler reaches the store
+// only through its resource's (the Server keeps one field of each), so a
+// handler's test can fake that one alone; the store kilnd opens satisfies
+// them all (internal/daemon asserts it).
 
-// ProjectStore is what the project handlers need.
+// ProjectStore is what the project handlers need: all of store.Projects.
 type ProjectStore interface {
-	PutProject(ctx context.Context, p *v1.Project, c store.Cond) error
-	GetProject(ctx context.Context, name string) (*v1.Project, error)
-	ListProjects(ctx context.Context, pg store.Page) ([]*v1.Project, string, error)
-	DeleteProject(ctx context.Context, name string, c store.Cond) error
+	store.Projects
 }
 
 // ClusterStore is what the cluster handlers need: a change is recorded
@@ -48,60 +45,42 @@ type NodeStore interface {
 	ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error)
 }
 
-// CloudAccountStore is what the cloud account handlers need.
+// CloudAccountStore is what the cloud account handlers need: all of
+// store.CloudAccounts.
 type CloudAccountStore interface {
-	PutCloudAccount(ctx context.Context, a *store.CloudAccount, c store.Cond) error
-	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
-	ListCloudAccounts(ctx context.Context, project string, pg store.Page) ([]*store.CloudAccount, string, error)
-	DeleteCloudAccount(ctx context.Context, project, name string, c store.Cond) error
+	store.CloudAccounts
 }
 
-// ProjectSecretStore is what the project secret handlers need.
+// ProjectSecretStore is what the project secret handlers need: all of
+// store.ProjectSecrets.
 type ProjectSecretStore interface {
-	PutProjectSecret(ctx context.Context, ps *store.ProjectSecret, c store.Cond) error
-	GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error)
-	ListProjectSecrets(ctx context.Context, project string, pg store.Page) ([]*store.ProjectSecret, string, error)
-	DeleteProjectSecret(ctx context.Context, project, name string, c store.Cond) error
+	store.ProjectSecrets
 }
 
-// ProfileStore is what the cluster profile handlers need.
+// ProfileStore is what the cluster profile handlers need: all of
+// store.Profiles.
 type ProfileStore interface {
-	PutProfile(ctx context.Context, p *store.Profile, c store.Cond) error
-	GetProfile(ctx context.Context, project, name string) (*store.Profile, error)
-	ListProfiles(ctx context.Context, project string, pg store.Page) ([]*store.Profile, string, error)
-	DeleteProfile(ctx context.Context, project, name string, c store.Cond) error
+	store.Profiles
 }
 
 // EventStore is what the handlers that read a cluster's events, or record
-// one (a cancel, a node approved, a kubeconfig issued), need.
+// one (a cancel, a node approved, a kubeconfig issued), need: all of
+// store.Events.
 type EventStore interface {
-	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
-	AppendEvent(ctx context.Context, e *store.Event) error
+	store.Events
 }
 
-// IdentityStore is what authentication (auth.Store) and the identity
-// handlers need: users, members, service accounts and tokens.
+// IdentityStore is what authentication (auth.Store, a part of it) and the
+// identity handlers need: all of store.Identities (users, members, service
+// accounts and tokens).
 type IdentityStore interface {
-	auth.Store
-	PutUser(ctx context.Context, u *v1.User, c store.Cond) error
-	ListUsers(ctx context.Context, pg store.Page) ([]*v1.User, string, error)
-	DeleteUser(ctx context.Context, name string, c store.Cond) error
-	PutMember(ctx context.Context, m *store.Member, c store.Cond) error
-	ListMembers(ctx context.Context, project string, pg store.Page) ([]*store.Member, string, error)
-	Memberships(ctx context.Context, user string) ([]*store.Member, error)
-	DeleteMember(ctx context.Context, project, user string, c store.Cond) error
-	PutServiceAccount(ctx context.Context, sa *store.ServiceAccount, c store.Cond) error
-	ListServiceAccounts(ctx context.Context, project string, pg store.Page) ([]*store.ServiceAccount, string, error)
-	DeleteServiceAccount(ctx context.Context, project, name string, c store.Cond) error
-	CreateToken(ctx context.Context, t *store.Token) error
-	ListTokens(ctx context.Context, principal string, pg store.Page) ([]*store.Token, string, error)
-	RevokeToken(ctx context.Context, principal, id string, at time.Time) error
+	store.Identities
 }
 
-// AuditStore is what the audit middleware and the audit log's reader need.
+// AuditStore is what the audit middleware and the audit log's reader need:
+// all of store.Audit.
 type AuditStore interface {
-	AppendAudit(ctx context.Context, e *v1.AuditEntry) error
-	ListAudit(ctx context.Context, f store.AuditFilter, pg store.Page) ([]*v1.AuditEntry, string, error)
+	store.Audit
 }
 
 // DiagnosticsStore is what the diagnostics handlers need (gathering is

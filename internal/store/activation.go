@@ -20,11 +20,11 @@ type SecretWrite struct {
 // may hold the lease (the agent activation credential and passphrase when
 // they are revoked or issued again, the certificate serial each node's
 // session must present). The secrets a plan creates (EnsureSecrets) stay
-// fenced writes (Store.PutClusterSecret).
+// fenced writes (ClusterSecrets.PutClusterSecret).
 //
-// It is a separate interface from Store: users declare it next to the
-// Store methods they need, and every store implementation provides it
-// (storetest checks it).
+// It is not part of Store: users declare it next to the store's interfaces
+// they use, and every store implementation provides it (storetest checks
+// it).
 type ClusterSecretUpdater interface {
 	// UpdateClusterSecrets writes every record of writes in one
 	// transaction, each replacing or creating its record, or none of them:

@@ -41,8 +41,8 @@ type AuditFilter struct {
 	Until   time.Time // exclusive
 }
 
-// Identities are users, project members, service accounts, their tokens
-// and the audit log.
+// Identities are users, project members, service accounts and their
+// tokens.
 type Identities interface {
 	PutUser(ctx context.Context, u *v1.User, c Cond) error
 	GetUser(ctx context.Context, name string) (*v1.User, error)
@@ -78,7 +78,10 @@ type Identities interface {
 	RevokeToken(ctx context.Context, principal, id string, at time.Time) error
 	// TouchToken records a use of the token.
 	TouchToken(ctx context.Context, id string, at time.Time) error
+}
 
+// Audit is the audit log: who did what, and what came of it.
+type Audit interface {
 	// AppendAudit adds an entry; the store sets its ID (increasing) and, when
 	// zero, its Time.
 	AppendAudit(ctx context.Context, e *v1.AuditEntry) error

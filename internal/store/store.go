@@ -317,13 +317,39 @@ type LogFilter struct {
 	Tail int
 }
 
-// Store is everything a Kiln control plane keeps. Users of the store declare
-// the narrower interface they need; this one is for wiring and for storetest.
+// Store is everything a Kiln control plane keeps: the sum of the store's
+// per-resource interfaces below, and what is the whole database's (Ping,
+// Close). No part of Kiln holds it: each holds the per-resource interfaces
+// it uses, or an interface of its own sized to its use. It is for kilnd's
+// wiring, which opens the store and hands it out, and for storetest.
 type Store interface {
-	Identities
+	Projects
+	Clusters
+	Leases
+	Operations
+	Nodes
+	NodeLogs
+	Jobs
+	Instructions
+	ClusterSecrets
+	Events
+	CloudAccounts
+	ProjectSecrets
+	Profiles
+	DiagnosticsBundles
 	Backups
+	Identities
+	Audit
+	Replicas
+	Pruner
 
-	// Projects.
+	// Ping checks the database answers (for /readyz).
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// Projects are the tenants everything else is filed under.
+type Projects interface {
 	PutProject(ctx context.Context, p *v1.Project, c Cond) error
 	GetProject(ctx context.Context, name string) (*v1.Project, error)
 	ListProjects(ctx context.Context, pg Page) ([]*v1.Project, string, error)
@@ -331,8 +357,11 @@ type Store interface {
 	// it deletes the project's cloud accounts, secrets, profiles and
 	// backups with it.
 	DeleteProject(ctx context.Context, name string, c Cond) error
+}
 
-	// Clusters.
+// Clusters are the cluster records. A change to a cluster is written with
+// its operation (BeginOperation).
+type Clusters interface {
 	GetCluster(ctx context.Context, k Key) (*Cluster, error)
 	ListClusters(ctx context.Context, project string, pg Page) ([]*Cluster, string, error)
 	// ListClustersWhere lists the clusters of every project that f
@@ -352,8 +381,10 @@ type Store interface {
 	// fence, conditioned on c.IfMatch for a cluster no operation runs on
 	// (ErrPreconditionFailed otherwise).
 	PutClusterStatus(ctx context.Context, cl *Cluster, c Cond) error
+}
 
-	// Leases.
+// Leases are the clusters' leases that backend workers race for.
+type Leases interface {
 	// ClaimCluster takes the lease of one cluster that is Creating, Updating
 	// or Deleting and whose lease has expired (oldest expiry first), with one
 	// conditional write: owner set, token incremented, expiry now+ttl,
@@ -365,8 +396,12 @@ type Store interface {
 	// ReleaseLease hands the lease back at once (it becomes claimable), or
 	// returns ErrLeaseLost.
 	ReleaseLease(ctx context.Context, k Key, f Fence) error
+}
 
-	// Operations.
+// Operations are the asynchronous changes to clusters: begun with their
+// cluster (Clusters.BeginOperation), checkpointed and ended by the lease
+// holder.
+type Operations interface {
 	GetOperation(ctx context.Context, id string) (*Operation, error)
 	// CancelRequest is GetOperation(id).CancelRequested, reading nothing
 	// else.
@@ -399,8 +434,10 @@ type Store interface {
 	// the call, ErrNotFound for an unknown id, and, for an operation that
 	// has ended, the operation with ErrEnded (nothing written).
 	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (op *Operation, recorded bool, err error)
+}
 
-	// Nodes.
+// Nodes are the clusters' node records.
+type Nodes interface {
 	PutNode(ctx context.Context, n *Node, c Cond, events ...*Event) error
 	GetNode(ctx context.Context, k Key, name string) (*Node, error)
 	ListNodes(ctx context.Context, k Key, pg Page) ([]*Node, string, error)
@@ -410,61 +447,29 @@ type Store interface {
 	// liveness sweep); nodes without a heartbeat are never listed. It
 	// reads only such nodes, not every node.
 	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*Node, error)
+}
 
-	// Jobs, deleted with their cluster. PutJob creates or replaces one
-	// (Cond.IfNoneMatch "*" creates only); the cluster must exist.
+// NodeLogs are the lines agents send, the newest MaxNodeLogLines kept per
+// node, oldest first. A log grows, so ListNodeLogs's next token is always
+// where to go on reading (the page token itself when there was nothing
+// new; past the lines f left out when the page reached the end); an empty
+// page means nothing new that matches yet.
+type NodeLogs interface {
+	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
+	ListNodeLogs(ctx context.Context, k Key, node string, f LogFilter, pg Page) ([]v1.LogLine, string, error)
+}
+
+// Jobs are the clusters' jobs, deleted with their cluster. PutJob creates
+// or replaces one (Cond.IfNoneMatch "*" creates only); the cluster must
+// exist.
+type Jobs interface {
 	PutJob(ctx context.Context, j *Job, c Cond) error
 	GetJob(ctx context.Context, k Key, name string) (*Job, error)
 	ListJobs(ctx context.Context, k Key, pg Page) ([]*Job, string, error)
+}
 
-	// Cloud accounts.
-	PutCloudAccount(ctx context.Context, a *CloudAccount, c Cond) error
-	GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error)
-	ListCloudAccounts(ctx context.Context, project string, pg Page) ([]*CloudAccount, string, error)
-	DeleteCloudAccount(ctx context.Context, project, name string, c Cond) error
-
-	// Project secrets, sealed at rest (their whole document).
-	PutProjectSecret(ctx context.Context, ps *ProjectSecret, c Cond) error
-	GetProjectSecret(ctx context.Context, project, name string) (*ProjectSecret, error)
-	ListProjectSecrets(ctx context.Context, project string, pg Page) ([]*ProjectSecret, string, error)
-	DeleteProjectSecret(ctx context.Context, project, name string, c Cond) error
-
-	// Diagnostics bundles, each with its cluster's (they go with it); the
-	// newest MaxDiagnostics kept per cluster. ID is the caller's (unique).
-	PutDiagnostics(ctx context.Context, d *Diagnostics, bundle []byte) error
-	GetDiagnostics(ctx context.Context, id string) (*Diagnostics, error)
-	GetDiagnosticsBundle(ctx context.Context, id string) ([]byte, error)
-	// ListDiagnostics lists a cluster's bundles, newest first.
-	ListDiagnostics(ctx context.Context, k Key, pg Page) ([]*Diagnostics, string, error)
-	DeleteDiagnostics(ctx context.Context, id string) error
-
-	// Profiles.
-	PutProfile(ctx context.Context, p *Profile, c Cond) error
-	GetProfile(ctx context.Context, project, name string) (*Profile, error)
-	ListProfiles(ctx context.Context, project string, pg Page) ([]*Profile, string, error)
-	DeleteProfile(ctx context.Context, project, name string, c Cond) error
-
-	// Events. AppendEvent files e under e.ClusterUID, or when empty under
-	// the cluster named e.Cluster, as ListEvents reads it (and sets
-	// e.ClusterUID). ListEvents lists the events of the cluster named k as
-	// ListOperations lists its operations.
-	AppendEvent(ctx context.Context, e *Event) error
-	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
-
-	// Prune deletes what has outlived its retention (see Cutoffs) and
-	// returns how many of each it deleted. It deletes in batches, each its
-	// own short transaction, so that it never holds the database for long;
-	// several processes may prune at once.
-	Prune(ctx context.Context, c Cutoffs) (Pruned, error)
-
-	// Cluster secrets (CA keys, credential and passphrase hashes, ...):
-	// written by the cluster's lease holder (c.Fence required; IfNoneMatch
-	// "*" writes only a missing one), read by the agent gateway, never
-	// returned by the API, deleted with their cluster.
-	PutClusterSecret(ctx context.Context, k Key, name string, value []byte, c Cond) error
-	GetClusterSecret(ctx context.Context, k Key, name string) ([]byte, error)
-
-	// Instructions for node agents.
+// Instructions are the instructions for node agents, with their results.
+type Instructions interface {
 	// PutInstruction inserts in, fenced by its cluster's lease (c.Fence
 	// required); an id that exists is ErrExists, so a step run again finds
 	// the instruction it issued instead of issuing a second one.
@@ -476,28 +481,82 @@ type Store interface {
 	// SetInstructionResult records an instruction's result once: a second
 	// result is ErrExists, an unknown id ErrNotFound.
 	SetInstructionResult(ctx context.Context, id string, r v1.InstructionResult) error
+}
 
-	// Node logs: the lines agents send, the newest MaxNodeLogLines kept per
-	// node, oldest first. A log grows, so ListNodeLogs's next token is always
-	// where to go on reading (the page token itself when there was nothing
-	// new; past the lines f left out when the page reached the end); an
-	// empty page means nothing new that matches yet.
-	AppendNodeLogs(ctx context.Context, k Key, node string, lines []v1.LogLine) error
-	ListNodeLogs(ctx context.Context, k Key, node string, f LogFilter, pg Page) ([]v1.LogLine, string, error)
+// ClusterSecrets are a cluster's secrets (CA keys, credential and
+// passphrase hashes, ...): written by the cluster's lease holder (c.Fence
+// required; IfNoneMatch "*" writes only a missing one), read by the agent
+// gateway, never returned by the API, deleted with their cluster. What is
+// changed without the lease is ClusterSecretUpdater's.
+type ClusterSecrets interface {
+	PutClusterSecret(ctx context.Context, k Key, name string, value []byte, c Cond) error
+	GetClusterSecret(ctx context.Context, k Key, name string) ([]byte, error)
+}
 
-	// Replicas: the backends that share the store, each alive while it
-	// renews its record; the periodic checks divide the clusters among
-	// the live ones. PutReplica records name alive until now+ttl;
-	// ListReplicas names those alive now, sorted; DeleteReplica removes
-	// name's record (a replica that stops hands its share over at once;
-	// none is no error).
+// Events are the clusters' timelines. AppendEvent files e under
+// e.ClusterUID, or when empty under the cluster named e.Cluster, as
+// ListEvents reads it (and sets e.ClusterUID). ListEvents lists the events
+// of the cluster named k as ListOperations lists its operations.
+type Events interface {
+	AppendEvent(ctx context.Context, e *Event) error
+	ListEvents(ctx context.Context, k Key, pg Page) ([]*Event, string, error)
+}
+
+// CloudAccounts are the projects' cloud accounts.
+type CloudAccounts interface {
+	PutCloudAccount(ctx context.Context, a *CloudAccount, c Cond) error
+	GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error)
+	ListCloudAccounts(ctx context.Context, project string, pg Page) ([]*CloudAccount, string, error)
+	DeleteCloudAccount(ctx context.Context, project, name string, c Cond) error
+}
+
+// ProjectSecrets are the projects' secrets, sealed at rest (their whole
+// document).
+type ProjectSecrets interface {
+	PutProjectSecret(ctx context.Context, ps *ProjectSecret, c Cond) error
+	GetProjectSecret(ctx context.Context, project, name string) (*ProjectSecret, error)
+	ListProjectSecrets(ctx context.Context, project string, pg Page) ([]*ProjectSecret, string, error)
+	DeleteProjectSecret(ctx context.Context, project, name string, c Cond) error
+}
+
+// Profiles are the projects' cluster profiles, every version of each.
+type Profiles interface {
+	PutProfile(ctx context.Context, p *Profile, c Cond) error
+	GetProfile(ctx context.Context, project, name string) (*Profile, error)
+	ListProfiles(ctx context.Context, project string, pg Page) ([]*Profile, string, error)
+	DeleteProfile(ctx context.Context, project, name string, c Cond) error
+}
+
+// DiagnosticsBundles are the clusters' diagnostics bundles, each with its
+// cluster's (they go with it); the newest MaxDiagnostics kept per cluster.
+// ID is the caller's (unique).
+type DiagnosticsBundles interface {
+	PutDiagnostics(ctx context.Context, d *Diagnostics, bundle []byte) error
+	GetDiagnostics(ctx context.Context, id string) (*Diagnostics, error)
+	GetDiagnosticsBundle(ctx context.Context, id string) ([]byte, error)
+	// ListDiagnostics lists a cluster's bundles, newest first.
+	ListDiagnostics(ctx context.Context, k Key, pg Page) ([]*Diagnostics, string, error)
+	DeleteDiagnostics(ctx context.Context, id string) error
+}
+
+// Replicas are the backends that share the store, each alive while it
+// renews its record; the periodic checks divide the clusters among the
+// live ones. PutReplica records name alive until now+ttl; ListReplicas
+// names those alive now, sorted; DeleteReplica removes name's record (a
+// replica that stops hands its share over at once; none is no error).
+type Replicas interface {
 	PutReplica(ctx context.Context, name string, ttl time.Duration) error
 	ListReplicas(ctx context.Context) ([]string, error)
 	DeleteReplica(ctx context.Context, name string) error
+}
 
-	// Ping checks the database answers (for /readyz).
-	Ping(ctx context.Context) error
-	Close() error
+// Pruner deletes what has outlived its retention.
+type Pruner interface {
+	// Prune deletes what has outlived its retention (see Cutoffs) and
+	// returns how many of each it deleted. It deletes in batches, each its
+	// own short transaction, so that it never holds the database for long;
+	// several processes may prune at once.
+	Prune(ctx context.Context, c Cutoffs) (Pruned, error)
 }
 
 // Percent is the share of the operation's steps that are done (Succeeded or

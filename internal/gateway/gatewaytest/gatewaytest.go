@@ -63,11 +63,20 @@ func (u *untilCleanup) stop() {
 // Project is the project every cluster of an Env is in.
 const Project = "p"
 
-// Store is the store of an Env: all of store.Store and the cluster secret
-// updates the gateway and the activation functions need.
+// Store is the store of an Env: what the gateway needs, and what tests do
+// beside it: begin and claim a cluster's create, keep its secrets and issue
+// instructions as its plan would (trust's functions, with the cluster
+// secret updates), and read what the gateway wrote.
 type Store interface {
-	store.Store
-	store.ClusterSecretUpdater
+	gateway.Store
+	store.Projects
+	store.Clusters
+	store.Leases
+	store.Nodes
+	store.NodeLogs
+	store.Instructions
+	store.Events
+	store.ClusterSecrets
 }
 
 // Env is a running gateway.
@@ -135,7 +144,7 @@ func New(t testing.TB, opts gateway.Options) *Env {
 		cancel()
 		<-swept
 		e.Stop()
-		st.Close()
+		opened.Close()
 	})
 	return e
 }
