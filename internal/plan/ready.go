@@ -10,9 +10,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
