@@ -82,6 +82,14 @@ var rules = []rule{
 			"gateway; what runs on a node is kiln-agent's (internal/agent/...)",
 	},
 	{
+		name:  "controller's distributions ↛ agent",
+		from:  []string{"kiln.dev/kiln/internal/distro/..."},
+		never: []string{"kiln.dev/kiln/internal/agent/..."},
+		reason: "internal/distro/... is what the controller plans for each distribution (local, kiln, " +
+			"kubeadm: install params, plans, the cluster DNS) and the format the node side reads: " +
+			"kiln-agent's executors (internal/agent/distro/...) import it, never the other way",
+	},
+	{
 		name:  "plan ↛ worker",
 		from:  []string{"kiln.dev/kiln/internal/plan/..."},
 		never: []string{"kiln.dev/kiln/internal/worker/..."},

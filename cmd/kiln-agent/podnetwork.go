@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kiln.dev/kiln/internal/agent/distro/kiln"
 	"kiln.dev/kiln/internal/agent/distro/local"
 )
 
@@ -15,7 +16,8 @@ import (
 // kubeadm distribution's installs from Kiln run it (the agent's service
 // pod-network; docs/distro-kubeadm.md).
 func newPodNetworkCommand(stderr io.Writer) *cobra.Command {
-	var o local.PodNetwork
+	var o kiln.PodNetwork
+	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "pod-network",
 		Short: "Run this node's bridge pod network (a service of kubeadm installs from Kiln)",
@@ -26,7 +28,7 @@ func newPodNetworkCommand(stderr io.Writer) *cobra.Command {
 			"kiln-agent runs it as a service of a kubeadm install from Kiln; run by hand it needs root.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Node == "" || o.Endpoint == "" || o.Kubeconfig == "" || o.ClusterCIDR == "" {
+			if o.Node == "" || o.Endpoint == "" || kubeconfig == "" || o.ClusterCIDR == "" {
 				return usageError{fmt.Errorf("--node, --endpoint, --kubeconfig and --cluster-cidr are required")}
 			}
 			if _, _, err := net.SplitHostPort(o.Endpoint); err != nil {
@@ -35,13 +37,14 @@ func newPodNetworkCommand(stderr io.Writer) *cobra.Command {
 			if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
 				return usageError{fmt.Errorf("--cluster-cidr %q: want an IPv4 CIDR such as 10.244.0.0/16", o.ClusterCIDR)}
 			}
+			o.Client = local.KubeconfigClient(o.Root, kubeconfig)
 			o.Logger = newLogger(stderr)
 			return o.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&o.Node, "node", "", "this node's name in the cluster")
 	cmd.Flags().StringVar(&o.Endpoint, "endpoint", "", "the cluster's API endpoint, host:port")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "credentials that may read and list nodes (kube-proxy's)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "credentials that may read and list nodes (kube-proxy's)")
 	cmd.Flags().StringVar(&o.ClusterCIDR, "cluster-cidr", "", "the cluster's pod range")
 	cmd.Flags().StringVar(&o.Root, "root", "/", "the host's root directory")
 	return cmd

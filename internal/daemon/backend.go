@@ -12,7 +12,7 @@ import (
 	"kiln.dev/kiln/internal/backend/retention"
 	"kiln.dev/kiln/internal/backend/shard"
 	"kiln.dev/kiln/internal/diagnose"
-	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"

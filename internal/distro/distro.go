@@ -1,8 +1,9 @@
 // Package distro names the Kubernetes distributions Kiln installs and the
 // versions each offers: the one catalogue of versions (Versions), which kilnd
 // hands to the providers whose machines install Kubernetes. What the
-// controller plans for each is in its subpackages (local, kubeadm); what a
-// node runs is in internal/agent/distro.
+// controller plans for each is in its subpackages (local; kiln, the cluster
+// DNS its nodes get besides local's install; kubeadm); what a node runs is in
+// internal/agent/distro.
 package distro
 
 import (

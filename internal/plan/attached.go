@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
 )

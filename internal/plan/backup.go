@@ -11,9 +11,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 )

@@ -10,8 +10,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/health"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/validate"
 )

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	v1 "kiln.dev/kiln/api/v1"
-	distro "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
@@ -108,7 +108,7 @@ func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m
 			return err
 		}
 		b := in
-		b.Node = distro.Node{Name: m.Name, Role: m.Role, Address: node.Address}
+		b.Node = local.Node{Name: m.Name, Role: m.Role, Address: node.Address}
 		b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
 		return x.instruct(ctx, node, b)
 	}, nil
@@ -117,42 +117,42 @@ func (x *run) installer(ctx context.Context) (func(ctx context.Context, i int, m
 // installInput is what every node's install shares: the CA (during a CA
 // rotation, the one its phase signs with, and the CAs it trusts), the
 // service-account keys, the endpoint and the control-plane members.
-func (x *run) installInput(ctx context.Context) (distro.BuildInput, error) {
+func (x *run) installInput(ctx context.Context) (local.BuildInput, error) {
 	k := x.cl.Key()
 	cas, err := trust.LoadCAs(ctx, x.secrets, k)
 	if err != nil {
-		return distro.BuildInput{}, err
+		return local.BuildInput{}, err
 	}
 	frontProxy, err := trust.EnsureFrontProxyCA(ctx, x.secrets, k, x.fence, pki.DefaultCAValidity)
 	if err != nil {
-		return distro.BuildInput{}, err
+		return local.BuildInput{}, err
 	}
 	sa, err := x.secrets.GetClusterSecret(ctx, k, trust.SecretServiceAccount)
 	if err != nil {
-		return distro.BuildInput{}, fmt.Errorf("service-account key: %w", err)
+		return local.BuildInput{}, fmt.Errorf("service-account key: %w", err)
 	}
 	priv, pub, ok := strings.Cut(string(sa), "-----BEGIN PUBLIC KEY-----")
 	if !ok {
-		return distro.BuildInput{}, errors.New("service-account key secret has no public key")
+		return local.BuildInput{}, errors.New("service-account key secret has no public key")
 	}
 	endpoint, err := x.endpoint(ctx)
 	if err != nil {
-		return distro.BuildInput{}, fmt.Errorf("find endpoint: %w", err)
+		return local.BuildInput{}, fmt.Errorf("find endpoint: %w", err)
 	}
 	cps, err := x.controlPlaneTargets(ctx)
 	if err != nil {
-		return distro.BuildInput{}, err
+		return local.BuildInput{}, err
 	}
-	var members []distro.Member
+	var members []local.Member
 	for _, m := range cps {
 		n, err := x.nodeRecords.GetNode(ctx, k, m.Name)
 		if err != nil {
-			return distro.BuildInput{}, fmt.Errorf("control-plane node %s: %w", m.Name, err)
+			return local.BuildInput{}, fmt.Errorf("control-plane node %s: %w", m.Name, err)
 		}
-		members = append(members, distro.Member{Name: m.Name, Address: n.Address})
+		members = append(members, local.Member{Name: m.Name, Address: n.Address})
 	}
 	spec := x.cl.Spec
-	return distro.BuildInput{
+	return local.BuildInput{
 		CA:                    cas.NodeSigner(),
 		Trust:                 cas.NodeTrustPEM(),
 		FrontProxyCA:          frontProxy,
@@ -176,9 +176,9 @@ func clusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clus
 
 // instruct has node install Kubernetes in the role b says, then records
 // on the node when the certificates it installed expire.
-func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInput) error {
+func (x *run) instruct(ctx context.Context, node *store.Node, b local.BuildInput) error {
 	in, err := x.order(ctx, node, v1.InstructionInstall, "installing "+b.Node.Role, func() (json.RawMessage, error) {
-		params, err := distro.BuildInstall(b)
+		params, err := local.BuildInstall(b)
 		if err != nil {
 			return nil, failure.Terminal(v1.CodeInternal, "build the install of node %s: %v", node.Name, err)
 		}
@@ -191,7 +191,7 @@ func (x *run) instruct(ctx context.Context, node *store.Node, b distro.BuildInpu
 	if err != nil {
 		return err
 	}
-	var p distro.InstallParams
+	var p local.InstallParams
 	if err := json.Unmarshal(in.Params, &p); err != nil || p.CertificatesNotAfter.IsZero() {
 		return nil // params of an older kilnd: no expiry to record
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/provider"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
-	distro "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/distro/kiln"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -269,12 +269,12 @@ func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error
 	if err := x.applyClusterDNS(ctx, kc); err != nil {
 		return "", err
 	}
-	st, err := kc.Deployment(ctx, distro.DNSNamespace, distro.DNSDeployment)
+	st, err := kc.Deployment(ctx, kiln.DNSNamespace, kiln.DNSDeployment)
 	if err != nil {
 		return "", fmt.Errorf("cluster DNS: %w", err)
 	}
 	if st.AvailableReplicas == 0 {
-		return fmt.Sprintf("the cluster DNS (deployment %s/%s: no replica available yet)", distro.DNSNamespace, distro.DNSDeployment), nil
+		return fmt.Sprintf("the cluster DNS (deployment %s/%s: no replica available yet)", kiln.DNSNamespace, kiln.DNSDeployment), nil
 	}
 	return "", nil
 }
@@ -292,11 +292,11 @@ func (x *run) applyClusterDNS(ctx context.Context, kc *kubeapi.Client) error {
 	if !x.hasKilnDNS() {
 		return nil
 	}
-	addr, err := distro.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
+	addr, err := kiln.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
 	if err != nil {
 		return failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
 	}
-	for _, o := range distro.DNSObjects(sysimages.CoreDNSImage, addr, dnsReplicas) {
+	for _, o := range kiln.DNSObjects(sysimages.CoreDNSImage, addr, dnsReplicas) {
 		if err := kc.Apply(ctx, kubeapi.Object(o)); err != nil {
 			return fmt.Errorf("cluster DNS: %w", err)
 		}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/provider"
 )
 

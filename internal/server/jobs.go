@@ -10,7 +10,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
-	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"

@@ -11,7 +11,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check"
-	"kiln.dev/kiln/internal/distro/kubeapi"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/store"
 )
 

@@ -52,7 +52,7 @@ type Input struct {
 	PodCIDR     string `json:"podCIDR"`
 	ServiceCIDR string `json:"serviceCIDR"`
 	// CNI is CNIBridge, CNICalico or CNICilium; DefaultCNI when empty.
-	// With CNIBridge the plan installs from Kiln (kiln.go): kiln-kube and
+	// With CNIBridge the plan installs from Kiln (fromkiln.go): kiln-kube and
 	// images from Kiln's registry, no internet. Calico and Cilium come from
 	// their releases on the internet, kubeadm and the kubelet from
 	// pkgs.k8s.io. Flannel, which the API accepts, is refused: this plan

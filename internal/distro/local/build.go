@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/distro/kiln"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
@@ -232,7 +233,7 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 // address.
 func (b builder) containers() (*ContainerParams, error) {
 	in := b.in
-	dns, err := ClusterDNSAddress(in.ServiceCIDR)
+	dns, err := kiln.ClusterDNSAddress(in.ServiceCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
@@ -246,7 +247,7 @@ func (b builder) containers() (*ContainerParams, error) {
 	if err := b.issue(FileKubeletServingCert, FileKubeletServingKey, pki.NodeServingRequest(in.Node.Name, []net.IP{nodeIP})); err != nil {
 		return nil, err
 	}
-	return &ContainerParams{ClusterDNS: dns, ClusterDomain: ClusterDomain}, nil
+	return &ContainerParams{ClusterDNS: dns, ClusterDomain: kiln.ClusterDomain}, nil
 }
 
 func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {

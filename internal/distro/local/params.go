@@ -7,7 +7,9 @@
 // secrets and topology to InstallParams: every certificate and kubeconfig the
 // node needs, issued by the cluster CA, and the settings of each component.
 // InstallParams, its files, ports and ParseParams are the format both sides
-// share. FindKubeBinaries finds the kiln-kube programs, one per Kubernetes
+// share. The kiln distribution's nodes get the same params with Containers
+// (BuildInput.Containers): the real kubelet, kube-proxy and the pod network,
+// and the cluster DNS of internal/distro/kiln. FindKubeBinaries finds the kiln-kube programs, one per Kubernetes
 // version (kilnd offers the versions it finds).
 //
 // The node side, which writes those files and runs the components, is
@@ -138,31 +140,10 @@ type InstallParams struct {
 // the components every node has.
 type ContainerParams struct {
 	// ClusterDNS is the address of the cluster DNS Service (CoreDNS):
-	// ClusterDNSAddress of the service range.
+	// kiln.ClusterDNSAddress of the service range.
 	ClusterDNS string `json:"clusterDNS"`
-	// ClusterDomain is the Services' DNS domain (ClusterDomain).
+	// ClusterDomain is the Services' DNS domain (kiln.ClusterDomain).
 	ClusterDomain string `json:"clusterDomain"`
-}
-
-// ClusterDomain is the DNS domain of a cluster's Services.
-const ClusterDomain = "cluster.local"
-
-// ClusterDNSAddress is the address of the cluster DNS Service in the
-// service range cidr: its tenth address (10.96.0.10 in 10.96.0.0/12), as
-// kubeadm chooses.
-func ClusterDNSAddress(cidr string) (string, error) {
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return "", fmt.Errorf("service CIDR %q: %w", cidr, err)
-	}
-	a := p.Masked().Addr()
-	for range 10 {
-		a = a.Next()
-	}
-	if !p.Contains(a) {
-		return "", fmt.Errorf("service CIDR %q is too small for a cluster DNS address", cidr)
-	}
-	return a.String(), nil
 }
 
 // Node is the node being installed.

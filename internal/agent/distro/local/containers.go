@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,16 +14,30 @@ import (
 
 // What a node that runs containers (InstallParams.Containers, the kiln
 // distribution in Kiln's node image) has besides a hollow one: the real
-// kubelet on the node's containerd, kube-proxy, the pod network (network.go)
-// and containerd's registry mirror. docs/distro-kiln.md describes it.
+// kubelet on the node's containerd, kube-proxy, the pod network
+// (internal/agent/distro/kiln) and containerd's registry mirror.
+// docs/distro-kiln.md describes it.
 
-// Files and directories of a node that runs containers, under its root.
-const (
-	dirKubeProxy = "var/lib/kiln-kube-proxy"
-	// fileCNI is the pod network's CNI configuration, where the node
-	// image's containerd looks (images/node/files/etc/containerd/config.toml).
-	fileCNI = "etc/cni/net.d/10-kiln.conflist"
-)
+// dirKubeProxy is kube-proxy's directory on a node that runs containers,
+// under its root.
+const dirKubeProxy = "var/lib/kiln-kube-proxy"
+
+// nodesClient is the client the pod network lists nodes with:
+// kube-proxy's credentials (system:kube-proxy, which the default
+// system:node-proxier binding lets list and watch nodes). A kubelet may read
+// only its own Node (the node authorizer, Kubernetes 1.33 and later).
+func nodesClient(root string) func() (*http.Client, error) {
+	return KubeconfigClient(root, distrolocal.FileKubeProxyConf)
+}
+
+// KubeconfigClient is what makes a client of the certificate in the
+// kubeconfig file under root (and the CA in it, else root's cluster CA),
+// reading the file again at each call (its certificate is renewed): the pod
+// network's kiln.Routes.Client, and kiln.PodNetwork's when kubeadm's
+// installs from Kiln run it on its own.
+func KubeconfigClient(root, file string) func() (*http.Client, error) {
+	return func() (*http.Client, error) { return kubeconfigClient(root, file) }
+}
 
 // readCgroupRoot reads the kubelet's cgroup root that the node image's
 // entrypoint chose (nodeimage.CgroupRootFile under root).

@@ -13,6 +13,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/distro/kiln"
 	"kiln.dev/kiln/internal/agent/etcdsnap"
 	"kiln.dev/kiln/internal/agent/mirror"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
@@ -60,8 +61,8 @@ type Executor struct {
 	// the registries pods name.
 	Mirror *mirror.Mirror
 
-	// runCmd runs ip and iptables (the pod network); runCommand when nil.
-	runCmd runFunc
+	// runCmd runs ip and iptables (the pod network); kiln.RunCommand when nil.
+	runCmd kiln.RunFunc
 	// tool runs kiln-kube etcd-snapshot (backups); etcdsnap.RunTool when nil.
 	tool etcdsnap.Tool
 
@@ -69,7 +70,7 @@ type Executor struct {
 	run      sync.Mutex // one instruction at a time
 	sup      *supervisor
 	logs     *logForwarder
-	net      *podNetwork
+	net      *kiln.Routes
 }
 
 var _ agent.Executor = (*Executor)(nil)
@@ -86,14 +87,14 @@ func (e *Executor) init() {
 			e.StopTimeout = DefaultStopTimeout
 		}
 		if e.runCmd == nil {
-			e.runCmd = runCommand
+			e.runCmd = kiln.RunCommand
 		}
 		if e.tool == nil {
 			e.tool = etcdsnap.RunTool
 		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
-		e.net = &podNetwork{log: e.Logger, run: e.runCmd, client: nodesClient(e.Root), every: routeSyncInterval}
+		e.net = &kiln.Routes{Log: e.Logger, Run: e.runCmd, Client: nodesClient(e.Root), Every: kiln.RouteSyncInterval}
 	})
 }
 
@@ -199,11 +200,11 @@ func (e *Executor) Resume() error {
 	}
 	// A restarted node has a new network namespace: its masquerade rule
 	// and routes are made again.
-	if c, err := loadNetwork(e.Root); err == nil {
-		if err := setUpPodNetwork(context.Background(), e.Root, e.runCmd, c); err != nil {
+	if c, err := kiln.Load(e.Root); err == nil {
+		if err := kiln.SetUp(context.Background(), e.Root, e.runCmd, c); err != nil {
 			errs = append(errs, fmt.Errorf("pod network: %w", err))
 		}
-		e.net.start(c)
+		e.net.Start(c)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
@@ -218,7 +219,7 @@ func (e *Executor) Resume() error {
 // run a reset instruction or call Stop.
 func (e *Executor) Close() {
 	e.init()
-	e.net.stop()
+	e.net.Stop()
 	e.sup.release()
 	e.logs.close()
 }
@@ -320,7 +321,7 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 		var cidr string
 		err := waitFor(ctx, e.StepTimeout, func(ctx context.Context) error {
 			var err error
-			cidr, err = nodePodCIDR(ctx, kubeletClient, p.Endpoint, p.Node.Name)
+			cidr, err = kiln.NodePodCIDR(ctx, kubeletClient, p.Endpoint, p.Node.Name)
 			return err
 		})
 		if err != nil {
@@ -329,11 +330,11 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 			}
 			return "", agent.Retryable(v1.CodeTimeout, err, "the node's pod range within %s: %v", e.StepTimeout, err)
 		}
-		c := networkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
-		if err := setUpPodNetwork(ctx, e.Root, e.runCmd, c); err != nil {
+		c := kiln.NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
+		if err := kiln.SetUp(ctx, e.Root, e.runCmd, c); err != nil {
 			return "", agent.Retryable(v1.CodeInternal, err, "set up the pod network: %v", err)
 		}
-		e.net.start(c)
+		e.net.Start(c)
 		return "pods get addresses of " + cidr, nil
 	})
 }
@@ -361,12 +362,12 @@ func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 // reset stops every component and removes what install made.
 func (e *Executor) reset(report agent.Reporter) error {
 	report.Progress(StepStopComponents, v1.StepRunning, "")
-	e.net.stop()
+	e.net.Stop()
 	e.sup.stopAll()
 	report.Progress(StepStopComponents, v1.StepSucceeded, "")
 	report.Progress(StepRemoveFiles, v1.StepRunning, "")
 	var errs []error
-	if err := tearDownPodNetwork(context.Background(), e.Root, e.runCmd); err != nil {
+	if err := kiln.TearDown(context.Background(), e.Root, e.runCmd); err != nil {
 		errs = append(errs, err)
 	}
 	remove := []string{filepath.Join(e.Root, dirEtc), filepath.Join(e.Root, dirLog)}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/distro/kubeapi"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/test/waitfor"
 )

@@ -1,9 +1,13 @@
-// Package kubeapi is the small part of the Kubernetes API that Kiln's plans
-// use on a cluster they install: read nodes and their conditions, label,
-// taint, cordon and delete nodes, drain a node (list its pods, evict them
-// through the Eviction API), create a namespace and a ConfigMap. It is net/http and
-// encoding/json with a client certificate from the cluster CA; the root
-// module does not link client-go.
+// Package kubeapi is Kiln's access to the Kubernetes API of a cluster it
+// runs: the small part of the API that the plans, the backend's checks
+// (health, elastic), the API's jobs and kilnd use: read nodes and their
+// conditions, label, taint, cordon and delete nodes, drain a node (list its
+// pods, evict them through the Eviction API), Jobs, Deployments, a namespace
+// and a ConfigMap, server-side apply. It is net/http and encoding/json with
+// a client certificate from the cluster CA (or an attached cluster's
+// kubeconfig's, through NewWithHTTP); it does not link client-go. Helm
+// and cli-runtime, which the profile packs' applier (internal/packs) drives,
+// take a client-go rest.Config of their own.
 package kubeapi
 
 import (

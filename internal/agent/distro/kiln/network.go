@@ -1,4 +1,4 @@
-package local
+package kiln
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -19,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	distrolocal "kiln.dev/kiln/internal/distro/local"
+	"kiln.dev/kiln/internal/atomicfile"
 )
 
 // The pod network of nodes that run containers: the CNI bridge plugin on
@@ -36,17 +37,17 @@ const routeProto = "77"
 // masqueradeComment names the node's masquerade rule.
 const masqueradeComment = "kiln pod network: leaving the pod ranges"
 
-// routeSyncInterval is how often the routes are brought up to date with the
+// RouteSyncInterval is how often the routes are brought up to date with the
 // nodes; a node that joins is reached by pods of the others within it.
-const routeSyncInterval = 5 * time.Second
+const RouteSyncInterval = 5 * time.Second
 
-// networkFile is Root/var/lib/kiln-node/pod-network.json: the pod network
+// NetworkFile is Root/var/lib/kiln-node/pod-network.json: the pod network
 // of the last install, so a restarted agent (or node) sets it up again
-// (Resume).
-const networkFile = dirState + "/pod-network.json"
+// (the executor's Resume).
+const NetworkFile = "var/lib/kiln-node/pod-network.json"
 
-// networkConfig is what the pod network of a node needs.
-type networkConfig struct {
+// NetworkConfig is what the pod network of a node needs.
+type NetworkConfig struct {
 	Node string `json:"node"`
 	// Endpoint is the cluster's API endpoint, host:port.
 	Endpoint string `json:"endpoint"`
@@ -55,11 +56,11 @@ type networkConfig struct {
 	NodeCIDR    string `json:"nodeCIDR"`
 }
 
-// runFunc runs a program and returns its combined output: exec, or a
+// RunFunc runs a program and returns its combined output: exec, or a
 // recorder in tests.
-type runFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
+type RunFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
 
-func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+func RunCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
@@ -90,7 +91,7 @@ func cniConfig(nodeCIDR string) string {
 // masqueradeRule is the iptables rule (nat POSTROUTING, without the
 // action flag) that masquerades what the node's pods send out of the pod
 // ranges.
-func masqueradeRule(c networkConfig) []string {
+func masqueradeRule(c NetworkConfig) []string {
 	return []string{"-t", "nat", "POSTROUTING", "-s", c.NodeCIDR, "!", "-d", c.ClusterCIDR,
 		"-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}
 }
@@ -100,7 +101,7 @@ func iptablesArgs(action string, rule []string) []string {
 	return append([]string{rule[0], rule[1], action}, rule[2:]...)
 }
 
-func ensureMasquerade(ctx context.Context, run runFunc, c networkConfig) error {
+func ensureMasquerade(ctx context.Context, run RunFunc, c NetworkConfig) error {
 	rule := masqueradeRule(c)
 	if _, err := run(ctx, "iptables", iptablesArgs("-C", rule)...); err == nil {
 		return nil
@@ -136,8 +137,8 @@ func (n wireNode) internalIP() string {
 	return ""
 }
 
-// nodePodCIDR reads the pod range the controller manager gave node.
-func nodePodCIDR(ctx context.Context, c *http.Client, endpoint, node string) (string, error) {
+// NodePodCIDR reads the pod range the controller manager gave node.
+func NodePodCIDR(ctx context.Context, c *http.Client, endpoint, node string) (string, error) {
 	b, err := get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
 	if err != nil {
 		return "", err
@@ -187,22 +188,26 @@ func parseRoutes(out []byte) map[string]string {
 	return have
 }
 
-// podNetwork keeps a node's routes to the other nodes' pod ranges up to
+// Routes keeps a node's routes to the other nodes' pod ranges up to
 // date while it runs (one goroutine, from start to stop).
-type podNetwork struct {
-	log    *slog.Logger
-	run    runFunc
-	client func() (*http.Client, error) // kube-proxy's credentials, read again each pass (they are renewed)
-	every  time.Duration
+type Routes struct {
+	Log *slog.Logger
+	Run RunFunc
+	// Client lists the nodes: kube-proxy's credentials (system:kube-proxy,
+	// which the default system:node-proxier binding lets list and watch
+	// nodes; a kubelet may read only its own Node), read again each pass
+	// (they are renewed).
+	Client func() (*http.Client, error)
+	Every  time.Duration
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// start (re)starts keeping the routes of c.
-func (pn *podNetwork) start(c networkConfig) {
-	pn.stop()
+// Start (re)starts keeping the routes of c.
+func (pn *Routes) Start(c NetworkConfig) {
+	pn.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	pn.mu.Lock()
@@ -210,7 +215,7 @@ func (pn *podNetwork) start(c networkConfig) {
 	pn.mu.Unlock()
 	go func() {
 		defer close(done)
-		t := time.NewTicker(pn.every)
+		t := time.NewTicker(pn.Every)
 		defer t.Stop()
 		var last string
 		for {
@@ -219,10 +224,10 @@ func (pn *podNetwork) start(c networkConfig) {
 			case ctx.Err() != nil:
 				return
 			case err != nil && err.Error() != last:
-				pn.log.Warn("pod network: could not bring the routes to other nodes up to date; trying again", "err", err)
+				pn.Log.Warn("pod network: could not bring the routes to other nodes up to date; trying again", "err", err)
 				last = err.Error()
 			case err == nil && last != "":
-				pn.log.Info("pod network: routes up to date again", "routes", n)
+				pn.Log.Info("pod network: routes up to date again", "routes", n)
 				last = ""
 			}
 			select {
@@ -234,8 +239,8 @@ func (pn *podNetwork) start(c networkConfig) {
 	}()
 }
 
-// stop ends the goroutine and waits for it.
-func (pn *podNetwork) stop() {
+// Stop ends the goroutine and waits for it.
+func (pn *Routes) Stop() {
 	pn.mu.Lock()
 	cancel, done := pn.cancel, pn.done
 	pn.cancel, pn.done = nil, nil
@@ -248,11 +253,11 @@ func (pn *podNetwork) stop() {
 
 // sync makes one pass: the masquerade rule is there, and the routes are
 // those the nodes ask for. It returns how many routes there are.
-func (pn *podNetwork) sync(ctx context.Context, c networkConfig) (int, error) {
-	if err := ensureMasquerade(ctx, pn.run, c); err != nil {
+func (pn *Routes) sync(ctx context.Context, c NetworkConfig) (int, error) {
+	if err := ensureMasquerade(ctx, pn.Run, c); err != nil {
 		return 0, err
 	}
-	client, err := pn.client()
+	client, err := pn.Client()
 	if err != nil {
 		return 0, err
 	}
@@ -267,7 +272,7 @@ func (pn *podNetwork) sync(ctx context.Context, c networkConfig) (int, error) {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
 	want := wantedRoutes(list.Items, c.Node)
-	out, err := pn.run(ctx, "ip", "-4", "route", "show", "proto", routeProto)
+	out, err := pn.Run(ctx, "ip", "-4", "route", "show", "proto", routeProto)
 	if err != nil {
 		return 0, err
 	}
@@ -277,56 +282,56 @@ func (pn *podNetwork) sync(ctx context.Context, c networkConfig) (int, error) {
 		if have[cidr] == want[cidr] {
 			continue
 		}
-		if _, err := pn.run(ctx, "ip", "-4", "route", "replace", cidr, "via", want[cidr], "proto", routeProto); err != nil {
+		if _, err := pn.Run(ctx, "ip", "-4", "route", "replace", cidr, "via", want[cidr], "proto", routeProto); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pn.log.Info("pod network: route added", "range", cidr, "via", want[cidr])
+		pn.Log.Info("pod network: route added", "range", cidr, "via", want[cidr])
 	}
 	for _, cidr := range slices.Sorted(maps.Keys(have)) {
 		if _, ok := want[cidr]; ok {
 			continue
 		}
-		if _, err := pn.run(ctx, "ip", "-4", "route", "del", cidr, "proto", routeProto); err != nil {
+		if _, err := pn.Run(ctx, "ip", "-4", "route", "del", cidr, "proto", routeProto); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pn.log.Info("pod network: route removed", "range", cidr, "via", have[cidr])
+		pn.Log.Info("pod network: route removed", "range", cidr, "via", have[cidr])
 	}
 	return len(want), errors.Join(errs...)
 }
 
-// setUp writes the node's CNI configuration and its masquerade rule, and
-// records c for Resume.
-func setUpPodNetwork(ctx context.Context, root string, run runFunc, c networkConfig) error {
-	if err := writeFile(filepath.Join(root, fileCNI), []byte(cniConfig(c.NodeCIDR)), 0o644); err != nil {
+// SetUp writes the node's CNI configuration and its masquerade rule, and
+// records c for the executor's Resume.
+func SetUp(ctx context.Context, root string, run RunFunc, c NetworkConfig) error {
+	if err := writeFile(filepath.Join(root, FileCNI), []byte(cniConfig(c.NodeCIDR)), 0o644); err != nil {
 		return fmt.Errorf("CNI configuration: %w", err)
 	}
 	if err := ensureMasquerade(ctx, run, c); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(root, networkFile), c)
+	return writeJSON(filepath.Join(root, NetworkFile), c)
 }
 
-// loadNetwork reads the pod network of the last install; os.ErrNotExist
+// Load reads the pod network of the last install; os.ErrNotExist
 // when it had none.
-func loadNetwork(root string) (networkConfig, error) {
-	var c networkConfig
-	b, err := os.ReadFile(filepath.Join(root, networkFile))
+func Load(root string) (NetworkConfig, error) {
+	var c NetworkConfig
+	b, err := os.ReadFile(filepath.Join(root, NetworkFile))
 	if err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("%s: %w", networkFile, err)
+		return c, fmt.Errorf("%s: %w", NetworkFile, err)
 	}
 	return c, nil
 }
 
-// tearDownPodNetwork removes what the pod network added to the node: its
+// TearDown removes what the pod network added to the node: its
 // routes, its masquerade rule and its CNI configuration. Errors of rules or
 // routes already gone are not errors.
-func tearDownPodNetwork(ctx context.Context, root string, run runFunc) error {
-	c, err := loadNetwork(root)
+func TearDown(ctx context.Context, root string, run RunFunc) error {
+	c, err := Load(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -345,7 +350,7 @@ func tearDownPodNetwork(ctx context.Context, root string, run runFunc) error {
 		}
 	}
 	var errs []error
-	for _, f := range []string{fileCNI, networkFile} {
+	for _, f := range []string{FileCNI, NetworkFile} {
 		if err := os.Remove(filepath.Join(root, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -353,10 +358,45 @@ func tearDownPodNetwork(ctx context.Context, root string, run runFunc) error {
 	return errors.Join(errs...)
 }
 
-// nodesClient is the client the pod network lists nodes with:
-// kube-proxy's credentials (system:kube-proxy, which the default
-// system:node-proxier binding lets list and watch nodes). A kubelet may read
-// only its own Node (the node authorizer, Kubernetes 1.33 and later).
-func nodesClient(root string) func() (*http.Client, error) {
-	return func() (*http.Client, error) { return kubeconfigClient(root, distrolocal.FileKubeProxyConf) }
+// FileCNI is the pod network's CNI configuration, under the node's root,
+// where the node image's containerd looks
+// (images/node/files/etc/containerd/config.toml).
+const FileCNI = "etc/cni/net.d/10-kiln.conflist"
+
+// writeFile writes a node file atomically, making its directory first.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, data, mode)
+}
+
+// writeJSON writes v as JSON with writeFile, mode 0600.
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFile(path, b, 0o600)
+}
+
+// get does GET url and returns the body of a 200 answer.
+func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
 }

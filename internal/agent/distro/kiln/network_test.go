@@ -1,4 +1,4 @@
-package local
+package kiln
 
 import (
 	"context"
@@ -14,10 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
-
-	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
 // fakeHost records the ip and iptables commands the pod network runs and
@@ -115,9 +111,9 @@ func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 	srv := httptest.NewTLSServer(api)
 	defer srv.Close()
 	host := newFakeHost()
-	pn := &podNetwork{log: slog.New(slog.DiscardHandler), run: host.run, every: time.Hour,
-		client: func() (*http.Client, error) { return srv.Client(), nil }}
-	c := networkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24"}
+	pn := &Routes{Log: slog.New(slog.DiscardHandler), Run: host.run, Every: time.Hour,
+		Client: func() (*http.Client, error) { return srv.Client(), nil }}
+	c := NetworkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24"}
 
 	sync := func(want map[string]string) {
 		t.Helper()
@@ -142,23 +138,23 @@ func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 
 	// The loop runs until stopped; teardown removes routes, rule and files.
 	root := t.TempDir()
-	if err := setUpPodNetwork(t.Context(), root, host.run, c); err != nil {
+	if err := SetUp(t.Context(), root, host.run, c); err != nil {
 		t.Fatal(err)
 	}
-	conf, err := os.ReadFile(filepath.Join(root, fileCNI))
+	conf, err := os.ReadFile(filepath.Join(root, FileCNI))
 	if err != nil || !strings.Contains(string(conf), `"subnet": "10.244.1.0/24"`) || !strings.Contains(string(conf), `"ipMasq": false`) {
 		t.Errorf("CNI configuration %s (%v): want the node's range and no ipMasq", conf, err)
 	}
-	pn.start(c)
-	pn.stop()
-	if err := tearDownPodNetwork(t.Context(), root, host.run); err != nil {
+	pn.Start(c)
+	pn.Stop()
+	if err := TearDown(t.Context(), root, host.run); err != nil {
 		t.Fatal(err)
 	}
 	routes, rules := host.state()
 	if len(routes) != 0 || len(rules) != 0 {
 		t.Errorf("after teardown: routes %v, rules %q", routes, rules)
 	}
-	for _, f := range []string{fileCNI, networkFile} {
+	for _, f := range []string{FileCNI, NetworkFile} {
 		if _, err := os.Stat(filepath.Join(root, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left after teardown (%v)", f, err)
 		}
@@ -175,74 +171,4 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// The real kubelet's configuration is the kubelet's own format: what a
-// node in Kiln's node image needs (cgroup v1 with cgroupfs under the node's
-// cgroup, containerd, Webhook authorization, the cluster DNS).
-func TestRealKubeletConfiguration(t *testing.T) {
-	p := distrolocal.InstallParams{
-		Node:       distrolocal.Node{Name: "w0", Role: "worker", Address: "172.30.0.3"},
-		PodCIDR:    "10.244.0.0/16",
-		Taints:     []string{"a=b:NoSchedule"},
-		Containers: &distrolocal.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"},
-	}
-	f := func(rel string) string { return "/" + rel }
-	all := specs(p, "/", "/usr/local/bin/kiln-kube", nodeInfo{cgroupRoot: "/docker/abc/kubelet"})
-	var kubelet, proxy spec
-	for _, s := range all {
-		switch s.name {
-		case Kubelet:
-			kubelet = s
-		case KubeProxy:
-			proxy = s
-		}
-	}
-	if kubelet.subcommand() != "kubelet" || proxy.subcommand() != "kube-proxy" {
-		t.Fatalf("subcommands %q, %q: want the real kubelet and kube-proxy", kubelet.subcommand(), proxy.subcommand())
-	}
-	var cfg struct {
-		FailCgroupV1   *bool    `json:"failCgroupV1"`
-		CgroupDriver   string   `json:"cgroupDriver"`
-		CgroupRoot     string   `json:"cgroupRoot"`
-		Runtime        string   `json:"containerRuntimeEndpoint"`
-		ClusterDNS     []string `json:"clusterDNS"`
-		ReadOnlyPort   int      `json:"readOnlyPort"`
-		Authentication struct {
-			Anonymous struct{ Enabled bool } `json:"anonymous"`
-			Webhook   struct{ Enabled bool } `json:"webhook"`
-			X509      struct {
-				ClientCAFile string `json:"clientCAFile"`
-			} `json:"x509"`
-		} `json:"authentication"`
-		Authorization struct{ Mode string } `json:"authorization"`
-		TLSCertFile   string                `json:"tlsCertFile"`
-	}
-	config := kubelet.files[f(dirKubelet+"/config.yaml")]
-	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
-		t.Fatalf("kubelet configuration does not parse: %v\n%s", err, config)
-	}
-	if cfg.FailCgroupV1 == nil || *cfg.FailCgroupV1 || cfg.CgroupDriver != "cgroupfs" || cfg.CgroupRoot != "/docker/abc/kubelet" ||
-		cfg.Runtime != "unix:///run/containerd/containerd.sock" || !slices.Equal(cfg.ClusterDNS, []string{"10.96.0.10"}) ||
-		cfg.ReadOnlyPort != 0 || cfg.Authentication.Anonymous.Enabled || !cfg.Authentication.Webhook.Enabled ||
-		cfg.Authentication.X509.ClientCAFile != f(distrolocal.FileCA) || cfg.Authorization.Mode != "Webhook" ||
-		cfg.TLSCertFile != f(distrolocal.FileKubeletServingCert) {
-		t.Errorf("kubelet configuration:\n%s", config)
-	}
-	if !slices.Contains(kubelet.args, "--register-with-taints") || !slices.Contains(kubelet.args, "a=b:NoSchedule") {
-		t.Errorf("kubelet args %q: want the taints", kubelet.args)
-	}
-	pc := proxy.files[f(dirKubeProxy+"/config.yaml")]
-	for _, want := range []string{"mode: iptables", `clusterCIDR: "10.244.0.0/16"`, "maxPerCore: 0", `hostnameOverride: "w0"`} {
-		if !strings.Contains(pc, want) {
-			t.Errorf("kube-proxy configuration lacks %q:\n%s", want, pc)
-		}
-	}
-	// A changed configuration restarts the component: it is in the hash.
-	other := specs(p, "/", "/usr/local/bin/kiln-kube", nodeInfo{cgroupRoot: "/docker/def/kubelet"})
-	for i := range all {
-		if all[i].name == Kubelet && all[i].hash == other[i].hash {
-			t.Error("another cgroup root gives the kubelet the same hash")
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package local
+package kiln
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 )
 
 // PodNetwork is the bridge pod network of one node run on its own, outside
-// an install of this package: the kubeadm distribution's installs from Kiln
-// run it as kiln-agent's service (kiln-agent pod-network). The node's
-// configuration is as on a node of the kiln distribution (network.go).
+// an install of the kiln distribution: the kubeadm distribution's installs
+// from Kiln run it as kiln-agent's service (kiln-agent pod-network). The
+// node's configuration is as on a node of the kiln distribution (network.go).
 type PodNetwork struct {
 	// Root is the host's root: the CNI configuration and the state go under it.
 	Root string
@@ -19,12 +19,12 @@ type PodNetwork struct {
 	Node, Endpoint string
 	// ClusterCIDR is the cluster's pod range.
 	ClusterCIDR string
-	// Kubeconfig is the file (under Root) of credentials that may read and
-	// list nodes: kube-proxy's.
-	Kubeconfig string
-	Logger     *slog.Logger
+	// Client reads and lists nodes, with credentials that may: kube-proxy's
+	// (its kubeconfig), read again each time (they are renewed).
+	Client func() (*http.Client, error)
+	Logger *slog.Logger
 	// Every is how often the routes are brought up to date;
-	// routeSyncInterval when zero.
+	// RouteSyncInterval when zero.
 	Every time.Duration
 }
 
@@ -40,15 +40,15 @@ func (o PodNetwork) Run(ctx context.Context) error {
 	}
 	every := o.Every
 	if every <= 0 {
-		every = routeSyncInterval
+		every = RouteSyncInterval
 	}
-	client := func() (*http.Client, error) { return kubeconfigClient(o.Root, o.Kubeconfig) }
-	c := networkConfig{Node: o.Node, Endpoint: o.Endpoint, ClusterCIDR: o.ClusterCIDR}
+	client := o.Client
+	c := NetworkConfig{Node: o.Node, Endpoint: o.Endpoint, ClusterCIDR: o.ClusterCIDR}
 	last := ""
 	for c.NodeCIDR == "" {
 		cl, err := client()
 		if err == nil {
-			c.NodeCIDR, err = nodePodCIDR(ctx, cl, o.Endpoint, o.Node)
+			c.NodeCIDR, err = NodePodCIDR(ctx, cl, o.Endpoint, o.Node)
 		}
 		if err != nil && err.Error() != last {
 			log.Info("pod network: waiting for the node's pod range", "err", err)
@@ -63,13 +63,13 @@ func (o PodNetwork) Run(ctx context.Context) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if err := setUpPodNetwork(ctx, o.Root, runCommand, c); err != nil {
+	if err := SetUp(ctx, o.Root, RunCommand, c); err != nil {
 		return fmt.Errorf("pod network: %w", err)
 	}
 	log.Info("pod network: set up", "node", o.Node, "range", c.NodeCIDR)
-	pn := &podNetwork{log: log, run: runCommand, client: client, every: every}
-	pn.start(c)
+	pn := &Routes{Log: log, Run: RunCommand, Client: client, Every: every}
+	pn.Start(c)
 	<-ctx.Done()
-	pn.stop()
+	pn.Stop()
 	return nil
 }

@@ -1,9 +1,47 @@
-package local
+// Package kiln is the controller side of the `kiln` distribution: real
+// nodes on Kiln's node image (docker nodes, cloud instances). They run
+// kiln-kube's components as the local distribution's nodes do, with the same
+// install params (internal/distro/local, BuildInput.Containers), and besides
+// the real kubelet on the node's containerd, kube-proxy and the bridge pod
+// network. What the controller adds for them is the cluster DNS, here: its
+// address and domain, which a node's install params carry, and CoreDNS's
+// objects, which the plan applies once the API answers (kubeadm's installs
+// from Kiln apply them too).
+//
+// The node side is internal/agent/distro/local's executor (containers.go,
+// network.go). docs/distro-kiln.md describes it.
+package kiln
+
+import (
+	"fmt"
+	"net/netip"
+)
 
 // The cluster DNS of the kiln distribution: CoreDNS, run as a Deployment in
 // kube-system behind the Service kube-dns at ClusterDNSAddress, the
 // objects kubeadm makes for it. The plan applies them once the API answers
 // and waits until one replica is available.
+
+// ClusterDomain is the DNS domain of a cluster's Services.
+const ClusterDomain = "cluster.local"
+
+// ClusterDNSAddress is the address of the cluster DNS Service in the
+// service range cidr: its tenth address (10.96.0.10 in 10.96.0.0/12), as
+// kubeadm chooses.
+func ClusterDNSAddress(cidr string) (string, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return "", fmt.Errorf("service CIDR %q: %w", cidr, err)
+	}
+	a := p.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	if !p.Contains(a) {
+		return "", fmt.Errorf("service CIDR %q is too small for a cluster DNS address", cidr)
+	}
+	return a.String(), nil
+}
 
 // Names of the cluster DNS objects.
 const (
