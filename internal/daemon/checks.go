@@ -50,16 +50,21 @@ func (c checks) withAgents() []string {
 // attached are the providers of clusters made elsewhere.
 func (c checks) attached() []string { return providerNames(c.providers, c.providers.Attached) }
 
+// base is what each check is given: the providers whose clusters it
+// lists, an operation kind's steps, the worker woken for what it begins,
+// its interval (the check's default when 0) and its log, named part.
+func (c checks) base(providers []string, interval time.Duration, part string) check.Base {
+	return check.Base{Providers: providers, Steps: plan.PendingSteps, Started: c.wake, Interval: interval, Logger: c.d.log.With("part", part)}
+}
+
 // health is the machine health check: the replaceable clusters judged, the
 // attached ones observed.
 func (c checks) health() check.Periodic {
 	d, providers := c.d, c.providers
 	return health.NewChecker(health.Options{
-		Store:     d.Store,
-		Watched:   func(name string) bool { return replaceable(providers, name) },
-		Providers: append(c.attached(), c.replaceables()...),
-		Steps:     plan.PendingSteps,
-		Silence:   2 * cmp.Or(d.cfg.AgentHeartbeatInterval, gateway.DefaultHeartbeatInterval),
+		Store:   d.Store,
+		Watched: func(name string) bool { return replaceable(providers, name) },
+		Silence: 2 * cmp.Or(d.cfg.AgentHeartbeatInterval, gateway.DefaultHeartbeatInterval),
 		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
 			if cl.Status.Endpoint == "" {
 				return nil, nil
@@ -80,9 +85,7 @@ func (c checks) health() check.Periodic {
 			defer cancel()
 			return plan.ObserveAttached(ctx, d.Store, cl)
 		},
-		Started:  c.wake,
-		Interval: d.cfg.HealthInterval,
-		Logger:   d.log,
+		Base: c.base(append(c.attached(), c.replaceables()...), d.cfg.HealthInterval, "health-check"),
 	}).Periodic()
 }
 
@@ -107,10 +110,8 @@ func stoppedMachines(ctx context.Context, providers provider.Registry, cl *store
 func (c checks) elastic() check.Periodic {
 	d, providers := c.d, c.providers
 	return elastic.NewController(elastic.Options{
-		Store:     d.Store,
-		Watched:   func(name string) bool { return replaceable(providers, name) },
-		Providers: c.replaceables(),
-		Steps:     plan.PendingSteps,
+		Store:   d.Store,
+		Watched: func(name string) bool { return replaceable(providers, name) },
 		Observe: func(ctx context.Context, cl *store.Cluster) (elastic.State, error) {
 			return observe(ctx, d.Store, cl)
 		},
@@ -133,10 +134,8 @@ func (c checks) elastic() check.Periodic {
 			_, ok := providers[name].(provider.Stopper)
 			return ok
 		},
-		Started:  c.wake,
-		Interval: d.cfg.AutoscaleInterval,
 		Cooldown: d.cfg.AutoscaleCooldown,
-		Logger:   d.log.With("part", "autoscaler"),
+		Base:     c.base(c.replaceables(), d.cfg.AutoscaleInterval, "autoscaler"),
 	}).Periodic()
 }
 
@@ -158,9 +157,7 @@ func (c checks) profiles(applier *packs.Applier) check.Periodic {
 		},
 		// the providers whose clusters apply-profile installs packs on
 		// (plan/profile.go): those with agents, and the attached
-		Providers: append(c.attached(), c.withAgents()...),
-		Interval:  d.cfg.ProfileCheckInterval,
-		Logger:    d.log.With("part", "profile-check"),
+		Base: c.base(append(c.attached(), c.withAgents()...), d.cfg.ProfileCheckInterval, "profile-check"),
 	}).Periodic()
 }
 
@@ -169,10 +166,8 @@ func (c checks) profiles(applier *packs.Applier) check.Periodic {
 func (c checks) certificates() check.Periodic {
 	d, providers := c.d, c.providers
 	return certcheck.New(certcheck.Options{
-		Store:     d.Store,
-		Watched:   func(name string) bool { return usesAgents(providers, name) },
-		Providers: c.withAgents(),
-		Steps:     plan.PendingSteps,
+		Store:   d.Store,
+		Watched: func(name string) bool { return usesAgents(providers, name) },
 		TTL: func(cl *store.Cluster) time.Duration {
 			if d.cfg.ComponentCertTTL > 0 {
 				return d.cfg.ComponentCertTTL
@@ -186,10 +181,8 @@ func (c checks) certificates() check.Periodic {
 			}
 			return ca.Certificate(), nil
 		},
-		Started:  c.wake,
-		Warn:     d.cfg.CertExpiryWarning,
-		Interval: d.cfg.CertCheckInterval,
-		Logger:   d.log.With("part", "cert-check"),
+		Warn: d.cfg.CertExpiryWarning,
+		Base: c.base(c.withAgents(), d.cfg.CertCheckInterval, "cert-check"),
 	}).Periodic()
 }
 
@@ -202,11 +195,7 @@ func (c checks) backups() check.Periodic {
 		Watched: func(cl *store.Cluster) bool {
 			return usesAgents(providers, cl.Spec.Provider) && !providers.Attached(cl.Spec.Provider) && cl.Spec.Distribution != v1.DistroKubeadm
 		},
-		Providers: c.withAgents(),
-		Steps:     plan.PendingSteps,
-		Started:   c.wake,
-		Interval:  d.cfg.BackupCheckInterval,
-		Logger:    d.log.With("part", "backup-schedule"),
+		Base: c.base(c.withAgents(), d.cfg.BackupCheckInterval, "backup-schedule"),
 	}).Periodic()
 }
 

@@ -7,7 +7,6 @@ package backupschedule
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -29,21 +28,11 @@ type Store interface {
 
 // Options configure a Loop. Store, Watched and Steps are required.
 type Options struct {
+	check.Base
 	Store Store
 	// Watched reports whether Kiln runs the etcd of a cluster (its
 	// provider's nodes run agents, its distribution is Kiln's).
 	Watched func(cl *store.Cluster) bool
-	// Providers are the providers whose clusters are listed at each pass
-	// (store.ClusterFilter): the fleet's other clusters are not read.
-	// Nil lists every provider's, and Watched judges each.
-	Providers []string
-	// Steps are the pending steps of an operation kind (plan.PendingSteps).
-	Steps func(kind string) []v1.Step
-	// Started is called with an operation the Loop began; optional.
-	Started  func(*store.Operation)
-	Interval time.Duration // DefaultInterval when 0
-	Now      func() time.Time
-	Logger   *slog.Logger
 }
 
 // Loop runs the schedules.
@@ -54,16 +43,8 @@ type Loop struct {
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
+	opts.Base = opts.WithDefaults(DefaultInterval)
+	return &Loop{opts: opts, acts: opts.Acts(opts.Store)}
 }
 
 // Parse reads a schedule: five cron fields, in UTC.
@@ -73,7 +54,7 @@ func Parse(schedule string) (cron.Schedule, error) {
 
 // Periodic is the check's shape: what a check.Runner runs.
 func (l *Loop) Periodic() check.Periodic {
-	return check.Periodic{Name: "backup schedule", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
+	return l.opts.Periodic("backup schedule", l)
 }
 
 // CheckAll looks at every cluster once.

@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/backupschedule"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -41,8 +42,9 @@ func newEnv(t *testing.T, schedule string) *env {
 	}
 	e.finish()
 	e.l = backupschedule.New(backupschedule.Options{
-		Store: st, Watched: func(cl *store.Cluster) bool { return cl.Spec.Provider == "local" }, Steps: plan.PendingSteps,
-		Now: func() time.Time { return e.now },
+		Store:   st,
+		Watched: func(cl *store.Cluster) bool { return cl.Spec.Provider == "local" },
+		Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
 	})
 	return e
 }

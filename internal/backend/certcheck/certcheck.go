@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -36,6 +35,7 @@ type Store interface {
 // Options configure a Loop. Store, Watched, Steps, TTL and CA are
 // required.
 type Options struct {
+	check.Base
 	Store Store
 	// CA is the cluster CA's certificate (trust.LoadCA); an error that
 	// wraps store.ErrNotFound when the cluster has none.
@@ -43,23 +43,11 @@ type Options struct {
 	// Watched reports whether Kiln installs the nodes of a provider's
 	// clusters (not sim's, which run no Kubernetes).
 	Watched func(provider string) bool
-	// Providers are the providers whose clusters are listed at each pass
-	// (store.ClusterFilter): the fleet's other clusters are not read.
-	// Nil lists every provider's, and Watched judges each.
-	Providers []string
-	// Steps are the pending steps of an operation kind (plan.PendingSteps).
-	Steps func(kind string) []v1.Step
 	// TTL is the lifetime of the certificates a cluster's node installs
 	// issue (spec.certificateTTLDays, or a test setting): renewal begins
 	// when a third of it is left, or Warn, whichever is sooner.
-	TTL func(cl *store.Cluster) time.Duration
-	// Started is called with an operation the Loop began (to wake the
-	// worker); optional.
-	Started  func(*store.Operation)
-	Warn     time.Duration // DefaultWarn when 0
-	Interval time.Duration // DefaultInterval when 0
-	Now      func() time.Time
-	Logger   *slog.Logger
+	TTL  func(cl *store.Cluster) time.Duration
+	Warn time.Duration // DefaultWarn when 0
 }
 
 // Loop runs the check.
@@ -70,24 +58,16 @@ type Loop struct {
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
+	opts.Base = opts.WithDefaults(DefaultInterval)
 	if opts.Warn <= 0 {
 		opts.Warn = DefaultWarn
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
+	return &Loop{opts: opts, acts: opts.Acts(opts.Store)}
 }
 
 // Periodic is the check's shape: what a check.Runner runs.
 func (l *Loop) Periodic() check.Periodic {
-	return check.Periodic{Name: "certificate check", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
+	return l.opts.Periodic("certificate check", l)
 }
 
 // CheckAll checks every cluster once.

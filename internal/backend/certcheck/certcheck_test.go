@@ -10,6 +10,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/certcheck"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
@@ -67,8 +68,9 @@ func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env 
 		t.Fatal(err)
 	}
 	e.l = certcheck.New(certcheck.Options{
-		Store: st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
-		TTL: func(*store.Cluster) time.Duration { return 90 * 24 * time.Hour },
+		Store:   st,
+		Watched: func(p string) bool { return p == "local" },
+		TTL:     func(*store.Cluster) time.Duration { return 90 * 24 * time.Hour },
 		CA: func(ctx context.Context, k store.Key) (*x509.Certificate, error) {
 			ca, err := trust.LoadCA(ctx, st, k)
 			if err != nil {
@@ -76,7 +78,7 @@ func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env 
 			}
 			return ca.Certificate(), nil
 		},
-		Now: func() time.Time { return e.now },
+		Base: check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
 	})
 	return e
 }

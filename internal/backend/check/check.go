@@ -74,3 +74,47 @@ type Runner struct {
 func (r Runner) Run(ctx context.Context, p Periodic) error {
 	return Every(ctx, p.Interval, p.Logger, p.Name, func(ctx context.Context) error { return Pass(ctx, r.Store, r.Shard, p) })
 }
+
+// Base is what every check's options share: which clusters a pass lists,
+// how the check begins an operation, when it runs, its clock and its log.
+// A check's Options embeds it, and its constructor fills it (WithDefaults).
+type Base struct {
+	// Providers are the providers whose clusters are listed at each pass
+	// (store.ClusterFilter): the fleet's other clusters are not read. Nil
+	// lists every provider's, and the check judges each.
+	Providers []string
+	// Steps are the pending steps of an operation kind (plan.PendingSteps);
+	// nil for a check that begins no operation.
+	Steps func(kind string) []v1.Step
+	// Started is called with each operation the check began (to wake the
+	// worker); optional.
+	Started  func(*store.Operation)
+	Interval time.Duration    // between passes; the check's own default when 0
+	Now      func() time.Time // time.Now when nil
+	Logger   *slog.Logger     // discards when nil
+}
+
+// WithDefaults returns b with what it leaves zero filled in: interval as
+// its Interval, the wall clock, a logger that discards.
+func (b Base) WithDefaults(interval time.Duration) Base {
+	if b.Interval <= 0 {
+		b.Interval = interval
+	}
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	if b.Logger == nil {
+		b.Logger = slog.New(slog.DiscardHandler)
+	}
+	return b
+}
+
+// Acts are the check's ways to act on a cluster, writing to w.
+func (b Base) Acts(w Writer) Acts {
+	return Acts{Store: w, Steps: b.Steps, Started: b.Started, Logger: b.Logger}
+}
+
+// Periodic is the check c, named name in logs, as b runs it.
+func (b Base) Periodic(name string, c Check) Periodic {
+	return Periodic{Name: name, Interval: b.Interval, Providers: b.Providers, Check: c, Logger: b.Logger}
+}

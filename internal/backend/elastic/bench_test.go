@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -49,7 +50,7 @@ func BenchmarkCheckAll1000(b *testing.B) {
 		Watched: func(string) bool { return true },
 		Observe: func(context.Context, *store.Cluster) (State, error) { return state, nil },
 		Submit:  func(context.Context, *store.Cluster, v1.Job) error { return nil },
-		Steps:   func(string) []v1.Step { began++; return nil },
+		Base:    check.Base{Steps: func(string) []v1.Step { began++; return nil }},
 	})
 	for b.Loop() {
 		if err := c.CheckAll(ctx); err != nil {

@@ -3,7 +3,6 @@ package elastic
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -34,14 +33,11 @@ type Store interface {
 // Options configure a Controller. Store, Watched, Observe, Submit and Steps
 // are required.
 type Options struct {
+	check.Base
 	Store Store
 	// Watched reports whether the clusters of a provider are autoscaled:
 	// those whose machines Kiln makes and that run Kubernetes.
 	Watched func(provider string) bool
-	// Providers are the providers whose clusters are listed at each pass
-	// (store.ClusterFilter): the fleet's other clusters are not read.
-	// Nil lists every provider's, and Watched judges each.
-	Providers []string
 	// Observe reads the cluster's Kubernetes.
 	Observe func(ctx context.Context, cl *store.Cluster) (State, error)
 	// Submit creates a job's Kubernetes Job (KubeJob) in the cluster; one
@@ -56,16 +52,8 @@ type Options struct {
 	JobLog func(ctx context.Context, cl *store.Cluster, job string) ([]byte, error)
 	// CanStop reports whether a provider can stop machines (hibernation,
 	// for spec.idleStop).
-	CanStop func(provider string) bool
-	// Steps are the pending steps of an operation kind (plan.PendingSteps).
-	Steps func(kind string) []v1.Step
-	// Started is called with each operation the Controller began (to wake
-	// the worker); optional.
-	Started  func(*store.Operation)
-	Interval time.Duration // DefaultInterval when zero
+	CanStop  func(provider string) bool
 	Cooldown time.Duration // DefaultCooldown when zero
-	Now      func() time.Time
-	Logger   *slog.Logger
 }
 
 // Controller is the elastic loop: every Interval, for each Succeeded
@@ -94,25 +82,17 @@ type memory struct {
 
 // NewController returns a Controller with opts, defaults filled in.
 func NewController(opts Options) *Controller {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
+	opts.Base = opts.WithDefaults(DefaultInterval)
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = DefaultCooldown
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	return &Controller{opts: opts, clusters: map[string]*memory{},
-		acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
+		acts: opts.Acts(opts.Store)}
 }
 
 // Periodic is the loop's shape: what a check.Runner runs.
 func (c *Controller) Periodic() check.Periodic {
-	return check.Periodic{Name: "autoscaler", Interval: c.opts.Interval, Providers: c.opts.Providers, Check: c, Logger: c.opts.Logger}
+	return c.opts.Periodic("autoscaler", c)
 }
 
 // CheckAll judges every cluster once, and forgets the clusters that are

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -47,13 +48,15 @@ func newWorld(t *testing.T) *world {
 			w.submits = append(w.submits, j.Name)
 			return nil
 		},
-		JobLog:  func(context.Context, *store.Cluster, string) ([]byte, error) { return []byte("hello\n"), nil },
-		CanStop: func(string) bool { return true },
-		Steps: func(kind string) []v1.Step {
-			return []v1.Step{{Name: "a-step-of-" + kind, State: v1.StepPending}}
-		},
+		JobLog:   func(context.Context, *store.Cluster, string) ([]byte, error) { return []byte("hello\n"), nil },
+		CanStop:  func(string) bool { return true },
 		Cooldown: time.Minute,
-		Now:      func() time.Time { return w.now },
+		Base: check.Base{
+			Steps: func(kind string) []v1.Step {
+				return []v1.Step{{Name: "a-step-of-" + kind, State: v1.StepPending}}
+			},
+			Now: func() time.Time { return w.now },
+		},
 	})
 	return w
 }

@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -25,18 +24,13 @@ type Store interface {
 
 // Options configure a Checker. Store, Watched and Steps are required.
 type Options struct {
+	check.Base
 	Store Store
 	// Watched reports whether the clusters of a provider are checked: those
 	// whose machines run agents and that Kiln makes (not sim's, which have
 	// no heartbeats, nor the hosts users bring, which Kiln cannot make
 	// again).
 	Watched func(provider string) bool
-	// Providers are the providers whose clusters are listed at each pass
-	// (store.ClusterFilter): the fleet's other clusters are not read.
-	// Nil lists every provider's, and Watched judges each.
-	Providers []string
-	// Steps are the pending steps of an operation kind (plan.PendingSteps).
-	Steps func(kind string) []v1.Step
 	// KubeNotReady, when set, says which of the cluster's Kubernetes nodes
 	// are NotReady and since when (KubeNotReady of its nodes). An error is
 	// logged and the check goes on by heartbeats.
@@ -59,12 +53,6 @@ type Options struct {
 	// together turn NOT_READY one liveness sweep apart, and the first alone
 	// would be replaced as within maxUnhealthy.
 	Silence time.Duration
-	// Started is called with a repair operation the Checker began (to wake
-	// the worker); optional.
-	Started  func(*store.Operation)
-	Interval time.Duration // DefaultInterval when zero
-	Now      func() time.Time
-	Logger   *slog.Logger
 }
 
 // Checker is the machine health check: every Interval it judges the worker
@@ -81,21 +69,13 @@ type Checker struct {
 
 // NewChecker returns a Checker with opts, defaults filled in.
 func NewChecker(opts Options) *Checker {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Checker{opts: opts, acts: check.Acts{Store: opts.Store, Steps: opts.Steps, Started: opts.Started, Logger: opts.Logger}}
+	opts.Base = opts.WithDefaults(DefaultInterval)
+	return &Checker{opts: opts, acts: opts.Acts(opts.Store)}
 }
 
 // Periodic is the check's shape: what a check.Runner runs.
 func (c *Checker) Periodic() check.Periodic {
-	return check.Periodic{Name: "machine health check", Interval: c.opts.Interval, Providers: c.opts.Providers, Check: c, Logger: c.opts.Logger}
+	return c.opts.Periodic("machine health check", c)
 }
 
 // CheckAll checks every cluster once.

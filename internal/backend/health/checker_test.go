@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/health"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
@@ -46,8 +47,9 @@ func newEnv(t *testing.T) *env {
 		e.node(n, v1.NodeReady, 0)
 	}
 	e.c = health.NewChecker(health.Options{
-		Store: st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
-		Now: func() time.Time { return e.now },
+		Store:   st,
+		Watched: func(p string) bool { return p == "local" },
+		Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
 	})
 	return e
 }
@@ -164,8 +166,12 @@ func TestCheckerGuardsMaxUnhealthy(t *testing.T) {
 func TestCheckerCountsSilentNodes(t *testing.T) {
 	for _, silence := range []time.Duration{0, 10 * time.Second} {
 		e := newEnv(t)
-		e.c = health.NewChecker(health.Options{Store: e.st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
-			Now: func() time.Time { return e.now }, Silence: silence})
+		e.c = health.NewChecker(health.Options{
+			Store:   e.st,
+			Watched: func(p string) bool { return p == "local" },
+			Silence: silence,
+			Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
+		})
 		e.node("c-default-0", v1.NodeNotReady, 2*time.Minute)
 		e.node("c-default-2", v1.NodeReady, 12*time.Second)
 		e.check()
@@ -196,8 +202,11 @@ func TestCheckerCountsSilentNodes(t *testing.T) {
 func TestCheckerLeavesOthersAlone(t *testing.T) {
 	e := newEnv(t)
 	e.node("c-default-1", v1.NodeNotReady, time.Hour)
-	e.c = health.NewChecker(health.Options{Store: e.st, Watched: func(string) bool { return false }, Steps: plan.PendingSteps,
-		Now: func() time.Time { return e.now }})
+	e.c = health.NewChecker(health.Options{
+		Store:   e.st,
+		Watched: func(string) bool { return false },
+		Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
+	})
 	e.check()
 	if cl := e.cluster(); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Status.Conditions) != 0 {
 		t.Errorf("an unwatched provider's cluster was touched: %+v", cl.Status)
@@ -219,12 +228,13 @@ func TestCheckerRestartsAStoppedControlPlane(t *testing.T) {
 	asked := 0
 	var stopped []string
 	e.c = health.NewChecker(health.Options{
-		Store: e.st, Watched: func(p string) bool { return p == "local" }, Steps: plan.PendingSteps,
-		Now: func() time.Time { return e.now },
+		Store:   e.st,
+		Watched: func(p string) bool { return p == "local" },
 		Stopped: func(ctx context.Context, cl *store.Cluster) ([]string, error) {
 			asked++
 			return stopped, nil
 		},
+		Base: check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
 	})
 	stopped = []string{"c-cp-0", "c-default-2"}
 	e.check()

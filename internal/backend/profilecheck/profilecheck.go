@@ -8,7 +8,6 @@ package profilecheck
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -37,18 +36,12 @@ type Checker interface {
 
 // Options configure a Loop. Store, Packs and Target are required.
 type Options struct {
+	check.Base
 	Store Store
 	Packs Checker
 	// Target is the cluster's API, or false when it has none to check
 	// (sim, or no endpoint yet).
 	Target func(ctx context.Context, cl *store.Cluster) (packs.Target, bool, error)
-	// Providers are the providers whose clusters are listed at each pass
-	// (store.ClusterFilter): those a profile can be applied to. The fleet's
-	// other clusters are not read. Nil lists every provider's.
-	Providers []string
-	Interval  time.Duration // DefaultInterval when 0
-	Now       func() time.Time
-	Logger    *slog.Logger
 }
 
 // Loop runs the check.
@@ -59,21 +52,13 @@ type Loop struct {
 
 // New returns a Loop with defaults filled in.
 func New(opts Options) *Loop {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Loop{opts: opts, acts: check.Acts{Store: opts.Store, Logger: opts.Logger}}
+	opts.Base = opts.WithDefaults(DefaultInterval)
+	return &Loop{opts: opts, acts: opts.Acts(opts.Store)}
 }
 
 // Periodic is the check's shape: what a check.Runner runs.
 func (l *Loop) Periodic() check.Periodic {
-	return check.Periodic{Name: "profile check", Interval: l.opts.Interval, Providers: l.opts.Providers, Check: l, Logger: l.opts.Logger}
+	return l.opts.Periodic("profile check", l)
 }
 
 // CheckAll looks at every cluster once.
