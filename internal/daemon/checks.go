@@ -19,6 +19,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -150,7 +151,7 @@ func (c checks) profiles(applier *packs.Applier) check.Periodic {
 			if cl.Status.Endpoint == "" {
 				return packs.Target{}, false, nil
 			}
-			cfg, err := plan.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:profile-check")
+			cfg, err := clusterapi.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:profile-check")
 			if err != nil {
 				return packs.Target{}, false, err
 			}

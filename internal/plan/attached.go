@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/clusterapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
 )
@@ -34,11 +35,6 @@ const (
 	// StepDetachCluster ends Kiln's part: the cluster runs on.
 	StepDetachCluster = "detach-cluster"
 )
-
-// SecretAttachKubeconfig is the cluster secret that holds an attached
-// cluster's kubeconfig, copied from the project secret spec.attach names
-// by connect-cluster: KubeClient and RESTConfig reach the cluster with it.
-const SecretAttachKubeconfig = "attach-kubeconfig"
 
 var (
 	attachedApplySteps  = []string{StepValidateDynamic, StepConnectCluster, StepApplyProfile}
@@ -86,10 +82,10 @@ func (x *run) connectCluster(ctx context.Context) error {
 	if err != nil || raw == "" {
 		return failure.Terminal(v1.CodeInvalidParameter, "key %q of secret %q is not a kubeconfig: %v", v1.AttachKubeconfigKey, a.Secret, err)
 	}
-	if err := x.secrets.PutClusterSecret(ctx, k, SecretAttachKubeconfig, []byte(raw), store.Cond{Fence: &x.fence}); err != nil {
+	if err := x.secrets.PutClusterSecret(ctx, k, clusterapi.SecretAttachKubeconfig, []byte(raw), store.Cond{Fence: &x.fence}); err != nil {
 		return err
 	}
-	kc, err := kubeFromConfig(cfg)
+	kc, err := clusterapi.FromConfig(cfg)
 	if err != nil {
 		return failure.Terminal(v1.CodeInvalidParameter, "the kubeconfig of secret %q: %v", a.Secret, err)
 	}
@@ -142,7 +138,7 @@ func ObserveAttached(ctx context.Context, st interface {
 	NodeStore
 	trust.SecretReader
 }, cl *store.Cluster) error {
-	kc, err := KubeClient(ctx, st, cl.Key(), cl.Status.Endpoint, "kiln:observe")
+	kc, err := clusterapi.KubeClient(ctx, st, cl.Key(), cl.Status.Endpoint, "kiln:observe")
 	if err != nil {
 		return err
 	}
@@ -237,33 +233,5 @@ func syncNodes(ctx context.Context, st NodeStore, kc *kubeapi.Client, k store.Ke
 // detachCluster ends Kiln's part in an attached cluster: nothing of the
 // cluster is touched; its records go with the operation's end.
 func (x *run) detachCluster(context.Context) error {
-	return skipped("the cluster runs on: Kiln forgets it, and the kubeconfig's secret %q stays the project's", x.cl.Spec.Attach.Secret)
-}
-
-// attachedConfig is the rest.Config of cluster k's kubeconfig when it is
-// an attached cluster (SecretAttachKubeconfig); nil when it is not.
-func attachedConfig(ctx context.Context, st trust.SecretReader, k store.Key) (*rest.Config, error) {
-	raw, err := st.GetClusterSecret(ctx, k, SecretAttachKubeconfig)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("the kubeconfig of attached cluster %s: %w", k, err)
-	}
-	cfg.Timeout = 30 * time.Second
-	return cfg, nil
-}
-
-// kubeFromConfig is a kubeapi client with cfg's server and credentials.
-func kubeFromConfig(cfg *rest.Config) (*kubeapi.Client, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	hc.Timeout = 15 * time.Second
-	return kubeapi.NewWithHTTP(cfg.Host, hc), nil
+	return step.Skipped("the cluster runs on: Kiln forgets it, and the kubeconfig's secret %q stays the project's", x.cl.Spec.Attach.Secret)
 }

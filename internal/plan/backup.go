@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 )
@@ -128,7 +129,7 @@ func (x *run) takeSnapshot(ctx context.Context) error {
 		return failure.Terminal(v1.CodeConflict, "backup %s of cluster %s exists already (taken by operation %s)", b.Name, k.Name, b.Operation)
 	}
 	if b.SHA256 != "" {
-		return skipped("the snapshot of backup %s was taken on node %s", b.Name, b.Node)
+		return step.Skipped("the snapshot of backup %s was taken on node %s", b.Name, b.Node)
 	}
 	n, err := x.nodeRecords.GetNode(ctx, k, b.Node)
 	if err != nil {
@@ -221,7 +222,7 @@ func (x *run) checkBackup(ctx context.Context) error {
 		return x.checkRestorable(ctx, b)
 	}
 	if b.State == v1.BackupSucceeded {
-		return skipped("backup %s was checked", b.Name)
+		return step.Skipped("backup %s was checked", b.Name)
 	}
 	got, err := x.r.opts.Snapshots.Check(ctx, b)
 	if err != nil {
@@ -275,7 +276,7 @@ func (x *run) checkRestorable(ctx context.Context, b *store.Backup) error {
 // spec.backup.keep, once this one succeeded. A user's backups stay.
 func (x *run) pruneBackups(ctx context.Context) error {
 	if x.op.Reason == "" {
-		return skipped("backup %s was asked for: only scheduled backups are pruned", x.op.Backup)
+		return step.Skipped("backup %s was asked for: only scheduled backups are pruned", x.op.Backup)
 	}
 	keep := v1.DefaultBackupKeep
 	if s := x.cl.Spec.Backup; s != nil && s.Keep > 0 {
@@ -307,7 +308,7 @@ func (x *run) pruneBackups(ctx context.Context) error {
 		pruned = append(pruned, b.Name)
 	}
 	if len(pruned) == 0 {
-		return skipped("%d scheduled backup(s), keep %d: none pruned", kept, keep)
+		return step.Skipped("%d scheduled backup(s), keep %d: none pruned", kept, keep)
 	}
 	x.event(ctx, "Normal", "BackupsPruned", fmt.Sprintf("pruned %s: spec.backup.keep is %d", strings.Join(pruned, ", "), keep))
 	x.note = "pruned " + strings.Join(pruned, ", ")
@@ -521,7 +522,7 @@ func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.
 		}
 		select {
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-ctx.Done():
 			if err == nil {
 				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
@@ -569,7 +570,7 @@ func (x *run) removeForeignNodes(ctx context.Context) error {
 		removed = append(removed, n.Name)
 	}
 	if len(removed) == 0 {
-		return skipped("the backup brought no node of another cluster")
+		return step.Skipped("the backup brought no node of another cluster")
 	}
 	x.note = "removed the nodes that came with the backup: " + strings.Join(removed, ", ")
 	return nil

@@ -11,6 +11,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
 )
@@ -92,7 +93,7 @@ func (x *run) restartSystemPods(ctx context.Context) error {
 		return err
 	}
 	if cas.Phase != trust.CAOverlap {
-		return skipped("the CA rotation is in phase %q, not overlap", cas.Phase)
+		return step.Skipped("the CA rotation is in phase %q, not overlap", cas.Phase)
 	}
 	kc, err := x.kubeClient(ctx)
 	if err != nil {
@@ -150,7 +151,7 @@ func (x *run) signWithNewCA(ctx context.Context) error {
 		return err
 	}
 	if cas.Phase != trust.CASigning {
-		return skipped("the CA rotation is past the signing phase (%s)", cas.Phase)
+		return step.Skipped("the CA rotation is past the signing phase (%s)", cas.Phase)
 	}
 	nodes, err := x.clusterNodeNames(ctx)
 	if err != nil {
@@ -222,7 +223,7 @@ func (x *run) retireOldCA(ctx context.Context) error {
 		if err := x.showCARotation(ctx, nil); err != nil {
 			return err
 		}
-		return skipped("the rotation was finished already")
+		return step.Skipped("the rotation was finished already")
 	}
 	old := cas.Current.Certificate().Subject.CommonName
 	if err := trust.FinishCARotation(ctx, x.caStore(), k); err != nil {
@@ -333,7 +334,7 @@ func (x *run) waitCA(ctx context.Context, what string, done func() (bool, error)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-tick.C:
 		}
 	}

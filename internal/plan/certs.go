@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -25,7 +26,7 @@ var rotateCertificatesSteps = []string{StepRenewCertificates}
 // again.
 func (x *run) renewCertificates(ctx context.Context) error {
 	if !x.usesAgents() {
-		return skipped("the %s provider's machines run no Kubernetes: there are no certificates to renew", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider's machines run no Kubernetes: there are no certificates to renew", x.cl.Spec.Provider)
 	}
 	if x.usesKubeadm() {
 		return failure.Terminal(v1.CodeInvalidParameter,
@@ -36,7 +37,7 @@ func (x *run) renewCertificates(ctx context.Context) error {
 		return err
 	}
 	if len(renewed) == 0 {
-		return skipped("every node's certificates were renewed by this operation already")
+		return step.Skipped("every node's certificates were renewed by this operation already")
 	}
 	x.event(ctx, "Normal", "CertificatesRenewed", fmt.Sprintf("certificates renewed, one node at a time: %s", strings.Join(renewed, ", ")))
 	x.note = fmt.Sprintf("renewed the certificates of %d node(s): %s", len(renewed), strings.Join(renewed, ", "))
@@ -64,7 +65,7 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 	for _, group := range groups {
 		for i, m := range group {
 			if x.canceling() {
-				return installed, errCancelRequested
+				return installed, step.ErrCancelRequested
 			}
 			n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 			if err != nil {

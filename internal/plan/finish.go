@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -84,7 +85,7 @@ func (x *run) diagnose(ctx context.Context, reason string) {
 	var kube KubeReader
 	if x.usesAgents() {
 		if endpoint := x.readEndpoint(ctx); endpoint != "" {
-			if kc, err := KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:diagnostics"); err == nil {
+			if kc, err := clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:diagnostics"); err == nil {
 				defer kc.Close()
 				kube = kc
 			}

@@ -12,6 +12,7 @@ import (
 	"kiln.dev/kiln/internal/backend/health"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -26,7 +27,7 @@ import (
 func (x *run) restartStoppedControlPlane(ctx context.Context) error {
 	sr, ok := x.p.(StopReporter)
 	if !ok {
-		return skipped("the %s provider does not report stopped machines", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider does not report stopped machines", x.cl.Spec.Provider)
 	}
 	stopped, err := sr.StoppedMachines(ctx, x.pc)
 	if err != nil {
@@ -39,7 +40,7 @@ func (x *run) restartStoppedControlPlane(ctx context.Context) error {
 		}
 	}
 	if len(down) == 0 {
-		return skipped("no control-plane machine has stopped")
+		return step.Skipped("no control-plane machine has stopped")
 	}
 	if err := x.controlPlaneUp(ctx); err != nil {
 		return err
@@ -92,7 +93,7 @@ func (x *run) replaceUnhealthyNodes(ctx context.Context) error {
 		if msg := verdict.BlockedMessage(); msg != "" {
 			why = msg
 		}
-		return skipped("%s", why)
+		return step.Skipped("%s", why)
 	}
 	machines, err := x.p.ListMachines(ctx, x.pc)
 	if err != nil {
@@ -104,7 +105,7 @@ func (x *run) replaceUnhealthyNodes(ctx context.Context) error {
 	}
 	for _, name := range verdict.Replace {
 		if x.canceling() {
-			return errCancelRequested
+			return step.ErrCancelRequested
 		}
 		n := records[name]
 		var del nodeDeleter

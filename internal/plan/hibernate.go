@@ -9,6 +9,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 )
 
@@ -41,7 +42,7 @@ func (x *run) removeWorkers(ctx context.Context) error {
 	var done []string
 	for _, m := range members {
 		if x.canceling() {
-			return errCancelRequested
+			return step.ErrCancelRequested
 		}
 		var del nodeDeleter
 		if kc != nil {
@@ -54,7 +55,7 @@ func (x *run) removeWorkers(ctx context.Context) error {
 		done = append(done, m.Name)
 	}
 	if len(done) == 0 {
-		return skipped("the cluster has no worker")
+		return step.Skipped("the cluster has no worker")
 	}
 	x.note = "drained and removed: " + strings.Join(done, ", ")
 	return nil

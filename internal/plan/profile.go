@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
-
-	"k8s.io/client-go/rest"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/packs"
+	"kiln.dev/kiln/internal/plan/clusterapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/trust"
 )
 
 // StepApplyProfile applies the packs of the cluster's profile version.
@@ -42,7 +40,7 @@ type PackApplier interface {
 func (x *run) applyProfile(ctx context.Context) error {
 	ref, applied := x.cl.Spec.Profile, x.cl.Status.Profile
 	if ref.Name == "" && applied == nil {
-		return skipped("the cluster has no profile")
+		return step.Skipped("the cluster has no profile")
 	}
 	var want *v1.Profile
 	if ref.Name != "" {
@@ -61,7 +59,7 @@ func (x *run) applyProfile(ctx context.Context) error {
 		if err := x.saveStatus(ctx); err != nil {
 			return err
 		}
-		return skipped("the %s provider's clusters run no Kubernetes: nothing is applied, profile version recorded", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider's clusters run no Kubernetes: nothing is applied, profile version recorded", x.cl.Spec.Provider)
 	}
 	var before *v1.Profile // the version applied before, when another
 	if applied != nil && (want == nil || applied.Name != want.Name || applied.Version != want.Version) {
@@ -237,7 +235,7 @@ func (x *run) packTarget(ctx context.Context, versions ...*v1.Profile) (packs.Ta
 	if err != nil {
 		return packs.Target{}, nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	cfg, err := RESTConfig(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:packs")
+	cfg, err := clusterapi.RESTConfig(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:packs")
 	if err != nil {
 		return packs.Target{}, nil, err
 	}
@@ -252,21 +250,6 @@ func (x *run) packTarget(ctx context.Context, versions ...*v1.Profile) (packs.Ta
 		return packs.Target{}, nil, err
 	}
 	return packs.Target{Config: cfg, Project: x.cl.Project, Fields: packs.ClusterFields(x.cl.Name, &x.cl.Spec), Secrets: secrets}, etags, nil
-}
-
-// RESTConfig is a client-go configuration for a cluster's API as an admin
-// named user (in system:masters), with a certificate that lasts an hour.
-// An attached cluster's is its own kubeconfig's (SecretAttachKubeconfig).
-func RESTConfig(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
-	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
-		return cfg, err
-	}
-	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
-	if err != nil {
-		return nil, err
-	}
-	return &rest.Config{Host: "https://" + endpoint, Timeout: 30 * time.Second, QPS: 50, Burst: 100,
-		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM, CertData: cert, KeyData: key}}, nil
 }
 
 // installOrder is packs by Order, ties in list order.

@@ -13,11 +13,10 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	distro "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/clusterapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/sysimages"
-	"kiln.dev/kiln/internal/trust"
 )
 
 // Where the cluster keeps its own identity, inside Kubernetes.
@@ -81,7 +80,7 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-tick.C:
 		}
 	}
@@ -324,44 +323,5 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	return KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
-}
-
-// KubeClient talks to cluster k's Kubernetes API at endpoint (host:port)
-// as user, a cluster admin, with a certificate from the cluster CA that
-// lasts an hour.
-//
-// An attached cluster is reached with its own kubeconfig instead
-// (SecretAttachKubeconfig): its server and credentials, not endpoint and
-// user.
-func KubeClient(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
-	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
-		if err != nil {
-			return nil, err
-		}
-		return kubeFromConfig(cfg)
-	}
-	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
-	if err != nil {
-		return nil, err
-	}
-	return kubeapi.New("https://"+endpoint, caPEM, cert, key)
-}
-
-// adminCertificate issues user, a cluster admin (system:masters), a client
-// certificate of cluster k's CA that lasts an hour; it returns the bundle of
-// the CAs to verify the API server with too (both during a CA rotation,
-// whose phase says which CA issues).
-func adminCertificate(ctx context.Context, st trust.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
-	cas, err := trust.LoadCAs(ctx, st, k)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	req := pki.AdminRequest(user)
-	req.ValidFor = time.Hour
-	cert, key, err = cas.Issuer().Issue(req)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
-	}
-	return cas.TrustPEM(), cert, key, nil
+	return clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
 }

@@ -8,6 +8,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -89,7 +90,7 @@ type agentless interface{ Agentless() bool }
 // the passphrase and the service-account key.
 func (x *run) ensureClusterPKI(ctx context.Context) error {
 	if a, ok := x.p.(agentless); ok && a.Agentless() {
-		return skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
 	}
 	// The CA outlives every certificate it signs (node certificates last
 	// spec.certificateTTLDays, at most 10 years).
@@ -118,7 +119,7 @@ func (x *run) ensureNetwork(ctx context.Context) error {
 func (x *run) ensureLoadBalancer(ctx context.Context) error {
 	lbs, ok := x.p.(provider.LoadBalancers)
 	if !ok {
-		return skipped("provider %q has no load balancers; the endpoint is the first control-plane machine", x.cl.Spec.Provider)
+		return step.Skipped("provider %q has no load balancers; the endpoint is the first control-plane machine", x.cl.Spec.Provider)
 	}
 	x.log.Info("ensuring load balancer")
 	lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)
@@ -201,7 +202,7 @@ func (x *run) installWorkers(ctx context.Context) error {
 		return err
 	}
 	if len(ms) == 0 && x.hostsJoin() {
-		return skipped("no host is configured as a worker")
+		return step.Skipped("no host is configured as a worker")
 	}
 	return x.installNodes(ctx, ms, false)
 }
@@ -254,7 +255,7 @@ func (x *run) deleteControlPlaneMachines(ctx context.Context) error {
 func (x *run) deleteLoadBalancer(ctx context.Context) error {
 	lbs, ok := x.p.(provider.LoadBalancers)
 	if !ok {
-		return skipped("provider %q has no load balancers", x.cl.Spec.Provider)
+		return step.Skipped("provider %q has no load balancers", x.cl.Spec.Provider)
 	}
 	x.log.Info("deleting load balancer")
 	if err := lbs.DeleteLoadBalancer(ctx, x.pc); err != nil {
