@@ -19,6 +19,7 @@ import (
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -79,7 +80,7 @@ func (c checks) health() check.Periodic {
 		Observe: func(ctx context.Context, cl *store.Cluster) error {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			return plan.ObserveAttached(ctx, d.Store, cl)
+			return attached.Observe(ctx, d.Store, cl)
 		},
 		Started:  c.wake,
 		Interval: d.cfg.HealthInterval,

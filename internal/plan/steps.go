@@ -8,6 +8,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -18,6 +19,8 @@ import (
 // idempotent: running it again after it succeeded (or after a worker died in
 // the middle of it) changes nothing more.
 func (x *run) stepFunc(name string) func(context.Context) error {
+	v := view{x}
+	att := attached.New(v)
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -52,8 +55,8 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepSignWithNewCA:              x.signWithNewCA,
 		StepTrustOnlyNewCA:             x.trustOnlyNewCA,
 		StepRetireOldCA:                x.retireOldCA,
-		StepConnectCluster:             x.connectCluster,
-		StepDetachCluster:              x.detachCluster,
+		StepConnectCluster:             att.Connect,
+		StepDetachCluster:              att.Detach,
 		StepTakeSnapshot:               x.takeSnapshot,
 		StepCheckBackup:                x.checkBackup,
 		StepPruneBackups:               x.pruneBackups,
