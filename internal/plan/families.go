@@ -2,10 +2,12 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -26,7 +28,15 @@ func (v view) Progress(ctx context.Context, part, what string) { v.x.showProgres
 
 func (v view) Event(ctx context.Context, typ, reason, msg string) { v.x.event(ctx, typ, reason, msg) }
 
-func (v view) SaveStatus(ctx context.Context) error { return v.x.saveStatus(ctx) }
+// SaveStatus writes the cluster's status, fenced. (Its message names
+// status.profile, where the profile step was its first user.)
+func (v view) SaveStatus(ctx context.Context) error {
+	x := v.x
+	if err := x.ops.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
+		return fmt.Errorf("save status.profile: %w", err)
+	}
+	return nil
+}
 
 func (v view) GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error) {
 	return v.x.r.opts.Store.GetProjectSecret(ctx, project, name)
@@ -38,4 +48,21 @@ func (v view) PutClusterSecret(ctx context.Context, k store.Key, name string, va
 
 func (v view) Nodes() attached.NodeStore { return v.x.nodeRecords }
 
-var _ attached.Run = view{}
+func (v view) GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error) {
+	return v.x.secrets.GetClusterSecret(ctx, k, name)
+}
+
+func (v view) GetProfile(ctx context.Context, project, name string) (*store.Profile, error) {
+	return v.x.r.opts.Store.GetProfile(ctx, project, name)
+}
+
+// RunsKubernetes: the cluster's nodes run agents that install it, or it
+// is an attached cluster.
+func (v view) RunsKubernetes() bool                         { return v.x.usesAgents() || v.x.attached() }
+func (v view) Packs() profile.PackApplier                   { return v.x.r.opts.Packs }
+func (v view) Endpoint(ctx context.Context) (string, error) { return v.x.endpoint(ctx) }
+
+var (
+	_ attached.Run = view{}
+	_ profile.Run  = view{}
+)

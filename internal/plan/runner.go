@@ -15,6 +15,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
@@ -85,7 +86,7 @@ type Options struct {
 	Drain Drain
 	// Packs applies the packs of cluster profiles (package packs); nil
 	// records a profile version as applied without applying anything.
-	Packs PackApplier
+	Packs profile.PackApplier
 	// Snapshots keeps backups' etcd snapshots; nil refuses backups and
 	// restores.
 	Snapshots *snapshots.Vault

@@ -9,6 +9,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -20,7 +21,7 @@ import (
 // the middle of it) changes nothing more.
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
-	att := attached.New(v)
+	att, prof := attached.New(v), profile.New(v)
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -48,7 +49,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepRemoveWorkers:              x.removeWorkers,
 		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
 		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
-		StepApplyProfile:               x.applyProfile,
+		StepApplyProfile:               prof.Apply,
 		StepRenewCertificates:          x.renewCertificates,
 		StepTrustNewCA:                 x.trustNewCA,
 		StepRestartSystemPods:          x.restartSystemPods,
