@@ -7,6 +7,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/step"
 )
 
@@ -163,7 +164,7 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 
 	st := &x.cl.Status
 	if x.leavesCluster() {
-		x.failBackup(ctx, msg)
+		backup.New(backupRun{view{x}}).Fail(ctx, msg)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {
 		switch st.ProvisioningState {

@@ -2,18 +2,25 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/profile"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
 )
 
-// view is what the step families see of a run: it implements step.Context
-// and each family's own interface of what it needs (attached.Run, ...),
-// and nothing else of the runner.
+// What the step families see of a run. view implements step.Context; a
+// type per family adds what that family's interface (attached.Run, ...)
+// asks for, and nothing else of the runner.
+
+// view is a run as step.Context.
 type view struct{ x *run }
 
 func (v view) Cluster() *store.Cluster     { return v.x.cl }
@@ -22,7 +29,6 @@ func (v view) Log() *slog.Logger           { return v.x.log }
 func (v view) Now() time.Time              { return v.x.r.opts.Now() }
 func (v view) Note(msg string)             { v.x.note = msg }
 func (v view) Canceling() bool             { return v.x.canceling() }
-func (v view) Fence() store.Fence          { return v.x.fence }
 
 func (v view) Progress(ctx context.Context, part, what string) { v.x.showProgress(ctx, part, what) }
 
@@ -38,31 +44,82 @@ func (v view) SaveStatus(ctx context.Context) error {
 	return nil
 }
 
-func (v view) GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error) {
-	return v.x.r.opts.Store.GetProjectSecret(ctx, project, name)
+// attachedRun is a run as attached.Run.
+type attachedRun struct{ view }
+
+func (a attachedRun) Fence() store.Fence { return a.x.fence }
+
+func (a attachedRun) GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error) {
+	return a.x.r.opts.Store.GetProjectSecret(ctx, project, name)
 }
 
-func (v view) PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error {
-	return v.x.secrets.PutClusterSecret(ctx, k, name, value, c)
+func (a attachedRun) PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, c store.Cond) error {
+	return a.x.secrets.PutClusterSecret(ctx, k, name, value, c)
 }
 
-func (v view) Nodes() attached.NodeStore { return v.x.nodeRecords }
+func (a attachedRun) Nodes() attached.NodeStore { return a.x.nodeRecords }
 
-func (v view) GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error) {
-	return v.x.secrets.GetClusterSecret(ctx, k, name)
-}
-
-func (v view) GetProfile(ctx context.Context, project, name string) (*store.Profile, error) {
-	return v.x.r.opts.Store.GetProfile(ctx, project, name)
-}
+// profileRun is a run as profile.Run.
+type profileRun struct{ view }
 
 // RunsKubernetes: the cluster's nodes run agents that install it, or it
 // is an attached cluster.
-func (v view) RunsKubernetes() bool                         { return v.x.usesAgents() || v.x.attached() }
-func (v view) Packs() profile.PackApplier                   { return v.x.r.opts.Packs }
-func (v view) Endpoint(ctx context.Context) (string, error) { return v.x.endpoint(ctx) }
+func (p profileRun) RunsKubernetes() bool                         { return p.x.usesAgents() || p.x.attached() }
+func (p profileRun) Packs() profile.PackApplier                   { return p.x.r.opts.Packs }
+func (p profileRun) Endpoint(ctx context.Context) (string, error) { return p.x.endpoint(ctx) }
+
+func (p profileRun) GetProfile(ctx context.Context, project, name string) (*store.Profile, error) {
+	return p.x.r.opts.Store.GetProfile(ctx, project, name)
+}
+
+func (p profileRun) GetProjectSecret(ctx context.Context, project, name string) (*store.ProjectSecret, error) {
+	return p.x.r.opts.Store.GetProjectSecret(ctx, project, name)
+}
+
+func (p profileRun) GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error) {
+	return p.x.secrets.GetClusterSecret(ctx, k, name)
+}
+
+// backupRun is a run as backup.Run.
+type backupRun struct{ view }
+
+func (b backupRun) Attached() bool              { return b.x.attached() }
+func (b backupRun) UsesAgents() bool            { return b.x.usesAgents() }
+func (b backupRun) Snapshots() *snapshots.Vault { return b.x.r.opts.Snapshots }
+func (b backupRun) Backups() backup.Store       { return b.x.r.opts.Store }
+
+func (b backupRun) Node(ctx context.Context, name string) (*store.Node, error) {
+	return b.x.nodeRecords.GetNode(ctx, b.x.cl.Key(), name)
+}
+
+func (b backupRun) Nodes(ctx context.Context) (map[string]*store.Node, error) { return b.x.nodes(ctx) }
+
+func (b backupRun) Ask(ctx context.Context, n *store.Node, kind string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return b.x.ask(ctx, n, kind, params)
+}
+
+func (b backupRun) AskPart(ctx context.Context, n *store.Node, kind, part string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return b.x.askPart(ctx, n, kind, part, params)
+}
+
+func (b backupRun) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {
+	return b.x.controlPlaneTargets(ctx)
+}
+
+func (b backupRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return b.x.kubeClient(ctx)
+}
+
+func (b backupRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
+	return b.x.kubernetesReady(ctx, ms)
+}
+
+func (b backupRun) FreshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
+	return b.x.freshlyReady(ctx, nodes, since)
+}
 
 var (
-	_ attached.Run = view{}
-	_ profile.Run  = view{}
+	_ attached.Run = attachedRun{}
+	_ profile.Run  = profileRun{}
+	_ backup.Run   = backupRun{}
 )

@@ -8,6 +8,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -33,7 +34,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 
 	st := &x.cl.Status
 	if x.leavesCluster() {
-		x.failBackup(ctx, fe.Message)
+		backup.New(backupRun{view{x}}).Fail(ctx, fe.Message)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {
 		switch st.ProvisioningState {

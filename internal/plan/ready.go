@@ -16,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/sysimages"
 )
 
@@ -324,4 +325,57 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 		return nil, fmt.Errorf("find endpoint: %w", err)
 	}
 	return clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
+}
+
+// freshlyReady waits until every node's kubelet has said it is Ready since
+// it was restarted: the restored Node objects say what they said when the
+// snapshot was taken, Ready or not.
+func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	ctx, cancel := context.WithTimeout(ctx, x.r.opts.NodeTimeout)
+	defer cancel()
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		got, err := kc.ListNodes(ctx)
+		if err == nil {
+			byName := map[string]kubeapi.Node{}
+			for _, n := range got {
+				byName[n.Name] = n
+			}
+			for _, n := range nodes {
+				if !heardSince(byName[n.Name], since) {
+					waiting = append(waiting, n.Name)
+				}
+			}
+			if len(waiting) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-x.cancelRequested():
+			return step.ErrCancelRequested
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
+			}
+			return failure.Retryable(v1.CodeTimeout, err, "nodes did not report Ready since their kubelets restarted, within %s: %v", x.r.opts.NodeTimeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// heardSince reports whether n's kubelet said Ready at or after since.
+func heardSince(n kubeapi.Node, since time.Time) bool {
+	for _, c := range n.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True" && !c.LastHeartbeatTime.Before(since)
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
@@ -21,7 +22,7 @@ import (
 // the middle of it) changes nothing more.
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
-	att, prof := attached.New(v), profile.New(v)
+	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -58,14 +59,14 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepRetireOldCA:                x.retireOldCA,
 		StepConnectCluster:             att.Connect,
 		StepDetachCluster:              att.Detach,
-		StepTakeSnapshot:               x.takeSnapshot,
-		StepCheckBackup:                x.checkBackup,
-		StepPruneBackups:               x.pruneBackups,
-		StepStageSnapshot:              x.stageSnapshot,
-		StepStopControlPlane:           x.stopControlPlane,
-		StepRestoreEtcd:                x.restoreEtcd,
-		StepStartControlPlane:          x.startControlPlane,
-		StepRemoveForeignNodes:         x.removeForeignNodes,
+		StepTakeSnapshot:               bak.TakeSnapshot,
+		StepCheckBackup:                bak.Check,
+		StepPruneBackups:               bak.Prune,
+		StepStageSnapshot:              bak.StageSnapshot,
+		StepStopControlPlane:           bak.StopControlPlane,
+		StepRestoreEtcd:                bak.RestoreEtcd,
+		StepStartControlPlane:          bak.StartControlPlane,
+		StepRemoveForeignNodes:         bak.RemoveForeignNodes,
 	}[name]
 }
 
