@@ -10,10 +10,12 @@ import (
 	"kiln.dev/kiln/internal/distro/kubeapi"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
+	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/trust"
 )
 
 // What the step families see of a run. view implements step.Context; a
@@ -34,12 +36,11 @@ func (v view) Progress(ctx context.Context, part, what string) { v.x.showProgres
 
 func (v view) Event(ctx context.Context, typ, reason, msg string) { v.x.event(ctx, typ, reason, msg) }
 
-// SaveStatus writes the cluster's status, fenced. (Its message names
-// status.profile, where the profile step was its first user.)
-func (v view) SaveStatus(ctx context.Context) error {
+// SaveStatus writes the cluster's status, fenced.
+func (v view) SaveStatus(ctx context.Context, field string) error {
 	x := v.x
 	if err := x.ops.PutClusterStatus(ctx, x.cl, store.Cond{Fence: &x.fence}); err != nil {
-		return fmt.Errorf("save status.profile: %w", err)
+		return fmt.Errorf("save status.%s: %w", field, err)
 	}
 	return nil
 }
@@ -118,7 +119,33 @@ func (b backupRun) FreshlyReady(ctx context.Context, nodes []*store.Node, since 
 	return b.x.freshlyReady(ctx, nodes, since)
 }
 
+// certsRun is a run as certs.Run.
+type certsRun struct{ view }
+
+func (c certsRun) UsesAgents() bool                 { return c.x.usesAgents() }
+func (c certsRun) UsesKubeadm() bool                { return c.x.usesKubeadm() }
+func (c certsRun) CAStore() trust.CASecretStore     { return c.x.caStore() }
+func (c certsRun) InstructionPoll() time.Duration   { return c.x.r.opts.InstructionPoll }
+func (c certsRun) CancelRequested() <-chan struct{} { return c.x.cancelRequested() }
+
+func (c certsRun) RollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
+	return c.x.rollNodes(ctx, since, doing)
+}
+
+func (c certsRun) NodeGroups(ctx context.Context) ([][]provider.MachineSpec, error) {
+	return c.x.nodeGroups(ctx)
+}
+
+func (c certsRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return c.x.kubeClient(ctx)
+}
+
+func (c certsRun) GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error) {
+	return c.x.secrets.GetClusterSecret(ctx, k, name)
+}
+
 var (
+	_ certs.Run    = certsRun{}
 	_ attached.Run = attachedRun{}
 	_ profile.Run  = profileRun{}
 	_ backup.Run   = backupRun{}

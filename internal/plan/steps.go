@@ -10,6 +10,7 @@ import (
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
+	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
@@ -23,6 +24,7 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
+	crt := certs.New(certsRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -51,12 +53,12 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
 		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
 		StepApplyProfile:               prof.Apply,
-		StepRenewCertificates:          x.renewCertificates,
-		StepTrustNewCA:                 x.trustNewCA,
-		StepRestartSystemPods:          x.restartSystemPods,
-		StepSignWithNewCA:              x.signWithNewCA,
-		StepTrustOnlyNewCA:             x.trustOnlyNewCA,
-		StepRetireOldCA:                x.retireOldCA,
+		StepRenewCertificates:          crt.Renew,
+		StepTrustNewCA:                 crt.TrustNewCA,
+		StepRestartSystemPods:          crt.RestartSystemPods,
+		StepSignWithNewCA:              crt.SignWithNewCA,
+		StepTrustOnlyNewCA:             crt.TrustOnlyNewCA,
+		StepRetireOldCA:                crt.RetireOldCA,
 		StepConnectCluster:             att.Connect,
 		StepDetachCluster:              att.Detach,
 		StepTakeSnapshot:               bak.TakeSnapshot,

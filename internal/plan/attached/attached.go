@@ -117,7 +117,7 @@ func (s Steps) Connect(ctx context.Context) error {
 			cl.Status.Endpoint = net.JoinHostPort(u.Hostname(), "443")
 		}
 	}
-	if err := s.r.SaveStatus(ctx); err != nil {
+	if err := s.r.SaveStatus(ctx, "profile"); err != nil {
 		return err
 	}
 	s.r.Note(fmt.Sprintf("connected: Kubernetes %s, %d node(s)", version.GitVersion, nodes))

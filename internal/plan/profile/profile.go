@@ -80,7 +80,7 @@ func (s Steps) Apply(ctx context.Context) error {
 		} else {
 			cl.Status.Profile = &v1.ProfileStatus{Name: want.Name, Version: want.Version, Packs: []v1.PackStatus{}}
 		}
-		if err := s.r.SaveStatus(ctx); err != nil {
+		if err := s.r.SaveStatus(ctx, "profile"); err != nil {
 			return err
 		}
 		return step.Skipped("the %s provider's clusters run no Kubernetes: nothing is applied, profile version recorded", cl.Spec.Provider)
@@ -119,7 +119,7 @@ func (s Steps) Apply(ctx context.Context) error {
 			if before != nil || applied != nil && applied.Name == next.Name && applied.Version != next.Version {
 				undo := t.Redact(s.undoPacks(ctx, t, moved, before))
 				cl.Status.Profile = applied // what runs again
-				if serr := s.r.SaveStatus(ctx); serr != nil {
+				if serr := s.r.SaveStatus(ctx, "profile"); serr != nil {
 					return serr
 				}
 				s.r.Event(ctx, "Warning", "PackFailed", msg+"; "+undo)
@@ -127,7 +127,7 @@ func (s Steps) Apply(ctx context.Context) error {
 			}
 			next.Packs = append(next.Packs, st)
 			cl.Status.Profile = next
-			if serr := s.r.SaveStatus(ctx); serr != nil {
+			if serr := s.r.SaveStatus(ctx, "profile"); serr != nil {
 				return serr
 			}
 			s.r.Event(ctx, "Warning", "PackFailed", msg)
@@ -140,7 +140,7 @@ func (s Steps) Apply(ctx context.Context) error {
 		partial := *next
 		partial.Packs = append(slices.Clone(next.Packs), remainingApplied(applied, order[i+1:])...)
 		cl.Status.Profile = &partial
-		if err := s.r.SaveStatus(ctx); err != nil {
+		if err := s.r.SaveStatus(ctx, "profile"); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func (s Steps) Apply(ctx context.Context) error {
 		next = nil
 	}
 	cl.Status.Profile = next
-	if err := s.r.SaveStatus(ctx); err != nil {
+	if err := s.r.SaveStatus(ctx, "profile"); err != nil {
 		return err
 	}
 	if next == nil {

@@ -33,8 +33,9 @@ type Context interface {
 	Progress(ctx context.Context, part, what string)
 	// Event appends to the cluster's timeline, best effort.
 	Event(ctx context.Context, typ, reason, msg string)
-	// SaveStatus writes the cluster's status, fenced with the run's lease.
-	SaveStatus(ctx context.Context) error
+	// SaveStatus writes the cluster's status, fenced with the run's lease;
+	// field names what changed in its error ("save status.profile: ...").
+	SaveStatus(ctx context.Context, field string) error
 	// Canceling reports whether the run noticed a request to cancel its
 	// operation: a step that loops stops at its next safe point with
 	// ErrCancelRequested.
