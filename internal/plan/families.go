@@ -11,6 +11,7 @@ import (
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
+	"kiln.dev/kiln/internal/plan/hibernate"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
@@ -144,9 +145,54 @@ func (c certsRun) GetClusterSecret(ctx context.Context, k store.Key, name string
 	return c.x.secrets.GetClusterSecret(ctx, k, name)
 }
 
+// hibernateRun is a run as hibernate.Run.
+type hibernateRun struct{ view }
+
+func (h hibernateRun) UsesAgents() bool                  { return h.x.usesAgents() }
+func (h hibernateRun) Stopper() provider.Stopper         { return h.x.stops }
+func (h hibernateRun) ProviderCluster() provider.Cluster { return h.x.pc }
+func (h hibernateRun) ControlPlaneMachines() []provider.MachineSpec {
+	return controlPlaneMachines(h.x.cl)
+}
+func (h hibernateRun) DrainBeforeDelete(ctx context.Context) error { return h.x.drainBeforeDelete(ctx) }
+
+func (h hibernateRun) EnsureMachines(ctx context.Context, ms []provider.MachineSpec) error {
+	_, err := h.x.ensureMachines(ctx, ms)
+	return err
+}
+
+func (h hibernateRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
+	return h.x.kubernetesReady(ctx, ms)
+}
+
+func (h hibernateRun) Workers(ctx context.Context) ([]hibernate.Worker, error) {
+	members, err := h.x.workerMembers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hibernate.Worker, len(members))
+	for i, m := range members {
+		out[i] = hibernate.Worker{Name: m.Name, Machine: m.Machine}
+	}
+	return out, nil
+}
+
+func (h hibernateRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
+	return h.x.nodes(ctx)
+}
+
+func (h hibernateRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return h.x.kubeClient(ctx)
+}
+
+func (h hibernateRun) RemoveNode(ctx context.Context, name string, machine, record bool, kc hibernate.NodeDeleter) error {
+	return h.x.removeNode(ctx, name, machine, record, kc)
+}
+
 var (
-	_ certs.Run    = certsRun{}
-	_ attached.Run = attachedRun{}
-	_ profile.Run  = profileRun{}
-	_ backup.Run   = backupRun{}
+	_ hibernate.Run = hibernateRun{}
+	_ certs.Run     = certsRun{}
+	_ attached.Run  = attachedRun{}
+	_ profile.Run   = profileRun{}
+	_ backup.Run    = backupRun{}
 )

@@ -11,6 +11,7 @@ import (
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
+	"kiln.dev/kiln/internal/plan/hibernate"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
@@ -24,7 +25,7 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
-	crt := certs.New(certsRun{v})
+	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -49,9 +50,9 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepRestartStoppedControlPlane: x.restartStoppedControlPlane,
 		StepUpgradeControlPlane:        x.upgradeControlPlane,
 		StepRollOutWorkers:             x.rollOutWorkers,
-		StepRemoveWorkers:              x.removeWorkers,
-		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
-		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
+		StepRemoveWorkers:              hib.RemoveWorkers,
+		StepStopControlPlaneMachines:   hib.StopControlPlaneMachines,
+		StepStartControlPlaneMachines:  hib.StartControlPlaneMachines,
 		StepApplyProfile:               prof.Apply,
 		StepRenewCertificates:          crt.Renew,
 		StepTrustNewCA:                 crt.TrustNewCA,
