@@ -159,7 +159,7 @@ func (c checks) profiles(applier *packs.Applier) check.Periodic {
 			return packs.Target{Config: cfg, Project: cl.Project, Fields: packs.ClusterFields(cl.Name, &cl.Spec)}, true, nil
 		},
 		// the providers whose clusters apply-profile installs packs on
-		// (plan/profile.go): those with agents, and the attached
+		// (internal/plan/profile): those with agents, and the attached
 		Providers: append(c.attached(), c.withAgents()...),
 		Interval:  d.cfg.ProfileCheckInterval,
 		Logger:    d.log.With("part", "profile-check"),
