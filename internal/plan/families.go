@@ -12,6 +12,7 @@ import (
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/machines"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
@@ -145,24 +146,46 @@ func (c certsRun) GetClusterSecret(ctx context.Context, k store.Key, name string
 	return c.x.secrets.GetClusterSecret(ctx, k, name)
 }
 
-// hibernateRun is a run as hibernate.Run.
-type hibernateRun struct{ view }
+// machineWork is what the hibernate and machines families both ask of
+// the run's machines and nodes.
+type machineWork struct{ view }
 
-func (h hibernateRun) UsesAgents() bool                  { return h.x.usesAgents() }
-func (h hibernateRun) Stopper() provider.Stopper         { return h.x.stops }
-func (h hibernateRun) ProviderCluster() provider.Cluster { return h.x.pc }
-func (h hibernateRun) ControlPlaneMachines() []provider.MachineSpec {
-	return controlPlaneMachines(h.x.cl)
+func (m machineWork) UsesAgents() bool                  { return m.x.usesAgents() }
+func (m machineWork) ProviderCluster() provider.Cluster { return m.x.pc }
+func (m machineWork) ControlPlaneMachines() []provider.MachineSpec {
+	return controlPlaneMachines(m.x.cl)
 }
+
+func (m machineWork) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
+	return m.x.kubernetesReady(ctx, ms)
+}
+
+func (m machineWork) Nodes(ctx context.Context) (map[string]*store.Node, error) {
+	return m.x.nodes(ctx)
+}
+
+func (m machineWork) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return m.x.kubeClient(ctx)
+}
+
+// RemoveNode removes a node; kc nil leaves its Node object.
+func (m machineWork) RemoveNode(ctx context.Context, name string, machine, record bool, kc *kubeapi.Client) error {
+	var del nodeDeleter // nil, not a nil *kubeapi.Client, when kc is
+	if kc != nil {
+		del = kc
+	}
+	return m.x.removeNode(ctx, name, machine, record, del)
+}
+
+// hibernateRun is a run as hibernate.Run.
+type hibernateRun struct{ machineWork }
+
+func (h hibernateRun) Stopper() provider.Stopper                   { return h.x.stops }
 func (h hibernateRun) DrainBeforeDelete(ctx context.Context) error { return h.x.drainBeforeDelete(ctx) }
 
 func (h hibernateRun) EnsureMachines(ctx context.Context, ms []provider.MachineSpec) error {
 	_, err := h.x.ensureMachines(ctx, ms)
 	return err
-}
-
-func (h hibernateRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
-	return h.x.kubernetesReady(ctx, ms)
 }
 
 func (h hibernateRun) Workers(ctx context.Context) ([]hibernate.Worker, error) {
@@ -177,19 +200,27 @@ func (h hibernateRun) Workers(ctx context.Context) ([]hibernate.Worker, error) {
 	return out, nil
 }
 
-func (h hibernateRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
-	return h.x.nodes(ctx)
+// machinesRun is a run as machines.Run.
+type machinesRun struct{ machineWork }
+
+func (m machinesRun) Provider() provider.Provider              { return m.x.p }
+func (m machinesRun) ControlPlaneUp(ctx context.Context) error { return m.x.controlPlaneUp(ctx) }
+
+func (m machinesRun) EventOn(ctx context.Context, typ, reason, node, msg string) {
+	m.x.eventOn(ctx, typ, reason, node, msg)
 }
 
-func (h hibernateRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
-	return h.x.kubeClient(ctx)
-}
-
-func (h hibernateRun) RemoveNode(ctx context.Context, name string, machine, record bool, kc hibernate.NodeDeleter) error {
-	return h.x.removeNode(ctx, name, machine, record, kc)
+// Drain drains node within timeout, as a drain of the runner's
+// (drain.go) shows its progress, and says how it ended.
+func (m machinesRun) Drain(ctx context.Context, kc *kubeapi.Client, node string, timeout time.Duration) (string, error) {
+	x := m.x
+	st, err := kc.Drain(ctx, node, kubeapi.DrainOptions{Timeout: timeout, CordonedBy: x.op.ID, Poll: x.r.opts.InstructionPoll,
+		Progress: func(st kubeapi.DrainStatus) { x.showProgress(ctx, node, drainProgress(st)) }})
+	return drainSummary(st), err
 }
 
 var (
+	_ machines.Run  = machinesRun{}
 	_ hibernate.Run = hibernateRun{}
 	_ certs.Run     = certsRun{}
 	_ attached.Run  = attachedRun{}

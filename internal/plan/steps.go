@@ -12,6 +12,7 @@ import (
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/machines"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
@@ -25,7 +26,8 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
-	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{v})
+	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{machineWork{v}})
+	mach := machines.New(machinesRun{machineWork{v}})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -46,8 +48,8 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
 		StepResetNodes:                 x.resetNodes,
 		StepRemoveNodes:                x.removeNodes,
-		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
-		StepRestartStoppedControlPlane: x.restartStoppedControlPlane,
+		StepReplaceUnhealthyNodes:      mach.ReplaceUnhealthyNodes,
+		StepRestartStoppedControlPlane: mach.RestartStoppedControlPlane,
 		StepUpgradeControlPlane:        x.upgradeControlPlane,
 		StepRollOutWorkers:             x.rollOutWorkers,
 		StepRemoveWorkers:              hib.RemoveWorkers,

@@ -46,18 +46,13 @@ type Run interface {
 	KubeClient(ctx context.Context) (*kubeapi.Client, error)
 	// RemoveNode deletes a node's machine (when machine), its Node object
 	// (when kc is not nil) and its record (when record).
-	RemoveNode(ctx context.Context, name string, machine, record bool, kc NodeDeleter) error
+	RemoveNode(ctx context.Context, name string, machine, record bool, kc *kubeapi.Client) error
 }
 
 // Worker is a worker node of the cluster.
 type Worker struct {
 	Name    string
 	Machine bool // the provider has its machine
-}
-
-// NodeDeleter deletes Node objects in Kubernetes.
-type NodeDeleter interface {
-	DeleteNode(ctx context.Context, name string) error
 }
 
 // Steps are the hibernate family's steps of one run.
@@ -100,11 +95,7 @@ func (s Steps) RemoveWorkers(ctx context.Context) error {
 		if s.r.Canceling() {
 			return step.ErrCancelRequested
 		}
-		var del NodeDeleter
-		if kc != nil {
-			del = kc
-		}
-		if err := s.r.RemoveNode(ctx, m.Name, m.Machine, records[m.Name] != nil, del); err != nil {
+		if err := s.r.RemoveNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
 			return err
 		}
 		s.r.Progress(ctx, m.Name, "removed")
