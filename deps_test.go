@@ -97,6 +97,15 @@ var rules = []rule{
 			"through its own types, so the flow reads worker → plan and never back",
 	},
 	{
+		name:  "plan families ↛ plan",
+		from:  []string{"kiln.dev/kiln/internal/plan/step", "kiln.dev/kiln/internal/plan/clusterapi"},
+		never: []string{"kiln.dev/kiln/internal/plan"},
+		reason: "the runner (internal/plan) maps step names to its families' functions and hands each the " +
+			"small context it declares; a family, and what the families share (step, clusterapi), never " +
+			"reaches back up into the runner (that families do not import each other, TestLayers checks: " +
+			"they share a layer)",
+	},
+	{
 		name: "backend checks ↛ plan, worker, server, daemon",
 		from: []string{"kiln.dev/kiln/internal/backend/..."},
 		never: []string{"kiln.dev/kiln/internal/plan/...", "kiln.dev/kiln/internal/worker/...",

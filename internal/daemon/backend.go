@@ -15,6 +15,7 @@ import (
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -128,7 +129,7 @@ func (noCharts) Chart(context.Context, string, string, string) ([]byte, error) {
 func (d *Daemon) diagnoseNow(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error) {
 	r := diagnose.Request{Cluster: cl, Operation: cl.Status.CurrentOperation, Reason: reason}
 	if cl.Status.Endpoint != "" {
-		kc, err := plan.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:diagnostics")
+		kc, err := clusterapi.KubeClient(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:diagnostics")
 		if err == nil {
 			defer kc.Close()
 			r.Kube = kc
@@ -146,7 +147,7 @@ func withKube(ctx context.Context, s trust.SecretReader, cl *store.Cluster, user
 	f func(context.Context, *kubeapi.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	kc, err := plan.KubeClient(ctx, s, cl.Key(), cl.Status.Endpoint, user)
+	kc, err := clusterapi.KubeClient(ctx, s, cl.Key(), cl.Status.Endpoint, user)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -83,7 +85,7 @@ func (c checks) health() check.Periodic {
 		Observe: func(ctx context.Context, cl *store.Cluster) error {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			return plan.ObserveAttached(ctx, d.Store, cl)
+			return attached.Observe(ctx, d.Store, cl)
 		},
 		Base: c.base(append(c.attached(), c.replaceables()...), d.cfg.HealthInterval, "health-check"),
 	}).Periodic()
@@ -149,14 +151,14 @@ func (c checks) profiles(applier *packs.Applier) check.Periodic {
 			if cl.Status.Endpoint == "" {
 				return packs.Target{}, false, nil
 			}
-			cfg, err := plan.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:profile-check")
+			cfg, err := clusterapi.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:profile-check")
 			if err != nil {
 				return packs.Target{}, false, err
 			}
 			return packs.Target{Config: cfg, Project: cl.Project, Fields: packs.ClusterFields(cl.Name, &cl.Spec)}, true, nil
 		},
 		// the providers whose clusters apply-profile installs packs on
-		// (plan/profile.go): those with agents, and the attached
+		// (internal/plan/profile): those with agents, and the attached
 		Base: c.base(append(c.attached(), c.withAgents()...), d.cfg.ProfileCheckInterval, "profile-check"),
 	}).Periodic()
 }

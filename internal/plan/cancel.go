@@ -2,12 +2,13 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/backup"
+	"kiln.dev/kiln/internal/plan/step"
 )
 
 // Cancel. The API records a request to cancel an operation in the store
@@ -34,13 +35,9 @@ import (
 // Everything the plan does is idempotent, so a later change, a retry or a
 // delete continues from what is there.
 
-// errCancelRequested is what a safe point returns once the run noticed a
-// request to cancel its operation.
-var errCancelRequested = errors.New("the operation's cancel was requested")
-
 // canceledFailure is runStep's answer for a step stopped by a cancel.
 func canceledFailure() *failure.Error {
-	return &failure.Error{Code: v1.CodeCanceled, Message: "canceled", Retryable: true, Err: errCancelRequested}
+	return &failure.Error{Code: v1.CodeCanceled, Message: "canceled", Retryable: true, Err: step.ErrCancelRequested}
 }
 
 // noticeCancel makes the run stop at its next safe point.
@@ -105,14 +102,14 @@ func (x *run) watchCancel(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// cancelable is ctx, also cancelled (with cause errCancelRequested) when a
+// cancelable is ctx, also cancelled (with cause step.ErrCancelRequested) when a
 // cancel is requested: for waits that are safe to stop at any moment.
 func (x *run) cancelable(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		select {
 		case <-x.canceled:
-			cancel(errCancelRequested)
+			cancel(step.ErrCancelRequested)
 		case <-ctx.Done():
 		}
 	}()
@@ -120,10 +117,10 @@ func (x *run) cancelable(ctx context.Context) (context.Context, func()) {
 }
 
 // pause waits d, or until ctx ends (its error) or a cancel is requested
-// (errCancelRequested).
+// (step.ErrCancelRequested).
 func (x *run) pause(ctx context.Context, d time.Duration) error {
 	if x.canceling() {
-		return errCancelRequested
+		return step.ErrCancelRequested
 	}
 	if d <= 0 {
 		return ctx.Err()
@@ -136,7 +133,7 @@ func (x *run) pause(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-x.canceled:
-		return errCancelRequested
+		return step.ErrCancelRequested
 	}
 }
 
@@ -167,7 +164,7 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 
 	st := &x.cl.Status
 	if x.leavesCluster() {
-		x.failBackup(ctx, msg)
+		backup.New(backupRun{view{x}}).Fail(ctx, msg)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {
 		switch st.ProvisioningState {

@@ -3,11 +3,10 @@ package plan
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -19,29 +18,6 @@ const StepRenewCertificates = "renew-certificates"
 // (kiln cluster rotate-certs, or the certificate check before they
 // expire).
 var rotateCertificatesSteps = []string{StepRenewCertificates}
-
-// renewCertificates gives every node new certificates of the cluster CA
-// (rollNodes): a node renewed since the operation began is not renewed
-// again.
-func (x *run) renewCertificates(ctx context.Context) error {
-	if !x.usesAgents() {
-		return skipped("the %s provider's machines run no Kubernetes: there are no certificates to renew", x.cl.Spec.Provider)
-	}
-	if x.usesKubeadm() {
-		return failure.Terminal(v1.CodeInvalidParameter,
-			"the certificates of the kubeadm distribution's nodes are kubeadm's: renew them on each control-plane node with kubeadm certs renew all")
-	}
-	renewed, err := x.rollNodes(ctx, x.op.StartTime, "renewing certificates")
-	if err != nil {
-		return err
-	}
-	if len(renewed) == 0 {
-		return skipped("every node's certificates were renewed by this operation already")
-	}
-	x.event(ctx, "Normal", "CertificatesRenewed", fmt.Sprintf("certificates renewed, one node at a time: %s", strings.Join(renewed, ", ")))
-	x.note = fmt.Sprintf("renewed the certificates of %d node(s): %s", len(renewed), strings.Join(renewed, ", "))
-	return nil
-}
 
 // rollNodes installs every node again, one at a time, control plane first,
 // doing being what its progress says: its components restart on new files
@@ -64,7 +40,7 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 	for _, group := range groups {
 		for i, m := range group {
 			if x.canceling() {
-				return installed, errCancelRequested
+				return installed, step.ErrCancelRequested
 			}
 			n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
 			if err != nil {

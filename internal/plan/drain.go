@@ -12,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/kubeapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/validate"
 )
 
@@ -61,7 +62,7 @@ func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
 	defer kc.Close()
 	for _, m := range doomed {
 		if x.canceling() { // a safe point: between two nodes
-			return errCancelRequested
+			return step.ErrCancelRequested
 		}
 		st, err := x.drain(ctx, kc, m)
 		if err != nil {
@@ -111,9 +112,9 @@ func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.
 		fe := drainFailure(x.nodeID(m.Name), m, timeout, field, de)
 		x.eventOn(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
 		return st, fe
-	case err != nil && ctx.Err() == nil && context.Cause(dctx) == errCancelRequested:
+	case err != nil && ctx.Err() == nil && context.Cause(dctx) == step.ErrCancelRequested:
 		x.log.Info("drain stopped: cancel requested", "node", m.Name)
-		return st, errCancelRequested
+		return st, step.ErrCancelRequested
 	case err != nil && ctx.Err() != nil:
 		return st, ctx.Err()
 	case err != nil:
@@ -257,7 +258,7 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 			_, err := x.drain(ctx, kc, m)
 			errs[i] = err
 			switch {
-			case errors.Is(err, errCancelRequested) || ctx.Err() != nil:
+			case errors.Is(err, step.ErrCancelRequested) || ctx.Err() != nil:
 			case err != nil:
 				x.eventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
 			default:
@@ -269,8 +270,8 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, errCancelRequested) }) {
-		return errCancelRequested
+	if slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, step.ErrCancelRequested) }) {
+		return step.ErrCancelRequested
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/backup"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
@@ -32,7 +34,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 
 	st := &x.cl.Status
 	if x.leavesCluster() {
-		x.failBackup(ctx, fe.Message)
+		backup.New(backupRun{view{x}}).Fail(ctx, fe.Message)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {
 		switch st.ProvisioningState {
@@ -84,7 +86,7 @@ func (x *run) diagnose(ctx context.Context, reason string) {
 	var kube KubeReader
 	if x.usesAgents() {
 		if endpoint := x.readEndpoint(ctx); endpoint != "" {
-			if kc, err := KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:diagnostics"); err == nil {
+			if kc, err := clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:diagnostics"); err == nil {
 				defer kc.Close()
 				kube = kc
 			}

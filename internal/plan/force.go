@@ -10,6 +10,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 )
 
 // Forced delete. The API starts one (DELETE ...?force=true) only after an
@@ -42,7 +43,7 @@ func (x *run) forceStep(name string) func(context.Context) error {
 		return func(ctx context.Context) error { return x.forceDeleteMachines(ctx, func(string) bool { return true }) }
 	case StepResetNodes:
 		return func(context.Context) error {
-			return skipped("forced delete: the hosts are not reset; Kubernetes stays on them")
+			return step.Skipped("forced delete: the hosts are not reset; Kubernetes stays on them")
 		}
 	case StepRemoveNodes:
 		return func(ctx context.Context) error { return x.forgetNodes(ctx, func(string) bool { return true }) }

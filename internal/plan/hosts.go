@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -107,7 +108,7 @@ func (x *run) resetNodes(ctx context.Context) error {
 		}
 	}
 	if len(installed) == 0 {
-		return skipped("no host has Kubernetes installed")
+		return step.Skipped("no host has Kubernetes installed")
 	}
 	x.log.Info("resetting hosts", "hosts", strings.Join(installed, ", "))
 	g, gctx := errgroup.WithContext(ctx)

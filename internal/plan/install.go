@@ -17,6 +17,7 @@ import (
 	"kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -340,7 +341,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 		}
 		select {
 		case <-x.cancelRequested():
-			return nil, errCancelRequested
+			return nil, step.ErrCancelRequested
 		case <-ctx.Done():
 			if parent.Err() != nil {
 				return nil, parent.Err()

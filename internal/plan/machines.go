@@ -15,6 +15,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -346,7 +347,7 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-deadline.C:
 			return failure.Retryable(v1.CodeTimeout, nil, "timed out after %s waiting for nodes to be %s: %s",
 				x.r.opts.NodeTimeout, what, strings.Join(missing, ", "))

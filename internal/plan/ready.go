@@ -13,11 +13,11 @@ import (
 	"kiln.dev/kiln/internal/distro/kiln"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/kubeapi"
-	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/clusterapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/sysimages"
-	"kiln.dev/kiln/internal/trust"
 )
 
 // Where the cluster keeps its own identity, inside Kubernetes.
@@ -81,7 +81,7 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-tick.C:
 		}
 	}
@@ -324,44 +324,58 @@ func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	return KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
+	return clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
 }
 
-// KubeClient talks to cluster k's Kubernetes API at endpoint (host:port)
-// as user, a cluster admin, with a certificate from the cluster CA that
-// lasts an hour.
-//
-// An attached cluster is reached with its own kubeconfig instead
-// (SecretAttachKubeconfig): its server and credentials, not endpoint and
-// user.
-func KubeClient(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
-	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
-		if err != nil {
-			return nil, err
+// freshlyReady waits until every node's kubelet has said it is Ready since
+// it was restarted: the restored Node objects say what they said when the
+// snapshot was taken, Ready or not.
+func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
+	kc, err := x.kubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	ctx, cancel := context.WithTimeout(ctx, x.r.opts.NodeTimeout)
+	defer cancel()
+	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		got, err := kc.ListNodes(ctx)
+		if err == nil {
+			byName := map[string]kubeapi.Node{}
+			for _, n := range got {
+				byName[n.Name] = n
+			}
+			for _, n := range nodes {
+				if !heardSince(byName[n.Name], since) {
+					waiting = append(waiting, n.Name)
+				}
+			}
+			if len(waiting) == 0 {
+				return nil
+			}
 		}
-		return kubeFromConfig(cfg)
+		select {
+		case <-x.cancelRequested():
+			return step.ErrCancelRequested
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
+			}
+			return failure.Retryable(v1.CodeTimeout, err, "nodes did not report Ready since their kubelets restarted, within %s: %v", x.r.opts.NodeTimeout, err)
+		case <-tick.C:
+		}
 	}
-	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
-	if err != nil {
-		return nil, err
-	}
-	return kubeapi.New("https://"+endpoint, caPEM, cert, key)
 }
 
-// adminCertificate issues user, a cluster admin (system:masters), a client
-// certificate of cluster k's CA that lasts an hour; it returns the bundle of
-// the CAs to verify the API server with too (both during a CA rotation,
-// whose phase says which CA issues).
-func adminCertificate(ctx context.Context, st trust.SecretReader, k store.Key, user string) (caPEM, cert, key []byte, err error) {
-	cas, err := trust.LoadCAs(ctx, st, k)
-	if err != nil {
-		return nil, nil, nil, err
+// heardSince reports whether n's kubelet said Ready at or after since.
+func heardSince(n kubeapi.Node, since time.Time) bool {
+	for _, c := range n.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True" && !c.LastHeartbeatTime.Before(since)
+		}
 	}
-	req := pki.AdminRequest(user)
-	req.ValidFor = time.Hour
-	cert, key, err = cas.Issuer().Issue(req)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("issue an admin certificate for %s: %w", user, err)
-	}
-	return cas.TrustPEM(), cert, key, nil
+	return false
 }

@@ -14,6 +14,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/kubeapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 )
 
@@ -64,7 +65,7 @@ func outdated(have, want string) bool { return have != "" && have != want }
 // only once Kubernetes reports this one Ready at that version.
 func (x *run) upgradeControlPlane(ctx context.Context) error {
 	if !x.usesAgents() {
-		return skipped("the %s provider's machines run no Kubernetes to upgrade", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider's machines run no Kubernetes to upgrade", x.cl.Spec.Provider)
 	}
 	want := x.cl.Spec.KubernetesVersion
 	cps, err := x.controlPlaneTargets(ctx)
@@ -86,7 +87,7 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 	var done []string
 	for i, m := range cps {
 		if x.canceling() {
-			return errCancelRequested
+			return step.ErrCancelRequested
 		}
 		kn, err := kc.GetNode(ctx, m.Name)
 		if err != nil {
@@ -112,7 +113,7 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 		done = append(done, m.Name)
 	}
 	if len(done) == 0 {
-		return skipped("every control-plane node runs %s", want)
+		return step.Skipped("every control-plane node runs %s", want)
 	}
 	x.note = fmt.Sprintf("upgraded to %s, one at a time: %s", want, strings.Join(done, ", "))
 	return nil
@@ -152,7 +153,7 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.cancelRequested():
-			return errCancelRequested
+			return step.ErrCancelRequested
 		case <-tick.C:
 		}
 	}
@@ -176,7 +177,7 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 		}
 		for {
 			if x.canceling() {
-				return errCancelRequested
+				return step.ErrCancelRequested
 			}
 			members, err := x.poolMembers(ctx, p.Name)
 			if err != nil {
@@ -262,7 +263,7 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 		}
 	}
 	if len(rolled) == 0 {
-		return skipped("every worker is of its pool's revision")
+		return step.Skipped("every worker is of its pool's revision")
 	}
 	x.note = "replaced, one by one: " + strings.Join(rolled, ", ")
 	return nil

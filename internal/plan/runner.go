@@ -15,6 +15,8 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/fault"
+	"kiln.dev/kiln/internal/plan/profile"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/snapshots"
 	"kiln.dev/kiln/internal/store"
@@ -84,7 +86,7 @@ type Options struct {
 	Drain Drain
 	// Packs applies the packs of cluster profiles (package packs); nil
 	// records a profile version as applied without applying anything.
-	Packs PackApplier
+	Packs profile.PackApplier
 	// Snapshots keeps backups' etcd snapshots; nil refuses backups and
 	// restores.
 	Snapshots *snapshots.Vault
@@ -163,17 +165,6 @@ func NewRunner(opts Options) *Runner {
 	}
 	return &Runner{opts: opts, log: opts.Logger,
 		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
-}
-
-// skipError is returned by a step that has nothing to do for this cluster
-// (a provider without load balancers); the step is marked Skipped with the
-// reason as its message.
-type skipError struct{ reason string }
-
-func (e *skipError) Error() string { return e.reason }
-
-func skipped(format string, args ...any) error {
-	return &skipError{reason: fmt.Sprintf(format, args...)}
 }
 
 // run is one Run of one claimed cluster.
@@ -339,7 +330,7 @@ func (x *run) execute(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if fe != nil && errors.Is(fe, errCancelRequested) {
+		if fe != nil && errors.Is(fe, step.ErrCancelRequested) {
 			return x.cancel(ctx, i, true)
 		}
 		if fe != nil {
@@ -438,11 +429,11 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 			log.Info("step interrupted", "cause", context.Cause(ctx))
 			return nil, false, ctx.Err()
 		}
-		if errors.Is(err, errCancelRequested) {
+		if errors.Is(err, step.ErrCancelRequested) {
 			log.Info("step stopped at a safe point: cancel requested")
 			return canceledFailure(), false, nil
 		}
-		var skip *skipError
+		var skip *step.SkipError
 		if err == nil || errors.As(err, &skip) {
 			end := x.r.opts.Now().UTC()
 			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, x.note
@@ -453,12 +444,12 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 				s.Message = strings.TrimPrefix(x.note+"; "+retried, "; ")
 			}
 			if skip != nil {
-				s.State, s.Message = v1.StepSkipped, skip.reason
+				s.State, s.Message = v1.StepSkipped, skip.Reason
 			}
 			log.Info("step done", "state", s.State, "duration", end.Sub(start))
 			msg := fmt.Sprintf("step %s %s in %s", s.Name, strings.ToLower(s.State), end.Sub(start).Round(time.Millisecond))
 			if skip != nil {
-				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.reason)
+				msg = fmt.Sprintf("step %s skipped: %s", s.Name, skip.Reason)
 			}
 			events := []*store.Event{x.newEvent("Normal", "Step"+s.State, msg)}
 			// The checkpoint starts the next step too unless this
@@ -516,7 +507,7 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 		if err := x.save(ctx, false, retrying); err != nil {
 			return nil, false, err
 		}
-		if err := x.pause(ctx, wait); errors.Is(err, errCancelRequested) {
+		if err := x.pause(ctx, wait); errors.Is(err, step.ErrCancelRequested) {
 			log.Info("step stopped while backing off: cancel requested")
 			return canceledFailure(), false, nil
 		} else if err != nil {
@@ -528,7 +519,7 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 
 // attempt runs the provider's step hook, if any, then the step. A panic is
 // turned into a terminal Internal error.
-func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn func(context.Context) error) (err error) {
+func (x *run) attempt(ctx context.Context, log *slog.Logger, name string, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			log.Error("step panicked", "panic", v, "stack", string(debug.Stack()))
@@ -546,11 +537,11 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, step string, fn fun
 		// The hook runs before the step does anything, so a cancel may
 		// stop it (the sim's injected latency and hangs wait here).
 		hctx, stop := x.cancelable(ctx)
-		err := h.BeforeStep(hctx, x.pc, step)
+		err := h.BeforeStep(hctx, x.pc, name)
 		stop()
 		if err != nil {
-			if context.Cause(hctx) == errCancelRequested && ctx.Err() == nil {
-				return errCancelRequested
+			if context.Cause(hctx) == step.ErrCancelRequested && ctx.Err() == nil {
+				return step.ErrCancelRequested
 			}
 			return err
 		}

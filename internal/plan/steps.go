@@ -8,6 +8,13 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
+	"kiln.dev/kiln/internal/plan/attached"
+	"kiln.dev/kiln/internal/plan/backup"
+	"kiln.dev/kiln/internal/plan/certs"
+	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/machines"
+	"kiln.dev/kiln/internal/plan/profile"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -17,6 +24,10 @@ import (
 // idempotent: running it again after it succeeded (or after a worker died in
 // the middle of it) changes nothing more.
 func (x *run) stepFunc(name string) func(context.Context) error {
+	v := view{x}
+	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
+	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{machineWork{v}})
+	mach := machines.New(machinesRun{machineWork{v}})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -37,30 +48,30 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
 		StepResetNodes:                 x.resetNodes,
 		StepRemoveNodes:                x.removeNodes,
-		StepReplaceUnhealthyNodes:      x.replaceUnhealthyNodes,
-		StepRestartStoppedControlPlane: x.restartStoppedControlPlane,
+		StepReplaceUnhealthyNodes:      mach.ReplaceUnhealthyNodes,
+		StepRestartStoppedControlPlane: mach.RestartStoppedControlPlane,
 		StepUpgradeControlPlane:        x.upgradeControlPlane,
 		StepRollOutWorkers:             x.rollOutWorkers,
-		StepRemoveWorkers:              x.removeWorkers,
-		StepStopControlPlaneMachines:   x.stopControlPlaneMachines,
-		StepStartControlPlaneMachines:  x.startControlPlaneMachines,
-		StepApplyProfile:               x.applyProfile,
-		StepRenewCertificates:          x.renewCertificates,
-		StepTrustNewCA:                 x.trustNewCA,
-		StepRestartSystemPods:          x.restartSystemPods,
-		StepSignWithNewCA:              x.signWithNewCA,
-		StepTrustOnlyNewCA:             x.trustOnlyNewCA,
-		StepRetireOldCA:                x.retireOldCA,
-		StepConnectCluster:             x.connectCluster,
-		StepDetachCluster:              x.detachCluster,
-		StepTakeSnapshot:               x.takeSnapshot,
-		StepCheckBackup:                x.checkBackup,
-		StepPruneBackups:               x.pruneBackups,
-		StepStageSnapshot:              x.stageSnapshot,
-		StepStopControlPlane:           x.stopControlPlane,
-		StepRestoreEtcd:                x.restoreEtcd,
-		StepStartControlPlane:          x.startControlPlane,
-		StepRemoveForeignNodes:         x.removeForeignNodes,
+		StepRemoveWorkers:              hib.RemoveWorkers,
+		StepStopControlPlaneMachines:   hib.StopControlPlaneMachines,
+		StepStartControlPlaneMachines:  hib.StartControlPlaneMachines,
+		StepApplyProfile:               prof.Apply,
+		StepRenewCertificates:          crt.Renew,
+		StepTrustNewCA:                 crt.TrustNewCA,
+		StepRestartSystemPods:          crt.RestartSystemPods,
+		StepSignWithNewCA:              crt.SignWithNewCA,
+		StepTrustOnlyNewCA:             crt.TrustOnlyNewCA,
+		StepRetireOldCA:                crt.RetireOldCA,
+		StepConnectCluster:             att.Connect,
+		StepDetachCluster:              att.Detach,
+		StepTakeSnapshot:               bak.TakeSnapshot,
+		StepCheckBackup:                bak.Check,
+		StepPruneBackups:               bak.Prune,
+		StepStageSnapshot:              bak.StageSnapshot,
+		StepStopControlPlane:           bak.StopControlPlane,
+		StepRestoreEtcd:                bak.RestoreEtcd,
+		StepStartControlPlane:          bak.StartControlPlane,
+		StepRemoveForeignNodes:         bak.RemoveForeignNodes,
 	}[name]
 }
 
@@ -89,7 +100,7 @@ type agentless interface{ Agentless() bool }
 // the passphrase and the service-account key.
 func (x *run) ensureClusterPKI(ctx context.Context) error {
 	if a, ok := x.p.(agentless); ok && a.Agentless() {
-		return skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
+		return step.Skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
 	}
 	// The CA outlives every certificate it signs (node certificates last
 	// spec.certificateTTLDays, at most 10 years).
@@ -118,7 +129,7 @@ func (x *run) ensureNetwork(ctx context.Context) error {
 func (x *run) ensureLoadBalancer(ctx context.Context) error {
 	lbs, ok := x.p.(provider.LoadBalancers)
 	if !ok {
-		return skipped("provider %q has no load balancers; the endpoint is the first control-plane machine", x.cl.Spec.Provider)
+		return step.Skipped("provider %q has no load balancers; the endpoint is the first control-plane machine", x.cl.Spec.Provider)
 	}
 	x.log.Info("ensuring load balancer")
 	lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)
@@ -201,7 +212,7 @@ func (x *run) installWorkers(ctx context.Context) error {
 		return err
 	}
 	if len(ms) == 0 && x.hostsJoin() {
-		return skipped("no host is configured as a worker")
+		return step.Skipped("no host is configured as a worker")
 	}
 	return x.installNodes(ctx, ms, false)
 }
@@ -254,7 +265,7 @@ func (x *run) deleteControlPlaneMachines(ctx context.Context) error {
 func (x *run) deleteLoadBalancer(ctx context.Context) error {
 	lbs, ok := x.p.(provider.LoadBalancers)
 	if !ok {
-		return skipped("provider %q has no load balancers", x.cl.Spec.Provider)
+		return step.Skipped("provider %q has no load balancers", x.cl.Spec.Provider)
 	}
 	x.log.Info("deleting load balancer")
 	if err := lbs.DeleteLoadBalancer(ctx, x.pc); err != nil {

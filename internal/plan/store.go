@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/internal/validate/dynamic"
@@ -58,5 +59,5 @@ type Store interface {
 	EventStore
 	trust.SecretStore
 	dynamic.Store
-	BackupStore
+	backup.Store
 }

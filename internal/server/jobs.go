@@ -11,7 +11,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/kubeapi"
-	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -216,7 +216,7 @@ func (s *Server) liveJobLog(ctx context.Context, cl *store.Cluster, name string)
 	if cl.Status.Endpoint == "" {
 		return nil, conflict(keyRef(cl.Key()), "cluster", "has no endpoint yet")
 	}
-	kc, err := plan.KubeClient(ctx, s.secrets, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
+	kc, err := clusterapi.KubeClient(ctx, s.secrets, cl.Key(), cl.Status.Endpoint, "kiln:jobs")
 	if err != nil {
 		return nil, unavailable("the cluster's Kubernetes API").because(err)
 	}

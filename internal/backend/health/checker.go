@@ -43,7 +43,7 @@ type Options struct {
 	Stopped func(ctx context.Context, cl *store.Cluster) ([]string, error)
 	// Attached reports whether a provider's clusters are attached ones
 	// (made elsewhere, with no agents): their nodes are not judged but
-	// observed, by Observe (plan.ObserveAttached), at every check of an
+	// observed, by Observe (internal/plan/attached.Observe), at every check of an
 	// idle one. Both optional.
 	Attached func(provider string) bool
 	Observe  func(ctx context.Context, cl *store.Cluster) error
