@@ -99,12 +99,12 @@ func (s Steps) RestartStoppedControlPlane(ctx context.Context) error {
 	if err := s.r.ControlPlaneUp(ctx); err != nil {
 		return err
 	}
-	s.r.Note("started again: " + strings.Join(names(down), ", "))
+	s.r.Note("started again: " + strings.Join(step.Names(down), ", "))
 	if s.r.UsesAgents() {
 		if err := s.r.KubernetesReady(ctx, down); err != nil {
 			return err
 		}
-		s.r.Note("started again and Ready: " + strings.Join(names(down), ", "))
+		s.r.Note("started again and Ready: " + strings.Join(step.Names(down), ", "))
 	}
 	return nil
 }
@@ -217,12 +217,4 @@ func unhealthyWhy(n v1.Node, kubeSince time.Time) string {
 		why = append(why, "NotReady in Kubernetes since "+kubeSince.UTC().Format(time.RFC3339))
 	}
 	return strings.Join(why, ", ")
-}
-
-func names(ms []provider.MachineSpec) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
-	}
-	return out
 }
