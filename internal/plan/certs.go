@@ -77,11 +77,11 @@ func (x *run) rollNodes(ctx context.Context, since time.Time, doing string) ([]s
 // nodeGroups are the cluster's control-plane nodes and its workers, in
 // install order.
 func (x *run) nodeGroups(ctx context.Context) ([][]provider.MachineSpec, error) {
-	cps, err := x.controlPlaneTargets(ctx)
+	cps, err := x.fleet().ControlPlaneTargets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	workers, err := x.workerTargets(ctx)
+	workers, err := x.fleet().WorkerTargets(ctx)
 	if err != nil {
 		return nil, err
 	}

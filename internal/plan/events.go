@@ -66,3 +66,16 @@ func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
 		x.log.Warn("could not append event", "reason", reason, "node", node, "err", err)
 	}
 }
+
+// eventOn appends an event about one node to the cluster's timeline; best
+// effort, as every event.
+func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	e := x.newEvent(typ, reason, msg)
+	e.Node = node
+	if err := x.events.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", reason, "err", err)
+	}
+}

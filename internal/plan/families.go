@@ -106,7 +106,7 @@ func (b backupRun) AskPart(ctx context.Context, n *store.Node, kind, part string
 }
 
 func (b backupRun) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {
-	return b.x.controlPlaneTargets(ctx)
+	return b.x.fleet().ControlPlaneTargets(ctx)
 }
 
 func (b backupRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
@@ -146,50 +146,51 @@ func (c certsRun) GetClusterSecret(ctx context.Context, k store.Key, name string
 	return c.x.secrets.GetClusterSecret(ctx, k, name)
 }
 
-// machineWork is what the hibernate and machines families both ask of
-// the run's machines and nodes.
-type machineWork struct{ view }
-
-func (m machineWork) UsesAgents() bool                  { return m.x.usesAgents() }
-func (m machineWork) ProviderCluster() provider.Cluster { return m.x.pc }
-func (m machineWork) ControlPlaneMachines() []provider.MachineSpec {
-	return controlPlaneMachines(m.x.cl)
-}
-
-func (m machineWork) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
-	return m.x.kubernetesReady(ctx, ms)
-}
-
-func (m machineWork) Nodes(ctx context.Context) (map[string]*store.Node, error) {
-	return m.x.nodes(ctx)
-}
-
-func (m machineWork) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
-	return m.x.kubeClient(ctx)
-}
-
-// RemoveNode removes a node; kc nil leaves its Node object.
-func (m machineWork) RemoveNode(ctx context.Context, name string, machine, record bool, kc *kubeapi.Client) error {
-	var del nodeDeleter // nil, not a nil *kubeapi.Client, when kc is
-	if kc != nil {
-		del = kc
-	}
-	return m.x.removeNode(ctx, name, machine, record, del)
-}
+// fleet is the run's machine work (package machines).
+func (x *run) fleet() machines.Work { return machines.NewWork(machinesRun{view{x}}) }
 
 // hibernateRun is a run as hibernate.Run.
-type hibernateRun struct{ machineWork }
+type hibernateRun struct{ view }
 
-func (h hibernateRun) Stopper() provider.Stopper                   { return h.x.stops }
-func (h hibernateRun) DrainBeforeDelete(ctx context.Context) error { return h.x.drainBeforeDelete(ctx) }
+func (h hibernateRun) UsesAgents() bool                  { return h.x.usesAgents() }
+func (h hibernateRun) ProviderCluster() provider.Cluster { return h.x.pc }
+func (h hibernateRun) Stopper() provider.Stopper         { return h.x.stops }
+func (h hibernateRun) ControlPlaneMachines() []provider.MachineSpec {
+	return machines.ControlPlaneMachines(h.x.cl)
+}
+
+func (h hibernateRun) DrainBeforeDelete(ctx context.Context) error {
+	return h.x.fleet().DrainBeforeDelete(ctx)
+}
+
+func (h hibernateRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
+	return h.x.kubernetesReady(ctx, ms)
+}
+
+func (h hibernateRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
+	return h.x.nodes(ctx)
+}
+
+func (h hibernateRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return h.x.kubeClient(ctx)
+}
 
 func (h hibernateRun) EnsureMachines(ctx context.Context, ms []provider.MachineSpec) error {
-	_, err := h.x.ensureMachines(ctx, ms)
+	_, err := h.x.fleet().EnsureMachines(ctx, ms)
 	return err
 }
 
+// RemoveNode removes a node; kc nil leaves its Node object.
+func (h hibernateRun) RemoveNode(ctx context.Context, name string, machine, record bool, kc *kubeapi.Client) error {
+	var del machines.NodeDeleter // nil, not a nil *kubeapi.Client, when kc is
+	if kc != nil {
+		del = kc
+	}
+	return h.x.fleet().RemoveNode(ctx, name, machine, record, del)
+}
+
 func (h hibernateRun) Workers(ctx context.Context) ([]hibernate.Worker, error) {
-	members, err := h.x.workerMembers(ctx)
+	members, err := h.x.fleet().WorkerMembers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -201,22 +202,84 @@ func (h hibernateRun) Workers(ctx context.Context) ([]hibernate.Worker, error) {
 }
 
 // machinesRun is a run as machines.Run.
-type machinesRun struct{ machineWork }
+type machinesRun struct{ view }
 
-func (m machinesRun) Provider() provider.Provider              { return m.x.p }
-func (m machinesRun) ControlPlaneUp(ctx context.Context) error { return m.x.controlPlaneUp(ctx) }
+func (m machinesRun) Provider() provider.Provider       { return m.x.p }
+func (m machinesRun) ProviderCluster() provider.Cluster { return m.x.pc }
+func (m machinesRun) Pools() provider.Pools             { return m.x.pools }
+func (m machinesRun) UsesAgents() bool                  { return m.x.usesAgents() }
+func (m machinesRun) HostsJoin() bool                   { return m.x.hostsJoin() }
+func (m machinesRun) Forcing() bool                     { return m.x.forcing() }
+func (m machinesRun) Fence() store.Fence                { return m.x.fence }
+func (m machinesRun) NodeRecords() machines.NodeStore   { return m.x.nodeRecords }
+func (m machinesRun) CancelRequested() <-chan struct{}  { return m.x.cancelRequested() }
+
+func (m machinesRun) Timing() machines.Timing {
+	o := m.x.r.opts
+	return machines.Timing{NodeTimeout: o.NodeTimeout, NodePoll: o.NodePoll, InstructionPoll: o.InstructionPoll}
+}
+
+func (m machinesRun) Cancelable(ctx context.Context) (context.Context, func()) {
+	return m.x.cancelable(ctx)
+}
+
+// Bootstrap is the data the cluster's machines join with; nil when they
+// run no agent or the runner has no Bootstrapper.
+func (m machinesRun) Bootstrap(ctx context.Context) (*provider.Bootstrap, error) {
+	x := m.x
+	if !x.usesAgents() || x.r.opts.Bootstrap == nil {
+		return nil, nil
+	}
+	creds, pass, err := x.r.opts.Bootstrap.Credentials(ctx, x.cl.Key())
+	if err != nil {
+		return nil, fmt.Errorf("the bootstrap data of cluster %s: %w", x.cl.Name, err)
+	}
+	return &provider.Bootstrap{Credentials: creds, Passphrase: pass}, nil
+}
+
+// Forgetter is the runner's Agents as a NodeForgetter, when the
+// cluster's nodes run agents.
+func (m machinesRun) Forgetter() machines.NodeForgetter {
+	if f, ok := m.x.r.opts.Agents.(NodeForgetter); ok && m.x.usesAgents() {
+		return f
+	}
+	return nil
+}
+
+func (m machinesRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
+	return m.x.nodes(ctx)
+}
 
 func (m machinesRun) EventOn(ctx context.Context, typ, reason, node, msg string) {
 	m.x.eventOn(ctx, typ, reason, node, msg)
 }
 
-// Drain drains node within timeout, as a drain of the runner's
-// (drain.go) shows its progress, and says how it ended.
-func (m machinesRun) Drain(ctx context.Context, kc *kubeapi.Client, node string, timeout time.Duration) (string, error) {
-	x := m.x
-	st, err := kc.Drain(ctx, node, kubeapi.DrainOptions{Timeout: timeout, CordonedBy: x.op.ID, Poll: x.r.opts.InstructionPoll,
-		Progress: func(st kubeapi.DrainStatus) { x.showProgress(ctx, node, drainProgress(st)) }})
-	return drainSummary(st), err
+func (m machinesRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return m.x.kubeClient(ctx)
+}
+
+func (m machinesRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
+	return m.x.kubernetesReady(ctx, ms)
+}
+
+func (m machinesRun) InstallNodes(ctx context.Context, ms []provider.MachineSpec, sequential bool) error {
+	return m.x.installNodes(ctx, ms, sequential)
+}
+
+func (m machinesRun) Installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
+	return m.x.installer(ctx)
+}
+
+func (m machinesRun) Instructions(ctx context.Context, node string) ([]*store.Instruction, error) {
+	return m.x.instructions.ListInstructions(ctx, m.x.cl.Key(), node, false)
+}
+
+func (m machinesRun) Order(ctx context.Context, n *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return m.x.order(ctx, n, kind, doing, params)
+}
+
+func (m machinesRun) SetNodeState(ctx context.Context, name, state, msg string) error {
+	return m.x.setNodeState(ctx, name, state, msg)
 }
 
 var (

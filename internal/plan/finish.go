@@ -174,7 +174,7 @@ func (x *run) succeed(ctx context.Context) error {
 // first control-plane machine's address on port 6443.
 func (x *run) endpoint(ctx context.Context) (string, error) {
 	if x.hostsJoin() {
-		return x.hostEndpoint(ctx)
+		return x.fleet().HostEndpoint(ctx)
 	}
 	if lbs, ok := x.p.(provider.LoadBalancers); ok {
 		lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)

@@ -52,9 +52,9 @@ func (x *run) usesAgents() bool {
 // once measured no faster on 2 cores), else all at once.
 func (x *run) installNodes(ctx context.Context, machines []provider.MachineSpec, sequential bool) error {
 	if !x.usesAgents() {
-		return x.converge(ctx, machines, v1.NodeReady, "ready", true)
+		return x.fleet().Converge(ctx, machines, v1.NodeReady, "ready", true)
 	}
-	if err := x.converge(ctx, machines, v1.NodeConfigured, "configured", true); err != nil {
+	if err := x.fleet().Converge(ctx, machines, v1.NodeConfigured, "configured", true); err != nil {
 		return err
 	}
 	install, err := x.installer(ctx)
@@ -140,7 +140,7 @@ func (x *run) installInput(ctx context.Context) (local.BuildInput, error) {
 	if err != nil {
 		return local.BuildInput{}, fmt.Errorf("find endpoint: %w", err)
 	}
-	cps, err := x.controlPlaneTargets(ctx)
+	cps, err := x.fleet().ControlPlaneTargets(ctx)
 	if err != nil {
 		return local.BuildInput{}, err
 	}
@@ -306,11 +306,11 @@ func (x *run) latestInstruction(ctx context.Context, node, prefix string) (*stor
 
 // awaitResult polls the instruction until it has a result, within
 // NodeTimeout; a node whose machine stopped is started again first, and
-// fails the wait if it stops during it (watchMachines).
+// fails the wait if it stops during it (machines.Work.WatchMachines).
 // The running step's message says the node's progress, then "<kind>
 // done".
 func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.InstructionResult, error) {
-	machine, err := x.watchMachines(parent, []string{node})
+	machine, err := x.fleet().WatchMachines(parent, []string{node})
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +336,7 @@ func (x *run) awaitResult(parent context.Context, id, node, kind string) (*v1.In
 				return nil, err
 			}
 		}
-		if err := machine.check(ctx); err != nil && ctx.Err() == nil {
+		if err := machine.Check(ctx); err != nil && ctx.Err() == nil {
 			return nil, err
 		}
 		select {

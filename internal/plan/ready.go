@@ -34,9 +34,9 @@ const (
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
 // records READY as Kubernetes reports them Ready. A machine whose agent
 // stopped is started again first, and fails the wait if it stops during it
-// (watchMachines).
+// (machines.Work.WatchMachines).
 func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
-	watch, err := x.watchMachines(ctx, names(machines))
+	watch, err := x.fleet().WatchMachines(ctx, step.Names(machines))
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 		if err == nil && len(missing) == 0 && waiting == "" {
 			return nil
 		}
-		if err := watch.check(ctx); err != nil {
+		if err := watch.Check(ctx); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {

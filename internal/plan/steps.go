@@ -26,32 +26,32 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
-	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{machineWork{v}})
-	mach := machines.New(machinesRun{machineWork{v}})
+	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{v})
+	mach := machines.New(machinesRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
 		StepEnsureNetwork:              x.ensureNetwork,
 		StepEnsureLoadBalancer:         x.ensureLoadBalancer,
-		StepEnsureControlPlaneMachines: x.ensureControlPlaneMachines,
-		StepWaitNodesRegistered:        x.waitNodesRegistered,
-		StepApproveNodes:               x.approveNodes,
+		StepEnsureControlPlaneMachines: mach.EnsureControlPlaneMachines,
+		StepWaitNodesRegistered:        mach.WaitNodesRegistered,
+		StepApproveNodes:               mach.ApproveNodes,
 		StepInstallControlPlane:        x.installControlPlane,
-		StepEnsureWorkerMachines:       x.ensureWorkerMachines,
+		StepEnsureWorkerMachines:       mach.EnsureWorkerMachines,
 		StepInstallWorkers:             x.installWorkers,
 		StepWaitNodesReady:             x.waitNodesReady,
-		StepRemoveSurplusMachines:      x.removeSurplusMachines,
-		StepDeleteWorkerMachines:       x.deleteWorkerMachines,
-		StepDeleteControlPlaneMachines: x.deleteControlPlaneMachines,
+		StepRemoveSurplusMachines:      mach.RemoveSurplusMachines,
+		StepDeleteWorkerMachines:       mach.DeleteWorkerMachines,
+		StepDeleteControlPlaneMachines: mach.DeleteControlPlaneMachines,
 		StepDeleteLoadBalancer:         x.deleteLoadBalancer,
 		StepDeleteNetwork:              x.deleteNetwork,
-		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
-		StepResetNodes:                 x.resetNodes,
-		StepRemoveNodes:                x.removeNodes,
+		StepCheckNodeConfiguration:     mach.CheckNodeConfiguration,
+		StepResetNodes:                 mach.ResetNodes,
+		StepRemoveNodes:                mach.RemoveNodes,
 		StepReplaceUnhealthyNodes:      mach.ReplaceUnhealthyNodes,
 		StepRestartStoppedControlPlane: mach.RestartStoppedControlPlane,
-		StepUpgradeControlPlane:        x.upgradeControlPlane,
-		StepRollOutWorkers:             x.rollOutWorkers,
+		StepUpgradeControlPlane:        mach.UpgradeControlPlane,
+		StepRollOutWorkers:             mach.RollOutWorkers,
 		StepRemoveWorkers:              hib.RemoveWorkers,
 		StepStopControlPlaneMachines:   hib.StopControlPlaneMachines,
 		StepStartControlPlaneMachines:  hib.StartControlPlaneMachines,
@@ -89,7 +89,7 @@ func (x *run) validateDynamic(ctx context.Context) error {
 	if len(rep.Findings) > 0 {
 		return failure.Findings("the cluster", rep.Findings)
 	}
-	return checkPoolNames(x.cl)
+	return machines.CheckPoolNames(x.cl)
 }
 
 // agentless is implemented by providers whose machines run no agent (sim):
@@ -148,32 +148,10 @@ func (x *run) ensureLoadBalancer(ctx context.Context) error {
 	return nil
 }
 
-func (x *run) ensureControlPlaneMachines(ctx context.Context) error {
-	_, err := x.ensureMachines(ctx, controlPlaneMachines(x.cl))
-	return err
-}
-
-func (x *run) ensureWorkerMachines(ctx context.Context) error {
-	ms, err := x.workerMachines(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = x.ensureMachines(ctx, ms)
-	return err
-}
-
-func (x *run) waitNodesRegistered(ctx context.Context) error {
-	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeDiscovered, "registered", false)
-}
-
-func (x *run) approveNodes(ctx context.Context) error {
-	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeApproved, "approved", false)
-}
-
 // installControlPlane installs the control-plane nodes one at a time: each
 // etcd member joins the ones before it.
 func (x *run) installControlPlane(ctx context.Context) error {
-	cps, err := x.controlPlaneTargets(ctx)
+	cps, err := x.fleet().ControlPlaneTargets(ctx)
 	if err != nil {
 		return err
 	}
@@ -207,7 +185,7 @@ func (x *run) startClusterDNS(ctx context.Context) {
 }
 
 func (x *run) installWorkers(ctx context.Context) error {
-	ms, err := x.workerTargets(ctx)
+	ms, err := x.fleet().WorkerTargets(ctx)
 	if err != nil {
 		return err
 	}
@@ -218,48 +196,19 @@ func (x *run) installWorkers(ctx context.Context) error {
 }
 
 func (x *run) waitNodesReady(ctx context.Context) error {
-	cps, err := x.controlPlaneTargets(ctx)
+	cps, err := x.fleet().ControlPlaneTargets(ctx)
 	if err != nil {
 		return err
 	}
-	ws, err := x.workerTargets(ctx)
+	ws, err := x.fleet().WorkerTargets(ctx)
 	if err != nil {
 		return err
 	}
 	all := append(cps, ws...)
 	if !x.usesAgents() {
-		return x.converge(ctx, all, v1.NodeReady, "ready", true)
+		return x.fleet().Converge(ctx, all, v1.NodeReady, "ready", true)
 	}
 	return x.kubernetesReady(ctx, all)
-}
-
-// removeSurplusMachines removes what the spec no longer wants: the newest
-// nodes of a pool that shrank and every node of a pool that is gone, each
-// drained first (drainAndRemove); then anything else the spec does not name.
-func (x *run) removeSurplusMachines(ctx context.Context) error {
-	keep, surplus, err := x.workerPlan(ctx)
-	if err != nil {
-		return err
-	}
-	if err := x.drainAndRemove(ctx, surplus); err != nil {
-		return err
-	}
-	wanted := map[string]bool{}
-	for _, n := range append(names(controlPlaneMachines(x.cl)), names(keep)...) {
-		wanted[n] = true
-	}
-	return x.removeMachines(ctx, func(name, _ string) bool { return !wanted[name] })
-}
-
-func (x *run) deleteWorkerMachines(ctx context.Context) error {
-	if err := x.drainBeforeDelete(ctx); err != nil {
-		return err
-	}
-	return x.removeMachines(ctx, func(_, role string) bool { return role != v1.RoleControlPlane })
-}
-
-func (x *run) deleteControlPlaneMachines(ctx context.Context) error {
-	return x.removeMachines(ctx, func(string, string) bool { return true })
 }
 
 func (x *run) deleteLoadBalancer(ctx context.Context) error {

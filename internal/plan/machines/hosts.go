@@ -1,0 +1,122 @@
+package machines
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/validate"
+)
+
+// hostTargets are the configured hosts of a role as the install steps
+// take them, by name: the first control-plane host founds etcd.
+func (w Work) hostTargets(ctx context.Context, role string) ([]provider.MachineSpec, error) {
+	nodes, err := w.r.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.MachineSpec
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		if n := nodes[name]; validate.Configured(n.Node) && n.Role == role {
+			out = append(out, provider.MachineSpec{Name: name, Role: role})
+		}
+	}
+	return out, nil
+}
+
+// ControlPlaneTargets are the control-plane nodes to install: the
+// machines the spec wants, or the hosts configured as control plane.
+func (w Work) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {
+	if w.r.HostsJoin() {
+		return w.hostTargets(ctx, v1.RoleControlPlane)
+	}
+	return ControlPlaneMachines(w.cl), nil
+}
+
+// WorkerTargets are the worker nodes to install, likewise.
+func (w Work) WorkerTargets(ctx context.Context) ([]provider.MachineSpec, error) {
+	if w.r.HostsJoin() {
+		return w.hostTargets(ctx, v1.RoleWorker)
+	}
+	return w.WorkerMachines(ctx)
+}
+
+// HostEndpoint is a host cluster's API endpoint: its first control-plane
+// host, port 6443 ("" before one is configured).
+func (w Work) HostEndpoint(ctx context.Context) (string, error) {
+	cps, err := w.hostTargets(ctx, v1.RoleControlPlane)
+	if err != nil || len(cps) == 0 {
+		return "", err
+	}
+	n, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), cps[0].Name)
+	if err != nil {
+		return "", fmt.Errorf("control-plane host %s: %w", cps[0].Name, err)
+	}
+	return net.JoinHostPort(n.Address, "6443"), nil
+}
+
+// CheckNodeConfiguration refuses to provision hosts that do not make the
+// configuration the spec asks for. The API checked it when provisioning
+// was asked for; hosts may have changed since.
+func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
+	nodes, err := s.r.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var all []v1.Node
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		all = append(all, nodes[name].Node)
+	}
+	h := validate.HostsOf(all)
+	if e := validate.HostCounts(&s.cl.Spec, h); e != nil {
+		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
+	}
+	s.r.Log().Info("hosts match the configuration", "configuration", validate.Configuration(&s.cl.Spec),
+		"controlPlane", h.ControlPlanes, "workers", h.Workers)
+	return nil
+}
+
+// ResetNodes has every host that Kubernetes was installed on tear it down
+// (the distribution's reset instruction), all at once.
+func (s Steps) ResetNodes(ctx context.Context) error {
+	nodes, err := s.r.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var installed []string
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		switch nodes[name].State {
+		case v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
+			installed = append(installed, name)
+		}
+	}
+	if len(installed) == 0 {
+		return step.Skipped("no host has Kubernetes installed")
+	}
+	s.r.Log().Info("resetting hosts", "hosts", strings.Join(installed, ", "))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(machineParallelism)
+	for _, name := range installed {
+		g.Go(func() error {
+			_, err := s.r.Order(gctx, nodes[name], v1.InstructionReset, "tearing Kubernetes down", nil)
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// RemoveNodes removes every host from the cluster: its record goes and its
+// node certificate is refused, so the host must join again (the installer's
+// command with --force, or a fresh data directory).
+func (s Steps) RemoveNodes(ctx context.Context) error {
+	return s.w.removeMachines(ctx, func(string, string) bool { return true })
+}
