@@ -160,7 +160,7 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 	s.State = v1.StepCanceled
 	msg := fmt.Sprintf("canceled by %s at step %s", by, s.Name)
 	x.op.Status, x.op.EndTime = v1.OpCanceled, &now
-	x.op.Error = &v1.Error{Code: v1.CodeCanceled, Message: msg, Target: clusterID(x.cl.Key())}
+	x.op.Error = &v1.Error{Code: v1.CodeCanceled, Message: msg, Target: step.ClusterID(x.cl.Key())}
 
 	st := &x.cl.Status
 	if x.leavesCluster() {

@@ -12,6 +12,7 @@ import (
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/install"
 	"kiln.dev/kiln/internal/plan/machines"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/provider"
@@ -98,11 +99,11 @@ func (b backupRun) Node(ctx context.Context, name string) (*store.Node, error) {
 func (b backupRun) Nodes(ctx context.Context) (map[string]*store.Node, error) { return b.x.nodes(ctx) }
 
 func (b backupRun) Ask(ctx context.Context, n *store.Node, kind string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
-	return b.x.ask(ctx, n, kind, params)
+	return b.x.installs().Ask(ctx, n, kind, params)
 }
 
 func (b backupRun) AskPart(ctx context.Context, n *store.Node, kind, part string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
-	return b.x.askPart(ctx, n, kind, part, params)
+	return b.x.installs().AskPart(ctx, n, kind, part, params)
 }
 
 func (b backupRun) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {
@@ -114,28 +115,28 @@ func (b backupRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
 }
 
 func (b backupRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
-	return b.x.kubernetesReady(ctx, ms)
+	return b.x.installs().KubernetesReady(ctx, ms)
 }
 
 func (b backupRun) FreshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
-	return b.x.freshlyReady(ctx, nodes, since)
+	return b.x.installs().FreshlyReady(ctx, nodes, since)
 }
 
 // certsRun is a run as certs.Run.
 type certsRun struct{ view }
 
 func (c certsRun) UsesAgents() bool                 { return c.x.usesAgents() }
-func (c certsRun) UsesKubeadm() bool                { return c.x.usesKubeadm() }
+func (c certsRun) UsesKubeadm() bool                { return c.x.installs().UsesKubeadm() }
 func (c certsRun) CAStore() trust.CASecretStore     { return c.x.caStore() }
 func (c certsRun) InstructionPoll() time.Duration   { return c.x.r.opts.InstructionPoll }
 func (c certsRun) CancelRequested() <-chan struct{} { return c.x.cancelRequested() }
 
 func (c certsRun) RollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
-	return c.x.rollNodes(ctx, since, doing)
+	return c.x.installs().RollNodes(ctx, since, doing)
 }
 
 func (c certsRun) NodeGroups(ctx context.Context) ([][]provider.MachineSpec, error) {
-	return c.x.nodeGroups(ctx)
+	return c.x.installs().NodeGroups(ctx)
 }
 
 func (c certsRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
@@ -164,7 +165,7 @@ func (h hibernateRun) DrainBeforeDelete(ctx context.Context) error {
 }
 
 func (h hibernateRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
-	return h.x.kubernetesReady(ctx, ms)
+	return h.x.installs().KubernetesReady(ctx, ms)
 }
 
 func (h hibernateRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
@@ -259,15 +260,15 @@ func (m machinesRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
 }
 
 func (m machinesRun) KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error {
-	return m.x.kubernetesReady(ctx, ms)
+	return m.x.installs().KubernetesReady(ctx, ms)
 }
 
 func (m machinesRun) InstallNodes(ctx context.Context, ms []provider.MachineSpec, sequential bool) error {
-	return m.x.installNodes(ctx, ms, sequential)
+	return m.x.installs().InstallNodes(ctx, ms, sequential)
 }
 
 func (m machinesRun) Installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
-	return m.x.installer(ctx)
+	return m.x.installs().Installer(ctx)
 }
 
 func (m machinesRun) Instructions(ctx context.Context, node string) ([]*store.Instruction, error) {
@@ -275,14 +276,83 @@ func (m machinesRun) Instructions(ctx context.Context, node string) ([]*store.In
 }
 
 func (m machinesRun) Order(ctx context.Context, n *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
-	return m.x.order(ctx, n, kind, doing, params)
+	return m.x.installs().Order(ctx, n, kind, doing, params)
 }
 
 func (m machinesRun) SetNodeState(ctx context.Context, name, state, msg string) error {
-	return m.x.setNodeState(ctx, name, state, msg)
+	return m.x.installs().SetNodeState(ctx, name, state, msg)
+}
+
+// installs is the run's install work (package install).
+func (x *run) installs() install.Work { return install.NewWork(installRun{view{x}}) }
+
+// installRun is a run as install.Run.
+type installRun struct{ view }
+
+func (i installRun) UsesAgents() bool                 { return i.x.usesAgents() }
+func (i installRun) HostsJoin() bool                  { return i.x.hostsJoin() }
+func (i installRun) Fence() store.Fence               { return i.x.fence }
+func (i installRun) Step() string                     { return i.x.step }
+func (i installRun) CancelRequested() <-chan struct{} { return i.x.cancelRequested() }
+func (i installRun) Secrets() trust.SecretStore       { return i.x.secrets }
+func (i installRun) NodeRecords() install.NodeStore   { return i.x.nodeRecords }
+func (i installRun) Instructions() install.InstructionStore {
+	return i.x.instructions
+}
+
+func (i installRun) Timing() install.Timing {
+	o := i.x.r.opts
+	return install.Timing{NodeTimeout: o.NodeTimeout, InstructionPoll: o.InstructionPoll, AgentLost: o.AgentLost,
+		CertificateTTL: o.ComponentCertificateTTL}
+}
+
+// ProgressOf is what the running step's message says node is doing.
+func (i installRun) ProgressOf(node string) string {
+	x := i.x
+	x.progressMu.Lock()
+	defer x.progressMu.Unlock()
+	return x.progress[node]
+}
+
+// Notify wakes node's agent session, when the runner has Agents.
+func (i installRun) Notify(node string) {
+	if a := i.x.r.opts.Agents; a != nil {
+		a.Notify(i.x.cl.Key(), node)
+	}
+}
+
+func (i installRun) Endpoint(ctx context.Context) (string, error) { return i.x.endpoint(ctx) }
+
+func (i installRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
+	return i.x.kubeClient(ctx)
+}
+
+func (i installRun) EventOn(ctx context.Context, typ, reason, node, msg string) {
+	i.x.eventOn(ctx, typ, reason, node, msg)
+}
+
+func (i installRun) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {
+	return i.x.fleet().ControlPlaneTargets(ctx)
+}
+
+func (i installRun) WorkerTargets(ctx context.Context) ([]provider.MachineSpec, error) {
+	return i.x.fleet().WorkerTargets(ctx)
+}
+
+func (i installRun) Converge(ctx context.Context, want []provider.MachineSpec, target, what string, configure bool) error {
+	return i.x.fleet().Converge(ctx, want, target, what, configure)
+}
+
+func (i installRun) WatchMachines(ctx context.Context, names []string) (install.Watch, error) {
+	w, err := i.x.fleet().WatchMachines(ctx, names)
+	if err != nil {
+		return nil, err // not a nil *machines.Watch
+	}
+	return w, nil
 }
 
 var (
+	_ install.Run   = installRun{}
 	_ machines.Run  = machinesRun{}
 	_ hibernate.Run = hibernateRun{}
 	_ certs.Run     = certsRun{}

@@ -3,15 +3,14 @@ package plan
 import (
 	"context"
 	"fmt"
-	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/install"
 	"kiln.dev/kiln/internal/plan/machines"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
@@ -27,7 +26,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
 	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{v})
-	mach := machines.New(machinesRun{v})
+	mach, inst := machines.New(machinesRun{v}), install.New(installRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
 		StepEnsureClusterPKI:           x.ensureClusterPKI,
@@ -36,10 +35,10 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepEnsureControlPlaneMachines: mach.EnsureControlPlaneMachines,
 		StepWaitNodesRegistered:        mach.WaitNodesRegistered,
 		StepApproveNodes:               mach.ApproveNodes,
-		StepInstallControlPlane:        x.installControlPlane,
+		StepInstallControlPlane:        inst.InstallControlPlane,
 		StepEnsureWorkerMachines:       mach.EnsureWorkerMachines,
-		StepInstallWorkers:             x.installWorkers,
-		StepWaitNodesReady:             x.waitNodesReady,
+		StepInstallWorkers:             inst.InstallWorkers,
+		StepWaitNodesReady:             inst.WaitNodesReady,
 		StepRemoveSurplusMachines:      mach.RemoveSurplusMachines,
 		StepDeleteWorkerMachines:       mach.DeleteWorkerMachines,
 		StepDeleteControlPlaneMachines: mach.DeleteControlPlaneMachines,
@@ -146,69 +145,6 @@ func (x *run) ensureLoadBalancer(ctx context.Context) error {
 		return fmt.Errorf("record endpoint: %w", err)
 	}
 	return nil
-}
-
-// installControlPlane installs the control-plane nodes one at a time: each
-// etcd member joins the ones before it.
-func (x *run) installControlPlane(ctx context.Context) error {
-	cps, err := x.fleet().ControlPlaneTargets(ctx)
-	if err != nil {
-		return err
-	}
-	if err := x.installNodes(ctx, cps, true); err != nil {
-		return err
-	}
-	x.startClusterDNS(ctx)
-	return nil
-}
-
-// startClusterDNS applies the cluster DNS as soon as a new cluster's
-// control plane serves, so that CoreDNS starts while the workers are made
-// and installed (on a control-plane node, whose taint its pods tolerate),
-// instead of once every node is Ready: about 3 s of a docker create.
-// wait-nodes-ready applies it again and waits for it, and reports what
-// fails; here a failure is only logged.
-func (x *run) startClusterDNS(ctx context.Context) {
-	if !x.usesAgents() || !x.hasKilnDNS() || (x.op.Kind != v1.KindCreate && x.op.Kind != v1.KindProvision) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	kc, err := x.kubeClient(ctx)
-	if err == nil {
-		defer kc.Close()
-		err = x.applyClusterDNS(ctx, kc)
-	}
-	if err != nil {
-		x.log.Info("cluster DNS not applied with the control plane; wait-nodes-ready applies it", "err", err)
-	}
-}
-
-func (x *run) installWorkers(ctx context.Context) error {
-	ms, err := x.fleet().WorkerTargets(ctx)
-	if err != nil {
-		return err
-	}
-	if len(ms) == 0 && x.hostsJoin() {
-		return step.Skipped("no host is configured as a worker")
-	}
-	return x.installNodes(ctx, ms, false)
-}
-
-func (x *run) waitNodesReady(ctx context.Context) error {
-	cps, err := x.fleet().ControlPlaneTargets(ctx)
-	if err != nil {
-		return err
-	}
-	ws, err := x.fleet().WorkerTargets(ctx)
-	if err != nil {
-		return err
-	}
-	all := append(cps, ws...)
-	if !x.usesAgents() {
-		return x.fleet().Converge(ctx, all, v1.NodeReady, "ready", true)
-	}
-	return x.kubernetesReady(ctx, all)
 }
 
 func (x *run) deleteLoadBalancer(ctx context.Context) error {

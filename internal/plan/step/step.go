@@ -67,3 +67,6 @@ func Names(ms []provider.MachineSpec) []string {
 	}
 	return out
 }
+
+// ClusterID is the API path of the cluster k.
+func ClusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }
