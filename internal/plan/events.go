@@ -51,31 +51,14 @@ func (s nodeEvents) DeleteNode(ctx context.Context, k store.Key, name string, c 
 	if err := s.NodeStore.DeleteNode(ctx, k, name, c); err != nil {
 		return err
 	}
-	s.x.nodeEvent(ctx, "Normal", "NodeRemoved", name, fmt.Sprintf("node %s removed from the cluster", name))
+	x := s.x
+	if ctx.Err() != nil {
+		return nil
+	}
+	e := x.newEvent("Normal", "NodeRemoved", fmt.Sprintf("node %s removed from the cluster", name))
+	e.Node = name
+	if err := x.events.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", "NodeRemoved", "node", name, "err", err)
+	}
 	return nil
-}
-
-// nodeEvent appends an event about node; best effort, as every event.
-func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
-	if ctx.Err() != nil {
-		return
-	}
-	e := x.newEvent(typ, reason, msg)
-	e.Node = node
-	if err := x.events.AppendEvent(ctx, e); err != nil {
-		x.log.Warn("could not append event", "reason", reason, "node", node, "err", err)
-	}
-}
-
-// eventOn appends an event about one node to the cluster's timeline; best
-// effort, as every event.
-func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
-	if ctx.Err() != nil {
-		return
-	}
-	e := x.newEvent(typ, reason, msg)
-	e.Node = node
-	if err := x.events.AppendEvent(ctx, e); err != nil {
-		x.log.Warn("could not append event", "reason", reason, "err", err)
-	}
 }

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
@@ -25,7 +29,8 @@ import (
 // type per family adds what that family's interface (attached.Run, ...)
 // asks for, and nothing else of the runner.
 
-// view is a run as step.Context.
+// view is a run as step.Context, and EventOn, which the machines and
+// install families both ask for.
 type view struct{ x *run }
 
 func (v view) Cluster() *store.Cluster     { return v.x.cl }
@@ -35,9 +40,50 @@ func (v view) Now() time.Time              { return v.x.r.opts.Now() }
 func (v view) Note(msg string)             { v.x.note = msg }
 func (v view) Canceling() bool             { return v.x.canceling() }
 
-func (v view) Progress(ctx context.Context, part, what string) { v.x.showProgress(ctx, part, what) }
-
 func (v view) Event(ctx context.Context, typ, reason, msg string) { v.x.event(ctx, typ, reason, msg) }
+
+// EventOn appends an event about one node to the cluster's timeline; best
+// effort, as every event.
+func (v view) EventOn(ctx context.Context, typ, reason, node, msg string) {
+	x := v.x
+	if ctx.Err() != nil {
+		return
+	}
+	e := x.newEvent(typ, reason, msg)
+	e.Node = node
+	if err := x.events.AppendEvent(ctx, e); err != nil {
+		x.log.Warn("could not append event", "reason", reason, "err", err)
+	}
+}
+
+// Progress puts what each node is doing into the running step's
+// message ("c-cp-0: apiserver-ready: Running; c-default-0: installed"), so
+// the operation shows every node's step. Nodes install in parallel, hence
+// the lock.
+func (v view) Progress(ctx context.Context, node, what string) {
+	x := v.x
+	x.progressMu.Lock()
+	defer x.progressMu.Unlock()
+	if x.progress == nil {
+		x.progress = map[string]string{}
+	}
+	if x.progress[node] == what {
+		return
+	}
+	x.progress[node] = what
+	i := slices.IndexFunc(x.op.Steps, func(s v1.Step) bool { return s.Name == x.step })
+	if i < 0 {
+		return
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(x.progress)) {
+		parts = append(parts, n+": "+x.progress[n])
+	}
+	x.op.Steps[i].Message = strings.Join(parts, "; ")
+	if err := x.save(ctx, false); err != nil {
+		x.log.Debug("could not show node progress", "err", err)
+	}
+}
 
 // SaveStatus writes the cluster's status, fenced.
 func (v view) SaveStatus(ctx context.Context, field string) error {
@@ -125,11 +171,26 @@ func (b backupRun) FreshlyReady(ctx context.Context, nodes []*store.Node, since 
 // certsRun is a run as certs.Run.
 type certsRun struct{ view }
 
+// CAStore is the store as changing a CA rotation needs it: it updates
+// cluster secrets by compare-and-swap (store.ClusterSecretUpdater, which
+// the SQL store has and store.Store does not declare). Without it, every
+// step of a rotation fails saying so.
+func (c certsRun) CAStore() trust.CASecretStore {
+	x := c.x
+	if u, ok := x.r.opts.Store.(store.ClusterSecretUpdater); ok {
+		return struct {
+			trust.SecretReader
+			store.ClusterSecretUpdater
+		}{x.r.opts.Store, u}
+	}
+	return noSecretUpdates{x.r.opts.Store}
+}
+
+func (c certsRun) Fence() store.Fence               { return c.x.fence }
 func (c certsRun) UsesAgents() bool                 { return c.x.usesAgents() }
 func (c certsRun) UsesKubeadm() bool                { return c.x.installs().UsesKubeadm() }
-func (c certsRun) CAStore() trust.CASecretStore     { return c.x.caStore() }
 func (c certsRun) InstructionPoll() time.Duration   { return c.x.r.opts.InstructionPoll }
-func (c certsRun) CancelRequested() <-chan struct{} { return c.x.cancelRequested() }
+func (c certsRun) CancelRequested() <-chan struct{} { return c.x.canceled }
 
 func (c certsRun) RollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
 	return c.x.installs().RollNodes(ctx, since, doing)
@@ -145,6 +206,16 @@ func (c certsRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
 
 func (c certsRun) GetClusterSecret(ctx context.Context, k store.Key, name string) ([]byte, error) {
 	return c.x.secrets.GetClusterSecret(ctx, k, name)
+}
+
+func (c certsRun) PutClusterSecret(ctx context.Context, k store.Key, name string, value []byte, cond store.Cond) error {
+	return c.x.secrets.PutClusterSecret(ctx, k, name, value, cond)
+}
+
+// Agentless: the provider's machines run no agent.
+func (c certsRun) Agentless() bool {
+	a, ok := c.x.p.(agentless)
+	return ok && a.Agentless()
 }
 
 // fleet is the run's machine work (package machines).
@@ -213,7 +284,7 @@ func (m machinesRun) HostsJoin() bool                   { return m.x.hostsJoin()
 func (m machinesRun) Forcing() bool                     { return m.x.forcing() }
 func (m machinesRun) Fence() store.Fence                { return m.x.fence }
 func (m machinesRun) NodeRecords() machines.NodeStore   { return m.x.nodeRecords }
-func (m machinesRun) CancelRequested() <-chan struct{}  { return m.x.cancelRequested() }
+func (m machinesRun) CancelRequested() <-chan struct{}  { return m.x.canceled }
 
 func (m machinesRun) Timing() machines.Timing {
 	o := m.x.r.opts
@@ -249,10 +320,6 @@ func (m machinesRun) Forgetter() machines.NodeForgetter {
 
 func (m machinesRun) Nodes(ctx context.Context) (map[string]*store.Node, error) {
 	return m.x.nodes(ctx)
-}
-
-func (m machinesRun) EventOn(ctx context.Context, typ, reason, node, msg string) {
-	m.x.eventOn(ctx, typ, reason, node, msg)
 }
 
 func (m machinesRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
@@ -293,7 +360,7 @@ func (i installRun) UsesAgents() bool                 { return i.x.usesAgents() 
 func (i installRun) HostsJoin() bool                  { return i.x.hostsJoin() }
 func (i installRun) Fence() store.Fence               { return i.x.fence }
 func (i installRun) Step() string                     { return i.x.step }
-func (i installRun) CancelRequested() <-chan struct{} { return i.x.cancelRequested() }
+func (i installRun) CancelRequested() <-chan struct{} { return i.x.canceled }
 func (i installRun) Secrets() trust.SecretStore       { return i.x.secrets }
 func (i installRun) NodeRecords() install.NodeStore   { return i.x.nodeRecords }
 func (i installRun) Instructions() install.InstructionStore {
@@ -325,10 +392,6 @@ func (i installRun) Endpoint(ctx context.Context) (string, error) { return i.x.e
 
 func (i installRun) KubeClient(ctx context.Context) (*kubeapi.Client, error) {
 	return i.x.kubeClient(ctx)
-}
-
-func (i installRun) EventOn(ctx context.Context, typ, reason, node, msg string) {
-	i.x.eventOn(ctx, typ, reason, node, msg)
 }
 
 func (i installRun) ControlPlaneTargets(ctx context.Context) ([]provider.MachineSpec, error) {

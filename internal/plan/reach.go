@@ -28,6 +28,10 @@ type NodeForgetter interface {
 	ForgetNode(ctx context.Context, k store.Key, node string, why trust.Why) error
 }
 
+// agentless is implemented by providers whose machines run no agent (sim):
+// their clusters need no CA, credential or passphrase.
+type agentless interface{ Agentless() bool }
+
 // usesAgents reports whether the cluster's machines run agents that install
 // Kubernetes (every provider but agentless ones such as sim).
 func (x *run) usesAgents() bool {

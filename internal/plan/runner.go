@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -582,33 +580,5 @@ func (x *run) event(ctx context.Context, typ, reason, msg string) {
 	}
 	if err := x.events.AppendEvent(ctx, x.newEvent(typ, reason, msg)); err != nil {
 		x.log.Warn("could not append event", "reason", reason, "err", err)
-	}
-}
-
-// showProgress puts what each node is doing into the running step's
-// message ("c-cp-0: apiserver-ready: Running; c-default-0: installed"), so
-// the operation shows every node's step. Nodes install in parallel, hence
-// the lock.
-func (x *run) showProgress(ctx context.Context, node, what string) {
-	x.progressMu.Lock()
-	defer x.progressMu.Unlock()
-	if x.progress == nil {
-		x.progress = map[string]string{}
-	}
-	if x.progress[node] == what {
-		return
-	}
-	x.progress[node] = what
-	i := slices.IndexFunc(x.op.Steps, func(s v1.Step) bool { return s.Name == x.step })
-	if i < 0 {
-		return
-	}
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(x.progress)) {
-		parts = append(parts, n+": "+x.progress[n])
-	}
-	x.op.Steps[i].Message = strings.Join(parts, "; ")
-	if err := x.save(ctx, false); err != nil {
-		x.log.Debug("could not show node progress", "err", err)
 	}
 }

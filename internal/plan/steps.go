@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
@@ -16,7 +15,6 @@ import (
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/trust"
 )
 
 // stepFunc returns the code of a named step, or nil. Every step is
@@ -29,7 +27,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 	mach, inst := machines.New(machinesRun{v}), install.New(installRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
-		StepEnsureClusterPKI:           x.ensureClusterPKI,
+		StepEnsureClusterPKI:           crt.EnsureClusterPKI,
 		StepEnsureNetwork:              x.ensureNetwork,
 		StepEnsureLoadBalancer:         x.ensureLoadBalancer,
 		StepEnsureControlPlaneMachines: mach.EnsureControlPlaneMachines,
@@ -89,28 +87,6 @@ func (x *run) validateDynamic(ctx context.Context) error {
 		return failure.Findings("the cluster", rep.Findings)
 	}
 	return machines.CheckPoolNames(x.cl)
-}
-
-// agentless is implemented by providers whose machines run no agent (sim):
-// their clusters need no CA, credential or passphrase.
-type agentless interface{ Agentless() bool }
-
-// ensureClusterPKI creates, once, the cluster's CA, the agent credential,
-// the passphrase and the service-account key.
-func (x *run) ensureClusterPKI(ctx context.Context) error {
-	if a, ok := x.p.(agentless); ok && a.Agentless() {
-		return step.Skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
-	}
-	// The CA outlives every certificate it signs (node certificates last
-	// spec.certificateTTLDays, at most 10 years).
-	sec, err := trust.EnsureSecrets(ctx, x.secrets, x.cl.Key(), x.fence, pki.DefaultCAValidity)
-	if err != nil {
-		return fmt.Errorf("ensure cluster secrets: %w", err)
-	}
-	if sec.Created {
-		x.log.Info("created the cluster's CA, agent credential and passphrase")
-	}
-	return nil
 }
 
 func (x *run) ensureNetwork(ctx context.Context) error {
