@@ -53,41 +53,39 @@ func (w Work) InstallNodes(ctx context.Context, machines []provider.MachineSpec,
 }
 
 // Installer returns what installs one node (the i-th of its role in
-// install order) with the cluster's distribution.
+// install order) with the cluster's distribution. A node that is Ready was
+// installed by an earlier operation and is left as it is.
 func (w Work) Installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
-	installed := func(ctx context.Context, m provider.MachineSpec) (*store.Node, bool, error) {
-		node, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
-		if err != nil {
-			return nil, false, fmt.Errorf("node %s: %w", m.Name, err)
-		}
-		return node, node.State == v1.NodeReady, nil // Ready: installed by an earlier operation
-	}
+	var install func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error
 	if w.UsesKubeadm() {
 		in, ca, err := w.kubeadmInput(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, i int, m provider.MachineSpec) error {
-			node, done, err := installed(ctx, m)
-			if err != nil || done {
-				return err
-			}
+		install = func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error {
 			return w.instructKubeadm(ctx, node, w.kubeadmNodeInput(in, ca, node, m, i))
-		}, nil
-	}
-	in, err := w.installInput(ctx)
-	if err != nil {
-		return nil, err
+		}
+	} else {
+		in, err := w.installInput(ctx)
+		if err != nil {
+			return nil, err
+		}
+		install = func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error {
+			b := in
+			b.Node = local.Node{Name: m.Name, Role: m.Role, Address: node.Address}
+			b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
+			return w.instruct(ctx, node, b)
+		}
 	}
 	return func(ctx context.Context, i int, m provider.MachineSpec) error {
-		node, done, err := installed(ctx, m)
-		if err != nil || done {
-			return err
+		node, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
 		}
-		b := in
-		b.Node = local.Node{Name: m.Name, Role: m.Role, Address: node.Address}
-		b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
-		return w.instruct(ctx, node, b)
+		if node.State == v1.NodeReady {
+			return nil
+		}
+		return install(ctx, i, m, node)
 	}, nil
 }
 

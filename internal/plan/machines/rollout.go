@@ -121,7 +121,7 @@ func (s Steps) UpgradeControlPlane(ctx context.Context) error {
 
 // awaitVersion waits, within NodeTimeout, until Kubernetes reports node
 // name Ready with its kubelet at version and the node takes pods again
-// (kubeapi.Node.NotReadyYet), watching its machine as kubernetesReady does.
+// (kubeapi.Node.NotReadyYet), watching its machine as KubernetesReady does.
 func (s Steps) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
 	machine, err := s.w.WatchMachines(ctx, []string{name})
 	if err != nil {
@@ -322,7 +322,7 @@ func (s Steps) bringUp(ctx context.Context, specs []provider.MachineSpec) error 
 		return err
 	}
 	if !s.r.UsesAgents() {
-		return nil // installNodes waited until they were READY
+		return nil // InstallNodes waited until they were READY
 	}
 	return s.r.KubernetesReady(ctx, specs)
 }
