@@ -143,7 +143,7 @@ func (w Work) installInput(ctx context.Context) (local.BuildInput, error) {
 		Proxy:                 spec.Proxy,
 		Containers:            spec.Distribution == v1.DistroKiln,
 		ControlPlane:          members,
-		CertificateTTL:        w.CertificateTTL(),
+		CertificateTTL:        w.certificateTTL(),
 	}, nil
 }
 

@@ -38,7 +38,7 @@ func (w Work) RollNodes(ctx context.Context, since time.Time, doing string) ([]s
 			if err != nil {
 				return installed, fmt.Errorf("node %s: %w", m.Name, err)
 			}
-			if renewedSince(n.CertificatesExpireAt, since, w.CertificateTTL()) {
+			if renewedSince(n.CertificatesExpireAt, since, w.certificateTTL()) {
 				continue
 			}
 			w.r.Progress(ctx, m.Name, doing)
@@ -86,10 +86,10 @@ func renewedSince(notAfter *time.Time, start time.Time, ttl time.Duration) bool 
 	return notAfter != nil && notAfter.Add(-ttl).After(start)
 }
 
-// CertificateTTL is the lifetime of the node certificates the cluster's
+// certificateTTL is the lifetime of the node certificates the cluster's
 // installs issue: spec.certificateTTLDays, or the runner's
 // ComponentCertificateTTL when set (a test setting).
-func (w Work) CertificateTTL() time.Duration {
+func (w Work) certificateTTL() time.Duration {
 	if d := w.r.Timing().CertificateTTL; d > 0 {
 		return d
 	}

@@ -53,7 +53,7 @@ func (w Work) drainAndRemove(ctx context.Context, doomed []Member) error {
 			strings.Join(done, ", "), w.cl.Spec.Provider))
 		return nil
 	}
-	if err := w.ControlPlaneUp(ctx); err != nil {
+	if err := w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
 	kc, err := w.r.KubeClient(ctx)

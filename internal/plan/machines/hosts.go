@@ -47,7 +47,7 @@ func (w Work) WorkerTargets(ctx context.Context) ([]provider.MachineSpec, error)
 	if w.r.HostsJoin() {
 		return w.hostTargets(ctx, v1.RoleWorker)
 	}
-	return w.WorkerMachines(ctx)
+	return w.workerMachines(ctx)
 }
 
 // HostEndpoint is a host cluster's API endpoint: its first control-plane

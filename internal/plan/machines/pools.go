@@ -241,10 +241,10 @@ func (w Work) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surp
 	return keep, surplus, nil
 }
 
-// WorkerMachines are the worker machines the spec wants, named
+// workerMachines are the worker machines the spec wants, named
 // <cluster>-<pool>-<n>: each pool's oldest machines up to its size, and new
 // ones for the rest.
-func (w Work) WorkerMachines(ctx context.Context) ([]provider.MachineSpec, error) {
+func (w Work) workerMachines(ctx context.Context) ([]provider.MachineSpec, error) {
 	keep, _, err := w.workerPlan(ctx)
 	return keep, err
 }

@@ -42,7 +42,7 @@ func (s Steps) RestartStoppedControlPlane(ctx context.Context) error {
 	if len(down) == 0 {
 		return step.Skipped("no control-plane machine has stopped")
 	}
-	if err := s.w.ControlPlaneUp(ctx); err != nil {
+	if err := s.w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
 	s.r.Note("started again: " + strings.Join(step.Names(down), ", "))

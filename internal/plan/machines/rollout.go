@@ -72,7 +72,7 @@ func (s Steps) UpgradeControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.w.ControlPlaneUp(ctx); err != nil {
+	if err := s.w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
 	kc, err := s.r.KubeClient(ctx)

@@ -17,7 +17,7 @@ func (s Steps) EnsureControlPlaneMachines(ctx context.Context) error {
 // EnsureWorkerMachines (ensure-worker-machines) makes the worker machines
 // the spec wants.
 func (s Steps) EnsureWorkerMachines(ctx context.Context) error {
-	ms, err := s.w.WorkerMachines(ctx)
+	ms, err := s.w.workerMachines(ctx)
 	if err != nil {
 		return err
 	}

@@ -135,14 +135,14 @@ func describeStop(s provider.StoppedMachine) string {
 	return d + "; the last lines of its log: " + strings.Join(s.LogTail, " | ")
 }
 
-// ControlPlaneUp starts again the control-plane machines that have stopped
+// controlPlaneUp starts again the control-plane machines that have stopped
 // (a container killed, an agent process that died), with an event for each,
 // before a step that needs the cluster's API without waiting for nodes:
 // with the only API server down, the step would spend its attempts on a
 // connection refused while nothing brought it back (WatchMachines, which
 // watches the control plane whatever it is given; nothing when the
 // provider cannot say what stopped).
-func (w Work) ControlPlaneUp(ctx context.Context) error {
+func (w Work) controlPlaneUp(ctx context.Context) error {
 	_, err := w.WatchMachines(ctx, nil)
 	return err
 }
