@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
 )
 
 // Backup and restore steps (docs/backups.md).
@@ -61,13 +62,13 @@ func CreateFromBackupSteps() []string {
 // did not check out). When it fails or is canceled the cluster is as it
 // was, Succeeded; the operation (and a backup's record) says what went
 // wrong.
-func (x *run) leavesCluster() bool {
-	switch x.op.Kind {
+func leavesCluster(op *store.Operation) bool {
+	switch op.Kind {
 	case v1.KindBackup:
 		return true
 	case v1.KindRestore:
-		i := slices.IndexFunc(x.op.Steps, func(s v1.Step) bool { return s.Name == StepStopControlPlane })
-		return i >= 0 && x.op.Steps[i].State == v1.StepPending
+		i := slices.IndexFunc(op.Steps, func(s v1.Step) bool { return s.Name == StepStopControlPlane })
+		return i >= 0 && op.Steps[i].State == v1.StepPending
 	}
 	return false
 }

@@ -49,10 +49,6 @@ func (x *run) noticeCancel(req *v1.CancelRequest) {
 	})
 }
 
-// cancelRequested is closed once the run noticed a cancel request; the
-// steps that wait select on it.
-func (x *run) cancelRequested() <-chan struct{} { return x.canceled }
-
 func (x *run) canceling() bool {
 	select {
 	case <-x.canceled:
@@ -160,10 +156,10 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 	s.State = v1.StepCanceled
 	msg := fmt.Sprintf("canceled by %s at step %s", by, s.Name)
 	x.op.Status, x.op.EndTime = v1.OpCanceled, &now
-	x.op.Error = &v1.Error{Code: v1.CodeCanceled, Message: msg, Target: clusterID(x.cl.Key())}
+	x.op.Error = &v1.Error{Code: v1.CodeCanceled, Message: msg, Target: step.ClusterID(x.cl.Key())}
 
 	st := &x.cl.Status
-	if x.leavesCluster() {
+	if leavesCluster(x.op) {
 		backup.New(backupRun{view{x}}).Fail(ctx, msg)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {

@@ -34,20 +34,6 @@ var (
 	finishCARotateSteps = []string{StepSignWithNewCA, StepTrustOnlyNewCA, StepRetireOldCA}
 )
 
-// caStore is the store as changing a CA rotation needs it: it updates
-// cluster secrets by compare-and-swap (store.ClusterSecretUpdater, which
-// the SQL store has and store.Store does not declare). Without it, every
-// step of a rotation fails saying so.
-func (x *run) caStore() trust.CASecretStore {
-	if u, ok := x.r.opts.Store.(store.ClusterSecretUpdater); ok {
-		return struct {
-			trust.SecretReader
-			store.ClusterSecretUpdater
-		}{x.r.opts.Store, u}
-	}
-	return noSecretUpdates{x.r.opts.Store}
-}
-
 // noSecretUpdates is a store that cannot update cluster secrets.
 type noSecretUpdates struct{ trust.SecretReader }
 

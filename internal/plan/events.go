@@ -51,18 +51,14 @@ func (s nodeEvents) DeleteNode(ctx context.Context, k store.Key, name string, c 
 	if err := s.NodeStore.DeleteNode(ctx, k, name, c); err != nil {
 		return err
 	}
-	s.x.nodeEvent(ctx, "Normal", "NodeRemoved", name, fmt.Sprintf("node %s removed from the cluster", name))
-	return nil
-}
-
-// nodeEvent appends an event about node; best effort, as every event.
-func (x *run) nodeEvent(ctx context.Context, typ, reason, node, msg string) {
+	x := s.x
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
-	e := x.newEvent(typ, reason, msg)
-	e.Node = node
+	e := x.newEvent("Normal", "NodeRemoved", fmt.Sprintf("node %s removed from the cluster", name))
+	e.Node = name
 	if err := x.events.AppendEvent(ctx, e); err != nil {
-		x.log.Warn("could not append event", "reason", reason, "node", node, "err", err)
+		x.log.Warn("could not append event", "reason", "NodeRemoved", "node", name, "err", err)
 	}
+	return nil
 }

@@ -33,7 +33,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 	x.op.Error = &v1.Error{Code: fe.Code, Message: fe.Message, Target: target, Details: fe.Details}
 
 	st := &x.cl.Status
-	if x.leavesCluster() {
+	if leavesCluster(x.op) {
 		backup.New(backupRun{view{x}}).Fail(ctx, fe.Message)
 		st.ProvisioningState, st.UpdatedAt = v1.StateSucceeded, now
 	} else {
@@ -174,7 +174,7 @@ func (x *run) succeed(ctx context.Context) error {
 // first control-plane machine's address on port 6443.
 func (x *run) endpoint(ctx context.Context) (string, error) {
 	if x.hostsJoin() {
-		return x.hostEndpoint(ctx)
+		return x.fleet().HostEndpoint(ctx)
 	}
 	if lbs, ok := x.p.(provider.LoadBalancers); ok {
 		lb, err := lbs.EnsureLoadBalancer(ctx, x.pc)

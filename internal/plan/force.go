@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,87 +36,20 @@ func (x *run) forceStep(name string) func(context.Context) error {
 	switch name {
 	case StepDeleteWorkerMachines:
 		return func(ctx context.Context) error {
-			return x.forceDeleteMachines(ctx, func(role string) bool { return role != v1.RoleControlPlane })
+			return x.fleet().ForceDeleteMachines(ctx, func(role string) bool { return role != v1.RoleControlPlane })
 		}
 	case StepDeleteControlPlaneMachines:
-		return func(ctx context.Context) error { return x.forceDeleteMachines(ctx, func(string) bool { return true }) }
+		return func(ctx context.Context) error {
+			return x.fleet().ForceDeleteMachines(ctx, func(string) bool { return true })
+		}
 	case StepResetNodes:
 		return func(context.Context) error {
 			return step.Skipped("forced delete: the hosts are not reset; Kubernetes stays on them")
 		}
 	case StepRemoveNodes:
-		return func(ctx context.Context) error { return x.forgetNodes(ctx, func(string) bool { return true }) }
+		return func(ctx context.Context) error { return x.fleet().ForgetNodes(ctx, func(string) bool { return true }) }
 	}
 	return nil
-}
-
-// forceDeleteMachines deletes every machine whose role matches, going on
-// past failures, which it returns together. Node records stay until the
-// cluster's records go at the end.
-func (x *run) forceDeleteMachines(ctx context.Context, match func(role string) bool) error {
-	ms, err := x.p.ListMachines(ctx, x.pc)
-	if err != nil {
-		return fmt.Errorf("list machines: %w", err)
-	}
-	var errs []error
-	for _, m := range ms {
-		if !match(m.Role) {
-			continue
-		}
-		x.log.Info("deleting machine (forced)", "machine", m.Name)
-		if err := x.p.DeleteMachine(ctx, x.pc, m.Name); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			errs = append(errs, fmt.Errorf("delete machine %q: %w", m.Name, err))
-		}
-	}
-	if err := x.forgetNodes(ctx, match); err != nil {
-		errs = append(errs, err)
-	}
-	return joinFailures(errs)
-}
-
-// forgetNodes refuses the certificates of the nodes whose role matches,
-// where the cluster's nodes run agents.
-func (x *run) forgetNodes(ctx context.Context, match func(role string) bool) error {
-	f, ok := x.r.opts.Agents.(NodeForgetter)
-	if !ok || !x.usesAgents() {
-		return nil
-	}
-	nodes, err := x.nodes(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		if match(nodes[name].Role) {
-			if err := f.ForgetNode(ctx, x.cl.Key(), name, x.revocation("the cluster is being deleted (forced)")); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// joinFailures is one error for several: retryable if any is, with every
-// message.
-func joinFailures(errs []error) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	out := &failure.Error{Code: v1.CodeProviderError, Err: errors.Join(errs...)}
-	var msgs []string
-	for _, err := range errs {
-		fe := failure.From(err)
-		out.Retryable = out.Retryable || fe.Retryable
-		msgs = append(msgs, fe.Message)
-	}
-	out.Message = strings.Join(msgs, "; ")
-	return out
 }
 
 // ignore ends step i of a forced delete Failed with fe in its message, and

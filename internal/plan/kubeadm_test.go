@@ -13,6 +13,7 @@ import (
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/distro/kubeadm"
 	"kiln.dev/kiln/internal/plan"
+	"kiln.dev/kiln/internal/plan/install"
 	"kiln.dev/kiln/internal/provider/edge"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/trust"
@@ -134,7 +135,7 @@ func TestEdgeKubeadmProvision(t *testing.T) {
 	}
 	initConfig := file(first, kubeadm.KubeadmConfigPath).Content
 	var join struct{ Token, CertificateKey string }
-	raw, err := e.st.GetClusterSecret(t.Context(), store.Key{Project: project, Name: "c"}, plan.SecretKubeadmJoin)
+	raw, err := e.st.GetClusterSecret(t.Context(), store.Key{Project: project, Name: "c"}, install.SecretKubeadmJoin)
 	if err != nil {
 		t.Fatal(err)
 	}

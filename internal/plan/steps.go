@@ -3,21 +3,18 @@ package plan
 import (
 	"context"
 	"fmt"
-	"time"
 
-	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/pki"
 	"kiln.dev/kiln/internal/plan/attached"
 	"kiln.dev/kiln/internal/plan/backup"
 	"kiln.dev/kiln/internal/plan/certs"
 	"kiln.dev/kiln/internal/plan/hibernate"
+	"kiln.dev/kiln/internal/plan/install"
 	"kiln.dev/kiln/internal/plan/machines"
 	"kiln.dev/kiln/internal/plan/profile"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/trust"
 )
 
 // stepFunc returns the code of a named step, or nil. Every step is
@@ -26,32 +23,32 @@ import (
 func (x *run) stepFunc(name string) func(context.Context) error {
 	v := view{x}
 	att, prof, bak := attached.New(attachedRun{v}), profile.New(profileRun{v}), backup.New(backupRun{v})
-	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{machineWork{v}})
-	mach := machines.New(machinesRun{machineWork{v}})
+	crt, hib := certs.New(certsRun{v}), hibernate.New(hibernateRun{v})
+	mach, inst := machines.New(machinesRun{v}), install.New(installRun{v})
 	return map[string]func(context.Context) error{
 		StepValidateDynamic:            x.validateDynamic,
-		StepEnsureClusterPKI:           x.ensureClusterPKI,
+		StepEnsureClusterPKI:           crt.EnsureClusterPKI,
 		StepEnsureNetwork:              x.ensureNetwork,
 		StepEnsureLoadBalancer:         x.ensureLoadBalancer,
-		StepEnsureControlPlaneMachines: x.ensureControlPlaneMachines,
-		StepWaitNodesRegistered:        x.waitNodesRegistered,
-		StepApproveNodes:               x.approveNodes,
-		StepInstallControlPlane:        x.installControlPlane,
-		StepEnsureWorkerMachines:       x.ensureWorkerMachines,
-		StepInstallWorkers:             x.installWorkers,
-		StepWaitNodesReady:             x.waitNodesReady,
-		StepRemoveSurplusMachines:      x.removeSurplusMachines,
-		StepDeleteWorkerMachines:       x.deleteWorkerMachines,
-		StepDeleteControlPlaneMachines: x.deleteControlPlaneMachines,
+		StepEnsureControlPlaneMachines: mach.EnsureControlPlaneMachines,
+		StepWaitNodesRegistered:        mach.WaitNodesRegistered,
+		StepApproveNodes:               mach.ApproveNodes,
+		StepInstallControlPlane:        inst.InstallControlPlane,
+		StepEnsureWorkerMachines:       mach.EnsureWorkerMachines,
+		StepInstallWorkers:             inst.InstallWorkers,
+		StepWaitNodesReady:             inst.WaitNodesReady,
+		StepRemoveSurplusMachines:      mach.RemoveSurplusMachines,
+		StepDeleteWorkerMachines:       mach.DeleteWorkerMachines,
+		StepDeleteControlPlaneMachines: mach.DeleteControlPlaneMachines,
 		StepDeleteLoadBalancer:         x.deleteLoadBalancer,
 		StepDeleteNetwork:              x.deleteNetwork,
-		StepCheckNodeConfiguration:     x.checkNodeConfiguration,
-		StepResetNodes:                 x.resetNodes,
-		StepRemoveNodes:                x.removeNodes,
+		StepCheckNodeConfiguration:     mach.CheckNodeConfiguration,
+		StepResetNodes:                 mach.ResetNodes,
+		StepRemoveNodes:                mach.RemoveNodes,
 		StepReplaceUnhealthyNodes:      mach.ReplaceUnhealthyNodes,
 		StepRestartStoppedControlPlane: mach.RestartStoppedControlPlane,
-		StepUpgradeControlPlane:        x.upgradeControlPlane,
-		StepRollOutWorkers:             x.rollOutWorkers,
+		StepUpgradeControlPlane:        mach.UpgradeControlPlane,
+		StepRollOutWorkers:             mach.RollOutWorkers,
 		StepRemoveWorkers:              hib.RemoveWorkers,
 		StepStopControlPlaneMachines:   hib.StopControlPlaneMachines,
 		StepStartControlPlaneMachines:  hib.StartControlPlaneMachines,
@@ -89,29 +86,7 @@ func (x *run) validateDynamic(ctx context.Context) error {
 	if len(rep.Findings) > 0 {
 		return failure.Findings("the cluster", rep.Findings)
 	}
-	return checkPoolNames(x.cl)
-}
-
-// agentless is implemented by providers whose machines run no agent (sim):
-// their clusters need no CA, credential or passphrase.
-type agentless interface{ Agentless() bool }
-
-// ensureClusterPKI creates, once, the cluster's CA, the agent credential,
-// the passphrase and the service-account key.
-func (x *run) ensureClusterPKI(ctx context.Context) error {
-	if a, ok := x.p.(agentless); ok && a.Agentless() {
-		return step.Skipped("the %s provider's machines run no agent", x.cl.Spec.Provider)
-	}
-	// The CA outlives every certificate it signs (node certificates last
-	// spec.certificateTTLDays, at most 10 years).
-	sec, err := trust.EnsureSecrets(ctx, x.secrets, x.cl.Key(), x.fence, pki.DefaultCAValidity)
-	if err != nil {
-		return fmt.Errorf("ensure cluster secrets: %w", err)
-	}
-	if sec.Created {
-		x.log.Info("created the cluster's CA, agent credential and passphrase")
-	}
-	return nil
+	return machines.CheckPoolNames(x.cl)
 }
 
 func (x *run) ensureNetwork(ctx context.Context) error {
@@ -146,120 +121,6 @@ func (x *run) ensureLoadBalancer(ctx context.Context) error {
 		return fmt.Errorf("record endpoint: %w", err)
 	}
 	return nil
-}
-
-func (x *run) ensureControlPlaneMachines(ctx context.Context) error {
-	_, err := x.ensureMachines(ctx, controlPlaneMachines(x.cl))
-	return err
-}
-
-func (x *run) ensureWorkerMachines(ctx context.Context) error {
-	ms, err := x.workerMachines(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = x.ensureMachines(ctx, ms)
-	return err
-}
-
-func (x *run) waitNodesRegistered(ctx context.Context) error {
-	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeDiscovered, "registered", false)
-}
-
-func (x *run) approveNodes(ctx context.Context) error {
-	return x.converge(ctx, controlPlaneMachines(x.cl), v1.NodeApproved, "approved", false)
-}
-
-// installControlPlane installs the control-plane nodes one at a time: each
-// etcd member joins the ones before it.
-func (x *run) installControlPlane(ctx context.Context) error {
-	cps, err := x.controlPlaneTargets(ctx)
-	if err != nil {
-		return err
-	}
-	if err := x.installNodes(ctx, cps, true); err != nil {
-		return err
-	}
-	x.startClusterDNS(ctx)
-	return nil
-}
-
-// startClusterDNS applies the cluster DNS as soon as a new cluster's
-// control plane serves, so that CoreDNS starts while the workers are made
-// and installed (on a control-plane node, whose taint its pods tolerate),
-// instead of once every node is Ready: about 3 s of a docker create.
-// wait-nodes-ready applies it again and waits for it, and reports what
-// fails; here a failure is only logged.
-func (x *run) startClusterDNS(ctx context.Context) {
-	if !x.usesAgents() || !x.hasKilnDNS() || (x.op.Kind != v1.KindCreate && x.op.Kind != v1.KindProvision) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	kc, err := x.kubeClient(ctx)
-	if err == nil {
-		defer kc.Close()
-		err = x.applyClusterDNS(ctx, kc)
-	}
-	if err != nil {
-		x.log.Info("cluster DNS not applied with the control plane; wait-nodes-ready applies it", "err", err)
-	}
-}
-
-func (x *run) installWorkers(ctx context.Context) error {
-	ms, err := x.workerTargets(ctx)
-	if err != nil {
-		return err
-	}
-	if len(ms) == 0 && x.hostsJoin() {
-		return step.Skipped("no host is configured as a worker")
-	}
-	return x.installNodes(ctx, ms, false)
-}
-
-func (x *run) waitNodesReady(ctx context.Context) error {
-	cps, err := x.controlPlaneTargets(ctx)
-	if err != nil {
-		return err
-	}
-	ws, err := x.workerTargets(ctx)
-	if err != nil {
-		return err
-	}
-	all := append(cps, ws...)
-	if !x.usesAgents() {
-		return x.converge(ctx, all, v1.NodeReady, "ready", true)
-	}
-	return x.kubernetesReady(ctx, all)
-}
-
-// removeSurplusMachines removes what the spec no longer wants: the newest
-// nodes of a pool that shrank and every node of a pool that is gone, each
-// drained first (drainAndRemove); then anything else the spec does not name.
-func (x *run) removeSurplusMachines(ctx context.Context) error {
-	keep, surplus, err := x.workerPlan(ctx)
-	if err != nil {
-		return err
-	}
-	if err := x.drainAndRemove(ctx, surplus); err != nil {
-		return err
-	}
-	wanted := map[string]bool{}
-	for _, n := range append(names(controlPlaneMachines(x.cl)), names(keep)...) {
-		wanted[n] = true
-	}
-	return x.removeMachines(ctx, func(name, _ string) bool { return !wanted[name] })
-}
-
-func (x *run) deleteWorkerMachines(ctx context.Context) error {
-	if err := x.drainBeforeDelete(ctx); err != nil {
-		return err
-	}
-	return x.removeMachines(ctx, func(_, role string) bool { return role != v1.RoleControlPlane })
-}
-
-func (x *run) deleteControlPlaneMachines(ctx context.Context) error {
-	return x.removeMachines(ctx, func(string, string) bool { return true })
 }
 
 func (x *run) deleteLoadBalancer(ctx context.Context) error {

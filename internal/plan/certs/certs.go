@@ -1,9 +1,10 @@
-// Package certs is the step family of a cluster's certificates: renewing
-// every node's Kubernetes certificates (renew-certificates) and rotating
-// the cluster CA (trust-new-ca ... retire-old-ca; internal/trust's
+// Package certs is the step family of a cluster's certificates: making
+// the cluster's CA and secrets (ensure-cluster-pki), renewing every
+// node's Kubernetes certificates (renew-certificates) and rotating the
+// cluster CA (trust-new-ca ... retire-old-ca; internal/trust's
 // carotation.go says what each phase trusts and signs with). Installing
-// the nodes again, one at a time, is the runner's (RollNodes); the step
-// lists stay the runner's.
+// the nodes again, one at a time, it asks of its run (RollNodes, which
+// the install family does); the step lists stay the runner's.
 package certs
 
 import (
@@ -40,9 +41,14 @@ type Run interface {
 	NodeGroups(ctx context.Context) ([][]provider.MachineSpec, error)
 	// KubeClient is the cluster's API as an admin.
 	KubeClient(ctx context.Context) (*kubeapi.Client, error)
-	// CAStore changes the cluster's CAs (compare-and-swap on its secrets).
+	// Agentless: the provider's machines run no agent (sim), so the
+	// cluster needs no CA, credential or passphrase.
+	Agentless() bool
+	// CAStore changes the cluster's CAs (compare-and-swap on its secrets);
+	// the SecretStore reads and makes its secrets, fenced with Fence.
 	CAStore() trust.CASecretStore
-	trust.SecretReader
+	trust.SecretStore
+	Fence() store.Fence
 	// InstructionPoll is how often a wait looks again; CancelRequested is
 	// closed once the run noticed a cancel request.
 	InstructionPoll() time.Duration
@@ -59,8 +65,26 @@ type Steps struct {
 // New returns the certificate steps of the run r.
 func New(r Run) Steps { return Steps{r: r, cl: r.Cluster(), op: r.Operation()} }
 
+// EnsureClusterPKI (ensure-cluster-pki) creates, once, the cluster's CA,
+// the agent credential, the passphrase and the service-account key.
+func (s Steps) EnsureClusterPKI(ctx context.Context) error {
+	if s.r.Agentless() {
+		return step.Skipped("the %s provider's machines run no agent", s.cl.Spec.Provider)
+	}
+	// The CA outlives every certificate it signs (node certificates last
+	// spec.certificateTTLDays, at most 10 years).
+	sec, err := trust.EnsureSecrets(ctx, s.r, s.cl.Key(), s.r.Fence(), pki.DefaultCAValidity)
+	if err != nil {
+		return fmt.Errorf("ensure cluster secrets: %w", err)
+	}
+	if sec.Created {
+		s.r.Log().Info("created the cluster's CA, agent credential and passphrase")
+	}
+	return nil
+}
+
 // Renew gives every node new certificates of the cluster CA
-// (rollNodes): a node renewed since the operation began is not renewed
+// (RollNodes): a node renewed since the operation began is not renewed
 // again.
 func (s Steps) Renew(ctx context.Context) error {
 	if !s.r.UsesAgents() {

@@ -134,7 +134,7 @@ func (s Steps) StopControlPlaneMachines(ctx context.Context) error {
 		}
 		s.r.Progress(ctx, m.Name, "stopped")
 	}
-	s.r.Note("stopped, disks kept: " + strings.Join(names(cps), ", "))
+	s.r.Note("stopped, disks kept: " + strings.Join(step.Names(cps), ", "))
 	return nil
 }
 
@@ -153,14 +153,6 @@ func (s Steps) StartControlPlaneMachines(ctx context.Context) error {
 	if err := s.r.KubernetesReady(ctx, cps); err != nil {
 		return err
 	}
-	s.r.Note(fmt.Sprintf("started and Ready in %s: %s", s.r.Now().Sub(t0).Round(time.Second), strings.Join(names(cps), ", ")))
+	s.r.Note(fmt.Sprintf("started and Ready in %s: %s", s.r.Now().Sub(t0).Round(time.Second), strings.Join(step.Names(cps), ", ")))
 	return nil
-}
-
-func names(ms []provider.MachineSpec) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
-	}
-	return out
 }

@@ -1,11 +1,3 @@
-// Package machines is the step family of a cluster's machines and pools.
-// It holds, so far, the repair steps the health check begins: the stopped
-// control-plane machines started again (restart-stopped-control-plane)
-// and the unhealthy workers removed to be made again
-// (replace-unhealthy-nodes). Making, draining and removing machines is
-// still the runner's (internal/plan machines.go, pools.go, drain.go,
-// ...), which this family asks for through Run; the step lists stay the
-// runner's.
 package machines
 
 import (
@@ -22,54 +14,8 @@ import (
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
-
-// Run is what the repair steps need of their run.
-type Run interface {
-	step.Context
-	// Provider is the cluster's provider, ProviderCluster the cluster as
-	// it knows it.
-	Provider() provider.Provider
-	ProviderCluster() provider.Cluster
-	// UsesAgents: the cluster's nodes run Kiln's agents (and Kubernetes).
-	UsesAgents() bool
-	// ControlPlaneMachines are the control-plane machines the spec wants;
-	// ControlPlaneUp starts those the provider reports stopped.
-	ControlPlaneMachines() []provider.MachineSpec
-	ControlPlaneUp(ctx context.Context) error
-	// KubernetesReady waits until Kubernetes reports machines' nodes Ready.
-	KubernetesReady(ctx context.Context, ms []provider.MachineSpec) error
-	// Nodes are the cluster's node records, by name.
-	Nodes(ctx context.Context) (map[string]*store.Node, error)
-	// KubeClient is the cluster's API as an admin.
-	KubeClient(ctx context.Context) (*kubeapi.Client, error)
-	// Drain drains node within timeout, its progress shown in the step's
-	// message; it returns how the drain ended, in words.
-	Drain(ctx context.Context, kc *kubeapi.Client, node string, timeout time.Duration) (string, error)
-	// RemoveNode deletes a node's machine (when machine), its Node object
-	// (when kc is not nil) and its record (when record).
-	RemoveNode(ctx context.Context, name string, machine, record bool, kc *kubeapi.Client) error
-	// EventOn appends an event about one node, best effort.
-	EventOn(ctx context.Context, typ, reason, node, msg string)
-}
-
-// StopReporter is a provider that says which of a cluster's machines
-// stopped (plan.StopReporter).
-type StopReporter interface {
-	StoppedMachines(ctx context.Context, c provider.Cluster) ([]provider.StoppedMachine, error)
-}
-
-// Steps are the machines family's steps of one run.
-type Steps struct {
-	r  Run
-	cl *store.Cluster
-	op *store.Operation
-}
-
-// New returns the machines steps of the run r.
-func New(r Run) Steps { return Steps{r: r, cl: r.Cluster(), op: r.Operation()} }
 
 // RestartStoppedControlPlane starts again the control-plane machines the
 // provider reports stopped (a killed container, an agent process that
@@ -88,7 +34,7 @@ func (s Steps) RestartStoppedControlPlane(ctx context.Context) error {
 		return failure.Retryable(v1.CodeInternal, err, "ask the %s provider which machines stopped: %v", s.cl.Spec.Provider, err)
 	}
 	var down []provider.MachineSpec
-	for _, m := range s.r.ControlPlaneMachines() {
+	for _, m := range ControlPlaneMachines(s.cl) {
 		if slices.ContainsFunc(stopped, func(s provider.StoppedMachine) bool { return s.Name == m.Name }) {
 			down = append(down, m)
 		}
@@ -96,15 +42,15 @@ func (s Steps) RestartStoppedControlPlane(ctx context.Context) error {
 	if len(down) == 0 {
 		return step.Skipped("no control-plane machine has stopped")
 	}
-	if err := s.r.ControlPlaneUp(ctx); err != nil {
+	if err := s.w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
-	s.r.Note("started again: " + strings.Join(names(down), ", "))
+	s.r.Note("started again: " + strings.Join(step.Names(down), ", "))
 	if s.r.UsesAgents() {
 		if err := s.r.KubernetesReady(ctx, down); err != nil {
 			return err
 		}
-		s.r.Note("started again and Ready: " + strings.Join(names(down), ", "))
+		s.r.Note("started again and Ready: " + strings.Join(step.Names(down), ", "))
 	}
 	return nil
 }
@@ -172,7 +118,11 @@ func (s Steps) ReplaceUnhealthyNodes(ctx context.Context) error {
 			s.r.EventOn(ctx, "Warning", "NodeReplacing", name, fmt.Sprintf("node %s of pool %s is unhealthy (%s): replacing it without a drain",
 				name, n.Pool, unhealthyWhy(n.Node, kube[name])))
 		}
-		if err := s.r.RemoveNode(ctx, name, has[name], true, kc); err != nil {
+		var del NodeDeleter // nil, not a nil *kubeapi.Client, when kc is
+		if kc != nil {
+			del = kc
+		}
+		if err := s.w.RemoveNode(ctx, name, has[name], true, del); err != nil {
 			return err
 		}
 		s.r.Progress(ctx, name, "removed")
@@ -199,7 +149,7 @@ func (s Steps) drainInterrupted(ctx context.Context, kc *kubeapi.Client, n v1.No
 		timeout = max(left, 5*time.Second)
 	}
 	s.r.EventOn(ctx, "Normal", "NodeDraining", n.Name, fmt.Sprintf("draining node %s of pool %s before its interruption (timeout %s)", n.Name, n.Pool, timeout.Round(time.Second)))
-	summary, err := s.r.Drain(ctx, kc, n.Name, timeout)
+	summary, err := s.w.drainFor(ctx, kc, n.Name, timeout)
 	if err != nil {
 		s.r.EventOn(ctx, "Warning", "NodeDrainSkipped", n.Name, fmt.Sprintf("node %s was not drained before its interruption: %v; it goes with its machine", n.Name, err))
 		return
@@ -217,12 +167,4 @@ func unhealthyWhy(n v1.Node, kubeSince time.Time) string {
 		why = append(why, "NotReady in Kubernetes since "+kubeSince.UTC().Format(time.RFC3339))
 	}
 	return strings.Join(why, ", ")
-}
-
-func names(ms []provider.MachineSpec) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -57,3 +58,15 @@ func (e *SkipError) Error() string { return e.Reason }
 func Skipped(format string, args ...any) error {
 	return &SkipError{Reason: fmt.Sprintf(format, args...)}
 }
+
+// Names are the machines' names, in their order.
+func Names(ms []provider.MachineSpec) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// ClusterID is the API path of the cluster k.
+func ClusterID(k store.Key) string { return "/v1/projects/" + k.Project + "/clusters/" + k.Name }

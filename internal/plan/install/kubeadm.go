@@ -1,4 +1,4 @@
-package plan
+package install
 
 import (
 	"context"
@@ -33,19 +33,19 @@ type kubeadmJoin struct {
 	CertificateKey string `json:"certificateKey"`
 }
 
-// usesKubeadm reports whether the cluster's nodes install Kubernetes with
+// UsesKubeadm reports whether the cluster's nodes install Kubernetes with
 // the kubeadm distribution (hosts users bring, real Debian or Ubuntu
 // machines).
-func (x *run) usesKubeadm() bool { return x.cl.Spec.Distribution == v1.DistroKubeadm }
+func (w Work) UsesKubeadm() bool { return w.cl.Spec.Distribution == v1.DistroKubeadm }
 
 // kubeadmInput is what every node's kubeadm plan shares. The cluster CA
 // Kiln keeps is given to the first control-plane node's kubeadm init, so
 // the CA hash joining nodes pin is known before any node is installed and
 // the kubeconfigs kilnd issues are accepted; the token and the certificate
 // key are made once and kept (SecretKubeadmJoin).
-func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.ClusterCA, error) {
-	k := x.cl.Key()
-	ca, err := trust.LoadCA(ctx, x.secrets, k)
+func (w Work) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.ClusterCA, error) {
+	k := w.cl.Key()
+	ca, err := trust.LoadCA(ctx, w.r.Secrets(), k)
 	if err != nil {
 		return kubeadm.Input{}, nil, err
 	}
@@ -53,15 +53,15 @@ func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.Cluster
 	if err != nil {
 		return kubeadm.Input{}, nil, fmt.Errorf("hash of the cluster CA: %w", err)
 	}
-	join, err := x.ensureKubeadmJoin(ctx)
+	join, err := w.ensureKubeadmJoin(ctx)
 	if err != nil {
 		return kubeadm.Input{}, nil, err
 	}
-	endpoint, err := x.endpoint(ctx)
+	endpoint, err := w.r.Endpoint(ctx)
 	if err != nil {
 		return kubeadm.Input{}, nil, fmt.Errorf("find endpoint: %w", err)
 	}
-	spec := x.cl.Spec
+	spec := w.cl.Spec
 	var kubeProxy string
 	if spec.Network.CNI == v1.CNIBridge {
 		// An install from Kiln: kiln-agent runs kube-proxy (and the pod
@@ -91,7 +91,7 @@ func (x *run) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.Cluster
 
 // ensureKubeadmJoin makes the cluster's token and certificate key once and
 // returns what is kept.
-func (x *run) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
+func (w Work) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
 	fresh, err := newKubeadmJoin()
 	if err != nil {
 		return nil, err
@@ -100,12 +100,12 @@ func (x *run) ensureKubeadmJoin(ctx context.Context) (*kubeadmJoin, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept, created, err := trust.EnsureSecret(ctx, x.secrets, x.cl.Key(), x.fence, SecretKubeadmJoin, raw)
+	kept, created, err := trust.EnsureSecret(ctx, w.r.Secrets(), w.cl.Key(), w.r.Fence(), SecretKubeadmJoin, raw)
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm join material: %w", err)
 	}
 	if created {
-		x.log.Info("made the cluster's kubeadm bootstrap token and certificate key")
+		w.r.Log().Info("made the cluster's kubeadm bootstrap token and certificate key")
 	}
 	var j kubeadmJoin
 	if err := json.Unmarshal(kept, &j); err != nil {
@@ -136,17 +136,17 @@ func newKubeadmJoin() (*kubeadmJoin, error) {
 }
 
 // kubeadmNodeInput is in for node m, the i-th of its role in install
-// order: the first control-plane node runs kubeadm init with the cluster
+// Order: the first control-plane node runs kubeadm init with the cluster
 // CA, every other node joins. The kubelet gets the node's labels it may set
 // on itself; the others (role labels) are set through the API once the
 // node is Ready.
-func (x *run) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *store.Node, m provider.MachineSpec, i int) kubeadm.Input {
+func (w Work) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *store.Node, m provider.MachineSpec, i int) kubeadm.Input {
 	in.Node = kubeadm.Node{Name: node.Name, Address: node.Address, Role: m.Role, Interface: node.Interface,
 		Labels: map[string]string{}}
 	if node.Facts != nil {
 		in.Node.Arch = node.Facts.Arch
 	}
-	for key, value := range x.nodeLabels(m) {
+	for key, value := range w.nodeLabels(m) {
 		if kubeadm.KubeletMaySet(key) {
 			in.Node.Labels[key] = value
 		}
@@ -163,9 +163,9 @@ func (x *run) kubeadmNodeInput(in kubeadm.Input, ca *kubeadm.ClusterCA, node *st
 }
 
 // instructKubeadm has node run its kubeadm plan.
-func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.Input) error {
+func (w Work) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.Input) error {
 	doing := "installing " + in.Node.Role + " with kubeadm"
-	done, err := x.order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
+	done, err := w.Order(ctx, node, v1.InstructionInstall, doing, func() (json.RawMessage, error) {
 		p, err := kubeadm.Build(in)
 		var fe *kubeadm.FieldError
 		if errors.As(err, &fe) {
@@ -186,7 +186,7 @@ func (x *run) instructKubeadm(ctx context.Context, node *store.Node, in kubeadm.
 	if done.Result == nil || json.Unmarshal(done.Result.Data, &data) != nil || data.CertificatesNotAfter.IsZero() {
 		return nil
 	}
-	return x.updateNode(ctx, node.Name, func(n *store.Node) {
+	return w.updateNode(ctx, node.Name, func(n *store.Node) {
 		t := data.CertificatesNotAfter.UTC()
 		n.CertificatesExpireAt = &t
 	})

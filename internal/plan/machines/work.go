@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"cmp"
@@ -26,7 +26,7 @@ const machineParallelism = 8
 
 // controlPlaneMachines are the control-plane machines the spec wants, named
 // <cluster>-cp-<n>.
-func controlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
+func ControlPlaneMachines(cl *store.Cluster) []provider.MachineSpec {
 	cp := cl.Spec.ControlPlane
 	ms := make([]provider.MachineSpec, cp.Size)
 	for i := range ms {
@@ -48,14 +48,6 @@ func zone(zones []string, i int) string {
 	return zones[i%len(zones)]
 }
 
-func names(ms []provider.MachineSpec) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
-	}
-	return out
-}
-
 // index is the machine's number within its pool, from its name; -1 if none.
 func index(name string) int {
 	n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
@@ -65,38 +57,19 @@ func index(name string) int {
 	return n
 }
 
-// Bootstrapper gives the bootstrap data of a cluster's machines: its
-// activation credential and passphrase (the agent gateway's Credentials).
-type Bootstrapper interface {
-	Credentials(ctx context.Context, k store.Key) (v1.AgentCredentials, string, error)
-}
-
-// bootstrap is the data the cluster's machines join with; nil when they
-// run no agent or the runner has no Bootstrapper.
-func (x *run) bootstrap(ctx context.Context) (*provider.Bootstrap, error) {
-	if !x.usesAgents() || x.r.opts.Bootstrap == nil {
-		return nil, nil
-	}
-	creds, pass, err := x.r.opts.Bootstrap.Credentials(ctx, x.cl.Key())
-	if err != nil {
-		return nil, fmt.Errorf("the bootstrap data of cluster %s: %w", x.cl.Name, err)
-	}
-	return &provider.Bootstrap{Credentials: creds, Passphrase: pass}, nil
-}
-
-// ensureMachines ensures every machine and the node record of every machine
+// EnsureMachines ensures every machine and the node record of every machine
 // that is Ready, and returns the machines as made: on a provider whose
 // pools are groups (provider.Pools) a pool's machine the provider does not
 // have yet is launched by its group and named by the cloud, so its spec's
 // name stands for a machine still to make and the machine made has
 // another.
-func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) ([]provider.MachineSpec, error) {
+func (w Work) EnsureMachines(ctx context.Context, specs []provider.MachineSpec) ([]provider.MachineSpec, error) {
 	out := slices.Clone(specs)
-	grow, err := x.toGrow(ctx, specs)
+	grow, err := w.toGrow(ctx, specs)
 	if err != nil {
 		return nil, err
 	}
-	boot, err := x.bootstrap(ctx)
+	boot, err := w.r.Bootstrap(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -110,22 +83,22 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 	var notes []string
 	made := func(m provider.Machine) error {
 		if m.Note != "" {
-			x.log.Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
-			x.showProgress(ctx, m.Name, m.Note)
-			x.eventOn(ctx, "Warning", "MachineMadeOtherwise", m.Name, "machine "+m.Name+": "+m.Note)
+			w.r.Log().Info("machine made as it could be, not as asked", "machine", m.Name, "note", m.Note)
+			w.r.Progress(ctx, m.Name, m.Note)
+			w.r.EventOn(ctx, "Warning", "MachineMadeOtherwise", m.Name, "machine "+m.Name+": "+m.Note)
 			mu.Lock()
 			notes = append(notes, m.Name+": "+m.Note)
 			mu.Unlock()
 		}
-		return x.syncNode(ctx, m)
+		return w.syncNode(ctx, m)
 	}
 	for i, spec := range specs {
 		if _, ok := grow.slot[i]; ok {
 			continue
 		}
 		g.Go(func() error {
-			x.log.Info("ensuring machine", "machine", spec.Name, "role", spec.Role, "pool", spec.Pool)
-			m, err := x.p.EnsureMachine(ctx, x.pc, spec)
+			w.r.Log().Info("ensuring machine", "machine", spec.Name, "role", spec.Role, "pool", spec.Pool)
+			m, err := w.r.Provider().EnsureMachine(ctx, w.r.ProviderCluster(), spec)
 			if err != nil {
 				return fmt.Errorf("ensure machine %q: %w", spec.Name, err)
 			}
@@ -135,8 +108,8 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 	for pool, slots := range grow.pools {
 		g.Go(func() error {
 			spec := specs[slots[0]]
-			x.log.Info("growing pool", "pool", pool, "add", len(slots), "for", len(grow.have[pool]))
-			ms, err := x.pools.GrowPool(ctx, x.pc, spec, grow.have[pool], len(slots))
+			w.r.Log().Info("growing pool", "pool", pool, "add", len(slots), "for", len(grow.have[pool]))
+			ms, err := w.r.Pools().GrowPool(ctx, w.r.ProviderCluster(), spec, grow.have[pool], len(slots))
 			if err != nil {
 				return fmt.Errorf("add %d machines to pool %s: %w", len(slots), pool, err)
 			}
@@ -154,12 +127,12 @@ func (x *run) ensureMachines(ctx context.Context, specs []provider.MachineSpec) 
 	err = g.Wait()
 	if len(notes) > 0 {
 		slices.Sort(notes)
-		x.note = strings.Join(notes, "; ")
+		w.r.Note(strings.Join(notes, "; "))
 	}
 	return out, err
 }
 
-// growth is what ensureMachines asks of the pools' groups: for each pool,
+// growth is what EnsureMachines asks of the pools' groups: for each pool,
 // the indexes of the specs that are machines still to make (slot) and the
 // names of the machines the pool has (have).
 type growth struct {
@@ -170,12 +143,12 @@ type growth struct {
 
 // toGrow finds, on a provider whose pools are groups, the pool machines
 // the provider does not have.
-func (x *run) toGrow(ctx context.Context, specs []provider.MachineSpec) (growth, error) {
+func (w Work) toGrow(ctx context.Context, specs []provider.MachineSpec) (growth, error) {
 	gr := growth{slot: map[int]bool{}, pools: map[string][]int{}, have: map[string][]string{}}
-	if x.pools == nil || !slices.ContainsFunc(specs, func(s provider.MachineSpec) bool { return s.Pool != "" }) {
+	if w.r.Pools() == nil || !slices.ContainsFunc(specs, func(s provider.MachineSpec) bool { return s.Pool != "" }) {
 		return gr, nil
 	}
-	ms, err := x.p.ListMachines(ctx, x.pc)
+	ms, err := w.r.Provider().ListMachines(ctx, w.r.ProviderCluster())
 	if err != nil {
 		return gr, fmt.Errorf("list machines: %w", err)
 	}
@@ -199,18 +172,18 @@ func (x *run) toGrow(ctx context.Context, specs []provider.MachineSpec) (growth,
 // READY at once. A machine that is not Ready gets its node record when its
 // agent registers; an existing record gets the machine's details and keeps
 // its state.
-func (x *run) syncNode(ctx context.Context, m provider.Machine) error {
-	n, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
+func (w Work) syncNode(ctx context.Context, m provider.Machine) error {
+	n, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if !m.Ready {
 			return nil
 		}
-		n = &store.Node{Project: x.cl.Project, Node: v1.Node{
+		n = &store.Node{Project: w.cl.Project, Node: v1.Node{
 			Name:      m.Name,
-			ID:        fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", x.cl.Project, x.cl.Name, m.Name),
-			Cluster:   x.cl.Name,
-			CreatedAt: x.r.opts.Now().UTC(),
+			ID:        fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", w.cl.Project, w.cl.Name, m.Name),
+			Cluster:   w.cl.Name,
+			CreatedAt: w.r.Now().UTC(),
 		}}
 	case err != nil:
 		return fmt.Errorf("get node %q: %w", m.Name, err)
@@ -223,9 +196,9 @@ func (x *run) syncNode(ctx context.Context, m provider.Machine) error {
 	if n.ETag != "" && nodeEqual(n.Node, want) {
 		return nil
 	}
-	x.log.Info("writing node record", "node", m.Name, "state", want.State)
+	w.r.Log().Info("writing node record", "node", m.Name, "state", want.State)
 	n.Node = want
-	if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+	if err := w.r.NodeRecords().PutNode(ctx, n, w.fenced()); err != nil {
 		return fmt.Errorf("put node %q: %w", m.Name, err)
 	}
 	return nil
@@ -236,8 +209,8 @@ func nodeEqual(a, b v1.Node) bool {
 }
 
 // machineIDs are the provider's IDs of the cluster's machines, by name.
-func (x *run) machineIDs(ctx context.Context) (map[string]string, error) {
-	ms, err := x.p.ListMachines(ctx, x.pc)
+func (w Work) machineIDs(ctx context.Context) (map[string]string, error) {
+	ms, err := w.r.Provider().ListMachines(ctx, w.r.ProviderCluster())
 	if err != nil {
 		return nil, fmt.Errorf("list machines: %w", err)
 	}
@@ -266,27 +239,27 @@ func rank(state string) int {
 	return 0
 }
 
-// converge waits, within NodeTimeout, until the node of every machine in
+// Converge waits, within NodeTimeout, until the node of every machine in
 // want has reached target. On the way it moves the nodes the control plane
 // moves itself: DISCOVERED to APPROVED when spec.nodeApproval is auto, and,
 // with configure, APPROVED to CONFIGURED with the machine's role and pool
 // (the agent installs that role next). Agents move nodes the rest of the way;
 // a machine whose agent stopped is started again first, and fails the wait
-// if it stops during it (watchMachines).
-func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target, what string, configure bool) error {
-	auto := x.cl.Spec.NodeApproval == "" || x.cl.Spec.NodeApproval == "auto"
-	machines, err := x.watchMachines(ctx, names(want))
+// if it stops during it (WatchMachines).
+func (w Work) Converge(ctx context.Context, want []provider.MachineSpec, target, what string, configure bool) error {
+	auto := w.cl.Spec.NodeApproval == "" || w.cl.Spec.NodeApproval == "auto"
+	machines, err := w.WatchMachines(ctx, step.Names(want))
 	if err != nil {
 		return err
 	}
-	deadline := time.NewTimer(x.r.opts.NodeTimeout)
+	deadline := time.NewTimer(w.r.Timing().NodeTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(x.r.opts.NodePoll)
+	tick := time.NewTicker(w.r.Timing().NodePoll)
 	defer tick.Stop()
 	logged := false
 	var ids map[string]string // the machines' IDs by name, read when a node first moves
 	for {
-		nodes, err := x.nodes(ctx)
+		nodes, err := w.r.Nodes(ctx)
 		if err != nil {
 			return err
 		}
@@ -300,10 +273,10 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 			}
 			next := ""
 			switch {
-			case n.State == v1.NodeFailed && rank(target) >= rank(v1.NodeConfigured) && x.op.RetryOf != "":
+			case n.State == v1.NodeFailed && rank(target) >= rank(v1.NodeConfigured) && w.op.RetryOf != "":
 				// A retry installs a node whose install failed again (a
 				// distribution's install is idempotent, or says what blocks it).
-				x.log.Info("a retry installs the failed node again", "node", name, "failed", n.Message)
+				w.r.Log().Info("a retry installs the failed node again", "node", name, "failed", n.Message)
 				next = v1.NodeConfigured
 			case n.State == v1.NodeFailed && rank(target) >= rank(v1.NodeConfigured):
 				return failure.Terminal(v1.CodeProviderError, "node %s is FAILED (%s): retry the operation to install it again, "+
@@ -315,17 +288,17 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 			}
 			if next != "" {
 				if ids == nil {
-					if ids, err = x.machineIDs(ctx); err != nil {
+					if ids, err = w.machineIDs(ctx); err != nil {
 						return err
 					}
 				}
-				x.log.Info("moving node", "node", name, "from", n.State, "to", next, "role", m.Role)
+				w.r.Log().Info("moving node", "node", name, "from", n.State, "to", next, "role", m.Role)
 				// A record its agent's registration made has no machine ID yet.
 				n.State, n.Role, n.Pool = next, m.Role, m.Pool
 				if n.MachineID == "" {
 					n.MachineID = ids[name]
 				}
-				if err := x.nodeRecords.PutNode(ctx, n, store.Cond{Fence: &x.fence}); err != nil {
+				if err := w.r.NodeRecords().PutNode(ctx, n, w.fenced()); err != nil {
 					return fmt.Errorf("move node %q to %s: %w", name, next, err)
 				}
 			}
@@ -337,20 +310,20 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 			return nil
 		}
 		if !logged {
-			x.log.Info("waiting for nodes", "target", target, "nodes", missing)
+			w.r.Log().Info("waiting for nodes", "target", target, "nodes", missing)
 			logged = true
 		}
-		if err := machines.check(ctx); err != nil {
+		if err := machines.Check(ctx); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-x.cancelRequested():
+		case <-w.r.CancelRequested():
 			return step.ErrCancelRequested
 		case <-deadline.C:
 			return failure.Retryable(v1.CodeTimeout, nil, "timed out after %s waiting for nodes to be %s: %s",
-				x.r.opts.NodeTimeout, what, strings.Join(missing, ", "))
+				w.r.Timing().NodeTimeout, what, strings.Join(missing, ", "))
 		case <-tick.C:
 		}
 	}
@@ -358,12 +331,12 @@ func (x *run) converge(ctx context.Context, want []provider.MachineSpec, target,
 
 // removeMachines deletes, newest first (highest index), every machine and
 // node record whose name and role match, each machine before its record.
-func (x *run) removeMachines(ctx context.Context, match func(name, role string) bool) error {
-	ms, err := x.p.ListMachines(ctx, x.pc)
+func (w Work) removeMachines(ctx context.Context, match func(name, role string) bool) error {
+	ms, err := w.r.Provider().ListMachines(ctx, w.r.ProviderCluster())
 	if err != nil {
 		return fmt.Errorf("list machines: %w", err)
 	}
-	nodes, err := x.nodes(ctx)
+	nodes, err := w.r.Nodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -384,26 +357,26 @@ func (x *run) removeMachines(ctx context.Context, match func(name, role string) 
 		return cmp.Or(cmp.Compare(index(b), index(a)), strings.Compare(a, b))
 	})
 	for _, name := range doomed {
-		if err := x.removeNode(ctx, name, machine[name], nodes[name] != nil, nil); err != nil {
+		if err := w.RemoveNode(ctx, name, machine[name], nodes[name] != nil, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// removeNode deletes a node's machine (when the provider has it), its Node
+// RemoveNode deletes a node's machine (when the provider has it), its Node
 // object in Kubernetes (when kc is not nil) and its record (when it has
 // one), in that order: a kubelet that still ran would register the Node
 // again, and a retried step finds what is left.
-func (x *run) removeNode(ctx context.Context, name string, machine, record bool, kc nodeDeleter) error {
+func (w Work) RemoveNode(ctx context.Context, name string, machine, record bool, kc NodeDeleter) error {
 	if machine {
-		x.log.Info("deleting machine", "machine", name)
-		if err := x.p.DeleteMachine(ctx, x.pc, name); err != nil {
+		w.r.Log().Info("deleting machine", "machine", name)
+		if err := w.r.Provider().DeleteMachine(ctx, w.r.ProviderCluster(), name); err != nil {
 			return fmt.Errorf("delete machine %q: %w", name, err)
 		}
 	}
 	if kc != nil {
-		x.log.Info("deleting Kubernetes node", "node", name)
+		w.r.Log().Info("deleting Kubernetes node", "node", name)
 		if err := kc.DeleteNode(ctx, name); err != nil {
 			return failure.Retryable(v1.CodeInternal, err, "delete node %s in Kubernetes: %v", name, err)
 		}
@@ -413,13 +386,13 @@ func (x *run) removeNode(ctx context.Context, name string, machine, record bool,
 	}
 	// Its certificates are refused first: a retried step finds no
 	// record left to forget.
-	if f, ok := x.r.opts.Agents.(NodeForgetter); ok && x.usesAgents() {
-		if err := f.ForgetNode(ctx, x.cl.Key(), name, x.revocation("the node was removed from the cluster")); err != nil {
+	if f := w.r.Forgetter(); f != nil {
+		if err := f.ForgetNode(ctx, w.cl.Key(), name, w.revocation("the node was removed from the cluster")); err != nil {
 			return fmt.Errorf("forget node %q: %w", name, err)
 		}
 	}
-	x.log.Info("deleting node record", "node", name)
-	err := x.nodeRecords.DeleteNode(ctx, x.cl.Key(), name, store.Cond{Fence: &x.fence})
+	w.r.Log().Info("deleting node record", "node", name)
+	err := w.r.NodeRecords().DeleteNode(ctx, w.cl.Key(), name, w.fenced())
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete node %q: %w", name, err)
 	}
@@ -428,6 +401,6 @@ func (x *run) removeNode(ctx context.Context, name string, machine, record bool,
 
 // revocation says, for the record of the certificates of a node it
 // removes, that this operation revokes them and why.
-func (x *run) revocation(reason string) trust.Why {
-	return trust.Why{By: fmt.Sprintf("operation %s (%s)", x.op.ID, x.op.Kind), Reason: reason}
+func (w Work) revocation(reason string) trust.Why {
+	return trust.Why{By: fmt.Sprintf("operation %s (%s)", w.op.ID, w.op.Kind), Reason: reason}
 }

@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"strings"
@@ -10,20 +10,21 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/kubeapi"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 )
 
 func TestSelectWorkers(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	m := func(name, pool string, created time.Time) member {
-		return member{Name: name, Pool: pool, Index: index(name), Created: created, Machine: true}
+	m := func(name, pool string, created time.Time) Member {
+		return Member{Name: name, Pool: pool, Index: index(name), Created: created, Machine: true}
 	}
 	pool := func(name string, size int) v1.WorkerPool { return v1.WorkerPool{Name: name, Size: size} }
 	tests := []struct {
 		name        string
 		pools       []v1.WorkerPool
-		members     []member
+		members     []Member
 		leaving     []string // chosen by an autoscaler
 		wantKeep    []string
 		wantSurplus []string
@@ -36,14 +37,14 @@ func TestSelectWorkers(t *testing.T) {
 		{
 			name:     "scale up: the lowest free numbers",
 			pools:    []v1.WorkerPool{pool("a", 4)},
-			members:  []member{m("c-a-0", "a", at(0)), m("c-a-2", "a", at(0))},
+			members:  []Member{m("c-a-0", "a", at(0)), m("c-a-2", "a", at(0))},
 			wantKeep: []string{"c-a-0", "c-a-1", "c-a-2", "c-a-3"},
 		},
 		{
 			name:  "scale down: one generation, the highest numbers go first",
 			pools: []v1.WorkerPool{pool("a", 1)},
 			// Registered a second apart, as agents of one operation do.
-			members:     []member{m("c-a-0", "a", at(1*time.Second)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(2*time.Second))},
+			members:     []Member{m("c-a-0", "a", at(1*time.Second)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(2*time.Second))},
 			wantKeep:    []string{"c-a-0"},
 			wantSurplus: []string{"c-a-2", "c-a-1"},
 		},
@@ -51,34 +52,34 @@ func TestSelectWorkers(t *testing.T) {
 			name:  "scale down: the newest generation goes first, whatever its number",
 			pools: []v1.WorkerPool{pool("a", 2)},
 			// c-a-0 was made again a minute after the others.
-			members:     []member{m("c-a-0", "a", at(time.Minute)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(0))},
+			members:     []Member{m("c-a-0", "a", at(time.Minute)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(0))},
 			wantKeep:    []string{"c-a-1", "c-a-2"},
 			wantSurplus: []string{"c-a-0"},
 		},
 		{
 			name:        "scale down: a machine that never registered goes first",
 			pools:       []v1.WorkerPool{pool("a", 2)},
-			members:     []member{m("c-a-0", "a", time.Time{}), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(time.Hour))},
+			members:     []Member{m("c-a-0", "a", time.Time{}), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(time.Hour))},
 			wantKeep:    []string{"c-a-1", "c-a-2"},
 			wantSurplus: []string{"c-a-0"},
 		},
 		{
 			name:        "a removed pool is surplus, a new pool gets new machines",
 			pools:       []v1.WorkerPool{pool("a", 1), pool("gpu", 2)},
-			members:     []member{m("c-a-0", "a", at(0)), m("c-old-0", "old", at(time.Hour)), m("c-old-1", "old", at(0))},
+			members:     []Member{m("c-a-0", "a", at(0)), m("c-old-0", "old", at(time.Hour)), m("c-old-1", "old", at(0))},
 			wantKeep:    []string{"c-a-0", "c-gpu-0", "c-gpu-1"},
 			wantSurplus: []string{"c-old-0", "c-old-1"},
 		},
 		{
 			name:        "scale to zero",
 			pools:       []v1.WorkerPool{pool("a", 0)},
-			members:     []member{m("c-a-0", "a", at(0)), m("c-a-1", "a", at(0))},
+			members:     []Member{m("c-a-0", "a", at(0)), m("c-a-1", "a", at(0))},
 			wantSurplus: []string{"c-a-1", "c-a-0"},
 		},
 		{
 			name:  "scale down: the nodes an autoscaler chose go, in its order, whatever their age",
 			pools: []v1.WorkerPool{pool("a", 2)},
-			members: []member{m("c-a-0", "a", at(0)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(time.Hour)),
+			members: []Member{m("c-a-0", "a", at(0)), m("c-a-1", "a", at(0)), m("c-a-2", "a", at(time.Hour)),
 				m("c-a-3", "a", at(time.Hour))},
 			leaving:     []string{"c-a-1", "c-a-0"},
 			wantKeep:    []string{"c-a-2", "c-a-3"},
@@ -87,7 +88,7 @@ func TestSelectWorkers(t *testing.T) {
 		{
 			name:  "scale down: a node that is not Ready goes first, whatever its age",
 			pools: []v1.WorkerPool{pool("a", 2)},
-			members: []member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0), Machine: true, NotReady: true},
+			members: []Member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0), Machine: true, NotReady: true},
 				m("c-a-2", "a", at(time.Hour)), m("c-a-3", "a", at(time.Hour))},
 			wantKeep:    []string{"c-a-0", "c-a-2"},
 			wantSurplus: []string{"c-a-1", "c-a-3"},
@@ -95,7 +96,7 @@ func TestSelectWorkers(t *testing.T) {
 		{
 			name:     "a record left without its machine still counts",
 			pools:    []v1.WorkerPool{pool("a", 2)},
-			members:  []member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0)}},
+			members:  []Member{m("c-a-0", "a", at(0)), {Name: "c-a-1", Pool: "a", Index: 1, Created: at(0)}},
 			wantKeep: []string{"c-a-0", "c-a-1"},
 		},
 	}
@@ -106,7 +107,7 @@ func TestSelectWorkers(t *testing.T) {
 			for _, s := range surplus {
 				sn = append(sn, s.Name)
 			}
-			if diff := cmp.Diff(tt.wantKeep, names(keep), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tt.wantKeep, step.Names(keep), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("kept (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantSurplus, sn); diff != "" {
@@ -135,7 +136,7 @@ func TestDrainFailureNamesPodsBudgetAndTimeout(t *testing.T) {
 		{PodRef: kubeapi.PodRef{Namespace: "default", Name: "web-1"}, Refused: "The disruption budget web needs 3 healthy pods and has 3 currently", Budgets: []string{"web"}},
 		{PodRef: kubeapi.PodRef{Namespace: "batch", Name: "job-1"}, Evicted: true},
 	}}}
-	fe := drainFailure("/v1/projects/p/clusters/c/nodes/c-a-2", member{Name: "c-a-2", Pool: "a"}, 20*time.Second, "spec.workerPools[0].drainTimeout", de)
+	fe := drainFailure("/v1/projects/p/clusters/c/nodes/c-a-2", Member{Name: "c-a-2", Pool: "a"}, 20*time.Second, "spec.workerPools[0].drainTimeout", de)
 	if fe.Code != v1.CodeDrainTimeout || fe.Retryable || fe.Target != "/v1/projects/p/clusters/c/nodes/c-a-2" {
 		t.Errorf("failure %+v: want a terminal DrainTimeout on the node", fe)
 	}
@@ -156,19 +157,6 @@ func TestDrainFailureNamesPodsBudgetAndTimeout(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, fe.Details); diff != "" {
 		t.Errorf("details (-want +got):\n%s", diff)
-	}
-}
-
-func TestWithTaints(t *testing.T) {
-	have := []kubeapi.Taint{{Key: "node.kubernetes.io/not-ready", Effect: "NoExecute", TimeAdded: "2026-01-01T00:00:00Z"}, {Key: "gpu", Value: "old", Effect: "NoSchedule"}}
-	want := []kubeapi.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}, {Key: "spot", Effect: "PreferNoSchedule"}}
-	got, changed := withTaints(have, want)
-	wantOut := []kubeapi.Taint{{Key: "node.kubernetes.io/not-ready", Effect: "NoExecute", TimeAdded: "2026-01-01T00:00:00Z"}, {Key: "gpu", Value: "true", Effect: "NoSchedule"}, {Key: "spot", Effect: "PreferNoSchedule"}}
-	if !changed || !cmp.Equal(wantOut, got) {
-		t.Errorf("withTaints = %v, %v; want %v, true", got, changed, wantOut)
-	}
-	if _, changed := withTaints(got, want); changed {
-		t.Error("withTaints changed a node that has every taint")
 	}
 }
 

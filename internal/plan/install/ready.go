@@ -1,4 +1,4 @@
-package plan
+package install
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"kiln.dev/kiln/internal/distro/kiln"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/kubeapi"
-	"kiln.dev/kiln/internal/plan/clusterapi"
 	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -26,7 +25,7 @@ const (
 	ClusterConfigMap = "kiln-cluster"
 )
 
-// kubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
+// KubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
 // the node of every machine Ready, and its node controller has taken its
 // not-ready taint off. On the way it gives nodes their role labels
 // (kubelets may not set node-role labels themselves) and their pool's
@@ -34,37 +33,37 @@ const (
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node
 // records READY as Kubernetes reports them Ready. A machine whose agent
 // stopped is started again first, and fails the wait if it stops during it
-// (watchMachines).
-func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
-	watch, err := x.watchMachines(ctx, names(machines))
+// (machines.Work.WatchMachines).
+func (w Work) KubernetesReady(ctx context.Context, machines []provider.MachineSpec) error {
+	watch, err := w.r.WatchMachines(ctx, step.Names(machines))
 	if err != nil {
 		return err
 	}
-	kc, err := x.kubeClient(ctx)
+	kc, err := w.r.KubeClient(ctx)
 	if err != nil {
 		return err
 	}
 	defer kc.Close()
-	deadline := time.Now().Add(x.r.opts.NodeTimeout)
-	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	deadline := time.Now().Add(w.r.Timing().NodeTimeout)
+	tick := time.NewTicker(w.r.Timing().InstructionPoll)
 	defer tick.Stop()
 	labelled, recorded, dns := map[string]bool{}, false, false
 	for {
-		missing, err := x.readyPass(ctx, kc, machines, labelled)
+		missing, err := w.readyPass(ctx, kc, machines, labelled)
 		if err == nil && !recorded {
-			if err = x.recordClusterID(ctx, kc); err == nil {
+			if err = w.recordClusterID(ctx, kc); err == nil {
 				recorded = true
 			}
 		}
 		waiting := ""
 		if err == nil && len(missing) == 0 && !dns {
-			waiting, err = x.clusterDNS(ctx, kc)
+			waiting, err = w.clusterDNS(ctx, kc)
 			dns = err == nil && waiting == ""
 		}
 		if err == nil && len(missing) == 0 && waiting == "" {
 			return nil
 		}
-		if err := watch.check(ctx); err != nil {
+		if err := watch.Check(ctx); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
@@ -75,12 +74,12 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 			if err != nil {
 				msg = fmt.Sprintf("the cluster's API does not answer: %v", err)
 			}
-			return failure.Retryable(v1.CodeTimeout, err, "after %s, %s", x.r.opts.NodeTimeout, msg)
+			return failure.Retryable(v1.CodeTimeout, err, "after %s, %s", w.r.Timing().NodeTimeout, msg)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-x.cancelRequested():
+		case <-w.r.CancelRequested():
 			return step.ErrCancelRequested
 		case <-tick.C:
 		}
@@ -91,7 +90,7 @@ func (x *run) kubernetesReady(ctx context.Context, machines []provider.MachineSp
 // Ready nodes READY and returns the nodes not Ready yet, each with why. A
 // node counts as Ready once it takes pods (kubeapi.Node.NotReadyYet): a
 // scale-up that succeeds has nodes a Deployment applied next spreads onto.
-func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
+func (w Work) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
 	nodes, err := kc.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -112,7 +111,7 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 		// the Node appears) keeps pods off it, so a pod that does not
 		// tolerate the pool's taints does not land on it first.
 		if !labelled[m.Name] {
-			if err := x.configureKubeNode(ctx, kc, n, m); err != nil {
+			if err := w.configureKubeNode(ctx, kc, n, m); err != nil {
 				return nil, err
 			}
 			labelled[m.Name] = true
@@ -121,12 +120,12 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 			missing = append(missing, m.Name+" ("+why+")")
 			continue
 		}
-		rec, err := x.nodeRecords.GetNode(ctx, x.cl.Key(), m.Name)
+		rec, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
 		if err != nil {
 			return nil, err
 		}
 		if rec.State != v1.NodeReady {
-			if err := x.setNodeState(ctx, m.Name, v1.NodeReady, ""); err != nil {
+			if err := w.SetNodeState(ctx, m.Name, v1.NodeReady, ""); err != nil {
 				return nil, err
 			}
 		}
@@ -137,10 +136,10 @@ func (x *run) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 
 // nodeLabels are the labels a node gets: its role's, the cluster's
 // (spec.labels) and its pool's.
-func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
+func (w Work) nodeLabels(m provider.MachineSpec) map[string]string {
 	labels := map[string]string{"node-role.kubernetes.io/" + m.Role: ""}
-	maps.Copy(labels, x.cl.Spec.Labels)
-	for _, p := range x.cl.Spec.WorkerPools {
+	maps.Copy(labels, w.cl.Spec.Labels)
+	for _, p := range w.cl.Spec.WorkerPools {
 		if p.Name == m.Pool && m.Pool != "" {
 			maps.Copy(labels, p.Labels)
 			labels[v1.LabelPool] = m.Pool
@@ -153,21 +152,21 @@ func (x *run) nodeLabels(m provider.MachineSpec) map[string]string {
 // Kubernetes: its labels (nodeLabels) and its pool's taints, and makes it
 // schedulable again if an earlier drain of Kiln's cordoned it (a scale-down
 // that failed, then was undone).
-func (x *run) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
-	if patch := missingLabels(n.Labels, x.nodeLabels(m)); len(patch) > 0 {
+func (w Work) configureKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
+	if patch := missingLabels(n.Labels, w.nodeLabels(m)); len(patch) > 0 {
 		if err := kc.LabelNode(ctx, m.Name, patch); err != nil {
 			return fmt.Errorf("label node %s: %w", m.Name, err)
 		}
 	}
-	if err := x.taintKubeNode(ctx, kc, n, m); err != nil {
+	if err := w.taintKubeNode(ctx, kc, n, m); err != nil {
 		return err
 	}
 	if by := n.Annotations[kubeapi.CordonedBy]; n.Unschedulable && by != "" {
-		x.log.Info("uncordoning node", "node", m.Name, "cordonedBy", by)
+		w.r.Log().Info("uncordoning node", "node", m.Name, "cordonedBy", by)
 		if err := kc.Uncordon(ctx, m.Name); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", m.Name, err)
 		}
-		x.eventOn(ctx, "Normal", "NodeUncordoned", m.Name,
+		w.r.EventOn(ctx, "Normal", "NodeUncordoned", m.Name,
 			fmt.Sprintf("node %s is schedulable again: the spec keeps it (operation %s had cordoned it to drain it)", m.Name, by))
 	}
 	return nil
@@ -181,14 +180,14 @@ const taintAttempts = 5
 // are one list in the Node, which the node controller changes too, so the
 // list is written at the resourceVersion it was read at, and read again
 // when the node changed meanwhile.
-func (x *run) taintKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
-	want := x.nodeTaints(m)
+func (w Work) taintKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.Node, m provider.MachineSpec) error {
+	want := w.nodeTaints(m)
 	for range taintAttempts {
 		taints, changed := withTaints(n.Taints, want)
 		if !changed {
 			return nil
 		}
-		x.log.Info("tainting node", "node", m.Name, "taints", taints)
+		w.r.Log().Info("tainting node", "node", m.Name, "taints", taints)
 		err := kc.SetTaints(ctx, m.Name, n.ResourceVersion, taints)
 		if !errors.Is(err, kubeapi.ErrConflict) {
 			if err != nil {
@@ -205,12 +204,12 @@ func (x *run) taintKubeNode(ctx context.Context, kc *kubeapi.Client, n kubeapi.N
 
 // nodeTaints are the taints of the machine's pool, as the spec writes them
 // (key[=value]:Effect, validated).
-func (x *run) nodeTaints(m provider.MachineSpec) []kubeapi.Taint {
+func (w Work) nodeTaints(m provider.MachineSpec) []kubeapi.Taint {
 	var out []kubeapi.Taint
 	if m.Pool == "" {
 		return nil
 	}
-	for _, p := range x.cl.Spec.WorkerPools {
+	for _, p := range w.cl.Spec.WorkerPools {
 		if p.Name != m.Pool {
 			continue
 		}
@@ -262,11 +261,11 @@ const dnsReplicas = 2
 // also to kubeadm clusters installed from Kiln (whose kubeadm adds no DNS),
 // and says what it waits for ("" once a replica answers); other
 // distributions have none of Kiln's.
-func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error) {
-	if !x.hasKilnDNS() {
+func (w Work) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error) {
+	if !w.hasKilnDNS() {
 		return "", nil
 	}
-	if err := x.applyClusterDNS(ctx, kc); err != nil {
+	if err := w.applyClusterDNS(ctx, kc); err != nil {
 		return "", err
 	}
 	st, err := kc.Deployment(ctx, kiln.DNSNamespace, kiln.DNSDeployment)
@@ -281,18 +280,18 @@ func (x *run) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error
 
 // hasKilnDNS reports whether the cluster's DNS is Kiln's: the kiln
 // distribution's, and kubeadm's installed from Kiln.
-func (x *run) hasKilnDNS() bool {
-	spec := x.cl.Spec
+func (w Work) hasKilnDNS() bool {
+	spec := w.cl.Spec
 	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == v1.CNIBridge
 	return spec.Distribution == v1.DistroKiln || kubeadmFromKiln
 }
 
 // applyClusterDNS applies the objects of the cluster DNS, if it is Kiln's.
-func (x *run) applyClusterDNS(ctx context.Context, kc *kubeapi.Client) error {
-	if !x.hasKilnDNS() {
+func (w Work) applyClusterDNS(ctx context.Context, kc *kubeapi.Client) error {
+	if !w.hasKilnDNS() {
 		return nil
 	}
-	addr, err := kiln.ClusterDNSAddress(x.cl.Spec.Network.ServiceCIDR)
+	addr, err := kiln.ClusterDNSAddress(w.cl.Spec.Network.ServiceCIDR)
 	if err != nil {
 		return failure.Terminal(v1.CodeInternal, "cluster DNS: %v", err)
 	}
@@ -306,39 +305,29 @@ func (x *run) applyClusterDNS(ctx context.Context, kc *kubeapi.Client) error {
 
 // recordClusterID writes the cluster's id and uid into
 // kiln-system/kiln-cluster.
-func (x *run) recordClusterID(ctx context.Context, kc *kubeapi.Client) error {
+func (w Work) recordClusterID(ctx context.Context, kc *kubeapi.Client) error {
 	if err := kc.EnsureNamespace(ctx, SystemNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", SystemNamespace, err)
 	}
-	data := map[string]string{"id": clusterID(x.cl.Key()), "uid": x.cl.UID, "name": x.cl.Name, "project": x.cl.Project}
+	data := map[string]string{"id": step.ClusterID(w.cl.Key()), "uid": w.cl.UID, "name": w.cl.Name, "project": w.cl.Project}
 	if err := kc.ApplyConfigMap(ctx, SystemNamespace, ClusterConfigMap, data); err != nil {
 		return fmt.Errorf("configmap %s/%s: %w", SystemNamespace, ClusterConfigMap, err)
 	}
 	return nil
 }
 
-// kubeClient talks to the cluster's API through its endpoint as an admin,
-// with a certificate that lasts an hour.
-func (x *run) kubeClient(ctx context.Context) (*kubeapi.Client, error) {
-	endpoint, err := x.endpoint(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("find endpoint: %w", err)
-	}
-	return clusterapi.KubeClient(ctx, x.secrets, x.cl.Key(), endpoint, "kiln:plan")
-}
-
-// freshlyReady waits until every node's kubelet has said it is Ready since
+// FreshlyReady waits until every node's kubelet has said it is Ready since
 // it was restarted: the restored Node objects say what they said when the
 // snapshot was taken, Ready or not.
-func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
-	kc, err := x.kubeClient(ctx)
+func (w Work) FreshlyReady(ctx context.Context, nodes []*store.Node, since time.Time) error {
+	kc, err := w.r.KubeClient(ctx)
 	if err != nil {
 		return err
 	}
 	defer kc.Close()
-	ctx, cancel := context.WithTimeout(ctx, x.r.opts.NodeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.r.Timing().NodeTimeout)
 	defer cancel()
-	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	tick := time.NewTicker(w.r.Timing().InstructionPoll)
 	defer tick.Stop()
 	for {
 		var waiting []string
@@ -358,13 +347,13 @@ func (x *run) freshlyReady(ctx context.Context, nodes []*store.Node, since time.
 			}
 		}
 		select {
-		case <-x.cancelRequested():
+		case <-w.r.CancelRequested():
 			return step.ErrCancelRequested
 		case <-ctx.Done():
 			if err == nil {
 				err = fmt.Errorf("%s not Ready since their kubelets restarted", strings.Join(waiting, ", "))
 			}
-			return failure.Retryable(v1.CodeTimeout, err, "nodes did not report Ready since their kubelets restarted, within %s: %v", x.r.opts.NodeTimeout, err)
+			return failure.Retryable(v1.CodeTimeout, err, "nodes did not report Ready since their kubelets restarted, within %s: %v", w.r.Timing().NodeTimeout, err)
 		case <-tick.C:
 		}
 	}

@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"context"
@@ -9,55 +9,44 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/plan/step"
 	"kiln.dev/kiln/internal/provider"
 )
-
-// StopReporter is an optional capability of a provider whose machines can
-// stop by themselves (the local provider's agent processes; docker's
-// containers): StoppedMachines returns the cluster's machines whose agent is
-// not running, and how each stopped. The steps that wait for nodes use it
-// (watchMachines): each attempt first starts again the machines it waits for
-// that have stopped, and fails at once, retryable, when one stops while it
-// waits, instead of waiting out its timeout. Check for it with a type
-// assertion.
-type StopReporter interface {
-	StoppedMachines(ctx context.Context, c provider.Cluster) ([]provider.StoppedMachine, error)
-}
 
 // stopCheckInterval is how often a wait asks the provider for stopped
 // machines.
 const stopCheckInterval = time.Second
 
-// machineWatch is what a wait for nodes knows of their machines.
-type machineWatch struct {
-	x     *run
+// Watch is what a wait for nodes knows of their machines.
+type Watch struct {
+	w     Work
 	sr    StopReporter // nil when the provider cannot say
 	names []string
 	next  time.Time // when to ask again
 }
 
-// watchMachines begins a wait for the nodes of the named machines. Those
+// WatchMachines begins a wait for the nodes of the named machines. Those
 // that have stopped are started again (EnsureMachine starts a machine whose
-// agent exited), each with an event saying how it had stopped; check then
+// agent exited), each with an event saying how it had stopped; Check then
 // tells whether one stops while the wait goes on.
-func (x *run) watchMachines(ctx context.Context, machines []string) (*machineWatch, error) {
+func (w Work) WatchMachines(ctx context.Context, machines []string) (*Watch, error) {
 	// Every node needs the cluster's API: a wait for workers watches the
 	// control plane too (a worker cannot join while the only API server
 	// is down, and nothing else would start it again).
-	if !x.hostsJoin() {
-		for _, cp := range names(controlPlaneMachines(x.cl)) {
+	if !w.r.HostsJoin() {
+		for _, cp := range step.Names(ControlPlaneMachines(w.cl)) {
 			if !slices.Contains(machines, cp) {
 				machines = append(slices.Clip(machines), cp)
 			}
 		}
 	}
-	w := &machineWatch{x: x, names: machines}
-	w.sr, _ = x.p.(StopReporter)
-	stopped, err := w.stopped(ctx)
+	mw := &Watch{w: w, names: machines}
+	mw.sr, _ = w.r.Provider().(StopReporter)
+	stopped, err := mw.stopped(ctx)
 	if err != nil || len(stopped) == 0 {
-		return w, err
+		return mw, err
 	}
-	ms, err := x.p.ListMachines(ctx, x.pc)
+	ms, err := w.r.Provider().ListMachines(ctx, w.r.ProviderCluster())
 	if err != nil {
 		return nil, fmt.Errorf("list machines: %w", err)
 	}
@@ -67,36 +56,36 @@ func (x *run) watchMachines(ctx context.Context, machines []string) (*machineWat
 		if i < 0 {
 			continue
 		}
-		x.eventOn(ctx, "Warning", "MachineRestarted", s.Name,
+		w.r.EventOn(ctx, "Warning", "MachineRestarted", s.Name,
 			fmt.Sprintf("machine %s had stopped: %s; starting it again", s.Name, describeStop(s)))
 		specs = append(specs, ms[i].MachineSpec)
 	}
-	x.log.Info("starting stopped machines again", "machines", names(specs))
-	_, err = x.ensureMachines(ctx, specs)
-	return w, err
+	w.r.Log().Info("starting stopped machines again", "machines", step.Names(specs))
+	_, err = w.EnsureMachines(ctx, specs)
+	return mw, err
 }
 
-// check fails the wait with a retryable MachineStopped when one of its
+// Check fails the wait with a retryable MachineStopped when one of its
 // machines has stopped, after an event for each saying how (it asks the
 // provider at most every stopCheckInterval).
-func (w *machineWatch) check(ctx context.Context) error {
-	now := w.x.r.opts.Now()
-	if now.Before(w.next) {
+func (mw *Watch) Check(ctx context.Context) error {
+	now := mw.w.r.Now()
+	if now.Before(mw.next) {
 		return nil
 	}
-	w.next = now.Add(stopCheckInterval)
-	stopped, err := w.stopped(ctx)
+	mw.next = now.Add(stopCheckInterval)
+	stopped, err := mw.stopped(ctx)
 	if err != nil || len(stopped) == 0 {
 		return err
 	}
-	x := w.x
+	w := mw.w
 	details := make([]v1.Error, len(stopped))
 	msgs := make([]string, len(stopped))
 	for i, s := range stopped {
 		msgs[i] = fmt.Sprintf("machine %s stopped: %s", s.Name, describeStop(s))
-		details[i] = v1.Error{Code: v1.CodeMachineStopped, Target: x.nodeID(s.Name), Message: msgs[i]}
-		x.log.Warn("machine stopped while the step waited for it", "machine", s.Name, "reason", s.Reason)
-		x.eventOn(ctx, "Warning", "MachineStopped", s.Name, msgs[i])
+		details[i] = v1.Error{Code: v1.CodeMachineStopped, Target: nodeID(w.cl, s.Name), Message: msgs[i]}
+		w.r.Log().Warn("machine stopped while the step waited for it", "machine", s.Name, "reason", s.Reason)
+		w.r.EventOn(ctx, "Warning", "MachineStopped", s.Name, msgs[i])
 	}
 	fe := &failure.Error{Code: v1.CodeMachineStopped, Retryable: true, Target: details[0].Target,
 		Message: msgs[0] + "; the step's next attempt starts it again"}
@@ -111,21 +100,21 @@ func (w *machineWatch) check(ctx context.Context) error {
 // stopped returns the watched machines the provider reports stopped, by
 // name. A provider that cannot answer now reports none: the wait goes on,
 // within its timeout.
-func (w *machineWatch) stopped(ctx context.Context) ([]provider.StoppedMachine, error) {
-	if w.sr == nil {
+func (mw *Watch) stopped(ctx context.Context) ([]provider.StoppedMachine, error) {
+	if mw.sr == nil {
 		return nil, nil
 	}
-	all, err := w.sr.StoppedMachines(ctx, w.x.pc)
+	all, err := mw.sr.StoppedMachines(ctx, mw.w.r.ProviderCluster())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		w.x.log.Warn("could not ask the provider which machines stopped", "err", err)
+		mw.w.r.Log().Warn("could not ask the provider which machines stopped", "err", err)
 		return nil, nil
 	}
 	var out []provider.StoppedMachine
 	for _, s := range all {
-		if slices.Contains(w.names, s.Name) {
+		if slices.Contains(mw.names, s.Name) {
 			out = append(out, s)
 		}
 	}
@@ -150,10 +139,10 @@ func describeStop(s provider.StoppedMachine) string {
 // (a container killed, an agent process that died), with an event for each,
 // before a step that needs the cluster's API without waiting for nodes:
 // with the only API server down, the step would spend its attempts on a
-// connection refused while nothing brought it back (watchMachines, which
+// connection refused while nothing brought it back (WatchMachines, which
 // watches the control plane whatever it is given; nothing when the
 // provider cannot say what stopped).
-func (x *run) controlPlaneUp(ctx context.Context) error {
-	_, err := x.watchMachines(ctx, nil)
+func (w Work) controlPlaneUp(ctx context.Context) error {
+	_, err := w.WatchMachines(ctx, nil)
 	return err
 }

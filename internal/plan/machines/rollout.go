@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"context"
@@ -58,35 +58,35 @@ func revision(v any) string {
 // for want. A machine made before revisions were kept ("") is not.
 func outdated(have, want string) bool { return have != "" && have != want }
 
-// upgradeControlPlane brings every control-plane node to the spec's
+// UpgradeControlPlane brings every control-plane node to the spec's
 // Kubernetes version in place, one node at a time, by name: the node
 // installs again at the new version (its components restart on the new
 // kiln-kube; etcd keeps its data and its membership) and the next starts
 // only once Kubernetes reports this one Ready at that version.
-func (x *run) upgradeControlPlane(ctx context.Context) error {
-	if !x.usesAgents() {
-		return step.Skipped("the %s provider's machines run no Kubernetes to upgrade", x.cl.Spec.Provider)
+func (s Steps) UpgradeControlPlane(ctx context.Context) error {
+	if !s.r.UsesAgents() {
+		return step.Skipped("the %s provider's machines run no Kubernetes to upgrade", s.cl.Spec.Provider)
 	}
-	want := x.cl.Spec.KubernetesVersion
-	cps, err := x.controlPlaneTargets(ctx)
+	want := s.cl.Spec.KubernetesVersion
+	cps, err := s.w.ControlPlaneTargets(ctx)
 	if err != nil {
 		return err
 	}
-	if err := x.controlPlaneUp(ctx); err != nil {
+	if err := s.w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
-	kc, err := x.kubeClient(ctx)
+	kc, err := s.r.KubeClient(ctx)
 	if err != nil {
 		return err
 	}
 	defer kc.Close()
-	install, err := x.installer(ctx)
+	install, err := s.r.Installer(ctx)
 	if err != nil {
 		return err
 	}
 	var done []string
 	for i, m := range cps {
-		if x.canceling() {
+		if s.r.Canceling() {
 			return step.ErrCancelRequested
 		}
 		kn, err := kc.GetNode(ctx, m.Name)
@@ -96,46 +96,46 @@ func (x *run) upgradeControlPlane(ctx context.Context) error {
 		if kn.KubeletVersion == want {
 			continue
 		}
-		x.eventOn(ctx, "Normal", "NodeUpgrading", m.Name, fmt.Sprintf("upgrading control-plane node %s from %s to %s", m.Name, kn.KubeletVersion, want))
-		if err := x.setNodeState(ctx, m.Name, v1.NodeProvisioning, "upgrading to "+want); err != nil {
+		s.r.EventOn(ctx, "Normal", "NodeUpgrading", m.Name, fmt.Sprintf("upgrading control-plane node %s from %s to %s", m.Name, kn.KubeletVersion, want))
+		if err := s.r.SetNodeState(ctx, m.Name, v1.NodeProvisioning, "upgrading to "+want); err != nil {
 			return err
 		}
 		if err := install(ctx, i, m); err != nil {
 			return err
 		}
-		if err := x.awaitVersion(ctx, kc, m.Name, want); err != nil {
+		if err := s.awaitVersion(ctx, kc, m.Name, want); err != nil {
 			return err
 		}
-		if err := x.kubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
+		if err := s.r.KubernetesReady(ctx, []provider.MachineSpec{m}); err != nil {
 			return err
 		}
-		x.showProgress(ctx, m.Name, "upgraded to "+want)
+		s.r.Progress(ctx, m.Name, "upgraded to "+want)
 		done = append(done, m.Name)
 	}
 	if len(done) == 0 {
 		return step.Skipped("every control-plane node runs %s", want)
 	}
-	x.note = fmt.Sprintf("upgraded to %s, one at a time: %s", want, strings.Join(done, ", "))
+	s.r.Note(fmt.Sprintf("upgraded to %s, one at a time: %s", want, strings.Join(done, ", ")))
 	return nil
 }
 
 // awaitVersion waits, within NodeTimeout, until Kubernetes reports node
 // name Ready with its kubelet at version and the node takes pods again
-// (kubeapi.Node.NotReadyYet), watching its machine as kubernetesReady does.
-func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
-	machine, err := x.watchMachines(ctx, []string{name})
+// (kubeapi.Node.NotReadyYet), watching its machine as KubernetesReady does.
+func (s Steps) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, version string) error {
+	machine, err := s.w.WatchMachines(ctx, []string{name})
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(x.r.opts.NodeTimeout)
-	tick := time.NewTicker(x.r.opts.InstructionPoll)
+	deadline := time.Now().Add(s.r.Timing().NodeTimeout)
+	tick := time.NewTicker(s.r.Timing().InstructionPoll)
 	defer tick.Stop()
 	for {
 		kn, err := kc.GetNode(ctx, name)
 		if err == nil && kn.NotReadyYet() == "" && kn.KubeletVersion == version {
 			return nil
 		}
-		if err := machine.check(ctx); err != nil {
+		if err := machine.Check(ctx); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
@@ -147,19 +147,19 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 				got = err.Error()
 			}
 			return failure.Retryable(v1.CodeTimeout, err, "after %s, node %s does not report Ready at %s (it reports %s)",
-				x.r.opts.NodeTimeout, name, version, got)
+				s.r.Timing().NodeTimeout, name, version, got)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-x.cancelRequested():
+		case <-s.r.CancelRequested():
 			return step.ErrCancelRequested
 		case <-tick.C:
 		}
 	}
 }
 
-// rollOutWorkers replaces, pool by pool, the workers whose revision is not
+// RollOutWorkers replaces, pool by pool, the workers whose revision is not
 // their pool's (a new instance type, labels, taints or Kubernetes version)
 // within the pool's rollout bounds: at most maxSurge nodes above its size
 // and at most maxUnavailable Ready nodes below it, at any time. New nodes
@@ -167,23 +167,23 @@ func (x *run) awaitVersion(ctx context.Context, kc *kubeapi.Client, name, versio
 // those not Ready first (removing one leaves as many Ready), then the
 // oldest. Each round is recomputed from what the pool has, so a rollout
 // interrupted by a crash resumes where it was.
-func (x *run) rollOutWorkers(ctx context.Context) error {
+func (s Steps) RollOutWorkers(ctx context.Context) error {
 	var rolled []string
-	for _, p := range x.cl.Spec.WorkerPools {
-		want := poolRevision(x.cl.Spec.KubernetesVersion, p)
+	for _, p := range s.cl.Spec.WorkerPools {
+		want := poolRevision(s.cl.Spec.KubernetesVersion, p)
 		surge, unavailable := p.Rollout.MaxSurge, p.Rollout.MaxUnavailable
 		if surge <= 0 && unavailable <= 0 {
 			surge = 1 // the default; validation refuses 0 and 0
 		}
 		for {
-			if x.canceling() {
+			if s.r.Canceling() {
 				return step.ErrCancelRequested
 			}
-			members, err := x.poolMembers(ctx, p.Name)
+			members, err := s.poolMembers(ctx, p.Name)
 			if err != nil {
 				return err
 			}
-			var old, current []member
+			var old, current []Member
 			for _, m := range members {
 				if outdated(m.Revision, want) {
 					old = append(old, m)
@@ -202,7 +202,7 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 				var specs, installed []provider.MachineSpec
 				for _, m := range unready {
 					spec := workerSpec(m.Name, m.Index, p, want)
-					done, err := x.installedHere(ctx, m.Name)
+					done, err := s.installedHere(ctx, m.Name)
 					if err != nil {
 						return err
 					}
@@ -213,13 +213,13 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 					}
 				}
 				if len(installed) > 0 {
-					if err := x.kubernetesReady(ctx, installed); err != nil {
+					if err := s.r.KubernetesReady(ctx, installed); err != nil {
 						return err
 					}
 				}
 				if len(specs) > 0 {
-					x.log.Info("rollout: bringing up nodes made before an interruption", "pool", p.Name, "nodes", names(specs))
-					if err := x.bringUp(ctx, specs); err != nil {
+					s.r.Log().Info("rollout: bringing up nodes made before an interruption", "pool", p.Name, "nodes", step.Names(specs))
+					if err := s.bringUp(ctx, specs); err != nil {
 						return err
 					}
 				}
@@ -230,12 +230,12 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 				break
 			}
 			if add > 0 { // new nodes first; with maxSurge 0, the last removal's replacement
-				specs, err := x.newWorkers(ctx, p, want, add)
+				specs, err := s.newWorkers(ctx, p, want, add)
 				if err != nil {
 					return err
 				}
-				x.log.Info("rollout: adding nodes", "pool", p.Name, "nodes", names(specs), "outdated", len(old))
-				if err := x.bringUp(ctx, specs); err != nil {
+				s.r.Log().Info("rollout: adding nodes", "pool", p.Name, "nodes", step.Names(specs), "outdated", len(old))
+				if err := s.bringUp(ctx, specs); err != nil {
 					return err
 				}
 				continue
@@ -252,11 +252,11 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 				}
 				candidates = old
 			}
-			slices.SortFunc(candidates, func(a, b member) int { return a.Created.Compare(b.Created) })
+			slices.SortFunc(candidates, func(a, b Member) int { return a.Created.Compare(b.Created) })
 			victim := candidates[0]
-			x.eventOn(ctx, "Normal", "NodeReplacing", victim.Name, fmt.Sprintf("rollout of pool %s: replacing %s (revision %s, the pool's is %s)",
+			s.r.EventOn(ctx, "Normal", "NodeReplacing", victim.Name, fmt.Sprintf("rollout of pool %s: replacing %s (revision %s, the pool's is %s)",
 				p.Name, victim.Name, victim.Revision, want))
-			if err := x.drainAndRemove(ctx, []member{victim}); err != nil {
+			if err := s.w.drainAndRemove(ctx, []Member{victim}); err != nil {
 				return err
 			}
 			rolled = append(rolled, victim.Name)
@@ -265,17 +265,17 @@ func (x *run) rollOutWorkers(ctx context.Context) error {
 	if len(rolled) == 0 {
 		return step.Skipped("every worker is of its pool's revision")
 	}
-	x.note = "replaced, one by one: " + strings.Join(rolled, ", ")
+	s.r.Note("replaced, one by one: " + strings.Join(rolled, ", "))
 	return nil
 }
 
 // poolMembers are the pool's worker machines.
-func (x *run) poolMembers(ctx context.Context, pool string) ([]member, error) {
-	all, err := x.workerMembers(ctx)
+func (s Steps) poolMembers(ctx context.Context, pool string) ([]Member, error) {
+	all, err := s.w.WorkerMembers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []member
+	var out []Member
 	for _, m := range all {
 		if m.Pool == pool && m.Machine {
 			out = append(out, m)
@@ -286,12 +286,12 @@ func (x *run) poolMembers(ctx context.Context, pool string) ([]member, error) {
 
 // newWorkers names n new machines of pool p at revision rev, with the
 // lowest numbers no machine of the cluster uses.
-func (x *run) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int) ([]provider.MachineSpec, error) {
-	ms, err := x.p.ListMachines(ctx, x.pc)
+func (s Steps) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int) ([]provider.MachineSpec, error) {
+	ms, err := s.r.Provider().ListMachines(ctx, s.r.ProviderCluster())
 	if err != nil {
 		return nil, fmt.Errorf("list machines: %w", err)
 	}
-	records, err := x.nodes(ctx)
+	records, err := s.r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func (x *run) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int
 	}
 	var out []provider.MachineSpec
 	for i := 0; len(out) < n; i++ {
-		name := fmt.Sprintf("%s-%s-%d", x.cl.Name, p.Name, i)
+		name := fmt.Sprintf("%s-%s-%d", s.cl.Name, p.Name, i)
 		if !used[name] {
 			out = append(out, workerSpec(name, i, p, rev))
 		}
@@ -313,33 +313,33 @@ func (x *run) newWorkers(ctx context.Context, p v1.WorkerPool, rev string, n int
 }
 
 // bringUp makes machines, installs them and waits until they are Ready.
-func (x *run) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
-	specs, err := x.ensureMachines(ctx, specs)
+func (s Steps) bringUp(ctx context.Context, specs []provider.MachineSpec) error {
+	specs, err := s.w.EnsureMachines(ctx, specs)
 	if err != nil {
 		return err
 	}
-	if err := x.installNodes(ctx, specs, false); err != nil {
+	if err := s.r.InstallNodes(ctx, specs, false); err != nil {
 		return err
 	}
-	if !x.usesAgents() {
-		return nil // installNodes waited until they were READY
+	if !s.r.UsesAgents() {
+		return nil // InstallNodes waited until they were READY
 	}
-	return x.kubernetesReady(ctx, specs)
+	return s.r.KubernetesReady(ctx, specs)
 }
 
 // installedHere reports whether this operation has installed node name
 // already: an install instruction it issued to the node succeeded. Only
 // nodes with agents have instructions.
-func (x *run) installedHere(ctx context.Context, name string) (bool, error) {
-	if !x.usesAgents() {
+func (s Steps) installedHere(ctx context.Context, name string) (bool, error) {
+	if !s.r.UsesAgents() {
 		return false, nil
 	}
-	ins, err := x.instructions.ListInstructions(ctx, x.cl.Key(), name, false)
+	ins, err := s.r.Instructions(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("instructions of node %s: %w", name, err)
 	}
 	for _, in := range ins {
-		if in.Kind == v1.InstructionInstall && strings.HasPrefix(in.ID, x.op.ID+".") &&
+		if in.Kind == v1.InstructionInstall && strings.HasPrefix(in.ID, s.op.ID+".") &&
 			in.Result != nil && in.Result.State == v1.StepSucceeded {
 			return true, nil
 		}
@@ -348,8 +348,8 @@ func (x *run) installedHere(ctx context.Context, name string) (bool, error) {
 }
 
 // notReady are the members without a READY node.
-func notReady(members []member) []member {
-	var out []member
+func notReady(members []Member) []Member {
+	var out []Member
 	for _, m := range members {
 		if m.NotReady {
 			out = append(out, m)

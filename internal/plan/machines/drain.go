@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/plan/step"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
 
-// nodeDeleter deletes Node objects in Kubernetes (*kubeapi.Client).
-type nodeDeleter interface {
+// NodeDeleter deletes Node objects in Kubernetes (*kubeapi.Client).
+type NodeDeleter interface {
 	DeleteNode(ctx context.Context, name string) error
 }
 
@@ -30,97 +31,97 @@ type nodeDeleter interface {
 // DrainTimeout naming the pods left; the node stays cordoned and nothing of
 // it is deleted. Machines without Kubernetes (sim) are removed undrained,
 // and the step says so.
-func (x *run) drainAndRemove(ctx context.Context, doomed []member) error {
+func (w Work) drainAndRemove(ctx context.Context, doomed []Member) error {
 	if len(doomed) == 0 {
 		return nil
 	}
-	records, err := x.nodes(ctx)
+	records, err := w.r.Nodes(ctx)
 	if err != nil {
 		return err
 	}
 	var done []string
-	if !x.usesAgents() {
+	if !w.r.UsesAgents() {
 		for _, m := range doomed {
-			if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, nil); err != nil {
+			if err := w.RemoveNode(ctx, m.Name, m.Machine, records[m.Name] != nil, nil); err != nil {
 				return err
 			}
-			x.eventOn(ctx, "Normal", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s left pool %s and was removed without a drain: the %s provider's machines run no Kubernetes",
-				m.Name, m.Pool, x.cl.Spec.Provider))
+			w.r.EventOn(ctx, "Normal", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s left pool %s and was removed without a drain: the %s provider's machines run no Kubernetes",
+				m.Name, m.Pool, w.cl.Spec.Provider))
 			done = append(done, m.Name)
 		}
-		x.note = fmt.Sprintf("removed %s (newest first); not drained: the %s provider's machines run no Kubernetes",
-			strings.Join(done, ", "), x.cl.Spec.Provider)
+		w.r.Note(fmt.Sprintf("removed %s (newest first); not drained: the %s provider's machines run no Kubernetes",
+			strings.Join(done, ", "), w.cl.Spec.Provider))
 		return nil
 	}
-	if err := x.controlPlaneUp(ctx); err != nil {
+	if err := w.controlPlaneUp(ctx); err != nil {
 		return err
 	}
-	kc, err := x.kubeClient(ctx)
+	kc, err := w.r.KubeClient(ctx)
 	if err != nil {
 		return err
 	}
 	defer kc.Close()
 	for _, m := range doomed {
-		if x.canceling() { // a safe point: between two nodes
+		if w.r.Canceling() { // a safe point: between two nodes
 			return step.ErrCancelRequested
 		}
-		st, err := x.drain(ctx, kc, m)
+		st, err := w.drain(ctx, kc, m)
 		if err != nil {
 			return err
 		}
 		what := drainSummary(st)
-		x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s of pool %s drained (%s); removing it", m.Name, m.Pool, what))
-		if err := x.removeNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
+		w.r.EventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s of pool %s drained (%s); removing it", m.Name, m.Pool, what))
+		if err := w.RemoveNode(ctx, m.Name, m.Machine, records[m.Name] != nil, kc); err != nil {
 			return err
 		}
-		x.showProgress(ctx, m.Name, "removed")
+		w.r.Progress(ctx, m.Name, "removed")
 		done = append(done, fmt.Sprintf("%s (%s)", m.Name, what))
 	}
 	order := "newest first"
-	if len(x.op.Nodes) > 0 {
+	if len(w.op.Nodes) > 0 {
 		order = "the underused nodes the autoscaler chose first"
 	}
-	x.note = "drained and removed, " + order + ": " + strings.Join(done, ", ")
+	w.r.Note("drained and removed, " + order + ": " + strings.Join(done, ", "))
 	return nil
 }
 
 // drain drains one node within its pool's drainTimeout, showing how far it
 // is in the step's message.
-func (x *run) drain(ctx context.Context, kc *kubeapi.Client, m member) (kubeapi.DrainStatus, error) {
-	pool, i := x.poolOf(m.Pool)
+func (w Work) drain(ctx context.Context, kc *kubeapi.Client, m Member) (kubeapi.DrainStatus, error) {
+	pool, i := w.poolOf(m.Pool)
 	timeout, field := validate.DrainTimeout(v1.WorkerPool{}), "the default drain timeout: the pool is gone from the spec"
 	if pool != nil {
 		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
 	}
-	x.log.Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
-	x.eventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
-	x.showProgress(ctx, m.Name, "cordoned, draining")
+	w.r.Log().Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
+	w.r.EventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
+	w.r.Progress(ctx, m.Name, "cordoned, draining")
 	// A drain may stop at any moment for a cancel: the node stays
 	// cordoned, with what was evicted gone, and a later change drains it
 	// again or, if the spec keeps it, uncordons it.
-	dctx, stop := x.cancelable(ctx)
+	dctx, stop := w.r.Cancelable(ctx)
 	defer stop()
 	st, err := kc.Drain(dctx, m.Name, kubeapi.DrainOptions{
 		Timeout:    timeout,
-		CordonedBy: x.op.ID,
-		Poll:       x.r.opts.InstructionPoll,
-		Progress:   func(st kubeapi.DrainStatus) { x.showProgress(ctx, m.Name, drainProgress(st)) },
+		CordonedBy: w.op.ID,
+		Poll:       w.r.Timing().InstructionPoll,
+		Progress:   func(st kubeapi.DrainStatus) { w.r.Progress(ctx, m.Name, drainProgress(st)) },
 	})
 	var de *kubeapi.DrainError
 	switch {
 	case errors.As(err, &de):
-		fe := drainFailure(x.nodeID(m.Name), m, timeout, field, de)
-		x.eventOn(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
+		fe := drainFailure(nodeID(w.cl, m.Name), m, timeout, field, de)
+		w.r.EventOn(ctx, "Warning", "NodeDrainTimeout", m.Name, fe.Message)
 		return st, fe
 	case err != nil && ctx.Err() == nil && context.Cause(dctx) == step.ErrCancelRequested:
-		x.log.Info("drain stopped: cancel requested", "node", m.Name)
+		w.r.Log().Info("drain stopped: cancel requested", "node", m.Name)
 		return st, step.ErrCancelRequested
 	case err != nil && ctx.Err() != nil:
 		return st, ctx.Err()
 	case err != nil:
 		return st, failure.Retryable(v1.CodeInternal, err, "drain node %s: the cluster's Kubernetes API failed: %v", m.Name, err)
 	}
-	x.log.Info("node drained", "node", m.Name, "evicted", st.Evicted, "skipped", len(st.Skipped), "missing", st.NodeMissing)
+	w.r.Log().Info("node drained", "node", m.Name, "evicted", st.Evicted, "skipped", len(st.Skipped), "missing", st.NodeMissing)
 	return st, nil
 }
 
@@ -160,7 +161,7 @@ func drainProgress(st kubeapi.DrainStatus) string {
 // drainFailure is the operation's error for a drain that timed out: what
 // is left on the node and why, the timeout and where it is set, and what to
 // do. Each pod left is also a detail.
-func drainFailure(target string, m member, timeout time.Duration, field string, de *kubeapi.DrainError) *failure.Error {
+func drainFailure(target string, m Member, timeout time.Duration, field string, de *kubeapi.DrainError) *failure.Error {
 	left := de.Status.Left
 	parts := make([]string, len(left))
 	details := make([]v1.Error, len(left))
@@ -191,28 +192,15 @@ func pods(n int) string {
 }
 
 // nodeID is the API path of one of the cluster's nodes.
-func (x *run) nodeID(name string) string {
-	return fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", x.cl.Project, x.cl.Name, name)
-}
-
-// eventOn appends an event about one node to the cluster's timeline; best
-// effort, as every event.
-func (x *run) eventOn(ctx context.Context, typ, reason, node, msg string) {
-	if ctx.Err() != nil {
-		return
-	}
-	e := x.newEvent(typ, reason, msg)
-	e.Node = node
-	if err := x.events.AppendEvent(ctx, e); err != nil {
-		x.log.Warn("could not append event", "reason", reason, "err", err)
-	}
+func nodeID(cl *store.Cluster, name string) string {
+	return fmt.Sprintf("/v1/projects/%s/clusters/%s/nodes/%s", cl.Project, cl.Name, name)
 }
 
 // deleteDrains is how many workers a delete drains at once: each drain asks
 // the cluster's API for its node's pods every InstructionPoll.
 const deleteDrains = 10
 
-// drainBeforeDelete drains every worker of a cluster being deleted,
+// DrainBeforeDelete drains every worker of a cluster being deleted,
 // deleteDrains at once, each within its pool's drainTimeout, so that its
 // workloads stop as they would on a scale-down (PodDisruptionBudgets
 // respected). Every worker is cordoned before any is drained: a pod evicted from one would otherwise
@@ -221,15 +209,15 @@ const deleteDrains = 10
 // whatever happens, so a drain that times out or fails, or an API that does
 // not answer, is an event and the delete goes on; a forced delete drains
 // nothing. Only a cancel stops it.
-func (x *run) drainBeforeDelete(ctx context.Context) error {
-	if !x.usesAgents() || x.forcing() {
+func (w Work) DrainBeforeDelete(ctx context.Context) error {
+	if !w.r.UsesAgents() || w.r.Forcing() {
 		return nil
 	}
-	members, err := x.workerMembers(ctx)
-	if err != nil || len(members) == 0 {
+	Members, err := w.WorkerMembers(ctx)
+	if err != nil || len(Members) == 0 {
 		return err
 	}
-	kc, err := x.kubeClient(ctx)
+	kc, err := w.r.KubeClient(ctx)
 	if err == nil {
 		defer kc.Close()
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -237,32 +225,32 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 		cancel()
 	}
 	if err != nil {
-		x.event(ctx, "Warning", "NodeDrainSkipped", fmt.Sprintf("workers not drained before the delete: the cluster's API does not answer: %v", err))
+		w.r.Event(ctx, "Warning", "NodeDrainSkipped", fmt.Sprintf("workers not drained before the delete: the cluster's API does not answer: %v", err))
 		return nil
 	}
-	members = slices.DeleteFunc(members, func(m member) bool { return !m.Machine })
-	for _, m := range members {
+	Members = slices.DeleteFunc(Members, func(m Member) bool { return !m.Machine })
+	for _, m := range Members {
 		// A cordon that fails here fails again in the node's drain,
 		// which says so.
-		if err := kc.Cordon(ctx, m.Name, x.op.ID); err != nil && !errors.Is(err, kubeapi.ErrNotFound) {
-			x.log.Info("could not cordon node before the drains", "node", m.Name, "err", err)
+		if err := kc.Cordon(ctx, m.Name, w.op.ID); err != nil && !errors.Is(err, kubeapi.ErrNotFound) {
+			w.r.Log().Info("could not cordon node before the drains", "node", m.Name, "err", err)
 		}
 	}
-	errs := make([]error, len(members))
+	errs := make([]error, len(Members))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, deleteDrains)
-	for i, m := range members {
+	for i, m := range Members {
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			_, err := x.drain(ctx, kc, m)
+			_, err := w.drain(ctx, kc, m)
 			errs[i] = err
 			switch {
 			case errors.Is(err, step.ErrCancelRequested) || ctx.Err() != nil:
 			case err != nil:
-				x.eventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
+				w.r.EventOn(ctx, "Warning", "NodeDrainSkipped", m.Name, fmt.Sprintf("node %s deleted undrained: %v", m.Name, err))
 			default:
-				x.eventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained before the delete", m.Name))
+				w.r.EventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained before the delete", m.Name))
 			}
 		})
 	}
@@ -274,4 +262,12 @@ func (x *run) drainBeforeDelete(ctx context.Context) error {
 		return step.ErrCancelRequested
 	}
 	return nil
+}
+
+// drainFor drains node within timeout, showing its progress as drain
+// does, and says how it ended.
+func (w Work) drainFor(ctx context.Context, kc *kubeapi.Client, node string, timeout time.Duration) (string, error) {
+	st, err := kc.Drain(ctx, node, kubeapi.DrainOptions{Timeout: timeout, CordonedBy: w.op.ID, Poll: w.r.Timing().InstructionPoll,
+		Progress: func(st kubeapi.DrainStatus) { w.r.Progress(ctx, node, drainProgress(st)) }})
+	return drainSummary(st), err
 }

@@ -1,4 +1,4 @@
-package plan
+package machines
 
 import (
 	"cmp"
@@ -14,9 +14,9 @@ import (
 	"kiln.dev/kiln/internal/validate"
 )
 
-// member is a worker machine, or the node record of one, as the plan finds
+// Member is a worker machine, or the node record of one, as the plan finds
 // it: what a pool has now.
-type member struct {
+type Member struct {
 	Name  string
 	Pool  string
 	Index int // the number in its name; -1 if none
@@ -41,14 +41,14 @@ const ageGap = 2 * time.Second
 // generations numbers the members by age, oldest 0: records made within
 // ageGap of the one before are of its generation. A machine that never
 // registered is newer than any.
-func generations(members []member) map[string]int {
-	var made []member
+func generations(members []Member) map[string]int {
+	var made []Member
 	for _, m := range members {
 		if !m.Created.IsZero() {
 			made = append(made, m)
 		}
 	}
-	slices.SortFunc(made, func(a, b member) int { return a.Created.Compare(b.Created) })
+	slices.SortFunc(made, func(a, b Member) int { return a.Created.Compare(b.Created) })
 	gen := map[string]int{}
 	g := 0
 	for i, m := range made {
@@ -67,8 +67,8 @@ func generations(members []member) map[string]int {
 
 // newestFirst returns the order of removal: machines that never registered
 // first, then the newest generation, and within one the highest number.
-func newestFirst(gen map[string]int) func(a, b member) int {
-	return func(a, b member) int {
+func newestFirst(gen map[string]int) func(a, b Member) int {
+	return func(a, b Member) int {
 		return cmp.Or(cmp.Compare(gen[b.Name], gen[a.Name]), cmp.Compare(b.Index, a.Index), cmp.Compare(a.Name, b.Name))
 	}
 }
@@ -77,7 +77,7 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 // machines the spec wants and which must go. Each pool keeps its oldest
 // members up to its size and gets new machines, named with the lowest
 // numbers no machine of the cluster uses, for the rest; what is left over,
-// and every member of a pool the spec no longer has, is surplus, newest
+// and every Member of a pool the spec no longer has, is surplus, newest
 // first. Scaling a pool down therefore removes its newest nodes.
 //
 // Members of the pool's current revision are kept before older ones, so
@@ -88,8 +88,8 @@ func newestFirst(gen map[string]int) func(a, b member) int {
 // in leaving (the nodes an autoscaler chose) are the first to go, then
 // those whose node is not Ready (a dead machine's goes before a node that
 // serves), as Cluster API deletes unhealthy machines first.
-func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []member, leaving []string) (keep []provider.MachineSpec, surplus []member) {
-	byPool := map[string][]member{}
+func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []Member, leaving []string) (keep []provider.MachineSpec, surplus []Member) {
+	byPool := map[string][]Member{}
 	used := map[string]bool{}
 	for _, m := range members {
 		byPool[m.Pool] = append(byPool[m.Pool], m)
@@ -100,25 +100,25 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 	for _, p := range pools {
 		have := byPool[p.Name]
 		rev := poolRevision(version, p)
-		current := func(m member) int {
+		current := func(m Member) int {
 			if outdated(m.Revision, rev) {
 				return 1
 			}
 			return 0
 		}
-		gone := func(m member) int {
+		gone := func(m Member) int {
 			if m.Machine {
 				return 0
 			}
 			return 1
 		}
-		chosen := func(m member) int {
+		chosen := func(m Member) int {
 			if slices.Contains(leaving, m.Name) {
 				return 1
 			}
 			return 0
 		}
-		unready := func(m member) int {
+		unready := func(m Member) int {
 			if m.NotReady {
 				return 1
 			}
@@ -127,7 +127,7 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 		// Not chosen to leave, Ready, current, then those with a machine (a
 		// record whose machine is gone is surplus when one that runs can
 		// take its place), then oldest first.
-		slices.SortFunc(have, func(a, b member) int {
+		slices.SortFunc(have, func(a, b Member) int {
 			return cmp.Or(cmp.Compare(chosen(a), chosen(b)), cmp.Compare(unready(a), unready(b)),
 				cmp.Compare(current(a), current(b)), cmp.Compare(gone(a), gone(b)), newer(b, a))
 		})
@@ -154,7 +154,7 @@ func selectWorkers(cluster, version string, pools []v1.WorkerPool, members []mem
 			surplus = append(surplus, m)
 		}
 	}
-	slices.SortFunc(surplus, func(a, b member) int {
+	slices.SortFunc(surplus, func(a, b Member) int {
 		ia, ib := slices.Index(leaving, a.Name), slices.Index(leaving, b.Name)
 		switch {
 		case ia >= 0 && ib >= 0:
@@ -183,10 +183,10 @@ func workerSpec(name string, i int, p v1.WorkerPool, revision string) provider.M
 	}
 }
 
-// checkPoolNames refuses a pool named "cp": its machines' names would
+// CheckPoolNames refuses a pool named "cp": its machines' names would
 // collide with the control plane's. Validation refuses it too; this is for
 // records written before that check.
-func checkPoolNames(cl *store.Cluster) error {
+func CheckPoolNames(cl *store.Cluster) error {
 	for i, p := range cl.Spec.WorkerPools {
 		if p.Name == validate.ReservedPoolName {
 			return &failure.Error{Code: v1.CodeInvalidParameter, Target: fmt.Sprintf("spec.workerPools[%d].name", i),
@@ -196,25 +196,25 @@ func checkPoolNames(cl *store.Cluster) error {
 	return nil
 }
 
-// workerMembers lists the cluster's worker machines and the worker node
+// WorkerMembers lists the cluster's worker machines and the worker node
 // records without a machine (a removal that stopped half way).
-func (x *run) workerMembers(ctx context.Context) ([]member, error) {
-	ms, err := x.p.ListMachines(ctx, x.pc)
+func (w Work) WorkerMembers(ctx context.Context) ([]Member, error) {
+	ms, err := w.r.Provider().ListMachines(ctx, w.r.ProviderCluster())
 	if err != nil {
 		return nil, fmt.Errorf("list machines: %w", err)
 	}
-	nodes, err := x.nodes(ctx)
+	nodes, err := w.r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []member
+	var out []Member
 	seen := map[string]bool{}
 	for _, m := range ms {
 		seen[m.Name] = true
 		if m.Role != v1.RoleWorker {
 			continue
 		}
-		mb := member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true, Revision: m.Revision, NotReady: true}
+		mb := Member{Name: m.Name, Pool: m.Pool, Index: index(m.Name), Machine: true, Revision: m.Revision, NotReady: true}
 		if n := nodes[m.Name]; n != nil {
 			mb.Created, mb.NotReady = n.CreatedAt, n.State != v1.NodeReady
 		}
@@ -222,39 +222,39 @@ func (x *run) workerMembers(ctx context.Context) ([]member, error) {
 	}
 	for name, n := range nodes {
 		if !seen[name] && n.Role == v1.RoleWorker && n.Pool != "" {
-			out = append(out, member{Name: name, Pool: n.Pool, Index: index(name), Created: n.CreatedAt, NotReady: n.State != v1.NodeReady})
+			out = append(out, Member{Name: name, Pool: n.Pool, Index: index(name), Created: n.CreatedAt, NotReady: n.State != v1.NodeReady})
 		}
 	}
 	return out, nil
 }
 
 // workerPlan is selectWorkers on what the cluster has now.
-func (x *run) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surplus []member, err error) {
-	if err := checkPoolNames(x.cl); err != nil {
+func (w Work) workerPlan(ctx context.Context) (keep []provider.MachineSpec, surplus []Member, err error) {
+	if err := CheckPoolNames(w.cl); err != nil {
 		return nil, nil, err
 	}
-	members, err := x.workerMembers(ctx)
+	members, err := w.WorkerMembers(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	keep, surplus = selectWorkers(x.cl.Name, x.cl.Spec.KubernetesVersion, x.cl.Spec.WorkerPools, members, x.op.Nodes)
+	keep, surplus = selectWorkers(w.cl.Name, w.cl.Spec.KubernetesVersion, w.cl.Spec.WorkerPools, members, w.op.Nodes)
 	return keep, surplus, nil
 }
 
 // workerMachines are the worker machines the spec wants, named
 // <cluster>-<pool>-<n>: each pool's oldest machines up to its size, and new
 // ones for the rest.
-func (x *run) workerMachines(ctx context.Context) ([]provider.MachineSpec, error) {
-	keep, _, err := x.workerPlan(ctx)
+func (w Work) workerMachines(ctx context.Context) ([]provider.MachineSpec, error) {
+	keep, _, err := w.workerPlan(ctx)
 	return keep, err
 }
 
 // poolOf returns the pool named name and its index in the spec; nil and
 // -1 for a pool the spec no longer has.
-func (x *run) poolOf(name string) (*v1.WorkerPool, int) {
-	for i := range x.cl.Spec.WorkerPools {
-		if x.cl.Spec.WorkerPools[i].Name == name {
-			return &x.cl.Spec.WorkerPools[i], i
+func (w Work) poolOf(name string) (*v1.WorkerPool, int) {
+	for i := range w.cl.Spec.WorkerPools {
+		if w.cl.Spec.WorkerPools[i].Name == name {
+			return &w.cl.Spec.WorkerPools[i], i
 		}
 	}
 	return nil, -1
