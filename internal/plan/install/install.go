@@ -56,26 +56,9 @@ func (w Work) InstallNodes(ctx context.Context, machines []provider.MachineSpec,
 // install order) with the cluster's distribution. A node that is Ready was
 // installed by an earlier operation and is left as it is.
 func (w Work) Installer(ctx context.Context) (func(ctx context.Context, i int, m provider.MachineSpec) error, error) {
-	var install func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error
-	if w.UsesKubeadm() {
-		in, ca, err := w.kubeadmInput(ctx)
-		if err != nil {
-			return nil, err
-		}
-		install = func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error {
-			return w.instructKubeadm(ctx, node, w.kubeadmNodeInput(in, ca, node, m, i))
-		}
-	} else {
-		in, err := w.installInput(ctx)
-		if err != nil {
-			return nil, err
-		}
-		install = func(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error {
-			b := in
-			b.Node = local.Node{Name: m.Name, Role: m.Role, Address: node.Address}
-			b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
-			return w.instruct(ctx, node, b)
-		}
+	d, err := w.distribution(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, i int, m provider.MachineSpec) error {
 		node, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
@@ -85,7 +68,7 @@ func (w Work) Installer(ctx context.Context) (func(ctx context.Context, i int, m
 		if node.State == v1.NodeReady {
 			return nil
 		}
-		return install(ctx, i, m, node)
+		return d.Install(ctx, i, m, node)
 	}, nil
 }
 
