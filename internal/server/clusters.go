@@ -211,7 +211,7 @@ func (s *Server) writeClusterWith(w http.ResponseWriter, r *http.Request, spec f
 		return err
 	}
 	key := clusterKey(r)
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		existing, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err

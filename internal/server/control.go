@@ -78,7 +78,7 @@ func (s *Server) retryCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	key, o := clusterKey(r), clusterRef(r)
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
 			return toAPIError(err, o)

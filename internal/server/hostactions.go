@@ -86,7 +86,7 @@ func (s *Server) beginAction(r *http.Request, kind string, first func(*store.Clu
 		return nil, nil, err
 	}
 	key, o := clusterKey(r), clusterRef(r)
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
 			return nil, nil, toAPIError(err, o)

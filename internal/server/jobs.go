@@ -56,7 +56,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := clusterKey(r)
 	o := ref{kind: "job", name: in.Name, project: key.Project, cluster: key.Name}
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		cl, err := s.clusters.GetCluster(r.Context(), key)
 		if err != nil {
 			return toAPIError(err, clusterRef(r))

@@ -112,7 +112,7 @@ func (s *Server) changeNode(w http.ResponseWriter, r *http.Request, reason strin
 		return err
 	}
 	k, name := clusterKey(r), r.PathValue("node")
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		n, err := s.nodes.GetNode(r.Context(), k, name)
 		if err != nil {
 			return err

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/server"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -148,4 +151,55 @@ func TestNodeLogs(t *testing.T) {
 		t.Errorf("logs = %v", got)
 	}
 	h.must(http.StatusNotFound, "GET", nodes+"nope/logs", "")
+}
+
+// racedNodes is a store whose conditional node writes lose the race to
+// another writer (an agent reporting right after it registered) the first
+// losses times.
+type racedNodes struct {
+	server.Store
+	mu     sync.Mutex
+	losses int
+}
+
+func (s *racedNodes) PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error {
+	s.mu.Lock()
+	lose := c.IfMatch != "" && s.losses > 0
+	if lose {
+		s.losses--
+	}
+	s.mu.Unlock()
+	if lose {
+		return store.ErrPreconditionFailed
+	}
+	return s.Store.PutNode(ctx, n, c, events...)
+}
+
+// TestApproveNodeRacingTheAgent: an approval that loses several races to a
+// busy writer of the node still succeeds (the CI failure of stop 50: three
+// immediate tries all lost to an agent reporting right after it
+// registered); one that loses every race answers 409 with "try again" and
+// changes nothing.
+func TestApproveNodeRacingTheAgent(t *testing.T) {
+	raced := &racedNodes{}
+	h := newHarness(t, func(o *server.Options) { raced.Store = o.Store; o.Store = raced })
+	h.project("p")
+	h.createCluster("p", "c", minimal)
+	h.putNode("n1", v1.NodeDiscovered)
+	h.putNode("n2", v1.NodeDiscovered)
+
+	raced.losses = 5
+	h.must(http.StatusOK, "POST", nodes+"n1/approve", "")
+	if got := h.nodeState("n1"); got != v1.NodeApproved {
+		t.Errorf("n1 after an approval that lost 5 races: %s, want APPROVED", got)
+	}
+
+	raced.losses = 1 << 20
+	e := h.must(http.StatusConflict, "POST", nodes+"n2/approve", "").errorBody(t)
+	if e.Code != v1.CodeConflict || !strings.Contains(e.Message, "try again") {
+		t.Errorf("approval losing every race: %s %q, want a Conflict that says to try again", e.Code, e.Message)
+	}
+	if got := h.nodeState("n2"); got != v1.NodeDiscovered {
+		t.Errorf("n2 after a refused approval: %s, want DISCOVERED", got)
+	}
 }

@@ -169,7 +169,7 @@ func (s *Server) getProfileVersion(w http.ResponseWriter, r *http.Request) error
 // publishProfileVersion makes a version immutable; publishing a published
 // version again answers it as it is.
 func (s *Server) publishProfileVersion(w http.ResponseWriter, r *http.Request) error {
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		p, v, err := s.profileVersion(r)
 		if err != nil {
 			return err
@@ -197,7 +197,7 @@ func (s *Server) publishProfileVersion(w http.ResponseWriter, r *http.Request) e
 // deleteProfileVersion deletes one version that no cluster uses; deleting
 // the last one deletes the profile.
 func (s *Server) deleteProfileVersion(w http.ResponseWriter, r *http.Request) error {
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		p, v, err := s.profileVersion(r)
 		if err != nil {
 			return err

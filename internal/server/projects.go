@@ -118,9 +118,6 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// maxAttempts bounds the read-check-write loop of a write that races
-// another writer of the same record.
-const maxAttempts = 3
 
 // raced reports whether a conditional write failed only because the record
 // changed (or appeared, or vanished) after it was read.

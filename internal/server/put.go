@@ -27,7 +27,7 @@ type putLoop[R, W any] struct {
 // condition that the stored one did not change meanwhile (trying again
 // when it did), then answer 201 created or 200 replaced with the record.
 func putRecord[R, W any](w http.ResponseWriter, r *http.Request, conds conditions, l putLoop[R, W]) error {
-	for range maxAttempts {
+	for range attempts(r.Context()) {
 		existing, err := l.get(r.Context())
 		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
