@@ -37,7 +37,7 @@ run)
 		docker network create --label "$label=1" "$network" >/dev/null
 	fi
 	docker run -d --name "$container" --hostname "$name" --network "$network" --label "$label=1" \
-		--cap-add SYS_ADMIN --cap-add NET_ADMIN \
+		--cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
 		--security-opt "seccomp=$repo/internal/nodeimage/seccomp.json" --security-opt apparmor=unconfined \
 		-v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var --tmpfs /run --tmpfs /usr/lib/cni:ro \
 		-v "$repo/images/node/files/usr/local/bin/kiln-host-init:/usr/local/sbin/kiln-host-init:ro" \

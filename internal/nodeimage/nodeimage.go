@@ -51,8 +51,12 @@ const (
 
 // Capabilities are added to Docker's default set. SYS_ADMIN: mounts (the node's root made
 // rshared, /proc/sys/net writable, containers' root filesystems and volumes), namespaces for the
-// node's containers; NET_ADMIN: the pod network (bridge, veths, routes, iptables rules).
-var Capabilities = []string{"SYS_ADMIN", "NET_ADMIN"}
+// node's containers; NET_ADMIN: the pod network (bridge, veths, routes, iptables rules);
+// SYS_PTRACE: runc, as root, joins the namespaces of a pod's sandbox through /proc/PID/ns of its
+// pause process, and when the pod runs as another user (runAsUser, runAsGroup) the kernel lets
+// root open those files only with CAP_SYS_PTRACE (ptrace_may_access); without it every such pod
+// ends StartError ("can't get final child's PID from pipe: EOF").
+var Capabilities = []string{"SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE"}
 
 // SeccompProfile is the node container's seccomp profile (seccomp.json): everything but the
 // system calls that act on the whole host or that a node never needs. Docker's default profile

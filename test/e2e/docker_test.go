@@ -178,8 +178,22 @@ spec:
     spec:
       topologySpreadConstraints:
       - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {app: hello}}}
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 1000
+        runAsGroup: 3000
+        fsGroup: 2000
+        seccompProfile: {type: RuntimeDefault}
       containers:
-      - {name: hello, image: hello:1, ports: [{containerPort: 8080}]}
+      - name: hello
+        image: hello:1
+        ports: [{containerPort: 8080}]
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL]}
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, emptyDir: {}}]
 ---
 apiVersion: v1
 kind: Service
@@ -191,7 +205,10 @@ spec:
 `
 
 // checkHello applies helloWorkload to cluster (the image hello:1 pushed to
-// its project) and checks what a user of the cluster would: 4 replicas
+// its project), hardened as Kubernetes' "restricted" Pod Security Standard
+// asks (not root, a user and groups of its own, a read-only root
+// filesystem, no capabilities, the runtime's seccomp profile), and checks
+// what a user of the cluster would: the security context in force, 4 replicas
 // spread over both workers, their logs and exec, port-forward, pod to pod
 // across workers by address, the Service by ClusterIP and by name
 // (CoreDNS) from a pod, and by NodePort from this machine on workerIP.
@@ -218,6 +235,17 @@ func (e *env) checkHello(cluster string, workers []string, workerIP string) {
 	})
 	if out := e.mustKubectl(cluster, "exec", a.name, "--", "/hello", "once"); !strings.Contains(out, "hello from "+a.name) {
 		t.Errorf("kubectl exec: %q", out)
+	}
+	// The pod's security context is in force: its user and group, fsGroup
+	// among its groups and owning its volume, the root read-only.
+	out := e.mustKubectl(cluster, "exec", a.name, "--", "/hello", "whoami", "/data")
+	for _, want := range []string{"uid=1000 gid=3000 ", "root=read-only", "/data=gid:2000,writable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the hardened pod %s says %q, want %q in it", a.name, out, want)
+		}
+	}
+	if !regexp.MustCompile(`groups=(\d+,)*2000(,\d+)* `).MatchString(out) {
+		t.Errorf("the hardened pod %s says %q: fsGroup 2000 is not among its groups", a.name, out)
 	}
 	// Pod to pod across workers, by address; the Service by ClusterIP and by name.
 	clusterIP := strings.TrimSpace(e.mustKubectl(cluster, "get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}"))

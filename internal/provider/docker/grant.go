@@ -22,7 +22,8 @@ var (
 	// grantCaps: SYS_ADMIN for the mounts of nested containers (containerd's
 	// overlay snapshots, runc's mount namespaces and pivot_root, cgroup
 	// writes); NET_ADMIN for the pod network (CNI's bridge and veth pairs,
-	// routes) and kube-proxy's iptables rules.
+	// routes) and kube-proxy's iptables rules; SYS_PTRACE for runc to join
+	// the namespaces of a pod that runs as another user.
 	grantCaps = nodeimage.Capabilities
 	// grantSecurityOpt: the node image's seccomp profile (Docker's default
 	// refuses pivot_root and keyctl, without which runc cannot start the

@@ -3,8 +3,10 @@
 // its container really ran, then answers HTTP on :8080 with its host name until stopped.
 // `hello once` prints the line and exits (what the test runs with kubectl exec); `hello lookup NAME`
 // prints NAME's addresses, resolved through the pod's DNS; `hello get URL` prints the body of
-// GET URL (from inside a pod: another pod, a Service's ClusterIP or name). test/e2e's docker
-// tests use it too.
+// GET URL (from inside a pod: another pod, a Service's ClusterIP or name); `hello whoami DIR`
+// prints its user, group and supplementary groups, whether its root filesystem is writable, and
+// DIR's group and whether it can write there (what a pod's security context sets). test/e2e's
+// docker tests use it too.
 package main
 
 import (
@@ -14,7 +16,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -44,8 +49,39 @@ func main() {
 		fmt.Printf("%s has addresses %s\n", os.Args[2], strings.Join(addrs, " "))
 		return
 	}
+	if len(os.Args) > 2 && os.Args[1] == "whoami" {
+		whoami(os.Args[2])
+		return
+	}
 	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "hello from %s\n", host)
 	})
 	log.Fatal(http.ListenAndServe(":8080", nil))
+}
+
+// whoami prints what the process runs as and what it may write, one line:
+// "uid=U gid=G groups=A,B root=read-only|writable DIR=gid:N,writable|read-only".
+func whoami(dir string) {
+	groups, _ := os.Getgroups()
+	gs := make([]string, len(groups))
+	for i, g := range groups {
+		gs[i] = strconv.Itoa(g)
+	}
+	root := "writable"
+	if err := os.WriteFile("/hello-probe", nil, 0o600); err != nil {
+		root = "read-only"
+	}
+	info := "missing"
+	if st, err := os.Stat(dir); err == nil {
+		info = "gid:?"
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			info = fmt.Sprintf("gid:%d", sys.Gid)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hello-probe"), nil, 0o600); err != nil {
+			info += ",read-only"
+		} else {
+			info += ",writable"
+		}
+	}
+	fmt.Printf("uid=%d gid=%d groups=%s root=%s %s=%s\n", os.Getuid(), os.Getgid(), strings.Join(gs, ","), root, dir, info)
 }
