@@ -241,7 +241,10 @@ const (
 // PAUSE, CONT lines are left out, and so is the first line of a dump (a
 // message of several lines whose first ends with a colon, "kilnd log:"),
 // which says nothing alone: a failed test's cleanup dumps logs after the
-// message that says why it failed.
+// message that says why it failed. So are the log records of the code under
+// test that a test's logger passes to t.Log ("testlog.go:22: time=...
+// level=INFO ..."): stop 50's CI cut a failure's own message away behind
+// thirty of them.
 func short(output []string, budget int) []string {
 	var out []string
 	size := 0
@@ -258,7 +261,7 @@ func short(output []string, budget int) []string {
 		}
 		dump := more && strings.HasSuffix(t, ":")
 		more = false
-		if dump {
+		if dump || logRecord.MatchString(l) {
 			continue
 		}
 		if len(l) > shortWidth {
@@ -273,6 +276,9 @@ func short(output []string, budget int) []string {
 
 // messageStart matches the first line of a t.Log or t.Error message.
 var messageStart = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// logRecord matches a log/slog text record passed to t.Log.
+var logRecord = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: time=\S+ level=`)
 
 // word is a result's action as the report prints it.
 func word(action string) string {

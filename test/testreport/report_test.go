@@ -161,7 +161,8 @@ func TestShort(t *testing.T) {
 	for range shortLines {
 		out = append(out, "    x_test.go:2: later")
 	}
-	out = append(out, "    x_test.go:3: why it failed", "        its second line", "=== CONT  TestX", "    x_test.go:4: "+long,
+	out = append(out, "    x_test.go:3: why it failed", "        its second line", "=== CONT  TestX",
+		"    testlog.go:22: time=2026-11-29T14:46:48.511Z level=INFO msg=resetting node=worker", "    x_test.go:4: "+long,
 		"    e2e_test.go:9: kilnd log:", "        a line of the log", "--- FAIL: TestX (1.00s)")
 	got := short(out, 1<<20)
 	if len(got) != shortLines {
@@ -175,6 +176,9 @@ func TestShort(t *testing.T) {
 	}
 	if slices.Contains(got, "    e2e_test.go:9: kilnd log:") {
 		t.Errorf("short kept the header of a dumped log: %q", got)
+	}
+	if slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "level=INFO") }) {
+		t.Errorf("short kept a log record of the code under test: %q", got)
 	}
 	if got[len(got)-3] != "    x_test.go:3: why it failed" {
 		t.Errorf("short left out the first line of a message: %q", got)

@@ -162,12 +162,16 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(n.Taints, func(t kubeapi.Taint) bool {
+	controlPlaneTaint := func(t kubeapi.Taint) bool {
 		return t.Key == "node-role.kubernetes.io/control-plane" && t.Effect == "NoSchedule"
-	}) {
+	}
+	if !slices.ContainsFunc(n.Taints, controlPlaneTaint) {
 		t.Errorf("control-plane node taints %+v", n.Taints)
 	}
-	if w, err := admin.GetNode(t.Context(), worker.Name); err != nil || len(w.Taints) > 1 {
+	// The worker takes pods: no control-plane taint. (The node lifecycle
+	// controller's not-ready taints may still be on a node that just
+	// became Ready: it removes them on its own time.)
+	if w, err := admin.GetNode(t.Context(), worker.Name); err != nil || slices.ContainsFunc(w.Taints, controlPlaneTaint) {
 		t.Errorf("worker taints %+v (%v)", w.Taints, err)
 	}
 	// The plan's calls: label, namespace, ConfigMap.
@@ -206,6 +210,7 @@ func TestInstallControlPlaneAndWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	took, rec := install(t, cpExec, cpIn, controlPlaneSteps)
+	t.Logf("second control-plane install took %s", took.Round(time.Millisecond))
 	if took > 10*time.Second {
 		t.Errorf("second control-plane install took %s", took)
 	}
