@@ -118,7 +118,6 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-
 // raced reports whether a conditional write failed only because the record
 // changed (or appeared, or vanished) after it was read.
 func raced(err error) bool {
