@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	distrokiln "kiln.dev/kiln/internal/distro/kiln"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
@@ -18,7 +19,7 @@ func TestRealKubeletConfiguration(t *testing.T) {
 		Node:       distrolocal.Node{Name: "w0", Role: "worker", Address: "172.30.0.3"},
 		PodCIDR:    "10.244.0.0/16",
 		Taints:     []string{"a=b:NoSchedule"},
-		Containers: &distrolocal.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"},
+		Containers: &distrokiln.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"},
 	}
 	f := func(rel string) string { return "/" + rel }
 	all := specs(p, "/", "/usr/local/bin/kiln-kube", nodeInfo{cgroupRoot: "/docker/abc/kubelet"})
