@@ -69,6 +69,15 @@ func fileClient(root, certFile, keyFile string) (*http.Client, error) {
 	return tlsClient(root, cert, key)
 }
 
+// KubeconfigClient is what makes a client of the certificate in the
+// kubeconfig file under root (and the CA in it, else root's cluster CA),
+// reading the file again at each call (its certificate is renewed): the pod
+// network's kiln.Routes.Client, and kiln.PodNetwork's when kubeadm's
+// installs from Kiln run it on its own.
+func KubeconfigClient(root, file string) func() (*http.Client, error) {
+	return func() (*http.Client, error) { return kubeconfigClient(root, file) }
+}
+
 // kubeconfigClient is tlsClient with the client certificate embedded in a
 // kubeconfig under root (pki.Kubeconfig's format).
 func kubeconfigClient(root, file string) (*http.Client, error) {
@@ -169,9 +178,9 @@ func nodeRegistered(ctx context.Context, c *http.Client, endpoint, node string) 
 // errTimeout is wrapped by waitFor's error when the deadline passed.
 var errTimeout = errors.New("timed out")
 
-// waitFor calls check until it succeeds, ctx ends, or timeout passes; the
+// WaitFor calls check until it succeeds, ctx ends, or timeout passes; the
 // error names the last failure.
-func waitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+func WaitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	t := time.NewTicker(healthPoll)
 	defer t.Stop()
