@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"kiln.dev/kiln/internal/atomicfile"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
 )
@@ -257,7 +258,7 @@ func writeSpecFiles(all []spec) error {
 			if old, err := os.ReadFile(path); err == nil && string(old) == content {
 				continue
 			}
-			if err := writeFile(path, []byte(content), 0o600); err != nil {
+			if err := atomicfile.WriteMkdirAll(path, []byte(content), 0o600); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/etcdsnap"
+	"kiln.dev/kiln/internal/atomicfile"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 )
@@ -324,7 +325,7 @@ func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 				continue
 			}
 		}
-		if err := writeFile(path, []byte(content), mode); err != nil {
+		if err := atomicfile.WriteMkdirAll(path, []byte(content), mode); err != nil {
 			return n, fmt.Errorf("write %s: %w", name, err)
 		}
 		n++

@@ -122,8 +122,10 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 	return tlsClient(root, cert, key)
 }
 
-// get does GET url and returns the body of a 200 answer.
-func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+// Get does GET u with c and returns the body of a 200 answer (its first
+// MiB): the node's health checks, and the kiln pod network's reads of the
+// nodes.
+func Get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -145,7 +147,7 @@ func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
 
 // etcdHealthy checks etcd's /health.
 func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
-	body, err := get(ctx, c, distrolocal.EtcdClientURL(addr)+"/health")
+	body, err := Get(ctx, c, distrolocal.EtcdClientURL(addr)+"/health")
 	if err != nil {
 		return err
 	}
@@ -164,14 +166,14 @@ func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
 
 // apiServerReady checks kube-apiserver's /readyz on the node's address.
 func apiServerReady(ctx context.Context, c *http.Client, addr string) error {
-	_, err := get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(distrolocal.APIServerPort))+"/readyz")
+	_, err := Get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(distrolocal.APIServerPort))+"/readyz")
 	return err
 }
 
 // nodeRegistered checks that the node object exists (the kubelet may read
 // its own Node).
 func nodeRegistered(ctx context.Context, c *http.Client, endpoint, node string) error {
-	_, err := get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
+	_, err := Get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
 	return err
 }
 
