@@ -90,6 +90,14 @@ var rules = []rule{
 			"kiln-agent's executors (internal/agent/distro/...) import it, never the other way",
 	},
 	{
+		name:  "local executor ↛ kiln, kubeadm executors",
+		from:  []string{"kiln.dev/kiln/internal/agent/distro/local"},
+		never: []string{"kiln.dev/kiln/internal/agent/distro/kiln", "kiln.dev/kiln/internal/agent/distro/kubeadm"},
+		reason: "the local distribution's executor is the engine the kiln distribution builds on: what a kiln " +
+			"node adds (the real kubelet, kube-proxy, the mirror, the pod network) is internal/agent/distro/kiln's, " +
+			"handed to local as a local.Extension, so a hollow node's executor links none of it",
+	},
+	{
 		name:  "plan ↛ worker",
 		from:  []string{"kiln.dev/kiln/internal/plan/..."},
 		never: []string{"kiln.dev/kiln/internal/worker/..."},

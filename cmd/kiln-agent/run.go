@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/distro/kiln"
 	"kiln.dev/kiln/internal/agent/distro/kubeadm"
 	"kiln.dev/kiln/internal/agent/distro/local"
 	"kiln.dev/kiln/internal/agent/mirror"
@@ -85,30 +87,12 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			var exec agent.Executor = agent.NoDistribution{}
-			switch dist {
-			case v1.DistroLocal, v1.DistroKiln:
-				// Kubernetes components from kiln-kube, children of this
-				// agent, under --root; on a kiln node every pull goes to
-				// the controller's registry (its agent listener), with
-				// the node's certificate files.
-				kube := &local.Executor{KubeBinary: kubeBinary, Root: f.root, Logger: log}
-				if dist == v1.DistroKiln {
-					kube.Mirror = registry(st.Controller, f.dataDir)
-				}
+			if kube, what := newExecutor(dist, kubeBinary, f.root, registry(st.Controller, f.dataDir), log); kube != nil {
 				defer kube.Close()
-				// Components a crashed agent left running are supervised again.
+				// What a crashed or stopped agent left running is
+				// supervised again.
 				if err := kube.Resume(); err != nil {
-					log.Warn("could not resume the components of the last install", "err", err)
-				}
-				exec = kube
-			case v1.DistroKubeadm:
-				log.Info("installing with kubeadm on this host", "root", f.root)
-				kube := &kubeadm.Executor{Root: f.root, Logger: log, Registry: registry(st.Controller, f.dataDir)}
-				defer kube.Close()
-				// The services of an install from Kiln run on; a restarted
-				// agent supervises them again.
-				if err := kube.Resume(); err != nil {
-					log.Warn("could not resume the services of the last install", "err", err)
+					log.Warn("could not resume the "+what+" of the last install", "err", err)
 				}
 				exec = kube
 			}
@@ -142,6 +126,45 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&spotNotices, "spot-notices", "", "imds: ask the instance metadata service (IMDSv2 spot/instance-action) every 5s whether the cloud\nwill take this machine away, and tell the controller, which drains and replaces the node")
 	cmd.Flags().StringVar(&distribution, "distribution", "", "how to install Kubernetes: local, kiln or kubeadm (default: local with --kube-binary, otherwise none)")
 	return cmd
+}
+
+// nodeDistribution is the node's side of a distribution (spec.distribution):
+// the executor of kiln-agent's that carries out its install and reset
+// instructions, which resumes what the last install runs when the agent
+// starts, and lets it run on when the agent stops (Close).
+type nodeDistribution interface {
+	agent.Executor
+	Resume() error
+	Close()
+}
+
+var (
+	_ nodeDistribution = (*local.Executor)(nil)
+	_ nodeDistribution = kiln.Executor{}
+	_ nodeDistribution = (*kubeadm.Executor)(nil)
+)
+
+// newExecutor is the executor of distribution dist (chooseDistribution's),
+// and what it runs (for the log); nil for none.
+func newExecutor(dist, kubeBinary, root string, reg *mirror.Mirror, log *slog.Logger) (nodeDistribution, string) {
+	switch dist {
+	case v1.DistroLocal:
+		// Kubernetes components from kiln-kube, children of this agent,
+		// under root, with a hollow kubelet.
+		return &local.Executor{KubeBinary: kubeBinary, Root: root, Logger: log}, "components"
+	case v1.DistroKiln:
+		// The same, with the real kubelet on the node's containerd,
+		// kube-proxy and the pod network; every pull goes to the
+		// controller's registry (its agent listener), with the node's
+		// certificate files.
+		return kiln.NewExecutor(kiln.Options{KubeBinary: kubeBinary, Root: root, Logger: log, Mirror: reg}), "components"
+	case v1.DistroKubeadm:
+		log.Info("installing with kubeadm on this host", "root", root)
+		// The services of an install from Kiln run on; a restarted agent
+		// supervises them again.
+		return &kubeadm.Executor{Root: root, Logger: log, Registry: reg}, "services"
+	}
+	return nil, ""
 }
 
 // registry is Kiln's registry as a node reaches it: on the controller's

@@ -27,6 +27,16 @@ func Write(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
+// WriteMkdirAll is Write that first makes path's directory, and its parents,
+// where missing (mode 0700). Its error making them is os.MkdirAll's (which
+// names the directory).
+func WriteMkdirAll(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return Write(path, data, mode)
+}
+
 // Create writes data to path like Write, but only if path does not exist:
 // otherwise it returns an error matching fs.ErrExist and leaves the file as
 // it is. Of several processes creating one path at once, exactly one

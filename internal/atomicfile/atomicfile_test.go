@@ -53,3 +53,17 @@ func TestCreateNeverReplaces(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+func TestWriteMkdirAllMakesTheDirectories(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "etc", "kiln", "kubelet.conf")
+	if err := WriteMkdirAll(path, []byte("conf"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "conf" {
+		t.Fatalf("content %q, %v", b, err)
+	}
+	if fi, _ := os.Stat(filepath.Dir(path)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}

@@ -1,15 +1,19 @@
 // Package kiln is the controller side of the `kiln` distribution: real
 // nodes on Kiln's node image (docker nodes, cloud instances). They run
 // kiln-kube's components as the local distribution's nodes do, with the same
-// install params (internal/distro/local, BuildInput.Containers), and besides
-// the real kubelet on the node's containerd, kube-proxy and the bridge pod
-// network. What the controller adds for them is the cluster DNS, here: its
-// address and domain, which a node's install params carry, and CoreDNS's
-// objects, which the plan applies once the API answers (kubeadm's installs
-// from Kiln apply them too).
+// install params (internal/distro/local's format, BuildInput.Containers), and
+// besides the real kubelet on the node's containerd, kube-proxy and the
+// bridge pod network. What the controller adds for them is here: the params
+// that make a node run containers (ContainerParams, which local's
+// InstallParams carry as Containers), and the cluster DNS: its address and
+// domain, which those params carry, and CoreDNS's objects, which the plan
+// applies once the API answers (kubeadm's installs from Kiln apply them too).
+// The files such a node gets besides a hollow one (kube-proxy's kubeconfig,
+// the kubelet's serving certificate) are local's format, issued by local's
+// BuildInstall: this package imports nothing of local's (local imports it).
 //
-// The node side is internal/agent/distro/local's executor (containers.go,
-// network.go). docs/distro-kiln.md describes it.
+// The node side is internal/agent/distro/kiln's executor.
+// docs/distro-kiln.md describes it.
 package kiln
 
 import (

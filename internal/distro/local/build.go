@@ -57,8 +57,8 @@ type BuildInput struct {
 	// control-plane node but the first.
 	EtcdJoin bool
 	// Containers: the node runs containers (the kiln distribution): it
-	// gets ContainerParams, kube-proxy's kubeconfig and a kubelet serving
-	// certificate. False: a hollow kubelet (the local distribution).
+	// gets internal/distro/kiln's ContainerParams, kube-proxy's kubeconfig
+	// and a kubelet serving certificate. False: a hollow kubelet (the local distribution).
 	Containers bool
 	// Proxy is spec.proxy; nil for none.
 	Proxy *v1.Proxy
@@ -231,9 +231,9 @@ func (b builder) controlPlane() (*ControlPlaneParams, error) {
 // hollow one: kube-proxy's kubeconfig (through the endpoint, as the
 // kubelet's) and the kubelet's serving certificate for the node's name and
 // address.
-func (b builder) containers() (*ContainerParams, error) {
+func (b builder) containers() (*kiln.ContainerParams, error) {
 	in := b.in
-	dns, err := kiln.ClusterDNSAddress(in.ServiceCIDR)
+	c, err := kiln.NewContainerParams(in.ServiceCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
@@ -247,7 +247,7 @@ func (b builder) containers() (*ContainerParams, error) {
 	if err := b.issue(FileKubeletServingCert, FileKubeletServingKey, pki.NodeServingRequest(in.Node.Name, []net.IP{nodeIP})); err != nil {
 		return nil, err
 	}
-	return &ContainerParams{ClusterDNS: dns, ClusterDomain: kiln.ClusterDomain}, nil
+	return c, nil
 }
 
 func (b builder) issue(certFile, keyFile string, req pki.CertRequest) error {

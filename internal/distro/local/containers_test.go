@@ -1,14 +1,17 @@
 package local_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/distro/kiln"
 	"kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/distro/local/localtest"
 	"kiln.dev/kiln/internal/pki"
@@ -29,7 +32,7 @@ func TestBuildInstallContainers(t *testing.T) {
 	if diff := cmp.Diff(want, files); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&local.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"}, p.Containers); diff != "" {
+	if diff := cmp.Diff(&kiln.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"}, p.Containers); diff != "" {
 		t.Errorf("containers (-want +got):\n%s", diff)
 	}
 	checkKubeconfig(t, ca, p.Files[local.FileKubeProxyConf], "https://127.0.0.1:24443",
@@ -51,5 +54,18 @@ func TestBuildInstallContainers(t *testing.T) {
 	delete(p.Files, local.FileKubeProxyConf)
 	if err := p.Validate(); !errors.Is(err, local.ErrInvalidParams) {
 		t.Errorf("Validate without %s = %v, want ErrInvalidParams", local.FileKubeProxyConf, err)
+	}
+}
+
+// The container params keep their place and names in the params' JSON
+// (internal/distro/kiln's type, local's field): agents of either side of the
+// move read what controllers of the other write.
+func TestContainerParamsWireFormat(t *testing.T) {
+	b, err := json.Marshal(local.InstallParams{Containers: &kiln.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"containers":{"clusterDNS":"10.96.0.10","clusterDomain":"cluster.local"}`; !strings.Contains(string(b), want) {
+		t.Errorf("params JSON %s does not hold %s", b, want)
 	}
 }

@@ -8,8 +8,10 @@
 // node needs, issued by the cluster CA, and the settings of each component.
 // InstallParams, its files, ports and ParseParams are the format both sides
 // share. The kiln distribution's nodes get the same params with Containers
-// (BuildInput.Containers): the real kubelet, kube-proxy and the pod network,
-// and the cluster DNS of internal/distro/kiln. FindKubeBinaries finds the kiln-kube programs, one per Kubernetes
+// (BuildInput.Containers): internal/distro/kiln's ContainerParams (the real
+// kubelet, kube-proxy and the pod network, the cluster DNS) and the files
+// they read (kube-proxy's kubeconfig, the kubelet's serving certificate),
+// which this package issues. FindKubeBinaries finds the kiln-kube programs, one per Kubernetes
 // version (kilnd offers the versions it finds).
 //
 // The node side, which writes those files and runs the components, is
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/distro/kiln"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -126,24 +129,15 @@ type InstallParams struct {
 	Proxy *distro.ProxyEnv `json:"proxy,omitempty"`
 	// Containers is set on the nodes of the kiln distribution, which run
 	// containers: the real kubelet on the node's containerd, kube-proxy and
-	// the pod network. Nil: the kubelet is hollow (the local distribution).
-	Containers *ContainerParams `json:"containers,omitempty"`
+	// the pod network (its params are internal/distro/kiln's). Nil: the
+	// kubelet is hollow (the local distribution).
+	Containers *kiln.ContainerParams `json:"containers,omitempty"`
 	// Files are the node's files, path (relative to its root) -> content.
 	Files map[string]string `json:"files"`
 	// CertificatesNotAfter is when the first of the certificates in Files
 	// that BuildInstall issued expires (CA certificates not counted): the
 	// node's certificates are to be renewed before it. The node ignores it.
 	CertificatesNotAfter time.Time `json:"certificatesNotAfter,omitzero"`
-}
-
-// ContainerParams say how a node that runs containers is set up besides
-// the components every node has.
-type ContainerParams struct {
-	// ClusterDNS is the address of the cluster DNS Service (CoreDNS):
-	// kiln.ClusterDNSAddress of the service range.
-	ClusterDNS string `json:"clusterDNS"`
-	// ClusterDomain is the Services' DNS domain (kiln.ClusterDomain).
-	ClusterDomain string `json:"clusterDomain"`
 }
 
 // Node is the node being installed.
@@ -216,11 +210,8 @@ func (p InstallParams) Validate() error {
 	}
 	need := workerFiles
 	if c := p.Containers; c != nil {
-		if _, err := netip.ParseAddr(c.ClusterDNS); err != nil {
-			return bad("cluster DNS address %q: %v", c.ClusterDNS, err)
-		}
-		if _, err := netip.ParsePrefix(p.PodCIDR); err != nil {
-			return bad("pod CIDR %q: %v", p.PodCIDR, err)
+		if err := c.Validate(p.PodCIDR); err != nil {
+			return bad("%v", err)
 		}
 		need = append(slices.Clone(need), containerFiles...)
 	}

@@ -21,28 +21,41 @@ type Distribution interface {
 	Install(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error
 }
 
-// distribution is the cluster's distribution:
-//   - local (kiln-kube's components as processes, a hollow kubelet) and kiln
-//     (Kiln's node image: real kubelets, containerd, the bridge pod network)
-//     share internal/distro/local's install format, kiln's with Containers;
+// distribution is the cluster's distribution, by spec.distribution:
+//   - local: kiln-kube's components as processes, a hollow kubelet
+//     (internal/distro/local's install format);
+//   - kiln: Kiln's node image, real kubelets on containerd, kube-proxy, the
+//     bridge pod network: local's install format with what makes a node run
+//     containers (BuildInput.Containers: internal/distro/kiln's
+//     ContainerParams, kube-proxy's kubeconfig, the kubelet's serving
+//     certificate);
 //   - kubeadm plans kubeadm's init on the first control-plane node and joins
 //     on the others (internal/distro/kubeadm).
 func (w Work) distribution(ctx context.Context) (Distribution, error) {
-	if w.UsesKubeadm() {
+	switch w.cl.Spec.Distribution {
+	case v1.DistroKubeadm:
 		in, ca, err := w.kubeadmInput(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return kubeadmDistribution{w: w, in: in, ca: ca}, nil
+	case v1.DistroKiln:
+		in, err := w.installInput(ctx)
+		if err != nil {
+			return nil, err
+		}
+		in.Containers = true
+		return kilnDistribution{local: localDistribution{w: w, in: in}}, nil
+	default: // v1.DistroLocal
+		in, err := w.installInput(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return localDistribution{w: w, in: in}, nil
 	}
-	in, err := w.installInput(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return localDistribution{w: w, in: in}, nil
 }
 
-// localDistribution installs the local and kiln distributions' nodes.
+// localDistribution installs the local distribution's nodes.
 type localDistribution struct {
 	w  Work
 	in local.BuildInput
@@ -53,6 +66,16 @@ func (d localDistribution) Install(ctx context.Context, i int, m provider.Machin
 	b.Node = local.Node{Name: m.Name, Role: m.Role, Address: node.Address}
 	b.EtcdJoin = m.Role == v1.RoleControlPlane && i > 0
 	return d.w.instruct(ctx, node, b)
+}
+
+// kilnDistribution installs the kiln distribution's nodes: as local's, with
+// params that make them run containers (its input has Containers set).
+type kilnDistribution struct {
+	local localDistribution
+}
+
+func (d kilnDistribution) Install(ctx context.Context, i int, m provider.MachineSpec, node *store.Node) error {
+	return d.local.Install(ctx, i, m, node)
 }
 
 // kubeadmDistribution installs the kubeadm distribution's nodes.

@@ -124,7 +124,6 @@ func (w Work) installInput(ctx context.Context) (local.BuildInput, error) {
 		Endpoint:              endpoint,
 		DedicatedControlPlane: spec.ControlPlane.Dedicated,
 		Proxy:                 spec.Proxy,
-		Containers:            spec.Distribution == v1.DistroKiln,
 		ControlPlane:          members,
 		CertificateTTL:        w.certificateTTL(),
 	}, nil

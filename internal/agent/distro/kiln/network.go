@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"kiln.dev/kiln/internal/agent/distro/local"
 	"kiln.dev/kiln/internal/atomicfile"
 )
 
@@ -139,7 +139,7 @@ func (n wireNode) internalIP() string {
 
 // NodePodCIDR reads the pod range the controller manager gave node.
 func NodePodCIDR(ctx context.Context, c *http.Client, endpoint, node string) (string, error) {
-	b, err := get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
+	b, err := local.Get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
 	if err != nil {
 		return "", err
 	}
@@ -261,7 +261,7 @@ func (pn *Routes) sync(ctx context.Context, c NetworkConfig) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, err := get(ctx, client, "https://"+c.Endpoint+"/api/v1/nodes")
+	b, err := local.Get(ctx, client, "https://"+c.Endpoint+"/api/v1/nodes")
 	if err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
@@ -304,13 +304,17 @@ func (pn *Routes) sync(ctx context.Context, c NetworkConfig) (int, error) {
 // SetUp writes the node's CNI configuration and its masquerade rule, and
 // records c for the executor's Resume.
 func SetUp(ctx context.Context, root string, run RunFunc, c NetworkConfig) error {
-	if err := writeFile(filepath.Join(root, FileCNI), []byte(cniConfig(c.NodeCIDR)), 0o644); err != nil {
+	if err := atomicfile.WriteMkdirAll(filepath.Join(root, FileCNI), []byte(cniConfig(c.NodeCIDR)), 0o644); err != nil {
 		return fmt.Errorf("CNI configuration: %w", err)
 	}
 	if err := ensureMasquerade(ctx, run, c); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(root, NetworkFile), c)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteMkdirAll(filepath.Join(root, NetworkFile), b, 0o600)
 }
 
 // Load reads the pod network of the last install; os.ErrNotExist
@@ -362,41 +366,3 @@ func TearDown(ctx context.Context, root string, run RunFunc) error {
 // where the node image's containerd looks
 // (images/node/files/etc/containerd/config.toml).
 const FileCNI = "etc/cni/net.d/10-kiln.conflist"
-
-// writeFile writes a node file atomically, making its directory first.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, data, mode)
-}
-
-// writeJSON writes v as JSON with writeFile, mode 0600.
-func writeJSON(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return writeFile(path, b, 0o600)
-}
-
-// get does GET url and returns the body of a 200 answer.
-func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return body, nil
-}

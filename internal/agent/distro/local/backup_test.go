@@ -16,6 +16,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
 	"kiln.dev/kiln/internal/agent/etcdsnap/etcdsnaptest"
+	"kiln.dev/kiln/internal/atomicfile"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/test/waitfor"
@@ -244,7 +245,7 @@ func TestEtcdRestorePhases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := writeFile(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("before"), 0o600); err != nil {
+	if err := atomicfile.WriteMkdirAll(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("before"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	specsBefore, _ := os.ReadFile(filepath.Join(e.Root, specsFile))
@@ -312,7 +313,7 @@ func TestEtcdRestorePhases(t *testing.T) {
 	if err := os.Rename(m.DataDir, restoring); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFile(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("fresh"), 0o600); err != nil {
+	if err := atomicfile.WriteMkdirAll(filepath.Join(m.DataDir, "member", "wal", "0.wal"), []byte("fresh"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := phase("i-restore", v1.RestoreEtcd); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"kiln.dev/kiln/internal/atomicfile"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/pki"
 )
@@ -25,7 +26,7 @@ const (
 	ControllerManager = "controller-manager"
 	Scheduler         = "scheduler"
 	Kubelet           = "kubelet"
-	KubeProxy         = "kube-proxy" // nodes that run containers only
+	KubeProxy         = "kube-proxy" // nodes that run containers only: an Extension's (the kiln distribution's)
 )
 
 // subcommand is the kiln-kube subcommand that runs component name when its
@@ -52,12 +53,15 @@ const (
 	dirEtcd              = "var/lib/kiln-etcd"
 	dirAPIServer         = "var/lib/kiln-apiserver"
 	dirControllerManager = "var/lib/kiln-controller-manager"
-	dirKubelet           = "var/lib/kiln-kubelet"
+	dirKubelet           = DirKubelet
 	dirRun               = "run"               // pid files: a node's /run does not outlive it (tmpfs)
 	dirState             = "var/lib/kiln-node" // what the last install runs: outlives a restart
 	dirLog               = "var/log/kiln"
 	dirEtc               = "etc/kiln"
 )
+
+// DirKubelet is the kubelet's directory, under the node's root.
+const DirKubelet = "var/lib/kiln-kubelet"
 
 // spec is how to run one component: BINARY COMMAND ARGS... with ENV added.
 type spec struct {
@@ -79,17 +83,9 @@ func (s spec) subcommand() string {
 	return subcommand(s.name)
 }
 
-// nodeInfo is what specs knows of the node besides the install's params: only
-// nodes that run containers need it.
-type nodeInfo struct {
-	// cgroupRoot is the kubelet's cgroup root: the node image's
-	// (nodeimage.CgroupRootFile), under the node container's own cgroup.
-	cgroupRoot string
-}
-
 // specs returns what runs on the node of p, in start order, with binary,
-// the kiln-kube of p.KubernetesVersion.
-func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec {
+// the kiln-kube of p.KubernetesVersion, and what an Extension adds (parts).
+func specs(p distrolocal.InstallParams, root, binary string, parts NodeParts) []spec {
 	f := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	addr := p.Node.Address
 	var out []spec
@@ -192,10 +188,13 @@ func specs(p distrolocal.InstallParams, root, binary string, n nodeInfo) []spec 
 		}, authn...)})
 	}
 
-	if p.Containers != nil {
-		out = append(out, realKubelet(p, f, n), kubeProxy(p, f))
+	if k := parts.Kubelet; k != nil {
+		out = append(out, k.spec())
 	} else {
 		out = append(out, hollowKubelet(p, f))
+	}
+	for _, c := range parts.After {
+		out = append(out, c.spec())
 	}
 
 	env := p.Proxy.Env()
@@ -251,6 +250,22 @@ func componentStatusEnv(addr string) []string {
 	}
 }
 
+// writeSpecFiles writes the configuration files of specs, leaving those
+// already right alone.
+func writeSpecFiles(all []spec) error {
+	for _, s := range all {
+		for path, content := range s.files {
+			if old, err := os.ReadFile(path); err == nil && string(old) == content {
+				continue
+			}
+			if err := atomicfile.WriteMkdirAll(path, []byte(content), 0o600); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // specHash covers the program, the command line, the environment and every
 // file of the node: new certificates restart the components that read them,
 // and another Kubernetes version (another program) restarts them all.
@@ -286,9 +301,9 @@ const (
 	StepStartScheduler         = "start-scheduler"
 	StepStartKubelet           = "start-kubelet"
 	StepKubeletRegistered      = "kubelet-registered"
-	// Nodes that run containers only.
+	// Nodes that run containers only (the kiln distribution's Extension
+	// starts kube-proxy; a restore starts it again).
 	StepStartKubeProxy = "start-kube-proxy"
-	StepPodNetwork     = "pod-network"
 	StepStopComponents = "stop-components"
 	StepRemoveFiles    = "remove-files"
 )

@@ -13,9 +13,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent"
-	"kiln.dev/kiln/internal/agent/distro/kiln"
 	"kiln.dev/kiln/internal/agent/etcdsnap"
-	"kiln.dev/kiln/internal/agent/mirror"
+	"kiln.dev/kiln/internal/atomicfile"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/failure"
 )
@@ -30,7 +29,8 @@ const logTailLines = 12
 // agent.Executor for the instructions `install` (params:
 // distrolocal.InstallParams), `reset`, and the backups' `etcd-snapshot` and
 // `etcd-restore` (backup.go). Use it as a pointer; the zero value of the
-// optional fields works.
+// optional fields works. With an Extension it is the engine of the kiln
+// distribution's executor (internal/agent/distro/kiln).
 //
 // Components run as children of the agent process, in its process group (so
 // stopping the agent's group stops them), are restarted with backoff when
@@ -56,13 +56,10 @@ type Executor struct {
 	// StopTimeout is how long a component has after SIGTERM before
 	// SIGKILL; DefaultStopTimeout when zero.
 	StopTimeout time.Duration
-	// Mirror is where a node that runs containers pulls every image
-	// (containerd's hosts.toml); nil: containerd's defaults, which reach
-	// the registries pods name.
-	Mirror *mirror.Mirror
+	// Extension is what a distribution built on this executor adds to its
+	// nodes (the kiln distribution's containers); nil: hollow nodes.
+	Extension Extension
 
-	// runCmd runs ip and iptables (the pod network); kiln.RunCommand when nil.
-	runCmd kiln.RunFunc
 	// tool runs kiln-kube etcd-snapshot (backups); etcdsnap.RunTool when nil.
 	tool etcdsnap.Tool
 
@@ -70,7 +67,6 @@ type Executor struct {
 	run      sync.Mutex // one instruction at a time
 	sup      *supervisor
 	logs     *logForwarder
-	net      *kiln.Routes
 }
 
 var _ agent.Executor = (*Executor)(nil)
@@ -86,15 +82,11 @@ func (e *Executor) init() {
 		if e.StopTimeout <= 0 {
 			e.StopTimeout = DefaultStopTimeout
 		}
-		if e.runCmd == nil {
-			e.runCmd = kiln.RunCommand
-		}
 		if e.tool == nil {
 			e.tool = etcdsnap.RunTool
 		}
 		e.logs = newLogForwarder()
 		e.sup = newSupervisor(e.Root, e.Logger, e.StopTimeout, e.logs)
-		e.net = &kiln.Routes{Log: e.Logger, Run: e.runCmd, Client: nodesClient(e.Root), Every: kiln.RouteSyncInterval}
 	})
 }
 
@@ -198,15 +190,10 @@ func (e *Executor) Resume() error {
 			errs = append(errs, err)
 		}
 	}
-	// A restarted node has a new network namespace: its masquerade rule
-	// and routes are made again.
-	if c, err := kiln.Load(e.Root); err == nil {
-		if err := kiln.SetUp(context.Background(), e.Root, e.runCmd, c); err != nil {
-			errs = append(errs, fmt.Errorf("pod network: %w", err))
+	if x := e.Extension; x != nil {
+		if err := x.Resume(e.Root); err != nil {
+			errs = append(errs, err)
 		}
-		e.net.Start(c)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("resume components: %w", err)
@@ -219,7 +206,9 @@ func (e *Executor) Resume() error {
 // run a reset instruction or call Stop.
 func (e *Executor) Close() {
 	e.init()
-	e.net.Stop()
+	if x := e.Extension; x != nil {
+		x.Stop()
+	}
 	e.sup.release()
 	e.logs.close()
 }
@@ -236,16 +225,15 @@ func (e *Executor) Stop() {
 // install brings the node to p, one reported step at a time.
 func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, binary string, report agent.Reporter) error {
 	step := func(name string, fn func() (string, error)) error { return etcdsnap.RunStep(ctx, report, name, fn) }
-	var n nodeInfo
-	if p.Containers != nil {
-		cg, err := readCgroupRoot(e.Root)
-		if err != nil {
+	var parts NodeParts
+	if x := e.Extension; x != nil {
+		var err error
+		if parts, err = x.Install(p, e.Root); err != nil {
 			report.Progress(StepWriteCertificates, v1.StepFailed, err.Error())
 			return agent.Retryable(v1.CodeInternal, err, "%v", err)
 		}
-		n.cgroupRoot = cg
 	}
-	all := specs(p, e.Root, binary, n)
+	all := specs(p, e.Root, binary, parts)
 	var changed int
 	if err := step(StepWriteCertificates, func() (string, error) {
 		var err error
@@ -253,8 +241,8 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 		if err == nil {
 			err = writeSpecFiles(all)
 		}
-		if err == nil && p.Containers != nil && e.Mirror != nil {
-			_, err = mirror.Write(e.Root, *e.Mirror)
+		if err == nil && parts.WriteFiles != nil {
+			err = parts.WriteFiles()
 		}
 		if err != nil {
 			return "", agent.Retryable(v1.CodeInternal, err, "write the node's files: %v", err)
@@ -307,36 +295,22 @@ func (e *Executor) install(ctx context.Context, p distrolocal.InstallParams, bin
 	if err := step(StepStartKubelet, start(Kubelet)); err != nil {
 		return err
 	}
-	if p.Containers != nil {
-		if err := step(StepStartKubeProxy, start(KubeProxy)); err != nil {
+	for _, c := range parts.After {
+		if err := step(c.StartStep, start(c.Name)); err != nil {
 			return err
 		}
 	}
 	if err := step(StepKubeletRegistered, healthy(Kubelet, func(ctx context.Context) error {
 		return nodeRegistered(ctx, kubeletClient, p.Endpoint, p.Node.Name)
-	})); err != nil || p.Containers == nil {
+	})); err != nil {
 		return err
 	}
-	return step(StepPodNetwork, func() (string, error) {
-		var cidr string
-		err := waitFor(ctx, e.StepTimeout, func(ctx context.Context) error {
-			var err error
-			cidr, err = kiln.NodePodCIDR(ctx, kubeletClient, p.Endpoint, p.Node.Name)
+	for _, s := range parts.Steps {
+		if err := step(s.Name, func() (string, error) { return s.Run(ctx, kubeletClient) }); err != nil {
 			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			return "", agent.Retryable(v1.CodeTimeout, err, "the node's pod range within %s: %v", e.StepTimeout, err)
 		}
-		c := kiln.NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
-		if err := kiln.SetUp(ctx, e.Root, e.runCmd, c); err != nil {
-			return "", agent.Retryable(v1.CodeInternal, err, "set up the pod network: %v", err)
-		}
-		e.net.Start(c)
-		return "pods get addresses of " + cidr, nil
-	})
+	}
+	return nil
 }
 
 // writeFiles writes p's files under Root, leaving files whose content is
@@ -351,7 +325,7 @@ func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 				continue
 			}
 		}
-		if err := writeFile(path, []byte(content), mode); err != nil {
+		if err := atomicfile.WriteMkdirAll(path, []byte(content), mode); err != nil {
 			return n, fmt.Errorf("write %s: %w", name, err)
 		}
 		n++
@@ -362,18 +336,20 @@ func (e *Executor) writeFiles(p distrolocal.InstallParams) (int, error) {
 // reset stops every component and removes what install made.
 func (e *Executor) reset(report agent.Reporter) error {
 	report.Progress(StepStopComponents, v1.StepRunning, "")
-	e.net.Stop()
+	x := e.Extension
+	if x != nil {
+		x.Stop()
+	}
 	e.sup.stopAll()
 	report.Progress(StepStopComponents, v1.StepSucceeded, "")
 	report.Progress(StepRemoveFiles, v1.StepRunning, "")
 	var errs []error
-	if err := kiln.TearDown(context.Background(), e.Root, e.runCmd); err != nil {
-		errs = append(errs, err)
+	if x != nil {
+		if err := x.Reset(context.Background(), e.Root); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	remove := []string{filepath.Join(e.Root, dirEtc), filepath.Join(e.Root, dirLog)}
-	for _, h := range mirror.Hosts {
-		remove = append(remove, filepath.Join(e.Root, mirror.CertsDir, h))
-	}
 	if libs, err := filepath.Glob(filepath.Join(e.Root, "var", "lib", "kiln-*")); err == nil {
 		remove = append(remove, libs...)
 	}
@@ -413,7 +389,7 @@ func (e *Executor) startStep(s spec) func() (string, error) {
 func (e *Executor) healthyStep(ctx context.Context, name string, check func(context.Context) error) func() (string, error) {
 	return func() (string, error) {
 		t0 := time.Now()
-		if err := waitFor(ctx, e.StepTimeout, check); err != nil {
+		if err := WaitFor(ctx, e.StepTimeout, check); err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}

@@ -69,6 +69,15 @@ func fileClient(root, certFile, keyFile string) (*http.Client, error) {
 	return tlsClient(root, cert, key)
 }
 
+// KubeconfigClient is what makes a client of the certificate in the
+// kubeconfig file under root (and the CA in it, else root's cluster CA),
+// reading the file again at each call (its certificate is renewed): the pod
+// network's kiln.Routes.Client, and kiln.PodNetwork's when kubeadm's
+// installs from Kiln run it on its own.
+func KubeconfigClient(root, file string) func() (*http.Client, error) {
+	return func() (*http.Client, error) { return kubeconfigClient(root, file) }
+}
+
 // kubeconfigClient is tlsClient with the client certificate embedded in a
 // kubeconfig under root (pki.Kubeconfig's format).
 func kubeconfigClient(root, file string) (*http.Client, error) {
@@ -113,8 +122,10 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 	return tlsClient(root, cert, key)
 }
 
-// get does GET url and returns the body of a 200 answer.
-func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+// Get does GET u with c and returns the body of a 200 answer (its first
+// MiB): the node's health checks, and the kiln pod network's reads of the
+// nodes.
+func Get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -136,7 +147,7 @@ func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
 
 // etcdHealthy checks etcd's /health.
 func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
-	body, err := get(ctx, c, distrolocal.EtcdClientURL(addr)+"/health")
+	body, err := Get(ctx, c, distrolocal.EtcdClientURL(addr)+"/health")
 	if err != nil {
 		return err
 	}
@@ -155,23 +166,23 @@ func etcdHealthy(ctx context.Context, c *http.Client, addr string) error {
 
 // apiServerReady checks kube-apiserver's /readyz on the node's address.
 func apiServerReady(ctx context.Context, c *http.Client, addr string) error {
-	_, err := get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(distrolocal.APIServerPort))+"/readyz")
+	_, err := Get(ctx, c, "https://"+net.JoinHostPort(addr, fmt.Sprint(distrolocal.APIServerPort))+"/readyz")
 	return err
 }
 
 // nodeRegistered checks that the node object exists (the kubelet may read
 // its own Node).
 func nodeRegistered(ctx context.Context, c *http.Client, endpoint, node string) error {
-	_, err := get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
+	_, err := Get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
 	return err
 }
 
 // errTimeout is wrapped by waitFor's error when the deadline passed.
 var errTimeout = errors.New("timed out")
 
-// waitFor calls check until it succeeds, ctx ends, or timeout passes; the
+// WaitFor calls check until it succeeds, ctx ends, or timeout passes; the
 // error names the last failure.
-func waitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+func WaitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	t := time.NewTicker(healthPoll)
 	defer t.Stop()

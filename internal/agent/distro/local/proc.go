@@ -3,7 +3,6 @@ package local
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -102,19 +101,12 @@ func terminate(pid int, gone <-chan struct{}, timeout time.Duration) bool {
 	}
 }
 
-// writeFile writes a node file atomically, making its directory first.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, data, mode)
-}
-
-// writeJSON writes v as JSON with writeFile, mode 0600.
+// writeJSON writes v as JSON, mode 0600, atomically, making its directory
+// first.
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return writeFile(path, b, 0o600)
+	return atomicfile.WriteMkdirAll(path, b, 0o600)
 }

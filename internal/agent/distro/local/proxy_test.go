@@ -28,7 +28,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 		t.Errorf("the proxy's root CA is not among the node's files")
 	}
 	root := t.TempDir()
-	all := specs(p, root, "kiln-kube", nodeInfo{})
+	all := specs(p, root, "kiln-kube", NodeParts{})
 	if len(all) != 5 {
 		t.Fatalf("%d components, want 5", len(all))
 	}
@@ -49,7 +49,7 @@ func TestProxyReachesEveryComponent(t *testing.T) {
 	if p, err = distrolocal.BuildInstall(in); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range specs(p, root, "kiln-kube", nodeInfo{}) {
+	for _, s := range specs(p, root, "kiln-kube", NodeParts{}) {
 		for _, e := range s.env {
 			if !strings.HasPrefix(e, "KILN_COMPONENTSTATUS_") {
 				t.Errorf("%s has environment %q without a proxy", s.name, s.env)
@@ -67,7 +67,7 @@ func TestAPIServerProbesItsNodesComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range specs(p, t.TempDir(), "kiln-kube", nodeInfo{}) {
+	for _, s := range specs(p, t.TempDir(), "kiln-kube", NodeParts{}) {
 		var got []string
 		for _, e := range s.env {
 			if strings.HasPrefix(e, "KILN_COMPONENTSTATUS_") {

@@ -102,7 +102,7 @@ func TestSpecHashCoversTheProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := specs(p, "/root", "/bin/kiln-kube-v1.35.4", nodeInfo{}), specs(p, "/root", "/bin/kiln-kube-v1.36.3", nodeInfo{})
+	a, b := specs(p, "/root", "/bin/kiln-kube-v1.35.4", NodeParts{}), specs(p, "/root", "/bin/kiln-kube-v1.36.3", NodeParts{})
 	if a[0].hash == b[0].hash {
 		t.Errorf("the same hash %s for two programs", a[0].hash)
 	}
@@ -116,7 +116,7 @@ func TestKubeletLabelsTheNodeHollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := specs(p, "/root", "/bin/kiln-kube", nodeInfo{})
+		all := specs(p, "/root", "/bin/kiln-kube", NodeParts{})
 		kubelet := all[len(all)-1]
 		if i := slices.Index(kubelet.args, "--node-labels"); kubelet.name != Kubelet || i < 0 || kubelet.args[i+1] != HollowLabel+"=true" {
 			t.Errorf("%s: %s %v, want --node-labels %s=true", n.Name, kubelet.name, kubelet.args, HollowLabel)

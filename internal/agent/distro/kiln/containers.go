@@ -1,4 +1,4 @@
-package local
+package kiln
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kiln.dev/kiln/internal/agent/distro/local"
 	"kiln.dev/kiln/internal/distro"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 	"kiln.dev/kiln/internal/nodeimage"
 )
 
 // What a node that runs containers (InstallParams.Containers, the kiln
-// distribution in Kiln's node image) has besides a hollow one: the real
-// kubelet on the node's containerd, kube-proxy, the pod network
-// (internal/agent/distro/kiln) and containerd's registry mirror.
-// docs/distro-kiln.md describes it.
+// distribution in Kiln's node image) runs besides a hollow one's
+// components: the real kubelet on the node's containerd (in place of the
+// hollow one) and kube-proxy. docs/distro-kiln.md describes it.
 
 // dirKubeProxy is kube-proxy's directory on a node that runs containers,
 // under its root.
@@ -27,16 +27,7 @@ const dirKubeProxy = "var/lib/kiln-kube-proxy"
 // system:node-proxier binding lets list and watch nodes). A kubelet may read
 // only its own Node (the node authorizer, Kubernetes 1.33 and later).
 func nodesClient(root string) func() (*http.Client, error) {
-	return KubeconfigClient(root, distrolocal.FileKubeProxyConf)
-}
-
-// KubeconfigClient is what makes a client of the certificate in the
-// kubeconfig file under root (and the CA in it, else root's cluster CA),
-// reading the file again at each call (its certificate is renewed): the pod
-// network's kiln.Routes.Client, and kiln.PodNetwork's when kubeadm's
-// installs from Kiln run it on its own.
-func KubeconfigClient(root, file string) func() (*http.Client, error) {
-	return func() (*http.Client, error) { return kubeconfigClient(root, file) }
+	return local.KubeconfigClient(root, distrolocal.FileKubeProxyConf)
 }
 
 // readCgroupRoot reads the kubelet's cgroup root that the node image's
@@ -59,9 +50,9 @@ func readCgroupRoot(root string) (string, error) {
 // (x509 and webhook authentication, webhook authorization), the cluster DNS,
 // and cgroups under the node container's own (cgroup v1 with Docker's
 // cgroupfs driver: failCgroupV1 false).
-func realKubelet(p distrolocal.InstallParams, f func(string) string, n nodeInfo) spec {
+func realKubelet(p distrolocal.InstallParams, f func(string) string, cgroupRoot string) local.Component {
 	c := p.Containers
-	config := f(dirKubelet + "/config.yaml")
+	config := f(local.DirKubelet + "/config.yaml")
 	// What every kubelet Kiln runs in a container shares (cgroupfs, cgroup
 	// v1, swap, eviction, image garbage collection) is distro.ContainerKubelet.
 	content := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -80,20 +71,20 @@ authentication:
 authorization: {mode: Webhook}
 clusterDNS: [%q]
 clusterDomain: %q
-`, n.cgroupRoot, nodeimage.ContainerdSocket, p.Node.Address, distrolocal.KubeletPort,
+`, cgroupRoot, nodeimage.ContainerdSocket, p.Node.Address, distrolocal.KubeletPort,
 		f(distrolocal.FileKubeletServingCert), f(distrolocal.FileKubeletServingKey), f(distrolocal.FileCA),
 		c.ClusterDNS, c.ClusterDomain) + distro.ContainerKubelet
-	kubelet := spec{name: Kubelet, command: "kubelet", dirs: []string{f(dirKubelet)},
-		files: map[string]string{config: content},
-		args: []string{
+	kubelet := local.Component{Name: local.Kubelet, Command: "kubelet", Dirs: []string{f(local.DirKubelet)},
+		Files: map[string]string{config: content},
+		Args: []string{
 			"--config", config,
 			"--kubeconfig", f(distrolocal.FileKubeletConf),
-			"--root-dir", f(dirKubelet),
+			"--root-dir", f(local.DirKubelet),
 			"--hostname-override", p.Node.Name,
 			"--node-ip", p.Node.Address,
 		}}
 	if len(p.Taints) > 0 {
-		kubelet.args = append(kubelet.args, "--register-with-taints", strings.Join(p.Taints, ","))
+		kubelet.Args = append(kubelet.Args, "--register-with-taints", strings.Join(p.Taints, ","))
 	}
 	return kubelet
 }
@@ -101,7 +92,7 @@ clusterDomain: %q
 // kubeProxy is kube-proxy in iptables mode. conntrack's table size is the
 // host's to set, not a node's (maxPerCore 0 leaves it); NodePorts answer on
 // the node's primary address.
-func kubeProxy(p distrolocal.InstallParams, f func(string) string) spec {
+func kubeProxy(p distrolocal.InstallParams, f func(string) string) local.Component {
 	config := f(dirKubeProxy + "/config.yaml")
 	content := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -112,22 +103,6 @@ clusterCIDR: %q
 nodePortAddresses: [primary]
 conntrack: {maxPerCore: 0}
 `, f(distrolocal.FileKubeProxyConf), p.Node.Name, p.PodCIDR)
-	return spec{name: KubeProxy, dirs: []string{f(dirKubeProxy)}, files: map[string]string{config: content},
-		args: []string{"--config", config}}
-}
-
-// writeSpecFiles writes the configuration files of specs, leaving those
-// already right alone.
-func writeSpecFiles(all []spec) error {
-	for _, s := range all {
-		for path, content := range s.files {
-			if old, err := os.ReadFile(path); err == nil && string(old) == content {
-				continue
-			}
-			if err := writeFile(path, []byte(content), 0o600); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-		}
-	}
-	return nil
+	return local.Component{Name: local.KubeProxy, Dirs: []string{f(dirKubeProxy)}, Files: map[string]string{config: content},
+		Args: []string{"--config", config}, StartStep: local.StepStartKubeProxy}
 }

@@ -1,4 +1,4 @@
-package local
+package kiln
 
 import (
 	"slices"
@@ -7,6 +7,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"kiln.dev/kiln/internal/agent/distro/local"
+	distrokiln "kiln.dev/kiln/internal/distro/kiln"
 	distrolocal "kiln.dev/kiln/internal/distro/local"
 )
 
@@ -18,21 +20,13 @@ func TestRealKubeletConfiguration(t *testing.T) {
 		Node:       distrolocal.Node{Name: "w0", Role: "worker", Address: "172.30.0.3"},
 		PodCIDR:    "10.244.0.0/16",
 		Taints:     []string{"a=b:NoSchedule"},
-		Containers: &distrolocal.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"},
+		Containers: &distrokiln.ContainerParams{ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local"},
 	}
 	f := func(rel string) string { return "/" + rel }
-	all := specs(p, "/", "/usr/local/bin/kiln-kube", nodeInfo{cgroupRoot: "/docker/abc/kubelet"})
-	var kubelet, proxy spec
-	for _, s := range all {
-		switch s.name {
-		case Kubelet:
-			kubelet = s
-		case KubeProxy:
-			proxy = s
-		}
-	}
-	if kubelet.subcommand() != "kubelet" || proxy.subcommand() != "kube-proxy" {
-		t.Fatalf("subcommands %q, %q: want the real kubelet and kube-proxy", kubelet.subcommand(), proxy.subcommand())
+	kubelet, proxy := realKubelet(p, f, "/docker/abc/kubelet"), kubeProxy(p, f)
+	if kubelet.Name != local.Kubelet || kubelet.Command != "kubelet" || proxy.Name != local.KubeProxy || proxy.Command != "" {
+		t.Fatalf("components %s (%q), %s (%q): want the real kubelet and kube-proxy (named after it)",
+			kubelet.Name, kubelet.Command, proxy.Name, proxy.Command)
 	}
 	var cfg struct {
 		FailCgroupV1   *bool    `json:"failCgroupV1"`
@@ -51,7 +45,7 @@ func TestRealKubeletConfiguration(t *testing.T) {
 		Authorization struct{ Mode string } `json:"authorization"`
 		TLSCertFile   string                `json:"tlsCertFile"`
 	}
-	config := kubelet.files[f(dirKubelet+"/config.yaml")]
+	config := kubelet.Files[f(local.DirKubelet+"/config.yaml")]
 	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
 		t.Fatalf("kubelet configuration does not parse: %v\n%s", err, config)
 	}
@@ -62,20 +56,19 @@ func TestRealKubeletConfiguration(t *testing.T) {
 		cfg.TLSCertFile != f(distrolocal.FileKubeletServingCert) {
 		t.Errorf("kubelet configuration:\n%s", config)
 	}
-	if !slices.Contains(kubelet.args, "--register-with-taints") || !slices.Contains(kubelet.args, "a=b:NoSchedule") {
-		t.Errorf("kubelet args %q: want the taints", kubelet.args)
+	if !slices.Contains(kubelet.Args, "--register-with-taints") || !slices.Contains(kubelet.Args, "a=b:NoSchedule") {
+		t.Errorf("kubelet args %q: want the taints", kubelet.Args)
 	}
-	pc := proxy.files[f(dirKubeProxy+"/config.yaml")]
+	pc := proxy.Files[f(dirKubeProxy+"/config.yaml")]
 	for _, want := range []string{"mode: iptables", `clusterCIDR: "10.244.0.0/16"`, "maxPerCore: 0", `hostnameOverride: "w0"`} {
 		if !strings.Contains(pc, want) {
 			t.Errorf("kube-proxy configuration lacks %q:\n%s", want, pc)
 		}
 	}
-	// A changed configuration restarts the component: it is in the hash.
-	other := specs(p, "/", "/usr/local/bin/kiln-kube", nodeInfo{cgroupRoot: "/docker/def/kubelet"})
-	for i := range all {
-		if all[i].name == Kubelet && all[i].hash == other[i].hash {
-			t.Error("another cgroup root gives the kubelet the same hash")
-		}
+	// The cgroup root is in the kubelet's configuration file, which the
+	// executor hashes: another one restarts the kubelet.
+	other := realKubelet(p, f, "/docker/def/kubelet")
+	if other.Files[f(local.DirKubelet+"/config.yaml")] == config {
+		t.Error("another cgroup root gives the kubelet the same configuration")
 	}
 }
