@@ -219,6 +219,18 @@ func (e *env) checkHello(cluster string, workers []string, workerIP string) {
 	e.apply(cluster, helloWorkload)
 	byNode := e.waitPodsByNode(cluster, "app=hello", func(m map[string]int) bool { return m[workers[0]] == 2 && m[workers[1]] == 2 })
 	t.Logf("hello pods by node: %v", byNode)
+	// Each starts, hardened as it is: a container that cannot start says
+	// why in its state (as "can't get final child's PID from pipe" did on
+	// nodes without CAP_SYS_PTRACE).
+	waitfor.Cond(t, "the 4 hello pods' containers ready", time.Minute, func() (bool, error) {
+		states, err := e.kubectl(cluster, "get", "pods", "-l", "app=hello", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} ready={.status.containerStatuses[0].ready} {.status.containerStatuses[0].state}{"\n"}{end}`)
+		if err != nil {
+			return false, waitfor.NotYet(err)
+		}
+		ready := strings.Count(states, " ready=true ")
+		return ready == 4, waitfor.NotYet(fmt.Errorf("%d ready:\n%s", ready, states))
+	})
 	pods := e.runningPods(cluster, "app=hello")
 	var a, b podInfo
 	for _, p := range pods {
