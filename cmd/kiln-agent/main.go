@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kiln-agent",
-		Short:         "Kiln's node agent: checks a host and (soon) joins it to a cluster",
+		Short:         "Kiln's node agent: checks a host, joins it to a cluster and installs Kubernetes on it",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -74,7 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newPrecheckCommand(stdout, stderr), newVersionCommand(stdout))
-	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr), newPodNetworkCommand(stderr))
+	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr), newPodNetworkCommand(stderr), newProxyCommand(stderr))
 	return root
 }
 

@@ -129,7 +129,7 @@ func TestCommands(t *testing.T) {
 	for _, c := range newRootCommand(nil, nil).Commands() {
 		names = append(names, c.Name())
 	}
-	if got := strings.Join(names, " "); got != "join pod-network precheck run version" {
+	if got := strings.Join(names, " "); got != "join pod-network precheck proxy run version" {
 		t.Errorf("commands: %s", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	"github.com/spf13/pflag"
 
 	"kiln.dev/kiln/internal/backend/backupschedule"
@@ -76,6 +77,9 @@ unless set; created on first start): back it up apart from the database.
 				return err
 			}
 			cfg.Logger = logger
+			// Kubernetes' libraries (client-go, the service controller) log
+			// through klog: into kilnd's log, named.
+			klog.SetSlogLogger(logger.With("part", "kubernetes"))
 			if cfg.AgentHeartbeatInterval <= 0 {
 				return fmt.Errorf("--heartbeat-interval %s: must be more than 0", cfg.AgentHeartbeatInterval)
 			}

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 
 	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/retention"
+	"kiln.dev/kiln/internal/backend/servicelb"
 	"kiln.dev/kiln/internal/backend/shard"
 	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/kubeapi"
@@ -26,13 +28,15 @@ import (
 // lease-taking worker running plans, the periodic checks (the machine
 // health check, the elastic loop, the profile, certificate and backup
 // schedule checks) over this replica's share of the clusters, the record
-// of this replica that shares them out, and the pruner.
+// of this replica that shares them out, the pruner, and the service
+// controllers of this replica's clusters (LoadBalancer Services).
 type backend struct {
 	worker   *worker.Worker
 	replicas *shard.Replicas
 	checks   []check.Periodic
 	runner   check.Runner
 	pruner   *retention.Pruner
+	services *servicelb.Manager
 	stop     context.CancelFunc // set by run
 	done     chan error         // each part's Run returns here
 }
@@ -62,6 +66,11 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	keep := d.cfg.Retention
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: keep.Events, Audit: keep.Audit, Tokens: keep.Tokens,
 		Operations: keep.Operations, Instructions: keep.Instructions, Logger: d.log.With("part", "retention")})
+	b.services = servicelb.New(servicelb.Options{Store: d.Store, Providers: providers, Shard: b.replicas,
+		Logger: d.log.With("part", "service-lb"),
+		RESTConfig: func(ctx context.Context, cl *store.Cluster) (*rest.Config, error) {
+			return clusterapi.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:service-controller")
+		}})
 	return b
 }
 
@@ -85,10 +94,11 @@ func (d *Daemon) planRunner(providers provider.Registry, applier *packs.Applier)
 func (b *backend) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = cancel
-	b.done = make(chan error, 3+len(b.checks))
+	b.done = make(chan error, 4+len(b.checks))
 	go func() { b.done <- b.worker.Run(wctx) }()
 	go func() { b.done <- b.replicas.Run(wctx) }()
 	go func() { b.done <- b.pruner.Run(wctx) }()
+	go func() { b.done <- b.services.Run(wctx) }()
 	for _, p := range b.checks {
 		go func() { b.done <- b.runner.Run(wctx, p) }()
 	}
@@ -99,7 +109,7 @@ func (b *backend) run(ctx context.Context) {
 func (b *backend) drain() []error {
 	b.stop()
 	var errs []error
-	for range cap(b.done) { // the worker, the replica's record, the pruner, each check
+	for range cap(b.done) { // the worker, the replica's record, the pruner, the service controllers, each check
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("worker: %w", err))
 		}

@@ -39,6 +39,9 @@ const (
 	// other versions the docker provider mounts there, so a node upgrades
 	// in place.
 	KubeBinaryDir = "/opt/kiln/kube"
+	// AgentPath is kiln-agent in the image (the docker provider runs its
+	// proxy command as a Service's load balancer).
+	AgentPath = "/usr/local/bin/kiln-agent"
 	// AgentDataDir is the agent's data dir, on the node's /var volume:
 	// kept across restarts.
 	AgentDataDir = "/var/lib/kiln-agent"

@@ -125,6 +125,50 @@ type LoadBalancers interface {
 	DeleteLoadBalancer(ctx context.Context, c Cluster) error
 }
 
+// ServiceLoadBalancers is the optional capability of providers that make
+// load balancers for a cluster's Services of type LoadBalancer (as a
+// Kubernetes cloud provider's LoadBalancer does): kilnd runs Kubernetes'
+// service controller for each cluster of such a provider
+// (internal/backend/servicelb), which calls these. Each is known by its
+// name, unique in the cluster and stable for one Service.
+type ServiceLoadBalancers interface {
+	// EnsureServiceLoadBalancer makes lb, or changes the one of its name to
+	// lb's ports and nodes, and returns the addresses it answers on.
+	EnsureServiceLoadBalancer(ctx context.Context, c Cluster, lb ServiceLoadBalancer) ([]string, error)
+	// ServiceLoadBalancer returns the addresses of the load balancer named
+	// name; exists is false when there is none.
+	ServiceLoadBalancer(ctx context.Context, c Cluster, name string) (addresses []string, exists bool, err error)
+	// DeleteServiceLoadBalancer deletes the load balancer named name; none
+	// is no error.
+	DeleteServiceLoadBalancer(ctx context.Context, c Cluster, name string) error
+	// DeleteServiceLoadBalancers deletes every Service load balancer of the
+	// cluster (the cluster is being deleted).
+	DeleteServiceLoadBalancers(ctx context.Context, c Cluster) error
+}
+
+// ServiceLoadBalancer is what a Service of type LoadBalancer asks for.
+type ServiceLoadBalancer struct {
+	// Name is unique in the cluster and the same for one Service's life
+	// (Kubernetes' cloudprovider.DefaultLoadBalancerName: "a" and the
+	// Service's UID, dashes dropped, 32 characters at most).
+	Name string
+	// Service is the Service's namespace/name, for labels and messages.
+	Service string
+	Ports   []ServicePort
+	// Nodes are the addresses of the nodes that take the Service's
+	// traffic, on their NodePorts.
+	Nodes []string
+}
+
+// ServicePort is one port of a Service's load balancer: it listens on Port
+// and forwards to NodePort of every node.
+type ServicePort struct {
+	Name     string
+	Protocol string // TCP, UDP or SCTP, as the Service says
+	Port     int
+	NodePort int
+}
+
 // Stopper is the optional capability of providers that can stop a machine
 // and keep its disks, for hibernation: StopMachine stops the named machine
 // (a stopped or missing one is no error), and EnsureMachine starts a

@@ -304,7 +304,8 @@ func (e *env) runningPods(cluster, selector string) []podInfo {
 // on containerd, an image pushed with kiln image push runs in 4 replicas
 // spread over both workers, its logs and exec answer, port-forward works,
 // pods reach pods of the other worker by address, a Service answers by
-// ClusterIP and by name (CoreDNS) from a pod and by NodePort from the host;
+// ClusterIP and by name (CoreDNS) from a pod and by NodePort from the host,
+// and as a Service of type LoadBalancer (checkLoadBalancer);
 // a cluster of another project cannot pull the image; a restarted node
 // comes back Ready as the same container, a stopped one is made Ready
 // again; an in-place upgrade of a control plane runs the new kubelet; and
@@ -350,6 +351,7 @@ func TestDockerCluster(t *testing.T) {
 
 	workerIP := containerAddress(t, e.mustName("default", "web", workers[1]))
 	e.checkHello("web", workers, workerIP)
+	e.checkLoadBalancer("default", "web")
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
 	if out := e.mustKubectl("web", "get", "deployment", "-n", "kube-system", "coredns", "-o", "jsonpath={.status.availableReplicas}"); out == "" || out == "0" {

@@ -33,8 +33,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/lb"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/lb"
 )
 
 // Name is the provider's name in spec.provider.
@@ -58,9 +58,11 @@ const (
 	LabelRevision    = "kiln.dev/revision"
 	LabelInstanceTyp = "kiln.dev/instance-type"
 	LabelZone        = "kiln.dev/zone"
-	LabelAddress     = "kiln.dev/address"  // a container's address on the cluster's network
-	LabelVersion     = "kiln.dev/version"  // the Kubernetes version of a container's image
-	LabelAPIPort     = "kiln.dev/api-port" // a network's load balancer port, chosen when it is made
+	LabelAddress     = "kiln.dev/address"    // a container's address on the cluster's network
+	LabelVersion     = "kiln.dev/version"    // the Kubernetes version of a container's image
+	LabelAPIPort     = "kiln.dev/api-port"   // a network's load balancer port, chosen when it is made
+	LabelServiceLB   = "kiln.dev/service-lb" // a Service load balancer's name (provider.ServiceLoadBalancer)
+	LabelService     = "kiln.dev/service"    // its Service, namespace/name
 )
 
 const managedBy = "kiln"

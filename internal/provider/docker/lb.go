@@ -14,7 +14,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/lb"
+	"kiln.dev/kiln/internal/lb"
 )
 
 // errClosed is the cause of the error of a load balancer asked for after

@@ -191,17 +191,12 @@ func (d *Docker) create(ctx context.Context, log *slog.Logger, c provider.Cluste
 }
 
 // freeAddress returns the lowest address of the network that none of the
-// cluster's containers has. Callers hold d.mu.
+// cluster's containers (machines, Service load balancers) has. Callers
+// hold d.mu.
 func (d *Docker) freeAddress(ctx context.Context, c provider.Cluster, n clusterNet) (netip.Addr, error) {
-	cs, err := d.containers(ctx, c, "")
+	used, err := d.usedAddresses(ctx, c)
 	if err != nil {
 		return netip.Addr{}, err
-	}
-	used := map[netip.Addr]bool{}
-	for _, s := range cs {
-		if a, err := netip.ParseAddr(s.Labels[LabelAddress]); err == nil {
-			used[a] = true
-		}
 	}
 	a, ok := freeAddress(n.Subnet, used)
 	if !ok {

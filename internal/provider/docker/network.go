@@ -165,7 +165,9 @@ func (d *Docker) chooseSubnet(ctx context.Context, c provider.Cluster) (netip.Pr
 	return p, nil
 }
 
-// DeleteNetwork stops the cluster's load balancer, removes volumes of the
+// DeleteNetwork stops the cluster's load balancer, removes its Service load
+// balancers (whatever Kubernetes' service controller left: nothing made for
+// the cluster outlives it), removes volumes of the
 // cluster that no container uses any more, and removes the network. It
 // refuses, retryably, while machines of the cluster remain (the plan
 // deletes them first); a missing network is not an error.
@@ -183,6 +185,9 @@ func (d *Docker) DeleteNetwork(ctx context.Context, c provider.Cluster) error {
 		return failure.Retryable(v1.CodeProviderError, nil, "the network of cluster %s still has %d machines; delete them first", c.Name, len(cs))
 	}
 	d.stopProxy(c, true)
+	if err := d.removeServiceLBs(ctx, c, ""); err != nil {
+		return fmt.Errorf("delete network: %w", err)
+	}
 	if err := d.removeVolumes(ctx, c, ""); err != nil {
 		return fmt.Errorf("delete network: %w", err)
 	}

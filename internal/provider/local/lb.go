@@ -15,7 +15,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/lb"
+	"kiln.dev/kiln/internal/lb"
 )
 
 // lbFile is lb.json: the load balancer's address, chosen once, so that a

@@ -44,7 +44,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/lb"
+	"kiln.dev/kiln/internal/lb"
 )
 
 // APIServerPort is the port the load balancer forwards to on every

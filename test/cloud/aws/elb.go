@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"kiln.dev/kiln/internal/provider/lb"
+	"kiln.dev/kiln/internal/lb"
 )
 
 // elbState is Elastic Load Balancing v2's part of the state: network load

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"kiln.dev/kiln/internal/provider/lb"
+	"kiln.dev/kiln/internal/lb"
 )
 
 // elbTick is how often elbLoop looks at the load balancers when no health

@@ -1,8 +1,10 @@
-// Package lb is the TCP load balancer that runs inside kilnd in front of a
+// Package lb is Kiln's TCP load balancer: inside kilnd in front of a
 // cluster's API servers, for the providers whose machines are on this host
-// (local, docker). It passes connections through untouched, round-robin
-// over the backends that accept one; the provider says what the backends
-// are, read afresh on every connection.
+// (local, docker); in the local AWS's load balancers; and in kiln-agent's
+// proxy, which the docker provider runs as a Service's load balancer. It
+// passes connections through untouched, round-robin over the backends that
+// accept one; its owner says what the backends are, read afresh on every
+// connection.
 package lb
 
 import (
@@ -120,7 +122,7 @@ func (p *Proxy) handle(c net.Conn) {
 	defer p.untrack(c)
 	bs := p.backends()
 	if len(bs) == 0 {
-		p.log.Debug("load balancer has no control-plane machine to forward to")
+		p.log.Debug("load balancer has no backend to forward to")
 		return
 	}
 	first := int(p.next.Add(1) - 1)
@@ -140,7 +142,7 @@ func (p *Proxy) handle(c net.Conn) {
 		pipe(c, bc)
 		return
 	}
-	p.log.Warn("no control-plane machine accepted a load balancer connection", "backends", bs)
+	p.log.Warn("no backend accepted a load balancer connection", "backends", bs)
 }
 
 // pipe copies both ways until both sides are done. A side that ends cleanly

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"kiln.dev/kiln/test/waitfor"
+)
+
+// checkLoadBalancer exposes cluster's hello Deployment (checkHello's) as a
+// Service of type LoadBalancer, as an app team reaches its app from outside
+// (issue 46): the Service gets an address in status.loadBalancer.ingress
+// and answers there from this machine; a change of its port moves the
+// load balancer to the new port; deleting the Service deletes its load
+// balancer (its container on docker). A second one, hello-kept, is left
+// for the cluster's delete to remove.
+func (e *env) checkLoadBalancer(project, cluster string) {
+	t := e.t
+	t.Helper()
+	ref := cluster
+	if project != "default" {
+		ref = project + "/" + cluster
+	}
+	begin := time.Now()
+	e.mustKubectl(ref, "expose", "deployment", "hello", "--name", "hello-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+	var ip string
+	waitfor.Cond(t, "an address for Service hello-lb", time.Minute, func() (bool, error) {
+		out, err := e.kubectl(ref, "get", "service", "hello-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		ip = strings.TrimSpace(out)
+		if err != nil || ip == "" {
+			evs, _ := e.kubectl(ref, "get", "events", "--field-selector", "involvedObject.name=hello-lb", "-o", "jsonpath={.items[*].message}")
+			return false, waitfor.NotYet(fmt.Errorf("%v: ingress %q; events: %s", err, ip, evs))
+		}
+		return true, nil
+	})
+	got := time.Since(begin)
+	answers := func(port string) {
+		t.Helper()
+		waitfor.Cond(t, "the load balancer at "+ip+":"+port, 30*time.Second, func() (bool, error) {
+			body, err := httpGet("http://" + ip + ":" + port + "/")
+			return err == nil && strings.Contains(body, "hello from hello-"), waitfor.NotYet(fmt.Errorf("%v: %q", err, body))
+		})
+	}
+	answers("80")
+	t.Logf("Service hello-lb of type LoadBalancer: address %s in %s, answering %s after the create",
+		ip, got.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+	if lbs := e.dockerLoadBalancers(project, cluster); len(strings.Split(lbs, "\n")) != 1 {
+		t.Errorf("load balancer containers for one Service:\n%s", lbs)
+	}
+
+	// Its port changes: the load balancer follows.
+	e.mustKubectl(ref, "patch", "service", "hello-lb", "--type", "json", "-p",
+		`[{"op":"replace","path":"/spec/ports/0/port","value":8081}]`)
+	answers("8081")
+	if _, err := httpGet("http://" + ip + ":80/"); err == nil {
+		t.Errorf("the load balancer still answers on port 80 after the Service moved to 8081")
+	}
+
+	// Deleted with its Service.
+	e.mustKubectl(ref, "delete", "service", "hello-lb", "--wait=true", "--timeout=60s")
+	waitfor.Cond(t, "the load balancer of hello-lb gone", time.Minute, func() (bool, error) {
+		left := e.dockerLoadBalancers(project, cluster)
+		return left == "", waitfor.NotYet(fmt.Errorf("containers left: %q", left))
+	})
+
+	// One more, left to the cluster's delete.
+	e.mustKubectl(ref, "expose", "deployment", "hello", "--name", "hello-kept", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+	waitfor.Cond(t, "an address for Service hello-kept", time.Minute, func() (bool, error) {
+		out, err := e.kubectl(ref, "get", "service", "hello-kept", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return err == nil && strings.TrimSpace(out) != "", waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+}
+
+// dockerLoadBalancers lists the cluster's Service load balancer
+// containers, a line each ("" for none).
+func (e *env) dockerLoadBalancers(project, cluster string) string {
+	return docker(e.t, append(append([]string{"ps", "-a"}, e.dockerFilter(project, cluster)...),
+		"--filter", "label=kiln.dev/service-lb", "--format", "{{.Names}} {{.Status}}")...)
+}
