@@ -128,7 +128,8 @@ var rules = []rule{
 		from: []string{"kiln.dev/kiln/internal/backend/check"},
 		never: []string{"kiln.dev/kiln/internal/backend/health/...", "kiln.dev/kiln/internal/backend/elastic/...",
 			"kiln.dev/kiln/internal/backend/certcheck/...", "kiln.dev/kiln/internal/backend/profilecheck/...",
-			"kiln.dev/kiln/internal/backend/backupschedule/...", "kiln.dev/kiln/internal/backend/retention/..."},
+			"kiln.dev/kiln/internal/backend/backupschedule/...", "kiln.dev/kiln/internal/backend/retention/...",
+			"kiln.dev/kiln/internal/backend/policycheck/...", "kiln.dev/kiln/internal/backend/servicelb/..."},
 		reason: "backend/check is the one shape every check uses (the pass, the shard, what a check does to a " +
 			"cluster): it knows no check, each check knows it",
 	},

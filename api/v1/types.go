@@ -522,6 +522,14 @@ const CNINone = "none"
 // CNI bridge plugin on every node, with a route per other node's pod range.
 const CNIBridge = "bridge"
 
+// EnforcesNetworkPolicy reports whether the pod network installed enforces
+// NetworkPolicy: false for the one Kiln knows does not (the bridge network
+// on nodes that run containers), true otherwise (a hollow cluster has no
+// pods to police; another CNI is trusted to).
+func (in *Installed) EnforcesNetworkPolicy() bool {
+	return in == nil || in.Kubelet != KubeletReal || in.CNI != CNIBridge
+}
+
 // Hollow reports whether the cluster's nodes run hollow kubelets: no
 // container runs on them.
 func (c Cluster) Hollow() bool {
@@ -553,6 +561,11 @@ const (
 	// --cert-expiry-warning) of the expiry of the cluster's first
 	// certificate to expire (status.certificates), False before.
 	ConditionCertificatesExpiring = "CertificatesExpiring"
+	// ConditionNetworkPolicyNotEnforced is True while the cluster holds
+	// NetworkPolicies that its pod network does not enforce (the bridge
+	// network enforces none; its message names them), False while it holds
+	// none.
+	ConditionNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
 )
 
 // spec.certificateRenewal.

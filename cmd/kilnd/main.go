@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/internal/backend/backupschedule"
 	"kiln.dev/kiln/internal/backend/certcheck"
 	"kiln.dev/kiln/internal/backend/elastic"
+	"kiln.dev/kiln/internal/backend/policycheck"
 	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/daemon"
 	"kiln.dev/kiln/internal/fault"
@@ -125,6 +126,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.HealthInterval, "health-interval", 15*time.Second, "how often the machine health check looks at every cluster's worker nodes (replacing those unhealthy longer than their pool's unhealthyTimeout)")
 	f.DurationVar(&cfg.AutoscaleInterval, "autoscale-interval", elastic.DefaultInterval, "how often the autoscaler judges every cluster with an autoscaled worker pool (pods waiting for room, underused nodes)")
 	f.DurationVar(&cfg.ProfileCheckInterval, "profile-check-interval", profilecheck.DefaultInterval, "how often the backend looks at every cluster with a profile applied: its packs' workloads Ready, and objects changed by hand (the ProfileDrift condition)")
+	f.DurationVar(&cfg.PolicyCheckInterval, "policy-check-interval", policycheck.DefaultInterval, "how often the backend looks for NetworkPolicies that a cluster's pod network does not enforce (the NetworkPolicyNotEnforced condition)")
 	f.DurationVar(&cfg.BackupCheckInterval, "backup-check-interval", backupschedule.DefaultInterval, "how often the backend looks at the clusters' spec.backup schedules and begins the backups that are due")
 	f.DurationVar(&cfg.CertCheckInterval, "cert-check-interval", certcheck.DefaultInterval, "how often the backend looks at every cluster's certificates: status.certificates, the CertificatesExpiring condition, and a rotate-certificates operation before the nodes' expire (unless the cluster's certificateRenewal is manual)")
 	f.DurationVar(&cfg.CertExpiryWarning, "cert-expiry-warning", certcheck.DefaultWarn, "how long before a cluster's first certificate expires its CertificatesExpiring condition turns True; node certificates are renewed this long before they expire, or when a third of their lifetime is left if that is sooner")

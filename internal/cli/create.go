@@ -288,6 +288,10 @@ func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error
 	if out.Hollow() {
 		fmt.Fprintf(a.stderr, "Note: %s\n", out.Status.Installed.Message)
 	}
+	if in := out.Status.Installed; !in.EnforcesNetworkPolicy() {
+		fmt.Fprintf(a.stderr, "Note: the %s pod network does not enforce NetworkPolicy: a NetworkPolicy is accepted and isolates nothing "+
+			"(the cluster's NetworkPolicyNotEnforced condition says so while it holds one).\n", in.CNI)
+	}
 	if !wait {
 		fmt.Fprintf(a.stderr, "Creating cluster %q (operation %s). Follow it with: kiln operation watch %s\n", cl.Name, opID, opID)
 		return a.printCluster(out)

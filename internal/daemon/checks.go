@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/elastic"
 	"kiln.dev/kiln/internal/backend/health"
+	"kiln.dev/kiln/internal/backend/policycheck"
 	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/kubeapi"
@@ -185,6 +186,23 @@ func (c checks) certificates() check.Periodic {
 		},
 		Warn: d.cfg.CertExpiryWarning,
 		Base: c.base(c.withAgents(), d.cfg.CertCheckInterval, "cert-check"),
+	}).Periodic()
+}
+
+// policies is the NetworkPolicy check: NetworkPolicyNotEnforced on the
+// clusters whose pod network enforces none.
+func (c checks) policies() check.Periodic {
+	d := c.d
+	return policycheck.New(policycheck.Options{
+		Store: d.Store,
+		Policies: func(ctx context.Context, cl *store.Cluster) (names []string, err error) {
+			err = withKube(ctx, d.Store, cl, "kiln:policy-check", 10*time.Second, func(ctx context.Context, kc *kubeapi.Client) error {
+				names, err = kc.ListNetworkPolicies(ctx)
+				return err
+			})
+			return names, err
+		},
+		Base: c.base(c.withAgents(), d.cfg.PolicyCheckInterval, "policy-check"),
 	}).Periodic()
 }
 

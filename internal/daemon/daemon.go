@@ -153,6 +153,9 @@ type Config struct {
 	// a cluster it waits before changing it again; defaults
 	// elastic.DefaultInterval and elastic.DefaultCooldown.
 	AutoscaleInterval time.Duration
+	// PolicyCheckInterval is how often the backend looks for NetworkPolicies
+	// that a cluster's pod network does not enforce.
+	PolicyCheckInterval time.Duration
 	// ProfileCheckInterval is how often the backend looks at the packs
 	// of every cluster with a profile applied (profilecheck).
 	ProfileCheckInterval time.Duration

@@ -313,7 +313,7 @@ func (e *env) runningPods(cluster, selector string) []podInfo {
 // and nothing of the other cluster changes.
 func TestDockerCluster(t *testing.T) {
 	t.Parallel()
-	e := startDocker(t)
+	e := startDocker(t, "--policy-check-interval", "2s")
 	archive := helloImage(t)
 	e.kiln("project", "create", "other")
 
@@ -352,6 +352,7 @@ func TestDockerCluster(t *testing.T) {
 	workerIP := containerAddress(t, e.mustName("default", "web", workers[1]))
 	e.checkHello("web", workers, workerIP)
 	e.checkLoadBalancer("default", "web")
+	e.checkPolicyNotEnforced("web")
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
 	if out := e.mustKubectl("web", "get", "deployment", "-n", "kube-system", "coredns", "-o", "jsonpath={.status.availableReplicas}"); out == "" || out == "0" {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -77,4 +78,32 @@ func (e *env) checkLoadBalancer(project, cluster string) {
 func (e *env) dockerLoadBalancers(project, cluster string) string {
 	return docker(e.t, append(append([]string{"ps", "-a"}, e.dockerFilter(project, cluster)...),
 		"--filter", "label=kiln.dev/service-lb", "--format", "{{.Names}} {{.Status}}")...)
+}
+
+// checkPolicyNotEnforced applies a default-deny NetworkPolicy to a cluster
+// on the bridge pod network, which enforces none: the cluster says so
+// (NetworkPolicyNotEnforced True, naming it, and a Warning event), and
+// says False once it is deleted.
+func (e *env) checkPolicyNotEnforced(cluster string) {
+	t := e.t
+	t.Helper()
+	e.apply(cluster, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny, namespace: default}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+`)
+	wait := func(status, says string) {
+		t.Helper()
+		waitfor.Cond(t, "NetworkPolicyNotEnforced "+status+" on "+cluster, time.Minute, func() (bool, error) {
+			for _, c := range e.cluster(cluster).Status.Conditions {
+				if c.Type == v1.ConditionNetworkPolicyNotEnforced {
+					return c.Status == status && strings.Contains(c.Message, says), waitfor.NotYet(fmt.Errorf("%s: %s", c.Status, c.Message))
+				}
+			}
+			return false, waitfor.NotYet(fmt.Errorf("no condition"))
+		})
+	}
+	wait("True", "default/default-deny")
+	e.mustKubectl(cluster, "delete", "networkpolicy", "default-deny")
+	wait("False", "holds no NetworkPolicy")
 }

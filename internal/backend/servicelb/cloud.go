@@ -24,7 +24,7 @@ var (
 )
 
 func (cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (c cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                 { return c, true }
+func (c cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                { return c, true }
 func (cloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
 func (cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return nil, false }
 func (cloud) Zones() (cloudprovider.Zones, bool)                                { return nil, false }
@@ -98,4 +98,3 @@ func status(addrs []string) *corev1.LoadBalancerStatus {
 }
 
 func ptr[T any](v T) *T { return &v }
-

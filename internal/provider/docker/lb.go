@@ -13,8 +13,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/lb"
+	"kiln.dev/kiln/internal/provider"
 )
 
 // errClosed is the cause of the error of a load balancer asked for after

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/lb"
+	"kiln.dev/kiln/internal/provider"
 )
 
 // lbFile is lb.json: the load balancer's address, chosen once, so that a

@@ -43,8 +43,8 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
-	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/lb"
+	"kiln.dev/kiln/internal/provider"
 )
 
 // APIServerPort is the port the load balancer forwards to on every
