@@ -154,23 +154,59 @@ func TestBareHostsKubeadm(t *testing.T) {
 func TestBareHostsKubeadmBackup(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
-	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "kbb", Spec: v1.ClusterSpec{
+	e, hosts, _ := kubeadmHosts(t, &v1.Cluster{Name: "kbb", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",
 		ControlPlane: v1.ControlPlane{Size: 1},
-	}})
-	h := bn.startHosts("cp")[0]
-	h.copyInstaller(installer)
-	h.startAgent(command)
-	e.waitNodes("kbb", 1, func(n v1.Node) bool { return n.State == v1.NodeApproved })
-	e.configureHosts("kbb", []*bareHost{h}, 1)
-	_, opID, err := e.c.ProvisionCluster(t.Context(), "default", "kbb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := e.wait("kbb", opID)
+	}}, 1, "cp")
+	op := e.wait("kbb", e.provision("kbb"))
 	t.Logf("provisioned in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
-	e.backupAndRestoreKubeadm("kbb", h, "kbb-"+h.name)
+	e.backupAndRestoreKubeadm("kbb", hosts[0], "kbb-"+hosts[0].name)
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
+}
+
+// kubeadmHosts is kubeadmEdge's cluster c, which approves its nodes by
+// itself, on new bare hosts named names, each running the installer's
+// command, approved and configured: the first controlPlanes as control
+// plane, the others as workers. It returns the env, the hosts and the
+// command.
+func kubeadmHosts(t *testing.T, c *v1.Cluster, controlPlanes int, names ...string) (*env, []*bareHost, string) {
+	t.Helper()
+	e, bn, installer, command := kubeadmEdge(t, c)
+	hosts := bn.startHosts(names...)
+	for _, h := range hosts {
+		h.copyInstaller(installer)
+		h.startAgent(command)
+	}
+	e.waitNodes(c.Name, len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
+	e.configureHosts(c.Name, hosts, controlPlanes)
+	return e, hosts, command
+}
+
+// provision begins the provision of cluster and returns its operation.
+func (e *env) provision(cluster string) string {
+	e.t.Helper()
+	_, opID, err := e.c.ProvisionCluster(e.t.Context(), "default", cluster)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return opID
+}
+
+// checkKubeadmNodes checks that every host's node of cluster is Ready and
+// that the first host ran kubeadm init once.
+func (e *env) checkKubeadmNodes(cluster string, hosts []*bareHost) {
+	t := e.t
+	t.Helper()
+	kn := e.kubeNodes(cluster)
+	for _, h := range hosts {
+		if n, ok := kn[cluster+"-"+h.name]; !ok || !n.ready() {
+			t.Errorf("node %s not Ready: %+v", cluster+"-"+h.name, n)
+		}
+	}
+	first := cluster + "-" + hosts[0].name
+	if c := strings.Count(e.kiln("node", "logs", cluster, first), "+ kubeadm init "); c != 1 {
+		t.Errorf("%s ran kubeadm init %d times, want once", first, c)
+	}
 }
 
 // backupAndRestoreKubeadm takes a backup of kubeadm cluster's etcd on its
@@ -272,23 +308,13 @@ func (h *bareHost) address() string {
 func TestBareHostsKubeadmHostStops(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
-	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "hs", Spec: v1.ClusterSpec{
+	e, hosts, command := kubeadmHosts(t, &v1.Cluster{Name: "hs", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",
 		ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
-	}})
+	}}, 1, "cp", "w1")
 	ctx := t.Context()
-	hosts := bn.startHosts("cp", "w1")
 	nodeOf := func(h *bareHost) string { return "hs-" + h.name }
-	for _, h := range hosts {
-		h.copyInstaller(installer)
-		h.startAgent(command)
-	}
-	e.waitNodes("hs", len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
-	e.configureHosts("hs", hosts, 1)
-	_, opID, err := e.c.ProvisionCluster(ctx, "default", "hs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	opID := e.provision("hs")
 
 	// The worker host stops once its install has begun.
 	w := hosts[1]
@@ -318,17 +344,7 @@ func TestBareHostsKubeadmHostStops(t *testing.T) {
 	w.startAgent(command)
 	op := e.wait("hs", opID)
 	t.Logf("provisioned 1+1 in %s, the worker host stopped and back on the way", op.EndTime.Sub(op.StartTime).Round(time.Second))
-
-	kn := e.kubeNodes("hs")
-	for _, h := range hosts {
-		if n, ok := kn[nodeOf(h)]; !ok || !n.ready() {
-			t.Errorf("node %s not Ready: %+v", nodeOf(h), n)
-		}
-	}
-	logs := e.kiln("node", "logs", "hs", nodeOf(hosts[0]))
-	if c := strings.Count(logs, "+ kubeadm init "); c != 1 {
-		t.Errorf("%s ran kubeadm init %d times, want once", nodeOf(hosts[0]), c)
-	}
+	e.checkKubeadmNodes("hs", hosts)
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
 }
 
@@ -341,36 +357,13 @@ func TestBareHostsKubeadmHostStops(t *testing.T) {
 func TestBareHostsKubeadmHA(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
-	e, bn, installer, command := kubeadmEdge(t, &v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
+	e, hosts, _ := kubeadmHosts(t, &v1.Cluster{Name: "ha", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",
 		ControlPlane: v1.ControlPlane{Size: 3},
-	}})
-	ctx := t.Context()
-	hosts := bn.startHosts("cp1", "cp2", "cp3")
-	nodeOf := func(h *bareHost) string { return "ha-" + h.name }
-	for _, h := range hosts {
-		h.copyInstaller(installer)
-		h.startAgent(command)
-	}
-	e.waitNodes("ha", len(hosts), func(n v1.Node) bool { return n.State == v1.NodeApproved })
-	e.configureHosts("ha", hosts, 3)
-	_, opID, err := e.c.ProvisionCluster(ctx, "default", "ha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := e.wait("ha", opID)
+	}}, 3, "cp1", "cp2", "cp3")
+	op := e.wait("ha", e.provision("ha"))
 	t.Logf("provisioned 3 converged in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
-
-	kn := e.kubeNodes("ha")
-	for _, h := range hosts {
-		if n, ok := kn[nodeOf(h)]; !ok || !n.ready() {
-			t.Errorf("node %s not Ready: %+v", nodeOf(h), n)
-		}
-	}
-	logs := e.kiln("node", "logs", "ha", nodeOf(hosts[0]))
-	if c := strings.Count(logs, "+ kubeadm init "); c != 1 {
-		t.Errorf("%s ran kubeadm init %d times, want once", nodeOf(hosts[0]), c)
-	}
+	e.checkKubeadmNodes("ha", hosts)
 
 	// A control-plane host stops (not the endpoint's, the first: an edge
 	// cluster has no load balancer in front of its control plane).
