@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/test/testlog"
 	"kiln.dev/kiln/test/waitfor"
 )
@@ -88,8 +89,15 @@ func buildImage() (func(), error) {
 	for _, d := range []string{"etc/", "tmp/", "var/"} {
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755})
 	}
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "kiln-agent", Mode: 0o755, Size: int64(len(exe))})
-	tw.Write(exe)
+	// At / for the machines' command, and where the node image has it
+	// (nodeimage.AgentPath) for the Service load balancers' proxy.
+	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755})
+	}
+	for _, name := range []string{"kiln-agent", strings.TrimPrefix(nodeimage.AgentPath, "/")} {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: int64(len(exe))})
+		tw.Write(exe)
+	}
 	tw.Close()
 	testImage = "kiln-test/node-" + randomHex(4)
 	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, testImage+":"+testVersion, client.ImageImportOptions{})

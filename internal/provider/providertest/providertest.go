@@ -33,6 +33,11 @@ func Run(t *testing.T, p provider.Provider, opts ...Option) {
 	} else {
 		t.Log("provider has no load balancers; skipping load balancer checks")
 	}
+	if slbs, ok := p.(provider.ServiceLoadBalancers); ok {
+		t.Run("ServiceLoadBalancersFollowTheirService", func(t *testing.T) { testServiceLoadBalancers(t, p, slbs) })
+	} else {
+		t.Log("provider makes no Service load balancers; skipping their checks")
+	}
 	var b *Bootstrap
 	for _, o := range opts {
 		if o.bootstrap != nil {
@@ -325,6 +330,53 @@ func testLoadBalancer(t *testing.T, p provider.Provider, lbs provider.LoadBalanc
 	}
 	if err := lbs.DeleteLoadBalancer(ctx, c); err != nil {
 		t.Errorf("DeleteLoadBalancer twice: %v", err)
+	}
+}
+
+// testServiceLoadBalancers: a Service's load balancer is made once and
+// keeps its address when its ports or nodes change; it is found by name
+// until deleted; deleting one twice, or all of a cluster's, succeeds.
+func testServiceLoadBalancers(t *testing.T, p provider.Provider, slbs provider.ServiceLoadBalancers) {
+	ctx := t.Context()
+	c := cluster("slb")
+	cleanup(t, p, c)
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	lb := provider.ServiceLoadBalancer{Name: "a0c7b1c2e5d4f4a8b", Service: "shop/web", Nodes: []string{"10.0.0.2", "10.0.0.3"},
+		Ports: []provider.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}}}
+	first, err := slbs.EnsureServiceLoadBalancer(ctx, c, lb)
+	if err != nil || len(first) == 0 {
+		t.Fatalf("EnsureServiceLoadBalancer = %v, %v; want its addresses", first, err)
+	}
+	lb.Ports = append(lb.Ports, provider.ServicePort{Name: "https", Protocol: "TCP", Port: 443, NodePort: 30443})
+	lb.Nodes = lb.Nodes[:1]
+	second, err := slbs.EnsureServiceLoadBalancer(ctx, c, lb)
+	if err != nil || !slices.Equal(first, second) {
+		t.Errorf("EnsureServiceLoadBalancer with other ports and nodes = %v, %v; want the same addresses %v", second, err, first)
+	}
+	if got, ok, err := slbs.ServiceLoadBalancer(ctx, c, lb.Name); err != nil || !ok || !slices.Equal(got, first) {
+		t.Errorf("ServiceLoadBalancer(%s) = %v %v %v; want %v", lb.Name, got, ok, err, first)
+	}
+	if _, ok, err := slbs.ServiceLoadBalancer(ctx, c, "anothername"); err != nil || ok {
+		t.Errorf("ServiceLoadBalancer of a name never made = %v, %v; want none", ok, err)
+	}
+	for range 2 {
+		if err := slbs.DeleteServiceLoadBalancer(ctx, c, lb.Name); err != nil {
+			t.Fatalf("DeleteServiceLoadBalancer: %v", err)
+		}
+	}
+	if _, ok, err := slbs.ServiceLoadBalancer(ctx, c, lb.Name); err != nil || ok {
+		t.Errorf("ServiceLoadBalancer after its delete = %v, %v; want none", ok, err)
+	}
+	if _, err := slbs.EnsureServiceLoadBalancer(ctx, c, lb); err != nil {
+		t.Fatal(err)
+	}
+	if err := slbs.DeleteServiceLoadBalancers(ctx, c); err != nil {
+		t.Fatalf("DeleteServiceLoadBalancers: %v", err)
+	}
+	if _, ok, err := slbs.ServiceLoadBalancer(ctx, c, lb.Name); err != nil || ok {
+		t.Errorf("ServiceLoadBalancer after the cluster's were deleted = %v, %v; want none", ok, err)
 	}
 }
 

@@ -8,6 +8,9 @@
 //	                          echoes.
 //	fakeagent probe ADDR      connects to ADDR and prints the first line it
 //	                          reads (a greeting through a load balancer).
+//	fakeagent proxy ...       runs until stopped, SIGHUP ignored (a
+//	                          Service's load balancer: its proxy is
+//	                          internal/lb's, tested there and in test/e2e).
 package main
 
 import (
@@ -16,8 +19,10 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -31,6 +36,9 @@ func main() {
 		run(os.Args[2], os.Args[3:])
 	case "probe":
 		probe(os.Args[2])
+	case "proxy":
+		signal.Ignore(syscall.SIGHUP)
+		select {}
 	}
 	os.Exit(2)
 }
