@@ -14,6 +14,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check"
+	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -56,14 +57,15 @@ const shown = 5
 
 // Check looks at an idle cluster, as read (cl).
 func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
-	if cl.Status.Installed.EnforcesNetworkPolicy() || cl.Status.Endpoint == "" {
+	in := distro.Installed(&cl.Spec) // status.installed, as the API shows it
+	if in.EnforcesNetworkPolicy() || cl.Status.Endpoint == "" {
 		return nil
 	}
 	names, err := l.opts.Policies(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("list NetworkPolicies: %w", err)
 	}
-	cni := cl.Status.Installed.CNI
+	cni := in.CNI
 	want := v1.Condition{Type: v1.ConditionNetworkPolicyNotEnforced, Status: "False", Reason: "NoNetworkPolicy",
 		Message: fmt.Sprintf("the cluster holds no NetworkPolicy; its pod network (%s) would not enforce one", cni)}
 	if len(names) > 0 {

@@ -13,12 +13,12 @@ import (
 	"kiln.dev/kiln/internal/store/sqlite"
 )
 
-// cluster writes an idle cluster named name whose nodes installed in, in a
-// real SQLite store.
-func cluster(t *testing.T, st store.Store, name string, in *v1.Installed) {
+// cluster writes an idle cluster named name of distribution dist and pod
+// network cni, in a real SQLite store.
+func cluster(t *testing.T, st store.Store, name, dist, cni string) {
 	t.Helper()
 	ctx := t.Context()
-	cl := &store.Cluster{Project: "p", Name: name, Spec: v1.ClusterSpec{Provider: "docker"}}
+	cl := &store.Cluster{Project: "p", Name: name, Spec: v1.ClusterSpec{Provider: "docker", Distribution: dist, Network: v1.Network{CNI: cni}}}
 	cl.Status.ProvisioningState = v1.StateCreating
 	op := &store.Operation{ID: "op-" + name, Project: "p", Cluster: name, Kind: v1.KindCreate, Status: v1.OpInProgress, StartTime: time.Now()}
 	if err := st.BeginOperation(ctx, cl, op, store.Cond{}); err != nil {
@@ -29,7 +29,7 @@ func cluster(t *testing.T, st store.Store, name string, in *v1.Installed) {
 		t.Fatal(err)
 	}
 	fence := claimed.Lease.Fence()
-	claimed.Status.ProvisioningState, claimed.Status.Endpoint, claimed.Status.Installed = v1.StateSucceeded, "10.0.0.1:6443", in
+	claimed.Status.ProvisioningState, claimed.Status.Endpoint = v1.StateSucceeded, "10.0.0.1:6443"
 	if err := st.PutClusterStatus(ctx, claimed, store.Cond{Fence: &fence}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +52,8 @@ func TestNetworkPolicyNotEnforced(t *testing.T) {
 	if err := st.PutProject(t.Context(), &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster(t, st, "bridged", &v1.Installed{Distribution: v1.DistroKiln, Kubelet: v1.KubeletReal, CNI: v1.CNIBridge})
-	cluster(t, st, "enforced", &v1.Installed{Distribution: v1.DistroKubeadm, Kubelet: v1.KubeletReal, CNI: "calico"})
+	cluster(t, st, "bridged", v1.DistroKiln, v1.CNIBridge)
+	cluster(t, st, "enforced", v1.DistroKubeadm, "calico")
 
 	policies := []string{"a/deny", "b/deny", "c/deny", "d/deny", "e/deny", "f/deny", "g/allow-web"}
 	asked := map[string]int{}

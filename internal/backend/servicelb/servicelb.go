@@ -219,7 +219,9 @@ func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, renewAfter)
 	defer cancel()
-	f := informers.NewSharedInformerFactory(cs, 0)
+	// The controller asks its informers to resync every 30 s (services)
+	// and 100 s (nodes): the factory's period must allow it.
+	f := informers.NewSharedInformerFactory(cs, 30*time.Second)
 	defer f.Shutdown()
 	// The feature gate is not read by the service controller of this
 	// version.
