@@ -193,3 +193,31 @@ func TestNetworkPending(t *testing.T) {
 		})
 	}
 }
+
+// A node that waited ReadyWait logs, once, which nodes do not route to it
+// yet, and keeps waiting.
+func TestPodNetworkLogsWhoDoesNotRoute(t *testing.T) {
+	api := &nodesAPI{}
+	srv := httptest.NewTLSServer(api.handler())
+	defer srv.Close()
+	api.set([3]string{"cp0", "10.244.0.0/24", "172.30.0.2"}, [3]string{"w0", "10.244.1.0/24", "172.30.0.3"})
+	api.update("w0", func(n *fakeNode) { n.conditions[ConditionNetworkUnavailable] = "True" })
+	var logs strings.Builder
+	client := func() (*http.Client, error) { return srv.Client(), nil }
+	pn := &Routes{Log: slog.New(slog.NewTextHandler(&logs, nil)), Run: newFakeHost().run, Client: client, Node: client,
+		Every: time.Hour, ReadyWait: time.Minute}
+	c := NetworkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24"}
+	st := &netState{started: time.Now().Add(-2 * time.Minute)}
+	for range 2 {
+		if _, err := pn.sync(t.Context(), c, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "do not route to this node's pods yet"); n != 1 ||
+		!strings.Contains(logs.String(), "nodes=\"[cp0 (no route to this node yet)]\"") {
+		t.Errorf("want one warning naming cp0, logs:\n%s", logs.String())
+	}
+	if _, cond := api.get("w0"); cond[ConditionNetworkUnavailable] != "True" {
+		t.Errorf("w0's NetworkUnavailable %q, want True", cond[ConditionNetworkUnavailable])
+	}
+}
