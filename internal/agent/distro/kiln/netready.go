@@ -112,16 +112,22 @@ func send(ctx context.Context, c *http.Client, method, u, contentType string, bo
 
 // networkPending says which other nodes this node still waits for, each
 // with why, sorted; none: its pods are reachable from every node. It waits
-// for every other node that has a pod range, is not being deleted and whose
+// for every other node that has a pod range, is not being deleted, whose
 // kubelet is heard from (Ready not Unknown: a node that stopped runs no
-// agent that could route), until that node records a route to this node's
-// range via this node's address, and until this node routes to it (want
-// holds the routes this node has). A node alone waits for nothing.
+// agent that could route) and that records its routes at all, until that
+// node records a route to this node's range via this node's address, and
+// until this node routes to it (want holds the routes this node has). A
+// node that has never recorded routes is either one whose agent predates
+// the record (it routes within RouteSyncInterval, as before; waiting for it
+// would keep a node added to an older cluster unavailable for good) or one
+// that has not made its first pass yet, and that one checks both directions
+// itself before it takes pods. A node alone waits for nothing.
 func networkPending(nodes []wireNode, self wireNode, want map[string]string) []string {
 	var pending []string
 	for _, n := range nodes {
+		recorded, hasRecord := n.Metadata.Annotations[PodRoutesAnnotation]
 		if n.Metadata.Name == self.Metadata.Name || n.Spec.PodCIDR == "" || n.Metadata.DeletionTimestamp != "" ||
-			n.condition("Ready") == "Unknown" {
+			n.condition("Ready") == "Unknown" || !hasRecord {
 			continue
 		}
 		if want[n.Spec.PodCIDR] == "" {
@@ -129,7 +135,7 @@ func networkPending(nodes []wireNode, self wireNode, want map[string]string) []s
 			continue
 		}
 		var routes map[string]string
-		_ = json.Unmarshal([]byte(n.Metadata.Annotations[PodRoutesAnnotation]), &routes)
+		_ = json.Unmarshal([]byte(recorded), &routes)
 		if routes[self.Spec.PodCIDR] != self.internalIP() {
 			pending = append(pending, n.Metadata.Name+" (no route to this node yet)")
 		}

@@ -140,8 +140,9 @@ func TestPodNetworkLoneNode(t *testing.T) {
 }
 
 // Which nodes a node waits for: every other with a pod range, not being
-// deleted, whose kubelet is heard from, until it routes to this node's
-// range via this node's address; and those this node cannot route to.
+// deleted, whose kubelet is heard from and that records its routes, until
+// it routes to this node's range via this node's address; and those this
+// node cannot route to.
 func TestNetworkPending(t *testing.T) {
 	node := func(name, cidr, ip, ready, routes string, deleting bool) wireNode {
 		var n wireNode
@@ -176,11 +177,13 @@ func TestNetworkPending(t *testing.T) {
 		{"alone", nil, nil},
 		{"every peer routes here", []wireNode{node("cp0", "10.244.0.0/24", "172.30.0.2", "True", routesToSelf, false),
 			node("w1", "10.244.2.0/24", "172.30.0.4", "False", routesToSelf, false)}, nil},
-		{"a peer has no record, another routes elsewhere", []wireNode{node("cp0", "10.244.0.0/24", "172.30.0.2", "True", "", false),
+		{"a peer routes elsewhere, another not to this node", []wireNode{node("cp0", "10.244.0.0/24", "172.30.0.2", "True", `{"10.244.2.0/24":"172.30.0.4"}`, false),
 			node("w1", "10.244.2.0/24", "172.30.0.4", "True", `{"10.244.1.0/24":"172.30.0.8"}`, false)},
 			[]string{"cp0 (no route to this node yet)", "w1 (no route to this node yet)"}},
 		{"no range, being deleted, not heard from: not waited for", []wireNode{node("w1", "", "172.30.0.4", "False", "", false),
-			node("w2", "10.244.3.0/24", "172.30.0.5", "True", "", true), node("w3", "10.244.4.0/24", "172.30.0.6", "Unknown", "", false)}, nil},
+			node("w2", "10.244.3.0/24", "172.30.0.5", "True", "{}", true), node("w3", "10.244.4.0/24", "172.30.0.6", "Unknown", "{}", false)}, nil},
+		{"a peer that never recorded routes (an older agent, or before its first pass): not waited for",
+			[]wireNode{node("w1", "10.244.2.0/24", "172.30.0.4", "True", "", false)}, nil},
 		{"a peer without an address", []wireNode{node("w1", "10.244.2.0/24", "", "False", routesToSelf, false)},
 			[]string{"w1 (no route to it: no address)"}},
 	} {
@@ -201,6 +204,7 @@ func TestPodNetworkLogsWhoDoesNotRoute(t *testing.T) {
 	srv := httptest.NewTLSServer(api.handler())
 	defer srv.Close()
 	api.set([3]string{"cp0", "10.244.0.0/24", "172.30.0.2"}, [3]string{"w0", "10.244.1.0/24", "172.30.0.3"})
+	api.update("cp0", func(n *fakeNode) { n.annotations[PodRoutesAnnotation] = "{}" })
 	api.update("w0", func(n *fakeNode) { n.conditions[ConditionNetworkUnavailable] = "True" })
 	var logs strings.Builder
 	client := func() (*http.Client, error) { return srv.Client(), nil }
