@@ -159,18 +159,36 @@ const (
 	TaintUnreachable = "node.kubernetes.io/unreachable"
 )
 
+// ConditionNetworkUnavailable is the node condition that says the node's pod
+// network is not set up yet (True); the node controller keeps
+// TaintNetworkUnavailable on a node while it is True. The kiln
+// distribution's nodes set it True before they take pods and False once every
+// other node routes to their pods (docs/distro-kiln.md); other nodes may not
+// have it at all.
+const (
+	ConditionNetworkUnavailable = "NetworkUnavailable"
+	TaintNetworkUnavailable     = "node.kubernetes.io/network-unavailable"
+)
+
 // NotReadyYet says why a node does not take new pods yet, as far as its
-// health goes: its Ready condition is not True, or it is but the node
-// controller's not-ready or unreachable taint is still on it, and the
-// scheduler places no pod there that does not tolerate it (a DaemonSet's
-// pods do not). "" when neither holds. A cordon or a pool's own taints are
-// not its health and do not count.
+// health goes: its Ready condition is not True, or its NetworkUnavailable
+// condition is True, or the node controller's not-ready, unreachable or
+// network-unavailable taint is still on it, and the scheduler places no pod
+// there that does not tolerate it (a DaemonSet's pods do not). "" when none
+// holds. A cordon or a pool's own taints are not its health and do not count.
 func (n Node) NotReadyYet() string {
 	if !n.Ready() {
 		return "not Ready"
 	}
+	if c, ok := n.Condition(ConditionNetworkUnavailable); ok && c.Status == "True" {
+		why := "Ready, network unavailable"
+		if c.Reason != "" {
+			why += " (" + c.Reason + ")"
+		}
+		return why
+	}
 	for _, t := range n.Taints {
-		if t.Key == TaintNotReady || t.Key == TaintUnreachable {
+		if t.Key == TaintNotReady || t.Key == TaintUnreachable || t.Key == TaintNetworkUnavailable {
 			return "Ready, still tainted " + t.Key + ":" + t.Effect
 		}
 	}

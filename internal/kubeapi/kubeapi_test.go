@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -173,9 +174,10 @@ func TestClient(t *testing.T) {
 	}
 }
 
-// A node takes pods once it is Ready and the node controller has taken its
-// not-ready (or unreachable) taint off; a pool's taint or a cordon is not
-// its health.
+// A node takes pods once it is Ready, its network is not unavailable, and
+// the node controller has taken its not-ready, unreachable or
+// network-unavailable taint off; a pool's taint or a cordon is not its
+// health.
 func TestNotReadyYet(t *testing.T) {
 	ready := []Condition{{Type: "Ready", Status: "True"}}
 	for _, c := range []struct {
@@ -189,6 +191,12 @@ func TestNotReadyYet(t *testing.T) {
 			"Ready, still tainted node.kubernetes.io/not-ready:NoSchedule"},
 		{"Ready, unreachable taint still on", Node{Conditions: ready, Taints: []Taint{{Key: TaintUnreachable, Effect: "NoExecute"}}},
 			"Ready, still tainted node.kubernetes.io/unreachable:NoExecute"},
+		{"Ready, network unavailable", Node{Conditions: append(slices.Clone(ready), Condition{Type: ConditionNetworkUnavailable, Status: "True", Reason: "KilnPodNetworkPending"})},
+			"Ready, network unavailable (KilnPodNetworkPending)"},
+		{"Ready, network available, its taint still on", Node{Conditions: append(slices.Clone(ready), Condition{Type: ConditionNetworkUnavailable, Status: "False"}),
+			Taints: []Taint{{Key: TaintNetworkUnavailable, Effect: "NoSchedule"}}},
+			"Ready, still tainted node.kubernetes.io/network-unavailable:NoSchedule"},
+		{"Ready, network available", Node{Conditions: append(slices.Clone(ready), Condition{Type: ConditionNetworkUnavailable, Status: "False"})}, ""},
 		{"Ready, a pool's taint, cordoned", Node{Conditions: ready, Unschedulable: true, Taints: []Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}}, ""},
 	} {
 		if got := c.node.NotReadyYet(); got != c.want {

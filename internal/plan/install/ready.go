@@ -26,8 +26,9 @@ const (
 )
 
 // KubernetesReady waits, within NodeTimeout, until Kubernetes itself reports
-// the node of every machine Ready, and its node controller has taken its
-// not-ready taint off. On the way it gives nodes their role labels
+// the node of every machine Ready and its pod network available (on a kiln
+// cluster, once the other nodes route to it), and its node controller has
+// taken its not-ready and network-unavailable taints off. On the way it gives nodes their role labels
 // (kubelets may not set node-role labels themselves) and their pool's
 // labels and taints, as soon as they register, writes the
 // kiln-system/kiln-cluster ConfigMap with the cluster's id and uid, and marks node

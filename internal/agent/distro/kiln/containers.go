@@ -30,6 +30,15 @@ func nodesClient(root string) func() (*http.Client, error) {
 	return local.KubeconfigClient(root, distrolocal.FileKubeProxyConf)
 }
 
+// kubeletClient is the client the pod network patches its own Node with
+// (its routes annotation, its NetworkUnavailable condition): the kubelet's
+// credentials, which the node authorizer and NodeRestriction let patch the
+// node's own Node and status, and nothing else's. kube-proxy's may not
+// (system:node-proxier reads nodes only).
+func kubeletClient(root string) func() (*http.Client, error) {
+	return local.KubeconfigClient(root, distrolocal.FileKubeletConf)
+}
+
 // readCgroupRoot reads the kubelet's cgroup root that the node image's
 // entrypoint chose (nodeimage.CgroupRootFile under root).
 func readCgroupRoot(root string) (string, error) {

@@ -6,7 +6,9 @@
 // the node image's cgroup root, and kube-proxy (containers.go), containerd's
 // registry mirror, and the bridge pod network (network.go: the CNI bridge
 // plugin on the node's pod range, a route per other node's, a masquerade
-// rule for what leaves the pod ranges). kubeadm's installs from Kiln run the
+// rule for what leaves the pod ranges; netready.go: the node's
+// NetworkUnavailable condition, True until every other node routes to it).
+// kubeadm's installs from Kiln run the
 // pod network on its own, as kiln-agent's service pod-network (PodNetwork).
 // It never imports the store.
 //

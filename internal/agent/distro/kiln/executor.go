@@ -57,7 +57,7 @@ func NewExecutor(o Options) Executor {
 	if x.timeout <= 0 {
 		x.timeout = local.DefaultStepTimeout
 	}
-	x.net = &Routes{Log: o.Logger, Run: x.run, Client: nodesClient(o.Root), Every: RouteSyncInterval}
+	x.net = &Routes{Log: o.Logger, Run: x.run, Client: nodesClient(o.Root), Node: kubeletClient(o.Root), Every: RouteSyncInterval}
 	return Executor{&local.Executor{KubeBinary: o.KubeBinary, Root: o.Root, Logger: o.Logger,
 		StepTimeout: o.StepTimeout, StopTimeout: o.StopTimeout, Extension: x}}
 }
@@ -103,13 +103,16 @@ func (x *containers) Install(p distrolocal.InstallParams, root string) (local.No
 }
 
 // podNetwork waits until the controller manager gives the node its pod
-// range, sets up the node's bridge network for it and keeps the routes to
-// the other nodes'.
+// range, sets the node's NetworkUnavailable condition True (so that it takes
+// no pods before the other nodes route to it), sets up the node's bridge
+// network for the range and keeps the routes to the other nodes', which
+// sets NetworkUnavailable False once they all route to this node. A node
+// that got this far before (the step run again) and is available stays so.
 func (x *containers) podNetwork(ctx context.Context, p distrolocal.InstallParams, root string, kubelet *http.Client) (string, error) {
-	var cidr string
+	var n wireNode
 	err := local.WaitFor(ctx, x.timeout, func(ctx context.Context) error {
 		var err error
-		cidr, err = NodePodCIDR(ctx, kubelet, p.Endpoint, p.Node.Name)
+		n, err = readPodRange(ctx, kubelet, p.Endpoint, p.Node.Name)
 		return err
 	})
 	if err != nil {
@@ -118,12 +121,18 @@ func (x *containers) podNetwork(ctx context.Context, p distrolocal.InstallParams
 		}
 		return "", agent.Retryable(v1.CodeTimeout, err, "the node's pod range within %s: %v", x.timeout, err)
 	}
+	cidr := n.Spec.PodCIDR
+	if !(n.condition(ConditionNetworkUnavailable) == "False" && hasCNIConfig(root, cidr)) {
+		if err := SetNetworkUnavailable(ctx, kubelet, p.Endpoint, p.Node.Name, true); err != nil {
+			return "", agent.Retryable(v1.CodeInternal, err, "mark the node's network unavailable until the other nodes route to it: %v", err)
+		}
+	}
 	c := NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
 	if err := SetUp(ctx, root, x.run, c); err != nil {
 		return "", agent.Retryable(v1.CodeInternal, err, "set up the pod network: %v", err)
 	}
 	x.net.Start(c)
-	return "pods get addresses of " + cidr, nil
+	return "pods get addresses of " + cidr + " (the node takes pods once every other node routes to them)", nil
 }
 
 // Resume makes the pod network's masquerade rule and routes again (a

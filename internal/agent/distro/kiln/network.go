@@ -115,7 +115,9 @@ func ensureMasquerade(ctx context.Context, run RunFunc, c NetworkConfig) error {
 // wireNode is what the pod network reads of a Node.
 type wireNode struct {
 	Metadata struct {
-		Name string `json:"name"`
+		Name              string            `json:"name"`
+		Annotations       map[string]string `json:"annotations"`
+		DeletionTimestamp string            `json:"deletionTimestamp"`
 	} `json:"metadata"`
 	Spec struct {
 		PodCIDR string `json:"podCIDR"`
@@ -125,7 +127,22 @@ type wireNode struct {
 			Type    string `json:"type"`
 			Address string `json:"address"`
 		} `json:"addresses"`
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
 	} `json:"status"`
+}
+
+// condition is the status of the node's condition of type t; "" when it
+// has none.
+func (n wireNode) condition(t string) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 func (n wireNode) internalIP() string {
@@ -139,21 +156,27 @@ func (n wireNode) internalIP() string {
 
 // NodePodCIDR reads the pod range the controller manager gave node.
 func NodePodCIDR(ctx context.Context, c *http.Client, endpoint, node string) (string, error) {
+	n, err := readPodRange(ctx, c, endpoint, node)
+	return n.Spec.PodCIDR, err
+}
+
+// readPodRange reads node, once it has a pod range.
+func readPodRange(ctx context.Context, c *http.Client, endpoint, node string) (wireNode, error) {
+	var n wireNode
 	b, err := local.Get(ctx, c, "https://"+endpoint+"/api/v1/nodes/"+url.PathEscape(node))
 	if err != nil {
-		return "", err
+		return n, err
 	}
-	var n wireNode
 	if err := json.Unmarshal(b, &n); err != nil {
-		return "", fmt.Errorf("node %s: %w", node, err)
+		return n, fmt.Errorf("node %s: %w", node, err)
 	}
 	if n.Spec.PodCIDR == "" {
-		return "", fmt.Errorf("node %s has no pod range yet (spec.podCIDR; the controller manager allocates it)", node)
+		return n, fmt.Errorf("node %s has no pod range yet (spec.podCIDR; the controller manager allocates it)", node)
 	}
 	if _, err := netip.ParsePrefix(n.Spec.PodCIDR); err != nil {
-		return "", fmt.Errorf("node %s: spec.podCIDR %q: %w", node, n.Spec.PodCIDR, err)
+		return n, fmt.Errorf("node %s: spec.podCIDR %q: %w", node, n.Spec.PodCIDR, err)
 	}
-	return n.Spec.PodCIDR, nil
+	return n, nil
 }
 
 // wantedRoutes are the routes to the other nodes' pod ranges: range ->
@@ -189,20 +212,40 @@ func parseRoutes(out []byte) map[string]string {
 }
 
 // Routes keeps a node's routes to the other nodes' pod ranges up to
-// date while it runs (one goroutine, from start to stop).
+// date while it runs (one goroutine, from start to stop), and, with Node,
+// records them on its Node and makes the node available to pods once every
+// other node routes to it (netready.go).
 type Routes struct {
 	Log *slog.Logger
 	Run RunFunc
-	// Client lists the nodes: kube-proxy's credentials (system:kube-proxy,
-	// which the default system:node-proxier binding lets list and watch
-	// nodes; a kubelet may read only its own Node), read again each pass
-	// (they are renewed).
+	// Client lists and watches the nodes: kube-proxy's credentials
+	// (system:kube-proxy, which the default system:node-proxier binding lets
+	// list and watch nodes; a kubelet may read only its own Node), read
+	// again each pass (they are renewed).
 	Client func() (*http.Client, error)
-	Every  time.Duration
+	// Node patches this node's own Node: the kubelet's credentials (the
+	// node authorizer and NodeRestriction let a node patch its own Node and
+	// status). It records the routes (PodRoutesAnnotation) and sets
+	// NetworkUnavailable False once every other node routes to this one.
+	// nil: neither.
+	Node func() (*http.Client, error)
+	// Every is how often the routes are brought up to date besides when the
+	// nodes change (a watch).
+	Every time.Duration
+	// ReadyWait is how long the node waits for the other nodes' routes
+	// before it logs which have not routed to it yet; NetworkReadyWait when
+	// zero.
+	ReadyWait time.Duration
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// netState is what a Routes' passes carry from one to the next.
+type netState struct {
+	started time.Time
+	warned  bool // that the node waited ReadyWait
 }
 
 // Start (re)starts keeping the routes of c.
@@ -213,13 +256,25 @@ func (pn *Routes) Start(c NetworkConfig) {
 	pn.mu.Lock()
 	pn.cancel, pn.done = cancel, done
 	pn.mu.Unlock()
+	kick := make(chan struct{}, 1)
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		watchNodes(ctx, pn.Client, c.Endpoint, func() {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	})
 	go func() {
 		defer close(done)
+		defer watching.Wait()
 		t := time.NewTicker(pn.Every)
 		defer t.Stop()
 		var last string
+		st := &netState{started: time.Now()}
 		for {
-			n, err := pn.sync(ctx, c)
+			n, err := pn.sync(ctx, c, st)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -234,6 +289,7 @@ func (pn *Routes) Start(c NetworkConfig) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-kick:
 			}
 		}
 	}()
@@ -252,8 +308,10 @@ func (pn *Routes) Stop() {
 }
 
 // sync makes one pass: the masquerade rule is there, and the routes are
-// those the nodes ask for. It returns how many routes there are.
-func (pn *Routes) sync(ctx context.Context, c NetworkConfig) (int, error) {
+// those the nodes ask for; with Node, the node records them and becomes
+// available once every other node routes to it. It returns how many routes
+// there are.
+func (pn *Routes) sync(ctx context.Context, c NetworkConfig, st *netState) (int, error) {
 	if err := ensureMasquerade(ctx, pn.Run, c); err != nil {
 		return 0, err
 	}
@@ -298,7 +356,54 @@ func (pn *Routes) sync(ctx context.Context, c NetworkConfig) (int, error) {
 		}
 		pn.Log.Info("pod network: route removed", "range", cidr, "via", have[cidr])
 	}
-	return len(want), errors.Join(errs...)
+	if len(errs) > 0 || pn.Node == nil {
+		return len(want), errors.Join(errs...)
+	}
+	return len(want), pn.announce(ctx, c, list.Items, want, st)
+}
+
+// announce records the routes the node has (want) on its Node and, while
+// its NetworkUnavailable condition is True, sets it False once every other
+// node routes to it (networkPending); after NetworkReadyWait it logs those
+// that do not, once. A node whose condition is False or absent keeps it.
+func (pn *Routes) announce(ctx context.Context, c NetworkConfig, nodes []wireNode, want map[string]string, st *netState) error {
+	i := slices.IndexFunc(nodes, func(n wireNode) bool { return n.Metadata.Name == c.Node })
+	if i < 0 {
+		return fmt.Errorf("node %s is not among the nodes", c.Node)
+	}
+	self := nodes[i]
+	client, err := pn.Node()
+	if err != nil {
+		return err
+	}
+	if v := routesValue(want); self.Metadata.Annotations[PodRoutesAnnotation] != v {
+		if err := recordRoutes(ctx, client, c.Endpoint, c.Node, v); err != nil {
+			return err
+		}
+		self.Metadata.Annotations = map[string]string{PodRoutesAnnotation: v}
+	}
+	if self.condition(ConditionNetworkUnavailable) != "True" {
+		return nil
+	}
+	pending := networkPending(nodes, self, want)
+	if len(pending) > 0 {
+		wait := pn.ReadyWait
+		if wait <= 0 {
+			wait = NetworkReadyWait
+		}
+		if !st.warned && time.Since(st.started) >= wait {
+			pn.Log.Warn("pod network: other nodes do not route to this node's pods yet; it stays NetworkUnavailable, tainted "+
+				"network-unavailable, and keeps waiting", "waited", time.Since(st.started).Round(time.Second), "nodes", pending)
+			st.warned = true
+		}
+		return nil
+	}
+	if err := SetNetworkUnavailable(ctx, client, c.Endpoint, c.Node, false); err != nil {
+		return err
+	}
+	pn.Log.Info("pod network: every other node routes to this node's pods; NetworkUnavailable False",
+		"routes", len(want), "waited", time.Since(st.started).Round(time.Millisecond))
+	return nil
 }
 
 // SetUp writes the node's CNI configuration and its masquerade rule, and
@@ -315,6 +420,13 @@ func SetUp(ctx context.Context, root string, run RunFunc, c NetworkConfig) error
 		return err
 	}
 	return atomicfile.WriteMkdirAll(filepath.Join(root, NetworkFile), b, 0o600)
+}
+
+// hasCNIConfig reports whether the node's CNI configuration is written, for
+// nodeCIDR.
+func hasCNIConfig(root, nodeCIDR string) bool {
+	b, err := os.ReadFile(filepath.Join(root, FileCNI))
+	return err == nil && string(b) == cniConfig(nodeCIDR)
 }
 
 // Load reads the pod network of the last install; os.ErrNotExist

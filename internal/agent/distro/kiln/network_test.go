@@ -2,9 +2,11 @@ package kiln
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,30 +78,200 @@ func (h *fakeHost) state() (map[string]string, []string) {
 	return routes, slices.Clone(h.rules)
 }
 
-// nodesAPI answers GET /api/v1/nodes with the nodes set.
+// nodesAPI is the part of the Kubernetes API the pod network uses: it lists,
+// reads and watches the nodes set, and applies the patches of a node's
+// annotations and of its status's conditions.
 type nodesAPI struct {
-	mu    sync.Mutex
-	nodes []string // JSON of each
+	mu      sync.Mutex
+	nodes   []*fakeNode
+	lists   int             // GET /api/v1/nodes
+	patches []string        // "NAME status TYPE=STATUS" or "NAME annotations ..."
+	watches []chan struct{} // one per watch: told of every change
+	// onStatus is called, with mu held, before a status patch is applied.
+	onStatus func(node, condition, status string)
 }
 
+type fakeNode struct {
+	name, cidr, ip string
+	deleting       bool
+	annotations    map[string]string
+	conditions     map[string]string // type -> status
+}
+
+func (n *fakeNode) json() string {
+	var conds []string
+	for _, t := range slices.Sorted(maps.Keys(n.conditions)) {
+		conds = append(conds, fmt.Sprintf(`{"type": %q, "status": %q}`, t, n.conditions[t]))
+	}
+	ann, _ := json.Marshal(n.annotations)
+	deleting := ""
+	if n.deleting {
+		deleting = `, "deletionTimestamp": "2026-11-29T16:00:00Z"`
+	}
+	return fmt.Sprintf(`{"metadata": {"name": %q, "annotations": %s%s}, "spec": {"podCIDR": %q},
+		"status": {"addresses": [{"type": "Hostname", "address": %[1]q}, {"type": "InternalIP", "address": %[5]q}], "conditions": [%[6]s]}}`,
+		n.name, ann, deleting, n.cidr, n.ip, strings.Join(conds, ","))
+}
+
+// set replaces the nodes: name, pod range, address.
 func (a *nodesAPI) set(nodes ...[3]string) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.nodes = nil
 	for _, n := range nodes {
-		a.nodes = append(a.nodes, fmt.Sprintf(`{"metadata": {"name": %q}, "spec": {"podCIDR": %q},
-			"status": {"addresses": [{"type": "Hostname", "address": %[1]q}, {"type": "InternalIP", "address": %[3]q}]}}`, n[0], n[1], n[2]))
+		a.nodes = append(a.nodes, &fakeNode{name: n[0], cidr: n[1], ip: n[2], annotations: map[string]string{}, conditions: map[string]string{}})
+	}
+	a.mu.Unlock()
+	a.changed()
+}
+
+// update changes the node name.
+func (a *nodesAPI) update(name string, f func(*fakeNode)) {
+	a.mu.Lock()
+	if n := a.node(name); n != nil {
+		f(n)
+	}
+	a.mu.Unlock()
+	a.changed()
+}
+
+// get returns a copy of the node name's annotations and conditions.
+func (a *nodesAPI) get(name string) (annotations, conditions map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.node(name)
+	return maps.Clone(n.annotations), maps.Clone(n.conditions)
+}
+
+func (a *nodesAPI) node(name string) *fakeNode {
+	for _, n := range a.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (a *nodesAPI) changed() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.watches {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
 	}
 }
 
-func (a *nodesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/api/v1/nodes" {
-		http.NotFound(w, r)
-		return
-	}
+func (a *nodesAPI) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			a.watch(w, r)
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.lists++
+		var items []string
+		for _, n := range a.nodes {
+			items = append(items, n.json())
+		}
+		fmt.Fprintf(w, `{"kind": "NodeList", "items": [%s]}`, strings.Join(items, ","))
+	})
+	mux.HandleFunc("GET /api/v1/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		n := a.node(r.PathValue("name"))
+		if n == nil {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, n.json())
+	})
+	mux.HandleFunc("PATCH /api/v1/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var p struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if r.Header.Get("Content-Type") != "application/merge-patch+json" || json.NewDecoder(r.Body).Decode(&p) != nil {
+			http.Error(w, "bad patch", http.StatusBadRequest)
+			return
+		}
+		a.mu.Lock()
+		n := a.node(r.PathValue("name"))
+		if n != nil {
+			maps.Copy(n.annotations, p.Metadata.Annotations)
+			a.patches = append(a.patches, fmt.Sprintf("%s annotations %v", n.name, p.Metadata.Annotations))
+		}
+		a.mu.Unlock()
+		if n == nil {
+			http.NotFound(w, r)
+			return
+		}
+		a.changed()
+		fmt.Fprint(w, "{}")
+	})
+	mux.HandleFunc("PATCH /api/v1/nodes/{name}/status", func(w http.ResponseWriter, r *http.Request) {
+		var p struct {
+			Status struct {
+				Conditions []struct {
+					Type, Status, Reason string
+				} `json:"conditions"`
+			} `json:"status"`
+		}
+		if r.Header.Get("Content-Type") != "application/strategic-merge-patch+json" || json.NewDecoder(r.Body).Decode(&p) != nil {
+			http.Error(w, "bad patch", http.StatusBadRequest)
+			return
+		}
+		a.mu.Lock()
+		n := a.node(r.PathValue("name"))
+		if n != nil {
+			for _, c := range p.Status.Conditions {
+				if a.onStatus != nil {
+					a.onStatus(n.name, c.Type, c.Status)
+				}
+				n.conditions[c.Type] = c.Status
+				a.patches = append(a.patches, fmt.Sprintf("%s status %s=%s %s", n.name, c.Type, c.Status, c.Reason))
+			}
+		}
+		a.mu.Unlock()
+		if n == nil {
+			http.NotFound(w, r)
+			return
+		}
+		a.changed()
+		fmt.Fprint(w, "{}")
+	})
+	return mux
+}
+
+// watch streams a MODIFIED event of every node at each change (ADDED first).
+func (a *nodesAPI) watch(w http.ResponseWriter, r *http.Request) {
+	ch := make(chan struct{}, 1)
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	fmt.Fprintf(w, `{"kind": "NodeList", "items": [%s]}`, strings.Join(a.nodes, ","))
+	a.watches = append(a.watches, ch)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.watches = slices.DeleteFunc(a.watches, func(c chan struct{}) bool { return c == ch })
+		a.mu.Unlock()
+	}()
+	typ := "ADDED"
+	for {
+		a.mu.Lock()
+		for _, n := range a.nodes {
+			fmt.Fprintf(w, `{"type": %q, "object": %s}`+"\n", typ, n.json())
+		}
+		a.mu.Unlock()
+		w.(http.Flusher).Flush()
+		typ = "MODIFIED"
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ch:
+		}
+	}
 }
 
 // The routes follow the nodes: one per other node with a pod range, via
@@ -108,21 +280,25 @@ func (a *nodesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // get none. The masquerade rule is added once.
 func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 	api := &nodesAPI{}
-	srv := httptest.NewTLSServer(api)
+	srv := httptest.NewTLSServer(api.handler())
 	defer srv.Close()
 	host := newFakeHost()
-	pn := &Routes{Log: slog.New(slog.DiscardHandler), Run: host.run, Every: time.Hour,
-		Client: func() (*http.Client, error) { return srv.Client(), nil }}
+	client := func() (*http.Client, error) { return srv.Client(), nil }
+	pn := &Routes{Log: slog.New(slog.DiscardHandler), Run: host.run, Every: time.Hour, Client: client, Node: client}
 	c := NetworkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24"}
 
 	sync := func(want map[string]string) {
 		t.Helper()
-		if _, err := pn.sync(t.Context(), c); err != nil {
+		if _, err := pn.sync(t.Context(), c, &netState{started: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		routes, rules := host.state()
 		if !mapsEqual(routes, want) {
 			t.Errorf("routes %v, want %v", routes, want)
+		}
+		// The node records the routes it has on its Node after the pass.
+		if ann, _ := api.get("w0"); ann[PodRoutesAnnotation] != routesValue(want) {
+			t.Errorf("annotation %s = %q, want %q", PodRoutesAnnotation, ann[PodRoutesAnnotation], routesValue(want))
 		}
 		wantRule := "-t nat POSTROUTING -s 10.244.1.0/24 ! -d 10.244.0.0/16 -m comment --comment " + masqueradeComment + " -j MASQUERADE"
 		if len(rules) != 1 || rules[0] != wantRule {
