@@ -26,7 +26,21 @@ type Forward struct {
 	Backends []string `json:"backends"`
 }
 
-// ReadConfig reads a Config from a JSON file and checks it.
+// ConfigError is a Config file that cannot be used: Field is the part at
+// fault ("" for the whole file), Problem what is wrong with it.
+type ConfigError struct {
+	Path, Field, Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return e.Path + ": " + e.Problem
+	}
+	return e.Path + ": " + e.Field + ": " + e.Problem
+}
+
+// ReadConfig reads a Config from a JSON file and checks it; a file that
+// cannot be used is a *ConfigError.
 func ReadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -34,17 +48,19 @@ func ReadConfig(path string) (Config, error) {
 	}
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
+		return Config{}, &ConfigError{Path: path, Problem: err.Error()}
 	}
 	seen := map[int]bool{}
 	for i, f := range c.Ports {
 		if f.Port < 1 || f.Port > 65535 || seen[f.Port] {
-			return Config{}, fmt.Errorf("%s: ports[%d]: port %d is out of range or repeated", path, i, f.Port)
+			return Config{}, &ConfigError{Path: path, Field: fmt.Sprintf("ports[%d].port", i),
+				Problem: fmt.Sprintf("%d is out of range or repeated", f.Port)}
 		}
 		seen[f.Port] = true
-		for _, b := range f.Backends {
+		for j, b := range f.Backends {
 			if _, _, err := net.SplitHostPort(b); err != nil {
-				return Config{}, fmt.Errorf("%s: ports[%d]: backend %q: want host:port", path, i, b)
+				return Config{}, &ConfigError{Path: path, Field: fmt.Sprintf("ports[%d].backends[%d]", i, j),
+					Problem: fmt.Sprintf("%q: want host:port", b)}
 			}
 		}
 	}

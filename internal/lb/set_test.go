@@ -2,6 +2,7 @@ package lb
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,13 +81,14 @@ func TestSetApply(t *testing.T) {
 func TestReadConfig(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct {
-		json, err string
+		json  string
+		field string // the *ConfigError's; "-" for none
 	}{
-		"good":        {json: `{"ports":[{"port":80,"backends":["10.0.0.2:30080"]}]}`},
-		"bad port":    {json: `{"ports":[{"port":0,"backends":[]}]}`, err: "ports[0]: port 0"},
-		"repeated":    {json: `{"ports":[{"port":80},{"port":80}]}`, err: "ports[1]: port 80"},
-		"bad backend": {json: `{"ports":[{"port":80,"backends":["10.0.0.2"]}]}`, err: `backend "10.0.0.2"`},
-		"not json":    {json: `ports: 80`, err: "invalid character"},
+		"good":        {json: `{"ports":[{"port":80,"backends":["10.0.0.2:30080"]}]}`, field: "-"},
+		"bad port":    {json: `{"ports":[{"port":0,"backends":[]}]}`, field: "ports[0].port"},
+		"repeated":    {json: `{"ports":[{"port":80},{"port":80}]}`, field: "ports[1].port"},
+		"bad backend": {json: `{"ports":[{"port":80,"backends":["10.0.0.2:1","10.0.0.2"]}]}`, field: "ports[0].backends[1]"},
+		"not json":    {json: `ports: 80`, field: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
@@ -94,8 +96,12 @@ func TestReadConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := ReadConfig(path)
-			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
-				t.Errorf("ReadConfig: %v, want an error with %q", err, tc.err)
+			var ce *ConfigError
+			switch {
+			case tc.field == "-" && err != nil:
+				t.Errorf("ReadConfig: %v, want none", err)
+			case tc.field != "-" && (!errors.As(err, &ce) || ce.Field != tc.field):
+				t.Errorf("ReadConfig: %v, want a ConfigError of field %q", err, tc.field)
 			}
 		})
 	}

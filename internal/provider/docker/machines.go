@@ -40,11 +40,18 @@ func machineOf(s container.Summary) provider.Machine {
 // containers lists the cluster's containers (of one machine when machine is
 // not ""), running or not, ordered by machine name.
 func (d *Docker) containers(ctx context.Context, c provider.Cluster, machine string) ([]container.Summary, error) {
+	return d.labelled(ctx, c, LabelMachine, machine)
+}
+
+// labelled lists the cluster's containers, running or not, that carry
+// label (with value when it is not ""), ordered by that label's value:
+// machines (LabelMachine) or Service load balancers (LabelServiceLB).
+func (d *Docker) labelled(ctx context.Context, c provider.Cluster, label, value string) ([]container.Summary, error) {
 	f := d.clusterFilter(c)
-	if machine != "" {
-		f = f.Add("label", LabelMachine+"="+machine)
+	if value != "" {
+		f = f.Add("label", label+"="+value)
 	} else {
-		f = f.Add("label", LabelMachine)
+		f = f.Add("label", label)
 	}
 	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -52,7 +59,7 @@ func (d *Docker) containers(ctx context.Context, c provider.Cluster, machine str
 	}
 	out := res.Items
 	slices.SortFunc(out, func(a, b container.Summary) int {
-		return strings.Compare(a.Labels[LabelMachine], b.Labels[LabelMachine])
+		return strings.Compare(a.Labels[label], b.Labels[label])
 	})
 	return out, nil
 }

@@ -202,17 +202,7 @@ func (d *Docker) removeServiceLBs(ctx context.Context, c provider.Cluster, name 
 // serviceLBs lists the cluster's Service load balancer containers (the
 // one named name when it is not ""), running or not.
 func (d *Docker) serviceLBs(ctx context.Context, c provider.Cluster, name string) ([]container.Summary, error) {
-	f := d.clusterFilter(c)
-	if name != "" {
-		f = f.Add("label", LabelServiceLB+"="+name)
-	} else {
-		f = f.Add("label", LabelServiceLB)
-	}
-	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, engineError(err, "cannot list the load balancers of cluster %s", c.Name)
-	}
-	return res.Items, nil
+	return d.labelled(ctx, c, LabelServiceLB, name)
 }
 
 // usedAddresses are the addresses of every container of the cluster on

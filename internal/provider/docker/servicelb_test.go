@@ -2,10 +2,13 @@ package docker
 
 import (
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
 
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/lb"
 	"kiln.dev/kiln/internal/provider"
 )
@@ -28,8 +31,9 @@ func TestServiceLBFile(t *testing.T) {
 		t.Errorf("config %s", b)
 	}
 	s.Ports = append(s.Ports, provider.ServicePort{Protocol: "UDP", Port: 53, NodePort: 30053})
-	if _, err := serviceLBFile(s); err == nil || !strings.Contains(err.Error(), "shop/web") || !strings.Contains(err.Error(), "port 53 is UDP") {
-		t.Errorf("a UDP port: %v, want a refusal naming the Service and the port", err)
+	var fe *failure.Error
+	if _, err := serviceLBFile(s); !errors.As(err, &fe) || fe.Code != v1.CodeInvalidParameter || fe.Retryable {
+		t.Errorf("a UDP port: %v, want a terminal InvalidParameter", err)
 	}
 }
 
