@@ -98,6 +98,46 @@ func BenchmarkDockerCreate(b *testing.B) {
 	b.ReportMetric(bytes/1e6, "image-MB")
 }
 
+// BenchmarkServiceLoadBalancer measures a Service of type LoadBalancer on a
+// docker cluster (issue 46, target under 5 s): from kubectl expose to the
+// address in status.loadBalancer.ingress, and to the first answer of the
+// demo app on it from this machine. Each iteration is a new Service on one
+// 1+1 cluster with the demo app running, deleted afterwards.
+func BenchmarkServiceLoadBalancer(b *testing.B) {
+	e := startDocker(b)
+	e.create(dockerCluster("lb", "", 1, true, 1))
+	e.mustKubectl("lb", "apply", "-f", filepath.Join(repoRoot, "images", "demo", "demo.yaml"))
+	waitfor.Cond(b, "a demo pod Running", 2*time.Minute, func() (bool, error) {
+		return len(e.runningPods("lb", "app=demo")) > 0, nil
+	})
+	var address, answer time.Duration
+	for i := 0; b.Loop(); i++ {
+		name := fmt.Sprintf("demo-lb-%d", i)
+		t0 := time.Now()
+		e.mustKubectl("lb", "expose", "deployment", "demo", "--name", name, "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+		var ip string
+		waitfor.Cond(b, "an address for Service "+name, time.Minute, func() (bool, error) {
+			out, err := e.kubectl("lb", "get", "service", name, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+			ip = strings.TrimSpace(out)
+			return err == nil && ip != "", nil
+		})
+		took := time.Since(t0)
+		address += took
+		waitfor.Cond(b, "the load balancer of "+name+" answering", time.Minute, func() (bool, error) {
+			body, err := httpGet("http://" + ip + "/")
+			return err == nil && strings.Contains(body, "hello from demo-"), nil
+		})
+		answered := time.Since(t0)
+		answer += answered
+		b.Logf("Service %s: address %s in %s, answering in %s", name, ip, took.Round(10*time.Millisecond), answered.Round(10*time.Millisecond))
+		b.StopTimer()
+		e.mustKubectl("lb", "delete", "service", name, "--wait=true", "--timeout=60s")
+		b.StartTimer()
+	}
+	b.ReportMetric(address.Seconds()/float64(b.N), "s/address")
+	b.ReportMetric(answer.Seconds()/float64(b.N), "s/answering")
+}
+
 // BenchmarkEdgeKubeadm measures an edge cluster on bare hosts with the
 // kubeadm distribution installing from Kiln (issue 22): 1 control-plane
 // host and 2 workers that ran the installer and were approved and
