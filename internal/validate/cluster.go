@@ -179,6 +179,10 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	case v1.DistroKiln:
 		e.kiln(&spec.Network)
 	}
+	if spec.Network.LoadBalancerPool != "" && spec.Distribution != v1.DistroKubeadm {
+		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses is used by the kubeadm distribution only (hosts users bring; MetalLB announces it); %s does not use one (the docker provider gives Services their addresses itself): remove it",
+			OfferedBy(spec))
+	}
 	if spec.Provider == ProviderAttached {
 		e.attached(spec)
 	} else if spec.Attach != nil {
