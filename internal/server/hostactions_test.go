@@ -73,7 +73,7 @@ func TestProvisionAndReset(t *testing.T) {
 	}
 	var op v1.Operation
 	h.must(http.StatusOK, "GET", opPath, "").decode(t, &op)
-	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 6 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
+	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != len(plan.StepsFor(v1.KindProvision, true)) || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
 		t.Errorf("provision operation = %+v", op.Properties)
 	}
 	// Provision twice, or reset while it runs: refused, naming it.
@@ -172,9 +172,30 @@ func TestLoadBalancerPoolAtCreate(t *testing.T) {
 		t.Errorf("stored pool %q", cl.Spec.Network.LoadBalancerPool)
 	}
 	h.runBackend()
-	h.await(h.cluster("p", "e").Status.CurrentOperation)
 	e := h.must(http.StatusBadRequest, "PATCH", "/v1/projects/p/clusters/e", `{"spec": {"network": {"loadBalancerPool": "192.168.1.200/29"}}}`).errorBody(t)
 	if e.Target != "spec.network.loadBalancerPool" {
 		t.Errorf("a changed pool: %+v", e)
+	}
+
+	// At provision the hosts' subnets are known: a pool off a host's
+	// subnet, or holding a host's address, is refused (409) naming the
+	// field; on it, the provision starts.
+	for _, tc := range []struct {
+		address, subnet string
+		want            int
+	}{
+		{"192.0.2.1", "192.0.2.1/24", http.StatusConflict},
+		{"192.168.1.245", "192.168.1.245/24", http.StatusConflict},
+		{"192.168.1.10", "192.168.1.10/24", http.StatusAccepted},
+	} {
+		n := &store.Node{Project: "p", Node: v1.Node{Name: "host-a", Cluster: "e", State: v1.NodeConfigured, Role: v1.RoleControlPlane,
+			Address: tc.address, Facts: &v1.NodeFacts{Interfaces: []v1.Interface{{Name: "eth0", Addresses: []string{tc.subnet}}}}}}
+		if err := h.store.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		r := h.must(tc.want, "POST", "/v1/projects/p/clusters/e/provision", "")
+		if e := r.errorBody(t); tc.want != http.StatusAccepted && (e.Code != v1.CodeInvalidParameter || e.Target != "spec.network.loadBalancerPool") {
+			t.Errorf("a host at %s: %+v", tc.subnet, e)
+		}
 	}
 }

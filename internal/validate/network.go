@@ -258,6 +258,9 @@ func (p LoadBalancerPool) Overlaps(prefix netip.Prefix) bool {
 	return p.Contains(prefix.Addr()) || prefix.Contains(p.First) // prefix starts inside, or holds the pool's start
 }
 
+// Range is the pool as FIRST-LAST.
+func (p LoadBalancerPool) Range() string { return p.First.String() + "-" + p.Last.String() }
+
 // Size is how many addresses the pool holds.
 func (p LoadBalancerPool) Size() int {
 	f, l := p.First.As4(), p.Last.As4()

@@ -351,7 +351,7 @@ func TestDockerCluster(t *testing.T) {
 
 	workerIP := containerAddress(t, e.mustName("default", "web", workers[1]))
 	e.checkHello("web", workers, workerIP)
-	e.checkLoadBalancer("default", "web")
+	e.checkLoadBalancer("default", "web", func() string { return e.dockerLoadBalancers("default", "web") })
 	e.checkPolicyNotEnforced("web")
 
 	// The system images came from kilnd's registry too: CoreDNS runs.
