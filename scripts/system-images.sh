@@ -69,6 +69,23 @@ up_to_date() {
 	return 1
 }
 
+# go_inputs WORD... [-- FILE...]: the hash of what a Go-built image is made of: the WORDs (its
+# names, its package), the Go version and architecture, the FILEs (relative to the repository) and
+# this script and oci-archive.sh.
+go_inputs() {
+	local words=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		words+=("$1")
+		shift
+	done
+	[ $# -eq 0 ] || shift
+	{
+		echo "${words[*]}"
+		"$GO" env GOVERSION GOARCH
+		(cd "$repo" && sha256sum "$@" scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16
+}
+
 # kube PROGRAM: packs kiln-kube PROGRAM as the kube image of its Kubernetes version into
 # OUT_DIR/kube-VERSION.tar, unless the hash of the program and the scripts is the one it was
 # packed from.
@@ -116,11 +133,7 @@ build() {
 	local inputs t first extra=() r
 	first=${ref%% *}
 	for r in ${ref#"$first"}; do extra+=(-n "$r"); done
-	inputs=$({
-		echo "$ref"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum "$@" scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref" -- "$@")
 	if up_to_date "$name" "$ref" "$inputs"; then
 		return
 	fi
@@ -152,11 +165,7 @@ cni() {
 	local ref version inputs t m=github.com/containernetworking/plugins/plugins
 	ref=$(ref CNIPluginsImage)
 	version=${ref##*:}
-	inputs=$({
-		echo "$ref"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref")
 	if up_to_date cni-plugins "$ref" "$inputs"; then
 		return
 	fi
@@ -178,11 +187,7 @@ cni
 goinstall() {
 	local name=$1 ref=$2 pkg=$3 version inputs t
 	version=${ref##*:}
-	inputs=$({
-		echo "$ref $pkg"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref $pkg")
 	if up_to_date "$name" "$ref" "$inputs"; then
 		return
 	fi
@@ -211,11 +216,7 @@ metallb() {
 	sref=$(ref MetalLBSpeakerImage)
 	frr=$(ref MetalLBFRRK8s)
 	version=${cref##*:}
-	inputs=$({
-		echo "$cref $sref $frr"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$cref $sref $frr")
 	if up_to_date metallb-controller "$cref" "$inputs" && up_to_date metallb-speaker "$sref" "$inputs"; then
 		return
 	fi
