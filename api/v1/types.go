@@ -573,6 +573,11 @@ const (
 	// network enforces none; its message names them), False while it holds
 	// none.
 	ConditionNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
+	// ConditionLoadBalancerPoolExhausted is True while every address of
+	// spec.network.loadBalancerPool is held and Services of type
+	// LoadBalancer wait for one (its message names the pool and them),
+	// False otherwise; only on clusters with a pool.
+	ConditionLoadBalancerPoolExhausted = "LoadBalancerPoolExhausted"
 )
 
 // spec.certificateRenewal.

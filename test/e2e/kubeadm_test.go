@@ -279,7 +279,7 @@ func kubeadmEdge(t testing.TB, c *v1.Cluster) (e *env, bn *bareNet, installer, c
 	if c.Spec.Network.LoadBalancerPool == poolOnHostsNet {
 		c.Spec.Network.LoadBalancerPool = bn.prefix + ".250-" + bn.prefix + ".250"
 	}
-	e = startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
+	e = startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages, "--lb-pool-check-interval", "2s")
 	buildInstallerAgent(t)
 	e.create(c)
 	installer = filepath.Join(e.data, "installer")
@@ -367,7 +367,8 @@ func TestBareHostsKubeadmHostStops(t *testing.T) {
 // checkLoadBalancer passes with the hosts' addresses as its load
 // balancers; the Service left gets the pool's address again (the deleted
 // one's was freed), and one more Service finds the pool exhausted:
-// MetalLB's AllocationFailed event on it.
+// MetalLB's AllocationFailed event on it, and the cluster's
+// LoadBalancerPoolExhausted condition.
 func (e *env) checkEdgeLoadBalancer(cluster string, provision *v1.Operation) {
 	t := e.t
 	t.Helper()
@@ -398,6 +399,20 @@ func (e *env) checkEdgeLoadBalancer(cluster string, provision *v1.Operation) {
 		out, err := e.kubectl(cluster, "get", "events", "--field-selector", "involvedObject.name=hello-more", "-o",
 			`jsonpath={range .items[*]}{.type} {.reason}: {.message}{"\n"}{end}`)
 		return err == nil && strings.Contains(out, "Warning AllocationFailed: "), waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
+	})
+	// And the cluster says which pool, and which Service waits.
+	waitfor.Cond(t, "the cluster's "+v1.ConditionLoadBalancerPoolExhausted+" condition", 30*time.Second, func() (bool, error) {
+		cl, err := e.c.GetCluster(t.Context(), "default", cluster)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range cl.Status.Conditions {
+			if c.Type == v1.ConditionLoadBalancerPoolExhausted && c.Status == "True" {
+				t.Logf("%s: %s", c.Type, c.Message)
+				return true, nil
+			}
+		}
+		return false, waitfor.NotYet(fmt.Errorf("conditions %+v", cl.Status.Conditions))
 	})
 }
 
