@@ -19,11 +19,8 @@ type LoadBalancerService struct {
 func (c *Client) ListLoadBalancerServices(ctx context.Context) ([]LoadBalancerService, error) {
 	var list struct {
 		Items []struct {
-			Metadata struct {
-				Namespace string `json:"namespace"`
-				Name      string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
+			Metadata objectName `json:"metadata"`
+			Spec     struct {
 				Type string `json:"type"`
 			} `json:"spec"`
 			Status struct {
@@ -43,7 +40,7 @@ func (c *Client) ListLoadBalancerServices(ctx context.Context) ([]LoadBalancerSe
 		if s.Spec.Type != "LoadBalancer" {
 			continue
 		}
-		svc := LoadBalancerService{Name: s.Metadata.Namespace + "/" + s.Metadata.Name}
+		svc := LoadBalancerService{Name: s.Metadata.String()}
 		if in := s.Status.LoadBalancer.Ingress; len(in) > 0 {
 			svc.Address = in[0].IP
 		}

@@ -100,21 +100,9 @@ func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
 			"delete a Service of type LoadBalancer, or move one to type NodePort; the pool cannot change",
 			raw, pool.Size(), services, strings.Join(listed, ", "), more)
 	}
-	was := ""
-	for _, c := range cl.Status.Conditions {
-		if c.Type == want.Type {
-			was = c.Status
-		}
-	}
-	conds, changed := v1.SetCondition(cl.Status.Conditions, want, l.opts.Now())
-	if !changed {
-		return nil
-	}
-	up := *cl
-	up.Status.Conditions = conds
-	written, err := l.acts.SetStatus(ctx, cl, &up)
+	was, written, err := l.acts.SetCondition(ctx, cl, want, l.opts.Now())
 	if err != nil || !written {
-		return err // changed meanwhile: the next pass looks again
+		return err // as it was, or changed meanwhile: the next pass looks again
 	}
 	if was == want.Status || was == "" && want.Status == "False" {
 		return nil // the message changed (which Services wait), or a first False: no event
