@@ -227,7 +227,7 @@ metallb() {
 	cp -R "$dir" "$work/metallb"
 	chmod -R u+w "$work/metallb"
 	(cd "$work/metallb" && GOTOOLCHAIN=local "$GO" mod edit -replace "github.com/metallb/frr-k8s=github.com/metallb/frr-k8s@$frr" &&
-		GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/metallb.bin/" ./controller ./speaker)
+		GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/metallb.bin/" ./controller ./speaker)
 	"$repo/scripts/oci-archive.sh" -z "$work/metallb-controller.tar" "$cref" "$work/metallb.bin/controller"
 	"$repo/scripts/oci-archive.sh" -z "$work/metallb-speaker.tar" "$sref" "$work/metallb.bin/speaker"
 	mv "$work/metallb-controller.tar" "$work/metallb-speaker.tar" "$out/"
