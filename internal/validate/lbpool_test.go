@@ -37,6 +37,10 @@ func TestLoadBalancerPool(t *testing.T) {
 			s.Network.NodeCIDR = "192.168.1.0/24"
 			s.Network.LoadBalancerPool = "192.168.1.240/28"
 		}, false},
+		{"an install from the internet", func(s *v1.ClusterSpec) {
+			s.Network.CNI = "calico"
+			s.Network.LoadBalancerPool = "192.168.1.240/28"
+		}, false},
 		{"not the kubeadm distribution", func(s *v1.ClusterSpec) {
 			s.Distribution = "local"
 			s.Network.LoadBalancerPool = "192.168.1.240/28"
