@@ -380,6 +380,8 @@ func (e *env) checkEdgeLoadBalancer(cluster string, provision *v1.Operation) {
 			t.Logf("%s: %s in %s", s.Name, s.Message, s.EndTime.Sub(*s.StartTime).Round(100*time.Millisecond))
 		}
 	}
+	begin := time.Now()
+	defer func() { t.Logf("Services of type LoadBalancer checked in %s", time.Since(begin).Round(100*time.Millisecond)) }()
 	cl, err := e.c.GetCluster(t.Context(), "default", cluster)
 	if err != nil {
 		t.Fatal(err)
