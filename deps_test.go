@@ -272,6 +272,7 @@ func TestImportRules(t *testing.T) {
 var testSupport = []string{
 	"kiln.dev/kiln/test/...",
 	"kiln.dev/kiln/internal/agent/etcdsnap/etcdsnaptest",
+	"kiln.dev/kiln/internal/backend/check/checktest",
 	"kiln.dev/kiln/internal/chartfile/charttest",
 	"kiln.dev/kiln/internal/distro/kubeadm/kubeadmtest",
 	"kiln.dev/kiln/internal/distro/local/localtest",

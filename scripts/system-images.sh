@@ -11,10 +11,14 @@
 #   OUT_DIR/local-path-provisioner.tar  Rancher's local-path-provisioner as internal/sysimages.LocalPathImage
 #   OUT_DIR/busybox.tar       Debian's static busybox as internal/sysimages.BusyboxImage
 #   OUT_DIR/metrics-server.tar  the Kubernetes metrics-server as internal/sysimages.MetricsServerImage
+#   OUT_DIR/metallb-controller.tar, metallb-speaker.tar  MetalLB's (layer 2) as
+#                             internal/sysimages.MetalLBControllerImage, MetalLBSpeakerImage
 #   OUT_DIR/local-path-VERSION.tgz  the local-path pack's chart (charts/local-path, with the
 #                             provisioner's own chart from its module as a subchart)
 #   OUT_DIR/metrics-server-VERSION.tgz  the metrics-server pack's chart (charts/metrics-server, with
 #                             metrics-server's own chart from its module as a subchart)
+#   OUT_DIR/metallb-VERSION.tgz  the metallb pack's chart (charts/metallb, with MetalLB's own chart
+#                             from its module as a subchart)
 #   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
 #                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
@@ -65,6 +69,23 @@ up_to_date() {
 	return 1
 }
 
+# go_inputs WORD... [-- FILE...]: the hash of what a Go-built image is made of: the WORDs (its
+# names, its package), the Go version and architecture, the FILEs (relative to the repository) and
+# this script and oci-archive.sh.
+go_inputs() {
+	local words=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		words+=("$1")
+		shift
+	done
+	[ $# -eq 0 ] || shift
+	{
+		echo "${words[*]}"
+		"$GO" env GOVERSION GOARCH
+		(cd "$repo" && sha256sum "$@" scripts/system-images.sh scripts/oci-archive.sh)
+	} | sha256sum | cut -c1-16
+}
+
 # kube PROGRAM: packs kiln-kube PROGRAM as the kube image of its Kubernetes version into
 # OUT_DIR/kube-VERSION.tar, unless the hash of the program and the scripts is the one it was
 # packed from.
@@ -112,11 +133,7 @@ build() {
 	local inputs t first extra=() r
 	first=${ref%% *}
 	for r in ${ref#"$first"}; do extra+=(-n "$r"); done
-	inputs=$({
-		echo "$ref"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum "$@" scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref" -- "$@")
 	if up_to_date "$name" "$ref" "$inputs"; then
 		return
 	fi
@@ -148,11 +165,7 @@ cni() {
 	local ref version inputs t m=github.com/containernetworking/plugins/plugins
 	ref=$(ref CNIPluginsImage)
 	version=${ref##*:}
-	inputs=$({
-		echo "$ref"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref")
 	if up_to_date cni-plugins "$ref" "$inputs"; then
 		return
 	fi
@@ -174,11 +187,7 @@ cni
 goinstall() {
 	local name=$1 ref=$2 pkg=$3 version inputs t
 	version=${ref##*:}
-	inputs=$({
-		echo "$ref $pkg"
-		"$GO" env GOVERSION GOARCH
-		(cd "$repo" && sha256sum scripts/system-images.sh scripts/oci-archive.sh)
-	} | sha256sum | cut -c1-16)
+	inputs=$(go_inputs "$ref $pkg")
 	if up_to_date "$name" "$ref" "$inputs"; then
 		return
 	fi
@@ -195,6 +204,38 @@ goinstall() {
 goinstall local-path-provisioner "$(ref LocalPathImage)" github.com/rancher/local-path-provisioner
 # The Kubernetes metrics-server: the metrics-server pack's.
 goinstall metrics-server "$(ref MetricsServerImage)" sigs.k8s.io/metrics-server/cmd/metrics-server
+
+# metallb: MetalLB's controller and speaker, built from its Go module's source at the tag of
+# MetalLBControllerImage, static, each an image with the program at /controller or /speaker (where
+# MetalLB's own images have them: its chart names no command). Its go.mod requires a version of
+# github.com/metallb/frr-k8s the module proxy here does not serve, so the source is copied out of
+# the module cache and built with a replace to MetalLBFRRK8s (internal/sysimages says why).
+metallb() {
+	local cref sref version frr inputs t dir
+	cref=$(ref MetalLBControllerImage)
+	sref=$(ref MetalLBSpeakerImage)
+	frr=$(ref MetalLBFRRK8s)
+	version=${cref##*:}
+	inputs=$(go_inputs "$cref $sref $frr")
+	if up_to_date metallb-controller "$cref" "$inputs" && up_to_date metallb-speaker "$sref" "$inputs"; then
+		return
+	fi
+	echo "system-images: building MetalLB $version (controller, speaker) with frr-k8s $frr (the first time: minutes, client-go's packages)"
+	t=$SECONDS
+	dir=$(cd "$work" && "$GO" mod download -json "go.universe.tf/metallb@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$dir" ] || { echo "system-images: go mod download go.universe.tf/metallb@$version failed" >&2; exit 1; }
+	cp -R "$dir" "$work/metallb"
+	chmod -R u+w "$work/metallb"
+	(cd "$work/metallb" && GOTOOLCHAIN=local "$GO" mod edit -replace "github.com/metallb/frr-k8s=github.com/metallb/frr-k8s@$frr" &&
+		GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/metallb.bin/" ./controller ./speaker)
+	"$repo/scripts/oci-archive.sh" -z "$work/metallb-controller.tar" "$cref" "$work/metallb.bin/controller"
+	"$repo/scripts/oci-archive.sh" -z "$work/metallb-speaker.tar" "$sref" "$work/metallb.bin/speaker"
+	mv "$work/metallb-controller.tar" "$work/metallb-speaker.tar" "$out/"
+	echo "$inputs" >"$out/.metallb-controller.inputs"
+	echo "$inputs" >"$out/.metallb-speaker.inputs"
+	echo "system-images: built $cref and $sref in $((SECONDS - t))s ($(du -ch "$out"/metallb-*.tar | tail -1 | cut -f1))"
+}
+metallb
 
 # busybox: Debian's busybox-static (apt-get download; no container registry), /bin/busybox with
 # the applets the local-path pack's helper pods run as links (/bin/sh, mkdir, rm, chmod, ...).
@@ -261,6 +302,8 @@ lp=$(ref LocalPathImage)
 chart local-path "github.com/rancher/local-path-provisioner@${lp##*:}" deploy/chart/local-path-provisioner
 ms=$(ref MetricsServerImage)
 chart metrics-server "sigs.k8s.io/metrics-server@${ms##*:}" charts/metrics-server
+mlb=$(ref MetalLBControllerImage)
+chart metallb "go.universe.tf/metallb@${mlb##*:}" charts/metallb
 
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"

@@ -351,6 +351,13 @@ type Network struct {
 	// provider makes the cluster's network.
 	VPCID     string   `json:"vpcID,omitempty"`
 	SubnetIDs []string `json:"subnetIDs,omitempty"`
+	// LoadBalancerPool is where Services of type LoadBalancer get their
+	// addresses on hosts users bring (the kubeadm distribution): a CIDR
+	// (192.168.1.240/28) or a range FIRST-LAST (192.168.1.240-192.168.1.250)
+	// of IPv4 addresses on the hosts' subnet that nothing else uses,
+	// announced by the nodes (MetalLB's layer-2 mode). Empty: no load
+	// balancers. It must not overlap the pod, service or node ranges.
+	LoadBalancerPool string `json:"loadBalancerPool,omitempty"`
 }
 
 // ControlPlane describes the control-plane machines.
@@ -566,6 +573,11 @@ const (
 	// network enforces none; its message names them), False while it holds
 	// none.
 	ConditionNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
+	// ConditionLoadBalancerPoolExhausted is True while every address of
+	// spec.network.loadBalancerPool is held and Services of type
+	// LoadBalancer wait for one (its message names the pool and them),
+	// False otherwise; only on clusters with a pool.
+	ConditionLoadBalancerPoolExhausted = "LoadBalancerPoolExhausted"
 )
 
 // spec.certificateRenewal.

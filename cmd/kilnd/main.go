@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/internal/backend/backupschedule"
 	"kiln.dev/kiln/internal/backend/certcheck"
 	"kiln.dev/kiln/internal/backend/elastic"
+	"kiln.dev/kiln/internal/backend/lbpoolcheck"
 	"kiln.dev/kiln/internal/backend/policycheck"
 	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/daemon"
@@ -127,6 +128,7 @@ unless set; created on first start): back it up apart from the database.
 	f.DurationVar(&cfg.AutoscaleInterval, "autoscale-interval", elastic.DefaultInterval, "how often the autoscaler judges every cluster with an autoscaled worker pool (pods waiting for room, underused nodes)")
 	f.DurationVar(&cfg.ProfileCheckInterval, "profile-check-interval", profilecheck.DefaultInterval, "how often the backend looks at every cluster with a profile applied: its packs' workloads Ready, and objects changed by hand (the ProfileDrift condition)")
 	f.DurationVar(&cfg.PolicyCheckInterval, "policy-check-interval", policycheck.DefaultInterval, "how often the backend looks for NetworkPolicies that a cluster's pod network does not enforce (the NetworkPolicyNotEnforced condition)")
+	f.DurationVar(&cfg.LBPoolCheckInterval, "lb-pool-check-interval", lbpoolcheck.DefaultInterval, "how often the backend looks at the clusters whose spec names a load balancer pool: every address held and Services of type LoadBalancer waiting (the LoadBalancerPoolExhausted condition)")
 	f.DurationVar(&cfg.BackupCheckInterval, "backup-check-interval", backupschedule.DefaultInterval, "how often the backend looks at the clusters' spec.backup schedules and begins the backups that are due")
 	f.DurationVar(&cfg.CertCheckInterval, "cert-check-interval", certcheck.DefaultInterval, "how often the backend looks at every cluster's certificates: status.certificates, the CertificatesExpiring condition, and a rotate-certificates operation before the nodes' expire (unless the cluster's certificateRenewal is manual)")
 	f.DurationVar(&cfg.CertExpiryWarning, "cert-expiry-warning", certcheck.DefaultWarn, "how long before a cluster's first certificate expires its CertificatesExpiring condition turns True; node certificates are renewed this long before they expire, or when a third of their lifetime is left if that is sooner")

@@ -28,6 +28,7 @@ type createFlags struct {
 	labels                    []string
 	region, cloudAccount      string
 	nodeCIDR                  string
+	loadBalancerPool          string
 	vpc                       string
 	subnets                   []string
 	dnsServers                []string
@@ -121,6 +122,7 @@ them (spec.restoreFrom).`,
 	fl.StringVar(&f.cloudAccount, "cloud-account", "", "cloud account name")
 	fl.StringArrayVar(&f.zones, "zone", nil, "zone the control plane and every worker pool spread over (repeatable), e.g. --zone us-east-1a --zone us-east-1b")
 	fl.StringVar(&f.nodeCIDR, "node-cidr", "", "CIDR the machines' addresses are in (when the provider lets you choose)")
+	fl.StringVar(&f.loadBalancerPool, "load-balancer-pool", "", "addresses for Services of type LoadBalancer on the hosts' subnet, a CIDR or FIRST-LAST (kubeadm distribution)")
 	fl.StringArrayVar(&f.dnsServers, "dns-server", nil, "DNS server the nodes use, IP or IP:port (repeatable, at most 3)")
 	fl.StringVar(&f.vpc, "vpc", "", "an existing VPC to place the cluster in (aws), with --subnet")
 	fl.StringArrayVar(&f.subnets, "subnet", nil, "a subnet of --vpc the cluster uses (repeatable): a public and a private one per zone")
@@ -176,6 +178,7 @@ func applyCreateFlags(s *v1.ClusterSpec, f *createFlags, changed func(string) bo
 		"region":             {&s.Region, f.region},
 		"cloud-account":      {&s.CloudAccount, f.cloudAccount},
 		"node-cidr":          {&s.Network.NodeCIDR, f.nodeCIDR},
+		"load-balancer-pool": {&s.Network.LoadBalancerPool, f.loadBalancerPool},
 		"vpc":                {&s.Network.VPCID, f.vpc},
 	}
 	for name, sv := range str {

@@ -62,7 +62,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	b.replicas = shard.New(shard.Options{Store: d.Store, Name: owner, TTL: d.cfg.LeaseTTL, Heartbeat: d.cfg.Heartbeat,
 		Logger: d.log.With("part", "replicas")})
 	b.runner = check.Runner{Store: d.Store, Shard: b.replicas}
-	b.checks = []check.Periodic{c.health(), c.elastic(), c.profiles(applier), c.certificates(), c.backups(), c.policies()}
+	b.checks = []check.Periodic{c.health(), c.elastic(), c.profiles(applier), c.certificates(), c.backups(), c.policies(), c.lbPools()}
 	keep := d.cfg.Retention
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: keep.Events, Audit: keep.Audit, Tokens: keep.Tokens,
 		Operations: keep.Operations, Instructions: keep.Instructions, Logger: d.log.With("part", "retention")})

@@ -14,6 +14,7 @@ import (
 	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/elastic"
 	"kiln.dev/kiln/internal/backend/health"
+	"kiln.dev/kiln/internal/backend/lbpoolcheck"
 	"kiln.dev/kiln/internal/backend/policycheck"
 	"kiln.dev/kiln/internal/backend/profilecheck"
 	"kiln.dev/kiln/internal/gateway"
@@ -277,3 +278,20 @@ func instanceShape(ctx context.Context, accounts store.CloudAccounts, providers 
 
 // maxPodsPerNode is the kubelet's default maxPods, what a new node offers.
 const maxPodsPerNode = 110
+
+// lbPools is the load balancer pool check: LoadBalancerPoolExhausted on the
+// clusters whose spec names a pool (edge hosts with MetalLB).
+func (c checks) lbPools() check.Periodic {
+	d := c.d
+	return lbpoolcheck.New(lbpoolcheck.Options{
+		Store: d.Store,
+		Services: func(ctx context.Context, cl *store.Cluster) (svcs []kubeapi.LoadBalancerService, err error) {
+			err = withKube(ctx, d.Store, cl, "kiln:lb-pool-check", 10*time.Second, func(ctx context.Context, kc *kubeapi.Client) error {
+				svcs, err = kc.ListLoadBalancerServices(ctx)
+				return err
+			})
+			return svcs, err
+		},
+		Base: c.base(c.withAgents(), d.cfg.LBPoolCheckInterval, "lb-pool-check"),
+	}).Periodic()
+}

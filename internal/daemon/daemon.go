@@ -156,6 +156,9 @@ type Config struct {
 	// PolicyCheckInterval is how often the backend looks for NetworkPolicies
 	// that a cluster's pod network does not enforce.
 	PolicyCheckInterval time.Duration
+	// LBPoolCheckInterval is how often the backend looks at the clusters
+	// whose load balancer pool may be exhausted (lbpoolcheck).
+	LBPoolCheckInterval time.Duration
 	// ProfileCheckInterval is how often the backend looks at the packs
 	// of every cluster with a profile applied (profilecheck).
 	ProfileCheckInterval time.Duration

@@ -11,10 +11,7 @@ import (
 func (c *Client) ListNetworkPolicies(ctx context.Context) ([]string, error) {
 	var list struct {
 		Items []struct {
-			Metadata struct {
-				Namespace string `json:"namespace"`
-				Name      string `json:"name"`
-			} `json:"metadata"`
+			Metadata objectName `json:"metadata"`
 		} `json:"items"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/apis/networking.k8s.io/v1/networkpolicies", "", nil, &list); err != nil {
@@ -22,8 +19,17 @@ func (c *Client) ListNetworkPolicies(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(list.Items))
 	for _, p := range list.Items {
-		out = append(out, p.Metadata.Namespace+"/"+p.Metadata.Name)
+		out = append(out, p.Metadata.String())
 	}
 	slices.Sort(out)
 	return out, nil
 }
+
+// objectName is a namespaced object's metadata as far as its name goes.
+type objectName struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// String is "namespace/name".
+func (o objectName) String() string { return o.Namespace + "/" + o.Name }

@@ -86,6 +86,30 @@ func TestEdgeProvisionNeedsTheConfiguredHosts(t *testing.T) {
 	}
 }
 
+// A load balancer pool that holds a host's address (or is off its
+// subnet) fails check-node-configuration before anything is installed,
+// naming the field.
+func TestEdgeProvisionChecksTheLoadBalancerPool(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	spec := edgeSpec()
+	spec.Distribution, spec.ControlPlane.Dedicated = v1.DistroKubeadm, false
+	spec.Network.LoadBalancerPool = "192.0.2.8/29" // holds host-a's 192.0.2.10
+	e.beginSteps("c", v1.KindCreate, spec, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
+	op := e.beginSteps("c", v1.KindProvision, spec, plan.StepsFor(v1.KindProvision, true))
+	e.runOnce(e.runner())
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error.Code != v1.CodeInvalidParameter || got.Error.Target != "spec.network.loadBalancerPool" {
+		t.Fatalf("operation %s %+v, want Failed with InvalidParameter on spec.network.loadBalancerPool", got.Status, got.Error)
+	}
+	if s := stepStates(got); s[plan.StepCheckNodeConfiguration] != v1.StepFailed || s[plan.StepInstallControlPlane] != v1.StepPending {
+		t.Errorf("steps = %v, want check-node-configuration Failed and nothing installed", s)
+	}
+}
+
 // A reset removes every host from the cluster; hosts that had nothing
 // installed need no teardown. The cluster and its activation stay.
 func TestEdgeResetRemovesHosts(t *testing.T) {

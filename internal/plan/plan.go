@@ -136,13 +136,15 @@ var (
 	// hostUpdateSteps checks a changed spec; nothing else follows a spec.
 	hostUpdateSteps = []string{StepValidateDynamic}
 	// hostProvisionSteps installs Kubernetes on the configured hosts, then
-	// the cluster's profile.
+	// MetalLB when the spec names a load balancer pool, then the cluster's
+	// profile.
 	hostProvisionSteps = []string{
 		StepValidateDynamic,
 		StepCheckNodeConfiguration,
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,
+		StepInstallServiceLoadBalancers,
 		StepApplyProfile,
 	}
 	// hostResetSteps tears Kubernetes down on every host and removes the

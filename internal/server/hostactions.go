@@ -15,7 +15,8 @@ import (
 // made of hosts users bring (POST .../clusters/{c}/provision, no body):
 // 202 with a provision operation, or 409 when the hosts do not make the
 // configuration the spec asks for (NodeCountMismatch, saying what is
-// missing), when the cluster is provisioned already, or while another
+// missing), when spec.network.loadBalancerPool is not on their subnet
+// (InvalidParameter on the field), when the cluster is provisioned already, or while another
 // operation runs.
 func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.hostAction(w, r, v1.KindProvision, func(ctx context.Context, cl *store.Cluster) error {
@@ -32,6 +33,9 @@ func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error 
 			all[i] = n.Node
 		}
 		if e := validate.HostCounts(&cl.Spec, validate.HostsOf(all)); e != nil {
+			return &apiError{status: http.StatusConflict, body: *e}
+		}
+		if e := validate.PoolOnHosts(&cl.Spec, all); e != nil {
 			return &apiError{status: http.StatusConflict, body: *e}
 		}
 		return nil

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -72,7 +73,7 @@ func TestProvisionAndReset(t *testing.T) {
 	}
 	var op v1.Operation
 	h.must(http.StatusOK, "GET", opPath, "").decode(t, &op)
-	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != 6 || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
+	if op.Properties.Kind != v1.KindProvision || len(op.Properties.Steps) != len(plan.StepsFor(v1.KindProvision, true)) || op.Properties.Steps[1].Name != plan.StepCheckNodeConfiguration {
 		t.Errorf("provision operation = %+v", op.Properties)
 	}
 	// Provision twice, or reset while it runs: refused, naming it.
@@ -144,4 +145,57 @@ func TestEdgeVersionChange(t *testing.T) {
 	}
 	h.host("host-a", v1.NodeConfigured, v1.RoleControlPlane)
 	h.must(http.StatusAccepted, "PATCH", "/v1/projects/p/clusters/e", `{"spec": {"kubernetesVersion": "v1.36.3"}}`)
+}
+
+// spec.network.loadBalancerPool: a pool that overlaps the cluster's pod,
+// service or node ranges, or that is not a pool, is refused at create with
+// 400 naming the field, and nothing is stored; one that fits is kept, and
+// never changes.
+func TestLoadBalancerPoolAtCreate(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	const spec = `{"spec": {"provider": "edge", "distribution": "kubeadm", "kubernetesVersion": "v1.35.4", "network": {%s}}}`
+	for _, network := range []string{
+		`"loadBalancerPool": "10.244.0.0/28"`,
+		`"loadBalancerPool": "10.96.0.10-10.96.0.20"`,
+		`"nodeCIDR": "192.168.1.0/24", "loadBalancerPool": "192.168.1.240/28"`,
+		`"loadBalancerPool": "192.168.1.240"`,
+	} {
+		e := h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/e", fmt.Sprintf(spec, network)).errorBody(t)
+		if e.Code != v1.CodeInvalidParameter || e.Target != "spec.network.loadBalancerPool" {
+			t.Errorf("%s: %+v, want InvalidParameter on spec.network.loadBalancerPool", network, e)
+		}
+		h.must(http.StatusNotFound, "GET", "/v1/projects/p/clusters/e", "")
+	}
+	cl, _ := h.createCluster("p", "e", fmt.Sprintf(spec, `"loadBalancerPool": "192.168.1.240-192.168.1.250"`))
+	if cl.Spec.Network.LoadBalancerPool != "192.168.1.240-192.168.1.250" {
+		t.Errorf("stored pool %q", cl.Spec.Network.LoadBalancerPool)
+	}
+	h.runBackend()
+	e := h.must(http.StatusBadRequest, "PATCH", "/v1/projects/p/clusters/e", `{"spec": {"network": {"loadBalancerPool": "192.168.1.200/29"}}}`).errorBody(t)
+	if e.Target != "spec.network.loadBalancerPool" {
+		t.Errorf("a changed pool: %+v", e)
+	}
+
+	// At provision the hosts' subnets are known: a pool off a host's
+	// subnet, or holding a host's address, is refused (409) naming the
+	// field; on it, the provision starts.
+	for _, tc := range []struct {
+		address, subnet string
+		want            int
+	}{
+		{"192.0.2.1", "192.0.2.1/24", http.StatusConflict},
+		{"192.168.1.245", "192.168.1.245/24", http.StatusConflict},
+		{"192.168.1.10", "192.168.1.10/24", http.StatusAccepted},
+	} {
+		n := &store.Node{Project: "p", Node: v1.Node{Name: "host-a", Cluster: "e", State: v1.NodeConfigured, Role: v1.RoleControlPlane,
+			Address: tc.address, Facts: &v1.NodeFacts{Interfaces: []v1.Interface{{Name: "eth0", Addresses: []string{tc.subnet}}}}}}
+		if err := h.store.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		r := h.must(tc.want, "POST", "/v1/projects/p/clusters/e/provision", "")
+		if e := r.errorBody(t); tc.want != http.StatusAccepted && (e.Code != v1.CodeInvalidParameter || e.Target != "spec.network.loadBalancerPool") {
+			t.Errorf("a host at %s: %+v", tc.subnet, e)
+		}
+	}
 }

@@ -55,6 +55,20 @@ const (
 	// Go module at the tag: the metrics-server pack's
 	// (charts/metrics-server).
 	MetricsServerImage = "kiln.dev/metrics-server:v0.8.0"
+	// MetalLBControllerImage and MetalLBSpeakerImage are MetalLB's
+	// controller (allocates Services' addresses from the pools) and speaker
+	// (announces them: layer 2), built from its Go module at the tag: the
+	// metallb pack's (charts/metallb), which edge clusters with
+	// spec.network.loadBalancerPool get.
+	MetalLBControllerImage = "kiln.dev/metallb-controller:v0.15.2"
+
+	MetalLBSpeakerImage = "kiln.dev/metallb-speaker:v0.15.2"
+	// MetalLBFRRK8s is the version of github.com/metallb/frr-k8s that
+	// MetalLB is built with (a replace in its go.mod): the one its go.mod
+	// requires (v0.0.20) is not served by the module proxy here, and
+	// v0.0.21 is the nearest that is. Only MetalLB's BGP mode through
+	// frr-k8s uses it; Kiln runs the layer-2 mode.
+	MetalLBFRRK8s = "v0.0.21"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.

@@ -179,6 +179,15 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 	case v1.DistroKiln:
 		e.kiln(&spec.Network)
 	}
+	switch {
+	case spec.Network.LoadBalancerPool == "":
+	case spec.Distribution != v1.DistroKubeadm:
+		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses is used by the kubeadm distribution only (hosts users bring; MetalLB announces it); %s does not use one (the docker provider gives Services their addresses itself): remove it",
+			OfferedBy(spec))
+	case spec.Network.CNI != v1.CNIBridge:
+		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses needs the install from Kiln (spec.network.cni %s): MetalLB's images are in Kiln's registry, and the %s install pulls from the internet",
+			v1.CNIBridge, spec.Network.CNI)
+	}
 	if spec.Provider == ProviderAttached {
 		e.attached(spec)
 	} else if spec.Attach != nil {

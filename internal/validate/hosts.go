@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -124,4 +125,57 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// PoolOnHosts checks spec.network.loadBalancerPool against the configured
+// hosts before provisioning: it must lie inside the subnet of every host's
+// address (the prefix of the interface holding it, from the host's facts)
+// and hold none of their addresses, since the hosts answer ARP for its
+// addresses on that link (MetalLB's layer 2). A host whose facts give no
+// such prefix is passed over. nil without a pool or when it fits;
+// otherwise an InvalidParameter on the field naming each host at fault.
+func PoolOnHosts(spec *v1.ClusterSpec, nodes []v1.Node) *v1.Error {
+	raw := spec.Network.LoadBalancerPool
+	if raw == "" {
+		return nil
+	}
+	const target = "spec.network.loadBalancerPool"
+	pool, err := ParseLoadBalancerPool(raw)
+	if err != nil {
+		return &v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: err.Error()}
+	}
+	var off []string
+	for _, n := range nodes {
+		addr, err := netip.ParseAddr(n.Address)
+		if err != nil || !Configured(n) {
+			continue
+		}
+		if pool.Contains(addr) {
+			off = append(off, fmt.Sprintf("%s's address %s is in it", n.Name, addr))
+		} else if subnet, ok := hostSubnet(n, addr); ok && !pool.Within(subnet) {
+			off = append(off, fmt.Sprintf("%s is on %s", n.Name, subnet))
+		}
+	}
+	if len(off) == 0 {
+		return nil
+	}
+	return &v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: fmt.Sprintf(
+		"%s must lie on the subnet of every host's address and hold none of them (the hosts answer ARP for its addresses): %s; the pool cannot change: configure hosts on its subnet, or create the cluster again with another pool",
+		raw, strings.Join(off, "; "))}
+}
+
+// hostSubnet is the prefix of the node's interface address that is addr,
+// from its facts.
+func hostSubnet(n v1.Node, addr netip.Addr) (netip.Prefix, bool) {
+	if n.Facts == nil {
+		return netip.Prefix{}, false
+	}
+	for _, itf := range n.Facts.Interfaces {
+		for _, a := range itf.Addresses {
+			if p, err := netip.ParsePrefix(a); err == nil && p.Addr() == addr {
+				return p.Masked(), true
+			}
+		}
+	}
+	return netip.Prefix{}, false
 }

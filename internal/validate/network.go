@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"net/netip"
 	"regexp"
@@ -79,6 +80,10 @@ func (e *errs) network(n *v1.Network, nodes int) {
 	}
 	e.dnsServers(n.DNSServers)
 	e.existingVPC(n)
+	if n.LoadBalancerPool != "" {
+		e.loadBalancerPool(n.LoadBalancerPool, map[string]netip.Prefix{
+			"spec.network.podCIDR": pod, "spec.network.serviceCIDR": svc, "spec.network.nodeCIDR": node})
+	}
 }
 
 var (
@@ -223,4 +228,104 @@ func joinPrefixes(ps []netip.Prefix) string {
 		out[i] = p.String()
 	}
 	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
+}
+
+// MaxLoadBalancerPool is how many addresses spec.network.loadBalancerPool
+// may hold (a /16): more than a cluster's Services need, few enough that
+// MetalLB's allocator keeps them in memory cheaply.
+const MaxLoadBalancerPool = 1 << 16
+
+// LoadBalancerPool is spec.network.loadBalancerPool parsed: the first and
+// last address of its range, both IPv4.
+type LoadBalancerPool struct{ First, Last netip.Addr }
+
+// Contains reports whether a is in the pool.
+func (p LoadBalancerPool) Contains(a netip.Addr) bool {
+	return a.Is4() && p.First.Compare(a) <= 0 && a.Compare(p.Last) <= 0
+}
+
+// Within reports whether the whole pool lies inside prefix.
+func (p LoadBalancerPool) Within(prefix netip.Prefix) bool {
+	return prefix.Contains(p.First) && prefix.Contains(p.Last)
+}
+
+// Overlaps reports whether the pool shares an address with prefix.
+func (p LoadBalancerPool) Overlaps(prefix netip.Prefix) bool {
+	prefix = prefix.Masked()
+	if !prefix.Addr().Is4() {
+		return false
+	}
+	return p.Contains(prefix.Addr()) || prefix.Contains(p.First) // prefix starts inside, or holds the pool's start
+}
+
+// Range is the pool as FIRST-LAST.
+func (p LoadBalancerPool) Range() string { return p.First.String() + "-" + p.Last.String() }
+
+// Size is how many addresses the pool holds.
+func (p LoadBalancerPool) Size() int {
+	f, l := p.First.As4(), p.Last.As4()
+	return int(uint32(l[0])<<24|uint32(l[1])<<16|uint32(l[2])<<8|uint32(l[3])) -
+		int(uint32(f[0])<<24|uint32(f[1])<<16|uint32(f[2])<<8|uint32(f[3])) + 1
+}
+
+// ParseLoadBalancerPool parses a pool given as a CIDR (192.168.1.240/28,
+// every address of it) or as FIRST-LAST (192.168.1.240-192.168.1.250):
+// IPv4 unicast addresses, FIRST not after LAST, at most
+// MaxLoadBalancerPool of them. The error says what is wrong, for a user.
+func ParseLoadBalancerPool(s string) (LoadBalancerPool, error) {
+	var p LoadBalancerPool
+	if first, last, ok := strings.Cut(s, "-"); ok {
+		f, ferr := netip.ParseAddr(strings.TrimSpace(first))
+		l, lerr := netip.ParseAddr(strings.TrimSpace(last))
+		if ferr != nil || lerr != nil || f.Zone() != "" || l.Zone() != "" {
+			return p, fmt.Errorf("%q is not a range FIRST-LAST of IPv4 addresses such as 192.168.1.240-192.168.1.250", s)
+		}
+		if l.Less(f) {
+			return p, fmt.Errorf("%q: the first address %s is after the last %s", s, f, l)
+		}
+		p = LoadBalancerPool{First: f, Last: l}
+	} else {
+		pre, err := netip.ParsePrefix(s)
+		if err != nil {
+			return p, fmt.Errorf("%q is not a CIDR such as 192.168.1.240/28 or a range such as 192.168.1.240-192.168.1.250", s)
+		}
+		if pre != pre.Masked() {
+			return p, fmt.Errorf("%q has host bits set; did you mean %s?", s, pre.Masked())
+		}
+		last := pre.Addr().As16()
+		for i := pre.Bits() + 96; i < 128; i++ { // an IPv4 prefix's host bits, in its 16-byte form
+			last[i/8] |= 1 << (7 - i%8)
+		}
+		p = LoadBalancerPool{First: pre.Addr(), Last: netip.AddrFrom16(last).Unmap()}
+	}
+	if !p.First.Is4() || !p.Last.Is4() {
+		return LoadBalancerPool{}, fmt.Errorf("%q: the pool holds IPv4 addresses only (the kubeadm distribution installs IPv4 clusters)", s)
+	}
+	for _, a := range []netip.Addr{p.First, p.Last} {
+		if a.IsLoopback() || a.IsMulticast() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return LoadBalancerPool{}, fmt.Errorf("%q: %s is not an address a host can answer on (loopback, link-local, multicast or broadcast)", s, a)
+		}
+	}
+	if n := p.Size(); n > MaxLoadBalancerPool {
+		return LoadBalancerPool{}, fmt.Errorf("%q holds %d addresses; at most %d (a /16)", s, n, MaxLoadBalancerPool)
+	}
+	return p, nil
+}
+
+// loadBalancerPool checks spec.network.loadBalancerPool: its form, and that
+// it shares no address with the pod, service and node ranges (those that
+// parsed). Whether it lies on the hosts' subnet is known once hosts
+// register: the provision checks it (install's load-balancer step).
+func (e *errs) loadBalancerPool(s string, ranges map[string]netip.Prefix) {
+	const target = "spec.network.loadBalancerPool"
+	p, err := ParseLoadBalancerPool(s)
+	if err != nil {
+		e.invalid(target, "%v", err)
+		return
+	}
+	for _, field := range slices.Sorted(maps.Keys(ranges)) {
+		if r := ranges[field]; r.IsValid() && p.Overlaps(r) {
+			e.invalid(target, "%s overlaps %s %s; the load balancers' addresses must be used by nothing else", s, field, r)
+		}
+	}
 }

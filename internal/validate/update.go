@@ -34,6 +34,7 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 		{"spec.network.dnsServers", old.Network.DNSServers, next.Network.DNSServers},
 		{"spec.network.vpcID", old.Network.VPCID, next.Network.VPCID},
 		{"spec.network.subnetIDs", old.Network.SubnetIDs, next.Network.SubnetIDs},
+		{"spec.network.loadBalancerPool", old.Network.LoadBalancerPool, next.Network.LoadBalancerPool},
 		{"spec.proxy", old.Proxy, next.Proxy},
 		{"spec.controlPlane.dedicated", old.ControlPlane.Dedicated, next.ControlPlane.Dedicated},
 	} {

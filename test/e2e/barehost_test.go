@@ -35,6 +35,7 @@ type bareNet struct {
 	name    string // the Docker network, kiln-e2e-TAG
 	tag     string // random, in host names so that runs do not collide
 	gateway string // this machine's address on it
+	prefix  string // its /24 without the last part: 10.252.N
 }
 
 // bareNets counts the bare-host networks made, so that each gets its own subnet.
@@ -65,6 +66,7 @@ func newBareNet(t testing.TB) *bareNet {
 	// docker cluster made in a test beside this one would find no subnet.
 	// Its gateway named too: Docker 20.10 shows none for a subnet given without one.
 	prefix := fmt.Sprintf("10.252.%d", 1+(hostNetBase+int(bareNets.Add(1)))%250)
+	n.prefix = prefix
 	own("network=" + n.name)
 	docker(t, "network", "create", "--subnet", prefix+".0/24", "--gateway", prefix+".1", "--label", "kiln.dev/bare-host=1", n.name)
 	t.Cleanup(func() {

@@ -257,6 +257,11 @@ func (e *env) backupAndRestoreKubeadm(cluster string, h *bareHost, cp string) {
 	}
 }
 
+// poolOnHostsNet, as a cluster's spec.network.loadBalancerPool, has
+// kubeadmEdge give it one address of the bare hosts' network, the
+// 250th (Docker gives the hosts theirs from the bottom).
+const poolOnHostsNet = "one address of the hosts' network"
+
 // kubeadmEdge starts what a test of the kubeadm distribution on bare hosts
 // needs: a network of bare hosts, kilnd with its agent listener on the
 // network's gateway and the system images, the installers' kiln-agent, and
@@ -271,7 +276,10 @@ func kubeadmEdge(t testing.TB, c *v1.Cluster) (e *env, bn *bareNet, installer, c
 		t.Skipf("no kube image in %s (make system-images): kubeadm on bare hosts SKIPPED", systemImages)
 	}
 	bn = newBareNet(t)
-	e = startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages)
+	if c.Spec.Network.LoadBalancerPool == poolOnHostsNet {
+		c.Spec.Network.LoadBalancerPool = bn.prefix + ".250-" + bn.prefix + ".250"
+	}
+	e = startWithoutKube(t, "kilnd", "--agent-listen", bn.gateway+":0", "--system-images", systemImages, "--lb-pool-check-interval", "2s")
 	buildInstallerAgent(t)
 	e.create(c)
 	installer = filepath.Join(e.data, "installer")
@@ -304,14 +312,18 @@ func (h *bareHost) address() string {
 // host is stopped in the middle of its install: the step fails naming the
 // host and what it was doing, and goes on once the host and its agent are
 // back, running nothing again that a host finished (one kubeadm init in
-// the control-plane host's logs).
+// the control-plane host's logs). The cluster names a load balancer pool
+// of one address on the hosts' network: Services of type LoadBalancer get
+// it from MetalLB, announced by the worker host (checkEdgeLoadBalancer).
 func TestBareHostsKubeadmHostStops(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
 	e, hosts, command := kubeadmHosts(t, &v1.Cluster{Name: "hs", Spec: v1.ClusterSpec{
 		Provider: "edge", Distribution: v1.DistroKubeadm, NodeApproval: "auto",
 		ControlPlane: v1.ControlPlane{Size: 1, Dedicated: true},
+		Network:      v1.Network{LoadBalancerPool: poolOnHostsNet},
 	}}, 1, "cp", "w1")
+	e.kiln("image", "push", helloImage(t), "hello:1")
 	ctx := t.Context()
 	nodeOf := func(h *bareHost) string { return "hs-" + h.name }
 	opID := e.provision("hs")
@@ -345,7 +357,65 @@ func TestBareHostsKubeadmHostStops(t *testing.T) {
 	op := e.wait("hs", opID)
 	t.Logf("provisioned 1+1 in %s, the worker host stopped and back on the way", op.EndTime.Sub(op.StartTime).Round(time.Second))
 	e.checkKubeadmNodes("hs", hosts)
+	e.checkEdgeLoadBalancer("hs", op)
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
+}
+
+// checkEdgeLoadBalancer checks Services of type LoadBalancer on a kubeadm
+// cluster whose spec names a pool of one address (poolOnHostsNet): the
+// provision installed MetalLB (its step's time is logged), and
+// checkLoadBalancer passes with the hosts' addresses as its load
+// balancers; the Service left gets the pool's address again (the deleted
+// one's was freed), and one more Service finds the pool exhausted:
+// MetalLB's AllocationFailed event on it, and the cluster's
+// LoadBalancerPoolExhausted condition.
+func (e *env) checkEdgeLoadBalancer(cluster string, provision *v1.Operation) {
+	t := e.t
+	t.Helper()
+	for _, s := range provision.Properties.Steps {
+		if s.Name == plan.StepInstallServiceLoadBalancers {
+			if s.State != v1.StepSucceeded || s.StartTime == nil || s.EndTime == nil {
+				t.Fatalf("step %s: %+v", s.Name, s)
+			}
+			t.Logf("%s: %s in %s", s.Name, s.Message, s.EndTime.Sub(*s.StartTime).Round(100*time.Millisecond))
+		}
+	}
+	begin := time.Now()
+	defer func() { t.Logf("Services of type LoadBalancer checked in %s", time.Since(begin).Round(100*time.Millisecond)) }()
+	cl, err := e.c.GetCluster(t.Context(), "default", cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _, _ := strings.Cut(cl.Spec.Network.LoadBalancerPool, "-")
+	e.apply(cluster, helloWorkload)
+	e.mustKubectl(cluster, "rollout", "status", "deployment/hello", "--timeout=120s")
+	held := func() string {
+		out := e.mustKubectl(cluster, "get", "services", "-A", "-o", `jsonpath={range .items[*]}{.status.loadBalancer.ingress[0].ip}{"\n"}{end}`)
+		return strings.TrimSpace(out)
+	}
+	if kept := e.checkLoadBalancer("default", cluster, held); kept != pool {
+		t.Errorf("Service hello-kept has address %s, want the pool's one address %s, freed by hello-lb's delete", kept, pool)
+	}
+	e.mustKubectl(cluster, "expose", "deployment", "hello", "--name", "hello-more", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+	waitfor.Cond(t, "MetalLB to say the pool is exhausted", 30*time.Second, func() (bool, error) {
+		out, err := e.kubectl(cluster, "get", "events", "--field-selector", "involvedObject.name=hello-more", "-o",
+			`jsonpath={range .items[*]}{.type} {.reason}: {.message}{"\n"}{end}`)
+		return err == nil && strings.Contains(out, "Warning AllocationFailed: "), waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
+	})
+	// And the cluster says which pool, and which Service waits.
+	waitfor.Cond(t, "the cluster's "+v1.ConditionLoadBalancerPoolExhausted+" condition", 30*time.Second, func() (bool, error) {
+		cl, err := e.c.GetCluster(t.Context(), "default", cluster)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range cl.Status.Conditions {
+			if c.Type == v1.ConditionLoadBalancerPoolExhausted && c.Status == "True" {
+				t.Logf("%s: %s", c.Type, c.Message)
+				return true, nil
+			}
+		}
+		return false, waitfor.NotYet(fmt.Errorf("conditions %+v", cl.Status.Conditions))
+	})
 }
 
 // Three converged control-plane hosts with kubeadm (issue 22): the first

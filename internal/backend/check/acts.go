@@ -61,6 +61,25 @@ func (a Acts) SetStatus(ctx context.Context, cl, next *store.Cluster) (bool, err
 	return err == nil, err
 }
 
+// SetCondition sets want among cl's conditions (cl as read) and writes its
+// status when that changes it, as SetStatus. It returns the condition's
+// status before ("" when cl had none) and whether it wrote.
+func (a Acts) SetCondition(ctx context.Context, cl *store.Cluster, want v1.Condition, now time.Time) (was string, written bool, err error) {
+	for _, c := range cl.Status.Conditions {
+		if c.Type == want.Type {
+			was = c.Status
+		}
+	}
+	conds, changed := v1.SetCondition(cl.Status.Conditions, want, now)
+	if !changed {
+		return was, false, nil
+	}
+	up := *cl
+	up.Status.Conditions = conds
+	written, err = a.SetStatus(ctx, cl, &up)
+	return was, written, err
+}
+
 // Event records an event of cl (op: the operation it is about, or ""); a
 // failure is logged, not returned: the check's work is done.
 func (a Acts) Event(ctx context.Context, cl *store.Cluster, typ, reason, op, msg string) {

@@ -79,15 +79,9 @@ func (l *Loop) Check(ctx context.Context, cl *store.Cluster) error {
 			"pods are not isolated until the cluster runs a pod network that enforces NetworkPolicy",
 			len(names), strings.Join(listed, ", "), more, cni)
 	}
-	conds, changed := v1.SetCondition(cl.Status.Conditions, want, l.opts.Now())
-	if !changed {
-		return nil
-	}
-	up := *cl
-	up.Status.Conditions = conds
-	written, err := l.acts.SetStatus(ctx, cl, &up)
+	_, written, err := l.acts.SetCondition(ctx, cl, want, l.opts.Now())
 	if err != nil || !written {
-		return err // changed meanwhile: the next pass looks again
+		return err // as it was, or changed meanwhile: the next pass looks again
 	}
 	typ := "Normal"
 	if want.Status == "True" {

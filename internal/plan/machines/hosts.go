@@ -80,6 +80,9 @@ func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 	if e := validate.HostCounts(&s.cl.Spec, h); e != nil {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
 	}
+	if e := validate.PoolOnHosts(&s.cl.Spec, all); e != nil {
+		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
+	}
 	s.r.Log().Info("hosts match the configuration", "configuration", validate.Configuration(&s.cl.Spec),
 		"controlPlane", h.ControlPlanes, "workers", h.Workers)
 	return nil
