@@ -59,9 +59,10 @@ suite_name() {
 	echo "${full#*/}"
 }
 
-# debroot DIR PACKAGE...: DIR becomes a root of the Debian packages and everything they depend
-# on (apt-get download, dpkg-deb -x: no maintainer scripts), with busybox's applets in /bin where
-# no package put a program of that name, and a passwd/group with root, nobody and www-data.
+# debroot DIR PACKAGE...: DIR becomes a root of busybox-static, the Debian packages and everything
+# they depend on (apt-get download, dpkg-deb -x: no maintainer scripts), with busybox's applets in
+# /bin where no package put a program of that name, dash as /bin/sh when it is one of them, and a
+# passwd/group with root, nobody and www-data.
 debroot() {
 	local dir=$1 debs=$work/debs
 	shift
@@ -87,6 +88,9 @@ debroot() {
 	# What a package's maintainer script would have linked (update-alternatives), before busybox's
 	# applets take the names.
 	[ ! -e "$dir/bin/nc.openbsd" ] || ln -sf nc.openbsd "$dir/bin/nc"
+	# With dash, /bin/sh is dash, as on Debian: Debian's static busybox prefers its own applets
+	# to the programs on PATH (nc -v would be busybox's nc, which has no -v).
+	[ ! -e "$dir/bin/dash" ] || ln -sf dash "$dir/bin/sh"
 	local a d have
 	for a in $("$dir/bin/busybox" --list); do # in /bin, unless a package has a program of that name
 		have=
@@ -149,7 +153,7 @@ image() { # image NAME INPUTS BUILD_FUNCTION REPOSITORY:TAG...
 	echo "conformance-images: built $name ($*) in $((SECONDS - t))s ($(du -h "$out/$name.tar" | cut -f1))"
 }
 
-agnhost_pkgs="curl bind9-dnsutils iproute2 netcat-openbsd bash"
+agnhost_pkgs="dash bash curl bind9-dnsutils iproute2 netcat-openbsd"
 agnhost_tags=("agnhost:2.63.0" "agnhost:2.55")
 build_agnhost() {
 	local src r=$work/agnhost
@@ -177,7 +181,7 @@ image busybox "$(inputs_of busybox:1.37.0-1 busybox:1.36.1-1)" build_busybox \
 	e2e-test-images/busybox:1.37.0-1 e2e-test-images/busybox:1.36.1-1
 
 build_nginx() {
-	debroot "$work/nginx" nginx-light
+	debroot "$work/nginx" dash nginx-light
 	mkdir -p "$work/nginx/usr/share/nginx/html" "$work/nginx/var/log/nginx" "$work/nginx/var/lib/nginx" "$work/nginx/run"
 	rm -f "$work/nginx/etc/nginx/sites-enabled/"*
 	cat >"$work/nginx/etc/nginx/nginx.conf" <<-'EOF'
@@ -202,14 +206,14 @@ build_nginx() {
 	pack nginx "$work/nginx" 'CMD ["nginx", "-g", "daemon off;"]' 'EXPOSE 80' -- \
 		nginx:1.15-4 1.15-4 nginx:1.27-0 1.27-0
 }
-image nginx "$(inputs_of nginx-light nginx:1.15-4 nginx:1.27-0)" build_nginx \
+image nginx "$(inputs_of dash nginx-light nginx:1.15-4 nginx:1.27-0)" build_nginx \
 	e2e-test-images/nginx:1.15-4 e2e-test-images/nginx:1.27-0
 
 build_dns() {
-	debroot "$work/dns" bind9-dnsutils libc-bin
+	debroot "$work/dns" dash bind9-dnsutils libc-bin
 	pack glibc-dns-testing "$work/dns" 'CMD ["sh"]' -- glibc-dns-testing:2.0.0 2.0.0
 }
-image glibc-dns-testing "$(inputs_of bind9-dnsutils libc-bin glibc-dns-testing:2.0.0)" build_dns \
+image glibc-dns-testing "$(inputs_of dash bind9-dnsutils libc-bin glibc-dns-testing:2.0.0)" build_dns \
 	e2e-test-images/glibc-dns-testing:2.0.0
 
 build_sample_apiserver() {

@@ -22,7 +22,10 @@ import (
 // registry from bin/conformance-images. By default (CI) it runs the
 // curated part below; KILN_CONFORMANCE=all runs the whole [Conformance]
 // set less conformanceSkips, and KILN_CONFORMANCE_RESULTS=FILE writes the
-// results into FILE's results section (make conformance does both).
+// results into FILE's results section (make conformance does both); any
+// other KILN_CONFORMANCE is a ginkgo focus of one's own. The suite's output
+// goes to KILN_CONFORMANCE_LOG (default: beside kilnd's data, removed
+// with it).
 
 // curatedConformance is CI's part of the conformance set: specs of every
 // area an app team leans on, each quick (most under 20 s), all run in
@@ -134,7 +137,8 @@ func TestConformance(t *testing.T) {
 			t.Skipf("%s is not built (make conformance-build): upstream conformance SKIPPED", f)
 		}
 	}
-	all := os.Getenv("KILN_CONFORMANCE") == "all"
+	mode := os.Getenv("KILN_CONFORMANCE")
+	all := mode == "all"
 	e := startDocker(t)
 
 	t0 := time.Now()
@@ -157,8 +161,12 @@ func TestConformance(t *testing.T) {
 	}
 
 	focus, skip, procs, timeout := curatedFocus(), `\[Serial\]|\[Disruptive\]`, 3, 15*time.Minute
-	if all {
+	switch mode {
+	case "all":
 		focus, skip, procs, timeout = `\[Conformance\]`, conformanceSkipRegexp(), 4, 150*time.Minute
+	case "", "curated":
+	default: // a focus of one's own, to run again what failed
+		focus = mode
 	}
 	report := t.TempDir()
 	args := []string{"run", "--procs", fmt.Sprint(procs), "--no-color", "--silence-skips",
@@ -170,7 +178,11 @@ func TestConformance(t *testing.T) {
 		"--report-dir", report, "--e2e-output-dir", report)
 	cmd := exec.CommandContext(t.Context(), ginkgo, args...)
 	cmd.Dir = filepath.Join(repoRoot, "test", "conformance") // the go.mod ginkgo checks its own version against
-	log, err := os.Create(filepath.Join(e.data, "conformance.log"))
+	logPath := os.Getenv("KILN_CONFORMANCE_LOG") // make conformance keeps it in bin/
+	if logPath == "" {
+		logPath = filepath.Join(e.data, "conformance.log")
+	}
+	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +206,7 @@ func TestConformance(t *testing.T) {
 	for _, f := range res.failed {
 		t.Errorf("FAILED %s", f)
 	}
-	if !all {
+	if mode == "" || mode == "curated" {
 		for _, s := range curatedConformance {
 			if !slices.Contains(res.passed, s) && !slices.ContainsFunc(res.failed, func(f string) bool { return strings.HasPrefix(f, s) }) {
 				t.Errorf("did not run: %s (renamed upstream? bin/e2e.test --ginkgo.dry-run --ginkgo.v lists the specs)", s)
