@@ -68,9 +68,16 @@ debroot() {
 	shift
 	mkdir -p "$debs" "$dir"
 	local pkgs
-	pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-		--no-replaces --no-enhances busybox-static "$@" 2>/dev/null | grep -v '^ ' | grep -v '<' | sort -u)
-	[ -n "$pkgs" ] || { echo "conformance-images: apt-cache knows none of $* (apt-get update?)" >&2; exit 1; }
+	closure() {
+		apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+			--no-replaces --no-enhances busybox-static "$@" 2>/dev/null | grep -v '^ ' | grep -v '<' | sort -u
+	}
+	pkgs=$(closure "$@")
+	if ! grep -qx busybox-static <<<"$pkgs"; then # a fresh machine's apt knows no package yet
+		apt-get update -qq >/dev/null || true
+		pkgs=$(closure "$@")
+		grep -qx busybox-static <<<"$pkgs" || { echo "conformance-images: apt-cache knows none of busybox-static $* (is Debian's mirror reachable?)" >&2; exit 1; }
+	fi
 	# shellcheck disable=SC2086
 	if ! (cd "$debs" && apt-get download $pkgs >/dev/null 2>&1); then
 		apt-get update -qq >/dev/null

@@ -203,6 +203,7 @@ func TestConformance(t *testing.T) {
 	res := summarize(runs[0])
 	t.Logf("upstream conformance (%s): %d passed, %d failed, %d skipped in %s, %d procs", map[bool]string{true: "all", false: "curated"}[all],
 		len(res.passed), len(res.failed), res.skipped, took.Round(time.Second), procs)
+	t.Logf("the slowest: %s", strings.Join(res.slowest, "; "))
 	for _, f := range res.failed {
 		t.Errorf("FAILED %s", f)
 	}
@@ -252,7 +253,7 @@ func pushConformanceImages(t *testing.T, e *env, dir string) {
 type conformanceResult struct {
 	passed, failed []string // full spec texts; a failure with where and why
 	skipped        int
-	slowest        []string // the five longest specs, with their durations
+	slowest        []string // the eight longest specs, with their durations
 }
 
 func summarize(run conformanceRun) conformanceResult {
@@ -281,7 +282,7 @@ func summarize(run conformanceRun) conformanceResult {
 		}
 	}
 	slices.SortFunc(all, func(a, b timed) int { return int(b.d - a.d) })
-	for _, s := range all[:min(5, len(all))] {
+	for _, s := range all[:min(8, len(all))] {
 		r.slowest = append(r.slowest, fmt.Sprintf("%s (%s)", s.name, s.d.Round(time.Second)))
 	}
 	return r
