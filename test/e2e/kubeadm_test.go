@@ -381,7 +381,9 @@ func (e *env) checkEdgeLoadBalancer(cluster string, provision *v1.Operation) {
 		}
 	}
 	begin := time.Now()
-	defer func() { t.Logf("Services of type LoadBalancer checked in %s", time.Since(begin).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("Services of type LoadBalancer checked in %s", time.Since(begin).Round(100*time.Millisecond))
+	}()
 	cl, err := e.c.GetCluster(t.Context(), "default", cluster)
 	if err != nil {
 		t.Fatal(err)
