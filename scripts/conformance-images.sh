@@ -14,6 +14,9 @@
 #                      image has them on Alpine, with its porter's TLS key pair, /uploads and
 #                      its user 1000; entrypoint /agnhost, command pause. Tagged 2.63.0 (Agnhost)
 #                      and, with another label (another digest), 2.55 (AgnhostPrev).
+#   kitten, nautilus   agnhost with upstream's picture and data.json, command test-webserver.
+#   nonewprivs         upstream's nnp (test/images/nonewprivs), set-user-ID root, on busybox.
+#   nonroot            a Debian root (dash, busybox) whose user is 1234.
 #   busybox            Debian's busybox-static with every applet linked in /bin; command sh.
 #                      Tagged 1.37.0-1 and 1.36.1-1 (two digests), both of which the suite runs.
 #   nginx              Debian's nginx-light serving /usr/share/nginx/html on :80 in the
@@ -180,12 +183,50 @@ build_agnhost() {
 image agnhost "$(inputs_of "$agnhost_pkgs" "${agnhost_tags[*]}")" build_agnhost \
 	"e2e-test-images/${agnhost_tags[0]}" "e2e-test-images/${agnhost_tags[1]}"
 
+# kitten and nautilus: upstream's, agnhost's test-webserver serving a picture and data.json from
+# the image's root (the kubectl update-demo specs roll one to the other).
+build_pictures() {
+	local src d
+	src=$(cd "$suite_dir" && "$GO" list -f '{{.Dir}}' k8s.io/kubernetes/test/images/agnhost)/..
+	docker load -i "$out/agnhost.tar" >/dev/null
+	for d in kitten nautilus; do
+		mkdir -p "$work/$d"
+		cp "$src/$d/html/"* "$work/$d/"
+		printf 'FROM e2e-test-images/%s\nCOPY . /\nCMD ["test-webserver"]\n' "${agnhost_tags[0]}" >"$work/$d/Dockerfile"
+		docker build -q -t "e2e-test-images/$d:1.8" "$work/$d" >/dev/null 2>"$work/build.err" ||
+			{ cat "$work/build.err" >&2; exit 1; }
+	done
+	docker save -o "$out/pictures.tar.new" e2e-test-images/kitten:1.8 e2e-test-images/nautilus:1.8
+	mv "$out/pictures.tar.new" "$out/pictures.tar"
+	docker rmi e2e-test-images/kitten:1.8 e2e-test-images/nautilus:1.8 "e2e-test-images/${agnhost_tags[0]}" "e2e-test-images/${agnhost_tags[1]}" >/dev/null
+}
+image pictures "$(inputs_of pictures "$(cat "$out/.agnhost.inputs")")" build_pictures \
+	e2e-test-images/kitten:1.8 e2e-test-images/nautilus:1.8
+
 build_busybox() {
 	debroot "$work/busybox"
 	pack busybox "$work/busybox" 'CMD ["sh"]' -- busybox:1.37.0-1 1.37.0-1 busybox:1.36.1-1 1.36.1-1
 }
 image busybox "$(inputs_of busybox:1.37.0-1 busybox:1.36.1-1)" build_busybox \
 	e2e-test-images/busybox:1.37.0-1 e2e-test-images/busybox:1.36.1-1
+
+# nonewprivs: upstream's nnp (k8s.io/kubernetes/test/images/nonewprivs), set-user-ID root, on
+# busybox: it says whether it gained root, which allowPrivilegeEscalation: false must stop.
+build_nonewprivs() {
+	debroot "$work/nnp"
+	mkdir -p "$work/nnp/usr/local/bin"
+	gobuild "$work/nnp/usr/local/bin/nnp" k8s.io/kubernetes/test/images/nonewprivs
+	chmod 4755 "$work/nnp/usr/local/bin/nnp"
+	pack nonewprivs "$work/nnp" 'CMD ["nnp"]' -- nonewprivs:1.4 1.4
+}
+image nonewprivs "$(inputs_of nonewprivs:1.4)" build_nonewprivs e2e-test-images/nonewprivs:1.4
+
+# nonroot: a Debian root whose user is 1234, as upstream's.
+build_nonroot() {
+	debroot "$work/nonroot" dash
+	pack nonroot "$work/nonroot" 'USER 1234' -- nonroot:1.5 1.5
+}
+image nonroot "$(inputs_of dash nonroot:1.5)" build_nonroot e2e-test-images/nonroot:1.5
 
 build_nginx() {
 	debroot "$work/nginx" dash nginx-light
