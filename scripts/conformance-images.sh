@@ -10,7 +10,7 @@
 #
 #   agnhost            k8s.io/kubernetes/test/images/agnhost (the suite's own module, at
 #                      test/conformance/go.mod's version), static, at /agnhost, on a root of
-#                      Debian packages (busybox's applets, bash, curl, dig, ip, nc) as upstream's
+#                      Debian packages (busybox's applets, bash, curl, dig, getent, ip, nc) as upstream's
 #                      image has them on Alpine, with its porter's TLS key pair, /uploads and
 #                      its user 1000; entrypoint /agnhost, command pause. Tagged 2.63.0 (Agnhost)
 #                      and, with another label (another digest), 2.55 (AgnhostPrev).
@@ -163,7 +163,7 @@ image() { # image NAME INPUTS BUILD_FUNCTION REPOSITORY:TAG...
 	echo "conformance-images: built $name ($*) in $((SECONDS - t))s ($(du -h "$out/$name.tar" | cut -f1))"
 }
 
-agnhost_pkgs="dash bash curl bind9-dnsutils iproute2 netcat-openbsd"
+agnhost_pkgs="dash bash curl bind9-dnsutils iproute2 netcat-openbsd libc-bin"
 agnhost_tags=("agnhost:2.63.0" "agnhost:2.55")
 build_agnhost() {
 	local src r=$work/agnhost
