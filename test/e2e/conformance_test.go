@@ -160,7 +160,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	focus, skip, procs, timeout := curatedFocus(), `\[Serial\]|\[Disruptive\]`, 3, 15*time.Minute
+	focus, skip, procs, timeout := curatedFocus(), `\[Serial\]|\[Disruptive\]`, 4, 15*time.Minute
 	switch mode {
 	case "all":
 		focus, skip, procs, timeout = `\[Conformance\]`, conformanceSkipRegexp(), 4, 150*time.Minute
