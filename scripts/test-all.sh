@@ -34,6 +34,18 @@ if ! command -v aws >/dev/null; then
 	fi
 fi
 
+# Every kubelet, containerd and kube-proxy of a node container takes inotify instances of the host's
+# root user, whose default limit is 128 (fs.inotify.max_user_instances): the real-cluster tests'
+# clusters, three tests at a time, came to 128 and a node's kubelet failed with "too many open
+# files" (2026-11-29). kind asks for the same raise on hosts of many nodes.
+if [ "$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)" -lt 1024 ]; then
+	if [ "$(id -u)" = 0 ] && sysctl -qw fs.inotify.max_user_instances=1024; then
+		echo "test-all: raised fs.inotify.max_user_instances to 1024 (node containers' kubelets take them)" >&2
+	else
+		echo "test-all: fs.inotify.max_user_instances is $(cat /proc/sys/fs/inotify/max_user_instances) and could not be raised: real-cluster tests may fail with \"too many open files\"" >&2
+	fi
+fi
+
 go vet ./...
 # The Kubernetes components on their own (each version), then everything (test/e2e brings up
 # real clusters with them; it needs bin/kiln-kube, which make test-all built).
