@@ -17,7 +17,8 @@
 #   kitten, nautilus   agnhost with upstream's picture and data.json, command test-webserver.
 #   nonewprivs         upstream's nnp (test/images/nonewprivs), set-user-ID root, on busybox.
 #   nonroot            a Debian root (dash, busybox) whose user is 1234.
-#   busybox            Debian's busybox-static with every applet linked in /bin; command sh.
+#   busybox            busybox 1.37.0 built from source (upstream's ash keeps environment
+#                      variables Debian's drops), every applet linked in /bin; command sh.
 #                      Tagged 1.37.0-1 and 1.36.1-1 (two digests), both of which the suite runs.
 #   nginx              Debian's nginx-light serving /usr/share/nginx/html on :80 in the
 #                      foreground, with busybox's applets; 1.15-4 (Nginx) and 1.27-0 (NginxNew),
@@ -203,8 +204,48 @@ build_pictures() {
 image pictures "$(inputs_of pictures "$(cat "$out/.agnhost.inputs")")" build_pictures \
 	e2e-test-images/kitten:1.8 e2e-test-images/nautilus:1.8
 
+# busybox_from_source OUT: OUT is busybox 1.37.0 built from its source, upstream's default
+# configuration, static: what upstream's busybox image (Docker's busybox:1.37.0) runs. Debian's
+# busybox-static (bookworm's 1.35, trixie's 1.37) reverts upstream's ash keeping environment
+# variables whose names are not shell names: the ConfigMap and Secret specs print `sh -c env` and
+# look for data-1=value-1. The source is Debian's copy of upstream's tarball, checked by its
+# hash; the program is kept in OUT_DIR/.cache, by that hash and this recipe's revision.
+busybox_version=1.37.0
+busybox_sha256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+busybox_rev=1 # bump when how it is built (below) changes
+busybox_from_source() {
+	local cached=$out/.cache/busybox-$busybox_version-${busybox_sha256:0:12}-$busybox_rev src=$work/busybox-src
+	if [ ! -x "$cached" ]; then
+		local url
+		url=$("$repo/scripts/debian-mirror.sh" bookworm)/pool/main/b/busybox/busybox_$busybox_version.orig.tar.bz2
+		mkdir -p "$src" "$out/.cache"
+		curl -fsS -o "$src/src.tar.bz2" "$url" || { echo "conformance-images: cannot download $url" >&2; exit 1; }
+		echo "$busybox_sha256  $src/src.tar.bz2" | sha256sum -c --quiet - ||
+			{ echo "conformance-images: $url is not busybox $busybox_version's source (sha256 differs)" >&2; exit 1; }
+		tar -C "$src" -xjf "$src/src.tar.bz2"
+		(
+			cd "$src/busybox-$busybox_version"
+			make defconfig >/dev/null
+			# Static (the image has no C library); tc off: it needs traffic-control headers newer
+			# kernels dropped (CBQ).
+			sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config
+			nice make -j"$(nproc)" busybox >"$src/build.log" 2>&1 ||
+				{ tail -20 "$src/build.log" >&2; echo "conformance-images: building busybox $busybox_version failed" >&2; exit 1; }
+		)
+		install -m 0755 "$src/busybox-$busybox_version/busybox" "$cached.new"
+		mv "$cached.new" "$cached"
+	fi
+	install -m 0755 "$cached" "$1"
+}
+
 build_busybox() {
 	debroot "$work/busybox"
+	# Upstream's busybox in place of Debian's, with its applets where Debian's had none.
+	busybox_from_source "$work/busybox/bin/busybox"
+	local a
+	for a in $("$work/busybox/bin/busybox" --list); do
+		[ -e "$work/busybox/bin/$a" ] || ln -s busybox "$work/busybox/bin/$a"
+	done
 	pack busybox "$work/busybox" 'CMD ["sh"]' -- busybox:1.37.0-1 1.37.0-1 busybox:1.36.1-1 1.36.1-1
 }
 image busybox "$(inputs_of busybox:1.37.0-1 busybox:1.36.1-1)" build_busybox \

@@ -44,26 +44,7 @@ if [ -z "$base_only" ]; then
 fi
 docker version >/dev/null 2>&1 || { echo "node-image: Docker does not answer (docker version)" >&2; exit 1; }
 
-# debian_mirror prints the Debian mirror this machine's apt uses for $suite (a deb822 .sources
-# stanza or a one-line "deb URI SUITE" entry), so a machine that reaches only its own mirror
-# builds the same way.
-debian_mirror() {
-	if [ -n "${KILN_DEBIAN_MIRROR:-}" ]; then
-		echo "$KILN_DEBIAN_MIRROR"
-		return
-	fi
-	local m
-	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$suite" '
-		/^[ \t]*$/ { if (uris != "" && ok) { print uris; exit } uris = ""; ok = 0; next }
-		/^URIs:/ { uris = $2 }
-		/^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) ok = 1 }
-		END { if (uris != "" && ok) print uris }' | head -1)
-	[ -n "$m" ] || m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		awk -v suite="$suite" '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i == suite) { print ($2 ~ /^\[/ ? $3 : $2); exit } }')
-	echo "${m:-http://deb.debian.org/debian}"
-}
-
-mirror=$(debian_mirror)
+mirror=$("$repo/scripts/debian-mirror.sh" "$suite")
 packages=$(grep -v '^#' "$repo/images/node/packages" | grep -v '^[[:space:]]*$' | sort | paste -sd, -)
 base_key=$(printf '%s\n' "$base_rev" "$suite" "$mirror" "$packages" | sha256sum | cut -c1-16)
 base=kiln/node-base:$base_key

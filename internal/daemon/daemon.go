@@ -84,6 +84,10 @@ type Config struct {
 	// DockerNodeImage is the node image's repository: machines of
 	// Kubernetes version V run DockerNodeImage:V. Default kiln/node.
 	DockerNodeImage string
+	// DockerPrivilegedPods lets privileged pods start on docker nodes
+	// (docker.Options.PrivilegedPods): every node container may use every
+	// device of the host. Off by default.
+	DockerPrivilegedPods bool
 	// AgentListen is where agents register and hold their sessions (TLS);
 	// default 127.0.0.1:7443.
 	AgentListen string

@@ -70,6 +70,8 @@ func (d *Daemon) newDocker(ctx context.Context) (*docker.Docker, error) {
 		Logger:       d.log.With("provider", "docker"),
 		Forwards:     forwards,
 		HostAlias:    DockerHostAlias,
+		// Privileged pods: the operator's choice (--docker-privileged-pods).
+		PrivilegedPods: d.cfg.DockerPrivilegedPods,
 	})
 	if err != nil {
 		return nil, err

@@ -139,7 +139,9 @@ func TestConformance(t *testing.T) {
 	}
 	mode := os.Getenv("KILN_CONFORMANCE")
 	all := mode == "all"
-	e := startDocker(t)
+	// Privileged pods start on its nodes (docs/provider-docker.md): the
+	// Job spec of pod failure policies on DisruptionTarget runs them.
+	e := startDocker(t, "--docker-privileged-pods")
 
 	t0 := time.Now()
 	_, opID, err := e.c.CreateCluster(t.Context(), "default", dockerCluster("conf", "", 1, true, 2))

@@ -118,6 +118,14 @@ type Options struct {
 	// gateway address (an /etc/hosts entry): the name nodes reach kilnd by,
 	// which its serving certificates can hold whatever the network.
 	HostAlias string
+	// PrivilegedPods lets pods with a privileged security context start:
+	// every node container's devices cgroup allows every device (Docker's
+	// --device-cgroup-rule 'a *:* rwm'), which runc needs to give a
+	// privileged container its own. Off by default: a node container holds
+	// CAP_SYS_ADMIN and the host's cgroup tree, and with every device
+	// allowed a privileged pod could read the host's disks
+	// (docs/provider-docker.md).
+	PrivilegedPods bool
 }
 
 // Machine is what Options.Command is told about the machine to start.

@@ -131,6 +131,30 @@ func TestMachineIsAContainer(t *testing.T) {
 	}
 }
 
+// A kilnd that allows privileged pods (--docker-privileged-pods) makes
+// node containers whose devices cgroup allows every device, which runc
+// needs to start a privileged container under them; still not privileged
+// containers themselves.
+func TestPrivilegedPodsAllowEveryDevice(t *testing.T) {
+	d := newDocker(t, testOpts{privileged: true})
+	c := cluster("priv")
+	if _, err := d.EnsureNetwork(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	m, err := d.EnsureMachine(t.Context(), c, worker(c, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.cli.ContainerInspect(t.Context(), m.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := res.Container.HostConfig
+	if !slices.Equal(hc.DeviceCgroupRules, []string{"a *:* rwm"}) || hc.Privileged {
+		t.Errorf("DeviceCgroupRules = %v, privileged %v; want [a *:* rwm] and not privileged", hc.DeviceCgroupRules, hc.Privileged)
+	}
+}
+
 // The endpoint answers from the host and from inside the nodes, and
 // forwards to the control-plane machines.
 func TestLoadBalancerFromHostAndNodes(t *testing.T) {

@@ -43,6 +43,13 @@ var (
 // failCgroupV1: false (the node image's configuration).
 const cgroupMount = "/sys/fs/cgroup"
 
+// allDevices is the devices cgroup rule of node containers whose kilnd
+// allows privileged pods (Options.PrivilegedPods): on cgroup v1 runc writes
+// "a *:* rwm" into a privileged container's devices cgroup, which the
+// kernel refuses below a parent that allows less ("failed to write a *:*
+// rwm"), and Docker's default allows a few character devices only.
+const allDevices = "a *:* rwm"
+
 // modulesDir is the host's kernel modules, read-only: kube-proxy and
 // containerd look there for the modules they need (already loaded on the
 // host; a node cannot load modules).
@@ -69,6 +76,9 @@ func (d *Docker) hostConfig(n clusterNet, volume, version string) *container.Hos
 	grant.ExtraHosts = hosts
 	grant.Mounts = ms
 	grant.RestartPolicy = container.RestartPolicy{Name: container.RestartPolicyDisabled}
+	if d.opts.PrivilegedPods {
+		grant.DeviceCgroupRules = []string{allDevices}
+	}
 	return grant
 }
 

@@ -119,6 +119,8 @@ type testOpts struct {
 	exit     string // the fake agent exits with this status at once
 	forwards map[string]string
 	alias    string
+	// privileged: Options.PrivilegedPods.
+	privileged bool
 }
 
 // newDocker returns a provider over the engine, with an instance of its own
@@ -156,9 +158,10 @@ func newDocker(t *testing.T, o testOpts) *Docker {
 				},
 			}, nil
 		},
-		Logger:    testLogger(t),
-		Forwards:  o.forwards,
-		HostAlias: o.alias,
+		Logger:         testLogger(t),
+		Forwards:       o.forwards,
+		HostAlias:      o.alias,
+		PrivilegedPods: o.privileged,
 	})
 	if err != nil {
 		t.Fatal(err)
