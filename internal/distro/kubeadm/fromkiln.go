@@ -136,9 +136,9 @@ func (b *builder) kilnCommands() {
 	b.step = StepPodNetwork
 	b.service(ServiceKubeProxy, "Services on this node", bin, "kube-proxy", "--config", KubeProxyYAML)
 	b.service(ServicePodNetwork, "the bridge pod network: the node's pod range once the controller manager allocates it, "+
-		"a route per other node's",
+		"a route per other node's; the node takes pods once every other node routes to it",
 		"kiln-agent", "pod-network", "--node", s.Node.Name, "--endpoint", s.endpoint, "--kubeconfig", KubeProxyConf,
-		"--cluster-cidr", s.pod.String())
+		"--node-kubeconfig", KubeletKubeconfig, "--cluster-cidr", s.pod.String())
 }
 
 // kilnKubeadm runs kubeadm init on the first control-plane node, kubeadm

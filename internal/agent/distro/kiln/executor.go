@@ -122,10 +122,8 @@ func (x *containers) podNetwork(ctx context.Context, p distrolocal.InstallParams
 		return "", agent.Retryable(v1.CodeTimeout, err, "the node's pod range within %s: %v", x.timeout, err)
 	}
 	cidr := n.Spec.PodCIDR
-	if !(n.condition(ConditionNetworkUnavailable) == "False" && hasCNIConfig(root, cidr)) {
-		if err := SetNetworkUnavailable(ctx, kubelet, p.Endpoint, p.Node.Name, true); err != nil {
-			return "", agent.Retryable(v1.CodeInternal, err, "mark the node's network unavailable until the other nodes route to it: %v", err)
-		}
+	if err := holdPods(ctx, kubelet, p.Endpoint, root, n); err != nil {
+		return "", agent.Retryable(v1.CodeInternal, err, "%v", err)
 	}
 	c := NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
 	if err := SetUp(ctx, root, x.run, c); err != nil {

@@ -69,6 +69,21 @@ func SetNetworkUnavailable(ctx context.Context, c *http.Client, endpoint, node s
 	return nil
 }
 
+// holdPods sets node n's NetworkUnavailable condition True, with the
+// kubelet's credentials c, before the node's pod network is set up (so that
+// it takes no pods before the other nodes route to it), unless the node got
+// this far before and is available (the same range's CNI configuration is
+// under root and the condition is False).
+func holdPods(ctx context.Context, c *http.Client, endpoint, root string, n wireNode) error {
+	if n.condition(ConditionNetworkUnavailable) == "False" && hasCNIConfig(root, n.Spec.PodCIDR) {
+		return nil
+	}
+	if err := SetNetworkUnavailable(ctx, c, endpoint, n.Metadata.Name, true); err != nil {
+		return fmt.Errorf("mark the node's network unavailable until the other nodes route to it: %w", err)
+	}
+	return nil
+}
+
 // recordRoutes sets node's PodRoutesAnnotation to routes.
 func recordRoutes(ctx context.Context, c *http.Client, endpoint, node, routes string) error {
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{PodRoutesAnnotation: routes}}}

@@ -22,6 +22,12 @@ type PodNetwork struct {
 	// Client reads and lists nodes, with credentials that may: kube-proxy's
 	// (its kubeconfig), read again each time (they are renewed).
 	Client func() (*http.Client, error)
+	// Kubelet, when set, patches this node's own Node: the kubelet's
+	// credentials (its kubeconfig). The node is then held NetworkUnavailable
+	// (tainted node.kubernetes.io/network-unavailable, no new pods) from
+	// before its CNI configuration is written until every other node routes
+	// to its pods, as on a node of the kiln distribution (netready.go).
+	Kubelet func() (*http.Client, error)
 	Logger *slog.Logger
 	// Every is how often the routes are brought up to date;
 	// RouteSyncInterval when zero.
@@ -63,13 +69,45 @@ func (o PodNetwork) Run(ctx context.Context) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+	if o.Kubelet != nil {
+		if err := o.hold(ctx, log); err != nil {
+			return nil // stopped while it waited
+		}
+	}
 	if err := SetUp(ctx, o.Root, RunCommand, c); err != nil {
 		return fmt.Errorf("pod network: %w", err)
 	}
 	log.Info("pod network: set up", "node", o.Node, "range", c.NodeCIDR)
-	pn := &Routes{Log: log, Run: RunCommand, Client: client, Every: every}
+	pn := &Routes{Log: log, Run: RunCommand, Client: client, Node: o.Kubelet, Every: every}
 	pn.Start(c)
 	<-ctx.Done()
 	pn.Stop()
 	return nil
+}
+
+// hold sets the node NetworkUnavailable before its network is set up
+// (holdPods), trying again every 2 s until it can or ctx ends (the error
+// then). The kubelet's credentials read the node: a kubelet may read its own.
+func (o PodNetwork) hold(ctx context.Context, log *slog.Logger) error {
+	last := ""
+	for {
+		c, err := o.Kubelet()
+		if err == nil {
+			var n wireNode
+			if n, err = readPodRange(ctx, c, o.Endpoint, o.Node); err == nil {
+				if err = holdPods(ctx, c, o.Endpoint, o.Root, n); err == nil {
+					return nil
+				}
+			}
+		}
+		if err.Error() != last {
+			log.Warn("pod network: cannot hold the node NetworkUnavailable yet; trying again", "err", err)
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
 }

@@ -93,8 +93,10 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 		} `json:"clusters"`
 		Users []struct {
 			User struct {
-				Cert string `json:"client-certificate-data"`
-				Key  string `json:"client-key-data"`
+				Cert     string `json:"client-certificate-data"`
+				Key      string `json:"client-key-data"`
+				CertFile string `json:"client-certificate"`
+				KeyFile  string `json:"client-key"`
 			} `json:"user"`
 		} `json:"users"`
 	}
@@ -104,11 +106,12 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 	if len(kc.Users) != 1 {
 		return nil, fmt.Errorf("%s: %d users, want 1", file, len(kc.Users))
 	}
-	cert, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Cert)
+	u := kc.Users[0].User
+	cert, err := dataOrFile(root, u.Cert, u.CertFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client certificate: %w", file, err)
 	}
-	key, err := base64.StdEncoding.DecodeString(kc.Users[0].User.Key)
+	key, err := dataOrFile(root, u.Key, u.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client key: %w", file, err)
 	}
@@ -120,6 +123,16 @@ func kubeconfigClient(root, file string) (*http.Client, error) {
 		return caClient(ca, cert, key)
 	}
 	return tlsClient(root, cert, key)
+}
+
+// dataOrFile is a kubeconfig's credential: its base64 data, or else the
+// file it names (under root), as the kubelet's kubeconfig names its rotated
+// certificate (/var/lib/kubelet/pki/kubelet-client-current.pem).
+func dataOrFile(root, data, file string) ([]byte, error) {
+	if data != "" || file == "" {
+		return base64.StdEncoding.DecodeString(data)
+	}
+	return os.ReadFile(filepath.Join(root, file))
 }
 
 // Get does GET u with c and returns the body of a 200 answer (its first
