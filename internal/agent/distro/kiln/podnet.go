@@ -28,7 +28,7 @@ type PodNetwork struct {
 	// before its CNI configuration is written until every other node routes
 	// to its pods, as on a node of the kiln distribution (netready.go).
 	Kubelet func() (*http.Client, error)
-	Logger *slog.Logger
+	Logger  *slog.Logger
 	// Every is how often the routes are brought up to date;
 	// RouteSyncInterval when zero.
 	Every time.Duration
@@ -70,8 +70,14 @@ func (o PodNetwork) Run(ctx context.Context) error {
 		}
 	}
 	if o.Kubelet != nil {
-		if err := o.hold(ctx, log); err != nil {
+		hctx, cancel := context.WithTimeout(ctx, HoldWait)
+		err := o.hold(hctx, log)
+		cancel()
+		if ctx.Err() != nil {
 			return nil // stopped while it waited
+		}
+		if err != nil {
+			log.Warn("pod network: could not hold the node NetworkUnavailable; setting the network up without", "waited", HoldWait)
 		}
 	}
 	if err := SetUp(ctx, o.Root, RunCommand, c); err != nil {
@@ -84,6 +90,11 @@ func (o PodNetwork) Run(ctx context.Context) error {
 	pn.Stop()
 	return nil
 }
+
+// HoldWait bounds how long the pod network tries to hold its node
+// NetworkUnavailable before it sets the network up without: a node whose
+// kubelet credentials cannot patch it still gets its pod network.
+const HoldWait = time.Minute
 
 // hold sets the node NetworkUnavailable before its network is set up
 // (holdPods), trying again every 2 s until it can or ctx ends (the error
