@@ -84,7 +84,7 @@ func (a *localAWS) account(name, key, secret string) *v1.CloudAccount {
 		aws.CredentialKeyID: key, aws.CredentialSecret: secret, aws.CredentialRegion: "us-east-1", aws.CredentialEndpoint: a.url}}
 }
 
-func startLocalAWS(t testing.TB, flags ...string) *localAWS {
+func startLocalAWS(t testing.TB) *localAWS {
 	t.Helper()
 	dir := t.TempDir()
 	a := &localAWS{state: filepath.Join(dir, "aws.json"), log: filepath.Join(dir, "aws.log")}
@@ -101,7 +101,6 @@ func startLocalAWS(t testing.TB, flags ...string) *localAWS {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "kiln-aws-local"), "--listen", addr, "--state", a.state,
 		"--account", awsKey+":"+awsSecret, "--account", awsNoRunKey+":"+awsNoRunPass, "--deny", awsNoRunKey+":ec2:RunInstances")
-	cmd.Args = append(cmd.Args, flags...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	identity := "label=" + awslocal.LabelIdentity + "=" + awslocal.StateIdentity(a.state)
 	own(identity)
@@ -119,7 +118,6 @@ func startLocalAWS(t testing.TB, flags ...string) *localAWS {
 		// Instances outlive the local AWS as machines outlive kilnd; a
 		// test's must not outlive the test.
 		removeSelected(identity)
-		awslocal.RemoveRouteChains(t.Context(), awslocal.StateIdentity(a.state))
 	})
 	waitfor.Cond(t, "kiln-aws-local to listen on "+addr, 30*time.Second, func() (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -136,13 +134,6 @@ func startLocalAWS(t testing.TB, flags ...string) *localAWS {
 // instances (containers on their VPC's network) reach.
 func startAWS(t testing.TB, extra ...string) (*env, *localAWS) {
 	t.Helper()
-	return startAWSWith(t, nil, extra...)
-}
-
-// startAWSWith is startAWS with flags of the local AWS (--route-traffic:
-// pod traffic between subnets only as the VPC's routes allow).
-func startAWSWith(t testing.TB, awsLocalFlags []string, extra ...string) (*env, *localAWS) {
-	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): aws clusters SKIPPED", systemImages)
 	}
@@ -151,7 +142,7 @@ func startAWSWith(t testing.TB, awsLocalFlags []string, extra ...string) (*env, 
 	}
 	host := dockerBridge(t)
 	port := strconv.Itoa(freePort(t))
-	a := startLocalAWS(t, awsLocalFlags...)
+	a := startLocalAWS(t)
 	e := start(t, "kilnd", append(awsFlags(host, port), extra...)...)
 	return e, a
 }
@@ -242,15 +233,10 @@ func nextPrefix(p netip.Prefix) netip.Addr {
 // architecture exist with the cluster's tags and placement (nodes in the
 // private subnets, NAT gateways and the bastion in the public ones),
 // kubectl through the load balancer shows 3 Ready nodes, a Deployment
-// serves through a Service (its pods reaching each other across the zones'
-// subnets through the VPC's routes), a Service of type LoadBalancer gets a
-// network load balancer, and the delete leaves nothing.
+// serves through a Service, and the delete leaves nothing.
 func TestAWSCluster(t *testing.T) {
 	t.Parallel()
-	// The VPC carries pod traffic between its subnets only as its routes
-	// say: checkHello's pod to pod across the workers of both zones needs
-	// the routes Kiln keeps.
-	e, a := startAWSWith(t, []string{"--route-traffic"})
+	e, a := startAWS(t)
 	ctx := t.Context()
 	// The account stages the join files in S3: the instances fetch them
 	// with their role, and their user data holds no secret.
@@ -381,35 +367,6 @@ func TestAWSCluster(t *testing.T) {
 		}
 	}
 	e.checkHello("web", workers, workerIP)
-	// A Service of type LoadBalancer is a network load balancer of its
-	// own, reached from this machine (issue 46); hello-kept is left to the
-	// cluster's delete.
-	e.checkLoadBalancer("default", "web", func() string { return awsServiceLBs(t, a, "web") })
-	// Beyond the region's quota of network load balancers (the API's and
-	// hello-kept's fill a quota of 2): the Service's event and the
-	// cluster's condition name the quota; deleting the Service clears it.
-	a.setFaults(t, awslocal.Faults{LoadBalancerQuota: 2})
-	e.mustKubectl("web", "expose", "deployment", "hello", "--name", "hello-over", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
-	waitfor.Cond(t, "an event on hello-over naming the quota", time.Minute, func() (bool, error) {
-		evs, err := e.kubectl("web", "get", "events", "--field-selector", "involvedObject.name=hello-over", "-o", "jsonpath={.items[*].message}")
-		return err == nil && strings.Contains(evs, aws.QuotaLoadBalancers), waitfor.NotYet(fmt.Errorf("%v: %s", err, evs))
-	})
-	quota := func(status string) {
-		t.Helper()
-		waitfor.Cond(t, "ServiceLoadBalancerQuotaExceeded "+status, time.Minute, func() (bool, error) {
-			for _, c := range e.cluster("web").Status.Conditions {
-				if c.Type == v1.ConditionServiceLoadBalancerQuotaExceeded {
-					return c.Status == status && (status == "False" || strings.Contains(c.Message, "default/hello-over") && strings.Contains(c.Message, aws.QuotaLoadBalancers)),
-						waitfor.NotYet(fmt.Errorf("%s: %s", c.Status, c.Message))
-				}
-			}
-			return false, waitfor.NotYet(fmt.Errorf("no condition"))
-		})
-	}
-	quota("True")
-	e.mustKubectl("web", "delete", "service", "hello-over", "--wait=true", "--timeout=60s")
-	quota("False")
-	a.setFaults(t, awslocal.Faults{})
 
 	// Day 2: a worker more; a pool in a third zone; the control plane
 	// grown to 3 over the zones, each behind the load balancer.
@@ -475,8 +432,8 @@ func TestAWSCluster(t *testing.T) {
 	}
 }
 
-// awsLeftovers lists the EC2 and Elastic Load Balancing resources still
-// tagged with the cluster that are not gone (terminated instances and deleted NAT gateways are described
+// awsLeftovers lists the EC2 resources still tagged with the cluster that
+// are not gone (terminated instances and deleted NAT gateways are described
 // for a while, as on AWS).
 func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 	t.Helper()
@@ -503,12 +460,6 @@ func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 		}
 		left = append(left, fmt.Sprintf("%s %s", tg.ResourceType, id))
 	}
-	// Elastic Load Balancing's: the API's and the Services' load
-	// balancers and target groups.
-	for arn := range awsELBTagged(t, a, cluster) {
-		left = append(left, arn)
-	}
-	slices.Sort(left)
 	return left
 }
 
@@ -618,73 +569,14 @@ func awsInventory(t testing.TB, a *localAWS, cluster string) map[string]int {
 			t.Fatal(err)
 		}
 		for _, d := range tags.TagDescriptions {
-			kind := "load balancer"
-			for _, tg := range d.Tags {
-				if *tg.Key == aws.TagPart && *tg.Value == "service-load-balancer" {
-					kind = "service load balancer"
-				}
-			}
 			for _, tg := range d.Tags {
 				if *tg.Key == "kubernetes.io/cluster/"+cluster {
-					out[kind]++
+					out["load balancer"]++
 				}
 			}
 		}
 	}
 	return out
-}
-
-// awsELBTagged are the load balancers and target groups tagged with the
-// cluster, by ARN, with their tags.
-func awsELBTagged(t testing.TB, a *localAWS, cluster string) map[string]map[string]string {
-	t.Helper()
-	api := elb.NewFromConfig(a.sdk())
-	var arns []string
-	lbs, err := api.DescribeLoadBalancers(t.Context(), &elb.DescribeLoadBalancersInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lb := range lbs.LoadBalancers {
-		arns = append(arns, *lb.LoadBalancerArn)
-	}
-	tgs, err := api.DescribeTargetGroups(t.Context(), &elb.DescribeTargetGroupsInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tg := range tgs.TargetGroups {
-		arns = append(arns, *tg.TargetGroupArn)
-	}
-	out := map[string]map[string]string{}
-	for chunk := range slices.Chunk(arns, 20) {
-		tags, err := api.DescribeTags(t.Context(), &elb.DescribeTagsInput{ResourceArns: chunk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range tags.TagDescriptions {
-			m := map[string]string{}
-			for _, tg := range d.Tags {
-				m[*tg.Key] = *tg.Value
-			}
-			if _, ok := m["kubernetes.io/cluster/"+cluster]; ok {
-				out[*d.ResourceArn] = m
-			}
-		}
-	}
-	return out
-}
-
-// awsServiceLBs lists the cluster's Service load balancers, a line each
-// ("" for none): the Service, the load balancer's ARN.
-func awsServiceLBs(t testing.TB, a *localAWS, cluster string) string {
-	t.Helper()
-	var lines []string
-	for arn, tags := range awsELBTagged(t, a, cluster) {
-		if strings.Contains(arn, ":loadbalancer/") && tags["kubernetes.io/service-name"] != "" {
-			lines = append(lines, tags["kubernetes.io/service-name"]+" "+arn)
-		}
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n")
 }
 
 // awsMachineZones is the zone of each live machine of a cluster, by name.

@@ -8,10 +8,7 @@
 // provider for a load balancer per Service, writes its address to the
 // Service's status.loadBalancer.ingress, records events on the Service
 // (a load balancer that cannot be made says why there), keeps its nodes
-// current, and deletes it with the Service (its finalizer). For a provider
-// whose network must be told where each node's pod range is
-// (provider.PodRoutes: aws), the same controller keeps those routes in step
-// with the nodes (routes.go).
+// current, and deletes it with the Service (its finalizer).
 package servicelb
 
 import (
@@ -58,10 +55,7 @@ type Options struct {
 	RESTConfig func(ctx context.Context, cl *store.Cluster) (*rest.Config, error)
 	// Shard says whether this replica runs a cluster's controller; nil:
 	// every cluster.
-	Shard check.Shard
-	// Writer writes the cluster's ServiceLoadBalancerQuotaExceeded
-	// condition and its events; nil: none is written.
-	Writer   check.Writer
+	Shard    check.Shard
 	Interval time.Duration
 	Logger   *slog.Logger
 }
@@ -78,7 +72,6 @@ type Manager struct {
 type controller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	quota  *quotaWatch
 }
 
 var metrics = sync.OnceValue(func() *controllersmetrics.ControllerManagerMetrics {
@@ -99,11 +92,8 @@ func New(o Options) *Manager {
 // servesStates are the states of a cluster whose Services are served: one
 // that runs (Succeeded), one an operation changes (Updating), one whose
 // last operation failed but that may well run (Failed; a cluster whose
-// create failed has no endpoint and is left out), and one being created
-// once it has an endpoint (Creating: its pod routes are needed as soon as
-// its nodes run pods; until its API answers, the controller starts again
-// every retryAfter).
-var servesStates = []string{v1.StateSucceeded, v1.StateUpdating, v1.StateFailed, v1.StateCreating}
+// create failed has no endpoint and is left out).
+var servesStates = []string{v1.StateSucceeded, v1.StateUpdating, v1.StateFailed}
 
 // Run starts and stops the clusters' controllers every interval until ctx
 // ends; it stops them all then and returns ctx's error.
@@ -162,7 +152,6 @@ func (m *Manager) Pass(ctx context.Context) error {
 		if m.running[k] == nil {
 			m.running[k] = m.start(ctx, cl)
 		}
-		m.setQuotaCondition(ctx, cl, m.running[k].quota)
 	}
 	return nil
 }
@@ -189,7 +178,7 @@ func (m *Manager) stopAll() {
 // not start.
 func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &controller{cancel: cancel, done: make(chan struct{}), quota: newQuotaWatch()}
+	c := &controller{cancel: cancel, done: make(chan struct{})}
 	log := m.o.Logger.With("cluster", cl.Key().String())
 	lbs := m.o.Providers[cl.Spec.Provider].(provider.ServiceLoadBalancers)
 	pc := provider.Cluster{Project: cl.Project, Name: cl.Name, UID: cl.UID, Spec: cl.Spec}
@@ -197,7 +186,7 @@ func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 		defer close(c.done)
 		log.Info("starting the service controller")
 		for ctx.Err() == nil {
-			err := m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc, quota: c.quota})
+			err := m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc})
 			if ctx.Err() != nil {
 				return
 			}
@@ -239,18 +228,6 @@ func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) erro
 	sc, err := servicecontroller.New(cp, cs, f.Core().V1().Services(), f.Core().V1().Nodes(), cl.Name, nil)
 	if err != nil {
 		return err
-	}
-	if pr, ok := cp.lbs.(provider.PodRoutes); ok {
-		nodes := f.Core().V1().Nodes()
-		nodes.Informer() // made before f.Start, which starts only those made
-		done := make(chan struct{})
-		defer func() { <-done }()
-		rctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			defer close(done)
-			syncRoutes(rctx, pr, cp.cluster, nodes, m.o.Logger.With("cluster", cl.Key().String()))
-		}()
 	}
 	f.Start(ctx.Done())
 	sc.Run(ctx, 2, m.metrics)
