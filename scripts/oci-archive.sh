@@ -2,7 +2,7 @@
 # Packs one static program as a one-layer OCI image archive (an OCI image layout in a tar), the
 # form `ctr images import` and `docker load` read, with no registry and no Docker:
 #
-#   scripts/oci-archive.sh [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]
+#   scripts/oci-archive.sh [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-r ROOT] [-z] OUT.tar NAME:TAG PROGRAM [ARG...]
 #
 # The image holds PROGRAM at /BASENAME (mode 0755) and nothing else; its entrypoint is
 # /BASENAME ARG.... NAME is a full reference (kiln.dev/pause:1). The archive is reproducible:
@@ -14,17 +14,21 @@
 #   -l LINK     also DIR/LINK, a symbolic link to BASENAME (repeatable)
 #   -n NAME:TAG the image has this name too (repeatable): the index has one entry per name, each
 #               of the same manifest, as `ctr images export` writes an image of several names
+#   -r ROOT     also every file of the directory ROOT, at its place below / (Debian packages'
+#               files unpacked there, say: the programs a Go program runs), owned by root; the
+#               image's PATH then also has /usr/sbin, /usr/bin, /sbin and /bin
 #   -z          the layer is gzipped (tar+gzip media type); without it, an uncompressed tar
 set -euo pipefail
 
-usage() { echo "usage: $0 [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-z] OUT.tar NAME:TAG PROGRAM [ARG...]" >&2; exit 2; }
-dir="" files=() links=() names=() gz=""
-while getopts "d:f:l:n:z" opt; do
+usage() { echo "usage: $0 [-d DIR] [-f FILE]... [-l LINK]... [-n NAME:TAG]... [-r ROOT] [-z] OUT.tar NAME:TAG PROGRAM [ARG...]" >&2; exit 2; }
+dir="" files=() links=() names=() gz="" rootfs=""
+while getopts "d:f:l:n:r:z" opt; do
 	case $opt in
 	d) dir=${OPTARG%/} ;;
 	f) files+=("$OPTARG") ;;
 	l) links+=("$OPTARG") ;;
 	n) names+=("$OPTARG") ;;
+	r) rootfs=$OPTARG ;;
 	z) gz=1 ;;
 	*) usage ;;
 	esac
@@ -42,6 +46,12 @@ trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$work/root$dir" "$work/oci/blobs/sha256"
 chmod 0755 "$work/root"
+path=${dir:-/}
+if [ -n "$rootfs" ]; then
+	[ -d "$rootfs" ] || { echo "$0: -r $rootfs: not a directory" >&2; exit 2; }
+	cp -a "$rootfs/." "$work/root/"
+	path=${dir:+$dir:}/usr/sbin:/usr/bin:/sbin:/bin
+fi
 if [ -n "$dir" ]; then # every directory of DIR 0755, whatever the umask
 	d=$dir
 	while [ -n "$d" ] && [ "$d" != / ]; do chmod 0755 "$work/root$d"; d=$(dirname "$d"); done
@@ -51,7 +61,9 @@ for f in ${files[@]+"${files[@]}"}; do install -m 0755 "$f" "$work/root$dir/$(ba
 for l in ${links[@]+"${links[@]}"}; do ln -s "$name" "$work/root$dir/$l"; done
 top=$name
 [ -z "$dir" ] || top=$(echo "$dir" | cut -d/ -f2)
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work/root" -cf "$work/layer.tar" "$top"
+tops=("$top")
+[ -z "$rootfs" ] || mapfile -t tops < <(cd "$work/root" && LC_ALL=C ls -A)
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work/root" -cf "$work/layer.tar" "${tops[@]}"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 size() { stat -c %s "$1"; }
 blob() { # blob FILE: moves FILE into the layout's blobs, prints its digest
@@ -76,7 +88,7 @@ fi
 layer_size=$(size "$work/layer.tar")
 layer=$(blob "$work/layer.tar")
 printf '{"architecture":"%s","os":"linux","config":{"Entrypoint":%s,"Env":["PATH=%s"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"scripts/oci-archive.sh %s"}]}' \
-	"$(go env GOARCH 2>/dev/null || echo amd64)" "$(json_args "$@")" "${dir:-/}" "$diff_id" "$name" >"$work/config.json"
+	"$(go env GOARCH 2>/dev/null || echo amd64)" "$(json_args "$@")" "$path" "$diff_id" "$name" >"$work/config.json"
 config_size=$(size "$work/config.json")
 config=$(blob "$work/config.json")
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"%s","digest":"sha256:%s","size":%d}]}' \

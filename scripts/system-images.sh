@@ -13,6 +13,9 @@
 #   OUT_DIR/metrics-server.tar  the Kubernetes metrics-server as internal/sysimages.MetricsServerImage
 #   OUT_DIR/metallb-controller.tar, metallb-speaker.tar  MetalLB's (layer 2) as
 #                             internal/sysimages.MetalLBControllerImage, MetalLBSpeakerImage
+#   OUT_DIR/kube-router.tar   kube-router's network policy controller (images/kube-router, its own Go
+#                             module) with Debian's iptables and ipset, as
+#                             internal/sysimages.KubeRouterImage
 #   OUT_DIR/local-path-VERSION.tgz  the local-path pack's chart (charts/local-path, with the
 #                             provisioner's own chart from its module as a subchart)
 #   OUT_DIR/metrics-server-VERSION.tgz  the metrics-server pack's chart (charts/metrics-server, with
@@ -236,6 +239,49 @@ metallb() {
 	echo "system-images: built $cref and $sref in $((SECONDS - t))s ($(du -ch "$out"/metallb-*.tar | tail -1 | cut -f1))"
 }
 metallb
+
+# kube-router: kube-router's network policy controller, built from images/kube-router (a module of
+# Kiln's whose go.mod requires kube-router at KubeRouterImage's tag and lifts the dependencies security
+# flaws are reported against: docs/system-images.md), at /usr/local/bin/kube-router, with Debian's
+# iptables and ipset and the libraries they link (apt-get download, no container registry) below /.
+# The iptables names are links to xtables-nft-multi; the program points them at the node's backend
+# when it starts.
+kube_router_debs="libc6 iptables libip4tc2 libip6tc2 libxtables12 libmnl0 libnetfilter-conntrack3 libnfnetlink0 libnftnl11 netbase ipset libipset13"
+kube_router() {
+	local ref inputs t deb files
+	ref=$(ref KubeRouterImage)
+	files=$(cd "$repo" && find images/kube-router -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' | LC_ALL=C sort)
+	# shellcheck disable=SC2086 # one file a word
+	inputs=$(go_inputs "$ref $kube_router_debs" -- $files)
+	if up_to_date kube-router "$ref" "$inputs"; then
+		return
+	fi
+	echo "system-images: building $ref (images/kube-router; the first time: minutes, client-go's packages) with Debian's $kube_router_debs"
+	t=$SECONDS
+	(cd "$repo/images/kube-router" && CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/kube-router" .)
+	mkdir -p "$work/kube-router.debs" "$work/kube-router.root"
+	# shellcheck disable=SC2086 # one package a word
+	if ! (cd "$work/kube-router.debs" && apt-get download $kube_router_debs >/dev/null 2>&1); then
+		command -v apt-get >/dev/null || { echo "system-images: kube-router's image takes iptables and ipset from Debian's packages, and there is no apt-get" >&2; exit 1; }
+		apt-get update -qq >/dev/null && (cd "$work/kube-router.debs" && apt-get download $kube_router_debs >/dev/null) ||
+			{ echo "system-images: apt-get download $kube_router_debs failed (is Debian's mirror reachable?)" >&2; exit 1; }
+	fi
+	for deb in "$work"/kube-router.debs/*.deb; do
+		echo "system-images:   $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
+		dpkg-deb -x "$deb" "$work/kube-router.root"
+	done
+	(cd "$work/kube-router.root" && rm -rf usr/share/doc usr/share/man usr/share/lintian usr/share/locale usr/share/info etc/init.d etc/default)
+	for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+		ln -sfn xtables-nft-multi "$work/kube-router.root/usr/sbin/$l"
+	done
+	mkdir -p "$work/kube-router.root/run" "$work/kube-router.root/tmp"
+	chmod 1777 "$work/kube-router.root/tmp"
+	"$repo/scripts/oci-archive.sh" -d /usr/local/bin -r "$work/kube-router.root" -z "$work/kube-router.tar" "$ref" "$work/kube-router"
+	mv "$work/kube-router.tar" "$out/kube-router.tar"
+	echo "$inputs" >"$out/.kube-router.inputs"
+	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/kube-router.tar" | cut -f1))"
+}
+kube_router
 
 # busybox: Debian's busybox-static (apt-get download; no container registry), /bin/busybox with
 # the applets the local-path pack's helper pods run as links (/bin/sh, mkdir, rm, chmod, ...).

@@ -503,8 +503,8 @@ type Installed struct {
 	Distribution string `json:"distribution"`
 	// Kubelet is KubeletHollow, KubeletReal or KubeletNone.
 	Kubelet string `json:"kubelet"`
-	// CNI is the pod network installed: "calico", "cilium", CNIBridge, or CNINone
-	// (whatever spec.network.cni says).
+	// CNI is the pod network installed: "calico", "cilium", CNIBridge,
+	// CNIKubeRouter, or CNINone (whatever spec.network.cni says).
 	CNI string `json:"cni"`
 	// Message says in a few sentences what the nodes are and what works
 	// on them, for people.
@@ -528,6 +528,22 @@ const CNINone = "none"
 // CNIBridge is the kiln distribution's pod network (spec.network.cni): the
 // CNI bridge plugin on every node, with a route per other node's pod range.
 const CNIBridge = "bridge"
+
+// CNIKubeRouter (spec.network.cni) is Kiln's bridge pod network with
+// kube-router's network policy controller on every node (a DaemonSet, in
+// firewall-only mode, its image from Kiln's registry): NetworkPolicy is
+// enforced. The kiln distribution installs it, and the kubeadm
+// distribution's installs from Kiln.
+const CNIKubeRouter = "kube-router"
+
+// FromKilnCNIs are the pod networks Kiln installs from its own registry
+// (nothing from the internet): the bridge network, alone or with
+// kube-router's policy controller.
+var FromKilnCNIs = []string{CNIBridge, CNIKubeRouter}
+
+// IsFromKilnCNI reports whether cni is one of FromKilnCNIs: with the
+// kubeadm distribution, the install from Kiln.
+func IsFromKilnCNI(cni string) bool { return cni == CNIBridge || cni == CNIKubeRouter }
 
 // EnforcesNetworkPolicy reports whether the pod network installed enforces
 // NetworkPolicy: false for the one Kiln knows does not (the bridge network

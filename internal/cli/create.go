@@ -115,7 +115,9 @@ them (spec.restoreFrom).`,
 	fl.StringVar(&f.instanceType, "instance-type", "", "instance type of the control plane and every worker pool")
 	fl.StringVar(&f.podCIDR, "pod-cidr", "", "pod network CIDR")
 	fl.StringVar(&f.serviceCIDR, "service-cidr", "", "service network CIDR")
-	fl.StringVar(&f.cni, "cni", "", "CNI plugin, e.g. calico")
+	fl.StringVar(&f.cni, "cni", "", "pod network: bridge (the kiln distribution's default; enforces no NetworkPolicy) or kube-router "+
+		"(the bridge network with kube-router's policy controller: NetworkPolicy enforced), for the kiln distribution and kubeadm's install from Kiln; "+
+		"calico or cilium (kubeadm, from the internet)")
 	fl.StringVar(&f.nodeApproval, "node-approval", "", "node approval: auto or manual")
 	fl.StringArrayVar(&f.labels, "label", nil, "cluster label k=v (repeatable)")
 	fl.StringVar(&f.region, "region", "", "provider region")
@@ -293,7 +295,7 @@ func (a *app) createCluster(cmd *cobra.Command, cl *v1.Cluster, wait bool) error
 	}
 	if in := out.Status.Installed; !in.EnforcesNetworkPolicy() {
 		fmt.Fprintf(a.stderr, "Note: the %s pod network does not enforce NetworkPolicy: a NetworkPolicy is accepted and isolates nothing "+
-			"(the cluster's NetworkPolicyNotEnforced condition says so while it holds one).\n", in.CNI)
+			"(the cluster's NetworkPolicyNotEnforced condition says so while it holds one); --cni %s enforces it.\n", in.CNI, v1.CNIKubeRouter)
 	}
 	if !wait {
 		fmt.Fprintf(a.stderr, "Creating cluster %q (operation %s). Follow it with: kiln operation watch %s\n", cl.Name, opID, opID)

@@ -57,6 +57,10 @@ const (
 		"on the pod network."
 	kilnMessage = "Real nodes: kiln-kube's kubelet on containerd and runc in each node, kube-proxy, the CNI bridge " +
 		"plugin with a route per node's pod range, and CoreDNS; images come from kilnd's registry (docs/distro-kiln.md)."
+	// kubeRouterMessage is added to kilnMessage with spec.network.cni
+	// kube-router.
+	kubeRouterMessage = " kube-router's network policy controller runs on every node (firewall-only, on the bridge " +
+		"network): NetworkPolicy is enforced."
 	noneMessage     = "Simulated machines: no Kubernetes runs on them (the sim provider, for tests and benchmarks)."
 	attachedMessage = "An attached cluster: Kiln did not make it and installs nothing on its nodes; it observes them, " +
 		"and applies profiles, through the cluster's own kubeconfig."
@@ -66,7 +70,8 @@ const (
 // cluster's status.installed. The local distribution runs hollow kubelets
 // and installs no pod network, whatever spec.network.cni says; kubeadm
 // installs real kubelets and the CNI the spec names; kiln real kubelets and
-// the bridge network.
+// the bridge network, with kube-router's policy controller when the spec
+// says kube-router.
 func Installed(spec *v1.ClusterSpec) *v1.Installed {
 	if spec.Attach != nil {
 		return &v1.Installed{Distribution: "", Kubelet: v1.KubeletReal, CNI: "unknown", Message: attachedMessage}
@@ -78,6 +83,9 @@ func Installed(spec *v1.ClusterSpec) *v1.Installed {
 		return &v1.Installed{Distribution: v1.DistroKubeadm, Kubelet: v1.KubeletReal, CNI: spec.Network.CNI,
 			Message: realMessage + " CNI: " + spec.Network.CNI + "."}
 	case v1.DistroKiln:
+		if spec.Network.CNI == v1.CNIKubeRouter {
+			return &v1.Installed{Distribution: v1.DistroKiln, Kubelet: v1.KubeletReal, CNI: v1.CNIKubeRouter, Message: kilnMessage + kubeRouterMessage}
+		}
 		return &v1.Installed{Distribution: v1.DistroKiln, Kubelet: v1.KubeletReal, CNI: v1.CNIBridge, Message: kilnMessage}
 	}
 	return &v1.Installed{Distribution: spec.Distribution, Kubelet: v1.KubeletNone, CNI: v1.CNINone, Message: noneMessage}

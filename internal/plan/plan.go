@@ -40,7 +40,8 @@ const (
 )
 
 // createSteps builds a cluster from nothing: its network and API endpoint,
-// then the control plane, then the workers.
+// then the control plane, then the workers, then (spec.network.cni
+// kube-router) the network policy controller on every node.
 var createSteps = []string{
 	StepValidateDynamic,
 	StepEnsureClusterPKI,
@@ -53,6 +54,7 @@ var createSteps = []string{
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepWaitNodesReady,
+	StepInstallNetworkPolicy,
 	StepApplyProfile,
 }
 
@@ -61,7 +63,8 @@ var createSteps = []string{
 // each healthy before the next), upgrades the control plane in place one
 // node at a time, replaces the workers made for other pool settings or
 // another Kubernetes version within each pool's rollout bounds, removes the
-// newest surplus machines (scale down) and waits until every node is Ready.
+// newest surplus machines (scale down) and waits until every node is Ready;
+// the network policy controller is applied again (a new Kiln's, say).
 var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
@@ -72,6 +75,7 @@ var updateSteps = []string{
 	StepRollOutWorkers,
 	StepRemoveSurplusMachines,
 	StepWaitNodesReady,
+	StepInstallNetworkPolicy,
 	StepApplyProfile,
 }
 
@@ -136,14 +140,16 @@ var (
 	// hostUpdateSteps checks a changed spec; nothing else follows a spec.
 	hostUpdateSteps = []string{StepValidateDynamic}
 	// hostProvisionSteps installs Kubernetes on the configured hosts, then
-	// MetalLB when the spec names a load balancer pool, then the cluster's
-	// profile.
+	// kube-router's policy controller when the spec names that pod
+	// network, then MetalLB when the spec names a load balancer pool, then
+	// the cluster's profile.
 	hostProvisionSteps = []string{
 		StepValidateDynamic,
 		StepCheckNodeConfiguration,
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,
+		StepInstallNetworkPolicy,
 		StepInstallServiceLoadBalancers,
 		StepApplyProfile,
 	}

@@ -28,6 +28,7 @@ func TestSteps(t *testing.T) {
 			"ensure-worker-machines",
 			"install-workers",
 			"wait-nodes-ready",
+			"install-network-policy",
 			"apply-profile",
 		}},
 		{name: "update", kind: v1.KindUpdate, want: []string{
@@ -40,6 +41,7 @@ func TestSteps(t *testing.T) {
 			"roll-out-workers",
 			"remove-surplus-machines",
 			"wait-nodes-ready",
+			"install-network-policy",
 			"apply-profile",
 		}},
 		{name: "repair", kind: v1.KindRepair, want: []string{
@@ -92,7 +94,7 @@ func TestStepsForHosts(t *testing.T) {
 	}{
 		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
 		{v1.KindUpdate, []string{"validate-dynamic"}},
-		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-service-load-balancers", "apply-profile"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
 		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindReconcile, []string{"apply-profile"}},

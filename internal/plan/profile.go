@@ -7,3 +7,8 @@ const StepApplyProfile = "apply-profile"
 // LoadBalancer addresses on hosts users bring: MetalLB and the pool of
 // spec.network.loadBalancerPool.
 const StepInstallServiceLoadBalancers = "install-service-load-balancers"
+
+// StepInstallNetworkPolicy installs what enforces NetworkPolicy on a
+// cluster whose spec.network.cni is kube-router: kube-router's network
+// policy controller on every node. Skipped for every other pod network.
+const StepInstallNetworkPolicy = "install-network-policy"

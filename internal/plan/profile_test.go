@@ -29,15 +29,22 @@ const password = "hunter22-s3cr3t"
 type fakePacks struct {
 	fail map[string]bool
 
-	mu      sync.Mutex
-	applied []string            // the packs applied, in order
-	secrets []map[string]string // the target's secrets at each apply
+	mu        sync.Mutex
+	applied   []string            // the packs applied, in order
+	secrets   []map[string]string // the target's secrets at each apply
+	manifests map[string]string   // each manifests pack's, as last applied
 }
 
 func (f *fakePacks) Apply(_ context.Context, t packs.Target, pk v1.Pack) (v1.PackStatus, error) {
 	f.mu.Lock()
 	f.applied = append(f.applied, pk.Name)
 	f.secrets = append(f.secrets, maps.Clone(t.Secrets))
+	if pk.Manifests != "" {
+		if f.manifests == nil {
+			f.manifests = map[string]string{}
+		}
+		f.manifests[pk.Name] = pk.Manifests
+	}
 	f.mu.Unlock()
 	st := v1.PackStatus{Name: pk.Name, Version: pk.Version, Chart: pk.ChartName(), Namespace: pk.TargetNamespace()}
 	if f.fail[pk.Name] {

@@ -54,6 +54,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepStartControlPlaneMachines:   hib.StartControlPlaneMachines,
 		StepApplyProfile:                prof.Apply,
 		StepInstallServiceLoadBalancers: prof.InstallServiceLoadBalancers,
+		StepInstallNetworkPolicy:        prof.InstallNetworkPolicy,
 		StepRenewCertificates:           crt.Renew,
 		StepTrustNewCA:                  crt.TrustNewCA,
 		StepRestartSystemPods:           crt.RestartSystemPods,

@@ -69,6 +69,13 @@ const (
 	// v0.0.21 is the nearest that is. Only MetalLB's BGP mode through
 	// frr-k8s uses it; Kiln runs the layer-2 mode.
 	MetalLBFRRK8s = "v0.0.21"
+	// KubeRouterImage is kube-router's network policy controller, built
+	// from images/kube-router (a module of Kiln's requiring kube-router at
+	// the tag, with the dependencies security flaws are reported against
+	// lifted) with Debian's iptables and ipset: the DaemonSet of the
+	// kube-router pod network (spec.network.cni kube-router), run in
+	// firewall-only mode on Kiln's bridge network.
+	KubeRouterImage = "kiln.dev/kube-router:v2.1.0"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.

@@ -96,3 +96,58 @@ func TestKubeImages(t *testing.T) {
 		t.Errorf("PauseImage %s, the node image's %s: one image, one name", PauseImage, nodeimage.PauseImage)
 	}
 }
+
+// The kube-router image's tag is the kube-router images/kube-router
+// requires, and its go.mod keeps the dependencies lifted past the versions
+// security flaws are reported against (docs/system-images.md names them):
+// a go get that lowered one would fail here.
+func TestKubeRouterModule(t *testing.T) {
+	mod, err := os.ReadFile("../../images/kube-router/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func(path string) string {
+		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(path) + `\s+(v\S+)`).FindSubmatch(mod)
+		if m == nil {
+			t.Fatalf("images/kube-router/go.mod requires no %s", path)
+		}
+		return string(m[1])
+	}
+	_, tag, _ := strings.Cut(KubeRouterImage, ":")
+	if got := version("github.com/cloudnativelabs/kube-router/v2"); got != tag {
+		t.Errorf("KubeRouterImage is %s, images/kube-router/go.mod builds kube-router %s: change them together", KubeRouterImage, got)
+	}
+	for path, fixed := range map[string]string{
+		"github.com/docker/docker":   "v25.0.6",
+		"github.com/osrg/gobgp/v3":   "v3.35.0",
+		"golang.org/x/net":           "v0.38.0",
+		"golang.org/x/oauth2":        "v0.27.0",
+		"google.golang.org/grpc":     "v1.64.1",
+		"google.golang.org/protobuf": "v1.33.0",
+	} {
+		if got := version(path); semverLess(got, fixed) {
+			t.Errorf("images/kube-router/go.mod requires %s %s, below %s, which fixes the flaws reported against it", path, got, fixed)
+		}
+	}
+}
+
+// semverLess compares vMAJOR.MINOR.PATCH versions (anything after the
+// patch, +incompatible say, ignored).
+func semverLess(a, b string) bool {
+	parse := func(v string) (n [3]int) {
+		v = strings.TrimPrefix(v, "v")
+		v, _, _ = strings.Cut(v, "+")
+		v, _, _ = strings.Cut(v, "-")
+		for i, f := range strings.SplitN(v, ".", 3) {
+			for _, c := range f {
+				if c < '0' || c > '9' {
+					break
+				}
+				n[i] = n[i]*10 + int(c-'0')
+			}
+		}
+		return n
+	}
+	x, y := parse(a), parse(b)
+	return slices.Compare(x[:], y[:]) < 0
+}

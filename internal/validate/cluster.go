@@ -178,15 +178,20 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 		e.kubeadm(&spec.Network)
 	case v1.DistroKiln:
 		e.kiln(&spec.Network)
+	default:
+		if spec.Network.CNI == v1.CNIKubeRouter {
+			e.invalid("spec.network.cni", "%s (the bridge pod network with kube-router's network policy controller) is installed by the %s distribution and the %s distribution's install from Kiln; %s does not install it",
+				v1.CNIKubeRouter, v1.DistroKiln, v1.DistroKubeadm, OfferedBy(spec))
+		}
 	}
 	switch {
 	case spec.Network.LoadBalancerPool == "":
 	case spec.Distribution != v1.DistroKubeadm:
 		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses is used by the kubeadm distribution only (hosts users bring; MetalLB announces it); %s does not use one (the docker provider gives Services their addresses itself): remove it",
 			OfferedBy(spec))
-	case spec.Network.CNI != v1.CNIBridge:
-		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses needs the install from Kiln (spec.network.cni %s): MetalLB's images are in Kiln's registry, and the %s install pulls from the internet",
-			v1.CNIBridge, spec.Network.CNI)
+	case !v1.IsFromKilnCNI(spec.Network.CNI):
+		e.invalid("spec.network.loadBalancerPool", "a pool of load balancer addresses needs the install from Kiln (spec.network.cni %s or %s): MetalLB's images are in Kiln's registry, and the %s install pulls from the internet",
+			v1.CNIBridge, v1.CNIKubeRouter, spec.Network.CNI)
 	}
 	if spec.Provider == ProviderAttached {
 		e.attached(spec)
@@ -553,22 +558,24 @@ func rootCA(s string) string {
 }
 
 // kubeadm refuses what the kubeadm distribution's plans do not install:
-// Flannel, and IPv6 pod or service ranges. (bridge installs from Kiln:
-// kiln-kube and images from Kiln's registry, Kiln's pod network.)
+// Flannel, and IPv6 pod or service ranges. (bridge and kube-router install
+// from Kiln: kiln-kube and images from Kiln's registry, Kiln's pod network,
+// with kube-router's policy controller for kube-router.)
 func (e *errs) kubeadm(n *v1.Network) {
 	if n.CNI == "flannel" {
-		e.invalid("spec.network.cni", "the kubeadm distribution installs bridge (from Kiln), calico or cilium (from the internet), not %s", n.CNI)
+		e.invalid("spec.network.cni", "the kubeadm distribution installs bridge or kube-router (from Kiln), calico or cilium (from the internet), not %s", n.CNI)
 	}
 	e.ipv4Only(n, v1.DistroKubeadm)
 }
 
 // kiln refuses what the kiln distribution does not install: any pod network
-// but the bridge, and IPv6 ranges. (The pod range holds a /24 per node:
-// network checks that for every distribution.)
+// but the bridge (alone, or with kube-router's policy controller), and IPv6
+// ranges. (The pod range holds a /24 per node: network checks that for
+// every distribution.)
 func (e *errs) kiln(n *v1.Network) {
-	if n.CNI != v1.CNIBridge {
-		e.invalid("spec.network.cni", "the kiln distribution installs the %s pod network, not %q: leave spec.network.cni empty or set it to %s",
-			v1.CNIBridge, n.CNI, v1.CNIBridge)
+	if !v1.IsFromKilnCNI(n.CNI) {
+		e.invalid("spec.network.cni", "the kiln distribution installs the %s pod network, or %s (the bridge network with kube-router's network policy controller, which enforces NetworkPolicy), not %q: leave spec.network.cni empty (%s) or set it to one of them",
+			v1.CNIBridge, v1.CNIKubeRouter, n.CNI, v1.CNIBridge)
 	}
 	e.ipv4Only(n, v1.DistroKiln)
 }

@@ -29,8 +29,9 @@ const (
 )
 
 // CNIs are the network plugins Kiln knows; each distribution installs some
-// of them (the kiln distribution bridge, kubeadm calico and cilium).
-var CNIs = []string{"calico", "cilium", "flannel", v1.CNIBridge}
+// of them (the kiln distribution bridge and kube-router, kubeadm those two
+// from Kiln and calico and cilium from the internet).
+var CNIs = []string{"calico", "cilium", "flannel", v1.CNIBridge, v1.CNIKubeRouter}
 
 // NodeApprovals are the values of spec.nodeApproval.
 var NodeApprovals = []string{"auto", "manual"}

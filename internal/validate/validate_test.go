@@ -150,7 +150,7 @@ func TestCluster(t *testing.T) {
 		{
 			name: "cni", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.Network.CNI = "weave" },
-			want: []v1.Error{invalid("spec.network.cni", `"weave" must be one of calico, cilium, flannel, bridge`)},
+			want: []v1.Error{invalid("spec.network.cni", `"weave" must be one of calico, cilium, flannel, bridge, kube-router`)},
 		},
 		{
 			name: "node approval and ttl", cluster: "c",
@@ -277,7 +277,7 @@ func TestCluster(t *testing.T) {
 				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "flannel"}
 			},
 			want: []v1.Error{
-				invalid("spec.network.cni", "the kubeadm distribution installs bridge (from Kiln), calico or cilium (from the internet), not flannel"),
+				invalid("spec.network.cni", "the kubeadm distribution installs bridge or kube-router (from Kiln), calico or cilium (from the internet), not flannel"),
 				invalid("spec.network.podCIDR", "fd00:10::/48: the kubeadm distribution installs IPv4 clusters only"),
 				invalid("spec.network.serviceCIDR", "fd00:20::/108: the kubeadm distribution installs IPv4 clusters only"),
 			},
@@ -696,10 +696,11 @@ func testCA(t *testing.T) string {
 }
 
 // The kiln distribution installs the bridge pod network over IPv4, a /24
-// per node, and refuses anything else up front; kubeadm does not install the
-// bridge.
+// per node, alone or with kube-router's policy controller, and refuses
+// anything else up front; kubeadm installs both from Kiln; the local
+// distribution (hollow nodes, no pod network) refuses kube-router.
 func TestKilnDistribution(t *testing.T) {
-	catalog := validate.Catalog{"docker": {"kiln": {"v1.36.3"}}, "edge": {"kubeadm": nil}}
+	catalog := validate.Catalog{"docker": {"kiln": {"v1.36.3"}}, "edge": {"kubeadm": nil}, "local": {"local": {"v1.36.3"}}}
 	tests := []struct {
 		name    string
 		cluster string
@@ -720,7 +721,7 @@ func TestKilnDistribution(t *testing.T) {
 				s.Network = v1.Network{PodCIDR: "fd00:10::/48", ServiceCIDR: "fd00:20::/108", CNI: "calico"}
 			},
 			want: []v1.Error{
-				invalid("spec.network.cni", `the kiln distribution installs the bridge pod network, not "calico": leave spec.network.cni empty or set it to bridge`),
+				invalid("spec.network.cni", `the kiln distribution installs the bridge pod network, or kube-router (the bridge network with kube-router's network policy controller, which enforces NetworkPolicy), not "calico": leave spec.network.cni empty (bridge) or set it to one of them`),
 				invalid("spec.network.podCIDR", "fd00:10::/48: the kiln distribution installs IPv4 clusters only"),
 				invalid("spec.network.serviceCIDR", "fd00:20::/108: the kiln distribution installs IPv4 clusters only"),
 			},
@@ -730,6 +731,32 @@ func TestKilnDistribution(t *testing.T) {
 			edit: func(s *v1.ClusterSpec) {
 				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.4"
 				s.Network.CNI = "bridge"
+			},
+		},
+		{
+			name: "kiln installs kube-router", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution = "docker", "kiln"
+				s.Network.CNI = "kube-router"
+			},
+		},
+		{
+			name: "kubeadm installs kube-router from Kiln, with a load balancer pool", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution, s.KubernetesVersion = "edge", "kubeadm", "v1.35.4"
+				s.Network.CNI = "kube-router"
+				s.Network.LoadBalancerPool = "192.168.1.240-192.168.1.250"
+			},
+		},
+		{
+			name: "local refuses kube-router", cluster: "c",
+			edit: func(s *v1.ClusterSpec) {
+				s.Provider, s.Distribution = "local", "local"
+				s.Network.CNI = "kube-router"
+			},
+			want: []v1.Error{
+				invalid("spec.network.cni", "kube-router (the bridge pod network with kube-router's network policy controller) is installed by the kiln distribution and the kubeadm distribution's install from Kiln; "+
+					"the local distribution of the local provider does not install it"),
 			},
 		},
 	}

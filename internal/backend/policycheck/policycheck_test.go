@@ -15,7 +15,8 @@ import (
 // holds NetworkPolicies says they are not enforced, naming them (five,
 // then how many more), with a Warning event; once they are gone the
 // condition turns False with a Normal event. A cluster whose pod network
-// enforces policies (calico here) is left alone, and its API is not asked.
+// enforces policies (calico, and the kiln distribution's kube-router here)
+// is left alone, and its API is not asked.
 func TestNetworkPolicyNotEnforced(t *testing.T) {
 	st := checktest.Store(t)
 	cluster := func(name, dist, cni string) {
@@ -23,6 +24,7 @@ func TestNetworkPolicyNotEnforced(t *testing.T) {
 	}
 	cluster("bridged", v1.DistroKiln, v1.CNIBridge)
 	cluster("enforced", v1.DistroKubeadm, "calico")
+	cluster("routed", v1.DistroKiln, v1.CNIKubeRouter)
 	condition := func(name string) v1.Condition {
 		return checktest.Condition(t, st, name, v1.ConditionNetworkPolicyNotEnforced)
 	}
@@ -38,8 +40,10 @@ func TestNetworkPolicyNotEnforced(t *testing.T) {
 		if err := l.Periodic().Check.Check(t.Context(), checktest.Get(t, st, "bridged")); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Periodic().Check.Check(t.Context(), checktest.Get(t, st, "enforced")); err != nil {
-			t.Fatal(err)
+		for _, name := range []string{"enforced", "routed"} {
+			if err := l.Periodic().Check.Check(t.Context(), checktest.Get(t, st, name)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	pass()
@@ -48,8 +52,10 @@ func TestNetworkPolicyNotEnforced(t *testing.T) {
 		!strings.Contains(c.Message, "bridge") {
 		t.Errorf("condition with 7 policies: %+v", c)
 	}
-	if asked["enforced"] != 0 || condition("enforced").Type != "" {
-		t.Errorf("the calico cluster was looked at (%d) or given the condition", asked["enforced"])
+	for _, name := range []string{"enforced", "routed"} {
+		if asked[name] != 0 || condition(name).Type != "" {
+			t.Errorf("the enforcing cluster %s was looked at (%d) or given the condition", name, asked[name])
+		}
 	}
 
 	policies = nil

@@ -63,7 +63,14 @@ func (w Work) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.Cluster
 	}
 	spec := w.cl.Spec
 	var kubeProxy string
-	if spec.Network.CNI == v1.CNIBridge {
+	cni := spec.Network.CNI
+	if cni == v1.CNIKubeRouter {
+		// The nodes install the bridge network from Kiln as for bridge;
+		// the plan adds kube-router's policy controller
+		// (install-network-policy).
+		cni = kubeadm.CNIBridge
+	}
+	if cni == kubeadm.CNIBridge {
 		// An install from Kiln: kiln-agent runs kube-proxy (and the pod
 		// network) as system:kube-proxy, through the endpoint.
 		cert, key, err := ca.Issue(pki.CertRequest{CommonName: pki.UserKubeProxy, Usage: pki.UsageClient,
@@ -80,7 +87,7 @@ func (w Work) kubeadmInput(ctx context.Context) (kubeadm.Input, *kubeadm.Cluster
 		Endpoint:              endpoint,
 		PodCIDR:               spec.Network.PodCIDR,
 		ServiceCIDR:           spec.Network.ServiceCIDR,
-		CNI:                   spec.Network.CNI,
+		CNI:                   cni,
 		DedicatedControlPlane: spec.ControlPlane.Dedicated,
 		Join: kubeadm.JoinMaterial{Token: join.Token, CACertHashes: []string{hash},
 			CertificateKey: join.CertificateKey},

@@ -283,7 +283,7 @@ func (w Work) clusterDNS(ctx context.Context, kc *kubeapi.Client) (string, error
 // distribution's, and kubeadm's installed from Kiln.
 func (w Work) hasKilnDNS() bool {
 	spec := w.cl.Spec
-	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && spec.Network.CNI == v1.CNIBridge
+	kubeadmFromKiln := spec.Distribution == v1.DistroKubeadm && v1.IsFromKilnCNI(spec.Network.CNI)
 	return spec.Distribution == v1.DistroKiln || kubeadmFromKiln
 }
 
