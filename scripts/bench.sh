@@ -36,7 +36,7 @@ for b in APILatency FleetWave AgentFanIn; do
 done
 # Real local clusters (needs bin/kiln-kube: make bench builds it), and real docker ones (needs Docker,
 # the node and system images; skipped, saying so, without them); -v shows each step's time.
-KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|ServiceLoadBalancer|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume|ProfileApply|ProfileRollout' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|ServiceLoadBalancer|NetworkPolicy|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume|ProfileApply|ProfileRollout' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi
@@ -83,6 +83,7 @@ metric() {
 	echo "| docker cluster: kubectl apply of 2 replicas to both Running | under 5 s | $(metric e2e 'BenchmarkDockerCreate' s/deploy) s |"
 	echo "| docker cluster: a worker container's memory; the node image's size | (reported) | $(metric e2e 'BenchmarkDockerCreate' worker-MiB) MiB; $(metric e2e 'BenchmarkDockerCreate' image-MB) MB |"
 	echo "| docker: a Service of type LoadBalancer, kubectl expose to answering on its address (issue 46) | under 5 s | $(metric e2e 'BenchmarkServiceLoadBalancer' s/answering) s (address in $(metric e2e 'BenchmarkServiceLoadBalancer' s/address) s) |"
+	echo "| docker: NetworkPolicy's cost, pod-to-pod req/s across workers, bridge vs kube-router with 4 policies (issue 46) | under 10% | $(metric e2e 'BenchmarkNetworkPolicy' new-cost-%) % a connection a request ($(metric e2e 'BenchmarkNetworkPolicy' new-bridge-rps) vs $(metric e2e 'BenchmarkNetworkPolicy' new-kube-router-rps) req/s), $(metric e2e 'BenchmarkNetworkPolicy' keepalive-cost-%) % kept alive |"
 	echo "| edge 1+2 on bare hosts (kubeadm from Kiln), provision to Ready | under 90 s | $(metric e2e 'BenchmarkEdgeKubeadm' s/provision) s |"
 	echo "| edge installer download (gzipped) | (reported) | $(metric e2e 'BenchmarkEdgeKubeadm' installer-MB) MB |"
 	echo "| aws 1+2 on 2 zones through the local AWS, create to Succeeded | under 60 s | $(metric e2e 'BenchmarkAWSCreate' s/create) s |"

@@ -410,3 +410,120 @@ func timeDelete(b *testing.B, e *env, name string) time.Duration {
 	}
 	return took
 }
+
+// BenchmarkNetworkPolicy measures what enforcing NetworkPolicy costs (issue
+// 46, target under 10%): pod-to-pod requests per second across workers
+// through the bridge pod network and through kube-router's (the bridge
+// network with kube-router's policy controller) with policies in force
+// that the traffic passes (default-deny ingress in the namespace, an allow
+// rule for the client's label, an egress policy on the client, an unrelated
+// policy), in one run: a 1+2 cluster of each, the same server and client
+// pods (hello), `hello bench` from the client for 10 s with 8 workers, on
+// kept-alive connections and with a connection per request, the two
+// clusters in turn three times (the median of each counts).
+func BenchmarkNetworkPolicy(b *testing.B) {
+	e := startDocker(b)
+	e.kiln("image", "push", helloImage(b), "hello:1")
+	type target struct{ cluster, url string }
+	var targets []target
+	for _, cni := range []string{v1.CNIBridge, v1.CNIKubeRouter} {
+		name := map[string]string{v1.CNIBridge: "br", v1.CNIKubeRouter: "kr"}[cni]
+		cl := dockerCluster(name, "", 1, true, 2)
+		cl.Spec.Network.CNI = cni
+		e.create(cl)
+		workers := e.readyWorkers(name, 3, 2)
+		e.apply(name, netpolWorkload(workers[1], workers[0]))
+		if cni == v1.CNIKubeRouter {
+			e.apply(name, benchPolicies)
+		}
+		var ip string
+		waitfor.Cond(b, "np's pods Running on "+name, 2*time.Minute, func() (bool, error) {
+			out, err := e.kubectl(name, "get", "pods", "-n", "np", "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+			ip, _ = e.kubectl(name, "get", "pod", "-n", "np", "server", "-o", "jsonpath={.status.podIP}")
+			return err == nil && len(strings.Fields(out)) == 3 && ip != "", nil
+		})
+		url := "http://" + strings.TrimSpace(ip) + ":8080/"
+		// The policies in force: allowed answers, other does not.
+		waitfor.Cond(b, "pod allowed to reach the server on "+name, time.Minute, func() (bool, error) {
+			out, err := e.kubectl(name, "exec", "-n", "np", "allowed", "--", "/hello", "get", url)
+			return err == nil && strings.Contains(out, "hello from server"), nil
+		})
+		if cni == v1.CNIKubeRouter {
+			if _, err := e.kubectl(name, "exec", "-n", "np", "other", "--", "/hello", "get", url); err == nil {
+				b.Fatalf("pod other reached the server on %s: the policies are not in force", name)
+			}
+		}
+		targets = append(targets, target{name, url})
+	}
+	rps := func(t target, mode string) float64 {
+		args := []string{"exec", "-n", "np", "allowed", "--", "/hello", "bench", t.url, "10", "8"}
+		if mode == "new" {
+			args = append(args, "new")
+		}
+		out := e.mustKubectl(t.cluster, args...)
+		var n, errs int
+		var secs, r float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(out), "requests=%d errors=%d seconds=%f rps=%f", &n, &errs, &secs, &r); err != nil || errs > 0 {
+			b.Fatalf("hello bench on %s: %q (%v)", t.cluster, out, err)
+		}
+		return r
+	}
+	for b.Loop() {
+		for _, mode := range []string{"keepalive", "new"} {
+			got := map[string][]float64{}
+			for range 3 {
+				for _, t := range targets {
+					got[t.cluster] = append(got[t.cluster], rps(t, mode))
+				}
+			}
+			br, kr := median(got["br"]), median(got["kr"])
+			cost := 100 * (br - kr) / br
+			b.Logf("%s connections: bridge %v -> median %.0f req/s; kube-router with 4 policies %v -> median %.0f req/s; cost %.1f%%",
+				mode, got["br"], br, got["kr"], kr, cost)
+			b.ReportMetric(br, mode+"-bridge-rps")
+			b.ReportMetric(kr, mode+"-kube-router-rps")
+			b.ReportMetric(cost, mode+"-cost-%")
+		}
+	}
+}
+
+// benchPolicies are the policies BenchmarkNetworkPolicy's traffic passes
+// on the kube-router cluster, in namespace np.
+const benchPolicies = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny, namespace: np}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-allowed, namespace: np}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: allowed}}}]
+    ports: [{port: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: client-egress, namespace: np}
+spec:
+  podSelector: {matchLabels: {role: allowed}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {app: server}}}]
+    ports: [{port: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: unrelated, namespace: np}
+spec:
+  podSelector: {matchLabels: {app: nothing}}
+  policyTypes: [Ingress, Egress]
+`
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -153,15 +153,6 @@ func TestConformance(t *testing.T) {
 	e.readyWorkers("conf", 3, 2)
 	t.Logf("cluster conf (docker, 1+2) Succeeded and the suite's images pushed in %s", time.Since(t0).Round(time.Second))
 
-	kubeconfig := filepath.Join(e.data, "conf.kubeconfig")
-	b, err := e.c.Kubeconfig(t.Context(), "default", "conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	focus, skip, procs, timeout := curatedFocus(), `\[Serial\]|\[Disruptive\]`, 4, 15*time.Minute
 	switch mode {
 	case "all":
@@ -170,38 +161,11 @@ func TestConformance(t *testing.T) {
 	default: // a focus of one's own, to run again what failed
 		focus = mode
 	}
-	report := t.TempDir()
-	args := []string{"run", "--procs", fmt.Sprint(procs), "--no-color", "--silence-skips",
-		"--timeout", timeout.String(), "--focus", focus, "--json-report", "report.json", "--output-dir", report}
-	if skip != "" {
-		args = append(args, "--skip", skip)
-	}
-	args = append(args, suite, "--", "--kubeconfig", kubeconfig, "--provider", "skeleton",
-		"--report-dir", report, "--e2e-output-dir", report)
-	cmd := exec.CommandContext(t.Context(), ginkgo, args...)
 	logPath := os.Getenv("KILN_CONFORMANCE_LOG") // make conformance keeps it in bin/
 	if logPath == "" {
 		logPath = filepath.Join(e.data, "conformance.log")
 	}
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
-	t1 := time.Now()
-	runErr := cmd.Run()
-	took := time.Since(t1)
-
-	var runs []conformanceRun
-	raw, err := os.ReadFile(filepath.Join(report, "report.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &runs)
-	}
-	if err != nil || len(runs) == 0 {
-		t.Fatalf("the suite wrote no report (%v; ginkgo: %v); its output: %s", err, runErr, tailFile(log.Name(), 60))
-	}
-	res := summarize(runs[0])
+	res, took, runErr := e.runSuite("conf", suiteRun{focus: focus, skip: skip, procs: procs, timeout: timeout, log: logPath})
 	t.Logf("upstream conformance (%s): %d passed, %d failed, %d skipped in %s, %d procs", map[bool]string{true: "all", false: "curated"}[all],
 		len(res.passed), len(res.failed), res.skipped, took.Round(time.Second), procs)
 	t.Logf("the slowest: %s", strings.Join(res.slowest, "; "))
@@ -216,7 +180,7 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	if t.Failed() || runErr != nil {
-		t.Logf("ginkgo: %v; the suite's output (the last lines; all of it in %s): %s", runErr, log.Name(), tailFile(log.Name(), 80))
+		t.Logf("ginkgo: %v; the suite's output (the last lines; all of it in %s): %s", runErr, logPath, tailFile(logPath, 80))
 		if runErr != nil && len(res.failed) == 0 {
 			t.Errorf("ginkgo failed with no failed spec: %v", runErr)
 		}
@@ -224,6 +188,60 @@ func TestConformance(t *testing.T) {
 	if dst := os.Getenv("KILN_CONFORMANCE_RESULTS"); dst != "" && all {
 		writeConformanceResults(t, dst, res, took, procs)
 	}
+}
+
+// suiteRun is one run of upstream's suite: the specs matching focus, less
+// those matching skip, in procs ginkgo processes, within timeout, the
+// suite's output written to log.
+type suiteRun struct {
+	focus, skip string
+	procs       int
+	timeout     time.Duration
+	log         string
+}
+
+// runSuite runs bin/e2e.test with bin/ginkgo against cluster (of project
+// default) as run says, and returns what the suite reported, how long it
+// ran, and ginkgo's error (nil when every spec passed). A run that wrote no
+// report fails the test.
+func (e *env) runSuite(cluster string, run suiteRun) (conformanceResult, time.Duration, error) {
+	t := e.t
+	t.Helper()
+	kubeconfig := filepath.Join(e.data, cluster+".kubeconfig")
+	b, err := e.c.Kubeconfig(t.Context(), "default", cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := t.TempDir()
+	args := []string{"run", "--procs", fmt.Sprint(run.procs), "--no-color", "--silence-skips",
+		"--timeout", run.timeout.String(), "--focus", run.focus, "--json-report", "report.json", "--output-dir", report}
+	if run.skip != "" {
+		args = append(args, "--skip", run.skip)
+	}
+	args = append(args, filepath.Join(repoRoot, "bin", "e2e.test"), "--", "--kubeconfig", kubeconfig, "--provider", "skeleton",
+		"--report-dir", report, "--e2e-output-dir", report)
+	cmd := exec.CommandContext(t.Context(), filepath.Join(repoRoot, "bin", "ginkgo"), args...)
+	log, err := os.Create(run.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	t1 := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(t1)
+	var runs []conformanceRun
+	raw, err := os.ReadFile(filepath.Join(report, "report.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &runs)
+	}
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("the suite wrote no report (%v; ginkgo: %v); its output: %s", err, runErr, tailFile(run.log, 60))
+	}
+	return summarize(runs[0]), took, runErr
 }
 
 // pushConformanceImages pushes every image bin/conformance-images/images.txt

@@ -151,7 +151,7 @@ func (e *env) nodeContainer(project, cluster, node string) (name, id string) {
 
 // helloImage builds test/node's hello program and packs it as an image
 // archive; it returns the archive's path.
-func helloImage(t *testing.T) string {
+func helloImage(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-ldflags", "-s -w", "-o", filepath.Join(dir, "hello"), "./test/node/testdata/hello")

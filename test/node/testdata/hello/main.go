@@ -5,8 +5,10 @@
 // prints NAME's addresses, resolved through the pod's DNS; `hello get URL` prints the body of
 // GET URL (from inside a pod: another pod, a Service's ClusterIP or name); `hello whoami DIR`
 // prints its user, group and supplementary groups, whether its root filesystem is writable, and
-// DIR's group and whether it can write there (what a pod's security context sets). test/e2e's
-// docker tests use it too.
+// DIR's group and whether it can write there (what a pod's security context sets); `hello bench
+// URL SECONDS WORKERS [new]` GETs URL from WORKERS goroutines for SECONDS and prints the requests
+// per second (with new, each request on a connection of its own). test/e2e's docker tests use it
+// too.
 package main
 
 import (
@@ -19,6 +21,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -47,6 +51,10 @@ func main() {
 			log.Fatal(err)
 		}
 		fmt.Printf("%s has addresses %s\n", os.Args[2], strings.Join(addrs, " "))
+		return
+	}
+	if len(os.Args) > 4 && os.Args[1] == "bench" {
+		bench(os.Args[2], os.Args[3], os.Args[4], len(os.Args) > 5 && os.Args[5] == "new")
 		return
 	}
 	if len(os.Args) > 2 && os.Args[1] == "whoami" {
@@ -84,4 +92,47 @@ func whoami(dir string) {
 		}
 	}
 	fmt.Printf("uid=%d gid=%d groups=%s root=%s %s=%s\n", os.Getuid(), os.Getgid(), strings.Join(gs, ","), root, dir, info)
+}
+
+// bench GETs url from workers goroutines for seconds and prints one line,
+// "requests=N errors=E seconds=S rps=R" (R counts the answered requests).
+// With fresh, every request opens a connection of its own (no keep-alive).
+func bench(url, seconds, workers string, fresh bool) {
+	secs, err := strconv.ParseFloat(seconds, 64)
+	if err != nil {
+		log.Fatalf("seconds %q: %v", seconds, err)
+	}
+	n, err := strconv.Atoi(workers)
+	if err != nil || n < 1 {
+		log.Fatalf("workers %q: want a positive number", workers)
+	}
+	tr := &http.Transport{DisableKeepAlives: fresh, MaxIdleConnsPerHost: n}
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var ok, failed atomic.Int64
+	deadline := time.Now().Add(time.Duration(secs * float64(time.Second)))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				resp, err := c.Get(url)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start).Seconds()
+	fmt.Printf("requests=%d errors=%d seconds=%.2f rps=%.1f\n", ok.Load(), failed.Load(), took, float64(ok.Load())/took)
 }
