@@ -29,8 +29,9 @@ func TestCreateSucceeds(t *testing.T) {
 	}
 	names := plan.Steps(v1.KindCreate)
 	want := all(names, v1.StepSucceeded)
-	want[plan.StepEnsureClusterPKI] = v1.StepSkipped // the sim's machines run no agent
-	want[plan.StepApplyProfile] = v1.StepSkipped     // nor has the cluster a profile
+	want[plan.StepEnsureClusterPKI] = v1.StepSkipped     // the sim's machines run no agent
+	want[plan.StepApplyProfile] = v1.StepSkipped         // nor has the cluster a profile
+	want[plan.StepInstallNetworkPolicy] = v1.StepSkipped // nor runs kube-router
 	if diff := cmp.Diff(want, stepStates(got)); diff != "" {
 		t.Errorf("step states (-want +got):\n%s", diff)
 	}
