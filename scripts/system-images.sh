@@ -258,7 +258,9 @@ kube_router() {
 	fi
 	echo "system-images: building $ref (images/kube-router; the first time: minutes, client-go's packages) with Debian's $kube_router_debs"
 	t=$SECONDS
-	(cd "$repo/images/kube-router" && CGO_ENABLED=0 nice "$GO" build -trimpath -ldflags '-s -w' -o "$work/kube-router" .)
+	# The version kube-router prints (and checks against the API server's) is its tag.
+	(cd "$repo/images/kube-router" && CGO_ENABLED=0 nice "$GO" build -trimpath \
+		-ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${ref##*:}" -o "$work/kube-router" .)
 	mkdir -p "$work/kube-router.debs" "$work/kube-router.root"
 	# shellcheck disable=SC2086 # one package a word
 	if ! (cd "$work/kube-router.debs" && apt-get download $kube_router_debs >/dev/null 2>&1); then
@@ -274,7 +276,9 @@ kube_router() {
 	for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
 		ln -sfn xtables-nft-multi "$work/kube-router.root/usr/sbin/$l"
 	done
-	mkdir -p "$work/kube-router.root/run" "$work/kube-router.root/tmp"
+	mkdir -p "$work/kube-router.root/run" "$work/kube-router.root/tmp" "$work/kube-router.root/etc/kiln"
+	# The program points the iptables links at the node's backend only where this file is: in its image.
+	echo "kube-router's image: the iptables links are the program's to change" >"$work/kube-router.root/etc/kiln/kube-router-image"
 	chmod 1777 "$work/kube-router.root/tmp"
 	"$repo/scripts/oci-archive.sh" -d /usr/local/bin -r "$work/kube-router.root" -z "$work/kube-router.tar" "$ref" "$work/kube-router"
 	mv "$work/kube-router.tar" "$out/kube-router.tar"

@@ -35,12 +35,17 @@ const sbin = "/usr/sbin"
 // chosenEnv marks the run after the backend was chosen.
 const chosenEnv = "KILN_IPTABLES_CHOSEN"
 
+// imageMarker is a file of Kiln's image (scripts/system-images.sh writes
+// it): the links are the image's to change. Run anywhere else (a host, a
+// test), the program leaves iptables alone.
+const imageMarker = "/etc/kiln/kube-router-image"
+
 // iptablesLinks are the names kube-router runs, each a link to the backend's
 // multi-call program.
 var iptablesLinks = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
 
 func main() {
-	if os.Getenv(chosenEnv) == "" && os.Geteuid() == 0 {
+	if _, err := os.Stat(imageMarker); err == nil && os.Getenv(chosenEnv) == "" && os.Geteuid() == 0 {
 		if err := chooseBackend(); err != nil {
 			fmt.Fprintf(os.Stderr, "kube-router: choose the iptables backend: %v\n", err)
 			os.Exit(1)
