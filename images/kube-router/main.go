@@ -1,9 +1,11 @@
 // Command kube-router is kube-router's network policy controller as Kiln runs
-// it: upstream's kube-router (github.com/cloudnativelabs/kube-router/v2,
-// pkg/cmd), built in this module of Kiln's whose go.mod lifts the
-// dependencies security flaws are reported against (docs/system-images.md
-// names them), and run as a DaemonSet in firewall-only mode on Kiln's bridge
-// pod network (--run-firewall --run-router=false --run-service-proxy=false).
+// it: upstream's kube-router (github.com/cloudnativelabs/kube-router/v2: its
+// flags, its netpol controller and health server, started as its pkg/cmd
+// starts them, and no other controller), built in this module of Kiln's
+// whose go.mod lifts the dependencies security flaws are reported against
+// (docs/system-images.md names them), and run as a DaemonSet in
+// firewall-only mode on Kiln's bridge pod network (--run-firewall
+// --run-router=false --run-service-proxy=false).
 //
 // Before kube-router starts, the iptables programs of the image are pointed at
 // the backend the node already uses (nf_tables or legacy): rules of both in one
@@ -19,13 +21,22 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
-	"github.com/cloudnativelabs/kube-router/v2/pkg/cmd"
+	"github.com/cloudnativelabs/kube-router/v2/pkg/controllers/netpol"
+	"github.com/cloudnativelabs/kube-router/v2/pkg/healthcheck"
 	"github.com/cloudnativelabs/kube-router/v2/pkg/options"
 	"github.com/cloudnativelabs/kube-router/v2/pkg/version"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 )
 
@@ -97,8 +108,12 @@ func rules(backend string) int {
 	return bytes.Count(out.Bytes(), []byte("KUBE-"))
 }
 
-// run is kube-router's own start: its flags, then the controllers the flags
-// ask for.
+// run is kube-router's start for the firewall only: its flags (all of
+// them, as upstream's program takes them), then its network policy
+// controller and health server, as upstream's pkg/cmd starts them, and
+// nothing else. Upstream's pkg/cmd would link the routing controller (gobgp),
+// the service proxy (IPVS, Docker's client) and AWS's SDK, which Kiln never
+// runs: this program does not link them.
 func run() error {
 	klog.InitFlags(nil)
 	config := options.NewKubeRouterConfig()
@@ -117,18 +132,94 @@ func run() error {
 	case config.Version:
 		version.PrintVersion(false)
 		return nil
+	case config.RunRouter || config.RunServiceProxy || config.RunLoadBalancer || !config.RunFirewall:
+		return fmt.Errorf("kube-router: Kiln's build runs the network policy controller only: " +
+			"--run-firewall=true --run-router=false --run-service-proxy=false (and no --run-loadbalancer)")
 	case os.Geteuid() != 0:
 		return fmt.Errorf("kube-router: runs iptables and ipset, which need root")
 	case config.CleanupConfig:
-		cmd.CleanupConfigAndExit()
+		var npc netpol.NetworkPolicyController
+		npc.Cleanup()
 		return nil
 	}
-	kr, err := cmd.NewKubeRouterDefault(config)
+	version.PrintVersion(true)
+	rc, err := restConfig(config)
 	if err != nil {
 		return fmt.Errorf("kube-router: %w", err)
 	}
-	if err := kr.Run(); err != nil {
-		return fmt.Errorf("kube-router: %w", err)
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kube-router: Kubernetes client: %w", err)
 	}
+	return firewall(config, client)
+}
+
+// restConfig is the API server's: --master or --kubeconfig when given,
+// else the pod's service account.
+func restConfig(config *options.KubeRouterConfig) (*rest.Config, error) {
+	if config.Master != "" || config.Kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags(config.Master, config.Kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+// firewall runs the health server and the network policy controller until
+// SIGINT or SIGTERM.
+func firewall(config *options.KubeRouterConfig, client kubernetes.Interface) error {
+	var ipsets sync.Mutex
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	beats := make(chan *healthcheck.ControllerHeartbeat, 10)
+	hc, err := healthcheck.NewHealthController(config)
+	if err != nil {
+		return fmt.Errorf("kube-router: health controller: %w", err)
+	}
+	wg.Add(1)
+	go hc.RunServer(stop, &wg)
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	policies := factory.Networking().V1().NetworkPolicies().Informer()
+	factory.Start(stop)
+	synced := make(chan struct{})
+	go func() {
+		factory.WaitForCacheSync(stop)
+		close(synced)
+	}()
+	select {
+	case <-synced:
+	case <-time.After(config.CacheSyncTimeout):
+		close(stop)
+		return fmt.Errorf("kube-router: pods, namespaces and NetworkPolicies not read within %s", config.CacheSyncTimeout)
+	}
+	hc.SetAlive()
+	wg.Add(1)
+	go hc.RunCheck(beats, stop, &wg)
+
+	iptables, ipsetHandlers, err := netpol.NewIPTablesHandlers(config)
+	if err != nil {
+		return fmt.Errorf("kube-router: iptables: %w", err)
+	}
+	npc, err := netpol.NewNetworkPolicyController(client, config, pods, policies, namespaces, &ipsets, iptables, ipsetHandlers)
+	if err != nil {
+		return fmt.Errorf("kube-router: network policy controller: %w", err)
+	}
+	for what, h := range map[cache.SharedIndexInformer]cache.ResourceEventHandler{
+		pods: npc.PodEventHandler, namespaces: npc.NamespaceEventHandler, policies: npc.NetworkPolicyEventHandler,
+	} {
+		if _, err := what.AddEventHandler(h); err != nil {
+			return fmt.Errorf("kube-router: watch: %w", err)
+		}
+	}
+	wg.Add(1)
+	go npc.Run(beats, stop, &wg)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	klog.Info("stopping the network policy controller")
+	close(stop)
+	wg.Wait()
 	return nil
 }

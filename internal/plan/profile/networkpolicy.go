@@ -59,8 +59,8 @@ func (s Steps) InstallNetworkPolicy(ctx context.Context) error {
 }
 
 // KubeRouterManifests are the kube-router pack's objects: what kube-router's
-// controller reads (pods, namespaces, nodes, NetworkPolicies; its informers
-// also list Services and endpoints), and the DaemonSet, on the node's network
+// policy controller reads (pods, namespaces and NetworkPolicies, which it
+// watches, and its node), and the DaemonSet, on the node's network
 // with NET_ADMIN and NET_RAW (iptables, ipset) and the node's xtables lock
 // (kube-proxy takes it too), tolerating every taint: a node's pods are
 // policed wherever they run.
@@ -77,17 +77,11 @@ metadata:
   name: kiln:kube-router
 rules:
 - apiGroups: [""]
-  resources: [namespaces, pods, services, nodes, endpoints]
+  resources: [namespaces, pods, nodes]
   verbs: [get, list, watch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [get, list, watch]
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, patch, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
