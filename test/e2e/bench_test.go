@@ -463,7 +463,13 @@ func BenchmarkNetworkPolicy(b *testing.B) {
 		out := e.mustKubectl(t.cluster, args...)
 		var n, errs int
 		var secs, r float64
-		if _, err := fmt.Sscanf(strings.TrimSpace(out), "requests=%d errors=%d seconds=%f rps=%f", &n, &errs, &secs, &r); err != nil || errs > 0 {
+		// The figures are the line that begins requests= (the program says
+		// hello first).
+		line := out
+		if i := strings.LastIndex(out, "requests="); i >= 0 {
+			line = out[i:]
+		}
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "requests=%d errors=%d seconds=%f rps=%f", &n, &errs, &secs, &r); err != nil || errs > 0 {
 			b.Fatalf("hello bench on %s: %q (%v)", t.cluster, out, err)
 		}
 		return r
