@@ -594,6 +594,11 @@ const (
 	// LoadBalancer wait for one (its message names the pool and them),
 	// False otherwise; only on clusters with a pool.
 	ConditionLoadBalancerPoolExhausted = "LoadBalancerPoolExhausted"
+	// ConditionServiceLoadBalancerQuotaExceeded is True while Services of
+	// type LoadBalancer wait for a load balancer the provider refuses for
+	// a quota (its message names them and the quota), False once none
+	// does; only on clusters where it was once True.
+	ConditionServiceLoadBalancerQuotaExceeded = "ServiceLoadBalancerQuotaExceeded"
 )
 
 // spec.certificateRenewal.

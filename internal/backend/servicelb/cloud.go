@@ -2,6 +2,7 @@ package servicelb
 
 import (
 	"context"
+	"net"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 type cloud struct {
 	lbs     provider.ServiceLoadBalancers
 	cluster provider.Cluster
+	quota   *quotaWatch
 }
 
 var (
@@ -49,6 +51,7 @@ func (c cloud) GetLoadBalancer(ctx context.Context, clusterName string, s *corev
 
 func (c cloud) EnsureLoadBalancer(ctx context.Context, clusterName string, s *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	addrs, err := c.lbs.EnsureServiceLoadBalancer(ctx, c.cluster, c.wanted(ctx, clusterName, s, nodes))
+	c.quota.saw(s.Namespace+"/"+s.Name, err)
 	if err != nil {
 		return nil, err
 	}
@@ -57,11 +60,16 @@ func (c cloud) EnsureLoadBalancer(ctx context.Context, clusterName string, s *co
 
 func (c cloud) UpdateLoadBalancer(ctx context.Context, clusterName string, s *corev1.Service, nodes []*corev1.Node) error {
 	_, err := c.lbs.EnsureServiceLoadBalancer(ctx, c.cluster, c.wanted(ctx, clusterName, s, nodes))
+	c.quota.saw(s.Namespace+"/"+s.Name, err)
 	return err
 }
 
 func (c cloud) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, s *corev1.Service) error {
-	return c.lbs.DeleteServiceLoadBalancer(ctx, c.cluster, c.GetLoadBalancerName(ctx, clusterName, s))
+	err := c.lbs.DeleteServiceLoadBalancer(ctx, c.cluster, c.GetLoadBalancerName(ctx, clusterName, s))
+	if err == nil {
+		c.quota.gone(s.Namespace + "/" + s.Name)
+	}
+	return err
 }
 
 // wanted is the load balancer Service s asks for, over nodes.
@@ -92,6 +100,10 @@ func internalIP(n *corev1.Node) string {
 func status(addrs []string) *corev1.LoadBalancerStatus {
 	st := &corev1.LoadBalancerStatus{}
 	for _, a := range addrs {
+		if net.ParseIP(a) == nil { // a DNS name (AWS's load balancers)
+			st.Ingress = append(st.Ingress, corev1.LoadBalancerIngress{Hostname: a})
+			continue
+		}
 		st.Ingress = append(st.Ingress, corev1.LoadBalancerIngress{IP: a, IPMode: ptr(corev1.LoadBalancerIPModeProxy)})
 	}
 	return st

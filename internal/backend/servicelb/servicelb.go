@@ -55,7 +55,10 @@ type Options struct {
 	RESTConfig func(ctx context.Context, cl *store.Cluster) (*rest.Config, error)
 	// Shard says whether this replica runs a cluster's controller; nil:
 	// every cluster.
-	Shard    check.Shard
+	Shard check.Shard
+	// Writer writes the cluster's ServiceLoadBalancerQuotaExceeded
+	// condition and its events; nil: none is written.
+	Writer   check.Writer
 	Interval time.Duration
 	Logger   *slog.Logger
 }
@@ -72,6 +75,7 @@ type Manager struct {
 type controller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	quota  *quotaWatch
 }
 
 var metrics = sync.OnceValue(func() *controllersmetrics.ControllerManagerMetrics {
@@ -152,6 +156,7 @@ func (m *Manager) Pass(ctx context.Context) error {
 		if m.running[k] == nil {
 			m.running[k] = m.start(ctx, cl)
 		}
+		m.setQuotaCondition(ctx, cl, m.running[k].quota)
 	}
 	return nil
 }
@@ -178,7 +183,7 @@ func (m *Manager) stopAll() {
 // not start.
 func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &controller{cancel: cancel, done: make(chan struct{})}
+	c := &controller{cancel: cancel, done: make(chan struct{}), quota: newQuotaWatch()}
 	log := m.o.Logger.With("cluster", cl.Key().String())
 	lbs := m.o.Providers[cl.Spec.Provider].(provider.ServiceLoadBalancers)
 	pc := provider.Cluster{Project: cl.Project, Name: cl.Name, UID: cl.UID, Spec: cl.Spec}
@@ -186,7 +191,7 @@ func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 		defer close(c.done)
 		log.Info("starting the service controller")
 		for ctx.Err() == nil {
-			err := m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc})
+			err := m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc, quota: c.quota})
 			if ctx.Err() != nil {
 				return
 			}

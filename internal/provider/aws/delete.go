@@ -59,7 +59,7 @@ func (p *AWS) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 		return err
 	}
 	steps := []func(context.Context, *cluster) error{
-		p.deleteGroups, p.deleteInstances, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
+		p.deleteGroups, p.deleteInstances, p.deleteAllServiceLBs, func(ctx context.Context, c *cluster) error { return p.DeleteLoadBalancer(ctx, c.Cluster) },
 		p.deleteNATGateways, p.releaseAddresses, p.deleteInternetGateways, p.deleteSubnets, p.deleteRouteTables,
 		p.deleteSecurityGroups, p.deleteVPC, p.deleteKeyPair, p.deleteRoles, p.unstage, p.unshareSubnets,
 	}
@@ -363,6 +363,20 @@ func (p *AWS) leftovers(ctx context.Context, c *cluster) ([]string, error) {
 		return nil, err
 	} else if tg != "" {
 		left = append(left, "target group "+tg)
+	}
+	slbs, err := p.serviceLBs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, lb := range slbs {
+		left = append(left, "Service load balancer "+awssdk.ToString(lb.LoadBalancerArn))
+	}
+	stgs, err := p.serviceTargets(ctx, c, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, arn := range stgs {
+		left = append(left, "Service target group "+arn)
 	}
 	for _, role := range []string{sgControlPlane, sgWorker} {
 		name := c.roleName(role)

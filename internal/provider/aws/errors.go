@@ -79,6 +79,8 @@ func classify(err error, target, format string, args ...any) error {
 		return e
 	case code == "VcpuLimitExceeded" || code == "AddressLimitExceeded" || code == "VpcLimitExceeded" || code == "InstanceLimitExceeded" || code == "NatGatewayLimitExceeded":
 		return terminal(v1.CodeQuotaExceeded, "; ask AWS for a higher quota or make the cluster smaller")
+	case code == "TooManyLoadBalancers" || code == "TooManyTargetGroups" || code == "TooManyListeners":
+		return terminal(v1.CodeQuotaExceeded, quotaMessage(code))
 	case code == "InsufficientInstanceCapacity":
 		return terminal(v1.CodeQuotaExceeded, "; choose another instance type or zone")
 	}

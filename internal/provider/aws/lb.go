@@ -56,16 +56,7 @@ func (p *AWS) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (prov
 	if err != nil {
 		return provider.LoadBalancer{}, err
 	}
-	var subnets []string
-	for _, z := range n.zones {
-		if n.public[z] != "" {
-			subnets = append(subnets, n.public[z])
-		}
-	}
-	if len(subnets) == 0 { // an existing VPC whose public subnets are in other zones
-		s, _ := n.firstPublic()
-		subnets = append(subnets, s)
-	}
+	subnets := n.publicSubnets()
 	arn, err := p.targetGroup(ctx, c)
 	if err != nil {
 		return provider.LoadBalancer{}, err

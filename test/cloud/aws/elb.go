@@ -211,6 +211,9 @@ func (s *Server) createLoadBalancer(c *call) (any, error) {
 		}
 		return lbList{[]lbOut{s.lbOut(old)}}, nil
 	}
+	if err := s.lbQuotaLeft(c.region); err != nil {
+		return nil, err
+	}
 	addr, err := s.lbAddress(c, subnets[0].ID)
 	if err != nil {
 		return nil, err
@@ -247,6 +250,21 @@ func (s *Server) lbAddress(c *call, subnetID string) (string, error) {
 		return "", errorf(http.StatusInternalServerError, "InternalFailure", "the local AWS could not find the address of subnet %s's network: %v", subnetID, err)
 	}
 	return addr.String(), nil
+}
+
+// lbQuotaLeft is TooManyLoadBalancers when the region holds as many load
+// balancers as its quota allows. Callers hold s.mu.
+func (s *Server) lbQuotaLeft(region string) error {
+	n := 0
+	for _, l := range s.elb().LoadBalancers {
+		if l.Region == region {
+			n++
+		}
+	}
+	if q := s.lbQuota(); n >= q {
+		return errorf(http.StatusBadRequest, "TooManyLoadBalancers", "You have reached the maximum number of load balancers for your account (%d network load balancers in %s)", q, region)
+	}
+	return nil
 }
 
 func (s *Server) lbByName(region, name string) *loadBalancer {

@@ -29,6 +29,11 @@ type Faults struct {
 	// region (0: DefaultVCPUQuota): more is VcpuLimitExceeded, and Service
 	// Quotas' GetServiceQuota says it.
 	VCPUQuota int `json:"vcpuQuota,omitempty"`
+	// LoadBalancerQuota is the account's quota of network load balancers
+	// in a region (0: DefaultLoadBalancerQuota): CreateLoadBalancer beyond
+	// it is TooManyLoadBalancers, and Service Quotas' GetServiceQuota
+	// (elasticloadbalancing L-69A177A2) says it.
+	LoadBalancerQuota int `json:"loadBalancerQuota,omitempty"`
 	// SpotNotice is how long a spot instance interrupted through the
 	// admin API runs after its notice before it is terminated; default 2m
 	// as AWS's.

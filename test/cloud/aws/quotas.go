@@ -17,6 +17,24 @@ const DefaultVCPUQuota = 1024
 // those against a quota of their own).
 const QuotaStandardVCPUs = "L-1216C47A"
 
+// DefaultLoadBalancerQuota is a region's quota of network load balancers
+// when Faults.LoadBalancerQuota sets none (AWS's default).
+const DefaultLoadBalancerQuota = 50
+
+// QuotaNetworkLoadBalancers is Service Quotas' code of Elastic Load
+// Balancing's "Network Load Balancers per Region": CreateLoadBalancer
+// beyond it is TooManyLoadBalancers.
+const QuotaNetworkLoadBalancers = "L-69A177A2"
+
+// lbQuota is the region's quota of network load balancers. Callers hold
+// s.mu.
+func (s *Server) lbQuota() int {
+	if s.faults.LoadBalancerQuota > 0 {
+		return s.faults.LoadBalancerQuota
+	}
+	return DefaultLoadBalancerQuota
+}
+
 // vcpuQuota is the region's vCPU quota. Callers hold s.mu.
 func (s *Server) vcpuQuota() int {
 	if s.faults.VCPUQuota > 0 {
@@ -46,6 +64,14 @@ func (s *Server) getServiceQuota(c *call) (any, error) {
 	service, code := c.p.Get("ServiceCode"), c.p.Get("QuotaCode")
 	if service == "" || code == "" {
 		return nil, errorf(http.StatusBadRequest, "ValidationException", "ServiceCode and QuotaCode are required")
+	}
+	if service == "elasticloadbalancing" && code == QuotaNetworkLoadBalancers {
+		return struct {
+			Quota quotaJSON `json:"Quota"`
+		}{quotaJSON{ServiceCode: service, ServiceName: "Elastic Load Balancing (ELB)",
+			QuotaArn:  fmt.Sprintf("arn:aws:servicequotas:%s:%s:%s/%s", c.region, s.opts.AccountID, service, code),
+			QuotaCode: code, QuotaName: "Network Load Balancers per Region",
+			Value: float64(s.lbQuota()), Unit: "None", Adjustable: true}}, nil
 	}
 	if service != "ec2" || code != QuotaStandardVCPUs {
 		return nil, errorf(http.StatusBadRequest, "NoSuchResourceException", "The request failed because the specified quota %s of service %s does not exist in the local AWS.", code, service)
