@@ -367,6 +367,35 @@ func TestAWSCluster(t *testing.T) {
 		}
 	}
 	e.checkHello("web", workers, workerIP)
+	// A Service of type LoadBalancer is a network load balancer of its
+	// own, reached from this machine (issue 46); hello-kept is left to the
+	// cluster's delete.
+	e.checkLoadBalancer("default", "web", func() string { return awsServiceLBs(t, a, "web") })
+	// Beyond the region's quota of network load balancers (the API's and
+	// hello-kept's fill a quota of 2): the Service's event and the
+	// cluster's condition name the quota; deleting the Service clears it.
+	a.setFaults(t, awslocal.Faults{LoadBalancerQuota: 2})
+	e.mustKubectl("web", "expose", "deployment", "hello", "--name", "hello-over", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
+	waitfor.Cond(t, "an event on hello-over naming the quota", time.Minute, func() (bool, error) {
+		evs, err := e.kubectl("web", "get", "events", "--field-selector", "involvedObject.name=hello-over", "-o", "jsonpath={.items[*].message}")
+		return err == nil && strings.Contains(evs, aws.QuotaLoadBalancers), waitfor.NotYet(fmt.Errorf("%v: %s", err, evs))
+	})
+	quota := func(status string) {
+		t.Helper()
+		waitfor.Cond(t, "ServiceLoadBalancerQuotaExceeded "+status, time.Minute, func() (bool, error) {
+			for _, c := range e.cluster("web").Status.Conditions {
+				if c.Type == v1.ConditionServiceLoadBalancerQuotaExceeded {
+					return c.Status == status && (status == "False" || strings.Contains(c.Message, "default/hello-over") && strings.Contains(c.Message, aws.QuotaLoadBalancers)),
+						waitfor.NotYet(fmt.Errorf("%s: %s", c.Status, c.Message))
+				}
+			}
+			return false, waitfor.NotYet(fmt.Errorf("no condition"))
+		})
+	}
+	quota("True")
+	e.mustKubectl("web", "delete", "service", "hello-over", "--wait=true", "--timeout=60s")
+	quota("False")
+	a.setFaults(t, awslocal.Faults{})
 
 	// Day 2: a worker more; a pool in a third zone; the control plane
 	// grown to 3 over the zones, each behind the load balancer.
@@ -432,8 +461,8 @@ func TestAWSCluster(t *testing.T) {
 	}
 }
 
-// awsLeftovers lists the EC2 resources still tagged with the cluster that
-// are not gone (terminated instances and deleted NAT gateways are described
+// awsLeftovers lists the EC2 and Elastic Load Balancing resources still
+// tagged with the cluster that are not gone (terminated instances and deleted NAT gateways are described
 // for a while, as on AWS).
 func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 	t.Helper()
@@ -460,6 +489,12 @@ func awsLeftovers(t testing.TB, a *localAWS, cluster string) []string {
 		}
 		left = append(left, fmt.Sprintf("%s %s", tg.ResourceType, id))
 	}
+	// Elastic Load Balancing's: the API's and the Services' load
+	// balancers and target groups.
+	for arn := range awsELBTagged(t, a, cluster) {
+		left = append(left, arn)
+	}
+	slices.Sort(left)
 	return left
 }
 
@@ -569,14 +604,73 @@ func awsInventory(t testing.TB, a *localAWS, cluster string) map[string]int {
 			t.Fatal(err)
 		}
 		for _, d := range tags.TagDescriptions {
+			kind := "load balancer"
+			for _, tg := range d.Tags {
+				if *tg.Key == aws.TagPart && *tg.Value == "service-load-balancer" {
+					kind = "service load balancer"
+				}
+			}
 			for _, tg := range d.Tags {
 				if *tg.Key == "kubernetes.io/cluster/"+cluster {
-					out["load balancer"]++
+					out[kind]++
 				}
 			}
 		}
 	}
 	return out
+}
+
+// awsELBTagged are the load balancers and target groups tagged with the
+// cluster, by ARN, with their tags.
+func awsELBTagged(t testing.TB, a *localAWS, cluster string) map[string]map[string]string {
+	t.Helper()
+	api := elb.NewFromConfig(a.sdk())
+	var arns []string
+	lbs, err := api.DescribeLoadBalancers(t.Context(), &elb.DescribeLoadBalancersInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range lbs.LoadBalancers {
+		arns = append(arns, *lb.LoadBalancerArn)
+	}
+	tgs, err := api.DescribeTargetGroups(t.Context(), &elb.DescribeTargetGroupsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range tgs.TargetGroups {
+		arns = append(arns, *tg.TargetGroupArn)
+	}
+	out := map[string]map[string]string{}
+	for chunk := range slices.Chunk(arns, 20) {
+		tags, err := api.DescribeTags(t.Context(), &elb.DescribeTagsInput{ResourceArns: chunk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tags.TagDescriptions {
+			m := map[string]string{}
+			for _, tg := range d.Tags {
+				m[*tg.Key] = *tg.Value
+			}
+			if _, ok := m["kubernetes.io/cluster/"+cluster]; ok {
+				out[*d.ResourceArn] = m
+			}
+		}
+	}
+	return out
+}
+
+// awsServiceLBs lists the cluster's Service load balancers, a line each
+// ("" for none): the Service, the load balancer's ARN.
+func awsServiceLBs(t testing.TB, a *localAWS, cluster string) string {
+	t.Helper()
+	var lines []string
+	for arn, tags := range awsELBTagged(t, a, cluster) {
+		if strings.Contains(arn, ":loadbalancer/") && tags["kubernetes.io/service-name"] != "" {
+			lines = append(lines, tags["kubernetes.io/service-name"]+" "+arn)
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 // awsMachineZones is the zone of each live machine of a cluster, by name.
