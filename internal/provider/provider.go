@@ -146,6 +146,24 @@ type ServiceLoadBalancers interface {
 	DeleteServiceLoadBalancers(ctx context.Context, c Cluster) error
 }
 
+// PodRoutes is the optional capability of providers whose network must
+// be told where each node's pod range is (a cloud's route tables, as
+// Kubernetes' route controller keeps them with cloudprovider.Routes):
+// kilnd keeps them in step with the cluster's nodes (internal/backend/servicelb).
+type PodRoutes interface {
+	// EnsurePodRoutes makes the cluster's network route each range of
+	// routes to its node, and no other range of the cluster's pod network
+	// (spec.network.podCIDR) to any node: a node gone loses its route.
+	EnsurePodRoutes(ctx context.Context, c Cluster, routes []PodRoute) error
+}
+
+// PodRoute is a node's pod range.
+type PodRoute struct {
+	Node    string // the node's name
+	Address string // its InternalIP
+	CIDR    string // its spec.podCIDR
+}
+
 // ServiceLoadBalancer is what a Service of type LoadBalancer asks for.
 type ServiceLoadBalancer struct {
 	// Name is unique in the cluster and the same for one Service's life

@@ -234,6 +234,17 @@ func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) erro
 	if err != nil {
 		return err
 	}
+	if pr, ok := cp.lbs.(provider.PodRoutes); ok {
+		nodes := f.Core().V1().Nodes()
+		done := make(chan struct{})
+		defer func() { <-done }()
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			defer close(done)
+			syncRoutes(rctx, pr, cp.cluster, nodes, m.o.Logger.With("cluster", cl.Key().String()))
+		}()
+	}
 	f.Start(ctx.Done())
 	sc.Run(ctx, 2, m.metrics)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -94,6 +95,10 @@ type instance struct {
 	MaxPrice    string `json:"maxPrice,omitempty"`
 	// HostnameType is launchSpec.HostnameType.
 	HostnameType string `json:"hostnameType,omitempty"`
+	// NoSourceDestCheck: its source/destination check is off
+	// (ModifyInstanceAttribute): it may carry traffic not addressed to it,
+	// a route's target for pod ranges.
+	NoSourceDestCheck bool `json:"noSourceDestCheck,omitempty"`
 	// InterruptAt is when an interrupted spot instance is terminated
 	// (Interrupt gave it its notice).
 	InterruptAt *time.Time `json:"interruptAt,omitempty"`
@@ -160,6 +165,7 @@ func (s *Server) ec2ComputeActions() map[string]queryAction {
 		"RunInstances":              do(s.runInstances),
 		"DescribeInstances":         read(s.describeInstances),
 		"DescribeInstanceAttribute": read(s.describeInstanceAttribute),
+		"ModifyInstanceAttribute":   do(s.modifyInstanceAttribute),
 		"DescribeInstanceStatus":    read(s.describeInstanceStatus),
 		"TerminateInstances":        do(s.terminateInstances),
 		"StopInstances":             do(s.stopInstances),
@@ -579,7 +585,7 @@ func (s *Server) instanceXMLOf(i *instance, index int) instanceXML {
 		PrivateDNSName: i.privateDNSName(), KeyName: i.KeyName, AMILaunchIndex: index, InstanceType: i.InstanceType,
 		LaunchTime: i.LaunchTime.UTC().Format(time.RFC3339), Zone: i.Zone, Tenancy: "default", Monitoring: "disabled",
 		SubnetID: i.SubnetID, VPCID: i.VPCID, PrivateIP: i.PrivateIP, Architecture: "x86_64", RootDeviceType: "ebs",
-		Virtualization: "hvm", SpotRequest: i.SpotRequest, Tags: s.tagItems(i.ID), SourceDestCheck: true,
+		Virtualization: "hvm", SpotRequest: i.SpotRequest, Tags: s.tagItems(i.ID), SourceDestCheck: !i.NoSourceDestCheck,
 		Hypervisor: "xen", PlatformDetails: "Linux/UNIX"}
 	for _, g := range i.SecurityGroups {
 		out.Groups = append(out.Groups, groupXML{GroupID: g})
@@ -616,17 +622,46 @@ func (s *Server) describeInstanceAttribute(c *call) (any, error) {
 		Value string `xml:"value"`
 	}
 	out := struct {
-		InstanceID   string `xml:"instanceId"`
-		UserData     *value `xml:"userData,omitempty"`
-		InstanceType *value `xml:"instanceType,omitempty"`
+		InstanceID      string `xml:"instanceId"`
+		UserData        *value `xml:"userData,omitempty"`
+		InstanceType    *value `xml:"instanceType,omitempty"`
+		SourceDestCheck *value `xml:"sourceDestCheck,omitempty"`
 	}{InstanceID: id}
 	switch a := c.p.Get("Attribute"); a {
+	case "sourceDestCheck":
+		out.SourceDestCheck = &value{strconv.FormatBool(!i.NoSourceDestCheck)}
 	case "userData":
 		out.UserData = &value{i.UserData}
 	case "instanceType":
 		out.InstanceType = &value{i.InstanceType}
 	default:
-		return nil, errorf(http.StatusBadRequest, "InvalidParameterValue", "Value (%s) for parameter attribute is invalid. The local AWS answers userData and instanceType.", a)
+		return nil, errorf(http.StatusBadRequest, "InvalidParameterValue", "Value (%s) for parameter attribute is invalid. The local AWS answers userData, instanceType and sourceDestCheck.", a)
 	}
 	return out, nil
+}
+
+// modifyInstanceAttribute changes what Kiln changes: the source/destination
+// check (SourceDestCheck.Value).
+func (s *Server) modifyInstanceAttribute(c *call) (any, error) {
+	id, err := c.p.Required("InstanceId")
+	if err != nil {
+		return nil, err
+	}
+	i, err := s.regionInstance(c.region, id)
+	if err != nil {
+		return nil, err
+	}
+	v := c.p.Get("SourceDestCheck.Value")
+	if v == "" {
+		return nil, errorf(http.StatusBadRequest, "InvalidParameterCombination", "The local AWS modifies the attribute sourceDestCheck (SourceDestCheck.Value) only")
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, invalidParameter("Value (%s) for parameter sourceDestCheck is invalid: true or false", v)
+	}
+	if i.State == "terminated" {
+		return nil, errorf(http.StatusBadRequest, "IncorrectInstanceState", "The instance '%s' is terminated", id)
+	}
+	i.NoSourceDestCheck = !on
+	return ec2Return{Return: true}, nil
 }

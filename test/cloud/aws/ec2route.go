@@ -25,11 +25,14 @@ func (t *routeTable) key() string          { return t.ID }
 func (t *routeTable) regionOf() string     { return t.Region }
 func (t *routeTable) createdAt() time.Time { return t.Created }
 
-// route is a route to an internet gateway or a NAT gateway.
+// route is a route to an internet gateway, a NAT gateway or an instance
+// (its primary network interface: a node's pod range, as Kubernetes' route
+// controller makes them).
 type route struct {
 	Destination  string `json:"destination"`
 	GatewayID    string `json:"gatewayId,omitempty"`
 	NatGatewayID string `json:"natGatewayId,omitempty"`
+	InstanceID   string `json:"instanceId,omitempty"`
 }
 
 // rtAssoc is a route table's association with a subnet, or the main one.
@@ -40,11 +43,14 @@ type rtAssoc struct {
 }
 
 type xmlRoute struct {
-	Destination  string `xml:"destinationCidrBlock"`
-	GatewayID    string `xml:"gatewayId,omitempty"`
-	NatGatewayID string `xml:"natGatewayId,omitempty"`
-	State        string `xml:"state"`
-	Origin       string `xml:"origin"`
+	Destination   string `xml:"destinationCidrBlock"`
+	GatewayID     string `xml:"gatewayId,omitempty"`
+	NatGatewayID  string `xml:"natGatewayId,omitempty"`
+	InstanceID    string `xml:"instanceId,omitempty"`
+	InstanceOwner string `xml:"instanceOwnerId,omitempty"`
+	ENI           string `xml:"networkInterfaceId,omitempty"`
+	State         string `xml:"state"`
+	Origin        string `xml:"origin"`
 }
 
 type xmlRtAssoc struct {
@@ -70,8 +76,12 @@ func (s *Server) routeTableXML(c *call, t *routeTable) xmlRouteTable {
 		x.Routes = append(x.Routes, xmlRoute{Destination: v.CIDR, GatewayID: "local", State: "active", Origin: "CreateRouteTable"})
 	}
 	for _, r := range t.Routes {
-		x.Routes = append(x.Routes, xmlRoute{Destination: r.Destination, GatewayID: r.GatewayID, NatGatewayID: r.NatGatewayID,
-			State: s.routeState(t, r), Origin: "CreateRoute"})
+		xr := xmlRoute{Destination: r.Destination, GatewayID: r.GatewayID, NatGatewayID: r.NatGatewayID,
+			InstanceID: r.InstanceID, State: s.routeState(t, r), Origin: "CreateRoute"}
+		if r.InstanceID != "" {
+			xr.InstanceOwner, xr.ENI = c.account(), eniOf(r.InstanceID)
+		}
+		x.Routes = append(x.Routes, xr)
 	}
 	for _, a := range t.Associations {
 		x.Associations = append(x.Associations, xmlRtAssoc{ID: a.ID, RouteTableID: t.ID, SubnetID: a.SubnetID, Main: a.Main, State: "associated"})
@@ -80,10 +90,13 @@ func (s *Server) routeTableXML(c *call, t *routeTable) xmlRouteTable {
 }
 
 // routeState is active while the route's target is there (an internet
-// gateway attached to the table's VPC, a NAT gateway not deleted), else
-// blackhole, as AWS shows it.
+// gateway attached to the table's VPC, a NAT gateway not deleted, an
+// instance not terminated), else blackhole, as AWS shows it.
 func (s *Server) routeState(t *routeTable, r route) string {
 	n := s.net()
+	if i, ok := s.instanceOf(r.InstanceID); ok && i.State != "terminated" && i.State != "shutting-down" {
+		return "active"
+	}
 	if g := n.IGWs[r.GatewayID]; g != nil && g.VPCID == t.VPCID {
 		return "active"
 	}
@@ -138,6 +151,8 @@ func (s *Server) describeRouteTables(c *call) (any, error) {
 				vals = append(vals, r.GatewayID)
 			case "route.nat-gateway-id":
 				vals = append(vals, r.NatGatewayID)
+			case "route.instance-id":
+				vals = append(vals, r.InstanceID)
 			}
 		}
 		known := strings.HasPrefix(name, "association.") || strings.HasPrefix(name, "route.")
@@ -177,7 +192,7 @@ func (s *Server) createRoute(c *call) (any, error) {
 	if err != nil || pf.Masked() != pf {
 		return nil, invalidParameter("Value (%s) for parameter destinationCidrBlock is invalid. This is not a valid CIDR block.", dest)
 	}
-	r := route{Destination: pf.String(), GatewayID: c.p.Get("GatewayId"), NatGatewayID: c.p.Get("NatGatewayId")}
+	r := route{Destination: pf.String(), GatewayID: c.p.Get("GatewayId"), NatGatewayID: c.p.Get("NatGatewayId"), InstanceID: c.p.Get("InstanceId")}
 	if err := s.checkRouteTarget(c, t, r); err != nil {
 		return nil, err
 	}
@@ -197,9 +212,26 @@ func (s *Server) createRoute(c *call) (any, error) {
 // table's VPC.
 func (s *Server) checkRouteTarget(c *call, t *routeTable, r route) error {
 	n := s.net()
+	targets := 0
+	for _, id := range []string{r.GatewayID, r.NatGatewayID, r.InstanceID} {
+		if id != "" {
+			targets++
+		}
+	}
 	switch {
-	case r.GatewayID != "" && r.NatGatewayID != "":
-		return invalidParameter("The parameter combination of gatewayId and natGatewayId is invalid: a route has one target")
+	case targets > 1:
+		return invalidParameter("The parameter combination of gatewayId, natGatewayId and instanceId is invalid: a route has one target")
+	case r.InstanceID != "":
+		i, err := s.regionInstance(c.region, r.InstanceID)
+		if err != nil {
+			return err
+		}
+		if i.VPCID != t.VPCID {
+			return invalidParameter("route table %s and instance %s belong to different networks", t.ID, i.ID)
+		}
+		if i.State == "terminated" || i.State == "shutting-down" {
+			return errorf(http.StatusBadRequest, "IncorrectInstanceState", "The instance '%s' is not in a state from which it can be a route's target", i.ID)
+		}
 	case r.GatewayID != "":
 		g, err := lookup(n.IGWs, c.region, r.GatewayID)
 		if err != nil {
@@ -217,7 +249,7 @@ func (s *Server) checkRouteTarget(c *call, t *routeTable, r route) error {
 			return invalidParameter("route table %s and NAT gateway %s belong to different networks", t.ID, g.ID)
 		}
 	default:
-		return errorf(http.StatusBadRequest, "MissingParameter", "The request must contain exactly one of gatewayId, natGatewayId (the targets the local AWS has)")
+		return errorf(http.StatusBadRequest, "MissingParameter", "The request must contain exactly one of gatewayId, natGatewayId, instanceId (the targets the local AWS has)")
 	}
 	return nil
 }
@@ -304,4 +336,11 @@ func (s *Server) deleteRouteTable(c *call) (any, error) {
 	delete(s.net().RouteTables, t.ID)
 	delete(s.st.EC2.Tags, t.ID)
 	return ec2Return{Return: true}, nil
+}
+
+// eniOf is the id of an instance's primary network interface, as routes
+// to the instance show it (the local AWS has no network interfaces of
+// their own: the id is derived from the instance's).
+func eniOf(instanceID string) string {
+	return "eni-" + strings.TrimPrefix(instanceID, "i-")
 }
