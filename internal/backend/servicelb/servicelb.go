@@ -8,7 +8,10 @@
 // provider for a load balancer per Service, writes its address to the
 // Service's status.loadBalancer.ingress, records events on the Service
 // (a load balancer that cannot be made says why there), keeps its nodes
-// current, and deletes it with the Service (its finalizer).
+// current, and deletes it with the Service (its finalizer). For a provider
+// whose network must be told where each node's pod range is
+// (provider.PodRoutes: aws), the same controller keeps those routes in step
+// with the nodes (routes.go).
 package servicelb
 
 import (
