@@ -38,6 +38,11 @@ func Run(t *testing.T, p provider.Provider, opts ...Option) {
 	} else {
 		t.Log("provider makes no Service load balancers; skipping their checks")
 	}
+	if prs, ok := p.(provider.PodRoutes); ok {
+		t.Run("PodRoutesFollowTheNodes", func(t *testing.T) { testPodRoutes(t, p, prs) })
+	} else {
+		t.Log("provider's network needs no pod routes; skipping their checks")
+	}
 	var b *Bootstrap
 	for _, o := range opts {
 		if o.bootstrap != nil {
@@ -377,6 +382,39 @@ func testServiceLoadBalancers(t *testing.T, p provider.Provider, slbs provider.S
 	}
 	if _, ok, err := slbs.ServiceLoadBalancer(ctx, c, lb.Name); err != nil || ok {
 		t.Errorf("ServiceLoadBalancer after the cluster's were deleted = %v, %v; want none", ok, err)
+	}
+}
+
+// testPodRoutes: pod routes to the cluster's machines are ensured twice
+// alike, changed, and taken away when no node is left; a node that is no
+// machine of the cluster is no error.
+func testPodRoutes(t *testing.T, p provider.Provider, prs provider.PodRoutes) {
+	ctx := t.Context()
+	c := cluster("routes")
+	cleanup(t, p, c)
+	if c.Spec.Network.PodCIDR == "" {
+		c.Spec.Network.PodCIDR = "10.244.0.0/16"
+	}
+	if _, err := p.EnsureNetwork(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "routes-cp-0", Role: v1.RoleControlPlane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := []provider.PodRoute{{Node: m.Name, Address: m.Address, CIDR: "10.244.0.0/24"},
+		{Node: "not-a-machine", Address: "192.0.2.1", CIDR: "10.244.1.0/24"}}
+	for range 2 {
+		if err := prs.EnsurePodRoutes(ctx, c, routes); err != nil {
+			t.Fatalf("EnsurePodRoutes: %v", err)
+		}
+	}
+	routes[0].CIDR = "10.244.7.0/24"
+	if err := prs.EnsurePodRoutes(ctx, c, routes[:1]); err != nil {
+		t.Errorf("EnsurePodRoutes with a range moved: %v", err)
+	}
+	if err := prs.EnsurePodRoutes(ctx, c, nil); err != nil {
+		t.Errorf("EnsurePodRoutes with no node left: %v", err)
 	}
 }
 
