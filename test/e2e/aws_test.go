@@ -84,7 +84,7 @@ func (a *localAWS) account(name, key, secret string) *v1.CloudAccount {
 		aws.CredentialKeyID: key, aws.CredentialSecret: secret, aws.CredentialRegion: "us-east-1", aws.CredentialEndpoint: a.url}}
 }
 
-func startLocalAWS(t testing.TB) *localAWS {
+func startLocalAWS(t testing.TB, flags ...string) *localAWS {
 	t.Helper()
 	dir := t.TempDir()
 	a := &localAWS{state: filepath.Join(dir, "aws.json"), log: filepath.Join(dir, "aws.log")}
@@ -101,6 +101,7 @@ func startLocalAWS(t testing.TB) *localAWS {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "kiln-aws-local"), "--listen", addr, "--state", a.state,
 		"--account", awsKey+":"+awsSecret, "--account", awsNoRunKey+":"+awsNoRunPass, "--deny", awsNoRunKey+":ec2:RunInstances")
+	cmd.Args = append(cmd.Args, flags...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	identity := "label=" + awslocal.LabelIdentity + "=" + awslocal.StateIdentity(a.state)
 	own(identity)
@@ -118,6 +119,7 @@ func startLocalAWS(t testing.TB) *localAWS {
 		// Instances outlive the local AWS as machines outlive kilnd; a
 		// test's must not outlive the test.
 		removeSelected(identity)
+		awslocal.RemoveRouteChains(t.Context(), awslocal.StateIdentity(a.state))
 	})
 	waitfor.Cond(t, "kiln-aws-local to listen on "+addr, 30*time.Second, func() (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -134,6 +136,13 @@ func startLocalAWS(t testing.TB) *localAWS {
 // instances (containers on their VPC's network) reach.
 func startAWS(t testing.TB, extra ...string) (*env, *localAWS) {
 	t.Helper()
+	return startAWSWith(t, nil, extra...)
+}
+
+// startAWSWith is startAWS with flags of the local AWS (--route-traffic:
+// pod traffic between subnets only as the VPC's routes allow).
+func startAWSWith(t testing.TB, awsLocalFlags []string, extra ...string) (*env, *localAWS) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): aws clusters SKIPPED", systemImages)
 	}
@@ -142,7 +151,7 @@ func startAWS(t testing.TB, extra ...string) (*env, *localAWS) {
 	}
 	host := dockerBridge(t)
 	port := strconv.Itoa(freePort(t))
-	a := startLocalAWS(t)
+	a := startLocalAWS(t, awsLocalFlags...)
 	e := start(t, "kilnd", append(awsFlags(host, port), extra...)...)
 	return e, a
 }
@@ -233,10 +242,15 @@ func nextPrefix(p netip.Prefix) netip.Addr {
 // architecture exist with the cluster's tags and placement (nodes in the
 // private subnets, NAT gateways and the bastion in the public ones),
 // kubectl through the load balancer shows 3 Ready nodes, a Deployment
-// serves through a Service, and the delete leaves nothing.
+// serves through a Service (its pods reaching each other across the zones'
+// subnets through the VPC's routes), a Service of type LoadBalancer gets a
+// network load balancer, and the delete leaves nothing.
 func TestAWSCluster(t *testing.T) {
 	t.Parallel()
-	e, a := startAWS(t)
+	// The VPC carries pod traffic between its subnets only as its routes
+	// say: checkHello's pod to pod across the workers of both zones needs
+	// the routes Kiln keeps.
+	e, a := startAWSWith(t, []string{"--route-traffic"})
 	ctx := t.Context()
 	// The account stages the join files in S3: the instances fetch them
 	// with their role, and their user data holds no secret.

@@ -112,7 +112,7 @@ func BenchmarkServiceLoadBalancer(b *testing.B) {
 		benchServiceLB(b, e, "lb")
 	})
 	b.Run("aws", func(b *testing.B) {
-		e, a := startAWS(b)
+		e, a := startAWSWith(b, []string{"--route-traffic"})
 		if _, err := e.c.CreateCloudAccount(b.Context(), "default", a.account("acme", awsKey, awsSecret)); err != nil {
 			b.Fatal(err)
 		}

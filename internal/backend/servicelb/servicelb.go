@@ -99,8 +99,11 @@ func New(o Options) *Manager {
 // servesStates are the states of a cluster whose Services are served: one
 // that runs (Succeeded), one an operation changes (Updating), one whose
 // last operation failed but that may well run (Failed; a cluster whose
-// create failed has no endpoint and is left out).
-var servesStates = []string{v1.StateSucceeded, v1.StateUpdating, v1.StateFailed}
+// create failed has no endpoint and is left out), and one being created
+// once it has an endpoint (Creating: its pod routes are needed as soon as
+// its nodes run pods; until its API answers, the controller starts again
+// every retryAfter).
+var servesStates = []string{v1.StateSucceeded, v1.StateUpdating, v1.StateFailed, v1.StateCreating}
 
 // Run starts and stops the clusters' controllers every interval until ctx
 // ends; it stops them all then and returns ctx's error.

@@ -67,8 +67,8 @@ type noShard map[string]bool
 func (n noShard) Owns(cl *store.Cluster) bool { return !n[cl.Name] }
 
 // TestPassStartsAndStops: a controller runs for each cluster of a provider
-// with Service load balancers that is Succeeded, Updating or Failed with an
-// endpoint and that this replica is given; not for one being created, one
+// with Service load balancers that is Succeeded, Updating, Failed or Creating with an
+// endpoint and that this replica is given; not for one
 // without an endpoint or one of another provider; and it stops when its
 // cluster is being deleted or is given to another replica.
 func TestPassStartsAndStops(t *testing.T) {
@@ -112,13 +112,13 @@ func TestPassStartsAndStops(t *testing.T) {
 	if err := m.Pass(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := running(), []string{"idle", "upgrading", "failed"}; !slices.Equal(got, want) {
+	if got, want := running(), []string{"idle", "upgrading", "failed", "creating"}; !slices.Equal(got, want) {
 		t.Fatalf("controllers for %v, want %v", got, want)
 	}
 	waitfor.Cond(t, "each controller to reach for its cluster's API", 5*time.Second, func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return asked["idle"] > 0 && asked["upgrading"] > 0 && asked["failed"] > 0 && len(asked) == 3, nil
+		return asked["idle"] > 0 && asked["upgrading"] > 0 && asked["failed"] > 0 && asked["creating"] > 0 && len(asked) == 4, nil
 	})
 
 	cs.set("idle", v1.StateDeleting)
@@ -126,7 +126,7 @@ func TestPassStartsAndStops(t *testing.T) {
 	if err := m.Pass(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := running(), []string{"failed"}; !slices.Equal(got, want) {
+	if got, want := running(), []string{"failed", "creating"}; !slices.Equal(got, want) {
 		t.Errorf("after a delete began and a cluster went to another replica: controllers for %v, want %v", got, want)
 	}
 }

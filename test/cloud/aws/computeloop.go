@@ -98,8 +98,18 @@ func (s *Server) machinesStep(ctx context.Context) {
 	for _, sn := range s.st.EC2.Net.Subnets {
 		keep[sn.VPCID] = true
 	}
+	router, routes := m.(trafficRouter)
+	var traffic []vpcTraffic
+	if routes {
+		traffic = s.traffic()
+	}
 	s.saveQuietly(changed)
 	s.mu.Unlock()
+	if routes {
+		if err := router.RouteTraffic(ctx, traffic); err != nil {
+			s.log.Warn("routing the VPCs' traffic failed", "err", err)
+		}
+	}
 
 	states, err := m.States(ctx)
 	if err != nil {

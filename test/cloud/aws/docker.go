@@ -51,6 +51,11 @@ type DockerOptions struct {
 	// AMI kiln-node-VERSION; default nodeimage.Repository (kiln/node).
 	Repository string
 	Logger     *slog.Logger
+	// RouteTraffic makes each VPC's network carry pod traffic (addresses
+	// outside the VPC's) only as its route tables allow (RouteTraffic:
+	// iptables on this host, as root); off, the VPC's machines reach each
+	// other's pod ranges directly whatever the routes.
+	RouteTraffic bool
 }
 
 // DockerMachines runs instances as containers of the node image on the
@@ -65,6 +70,9 @@ type DockerMachines struct {
 	// mu serialises the networks' making (the compute and load balancer
 	// loops both ask for them).
 	mu sync.Mutex
+	// chains are the iptables chains written (RouteTraffic), with what
+	// they hold.
+	chains map[string]string
 }
 
 // StateIdentity is a short stable identity of a state file (of its
@@ -347,6 +355,7 @@ func (d *DockerMachines) States(ctx context.Context) (map[string]machineState, e
 func (d *DockerMachines) Prune(ctx context.Context, keep map[string]bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.removeChains(ctx, keep)
 	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: d.filter()})
 	if err != nil {
 		return fmt.Errorf("list the Docker networks: %w", err)
@@ -391,6 +400,7 @@ func (d *DockerMachines) RemoveAll(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, d.Prune(ctx, nil))
+	RemoveRouteChains(ctx, d.opts.Identity)
 	return errors.Join(errs...)
 }
 

@@ -62,6 +62,7 @@ func run() error {
 	fs.Var(&regions, "region", "a region the local AWS has (repeatable; default us-east-1, us-west-2, eu-west-1)")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the AMI kiln-node-VERSION)")
 	noMachines := fs.Bool("no-machines", false, "keep instances as records only: no container runs (no Docker needed)")
+	routeTraffic := fs.Bool("route-traffic", false, "carry traffic to addresses outside a VPC (pods') between its instances only as its route tables allow (iptables on this host: needs root)")
 	instancePort := fs.Int("instance-port", -1, "the port of each VPC's instance endpoint (IMDSv2 and every service, for the instances) at the VPC's gateway address; default the --listen port, 0 for none")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
@@ -98,7 +99,7 @@ func run() error {
 		if *state != "" {
 			identity = aws.StateIdentity(*state)
 		}
-		m, err := aws.NewDockerMachines(ctx, aws.DockerOptions{Identity: identity, Repository: *image, Logger: log})
+		m, err := aws.NewDockerMachines(ctx, aws.DockerOptions{Identity: identity, Repository: *image, Logger: log, RouteTraffic: *routeTraffic})
 		if err != nil {
 			return fmt.Errorf("%w (give --no-machines to run without Docker)", err)
 		}
