@@ -93,7 +93,6 @@ func (s *Server) traffic() []vpcTraffic {
 	return out
 }
 
-
 // validPrefix reports whether p is an IPv4 CIDR (what goes into a rule).
 func validPrefix(p string) bool {
 	pf, err := netip.ParsePrefix(p)
