@@ -22,12 +22,19 @@ import (
 // when there is no engine or no node image on it.
 func dockerAWS(t *testing.T) (*testAWS, *DockerMachines, *image) {
 	t.Helper()
+	return dockerAWSWith(t, DockerOptions{})
+}
+
+// dockerAWSWith is dockerAWS with options (Identity and Repository are
+// the test's).
+func dockerAWSWith(t *testing.T, o DockerOptions) (*testAWS, *DockerMachines, *image) {
+	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	// KILN_AWS_TEST_NODE_REPOSITORY runs the test with other images than
 	// kiln/node (any image with /bin/sh and coreutils will do).
-	m, err := NewDockerMachines(t.Context(), DockerOptions{Identity: "test" + hex.EncodeToString(b),
-		Repository: os.Getenv("KILN_AWS_TEST_NODE_REPOSITORY")})
+	o.Identity, o.Repository = "test"+hex.EncodeToString(b), os.Getenv("KILN_AWS_TEST_NODE_REPOSITORY")
+	m, err := NewDockerMachines(t.Context(), o)
 	if err != nil {
 		t.Skipf("no Docker engine: %v", err)
 	}
