@@ -28,6 +28,8 @@ const routesEvery = 30 * time.Second
 // the upstream route controller, which sets that condition too, is not run.
 
 // syncRoutes runs until ctx ends: routes of nodes as the informer sees them.
+// The caller asks for nodes.Informer() before it starts the informers'
+// factory (an informer asked for later is not started).
 func syncRoutes(ctx context.Context, pr provider.PodRoutes, c provider.Cluster, nodes coreinformers.NodeInformer, log *slog.Logger) {
 	kick := make(chan struct{}, 1)
 	poke := func() {

@@ -242,6 +242,7 @@ func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) erro
 	}
 	if pr, ok := cp.lbs.(provider.PodRoutes); ok {
 		nodes := f.Core().V1().Nodes()
+		nodes.Informer() // made before f.Start, which starts only those made
 		done := make(chan struct{})
 		defer func() { <-done }()
 		rctx, stop := context.WithCancel(ctx)
