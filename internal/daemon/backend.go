@@ -66,7 +66,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	keep := d.cfg.Retention
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: keep.Events, Audit: keep.Audit, Tokens: keep.Tokens,
 		Operations: keep.Operations, Instructions: keep.Instructions, Logger: d.log.With("part", "retention")})
-	b.services = servicelb.New(servicelb.Options{Store: d.Store, Writer: d.Store, Providers: providers, Shard: b.replicas,
+	b.services = servicelb.New(servicelb.Options{Store: d.Store, Writer: d.Store, Accounts: d.Store, Providers: providers, Shard: b.replicas,
 		Logger: d.log.With("part", "service-lb"),
 		RESTConfig: func(ctx context.Context, cl *store.Cluster) (*rest.Config, error) {
 			return clusterapi.RESTConfig(ctx, d.Store, cl.Key(), cl.Status.Endpoint, "kiln:service-controller")

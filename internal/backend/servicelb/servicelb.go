@@ -16,6 +16,7 @@ package servicelb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -61,9 +62,17 @@ type Options struct {
 	Shard check.Shard
 	// Writer writes the cluster's ServiceLoadBalancerQuotaExceeded
 	// condition and its events; nil: none is written.
-	Writer   check.Writer
+	Writer check.Writer
+	// Accounts gives the cloud account a cluster's spec names, whose
+	// credentials a cloud provider reaches its API with; nil: none.
+	Accounts AccountGetter
 	Interval time.Duration
 	Logger   *slog.Logger
+}
+
+// AccountGetter reads a project's cloud account (the store).
+type AccountGetter interface {
+	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
 }
 
 // Manager runs a service controller per cluster.
@@ -197,7 +206,10 @@ func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 		defer close(c.done)
 		log.Info("starting the service controller")
 		for ctx.Err() == nil {
-			err := m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc, quota: c.quota})
+			err := m.withAccount(ctx, &pc)
+			if err == nil {
+				err = m.runOnce(ctx, cl, cloud{lbs: lbs, cluster: pc, quota: c.quota})
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -213,6 +225,26 @@ func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 		}
 	}()
 	return c
+}
+
+// withAccount gives pc the cloud account its spec names, read again at
+// each start of the controller (credentials may have been replaced). A
+// missing account is left nil, for the provider to name.
+func (m *Manager) withAccount(ctx context.Context, pc *provider.Cluster) error {
+	name := pc.Spec.CloudAccount
+	if name == "" || m.o.Accounts == nil {
+		return nil
+	}
+	a, err := m.o.Accounts.GetCloudAccount(ctx, pc.Project, name)
+	switch {
+	case err == nil:
+		pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
+	case errors.Is(err, store.ErrNotFound):
+		pc.Account = nil
+	default:
+		return fmt.Errorf("get cloud account %q: %w", name, err)
+	}
+	return nil
 }
 
 // runOnce runs Kubernetes' service controller on cluster cl for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +163,39 @@ func TestWanted(t *testing.T) {
 	}
 	if got.Name != want.Name || got.Service != want.Service || !slices.Equal(got.Ports, want.Ports) || !slices.Equal(got.Nodes, want.Nodes) {
 		t.Errorf("wanted:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+type accounts map[string]*store.CloudAccount
+
+func (a accounts) GetCloudAccount(_ context.Context, project, name string) (*store.CloudAccount, error) {
+	if name == "broken" {
+		return nil, errors.New("database is locked")
+	}
+	if acc, ok := a[project+"/"+name]; ok {
+		return acc, nil
+	}
+	return nil, store.ErrNotFound
+}
+
+// The service controller reaches a cloud as the cluster's own account, with
+// its credentials (the aws provider refuses a cluster without): the
+// account is read at each start; a missing one is left for the provider to
+// name, and a store error keeps the controller from starting.
+func TestControllerGetsTheClusterAccount(t *testing.T) {
+	acc := &store.CloudAccount{Project: "p", CloudAccount: v1.CloudAccount{Name: "acme", Provider: "aws",
+		Credentials: map[string]string{"accessKeyID": "AKIA1"}}}
+	m := New(Options{Store: nil, Providers: map[string]provider.Provider{}, Accounts: accounts{"p/acme": acc}})
+	pc := provider.Cluster{Project: "p", Name: "web", Spec: v1.ClusterSpec{CloudAccount: "acme"}}
+	if err := m.withAccount(t.Context(), &pc); err != nil || pc.Account == nil || pc.Account.Name != "acme" || pc.Account.Credentials["accessKeyID"] != "AKIA1" {
+		t.Errorf("account acme: %v, %+v; want its name and credentials", err, pc.Account)
+	}
+	pc.Spec.CloudAccount = "gone"
+	if err := m.withAccount(t.Context(), &pc); err != nil || pc.Account != nil {
+		t.Errorf("a missing account: %v, %+v; want none and no error", err, pc.Account)
+	}
+	pc.Spec.CloudAccount = "broken"
+	if err := m.withAccount(t.Context(), &pc); err == nil || !strings.Contains(err.Error(), `"broken"`) {
+		t.Errorf("a store error: %v, want it, naming the account", err)
 	}
 }
