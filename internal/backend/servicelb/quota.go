@@ -31,6 +31,11 @@ import (
 type quotaWatch struct {
 	mu      sync.Mutex
 	waiting map[string]string
+	// asks says whether Service svc still asks for a load balancer (the
+	// controller's informer: it may have been deleted, or its type
+	// changed, after a refusal the controller was still retrying); nil:
+	// every one does.
+	asks func(svc string) bool
 }
 
 func newQuotaWatch() *quotaWatch { return &quotaWatch{waiting: map[string]string{}} }
@@ -52,6 +57,18 @@ func (q *quotaWatch) saw(svc string, err error) {
 	}
 }
 
+// follow makes the watch forget, from now on, the Services asks says no
+// longer ask for a load balancer: the controller's view of the cluster's
+// Services, set at each start of the controller.
+func (q *quotaWatch) follow(asks func(svc string) bool) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.asks = asks
+}
+
 func (q *quotaWatch) gone(svc string) {
 	if q == nil {
 		return
@@ -69,6 +86,11 @@ const shownServices = 5
 func (q *quotaWatch) condition() v1.Condition {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for svc := range q.waiting {
+		if q.asks != nil && !q.asks(svc) {
+			delete(q.waiting, svc)
+		}
+	}
 	if len(q.waiting) == 0 {
 		return v1.Condition{Type: v1.ConditionServiceLoadBalancerQuotaExceeded, Status: "False", Reason: "WithinQuota",
 			Message: "every Service of type LoadBalancer the provider was asked for got its load balancer"}

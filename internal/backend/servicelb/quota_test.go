@@ -2,17 +2,22 @@ package servicelb
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check/checktest"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // quotaProvider refuses every load balancer for a quota while full.
@@ -68,4 +73,41 @@ func TestQuotaCondition(t *testing.T) {
 	if want := []string{"Warning ServiceLoadBalancerQuotaExceededTrue", "Normal ServiceLoadBalancerQuotaExceededFalse"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("events %v; want %v", got, want)
 	}
+}
+
+// A Service refused for a quota and then deleted, or changed to another
+// type, while the controller still retried it (its node sync can ask
+// once more after the delete) is forgotten: the condition follows the
+// cluster's Services, not only the controller's calls. Until the
+// informer has synced, nothing is forgotten.
+func TestQuotaConditionForgetsServicesGone(t *testing.T) {
+	refused := failure.Terminal(v1.CodeQuotaExceeded, "the region's quota of network load balancers (L-69A177A2) is reached")
+	lb := func(name string, typ corev1.ServiceType) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.ServiceSpec{Type: typ}}
+	}
+	cs := fake.NewClientset(lb("kept", corev1.ServiceTypeLoadBalancer), lb("now-clusterip", corev1.ServiceTypeClusterIP))
+	f := informers.NewSharedInformerFactory(cs, 0)
+	services := f.Core().V1().Services()
+	q := newQuotaWatch()
+	q.follow(asksForLoadBalancer(services))
+	for _, svc := range []string{"shop/kept", "shop/now-clusterip", "shop/deleted"} {
+		q.saw(svc, refused)
+	}
+	if c := q.condition(); c.Status != "True" || !strings.Contains(c.Message, "3 Services") {
+		t.Errorf("before the informer synced: %+v; want all three still waiting", c)
+	}
+	f.Start(t.Context().Done())
+	t.Cleanup(f.Shutdown)
+	f.WaitForCacheSync(t.Context().Done())
+	c := q.condition()
+	if c.Status != "True" || !strings.Contains(c.Message, "1 Service of type LoadBalancer waits") || !strings.Contains(c.Message, "(shop/kept)") {
+		t.Errorf("once synced: %+v; want only shop/kept waiting", c)
+	}
+	if err := cs.CoreV1().Services("shop").Delete(t.Context(), "kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "the condition False once shop/kept is deleted", 5*time.Second, func() (bool, error) {
+		c := q.condition()
+		return c.Status == "False", waitfor.NotYet(fmt.Errorf("%s: %s", c.Status, c.Message))
+	})
 }

@@ -19,10 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
@@ -247,6 +251,23 @@ func (m *Manager) withAccount(ctx context.Context, pc *provider.Cluster) error {
 	return nil
 }
 
+// asksForLoadBalancer says whether Service NAMESPACE/NAME is in the
+// informer's view and of type LoadBalancer; every Service does until the
+// informer has synced, and when it cannot be read.
+func asksForLoadBalancer(services coreinformers.ServiceInformer) func(svc string) bool {
+	return func(svc string) bool {
+		if !services.Informer().HasSynced() {
+			return true
+		}
+		ns, name, _ := strings.Cut(svc, "/")
+		s, err := services.Lister().Services(ns).Get(name)
+		if apierrors.IsNotFound(err) {
+			return false
+		}
+		return err != nil || s.Spec.Type == corev1.ServiceTypeLoadBalancer
+	}
+}
+
 // runOnce runs Kubernetes' service controller on cluster cl for
 // renewAfter (its certificate lasts an hour), or until ctx ends.
 func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) error {
@@ -272,6 +293,7 @@ func (m *Manager) runOnce(ctx context.Context, cl *store.Cluster, cp cloud) erro
 	if err != nil {
 		return err
 	}
+	cp.quota.follow(asksForLoadBalancer(f.Core().V1().Services()))
 	if pr, ok := cp.lbs.(provider.PodRoutes); ok {
 		nodes := f.Core().V1().Nodes()
 		nodes.Informer() // made before f.Start, which starts only those made
