@@ -224,17 +224,13 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 		canceled: make(chan struct{}),
 	}
 	st := r.opts.Store
-	if name := cl.Spec.CloudAccount; name != "" {
-		// The provider reaches its cloud with the account's credentials. A
-		// missing account is left nil for the provider to name (dynamic
-		// validation refuses one before anything is made).
-		a, err := st.GetCloudAccount(ctx, cl.Project, name)
-		switch {
-		case err == nil:
-			x.pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
-		case !errors.Is(err, store.ErrNotFound):
-			return fmt.Errorf("get cloud account %q: %w", name, err)
-		}
+	// The provider reaches its cloud with the account's credentials.
+	a, err := store.FindCloudAccount(ctx, st, cl.Project, cl.Spec.CloudAccount)
+	if err != nil {
+		return err
+	}
+	if a != nil {
+		x.pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
 	}
 	x.ops, x.instructions, x.secrets, x.events = st, st, st, st
 	x.nodeRecords = nodeEvents{NodeStore: st, x: x}

@@ -510,6 +510,30 @@ type CloudAccounts interface {
 	DeleteCloudAccount(ctx context.Context, project, name string, c Cond) error
 }
 
+// CloudAccountGetter reads a project's cloud account, credentials included.
+type CloudAccountGetter interface {
+	GetCloudAccount(ctx context.Context, project, name string) (*CloudAccount, error)
+}
+
+// FindCloudAccount reads the cloud account a cluster of project names for
+// its provider to reach its cloud with: nil and no error when name is empty
+// or names no account (the provider says what is missing, and dynamic
+// validation refuses it before anything is made); any other error names
+// the account.
+func FindCloudAccount(ctx context.Context, g CloudAccountGetter, project, name string) (*CloudAccount, error) {
+	if name == "" {
+		return nil, nil
+	}
+	a, err := g.GetCloudAccount(ctx, project, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get cloud account %q: %w", name, err)
+	}
+	return a, nil
+}
+
 // ProjectSecrets are the projects' secrets, sealed at rest (their whole
 // document).
 type ProjectSecrets interface {

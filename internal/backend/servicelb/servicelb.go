@@ -16,7 +16,6 @@ package servicelb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -69,14 +68,9 @@ type Options struct {
 	Writer check.Writer
 	// Accounts gives the cloud account a cluster's spec names, whose
 	// credentials a cloud provider reaches its API with; nil: none.
-	Accounts AccountGetter
+	Accounts store.CloudAccountGetter
 	Interval time.Duration
 	Logger   *slog.Logger
-}
-
-// AccountGetter reads a project's cloud account (the store).
-type AccountGetter interface {
-	GetCloudAccount(ctx context.Context, project, name string) (*store.CloudAccount, error)
 }
 
 // Manager runs a service controller per cluster.
@@ -235,20 +229,15 @@ func (m *Manager) start(ctx context.Context, cl *store.Cluster) *controller {
 // each start of the controller (credentials may have been replaced). A
 // missing account is left nil, for the provider to name.
 func (m *Manager) withAccount(ctx context.Context, pc *provider.Cluster) error {
-	name := pc.Spec.CloudAccount
-	if name == "" || m.o.Accounts == nil {
+	pc.Account = nil
+	if m.o.Accounts == nil {
 		return nil
 	}
-	a, err := m.o.Accounts.GetCloudAccount(ctx, pc.Project, name)
-	switch {
-	case err == nil:
+	a, err := store.FindCloudAccount(ctx, m.o.Accounts, pc.Project, pc.Spec.CloudAccount)
+	if a != nil {
 		pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
-	case errors.Is(err, store.ErrNotFound):
-		pc.Account = nil
-	default:
-		return fmt.Errorf("get cloud account %q: %w", name, err)
 	}
-	return nil
+	return err
 }
 
 // asksForLoadBalancer says whether Service NAMESPACE/NAME is in the
