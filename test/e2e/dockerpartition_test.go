@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +72,10 @@ func copyAgentDir(t testing.TB, container string) string {
 // (its pool's unhealthyTimeout 60 s), whose worker container is taken off
 // the cluster's network three times:
 //
-//  1. while its install instruction runs: Kiln's node goes NOT_READY; after
-//     the heal the create succeeds, and each node got one install
-//     instruction, which its agent's journal shows it started once;
+//  1. while its install instruction runs (the worker made by a scale-up):
+//     Kiln's node goes NOT_READY; after the heal the scale-up succeeds, and
+//     each node got one install instruction, which its agent's journal
+//     shows it started once;
 //  2. once Ready, for less than unhealthyTimeout: NOT_READY, then READY
 //     again with the same container and kubelet; no repair operation
 //     starts, and no instruction is issued or run;
@@ -93,41 +93,32 @@ func TestDockerPartition(t *testing.T) {
 	e := startDocker(t, "--health-interval", "2s")
 	ctx := t.Context()
 	const cluster, timeout = "cut", 60 * time.Second
+	// The worker comes with a scale-up of a pool made empty, once the
+	// control plane is Ready: a worker's install ends by waiting for the
+	// node's pod range, which the control plane's controller-manager gives,
+	// so the controller-manager is stopped (SIGSTOP) before the scale-up,
+	// which holds the worker's install open until it goes on. (Stopping it
+	// during the create, once the control plane's node had its range, lost
+	// the race on a busy machine: the create was over first.)
 	cl := dockerCluster(cluster, "", 1, true, 1)
+	cl.Spec.WorkerPools[0].Size = 0
 	cl.Spec.WorkerPools[0].UnhealthyTimeout = timeout.String()
-	_, opID, err := e.c.CreateCluster(ctx, "default", cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.create(cl)
 	worker := cluster + "-default-0"
 
 	t.Log("1: the worker's link is cut while its install runs")
-	// A worker's install ends by waiting for the node's pod range, which
-	// the control plane's controller-manager gives; on a busy machine the
-	// install was over before the test saw it begin. So the
-	// controller-manager is stopped (SIGSTOP) once it gave the control
-	// plane's node its range, which holds the worker's install open until
-	// it goes on.
-	waitfor.Cond(t, "the control plane's node to have its pod range", opWait, func() (bool, error) {
-		op, err := e.c.GetOperation(ctx, opID)
-		if err != nil {
-			return false, err
-		}
-		if v1.Terminal(op.Status) {
-			return false, fmt.Errorf("the create ended %s: %+v", op.Status, op.Error)
-		}
-		if step(op, "install-control-plane").State == v1.StepPending {
-			return false, nil // no CA, no kubeconfig yet
-		}
-		out, err := e.kubectl(cluster, "get", "node", cluster+"-cp-0", "-o", "jsonpath={.spec.podCIDR}")
-		if err != nil {
-			return false, waitfor.NotYet(fmt.Errorf("%v: %s", err, out))
-		}
-		return strings.TrimSpace(out) != "", nil
-	})
+	if out := e.mustKubectl(cluster, "get", "node", cluster+"-cp-0", "-o", "jsonpath={.spec.podCIDR}"); out == "" {
+		t.Fatalf("the control plane's node has no pod range after the create")
+	}
 	cpContainer, _ := e.nodeContainer("default", cluster, cluster+"-cp-0")
 	const controllerManager = "kiln-kube[^ ]* controller-manager "
 	docker(t, "exec", cpContainer, "pkill", "-STOP", "-f", controllerManager)
+	pools := e.cluster(cluster).Spec.WorkerPools
+	pools[0].Size = 1
+	_, opID, err := e.c.PatchCluster(ctx, "default", cluster, map[string]any{"spec": map[string]any{"workerPools": pools}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var link *dockerLink
 	var install journal.Entry
 	waitfor.Cond(t, "the worker's agent to start its install", opWait, func() (bool, error) {
@@ -155,7 +146,7 @@ func TestDockerPartition(t *testing.T) {
 	notReadyAt := e.waitNodeState(cluster, worker, v1.NodeNotReady)
 	healAt := link.heal()
 	op := e.wait(cluster, opID)
-	t.Logf("cut during the install: %s; Kiln NOT_READY after %s; the create Succeeded %s after the heal",
+	t.Logf("cut during the install: %s; Kiln NOT_READY after %s; the scale-up Succeeded %s after the heal",
 		healAt.Sub(cutAt).Round(time.Millisecond), notReadyAt.Sub(cutAt).Round(time.Millisecond), op.EndTime.Sub(healAt).Round(time.Second))
 	cp, _ := e.nodeContainer("default", cluster, cluster+"-cp-0")
 	e.installedOnce(cluster, cluster+"-cp-0", copyAgentDir(t, cp))

@@ -87,7 +87,13 @@ func TestCond(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			got := run(50*time.Millisecond, func() (bool, error) {
+			// A case that must time out gets 50ms; one that must not, a
+			// minute: three polls took longer than 50ms on a loaded machine.
+			timeout := 50 * time.Millisecond
+			if tt.want == "" {
+				timeout = time.Minute
+			}
+			got := run(timeout, func() (bool, error) {
 				calls++
 				return tt.cond(calls)
 			})
