@@ -313,7 +313,46 @@ type ClusterSpec struct {
 	// After: no running pod outside the system namespaces, and no job
 	// submitted through Kiln that has not ended. Nil: never.
 	IdleStop *IdleStop `json:"idleStop,omitempty"`
+	// Access is how people reach the cluster's Kubernetes API; nil: the
+	// defaults.
+	Access *Access `json:"access,omitempty"`
 }
+
+// Access is spec.access.
+type Access struct {
+	// CredentialTTL is how long a credential a person gets for the
+	// cluster (kiln credential, the exec plugin of kiln kubeconfig) lasts:
+	// a duration, 1m to 24h; empty: DefaultCredentialTTL.
+	CredentialTTL string `json:"credentialTTL,omitempty"`
+}
+
+// ExecCredential is client-go's ExecCredential
+// (client.authentication.k8s.io/v1): a person's credential for a cluster,
+// which POST .../clusters/{cluster}/credential answers and kiln credential
+// prints for kubectl's exec plugin. The key is the person's: it is never
+// logged or kept by Kiln.
+type ExecCredential struct {
+	APIVersion string                `json:"apiVersion"`
+	Kind       string                `json:"kind"`
+	Status     *ExecCredentialStatus `json:"status,omitempty"`
+}
+
+// ExecCredentialStatus holds the credential: a client certificate of the
+// cluster's CA and its key, in PEM, and when it expires.
+type ExecCredentialStatus struct {
+	ExpirationTimestamp   time.Time `json:"expirationTimestamp"`
+	ClientCertificateData string    `json:"clientCertificateData"`
+	ClientKeyData         string    `json:"clientKeyData"`
+}
+
+// ExecCredential's apiVersion and kind.
+const (
+	ExecCredentialAPIVersion = "client.authentication.k8s.io/v1"
+	ExecCredentialKind       = "ExecCredential"
+)
+
+// DefaultCredentialTTL is spec.access.credentialTTL when none is given.
+const DefaultCredentialTTL = "1h"
 
 // IdleStop is spec.idleStop.
 type IdleStop struct {

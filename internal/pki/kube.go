@@ -30,6 +30,23 @@ var ErrBadCIDR = fmt.Errorf("invalid service CIDR: %w", ErrInvalidRequest)
 // the cluster CA. ValidFor and Now are left for the caller (the cluster's
 // certificateTTLDays).
 
+// The groups of people in the clusters Kiln makes: every person's
+// credential carries GroupPeople and the group of their role in the
+// cluster's project, which the RBAC Kiln keeps in each cluster binds
+// (viewer: view, operator: edit, admin: cluster-admin).
+const (
+	GroupPeople    = "kiln:people"
+	GroupViewers   = "kiln:viewer"
+	GroupOperators = "kiln:operator"
+	GroupAdmins    = "kiln:admin"
+)
+
+// PersonRequest is a person's client certificate: the user name is theirs,
+// the groups GroupPeople and roleGroup.
+func PersonRequest(user, roleGroup string) CertRequest {
+	return CertRequest{CommonName: user, Organization: []string{GroupPeople, roleGroup}, Usage: UsageClient}
+}
+
 // AdminRequest is a cluster-admin client certificate for user (the
 // kubeconfig Kiln hands out).
 func AdminRequest(user string) CertRequest {

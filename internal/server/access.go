@@ -119,6 +119,7 @@ func (s *Server) requireRole(r *http.Request, p auth.Principal, project, role st
 		return err
 	}
 	if auth.Allows(have, role) {
+		info(r.Context()).role = have
 		return nil
 	}
 	if have == "" {

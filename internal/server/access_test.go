@@ -73,6 +73,7 @@ var required = map[string]string{
 	"POST /v1/projects/{project}/clusters/{cluster}/restore":                         "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/retry":                           "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/kubeconfig":                       "operator",
+	"POST /v1/projects/{project}/clusters/{cluster}/credential":                      "viewer",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes":                            "viewer",
 	"POST /v1/projects/{project}/clusters/{cluster}/activation":                      "admin",
 	"DELETE /v1/projects/{project}/clusters/{cluster}/activation":                    "admin",

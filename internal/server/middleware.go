@@ -35,6 +35,7 @@ type reqInfo struct {
 	pattern   string
 	principal auth.Principal
 	project   string // the project the request acts in, once authorized
+	role      string // the principal's role there (InProject routes), once authorized
 	// operation is the operation authorization read (routes of an
 	// operation): the handler's first read, saved.
 	operation *store.Operation

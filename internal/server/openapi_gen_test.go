@@ -120,6 +120,8 @@ func apiRoutes() []apiRoute {
 		{pattern: "POST " + cluster + "/resume", summary: "Start a Hibernated cluster's control plane on its data and make its workers again.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/retry", summary: "Run the failed or canceled operation again from its failed step.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "GET " + cluster + "/kubeconfig", summary: "An admin kubeconfig.", codes: map[int]*apiBody{200: {media: "application/yaml", doc: "a kubeconfig"}}},
+		{pattern: "POST " + cluster + "/credential", summary: "The caller's own credential for the cluster's Kubernetes API: a client certificate naming them, with the group of their role in the project, for spec.access.credentialTTL (kubectl's exec plugin, kiln credential); 429 past a rate per person.",
+			codes: map[int]*apiBody{200: oneOf[v1.ExecCredential]()}},
 		{pattern: "POST " + cluster + "/activation", summary: "Reissue the activation credential and passphrase.", codes: map[int]*apiBody{201: oneOf[v1.Activation]()}},
 		{pattern: "DELETE " + cluster + "/activation", summary: "Revoke the activation credential.", codes: map[int]*apiBody{204: noBody}},
 		{pattern: "GET " + cluster + "/installer", summary: "Edge clusters: the host installer, a gzipped tar.", query: []string{"arch"},

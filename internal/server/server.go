@@ -115,6 +115,7 @@ type Server struct {
 	now             func() time.Time
 	poll            time.Duration
 	limiter         *limiter
+	credentials     *limiter      // a person's cluster credentials (credential.go)
 	inflight        chan struct{} // a slot per request being served; nil: no cap
 	oci             http.Handler
 	m               *metrics
@@ -196,6 +197,7 @@ func New(opts Options) *Server {
 		}
 		s.limiter = newLimiter(opts.RateLimit, burst, s.now)
 	}
+	s.credentials = newLimiter(credentialRate, credentialBurst, s.now)
 	reg := opts.Registry
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -334,6 +336,7 @@ func (s *Server) routes() {
 	s.handle("POST "+cluster+"/reconcile", "cluster", operator, s.reconcileCluster)
 	s.handle("POST "+cluster+"/rotate-certificates", "cluster", operator, s.rotateCertificates)
 	s.handle("GET "+cluster+"/kubeconfig", "cluster", audited(operator), s.getKubeconfig)
+	s.handle("POST "+cluster+"/credential", "cluster", viewer, s.issueCredential)
 	s.handle("POST "+cluster+"/activation", "cluster", audited(inProject(v1.RoleAdmin)), s.reissueActivation)
 	s.handle("DELETE "+cluster+"/activation", "cluster", inProject(v1.RoleAdmin), s.revokeActivation)
 	s.handle("GET "+cluster+"/installer", "cluster", audited(inProject(v1.RoleAdmin)), s.getInstaller)
@@ -455,10 +458,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 }
 
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	waiting  prometheus.Gauge
-	shed     prometheus.Counter
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	waiting     prometheus.Gauge
+	shed        prometheus.Counter
+	credentials *prometheus.CounterVec // people's cluster credentials issued, by role
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -479,6 +483,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.shed = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kiln_http_requests_shed_total", Help: "API requests answered 429 because MaxInFlight requests were being served.",
 	}))
+	m.credentials = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kiln_cluster_credentials_issued_total", Help: "People's cluster credentials issued (kiln credential), by their role in the cluster's project.",
+	}, []string{"role"}))
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	return m

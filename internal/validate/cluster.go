@@ -231,7 +231,37 @@ func Cluster(name string, spec *v1.ClusterSpec, catalog Catalog) []v1.Error {
 			e.invalid("spec.idleStop.after", "%s must be between %s and %s", is.After, short(MinIdleStop), short(MaxIdleStop))
 		}
 	}
+	if a := spec.Access; a != nil && a.CredentialTTL != "" {
+		d, err := time.ParseDuration(a.CredentialTTL)
+		switch {
+		case err != nil:
+			e.invalid("spec.access.credentialTTL", "%q must be a duration such as 15m or 1h", a.CredentialTTL)
+		case d < MinCredentialTTL || d > MaxCredentialTTL:
+			e.invalid("spec.access.credentialTTL", "%s must be between %s and %s", a.CredentialTTL, short(MinCredentialTTL), short(MaxCredentialTTL))
+		}
+	}
 	return e
+}
+
+// Bounds of spec.access.credentialTTL: a person's credential for a cluster
+// cannot be revoked, so its life is how long a removed member keeps it.
+const (
+	MinCredentialTTL = time.Minute
+	MaxCredentialTTL = 24 * time.Hour
+)
+
+// CredentialTTL is how long a person's credential for the cluster lasts
+// (spec.access.credentialTTL, validated; DefaultCredentialTTL when empty).
+func CredentialTTL(spec *v1.ClusterSpec) time.Duration {
+	ttl := v1.DefaultCredentialTTL
+	if spec.Access != nil && spec.Access.CredentialTTL != "" {
+		ttl = spec.Access.CredentialTTL
+	}
+	d, err := time.ParseDuration(ttl)
+	if err != nil {
+		d, _ = time.ParseDuration(v1.DefaultCredentialTTL)
+	}
+	return min(max(d, MinCredentialTTL), MaxCredentialTTL)
 }
 
 // Bounds of spec.idleStop.after.

@@ -436,6 +436,16 @@ func TestCluster(t *testing.T) {
 			want: []v1.Error{invalid("spec.idleStop.after", "1s must be between 10s and 168h")},
 		},
 		{
+			name: "credential TTL too long", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Access = &v1.Access{CredentialTTL: "48h"} },
+			want: []v1.Error{invalid("spec.access.credentialTTL", "48h must be between 1m and 24h")},
+		},
+		{
+			name: "credential TTL not a duration", cluster: "c",
+			edit: func(s *v1.ClusterSpec) { s.Access = &v1.Access{CredentialTTL: "an hour"} },
+			want: []v1.Error{invalid("spec.access.credentialTTL", `"an hour" must be a duration such as 15m or 1h`)},
+		},
+		{
 			name: "idle stop not a duration", cluster: "c",
 			edit: func(s *v1.ClusterSpec) { s.IdleStop = &v1.IdleStop{} },
 			want: []v1.Error{invalid("spec.idleStop.after", `"" must be a duration such as 30m or 2h`)},
