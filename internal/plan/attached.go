@@ -35,7 +35,9 @@ func AttachedSteps(kind string) []string {
 	case v1.KindDelete:
 		return slices.Clone(attachedDeleteSteps)
 	case v1.KindReconcile:
-		return Steps(kind)
+		// The profile's packs only: an attached cluster's RBAC is its
+		// owner's, and Kiln issues no credentials for it.
+		return []string{StepApplyProfile}
 	}
 	return nil
 }

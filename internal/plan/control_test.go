@@ -356,7 +356,7 @@ func TestRetryResumesFromTheFailedStep(t *testing.T) {
 	}
 
 	retry := e.beginRetry(failed, v1.StateCreating)
-	if diff := cmp.Diff(map[string]int{plan.StepEnsureWorkerMachines: 0, plan.StepInstallWorkers: 0, plan.StepWaitNodesReady: 0, plan.StepInstallNetworkPolicy: 0, plan.StepApplyProfile: 0,
+	if diff := cmp.Diff(map[string]int{plan.StepEnsureWorkerMachines: 0, plan.StepInstallWorkers: 0, plan.StepWaitNodesReady: 0, plan.StepInstallAccess: 0, plan.StepInstallNetworkPolicy: 0, plan.StepApplyProfile: 0,
 		plan.StepValidateDynamic: 1, plan.StepEnsureClusterPKI: 1, plan.StepEnsureNetwork: 1, plan.StepEnsureLoadBalancer: 1,
 		plan.StepEnsureControlPlaneMachines: 1, plan.StepWaitNodesRegistered: 1, plan.StepApproveNodes: 1, plan.StepInstallControlPlane: 1,
 	}, attempts(retry)); diff != "" {
@@ -510,7 +510,7 @@ func TestEventsRecordStepsAndNodes(t *testing.T) {
 	var want []string
 	for _, s := range plan.Steps(v1.KindCreate) {
 		end := "StepSucceeded "
-		if s == plan.StepEnsureClusterPKI || s == plan.StepInstallNetworkPolicy || s == plan.StepApplyProfile {
+		if s == plan.StepEnsureClusterPKI || s == plan.StepInstallAccess || s == plan.StepInstallNetworkPolicy || s == plan.StepApplyProfile {
 			end = "StepSkipped "
 		}
 		want = append(want, "StepStarted "+s, end+s)

@@ -54,6 +54,7 @@ var createSteps = []string{
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
 	StepWaitNodesReady,
+	StepInstallAccess,
 	StepInstallNetworkPolicy,
 	StepApplyProfile,
 }
@@ -75,6 +76,7 @@ var updateSteps = []string{
 	StepRollOutWorkers,
 	StepRemoveSurplusMachines,
 	StepWaitNodesReady,
+	StepInstallAccess,
 	StepInstallNetworkPolicy,
 	StepApplyProfile,
 }
@@ -120,8 +122,9 @@ var resumeSteps = []string{
 }
 
 // reconcileSteps put the cluster's packs back as its profile has them:
-// each applied again, whatever status.profile says.
-var reconcileSteps = []string{StepApplyProfile}
+// each applied again, whatever status.profile says; and the RBAC of
+// people's roles first (how a cluster made before it gets it).
+var reconcileSteps = []string{StepInstallAccess, StepApplyProfile}
 
 // deleteSteps tears a cluster down in the reverse order of create.
 var deleteSteps = []string{
@@ -149,6 +152,7 @@ var (
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,
+		StepInstallAccess,
 		StepInstallNetworkPolicy,
 		StepInstallServiceLoadBalancers,
 		StepApplyProfile,

@@ -28,6 +28,7 @@ func TestSteps(t *testing.T) {
 			"ensure-worker-machines",
 			"install-workers",
 			"wait-nodes-ready",
+			"install-access",
 			"install-network-policy",
 			"apply-profile",
 		}},
@@ -41,6 +42,7 @@ func TestSteps(t *testing.T) {
 			"roll-out-workers",
 			"remove-surplus-machines",
 			"wait-nodes-ready",
+			"install-access",
 			"install-network-policy",
 			"apply-profile",
 		}},
@@ -73,7 +75,7 @@ func TestSteps(t *testing.T) {
 			"delete-load-balancer",
 			"delete-network",
 		}},
-		{name: "reconcile", kind: v1.KindReconcile, want: []string{"apply-profile"}},
+		{name: "reconcile", kind: v1.KindReconcile, want: []string{"install-access", "apply-profile"}},
 		{name: "rotate-certificates", kind: v1.KindRotateCertificates, want: []string{"renew-certificates"}},
 		{name: "unknown", kind: "reboot", want: nil},
 	}
@@ -94,10 +96,10 @@ func TestStepsForHosts(t *testing.T) {
 	}{
 		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
 		{v1.KindUpdate, []string{"validate-dynamic"}},
-		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-access", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
 		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
-		{v1.KindReconcile, []string{"apply-profile"}},
+		{v1.KindReconcile, []string{"install-access", "apply-profile"}},
 		{v1.KindRotateCertificates, []string{"renew-certificates"}},
 		{"reboot", nil},
 	}

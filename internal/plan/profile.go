@@ -12,3 +12,8 @@ const StepInstallServiceLoadBalancers = "install-service-load-balancers"
 // cluster whose spec.network.cni is kube-router: kube-router's network
 // policy controller on every node. Skipped for every other pod network.
 const StepInstallNetworkPolicy = "install-network-policy"
+
+// StepInstallAccess binds the project's roles to Kubernetes roles in the
+// cluster (viewer: view, operator: edit, admin: cluster-admin), for the
+// credentials people get (POST .../credential).
+const StepInstallAccess = "install-access"

@@ -32,6 +32,7 @@ func TestCreateSucceeds(t *testing.T) {
 	want[plan.StepEnsureClusterPKI] = v1.StepSkipped     // the sim's machines run no agent
 	want[plan.StepApplyProfile] = v1.StepSkipped         // nor has the cluster a profile
 	want[plan.StepInstallNetworkPolicy] = v1.StepSkipped // nor runs kube-router
+	want[plan.StepInstallAccess] = v1.StepSkipped        // nor any Kubernetes to bind roles in
 	if diff := cmp.Diff(want, stepStates(got)); diff != "" {
 		t.Errorf("step states (-want +got):\n%s", diff)
 	}

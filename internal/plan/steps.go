@@ -55,6 +55,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepApplyProfile:                prof.Apply,
 		StepInstallServiceLoadBalancers: prof.InstallServiceLoadBalancers,
 		StepInstallNetworkPolicy:        prof.InstallNetworkPolicy,
+		StepInstallAccess:               prof.InstallAccess,
 		StepRenewCertificates:           crt.Renew,
 		StepTrustNewCA:                  crt.TrustNewCA,
 		StepRestartSystemPods:           crt.RestartSystemPods,

@@ -40,6 +40,7 @@ var (
 		"/v1/operations/{operation}",
 		"/v1/projects/p/clusters",
 		"/v1/projects/p/clusters/c/kubeconfig",
+		"/v1/projects/p/clusters/c/credential",
 		"/v1/projects/p/clusters/c/activation",
 		"/v1/projects/p/clusters/c/nodes",
 		"/v1/projects/p/clusters/c/nodes/n",

@@ -319,7 +319,7 @@ func TestRetryThroughTheAPI(t *testing.T) {
 	for _, s := range plan.Steps(v1.KindCreate) {
 		ran := after[s] - before[s]
 		want := 0
-		if s == plan.StepEnsureWorkerMachines || s == plan.StepInstallWorkers || s == plan.StepWaitNodesReady || s == plan.StepInstallNetworkPolicy || s == plan.StepApplyProfile {
+		if s == plan.StepEnsureWorkerMachines || s == plan.StepInstallWorkers || s == plan.StepWaitNodesReady || s == plan.StepInstallAccess || s == plan.StepInstallNetworkPolicy || s == plan.StepApplyProfile {
 			want = 1
 		}
 		if ran != want {
