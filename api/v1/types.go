@@ -351,6 +351,13 @@ const (
 	ExecCredentialKind       = "ExecCredential"
 )
 
+// AdminKubeconfigRequest is the body of POST .../admin-kubeconfig.
+type AdminKubeconfigRequest struct {
+	// TTL is how long the kubeconfig's certificate lasts: 1m to 24h;
+	// empty: 1h.
+	TTL string `json:"ttl,omitempty"`
+}
+
 // DefaultCredentialTTL is spec.access.credentialTTL when none is given.
 const DefaultCredentialTTL = "1h"
 

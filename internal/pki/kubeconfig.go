@@ -12,6 +12,43 @@ import (
 // certificates and key are embedded (the *-data fields), so the file stands
 // alone. kubectl, client-go and every Kubernetes component accept it.
 func Kubeconfig(server string, caPEM, certPEM, keyPEM []byte, clusterName, user string) []byte {
+	return kubeconfig(server, caPEM, clusterName, user, func(w func(string, ...any)) {
+		w("    client-certificate-data: %s\n", base64.StdEncoding.EncodeToString(certPEM))
+		w("    client-key-data: %s\n", base64.StdEncoding.EncodeToString(keyPEM))
+	})
+}
+
+// Exec is a kubeconfig user's exec credential plugin: a command kubectl
+// runs for a credential (client.authentication.k8s.io/v1).
+type Exec struct {
+	Command string
+	Args    []string
+	// InstallHint is what kubectl prints when Command is not found.
+	InstallHint string
+}
+
+// ExecKubeconfig renders a kubeconfig as Kubeconfig does whose user holds no
+// credential but runs exec for one at each use; it holds no secret.
+func ExecKubeconfig(server string, caPEM []byte, clusterName, user string, exec Exec) []byte {
+	return kubeconfig(server, caPEM, clusterName, user, func(w func(string, ...any)) {
+		w("    exec:\n")
+		w("      apiVersion: client.authentication.k8s.io/v1\n")
+		w("      command: %s\n", quote(exec.Command))
+		w("      args:\n")
+		for _, a := range exec.Args {
+			w("      - %s\n", quote(a))
+		}
+		w("      interactiveMode: Never\n")
+		w("      provideClusterInfo: false\n")
+		if exec.InstallHint != "" {
+			w("      installHint: %s\n", quote(exec.InstallHint))
+		}
+	})
+}
+
+// kubeconfig writes the file of Kubeconfig and ExecKubeconfig; user writes
+// the fields of the user's credential.
+func kubeconfig(server string, caPEM []byte, clusterName, user string, credential func(w func(string, ...any))) []byte {
 	ctx := user + "@" + clusterName
 	var b bytes.Buffer
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -25,8 +62,7 @@ func Kubeconfig(server string, caPEM, certPEM, keyPEM []byte, clusterName, user 
 	w("users:\n")
 	w("- name: %s\n", quote(user))
 	w("  user:\n")
-	w("    client-certificate-data: %s\n", base64.StdEncoding.EncodeToString(certPEM))
-	w("    client-key-data: %s\n", base64.StdEncoding.EncodeToString(keyPEM))
+	credential(w)
 	w("contexts:\n")
 	w("- name: %s\n", quote(ctx))
 	w("  context:\n")

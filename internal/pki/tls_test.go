@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestMutualTLS runs a real handshake over loopback: a server that requires
@@ -174,5 +177,31 @@ func TestKubeconfig(t *testing.T) {
 	}
 	if o.Clusters[0].Name != "a: b #c" || o.Users[0].Name != "true" || !strings.HasPrefix(o.CurrentContext, "true@") {
 		t.Errorf("odd names came back as %q, %q", o.Clusters[0].Name, o.Users[0].Name)
+	}
+}
+
+// An exec kubeconfig is what client-go reads as one: the cluster with its
+// CA, and a user whose credential comes from the plugin's command, run
+// with its arguments, never interactively.
+func TestExecKubeconfig(t *testing.T) {
+	ca := newCA(t, "kubernetes")
+	kc := ExecKubeconfig("https://127.0.0.2:6443", ca.CertPEM(), "demo", "alice",
+		Exec{Command: "/usr/local/bin/kiln", Args: []string{"credential", "demo", "--project", "a: b"}, InstallHint: "install kiln"})
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		t.Fatalf("client-go does not load it: %v\n%s", err, kc)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		t.Fatalf("client-go makes no client of it: %v", err)
+	}
+	if rc.Host != "https://127.0.0.2:6443" || string(rc.CAData) != string(ca.CertPEM()) || rc.CertData != nil || rc.KeyData != nil {
+		t.Errorf("client config: host %q, CA %t, certificate %t; want the cluster's endpoint and CA and no credential of its own",
+			rc.Host, string(rc.CAData) == string(ca.CertPEM()), rc.CertData != nil)
+	}
+	ex := rc.ExecProvider
+	if ex == nil || ex.Command != "/usr/local/bin/kiln" || !slices.Equal(ex.Args, []string{"credential", "demo", "--project", "a: b"}) ||
+		ex.APIVersion != "client.authentication.k8s.io/v1" || ex.InteractiveMode != "Never" || ex.InstallHint != "install kiln" {
+		t.Errorf("exec plugin: %+v", ex)
 	}
 }

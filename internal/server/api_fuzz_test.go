@@ -41,6 +41,7 @@ var (
 		"/v1/projects/p/clusters",
 		"/v1/projects/p/clusters/c/kubeconfig",
 		"/v1/projects/p/clusters/c/credential",
+		"/v1/projects/p/clusters/c/admin-kubeconfig",
 		"/v1/projects/p/clusters/c/activation",
 		"/v1/projects/p/clusters/c/nodes",
 		"/v1/projects/p/clusters/c/nodes/n",

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
-	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/trust"
 	"kiln.dev/kiln/internal/validate"
 )
 
@@ -46,28 +43,12 @@ func (s *Server) issueCredential(w http.ResponseWriter, r *http.Request) error {
 			"%s asked for too many cluster credentials; retry after %d s (kiln credential keeps one until it expires)", p.Name, secs)
 	}
 	k := clusterKey(r)
-	cl, err := s.readCluster(r)
+	cl, cas, err := s.clusterTrust(r)
 	if err != nil {
 		return err
-	}
-	if cl.Spec.Attach != nil {
-		return conflict(clusterRef(r), "cluster",
-			"is attached: Kiln issues no credentials for it yet; use the kubeconfig it was attached with (secret %s)", cl.Spec.Attach.Secret)
 	}
 	if cl.Status.ProvisioningState == v1.StateHibernated {
 		return conflict(clusterRef(r), "cluster", "is hibernated: resume it first (kiln cluster resume %s)", k.Name)
-	}
-	cas, err := trust.LoadCAs(r.Context(), s.secrets, k)
-	if errors.Is(err, store.ErrNotFound) {
-		return conflict(clusterRef(r), "cluster",
-			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
-	}
-	if err != nil {
-		return err
-	}
-	if cl.Status.Endpoint == "" {
-		return conflict(clusterRef(r), "cluster",
-			"has no endpoint yet: wait for its create operation (%s) to finish", cl.Status.CurrentOperation)
 	}
 	group, ok := roleGroups[ri.role]
 	if !ok {

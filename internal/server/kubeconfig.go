@@ -12,53 +12,114 @@ import (
 	"kiln.dev/kiln/internal/trust"
 )
 
-// getKubeconfig issues an admin kubeconfig for a cluster
-// (GET .../clusters/{cluster}/kubeconfig): a client certificate in
-// system:masters signed by the cluster's CA, valid for the cluster's
-// certificateTTLDays, against the cluster's endpoint and verifying it with
-// the cluster's CA. During a CA rotation it is signed by the CA its phase
-// issues with and verifies with both (trust.ClusterCAs). Every issue is
-// an event on the cluster.
+// getKubeconfig answers the caller's kubeconfig for a cluster
+// (GET .../clusters/{cluster}/kubeconfig): the cluster's endpoint, verified
+// with the cluster's CA (both CAs during a rotation, trust.ClusterCAs), and
+// a user that holds no credential but runs kiln credential for one at each
+// use, so each use is the person's own, short-lived and refused once they
+// are no longer a member. It holds no secret.
 func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	k := clusterKey(r)
-	cl, err := s.readCluster(r)
+	cl, cas, err := s.clusterTrust(r)
 	if err != nil {
 		return err
 	}
-	if cl.Spec.Attach != nil {
-		return conflict(clusterRef(r), "cluster",
-			"is attached: Kiln hands out no kubeconfig of its own for it; use the one it was attached with (secret %s)", cl.Spec.Attach.Secret)
+	p := info(r.Context()).principal
+	exec := pki.Exec{Command: "kiln", Args: []string{"credential", k.Name, "--project", k.Project},
+		InstallHint: "kubectl gets this cluster's credential from the kiln CLI, signed in to Kiln (kiln login): put kiln on the PATH"}
+	cfg := pki.ExecKubeconfig("https://"+cl.Status.Endpoint, cas.TrustPEM(), k.Name, personName(p.Name, p.User), exec)
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", k.Name+".kubeconfig"))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(cfg)
+	return nil
+}
+
+// clusterTrust reads the cluster of the request and its CAs, refusing a
+// cluster Kiln hands out no credentials for: attached, without a CA (sim,
+// or its create not started) or without an endpoint yet.
+func (s *Server) clusterTrust(r *http.Request) (*store.Cluster, *trust.ClusterCAs, error) {
+	cl, err := s.readCluster(r)
+	if err != nil {
+		return nil, nil, err
 	}
-	cas, err := trust.LoadCAs(r.Context(), s.secrets, k)
+	if cl.Spec.Attach != nil {
+		return nil, nil, conflict(clusterRef(r), "cluster",
+			"is attached: Kiln hands out no credentials of its own for it; use the kubeconfig it was attached with (secret %s)", cl.Spec.Attach.Secret)
+	}
+	cas, err := trust.LoadCAs(r.Context(), s.secrets, cl.Key())
 	if errors.Is(err, store.ErrNotFound) {
-		return conflict(clusterRef(r), "cluster",
+		return nil, nil, conflict(clusterRef(r), "cluster",
 			"has no certificate authority: the %s provider makes no real Kubernetes cluster, or its create has not started yet", cl.Spec.Provider)
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if cl.Status.Endpoint == "" {
-		return conflict(clusterRef(r), "cluster",
+		return nil, nil, conflict(clusterRef(r), "cluster",
 			"has no endpoint yet: wait for its create operation (%s) to finish", cl.Status.CurrentOperation)
+	}
+	return cl, cas, nil
+}
+
+// MaxAdminKubeconfigTTL is the longest an admin (break-glass) kubeconfig
+// lasts; DefaultAdminKubeconfigTTL when the request names none.
+const (
+	MaxAdminKubeconfigTTL     = 24 * time.Hour
+	DefaultAdminKubeconfigTTL = time.Hour
+)
+
+// adminKubeconfig issues a break-glass kubeconfig
+// (POST .../clusters/{cluster}/admin-kubeconfig, admins): a client
+// certificate in system:masters, which RBAC does not hold back, for at most
+// MaxAdminKubeconfigTTL (body {"ttl": "1h"}, optional). For when people's
+// own credentials cannot be used (RBAC broken, Kiln's access bindings
+// deleted). Each issue is a Warning event on the cluster and an audit entry.
+func (s *Server) adminKubeconfig(w http.ResponseWriter, r *http.Request) error {
+	var in v1.AdminKubeconfigRequest
+	if hasBody(r) {
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		if err := decodeStrict(body, &in); err != nil {
+			return err
+		}
+	}
+	ttl := DefaultAdminKubeconfigTTL
+	if in.TTL != "" {
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d < time.Minute || d > MaxAdminKubeconfigTTL {
+			return badRequest("ttl", "%q must be a duration from 1m to 24h, such as 30m", in.TTL)
+		}
+		ttl = d
+	}
+	k := clusterKey(r)
+	cl, cas, err := s.clusterTrust(r)
+	if err != nil {
+		return err
+	}
+	if cl.Status.ProvisioningState == v1.StateHibernated {
+		return conflict(clusterRef(r), "cluster", "is hibernated: resume it first (kiln cluster resume %s)", k.Name)
 	}
 	who := info(r.Context()).principal.Name
 	req := pki.AdminRequest("kiln-admin:" + who)
-	req.ValidFor = time.Duration(max(cl.Spec.CertificateTTLDays, 1)) * 24 * time.Hour
-	req.Now = s.now()
+	req.ValidFor, req.Now = ttl, s.now()
 	certPEM, keyPEM, err := cas.Issuer().Issue(req)
 	if err != nil {
 		return fmt.Errorf("issue admin certificate: %w", err)
 	}
 	cfg := pki.Kubeconfig("https://"+cl.Status.Endpoint, cas.TrustPEM(), certPEM, keyPEM, k.Name, "kiln-admin")
-	ev := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{Type: "Normal", Reason: "KubeconfigIssued",
-		Message: fmt.Sprintf("an admin kubeconfig was issued to %s, valid %d days", who, max(cl.Spec.CertificateTTLDays, 1))}}
+	ev := &store.Event{Project: k.Project, Cluster: k.Name, Event: v1.Event{Type: "Warning", Reason: "AdminKubeconfigIssued",
+		Message: fmt.Sprintf("a break-glass admin kubeconfig (system:masters) was issued to %s, valid %s", who, ttl)}}
 	if err := s.events.AppendEvent(r.Context(), ev); err != nil {
 		// An unaudited credential must not go out.
-		return fmt.Errorf("record kubeconfig issue: %w", err)
+		return fmt.Errorf("record admin kubeconfig issue: %w", err)
 	}
-	s.log.InfoContext(r.Context(), "kubeconfig issued", "cluster", k.String(), "principal", who)
+	s.log.WarnContext(r.Context(), "admin kubeconfig issued", "cluster", k.String(), "principal", who, "ttl", ttl.String())
 	w.Header().Set("Content-Type", "application/yaml")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", k.Name+".kubeconfig"))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", k.Name+"-admin.kubeconfig"))
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(cfg)
 	return nil
