@@ -101,14 +101,38 @@ func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string
 	return l.Value, next, nil
 }
 
-// Kubeconfig returns an admin kubeconfig (YAML) for a cluster, verified by
-// the cluster's CA. Every call issues a new client certificate.
+// Kubeconfig returns the caller's kubeconfig (YAML) for a cluster: its
+// endpoint, verified by the cluster's CA, and a user whose credential comes
+// from kiln credential at each use. It holds no secret.
 func (c *Client) Kubeconfig(ctx context.Context, project, cluster string) ([]byte, error) {
 	var b []byte
 	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/kubeconfig", nil, conditions{}, &b); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// AdminKubeconfig returns a break-glass kubeconfig (YAML) for a cluster
+// (admins): a system:masters client certificate for ttl ("" for an hour, at
+// most 24h). Each is a Warning event on the cluster.
+func (c *Client) AdminKubeconfig(ctx context.Context, project, cluster, ttl string) ([]byte, error) {
+	var b []byte
+	in := v1.AdminKubeconfigRequest{TTL: ttl}
+	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster)+"/admin-kubeconfig", in, conditions{}, &b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Credential returns the caller's own credential for a cluster's
+// Kubernetes API, as kubectl's exec plugin wants it: a client certificate
+// naming them, with the group of their role in the project, and its key.
+func (c *Client) Credential(ctx context.Context, project, cluster string) (*v1.ExecCredential, error) {
+	var ec v1.ExecCredential
+	if _, err := c.do(ctx, http.MethodPost, clusterPath(project, cluster)+"/credential", nil, conditions{}, &ec); err != nil {
+		return nil, err
+	}
+	return &ec, nil
 }
 
 // ReissueActivation gives a cluster a new activation credential and
