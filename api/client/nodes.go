@@ -105,8 +105,18 @@ func (c *Client) ReadNodeLogs(ctx context.Context, project, cluster, node string
 // endpoint, verified by the cluster's CA, and a user whose credential comes
 // from kiln credential at each use. It holds no secret.
 func (c *Client) Kubeconfig(ctx context.Context, project, cluster string) ([]byte, error) {
+	return c.KubeconfigFor(ctx, project, cluster, "")
+}
+
+// KubeconfigFor is Kubeconfig whose exec plugin runs command (the kiln
+// CLI's path); "" for kiln on the PATH.
+func (c *Client) KubeconfigFor(ctx context.Context, project, cluster, command string) ([]byte, error) {
+	path := clusterPath(project, cluster) + "/kubeconfig"
+	if command != "" {
+		path += "?" + url.Values{"command": {command}}.Encode()
+	}
 	var b []byte
-	if _, err := c.do(ctx, http.MethodGet, clusterPath(project, cluster)+"/kubeconfig", nil, conditions{}, &b); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, path, nil, conditions{}, &b); err != nil {
 		return nil, err
 	}
 	return b, nil

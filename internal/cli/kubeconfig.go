@@ -28,8 +28,8 @@ func (a *app) kubeconfigCommand() *cobra.Command {
 		Short: "Get your kubeconfig for a cluster",
 		Long: `kubeconfig prints your kubeconfig for the cluster: its endpoint, verified with
 the cluster's CA, and a user that holds no credential. At each use kubectl runs
-'kiln credential CLUSTER' (kiln must be on the PATH, signed in with kiln login)
-for a client certificate naming you, with the rights of your role in the
+'kiln credential CLUSTER' (this kiln, at the path it has now, with the settings
+of kiln login or KILN_SERVER and KILN_TOKEN) for a client certificate naming you, with the rights of your role in the
 project (viewer: view, operator: edit, admin: cluster-admin), valid for the
 cluster's spec.access.credentialTTL (1h by default). Once you are no longer a
 member, no new credential is issued. The file holds no secret.
@@ -57,7 +57,10 @@ With -f it writes the file with mode 0600 instead.`,
 					fmt.Fprintf(a.stderr, "warning: a break-glass system:masters kubeconfig for %s, recorded in its events; it cannot be revoked before it expires\n", args[0])
 				}
 			} else {
-				cfg, err = c.Kubeconfig(cmd.Context(), s.Project, args[0])
+				// kubectl runs this very kiln for credentials, found
+				// where it is now rather than on a PATH it may not be on.
+				self, _ := os.Executable()
+				cfg, err = c.KubeconfigFor(cmd.Context(), s.Project, args[0], self)
 			}
 			if err != nil {
 				return err

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/pki"
@@ -17,15 +19,24 @@ import (
 // with the cluster's CA (both CAs during a rotation, trust.ClusterCAs), and
 // a user that holds no credential but runs kiln credential for one at each
 // use, so each use is the person's own, short-lived and refused once they
-// are no longer a member. It holds no secret.
+// are no longer a member. It holds no secret. The query's command is the
+// plugin's path (kiln kubeconfig gives its own); kiln, found on the PATH,
+// when none is given.
 func (s *Server) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
 	k := clusterKey(r)
 	cl, cas, err := s.clusterTrust(r)
 	if err != nil {
 		return err
 	}
+	command := r.URL.Query().Get("command")
+	switch {
+	case command == "":
+		command = "kiln"
+	case len(command) > 4096 || strings.ContainsFunc(command, unicode.IsControl):
+		return badRequest("command", "the exec plugin's command must be a path of at most 4096 characters, without control characters")
+	}
 	p := info(r.Context()).principal
-	exec := pki.Exec{Command: "kiln", Args: []string{"credential", k.Name, "--project", k.Project},
+	exec := pki.Exec{Command: command, Args: []string{"credential", k.Name, "--project", k.Project},
 		InstallHint: "kubectl gets this cluster's credential from the kiln CLI, signed in to Kiln (kiln login): put kiln on the PATH"}
 	cfg := pki.ExecKubeconfig("https://"+cl.Status.Endpoint, cas.TrustPEM(), k.Name, personName(p.Name, p.User), exec)
 	w.Header().Set("Content-Type", "application/yaml")

@@ -85,6 +85,16 @@ func TestKubeconfig(t *testing.T) {
 		t.Errorf("user %q: certificate %t, key %t, exec %+v; want bob's, no credential, kiln credential d --project p",
 			u.Name, u.User.Cert != "", u.User.Key != "", u.User.Exec)
 	}
+
+	// kiln kubeconfig names itself as the plugin's command.
+	r = h.must(http.StatusOK, "GET", "/v1/projects/p/clusters/d/kubeconfig?command=%2Fopt%2Fkiln+tools%2Fkiln", "")
+	kc = kubeconfigFile{}
+	if err := yaml.Unmarshal(r.body, &kc); err != nil || kc.Users[0].User.Exec == nil || kc.Users[0].User.Exec.Command != "/opt/kiln tools/kiln" {
+		t.Errorf("with ?command: %v\n%s", err, r.body)
+	}
+	if e := h.must(http.StatusBadRequest, "GET", "/v1/projects/p/clusters/d/kubeconfig?command=kiln%0Aevil", "").errorBody(t); e.Target != "command" {
+		t.Errorf("a command with a newline: %+v", e)
+	}
 }
 
 // The break-glass kubeconfig: admins only, system:masters, for the TTL

@@ -23,7 +23,7 @@ func TestAttachCluster(t *testing.T) {
 	t.Parallel()
 	src := start(t, "kilnd-src")
 	src.create(localCluster("src", 1, false, 1))
-	kubeconfig, err := src.c.Kubeconfig(t.Context(), "default", "src")
+	kubeconfig, err := src.c.AdminKubeconfig(t.Context(), "default", "src", "24h")
 	if err != nil {
 		t.Fatal(err)
 	}

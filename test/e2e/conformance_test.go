@@ -208,7 +208,7 @@ func (e *env) runSuite(cluster string, run suiteRun) (conformanceResult, time.Du
 	t := e.t
 	t.Helper()
 	kubeconfig := filepath.Join(e.data, cluster+".kubeconfig")
-	b, err := e.c.Kubeconfig(t.Context(), "default", cluster)
+	b, err := e.c.AdminKubeconfig(t.Context(), "default", cluster, "24h")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,8 @@ func (e *env) dump(cluster string, op *v1.Operation) {
 	}
 }
 
-// kubectl runs kiln-kube kubectl with the cluster's admin kubeconfig.
+// kubectl runs kiln-kube kubectl with a break-glass admin kubeconfig of the
+// cluster (a day's, kept for the env).
 // cluster is a cluster of project default, or PROJECT/CLUSTER.
 func (e *env) kubectl(cluster string, args ...string) (string, error) {
 	e.t.Helper()
@@ -209,7 +210,7 @@ func (e *env) kubectl(cluster string, args ...string) (string, error) {
 	}
 	cfg := filepath.Join(e.data, project+"-"+cluster+".kubeconfig")
 	if _, err := os.Stat(cfg); err != nil {
-		b, err := e.c.Kubeconfig(e.t.Context(), project, cluster)
+		b, err := e.c.AdminKubeconfig(e.t.Context(), project, cluster, "24h")
 		if err != nil {
 			e.t.Fatalf("kubeconfig: %v", err)
 		}

@@ -316,7 +316,7 @@ func TestLocalCARotation(t *testing.T) {
 // default) to a file named by tag and returns its path.
 func (e *env) kubeconfigFile(cluster, tag string) string {
 	e.t.Helper()
-	b, err := e.c.Kubeconfig(e.t.Context(), "default", cluster)
+	b, err := e.c.AdminKubeconfig(e.t.Context(), "default", cluster, "24h")
 	if err != nil {
 		e.t.Fatalf("kubeconfig: %v", err)
 	}

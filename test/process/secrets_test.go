@@ -252,7 +252,7 @@ func runRotateKey(t *testing.T, api *accountAPI, storeFlags []string, data strin
 	return out.String(), err
 }
 
-// accountAPI is the cloud account and kubeconfig calls of a kilnd's API.
+// accountAPI is the cloud account and credential calls of a kilnd's API.
 type accountAPI struct {
 	base, token string
 	c           *client.Client
@@ -299,7 +299,7 @@ func (a *accountAPI) get(ctx context.Context, name string) error {
 	return a.do(ctx, http.MethodGet, name, nil)
 }
 
-// checkAll reads every named account and the vault cluster's kubeconfig
+// checkAll reads every named account and a credential for the vault cluster
 // (issued with its CA key): each needs a secret opened.
 func (a *accountAPI) checkAll(t *testing.T, names []string) {
 	t.Helper()
@@ -308,8 +308,8 @@ func (a *accountAPI) checkAll(t *testing.T, names []string) {
 			t.Error(err)
 		}
 	}
-	if _, err := a.c.Kubeconfig(t.Context(), "default", "vault"); err != nil {
-		t.Errorf("kubeconfig of vault (needs its CA key): %v", err)
+	if _, err := a.c.Credential(t.Context(), "default", "vault"); err != nil {
+		t.Errorf("credential for vault (needs its CA key): %v", err)
 	}
 }
 
@@ -330,7 +330,7 @@ func (b *busy) stop() busyResult {
 }
 
 // keepBusy sends rounds of requests that write and read secrets (a new
-// account, read back, the legacy account, vault's kubeconfig) until stopped.
+// account, read back, the legacy account, a credential for vault) until stopped.
 func (a *accountAPI) keepBusy(t *testing.T) *busy {
 	ctx, cancel := context.WithCancel(t.Context())
 	b := &busy{cancel: cancel, done: make(chan busyResult, 1)}
@@ -347,7 +347,7 @@ func (a *accountAPI) keepBusy(t *testing.T) *busy {
 				err = a.get(ctx, "legacy")
 			}
 			if err == nil {
-				_, err = a.c.Kubeconfig(ctx, "default", "vault")
+				_, err = a.c.Credential(ctx, "default", "vault")
 			}
 			if ctx.Err() != nil {
 				return // a request cut short by stop is not kilnd's failure
