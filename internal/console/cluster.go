@@ -337,7 +337,8 @@ func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *sessi
 	return c.acted(w, r, s, err, clusterURL(project, name), fmt.Sprintf("Deleting cluster %s (operation %s).", name, opID))
 }
 
-// kubeconfig downloads an admin kubeconfig (operators and up; audited).
+// kubeconfig downloads the person's kubeconfig (viewers and up): it holds
+// no secret; kubectl runs kiln credential for a credential at each use.
 func (c *Console) kubeconfig(w http.ResponseWriter, r *http.Request, s *session) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	return c.download(w, r, s.token, "/v1/projects/"+url.PathEscape(project)+"/clusters/"+url.PathEscape(name)+"/kubeconfig", nil)

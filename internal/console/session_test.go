@@ -203,7 +203,7 @@ func TestViewerSeesNoActionsAndIsRefused(t *testing.T) {
 		if forms := p.postForms(t); !slices.Equal(forms, []string{"/logout"}) {
 			t.Errorf("viewer sees forms %v on %s; want only sign out", forms, path)
 		}
-		for _, link := range []string{"/kubeconfig", "/installer/download", "/clusters/new"} {
+		for _, link := range []string{"/installer/download", "/clusters/new"} {
 			if strings.Contains(p.body, link) {
 				t.Errorf("viewer sees a link to %s on %s", link, path)
 			}
@@ -236,7 +236,12 @@ func TestViewerSeesNoActionsAndIsRefused(t *testing.T) {
 			t.Errorf("viewer POST %s: %d, want 403 with the API's Forbidden", a.path, p.status)
 		}
 	}
-	for _, path := range []string{"/projects/default/clusters/c1/kubeconfig", "/projects/default/clusters/edge1/installer/download?arch=amd64"} {
+	// A viewer's own kubeconfig is theirs to download (the API's answer
+	// for a sim cluster: it has no CA).
+	if k := viewer.get("/projects/default/clusters/c1/kubeconfig"); k.status != http.StatusConflict {
+		t.Errorf("viewer GET the kubeconfig of a sim cluster: %d, want the API's 409", k.status)
+	}
+	for _, path := range []string{"/projects/default/clusters/edge1/installer/download?arch=amd64"} {
 		if p := viewer.get(path); p.status != http.StatusForbidden || strings.Contains(p.header.Get("Content-Disposition"), "attachment") {
 			t.Errorf("viewer GET %s: %d, want a 403 page", path, p.status)
 		}
