@@ -371,14 +371,19 @@ func TestConsoleLocalCluster(t *testing.T) {
 	}
 	b.screenshot("cluster-page")
 	b.checkAccessible("the cluster page")
-	// The kubeconfig link, as the browser downloads it, works with kubectl.
+	// The kubeconfig link, as the browser downloads it, works with kubectl
+	// and the kiln CLI on the PATH, signed in as the same user.
 	href := eval[string](b, `document.getElementById('kubeconfig').getAttribute('href')`)
 	kubeconfig := eval[string](b, `fetch('`+href+`').then(r => r.ok ? r.text() : r.text().then(t => 'HTTP ' + r.status + ': ' + t))`)
 	path := filepath.Join(e.data, "console.kubeconfig")
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(kubeBin, "kubectl", "--kubeconfig", path, "get", "nodes", "--no-headers").CombinedOutput()
+	e.kiln("whoami") // signs the CLI in (e.data/kiln-config)
+	kubectl := exec.Command(kubeBin, "kubectl", "--kubeconfig", path, "get", "nodes", "--no-headers")
+	kubectl.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"XDG_CONFIG_HOME="+filepath.Join(e.data, "kiln-config"), "XDG_CACHE_HOME="+t.TempDir())
+	out, err := kubectl.CombinedOutput()
 	if err != nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 2 {
 		t.Fatalf("kubectl with the console's kubeconfig: %v\n%s\nkubeconfig: %.300s", err, out, kubeconfig)
 	}
