@@ -151,6 +151,14 @@ func specs(p distrolocal.InstallParams, root, binary string, parts NodeParts) []
 			"--allow-privileged", "--endpoint-reconciler-type", reconciler(p),
 			"--cert-dir", f(dirAPIServer),
 		}, env: componentStatusEnv(addr)})
+		if parts.Kubelet != nil {
+			// Real kubelets serve with a certificate of the cluster CA
+			// (the node's name and address): the API server verifies it
+			// when it reaches them (logs, exec, port-forward). Hollow
+			// kubelets serve none.
+			apiserver := &out[len(out)-1]
+			apiserver.args = append(apiserver.args, "--kubelet-certificate-authority", f(distrolocal.FileCA))
+		}
 
 		leader := fmt.Sprintf("--leader-elect=%t", cp.LeaderElect)
 		// The controller manager and the scheduler authenticate clients
