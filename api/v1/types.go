@@ -630,6 +630,11 @@ const (
 	// --cert-expiry-warning) of the expiry of the cluster's first
 	// certificate to expire (status.certificates), False before.
 	ConditionCertificatesExpiring = "CertificatesExpiring"
+	// ConditionLongLivedKubeconfigs is True while kubeconfigs Kiln issued
+	// before people got credentials of their own (year-long, in
+	// system:masters: the KubeconfigIssued events) are signed by the
+	// cluster's CA: they work until a CA rotation replaces it.
+	ConditionLongLivedKubeconfigs = "LongLivedKubeconfigs"
 	// ConditionNetworkPolicyNotEnforced is True while the cluster holds
 	// NetworkPolicies that its pod network does not enforce (the bridge
 	// network enforces none; its message names them), False while it holds

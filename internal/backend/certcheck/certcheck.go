@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -30,6 +31,7 @@ type Store interface {
 	store.ClusterLister
 	check.Writer
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	ListEvents(ctx context.Context, k store.Key, pg store.Page) ([]*store.Event, string, error)
 }
 
 // Options configure a Loop. Store, Watched, Steps, TTL and CA are
@@ -141,6 +143,15 @@ func (l *Loop) record(ctx context.Context, cl *store.Cluster, nearest *v1.Certif
 		}
 	}
 	conds, changed := v1.SetCondition(cl.Status.Conditions, want, now)
+	long, err := l.longLived(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if long != nil {
+		var c bool
+		conds, c = v1.SetCondition(conds, *long, now)
+		changed = changed || c
+	}
 	if !changed && cl.Status.Certificates != nil && *cl.Status.Certificates == *nearest {
 		return nil
 	}
@@ -168,4 +179,46 @@ func (l *Loop) renew(ctx context.Context, cl *store.Cluster, nodes *v1.Certifica
 		l.acts.Event(ctx, cl, "Normal", "CertificatesRenewing", op.ID, msg)
 	})
 	return err
+}
+
+// longLived is the LongLivedKubeconfigs condition the cluster should have:
+// True while kubeconfigs of the kind Kiln no longer issues (the
+// KubeconfigIssued events: a year-long system:masters certificate each)
+// were issued with the cluster's CA as it is now; False once a CA rotation
+// replaced it, for a cluster that had the condition; nil (none) for a
+// cluster that never had such a kubeconfig.
+func (l *Loop) longLived(ctx context.Context, cl *store.Cluster) (*v1.Condition, error) {
+	ca, err := l.opts.CA(ctx, cl.Key())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	var last *store.Event
+	err = store.Each(func(pg store.Page) ([]*store.Event, string, error) { return l.opts.Store.ListEvents(ctx, cl.Key(), pg) },
+		func(e *store.Event) error {
+			if e.Reason == "KubeconfigIssued" && !e.Time.Before(ca.NotBefore) {
+				n++
+				if last == nil || e.Time.After(last.Time) {
+					last = e
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	if n == 0 {
+		if !slices.ContainsFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == v1.ConditionLongLivedKubeconfigs }) {
+			return nil, nil
+		}
+		return &v1.Condition{Type: v1.ConditionLongLivedKubeconfigs, Status: "False", Reason: "Retired",
+			Message: "no kubeconfig issued before people's own credentials is signed by the cluster's CA"}, nil
+	}
+	return &v1.Condition{Type: v1.ConditionLongLivedKubeconfigs, Status: "True", Reason: "IssuedWithThisCA",
+		Message: fmt.Sprintf("%d year-long system:masters kubeconfig(s) were issued with the cluster's CA, the last at %s (%s); "+
+			"they work until the CA is replaced: kiln cluster rotate-certs %s --ca, then --ca --finish",
+			n, last.Time.UTC().Format(time.RFC3339), last.Message, cl.Name)}, nil
 }

@@ -24,6 +24,8 @@ type env struct {
 	now time.Time
 	l   *certcheck.Loop
 	k   store.Key
+	// ca, when set, is the cluster's CA the check sees (a rotation).
+	ca *x509.Certificate
 }
 
 // newEnv is an idle (Succeeded) local cluster with a CA of ten years and
@@ -72,6 +74,9 @@ func newEnv(t *testing.T, renewal string, change ...func(*v1.ClusterSpec)) *env 
 		Watched: func(p string) bool { return p == "local" },
 		TTL:     func(*store.Cluster) time.Duration { return 90 * 24 * time.Hour },
 		CA: func(ctx context.Context, k store.Key) (*x509.Certificate, error) {
+			if e.ca != nil {
+				return e.ca, nil
+			}
 			ca, err := trust.LoadCA(ctx, st, k)
 			if err != nil {
 				return nil, err
@@ -208,5 +213,45 @@ func TestKubeadmWarnsOnly(t *testing.T) {
 	}
 	if c := condition(cl); c.Status != "True" || !strings.Contains(c.Message, "kubeadm certs renew all") {
 		t.Errorf("condition %+v, want True with kubeadm's command", c)
+	}
+}
+
+func conditionOf(cl *store.Cluster, typ string) *v1.Condition {
+	for _, c := range cl.Status.Conditions {
+		if c.Type == typ {
+			return &c
+		}
+	}
+	return nil
+}
+
+// A kubeconfig of the kind Kiln no longer issues (year-long, in
+// system:masters; a KubeconfigIssued event) signed by the cluster's CA is
+// named by the LongLivedKubeconfigs condition until a CA rotation replaces
+// the CA; a cluster that never had one gets no such condition.
+func TestLongLivedKubeconfigs(t *testing.T) {
+	e := newEnv(t, "")
+	e.node("c-a", 80*24*time.Hour)
+	if c := conditionOf(e.check(), v1.ConditionLongLivedKubeconfigs); c != nil {
+		t.Fatalf("a cluster without old kubeconfigs has %+v", c)
+	}
+	ev := &store.Event{Project: "p", Cluster: "c", Event: v1.Event{Time: e.now.Add(time.Hour), Type: "Normal", Reason: "KubeconfigIssued",
+		Message: "an admin kubeconfig was issued to user:admin, valid 365 days"}}
+	if err := e.st.AppendEvent(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	c := conditionOf(e.check(), v1.ConditionLongLivedKubeconfigs)
+	if c == nil || c.Status != "True" || !strings.Contains(c.Message, "1 year-long") || !strings.Contains(c.Message, "user:admin") ||
+		!strings.Contains(c.Message, "rotate-certs c --ca") {
+		t.Fatalf("with an old kubeconfig: %+v; want True, naming it and the rotation that retires it", c)
+	}
+
+	rotated, err := pki.NewCA("c", 0, e.now.Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ca = rotated.Certificate()
+	if c := conditionOf(e.check(), v1.ConditionLongLivedKubeconfigs); c == nil || c.Status != "False" {
+		t.Errorf("after the CA was replaced: %+v, want False", c)
 	}
 }
