@@ -70,7 +70,7 @@ func TestAttachCluster(t *testing.T) {
 	if _, stderr, err := e.kilnErr("cluster", "hibernate", "ext"); err == nil || !strings.Contains(stderr, "cannot hibernate") {
 		t.Errorf("a hibernation of the attached cluster: %v: %s", err, stderr)
 	}
-	if _, stderr, err := e.kilnErr("kubeconfig", "ext"); err == nil || !strings.Contains(stderr, "use the one it was attached with") {
+	if _, stderr, err := e.kilnErr("kubeconfig", "ext"); err == nil || !strings.Contains(stderr, "use the kubeconfig it was attached with") {
 		t.Errorf("a kubeconfig of the attached cluster: %v: %s", err, stderr)
 	}
 	if cl := e.cluster("ext"); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) != 0 {
