@@ -43,12 +43,9 @@ func (s *Server) issueCredential(w http.ResponseWriter, r *http.Request) error {
 			"%s asked for too many cluster credentials; retry after %d s (kiln credential keeps one until it expires)", p.Name, secs)
 	}
 	k := clusterKey(r)
-	cl, cas, err := s.clusterTrust(r)
+	cl, cas, err := s.runningClusterTrust(r)
 	if err != nil {
 		return err
-	}
-	if cl.Status.ProvisioningState == v1.StateHibernated {
-		return conflict(clusterRef(r), "cluster", "is hibernated: resume it first (kiln cluster resume %s)", k.Name)
 	}
 	group, ok := roleGroups[ri.role]
 	if !ok {

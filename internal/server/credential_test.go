@@ -104,12 +104,7 @@ func TestCredential(t *testing.T) {
 func TestCredentialRateLimited(t *testing.T) {
 	h := newHarness(t, nil)
 	h.project("p")
-	_, opID := h.createCluster("p", "c", `{"spec": {"provider": "local", "workerPools": [{"name": "default", "size": 1}]}}`)
-	cl := h.claim()
-	if _, err := trust.EnsureSecrets(t.Context(), h.store, cl.Key(), cl.Lease.Fence(), pki.DefaultCAValidity); err != nil {
-		t.Fatal(err)
-	}
-	h.finish(cl, opID, v1.OpSucceeded, func(c *store.Cluster) { c.Status.Endpoint = "127.0.0.1:23456" })
+	readyCluster(h, "p", "c", "127.0.0.1:23456")
 	const path = "/v1/projects/p/clusters/c/credential"
 	bob := h.tokenFor("bob", "p", v1.RoleViewer)
 	var last response

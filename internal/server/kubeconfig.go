@@ -73,6 +73,16 @@ func (s *Server) clusterTrust(r *http.Request) (*store.Cluster, *trust.ClusterCA
 	return cl, cas, nil
 }
 
+// runningClusterTrust is clusterTrust for a credential, which a hibernated
+// cluster has no use for: its API is down until it resumes.
+func (s *Server) runningClusterTrust(r *http.Request) (*store.Cluster, *trust.ClusterCAs, error) {
+	cl, cas, err := s.clusterTrust(r)
+	if err == nil && cl.Status.ProvisioningState == v1.StateHibernated {
+		return nil, nil, conflict(clusterRef(r), "cluster", "is hibernated: resume it first (kiln cluster resume %s)", cl.Name)
+	}
+	return cl, cas, err
+}
+
 // MaxAdminKubeconfigTTL is the longest an admin (break-glass) kubeconfig
 // lasts; DefaultAdminKubeconfigTTL when the request names none.
 const (
@@ -106,12 +116,9 @@ func (s *Server) adminKubeconfig(w http.ResponseWriter, r *http.Request) error {
 		ttl = d
 	}
 	k := clusterKey(r)
-	cl, cas, err := s.clusterTrust(r)
+	cl, cas, err := s.runningClusterTrust(r)
 	if err != nil {
 		return err
-	}
-	if cl.Status.ProvisioningState == v1.StateHibernated {
-		return conflict(clusterRef(r), "cluster", "is hibernated: resume it first (kiln cluster resume %s)", k.Name)
 	}
 	who := info(r.Context()).principal.Name
 	req := pki.AdminRequest("kiln-admin:" + who)
