@@ -28,6 +28,16 @@ const (
 	CodeDrainTimeout       = "DrainTimeout"
 	CodeMachineStopped     = "MachineStopped"
 	CodePackFailed         = "PackFailed"
+
+	// Why a sign-in (POST /v1/auth/oidc) was refused: the code of the
+	// answer's details, under Unauthorized (or Unavailable).
+	CodeMalformedToken    = "MalformedToken"
+	CodeUnknownIssuer     = "UnknownIssuer"
+	CodeWrongAudience     = "WrongAudience"
+	CodeTokenExpired      = "TokenExpired"
+	CodeBadSignature      = "BadSignature"
+	CodeBadClaim          = "BadClaim"
+	CodeIssuerUnavailable = "IssuerUnavailable"
 )
 
 // CodeInfo is one row of the error-code table: the HTTP status an API
@@ -69,6 +79,13 @@ var Codes = []CodeInfo{
 	{CodePackFailed, 0, true},
 	{CodeDequeueLimit, 0, false},
 	{CodeCanceled, 0, true},
+	{CodeMalformedToken, 0, false},
+	{CodeUnknownIssuer, 0, false},
+	{CodeWrongAudience, 0, false},
+	{CodeTokenExpired, 0, false},
+	{CodeBadSignature, 0, false},
+	{CodeBadClaim, 0, false},
+	{CodeIssuerUnavailable, 0, true},
 }
 
 // LookupCode returns the table row of code.

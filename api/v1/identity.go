@@ -20,12 +20,34 @@ const (
 // User is a person (or anything holding a user's token). Owner users may
 // do everything; others act through project memberships.
 type User struct {
-	Name        string    `json:"name"`
-	ID          string    `json:"id"`
-	ETag        string    `json:"etag"`
-	DisplayName string    `json:"displayName,omitempty"`
-	Owner       bool      `json:"owner"`
-	CreatedAt   time.Time `json:"createdAt"`
+	Name        string `json:"name"`
+	ID          string `json:"id"`
+	ETag        string `json:"etag"`
+	DisplayName string `json:"displayName,omitempty"`
+	Owner       bool   `json:"owner"`
+	// Disabled refuses every token of the user and their next sign-in
+	// until an owner clears it; nothing else about them changes.
+	Disabled bool `json:"disabled,omitempty"`
+	// Source is where the user came from: empty for one an owner made,
+	// "oidc:ISSUER" for one made at their first sign-in with an identity
+	// provider (read-only).
+	Source string `json:"source,omitempty"`
+	// Subject is the identity provider's id of a user made at sign-in: a
+	// later sign-in is theirs only with the same issuer and subject.
+	Subject   string    `json:"subject,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// GroupBinding gives every person an identity provider says is in a group
+// a role in a project; Name is the group as the provider spells it. A
+// person's role is the highest of their membership and their groups'
+// bindings.
+type GroupBinding struct {
+	Name      string    `json:"name"`
+	ID        string    `json:"id"`
+	ETag      string    `json:"etag"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Member gives a user a role in a project; Name is the user's name.
@@ -66,7 +88,10 @@ type Token struct {
 	ExpiresAt   time.Time  `json:"expiresAt"`
 	LastUsedAt  *time.Time `json:"lastUsedAt,omitempty"`
 	RevokedAt   *time.Time `json:"revokedAt,omitempty"`
-	Value       string     `json:"value,omitempty"`
+	// Groups are the identity provider's groups of a token made by a
+	// sign-in (POST /v1/auth/oidc).
+	Groups []string `json:"groups,omitempty"`
+	Value  string   `json:"value,omitempty"`
 }
 
 // Whoami is who the caller's token acts for.
@@ -77,6 +102,8 @@ type Whoami struct {
 	// (empty for owners, who are in every project as owner).
 	Projects map[string]string `json:"projects,omitempty"`
 	TokenID  string            `json:"tokenId"`
+	// Groups are the identity provider's groups the caller signed in with.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // AuditEntry records one mutating request or one read of a secret.
@@ -111,4 +138,35 @@ func AuditResult(status int) string {
 	default:
 		return AuditFailed
 	}
+}
+
+// SignInConfig (GET /v1/auth/oidc) lists the identity providers kilnd
+// trusts, for clients starting a sign-in.
+type SignInConfig struct {
+	Issuers []SignInIssuer `json:"issuers"`
+}
+
+// SignInIssuer is one identity provider: its issuer URL, the public client
+// the CLI signs in with, and the claims kilnd reads.
+type SignInIssuer struct {
+	URL           string `json:"url"`
+	ClientID      string `json:"clientID"`
+	UsernameClaim string `json:"usernameClaim"`
+	GroupsClaim   string `json:"groupsClaim"`
+}
+
+// SignInRequest (POST /v1/auth/oidc) trades an identity provider's ID
+// token for a Kiln token.
+type SignInRequest struct {
+	IDToken string `json:"idToken"`
+	// Description labels the token in 'kiln token list' ("sign-in with
+	// ISSUER" by default).
+	Description string `json:"description,omitempty"`
+}
+
+// SignIn is a sign-in's answer: the new token (its value shown once) and
+// the user it acts for.
+type SignIn struct {
+	Token Token `json:"token"`
+	User  User  `json:"user"`
 }

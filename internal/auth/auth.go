@@ -28,6 +28,7 @@ type Store interface {
 	GetUser(ctx context.Context, name string) (*v1.User, error)
 	GetMember(ctx context.Context, project, user string) (*store.Member, error)
 	GetServiceAccount(ctx context.Context, project, name string) (*store.ServiceAccount, error)
+	GetGroupBinding(ctx context.Context, project, group string) (*store.GroupBinding, error)
 }
 
 // Principal is who a request acts for.
@@ -42,6 +43,9 @@ type Principal struct {
 	// Project and Role are a service account's project and role there.
 	Project string
 	Role    string
+	// Groups are the identity provider's groups of a user who signed in
+	// with one: their bindings add roles (RoleIn).
+	Groups []string
 }
 
 // ErrUnauthenticated means a request carries no valid token; the error
@@ -64,6 +68,8 @@ var (
 	// ErrPrincipalGone: the user, service account or node the credential
 	// was issued to no longer exists.
 	ErrPrincipalGone = errors.New("principal gone")
+	// ErrDisabled: an owner disabled the user the credential was issued to.
+	ErrDisabled = errors.New("user disabled")
 )
 
 // RefusedError is a refused credential. It matches ErrUnauthenticated
@@ -228,7 +234,7 @@ func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.
 	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
 		return deny(ErrExpired, "the token "+t.ID+" expired at "+t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	p = Principal{Name: t.Principal, TokenID: t.ID}
+	p = Principal{Name: t.Principal, TokenID: t.ID, Groups: t.Groups}
 	kind, rest, _ := strings.Cut(t.Principal, ":")
 	switch kind {
 	case v1.PrincipalUser:
@@ -237,6 +243,9 @@ func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.
 			return deny(ErrPrincipalGone, "the token's user "+rest+" no longer exists")
 		} else if err != nil {
 			return Principal{}, time.Time{}, err
+		}
+		if u.Disabled {
+			return deny(ErrDisabled, "the user "+rest+" is disabled; an owner can enable them (kiln user enable)")
 		}
 		p.User, p.Owner = u.Name, u.Owner
 	case v1.PrincipalServiceAccount:
@@ -263,8 +272,9 @@ func (a *Authenticator) authenticate(ctx context.Context, hash string, now time.
 }
 
 // RoleIn returns p's role in project: owner for owners, the service
-// account's role in its own project, a user's membership role, or "" for
-// none.
+// account's role in its own project, the highest of a user's membership
+// role and their groups' bindings, or "" for none. Bindings are read at
+// each call, so one removed takes effect at once.
 func (a *Authenticator) RoleIn(ctx context.Context, p Principal, project string) (string, error) {
 	switch {
 	case p.Owner:
@@ -275,14 +285,32 @@ func (a *Authenticator) RoleIn(ctx context.Context, p Principal, project string)
 		}
 		return "", nil
 	}
+	role := ""
 	m, err := a.st.GetMember(ctx, project, p.User)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		role = m.Role
+	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	}
-	return m.Role, nil
+	for _, g := range p.Groups {
+		b, err := a.st.GetGroupBinding(ctx, project, g)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return "", err
+		}
+		role = Higher(role, b.Role)
+	}
+	return role, nil
+}
+
+// Higher returns the higher of two roles ("" is below every role).
+func Higher(a, b string) string {
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 // BootstrapStore is what EnsureOwnerToken writes.

@@ -160,3 +160,75 @@ func TestCache(t *testing.T) {
 	now = now.Add(auth.CacheTTL / 2)
 	refused("an expired token answered from memory", v3tok, auth.ErrExpired)
 }
+
+// TestGroupRoles: a user who signed in with groups has the highest of their
+// membership and their groups' bindings, read at each call; a disabled
+// user's tokens are refused.
+func TestGroupRoles(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	for _, p := range []string{"p", "q"} {
+		if err := st.PutProject(ctx, &v1.Project{Name: p}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.PutUser(ctx, &v1.User{Name: "ann@example.com"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	value, hash, _ := auth.NewToken()
+	if err := st.CreateToken(ctx, &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: "user:ann@example.com",
+		ExpiresAt: time.Now().Add(time.Hour), Groups: []string{"eng", "oncall"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := auth.New(st, nil)
+	p, err := a.Authenticate(ctx, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := func(project string) string {
+		t.Helper()
+		r, err := a.RoleIn(ctx, p, project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if got := role("p"); got != "" {
+		t.Fatalf("role with no binding = %q, want none", got)
+	}
+	bind := func(project, group, role string) {
+		t.Helper()
+		if err := st.PutGroupBinding(ctx, &store.GroupBinding{Project: project,
+			GroupBinding: v1.GroupBinding{Name: group, Role: role}}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind("p", "eng", v1.RoleViewer)
+	bind("p", "oncall", v1.RoleOperator)
+	bind("q", "sales", v1.RoleAdmin)
+	if err := st.PutMember(ctx, &store.Member{Project: "q", Member: v1.Member{Name: "ann@example.com", Role: v1.RoleViewer}}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := role("p"); got != v1.RoleOperator {
+		t.Errorf("role in p (eng viewer, oncall operator) = %q, want operator", got)
+	}
+	if got := role("q"); got != v1.RoleViewer {
+		t.Errorf("role in q (member viewer; sales, not hers, admin) = %q, want viewer", got)
+	}
+	if err := st.DeleteGroupBinding(ctx, "p", "oncall", store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := role("p"); got != v1.RoleViewer {
+		t.Errorf("role in p once oncall's binding is gone = %q, want viewer at once", got)
+	}
+
+	u, _ := st.GetUser(ctx, "ann@example.com")
+	u.Disabled = true
+	if err := st.PutUser(ctx, u, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	a.Forget()
+	if _, err := a.Authenticate(ctx, value); !errors.Is(err, auth.ErrDisabled) {
+		t.Errorf("a disabled user's token: %v, want ErrDisabled", err)
+	}
+}

@@ -85,6 +85,9 @@ var (
 		"/v1/projects/p/clusters/c/backups",
 		"/v1/projects/p/clusters/c/backups/b",
 		"/v1/projects/p/clusters/c/restore",
+		"/v1/auth/oidc",
+		"/v1/projects/p/groupbindings",
+		"/v1/projects/p/groupbindings/eng",
 	}
 )
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -15,7 +17,7 @@ import (
 // whoami says who the caller is and where it has roles.
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	p := info(r.Context()).principal
-	out := v1.Whoami{Principal: p.Name, Owner: p.Owner, TokenID: p.TokenID}
+	out := v1.Whoami{Principal: p.Name, Owner: p.Owner, TokenID: p.TokenID, Groups: p.Groups}
 	projects, err := s.projectsOf(r, p)
 	if err != nil {
 		return err
@@ -43,6 +45,13 @@ func (s *Server) projectsOf(r *http.Request, p auth.Principal) (map[string]strin
 	out := make(map[string]string, len(ms))
 	for _, m := range ms {
 		out[m.Project] = m.Role
+	}
+	bs, err := s.identity.BindingsOf(r.Context(), p.Groups)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		out[b.Project] = auth.Higher(out[b.Project], b.Role)
 	}
 	return out, nil
 }
@@ -100,14 +109,16 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) error {
 	}
 	if p := info(r.Context()).principal; p.User == name && !in.Owner {
 		return badRequest("owner", "you cannot remove your own owner flag; another owner can")
+	} else if p.User == name && in.Disabled {
+		return badRequest("disabled", "you cannot disable yourself; another owner can")
 	}
 	return putRecord(w, r, conds, putLoop[*v1.User, v1.User]{
 		what: "user",
 		get:  func(ctx context.Context) (*v1.User, error) { return s.identity.GetUser(ctx, name) },
 		build: func(existing *v1.User, exists bool) (*v1.User, error) {
-			u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, CreatedAt: s.now().UTC()}
-			if exists {
-				u.CreatedAt = existing.CreatedAt
+			u := &v1.User{Name: name, DisplayName: in.DisplayName, Owner: in.Owner, Disabled: in.Disabled, CreatedAt: s.now().UTC()}
+			if exists { // where a user came from is the server's to say
+				u.CreatedAt, u.Source, u.Subject = existing.CreatedAt, existing.Source, existing.Subject
 			}
 			return u, nil
 		},
@@ -170,6 +181,43 @@ func members(s *Server) syncResource[*store.Member, v1.Member] {
 			return out
 		},
 		etag: func(m *store.Member) string { return m.ETag },
+	}
+}
+
+// groupBindings: a role in a project for everyone an identity provider
+// says is in a group. The group need not have signed in yet.
+func groupBindings(s *Server) syncResource[*store.GroupBinding, v1.GroupBinding] {
+	return syncResource[*store.GroupBinding, v1.GroupBinding]{
+		what: "groupbinding", plural: "groupbindings",
+		read: v1.RoleViewer, write: v1.RoleAdmin,
+		get: s.identity.GetGroupBinding, list: s.identity.ListGroupBindings,
+		put: s.identity.PutGroupBinding, del: s.identity.DeleteGroupBinding,
+		build: func(r *http.Request, project, name string, body []byte, existing *store.GroupBinding, exists bool) (*store.GroupBinding, error) {
+			var in v1.GroupBinding
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, err
+			}
+			if err := checkName(in.Name, name); err != nil {
+				return nil, err
+			}
+			if !oidc.ValidGroup(name) {
+				return nil, badRequest("name", "the group %q is not one Kiln can bind: %s", name, oidc.GroupRule)
+			}
+			if err := checkRole(in.Role); err != nil {
+				return nil, err
+			}
+			b := &store.GroupBinding{Project: project, GroupBinding: v1.GroupBinding{Name: name, Role: in.Role, CreatedAt: s.now().UTC()}}
+			if exists {
+				b.CreatedAt = existing.CreatedAt
+			}
+			return b, nil
+		},
+		out: func(b *store.GroupBinding) v1.GroupBinding {
+			out := b.GroupBinding
+			out.ID = childPath(b.Project, "groupbindings", url.PathEscape(b.Name))
+			return out
+		},
+		etag: func(b *store.GroupBinding) string { return b.ETag },
 	}
 }
 
@@ -246,7 +294,7 @@ func (s *Server) tokenPrincipal(r *http.Request) (string, error) {
 
 func tokenOut(t *store.Token) v1.Token {
 	out := v1.Token{ID: t.ID, Principal: t.Principal, Description: t.Description,
-		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Groups: t.Groups}
 	if !t.LastUsedAt.IsZero() {
 		out.LastUsedAt = &t.LastUsedAt
 	}

@@ -83,6 +83,9 @@ func apiRoutes() []apiRoute {
 		{pattern: "GET /metrics", summary: "Prometheus metrics.", codes: map[int]*apiBody{200: {media: "text/plain", doc: "Prometheus text exposition format"}}},
 		{pattern: "GET /openapi.json", summary: "This document.", codes: map[int]*apiBody{200: {t: of[map[string]any](), doc: "an OpenAPI 3.1 document"}}},
 		{pattern: "GET /v1/whoami", summary: "Who the caller is and where it has roles.", codes: map[int]*apiBody{200: oneOf[v1.Whoami]()}},
+		{pattern: "GET /v1/auth/oidc", summary: "The identity providers kilnd trusts, for a client starting a sign-in (no secret in it).", public: true, codes: map[int]*apiBody{200: oneOf[v1.SignInConfig]()}},
+		{pattern: "POST /v1/auth/oidc", summary: "Sign in: trade an identity provider's ID token for a Kiln token of its person, which lasts as long as the ID token and carries its groups; a refusal is 401 with the reason's code in details.",
+			public: true, in: oneOf[v1.SignInRequest](), codes: map[int]*apiBody{201: oneOf[v1.SignIn]()}},
 		{pattern: "GET /debug/pprof/{profile}", summary: "A Go runtime profile (net/http/pprof), for owners.", query: []string{"seconds", "debug", "gc"},
 			codes: map[int]*apiBody{200: {media: "application/octet-stream,text/plain", doc: "the profile; text with ?debug=1"}}},
 
@@ -182,6 +185,7 @@ func apiRoutes() []apiRoute {
 		{"profiles", "profile", "cluster profile", of[v1.Profile]()},
 		{"members", "member", "project member", of[v1.Member]()},
 		{"serviceaccounts", "serviceaccount", "service account", of[v1.ServiceAccount]()},
+		{"groupbindings", "groupbinding", "group binding", of[v1.GroupBinding]()},
 	} {
 		base := project + "/" + res.plural
 		one := base + "/{" + res.what + "}"

@@ -20,6 +20,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/priority"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -92,6 +93,9 @@ type Options struct {
 	// itself, answering in the registry's error format. It is not part of
 	// the route table (Routes): it is another API, with its own spec.
 	OCI http.Handler
+	// OIDC verifies the ID tokens people sign in with (POST /v1/auth/oidc);
+	// nil: kilnd trusts no identity provider and that route answers 404.
+	OIDC *oidc.Verifier
 	// DefaultProvider is spec.provider of a cluster that names none;
 	// DefaultProvider (local) when empty. kilnd --dev makes it docker when
 	// the docker provider is registered.
@@ -106,6 +110,8 @@ type Server struct {
 	diagnose        func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error)
 	snapshots       Snapshots
 	auth            *auth.Authenticator
+	oidc            *oidc.Verifier
+	signIns         *limiter // sign-ins by client address
 	log             *slog.Logger
 	steps           func(kind string, spec *v1.ClusterSpec) []string
 	providers       provider.Registry
@@ -198,6 +204,8 @@ func New(opts Options) *Server {
 		s.limiter = newLimiter(opts.RateLimit, burst, s.now)
 	}
 	s.credentials = newLimiter(credentialRate, credentialBurst, s.now)
+	s.signIns = newLimiter(signInRate, signInBurst, s.now)
+	s.oidc = opts.OIDC
 	reg := opts.Registry
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -237,8 +245,11 @@ func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
 	if !strings.HasPrefix(pattern, "GET ") && identityKinds[what] {
 		next = s.forgetPrincipals(next)
 	}
-	if acc.Scope != Public {
+	switch {
+	case acc.Scope != Public:
 		next = s.audit(acc, s.authenticate(s.rateLimit(s.authorize(acc, next))))
+	case acc.Audited: // a sign-in: no token yet, recorded all the same
+		next = s.audit(acc, next)
 	}
 	next = validateURL(limitBody(next))
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +262,8 @@ func (s *Server) handle(pattern, what string, acc Access, h handlerFunc) {
 
 // identityKinds are the resources whose changes can change who a token
 // acts for or what it may do.
-var identityKinds = map[string]bool{"user": true, "token": true, "serviceaccount": true, "project": true, "member": true}
+var identityKinds = map[string]bool{"user": true, "token": true, "serviceaccount": true, "project": true, "member": true,
+	"groupbinding": true}
 
 // forgetPrincipals makes the authenticator forget the principals it
 // remembers (auth.CacheTTL) once next has made its change, before the
@@ -298,6 +310,8 @@ func (s *Server) routes() {
 	s.handle("GET /metrics", "", anyone(), s.serveMetrics)
 	s.handle("GET /openapi.json", "", anyone(), s.serveOpenAPI)
 	s.handle("GET /v1/whoami", "", anyone(), s.whoami)
+	s.handle("GET /v1/auth/oidc", "", public(), s.signInConfig)
+	s.handle("POST /v1/auth/oidc", "user", audited(public()), s.signIn)
 	s.handle("GET /debug/pprof/{profile}", "", owners(), s.debugProfile)
 	if s.oci != nil {
 		s.mux.Handle("/v2/", s.ociHandler())
@@ -373,6 +387,7 @@ func (s *Server) routes() {
 	s.registerProfileVersions()
 	registerResource(s, members(s))
 	registerResource(s, serviceAccounts(s))
+	registerResource(s, groupBindings(s))
 	const sa = project + "/serviceaccounts/{serviceaccount}"
 	admin := inProject(v1.RoleAdmin)
 	s.handle("POST "+sa+"/tokens", "serviceaccount", admin, s.createToken)

@@ -19,6 +19,12 @@ type ServiceAccount struct {
 	v1.ServiceAccount
 }
 
+// GroupBinding gives an identity provider's group a role in a project.
+type GroupBinding struct {
+	Project string
+	v1.GroupBinding
+}
+
 // Token is an API token as stored: its hash, never its value.
 type Token struct {
 	ID          string
@@ -29,6 +35,9 @@ type Token struct {
 	ExpiresAt   time.Time
 	LastUsedAt  time.Time // zero: never
 	RevokedAt   time.Time // zero: not revoked
+	// Groups are the identity provider's groups of a token made by a
+	// sign-in; nil for others.
+	Groups []string
 }
 
 // AuditFilter narrows ListAudit; zero fields match everything.
@@ -64,6 +73,14 @@ type Identities interface {
 	// DeleteServiceAccount deletes the account and its tokens in one
 	// transaction.
 	DeleteServiceAccount(ctx context.Context, project, name string, c Cond) error
+
+	PutGroupBinding(ctx context.Context, b *GroupBinding, c Cond) error
+	GetGroupBinding(ctx context.Context, project, group string) (*GroupBinding, error)
+	ListGroupBindings(ctx context.Context, project string, pg Page) ([]*GroupBinding, string, error)
+	// BindingsOf lists the bindings of any of groups, in every project, by
+	// project then group.
+	BindingsOf(ctx context.Context, groups []string) ([]*GroupBinding, error)
+	DeleteGroupBinding(ctx context.Context, project, group string, c Cond) error
 
 	// CreateToken inserts t; an id or hash that exists is ErrExists.
 	CreateToken(ctx context.Context, t *Token) error

@@ -19,6 +19,7 @@ var (
 	usersT           = docTable{table: "users", kind: "user"}
 	membersT         = docTable{table: "members", kind: "member", parent: []string{"project"}}
 	serviceAccountsT = docTable{table: "service_accounts", kind: "service account", parent: []string{"project"}}
+	groupBindingsT   = docTable{table: "group_bindings", kind: "group binding", parent: []string{"project"}}
 )
 
 // PutUser creates or replaces a user.
@@ -181,7 +182,85 @@ func decodeServiceAccount(project string) func(doc) (*store.ServiceAccount, erro
 	}
 }
 
-const tokenColumns = `id, hash, principal, description, created_at, expires_at, last_used_at, revoked_at`
+// PutGroupBinding creates or replaces a group's binding in a project.
+func (s *Store) PutGroupBinding(ctx context.Context, b *store.GroupBinding, c store.Cond) error {
+	etag, created, err := s.putDoc(ctx, groupBindingsT, []string{b.Project}, b.Name, b.CreatedAt, &b.GroupBinding, c)
+	if err != nil {
+		return err
+	}
+	b.ETag, b.CreatedAt = etag, created
+	return nil
+}
+
+// GetGroupBinding reads a group's binding in a project.
+func (s *Store) GetGroupBinding(ctx context.Context, project, group string) (*store.GroupBinding, error) {
+	d, err := s.getDoc(ctx, groupBindingsT, []string{project}, group)
+	if err != nil {
+		return nil, err
+	}
+	return decodeGroupBinding(project)(d)
+}
+
+// ListGroupBindings lists a project's group bindings by group.
+func (s *Store) ListGroupBindings(ctx context.Context, project string, pg store.Page) ([]*store.GroupBinding, string, error) {
+	docs, next, err := s.listDocs(ctx, groupBindingsT, []string{project}, pg)
+	return decodeAll(docs, next, err, decodeGroupBinding(project))
+}
+
+// BindingsOf lists the bindings of any of groups, by project then group.
+func (s *Store) BindingsOf(ctx context.Context, groups []string) ([]*store.GroupBinding, error) {
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(groups))
+	for i, g := range groups {
+		args[i] = g
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(groups)), ", ")
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, name, etag, created_at, data FROM group_bindings
+		WHERE name IN (`+marks+`) ORDER BY project, name`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list the bindings of groups %v: %w", groups, err)
+	}
+	defer rows.Close()
+	var out []*store.GroupBinding
+	for rows.Next() {
+		var d doc
+		var project string
+		var created int64
+		if err := rows.Scan(&project, &d.name, &d.etag, &created, &d.data); err != nil {
+			return nil, fmt.Errorf("list the bindings of groups %v: %w", groups, err)
+		}
+		d.created = fromNanos(created)
+		b, err := decodeGroupBinding(project)(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the bindings of groups %v: %w", groups, err)
+	}
+	return out, nil
+}
+
+// DeleteGroupBinding removes a group's binding from a project.
+func (s *Store) DeleteGroupBinding(ctx context.Context, project, group string, c store.Cond) error {
+	return s.deleteDoc(ctx, groupBindingsT, []string{project}, group, c)
+}
+
+func decodeGroupBinding(project string) func(doc) (*store.GroupBinding, error) {
+	return func(d doc) (*store.GroupBinding, error) {
+		b := &store.GroupBinding{Project: project}
+		if err := decodeDoc(groupBindingsT, d, &b.GroupBinding); err != nil {
+			return nil, err
+		}
+		b.Name, b.ETag, b.CreatedAt = d.name, d.etag, d.created
+		return b, nil
+	}
+}
+
+const tokenColumns = `id, hash, principal, description, created_at, expires_at, last_used_at, revoked_at, claim_groups`
 
 // CreateToken inserts a token.
 func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
@@ -191,9 +270,16 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = s.now().UTC()
 	}
-	_, err := s.write.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+	groups, err := json.Marshal(t.Groups)
+	if err != nil {
+		return fmt.Errorf("create token %s: %w", t.ID, err)
+	}
+	if t.Groups == nil {
+		groups = []byte("[]")
+	}
+	_, err = s.write.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.ID, t.Hash, t.Principal, t.Description, toNanos(t.CreatedAt), toNanos(t.ExpiresAt),
-		toNanos(t.LastUsedAt), toNanos(t.RevokedAt))
+		toNanos(t.LastUsedAt), toNanos(t.RevokedAt), string(groups))
 	if s.constraint(err) == Unique {
 		err = store.ErrExists
 	}
@@ -206,8 +292,14 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 func scanToken(r scanner) (*store.Token, error) {
 	t := &store.Token{}
 	var created, expires, used, revoked int64
-	if err := r.Scan(&t.ID, &t.Hash, &t.Principal, &t.Description, &created, &expires, &used, &revoked); err != nil {
+	var groups string
+	if err := r.Scan(&t.ID, &t.Hash, &t.Principal, &t.Description, &created, &expires, &used, &revoked, &groups); err != nil {
 		return nil, err
+	}
+	if groups != "[]" {
+		if err := json.Unmarshal([]byte(groups), &t.Groups); err != nil {
+			return nil, fmt.Errorf("decode the groups of token %s: %w", t.ID, err)
+		}
 	}
 	t.CreatedAt, t.ExpiresAt, t.LastUsedAt, t.RevokedAt = fromNanos(created), fromNanos(expires), fromNanos(used), fromNanos(revoked)
 	return t, nil

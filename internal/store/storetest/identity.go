@@ -12,7 +12,7 @@ import (
 
 func testTokens(e *env) {
 	tok := &store.Token{ID: "tok1", Hash: "hash1", Principal: "user:alice", Description: "laptop",
-		ExpiresAt: epoch.Add(24 * time.Hour)}
+		ExpiresAt: epoch.Add(24 * time.Hour), Groups: []string{"eng", "ops/on-call"}}
 	if err := e.s.CreateToken(e.ctx, tok); err != nil {
 		e.t.Fatalf("CreateToken: %v", err)
 	}
@@ -90,6 +90,63 @@ func testTokens(e *env) {
 	}
 	if diff := cmp.Diff([]string{"tok1", "tok2", "tok3"}, ids); diff != "" {
 		e.t.Errorf("ListTokens (-want +got):\n%s", diff)
+	}
+}
+
+// testGroupBindings: a group's bindings are found by group across
+// projects, and go with their project.
+func testGroupBindings(e *env) {
+	e.project("p")
+	e.project("q")
+	bind := func(project, group, role string) {
+		e.t.Helper()
+		b := &store.GroupBinding{Project: project, GroupBinding: v1.GroupBinding{Name: group, Role: role}}
+		if err := e.s.PutGroupBinding(e.ctx, b, store.Cond{IfNoneMatch: "*"}); err != nil {
+			e.t.Fatalf("PutGroupBinding %s/%s: %v", project, group, err)
+		}
+	}
+	bind("q", "eng", v1.RoleViewer)
+	bind("p", "eng", v1.RoleOperator)
+	bind("p", "ops/on-call", v1.RoleAdmin)
+	bind("p", "sales", v1.RoleViewer)
+	b, err := e.s.GetGroupBinding(e.ctx, "p", "ops/on-call")
+	if err != nil || b.Role != v1.RoleAdmin || b.ETag == "" {
+		e.t.Fatalf("GetGroupBinding = %+v, %v; want admin with an etag", b, err)
+	}
+	bindings := func(groups ...string) []string {
+		e.t.Helper()
+		bs, err := e.s.BindingsOf(e.ctx, groups)
+		if err != nil {
+			e.t.Fatalf("BindingsOf(%v): %v", groups, err)
+		}
+		var out []string
+		for _, b := range bs {
+			out = append(out, b.Project+"/"+b.Name+"="+b.Role)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"p/eng=operator", "p/ops/on-call=admin", "q/eng=viewer"},
+		bindings("ops/on-call", "eng", "nobody")); diff != "" {
+		e.t.Errorf("BindingsOf (-want +got):\n%s", diff)
+	}
+	if got := bindings(); got != nil {
+		e.t.Errorf("BindingsOf() = %v, want none", got)
+	}
+	list, _, err := e.s.ListGroupBindings(e.ctx, "p", store.Page{})
+	if err != nil || len(list) != 3 {
+		e.t.Errorf("ListGroupBindings(p) = %d bindings, %v; want 3", len(list), err)
+	}
+	if err := e.s.DeleteGroupBinding(e.ctx, "p", "sales", store.Cond{}); err != nil {
+		e.t.Fatalf("DeleteGroupBinding: %v", err)
+	}
+	if _, err := e.s.GetGroupBinding(e.ctx, "p", "sales"); !errors.Is(err, store.ErrNotFound) {
+		e.t.Errorf("a deleted binding: %v, want ErrNotFound", err)
+	}
+	if err := e.s.DeleteProject(e.ctx, "q", store.Cond{}); err != nil {
+		e.t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"p/eng=operator"}, bindings("eng")); diff != "" {
+		e.t.Errorf("BindingsOf after project q's deletion (-want +got):\n%s", diff)
 	}
 }
 

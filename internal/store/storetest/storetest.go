@@ -122,6 +122,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BackupLifetime", testBackupLifetime},
 		{"Tokens", testTokens},
 		{"IdentityCascades", testIdentityCascades},
+		{"GroupBindings", testGroupBindings},
 		{"Audit", testAudit},
 		{"Prune", testPrune},
 		{"PruneOperations", testPruneOperations},
