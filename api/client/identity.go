@@ -103,6 +103,42 @@ func (c *Client) DeleteMember(ctx context.Context, project, name string) error {
 	return c.del(ctx, memberPath(project, name))
 }
 
+// ListGroupBindings lists a project's group bindings.
+func (c *Client) ListGroupBindings(ctx context.Context, project string) ([]v1.GroupBinding, error) {
+	return listAll[v1.GroupBinding](ctx, c, projectPath(project)+"/groupbindings")
+}
+
+// PutGroupBinding gives everyone in the identity provider's group b.Name
+// the role b.Role in project (admins only).
+func (c *Client) PutGroupBinding(ctx context.Context, project string, b *v1.GroupBinding) (*v1.GroupBinding, error) {
+	return put(ctx, c, groupBindingPath(project, b.Name), b)
+}
+
+// DeleteGroupBinding removes a group's binding from a project.
+func (c *Client) DeleteGroupBinding(ctx context.Context, project, group string) error {
+	return c.del(ctx, groupBindingPath(project, group))
+}
+
+func groupBindingPath(project, group string) string {
+	return projectPath(project) + "/groupbindings/" + url.PathEscape(group)
+}
+
+// SignInConfig lists the identity providers the server trusts; it needs no
+// token.
+func (c *Client) SignInConfig(ctx context.Context) (*v1.SignInConfig, error) {
+	return get[v1.SignInConfig](ctx, c, "/v1/auth/oidc")
+}
+
+// SignIn trades an identity provider's ID token for a Kiln token of its
+// person; it needs no token.
+func (c *Client) SignIn(ctx context.Context, req v1.SignInRequest) (*v1.SignIn, error) {
+	var out v1.SignIn
+	if _, err := c.do(ctx, http.MethodPost, "/v1/auth/oidc", req, conditions{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListServiceAccounts lists a project's service accounts.
 func (c *Client) ListServiceAccounts(ctx context.Context, project string) ([]v1.ServiceAccount, error) {
 	return listAll[v1.ServiceAccount](ctx, c, projectPath(project)+"/serviceaccounts")

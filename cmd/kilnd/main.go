@@ -42,6 +42,7 @@ func main() {
 func newRoot() *cobra.Command {
 	var (
 		cfg       daemon.Config
+		oidcFlags daemon.OIDCFlags
 		logLevel  string
 		logFormat string
 		faultSpec string
@@ -69,13 +70,17 @@ unless set; created on first start): back it up apart from the database.
 "kilnd rotate-key" re-encrypts them under a new key while kilnd runs.`,
 		Example: `  kilnd --dev --data-dir .data
   kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --tls-name kiln.example.com --store postgres://kiln@db/kiln --role frontend
-  kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --tls-cert /etc/kiln/tls.crt --tls-key /etc/kiln/tls.key`,
+  kilnd --data-dir /var/lib/kiln --listen 0.0.0.0:7080 --tls-cert /etc/kiln/tls.crt --tls-key /etc/kiln/tls.key
+  kilnd --data-dir /var/lib/kiln --oidc-issuer https://login.example.com --oidc-client-id kiln-cli --oidc-console-client-id kiln-console --oidc-console-client-secret-file /etc/kiln/console-secret`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger(logLevel, logFormat)
 			if err != nil {
+				return err
+			}
+			if cfg.OIDC, err = oidcFlags.Issuers(); err != nil {
 				return err
 			}
 			cfg.Logger = logger
@@ -102,6 +107,13 @@ unless set; created on first start): back it up apart from the database.
 	f.StringSliceVar(&cfg.TLSNames, "tls-name", nil, "host name or IP address clients reach the API by, added to the certificate kilnd issues (repeatable)")
 	f.StringVar(&cfg.ExternalURL, "external-url", "", "absolute URL clients reach the API at, e.g. https://kiln.example.com behind a proxy: operation URLs (Azure-AsyncOperation, Location) are built from it (default: each request's scheme and host)")
 	f.BoolVar(&cfg.TrustForwarded, "trust-forwarded", false, "without --external-url, build operation URLs from a proxy's X-Forwarded-Proto and X-Forwarded-Host (only behind a proxy that sets them)")
+	f.StringVar(&oidcFlags.URL, "oidc-issuer", "", "URL of an OpenID Connect identity provider people sign in with (kiln login --oidc, the console): its ID tokens' issuer; https, or http on a loopback address")
+	f.StringVar(&oidcFlags.ClientID, "oidc-client-id", "", "the public client the CLI signs in with at --oidc-issuer (authorization code with PKCE on a loopback redirect, or the device flow)")
+	f.StringVar(&oidcFlags.ConsoleClientID, "oidc-console-client-id", "", "the client the console signs in with at --oidc-issuer (redirect URI EXTERNAL_URL/console/oidc/callback; default: --oidc-client-id, with PKCE and no secret)")
+	f.StringVar(&oidcFlags.ConsoleClientSecretFile, "oidc-console-client-secret-file", "", "file holding --oidc-console-client-id's client secret")
+	f.StringVar(&oidcFlags.UsernameClaim, "oidc-username-claim", "", "ID token claim that names a person (default email; a Kiln user name is made of it: ann@example.com is ann-example-com)")
+	f.StringVar(&oidcFlags.GroupsClaim, "oidc-groups-claim", "", "ID token claim listing a person's groups, bound to project roles with kiln project bind-group (default groups)")
+	f.StringVar(&oidcFlags.Config, "oidc-config", "", "JSON file listing identity providers ([{url, clientID, consoleClientID, consoleClientSecretFile, usernameClaim, groupsClaim}]) besides --oidc-issuer")
 	f.BoolVar(&cfg.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS (development only: --listen must be a loopback address)")
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
 	secretKeyFlag(f, &cfg.SecretKeyFile)

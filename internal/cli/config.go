@@ -21,6 +21,9 @@ type Config struct {
 	// certificate (kiln login --ca-file), kept in the file itself so the
 	// file alone is enough; empty for the system's CAs.
 	CA string `json:"ca,omitempty"`
+	// OIDC is set by 'kiln login --oidc': Token is then a signed-in one,
+	// renewed with the identity provider's refresh token.
+	OIDC *OIDCLogin `json:"oidc,omitempty"`
 }
 
 // settings are the values a command uses, after precedence.
@@ -28,6 +31,8 @@ type settings struct {
 	Config
 	// Path is the config file consulted.
 	Path string
+	// file is what the config file says, before flags and environment.
+	file Config
 }
 
 // DefaultProject is used when no flag, environment or file names one.
@@ -60,7 +65,7 @@ func (a *app) settings() (settings, error) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s, err
 		}
-		s.Config = cfg
+		s.Config, s.file = cfg, cfg
 	}
 	pick(&s.Server, a.env["KILN_SERVER"], a.flags.server)
 	pick(&s.Token, a.env["KILN_TOKEN"], a.flags.token)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -19,6 +20,7 @@ import (
 
 func (a *app) loginCommand() *cobra.Command {
 	var tokenFile string
+	var of oidcLoginFlags
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Check a server and token and save them in the config file",
@@ -30,19 +32,35 @@ kilnd serves HTTPS with a certificate from its own CA unless it was given
 one: pass that CA with --ca-file DATA_DIR/tls/ca.crt (or KILN_CA_FILE). The
 CA's certificate is saved in the config file, and every command verifies the
 server with it. Without a CA the system's CAs verify the server. Logging in
-again to the same server keeps the CA saved before unless another is given.`,
+again to the same server keeps the CA saved before unless another is given.
+
+With --oidc, login signs you in with the identity provider the server trusts
+(kilnd --oidc-issuer) instead of a token: it prints a URL and opens it in
+$BROWSER (or xdg-open), the provider signs you in, and its answer comes back
+to a listener on a loopback port (the authorization code flow with PKCE).
+--device is for a terminal without a browser: open the URL it prints on any
+device and type the code. The Kiln token you get lasts as long as the
+provider's ID token (often an hour) and carries your groups; the provider's
+refresh token is saved too, and every command renews the Kiln token with it
+in the last minute, until the provider stops vouching for you.`,
 		Example: `  kiln login --server https://127.0.0.1:7080 --token-file /var/lib/kiln/admin.token --ca-file /var/lib/kiln/tls/ca.crt
-  cat admin.token | kiln login --server https://kiln.example.com:7080`,
+  cat admin.token | kiln login --server https://kiln.example.com:7080
+  kiln login --server https://kiln.example.com:7080 --oidc
+  kiln login --server https://kiln.example.com:7080 --oidc --device`,
 		Args: exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			return a.login(cmd, tokenFile)
+			return a.login(cmd, tokenFile, of)
 		}),
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from this file")
+	cmd.Flags().BoolVar(&of.on, "oidc", false, "sign in with the identity provider the server trusts, not a token")
+	cmd.Flags().StringVar(&of.issuer, "issuer", "", "with --oidc, the identity provider's issuer URL when the server trusts several")
+	cmd.Flags().BoolVar(&of.device, "device", false, "with --oidc, the device flow: open a URL on any device and type a code")
+	cmd.Flags().DurationVar(&of.timeout, "timeout", 5*time.Minute, "with --oidc, how long to wait for the sign-in")
 	return cmd
 }
 
-func (a *app) login(cmd *cobra.Command, tokenFile string) error {
+func (a *app) login(cmd *cobra.Command, tokenFile string, of oidcLoginFlags) error {
 	path, err := a.configPath()
 	if err != nil {
 		return err
@@ -56,6 +74,26 @@ func (a *app) login(cmd *cobra.Command, tokenFile string) error {
 	}
 	if a.flags.token != "" && tokenFile != "" {
 		return usageErrorf("give --token or --token-file, not both")
+	}
+	if !of.on && (of.issuer != "" || of.device) {
+		return usageErrorf("--issuer and --device go with --oidc")
+	}
+	if of.on {
+		if a.flags.token != "" || tokenFile != "" {
+			return usageErrorf("--oidc signs in without a token: give --oidc or a token, not both")
+		}
+		if of.timeout <= 0 {
+			return usageErrorf("--timeout must be more than 0")
+		}
+		ca, err := a.caFromFile()
+		if err != nil {
+			return err
+		}
+		old, _ := readConfig(path)
+		if ca == nil && old.Server == server {
+			ca = []byte(old.CA)
+		}
+		return a.loginOIDC(cmd, server, ca, of, path, old)
 	}
 	token := a.flags.token
 	switch {

@@ -22,7 +22,8 @@ func (a *app) projectCommand() *cobra.Command {
 		Short:   "Create, list and delete projects (creating and deleting needs an owner)",
 		Example: "  kiln project create team-a --display-name \"Team A\"\n  kiln project list\n  kiln project delete team-a --yes",
 	})
-	cmd.AddCommand(a.projectCreateCommand(), a.projectListCommand(), a.projectGetCommand(), a.projectDeleteCommand())
+	cmd.AddCommand(a.projectCreateCommand(), a.projectListCommand(), a.projectGetCommand(), a.projectDeleteCommand(),
+		a.bindGroupCommand(), a.groupsCommand(), a.unbindGroupCommand())
 	return cmd
 }
 
@@ -238,4 +239,80 @@ func (a *app) confirmUnless(yes bool, question string) error {
 		return errNotConfirmed
 	}
 	return nil
+}
+
+func (a *app) bindGroupCommand() *cobra.Command {
+	var role string
+	cmd := &cobra.Command{
+		Use:   "bind-group GROUP --role viewer|operator|admin",
+		Short: "Give everyone in an identity provider's group a role in the project",
+		Long: `bind-group gives every person the identity provider says is in GROUP (the
+groups claim of their ID token, as 'kiln login --oidc' and the console's
+sign-in send it) a role in the project; binding a bound group changes its
+role. A person's role is the highest of their membership and their groups'
+bindings, read at each request: a binding removed takes effect at once. The
+group need not have signed in yet. Admins of the project bind groups.
+
+` + rolesHelp,
+		Example: "  kiln project bind-group platform-team --role admin -p team-a\n  kiln project bind-group /org/developers --role operator -p team-a",
+		Args:    exactArgs("GROUP"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if err := checkRoleFlag(role); err != nil {
+				return err
+			}
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.PutGroupBinding(cmd.Context(), s.Project, &v1.GroupBinding{Name: args[0], Role: role})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "Group %q is %s in project %q.\n", b.Name, b.Role, s.Project)
+			return a.emit(b, func(w io.Writer) error { return renderGroupBindings(w, []v1.GroupBinding{*b}, a.now()) })
+		}),
+	}
+	cmd.Flags().StringVar(&role, "role", "", "viewer, operator or admin (required)")
+	return cmd
+}
+
+func (a *app) groupsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "groups",
+		Short:   "List the identity provider's groups bound to roles in the project",
+		Example: "  kiln project groups -p team-a\n  kiln project groups -p team-a -o json",
+		Args:    exactArgs(),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			bs, err := c.ListGroupBindings(cmd.Context(), s.Project)
+			if err != nil {
+				return err
+			}
+			return a.emit(v1.List[v1.GroupBinding]{Value: bs}, func(w io.Writer) error { return renderGroupBindings(w, bs, a.now()) })
+		}),
+	}
+}
+
+func (a *app) unbindGroupCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "unbind-group GROUP",
+		Short:   "Take a group's role in the project away",
+		Long:    "unbind-group removes a group's binding: its people lose the role from their next request on (unless a membership or another group gives one).",
+		Example: "  kiln project unbind-group platform-team -p team-a",
+		Args:    exactArgs("GROUP"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteGroupBinding(cmd.Context(), s.Project, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "group %q unbound from project %q\n", args[0], s.Project)
+			return nil
+		}),
+	}
 }

@@ -417,6 +417,9 @@ func renderWhoami(w io.Writer, who *v1.Whoami) error {
 	fmt.Fprintf(tw, "Principal:\t%s\n", orDash(who.Principal))
 	fmt.Fprintf(tw, "Owner:\t%s\n", yesNo(who.Owner))
 	fmt.Fprintf(tw, "Projects:\t%s\n", projects)
+	if len(who.Groups) > 0 {
+		fmt.Fprintf(tw, "Groups:\t%s\n", strings.Join(who.Groups, ", "))
+	}
 	fmt.Fprintf(tw, "Token:\t%s\n", orDash(who.TokenID))
 	return tw.Flush()
 }
@@ -430,9 +433,22 @@ func yesNo(b bool) string {
 
 func renderUsers(w io.Writer, users []v1.User, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tDISPLAY-NAME\tOWNER\tAGE")
+	fmt.Fprintln(tw, "NAME\tDISPLAY-NAME\tOWNER\tAGE\tSTATE\tSOURCE")
 	for _, u := range users {
-		row(tw, u.Name, u.DisplayName, yesNo(u.Owner), age(u.CreatedAt, now))
+		state := "active"
+		if u.Disabled {
+			state = "disabled"
+		}
+		row(tw, u.Name, u.DisplayName, yesNo(u.Owner), age(u.CreatedAt, now), state, orDash(u.Source))
+	}
+	return tw.Flush()
+}
+
+func renderGroupBindings(w io.Writer, bs []v1.GroupBinding, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "GROUP\tROLE\tAGE")
+	for _, b := range bs {
+		row(tw, b.Name, b.Role, age(b.CreatedAt, now))
 	}
 	return tw.Flush()
 }

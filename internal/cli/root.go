@@ -154,6 +154,11 @@ func (a *app) client() (*client.Client, settings, error) {
 	if s.Server == "" {
 		return nil, s, errors.New("no server configured: run 'kiln login --server URL' or set KILN_SERVER")
 	}
+	if s.file.OIDC != nil && s.Token == s.file.Token && s.Server == s.file.Server {
+		if err := a.renewOIDC(&s); err != nil {
+			return nil, s, err
+		}
+	}
 	return newClient(s.Server, s.Token, []byte(s.CA)), s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,8 @@ func (a *app) userCommand() *cobra.Command {
 		Short:   "Create, list and delete users (owners)",
 		Example: "  kiln user create alice --display-name \"Alice Liddell\"\n  kiln user list\n  kiln user delete alice --yes",
 	})
-	cmd.AddCommand(a.userCreateCommand(), a.userListCommand(), a.userGetCommand(), a.userDeleteCommand())
+	cmd.AddCommand(a.userCreateCommand(), a.userListCommand(), a.userGetCommand(), a.userDeleteCommand(),
+		a.userDisableCommand(true), a.userDisableCommand(false))
 	return cmd
 }
 
@@ -130,4 +132,39 @@ only; nobody deletes themselves).`,
 		},
 		done: func(name, _ string) string { return fmt.Sprintf("user %q deleted", name) },
 	})
+}
+
+// userDisableCommand is 'kiln user disable' (or enable, with !disable).
+func (a *app) userDisableCommand(disable bool) *cobra.Command {
+	use, short, long := "disable NAME", "Refuse a user's tokens and sign-ins until enabled again (owners)",
+		`disable refuses every token of the user from their next request on, and their
+next sign-in with an identity provider; their memberships and tokens stay, so
+'kiln user enable' gives everything back. Nobody disables themselves.`
+	if !disable {
+		use, short, long = "enable NAME", "Let a disabled user in again (owners)",
+			"enable lets a disabled user's tokens and sign-ins work again."
+	}
+	return &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: "  kiln user " + strings.Fields(use)[0] + " ann-example-com",
+		Args:    exactArgs("NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			u, err := c.GetUser(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			u.Disabled = disable
+			if u, err = c.PutUser(cmd.Context(), u); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "User %q is %s.\n", u.Name, map[bool]string{true: "disabled", false: "enabled"}[u.Disabled])
+			return a.emit(u, func(w io.Writer) error { return renderUsers(w, []v1.User{*u}, a.now()) })
+		}),
+	}
 }

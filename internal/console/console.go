@@ -12,6 +12,7 @@ package console
 
 import (
 	"cmp"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/oidc"
 )
 
 //go:embed templates/*.html
@@ -57,6 +59,9 @@ type Options struct {
 	// (edge): its clusters get the installer tab, provision and reset.
 	HostsJoin func(provider string) bool
 	Logger    *slog.Logger // nil discards
+	// OIDC, when set, offers "Sign in with" each identity provider it
+	// trusts beside the token form (the redirect flow: oidc.go).
+	OIDC *oidc.Verifier
 	// LiveInterval is how often a live page re-reads what it shows when
 	// no operation is running to wait on; 0 means 2s.
 	LiveInterval time.Duration
@@ -76,6 +81,8 @@ type Console struct {
 	pages           map[string]*template.Template
 	handler         http.Handler
 	streams         streams
+	oidc            *oidc.Verifier
+	flowKey         []byte // signs the sign-in flow's cookie
 }
 
 // New returns a Console. It panics if opts.API is nil or a template does not
@@ -95,7 +102,10 @@ func New(opts Options) *Console {
 		log:             opts.Logger,
 		live:            opts.LiveInterval,
 		streams:         streams{stop: make(chan struct{})},
+		oidc:            opts.OIDC,
+		flowKey:         make([]byte, 32),
 	}
+	rand.Read(c.flowKey)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -125,6 +135,8 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
 	mux.HandleFunc("GET /login", c.loginPage)
 	mux.HandleFunc("POST /login", c.login)
+	mux.HandleFunc("GET /login/oidc", c.oidcStart)
+	mux.HandleFunc("GET "+callback, c.oidcCallback)
 
 	// Everything else needs a session.
 	h := func(pattern string, fn pageFunc) { mux.Handle(pattern, c.session(fn)) }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
@@ -125,13 +126,18 @@ func (c *Console) signedOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 }
 
-// loginView is the sign-in form.
+// loginView is the sign-in form, and a button for each identity provider.
 type loginView struct {
-	Next string
+	Next    string
+	Issuers []issuerButton
+}
+
+func (c *Console) loginView(next string) loginView {
+	return loginView{Next: next, Issuers: c.issuerButtons()}
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginView{Next: safeNext(r.URL.Query().Get("next"))}})
+	c.render(w, r, http.StatusOK, "login.html", page{Title: "Sign in", Data: c.loginView(safeNext(r.URL.Query().Get("next")))})
 }
 
 // login checks the token typed in through the API and opens a session with
@@ -141,7 +147,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
 	again := func(status int, field, msg string) {
-		c.render(w, r, status, "login.html", page{Title: "Sign in", Data: loginView{Next: next},
+		c.render(w, r, status, "login.html", page{Title: "Sign in", Data: c.loginView(next),
 			Error: &v1.Error{Code: http.StatusText(status), Message: msg, Target: field}})
 	}
 	if token == "" {
@@ -169,12 +175,17 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: t.Value, Path: "/",
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-		Expires: t.ExpiresAt,
-	})
+	setSession(w, r, t.Value, t.ExpiresAt)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// setSession gives the browser the session's token, until it expires.
+func setSession(w http.ResponseWriter, r *http.Request, token string, expires time.Time) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: token, Path: "/",
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		Expires: expires,
+	})
 }
 
 // logout revokes the session's token.

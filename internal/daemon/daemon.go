@@ -22,6 +22,7 @@ import (
 
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/attached"
 	"kiln.dev/kiln/internal/provider/docker"
@@ -200,6 +201,10 @@ type Config struct {
 	// TrustForwarded honours a proxy's X-Forwarded-Proto and
 	// X-Forwarded-Host when ExternalURL is empty.
 	TrustForwarded bool
+	// OIDC are the identity providers people sign in with (POST
+	// /v1/auth/oidc, kiln login --oidc, the console); none: tokens only.
+	// A console client secret is read from its ConsoleClientSecretFile.
+	OIDC []oidc.Issuer
 
 	Logger *slog.Logger
 }
@@ -309,6 +314,9 @@ func (c *Config) defaults() error {
 		return err
 	}
 	if err := c.checkExternalURL(); err != nil {
+		return err
+	}
+	if err := c.readOIDCSecrets(); err != nil {
 		return err
 	}
 	if c.Logger == nil {

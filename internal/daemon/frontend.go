@@ -12,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/console"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/docker"
@@ -60,8 +61,17 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		return nil, nil, err
 	}
 	authn := auth.New(d.Store, nil) // the API's and the registry's: a revocation reaches both at once
+	var verifier *oidc.Verifier
+	if len(d.cfg.OIDC) > 0 {
+		v, err := oidc.New(d.cfg.OIDC, nil, nil)
+		if err != nil {
+			return nil, nil, flagError("--oidc-issuer", "", "%w", err)
+		}
+		verifier = v
+	}
 	srv := server.New(server.Options{
 		Authenticator: authn,
+		OIDC:          verifier,
 		OCI:           d.registry.Handler(registry.Tokens{Auth: authn, Projects: d.Store}),
 		Activation:    activation,
 		Store:         d.Store,
@@ -99,6 +109,7 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		DefaultVersion:  server.DefaultKubernetesVersion,
 		DefaultProvider: defaultProvider,
 		Logger:          d.log,
+		OIDC:            verifier,
 	})
 	return &frontend{api: srv, console: con}, rootHandler(srv, con), nil
 }

@@ -21,16 +21,20 @@ import (
 	"kiln.dev/kiln/internal/chartfile/charttest"
 	"kiln.dev/kiln/internal/cli"
 	"kiln.dev/kiln/internal/daemon"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/provider/sim"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
 	"kiln.dev/kiln/test/ocitest"
+	"kiln.dev/kiln/test/oidcprovider"
 	"kiln.dev/kiln/test/waitfor"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"kiln": func() { os.Exit(cli.Main()) },
+		// The browser of a person signing in ($BROWSER of kiln login --oidc).
+		"oidc-browser": func() { os.Exit(oidcprovider.BrowserMain()) },
 	})
 }
 
@@ -50,6 +54,11 @@ func TestScripts(t *testing.T) {
 	if err := kilndtest.Build(bin, "kiln.dev/kiln/cmd/kiln-agent"); err != nil {
 		t.Fatal(err)
 	}
+	// The organisation's identity provider every script's kilnd trusts: its
+	// ID tokens last 50 s, so that every command after a sign-in renews it.
+	idp := oidcprovider.Start(t, oidcprovider.Options{IDTokenLifetime: 50 * time.Second},
+		oidcprovider.User{Name: "ann", Password: "ann-pw", Email: "ann@example.com", Groups: []string{"eng", "platform/admins"}},
+		oidcprovider.User{Name: "bob", Password: "bob-pw", Email: "bob@example.com"})
 	stores := map[string]store.Store{} // by work dir: the kilnd of each script
 	var mu sync.Mutex
 	testscript.Run(t, testscript.Params{
@@ -203,6 +212,7 @@ func TestScripts(t *testing.T) {
 				// provider registered on this machine is not the default here.
 				DefaultProvider: "local",
 				Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+				OIDC:            []oidc.Issuer{{URL: idp.URL, ClientID: oidcprovider.CLIClient}},
 			})
 			if err != nil {
 				return err
@@ -229,6 +239,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			// The secret the sim provider accepts for access key AKTEST.
 			env.Setenv("SIM_SECRET", sim.SecretFor("AKTEST"))
+			env.Setenv("IDP", idp.URL)
 			return nil
 		},
 	})

@@ -17,6 +17,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -113,11 +114,22 @@ func (p *Provider) SetConsoleRedirect(uri string) {
 // last location (the client's redirect URI with code and state) without
 // requesting it.
 func (p *Provider) Login(ctx context.Context, authURL, user, password string) (*url.URL, error) {
+	return Browse(ctx, authURL, user, password)
+}
+
+// Browse is Login for a provider known only by authURL (a program a CLI
+// runs as its $BROWSER): the provider is authURL's scheme and host.
+func Browse(ctx context.Context, authURL, user, password string) (*url.URL, error) {
+	start, err := url.Parse(authURL)
+	if err != nil {
+		return nil, err
+	}
+	origin := start.Scheme + "://" + start.Host
 	jar, _ := cookiejar.New(nil)
 	var left *url.URL
 	c := &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if !strings.HasPrefix(req.URL.String(), p.URL+"/") {
+			if !strings.HasPrefix(req.URL.String(), origin+"/") {
 				left = req.URL
 				return http.ErrUseLastResponse
 			}
@@ -143,7 +155,7 @@ func (p *Provider) Login(ctx context.Context, authURL, user, password string) (*
 		return nil, fmt.Errorf("the provider did not show its login page for %s: %s at %s", authURL, resp.Status, resp.Request.URL)
 	}
 	form := url.Values{"id": {id}, "username": {user}, "password": {password}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/login/username", strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, origin+"/login/username", strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +169,35 @@ func (p *Provider) Login(ctx context.Context, authURL, user, password string) (*
 		return nil, fmt.Errorf("the provider refused %s's login: %s", user, resp.Status)
 	}
 	return left, nil
+}
+
+// BrowserMain is a program that stands in for a person's browser: run as
+// "PROGRAM URL" (a CLI's $BROWSER), it signs in $OIDC_USER with
+// $OIDC_PASSWORD at the provider of URL and then requests the location the
+// provider sends it back to (the CLI's loopback redirect), as a browser
+// would. It returns the exit code.
+func BrowserMain() int {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: oidc-browser URL (with OIDC_USER and OIDC_PASSWORD)")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	back, err := Browse(ctx, os.Args[1], os.Getenv("OIDC_USER"), os.Getenv("OIDC_PASSWORD"))
+	if err == nil {
+		var req *http.Request
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, back.String(), nil); err == nil {
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "oidc-browser:", err)
+		return 1
+	}
+	return 0
 }
 
 // store is the example storage with the users above, ID tokens that carry
