@@ -52,6 +52,22 @@ type browser struct {
 
 func (e *env) browser(t *testing.T) *browser {
 	t.Helper()
+	b := e.signedOutBrowser(t)
+	b.navigate("/clusters", "#token") // signed out: the sign-in page, then back
+	b.land("sign in", `header form[action="/logout"]`,
+		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+	)
+	if loc := b.location(); loc != b.url+"/clusters" {
+		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
+	}
+	return b
+}
+
+// signedOutBrowser is a headless chromium at nothing yet, signed in to
+// nothing.
+func (e *env) signedOutBrowser(t *testing.T) *browser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.WindowSize(1366, 900),
@@ -77,16 +93,7 @@ func (e *env) browser(t *testing.T) *browser {
 	})); err != nil {
 		t.Fatalf("chromium: add the stream watch: %v", err)
 	}
-	b := &browser{t: t, ctx: ctx, url: e.k.URL()}
-	b.navigate("/clusters", "#token") // signed out: the sign-in page, then back
-	b.land("sign in", `header form[action="/logout"]`,
-		chromedp.SendKeys(chromedp.CSS("#token"), kilndtest.Token(t, e.data)),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-	)
-	if loc := b.location(); loc != b.url+"/clusters" {
-		t.Fatalf("after signing in the browser is at %s, want /clusters", loc)
-	}
-	return b
+	return &browser{t: t, ctx: ctx, url: e.k.URL()}
 }
 
 // watchStream runs in each page before its scripts. It counts the live
