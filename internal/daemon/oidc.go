@@ -48,11 +48,6 @@ func ReadOIDCConfig(path string) ([]oidc.Issuer, error) {
 	if len(out) == 0 {
 		return nil, flagError("--oidc-config", path, "%s lists no issuer", path)
 	}
-	for i, is := range out {
-		if is.ConsoleClientSecret != "" {
-			return nil, flagError("--oidc-config", path, "issuer %d: give consoleClientSecretFile, not the secret", i+1)
-		}
-	}
 	return out, nil
 }
 
@@ -79,4 +74,3 @@ func (f OIDCFlags) Issuers() ([]oidc.Issuer, error) {
 	}
 	return out, nil
 }
-
