@@ -36,7 +36,7 @@ for b in APILatency FleetWave AgentFanIn; do
 done
 # Real local clusters (needs bin/kiln-kube: make bench builds it), and real docker ones (needs Docker,
 # the node and system images; skipped, saying so, without them); -v shows each step's time.
-KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|DockerCreate|ServiceLoadBalancer|NetworkPolicy|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume|ProfileApply|ProfileRollout' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
+KILN_KUBE_BIN=$PWD/bin/kiln-kube go test -run '^$' -bench 'LocalCreate|Credential|DockerCreate|ServiceLoadBalancer|NetworkPolicy|EdgeKubeadm|AWSCreate|AutoscaleUp|Resume|ProfileApply|ProfileRollout' -benchtime 1x -v -timeout 30m ./test/e2e/ | tee -a "$out"
 # The fault suite, bounded: BENCH_FAULTS kills (default 10) under load, on PostgreSQL (3 replicas) when
 # it runs, else SQLite (1 process); its last line is the summary with the takeover and hand-back times.
 if [ -n "${KILN_TEST_POSTGRES:-}" ]; then faults_run=TestFaultsPostgres; else faults_run=TestFaultsSQLite; fi

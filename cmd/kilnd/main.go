@@ -109,7 +109,7 @@ unless set; created on first start): back it up apart from the database.
 	f.BoolVar(&cfg.TrustForwarded, "trust-forwarded", false, "without --external-url, build operation URLs from a proxy's X-Forwarded-Proto and X-Forwarded-Host (only behind a proxy that sets them)")
 	f.StringVar(&oidcFlags.URL, "oidc-issuer", "", "URL of an OpenID Connect identity provider people sign in with (kiln login --oidc, the console): its ID tokens' issuer; https, or http on a loopback address")
 	f.StringVar(&oidcFlags.ClientID, "oidc-client-id", "", "the public client the CLI signs in with at --oidc-issuer (authorization code with PKCE on a loopback redirect, or the device flow)")
-	f.StringVar(&oidcFlags.ConsoleClientID, "oidc-console-client-id", "", "the client the console signs in with at --oidc-issuer (redirect URI EXTERNAL_URL/console/oidc/callback; default: --oidc-client-id, with PKCE and no secret)")
+	f.StringVar(&oidcFlags.ConsoleClientID, "oidc-console-client-id", "", "the client the console signs in with at --oidc-issuer (redirect URI EXTERNAL_URL/login/oidc/callback; default: --oidc-client-id, with PKCE and no secret)")
 	f.StringVar(&oidcFlags.ConsoleClientSecretFile, "oidc-console-client-secret-file", "", "file holding --oidc-console-client-id's client secret")
 	f.StringVar(&oidcFlags.UsernameClaim, "oidc-username-claim", "", "ID token claim that names a person (default email; a Kiln user name is made of it: ann@example.com is ann-example-com)")
 	f.StringVar(&oidcFlags.GroupsClaim, "oidc-groups-claim", "", "ID token claim listing a person's groups, bound to project roles with kiln project bind-group (default groups)")

@@ -221,6 +221,11 @@ func (a *app) deviceFlow(ctx context.Context, cfg *oauth2.Config, issuer string)
 	}
 	fmt.Fprintf(a.stderr, "On any device, open %s and enter the code %s (it expires at %s).\n", where, resp.UserCode,
 		resp.Expiry.Local().Format(time.Kitchen))
+	if a.env["BROWSER"] != "" { // a browser at hand after all: open the page there too
+		if err := a.openBrowser(where); err != nil {
+			fmt.Fprintf(a.stderr, "(no browser opened: %v)\n", err)
+		}
+	}
 	tok, err := cfg.DeviceAccessToken(ctx, resp)
 	if err != nil {
 		return nil, fmt.Errorf("the device sign-in at %s did not complete: %w", issuer, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -130,7 +131,7 @@ func (s *Server) signInUser(ctx context.Context, id oidc.Identity) (*v1.User, er
 			return nil, err
 		case u.Source != source || u.Subject != id.Subject:
 			return nil, newError(http.StatusConflict, v1.CodeConflict, "user",
-				"the Kiln user %s (of %s) belongs to another identity than %s of %s; an owner can delete that user or give this person another username claim",
+				"the Kiln user %s (%s) belongs to another identity than %s of %s; an owner can delete that user or give this person another username claim",
 				u.Name, describeSource(u.Source), id.Claimed, id.Issuer)
 		case u.Disabled:
 			return nil, forbidden("the user %s is disabled; an owner can enable them (kiln user enable %s)", u.Name, u.Name)
@@ -141,10 +142,10 @@ func (s *Server) signInUser(ctx context.Context, id oidc.Identity) (*v1.User, er
 }
 
 func describeSource(source string) string {
-	if source == "" {
-		return "made by an owner"
+	if issuer, ok := strings.CutPrefix(source, "oidc:"); ok {
+		return "made at a sign-in with " + issuer
 	}
-	return source
+	return "made by an owner"
 }
 
 // signInError is the answer to a token the verifier refused: 401 with the

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -80,8 +81,10 @@ func Start(t testing.TB, opts Options, users ...User) *Provider {
 	if st.life == 0 {
 		st.life = time.Hour
 	}
-	for i, u := range users {
-		id := fmt.Sprintf("u%d", i+1)
+	for _, u := range users {
+		// The id is the name: the example's device flow records the
+		// name typed in as the subject.
+		id := u.Name
 		st.users[id] = &entry{User: u, su: &storage.User{ID: id, Username: u.Name, Password: u.Password,
 			Email: u.Email, EmailVerified: !u.Unverified, PreferredLanguage: language.English}}
 	}
@@ -171,6 +174,39 @@ func Browse(ctx context.Context, authURL, user, password string) (*url.URL, erro
 	return left, nil
 }
 
+// ApproveDevice signs user in on the provider's device page and allows the
+// device whose code is userCode, as the person would on their phone.
+func ApproveDevice(ctx context.Context, deviceURL, userCode, user, password string) error {
+	start, err := url.Parse(deviceURL)
+	if err != nil {
+		return err
+	}
+	origin := start.Scheme + "://" + start.Host
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	post := func(path string, form url.Values) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, origin+path, strings.NewReader(form.Encode()))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.Query().Get("prompt") != "" {
+			return fmt.Errorf("the provider's %s answered %s at %s: %.200s", path, resp.Status, resp.Request.URL, body)
+		}
+		return nil
+	}
+	if err := post("/device/login", url.Values{"user_code": {userCode}, "username": {user}, "password": {password}}); err != nil {
+		return err
+	}
+	return post("/device/confirm", url.Values{"action": {"allowed"}})
+}
+
 // BrowserMain is a program that stands in for a person's browser: run as
 // "PROGRAM URL" (a CLI's $BROWSER), it signs in $OIDC_USER with
 // $OIDC_PASSWORD at the provider of URL and then requests the location the
@@ -183,6 +219,13 @@ func BrowserMain() int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if u, err := url.Parse(os.Args[1]); err == nil && strings.HasPrefix(u.Path, "/device") {
+		if err := ApproveDevice(ctx, os.Args[1], u.Query().Get("user_code"), os.Getenv("OIDC_USER"), os.Getenv("OIDC_PASSWORD")); err != nil {
+			fmt.Fprintln(os.Stderr, "oidc-browser:", err)
+			return 1
+		}
+		return 0
+	}
 	back, err := Browse(ctx, os.Args[1], os.Getenv("OIDC_USER"), os.Getenv("OIDC_PASSWORD"))
 	if err == nil {
 		var req *http.Request
@@ -250,6 +293,15 @@ type lifetime struct {
 }
 
 func (c lifetime) IDTokenLifetime() time.Duration { return c.life }
+
+// GrantTypes adds the device flow to the CLI's client.
+func (c lifetime) GrantTypes() []oidc.GrantType {
+	gt := c.Client.GrantTypes()
+	if c.GetID() == CLIClient {
+		gt = append(gt, oidc.GrantTypeDeviceCode)
+	}
+	return gt
+}
 
 // SetUserinfoFromRequest puts email and groups in every ID token.
 func (s *store) SetUserinfoFromRequest(ctx context.Context, info *oidc.UserInfo, token op.IDTokenRequest, scopes []string) error {
