@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -37,10 +36,7 @@ func (s *Server) issueCredential(w http.ResponseWriter, r *http.Request) error {
 	ri := info(r.Context())
 	p := ri.principal
 	if wait := s.credentials.take(p.Name); wait > 0 {
-		secs := int((wait + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		return newError(http.StatusTooManyRequests, v1.CodeThrottled, "",
-			"%s asked for too many cluster credentials; retry after %d s (kiln credential keeps one until it expires)", p.Name, secs)
+		return throttled(w, wait, "%s asked for too many cluster credentials (kiln credential keeps one until it expires)", p.Name)
 	}
 	k := clusterKey(r)
 	cl, cas, err := s.runningClusterTrust(r)

@@ -329,20 +329,31 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	value, hash, err := auth.NewToken()
+	out, err := s.newToken(r.Context(), principal, in.Description,
+		s.now().UTC().Add(time.Duration(in.ExpiresInDays)*24*time.Hour), nil)
 	if err != nil {
 		return err
 	}
-	now := s.now().UTC()
-	t := &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: principal, Description: in.Description,
-		CreatedAt: now, ExpiresAt: now.Add(time.Duration(in.ExpiresInDays) * 24 * time.Hour)}
-	if err := s.identity.CreateToken(r.Context(), t); err != nil {
-		return err
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// newToken records a new token of principal, until expires, with the
+// identity provider's groups of a sign-in (nil for others), and returns its
+// wire form holding its value: the only time it is shown.
+func (s *Server) newToken(ctx context.Context, principal, description string, expires time.Time, groups []string) (v1.Token, error) {
+	value, hash, err := auth.NewToken()
+	if err != nil {
+		return v1.Token{}, err
+	}
+	t := &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: principal, Description: description,
+		CreatedAt: s.now().UTC(), ExpiresAt: expires, Groups: groups}
+	if err := s.identity.CreateToken(ctx, t); err != nil {
+		return v1.Token{}, err
 	}
 	out := tokenOut(t)
 	out.Value = value
-	writeJSON(w, http.StatusCreated, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -91,4 +92,12 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 				fmt.Sprintf("the server is busy serving %d requests; retry after 1 s", cap(s.inflight)))
 		}
 	})
+}
+
+// throttled is the 429 of a caller over a limit: Retry-After, and a
+// message (format's) that says when to try again.
+func throttled(w http.ResponseWriter, wait time.Duration, format string, args ...any) error {
+	secs := int((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return newError(http.StatusTooManyRequests, v1.CodeThrottled, "", "%s; retry after %d s", fmt.Sprintf(format, args...), secs)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,12 +48,8 @@ func (s *Server) signInConfig(w http.ResponseWriter, r *http.Request) error {
 
 // signIn trades an ID token for a Kiln token of its person.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
-	if s.signIns != nil {
-		if wait := s.signIns.take("ip:" + clientIP(r)); wait > 0 {
-			secs := int((wait + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			return newError(http.StatusTooManyRequests, v1.CodeThrottled, "", "too many sign-ins from %s; retry after %d s", clientIP(r), secs)
-		}
+	if wait := s.signIns.take("ip:" + clientIP(r)); wait > 0 {
+		return throttled(w, wait, "too many sign-ins from %s", clientIP(r))
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -82,10 +77,6 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	value, hash, err := auth.NewToken()
-	if err != nil {
-		return err
-	}
 	now := s.now().UTC()
 	expires := id.Expiry
 	if expires.After(now.Add(maxSignIn)) {
@@ -95,15 +86,12 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	if desc == "" {
 		desc = "sign-in with " + id.Issuer
 	}
-	t := &store.Token{ID: auth.NewTokenID(), Hash: hash, Principal: auth.UserPrincipal(u.Name),
-		Description: desc, CreatedAt: now, ExpiresAt: expires, Groups: id.Groups}
-	if err := s.identity.CreateToken(r.Context(), t); err != nil {
+	out, err := s.newToken(r.Context(), auth.UserPrincipal(u.Name), desc, expires, id.Groups)
+	if err != nil {
 		return err
 	}
 	// The audit entry names the person, not "anonymous".
-	info(r.Context()).principal = auth.Principal{Name: t.Principal, TokenID: t.ID, User: u.Name, Groups: id.Groups}
-	out := tokenOut(t)
-	out.Value = value
+	info(r.Context()).principal = auth.Principal{Name: out.Principal, TokenID: out.ID, User: u.Name, Groups: id.Groups}
 	writeJSON(w, http.StatusCreated, v1.SignIn{Token: out, User: userOut(u)})
 	return nil
 }
