@@ -28,7 +28,7 @@ type Store interface {
 	GetUser(ctx context.Context, name string) (*v1.User, error)
 	GetMember(ctx context.Context, project, user string) (*store.Member, error)
 	GetServiceAccount(ctx context.Context, project, name string) (*store.ServiceAccount, error)
-	GetGroupBinding(ctx context.Context, project, group string) (*store.GroupBinding, error)
+	BindingsOf(ctx context.Context, project string, groups []string) ([]*store.GroupBinding, error)
 }
 
 // Principal is who a request acts for.
@@ -293,13 +293,11 @@ func (a *Authenticator) RoleIn(ctx context.Context, p Principal, project string)
 	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	}
-	for _, g := range p.Groups {
-		b, err := a.st.GetGroupBinding(ctx, project, g)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		} else if err != nil {
-			return "", err
-		}
+	bs, err := a.st.BindingsOf(ctx, project, p.Groups)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range bs {
 		role = Higher(role, b.Role)
 	}
 	return role, nil

@@ -38,8 +38,8 @@ func (idStore) GetMember(_ context.Context, project, user string) (*store.Member
 func (idStore) GetServiceAccount(context.Context, string, string) (*store.ServiceAccount, error) {
 	return nil, store.ErrNotFound
 }
-func (idStore) GetGroupBinding(context.Context, string, string) (*store.GroupBinding, error) {
-	return nil, store.ErrNotFound
+func (idStore) BindingsOf(context.Context, string, []string) ([]*store.GroupBinding, error) {
+	return nil, nil
 }
 func (idStore) GetProject(_ context.Context, name string) (*v1.Project, error) {
 	if name == "p" {

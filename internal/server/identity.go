@@ -46,7 +46,7 @@ func (s *Server) projectsOf(r *http.Request, p auth.Principal) (map[string]strin
 	for _, m := range ms {
 		out[m.Project] = m.Role
 	}
-	bs, err := s.identity.BindingsOf(r.Context(), p.Groups)
+	bs, err := s.identity.BindingsOf(r.Context(), "", p.Groups)
 	if err != nil {
 		return nil, err
 	}

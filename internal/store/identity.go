@@ -77,9 +77,10 @@ type Identities interface {
 	PutGroupBinding(ctx context.Context, b *GroupBinding, c Cond) error
 	GetGroupBinding(ctx context.Context, project, group string) (*GroupBinding, error)
 	ListGroupBindings(ctx context.Context, project string, pg Page) ([]*GroupBinding, string, error)
-	// BindingsOf lists the bindings of any of groups, in every project, by
-	// project then group.
-	BindingsOf(ctx context.Context, groups []string) ([]*GroupBinding, error)
+	// BindingsOf lists the bindings of any of groups in project (every
+	// project when ""), by project then group: one query however many
+	// groups a person is in.
+	BindingsOf(ctx context.Context, project string, groups []string) ([]*GroupBinding, error)
 	DeleteGroupBinding(ctx context.Context, project, group string, c Cond) error
 
 	// CreateToken inserts t; an id or hash that exists is ErrExists.

@@ -207,18 +207,23 @@ func (s *Store) ListGroupBindings(ctx context.Context, project string, pg store.
 	return decodeAll(docs, next, err, decodeGroupBinding(project))
 }
 
-// BindingsOf lists the bindings of any of groups, by project then group.
-func (s *Store) BindingsOf(ctx context.Context, groups []string) ([]*store.GroupBinding, error) {
+// BindingsOf lists the bindings of any of groups in project (every project
+// when ""), by project then group.
+func (s *Store) BindingsOf(ctx context.Context, project string, groups []string) ([]*store.GroupBinding, error) {
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(groups))
-	for i, g := range groups {
-		args[i] = g
+	args := make([]any, 0, len(groups)+1)
+	for _, g := range groups {
+		args = append(args, g)
 	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(groups)), ", ")
+	where := "name IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(groups)), ", ") + ")"
+	if project != "" {
+		where += " AND project = ?"
+		args = append(args, project)
+	}
 	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, name, etag, created_at, data FROM group_bindings
-		WHERE name IN (`+marks+`) ORDER BY project, name`), args...)
+		WHERE `+where+` ORDER BY project, name`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list the bindings of groups %v: %w", groups, err)
 	}

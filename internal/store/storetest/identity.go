@@ -113,9 +113,9 @@ func testGroupBindings(e *env) {
 	if err != nil || b.Role != v1.RoleAdmin || b.ETag == "" {
 		e.t.Fatalf("GetGroupBinding = %+v, %v; want admin with an etag", b, err)
 	}
-	bindings := func(groups ...string) []string {
+	bindings := func(project string, groups ...string) []string {
 		e.t.Helper()
-		bs, err := e.s.BindingsOf(e.ctx, groups)
+		bs, err := e.s.BindingsOf(e.ctx, project, groups)
 		if err != nil {
 			e.t.Fatalf("BindingsOf(%v): %v", groups, err)
 		}
@@ -126,10 +126,13 @@ func testGroupBindings(e *env) {
 		return out
 	}
 	if diff := cmp.Diff([]string{"p/eng=operator", "p/ops/on-call=admin", "q/eng=viewer"},
-		bindings("ops/on-call", "eng", "nobody")); diff != "" {
+		bindings("", "ops/on-call", "eng", "nobody")); diff != "" {
 		e.t.Errorf("BindingsOf (-want +got):\n%s", diff)
 	}
-	if got := bindings(); got != nil {
+	if diff := cmp.Diff([]string{"q/eng=viewer"}, bindings("q", "ops/on-call", "eng")); diff != "" {
+		e.t.Errorf("BindingsOf in q (-want +got):\n%s", diff)
+	}
+	if got := bindings(""); got != nil {
 		e.t.Errorf("BindingsOf() = %v, want none", got)
 	}
 	list, _, err := e.s.ListGroupBindings(e.ctx, "p", store.Page{})
@@ -145,7 +148,7 @@ func testGroupBindings(e *env) {
 	if err := e.s.DeleteProject(e.ctx, "q", store.Cond{}); err != nil {
 		e.t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"p/eng=operator"}, bindings("eng")); diff != "" {
+	if diff := cmp.Diff([]string{"p/eng=operator"}, bindings("", "eng")); diff != "" {
 		e.t.Errorf("BindingsOf after project q's deletion (-want +got):\n%s", diff)
 	}
 }
