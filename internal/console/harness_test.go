@@ -26,6 +26,7 @@ import (
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/console"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/gateway"
@@ -56,6 +57,13 @@ type env struct {
 
 func newEnv(t *testing.T, backend bool) *env {
 	t.Helper()
+	return newEnvWith(t, backend, nil)
+}
+
+// newEnvWith is newEnv whose kilnd trusts the identity providers of v
+// (nil: none).
+func newEnvWith(t *testing.T, backend bool, v *oidc.Verifier) *env {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +82,7 @@ func newEnv(t *testing.T, backend bool) *env {
 	// The agent gateway only makes and keeps activation material here: no
 	// agent connects.
 	gw := gateway.New(gateway.Options{Store: st.(gateway.Store), Controller: "https://agents.kiln.invalid:7443"})
-	api := server.New(server.Options{Store: st, Providers: providers, Activation: gw,
+	api := server.New(server.Options{Store: st, Providers: providers, Activation: gw, OIDC: v,
 		Steps: func(kind string, spec *v1.ClusterSpec) []string {
 			return plan.StepsFor(kind, providers.HostsJoin(spec.Provider))
 		}})
@@ -84,7 +92,7 @@ func newEnv(t *testing.T, backend bool) *env {
 	con := console.New(console.Options{API: api, Providers: providers.Catalog(), HostsJoin: providers.HostsJoin,
 		InstallCommand: func(d string) string { return server.InstallCommand(d, "/opt/kiln-kube") },
 		InstallerArchs: server.InstallerArchs, DefaultVersion: server.DefaultKubernetesVersion,
-		LiveInterval: 100 * time.Millisecond})
+		LiveInterval: 100 * time.Millisecond, OIDC: v})
 	srv := httptest.NewTLSServer(root(api, con))
 	t.Cleanup(srv.Close)
 	t.Cleanup(con.Stop)
