@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -253,6 +254,21 @@ func trade(ctx context.Context, api *client.Client, tok *oauth2.Token, issuer st
 func (a *app) renewOIDC(s *settings) error {
 	o := s.file.OIDC
 	if o == nil || time.Until(o.Expires) > renewBefore {
+		return nil
+	}
+	// kubectl may run several 'kiln credential' at once: one renews, the
+	// others wait and take what it saved (a refresh token is spent once).
+	lock, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("renew the sign-in: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("renew the sign-in: lock %s: %w", lock.Name(), err)
+	}
+	if fresh, err := readConfig(s.Path); err == nil && fresh.OIDC != nil && fresh.Token != s.file.Token &&
+		time.Until(fresh.OIDC.Expires) > renewBefore {
+		s.file, s.Token, s.OIDC = fresh, fresh.Token, fresh.OIDC
 		return nil
 	}
 	again := fmt.Sprintf("your sign-in with %s has ended: run kiln login --oidc --server %s", o.Issuer, s.Server)
