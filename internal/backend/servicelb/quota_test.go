@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check/checktest"
@@ -86,6 +89,20 @@ func TestQuotaConditionForgetsServicesGone(t *testing.T) {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.ServiceSpec{Type: typ}}
 	}
 	cs := fake.NewClientset(lb("kept", corev1.ServiceTypeLoadBalancer), lb("now-clusterip", corev1.ServiceTypeClusterIP))
+	// The fake's watch starts after its list, and a change made between
+	// the two never reaches the informer (a loaded machine showed it):
+	// the delete below waits until the informer watches.
+	watching := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor("services", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
 	f := informers.NewSharedInformerFactory(cs, 0)
 	services := f.Core().V1().Services()
 	q := newQuotaWatch()
@@ -102,6 +119,11 @@ func TestQuotaConditionForgetsServicesGone(t *testing.T) {
 	c := q.condition()
 	if c.Status != "True" || !strings.Contains(c.Message, "1 Service of type LoadBalancer waits") || !strings.Contains(c.Message, "(shop/kept)") {
 		t.Errorf("once synced: %+v; want only shop/kept waiting", c)
+	}
+	select {
+	case <-watching:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the informer did not start watching Services within 30 s")
 	}
 	if err := cs.CoreV1().Services("shop").Delete(t.Context(), "kept", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
