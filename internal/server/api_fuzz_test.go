@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -11,7 +12,9 @@ import (
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/diagnose"
 	"kiln.dev/kiln/internal/server"
+	"kiln.dev/kiln/internal/store"
 )
 
 // What FuzzAPI chooses from by index. Append only: the seed corpus in
@@ -99,7 +102,15 @@ var (
 // that fails may need the ones before it; the failure message has the
 // request.
 func FuzzAPI(f *testing.F) {
-	h := newHarness(f, func(o *server.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	h := newHarness(f, func(o *server.Options) {
+		o.Logger = slog.New(slog.DiscardHandler)
+		// As kilnd's frontends do: a bundle of what the store holds (the
+		// sim cluster has no Kubernetes to ask).
+		st := o.Store.(diagnose.Store)
+		o.Diagnose = func(ctx context.Context, cl *store.Cluster, reason string) (*store.Diagnostics, error) {
+			return diagnose.Gather(ctx, st, diagnose.Request{Cluster: cl, Operation: cl.Status.CurrentOperation, Reason: reason})
+		}
+	})
 	paths := fuzzWorld(h)
 	requireEveryRoute(f, h, paths)
 	f.Fuzz(func(t *testing.T, method, path, contentType uint8, body []byte) {
