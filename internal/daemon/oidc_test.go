@@ -41,7 +41,7 @@ func TestOIDCFlags(t *testing.T) {
 		{OIDCFlags{Issuer: oidc.Issuer{ClientID: "cli"}}, "--oidc-issuer"},
 		{OIDCFlags{Config: write("bad.json", `{"url": 1}`)}, "--oidc-config"},
 		{OIDCFlags{Config: write("unknown.json", `[{"url": "https://a", "clientID": "x", "consoleClientSecret": "in-the-file"}]`)}, "--oidc-config"},
-		{OIDCFlags{Config: write("empty.json", `[]`)}, "lists no issuer"},
+		{OIDCFlags{Config: write("empty.json", `[]`)}, "--oidc-config"},
 	} {
 		if _, err := tc.f.Issuers(); !names(err, tc.want) {
 			t.Errorf("Issuers(%+v) = %v, want an error naming %s", tc.f, err, tc.want)
@@ -58,9 +58,8 @@ func TestOIDCFlags(t *testing.T) {
 	}
 }
 
-// names reports whether err is a *FlagError whose flag or message holds
-// want.
+// names reports whether err is a *FlagError of a flag starting with want.
 func names(err error, want string) bool {
 	var fe *FlagError
-	return errors.As(err, &fe) && (strings.Contains(fe.Flag, want) || strings.Contains(fe.Error(), want))
+	return errors.As(err, &fe) && strings.HasPrefix(fe.Flag, want)
 }

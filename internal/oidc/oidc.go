@@ -141,22 +141,33 @@ func New(issuers []Issuer, client *http.Client, now func() time.Time) (*Verifier
 	return v, nil
 }
 
+// ConfigError is an Issuer that cannot work; Field names its field.
+type ConfigError struct {
+	Field string // "url", "clientID" or "consoleClientID"
+	Why   string
+}
+
+func (e *ConfigError) Error() string { return e.Why }
+
 // check fills in an Issuer's defaults and says what is wrong with it.
 func check(in *Issuer) error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Why: fmt.Sprintf(format, args...)}
+	}
 	u, err := url.Parse(in.URL)
 	switch {
 	case in.URL == "":
-		return errors.New("the issuer URL is required")
+		return bad("url", "the issuer URL is required")
 	case err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("the issuer URL %q is not an absolute URL without a query", in.URL)
+		return bad("url", "the issuer URL %q is not an absolute URL without a query", in.URL)
 	case u.Scheme == "http" && !loopback(u.Hostname()):
-		return fmt.Errorf("the issuer URL %s must be https (http only on a loopback address)", in.URL)
+		return bad("url", "the issuer URL %s must be https (http only on a loopback address)", in.URL)
 	case u.Scheme != "https" && u.Scheme != "http":
-		return fmt.Errorf("the issuer URL %s must be https", in.URL)
+		return bad("url", "the issuer URL %s must be https", in.URL)
 	case in.ClientID == "":
-		return fmt.Errorf("issuer %s: a client ID is required", in.URL)
+		return bad("clientID", "issuer %s: a client ID is required", in.URL)
 	case in.ConsoleClientSecret != "" && in.ConsoleClientID == "":
-		return fmt.Errorf("issuer %s: a console client secret needs its console client ID", in.URL)
+		return bad("consoleClientID", "issuer %s: a console client secret needs its console client ID", in.URL)
 	}
 	if in.UsernameClaim == "" {
 		in.UsernameClaim = DefaultUsernameClaim

@@ -121,17 +121,18 @@ func TestVerify(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	for _, tc := range []struct {
-		in   oidc.Issuer
-		want string
+		in    oidc.Issuer
+		field string
 	}{
-		{oidc.Issuer{ClientID: "c"}, "issuer URL is required"},
-		{oidc.Issuer{URL: "http://idp.example.com", ClientID: "c"}, "must be https"},
-		{oidc.Issuer{URL: "https://idp.example.com?x=1", ClientID: "c"}, "without a query"},
-		{oidc.Issuer{URL: "https://idp.example.com"}, "client ID is required"},
-		{oidc.Issuer{URL: "https://idp.example.com", ClientID: "c", ConsoleClientSecret: "s"}, "console client ID"},
+		{oidc.Issuer{ClientID: "c"}, "url"},
+		{oidc.Issuer{URL: "http://idp.example.com", ClientID: "c"}, "url"},
+		{oidc.Issuer{URL: "https://idp.example.com?x=1", ClientID: "c"}, "url"},
+		{oidc.Issuer{URL: "https://idp.example.com"}, "clientID"},
+		{oidc.Issuer{URL: "https://idp.example.com", ClientID: "c", ConsoleClientSecret: "s"}, "consoleClientID"},
 	} {
-		if _, err := oidc.New([]oidc.Issuer{tc.in}, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v) = %v, want an error saying %q", tc.in, err, tc.want)
+		var ce *oidc.ConfigError
+		if _, err := oidc.New([]oidc.Issuer{tc.in}, nil, nil); !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("New(%+v) = %v, want a ConfigError of %s", tc.in, err, tc.field)
 		}
 	}
 	v, err := oidc.New([]oidc.Issuer{{URL: "http://127.0.0.1:5556", ClientID: "c"}}, nil, nil)
