@@ -82,7 +82,7 @@ func (c *counting) DeleteMachine(ctx context.Context, cl provider.Cluster, name 
 // requestCancel asks to cancel operation id, as the API does.
 func (e *env) requestCancel(id string) {
 	e.t.Helper()
-	if _, _, err := e.st.RequestCancel(e.t.Context(), id, v1.CancelRequest{By: "user:tester", Time: time.Now().UTC()}); err != nil {
+	if _, _, err := e.st.RequestCancel(e.t.Context(), id, v1.CancelRequest{By: "user:tester", Time: time.Now().UTC()}, nil); err != nil {
 		e.t.Fatalf("request cancel: %v", err)
 	}
 }
@@ -576,7 +576,7 @@ type cancelAtCheckpoint struct {
 
 func (c *cancelAtCheckpoint) SaveOperation(ctx context.Context, op *store.Operation, f store.Fence, progress bool, events ...*store.Event) error {
 	if stepStates(op)[c.step] == v1.StepSucceeded {
-		if _, _, err := c.Store.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:tester", Time: time.Now()}); err != nil {
+		if _, _, err := c.Store.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:tester", Time: time.Now()}, nil); err != nil {
 			return err
 		}
 	}

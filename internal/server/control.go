@@ -23,7 +23,18 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("operation")
 	who := info(r.Context()).principal.Name
-	op, recorded, err := s.operations.RequestCancel(r.Context(), id, v1.CancelRequest{By: who, Time: s.now().UTC()})
+	event := func(op *store.Operation) *store.Event {
+		msg := fmt.Sprintf("%s asked to cancel the %s operation", who, op.Kind)
+		if step := runningStep(op); step != "" {
+			msg += " at step " + step
+		}
+		msg += "; it stops at its next safe point"
+		return &store.Event{Project: op.Project, Cluster: op.Cluster, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal",
+			Reason: "CancelRequested", Message: msg, Operation: op.ID}}
+	}
+	// The request and its event commit together: the worker that stops
+	// the operation writes its events after this one.
+	op, recorded, err := s.operations.RequestCancel(r.Context(), id, v1.CancelRequest{By: who, Time: s.now().UTC()}, event)
 	switch {
 	case errors.Is(err, store.ErrEnded):
 		return conflict(refOf(r, "operation"), operationPath(id),
@@ -33,16 +44,6 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request) error {
 	}
 	if recorded {
 		s.notes.notify(op.ID) // long-polls show the request at once
-		msg := fmt.Sprintf("%s asked to cancel the %s operation", who, op.Kind)
-		if step := runningStep(op); step != "" {
-			msg += " at step " + step
-		}
-		msg += "; it stops at its next safe point"
-		ev := &store.Event{Project: op.Project, Cluster: op.Cluster, ClusterUID: op.ClusterUID, Event: v1.Event{Type: "Normal",
-			Reason: "CancelRequested", Message: msg, Operation: op.ID}}
-		if err := s.events.AppendEvent(r.Context(), ev); err != nil {
-			s.log.WarnContext(r.Context(), "could not record the cancel request's event", "operation", op.ID, "err", err)
-		}
 		s.log.InfoContext(r.Context(), "cancel requested", "requestId", requestID(r.Context()),
 			"operation", op.ID, "principal", who)
 	}

@@ -33,7 +33,7 @@ type OperationStore interface {
 	GetOperation(ctx context.Context, id string) (*store.Operation, error)
 	OperationStatus(ctx context.Context, id string) (string, error)
 	ListOperations(ctx context.Context, k store.Key, pg store.Page) ([]*store.Operation, string, error)
-	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error)
+	RequestCancel(ctx context.Context, id string, req v1.CancelRequest, event func(*store.Operation) *store.Event) (*store.Operation, bool, error)
 }
 
 // NodeStore is what the node handlers need: nodes, their approval and

@@ -433,7 +433,7 @@ type Operations interface {
 	// false and keeps the first. It returns the operation as stored after
 	// the call, ErrNotFound for an unknown id, and, for an operation that
 	// has ended, the operation with ErrEnded (nothing written).
-	RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (op *Operation, recorded bool, err error)
+	RequestCancel(ctx context.Context, id string, req v1.CancelRequest, event func(*Operation) *Event) (op *Operation, recorded bool, err error)
 }
 
 // Nodes are the clusters' node records.

@@ -176,7 +176,7 @@ func (s *Store) OperationStatus(ctx context.Context, id string) (string, error) 
 
 // RequestCancel records the first request to cancel an operation that has
 // not ended; see store.Store.
-func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelRequest) (*store.Operation, bool, error) {
+func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelRequest, event func(*store.Operation) *store.Event) (*store.Operation, bool, error) {
 	wrap := func(err error) error { return fmt.Errorf("request cancel of operation %s: %w", id, err) }
 	if req.By == "" || req.Time.IsZero() {
 		return nil, false, wrap(errors.New("who asked and when are required"))
@@ -204,7 +204,15 @@ func (s *Store) RequestCancel(ctx context.Context, id string, req v1.CancelReque
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
-		return err
+		if err != nil || !recorded || event == nil {
+			return err
+		}
+		// The request's event in the same commit: a worker that sees the
+		// request writes its own events after this one.
+		if ev := event(op); ev != nil {
+			return s.insertEvents(ctx, tx, op.ClusterUID, []*store.Event{ev})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, false, wrap(err)

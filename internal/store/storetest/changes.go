@@ -80,10 +80,10 @@ func testChanges(e *env) {
 	wantErr(t, "PutClusterSecret", s.PutClusterSecret(ctx, claimed.Key(), "s1", []byte("x"), store.Cond{Fence: &f}), nil)
 	expect("PutClusterSecret", store.Change{Kind: store.ChangeSecret, Project: "p", Cluster: "c", Secret: "s1"})
 
-	_, _, err := s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:alice", Time: e.clock.Now()})
+	_, _, err := s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:alice", Time: e.clock.Now()}, nil)
 	wantErr(t, "RequestCancel", err, nil)
 	expect("RequestCancel", opChanged)
-	_, _, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()})
+	_, _, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()}, nil)
 	wantErr(t, "RequestCancel again", err, nil)
 	expect("a RequestCancel that recorded nothing")
 

@@ -17,9 +17,13 @@ func testRequestCancel(e *env) {
 	_, op := e.begin("p", "c", v1.KindCreate, v1.StateCreating)
 
 	first := v1.CancelRequest{By: "user:alice", Time: e.clock.Now()}
-	_, _, err := s.RequestCancel(ctx, "no-such-operation", first)
+	// The request's event commits with it, once: a second request adds none.
+	event := func(op *store.Operation) *store.Event {
+		return &store.Event{Project: op.Project, Cluster: op.Cluster, Event: v1.Event{Type: "Normal", Reason: "CancelRequested", Operation: op.ID}}
+	}
+	_, _, err := s.RequestCancel(ctx, "no-such-operation", first, event)
 	wantErr(t, "RequestCancel of a missing operation", err, store.ErrNotFound)
-	if _, _, err := s.RequestCancel(ctx, op.ID, v1.CancelRequest{Time: e.clock.Now()}); err == nil {
+	if _, _, err := s.RequestCancel(ctx, op.ID, v1.CancelRequest{Time: e.clock.Now()}, event); err == nil {
 		t.Fatal("RequestCancel without who asked: no error")
 	}
 	if got := e.getOp(op.ID); got.CancelRequested != nil {
@@ -31,16 +35,29 @@ func testRequestCancel(e *env) {
 	_, err = s.CancelRequest(ctx, "no-such-operation")
 	wantErr(t, "CancelRequest of a missing operation", err, store.ErrNotFound)
 
-	got, recorded, err := s.RequestCancel(ctx, op.ID, first)
+	got, recorded, err := s.RequestCancel(ctx, op.ID, first, event)
 	wantErr(t, "RequestCancel", err, nil)
 	if !recorded || got.CancelRequested == nil || *got.CancelRequested != first || got.Status != v1.OpInProgress {
 		t.Fatalf("RequestCancel = %+v recorded %t; want the request recorded on the InProgress operation", got.CancelRequested, recorded)
 	}
 	e.clock.Advance(time.Second)
-	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()})
+	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()}, event)
 	wantErr(t, "RequestCancel again", err, nil)
 	if recorded || got.CancelRequested == nil || *got.CancelRequested != first {
 		t.Fatalf("second RequestCancel = %+v recorded %t; want the first request kept", got.CancelRequested, recorded)
+	}
+	if evs, _, err := s.ListEvents(ctx, store.Key{Project: "p", Name: "c"}, store.Page{}); err != nil {
+		t.Fatal(err)
+	} else {
+		n := 0
+		for _, ev := range evs {
+			if ev.Reason == "CancelRequested" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d CancelRequested events, want the one of the recorded request", n)
+		}
 	}
 	if req, err := s.CancelRequest(ctx, op.ID); err != nil || req == nil || *req != first {
 		t.Fatalf("CancelRequest = %+v, %v; want %+v", req, err, first)
@@ -80,7 +97,7 @@ func testRequestCancel(e *env) {
 	// A Canceled cluster has nothing for workers.
 	e.noWork("w")
 
-	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()})
+	got, recorded, err = s.RequestCancel(ctx, op.ID, v1.CancelRequest{By: "user:bob", Time: e.clock.Now()}, nil)
 	wantErr(t, "RequestCancel of an ended operation", err, store.ErrEnded)
 	if recorded || got == nil || got.Status != v1.OpCanceled || *got.CancelRequested != first {
 		t.Fatalf("RequestCancel of an ended operation = %+v recorded %t; want it as it is", got, recorded)
@@ -92,7 +109,7 @@ func testRequestCancel(e *env) {
 	op2.Status = v1.OpSucceeded
 	cl2.Status.ProvisioningState = v1.StateSucceeded
 	wantErr(t, "FinishOperation c2", s.FinishOperation(ctx, cl2, op2, c2.Lease.Fence(), false), nil)
-	got, _, err = s.RequestCancel(ctx, op2.ID, first)
+	got, _, err = s.RequestCancel(ctx, op2.ID, first, nil)
 	wantErr(t, "RequestCancel of a Succeeded operation", err, store.ErrEnded)
 	if got.CancelRequested != nil {
 		t.Fatalf("a Succeeded operation got a cancel request: %+v", got.CancelRequested)
