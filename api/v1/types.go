@@ -650,6 +650,12 @@ const (
 	// a quota (its message names them and the quota), False once none
 	// does; only on clusters where it was once True.
 	ConditionServiceLoadBalancerQuotaExceeded = "ServiceLoadBalancerQuotaExceeded"
+	// ConditionAccessBindings is True while the RBAC that binds people's
+	// roles (kiln:viewer, kiln:operator, kiln:admin) is applied in an
+	// attached cluster, False (its message names the permissions) when the
+	// kubeconfig it was attached with may not apply it; only on attached
+	// clusters: Kiln's own always have it.
+	ConditionAccessBindings = "AccessBindings"
 )
 
 // spec.certificateRenewal.

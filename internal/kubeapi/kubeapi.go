@@ -25,9 +25,11 @@ import (
 	"time"
 )
 
-// Errors. A failed request returns a *StatusError, which wraps ErrNotFound,
-// ErrConflict or ErrTooManyRequests for 404, 409 and 429.
+// Errors. A failed request returns a *StatusError, which wraps
+// ErrForbidden, ErrNotFound, ErrConflict or ErrTooManyRequests for 403,
+// 404, 409 and 429.
 var (
+	ErrForbidden       = errors.New("forbidden")
 	ErrNotFound        = errors.New("not found")
 	ErrConflict        = errors.New("conflict")
 	ErrTooManyRequests = errors.New("too many requests")
@@ -52,10 +54,12 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
-// Unwrap maps 404, 409 and 429 to ErrNotFound, ErrConflict and
-// ErrTooManyRequests.
+// Unwrap maps 403, 404, 409 and 429 to ErrForbidden, ErrNotFound,
+// ErrConflict and ErrTooManyRequests.
 func (e *StatusError) Unwrap() error {
 	switch e.Code {
+	case http.StatusForbidden:
+		return ErrForbidden
 	case http.StatusNotFound:
 		return ErrNotFound
 	case http.StatusConflict:

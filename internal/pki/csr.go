@@ -32,6 +32,20 @@ func NewCSR(key *ecdsa.PrivateKey, commonName string) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: pemCSR, Bytes: der}), nil
 }
 
+// SubjectCSR creates a PKCS #10 request signed by key whose subject is
+// req's common name and organizations: for a signer that takes the
+// subject from the request (a cluster's kubernetes.io/kube-apiserver-client
+// signer, for a person's credential on an attached cluster).
+func SubjectCSR(key *ecdsa.PrivateKey, req CertRequest) ([]byte, error) {
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: req.CommonName, Organization: req.Organization},
+	}, key)
+	if err != nil {
+		return nil, fmt.Errorf("create certificate request for %s: %w", req.CommonName, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemCSR, Bytes: der}), nil
+}
+
 // NewKey creates an ECDSA P-256 private key and returns it with its PEM
 // (SEC 1) encoding.
 func NewKey() (*ecdsa.PrivateKey, []byte, error) {

@@ -8,8 +8,9 @@ import (
 
 // An attached cluster (provider "attached", kiln cluster attach) is one
 // Kiln did not make: it reaches its API with the kubeconfig its
-// spec.attach names, observes its nodes and version, and applies its
-// profile; it makes, changes and deletes none of its machines.
+// spec.attach names, observes its nodes and version, binds people's roles
+// where that kubeconfig may, and applies its profile; it makes, changes
+// and deletes none of its machines.
 
 // Steps of attached clusters.
 const (
@@ -21,7 +22,7 @@ const (
 )
 
 var (
-	attachedApplySteps  = []string{StepValidateDynamic, StepConnectCluster, StepApplyProfile}
+	attachedApplySteps  = []string{StepValidateDynamic, StepConnectCluster, StepInstallAccess, StepApplyProfile}
 	attachedDeleteSteps = []string{StepDetachCluster}
 )
 
@@ -35,9 +36,7 @@ func AttachedSteps(kind string) []string {
 	case v1.KindDelete:
 		return slices.Clone(attachedDeleteSteps)
 	case v1.KindReconcile:
-		// The profile's packs only: an attached cluster's RBAC is its
-		// owner's, and Kiln issues no credentials for it.
-		return []string{StepApplyProfile}
+		return slices.Clone(reconcileSteps)
 	}
 	return nil
 }

@@ -137,14 +137,15 @@ func TestPendingSteps(t *testing.T) {
 	}
 }
 
-// An attached cluster's plans connect and apply its profile, forget it on
-// delete, and have nothing that makes, stops or installs machines.
+// An attached cluster's plans connect, bind people's roles and apply its
+// profile, forget it on delete, and have nothing that makes, stops or
+// installs machines.
 func TestAttachedSteps(t *testing.T) {
 	for kind, want := range map[string][]string{
-		v1.KindCreate:             {"validate-dynamic", "connect-cluster", "apply-profile"},
-		v1.KindUpdate:             {"validate-dynamic", "connect-cluster", "apply-profile"},
+		v1.KindCreate:             {"validate-dynamic", "connect-cluster", "install-access", "apply-profile"},
+		v1.KindUpdate:             {"validate-dynamic", "connect-cluster", "install-access", "apply-profile"},
 		v1.KindDelete:             {"detach-cluster"},
-		v1.KindReconcile:          {"apply-profile"},
+		v1.KindReconcile:          {"install-access", "apply-profile"},
 		v1.KindRotateCertificates: nil,
 		v1.KindHibernate:          nil,
 		v1.KindRepair:             nil,

@@ -70,8 +70,15 @@ func TestAttachCluster(t *testing.T) {
 	if _, stderr, err := e.kilnErr("cluster", "hibernate", "ext"); err == nil || !strings.Contains(stderr, "cannot hibernate") {
 		t.Errorf("a hibernation of the attached cluster: %v: %s", err, stderr)
 	}
-	if _, stderr, err := e.kilnErr("kubeconfig", "ext"); err == nil || !strings.Contains(stderr, "use the kubeconfig it was attached with") {
+	// People's kubeconfigs are the cluster's, their credentials the
+	// cluster's to sign: this one's (Kiln's local distribution, whose CA
+	// key stays in the kilnd that made it) signs none, and says so.
+	if _, stderr, err := e.kilnErr("kubeconfig", "ext", "-f", filepath.Join(t.TempDir(), "ext.kubeconfig")); err != nil {
 		t.Errorf("a kubeconfig of the attached cluster: %v: %s", err, stderr)
+	}
+	if _, stderr, err := e.kilnErr("credential", "ext"); err == nil || !strings.Contains(stderr, "signs no credentials") ||
+		!strings.Contains(stderr, "--cluster-signing-cert-file") {
+		t.Errorf("a credential of an attached cluster that signs none: %v: %s", err, stderr)
 	}
 	if cl := e.cluster("ext"); cl.Status.ProvisioningState != v1.StateSucceeded || len(cl.Spec.WorkerPools) != 0 {
 		t.Errorf("after the refusals: %s, pools %v", cl.Status.ProvisioningState, cl.Spec.WorkerPools)

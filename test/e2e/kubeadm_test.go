@@ -150,7 +150,9 @@ func TestBareHostsKubeadm(t *testing.T) {
 }
 
 // A backup of a kubeadm cluster's etcd on a bare host, taken and restored
-// (backupAndRestoreKubeadm), on one converged control-plane host.
+// (backupAndRestoreKubeadm), on one converged control-plane host; then the
+// cluster, attached to another kilnd, gives that kilnd's people their own
+// credentials (checkAttachedAccess).
 func TestBareHostsKubeadmBackup(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
@@ -161,7 +163,70 @@ func TestBareHostsKubeadmBackup(t *testing.T) {
 	op := e.wait("kbb", e.provision("kbb"))
 	t.Logf("provisioned in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
 	e.backupAndRestoreKubeadm("kbb", hosts[0], "kbb-"+hosts[0].name)
+	e.checkAttachedAccess("kbb")
 	t.Logf("done in %s", time.Since(begin).Round(time.Second))
+}
+
+// checkAttachedAccess attaches cluster to a kilnd of its own with a
+// break-glass kubeconfig of it, as a platform team attaches a cluster
+// someone else made: that kilnd holds no CA of it, so people's credentials
+// are signed by the cluster itself (the CSR API; kubeadm's
+// controller-manager signs with the cluster CA), and Kiln's role bindings
+// are applied with the attach kubeconfig (AccessBindings True). A viewer
+// and an operator of the attaching kilnd's project get their own
+// kubeconfigs: kubectl auth whoami names them with their role's group, and
+// each has their role's rights, no more.
+func (e *env) checkAttachedAccess(cluster string) {
+	t := e.t
+	t.Helper()
+	begin := time.Now()
+	kubeconfig, err := e.c.AdminKubeconfig(t.Context(), "default", cluster, "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), cluster+".kubeconfig")
+	if err := os.WriteFile(file, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := start(t, "kilnd-attaching")
+	other.kiln("cluster", "attach", "ext", "--kubeconfig", file, "--wait")
+	ops, err := other.c.ListOperations(t.Context(), "default", "ext")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("operations of the attached cluster: %v, %v", ops, err)
+	}
+	if s := stepOf(&ops[0], "install-access"); s.State != v1.StepSucceeded {
+		t.Errorf("the attach's install-access: %+v", s)
+	}
+	if i := slices.IndexFunc(other.cluster("ext").Status.Conditions, func(c v1.Condition) bool {
+		return c.Type == v1.ConditionAccessBindings && c.Status == "True"
+	}); i < 0 {
+		t.Errorf("attached cluster's conditions: %+v, want AccessBindings True", other.cluster("ext").Status.Conditions)
+	}
+	viewer := other.newPerson("vera", v1.RoleViewer, "ext")
+	operator := other.newPerson("otto", v1.RoleOperator, "ext")
+	for _, p := range []struct {
+		*person
+		group string
+	}{{viewer, "kiln:viewer"}, {operator, "kiln:operator"}} {
+		out, err := p.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out, p.name+" ") || !strings.Contains(out, p.group) {
+			t.Errorf("%s on the attached cluster: kubectl auth whoami says %q, want their name and %s", p.name, out, p.group)
+		}
+	}
+	viewer.may(true, "get", "pods", "-A")
+	viewer.may(false, "create", "configmap", "vera-was-here")
+	operator.may(true, "create", "configmap", "otto-was-here")
+	operator.may(false, "create", "clusterrolebinding", "otto-admin", "--clusterrole", "cluster-admin", "--user", "otto")
+	// The cluster's owner sees who got a credential: the requests stay
+	// until kube-controller-manager's cleaner takes them after an hour.
+	users := e.mustKubectl(cluster, "get", "csr", "-l", "kiln.dev/managed=true", "-o", "jsonpath={.items[*].status.conditions[0].message}")
+	if !strings.Contains(users, "vera's credential: viewer") || !strings.Contains(users, "otto's credential: operator") {
+		t.Errorf("the attached cluster's CertificateSigningRequests say %q, want vera's and otto's", users)
+	}
+	t.Logf("attached access checked in %s", time.Since(begin).Round(time.Second))
 }
 
 // kubeadmHosts is kubeadmEdge's cluster c, which approves its nodes by

@@ -32,7 +32,7 @@ const SecretAttachKubeconfig = "attach-kubeconfig"
 // (SecretAttachKubeconfig): its server and credentials, not endpoint and
 // user.
 func KubeClient(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*kubeapi.Client, error) {
-	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
+	if cfg, err := AttachedConfig(ctx, st, k); err != nil || cfg != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func KubeClient(ctx context.Context, st trust.SecretReader, k store.Key, endpoin
 // named user (in system:masters), with a certificate that lasts an hour.
 // An attached cluster's is its own kubeconfig's (SecretAttachKubeconfig).
 func RESTConfig(ctx context.Context, st trust.SecretReader, k store.Key, endpoint, user string) (*rest.Config, error) {
-	if cfg, err := attachedConfig(ctx, st, k); err != nil || cfg != nil {
+	if cfg, err := AttachedConfig(ctx, st, k); err != nil || cfg != nil {
 		return cfg, err
 	}
 	caPEM, cert, key, err := adminCertificate(ctx, st, k, user)
@@ -88,9 +88,9 @@ func adminCertificate(ctx context.Context, st trust.SecretReader, k store.Key, u
 	return cas.TrustPEM(), cert, key, nil
 }
 
-// attachedConfig is the rest.Config of cluster k's kubeconfig when it is
+// AttachedConfig is the rest.Config of cluster k's kubeconfig when it is
 // an attached cluster (SecretAttachKubeconfig); nil when it is not.
-func attachedConfig(ctx context.Context, st trust.SecretReader, k store.Key) (*rest.Config, error) {
+func AttachedConfig(ctx context.Context, st trust.SecretReader, k store.Key) (*rest.Config, error) {
 	raw, err := st.GetClusterSecret(ctx, k, SecretAttachKubeconfig)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
