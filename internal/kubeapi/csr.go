@@ -187,3 +187,66 @@ func (c *Client) CanI(ctx context.Context, reviews ...AccessReview) ([]AccessRev
 	}
 	return denied, nil
 }
+
+// SignerKubeletServing is Kubernetes' signer of kubelets' serving
+// certificates (a kubelet with serverTLSBootstrap asks for its own);
+// nothing in Kubernetes approves its requests.
+const SignerKubeletServing = "kubernetes.io/kubelet-serving"
+
+// CSR is a CertificateSigningRequest as an approver reads it.
+type CSR struct {
+	Name string
+	// Username and Groups are the requester's, set by the API server.
+	Username string
+	Groups   []string
+	// Request is the PEM certificate request.
+	Request []byte
+	Usages  []string
+	// State is Pending, Approved, Denied or Failed.
+	State string
+	wire  wireCSR
+}
+
+// CSR states.
+const (
+	CSRPending  = "Pending"
+	CSRApproved = "Approved"
+	CSRDenied   = "Denied"
+	CSRFailed   = "Failed"
+)
+
+// CSRsOf lists the CertificateSigningRequests for signer.
+func (c *Client) CSRsOf(ctx context.Context, signer string) ([]CSR, error) {
+	var list struct {
+		Items []wireCSR `json:"items"`
+	}
+	q := url.Values{"fieldSelector": {"spec.signerName=" + signer}}
+	if err := c.do(ctx, http.MethodGet, csrPath("")+"?"+q.Encode(), "", nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]CSR, 0, len(list.Items))
+	for _, w := range list.Items {
+		r := CSR{Name: w.Metadata.Name, Username: w.Spec.Username, Groups: w.Spec.Groups, Request: w.Spec.Request,
+			Usages: w.Spec.Usages, State: CSRPending, wire: w}
+		for _, cond := range w.Status.Conditions {
+			if cond.Status == "True" && (cond.Type == CSRApproved || cond.Type == CSRDenied || cond.Type == CSRFailed) {
+				r.State = cond.Type
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// DecideCSR approves (approve true) or denies a pending request, with a
+// reason and a message for whoever reads it.
+func (c *Client) DecideCSR(ctx context.Context, r CSR, approve bool, reason, message string) error {
+	w := r.wire
+	w.APIVersion, w.Kind = "certificates.k8s.io/v1", "CertificateSigningRequest"
+	cond := csrCondition{Type: CSRApproved, Status: "True", Reason: reason, Message: message}
+	if !approve {
+		cond.Type = CSRDenied
+	}
+	w.Status.Conditions = append(w.Status.Conditions, cond)
+	return c.do(ctx, http.MethodPut, csrPath(r.Name)+"/approval", "application/json", w, nil)
+}

@@ -23,7 +23,8 @@ import (
 // images from Kiln's registry, nothing from the internet. kubectl sees 3
 // Ready nodes of the cluster's version, and a Deployment is reached through
 // its Service (checkHello: logs, exec, pod to pod across hosts, ClusterIP,
-// DNS, NodePort). Then a reset tears every host down, the previous-install
+// DNS, NodePort), the API server verifying the kubelets' serving
+// certificates, which kilnd approved. Then a reset tears every host down, the previous-install
 // precheck passes again on each, the hosts join again and are provisioned
 // again. (A backup and restore of a kubeadm cluster's etcd is
 // TestBareHostsKubeadmBackup, on a host of its own: together the two took
@@ -127,6 +128,18 @@ func TestBareHostsKubeadm(t *testing.T) {
 			return true, nil
 		})
 		if round == 1 {
+			// The API server verifies the kubelets' serving certificates,
+			// which the cluster CA signed on kilnd's approval: logs, exec
+			// and port-forward below go through that check.
+			if out := hosts[0].sh("grep -h -A1 -e --kubelet-certificate-authority /etc/kubernetes/manifests/kube-apiserver.yaml"); !strings.Contains(out, "/etc/kubernetes/pki/ca.crt") {
+				t.Errorf("kube-apiserver's manifest sets no --kubelet-certificate-authority of the cluster CA: %q", out)
+			}
+			csrs := e.mustKubectl("kb", "get", "csr", "-o", `jsonpath={range .items[?(@.spec.signerName=="kubernetes.io/kubelet-serving")]}{.spec.username} {.status.conditions[0].reason}{"\n"}{end}`)
+			for _, h := range hosts {
+				if !strings.Contains(csrs, "system:node:"+nodeOf(h)+" KilnKubeletServing") {
+					t.Errorf("no kubelet-serving request of %s approved by Kiln among:\n%s", nodeOf(h), csrs)
+				}
+			}
 			e.checkHello("kb", workers, hosts[1].address())
 		}
 

@@ -47,12 +47,18 @@ func (s *spec) kubeadmConfig() string {
 	fmt.Fprintf(&b, "clusterName: %s\n", q(s.ClusterName))
 	fmt.Fprintf(&b, "kubernetesVersion: %s\n", q(s.KubernetesVersion))
 	fmt.Fprintf(&b, "controlPlaneEndpoint: %s\n", q(s.endpoint))
+	// The API server verifies the kubelets' serving certificates, which
+	// the kubelets ask the cluster for (serverTLSBootstrap below) and kilnd
+	// approves (internal/plan/install, approveKubeletServing).
+	b.WriteString("apiServer:\n  extraArgs:\n")
+	fmt.Fprintf(&b, "  - name: kubelet-certificate-authority\n    value: %s\n", q(ClusterCACert))
 	if s.fromKiln() {
 		s.kilnClusterConfig(&b)
 	}
 	b.WriteString("networking:\n  dnsDomain: cluster.local\n")
 	fmt.Fprintf(&b, "  podSubnet: %s\n  serviceSubnet: %s\n", q(s.pod.String()), q(s.service.String()))
 	b.WriteString("---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+	b.WriteString("serverTLSBootstrap: true\n")
 	if s.fromKiln() {
 		b.WriteString(distro.ContainerKubelet)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -87,8 +88,11 @@ func (w Work) KubernetesReady(ctx context.Context, machines []provider.MachineSp
 	}
 }
 
-// readyPass looks once: labels and taints the nodes that need it, marks
-// Ready nodes READY and returns the nodes not Ready yet, each with why. A
+// readyPass looks once: labels and taints the nodes that need it, approves
+// a kubeadm cluster's kubelets' serving certificates (approveKubeletServing),
+// marks Ready nodes READY and returns the nodes not Ready yet, each with
+// why; a kubeadm node is not Ready before the API server reaches its
+// kubelet, whose serving certificate it verifies. A
 // node counts as Ready once it takes pods (kubeapi.Node.NotReadyYet): a
 // scale-up that succeeds has nodes a Deployment applied next spreads onto.
 func (w Work) readyPass(ctx context.Context, kc *kubeapi.Client, machines []provider.MachineSpec, labelled map[string]bool) ([]string, error) {
@@ -99,6 +103,11 @@ func (w Work) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 	byName := map[string]kubeapi.Node{}
 	for _, n := range nodes {
 		byName[n.Name] = n
+	}
+	if w.UsesKubeadm() {
+		if err := w.approveKubeletServing(ctx, kc, step.Names(machines)); err != nil {
+			return nil, err
+		}
 	}
 	var missing []string
 	for _, m := range machines {
@@ -120,6 +129,14 @@ func (w Work) readyPass(ctx context.Context, kc *kubeapi.Client, machines []prov
 		if why := n.NotReadyYet(); why != "" {
 			missing = append(missing, m.Name+" ("+why+")")
 			continue
+		}
+		if w.UsesKubeadm() {
+			// Through the API server, which verifies the kubelet's serving
+			// certificate: what kubectl logs and exec need.
+			if _, err := kc.Get(ctx, "/api/v1/nodes/"+url.PathEscape(m.Name)+"/proxy/healthz"); err != nil {
+				missing = append(missing, fmt.Sprintf("%s (the API server does not reach its kubelet yet: %v)", m.Name, err))
+				continue
+			}
 		}
 		rec, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), m.Name)
 		if err != nil {
