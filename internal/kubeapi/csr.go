@@ -39,8 +39,10 @@ type wireCSR struct {
 	Metadata   struct {
 		Name            string            `json:"name,omitempty"`
 		GenerateName    string            `json:"generateName,omitempty"`
+		UID             string            `json:"uid,omitempty"`
 		ResourceVersion string            `json:"resourceVersion,omitempty"`
 		Labels          map[string]string `json:"labels,omitempty"`
+		Annotations     map[string]string `json:"annotations,omitempty"`
 	} `json:"metadata"`
 	Spec struct {
 		Request           []byte   `json:"request"`
