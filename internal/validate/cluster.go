@@ -94,15 +94,19 @@ func UnhealthyTimeout(p v1.WorkerPool) time.Duration {
 }
 
 // MaxUnhealthy is the most of the pool's size nodes that may be unhealthy
-// for any to be replaced: its maxUnhealthy (a percentage, rounded down, or
-// a count), or DefaultMaxUnhealthy.
+// for any to be replaced: its maxUnhealthy (a percentage, rounded down but
+// at least one node unless it is 0%, so a small pool's dead node is
+// replaced; or a count), or DefaultMaxUnhealthy.
 func MaxUnhealthy(p v1.WorkerPool, size int) int {
 	pct, count, err := parseMaxUnhealthy(p.MaxUnhealthy)
 	if err != nil || p.MaxUnhealthy == "" {
 		pct, count, _ = parseMaxUnhealthy(DefaultMaxUnhealthy)
 	}
-	if pct >= 0 {
-		return size * pct / 100
+	if pct > 0 {
+		return max(1, size*pct/100)
+	}
+	if pct == 0 {
+		return 0
 	}
 	return count
 }

@@ -55,6 +55,19 @@ func TestDrainTimeout(t *testing.T) {
 	}
 }
 
+// A percentage allows at least one node (a pool of one or two has its
+// dead node replaced) unless it is 0%; a count is a count.
+func TestMaxUnhealthy(t *testing.T) {
+	for _, tt := range []struct {
+		in         string
+		size, want int
+	}{{"", 1, 1}, {"", 2, 1}, {"", 5, 2}, {"40%", 10, 4}, {"0%", 3, 0}, {"100%", 3, 3}, {"0", 3, 0}, {"2", 1, 2}, {"junk", 1, 1}} {
+		if got := validate.MaxUnhealthy(v1.WorkerPool{MaxUnhealthy: tt.in}, tt.size); got != tt.want {
+			t.Errorf("MaxUnhealthy(%q) of %d = %d, want %d", tt.in, tt.size, got, tt.want)
+		}
+	}
+}
+
 func invalid(target, msg string) v1.Error {
 	return v1.Error{Code: v1.CodeInvalidParameter, Target: target, Message: msg}
 }
