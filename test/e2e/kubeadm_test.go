@@ -217,6 +217,15 @@ func (e *env) checkAttachedAccess(cluster string) {
 	}
 	viewer := other.newPerson("vera", v1.RoleViewer, "ext")
 	operator := other.newPerson("otto", v1.RoleOperator, "ext")
+	// A cluster restored a moment ago signs once its kube-controller-manager
+	// leads again (its lease came back with etcd's snapshot): until then
+	// a credential is refused (409). Wait for the first, up to 2 minutes.
+	signed := time.Now()
+	waitfor.Cond(t, "the attached cluster to sign vera's credential", 2*time.Minute, func() (bool, error) {
+		_, err := viewer.kubectl("auth", "whoami")
+		return err == nil, waitfor.NotYet(err)
+	})
+	t.Logf("the attached cluster signed a credential %s after the first try", time.Since(signed).Round(time.Second))
 	for _, p := range []struct {
 		*person
 		group string
