@@ -217,9 +217,9 @@ func (e *env) checkAttachedAccess(cluster string) {
 	}
 	viewer := other.newPerson("vera", v1.RoleViewer, "ext")
 	operator := other.newPerson("otto", v1.RoleOperator, "ext")
-	// A cluster restored a moment ago signs once its kube-controller-manager
-	// leads again (its lease came back with etcd's snapshot): until then
-	// a credential is refused (409). Wait for the first, up to 2 minutes.
+	// A kubeadm cluster restored a moment ago signs CSRs again only some
+	// time later (~30 s measured on 2026-11-30; why is not known yet): until
+	// then a credential is refused (409). Wait for the first, up to 2 minutes.
 	signed := time.Now()
 	waitfor.Cond(t, "the attached cluster to sign vera's credential", 2*time.Minute, func() (bool, error) {
 		_, err := viewer.kubectl("auth", "whoami")
