@@ -486,6 +486,9 @@ type ClusterStatus struct {
 	CurrentOperation        string       `json:"currentOperation"`
 	LastError               *StatusError `json:"lastError"`
 	Nodes                   NodeCounts   `json:"nodes"`
+	// Health is how the nodes are doing, computed when the API answers;
+	// nil in records the store keeps until the health checker wrote one.
+	Health *Health `json:"health,omitempty"`
 	// Conditions are observations that hold between operations, such as
 	// NodesHealthy; at most one of each type.
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -727,12 +730,62 @@ func SetCondition(conds []Condition, want Condition, now time.Time) ([]Condition
 	return append(append([]Condition(nil), conds...), want), true
 }
 
-// NodeCounts summarises the cluster's nodes.
+// NodeCounts summarises the cluster's nodes, counted from its node records
+// when the API answers (never a figure kept from an operation's end):
+// present nodes are records not being deleted, ready ones are READY,
+// wanted ones are what the spec asks for.
 type NodeCounts struct {
+	// ControlPlane and Workers are the nodes present, Ready those READY
+	// (both roles).
 	ControlPlane int `json:"controlPlane"`
 	Workers      int `json:"workers"`
 	Ready        int `json:"ready"`
+	// ControlPlaneWanted is spec.controlPlane.size, ControlPlaneReady the
+	// control-plane nodes READY.
+	ControlPlaneWanted int `json:"controlPlaneWanted"`
+	ControlPlaneReady  int `json:"controlPlaneReady"`
+	// WorkersWanted is the sum of the pools' sizes, WorkersReady the
+	// workers READY.
+	WorkersWanted int `json:"workersWanted"`
+	WorkersReady  int `json:"workersReady"`
+	// NotReady are the nodes that were installed and stopped answering
+	// (NOT_READY).
+	NotReady int `json:"notReady"`
+	// Pools counts each worker pool of the spec, in its order.
+	Pools []PoolCount `json:"pools,omitempty"`
 }
+
+// PoolCount is one worker pool's nodes: wanted (its size), present, ready.
+type PoolCount struct {
+	Name    string `json:"name"`
+	Wanted  int    `json:"wanted"`
+	Present int    `json:"present"`
+	Ready   int    `json:"ready"`
+}
+
+// Health is status.health: how the cluster's nodes are doing now, from
+// their liveness (the agents' heartbeats) and Kubernetes' view, control
+// plane included. It is separate from provisioningState: a Failed
+// operation on a cluster whose nodes all answer is Healthy, and a
+// Succeeded cluster whose control plane died is Unhealthy.
+type Health struct {
+	// State is Healthy, Degraded, Unhealthy or Unknown.
+	State string `json:"state"`
+	// Reason is a word for programs (ControlPlaneDown, WorkersNotReady...).
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Since is when the health checker first saw this state; nil until it
+	// has.
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// Health states, best first.
+const (
+	HealthHealthy   = "Healthy"
+	HealthDegraded  = "Degraded"
+	HealthUnhealthy = "Unhealthy"
+	HealthUnknown   = "Unknown"
+)
 
 // StatusError is the last failure recorded on a cluster.
 type StatusError struct {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"kiln.dev/kiln/internal/backend/lbpoolcheck"
 	"kiln.dev/kiln/internal/backend/policycheck"
 	"kiln.dev/kiln/internal/backend/profilecheck"
-	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/kubeapi"
 	"kiln.dev/kiln/internal/packs"
 	"kiln.dev/kiln/internal/plan"
@@ -68,7 +66,7 @@ func (c checks) health() check.Periodic {
 	return health.NewChecker(health.Options{
 		Store:   d.Store,
 		Watched: func(name string) bool { return replaceable(providers, name) },
-		Silence: 2 * cmp.Or(d.cfg.AgentHeartbeatInterval, gateway.DefaultHeartbeatInterval),
+		Silence: d.cfg.silence(),
 		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
 			if cl.Status.Endpoint == "" {
 				return nil, nil

@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/attached"
@@ -638,3 +640,10 @@ type Retention struct {
 // their result.
 var DefaultRetention = Retention{Events: 90 * 24 * time.Hour, Audit: 400 * 24 * time.Hour, Tokens: 30 * 24 * time.Hour,
 	Operations: 90 * 24 * time.Hour, Instructions: 30 * 24 * time.Hour}
+
+// silence is how long an installed node's agent may go without a
+// heartbeat before the node counts as down (two heartbeat intervals),
+// for the API's status.health and the machine health check alike.
+func (c *Config) silence() time.Duration {
+	return 2 * cmp.Or(c.AgentHeartbeatInterval, gateway.DefaultHeartbeatInterval)
+}

@@ -97,6 +97,7 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		ExternalURL:     d.cfg.ExternalURL,
 		TrustForwarded:  d.cfg.TrustForwarded,
 		DefaultProvider: defaultProvider,
+		Silence:         d.cfg.silence(),
 	})
 	con := console.New(console.Options{
 		API:       srv,

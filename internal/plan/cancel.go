@@ -171,12 +171,6 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 		st.LastError = &v1.StatusError{Code: v1.CodeCanceled, Message: msg, Step: s.Name, Retryable: true}
 		st.UpdatedAt = now
 	}
-	// The cluster says what is there now: a later change starts from it.
-	if counts, err := x.nodeCounts(ctx); err == nil {
-		st.Nodes = counts
-	} else if ctx.Err() != nil {
-		return ctx.Err()
-	}
 
 	x.log.Info("operation canceled", "step", s.Name, "by", by, "running", running)
 	stepEv := x.newEvent("Warning", "StepCanceled", fmt.Sprintf("step %s: %s", s.Name, s.Message))

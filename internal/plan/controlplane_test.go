@@ -36,7 +36,7 @@ func TestControlPlaneGrows(t *testing.T) {
 		if diff := cmp.Diff(want, e.nodes("c")); diff != "" {
 			t.Errorf("nodes after growing to %d (-want +got):\n%s", size, diff)
 		}
-		if n := e.cluster("c").Status.Nodes; n != (v1.NodeCounts{ControlPlane: size, Workers: 1, Ready: size + 1}) {
+		if n := e.counts("c"); n != [3]int{size, 1, size + 1} {
 			t.Errorf("node counts after growing to %d = %+v", size, n)
 		}
 	}

@@ -132,11 +132,6 @@ func (x *run) succeed(ctx context.Context) error {
 			}
 			st.Endpoint = ep
 		}
-		counts, err := x.nodeCounts(ctx)
-		if err != nil {
-			return err
-		}
-		st.Nodes = counts
 	}
 	now := x.r.opts.Now().UTC()
 	x.op.Status, x.op.EndTime, x.op.Error = v1.OpSucceeded, &now, nil
@@ -193,27 +188,6 @@ func (x *run) endpoint(ctx context.Context) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// nodeCounts summarises the cluster's node records.
-func (x *run) nodeCounts(ctx context.Context) (v1.NodeCounts, error) {
-	nodes, err := x.nodes(ctx)
-	if err != nil {
-		return v1.NodeCounts{}, err
-	}
-	var c v1.NodeCounts
-	for _, n := range nodes {
-		switch n.Role {
-		case v1.RoleControlPlane:
-			c.ControlPlane++
-		case v1.RoleWorker:
-			c.Workers++
-		}
-		if n.State == v1.NodeReady {
-			c.Ready++
-		}
-	}
-	return c, nil
 }
 
 // nodes returns every node record of the cluster, by name.

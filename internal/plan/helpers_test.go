@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/clusterstate"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/sim"
@@ -152,6 +153,22 @@ func (e *env) nodes(name string) map[string]string {
 		out[n.Name] = n.Role + "/" + n.Pool + "/" + n.State
 	}
 	return out
+}
+
+// counts are the cluster's nodes as the API counts them (clusterstate):
+// control plane present, workers present, ready.
+func (e *env) counts(name string) [3]int {
+	e.t.Helper()
+	var nodes []v1.Node
+	ns, _, err := e.st.ListNodes(e.t.Context(), store.Key{Project: project, Name: name}, store.Page{Limit: 1000})
+	if err != nil {
+		e.t.Fatalf("list nodes: %v", err)
+	}
+	for _, n := range ns {
+		nodes = append(nodes, n.Node)
+	}
+	c := clusterstate.Counts(&e.cluster(name).Spec, nodes)
+	return [3]int{c.ControlPlane, c.Workers, c.Ready}
 }
 
 func (e *env) machines(name string) []string {

@@ -1,20 +1,27 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/clusterstate"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
 
 // clusterOut is a cluster as the API answers it: with what its
-// distribution installs (status.installed), derived from its spec.
-func clusterOut(cl *store.Cluster) v1.Cluster {
+// distribution installs (status.installed), derived from its spec, and its
+// node counts and health (status.nodes, status.health) from its node
+// records as they are now (clusterstate). On an error reading the nodes it
+// answers the cluster with the error: the counts are those of the spec
+// alone.
+func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster, error) {
 	out := v1.Cluster{
 		Name:   cl.Name,
 		ID:     clusterPath(cl.Project, cl.Name),
@@ -24,7 +31,19 @@ func clusterOut(cl *store.Cluster) v1.Cluster {
 		Status: cl.Status,
 	}
 	out.Status.Installed = distro.Installed(&cl.Spec)
-	return out
+	var nodes []v1.Node
+	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return s.nodes.ListNodes(ctx, cl.Key(), pg) },
+		func(n *store.Node) error { nodes = append(nodes, n.Node); return nil })
+	out.Status.Nodes = clusterstate.Counts(&cl.Spec, nodes)
+	if err != nil {
+		return out, fmt.Errorf("list the nodes of cluster %s: %w", cl.Key(), err)
+	}
+	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, nodes, s.now().Add(-s.silence))
+	if was := cl.Status.Health; was != nil && was.State == h.State && was.Reason == h.Reason {
+		h.Since = was.Since
+	}
+	out.Status.Health = &h
+	return out, nil
 }
 
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
@@ -39,7 +58,13 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list(w, r, pg, items, next, clusterOut)
+	out := make([]v1.Cluster, len(items))
+	for i, cl := range items {
+		if out[i], err = s.clusterOut(r.Context(), cl); err != nil {
+			return err
+		}
+	}
+	list(w, r, pg, out, next, func(c v1.Cluster) v1.Cluster { return c })
 	return nil
 }
 
@@ -48,8 +73,12 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	out, err := s.clusterOut(r.Context(), cl)
+	if err != nil {
+		return err
+	}
 	w.Header().Set("ETag", quoteETag(cl.ETag))
-	writeJSON(w, http.StatusOK, clusterOut(cl))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -276,7 +305,12 @@ func (s *Server) accepted(w http.ResponseWriter, r *http.Request, cl *store.Clus
 	h.Set("Location", s.operationURL(r, op.ID))
 	h.Set("Retry-After", "1")
 	h.Set("ETag", quoteETag(cl.ETag))
-	writeJSON(w, status, clusterOut(cl))
+	out, err := s.clusterOut(r.Context(), cl)
+	if err != nil {
+		// The operation is begun: answer it, with the counts of the spec.
+		s.log.WarnContext(r.Context(), "answering a cluster without its node counts", "cluster", cl.Key().String(), "err", err)
+	}
+	writeJSON(w, status, out)
 }
 
 // pendingSteps are the steps of a new operation of kind on a cluster with

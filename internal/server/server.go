@@ -100,6 +100,10 @@ type Options struct {
 	// DefaultProvider (local) when empty. kilnd --dev makes it docker when
 	// the docker provider is registered.
 	DefaultProvider string
+	// Silence is how long an installed node's agent may go without a
+	// heartbeat before status.health counts the node down (two heartbeat
+	// intervals: it turns NOT_READY a little later); 0 means 10 s.
+	Silence time.Duration
 }
 
 // Server is the API frontend, an http.Handler.
@@ -120,6 +124,7 @@ type Server struct {
 	checker         *dynamic.Checker
 	now             func() time.Time
 	poll            time.Duration
+	silence         time.Duration // Options.Silence
 	limiter         *limiter
 	credentials     *limiter      // a person's cluster credentials (credential.go)
 	inflight        chan struct{} // a slot per request being served; nil: no cap
@@ -165,6 +170,7 @@ func New(opts Options) *Server {
 		checker:         &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
 		now:             opts.Now,
 		poll:            opts.PollInterval,
+		silence:         opts.Silence,
 		oci:             opts.OCI,
 		mux:             http.NewServeMux(),
 
@@ -189,6 +195,9 @@ func New(opts Options) *Server {
 		s.inflight = make(chan struct{}, 512)
 	case opts.MaxInFlight > 0:
 		s.inflight = make(chan struct{}, opts.MaxInFlight)
+	}
+	if s.silence <= 0 {
+		s.silence = 10 * time.Second
 	}
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond
