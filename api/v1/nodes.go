@@ -49,18 +49,15 @@ func (n Node) Hostname() string {
 	return ""
 }
 
-// PoolNodes counts the workers of pool among nodes, and how many of them
-// are READY.
-func PoolNodes(pool string, nodes []Node) (count, ready int) {
-	for _, n := range nodes {
-		if n.Role == RoleWorker && n.Pool == pool {
-			count++
-			if n.State == NodeReady {
-				ready++
-			}
+// Pool is the count of the worker pool named name, zero when n has none
+// (a pool the spec does not have).
+func (n NodeCounts) Pool(name string) PoolCount {
+	for _, p := range n.Pools {
+		if p.Name == name {
+			return p
 		}
 	}
-	return count, ready
+	return PoolCount{Name: name}
 }
 
 // NodeConfig is the body of POST .../nodes/{node}/configure: the node's role

@@ -62,21 +62,18 @@ READY, and its instance type, zones, labels, taints and drain timeout.`,
 			if err != nil {
 				return err
 			}
-			nodes, err := c.ListNodes(ctx, s.Project, args[0])
-			if err != nil {
-				return err
-			}
-			views := poolViews(&cl.Spec, nodes)
+			views := poolViews(cl)
 			return a.emit(views, func(w io.Writer) error { return renderPools(w, views) })
 		}),
 	}
 }
 
-func poolViews(spec *v1.ClusterSpec, nodes []v1.Node) []poolView {
-	views := make([]poolView, len(spec.WorkerPools))
-	for i, p := range spec.WorkerPools {
-		views[i].WorkerPool = p
-		views[i].Nodes, views[i].Ready = v1.PoolNodes(p.Name, nodes)
+// poolViews are cl's pools with their nodes as the API counted them.
+func poolViews(cl *v1.Cluster) []poolView {
+	views := make([]poolView, len(cl.Spec.WorkerPools))
+	for i, p := range cl.Spec.WorkerPools {
+		pc := cl.Status.Nodes.Pool(p.Name)
+		views[i] = poolView{WorkerPool: p, Nodes: pc.Present, Ready: pc.Ready}
 	}
 	return views
 }

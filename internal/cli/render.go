@@ -54,26 +54,28 @@ func row(tw io.Writer, cols ...string) {
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 }
 
-// renderClusters prints the cluster table. CONTROL-PLANE and WORKERS are
-// nodes present / nodes wanted.
+// renderClusters prints the cluster table. HEALTH is status.health's
+// state; CONTROL-PLANE and WORKERS are nodes ready / nodes wanted, as the
+// API counts them (status.nodes).
 func renderClusters(w io.Writer, clusters []v1.Cluster, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tPROVIDER\tVERSION\tSTATE\tCONTROL-PLANE\tWORKERS\tENDPOINT\tAGE")
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tVERSION\tSTATE\tHEALTH\tCONTROL-PLANE\tWORKERS\tENDPOINT\tAGE")
 	for _, c := range clusters {
-		row(tw, c.Name, c.Spec.Provider, c.Spec.KubernetesVersion, c.Status.ProvisioningState,
-			fmt.Sprintf("%d/%d", c.Status.Nodes.ControlPlane, c.Spec.ControlPlane.Size),
-			fmt.Sprintf("%d/%d", c.Status.Nodes.Workers, wantedWorkers(&c.Spec)),
+		n := c.Status.Nodes
+		row(tw, c.Name, c.Spec.Provider, c.Spec.KubernetesVersion, c.Status.ProvisioningState, healthState(c.Status.Health),
+			fmt.Sprintf("%d/%d", n.ControlPlaneReady, n.ControlPlaneWanted),
+			fmt.Sprintf("%d/%d", n.WorkersReady, n.WorkersWanted),
 			c.Status.Endpoint, age(c.Status.CreatedAt, now))
 	}
 	return tw.Flush()
 }
 
-func wantedWorkers(s *v1.ClusterSpec) int {
-	n := 0
-	for _, p := range s.WorkerPools {
-		n += p.Size
+// healthState is h's state, "-" when the server said none.
+func healthState(h *v1.Health) string {
+	if h == nil {
+		return "-"
 	}
-	return n
+	return h.State
 }
 
 // renderNodes prints the nodes table; PRECHECKS counts each node's results
@@ -230,7 +232,8 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	fmt.Fprintf(tw, "Network:\tpods %s, services %s, CNI %s\n",
 		orDash(s.Network.PodCIDR), orDash(s.Network.ServiceCIDR), installedCNI(c))
-	cp := fmt.Sprintf("%d (%d present)", s.ControlPlane.Size, c.Status.Nodes.ControlPlane)
+	n := c.Status.Nodes
+	cp := fmt.Sprintf("%d wanted, %d present, %d ready", n.ControlPlaneWanted, n.ControlPlane, n.ControlPlaneReady)
 	if s.ControlPlane.Dedicated {
 		cp += ", dedicated"
 	}
@@ -240,7 +243,10 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	fmt.Fprintf(tw, "Control plane:\t%s\n", cp)
 	fmt.Fprintf(tw, "Node approval:\t%s\n", orDash(s.NodeApproval))
 	fmt.Fprintf(tw, "Labels:\t%s\n", labels(s.Labels))
-	fmt.Fprintf(tw, "Nodes ready:\t%d\n", c.Status.Nodes.Ready)
+	fmt.Fprintf(tw, "Workers:\t%d wanted, %d present, %d ready\n", n.WorkersWanted, n.Workers, n.WorkersReady)
+	if h := c.Status.Health; h != nil {
+		fmt.Fprintf(tw, "Health:\t%s (%s): %s\n", h.State, h.Reason, h.Message)
+	}
 	if cs := c.Status.Certificates; cs != nil {
 		renewal := orDash(s.CertificateRenewal)
 		if renewal == "-" {
@@ -268,9 +274,11 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 
 	fmt.Fprintln(w, "\nWorker pools:")
 	tw = newTable(w)
-	fmt.Fprintln(tw, "NAME\tSIZE\tAUTOSCALE\tINSTANCE-TYPE\tZONES\tLABELS")
+	fmt.Fprintln(tw, "NAME\tSIZE\tNODES\tREADY\tAUTOSCALE\tINSTANCE-TYPE\tZONES\tLABELS")
 	for _, p := range s.WorkerPools {
-		row(tw, p.Name, strconv.Itoa(p.Size), autoscaleBounds(p.Autoscale), p.InstanceType, strings.Join(p.Zones, ","), labels(p.Labels))
+		pc := n.Pool(p.Name)
+		row(tw, p.Name, strconv.Itoa(p.Size), strconv.Itoa(pc.Present), strconv.Itoa(pc.Ready), autoscaleBounds(p.Autoscale),
+			p.InstanceType, strings.Join(p.Zones, ","), labels(p.Labels))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -61,7 +61,7 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, 
 	if v.Nodes, err = api.ListNodes(ctx, project, name); err != nil {
 		return nil, err
 	}
-	v.Pools = poolRows(cl.Spec.WorkerPools, v.Nodes)
+	v.Pools = poolRows(cl)
 	if !history {
 		return v, nil
 	}
@@ -351,13 +351,13 @@ func (c *Console) diagnosticsBundle(w http.ResponseWriter, r *http.Request, s *s
 		"/diagnostics/"+url.PathEscape(r.PathValue("diagnostics"))+"/bundle", nil)
 }
 
-// poolRows are the worker pools with how many of nodes are each's, and
-// Ready.
-func poolRows(pools []v1.WorkerPool, nodes []v1.Node) []poolRow {
-	rows := make([]poolRow, len(pools))
-	for i, p := range pools {
-		rows[i].WorkerPool = p
-		rows[i].Nodes, rows[i].Ready = v1.PoolNodes(p.Name, nodes)
+// poolRows are cl's worker pools with their nodes present and ready, as
+// the API counted them.
+func poolRows(cl *v1.Cluster) []poolRow {
+	rows := make([]poolRow, len(cl.Spec.WorkerPools))
+	for i, p := range cl.Spec.WorkerPools {
+		pc := cl.Status.Nodes.Pool(p.Name)
+		rows[i] = poolRow{WorkerPool: p, Nodes: pc.Present, Ready: pc.Ready}
 	}
 	return rows
 }

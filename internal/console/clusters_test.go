@@ -112,7 +112,7 @@ func TestClustersList(t *testing.T) {
 		t.Errorf("clusters %v", got)
 	}
 	// State, provider, version, node counts and the running operation's percent.
-	for _, want := range []string{"Creating", "sim", "edge", "v1.36.3", "0 + 0, 0 ready", `<progress max="100" value="0"`} {
+	for _, want := range []string{"Creating", "sim", "edge", "v1.36.3", "control plane 0/1, workers 0/", `data-health="Unknown"`, `<progress max="100" value="0"`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the list does not show %q", want)
 		}

@@ -104,13 +104,13 @@ func precheckClass(checks []v1.PrecheckResult) string {
 // stateClass is the CSS class of a state: ok, bad, busy, wait or warn.
 func stateClass(state string) string {
 	switch state {
-	case v1.StateSucceeded, v1.NodeReady, "pass", "True", v1.PackApplied: // steps and operations say Succeeded too
+	case v1.StateSucceeded, v1.NodeReady, "pass", "True", v1.PackApplied, v1.HealthHealthy: // steps and operations say Succeeded too
 		return "ok"
-	case v1.StateFailed, v1.NodeFailed, v1.NodePrecheckFailed, v1.PrecheckFail, "Warning": // and Failed
+	case v1.StateFailed, v1.NodeFailed, v1.NodePrecheckFailed, v1.PrecheckFail, "Warning", v1.HealthUnhealthy: // and Failed
 		return "bad"
 	case v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.OpInProgress, v1.StepRunning, v1.NodeProvisioning, v1.NodeDeleting:
 		return "busy"
-	case v1.StateCanceled, v1.NodeNotReady, "warn", "False": // and Canceled steps
+	case v1.StateCanceled, v1.NodeNotReady, "warn", "False", v1.HealthDegraded: // and Canceled steps
 		return "warn"
 	}
 	return "wait"
