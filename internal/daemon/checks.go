@@ -59,8 +59,8 @@ func (c checks) base(providers []string, interval time.Duration, part string) ch
 	return check.Base{Providers: providers, Steps: plan.PendingSteps, Started: c.wake, Interval: interval, Logger: c.d.log.With("part", part)}
 }
 
-// health is the machine health check: the replaceable clusters judged, the
-// attached ones observed.
+// health is the machine health check: every cluster's health recorded,
+// the replaceable clusters judged for repair, the attached ones observed.
 func (c checks) health() check.Periodic {
 	d, providers := c.d, c.providers
 	return health.NewChecker(health.Options{
@@ -87,7 +87,7 @@ func (c checks) health() check.Periodic {
 			defer cancel()
 			return attached.Observe(ctx, d.Store, cl)
 		},
-		Base: c.base(append(c.attached(), c.replaceables()...), d.cfg.HealthInterval, "health-check"),
+		Base: c.base(nil, d.cfg.HealthInterval, "health-check"),
 	}).Periodic()
 }
 

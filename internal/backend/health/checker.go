@@ -9,6 +9,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check"
+	"kiln.dev/kiln/internal/clusterstate"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -83,8 +84,26 @@ func (c *Checker) CheckAll(ctx context.Context) error {
 	return check.Pass(ctx, c.opts.Store, nil, c.Periodic())
 }
 
-// Check judges one cluster as read (cl), and acts on what it finds.
+// Check judges one cluster as read (cl), and acts on what it finds. Of
+// every cluster it records status.health when that changes
+// (recordHealth); those of watched providers it also judges for repair,
+// attached ones it observes.
 func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
+	var records []v1.Node
+	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return c.opts.Store.ListNodes(ctx, cl.Key(), pg) },
+		func(n *store.Node) error { records = append(records, n.Node); return nil })
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	now := c.opts.Now()
+	var quiet time.Time
+	if c.opts.Silence > 0 {
+		quiet = now.Add(-c.opts.Silence)
+	}
+	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, records, quiet)
+	if cl, err = c.recordHealth(ctx, cl, h, now); err != nil || cl == nil {
+		return err
+	}
 	if c.opts.Attached != nil && c.opts.Attached(cl.Spec.Provider) {
 		if cl.Status.ProvisioningState != v1.StateSucceeded || c.opts.Observe == nil {
 			return nil
@@ -94,29 +113,55 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 	if cl.Status.ProvisioningState != v1.StateSucceeded || !c.opts.Watched(cl.Spec.Provider) {
 		return nil
 	}
-	var records []v1.Node
-	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return c.opts.Store.ListNodes(ctx, cl.Key(), pg) },
-		func(n *store.Node) error { records = append(records, n.Node); return nil })
-	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
 	var kube map[string]time.Time
 	if c.opts.KubeNotReady != nil && slices.ContainsFunc(records, func(n v1.Node) bool { return n.Role == v1.RoleWorker }) {
 		if kube, err = c.opts.KubeNotReady(ctx, cl); err != nil {
 			c.opts.Logger.Debug("could not read the cluster's Kubernetes nodes; judging by heartbeats", "cluster", cl.Key().String(), "err", err)
 		}
 	}
-	now := c.opts.Now()
-	var quiet time.Time
-	if c.opts.Silence > 0 {
-		quiet = now.Add(-c.opts.Silence)
-	}
 	v := Assess(&cl.Spec, Nodes(records, kube, quiet), now)
 	v.Restart = c.stoppedControlPlane(ctx, cl, records)
 	if len(v.Replace) > 0 || len(v.Restart) > 0 {
 		return c.repair(ctx, cl, v, now)
 	}
-	return c.setCondition(ctx, cl, v, now)
+	return c.setCondition(ctx, cl, v, h, now)
+}
+
+// recordHealth writes h as cl's status.health when its state or reason
+// changed (a first Healthy is not written: nothing was said before), with
+// an event HealthChanged, Warning when h is Degraded or Unhealthy. It
+// returns the cluster as it is after (cl when nothing was written), or nil
+// when another change got there first: the next pass judges it again.
+func (c *Checker) recordHealth(ctx context.Context, cl *store.Cluster, h v1.Health, now time.Time) (*store.Cluster, error) {
+	was := cl.Status.Health
+	switch {
+	case was != nil && was.State == h.State && was.Reason == h.Reason:
+		return cl, nil
+	case was == nil && (h.State == v1.HealthHealthy || h.State == v1.HealthUnknown):
+		return cl, nil
+	}
+	next := *cl
+	since := now.UTC()
+	h.Since = &since
+	next.Status.Health = &h
+	written, err := c.acts.SetStatus(ctx, cl, &next)
+	if err != nil {
+		return nil, fmt.Errorf("write status.health: %w", err)
+	}
+	if !written {
+		return nil, nil
+	}
+	typ, before := "Normal", "nothing recorded"
+	if h.State == v1.HealthDegraded || h.State == v1.HealthUnhealthy {
+		typ = "Warning"
+	}
+	if was != nil {
+		before = was.State + " (" + was.Reason + ")"
+	}
+	msg := fmt.Sprintf("health %s (%s), was %s: %s", h.State, h.Reason, before, h.Message)
+	c.opts.Logger.Info("cluster health changed", "cluster", cl.Key().String(), "health", h.State, "reason", h.Reason, "was", before)
+	c.acts.Event(ctx, cl, typ, "HealthChanged", "", msg)
+	return &next, nil
 }
 
 // repair begins a repair operation, conditional on the cluster being as
@@ -167,13 +212,25 @@ func (c *Checker) stoppedControlPlane(ctx context.Context, cl *store.Cluster, re
 	return out
 }
 
-// setCondition keeps NodesHealthy as the verdict says, writing only a
-// change.
-func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict, now time.Time) error {
+// setCondition keeps NodesHealthy as the verdict and the control plane's
+// health say, writing only a change: False when a pool is beyond its
+// maxUnhealthy or the control plane is down or has lost its quorum.
+func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict, h v1.Health, now time.Time) error {
 	want := v1.Condition{Type: v1.ConditionNodesHealthy, Status: "True", Reason: "AsExpected",
-		Message: "no pool has more unhealthy nodes than its maxUnhealthy"}
+		Message: "the control plane answers and no pool has more unhealthy nodes than its maxUnhealthy"}
+	var bad []string
+	if h.Reason == "ControlPlaneDown" || h.Reason == "ControlPlaneQuorumLost" {
+		want.Reason = h.Reason
+		bad = append(bad, h.Message)
+	}
 	if msg := v.BlockedMessage(); msg != "" {
-		want.Status, want.Reason, want.Message = "False", "TooManyUnhealthy", msg
+		if len(bad) == 0 {
+			want.Reason = "TooManyUnhealthy"
+		}
+		bad = append(bad, msg)
+	}
+	if len(bad) > 0 {
+		want.Status, want.Message = "False", strings.Join(bad, "; ")
 	}
 	if want.Status == "True" && !slices.ContainsFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == want.Type }) {
 		return nil // healthy, and never said otherwise

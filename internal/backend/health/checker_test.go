@@ -274,3 +274,66 @@ func TestCheckerRestartsAStoppedControlPlane(t *testing.T) {
 		t.Errorf("last event %+v, want ControlPlaneStopped naming c-cp-0 and the repair", last)
 	}
 }
+
+// The check records status.health when it changes, with an event, and
+// NodesHealthy counts the control plane: a control-plane node whose agent
+// stopped makes the cluster Unhealthy (ControlPlaneDown) at the next pass,
+// once, and its return makes it Healthy again.
+func TestHealthRecorded(t *testing.T) {
+	e := newEnv(t)
+	cp := func(state string) {
+		t.Helper()
+		beat := e.now
+		n := &store.Node{Project: "p", Node: v1.Node{Name: "c-cp-0", Cluster: "c", Role: v1.RoleControlPlane, State: state, LastHeartbeat: &beat}}
+		if old, err := e.st.GetNode(t.Context(), e.k, n.Name); err == nil {
+			n.ETag = old.ETag
+		}
+		if err := e.st.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthEvents := func() []v1.Event {
+		events, _, err := e.st.ListEvents(t.Context(), e.k, store.Page{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []v1.Event
+		for _, ev := range events {
+			if ev.Reason == "HealthChanged" {
+				out = append(out, ev.Event)
+			}
+		}
+		return out
+	}
+	cp(v1.NodeReady)
+	e.check()
+	if h := e.cluster().Status.Health; h != nil || len(healthEvents()) != 0 {
+		t.Fatalf("a healthy cluster's first pass recorded %+v, events %+v: nothing was said before", h, healthEvents())
+	}
+
+	cp(v1.NodeNotReady)
+	e.check()
+	e.check()
+	h := e.cluster().Status.Health
+	if h == nil || h.State != v1.HealthUnhealthy || h.Reason != "ControlPlaneDown" || h.Since == nil || !h.Since.Equal(e.now) {
+		t.Fatalf("health with the control plane NOT_READY: %+v, want Unhealthy (ControlPlaneDown) since now", h)
+	}
+	if evs := healthEvents(); len(evs) != 1 || evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, "c-cp-0") {
+		t.Errorf("events %+v, want one Warning HealthChanged naming c-cp-0", evs)
+	}
+	if c := e.condition(); c == nil || c.Status != "False" || c.Reason != "ControlPlaneDown" {
+		t.Errorf("NodesHealthy %+v, want False (ControlPlaneDown)", c)
+	}
+
+	cp(v1.NodeReady)
+	e.check()
+	if h := e.cluster().Status.Health; h == nil || h.State != v1.HealthHealthy {
+		t.Errorf("health after the control plane came back: %+v", h)
+	}
+	if evs := healthEvents(); len(evs) != 2 || evs[1].Type != "Normal" {
+		t.Errorf("events %+v, want a Normal HealthChanged after the Warning", evs)
+	}
+	if c := e.condition(); c == nil || c.Status != "True" {
+		t.Errorf("NodesHealthy %+v, want True", c)
+	}
+}
