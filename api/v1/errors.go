@@ -104,6 +104,10 @@ type Error struct {
 	Message string  `json:"message"`
 	Target  string  `json:"target,omitempty"`
 	Details []Error `json:"details,omitempty"`
+	// Retryable is set on a Failed operation's error that a retry may get
+	// past (the step ran out of attempts at a failure that can pass); a
+	// permanent failure, without it, fails a retry the same way.
+	Retryable bool `json:"retryable,omitempty"`
 }
 
 // ErrorResponse is the body of every error response.

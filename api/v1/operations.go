@@ -88,3 +88,46 @@ type Step struct {
 	// operation runs.
 	DoneBy string `json:"doneBy,omitempty"`
 }
+
+// NextStep is something a person can do after an operation ended: the
+// kiln command (the console offers the same as a button) and why.
+type NextStep struct {
+	// Action is retry, edit or force-delete.
+	Action  string `json:"action"`
+	Command string `json:"command"`
+	Why     string `json:"why"`
+}
+
+// NextSteps are what can be done about op, an operation of cluster,
+// once it ended Failed or Canceled (none otherwise): a retry only where it
+// may succeed (canceled, or failed with a retryable error), else a change
+// of the spec; a forced delete after a delete's failure. The console and
+// the CLI both say these.
+func NextSteps(op *Operation, cluster string) []NextStep {
+	if op.Properties.Force {
+		return nil
+	}
+	retry := NextStep{Action: "retry", Command: "kiln cluster retry " + cluster}
+	edit := NextStep{Action: "edit", Command: "kiln cluster edit " + cluster,
+		Why: "this failure is permanent, a retry would fail the same way: change what the error names and the change starts from here"}
+	switch op.Status {
+	case OpCanceled:
+		retry.Why = "goes on from the step that stopped; a change or a delete also starts from here"
+		return []NextStep{retry}
+	case OpFailed:
+		var out []NextStep
+		retryable := op.Error != nil && op.Error.Retryable
+		if retryable {
+			retry.Why = "runs it again from the failed step: this failure can pass"
+			out = append(out, retry)
+		} else if op.Properties.Kind != KindDelete {
+			out = append(out, edit)
+		}
+		if op.Properties.Kind == KindDelete && !retryable {
+			out = append(out, NextStep{Action: "force-delete", Command: "kiln cluster delete " + cluster + " --force",
+				Why: "deletes the cluster ignoring provider errors, listing what may be left behind: remove it in the cloud account"})
+		}
+		return out
+	}
+	return nil
+}

@@ -253,12 +253,9 @@ func printOperationError(w io.Writer, op *v1.Operation) {
 			fmt.Fprintln(w)
 		}
 	}
-	if _, name, ok := strings.Cut(op.Properties.Target, "/clusters/"); ok && !op.Properties.Force {
-		switch op.Status {
-		case v1.OpCanceled:
-			fmt.Fprintf(w, "  the cluster is Canceled: 'kiln cluster retry %s' goes on from that step; a change or a delete also starts from here\n", name)
-		case v1.OpFailed:
-			fmt.Fprintf(w, "  'kiln cluster retry %s' runs it again from the failed step\n", name)
+	if _, name, ok := strings.Cut(op.Properties.Target, "/clusters/"); ok {
+		for _, n := range v1.NextSteps(op, name) {
+			fmt.Fprintf(w, "  next: %s (%s)\n", n.Command, n.Why)
 		}
 	}
 }

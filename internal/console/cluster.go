@@ -333,7 +333,11 @@ func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *sessi
 		return c.showCluster(w, r, s, http.StatusBadRequest, &v1.Error{Code: v1.CodeInvalidParameter, Target: "confirm",
 			Message: fmt.Sprintf("Type the cluster's name, %s, to confirm that it is to be deleted.", name)})
 	}
-	opID, err := c.client(r, s.token).DeleteCluster(r.Context(), project, name)
+	del := c.client(r, s.token).DeleteCluster
+	if r.PostFormValue("force") == "true" {
+		del = c.client(r, s.token).ForceDeleteCluster
+	}
+	opID, err := del(r.Context(), project, name)
 	return c.acted(w, r, s, err, clusterURL(project, name), fmt.Sprintf("Deleting cluster %s (operation %s).", name, opID))
 }
 

@@ -267,3 +267,59 @@ func TestEdgeActions(t *testing.T) {
 		t.Errorf("after reset: a %s operation, %s", op.Properties.Kind, op.Status)
 	}
 }
+
+// The page offers what can be done about a failure, as the CLI says it
+// (v1.NextSteps): a retry only for a failure that can pass, a change for
+// a permanent one, and a forced delete after a delete failed for good.
+func TestNextStepsOffered(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	open := func(name string) page { return b.get("/projects/default/clusters/" + name) }
+	hasForm := func(p page, name, action string) bool {
+		return slices.Contains(p.postForms(t), "/projects/default/clusters/"+name+"/"+action)
+	}
+
+	e.createCluster("flaky", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelFailStep: "ensure-network", sim.LabelFailTimes: "10"}})
+	e.createCluster("perm", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelFailTerminal: "ensure-network"}})
+	for _, name := range []string{"flaky", "perm"} {
+		if op := e.wait(name); op.Status != v1.OpFailed {
+			t.Fatalf("%s: %s, want Failed", name, op.Status)
+		}
+	}
+	if p := open("flaky"); !hasForm(p, "flaky", "retry") {
+		t.Errorf("a failure that can pass offers no retry: %v", p.postForms(t))
+	}
+	p := open("perm")
+	if hasForm(p, "perm", "retry") {
+		t.Error("a permanent failure offers a retry, which would fail the same way")
+	}
+	if msg, ok := p.byID(t, "next-edit"); !ok || !strings.Contains(msg, "kiln cluster edit perm") {
+		t.Errorf("a permanent failure's page does not say to change the cluster: %q", msg)
+	}
+	if strings.Contains(p.body, `name="force"`) {
+		t.Error("a failed create offers a forced delete")
+	}
+
+	// A delete that fails for good: the page offers the forced delete,
+	// which removes the cluster.
+	e.createCluster("stuck", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelFailTerminal: "delete-network"}})
+	e.wait("stuck")
+	if _, err := e.api.DeleteCluster(t.Context(), "default", "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	if op := e.wait("stuck"); op.Status != v1.OpFailed {
+		t.Fatalf("delete: %s, want Failed", op.Status)
+	}
+	p = open("stuck")
+	if _, ok := p.byID(t, "next-force-delete"); !ok || !strings.Contains(p.body, `name="force"`) || hasForm(p, "stuck", "retry") {
+		t.Fatalf("a delete failed for good: force offered %t, retry offered %t", ok, hasForm(p, "stuck", "retry"))
+	}
+	if r := b.post("/projects/default/clusters/stuck/delete", url.Values{"confirm": {"stuck"}, "force": {"true"}, "csrf": {csrf}}); r.status != http.StatusSeeOther {
+		t.Fatalf("forced delete: %d %s", r.status, r.body)
+	}
+	waitfor.Cond(t, "the forced delete to remove cluster stuck", time.Minute, func() (bool, error) {
+		_, err := e.api.GetCluster(t.Context(), "default", "stuck")
+		return client.IsNotFound(err), nil
+	})
+}

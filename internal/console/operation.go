@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,6 +48,21 @@ type stepRow struct {
 	Step   v1.Step
 	Kept   []v1.Step
 	DoneBy opRef
+}
+
+// Next are what can be done about the current operation once it ended
+// Failed or Canceled (v1.NextSteps: what the CLI says too).
+func (v *clusterView) Next() []v1.NextStep {
+	if v.Current == nil {
+		return nil
+	}
+	return v1.NextSteps(v.Current, v.Cluster.Name)
+}
+
+// CanForceDelete reports whether the delete form offers to ignore provider
+// errors: the current operation's next steps include a forced delete.
+func (v *clusterView) CanForceDelete() bool {
+	return slices.ContainsFunc(v.Next(), func(n v1.NextStep) bool { return n.Action == "force-delete" })
 }
 
 // CurrentOp is the current operation as the page shows it.

@@ -30,7 +30,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 		target = fmt.Sprintf("/v1/projects/%s/clusters/%s", x.cl.Project, x.cl.Name)
 	}
 	x.op.Status, x.op.EndTime = v1.OpFailed, &now
-	x.op.Error = &v1.Error{Code: fe.Code, Message: fe.Message, Target: target, Details: fe.Details}
+	x.op.Error = &v1.Error{Code: fe.Code, Message: fe.Message, Target: target, Details: fe.Details, Retryable: fe.Retryable}
 
 	st := &x.cl.Status
 	if leavesCluster(x.op) {
