@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -300,6 +301,10 @@ func TestNextStepsOffered(t *testing.T) {
 	if strings.Contains(p.body, `name="force"`) {
 		t.Error("a failed create offers a forced delete")
 	}
+	// The fleet list says where and why a failed cluster stopped.
+	if l := b.get("/clusters"); !strings.Contains(l.body, `data-code="ProviderError"`) || !strings.Contains(l.body, "at <code>ensure-network</code>") {
+		t.Errorf("the list does not show the failed clusters' error and step")
+	}
 
 	// A delete that fails for good: the page offers the forced delete,
 	// which removes the cluster.
@@ -322,4 +327,35 @@ func TestNextStepsOffered(t *testing.T) {
 		_, err := e.api.GetCluster(t.Context(), "default", "stuck")
 		return client.IsNotFound(err), nil
 	})
+}
+
+// Buttons only where they work: while an operation runs the changes that
+// would be refused are disabled, with the reason in words; a sim cluster
+// offers no kubeconfig, and says why.
+func TestButtonsWhereTheyWork(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	b.login(ownerToken)
+	e.createCluster("hung", v1.ClusterSpec{Provider: "sim", WorkerPools: []v1.WorkerPool{{Name: "default", Size: 1}},
+		Labels: map[string]string{sim.LabelHangStep: "ensure-worker-machines"}})
+	e.stepRunning(e.cluster("hung").Status.CurrentOperation, "ensure-worker-machines")
+	p := b.get("/projects/default/clusters/hung")
+	disabled := regexp.MustCompile(`<button type="submit" (?:class="danger" )?id="(scale-default|scale-control-plane|remove-default|add-pool)" disabled title="The cluster is Creating`)
+	if got := len(disabled.FindAllString(p.body, -1)); got != 4 {
+		t.Errorf("%d of the scale, remove and add-pool buttons are disabled while the create runs, want 4", got)
+	}
+	if msg, ok := p.byID(t, "busy-note"); !ok || !strings.Contains(msg, "wait until its operation ends") {
+		t.Errorf("no visible reason for the disabled buttons: %q", msg)
+	}
+	if strings.Contains(p.body, `/clusters/hung/kubeconfig"`) {
+		t.Error("a sim cluster's page links a kubeconfig, which would answer 409")
+	}
+	if msg, ok := p.byID(t, "kubeconfig-why"); !ok || !strings.Contains(msg, "runs no Kubernetes") {
+		t.Errorf("the page does not say why there is no kubeconfig: %q", msg)
+	}
+	// The held operation ends, canceled, before the backend stops.
+	if _, err := e.api.CancelOperation(t.Context(), e.cluster("hung").Status.CurrentOperation); err != nil {
+		t.Fatal(err)
+	}
+	e.wait("hung")
 }

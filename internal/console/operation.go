@@ -65,6 +65,28 @@ func (v *clusterView) CanForceDelete() bool {
 	return slices.ContainsFunc(v.Next(), func(n v1.NextStep) bool { return n.Action == "force-delete" })
 }
 
+// Busy says why the cluster's changes (scale, pools, upgrade) wait, while
+// an operation runs; "" when they can be made.
+func (v *clusterView) Busy() string {
+	if st := v.Cluster.Status.ProvisioningState; changing(st) {
+		return fmt.Sprintf("The cluster is %s: scaling, pools and upgrades wait until its operation ends (or is canceled).", st)
+	}
+	return ""
+}
+
+// NoKubeconfig says why the cluster has no kubeconfig to download: the sim
+// runs no Kubernetes, and a cluster has no API before its control plane is
+// up; "" when it has one.
+func (v *clusterView) NoKubeconfig() string {
+	switch {
+	case v.Cluster.Status.Installed != nil && v.Cluster.Status.Installed.Kubelet == v1.KubeletNone:
+		return "No kubeconfig: this cluster's provider (" + v.Cluster.Spec.Provider + ") runs no Kubernetes."
+	case v.Cluster.Status.Endpoint == "":
+		return "No kubeconfig yet: the cluster's API has no endpoint until its control plane is up."
+	}
+	return ""
+}
+
 // CurrentOp is the current operation as the page shows it.
 func (v *clusterView) CurrentOp() *operationView {
 	if v.Current == nil {
