@@ -34,12 +34,30 @@ type clusterView struct {
 	// Diagnostics are the cluster's diagnostics bundles, newest first: a
 	// failed operation links its own.
 	Diagnostics []v1.Diagnostics
+	// EventFilter is which events the overview shows (eventFilters).
+	EventFilter string
 }
 
 // poolRow is a worker pool with its nodes now.
 type poolRow struct {
 	v1.WorkerPool
 	Nodes, Ready int
+}
+
+// eventFilters are the events the page can show (?events=): all, the
+// warnings only, or all but the steps' starts and successes (the bulk of a
+// cluster's events).
+var eventFilters = []string{"all", "warnings", "no-steps"}
+
+// keepEvent reports whether filter shows e.
+func keepEvent(filter string, e v1.Event) bool {
+	switch filter {
+	case "warnings":
+		return e.Type == "Warning"
+	case "no-steps":
+		return e.Reason != "StepStarted" && e.Reason != "StepSucceeded"
+	}
+	return true
 }
 
 // maxEvents is how many of the latest events the page shows.
@@ -88,6 +106,11 @@ func (c *Console) loadCluster(ctx context.Context, r *http.Request, s *session, 
 	if err != nil {
 		return nil, err
 	}
+	v.EventFilter = r.URL.Query().Get("events")
+	if !slices.Contains(eventFilters, v.EventFilter) {
+		v.EventFilter = "all"
+	}
+	events = slices.DeleteFunc(events, func(e v1.Event) bool { return !keepEvent(v.EventFilter, e) })
 	if len(events) > maxEvents {
 		events = events[len(events)-maxEvents:]
 	}
@@ -118,7 +141,7 @@ func (c *Console) showCluster(w http.ResponseWriter, r *http.Request, s *session
 	}
 	c.render(w, r, status, "cluster.html", page{Title: v.Cluster.Name, Session: s, Project: v.Project,
 		Cluster: v.Cluster.Name, Tab: "overview", Data: v, Error: apiErr, Notice: noticeOf(w, r),
-		Live: clusterURL(v.Project, v.Cluster.Name) + "/live?view=overview"})
+		Live: clusterURL(v.Project, v.Cluster.Name) + "/live?" + url.Values{"view": {"overview"}, "events": {v.EventFilter}}.Encode()})
 	return nil
 }
 

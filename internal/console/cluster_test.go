@@ -359,3 +359,34 @@ func TestButtonsWhereTheyWork(t *testing.T) {
 	}
 	e.wait("hung")
 }
+
+// The overview's events filter by severity and kind, and the live stream
+// keeps the filter.
+func TestEventFilters(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	b.login(ownerToken)
+	e.createCluster("flaky", v1.ClusterSpec{Provider: "sim", Labels: map[string]string{sim.LabelFailStep: "ensure-network", sim.LabelFailTimes: "10"}})
+	e.wait("flaky")
+	reasons := func(q string) []string {
+		p := b.get("/projects/default/clusters/flaky?events=" + q)
+		var out []string
+		for _, m := range regexp.MustCompile(`<span class="state [a-z]+">([A-Za-z]+)</span>`).FindAllStringSubmatch(p.body[strings.Index(p.body, `id="events"`):], -1) {
+			out = append(out, m[1])
+		}
+		if !strings.Contains(p.body, "events="+q) {
+			t.Errorf("?events=%s: the live stream's URL does not keep the filter", q)
+		}
+		return out
+	}
+	all, warnings, noSteps := reasons("all"), reasons("warnings"), reasons("no-steps")
+	if !slices.Contains(all, "StepStarted") || !slices.Contains(all, "OperationFailed") {
+		t.Fatalf("all events: %v", all)
+	}
+	if len(warnings) == 0 || slices.Contains(warnings, "StepStarted") || !slices.Contains(warnings, "OperationFailed") {
+		t.Errorf("warnings only: %v", warnings)
+	}
+	if slices.Contains(noSteps, "StepStarted") || slices.Contains(noSteps, "StepSucceeded") || !slices.Contains(noSteps, "OperationStarted") {
+		t.Errorf("without steps: %v", noSteps)
+	}
+}
