@@ -129,8 +129,9 @@ read from --cluster's.`,
 }
 
 func (a *app) diagnosticsDeleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete CLUSTER ID",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "delete CLUSTER ID [--yes]",
 		Aliases: []string{"rm"},
 		Short:   "Delete a diagnostics bundle",
 		Example: "  kiln diagnostics delete shop 019ac0de-...",
@@ -140,6 +141,9 @@ func (a *app) diagnosticsDeleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Delete diagnostics bundle %s of cluster %q in project %q?", args[1], args[0], s.Project)); err != nil {
+				return err
+			}
 			if err := c.DeleteDiagnostics(cmd.Context(), s.Project, args[0], args[1]); err != nil {
 				return err
 			}
@@ -147,6 +151,8 @@ func (a *app) diagnosticsDeleteCommand() *cobra.Command {
 			return nil
 		}),
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
 }
 
 // downloadDiagnostics writes bundle id of cluster to file (- for stdout).

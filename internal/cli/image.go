@@ -200,8 +200,9 @@ for it, its digest and its compressed size. It needs the viewer role.`,
 }
 
 func (a *app) imageDeleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete NAME:TAG",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "delete NAME:TAG [--yes]",
 		Aliases: []string{"rm"},
 		Short:   "Delete a tag of an image; what no tag uses any more is garbage collected",
 		Long: `delete removes the tag NAME:TAG from the project's registry (NAME@DIGEST removes
@@ -228,6 +229,9 @@ role.`,
 			if err != nil {
 				return err
 			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Delete %s from project %q's registry?", ref.String(), s.Project)); err != nil {
+				return err
+			}
 			if err := remote.Delete(target, rc.opts...); err != nil {
 				return rc.explain(err, "delete "+ref.String(), s.Project)
 			}
@@ -236,6 +240,8 @@ role.`,
 			return nil
 		}),
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
 }
 
 // pushProgress adds to opts a progress line on the terminal (bytes sent

@@ -94,8 +94,9 @@ func (a *app) memberListCommand() *cobra.Command {
 }
 
 func (a *app) memberRemoveCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "remove USER",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "remove USER [--yes]",
 		Aliases: []string{"rm"},
 		Short:   "Take a user's role in the project away",
 		Long:    "remove ends a user's membership of the project; the user and its tokens stay.",
@@ -106,6 +107,9 @@ func (a *app) memberRemoveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Take user %q's role in project %q away?", args[0], s.Project)); err != nil {
+				return err
+			}
 			if err := c.DeleteMember(cmd.Context(), s.Project, args[0]); err != nil {
 				return err
 			}
@@ -113,6 +117,8 @@ func (a *app) memberRemoveCommand() *cobra.Command {
 			return nil
 		}),
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
 }
 
 func (a *app) serviceAccountCommand() *cobra.Command {

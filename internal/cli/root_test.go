@@ -92,3 +92,22 @@ func TestWaitConvention(t *testing.T) {
 		t.Errorf("commands that start an operation (-want +got):\n%s", diff)
 	}
 }
+
+// One grammar for what cannot be undone: every command that deletes,
+// removes or revokes asks first on a terminal and takes --yes (-y) not to.
+func TestEveryDeleteAsks(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		switch c.Name() {
+		case "delete", "remove", "revoke":
+			f := c.Flags().Lookup("yes")
+			if f == nil || f.Shorthand != "y" {
+				t.Errorf("%s has no --yes/-y: it must ask first", c.CommandPath())
+			}
+		}
+	}
+	walk(New(nil, nil, nil, nil))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -162,6 +163,8 @@ func (a *app) tokenListCommand() *cobra.Command {
 			for i := range ts {
 				ts[i].Value = "" // the server never sends one; make sure
 			}
+			// Oldest first: the store lists them by id, which is random.
+			slices.SortStableFunc(ts, func(a, b v1.Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
 			return a.emit(v1.List[v1.Token]{Value: ts}, func(w io.Writer) error { return renderTokens(w, ts, a.now()) })
 		}),
 	}
@@ -170,9 +173,12 @@ func (a *app) tokenListCommand() *cobra.Command {
 }
 
 func (a *app) tokenRevokeCommand() *cobra.Command {
-	var of tokenOwnerFlags
+	var (
+		of  tokenOwnerFlags
+		yes bool
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke ID [--user U | --service-account SA]",
+		Use:   "revoke ID [--user U | --service-account SA] [--yes]",
 		Short: "Revoke a token: the next request with it is refused",
 		Long: `revoke ends a token at once. ID is the token's id, as 'kiln token list' shows
 it ('kiln whoami' shows the id of the token you use). The token must belong
@@ -192,6 +198,9 @@ to the user or service account named, by default yourself.`,
 			if err != nil {
 				return err
 			}
+			if err := a.confirmUnless(yes, fmt.Sprintf("Revoke token %q? The next request with it is refused.", args[0])); err != nil {
+				return err
+			}
 			if err := c.RevokeToken(cmd.Context(), owner, args[0]); err != nil {
 				return err
 			}
@@ -200,5 +209,6 @@ to the user or service account named, by default yourself.`,
 		}),
 	}
 	of.register(cmd)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }
