@@ -40,6 +40,13 @@ type Node struct {
 	CreatedAt            time.Time  `json:"createdAt"`
 }
 
+// Agentless reports whether an installed node has never had a Kiln agent
+// (the sim's simulated machines, an attached cluster's nodes): it has no
+// heartbeat and no log.
+func (n Node) Agentless() bool {
+	return n.LastHeartbeat == nil && (n.State == NodeReady || n.State == NodeNotReady)
+}
+
 // Hostname is the host's own name, as its agent reported it; "" before it
 // has.
 func (n Node) Hostname() string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -209,6 +210,7 @@ it keeps printing new lines until interrupted.`,
 			}
 			ctx := cmd.Context()
 			q := client.NodeLogQuery{Components: components, Since: from, Tail: tail}
+			printed := 0
 			for {
 				lines, next, err := c.ReadNodeLogs(ctx, s.Project, args[0], args[1], q)
 				if follow && ctx.Err() != nil {
@@ -220,11 +222,15 @@ it keeps printing new lines until interrupted.`,
 				for _, l := range lines {
 					fmt.Fprintf(a.stdout, "%s %-10s %s\n", l.Time.Local().Format(time.TimeOnly), l.Stream, l.Line)
 				}
+				printed += len(lines)
 				q.From = next
 				if len(lines) > 0 {
 					continue // there may be more right away
 				}
 				if !follow {
+					if printed == 0 {
+						a.saySilentLog(ctx, c, s.Project, args[0], args[1])
+					}
 					return nil
 				}
 				q.Wait = logWait // the server answers as soon as a line comes
@@ -239,6 +245,17 @@ it keeps printing new lines until interrupted.`,
 	f.Duration("poll", time.Second, "")
 	_ = f.MarkDeprecated("poll", "--follow waits on the server for new lines")
 	return cmd
+}
+
+// saySilentLog tells, on stderr, why node printed no log line: it has no
+// agent, or nothing matched.
+func (a *app) saySilentLog(ctx context.Context, c *client.Client, project, cluster, node string) {
+	n, err := c.GetNode(ctx, project, cluster, node)
+	if err == nil && n.Agentless() {
+		fmt.Fprintf(a.stderr, "Node %q has no log: no Kiln agent runs on it (the sim provider's machines are simulated; an attached cluster's nodes are not Kiln's).\n", node)
+		return
+	}
+	fmt.Fprintf(a.stderr, "No log line of node %q matches.\n", node)
 }
 
 // logWait is how long one request of 'node logs --follow' waits on the

@@ -165,3 +165,23 @@ func TestNodeLogsLive(t *testing.T) {
 		t.Errorf("lines %v, want each once, in order", lines)
 	}
 }
+
+// A sim node has no agent: its page says it has no log and no heartbeat
+// rather than an empty log box and "never".
+func TestAgentlessNode(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	b.login(ownerToken)
+	e.createCluster("s", v1.ClusterSpec{Provider: "sim", WorkerPools: []v1.WorkerPool{{Name: "default", Size: 1}}})
+	e.wait("s")
+	p := b.get("/projects/default/clusters/s/nodes/s-default-0")
+	if msg, ok := p.byID(t, "no-log"); !ok || !strings.Contains(msg, "no Kiln agent runs on it") {
+		t.Errorf("the sim node's page does not say it has no log: %q", msg)
+	}
+	if strings.Contains(p.body, "data-log") {
+		t.Error("the sim node's page has a log box")
+	}
+	if hb, _ := p.byID(t, "node-heartbeat"); !strings.Contains(hb, "no Kiln agent") {
+		t.Errorf("last heartbeat says %q", hb)
+	}
+}
