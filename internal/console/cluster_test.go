@@ -301,6 +301,9 @@ func TestNextStepsOffered(t *testing.T) {
 	if strings.Contains(p.body, `name="force"`) {
 		t.Error("a failed create offers a forced delete")
 	}
+	if n := len(regexp.MustCompile(`<p class="error"[^>]*>[^\n]*sim: failure injected`).FindAllString(p.body, -1)); n != 1 {
+		t.Errorf("the failure is shown in %d banners, want one", n)
+	}
 	// The fleet list says where and why a failed cluster stopped.
 	if l := b.get("/clusters"); !strings.Contains(l.body, `data-code="ProviderError"`) || !strings.Contains(l.body, "at <code>ensure-network</code>") {
 		t.Errorf("the list does not show the failed clusters' error and step")
@@ -358,6 +361,12 @@ func TestButtonsWhereTheyWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wait("hung")
+	// A cancel the user asked for is one notice, not red.
+	p = b.get("/projects/default/clusters/hung")
+	banners := regexp.MustCompile(`<p class="(error|notice)"[^>]*>[^\n]*canceled by `).FindAllStringSubmatch(p.body, -1)
+	if len(banners) != 1 || banners[0][1] != "notice" {
+		t.Errorf("the canceled cluster's page shows the cancel in %d banners (%v), want one notice", len(banners), banners)
+	}
 }
 
 // The overview's events filter by severity and kind, and the live stream
