@@ -87,7 +87,30 @@ type Step struct {
 	// (Succeeded or Skipped, not run again); empty for the steps this
 	// operation runs.
 	DoneBy string `json:"doneBy,omitempty"`
+	// FailedAttempts are the attempts at the step that failed before its
+	// last one (StartTime to EndTime above), oldest first, the latest
+	// MaxFailedAttempts of them.
+	FailedAttempts []Attempt `json:"failedAttempts,omitempty"`
 }
+
+// FirstStart is when the step's first attempt started (its StartTime when
+// none failed); nil before it started.
+func (s Step) FirstStart() *time.Time {
+	if len(s.FailedAttempts) > 0 {
+		return &s.FailedAttempts[0].StartTime
+	}
+	return s.StartTime
+}
+
+// Attempt is one failed attempt at a step: when it ran and why it failed.
+type Attempt struct {
+	StartTime time.Time `json:"startTime"`
+	EndTime   time.Time `json:"endTime"`
+	Message   string    `json:"message"`
+}
+
+// MaxFailedAttempts is how many failed attempts a step keeps.
+const MaxFailedAttempts = 10
 
 // NextStep is something a person can do after an operation ended: the
 // kiln command (the console offers the same as a button) and why.

@@ -182,7 +182,16 @@ func renderSteps(w io.Writer, steps []v1.Step, now time.Time) error {
 	for _, s := range steps {
 		row(tw, s.Name, s.State, strconv.Itoa(s.Attempts), stepDuration(&s, now), s.Message)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range steps {
+		for i, a := range s.FailedAttempts {
+			fmt.Fprintf(w, "  %s attempt %d failed after %s: %s\n", s.Name, s.Attempts-len(s.FailedAttempts)+i,
+				duration(a.EndTime.Sub(a.StartTime)), a.Message)
+		}
+	}
+	return nil
 }
 
 func renderEvents(w io.Writer, events []v1.Event, now time.Time) error {
@@ -391,7 +400,7 @@ func stepDuration(s *v1.Step, now time.Time) string {
 	if s.EndTime != nil {
 		end = *s.EndTime
 	}
-	return duration(end.Sub(*s.StartTime))
+	return duration(end.Sub(*s.FirstStart()))
 }
 
 func renderProjects(w io.Writer, projects []v1.Project, now time.Time) error {

@@ -99,7 +99,8 @@ func sampleOperation() *v1.Operation {
 		Properties: v1.OperationProperties{Kind: v1.KindCreate, Target: "/v1/projects/default/clusters/dev",
 			Steps: []v1.Step{
 				{Name: "validate-dynamic", State: v1.StepSucceeded, Attempts: 1, StartTime: at(0), EndTime: at(1200 * time.Millisecond)},
-				{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 2, StartTime: at(2 * time.Second), EndTime: at(5 * time.Second)},
+				{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 2, StartTime: at(3 * time.Second), EndTime: at(5 * time.Second),
+					FailedAttempts: []v1.Attempt{{StartTime: *at(2 * time.Second), EndTime: *at(2500 * time.Millisecond), Message: "throttled"}}},
 				{Name: "ensure-control-plane-machines", State: v1.StepFailed, Attempts: 3, StartTime: at(5 * time.Second), EndTime: at(75 * time.Second), Message: "quota exceeded"},
 				{Name: "install-control-plane", State: v1.StepPending},
 			}},

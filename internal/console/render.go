@@ -179,11 +179,7 @@ func stepDuration(s v1.Step) template.HTML {
 	case s.EndTime == nil:
 		return template.HTML(fmt.Sprintf(`<time datetime="%s" data-elapsed>running</time>`, rfc3339(s.StartTime)))
 	}
-	d := s.EndTime.Sub(*s.StartTime)
-	if d < 10*time.Second {
-		return template.HTML(d.Round(100 * time.Millisecond).String())
-	}
-	return template.HTML(d.Round(time.Second).String())
+	return template.HTML(span(s.EndTime.Sub(*s.FirstStart())))
 }
 
 func labels(m map[string]string) string {

@@ -39,6 +39,15 @@ type timelineRow struct {
 	LabelInside bool
 	// Title says it all, for a tooltip and a screen reader.
 	Title string
+	// Failed are the step's failed attempts before its last, drawn before
+	// its bar (the gaps between are the back-off).
+	Failed []timelineSegment
+}
+
+// timelineSegment is one failed attempt of a step.
+type timelineSegment struct {
+	X, W  float64
+	Title string
 }
 
 // timelineTick is a mark on the axis.
@@ -67,14 +76,14 @@ func newTimeline(id string, start, end time.Time, steps []v1.Step, now time.Time
 	tl := timeline{ID: id, Width: tlWidth, PlotX: tlPlotX, PlotEnd: tlPlotEnd}
 	// The axis covers the operation and every step it ran.
 	for _, s := range steps {
-		if s.StartTime != nil && s.StartTime.Before(start) {
-			start = *s.StartTime
+		if f := s.FirstStart(); f != nil && f.Before(start) {
+			start = *f
 		}
 		if e := stepEnd(s, now); e.After(end) {
 			end = e
 		}
 	}
-	tl.Span = max(end.Sub(start), time.Second)
+	tl.Span = max(end.Sub(start), time.Millisecond)
 	scale := (tlPlotEnd - tlPlotX) / float64(tl.Span)
 	at := func(t time.Time) float64 { return tlPlotX + float64(t.Sub(start))*scale }
 	for i, s := range steps {
@@ -86,8 +95,14 @@ func newTimeline(id string, start, end time.Time, steps []v1.Step, now time.Time
 			continue
 		}
 		e := stepEnd(s, now)
-		d := e.Sub(*s.StartTime)
-		r.Bar, r.X, r.W = true, at(*s.StartTime), max(float64(d)*scale, tlMinBar)
+		first := *s.FirstStart()
+		for i, a := range s.FailedAttempts {
+			n := s.Attempts - len(s.FailedAttempts) + i // the attempt's number
+			r.Failed = append(r.Failed, timelineSegment{X: at(a.StartTime), W: max(float64(a.EndTime.Sub(a.StartTime))*scale, tlMinBar),
+				Title: fmt.Sprintf("attempt %d failed after %s, at %s: %s", n, span(a.EndTime.Sub(a.StartTime)), offset(a.EndTime.Sub(start)), a.Message)})
+		}
+		d := e.Sub(first)
+		r.Bar, r.X, r.W = true, at(*s.StartTime), max(float64(e.Sub(*s.StartTime))*scale, tlMinBar)
 		r.Label = span(d)
 		if s.EndTime == nil {
 			r.Label += " so far"
@@ -101,12 +116,15 @@ func newTimeline(id string, start, end time.Time, steps []v1.Step, now time.Time
 			r.LabelX, r.LabelEnd = r.X-4, true
 		}
 		r.Title = fmt.Sprintf("%s: %s, %s, from %s to %s", s.Name, s.State, r.Label,
-			offset(s.StartTime.Sub(start)), offset(e.Sub(start)))
+			offset(first.Sub(start)), offset(e.Sub(start)))
 		if s.EndTime == nil {
-			r.Title = fmt.Sprintf("%s: %s for %s, since %s", s.Name, s.State, span(d), offset(s.StartTime.Sub(start)))
+			r.Title = fmt.Sprintf("%s: %s for %s, since %s", s.Name, s.State, span(d), offset(first.Sub(start)))
 		}
 		if s.Attempts > 1 {
 			r.Title += fmt.Sprintf(" (%d attempts)", s.Attempts)
+		}
+		for _, f := range r.Failed {
+			r.Title += "; " + f.Title
 		}
 		tl.Bars++
 		tl.Rows = append(tl.Rows, r)
@@ -138,6 +156,8 @@ func stepEnd(s v1.Step, now time.Time) time.Time {
 
 // tickSteps are the axis's possible intervals between marks.
 var tickSteps = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
 	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
@@ -158,12 +178,14 @@ func tickStep(span time.Duration) time.Duration {
 	return d
 }
 
-// span is a duration as the timeline writes it: "0s", "<0.1s", "4.2s",
-// "45s", "1m 30s", "2h 5m".
+// span is a duration as the timeline writes it: "0s", "<1ms", "20ms",
+// "4.2s", "45s", "1m 30s", "2h 5m".
 func span(d time.Duration) string {
 	switch {
-	case d > 0 && d < 50*time.Millisecond:
-		return "<0.1s"
+	case d > 0 && d < time.Millisecond:
+		return "<1ms"
+	case d > 0 && d < time.Second:
+		return fmt.Sprintf("%dms", d.Round(time.Millisecond)/time.Millisecond)
 	case d < 10*time.Second && d%time.Second != 0:
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	case d < time.Minute:

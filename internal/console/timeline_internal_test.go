@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ func TestTickStep(t *testing.T) {
 	for _, tc := range []struct {
 		span, want time.Duration
 	}{
-		{time.Second, time.Second},
+		{6 * time.Millisecond, time.Millisecond},
+		{150 * time.Millisecond, 20 * time.Millisecond},
+		{time.Second, 200 * time.Millisecond},
 		{8 * time.Second, time.Second},
 		{9 * time.Second, 2 * time.Second},
 		{time.Minute, 10 * time.Second},
@@ -28,7 +31,7 @@ func TestTickStep(t *testing.T) {
 
 func TestSpan(t *testing.T) {
 	for d, want := range map[time.Duration]string{
-		0: "0s", 20 * time.Millisecond: "<0.1s", 1200 * time.Millisecond: "1.2s", 10 * time.Second: "10s", 45 * time.Second: "45s",
+		0: "0s", 300 * time.Microsecond: "<1ms", 20 * time.Millisecond: "20ms", 999 * time.Millisecond: "999ms", 1200 * time.Millisecond: "1.2s", 10 * time.Second: "10s", 45 * time.Second: "45s",
 		time.Minute: "1m", 90 * time.Second: "1m 30s", time.Hour: "1h", 125 * time.Minute: "2h 5m",
 	} {
 		if got := span(d); got != want {
@@ -75,5 +78,39 @@ func TestTimelineLayout(t *testing.T) {
 	}
 	if last := tl.Ticks[len(tl.Ticks)-1]; len(tl.Ticks) != 9 || last.Label != "40s" || last.X != tlPlotEnd {
 		t.Errorf("ticks %+v: want 0s to 40s every 5s", tl.Ticks)
+	}
+}
+
+// A step that took attempts draws each failed one as its own segment, red,
+// with its error, before the bar of its last; its label and duration count
+// from the first attempt. An operation of milliseconds gets an axis of
+// milliseconds, not slivers on a second.
+func TestTimelineAttempts(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := func(t time.Time) *time.Time { return &t }
+	steps := []v1.Step{
+		{Name: "ensure-network", State: v1.StepSucceeded, Attempts: 3, StartTime: p(at(4)), EndTime: p(at(6)),
+			FailedAttempts: []v1.Attempt{
+				{StartTime: at(0), EndTime: at(1), Message: "quota exceeded"},
+				{StartTime: at(2), EndTime: at(3), Message: "throttled"}}},
+	}
+	tl := newTimeline("op", t0, at(6), steps, at(6))
+	if tl.Span != 6*time.Millisecond || len(tl.Ticks) < 4 || tl.Ticks[1].Label != "1ms" {
+		t.Errorf("axis of a 6 ms operation: span %s, ticks %+v", tl.Span, tl.Ticks)
+	}
+	r := tl.Rows[0]
+	if len(r.Failed) != 2 || r.Failed[0].X != tlPlotX || r.Failed[1].X <= r.Failed[0].X+r.Failed[0].W || r.X <= r.Failed[1].X {
+		t.Fatalf("segments %+v, bar at %.1f: want two failed attempts, in order, before the last", r.Failed, r.X)
+	}
+	if !strings.Contains(r.Failed[0].Title, "attempt 1 failed") || !strings.Contains(r.Failed[1].Title, "attempt 2 failed") ||
+		!strings.Contains(r.Failed[1].Title, "throttled") {
+		t.Errorf("failed attempts' titles: %q, %q", r.Failed[0].Title, r.Failed[1].Title)
+	}
+	if r.Label != "6ms" || !strings.Contains(r.Title, "(3 attempts)") {
+		t.Errorf("label %q, title %q: want the step's whole 6ms and its 3 attempts", r.Label, r.Title)
+	}
+	if got := stepDuration(steps[0]); got != "6ms" {
+		t.Errorf("the step's duration %q, want 6ms from its first attempt", got)
 	}
 }

@@ -439,6 +439,9 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 				retried := fmt.Sprintf("%d provider calls retried after throttling or transient errors", x.retried)
 				s.Message = strings.TrimPrefix(x.note+"; "+retried, "; ")
 			}
+			if n := len(s.FailedAttempts); n > 0 && s.Message == "" {
+				s.Message = fmt.Sprintf("succeeded at attempt %d, after %d failed (the last: %s)", s.Attempts, n, s.FailedAttempts[n-1].Message)
+			}
 			if skip != nil {
 				s.State, s.Message = v1.StepSkipped, skip.Reason
 			}
@@ -496,6 +499,10 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 				return nil, false, x.ignore(ctx, i, fe)
 			}
 			return fe, false, nil
+		}
+		s.FailedAttempts = append(s.FailedAttempts, v1.Attempt{StartTime: start, EndTime: x.r.opts.Now().UTC(), Message: fe.Message})
+		if n := len(s.FailedAttempts); n > v1.MaxFailedAttempts {
+			s.FailedAttempts = s.FailedAttempts[n-v1.MaxFailedAttempts:]
 		}
 		s.Message = fmt.Sprintf("attempt %d failed: %s; retrying in %s", s.Attempts, fe.Message, wait.Round(time.Millisecond))
 		log.Warn("step failed; retrying", "attempt", s.Attempts, "code", fe.Code, "retryIn", wait, "err", err)

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,27 @@ func TestRetryableFaultIsRetried(t *testing.T) {
 	want := []string{"OperationStarted", "StepRetrying", "StepRetrying", "OperationSucceeded"}
 	if diff := cmp.Diff(want, reasons); diff != "" {
 		t.Errorf("event reasons (-want +got):\n%s", diff)
+	}
+	// The step keeps its failed attempts, each with its time and error,
+	// and says how it got past them.
+	for _, st := range got.Steps {
+		if st.Name != plan.StepEnsureNetwork {
+			continue
+		}
+		if len(st.FailedAttempts) != 2 {
+			t.Fatalf("failed attempts %+v, want 2", st.FailedAttempts)
+		}
+		for i, a := range st.FailedAttempts {
+			if a.StartTime.IsZero() || a.EndTime.Before(a.StartTime) || !strings.Contains(a.Message, fmt.Sprintf("sim: failure %d of 2 injected", i+1)) {
+				t.Errorf("failed attempt %d: %+v", i+1, a)
+			}
+		}
+		if st.FailedAttempts[1].EndTime.After(*st.StartTime) {
+			t.Errorf("the last attempt started at %s, before the second failed one ended (%s)", st.StartTime, st.FailedAttempts[1].EndTime)
+		}
+		if !strings.HasPrefix(st.Message, "succeeded at attempt 3, after 2 failed (the last: ") {
+			t.Errorf("step message %q", st.Message)
+		}
 	}
 }
 

@@ -28,12 +28,23 @@ type storedStep struct {
 	End      int64  `json:"e,omitempty"`
 	Message  string `json:"m,omitempty"`
 	DoneBy   string `json:"d,omitempty"`
+	// Failed are the step's failed attempts (v1.Step.FailedAttempts).
+	Failed []storedAttempt `json:"f,omitempty"`
+}
+
+type storedAttempt struct {
+	Start   int64  `json:"b"`
+	End     int64  `json:"e"`
+	Message string `json:"m,omitempty"`
 }
 
 func encodeSteps(steps []v1.Step) (string, error) {
 	rows := storedSteps{Steps: make([]storedStep, len(steps))}
 	for i, s := range steps {
 		rows.Steps[i] = storedStep{Name: s.Name, State: s.State, Attempts: s.Attempts, Message: s.Message, DoneBy: s.DoneBy}
+		for _, a := range s.FailedAttempts {
+			rows.Steps[i].Failed = append(rows.Steps[i].Failed, storedAttempt{Start: toNanos(a.StartTime), End: toNanos(a.EndTime), Message: a.Message})
+		}
 		if s.StartTime != nil {
 			rows.Steps[i].Start = toNanos(*s.StartTime)
 		}
@@ -69,6 +80,9 @@ func decodeSteps(col string) ([]v1.Step, error) {
 	steps := make([]v1.Step, len(rows.Steps))
 	for i, r := range rows.Steps {
 		steps[i] = v1.Step{Name: r.Name, State: r.State, Attempts: r.Attempts, Message: r.Message, DoneBy: r.DoneBy}
+		for _, a := range r.Failed {
+			steps[i].FailedAttempts = append(steps[i].FailedAttempts, v1.Attempt{StartTime: fromNanos(a.Start), EndTime: fromNanos(a.End), Message: a.Message})
+		}
 		if r.Start != 0 {
 			t := fromNanos(r.Start)
 			steps[i].StartTime = &t

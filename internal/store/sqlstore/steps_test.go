@@ -31,7 +31,9 @@ func TestStepsRoundTrip(t *testing.T) {
 	start := time.Date(2026, 11, 28, 7, 12, 3, 1, time.UTC)
 	steps = append(steps,
 		v1.Step{Name: "running", State: v1.StepRunning, Attempts: 3, StartTime: &start,
-			Message: "waiting for \"node-1\" ✓\n"},
+			Message: "waiting for \"node-1\" ✓\n", FailedAttempts: []v1.Attempt{
+				{StartTime: start.Add(-5 * time.Second), EndTime: start.Add(-4 * time.Second), Message: "quota exceeded"},
+				{StartTime: start.Add(-2 * time.Second), EndTime: start.Add(-time.Second), Message: "throttled"}}},
 		v1.Step{Name: "kept", State: v1.StepSucceeded, Attempts: 1, StartTime: &start, EndTime: &start, DoneBy: "op-1"},
 		v1.Step{Name: "pending", State: v1.StepPending})
 	col, err := encodeSteps(steps)
