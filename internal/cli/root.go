@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"kiln.dev/kiln/api/client"
@@ -108,7 +109,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err: suggestFlag(cmd, err)} })
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.flags.server, "server", "", "Kiln API URL (env KILN_SERVER)")
@@ -191,13 +192,57 @@ func run(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, [
 // its help, with an argument it is a usage error.
 func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				return usageErrorf("unknown command %q for %q: did you mean %s?", args[0], cmd.CommandPath(), strings.Join(s, " or "))
+			}
 			return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
 		}
 		return cmd.Help()
 	}
 	return cmd
+}
+
+// suggestFlag adds to an unknown flag's error the command's flags that are
+// near it ("did you mean --selector?").
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var near []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && (editDistance(name, f.Name) <= 2 || strings.HasPrefix(f.Name, name)) {
+			near = append(near, "--"+f.Name)
+		}
+	})
+	if len(near) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: did you mean %s?", err, strings.Join(near, " or "))
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // exactArgs is cobra.ExactArgs with a usage error naming the arguments.
@@ -291,10 +336,17 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 // printAPIError prints "error: <code>: <message>" and the target and details.
 func printAPIError(w io.Writer, ae *client.APIError) {
 	fmt.Fprintf(w, "error: %s: %s\n", ae.Err.Code, ae.Err.Message)
-	if ae.Err.Target != "" {
-		fmt.Fprintf(w, "  target: %s\n", ae.Err.Target)
+	// Once: a target the message names (a field path it starts with, a
+	// record as kind "name"), and a single detail that is the message
+	// again, are not repeated.
+	if t := ae.Err.Target; t != "" && !strings.HasPrefix(ae.Err.Message, t+":") && !strings.Contains(ae.Err.Message, t+` "`) {
+		fmt.Fprintf(w, "  target: %s\n", t)
 	}
-	printDetails(w, ae.Err.Details, "  ")
+	details := ae.Err.Details
+	if len(details) == 1 && len(details[0].Details) == 0 && strings.Contains(ae.Err.Message, details[0].Message) {
+		details = nil
+	}
+	printDetails(w, details, "  ")
 }
 
 // authHint says what to do about a refused token (401) or a missing role

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"strings"
+
+	"kiln.dev/kiln/api/client"
+	v1 "kiln.dev/kiln/api/v1"
 	"slices"
 	"testing"
 
@@ -110,4 +114,41 @@ func TestEveryDeleteAsks(t *testing.T) {
 		}
 	}
 	walk(New(nil, nil, nil, nil))
+}
+
+// A mistyped subcommand or flag gets the near ones as a suggestion.
+func TestSuggestions(t *testing.T) {
+	env := []string{"HOME=" + t.TempDir()}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cluster", "lisst"}, `unknown command "lisst" for "kiln cluster": did you mean list?`},
+		{[]string{"clustr", "list"}, "cluster"},
+		{[]string{"cluster", "list", "--outptu", "json"}, "unknown flag: --outptu: did you mean --output?"},
+		{[]string{"node", "logs", "c", "n", "--tial", "3"}, "did you mean --tail?"},
+	} {
+		code, _, stderr := runCLI(t, env, "", tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("kiln %v: exit %d, stderr %q; want a usage error saying %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// An API error is printed once: a target the message names and a single
+// detail that repeats the message are not printed again.
+func TestAPIErrorOnce(t *testing.T) {
+	var b strings.Builder
+	printAPIError(&b, &client.APIError{StatusCode: 400, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.region",
+		Message: `spec.region: "mars" is not a region of provider sim`,
+		Details: []v1.Error{{Code: v1.CodeInvalidParameter, Target: "spec.region", Message: `"mars" is not a region of provider sim`}}}})
+	if got, want := b.String(), "error: InvalidParameter: spec.region: \"mars\" is not a region of provider sim\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+	b.Reset()
+	printAPIError(&b, &client.APIError{StatusCode: 400, Err: v1.Error{Code: v1.CodeInvalidParameter, Target: "spec",
+		Message: "2 problems", Details: []v1.Error{{Message: "a", Target: "spec.a"}, {Message: "b", Target: "spec.b"}}}})
+	if got := b.String(); !strings.Contains(got, "target: spec\n") || !strings.Contains(got, "- a (spec.a)") || !strings.Contains(got, "- b (spec.b)") {
+		t.Errorf("several problems printed as %q", got)
+	}
 }
