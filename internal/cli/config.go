@@ -38,11 +38,14 @@ type settings struct {
 // DefaultProject is used when no flag, environment or file names one.
 const DefaultProject = "default"
 
-// configPath is --config, else $XDG_CONFIG_HOME/kiln/config.json, else
-// $HOME/.config/kiln/config.json.
+// configPath is --config, else $KILN_CONFIG, else
+// $XDG_CONFIG_HOME/kiln/config.json, else $HOME/.config/kiln/config.json.
 func (a *app) configPath() (string, error) {
 	if a.flags.config != "" {
 		return a.flags.config, nil
+	}
+	if p := a.env["KILN_CONFIG"]; p != "" {
+		return p, nil
 	}
 	if x := a.env["XDG_CONFIG_HOME"]; x != "" {
 		return filepath.Join(x, "kiln", "config.json"), nil
@@ -50,7 +53,7 @@ func (a *app) configPath() (string, error) {
 	if h := a.env["HOME"]; h != "" {
 		return filepath.Join(h, ".config", "kiln", "config.json"), nil
 	}
-	return "", errors.New("cannot find the config file: set --config, XDG_CONFIG_HOME or HOME")
+	return "", errors.New("cannot find the config file: set --config, KILN_CONFIG, XDG_CONFIG_HOME or HOME")
 }
 
 // settings resolves server, token, project and CA: flags over KILN_SERVER,

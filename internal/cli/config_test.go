@@ -69,6 +69,7 @@ func TestConfigPath(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
+		{"KILN_CONFIG", map[string]string{"KILN_CONFIG": "/k/c.json", "XDG_CONFIG_HOME": "/x", "HOME": "/h"}, "/k/c.json"},
 		{"xdg", map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}, "/x/kiln/config.json"},
 		{"home", map[string]string{"HOME": "/h"}, "/h/.config/kiln/config.json"},
 	}

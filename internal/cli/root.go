@@ -91,7 +91,8 @@ func (a *app) rootCommand() *cobra.Command {
 Results go to stdout, progress and errors to stderr.
 
 Settings come from flags, then KILN_SERVER, KILN_TOKEN, KILN_PROJECT and
-KILN_CA_FILE, then the config file written by 'kiln login'.`,
+KILN_CA_FILE, then the config file written by 'kiln login' (--config, else
+KILN_CONFIG, else $XDG_CONFIG_HOME/kiln/config.json).`,
 		Example: `  kiln login --server https://127.0.0.1:7080 --token-file .data/admin.token --ca-file .data/tls/ca.crt
   kiln cluster create dev --workers 2 --wait
   kiln cluster list -o json
@@ -117,7 +118,7 @@ KILN_CA_FILE, then the config file written by 'kiln login'.`,
 	pf.StringVar(&a.flags.caFile, "ca-file", "", "PEM file of the CA that verifies the server's certificate, e.g. kilnd's DATA_DIR/tls/ca.crt (env KILN_CA_FILE)")
 	pf.StringVarP(&a.flags.project, "project", "p", "", `project (env KILN_PROJECT; default "default")`)
 	pf.StringVarP(&a.flags.output, "output", "o", "table", "output format: table, json or yaml")
-	pf.StringVar(&a.flags.config, "config", "", "config file (default $XDG_CONFIG_HOME/kiln/config.json)")
+	pf.StringVar(&a.flags.config, "config", "", "config file (default $KILN_CONFIG, else $XDG_CONFIG_HOME/kiln/config.json)")
 
 	root.AddCommand(
 		a.loginCommand(),
