@@ -99,7 +99,7 @@ type Whoami struct {
 	Principal string `json:"principal"`
 	Owner     bool   `json:"owner"`
 	// Projects maps each project the caller is in to its role there
-	// (empty for owners, who are in every project as owner).
+	// (every project, as owner, for an owner).
 	Projects map[string]string `json:"projects,omitempty"`
 	TokenID  string            `json:"tokenId"`
 	// Groups are the identity provider's groups the caller signed in with.

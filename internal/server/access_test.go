@@ -357,7 +357,7 @@ func TestProjectListShowsOnlyOwnProjects(t *testing.T) {
 func TestWhoami(t *testing.T) {
 	w := newWorld(t)
 	for caller, want := range map[string]string{
-		"owner":    "user:admin owner=true map[]",
+		"owner":    "user:admin owner=true map[p:owner q:owner]",
 		"operator": "user:otto owner=false map[p:operator]",
 		"robot":    "serviceaccount:p/robot owner=false map[p:operator]",
 	} {

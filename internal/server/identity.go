@@ -22,7 +22,16 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !p.Owner && len(projects) > 0 {
+	if p.Owner {
+		// An owner is in every project, as owner: say which they are.
+		projects = map[string]string{}
+		err := store.Each(func(pg store.Page) ([]*v1.Project, string, error) { return s.projects.ListProjects(r.Context(), pg) },
+			func(pr *v1.Project) error { projects[pr.Name] = v1.RoleOwner; return nil })
+		if err != nil {
+			return err
+		}
+	}
+	if len(projects) > 0 {
 		out.Projects = projects
 	}
 	writeJSON(w, http.StatusOK, out)
