@@ -60,9 +60,11 @@ localhost and the loopback addresses; clients trust DATA_DIR/tls/ca.crt.
 --insecure-http serves plain HTTP instead, on a loopback address only.
 
 With --dev it runs everything on loopback with SQLite in --data-dir, a
-"default" project, the local provider (machines are kiln-agent processes on
-this host) and the sim provider (a test double), and an admin token written to
-DATA_DIR/admin.token. Log in with:
+"default" project, the docker provider when a Docker engine and the node
+image are there (machines are containers; then the default provider), the
+local provider (machines are kiln-agent processes on this host; the default
+without Docker) and the sim provider (a test double), and an admin token
+written to DATA_DIR/admin.token. Log in with:
   kiln login --server https://127.0.0.1:7080 --token-file DATA_DIR/admin.token --ca-file DATA_DIR/tls/ca.crt
 
 Secrets in the store are encrypted under --secret-key-file (DATA_DIR/secret.key
@@ -118,7 +120,7 @@ unless set; created on first start): back it up apart from the database.
 	f.StringVar(&cfg.Store, "store", "", "store: empty for SQLite in --data-dir, a SQLite file path, or a postgres:// URL")
 	secretKeyFlag(f, &cfg.SecretKeyFile)
 	f.StringVar(&cfg.Role, "role", daemon.RoleAll, "what this process runs: all, frontend (API) or backend (workers)")
-	f.BoolVar(&cfg.Dev, "dev", false, "all-in-one development mode on loopback (default project, sim provider)")
+	f.BoolVar(&cfg.Dev, "dev", false, "all-in-one development mode on loopback (default project; docker provider when Docker and the node image are there, local and sim providers)")
 	f.BoolVar(&cfg.Sim, "sim", false, "register the sim provider (a test double) outside --dev")
 	f.BoolVar(&cfg.Local, "local", false, "register the local provider (machines are kiln-agent processes on this host; on with --dev)")
 	f.BoolVar(&cfg.Docker, "docker", false, "register the docker provider (machines are containers of the node image; docs/provider-docker.md): kilnd does not start without a Docker engine and a node image (tried with --dev, and skipped there when missing)")

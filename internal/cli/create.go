@@ -53,7 +53,9 @@ operation step by step and exits 0 only if it succeeded.
 The spec comes from flags, or from a YAML or JSON file (-f, "-" for stdin)
 with the API's fields (name, spec); unknown fields in the file are an error.
 Flags given with -f override the file. Fields left empty get the server's
-defaults (provider local, one control-plane machine, ...). An existing
+defaults (the server's default provider: docker for kilnd --dev on a machine
+with Docker and the node image, else local; one control-plane machine, ...),
+and the answer says which it chose. An existing
 cluster is never replaced.
 
 With --dry-run nothing is created: the server checks the cluster as it
@@ -106,7 +108,7 @@ them (spec.restoreFrom).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", `cluster file, YAML or JSON ("-" for stdin)`)
-	fl.StringVar(&f.provider, "provider", "", "provider: local, edge, docker, sim, ...")
+	fl.StringVar(&f.provider, "provider", "", "provider: docker, local, edge, aws, sim, ... (default: the server's, docker under kilnd --dev with Docker, else local)")
 	fl.StringVar(&f.distribution, "distribution", "", "how nodes install Kubernetes: local, kiln or kubeadm (default: the provider's)")
 	fl.StringVar(&f.version, "kubernetes-version", "", "Kubernetes version, e.g. v1.36.3")
 	fl.IntVar(&f.cpSize, "control-plane-size", 0, "number of control-plane machines (1, 3 or 5)")
