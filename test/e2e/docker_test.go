@@ -413,6 +413,17 @@ func TestDockerCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cluster's health says so within two heartbeats (10 s), before
+	// the node turns NOT_READY: Degraded, naming the node (30 s allowed for
+	// a loaded machine; the time it took is logged).
+	waitfor.Cond(t, "cluster web's health to be Degraded naming "+workers[0]+" after docker stop", 30*time.Second, func() (bool, error) {
+		h := e.cluster("web").Status.Health
+		return h != nil && h.State == v1.HealthDegraded && strings.Contains(h.Message, workers[0]), waitfor.NotYet(fmt.Errorf("health %+v", h))
+	})
+	t.Logf("health Degraded %s after the stop", time.Since(stopped).Round(100*time.Millisecond))
+	if out := e.kiln("cluster", "describe", "web"); !strings.Contains(out, "Health:") || !strings.Contains(out, "Degraded") {
+		t.Errorf("kiln cluster describe web does not say Degraded:\n%s", out)
+	}
 	waitfor.Cond(t, "node "+workers[0]+" not READY in Kiln after docker stop", 2*time.Minute, func() (bool, error) {
 		n, err := e.c.GetNode(t.Context(), "default", "web", workers[0])
 		return err == nil && n.State != v1.NodeReady, waitfor.NotYet(fmt.Errorf("%v: %+v", err, n))
@@ -433,6 +444,10 @@ func TestDockerCluster(t *testing.T) {
 			waitfor.NotYet(fmt.Errorf("%v: nodes %q; containers %q", err, out, ids))
 	})
 	t.Logf("repaired %s after the stop: nodes now %v", time.Since(stopped).Round(time.Second), slices.Sorted(maps.Keys(e.kubeNodes("web"))))
+	waitfor.Cond(t, "cluster web Healthy again after the repair", time.Minute, func() (bool, error) {
+		h := e.cluster("web").Status.Health
+		return h != nil && h.State == v1.HealthHealthy, waitfor.NotYet(fmt.Errorf("health %+v", h))
+	})
 	// The repair operation ends a moment after its node is Ready: the
 	// delete below would be refused while it runs.
 	ops, err := e.c.ListOperations(t.Context(), "default", "web")
