@@ -179,12 +179,42 @@ type createForm struct {
 	NodeApproval, Labels                           string
 
 	Projects  []string // where the user may create clusters
-	Providers []string
-	Versions  []string // every version a provider offers, for suggestions
+	Providers []providerChoice
+	// Distributions are those some provider offers, each with the
+	// providers that offer it.
+	Distributions []distributionChoice
+	Versions      []string // every version a provider offers, for suggestions
+	// Checked says, after a dry run the API passed, what it checked.
+	Checked []string
 	// DefaultVersion is the version the API gives a cluster that names none.
 	DefaultVersion string
 	// FieldErrors maps a form field to the API's message about it.
 	FieldErrors map[string]string
+}
+
+// providerChoice is a provider the form offers, with what it makes.
+type providerChoice struct{ Name, Help string }
+
+// distributionChoice is a distribution, with the providers offering it.
+type distributionChoice struct {
+	Name, Help string
+	Providers  []string
+}
+
+// providerHelp says what each provider makes, for the create form.
+var providerHelp = map[string]string{
+	"docker": "nodes are containers of Kiln's node image on this machine's Docker: real kubelets, pods run",
+	"local":  "nodes are processes on this machine with hollow kubelets: no container runs (scale tests, no Docker)",
+	"edge":   "hosts you prepare join with an installer (data-center or edge machines); kubeadm installs Kubernetes",
+	"aws":    "EC2 instances in a cloud account's VPC, through the AWS API",
+	"sim":    "simulated machines, no Kubernetes: for tests and trying the API",
+}
+
+// distributionHelp says how each distribution installs Kubernetes.
+var distributionHelp = map[string]string{
+	v1.DistroKiln:    "Kiln's node image: kiln-kube's kubelet on containerd, kube-proxy, a bridge pod network",
+	v1.DistroLocal:   "kiln-kube processes with hollow kubelets",
+	v1.DistroKubeadm: "containerd and kubeadm on real hosts",
 }
 
 func (c *Console) createPage(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -213,7 +243,25 @@ func (c *Console) fillCreateChoices(r *http.Request, s *session, f *createForm) 
 		}
 	}
 	f.DefaultVersion = c.version
-	f.Providers = slices.Sorted(maps.Keys(c.providers))
+	dists := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(c.providers)) {
+		if c.attached != nil && c.attached(name) {
+			continue // made elsewhere: kiln cluster attach
+		}
+		help := providerHelp[name]
+		if help == "" {
+			help = "machines from the " + name + " provider"
+		}
+		f.Providers = append(f.Providers, providerChoice{Name: name, Help: help})
+		for d := range c.providers[name] {
+			if d != "" {
+				dists[d] = append(dists[d], name)
+			}
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dists)) {
+		f.Distributions = append(f.Distributions, distributionChoice{Name: d, Help: distributionHelp[d], Providers: dists[d]})
+	}
 	seen := map[string]bool{}
 	for _, dists := range c.providers {
 		for _, vs := range dists {
@@ -260,7 +308,24 @@ func (c *Console) createCluster(w http.ResponseWriter, r *http.Request, s *sessi
 	if f.Name == "" {
 		return again(http.StatusBadRequest, &v1.Error{Code: v1.CodeMissingParameter, Target: "name", Message: "give the cluster a name"})
 	}
+	if r.PostFormValue("dryRun") != "" {
+		// The API's dry run: nothing is made; its findings at their fields.
+		res, err := c.client(r, s.token).ValidateCluster(r.Context(), f.Project, cl)
+		if ae, ok := apiError(err); ok && ae.StatusCode != http.StatusUnauthorized {
+			return again(ae.StatusCode, &ae.Err)
+		}
+		if err != nil {
+			return err
+		}
+		f.Checked = res.Checks
+		return again(http.StatusOK, nil)
+	}
 	_, opID, err := c.client(r, s.token).CreateCluster(r.Context(), f.Project, cl)
+	if ae, ok := apiError(err); ok && ae.StatusCode == http.StatusPreconditionFailed {
+		// If-None-Match: a cluster of that name is there already.
+		return again(http.StatusConflict, &v1.Error{Code: v1.CodeConflict, Target: "name",
+			Message: fmt.Sprintf("a cluster named %s is in project %s already: choose another name", f.Name, f.Project)})
+	}
 	if ae, ok := apiError(err); ok && ae.StatusCode != http.StatusUnauthorized {
 		return again(ae.StatusCode, &ae.Err)
 	}

@@ -181,3 +181,48 @@ func TestClustersListCap(t *testing.T) {
 		t.Errorf("search c500: %d rows", n)
 	}
 }
+
+// The create form says what each provider makes and which distributions
+// each offers; its dry run shows what the API's finds, at their fields,
+// and makes nothing; a name taken already is said at the name.
+func TestCreateFormChoicesAndDryRun(t *testing.T) {
+	e := newEnv(t, false)
+	b := e.browser()
+	csrf := b.login(ownerToken)
+	p := b.get("/clusters/new")
+	help, _ := p.byID(t, "provider-help")
+	for _, want := range []string{"edge: hosts you prepare", "local: nodes are processes", "sim: simulated machines", "kiln cluster attach"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the provider help does not say %q: %q", want, help)
+		}
+	}
+	for _, want := range []string{`<option value="kubeadm"`, `<option value="local"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the distributions offered lack %s", want)
+		}
+	}
+
+	form := url.Values{"csrf": {csrf}, "project": {"default"}, "name": {"c1"}, "provider": {"sim"}, "controlPlane": {"1"},
+		"workers": {"1"}, "nodeApproval": {"auto"}, "region": {"mars"}, "dryRun": {"1"}}
+	p = b.post("/clusters/new", form)
+	if msg, ok := p.byID(t, "region-error"); !ok || !strings.Contains(msg, "mars") {
+		t.Errorf("the dry run's finding about region mars is not at the region: %q (status %d)", msg, p.status)
+	}
+	form.Set("region", "sim-east")
+	p = b.post("/clusters/new", form)
+	if msg, ok := p.byID(t, "dry-run-ok"); !ok || !strings.Contains(msg, "nothing was created") {
+		t.Errorf("a passing dry run says %q (status %d)", msg, p.status)
+	}
+	if cls, _ := e.api.ListClusters(t.Context(), "default"); len(cls) != 0 {
+		t.Fatalf("dry runs created %d clusters", len(cls))
+	}
+
+	form.Del("dryRun")
+	if p := b.post("/clusters/new", form); p.status != http.StatusSeeOther {
+		t.Fatalf("create: %d %s", p.status, p.body)
+	}
+	p = b.post("/clusters/new", form)
+	if msg, ok := p.byID(t, "name-error"); p.status != http.StatusConflict || !ok || !strings.Contains(msg, "a cluster named c1 is in project default already") {
+		t.Errorf("a taken name: %d, at the name %q", p.status, msg)
+	}
+}

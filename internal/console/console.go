@@ -58,7 +58,10 @@ type Options struct {
 	// HostsJoin reports whether a provider's hosts join with an installer
 	// (edge): its clusters get the installer tab, provision and reset.
 	HostsJoin func(provider string) bool
-	Logger    *slog.Logger // nil discards
+	// Attached reports whether a provider's clusters are made elsewhere
+	// (kiln cluster attach): the create form does not offer it.
+	Attached func(provider string) bool
+	Logger   *slog.Logger // nil discards
 	// OIDC, when set, offers "Sign in with" each identity provider it
 	// trusts beside the token form (the redirect flow: oidc.go).
 	OIDC *oidc.Verifier
@@ -76,6 +79,7 @@ type Console struct {
 	version         string
 	defaultProvider string
 	hostsJoin       func(string) bool
+	attached        func(string) bool
 	log             *slog.Logger
 	live            time.Duration
 	pages           map[string]*template.Template
@@ -99,6 +103,7 @@ func New(opts Options) *Console {
 		version:         opts.DefaultVersion,
 		defaultProvider: cmp.Or(opts.DefaultProvider, "local"),
 		hostsJoin:       opts.HostsJoin,
+		attached:        opts.Attached,
 		log:             opts.Logger,
 		live:            opts.LiveInterval,
 		streams:         streams{stop: make(chan struct{})},

@@ -103,6 +103,7 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		API:       srv,
 		Providers: providers.Catalog(),
 		HostsJoin: providers.HostsJoin,
+		Attached:  providers.Attached,
 		InstallCommand: func(distribution string) string {
 			return server.InstallCommand(distribution, d.cfg.KubeBinary)
 		},
