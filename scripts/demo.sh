@@ -74,7 +74,7 @@ echo "The web console shows the same at $SERVER/ (sign in with the token in $DAT
 step curl -sS --cacert "$DATA/tls/ca.crt" -o /dev/null -w "GET $SERVER/login: %{http_code} %{content_type}\n" "$SERVER/login"
 step kiln node list demo
 if [ "$PROVIDER" != sim ]; then
-	step kiln kubeconfig demo -f "$DATA/demo.kubeconfig"
+	step kiln kubeconfig demo --output-file "$DATA/demo.kubeconfig"
 	step kubectl get nodes -o wide
 fi
 if [ "$PROVIDER" = docker ]; then

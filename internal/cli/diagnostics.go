@@ -34,7 +34,7 @@ func (a *app) diagnosticsCommand() *cobra.Command {
 		Long:    diagnosticsAbout,
 		Example: `  kiln cluster diagnose shop
   kiln diagnostics list shop
-  kiln diagnostics download 019ac0de-... -f shop.tar.gz && tar tzf shop.tar.gz`,
+  kiln diagnostics download 019ac0de-... --output-file shop.tar.gz && tar tzf shop.tar.gz`,
 	})
 	cmd.AddCommand(a.diagnosticsListCommand(), a.diagnosticsDownloadCommand(), a.diagnosticsDeleteCommand())
 	return cmd
@@ -43,14 +43,14 @@ func (a *app) diagnosticsCommand() *cobra.Command {
 func (a *app) clusterDiagnoseCommand() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
-		Use:   "diagnose NAME [-f FILE]",
+		Use:   "diagnose NAME [--output-file FILE]",
 		Short: "Gather a diagnostics bundle of the cluster now",
 		Long: `diagnose gathers a diagnostics bundle of the cluster now, for its current or
-last operation, and prints its record; with -f it also downloads it to FILE.
+last operation, and prints its record; with --output-file it also downloads it to FILE.
 It needs the operator role.
 
 ` + diagnosticsAbout,
-		Example: "  kiln cluster diagnose shop\n  kiln cluster diagnose shop -f shop-diagnostics.tar.gz",
+		Example: "  kiln cluster diagnose shop\n  kiln cluster diagnose shop --output-file shop-diagnostics.tar.gz",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			c, s, err := a.client()
@@ -66,12 +66,12 @@ It needs the operator role.
 					return err
 				}
 			} else {
-				fmt.Fprintf(a.stderr, "Download it with: kiln diagnostics download %s -f diagnostics.tar.gz\n", d.ID)
+				fmt.Fprintf(a.stderr, "Download it with: kiln diagnostics download %s --output-file diagnostics.tar.gz\n", d.ID)
 			}
 			return a.emit(d, func(w io.Writer) error { return renderDiagnostics(w, []v1.Diagnostics{*d}) })
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "also write the bundle (a tar.gz) to FILE (mode 0600)")
+	outputFileFlag(cmd, &file, "also write the bundle (a tar.gz) to FILE (mode 0600)")
 	return cmd
 }
 
@@ -99,12 +99,12 @@ func (a *app) diagnosticsListCommand() *cobra.Command {
 func (a *app) diagnosticsDownloadCommand() *cobra.Command {
 	var file, cluster string
 	cmd := &cobra.Command{
-		Use:   "download ID [-f FILE] [--cluster NAME]",
+		Use:   "download ID [--output-file FILE] [--cluster NAME]",
 		Short: "Write a diagnostics bundle (a tar.gz) to a file",
-		Long: `download writes the bundle ID to FILE (-f; default diagnostics-ID.tar.gz in the
+		Long: `download writes the bundle ID to FILE (--output-file; default diagnostics-ID.tar.gz in the
 current directory). The bundle is found among the project's clusters, or
 read from --cluster's.`,
-		Example: "  kiln diagnostics download 019ac0de-...\n  kiln diagnostics download 019ac0de-... -f - | tar tz",
+		Example: "  kiln diagnostics download 019ac0de-...\n  kiln diagnostics download 019ac0de-... --output-file - | tar tz",
 		Args:    exactArgs("ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			c, s, err := a.client()
@@ -123,7 +123,7 @@ read from --cluster's.`,
 			return a.downloadDiagnostics(cmd.Context(), c, s.Project, cluster, id, file)
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "where to write the bundle (mode 0600); - for standard output")
+	outputFileFlag(cmd, &file, "where to write the bundle (mode 0600); - for standard output")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the bundle's cluster (default: found among the project's)")
 	return cmd
 }

@@ -38,9 +38,9 @@ With --admin (admins of the project) it prints a break-glass kubeconfig
 instead: a client certificate in system:masters, which RBAC does not hold
 back, valid for --ttl (1h by default, 24h at most). Each is a Warning event on
 the cluster and an audit entry: use it when your own credential cannot be.
-With -f it writes the file with mode 0600 instead.`,
-		Example: "  kiln kubeconfig demo -f ~/.kube/demo && kubectl --kubeconfig ~/.kube/demo get nodes\n" +
-			"  kiln kubeconfig demo --admin --ttl 30m -f /tmp/demo-admin",
+With --output-file it writes the file with mode 0600 instead.`,
+		Example: "  kiln kubeconfig demo --output-file ~/.kube/demo && kubectl --kubeconfig ~/.kube/demo get nodes\n" +
+			"  kiln kubeconfig demo --admin --ttl 30m --output-file /tmp/demo-admin",
 		Args: exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			if ttl != "" && !admin {
@@ -76,7 +76,7 @@ With -f it writes the file with mode 0600 instead.`,
 			return nil
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "write the kubeconfig to this file (mode 0600) instead of stdout")
+	outputFileFlag(cmd, &file, "write the kubeconfig to this file (mode 0600) instead of stdout")
 	cmd.Flags().BoolVar(&admin, "admin", false, "a break-glass system:masters kubeconfig (admins; audited)")
 	cmd.Flags().StringVar(&ttl, "ttl", "", "with --admin: how long it lasts, 1m to 24h (default 1h)")
 	return cmd

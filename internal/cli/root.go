@@ -206,6 +206,15 @@ func group(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// outputFileFlag is --output-file, where a command writes what it gets:
+// -f is always an input file, -o the output format. -f/--file, which these
+// commands took before, still works, saying it is deprecated.
+func outputFileFlag(cmd *cobra.Command, file *string, usage string) {
+	cmd.Flags().StringVar(file, "output-file", "", usage)
+	cmd.Flags().StringVarP(file, "file", "f", "", usage)
+	_ = cmd.Flags().MarkDeprecated("file", "use --output-file (-f is an input file in every other command)")
+}
+
 // suggestFlag adds to an unknown flag's error the command's flags that are
 // near it ("did you mean --selector?").
 func suggestFlag(cmd *cobra.Command, err error) error {

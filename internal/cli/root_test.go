@@ -152,3 +152,22 @@ func TestAPIErrorOnce(t *testing.T) {
 		t.Errorf("several problems printed as %q", got)
 	}
 }
+
+// -f is an input file wherever it is a file: what a command writes goes to
+// --output-file (the old -f of those commands is deprecated).
+func TestFileFlags(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		f := c.Flags().Lookup("file")
+		if f == nil || f.Deprecated != "" {
+			return
+		}
+		if !strings.Contains(f.Usage, "file, YAML or JSON") {
+			t.Errorf("%s: -f %q is not an input file", c.CommandPath(), f.Usage)
+		}
+	}
+	walk(New(nil, nil, nil, nil))
+}

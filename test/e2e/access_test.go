@@ -44,7 +44,7 @@ func (e *env) newPerson(name, role, cluster string) *person {
 	p := &person{e: e, name: name, env: append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home+"/config", "XDG_CACHE_HOME="+home+"/cache"),
 		kubeconfig: filepath.Join(home, cluster+".kubeconfig")}
 	p.kiln("login", "--server", e.k.URL(), "--token", tok.Value, "--ca-file", filepath.Join(e.data, "tls", "ca.crt"))
-	p.kiln("kubeconfig", cluster, "-f", p.kubeconfig)
+	p.kiln("kubeconfig", cluster, "--output-file", p.kubeconfig)
 	return p
 }
 

@@ -73,7 +73,7 @@ func TestAttachCluster(t *testing.T) {
 	// People's kubeconfigs are the cluster's, their credentials the
 	// cluster's to sign: this one's (Kiln's local distribution, whose CA
 	// key stays in the kilnd that made it) signs none, and says so.
-	if _, stderr, err := e.kilnErr("kubeconfig", "ext", "-f", filepath.Join(t.TempDir(), "ext.kubeconfig")); err != nil {
+	if _, stderr, err := e.kilnErr("kubeconfig", "ext", "--output-file", filepath.Join(t.TempDir(), "ext.kubeconfig")); err != nil {
 		t.Errorf("a kubeconfig of the attached cluster: %v: %s", err, stderr)
 	}
 	if _, stderr, err := e.kilnErr("credential", "ext"); err == nil || !strings.Contains(stderr, "signs no credentials") ||
