@@ -141,7 +141,7 @@ func (c *Console) clustersLive(w http.ResponseWriter, r *http.Request, s *sessio
 
 // liveFragments are the parts of each view that a stream keeps current.
 var liveFragments = map[string][]string{
-	"overview": {"status", "current", "current-timeline", "current-steps", "past", "pools", "events"},
+	"overview": {"kubeconfig", "status", "current", "current-timeline", "current-steps", "past", "pools", "events", "add-pool-button", "upgrade-button"},
 	"nodes":    {"nodes"},
 }
 
