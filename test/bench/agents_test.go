@@ -111,7 +111,7 @@ func (r *fanInResult) makeClusters(t testing.TB, n int) []*v1.Activation {
 			t.Fatalf("wait for the create of %s: %v", r.clusters[i], err)
 		}
 		if op.Status != v1.StateSucceeded {
-			t.Fatalf("create of %s: %s %s", r.clusters[i], op.Status, op.Error)
+			t.Fatalf("create of %s: %s %+v", r.clusters[i], op.Status, op.Error)
 		}
 		if acts[i], err = r.d.API.ReissueActivation(ctx, benchProject, r.clusters[i]); err != nil {
 			t.Fatalf("activation of %s: %v", r.clusters[i], err)
