@@ -72,11 +72,7 @@ func TestWaitConvention(t *testing.T) {
 		"kiln pool add", "kiln pool autoscale", "kiln pool remove",
 	}
 	var got []string
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
+	eachCommand(New(nil, nil, nil, nil), func(c *cobra.Command) {
 		w := c.Flags().Lookup("wait")
 		if c.Annotations[annotationStartsOperation] == "true" {
 			got = append(got, c.CommandPath())
@@ -89,8 +85,7 @@ func TestWaitConvention(t *testing.T) {
 		if nw := c.Flags().Lookup("no-wait"); nw != nil && nw.Deprecated == "" {
 			t.Errorf("%q takes --no-wait: the rule is --wait; keep --no-wait only as deprecated", c.CommandPath())
 		}
-	}
-	walk(New(nil, nil, nil, nil))
+	})
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("commands that start an operation (-want +got):\n%s", diff)
@@ -100,11 +95,7 @@ func TestWaitConvention(t *testing.T) {
 // One grammar for what cannot be undone: every command that deletes,
 // removes or revokes asks first on a terminal and takes --yes (-y) not to.
 func TestEveryDeleteAsks(t *testing.T) {
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
+	eachCommand(New(nil, nil, nil, nil), func(c *cobra.Command) {
 		switch c.Name() {
 		case "delete", "remove", "revoke":
 			f := c.Flags().Lookup("yes")
@@ -112,8 +103,7 @@ func TestEveryDeleteAsks(t *testing.T) {
 				t.Errorf("%s has no --yes/-y: it must ask first", c.CommandPath())
 			}
 		}
-	}
-	walk(New(nil, nil, nil, nil))
+	})
 }
 
 // A mistyped subcommand or flag gets the near ones as a suggestion.
@@ -156,11 +146,7 @@ func TestAPIErrorOnce(t *testing.T) {
 // -f is an input file wherever it is a file: what a command writes goes to
 // --output-file (the old -f of those commands is deprecated).
 func TestFileFlags(t *testing.T) {
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
+	eachCommand(New(nil, nil, nil, nil), func(c *cobra.Command) {
 		f := c.Flags().Lookup("file")
 		if f == nil || f.Deprecated != "" {
 			return
@@ -168,6 +154,13 @@ func TestFileFlags(t *testing.T) {
 		if !strings.Contains(f.Usage, "file, YAML or JSON") {
 			t.Errorf("%s: -f %q is not an input file", c.CommandPath(), f.Usage)
 		}
+	})
+}
+
+// eachCommand calls f with every command of the tree under c, c included.
+func eachCommand(c *cobra.Command, f func(*cobra.Command)) {
+	for _, sub := range c.Commands() {
+		eachCommand(sub, f)
 	}
-	walk(New(nil, nil, nil, nil))
+	f(c)
 }
