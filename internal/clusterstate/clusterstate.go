@@ -120,7 +120,9 @@ func Health(spec *v1.ClusterSpec, state string, nodes []v1.Node, quiet time.Time
 	var f findings
 	slices.Sort(cpDown)
 	slices.Sort(allDown)
-	members := max(len(cp), spec.ControlPlane.Size)
+	// etcd's members are the installed control-plane nodes: those still
+	// being made (a control plane growing) are not counted yet.
+	members := len(cp)
 	quorum := members/2 + 1
 	switch up := len(cp) - len(cpDown); {
 	case len(cp) > 0 && up == 0:

@@ -79,6 +79,8 @@ func TestHealth(t *testing.T) {
 		{"two of three control-plane nodes down: no quorum", spec(3), v1.StateSucceeded,
 			[]v1.Node{notReady("cp-1", cp, ""), notReady("cp-2", cp, ""), ready("cp-3", cp, "")}, v1.HealthUnhealthy, "ControlPlaneQuorumLost",
 			[]string{"1 of 3 control-plane nodes answer", "quorum of 2", "cp-1, cp-2"}},
+		{"a control plane growing from 1 to 3: the new ones are not members yet", spec(3), v1.StateUpdating,
+			[]v1.Node{ready("cp-1", cp, ""), node("cp-2", cp, "", v1.NodeProvisioning, -1)}, v1.HealthHealthy, "AsExpected", nil},
 		{"one of three control-plane nodes down", spec(3), v1.StateSucceeded,
 			[]v1.Node{ready("cp-1", cp, ""), notReady("cp-2", cp, ""), ready("cp-3", cp, "")}, v1.HealthDegraded, "ControlPlaneDegraded", []string{"cp-2"}},
 		{"a worker down within maxUnhealthy", spec(1, pool("a", 3)), v1.StateSucceeded,
