@@ -326,6 +326,8 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) int {
 			fmt.Fprintf(w, "  %s\n", h.hint)
 		} else if hint := authHint(ae); hint != "" {
 			fmt.Fprintf(w, "  %s\n", hint)
+		} else if ae.StatusCode == http.StatusNotFound && ae.Err.Target == "project" {
+			fmt.Fprintln(w, "  'kiln project list' lists the projects you can see; -p PROJECT or KILN_PROJECT chooses one")
 		}
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(w, "error: interrupted")
