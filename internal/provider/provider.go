@@ -318,6 +318,15 @@ type Installing interface {
 	Distributions() map[string][]string
 }
 
+// FixedRegions is implemented by a provider whose regions are the same for
+// every account (the sim's): a cluster naming another is refused when it is
+// written, not when its first step asks the provider. Providers whose
+// regions depend on the account (a cloud's opt-in regions) leave it out;
+// the dry run and validate-dynamic check those.
+type FixedRegions interface {
+	Regions() []string
+}
+
 // Registry maps provider names (spec.provider) to providers.
 type Registry map[string]Provider
 

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/clusterstate"
 	"kiln.dev/kiln/internal/distro"
+	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
 )
@@ -167,6 +170,10 @@ func (s *Server) clusterSpec(r *http.Request, m map[string]any, existing *store.
 	}
 	Defaults(&in.Spec, s.defaultProvider)
 	failures := validate.Cluster(name, &in.Spec, s.catalog)
+	if fr, ok := s.providers[in.Spec.Provider].(provider.FixedRegions); ok && in.Spec.Region != "" && !slices.Contains(fr.Regions(), in.Spec.Region) {
+		failures = append(failures, v1.Error{Code: v1.CodeInvalidParameter, Target: "spec.region",
+			Message: fmt.Sprintf("spec.region %q is not a region of provider %s: one of %s", in.Spec.Region, in.Spec.Provider, strings.Join(fr.Regions(), ", "))})
+	}
 	if existing != nil {
 		failures = append(failures, validate.Update(&existing.Spec, &in.Spec)...)
 		if s.hostsJoin(existing.Spec.Provider) && existing.Spec.KubernetesVersion != in.Spec.KubernetesVersion {

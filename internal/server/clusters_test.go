@@ -364,3 +364,17 @@ func TestDefaultsOfTheDefaultProvider(t *testing.T) {
 		t.Errorf("defaulted to provider %q, distribution %q, CNI %q; want local, local, cilium (given)", spec.Provider, spec.Distribution, spec.Network.CNI)
 	}
 }
+
+// A sim cluster in a region the sim does not have is refused when it is
+// written (the sim's regions are the same for every account), naming the
+// regions; nothing is created.
+func TestFixedRegions(t *testing.T) {
+	h := newHarness(t, withPlan)
+	h.project("p")
+	e := h.must(http.StatusBadRequest, "PUT", "/v1/projects/p/clusters/c", `{"spec": {"provider": "sim", "region": "mars"}}`).errorBody(t)
+	if len(e.Details) == 0 || e.Details[0].Target != "spec.region" || !strings.Contains(e.Details[0].Message, "sim-east, sim-west") {
+		t.Errorf("region mars: %+v, want a finding at spec.region naming the sim's regions", e)
+	}
+	h.must(http.StatusNotFound, "GET", "/v1/projects/p/clusters/c", "")
+	h.must(http.StatusCreated, "PUT", "/v1/projects/p/clusters/c", `{"spec": {"provider": "sim", "region": "sim-west"}}`)
+}

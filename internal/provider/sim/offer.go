@@ -78,6 +78,10 @@ func (s *Sim) Describe(ctx context.Context, a *provider.Account, region string) 
 	return o, nil
 }
 
+// Regions are the sim's regions, the same for every account
+// (provider.FixedRegions).
+func (s *Sim) Regions() []string { return slices.Clone(Regions) }
+
 func checkCredentials(a *provider.Account) error {
 	id, secret := a.Credentials[CredentialKeyID], a.Credentials[CredentialSecret]
 	switch {
