@@ -255,16 +255,16 @@ func (c *Console) nodeLogsLive(w http.ResponseWriter, r *http.Request, s *sessio
 	api := c.client(r, s.token)
 	st := newStream(w)
 	var (
-		from     string
 		lastNode string
 		lastRead time.Time
 	)
+	q := parseLogFilter(r.URL.Query()).query(time.Now())
 	for {
-		lines, next, err := api.NodeLogs(ctx, project, cluster, node, from)
+		lines, next, err := api.ReadNodeLogs(ctx, project, cluster, node, q)
 		if c.streamError(st, err, "The node no longer exists.") {
 			return nil
 		}
-		from = next
+		q.From = next
 		for len(lines) > 0 {
 			batch := lines[:min(len(lines), maxLogBatch)]
 			lines = lines[len(batch):]

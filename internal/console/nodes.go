@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
+	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 )
 
@@ -71,7 +73,62 @@ type nodeView struct {
 	Node             v1.Node
 	Events           []v1.Event // the node's, newest first
 	CanOperate       bool
+	// Log is the log's filter, as the page's form and its stream take it.
+	Log logFilter
 }
+
+// logFilter is which lines of a node's log the page shows, as the CLI's
+// kiln node logs --component and --since choose them; the server filters.
+type logFilter struct {
+	Component string // "" for every one
+	Since     string // a logSince key; "" for all
+}
+
+// logComponents are the streams a node's log has (the CLI's --component).
+var logComponents = []string{"agent", "etcd", "apiserver", "controller-manager", "scheduler", "kubelet"}
+
+// logSince are the windows the page offers.
+var logSince = map[string]time.Duration{"10m": 10 * time.Minute, "1h": time.Hour, "24h": 24 * time.Hour}
+
+// parseLogFilter reads ?component= and ?since=, ignoring what the form
+// never offers.
+func parseLogFilter(q url.Values) logFilter {
+	f := logFilter{Component: q.Get("component"), Since: q.Get("since")}
+	if !slices.Contains(logComponents, f.Component) {
+		f.Component = ""
+	}
+	if _, ok := logSince[f.Since]; !ok {
+		f.Since = ""
+	}
+	return f
+}
+
+// query is f as the API's log query, at now.
+func (f logFilter) query(now time.Time) client.NodeLogQuery {
+	var q client.NodeLogQuery
+	if f.Component != "" {
+		q.Components = []string{f.Component}
+	}
+	if d, ok := logSince[f.Since]; ok {
+		q.Since = now.Add(-d)
+	}
+	return q
+}
+
+// values is f as URL parameters.
+func (f logFilter) values() url.Values {
+	v := url.Values{}
+	if f.Component != "" {
+		v.Set("component", f.Component)
+	}
+	if f.Since != "" {
+		v.Set("since", f.Since)
+	}
+	return v
+}
+
+// Components are the streams the filter offers.
+func (logFilter) Components() []string { return logComponents }
 
 // maxNodeEvents is how many of a node's latest events its page shows.
 const maxNodeEvents = 50
@@ -88,7 +145,7 @@ func (c *Console) loadNode(ctx context.Context, r *http.Request, s *session) (*n
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator)}
+	v := &nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator), Log: parseLogFilter(r.URL.Query())}
 	for i := len(events) - 1; i >= 0 && len(v.Events) < maxNodeEvents; i-- {
 		if events[i].Node == n.Name {
 			v.Events = append(v.Events, events[i])
@@ -103,7 +160,7 @@ func (c *Console) nodePage(w http.ResponseWriter, r *http.Request, s *session) e
 		return err
 	}
 	c.render(w, r, http.StatusOK, "node.html", page{Title: v.Node.Name, Session: s, Project: v.Project, Cluster: v.Cluster,
-		Tab: "nodes", Data: v, Live: clusterURL(v.Project, v.Cluster) + "/nodes/" + url.PathEscape(v.Node.Name) + "/logs/live"})
+		Tab: "nodes", Data: v, Live: clusterURL(v.Project, v.Cluster) + "/nodes/" + url.PathEscape(v.Node.Name) + "/logs/live?" + v.Log.values().Encode()})
 	return nil
 }
 

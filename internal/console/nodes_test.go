@@ -107,7 +107,7 @@ func TestNodesTab(t *testing.T) {
 	if other, _ := b.get(nodes+"/edge1-bravo").byID(t, "node-events"); strings.Contains(other, "dns-port") {
 		t.Errorf("another node's page shows edge1-alpha's events: %q", other)
 	}
-	for _, want := range []string{"PRECHECK_FAILED", "port 53 is taken by dnsmasq", "eth0 10.0.0.5/24", `data-live="/projects/default/clusters/edge1/nodes/edge1-alpha/logs/live"`} {
+	for _, want := range []string{"PRECHECK_FAILED", "port 53 is taken by dnsmasq", "eth0 10.0.0.5/24", `data-live="/projects/default/clusters/edge1/nodes/edge1-alpha/logs/live?"`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the node page does not show %q", want)
 		}
@@ -184,4 +184,51 @@ func TestAgentlessNode(t *testing.T) {
 	if hb, _ := p.byID(t, "node-heartbeat"); !strings.Contains(hb, "no Kiln agent") {
 		t.Errorf("last heartbeat says %q", hb)
 	}
+}
+
+// The node page filters its log by component and time as kiln node logs
+// does: the stream sends only the lines that match, the form keeps what
+// was chosen.
+func TestNodeLogFilter(t *testing.T) {
+	e := newEnv(t, false)
+	e.createCluster("edge1", v1.ClusterSpec{Provider: "edge"})
+	e.putNode("edge1", "edge1-host1", v1.NodeDiscovered)
+	key := store.Key{Project: "default", Name: "edge1"}
+	now := time.Now()
+	if err := e.store.AppendNodeLogs(t.Context(), key, "edge1-host1", []v1.LogLine{
+		{Time: now.Add(-2 * time.Hour), Stream: "etcd", Line: "old etcd line"},
+		{Time: now, Stream: "agent", Line: "agent line"},
+		{Time: now, Stream: "etcd", Line: "new etcd line"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login(ownerToken)
+	const node = "/projects/default/clusters/edge1/nodes/edge1-host1"
+	p := b.get(node + "?component=etcd&since=1h")
+	if !strings.Contains(p.body, `data-live="`+node+`/logs/live?component=etcd&amp;since=1h"`) ||
+		!strings.Contains(p.body, "<option selected>etcd</option>") {
+		t.Errorf("the page does not keep the filter in its form and its stream")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+node+"/logs/live?component=etcd&since=1h", nil)
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for ev := range readEvents(resp.Body) {
+		if ev.name != "lines" {
+			continue
+		}
+		var got []v1.LogLine
+		if err := json.Unmarshal([]byte(ev.data), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Line != "new etcd line" {
+			t.Errorf("etcd's lines of the last hour: %+v, want the new etcd line alone", got)
+		}
+		return
+	}
+	t.Fatal("the stream ended without lines")
 }
