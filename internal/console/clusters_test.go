@@ -14,6 +14,8 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/sim"
+	"kiln.dev/kiln/internal/store"
 )
 
 func TestCreateForm(t *testing.T) {
@@ -225,4 +227,74 @@ func TestCreateFormChoicesAndDryRun(t *testing.T) {
 	if msg, ok := p.byID(t, "name-error"); p.status != http.StatusConflict || !ok || !strings.Contains(msg, "a cluster named c1 is in project default already") {
 		t.Errorf("a taken name: %d, at the name %q", p.status, msg)
 	}
+}
+
+// The fleet list and each cluster's page show the counts and the health
+// the API answers, for a sim fleet in every state it can make: succeeded,
+// failed for good, failed for now, running, canceled, a node down, the
+// control plane down.
+func TestFleetAgreesWithTheAPI(t *testing.T) {
+	e := newEnv(t, true)
+	b := e.browser()
+	b.login(ownerToken)
+	pool := []v1.WorkerPool{{Name: "default", Size: 2}}
+	sim2 := func(labels map[string]string) v1.ClusterSpec {
+		return v1.ClusterSpec{Provider: "sim", WorkerPools: pool, Labels: labels}
+	}
+	e.createCluster("ok", sim2(nil))
+	e.createCluster("perm", sim2(map[string]string{sim.LabelFailTerminal: "ensure-worker-machines"}))
+	e.createCluster("flaky", sim2(map[string]string{sim.LabelFailStep: "ensure-worker-machines", sim.LabelFailTimes: "10"}))
+	e.createCluster("degraded", sim2(nil))
+	e.createCluster("dead", sim2(nil))
+	e.createCluster("canceled", sim2(map[string]string{sim.LabelHangStep: "ensure-worker-machines"}))
+	for _, name := range []string{"ok", "perm", "flaky", "degraded", "dead"} {
+		e.wait(name)
+	}
+	e.stepRunning(e.cluster("canceled").Status.CurrentOperation, "ensure-worker-machines")
+	if _, err := e.api.CancelOperation(t.Context(), e.cluster("canceled").Status.CurrentOperation); err != nil {
+		t.Fatal(err)
+	}
+	e.wait("canceled")
+	e.createCluster("running", sim2(map[string]string{sim.LabelHangStep: "ensure-worker-machines"}))
+	e.stepRunning(e.cluster("running").Status.CurrentOperation, "ensure-worker-machines")
+	// A worker of one, the control plane of the other, stop answering.
+	down := func(cluster, node string) {
+		n, err := e.store.GetNode(t.Context(), store.Key{Project: "default", Name: cluster}, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.State = v1.NodeNotReady
+		if err := e.store.PutNode(t.Context(), n, store.Cond{IfMatch: n.ETag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down("degraded", "degraded-default-0")
+	down("dead", "dead-cp-0")
+
+	list := b.get("/clusters")
+	want := map[string]string{"ok": v1.HealthHealthy, "degraded": v1.HealthDegraded, "dead": v1.HealthUnhealthy, "running": v1.HealthHealthy}
+	for _, name := range []string{"ok", "perm", "flaky", "degraded", "dead", "canceled", "running"} {
+		cl := e.cluster(name)
+		n, h := cl.Status.Nodes, cl.Status.Health
+		if w, ok := want[name]; ok && (h == nil || h.State != w) {
+			t.Errorf("%s: the API says health %+v, want %s", name, h, w)
+		}
+		counts := fmt.Sprintf(`data-counts="%d/%d %d/%d"`, n.ControlPlaneReady, n.ControlPlaneWanted, n.WorkersReady, n.WorkersWanted)
+		health := fmt.Sprintf(`data-health="%s"`, h.State)
+		row := list.body[strings.Index(list.body, `<tr data-cluster="`+name+`">`):]
+		row = row[:strings.Index(row, "</tr>")]
+		if !strings.Contains(row, counts) || !strings.Contains(row, health) {
+			t.Errorf("%s: the list's row says other than the API (%s, %s):\n%s", name, counts, health, row)
+		}
+		p := b.get("/projects/default/clusters/" + name)
+		got, _ := p.byID(t, "cluster-nodes")
+		wantText := fmt.Sprintf("control plane %d/%d, workers %d/%d ready", n.ControlPlaneReady, n.ControlPlaneWanted, n.WorkersReady, n.WorkersWanted)
+		if !strings.HasPrefix(got, wantText) || !strings.Contains(p.body, health) {
+			t.Errorf("%s: the page says %q and %s: the API %q and %s", name, got, p.body[strings.Index(p.body, "data-health"):][:30], wantText, health)
+		}
+	}
+	if _, err := e.api.CancelOperation(t.Context(), e.cluster("running").Status.CurrentOperation); err != nil {
+		t.Fatal(err)
+	}
+	e.wait("running")
 }
