@@ -74,6 +74,18 @@ func Down(n v1.Node, quiet time.Time) bool {
 	return false
 }
 
+// Quiet is the quiet time Down and Health take at now: silence before now,
+// or zero (READY is trusted) while the process that asks has been up for
+// less than silence since started, so that a kilnd started again gives
+// the agents time to reconnect before their old heartbeats count against
+// them (as the gateway's liveness sweep does).
+func Quiet(now, started time.Time, silence time.Duration) time.Time {
+	if silence <= 0 || now.Sub(started) < silence {
+		return time.Time{}
+	}
+	return now.Add(-silence)
+}
+
 // Health judges the cluster (spec, its provisioning state) by its nodes at
 // a moment whose quiet time is given (see Down; zero: READY is trusted).
 // The worst finding decides the state and the reason; the message says

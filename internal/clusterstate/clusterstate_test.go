@@ -114,3 +114,17 @@ func TestHealth(t *testing.T) {
 		})
 	}
 }
+
+// A process started less than the silence ago trusts READY: the agents
+// reconnect to a kilnd started again before their old heartbeats count.
+func TestQuiet(t *testing.T) {
+	if q := Quiet(now, now.Add(-5*time.Second), 10*time.Second); !q.IsZero() {
+		t.Errorf("5 s after the start, quiet %s: want none", q)
+	}
+	if q := Quiet(now, now.Add(-time.Minute), 10*time.Second); !q.Equal(now.Add(-10 * time.Second)) {
+		t.Errorf("a minute after the start, quiet %s: want 10 s ago", q)
+	}
+	if q := Quiet(now, now.Add(-time.Hour), 0); !q.IsZero() {
+		t.Errorf("without a silence, quiet %s", q)
+	}
+}

@@ -67,6 +67,7 @@ func (c checks) health() check.Periodic {
 		Store:   d.Store,
 		Watched: func(name string) bool { return replaceable(providers, name) },
 		Silence: d.cfg.silence(),
+		Started: d.started,
 		KubeNotReady: func(ctx context.Context, cl *store.Cluster) (map[string]time.Time, error) {
 			if cl.Status.Endpoint == "" {
 				return nil, nil

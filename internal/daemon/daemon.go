@@ -230,6 +230,9 @@ type Daemon struct {
 	// AgentAddr is the address the agent gateway listens on ("" without one).
 	AgentAddr string
 	Token     string // the admin token
+	// started is when New began: a node's silence counts from it at the
+	// earliest (its agent reconnects to a kilnd started again).
+	started time.Time
 
 	http      listener       // the API (or a backend's health and metrics)
 	front     *frontend      // nil in a backend-only process
@@ -343,7 +346,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st,
+	d := &Daemon{cfg: cfg, log: cfg.Logger, Store: st, started: time.Now(),
 		snapshots: &snapshots.Vault{Store: st, Keyring: kr, DataDir: cfg.DataDir}}
 	if err := d.start(ctx); err != nil {
 		if d.registry != nil {

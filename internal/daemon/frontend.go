@@ -98,6 +98,7 @@ func (d *Daemon) newFrontend(ctx context.Context, providers provider.Registry, r
 		TrustForwarded:  d.cfg.TrustForwarded,
 		DefaultProvider: defaultProvider,
 		Silence:         d.cfg.silence(),
+		Started:         d.started,
 	})
 	con := console.New(console.Options{
 		API:       srv,

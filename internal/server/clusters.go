@@ -41,7 +41,7 @@ func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster,
 	if err != nil {
 		return out, fmt.Errorf("list the nodes of cluster %s: %w", cl.Key(), err)
 	}
-	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, nodes, s.now().Add(-s.silence))
+	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, nodes, clusterstate.Quiet(s.now(), s.started, s.silence))
 	if was := cl.Status.Health; was != nil && was.State == h.State && was.Reason == h.Reason {
 		h.Since = was.Since
 	}

@@ -24,6 +24,7 @@ func TestClusterCountsAndHealth(t *testing.T) {
 	h := newHarness(t, func(o *server.Options) {
 		withPlan(o)
 		o.Silence = 10 * time.Second
+		o.Started = now.Add(-time.Hour)
 	})
 	h.project("p")
 	h.backend(sim.New())

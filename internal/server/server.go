@@ -102,8 +102,11 @@ type Options struct {
 	DefaultProvider string
 	// Silence is how long an installed node's agent may go without a
 	// heartbeat before status.health counts the node down (two heartbeat
-	// intervals: it turns NOT_READY a little later); 0 means 10 s.
+	// intervals: it turns NOT_READY a little later); 0 means 10 s. It
+	// counts from Started at the earliest (agents reconnect to a kilnd
+	// started again); a zero Started is when New runs.
 	Silence time.Duration
+	Started time.Time
 }
 
 // Server is the API frontend, an http.Handler.
@@ -125,6 +128,7 @@ type Server struct {
 	now             func() time.Time
 	poll            time.Duration
 	silence         time.Duration // Options.Silence
+	started         time.Time     // when New made the server: Silence counts from it at the earliest
 	limiter         *limiter
 	credentials     *limiter      // a person's cluster credentials (credential.go)
 	inflight        chan struct{} // a slot per request being served; nil: no cap
@@ -198,6 +202,10 @@ func New(opts Options) *Server {
 	}
 	if s.silence <= 0 {
 		s.silence = 10 * time.Second
+	}
+	s.started = opts.Started
+	if s.started.IsZero() {
+		s.started = s.now()
 	}
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond

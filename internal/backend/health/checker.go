@@ -54,6 +54,9 @@ type Options struct {
 	// together turn NOT_READY one liveness sweep apart, and the first alone
 	// would be replaced as within maxUnhealthy.
 	Silence time.Duration
+	// Started is when the process started: Silence counts from it at the
+	// earliest (clusterstate.Quiet); zero: when NewChecker runs.
+	Started time.Time
 }
 
 // Checker is the machine health check: every Interval it judges the worker
@@ -64,14 +67,19 @@ type Options struct {
 // Several replicas may run one each: the operation is begun conditional on
 // the cluster's etag, so one of them wins.
 type Checker struct {
-	opts Options
-	acts check.Acts
+	opts    Options
+	acts    check.Acts
+	started time.Time // Silence counts from it at the earliest
 }
 
 // NewChecker returns a Checker with opts, defaults filled in.
 func NewChecker(opts Options) *Checker {
 	opts.Base = opts.WithDefaults(DefaultInterval)
-	return &Checker{opts: opts, acts: opts.Acts(opts.Store)}
+	c := &Checker{opts: opts, acts: opts.Acts(opts.Store), started: opts.Started}
+	if c.started.IsZero() {
+		c.started = opts.Now()
+	}
+	return c
 }
 
 // Periodic is the check's shape: what a check.Runner runs.
@@ -96,10 +104,7 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 		return fmt.Errorf("list nodes: %w", err)
 	}
 	now := c.opts.Now()
-	var quiet time.Time
-	if c.opts.Silence > 0 {
-		quiet = now.Add(-c.opts.Silence)
-	}
+	quiet := clusterstate.Quiet(now, c.started, c.opts.Silence)
 	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, records, quiet)
 	if cl, err = c.recordHealth(ctx, cl, h, now); err != nil || cl == nil {
 		return err

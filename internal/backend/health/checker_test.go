@@ -50,6 +50,7 @@ func newEnv(t *testing.T) *env {
 		Store:   st,
 		Watched: func(p string) bool { return p == "local" },
 		Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
+		Started: e.now.Add(-time.Hour),
 	})
 	return e
 }
@@ -170,6 +171,7 @@ func TestCheckerCountsSilentNodes(t *testing.T) {
 			Store:   e.st,
 			Watched: func(p string) bool { return p == "local" },
 			Silence: silence,
+			Started: e.now.Add(-time.Hour),
 			Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }},
 		})
 		e.node("c-default-0", v1.NodeNotReady, 2*time.Minute)
