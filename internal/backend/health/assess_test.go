@@ -36,6 +36,14 @@ func TestAssess(t *testing.T) {
 		blockedPool []string
 	}{
 		{
+			// 40% of 1 is 0 nodes, but a percentage allows at least one:
+			// a pool of one is repaired.
+			name:    "a pool of one whose node died",
+			pools:   []v1.WorkerPool{pool("a", 1, "1m", "")},
+			nodes:   []Node{worker("a-0", "a", v1.NodeNotReady, 5*time.Minute)},
+			replace: []string{"a-0"},
+		},
+		{
 			name:  "all healthy",
 			pools: []v1.WorkerPool{pool("a", 3, "", "")},
 			nodes: []Node{worker("a-0", "a", v1.NodeReady, time.Second), worker("a-1", "a", v1.NodeReady, time.Second)},
