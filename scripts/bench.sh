@@ -27,7 +27,7 @@ fi
 
 # Go micro-benchmarks of the hot paths.
 go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m \
-	./internal/store/... ./internal/daemon/... ./internal/backend/elastic/... | tee "$out"
+	./internal/store/... ./internal/daemon/... ./internal/backend/elastic/... ./internal/server/ | tee "$out"
 # kilnd as a process under load from this one (test/bench): the API's latency during a wave against a
 # bare net/http reference, the fleet wave, the agent fan-in. One test process each, so that one's
 # leftovers (10,000 agents' memory being collected) do not disturb the next one's load generator.

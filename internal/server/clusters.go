@@ -25,6 +25,18 @@ import (
 // answers the cluster with the error: the counts are those of the spec
 // alone.
 func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster, error) {
+	var nodes []*store.Node
+	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return s.nodes.ListNodes(ctx, cl.Key(), pg) },
+		func(n *store.Node) error { nodes = append(nodes, n); return nil })
+	out := s.clusterWithNodes(cl, nodes)
+	if err != nil {
+		return out, fmt.Errorf("list the nodes of cluster %s: %w", cl.Key(), err)
+	}
+	return out, nil
+}
+
+// clusterWithNodes is clusterOut with the cluster's nodes read already.
+func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.Cluster {
 	out := v1.Cluster{
 		Name:   cl.Name,
 		ID:     clusterPath(cl.Project, cl.Name),
@@ -34,21 +46,21 @@ func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster,
 		Status: cl.Status,
 	}
 	out.Status.Installed = distro.Installed(&cl.Spec)
-	var nodes []v1.Node
-	err := store.Each(func(pg store.Page) ([]*store.Node, string, error) { return s.nodes.ListNodes(ctx, cl.Key(), pg) },
-		func(n *store.Node) error { nodes = append(nodes, n.Node); return nil })
-	out.Status.Nodes = clusterstate.Counts(&cl.Spec, nodes)
-	if err != nil {
-		return out, fmt.Errorf("list the nodes of cluster %s: %w", cl.Key(), err)
+	nodes := make([]v1.Node, len(records))
+	for i, n := range records {
+		nodes[i] = n.Node
 	}
+	out.Status.Nodes = clusterstate.Counts(&cl.Spec, nodes)
 	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, nodes, clusterstate.Quiet(s.now(), s.started, s.silence))
 	if was := cl.Status.Health; was != nil && was.State == h.State && was.Reason == h.Reason {
 		h.Since = was.Since
 	}
 	out.Status.Health = &h
-	return out, nil
+	return out
 }
 
+// listClusters answers a page of clusters, their nodes read in one query
+// for the page.
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	pg, err := page(r)
 	if err != nil {
@@ -57,17 +69,20 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireProject(r); err != nil {
 		return err
 	}
-	items, next, err := s.clusters.ListClusters(r.Context(), r.PathValue("project"), pg)
+	project := r.PathValue("project")
+	items, next, err := s.clusters.ListClusters(r.Context(), project, pg)
 	if err != nil {
 		return err
 	}
-	out := make([]v1.Cluster, len(items))
+	names := make([]string, len(items))
 	for i, cl := range items {
-		if out[i], err = s.clusterOut(r.Context(), cl); err != nil {
-			return err
-		}
+		names[i] = cl.Name
 	}
-	list(w, r, pg, out, next, func(c v1.Cluster) v1.Cluster { return c })
+	nodes, err := s.nodes.ListClustersNodes(r.Context(), project, names)
+	if err != nil {
+		return err
+	}
+	list(w, r, pg, items, next, func(cl *store.Cluster) v1.Cluster { return s.clusterWithNodes(cl, nodes[cl.Name]) })
 	return nil
 }
 

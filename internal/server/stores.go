@@ -41,6 +41,7 @@ type OperationStore interface {
 type NodeStore interface {
 	GetNode(ctx context.Context, k store.Key, name string) (*store.Node, error)
 	ListNodes(ctx context.Context, k store.Key, pg store.Page) ([]*store.Node, string, error)
+	ListClustersNodes(ctx context.Context, project string, clusters []string) (map[string][]*store.Node, error)
 	PutNode(ctx context.Context, n *store.Node, c store.Cond, events ...*store.Event) error
 	ListNodeLogs(ctx context.Context, k store.Key, node string, f store.LogFilter, pg store.Page) ([]v1.LogLine, string, error)
 }

@@ -447,6 +447,11 @@ type Nodes interface {
 	// liveness sweep); nodes without a heartbeat are never listed. It
 	// reads only such nodes, not every node.
 	ListStaleNodes(ctx context.Context, before time.Time, states []string) ([]*Node, error)
+	// ListClustersNodes lists the nodes of project's clusters named, by
+	// cluster (a cluster without nodes has no entry), each cluster's by
+	// name, in one read: what a list of clusters with their node counts
+	// needs.
+	ListClustersNodes(ctx context.Context, project string, clusters []string) (map[string][]*Node, error)
 }
 
 // NodeLogs are the lines agents send, the newest MaxNodeLogLines kept per

@@ -307,10 +307,40 @@ func (s *Store) ListStaleNodes(ctx context.Context, before time.Time, states []s
 	for _, st := range states {
 		args = append(args, st)
 	}
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, cluster, name, etag, created_at, data FROM nodes
-		WHERE heartbeat_at < ? AND state IN (?`+strings.Repeat(", ?", len(states)-1)+`) ORDER BY heartbeat_at`), args...)
+	out, err := s.queryNodes(ctx, `WHERE heartbeat_at < ? AND state IN (?`+strings.Repeat(", ?", len(states)-1)+`) ORDER BY heartbeat_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list stale nodes: %w", err)
+	}
+	return out, nil
+}
+
+// ListClustersNodes lists the nodes of project's clusters named, by
+// cluster, each cluster's by name, in one read.
+func (s *Store) ListClustersNodes(ctx context.Context, project string, clusters []string) (map[string][]*store.Node, error) {
+	if len(clusters) == 0 {
+		return map[string][]*store.Node{}, nil
+	}
+	args := []any{project}
+	for _, c := range clusters {
+		args = append(args, c)
+	}
+	nodes, err := s.queryNodes(ctx, `WHERE project = ? AND cluster IN (?`+strings.Repeat(", ?", len(clusters)-1)+`) ORDER BY cluster, name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list the nodes of %d clusters of project %s: %w", len(clusters), project, err)
+	}
+	out := make(map[string][]*store.Node, len(clusters))
+	for _, n := range nodes {
+		out[n.Cluster] = append(out[n.Cluster], n)
+	}
+	return out, nil
+}
+
+// queryNodes reads the nodes a query's where (and order) selects, across
+// clusters.
+func (s *Store) queryNodes(ctx context.Context, where string, args ...any) ([]*store.Node, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT project, cluster, name, etag, created_at, data FROM nodes `+where), args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []*store.Node
@@ -319,19 +349,16 @@ func (s *Store) ListStaleNodes(ctx context.Context, before time.Time, states []s
 		var d doc
 		var created int64
 		if err := rows.Scan(&k.Project, &k.Name, &d.name, &d.etag, &created, &d.data); err != nil {
-			return nil, fmt.Errorf("list stale nodes: %w", err)
+			return nil, err
 		}
 		d.created = fromNanos(created)
 		n, err := decodeNode(k)(d)
 		if err != nil {
-			return nil, fmt.Errorf("list stale nodes: %w", err)
+			return nil, err
 		}
 		out = append(out, n)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list stale nodes: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 func decodeNode(k store.Key) func(doc) (*store.Node, error) {

@@ -250,6 +250,41 @@ func testStaleNodes(e *env) {
 	}
 }
 
+// testClustersNodes: ListClustersNodes answers the nodes of exactly the
+// clusters named in the project named, by cluster and each by name; a
+// cluster without nodes, or of another project, has no entry.
+func testClustersNodes(e *env) {
+	t, ctx, s := e.t, e.ctx, e.s
+	e.project("p")
+	e.project("q")
+	for _, c := range []string{"a", "b", "empty", "other"} {
+		e.begin("p", c, v1.KindCreate, v1.StateCreating)
+	}
+	e.begin("q", "a", v1.KindCreate, v1.StateCreating)
+	for _, n := range []struct{ project, cluster, name string }{
+		{"p", "a", "n2"}, {"p", "a", "n1"}, {"p", "b", "n1"}, {"p", "other", "n1"}, {"q", "a", "n9"},
+	} {
+		wantErr(t, "PutNode "+n.name, s.PutNode(ctx, &store.Node{Project: n.project, Node: v1.Node{Name: n.name, Cluster: n.cluster, State: v1.NodeReady}}, store.Cond{}), nil)
+	}
+	got, err := s.ListClustersNodes(ctx, "p", []string{"a", "b", "empty", "missing"})
+	if err != nil {
+		t.Fatalf("ListClustersNodes: %v", err)
+	}
+	names := map[string][]string{}
+	for c, nodes := range got {
+		for _, n := range nodes {
+			if n.Project != "p" || n.Cluster != c || n.ETag == "" {
+				t.Errorf("node %s of %s: project %q, cluster %q, etag %q", n.Name, c, n.Project, n.Cluster, n.ETag)
+			}
+			names[c] = append(names[c], n.Name)
+		}
+	}
+	diff(t, "nodes by cluster", map[string][]string{"a": {"n1", "n2"}, "b": {"n1"}}, names)
+	if got, err := s.ListClustersNodes(ctx, "p", nil); err != nil || len(got) != 0 {
+		t.Fatalf("ListClustersNodes of no clusters: %v, %v", got, err)
+	}
+}
+
 // testDiagnostics: a bundle comes back as written, its record apart; a
 // cluster keeps its newest MaxDiagnostics, listed newest first; an id is
 // written once; a bundle of an unknown cluster is refused; bundles go with

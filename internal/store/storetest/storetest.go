@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Diagnostics", testDiagnostics},
 		{"NodeLogFilters", testNodeLogFilters},
 		{"StaleNodes", testStaleNodes},
+		{"ClustersNodes", testClustersNodes},
 		{"Jobs", testJobs},
 		{"Backups", testBackups},
 		{"BackupList", testBackupList},
