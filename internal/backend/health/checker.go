@@ -240,13 +240,7 @@ func (c *Checker) setCondition(ctx context.Context, cl *store.Cluster, v Verdict
 	if want.Status == "True" && !slices.ContainsFunc(cl.Status.Conditions, func(c v1.Condition) bool { return c.Type == want.Type }) {
 		return nil // healthy, and never said otherwise
 	}
-	conds, changed := v1.SetCondition(cl.Status.Conditions, want, now)
-	if !changed {
-		return nil
-	}
-	next := *cl
-	next.Status.Conditions = conds
-	written, err := c.acts.SetStatus(ctx, cl, &next)
+	_, written, err := c.acts.SetCondition(ctx, cl, want, now)
 	if err != nil {
 		return fmt.Errorf("write condition %s: %w", want.Type, err)
 	}
