@@ -149,7 +149,8 @@ func (c *Client) SignClientCertificate(ctx context.Context, req ClientCertificat
 // ended.
 func notSigned(ctx context.Context, name string) error {
 	return fmt.Errorf("certificatesigningrequest %s: approved, and no certificate issued by signer %s (%w): "+
-		"the cluster's kube-controller-manager signs them only with --cluster-signing-cert-file and --cluster-signing-key-file: %w",
+		"the cluster's kube-controller-manager may still be starting (after a restart or a restore it signs again within a minute: try again), "+
+		"or it runs without --cluster-signing-cert-file and --cluster-signing-key-file and signs none: %w",
 		name, SignerAPIServerClient, context.Cause(ctx), ErrNotSigned)
 }
 

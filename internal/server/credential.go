@@ -120,7 +120,7 @@ func (s *Server) clusterSigned(r *http.Request, a *access, req pki.CertRequest, 
 				"it needs create on certificatesigningrequests, update on certificatesigningrequests/approval and approve on signers %s",
 			a.cl.Spec.Attach.Secret, kubeapi.SignerAPIServerClient).because(err)
 	case errors.Is(err, kubeapi.ErrNotSigned):
-		return nil, nil, conflict(clusterRef(r), "cluster", "is attached, and it signs no credentials: %v", err)
+		return nil, nil, conflict(clusterRef(r), "cluster", "is attached, and it did not sign the credential: %v", err)
 	case err != nil:
 		return nil, nil, unavailable(fmt.Sprintf("attached cluster %s's Kubernetes API (%s)", a.cl.Name, a.server)).because(err)
 	}

@@ -76,7 +76,7 @@ func TestAttachCluster(t *testing.T) {
 	if _, stderr, err := e.kilnErr("kubeconfig", "ext", "--output-file", filepath.Join(t.TempDir(), "ext.kubeconfig")); err != nil {
 		t.Errorf("a kubeconfig of the attached cluster: %v: %s", err, stderr)
 	}
-	if _, stderr, err := e.kilnErr("credential", "ext"); err == nil || !strings.Contains(stderr, "signs no credentials") ||
+	if _, stderr, err := e.kilnErr("credential", "ext"); err == nil || !strings.Contains(stderr, "did not sign the credential") ||
 		!strings.Contains(stderr, "--cluster-signing-cert-file") {
 		t.Errorf("a credential of an attached cluster that signs none: %v: %s", err, stderr)
 	}
