@@ -104,6 +104,7 @@ func parseAgo(v string) (time.Duration, bool) {
 
 func (a *app) auditListCommand() *cobra.Command {
 	var f auditFlags
+	l := &listing[v1.AuditEntry]{what: "audit entries", fields: auditListFields}
 	cmd := &cobra.Command{
 		Use:     "list [-p PROJECT] [--actor A] [--action S] [--result R] [--since T] [--until T] [--limit N]",
 		Aliases: []string{"ls"},
@@ -125,6 +126,9 @@ of the action, which is the method and route ("DELETE", "clusters").`,
 			"  kiln audit list -p team-a --action clusters --limit 20 -o json",
 		Args: exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			filter, err := f.filter(a.flags.project, a.now())
 			if err != nil {
 				return err
@@ -142,6 +146,9 @@ of the action, which is the method and route ("DELETE", "clusters").`,
 			if err != nil {
 				return err
 			}
+			if entries, err = l.apply(entries); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.AuditEntry]{Value: entries}, func(w io.Writer) error {
 				return renderAudit(w, entries)
 			})
@@ -154,5 +161,14 @@ of the action, which is the method and route ("DELETE", "clusters").`,
 	fl.StringVar(&f.since, "since", "", "only entries at or after this: 1h, 7d, an RFC 3339 time or a date")
 	fl.StringVar(&f.until, "until", "", "only entries before this: 1h, 7d, an RFC 3339 time or a date")
 	fl.IntVar(&f.limit, "limit", 0, "at most this many entries, the newest (0: all)")
+	l.add(cmd)
 	return cmd
+}
+
+// auditListFields are what the list selects and sorts by.
+var auditListFields = []field[v1.AuditEntry]{
+	{name: "time", of: func(e v1.AuditEntry) string { return stamp(e.Time) }, desc: true, sortOnly: true},
+	{name: "actor", of: func(e v1.AuditEntry) string { return e.Actor }},
+	{name: "result", of: func(e v1.AuditEntry) string { return e.Result }},
+	{name: "project", of: func(e v1.AuditEntry) string { return e.Project }},
 }

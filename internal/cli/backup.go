@@ -108,7 +108,8 @@ API keeps serving while it is taken; another operation on the cluster
 }
 
 func (a *app) backupListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Backup]{what: "backups", fields: backupListFields}
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List a cluster's backups, newest first (a deleted cluster's too)",
@@ -119,6 +120,9 @@ etcd revision it holds; ID is CLUSTER/NAME, what 'kiln cluster create
 		Example: "  kiln backup list shop\n  kiln backup list shop -o json",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -127,9 +131,23 @@ etcd revision it holds; ID is CLUSTER/NAME, what 'kiln cluster create
 			if err != nil {
 				return err
 			}
+			if all, err = l.apply(all); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Backup]{Value: all}, func(w io.Writer) error { return renderBackups(w, all) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// backupListFields are what the list selects and sorts by.
+var backupListFields = []field[v1.Backup]{
+	{name: "age", of: func(b v1.Backup) string { return stamp(b.CreatedAt) }, desc: true, sortOnly: true},
+	{name: "name", of: func(b v1.Backup) string { return b.Name }},
+	{name: "state", of: func(b v1.Backup) string { return b.State }},
+	{name: "scheduled", of: func(b v1.Backup) string { return strconv.FormatBool(b.Scheduled) }},
+	{name: "version", of: func(b v1.Backup) string { return b.KubernetesVersion }},
 }
 
 func (a *app) backupGetCommand() *cobra.Command {

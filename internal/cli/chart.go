@@ -93,7 +93,8 @@ Pushing needs the operator role in the project (-p).`,
 }
 
 func (a *app) chartListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[chartView]{what: "charts", fields: chartListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the charts of a project: name, version, digest",
@@ -102,6 +103,9 @@ charts Kiln ships are those of -p kiln.system. It needs the viewer role.`,
 		Example: "  kiln chart list\n  kiln chart list -p kiln.system -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			rc, s, err := a.registryClient(cmd.Context())
 			if err != nil {
 				return err
@@ -133,6 +137,9 @@ charts Kiln ships are those of -p kiln.system. It needs the viewer role.`,
 			slices.SortFunc(views, func(x, y chartView) int {
 				return strings.Compare(x.Name+"\x00"+x.Version, y.Name+"\x00"+y.Version)
 			})
+			if views, err = l.apply(views); err != nil {
+				return err
+			}
 			return a.emit(v1.List[chartView]{Value: views}, func(w io.Writer) error {
 				tw := newTable(w)
 				row(tw, "NAME", "VERSION", "DIGEST")
@@ -143,6 +150,14 @@ charts Kiln ships are those of -p kiln.system. It needs the viewer role.`,
 			})
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// chartListFields are what the list selects and sorts by.
+var chartListFields = []field[chartView]{
+	{name: "name", of: func(c chartView) string { return c.Name }},
+	{name: "version", of: func(c chartView) string { return c.Version }},
 }
 
 // shortDigest is a digest as docker shows it: sha256: and 12 hex digits.

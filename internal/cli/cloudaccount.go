@@ -380,6 +380,12 @@ var cloudAccounts = resource[v1.CloudAccount]{
 	get:    (*client.Client).GetCloudAccount,
 	hide:   func(acct *v1.CloudAccount) { acct.Credentials = nil },
 	render: renderCloudAccounts,
+	what:   "cloud accounts",
+	fields: []field[v1.CloudAccount]{
+		{name: "name", of: func(c v1.CloudAccount) string { return c.Name }},
+		{name: "provider", of: func(c v1.CloudAccount) string { return c.Provider }},
+		{name: "age", of: func(c v1.CloudAccount) string { return stamp(c.CreatedAt) }, desc: true, sortOnly: true},
+	},
 }
 
 func (a *app) cloudAccountListCommand() *cobra.Command {

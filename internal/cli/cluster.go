@@ -2,11 +2,9 @@ package cli
 
 import (
 	"bufio"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 
@@ -85,23 +83,20 @@ func (a *app) clusterGetCommand() *cobra.Command {
 }
 
 func (a *app) clusterListCommand() *cobra.Command {
-	var selector, sortBy string
+	l := &listing[v1.Cluster]{what: "clusters", fields: clusterFields, labels: func(c v1.Cluster) map[string]string { return c.Spec.Labels }}
 	cmd := &cobra.Command{
-		Use:     "list [--selector K=V,...] [--sort name|age|state|health|provider]",
+		Use:     "list [--selector K=V,...] [--sort name|age|state|health|provider|version]",
 		Aliases: []string{"ls"},
 		Short:   "List the clusters of the project",
-		Long: `list prints the project's clusters. --selector keeps those whose labels
-(spec.labels) have every K=V given; --sort orders them (name by default; age
-newest first; state, health and provider alphabetically, then by name).`,
-		Example: "  kiln cluster list\n  kiln cluster list -p team-a -o json\n  kiln cluster list --selector team=infra,env=prod --sort health",
+		Long: `list prints the project's clusters. --selector keeps those whose fields
+(state, health, provider, version) or labels (spec.labels) have every K=V
+given; --sort orders them (name by default; age newest first; the others
+alphabetically, then by name).`,
+		Example: "  kiln cluster list\n  kiln cluster list -p team-a -o json\n  kiln cluster list --selector team=infra,env=prod --sort health\n  kiln cluster list -l health=Degraded",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			want, err := parseSelector(selector)
-			if err != nil {
+			if _, err := l.apply(nil); err != nil {
 				return err
-			}
-			if !slices.Contains(clusterSorts, sortBy) {
-				return usageError{err: fmt.Errorf("--sort %q: sort by one of %s", sortBy, strings.Join(clusterSorts, ", ")), arg: "--sort"}
 			}
 			c, s, err := a.client()
 			if err != nil {
@@ -111,68 +106,26 @@ newest first; state, health and provider alphabetically, then by name).`,
 			if err != nil {
 				return err
 			}
-			cls = slices.DeleteFunc(cls, func(cl v1.Cluster) bool { return !matchLabels(cl.Spec.Labels, want) })
-			sortClusters(cls, sortBy)
+			if cls, err = l.apply(cls); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Cluster]{Value: cls}, func(w io.Writer) error {
 				return renderClusters(w, cls, a.now())
 			})
 		}),
 	}
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only clusters whose labels have every K=V (comma-separated)")
-	cmd.Flags().StringVar(&sortBy, "sort", "name", "order: "+strings.Join(clusterSorts, ", "))
+	l.add(cmd)
 	return cmd
 }
 
-// clusterSorts are the orders cluster list offers.
-var clusterSorts = []string{"name", "age", "state", "health", "provider"}
-
-// sortClusters orders cls by by (clusterSorts), then by name.
-func sortClusters(cls []v1.Cluster, by string) {
-	key := func(c v1.Cluster) string {
-		switch by {
-		case "state":
-			return c.Status.ProvisioningState
-		case "health":
-			return healthState(c.Status.Health)
-		case "provider":
-			return c.Spec.Provider
-		}
-		return ""
-	}
-	slices.SortStableFunc(cls, func(x, y v1.Cluster) int {
-		if by == "age" {
-			if c := y.Status.CreatedAt.Compare(x.Status.CreatedAt); c != 0 {
-				return c
-			}
-		}
-		return cmp.Or(strings.Compare(key(x), key(y)), strings.Compare(x.Name, y.Name))
-	})
-}
-
-// parseSelector reads K=V[,K=V...]; "" selects everything.
-func parseSelector(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for kv := range strings.SplitSeq(s, ",") {
-		if kv = strings.TrimSpace(kv); kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usageError{err: fmt.Errorf("--selector %q: each part is KEY=VALUE", s), arg: "--selector"}
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// matchLabels reports whether labels have every key of want with its value.
-func matchLabels(labels, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+// clusterFields are what cluster list selects and sorts by.
+var clusterFields = []field[v1.Cluster]{
+	{name: "name", of: func(c v1.Cluster) string { return c.Name }},
+	{name: "age", of: func(c v1.Cluster) string { return stamp(c.Status.CreatedAt) }, desc: true, sortOnly: true},
+	{name: "state", of: func(c v1.Cluster) string { return c.Status.ProvisioningState }},
+	{name: "health", of: func(c v1.Cluster) string { return healthState(c.Status.Health) }},
+	{name: "provider", of: func(c v1.Cluster) string { return c.Spec.Provider }},
+	{name: "version", of: func(c v1.Cluster) string { return c.Spec.KubernetesVersion }},
 }
 
 func (a *app) clusterDescribeCommand() *cobra.Command {

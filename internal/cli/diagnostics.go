@@ -76,13 +76,17 @@ It needs the operator role.
 }
 
 func (a *app) diagnosticsListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Diagnostics]{what: "diagnostics bundles", fields: diagnosticsListFields}
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List a cluster's diagnostics bundles, newest first",
 		Example: "  kiln diagnostics list shop\n  kiln diagnostics list shop -o json",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -91,9 +95,21 @@ func (a *app) diagnosticsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if all, err = l.apply(all); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Diagnostics]{Value: all}, func(w io.Writer) error { return renderDiagnostics(w, all) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// diagnosticsListFields are what the list selects and sorts by.
+var diagnosticsListFields = []field[v1.Diagnostics]{
+	{name: "age", of: func(d v1.Diagnostics) string { return stamp(d.CreatedAt) }, desc: true, sortOnly: true},
+	{name: "id", of: func(d v1.Diagnostics) string { return d.ID }},
+	{name: "operation", of: func(d v1.Diagnostics) string { return d.Operation }},
 }
 
 func (a *app) diagnosticsDownloadCommand() *cobra.Command {

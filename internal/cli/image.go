@@ -150,7 +150,8 @@ Pushing needs the operator role in the project (-p).`,
 }
 
 func (a *app) imageListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[imageView]{what: "images", fields: imageListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the images of a project: name, tag, digest, size",
@@ -159,6 +160,9 @@ for it, its digest and its compressed size. It needs the viewer role.`,
 		Example: "  kiln image list\n  kiln image list -p team-a -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			rc, s, err := a.registryClient(cmd.Context())
 			if err != nil {
 				return err
@@ -192,11 +196,22 @@ for it, its digest and its compressed size. It needs the viewer role.`,
 			slices.SortFunc(views, func(x, y imageView) int {
 				return strings.Compare(x.Name+"\x00"+x.Tag, y.Name+"\x00"+y.Tag)
 			})
+			if views, err = l.apply(views); err != nil {
+				return err
+			}
 			return a.emit(v1.List[imageView]{Value: views}, func(w io.Writer) error {
 				return renderImages(w, views)
 			})
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// imageListFields are what the list selects and sorts by.
+var imageListFields = []field[imageView]{
+	{name: "name", of: func(i imageView) string { return i.Name }},
+	{name: "tag", of: func(i imageView) string { return i.Tag }},
 }
 
 func (a *app) imageDeleteCommand() *cobra.Command {

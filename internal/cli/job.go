@@ -139,13 +139,17 @@ func jobSays(j *v1.Job) string {
 }
 
 func (a *app) jobListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Job]{what: "jobs", fields: jobListFields}
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List a cluster's jobs",
 		Example: "  kiln job list dev\n  kiln job list dev -o json",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -154,9 +158,22 @@ func (a *app) jobListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if jobs, err = l.apply(jobs); err != nil {
+				return err
+			}
 			return a.emit(jobs, func(w io.Writer) error { return renderJobs(w, jobs, time.Now()) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// jobListFields are what the list selects and sorts by.
+var jobListFields = []field[v1.Job]{
+	{name: "name", of: func(j v1.Job) string { return j.Name }},
+	{name: "age", of: func(j v1.Job) string { return stamp(j.CreatedAt) }, desc: true, sortOnly: true},
+	{name: "phase", of: func(j v1.Job) string { return j.Status.Phase }},
+	{name: "image", of: func(j v1.Job) string { return j.Spec.Image }},
 }
 
 func (a *app) jobGetCommand() *cobra.Command {

@@ -73,13 +73,17 @@ is a member already it changes the role. Owners create users ('kiln user create'
 }
 
 func (a *app) memberListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Member]{what: "members", fields: memberListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the members of the project and their roles",
 		Example: "  kiln member list -p team-a\n  kiln member list -p team-a -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -88,9 +92,21 @@ func (a *app) memberListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ms, err = l.apply(ms); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Member]{Value: ms}, func(w io.Writer) error { return renderMembers(w, ms, a.now()) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// memberListFields are what the list selects and sorts by.
+var memberListFields = []field[v1.Member]{
+	{name: "name", of: func(m v1.Member) string { return m.Name }},
+	{name: "role", of: func(m v1.Member) string { return m.Role }},
+	{name: "age", of: func(m v1.Member) string { return stamp(m.CreatedAt) }, desc: true, sortOnly: true},
 }
 
 func (a *app) memberRemoveCommand() *cobra.Command {
@@ -170,13 +186,17 @@ as it is (with its role and tokens) and the command fails.`,
 }
 
 func (a *app) serviceAccountListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.ServiceAccount]{what: "service accounts", fields: serviceAccountListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the project's service accounts",
 		Example: "  kiln serviceaccount list -p team-a\n  kiln sa ls -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -185,11 +205,23 @@ func (a *app) serviceAccountListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sas, err = l.apply(sas); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.ServiceAccount]{Value: sas}, func(w io.Writer) error {
 				return renderServiceAccounts(w, sas, a.now())
 			})
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// serviceAccountListFields are what the list selects and sorts by.
+var serviceAccountListFields = []field[v1.ServiceAccount]{
+	{name: "name", of: func(sa v1.ServiceAccount) string { return sa.Name }},
+	{name: "role", of: func(sa v1.ServiceAccount) string { return sa.Role }},
+	{name: "age", of: func(sa v1.ServiceAccount) string { return stamp(sa.CreatedAt) }, desc: true, sortOnly: true},
 }
 
 func (a *app) serviceAccountDeleteCommand() *cobra.Command {

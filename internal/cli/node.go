@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -30,28 +29,31 @@ func (a *app) nodeCommand() *cobra.Command {
 var nodeStates = []string{v1.NodeDiscovered, v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning,
 	v1.NodeReady, v1.NodeNotReady, v1.NodeDeleting, v1.NodeFailed, v1.NodePrecheckFailed}
 
-// nodeSorts are the orders of --sort, each by name after its key.
-var nodeSorts = map[string]func(v1.Node) string{
-	"name":     func(n v1.Node) string { return "" },
-	"hostname": v1.Node.Hostname,
-	"state":    func(n v1.Node) string { return n.State },
-	"role":     func(n v1.Node) string { return n.Role },
+// nodeFields are what node list selects and sorts by.
+var nodeFields = []field[v1.Node]{
+	{name: "name", of: func(n v1.Node) string { return n.Name }},
+	{name: "hostname", of: v1.Node.Hostname},
+	{name: "state", of: func(n v1.Node) string { return n.State }},
+	{name: "role", of: func(n v1.Node) string { return n.Role }},
+	{name: "pool", of: func(n v1.Node) string { return n.Pool }},
+	{name: "heartbeat", of: func(n v1.Node) string { return stampOf(n.LastHeartbeat) }, desc: true, sortOnly: true},
 }
 
 func (a *app) nodeListCommand() *cobra.Command {
 	var (
 		states       []string
 		role, search string
-		sortBy       string
 	)
+	l := &listing[v1.Node]{what: "nodes", fields: nodeFields}
 	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List the nodes of a cluster, searched and sorted",
 		Long: `list shows a cluster's nodes: name, role, pool, state, address, last heartbeat.
 --state and --role keep the nodes in those states and that role; --search
-keeps those whose name or hostname contains the text. --sort orders them by
-name (the default), hostname, state or role.`,
+keeps those whose name or hostname contains the text; --selector keeps those
+whose fields have every K=V given. --sort orders them by name (the default),
+hostname, state, role, pool or heartbeat (the latest first).`,
 		Example: `  kiln node list dev
   kiln node list edge1 --state DISCOVERED,APPROVED --sort hostname
   kiln node list edge1 --role worker --search rack2 -o json`,
@@ -66,9 +68,8 @@ name (the default), hostname, state or role.`,
 			if role != "" && role != v1.RoleControlPlane && role != v1.RoleWorker {
 				return usageErrorf("--role must be %s or %s", v1.RoleControlPlane, v1.RoleWorker)
 			}
-			key, ok := nodeSorts[sortBy]
-			if !ok {
-				return usageErrorf("--sort must be one of name, hostname, state, role")
+			if _, err := l.apply(nil); err != nil {
+				return err
 			}
 			c, s, err := a.client()
 			if err != nil {
@@ -85,9 +86,9 @@ name (the default), hostname, state or role.`,
 					nodes = append(nodes, n)
 				}
 			}
-			slices.SortStableFunc(nodes, func(x, y v1.Node) int {
-				return cmp.Or(strings.Compare(key(x), key(y)), strings.Compare(x.Name, y.Name))
-			})
+			if nodes, err = l.apply(nodes); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Node]{Value: nodes}, func(w io.Writer) error {
 				return renderNodes(w, nodes, a.now())
 			})
@@ -97,7 +98,7 @@ name (the default), hostname, state or role.`,
 	fl.StringSliceVar(&states, "state", nil, "only nodes in these states (comma-separated or repeated)")
 	fl.StringVar(&role, "role", "", "only nodes of this role: control-plane or worker")
 	fl.StringVar(&search, "search", "", "only nodes whose name or hostname contains this text")
-	fl.StringVar(&sortBy, "sort", "name", "order: name, hostname, state or role")
+	l.add(cmd)
 	return cmd
 }
 

@@ -70,13 +70,17 @@ canceled.`,
 }
 
 func (a *app) operationListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Operation]{what: "operations", fields: operationListFields}
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List the operations of a cluster",
 		Example: "  kiln operation list dev",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -85,11 +89,24 @@ func (a *app) operationListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ops, err = l.apply(ops); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Operation]{Value: ops}, func(w io.Writer) error {
 				return renderOperations(w, ops, a.now())
 			})
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// operationListFields are what the list selects and sorts by.
+var operationListFields = []field[v1.Operation]{
+	{name: "started", of: func(o v1.Operation) string { return stamp(o.StartTime) }, sortOnly: true},
+	{name: "kind", of: func(o v1.Operation) string { return o.Properties.Kind }},
+	{name: "status", of: func(o v1.Operation) string { return o.Status }},
+	{name: "id", of: func(o v1.Operation) string { return o.ID }},
 }
 
 func (a *app) printOperation(op *v1.Operation) error {

@@ -43,7 +43,8 @@ type poolView struct {
 }
 
 func (a *app) poolListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[poolView]{what: "pools", fields: poolListFields, labels: func(p poolView) map[string]string { return p.Labels }}
+	cmd := &cobra.Command{
 		Use:     "list CLUSTER",
 		Aliases: []string{"ls"},
 		Short:   "List a cluster's worker pools",
@@ -53,6 +54,9 @@ READY, and its instance type, zones, labels, taints and drain timeout.`,
 		Example: "  kiln pool list dev\n  kiln pool list dev -o json",
 		Args:    exactArgs("CLUSTER"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -63,9 +67,20 @@ READY, and its instance type, zones, labels, taints and drain timeout.`,
 				return err
 			}
 			views := poolViews(cl)
+			if views, err = l.apply(views); err != nil {
+				return err
+			}
 			return a.emit(views, func(w io.Writer) error { return renderPools(w, views) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// poolListFields are what the list selects and sorts by.
+var poolListFields = []field[poolView]{
+	{name: "name", of: func(p poolView) string { return p.Name }},
+	{name: "instance-type", of: func(p poolView) string { return p.InstanceType }},
 }
 
 // poolViews are cl's pools with their nodes as the API counted them.

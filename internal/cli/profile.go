@@ -318,7 +318,8 @@ Publishing a published version again changes nothing.`,
 }
 
 func (a *app) profileListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Profile]{what: "profiles", fields: profileListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the project's profiles: newest and newest published version, Kubernetes, packs",
@@ -328,6 +329,9 @@ has; KUBERNETES and PACKS are the newest version's.`,
 		Example: "  kiln profile list\n  kiln profile ls -p team-a -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -336,9 +340,22 @@ has; KUBERNETES and PACKS are the newest version's.`,
 			if err != nil {
 				return err
 			}
+			if ps, err = l.apply(ps); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Profile]{Value: ps}, func(w io.Writer) error { return renderProfiles(w, ps) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// profileListFields are what the list selects and sorts by.
+var profileListFields = []field[v1.Profile]{
+	{name: "name", of: func(p v1.Profile) string { return p.Name }},
+	{name: "version", of: func(p v1.Profile) string { return p.KubernetesVersion }},
+	{name: "cni", of: func(p v1.Profile) string { return p.CNI }},
+	{name: "age", of: func(p v1.Profile) string { return stamp(p.CreatedAt) }, desc: true, sortOnly: true},
 }
 
 // newestPublished is the newest published version of versions, 0 for none.

@@ -55,7 +55,8 @@ command fails. Only owners create projects. Give people roles in it with
 }
 
 func (a *app) projectListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.Project]{what: "projects", fields: projectListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the projects you can see",
@@ -63,6 +64,9 @@ func (a *app) projectListCommand() *cobra.Command {
 		Example: "  kiln project list\n  kiln project list -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, _, err := a.client()
 			if err != nil {
 				return err
@@ -71,11 +75,22 @@ func (a *app) projectListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ps, err = l.apply(ps); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Project]{Value: ps}, func(w io.Writer) error {
 				return renderProjects(w, ps, a.now())
 			})
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// projectListFields are what the list selects and sorts by.
+var projectListFields = []field[v1.Project]{
+	{name: "name", of: func(p v1.Project) string { return p.Name }},
+	{name: "age", of: func(p v1.Project) string { return stamp(p.CreatedAt) }, desc: true, sortOnly: true},
 }
 
 func (a *app) projectGetCommand() *cobra.Command {

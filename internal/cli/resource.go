@@ -19,6 +19,9 @@ type resource[T any] struct {
 	get    func(*client.Client, context.Context, string, string) (*T, error)
 	hide   func(*T)
 	render func(w io.Writer, items []T, now time.Time) error
+	// what and fields are what list's --selector and --sort know.
+	what   string
+	fields []field[T]
 }
 
 // help is a command's texts.
@@ -26,7 +29,8 @@ type help struct{ short, long, example string }
 
 // listCommand is "list" (alias ls) of r's resources in the project.
 func listCommand[T any](a *app, r resource[T], h help) *cobra.Command {
-	return &cobra.Command{
+	l := &listing[T]{what: r.what, fields: r.fields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   h.short,
@@ -34,6 +38,9 @@ func listCommand[T any](a *app, r resource[T], h help) *cobra.Command {
 		Example: h.example,
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, s, err := a.client()
 			if err != nil {
 				return err
@@ -42,12 +49,17 @@ func listCommand[T any](a *app, r resource[T], h help) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if items, err = l.apply(items); err != nil {
+				return err
+			}
 			for i := range items {
 				r.hide(&items[i])
 			}
 			return a.emit(v1.List[T]{Value: items}, func(w io.Writer) error { return r.render(w, items, a.now()) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
 }
 
 // getCommand is "get NAME" of one of r's resources in the project.

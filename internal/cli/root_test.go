@@ -106,6 +106,30 @@ func TestEveryDeleteAsks(t *testing.T) {
 	})
 }
 
+// Every list selects (--selector, -l) and sorts (--sort, its default the
+// first order its help names).
+func TestEveryListSelectsAndSorts(t *testing.T) {
+	n := 0
+	eachCommand(New(nil, nil, nil, nil), func(c *cobra.Command) {
+		if c.Name() != "list" {
+			return
+		}
+		n++
+		if f := c.Flags().Lookup("selector"); f == nil || f.Shorthand != "l" {
+			t.Errorf("%s has no --selector/-l", c.CommandPath())
+		}
+		f := c.Flags().Lookup("sort")
+		if f == nil {
+			t.Errorf("%s has no --sort", c.CommandPath())
+		} else if !strings.HasPrefix(f.Usage, "order: "+f.DefValue) {
+			t.Errorf("%s --sort: default %q, help %q: the help names the default first", c.CommandPath(), f.DefValue, f.Usage)
+		}
+	})
+	if n < 17 {
+		t.Errorf("walked %d list commands; want every one (17 or more)", n)
+	}
+}
+
 // A mistyped subcommand or flag gets the near ones as a suggestion.
 func TestSuggestions(t *testing.T) {
 	env := []string{"HOME=" + t.TempDir()}

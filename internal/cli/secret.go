@@ -237,6 +237,11 @@ var secrets = resource[v1.Secret]{
 	get:    (*client.Client).GetSecret,
 	hide:   func(s *v1.Secret) { s.Data = nil },
 	render: renderSecrets,
+	what:   "secrets",
+	fields: []field[v1.Secret]{
+		{name: "name", of: func(s v1.Secret) string { return s.Name }},
+		{name: "age", of: func(s v1.Secret) string { return stamp(s.CreatedAt) }, desc: true, sortOnly: true},
+	},
 }
 
 func (a *app) secretListCommand() *cobra.Command {

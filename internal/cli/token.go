@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -138,6 +137,7 @@ shown again: save it now.`,
 
 func (a *app) tokenListCommand() *cobra.Command {
 	var of tokenOwnerFlags
+	l := &listing[v1.Token]{what: "tokens", fields: tokenListFields}
 	cmd := &cobra.Command{
 		Use:     "list [--user U | --service-account SA]",
 		Aliases: []string{"ls"},
@@ -145,6 +145,9 @@ func (a *app) tokenListCommand() *cobra.Command {
 		Example: "  kiln token list\n  kiln token list --user alice\n  kiln token list --service-account ci -p team-a -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			if err := of.check(); err != nil {
 				return err
 			}
@@ -163,13 +166,25 @@ func (a *app) tokenListCommand() *cobra.Command {
 			for i := range ts {
 				ts[i].Value = "" // the server never sends one; make sure
 			}
-			// Oldest first: the store lists them by id, which is random.
-			slices.SortStableFunc(ts, func(a, b v1.Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
+			// Oldest first by default (--sort created): the store lists them
+			// by id, which is random.
+			if ts, err = l.apply(ts); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.Token]{Value: ts}, func(w io.Writer) error { return renderTokens(w, ts, a.now()) })
 		}),
 	}
 	of.register(cmd)
+	l.add(cmd)
 	return cmd
+}
+
+// tokenListFields are what the list selects and sorts by.
+var tokenListFields = []field[v1.Token]{
+	{name: "created", of: func(t v1.Token) string { return stamp(t.CreatedAt) }, sortOnly: true},
+	{name: "principal", of: func(t v1.Token) string { return t.Principal }},
+	{name: "expires", of: func(t v1.Token) string { return stamp(t.ExpiresAt) }, sortOnly: true},
+	{name: "used", of: func(t v1.Token) string { return stampOf(t.LastUsedAt) }, desc: true, sortOnly: true},
 }
 
 func (a *app) tokenRevokeCommand() *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,13 +79,17 @@ who may do everything; anyone else acts through project roles
 }
 
 func (a *app) userListCommand() *cobra.Command {
-	return &cobra.Command{
+	l := &listing[v1.User]{what: "users", fields: userListFields}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List users (owners)",
 		Example: "  kiln user list\n  kiln user list -o json",
 		Args:    exactArgs(),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if _, err := l.apply(nil); err != nil {
+				return err
+			}
 			c, _, err := a.client()
 			if err != nil {
 				return err
@@ -93,9 +98,22 @@ func (a *app) userListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if us, err = l.apply(us); err != nil {
+				return err
+			}
 			return a.emit(v1.List[v1.User]{Value: us}, func(w io.Writer) error { return renderUsers(w, us, a.now()) })
 		}),
 	}
+	l.add(cmd)
+	return cmd
+}
+
+// userListFields are what the list selects and sorts by.
+var userListFields = []field[v1.User]{
+	{name: "name", of: func(u v1.User) string { return u.Name }},
+	{name: "source", of: func(u v1.User) string { return u.Source }},
+	{name: "disabled", of: func(u v1.User) string { return strconv.FormatBool(u.Disabled) }},
+	{name: "age", of: func(u v1.User) string { return stamp(u.CreatedAt) }, desc: true, sortOnly: true},
 }
 
 func (a *app) userGetCommand() *cobra.Command {
