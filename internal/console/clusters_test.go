@@ -229,10 +229,10 @@ func TestCreateFormChoicesAndDryRun(t *testing.T) {
 	}
 }
 
-// The fleet list and each cluster's page show the counts and the health
-// the API answers, for a sim fleet in every state it can make: succeeded,
-// failed for good, failed for now, running, canceled, a node down, the
-// control plane down.
+// The fleet list and each cluster's page, and the CLI's cluster list and
+// describe, show the counts and the health the API answers, for a sim fleet
+// in every state it can make: succeeded, failed for good, failed for now,
+// running, canceled, a node down, the control plane down.
 func TestFleetAgreesWithTheAPI(t *testing.T) {
 	e := newEnv(t, true)
 	b := e.browser()
@@ -272,6 +272,7 @@ func TestFleetAgreesWithTheAPI(t *testing.T) {
 	down("dead", "dead-cp-0")
 
 	list := b.get("/clusters")
+	cliList := e.kiln("cluster", "list")
 	want := map[string]string{"ok": v1.HealthHealthy, "degraded": v1.HealthDegraded, "dead": v1.HealthUnhealthy, "running": v1.HealthHealthy}
 	for _, name := range []string{"ok", "perm", "flaky", "degraded", "dead", "canceled", "running"} {
 		cl := e.cluster(name)
@@ -291,6 +292,28 @@ func TestFleetAgreesWithTheAPI(t *testing.T) {
 		wantText := fmt.Sprintf("control plane %d/%d, workers %d/%d ready", n.ControlPlaneReady, n.ControlPlaneWanted, n.WorkersReady, n.WorkersWanted)
 		if !strings.HasPrefix(got, wantText) || !strings.Contains(p.body, health) {
 			t.Errorf("%s: the page says %q and %s: the API %q and %s", name, got, p.body[strings.Index(p.body, "data-health"):][:30], wantText, health)
+		}
+		// The CLI: its list's row (HEALTH, CONTROL-PLANE and WORKERS
+		// ready/wanted) and describe's lines.
+		var cliRow []string
+		for line := range strings.Lines(cliList) {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+				cliRow = f
+			}
+		}
+		wantRow := []string{h.State, fmt.Sprintf("%d/%d", n.ControlPlaneReady, n.ControlPlaneWanted), fmt.Sprintf("%d/%d", n.WorkersReady, n.WorkersWanted)}
+		if len(cliRow) < 7 || !slices.Equal(cliRow[4:7], wantRow) {
+			t.Errorf("%s: kiln cluster list says %v; the API %v", name, cliRow, wantRow)
+		}
+		d := e.kiln("cluster", "describe", name)
+		for _, w := range []string{
+			fmt.Sprintf("Control plane:   %d wanted, %d present, %d ready", n.ControlPlaneWanted, n.ControlPlane, n.ControlPlaneReady),
+			fmt.Sprintf("Workers:         %d wanted, %d present, %d ready", n.WorkersWanted, n.Workers, n.WorkersReady),
+			"Health:          " + h.State + " (" + h.Reason + ")",
+		} {
+			if !strings.Contains(d, w) {
+				t.Errorf("%s: kiln cluster describe does not say %q:\n%s", name, w, d)
+			}
 		}
 	}
 	if _, err := e.api.CancelOperation(t.Context(), e.cluster("running").Status.CurrentOperation); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -26,6 +28,7 @@ import (
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/auth"
+	"kiln.dev/kiln/internal/cli"
 	"kiln.dev/kiln/internal/console"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/gateway"
@@ -53,6 +56,24 @@ type env struct {
 	srv   *httptest.Server
 	store store.Store
 	api   *client.Client // the owner's
+}
+
+// kiln runs the CLI in process against the env's server as its owner
+// and returns what it printed; a failure fails the test.
+func (e *env) kiln(args ...string) string {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.srv.Certificate().Raw}), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	var out, errs strings.Builder
+	cmd := cli.New(strings.NewReader(""), &out, &errs, []string{"HOME=" + dir, "KILN_CONFIG=" + filepath.Join(dir, "config.json")})
+	cmd.SetArgs(append([]string{"--server", e.srv.URL, "--token", ownerToken, "--ca-file", ca}, args...))
+	if err := cmd.ExecuteContext(e.t.Context()); err != nil {
+		e.t.Fatalf("kiln %s: %v: %s", strings.Join(args, " "), err, errs.String())
+	}
+	return out.String()
 }
 
 func newEnv(t *testing.T, backend bool) *env {
