@@ -145,15 +145,12 @@ func (c *Console) showCluster(w http.ResponseWriter, r *http.Request, s *session
 	return nil
 }
 
-// acted ends an action: on success back to where it came from with a
-// notice of what it did; an API refusal is shown on the cluster page with
-// the API's status and message.
+// acted ends an action: back to where it came from, with a notice of what
+// it did or the API's refusal (its status and message) shown there.
 func (c *Console) acted(w http.ResponseWriter, r *http.Request, s *session, err error, back, notice string) error {
 	if ae, ok := apiError(err); ok && ae.StatusCode != http.StatusUnauthorized && ae.StatusCode != http.StatusNotFound {
-		if strings.HasSuffix(back, "/nodes") {
-			return c.showNodes(w, r, s, ae.StatusCode, &ae.Err)
-		}
-		return c.showCluster(w, r, s, ae.StatusCode, &ae.Err)
+		refused(w, r, back, ae.StatusCode, &ae.Err)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -184,7 +181,9 @@ func (c *Console) changed(w http.ResponseWriter, r *http.Request, s *session, do
 		return nil
 	}
 	if fe, ok := errors.AsType[*formError](err); ok {
-		return c.showCluster(w, r, s, http.StatusBadRequest, &v1.Error{Code: v1.CodeInvalidParameter, Target: fe.field, Message: fe.msg})
+		refused(w, r, clusterURL(r.PathValue("project"), r.PathValue("cluster")), http.StatusBadRequest,
+			&v1.Error{Code: v1.CodeInvalidParameter, Target: fe.field, Message: fe.msg})
+		return nil
 	}
 	return c.acted(w, r, s, err, clusterURL(r.PathValue("project"), r.PathValue("cluster")),
 		fmt.Sprintf("%s (operation %s).", doing, opID))
@@ -353,8 +352,9 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, s *session) err
 func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *session) error {
 	project, name := r.PathValue("project"), r.PathValue("cluster")
 	if strings.TrimSpace(r.PostFormValue("confirm")) != name {
-		return c.showCluster(w, r, s, http.StatusBadRequest, &v1.Error{Code: v1.CodeInvalidParameter, Target: "confirm",
+		refused(w, r, clusterURL(project, name), http.StatusBadRequest, &v1.Error{Code: v1.CodeInvalidParameter, Target: "confirm",
 			Message: fmt.Sprintf("Type the cluster's name, %s, to confirm that it is to be deleted.", name)})
+		return nil
 	}
 	del := c.client(r, s.token).DeleteCluster
 	if r.PostFormValue("force") == "true" {

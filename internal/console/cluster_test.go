@@ -84,7 +84,9 @@ func TestClusterActions(t *testing.T) {
 		t.Errorf("after resume: %s", st)
 	}
 
-	// Refusals: the API's words and status, nothing changed.
+	// Refusals: back on the cluster's page (the address bar names it, and a
+	// reload posts nothing), with the API's words and status once; nothing
+	// changed.
 	etag := e.cluster("c1").ETag
 	for _, tc := range []struct {
 		path   string
@@ -102,8 +104,11 @@ func TestClusterActions(t *testing.T) {
 	} {
 		p := post(tc.path, tc.form)
 		msg, _ := p.byID(t, "error")
-		if p.status != tc.status || !strings.Contains(msg, tc.want) {
-			t.Errorf("POST %s %v: %d %q, want %d with %q", tc.path, tc.form, p.status, msg, tc.status, tc.want)
+		if p.status != tc.status || !strings.Contains(msg, tc.want) || p.landed != c1 {
+			t.Errorf("POST %s %v: %d %q on %q, want %d with %q on %s", tc.path, tc.form, p.status, msg, p.landed, tc.status, tc.want, c1)
+		}
+		if again := b.get(c1); again.status != http.StatusOK || strings.Contains(again.body, `id="error"`) {
+			t.Errorf("the page again after the refusal of POST %s: %d, the error still shown", tc.path, again.status)
 		}
 	}
 	if e.cluster("c1").ETag != etag {

@@ -242,6 +242,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if !ok {
 		panic("console: no page " + name)
 	}
+	if rf := refusalOf(w, r); rf != nil && p.Error == nil {
+		p.Error = &rf.Error
+		if status == http.StatusOK {
+			status = rf.Status
+		}
+	}
 	var buf strings.Builder
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		c.log.ErrorContext(r.Context(), "console page failed", "page", name, "err", err)

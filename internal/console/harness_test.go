@@ -174,6 +174,9 @@ type page struct {
 	status int
 	header http.Header
 	body   string
+	// landed is where a refused form's 303 led (the page then is what
+	// the browser shows there): the address bar after the refusal.
+	landed string
 }
 
 func (b *browser) get(path string) page {
@@ -210,6 +213,14 @@ func (b *browser) send(method, path string, form url.Values) page {
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		b.e.t.Fatal(err)
+	}
+	// A refused form goes back to its page, which shows the refusal (with
+	// its status): follow it, as a browser does.
+	if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusSeeOther && slices.ContainsFunc(resp.Cookies(),
+		func(c *http.Cookie) bool { return c.Name == "kiln_refusal" && c.Value != "" }) {
+		p := b.send(http.MethodGet, loc, nil)
+		p.landed = loc
+		return p
 	}
 	return page{status: resp.StatusCode, header: resp.Header, body: string(data)}
 }

@@ -87,7 +87,8 @@ func (c *Console) revokeActivation(w http.ResponseWriter, r *http.Request, s *se
 // activationDone ends an activation action on the installer page.
 func (c *Console) activationDone(w http.ResponseWriter, r *http.Request, s *session, err error, notice string) error {
 	if ae, ok := apiError(err); ok && ae.StatusCode != http.StatusUnauthorized && ae.StatusCode != http.StatusNotFound {
-		return c.showInstaller(w, r, s, ae.StatusCode, &ae.Err)
+		refused(w, r, installerURL(r.PathValue("project"), r.PathValue("cluster")), ae.StatusCode, &ae.Err)
+		return nil
 	}
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -198,8 +200,50 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d MiB", n>>20)
 }
 
-// noticeCookie carries what an action did to the page it redirects to.
-const noticeCookie = "kiln_notice"
+// noticeCookie carries what an action did to the page it redirects to;
+// refusalCookie what refused it (the status and error).
+const (
+	noticeCookie  = "kiln_notice"
+	refusalCookie = "kiln_refusal"
+)
+
+// refusal is an action's refusal carried to the page it redirects to.
+type refusal struct {
+	Status int      `json:"status"`
+	Error  v1.Error `json:"error"`
+}
+
+// refused ends a refused form with 303 to the page it was on, which shows
+// the error once, with the refusal's status: the address bar names the
+// page, not the action, and a reload does not post the form again.
+func refused(w http.ResponseWriter, r *http.Request, to string, status int, e *v1.Error) {
+	out := *e
+	out.Details = nil // a cookie holds 4 KiB: the message says what to fix
+	if len(out.Message) > 2000 {
+		out.Message = out.Message[:2000] + "…"
+	}
+	b, _ := json.Marshal(refusal{Status: status, Error: out})
+	http.SetCookie(w, &http.Cookie{Name: refusalCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: "/", MaxAge: 60,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// refusalOf returns the refusal an action left, and clears it; nil when
+// there is none.
+func refusalOf(w http.ResponseWriter, r *http.Request) *refusal {
+	ck, err := r.Cookie(refusalCookie)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: refusalCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	var rf refusal
+	if err != nil || json.Unmarshal(b, &rf) != nil || rf.Status < 400 || rf.Status > 599 {
+		return nil
+	}
+	return &rf
+}
 
 // redirect ends a form with 303 to to, which shows notice once.
 func redirect(w http.ResponseWriter, r *http.Request, to, notice string) {
