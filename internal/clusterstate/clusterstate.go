@@ -184,6 +184,32 @@ func Health(spec *v1.ClusterSpec, state string, nodes []v1.Node, quiet time.Time
 	return f.health()
 }
 
+// ReasonAPIUnreachable is the health reason of a cluster whose Kubernetes
+// API Kiln could not read for a while although its nodes' agents answer:
+// only the health checker sees it (it reads the API), and it records it.
+const ReasonAPIUnreachable = "APIUnreachable"
+
+// APIUnreachable is h made Unhealthy because the Kubernetes API at endpoint
+// has not answered Kiln for since: err is its last answer. The nodes'
+// findings stay in the message.
+func APIUnreachable(h v1.Health, endpoint string, since time.Duration, err error) v1.Health {
+	msg := fmt.Sprintf("the Kubernetes API at %s has not answered Kiln for %s: %v", endpoint, since.Round(time.Second), err)
+	if h.State != v1.HealthHealthy {
+		msg += "; " + h.Message
+	}
+	return v1.Health{State: v1.HealthUnhealthy, Reason: ReasonAPIUnreachable, Message: msg}
+}
+
+// WithRecorded is health h, judged from the nodes now, with what only the
+// health checker saw: a recorded APIUnreachable stands until the checker
+// records otherwise, unless the nodes say as bad or worse.
+func WithRecorded(h v1.Health, recorded *v1.Health) v1.Health {
+	if recorded != nil && recorded.Reason == ReasonAPIUnreachable && rank(h.State) < rank(v1.HealthUnhealthy) {
+		return *recorded
+	}
+	return h
+}
+
 // rank orders health states, best first (Unknown before all).
 func rank(state string) int {
 	switch state {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -57,6 +58,11 @@ type Options struct {
 	// Started is when the process started: Silence counts from it at the
 	// earliest (clusterstate.Quiet); zero: when NewChecker runs.
 	Started time.Time
+	// Unreachable is how long KubeNotReady may fail (the cluster's
+	// Kubernetes API not answering Kiln) before a watched cluster is
+	// Unhealthy (APIUnreachable) whatever its agents say; zero: two
+	// intervals.
+	Unreachable time.Duration
 }
 
 // Checker is the machine health check: every Interval it judges the worker
@@ -70,12 +76,42 @@ type Checker struct {
 	opts    Options
 	acts    check.Acts
 	started time.Time // Silence counts from it at the earliest
+
+	mu sync.Mutex
+	// unanswered holds, by cluster uid, when its Kubernetes API first
+	// failed to answer in the failures running now; failing are those a
+	// pass found failing (the others are forgotten at its end).
+	unanswered map[string]time.Time
+	failing    map[string]bool
+}
+
+// BeginPass starts a pass (check.Passer).
+func (c *Checker) BeginPass() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failing = map[string]bool{}
+}
+
+// EndPass forgets the failures of clusters the pass did not find failing
+// (deleted, no longer watched).
+func (c *Checker) EndPass() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid := range c.unanswered {
+		if !c.failing[uid] {
+			delete(c.unanswered, uid)
+		}
+	}
+	c.failing = nil
 }
 
 // NewChecker returns a Checker with opts, defaults filled in.
 func NewChecker(opts Options) *Checker {
 	opts.Base = opts.WithDefaults(DefaultInterval)
-	c := &Checker{opts: opts, acts: opts.Acts(opts.Store), started: opts.Started}
+	if opts.Unreachable <= 0 {
+		opts.Unreachable = 2 * opts.Interval
+	}
+	c := &Checker{opts: opts, acts: opts.Acts(opts.Store), started: opts.Started, unanswered: map[string]time.Time{}}
 	if c.started.IsZero() {
 		c.started = opts.Now()
 	}
@@ -106,23 +142,28 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 	now := c.opts.Now()
 	quiet := clusterstate.Quiet(now, c.started, c.opts.Silence)
 	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, records, quiet)
+	attached := c.opts.Attached != nil && c.opts.Attached(cl.Spec.Provider)
+	watched := !attached && cl.Status.ProvisioningState == v1.StateSucceeded && c.opts.Watched(cl.Spec.Provider)
+	var kube map[string]time.Time
+	if watched && c.opts.KubeNotReady != nil {
+		var kerr error
+		kube, kerr = c.opts.KubeNotReady(ctx, cl)
+		if kerr != nil {
+			c.opts.Logger.Debug("could not read the cluster's Kubernetes nodes; judging by heartbeats", "cluster", cl.Key().String(), "err", kerr)
+		}
+		h = c.kubeView(cl, h, kerr, now)
+	}
 	if cl, err = c.recordHealth(ctx, cl, h, now); err != nil || cl == nil {
 		return err
 	}
-	if c.opts.Attached != nil && c.opts.Attached(cl.Spec.Provider) {
+	if attached {
 		if cl.Status.ProvisioningState != v1.StateSucceeded || c.opts.Observe == nil {
 			return nil
 		}
 		return c.opts.Observe(ctx, cl)
 	}
-	if cl.Status.ProvisioningState != v1.StateSucceeded || !c.opts.Watched(cl.Spec.Provider) {
+	if !watched {
 		return nil
-	}
-	var kube map[string]time.Time
-	if c.opts.KubeNotReady != nil && slices.ContainsFunc(records, func(n v1.Node) bool { return n.Role == v1.RoleWorker }) {
-		if kube, err = c.opts.KubeNotReady(ctx, cl); err != nil {
-			c.opts.Logger.Debug("could not read the cluster's Kubernetes nodes; judging by heartbeats", "cluster", cl.Key().String(), "err", err)
-		}
 	}
 	v := Assess(&cl.Spec, Nodes(records, kube, quiet), now)
 	v.Restart = c.stoppedControlPlane(ctx, cl, records)
@@ -130,6 +171,31 @@ func (c *Checker) Check(ctx context.Context, cl *store.Cluster) error {
 		return c.repair(ctx, cl, v, now)
 	}
 	return c.setCondition(ctx, cl, v, h, now)
+}
+
+// kubeView is h with what reading the cluster's Kubernetes API said (err):
+// a control plane whose agents answer and whose API has not answered Kiln
+// for Options.Unreachable is Unhealthy (APIUnreachable). A control plane
+// judged down already is not judged again.
+func (c *Checker) kubeView(cl *store.Cluster, h v1.Health, err error, now time.Time) v1.Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.unanswered, cl.UID)
+		return h
+	}
+	if c.failing != nil {
+		c.failing[cl.UID] = true
+	}
+	first, ok := c.unanswered[cl.UID]
+	if !ok {
+		first = now
+		c.unanswered[cl.UID] = now
+	}
+	if now.Sub(first) < c.opts.Unreachable || h.Reason == "ControlPlaneDown" || h.Reason == "ControlPlaneQuorumLost" {
+		return h
+	}
+	return clusterstate.APIUnreachable(h, cl.Status.Endpoint, now.Sub(first), err)
 }
 
 // recordHealth writes h as cl's status.health when its state or reason

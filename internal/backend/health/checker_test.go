@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/backend/check"
 	"kiln.dev/kiln/internal/backend/health"
+	"kiln.dev/kiln/internal/clusterstate"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/store/sqlite"
@@ -337,5 +339,74 @@ func TestHealthRecorded(t *testing.T) {
 	}
 	if c := e.condition(); c == nil || c.Status != "True" {
 		t.Errorf("NodesHealthy %+v, want True", c)
+	}
+}
+
+// A cluster whose agents all answer and whose Kubernetes API does not
+// answer Kiln is Unhealthy (APIUnreachable) once it has not answered for
+// Options.Unreachable (not at the first failure), with an event; Healthy
+// again, with another, when it answers.
+func TestAPIUnreachable(t *testing.T) {
+	e := newEnv(t)
+	var kubeErr error
+	e.c = health.NewChecker(health.Options{
+		Store:   e.st,
+		Watched: func(p string) bool { return p == "local" },
+		Base:    check.Base{Steps: plan.PendingSteps, Now: func() time.Time { return e.now }, Interval: 15 * time.Second},
+		Started: e.now.Add(-time.Hour),
+		KubeNotReady: func(context.Context, *store.Cluster) (map[string]time.Time, error) {
+			return map[string]time.Time{}, kubeErr
+		},
+	})
+	beat := e.now
+	if err := e.st.PutNode(t.Context(), &store.Node{Project: "p", Node: v1.Node{Name: "c-cp-0", Cluster: "c", Role: v1.RoleControlPlane,
+		State: v1.NodeReady, LastHeartbeat: &beat}}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeErr = errors.New("dial tcp 10.0.0.2:6443: connect: connection refused")
+	e.check()
+	e.now = e.now.Add(15 * time.Second)
+	e.check()
+	if h := e.cluster().Status.Health; h != nil {
+		t.Fatalf("health after 15 s without an answer: %+v, want nothing recorded yet (Unreachable is 30 s)", h)
+	}
+	e.now = e.now.Add(15 * time.Second)
+	e.check()
+	h := e.cluster().Status.Health
+	if h == nil || h.State != v1.HealthUnhealthy || h.Reason != clusterstate.ReasonAPIUnreachable ||
+		!strings.Contains(h.Message, "has not answered Kiln for 30s") || !strings.Contains(h.Message, "connection refused") {
+		t.Fatalf("health after 30 s without an answer: %+v, want Unhealthy (APIUnreachable) for 30s, with the error", h)
+	}
+	// The API answers it the same way between passes (clusterstate.WithRecorded).
+	if got := clusterstate.WithRecorded(v1.Health{State: v1.HealthHealthy, Reason: "AsExpected"}, h); got.Reason != clusterstate.ReasonAPIUnreachable {
+		t.Errorf("WithRecorded kept %+v over the recorded APIUnreachable", got)
+	}
+
+	kubeErr = nil
+	e.now = e.now.Add(15 * time.Second)
+	e.check()
+	if h := e.cluster().Status.Health; h == nil || h.State != v1.HealthHealthy {
+		t.Errorf("health once the API answers: %+v, want Healthy", h)
+	}
+	events, _, err := e.st.ListEvents(t.Context(), e.k, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, ev := range events {
+		if ev.Reason == "HealthChanged" {
+			said = append(said, ev.Type+" "+ev.Message[:strings.Index(ev.Message, ",")])
+		}
+	}
+	if want := []string{"Warning health Unhealthy (APIUnreachable)", "Normal health Healthy (AsExpected)"}; !slices.Equal(said, want) {
+		t.Errorf("events %q, want %q", said, want)
+	}
+
+	// A failure that stops is forgotten: the next one counts from its start.
+	kubeErr = errors.New("timeout")
+	e.now = e.now.Add(15 * time.Second)
+	e.check()
+	if h := e.cluster().Status.Health; h.State != v1.HealthHealthy {
+		t.Errorf("health at a new failure's first pass: %+v, want Healthy", h)
 	}
 }
