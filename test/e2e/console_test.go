@@ -314,6 +314,9 @@ const accessibility = `(() => {
 		if (t.querySelectorAll('th').length === 0) bad.push('no header cells: table ' + t.id);
 	}
 	if (!document.documentElement.lang) bad.push('no lang');
+	for (const el of document.querySelectorAll('[data-health]')) {
+		if (el.textContent.trim() !== el.dataset.health) bad.push('health not in words: ' + el.outerHTML.slice(0, 80));
+	}
 	return bad;
 })()`
 
@@ -375,6 +378,11 @@ func TestConsoleLocalCluster(t *testing.T) {
 	}
 	if got := eval[string](b, `document.getElementById('cluster-state').textContent`); got != v1.StateSucceeded {
 		t.Errorf("the page's cluster state is %q, want Succeeded", got)
+	}
+	// Its health in words (a screen reader reads it), as the API says.
+	b.waitJS("the page to say the cluster is Healthy", `(() => { const h = document.querySelector('[data-health]'); return h !== null && h.textContent.trim() === 'Healthy'; })()`, 30*time.Second)
+	if cl, err := e.c.GetCluster(ctx, "default", "web"); err != nil || cl.Status.Health == nil || cl.Status.Health.State != v1.HealthHealthy {
+		t.Errorf("the API's health of web: %+v, %v; the page says Healthy", cl.Status.Health, err)
 	}
 	b.screenshot("cluster-page")
 	b.checkAccessible("the cluster page")
