@@ -124,6 +124,29 @@ func TestUnhealthyNodeIsReplaced(t *testing.T) {
 	}
 }
 
+// TestPoolOfOneIsRepaired: the worker of a pool of one dies; its default
+// maxUnhealthy (40%) still allows one, so the health check replaces it and
+// the cluster turns Healthy again.
+func TestPoolOfOneIsRepaired(t *testing.T) {
+	t.Parallel()
+	e := start(t, "kilnd", "--health-interval", "2s")
+	cl := localCluster("solo", 1, true, 1)
+	cl.Spec.WorkerPools[0].UnhealthyTimeout = "10s"
+	e.create(cl)
+	killProcessesUnder(t, filepath.Join(e.data, "machines", "default", "solo", "solo-default-0"))
+	repair := waitRepair(t, e, "solo", 1)
+	if m := stepMessage(repair, "replace-unhealthy-nodes"); m != "removed unhealthy: solo-default-0" {
+		t.Errorf("replace-unhealthy-nodes says %q", m)
+	}
+	if !e.kubeNodes("solo")["solo-default-0"].ready() {
+		t.Error("after the repair, solo-default-0 is not Ready in Kubernetes")
+	}
+	waitfor.Cond(t, "solo to be Healthy again", time.Minute, func() (bool, error) {
+		h := e.cluster("solo").Status.Health
+		return h != nil && h.State == v1.HealthHealthy, waitfor.NotYet(fmt.Errorf("health %+v", h))
+	})
+}
+
 // waitRepair waits until cluster name has n repair operations, the last
 // Succeeded, and returns it with its steps logged; a failed repair fails
 // the test.
