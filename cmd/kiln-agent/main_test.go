@@ -50,7 +50,7 @@ func runAgent(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 // The port checks (dns-port; previous-install, for 6443 and 10250) bind
 // real ports, which a test cannot promise are free.
-var offline = []string{"--skip", "dns-port,previous-install,controller,time-skew", "--hostname", "node-1"}
+var offline = []string{"--skip", "dns-port,previous-install,controller,time-skew,ntp", "--hostname", "node-1"}
 
 func TestPrecheck(t *testing.T) {
 	t.Run("table, all pass", func(t *testing.T) {

@@ -68,9 +68,9 @@ func TestRunAsLocalMachine(t *testing.T) {
 			na++
 		}
 	}
-	if na != 8 {
-		t.Errorf("%d checks not applicable, want 8 (os, dns-port, resolv-conf, swap, kernel-network, cgroup-driver, "+
-			"container-runtime, disk-space): %+v", na, n.Prechecks)
+	if na != 9 {
+		t.Errorf("%d checks not applicable, want 9 (os, dns-port, resolv-conf, swap, kernel-network, cgroup-driver, "+
+			"container-runtime, disk-space, ntp): %+v", na, n.Prechecks)
 	}
 }
 

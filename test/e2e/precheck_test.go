@@ -19,6 +19,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/precheck"
 	"kiln.dev/kiln/test/kilndtest"
+	"kiln.dev/kiln/test/ntptest"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -53,7 +54,7 @@ var hostBreaks = []hostBreak{
 
 // Edge hosts that behave like real machines (issue 22): bare hosts run the
 // installer's command exactly as kiln printed it. One is healthy and passes
-// every precheck; each other is broken on purpose in one way (a taken port
+// every precheck (its NTP server, the test's, answers); each other is broken on purpose in one way (a taken port
 // 53, `options rotate`, a leftover /etc/kubernetes, a skewed clock) and its
 // node is PRECHECK_FAILED with that check's message, in the API, the CLI and
 // the console, and approval is refused, until the host is fixed and the
@@ -81,6 +82,12 @@ func TestBareHostPrechecks(t *testing.T) {
 	}
 	hosts := bn.startHosts(names...)
 	t.Logf("%d bare hosts started (%s)", len(hosts), time.Since(begin).Round(time.Millisecond))
+	// Their clocks are kept by an NTP server on their network (this test's):
+	// the ntp check asks it.
+	ntpServer := "server " + bn.gateway + " port " + ntptest.Serve(t, bn.gateway+":0", 0) + " iburst"
+	for _, h := range hosts {
+		h.sh("mkdir -p /etc/chrony && echo '" + ntpServer + "' > /etc/chrony/chrony.conf")
+	}
 	nodeOf := func(h *bareHost) string { return "edge1-" + h.name }
 	want := map[string]string{nodeOf(hosts[0]): v1.NodeDiscovered}
 	for i, b := range hostBreaks {

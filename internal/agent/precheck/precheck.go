@@ -45,6 +45,7 @@ const (
 	CheckDiskSpace       = "disk-space"
 	CheckController      = "controller"
 	CheckTimeSkew        = "time-skew"
+	CheckNTP             = "ntp"
 )
 
 // Defaults of Config.
@@ -110,6 +111,8 @@ var privateRootNA = map[string]string{
 		"containers and so makes no cgroups",
 	CheckRuntime: "not applicable: this node is a process on a host it shares, whose kubelet runs no containers: " +
 		"it needs no container runtime",
+	CheckNTP: "not applicable: this node is a process with its own root directory on a host it shares: the host's " +
+		"NTP configuration is not under it, and the host's clock is kilnd's machine's (the time-skew check compares them)",
 	CheckDiskSpace: "not applicable: this node is a process whose files are in its own directory among other " +
 		"nodes' on a host it shares, and it stores no images; the host's free space is kilnd's to watch",
 }
@@ -181,6 +184,7 @@ var checks = []check{
 	{CheckDiskSpace, checkDiskSpace},
 	{CheckController, checkController},
 	{CheckTimeSkew, checkTimeSkew},
+	{CheckNTP, checkNTP},
 }
 
 // Names returns the names of all checks in the order Run reports them.

@@ -11,18 +11,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/test/ntptest"
 )
 
-// goodHost is a fresh, supported machine.
+// goodHost is a fresh, supported machine, its clock kept by an NTP server
+// that answers.
 func goodHost(t *testing.T) Host {
 	t.Helper()
 	files := map[string]string{
-		"etc/os-release":  "ID=debian\nVERSION_ID=\"12\"\n",
-		"etc/resolv.conf": "nameserver 10.0.0.2\n",
-		"proc/1/comm":     "systemd\n",
-		"proc/net/tcp":    socketHeader,
-		"proc/net/udp":    socketHeader,
-		"proc/swaps":      swapsHeader,
+		"etc/chrony/chrony.conf": "server 127.0.0.1 port " + ntptest.Serve(t, "127.0.0.1:0", 0) + " iburst\n",
+		"etc/os-release":         "ID=debian\nVERSION_ID=\"12\"\n",
+		"etc/resolv.conf":        "nameserver 10.0.0.2\n",
+		"proc/1/comm":            "systemd\n",
+		"proc/net/tcp":           socketHeader,
+		"proc/net/udp":           socketHeader,
+		"proc/swaps":             swapsHeader,
 		"proc/sys/net/bridge/bridge-nf-call-iptables": "1\n",
 		"proc/sys/net/ipv4/ip_forward":                "1\n",
 		"sys/fs/cgroup/cgroup.controllers":            "cpuset cpu io memory hugetlb pids rdma misc\n",
@@ -174,7 +177,7 @@ func TestRunNoContainers(t *testing.T) {
 // change to it is deliberate.
 func TestNames(t *testing.T) {
 	want := []string{"os", "hostname", "dns-port", "resolv-conf", "previous-install", "firewall", "swap",
-		"kernel-network", "cgroup-driver", "container-runtime", "disk-space", "controller", "time-skew"}
+		"kernel-network", "cgroup-driver", "container-runtime", "disk-space", "controller", "time-skew", "ntp"}
 	if diff := cmp.Diff(want, Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
