@@ -20,6 +20,7 @@ import (
 
 	"kiln.dev/kiln/api/client"
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/test/kilndtest"
 	"kiln.dev/kiln/test/waitfor"
 )
@@ -613,5 +614,103 @@ func TestConsoleOperationTimeline(t *testing.T) {
 	b.checkAccessible("the cluster page with a retry")
 	if _, err := e.c.CancelOperation(t.Context(), retry.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The fleet in Chromium (issue 48): sim clusters in every state the sim
+// makes (succeeded, failed for good, failed for now, canceled, running, a
+// worker down, the control plane down): the fleet list's row and each
+// cluster's page show the health (in words) and the ready/wanted counts
+// the API answers, and so does `kiln cluster describe`.
+func TestConsoleFleetAgrees(t *testing.T) {
+	t.Parallel()
+	e := start(t, "kilnd")
+	ctx := t.Context()
+	sim := func(name string, labels map[string]string) string {
+		t.Helper()
+		_, op, err := e.c.CreateCluster(ctx, "default", &v1.Cluster{Name: name, Spec: v1.ClusterSpec{Provider: "sim",
+			WorkerPools: []v1.WorkerPool{{Name: "default", Size: 2}}, Labels: labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	const hang = "ensure-worker-machines"
+	for name, labels := range map[string]map[string]string{
+		"ok": nil, "degraded": nil, "dead": nil,
+		"perm":  {"sim.kiln.dev/fail-terminal": hang},
+		"flaky": {"sim.kiln.dev/fail-step": hang, "sim.kiln.dev/fail-times": "10"},
+	} {
+		e.wait(name, sim(name, labels))
+	}
+	hung := func(name string) string {
+		t.Helper()
+		op := sim(name, map[string]string{"sim.kiln.dev/hang-step": hang})
+		waitfor.Cond(t, name+"'s create to reach "+hang, time.Minute, func() (bool, error) {
+			o, err := e.c.GetOperation(ctx, op)
+			if err != nil {
+				return false, err
+			}
+			for _, s := range o.Properties.Steps {
+				if s.Name == hang && s.State == v1.StepRunning {
+					return true, nil
+				}
+			}
+			return false, waitfor.NotYet(fmt.Errorf("%s: %s", o.Status, stepsNow(o)))
+		})
+		return op
+	}
+	canceled := hung("canceled")
+	if _, err := e.c.CancelOperation(ctx, canceled); err != nil {
+		t.Fatal(err)
+	}
+	e.wait("canceled", canceled)
+	running := hung("running")
+	t.Cleanup(func() { e.c.CancelOperation(context.Background(), running) })
+	// Sim nodes have no agents: their records are written as the liveness
+	// sweep writes a node whose agent went quiet.
+	for cluster, node := range map[string]string{"degraded": "degraded-default-0", "dead": "dead-cp-0"} {
+		k := store.Key{Project: "default", Name: cluster}
+		n, err := e.store().GetNode(ctx, k, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.State = v1.NodeNotReady
+		if err := e.store().PutNode(ctx, n, store.Cond{IfMatch: n.ETag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b := e.browser(t)
+	b.navigate("/clusters", `tr[data-cluster="running"]`)
+	b.checkAccessible("the fleet list")
+	want := map[string]string{"ok": v1.HealthHealthy, "degraded": v1.HealthDegraded, "dead": v1.HealthUnhealthy}
+	for _, name := range []string{"ok", "perm", "flaky", "canceled", "running", "degraded", "dead"} {
+		cl := e.cluster(name)
+		n, h := cl.Status.Nodes, cl.Status.Health
+		if w, ok := want[name]; ok && (h == nil || h.State != w) {
+			t.Errorf("%s: the API says health %+v, want %s", name, h, w)
+		}
+		counts := fmt.Sprintf("%d/%d %d/%d", n.ControlPlaneReady, n.ControlPlaneWanted, n.WorkersReady, n.WorkersWanted)
+		row := eval[[]string](b, `(() => { const r = document.querySelector('tr[data-cluster="`+name+`"]');
+			const h = r.querySelector('[data-health]'); return [r.querySelector('[data-counts]').dataset.counts, h ? h.textContent.trim() : ''] })()`)
+		if row[0] != counts || row[1] != h.State {
+			t.Errorf("%s: the fleet list says %q, health %q; the API %q, %s", name, row[0], row[1], counts, h.State)
+		}
+		if d := e.kiln("cluster", "describe", name); !strings.Contains(d, "Health:          "+h.State+" ("+h.Reason+")") ||
+			!strings.Contains(d, fmt.Sprintf("Workers:         %d wanted, %d present, %d ready", n.WorkersWanted, n.Workers, n.WorkersReady)) {
+			t.Errorf("%s: kiln cluster describe says other than the API (%s, %s):\n%s", name, h.State, counts, d)
+		}
+	}
+	for _, name := range []string{"degraded", "dead", "perm"} {
+		cl := e.cluster(name)
+		n, h := cl.Status.Nodes, cl.Status.Health
+		b.navigate("/projects/default/clusters/"+name, "#cluster-nodes")
+		got := eval[[]string](b, `[document.getElementById('cluster-nodes').textContent.trim(), document.querySelector('[data-health]').textContent.trim()]`)
+		wantText := fmt.Sprintf("control plane %d/%d, workers %d/%d ready", n.ControlPlaneReady, n.ControlPlaneWanted, n.WorkersReady, n.WorkersWanted)
+		if !strings.HasPrefix(got[0], wantText) || got[1] != h.State {
+			t.Errorf("%s: the page says %q, health %q; the API %q, %s", name, got[0], got[1], wantText, h.State)
+		}
+		b.checkAccessible("the page of " + name)
 	}
 }
