@@ -636,12 +636,18 @@ func TestConsoleFleetAgrees(t *testing.T) {
 		return op
 	}
 	const hang = "ensure-worker-machines"
+	// flaky's step fails more often than a run tries it (8 times, backing
+	// off from 1 s): its create ends Failed, retryable, within a minute.
+	ops := map[string]string{}
 	for name, labels := range map[string]map[string]string{
 		"ok": nil, "degraded": nil, "dead": nil,
 		"perm":  {"sim.kiln.dev/fail-terminal": hang},
 		"flaky": {"sim.kiln.dev/fail-step": hang, "sim.kiln.dev/fail-times": "10"},
 	} {
-		e.wait(name, sim(name, labels))
+		ops[name] = sim(name, labels)
+	}
+	for name, op := range ops {
+		e.wait(name, op)
 	}
 	hung := func(name string) string {
 		t.Helper()
