@@ -646,8 +646,21 @@ func TestConsoleFleetAgrees(t *testing.T) {
 	} {
 		ops[name] = sim(name, labels)
 	}
+	ended := func(name, op, want string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if o, err := e.c.WaitOperation(wctx, op, nil); err != nil || o.Status != want {
+			t.Fatalf("%s's create: %+v, %v; want it %s", name, o, err, want)
+		}
+	}
 	for name, op := range ops {
-		e.wait(name, op)
+		switch name {
+		case "perm", "flaky":
+			ended(name, op, v1.OpFailed)
+		default:
+			e.wait(name, op)
+		}
 	}
 	hung := func(name string) string {
 		t.Helper()
@@ -670,7 +683,7 @@ func TestConsoleFleetAgrees(t *testing.T) {
 	if _, err := e.c.CancelOperation(ctx, canceled); err != nil {
 		t.Fatal(err)
 	}
-	e.wait("canceled", canceled)
+	ended("canceled", canceled, v1.OpCanceled)
 	running := hung("running")
 	t.Cleanup(func() { e.c.CancelOperation(context.Background(), running) })
 	// Sim nodes have no agents: their records are written as the liveness
