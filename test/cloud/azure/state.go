@@ -1,0 +1,112 @@
+package azure
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// State is everything the local Azure holds; it is what the state file
+// keeps (JSON).
+type State struct {
+	// SigningKey signs the access tokens (PEM, PKCS #8), kept so that a
+	// token issued before a restart is still good after it.
+	SigningKey string `json:"signingKey"`
+	// Resources are the documents ARM answers, by lower-cased id: ARM
+	// compares ids case-insensitively and answers them as first written.
+	Resources map[string]doc `json:"resources"`
+	// Operations are the long-running operations by id, kept so that a
+	// client's poller resumes across a restart.
+	Operations map[string]*operation `json:"operations"`
+
+	key *rsa.PrivateKey
+}
+
+// loadState reads the state file; a missing file (or path "") is an empty
+// state with a new signing key.
+func loadState(path string) (*State, error) {
+	st := &State{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("local azure: read state: %w", err)
+		default:
+			if err := json.Unmarshal(b, st); err != nil {
+				return nil, fmt.Errorf("local azure: state file %s: %w", path, err)
+			}
+		}
+	}
+	if st.Resources == nil {
+		st.Resources = map[string]doc{}
+	}
+	if st.Operations == nil {
+		st.Operations = map[string]*operation{}
+	}
+	if st.SigningKey == "" {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		st.SigningKey = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	}
+	block, _ := pem.Decode([]byte(st.SigningKey))
+	if block == nil {
+		return nil, fmt.Errorf("local azure: state file %s: the signing key is no PEM", path)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("local azure: state file %s: signing key: %w", path, err)
+	}
+	rk, ok := key.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("local azure: state file %s: the signing key is no RSA key", path)
+	}
+	st.key = rk
+	return st, nil
+}
+
+// save writes the state file whole (a temporary file renamed over it), so
+// a crash leaves the old state or the new one. Callers hold s.mu.
+func (s *Server) save() error {
+	if s.opts.StatePath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(s.st, "", " ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.opts.StatePath), ".state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.opts.StatePath)
+}
+
+// key is how resources are indexed: ARM's ids compare case-insensitively.
+func key(id string) string { return strings.ToLower(id) }
