@@ -14,7 +14,9 @@ import (
 const groupType = "Microsoft.Resources/resourceGroups"
 
 // groupKey is the key of a group's document.
-func groupKey(sub, name string) string { return key("/subscriptions/" + sub + "/resourceGroups/" + name) }
+func groupKey(sub, name string) string {
+	return key("/subscriptions/" + sub + "/resourceGroups/" + name)
+}
 
 // groupOf returns the group the call names; ResourceGroupNotFound when it
 // does not exist.

@@ -3,6 +3,7 @@ package azure
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -111,7 +112,9 @@ func (s *Server) render(d doc) doc {
 	return out
 }
 
-// children returns the nested resources of kind k under parent.
+// children returns the nested resources of kind k under parent, by id.
+// (ARM keeps a network's subnets in the order they were made; the local
+// Azure sorts them.)
 func (s *Server) children(parent string, k *kind) []doc {
 	prefix := key(parent) + "/" + strings.ToLower(k.last()) + "/"
 	var out []doc
@@ -120,6 +123,7 @@ func (s *Server) children(parent string, k *kind) []doc {
 			out = append(out, d)
 		}
 	}
+	slices.SortFunc(out, func(a, b doc) int { return strings.Compare(key(a.id()), key(b.id())) })
 	return out
 }
 

@@ -89,13 +89,13 @@ type Server struct {
 
 	// mu serialises every ARM call; st is what it guards, saved to
 	// opts.StatePath after each change.
-	mu        sync.Mutex
-	st        *State
-	dirty     bool // st changed during this call: save it
-	faults    Faults
+	mu            sync.Mutex
+	st            *State
+	dirty         bool // st changed during this call: save it
+	faults        Faults
 	sinceThrottle int // ARM calls since the last one throttled
-	calls     int // ARM calls since New (throttled ones too)
-	throttled int // ARM calls answered 429
+	calls         int // ARM calls since New (throttled ones too)
+	throttled     int // ARM calls answered 429
 }
 
 // New returns a local Azure, its state read from opts.StatePath when that

@@ -111,7 +111,9 @@ func (a *testAzure) credential(t testing.TB, secret string) *azidentity.ClientSe
 }
 
 // arm is what every ARM client of a test is made with.
-func (a *testAzure) arm() *arm.ClientOptions { return &arm.ClientOptions{ClientOptions: a.clientOptions()} }
+func (a *testAzure) arm() *arm.ClientOptions {
+	return &arm.ClientOptions{ClientOptions: a.clientOptions()}
+}
 
 // wantARMError checks that err is ARM's answer status with code.
 func wantARMError(t *testing.T, what string, err error, status int, code string) {
@@ -138,6 +140,7 @@ func must[T any](t *testing.T, what string) func(T, error) T {
 }
 
 func TestClientSecretCredential(t *testing.T) {
+	t.Parallel()
 	a := newTestAzure(t, Options{})
 	scope := policy.TokenRequestOptions{Scopes: []string{"https://management.azure.com/.default"}}
 	tok, err := a.credential(t, testClient.Secret).GetToken(t.Context(), scope)
