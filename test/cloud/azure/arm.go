@@ -19,14 +19,15 @@ import (
 // target is what an ARM URL names:
 //
 //	/subscriptions[/SUB]
-//	/subscriptions/SUB/resourcegroups[/GROUP[/resources]]
+//	/subscriptions/SUB/resourcegroups[/GROUP]
+//	/subscriptions/SUB[/resourcegroups/GROUP]/resources
 //	/subscriptions/SUB/providers/NS/locations/LOC/operations|operationResults/ID
 //	/subscriptions/SUB[/resourceGroups/GROUP]/providers/NS/TYPE[/NAME[/TYPE[/NAME]]]
 type target struct {
 	sub       string
 	group     string // "" when the URL names no group
 	groups    bool   // the collection of the subscription's groups
-	resources bool   // the generic list of a group's resources
+	resources bool   // the generic list of a group's or subscription's resources
 	ns        string
 	types     []string
 	names     []string // one per type (a resource), or one fewer (a collection)
@@ -54,10 +55,10 @@ func parseTarget(path string) (target, bool) {
 			return t, true
 		}
 		t.group, seg = seg[1], seg[2:]
-		if len(seg) == 1 && strings.EqualFold(seg[0], "resources") {
-			t.resources = true
-			return t, true
-		}
+	}
+	if len(seg) == 1 && strings.EqualFold(seg[0], "resources") {
+		t.resources = true
+		return t, true
 	}
 	if len(seg) == 0 {
 		return t, true

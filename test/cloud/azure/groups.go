@@ -134,20 +134,28 @@ func (s *Server) listGroups(c *call) (reply, error) {
 	return s.page(c, out), nil
 }
 
-// listGroupResources is ARM's generic list of a group's resources (nested
-// ones left out), each as id, name, type, location and tags.
+// listGroupResources is ARM's generic list of a group's or a
+// subscription's resources (nested ones left out), each as id, name, type,
+// location and tags. Of $filter, only "resourceGroup eq 'NAME'" (what
+// az resource list -g sends) is understood; others are ignored.
 func (s *Server) listGroupResources(c *call) (reply, error) {
 	if c.r.Method != http.MethodGet {
 		return reply{}, methodNotAllowed(c)
 	}
-	g, err := s.groupOf(c)
-	if err != nil {
-		return reply{}, err
+	if f := c.r.URL.Query().Get("$filter"); c.t.group == "" && strings.HasPrefix(f, "resourceGroup eq '") {
+		c.t.group = strings.TrimSuffix(strings.TrimPrefix(f, "resourceGroup eq '"), "'")
 	}
-	prefix := key(g.id()) + "/providers/"
+	prefix := key("/subscriptions/"+c.t.sub) + "/resourcegroups/"
+	if c.t.group != "" {
+		g, err := s.groupOf(c)
+		if err != nil {
+			return reply{}, err
+		}
+		prefix = key(g.id()) + "/providers/"
+	}
 	out := []doc{}
 	for rk, d := range s.st.Resources {
-		if !strings.HasPrefix(rk, prefix) || strings.Count(d.typ(), "/") != 1 {
+		if !strings.HasPrefix(rk, prefix) || strings.Count(d.typ(), "/") != 1 || d.typ() == groupType {
 			continue
 		}
 		r := doc{"id": d.id(), "name": d.name(), "type": d.typ(), "location": d.location()}

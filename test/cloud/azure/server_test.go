@@ -175,3 +175,19 @@ type fakeToken string
 func (f fakeToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	return azcore.AccessToken{Token: string(f), ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
+
+// TestADFSAuthority: the same tokens through the authority https://HOST/adfs,
+// which is how the az CLI (MSAL for Python, which does instance discovery
+// at login.microsoftonline.com for any other authority) reaches the local
+// Azure; here through azidentity, whose MSAL knows AD FS authorities too.
+func TestADFSAuthority(t *testing.T) {
+	t.Parallel()
+	a := newTestAzure(t, Options{})
+	cred, err := azidentity.NewClientSecretCredential("adfs", testClient.ID, testClient.Secret,
+		&azidentity.ClientSecretCredentialOptions{ClientOptions: a.clientOptions(), DisableInstanceDiscovery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(t, a, cred)
+	c.makeGroup(t, group)
+}

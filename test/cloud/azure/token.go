@@ -47,7 +47,29 @@ func (s *Server) identityMux() *http.ServeMux {
 	mux.HandleFunc("POST /{tenant}/oauth2/v2.0/token", s.token)
 	mux.HandleFunc("GET /{tenant}/discovery/v2.0/keys", s.keys)
 	mux.HandleFunc("GET /common/discovery/instance", s.instanceDiscovery)
+	// The same as an AD FS authority (https://HOST/adfs): MSAL for Python,
+	// and so the az CLI, skips instance discovery only for those.
+	mux.HandleFunc("GET /adfs/.well-known/openid-configuration", adfs(s.openIDConfiguration))
+	mux.HandleFunc("POST /adfs/oauth2/token", adfs(s.token))
+	mux.HandleFunc("GET /adfs/discovery/keys", adfs(s.keys))
 	return mux
+}
+
+// adfs serves h for the authority https://HOST/adfs as for the tenant's.
+func adfs(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.SetPathValue("tenant", "adfs")
+		h(w, r)
+	}
+}
+
+// authorityPath is the path of the authority a request came to:
+// /TENANT/v2.0's endpoints, or /adfs's.
+func (s *Server) authorityPath(r *http.Request) (base, keys string) {
+	if r.PathValue("tenant") == "adfs" {
+		return "/adfs", "/adfs/discovery/keys"
+	}
+	return "/" + s.opts.Tenant, "/" + s.opts.Tenant + "/discovery/v2.0/keys"
 }
 
 // entraError is an error as Entra answers it: an OAuth 2.0 error with an
@@ -75,7 +97,7 @@ func (s *Server) writeEntraError(w http.ResponseWriter, status int, oauthCode st
 // tenantOf checks the request's tenant; false when it is not the local
 // Azure's (the error is written).
 func (s *Server) tenantOf(w http.ResponseWriter, r *http.Request) bool {
-	if !strings.EqualFold(r.PathValue("tenant"), s.opts.Tenant) {
+	if t := r.PathValue("tenant"); !strings.EqualFold(t, s.opts.Tenant) && t != "adfs" {
 		s.writeEntraError(w, http.StatusBadRequest, "invalid_tenant", 90002,
 			"Tenant '%s' not found. Check to make sure you have the correct tenant ID and are signing into the correct cloud.", r.PathValue("tenant"))
 		return false
@@ -83,18 +105,27 @@ func (s *Server) tenantOf(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (s *Server) issuer(r *http.Request) string { return baseURL(r) + "/" + s.opts.Tenant + "/v2.0" }
+func (s *Server) issuer(r *http.Request) string {
+	if r.PathValue("tenant") == "adfs" {
+		return baseURL(r) + "/adfs"
+	}
+	return baseURL(r) + "/" + s.opts.Tenant + "/v2.0"
+}
 
 func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
 	if !s.tenantOf(w, r) {
 		return
 	}
-	base := baseURL(r) + "/" + s.opts.Tenant
+	path, keys := s.authorityPath(r)
+	oauth := baseURL(r) + path + "/oauth2/v2.0"
+	if path == "/adfs" {
+		oauth = baseURL(r) + path + "/oauth2"
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"issuer":                                s.issuer(r),
-		"token_endpoint":                        base + "/oauth2/v2.0/token",
-		"authorization_endpoint":                base + "/oauth2/v2.0/authorize",
-		"jwks_uri":                              base + "/discovery/v2.0/keys",
+		"token_endpoint":                        oauth + "/token",
+		"authorization_endpoint":                oauth + "/authorize",
+		"jwks_uri":                              baseURL(r) + keys,
 		"token_endpoint_auth_methods_supported": []string{"client_secret_post"},
 		"response_types_supported":              []string{"token"},
 		"subject_types_supported":               []string{"pairwise"},

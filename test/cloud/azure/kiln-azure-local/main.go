@@ -1,0 +1,168 @@
+// Command kiln-azure-local serves the local Azure (package
+// test/cloud/azure): a stateful test double of Microsoft Entra ID's client
+// credentials flow and of Azure Resource Manager (resource groups and
+// Microsoft.Network), which the Azure SDK for Go reaches through a custom
+// cloud configuration. It never calls Azure.
+//
+//	kiln-azure-local --listen 127.0.0.1:8443 --state /tmp/azure.json \
+//	    --ca-out /tmp/azure-ca.pem --client APP-ID:SECRET
+//
+// It serves TLS only (the SDK sends tokens over https only, and MSAL wants
+// an https authority): with --tls-cert and --tls-key, or a self-signed
+// certificate whose PEM --ca-out writes for clients to trust. It serves
+// until SIGTERM or SIGINT, then shuts down gracefully.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"kiln.dev/kiln/test/cloud/azure"
+)
+
+const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks).
+
+Usage:
+  kiln-azure-local --listen 127.0.0.1:PORT [--ca-out FILE | --tls-cert FILE --tls-key FILE] [flags]
+
+Point the Azure SDK for Go at it with a cloud.Configuration whose
+ActiveDirectoryAuthorityHost and ResourceManager Endpoint and Audience are
+https://127.0.0.1:PORT, trusting the certificate, with
+DisableInstanceDiscovery set on the credential (docs/azure-local.md).
+
+Flags:
+`
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kiln-azure-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var clients, subs, regions stringList
+	fs := flag.NewFlagSet("kiln-azure-local", flag.ContinueOnError)
+	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
+	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
+	certFile := fs.String("tls-cert", "", "the TLS certificate to serve (PEM); with --tls-key")
+	keyFile := fs.String("tls-key", "", "the TLS certificate's key (PEM)")
+	caOut := fs.String("ca-out", "", "without --tls-cert: write the self-signed certificate made at start here (PEM), for clients to trust")
+	tenant := fs.String("tenant", azure.DefaultTenant, "the directory's tenant id")
+	fs.Var(&subs, "subscription", "a subscription id (repeatable; default "+azure.DefaultSubscription+")")
+	fs.Var(&clients, "client", "an application that may get tokens, ID:SECRET (repeatable; default kiln-local:kiln-local-secret)")
+	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
+	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
+	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *listen == "" {
+		fs.Usage()
+		return errors.New("--listen is required")
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if *certFile == "" && *caOut == "" {
+		return errors.New("give --tls-cert and --tls-key, or --ca-out for a self-signed certificate: clients must trust it")
+	}
+	cs, err := parseClients(clients)
+	if err != nil {
+		return err
+	}
+	if *polls == 0 {
+		*polls = -1 // Options: negative is none
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cert, err := certificate(*listen, *certFile, *keyFile, *caOut)
+	if err != nil {
+		return err
+	}
+	s, err := azure.New(azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, Regions: regions, StatePath: *state,
+		InProgressPolls: *polls, OperationTime: *opTime, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: s, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	log.Info("serving the local Azure (a test double)", "endpoint", "https://"+ln.Addr().String(), "tenant", *tenant, "state", *state)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// parseClients reads --client ID:SECRET.
+func parseClients(flags []string) ([]azure.Client, error) {
+	if len(flags) == 0 {
+		flags = []string{"kiln-local:kiln-local-secret"}
+	}
+	var out []azure.Client
+	for _, f := range flags {
+		id, secret, ok := strings.Cut(f, ":")
+		if !ok || id == "" || secret == "" {
+			return nil, fmt.Errorf("--client %q: want ID:SECRET", f)
+		}
+		out = append(out, azure.Client{ID: id, Secret: secret})
+	}
+	return out, nil
+}
+
+// certificate is the one given, or a self-signed one for the listen host,
+// localhost and 127.0.0.1, its PEM written to caOut.
+func certificate(listen, certFile, keyFile, caOut string) (tls.Certificate, error) {
+	if certFile != "" {
+		return tls.LoadX509KeyPair(certFile, keyFile)
+	}
+	hosts := []string{"localhost", "127.0.0.1"}
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" && h != "localhost" && h != "127.0.0.1" {
+		hosts = append(hosts, h)
+	}
+	cert, pemBytes, err := azure.SelfSigned(hosts...)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(caOut, pemBytes, 0o644); err != nil {
+		return tls.Certificate{}, fmt.Errorf("--ca-out: %w", err)
+	}
+	return cert, nil
+}
