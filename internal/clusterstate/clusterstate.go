@@ -200,11 +200,13 @@ func APIUnreachable(h v1.Health, endpoint string, since time.Duration, err error
 	return v1.Health{State: v1.HealthUnhealthy, Reason: ReasonAPIUnreachable, Message: msg}
 }
 
-// WithRecorded is health h, judged from the nodes now, with what only the
-// health checker saw: a recorded APIUnreachable stands until the checker
-// records otherwise, unless the nodes say as bad or worse.
-func WithRecorded(h v1.Health, recorded *v1.Health) v1.Health {
-	if recorded != nil && recorded.Reason == ReasonAPIUnreachable && rank(h.State) < rank(v1.HealthUnhealthy) {
+// WithRecorded is health h of a cluster in provisioning state state,
+// judged from the nodes now, with what only the health checker saw: a
+// recorded APIUnreachable of a Succeeded cluster (the only ones the checker
+// judges) stands until the checker records otherwise, unless the nodes say
+// as bad or worse.
+func WithRecorded(h v1.Health, state string, recorded *v1.Health) v1.Health {
+	if state == v1.StateSucceeded && recorded != nil && recorded.Reason == ReasonAPIUnreachable && rank(h.State) < rank(v1.HealthUnhealthy) {
 		return *recorded
 	}
 	return h

@@ -52,7 +52,7 @@ func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.C
 	}
 	out.Status.Nodes = clusterstate.Counts(&cl.Spec, nodes)
 	h := clusterstate.Health(&cl.Spec, cl.Status.ProvisioningState, nodes, clusterstate.Quiet(s.now(), s.started, s.silence))
-	h = clusterstate.WithRecorded(h, cl.Status.Health)
+	h = clusterstate.WithRecorded(h, cl.Status.ProvisioningState, cl.Status.Health)
 	if was := cl.Status.Health; was != nil && was.State == h.State && was.Reason == h.Reason {
 		h.Since = was.Since
 	}

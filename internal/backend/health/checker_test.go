@@ -378,8 +378,13 @@ func TestAPIUnreachable(t *testing.T) {
 		t.Fatalf("health after 30 s without an answer: %+v, want Unhealthy (APIUnreachable) for 30s, with the error", h)
 	}
 	// The API answers it the same way between passes (clusterstate.WithRecorded).
-	if got := clusterstate.WithRecorded(v1.Health{State: v1.HealthHealthy, Reason: "AsExpected"}, h); got.Reason != clusterstate.ReasonAPIUnreachable {
+	if got := clusterstate.WithRecorded(v1.Health{State: v1.HealthHealthy, Reason: "AsExpected"}, v1.StateSucceeded, h); got.Reason != clusterstate.ReasonAPIUnreachable {
 		t.Errorf("WithRecorded kept %+v over the recorded APIUnreachable", got)
+	}
+	// Not once the cluster is no longer Succeeded (the checker judges
+	// only those): a hibernated cluster says so.
+	if got := clusterstate.WithRecorded(v1.Health{State: v1.HealthUnknown, Reason: "Hibernated"}, v1.StateHibernated, h); got.Reason != "Hibernated" {
+		t.Errorf("WithRecorded of a hibernated cluster: %+v, want Hibernated", got)
 	}
 
 	kubeErr = nil
