@@ -108,7 +108,7 @@ type PrecheckResult struct {
 }
 
 // PrecheckSummary counts a node's precheck results by outcome, failures
-// first: "1 failed, 2 warnings, 5 passed", "5 passed, 8 n/a"; "" when there
+// first: "1 failed, 2 warnings, 5 passed", "5 passed, 9 n/a"; "" when there
 // are none. Every client shows this one count, so a list and a node's page
 // cannot disagree.
 func PrecheckSummary(rs []PrecheckResult) string {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/test/ntptest"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -36,6 +37,9 @@ type bareNet struct {
 	tag     string // random, in host names so that runs do not collide
 	gateway string // this machine's address on it
 	prefix  string // its /24 without the last part: 10.252.N
+	// ntp is the chrony line naming the NTP server this test runs on the
+	// gateway: every host's clock is "kept" by it (the ntp precheck asks).
+	ntp string
 }
 
 // bareNets counts the bare-host networks made, so that each gets its own subnet.
@@ -87,6 +91,7 @@ func newBareNet(t testing.TB) *bareNet {
 	if n.gateway == "" {
 		t.Fatalf("network %s has no gateway address", n.name)
 	}
+	n.ntp = "server " + n.gateway + " port " + ntptest.Serve(t, n.gateway+":0", 0) + " iburst"
 	return n
 }
 
@@ -141,6 +146,10 @@ func (n *bareNet) startHosts(names ...string) []*bareHost {
 		if err != nil {
 			n.t.Fatal(err)
 		}
+	}
+	// Each host's time server: the test's, on the gateway.
+	for _, h := range hosts {
+		h.sh("mkdir -p /etc/chrony && echo '" + n.ntp + "' > /etc/chrony/chrony.conf")
 	}
 	return hosts
 }

@@ -73,8 +73,8 @@ func TestLocalCluster(t *testing.T) {
 			!slices.Equal(f.Interfaces[0].Addresses, []string{n.Address + "/8"}) || !strings.HasPrefix(n.Address, poolPrefix(e.pool)) {
 			t.Errorf("node %s at %s reports facts %+v, want its own name and only its address", n.Name, n.Address, n.Facts)
 		}
-		if got := v1.PrecheckSummary(n.Prechecks); got != "5 passed, 8 n/a" {
-			t.Errorf("node %s prechecks %q, want 5 passed, 8 n/a: %+v", n.Name, got, n.Prechecks)
+		if got := v1.PrecheckSummary(n.Prechecks); got != "5 passed, 9 n/a" {
+			t.Errorf("node %s prechecks %q, want 5 passed, 9 n/a: %+v", n.Name, got, n.Prechecks)
 		}
 		if nodes[n.Name].Metadata.Labels["kiln.dev/hollow"] != "true" {
 			t.Errorf("node %s in Kubernetes has labels %v, want kiln.dev/hollow=true", n.Name, nodes[n.Name].Metadata.Labels)

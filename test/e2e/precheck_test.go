@@ -19,7 +19,6 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/agent/precheck"
 	"kiln.dev/kiln/test/kilndtest"
-	"kiln.dev/kiln/test/ntptest"
 	"kiln.dev/kiln/test/waitfor"
 )
 
@@ -82,12 +81,6 @@ func TestBareHostPrechecks(t *testing.T) {
 	}
 	hosts := bn.startHosts(names...)
 	t.Logf("%d bare hosts started (%s)", len(hosts), time.Since(begin).Round(time.Millisecond))
-	// Their clocks are kept by an NTP server on their network (this test's):
-	// the ntp check asks it.
-	ntpServer := "server " + bn.gateway + " port " + ntptest.Serve(t, bn.gateway+":0", 0) + " iburst"
-	for _, h := range hosts {
-		h.sh("mkdir -p /etc/chrony && echo '" + ntpServer + "' > /etc/chrony/chrony.conf")
-	}
 	nodeOf := func(h *bareHost) string { return "edge1-" + h.name }
 	want := map[string]string{nodeOf(hosts[0]): v1.NodeDiscovered}
 	for i, b := range hostBreaks {
