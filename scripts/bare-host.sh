@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A "bare host" for the edge flow (issue 22): a Docker container that behaves like a machine someone
 # prepared for Kiln, made from the node image's Debian base without Kiln (no kiln-agent, no kubelet,
-# no containerd running; containerd, runc and the CNI plugins are installed packages, as on a
-# prepared host), with exactly the grants of a docker provider node (internal/nodeimage,
+# no containerd running; runc and the CNI plugins are installed packages and containerd 2 is in
+# /usr/local/bin, as on a prepared host), with exactly the grants of a docker provider node (internal/nodeimage,
 # docs/node-image.md), on a Docker network of the edge hosts' own. Debian's CNI plugins, which the base
 # has for Kiln's node image, are hidden (an empty /usr/lib/cni): a host someone prepared need not have
 # them, and Kiln's installs bring their own. Its first process runs

@@ -5,12 +5,14 @@
 #
 # VERSION is the Kubernetes version (v1.36.3), KILN_KUBE the kiln-kube program of that version
 # (bin/kiln-kube-v1.36.3). The result is the Docker image kiln/node:VERSION, made with no registry
-# pull (docs/node-image.md):
+# pull (docs/node-image.md); KILN_NODE_IMAGE_REPO names another repository than kiln/node (an image
+# under development beside the one tests use; kilnd's --docker-node-image takes the same name):
 #
 #   1. the base: a Debian bookworm root filesystem made by debootstrap (minbase) from Debian's
-#      mirror, with the packages of images/node/packages (containerd, runc, the CNI plugins,
-#      iptables, conntrack, ...), imported as kiln/node-base:KEY, where KEY hashes the package
-#      list, the mirror and the suite. Shared by every version, built once (minutes).
+#      mirror, with the packages of images/node/packages (runc, the CNI plugins, iptables,
+#      conntrack, ...) and containerd 2 built from its Go module (scripts/containerd-build.sh,
+#      in /usr/local/bin), imported as kiln/node-base:KEY, where KEY hashes the package list, the
+#      mirror, the suite and the containerd programs. Shared by every version, built once (minutes).
 #   2. the node: one layer on the base with kiln-kube, kiln-agent, Kiln's pause image
 #      (images/pause, an OCI archive containerd imports at start) and images/node/files
 #      (containerd's configuration, the entrypoint). Seconds.
@@ -34,8 +36,10 @@ version=$1 kube=$2
 repo=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
 suite=bookworm
-image=kiln/node:$version
-base_rev=1 # bump to rebuild the base when how it is made (below) changes
+image=${KILN_NODE_IMAGE_REPO:-kiln/node}:$version
+[[ ${KILN_NODE_IMAGE_REPO:-kiln/node} =~ ^[a-z0-9]+([._/-][a-z0-9]+)*$ ]] ||
+	{ echo "node-image: KILN_NODE_IMAGE_REPO=$KILN_NODE_IMAGE_REPO is not a Docker repository name" >&2; exit 2; }
+base_rev=2 # bump to rebuild the base when how it is made (below) changes
 
 if [ -z "$base_only" ]; then
 	[ -x "$kube" ] || { echo "node-image: $kube is not built (make kube)" >&2; exit 1; }
@@ -46,12 +50,20 @@ docker version >/dev/null 2>&1 || { echo "node-image: Docker does not answer (do
 
 mirror=$("$repo/scripts/debian-mirror.sh" "$suite")
 packages=$(grep -v '^#' "$repo/images/node/packages" | grep -v '^[[:space:]]*$' | sort | paste -sd, -)
-base_key=$(printf '%s\n' "$base_rev" "$suite" "$mirror" "$packages" | sha256sum | cut -c1-16)
-base=kiln/node-base:$base_key
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
+
+# containerd and its runc shim (and ctr), from containerd's Go module: Debian bookworm's is 1.6,
+# which has no image volumes and no _default registry host (docs/node-image.md). Cached by its
+# inputs; the programs' hashes are part of the base's key.
+containerd_version=$(GO=$GO "$repo/scripts/containerd-build.sh" "$work/containerd")
+base_key=$({
+	printf '%s\n' "$base_rev" "$suite" "$mirror" "$packages" "$containerd_version"
+	(cd "$work/containerd" && sha256sum containerd containerd-shim-runc-v2 ctr)
+} | sha256sum | cut -c1-16)
+base=kiln/node-base:$base_key
 
 if [ -z "$base_only" ]; then
 # The node layer's contents, built first: their hash decides whether anything is to do.
@@ -90,7 +102,7 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } ||
 			{ echo "node-image: apt-get could not install debootstrap" >&2; exit 1; }
 	fi
-	echo "node-image: building the base $base: Debian $suite (minbase) from $mirror with $packages"
+	echo "node-image: building the base $base: Debian $suite (minbase) from $mirror with $packages, containerd $containerd_version"
 	echo "  (once for every version; a few minutes, ~70 MB downloaded)"
 	t=$SECONDS
 	rootfs=$work/base
@@ -102,13 +114,15 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
 		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
 		"$rootfs"/usr/share/locale/* "$rootfs"/tmp/* "$rootfs"/etc/hostname "$rootfs"/etc/resolv.conf
 	: >"$rootfs/etc/machine-id"
+	install -m 0755 "$work/containerd/containerd" "$work/containerd/containerd-shim-runc-v2" "$work/containerd/ctr" "$rootfs/usr/local/bin/"
 	printf 'deb %s %s main\n' "$mirror" "$suite" >"$rootfs/etc/apt/sources.list"
 	# debootstrap leaves the mounts it made on the target; none may go into the image.
 	grep -o " $rootfs/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 	tar --numeric-owner -C "$rootfs" -c . | docker import \
 		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		--change "LABEL kiln.dev/node-base=$base_key" \
-		-m "Debian $suite minbase + $packages from $mirror (scripts/node-image.sh)" - "$base" >/dev/null
+		--change "LABEL kiln.dev/containerd-version=$containerd_version" \
+		-m "Debian $suite minbase + $packages from $mirror, containerd $containerd_version (scripts/node-image.sh)" - "$base" >/dev/null
 	rm -rf "$rootfs"
 	echo "node-image: base $base built in $((SECONDS - t))s ($(docker image inspect -f '{{.Size}}' "$base" | awk '{printf "%d MB", $1/1e6}'))"
 fi
@@ -123,6 +137,9 @@ echo "node-image: building $image (kiln-kube $version, kiln-agent, pause) on $ba
 cat >"$work/ctx/Dockerfile" <<EOF
 FROM $base
 COPY rootfs/ /
+# ctr (the entrypoint's, a person's in docker exec) says once per call that cgroup v1 is deprecated
+# in containerd 2.2 and later; containerd's own log says it at start, which is enough.
+ENV CONTAINERD_SUPPRESS_DEPRECATION_WARNINGS=1
 LABEL kiln.dev/node-image-inputs=$inputs kiln.dev/kubernetes-version=$version
 ENTRYPOINT ["/usr/local/bin/kiln-node-init"]
 EOF
