@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"kiln.dev/kiln/internal/agent/mirror"
 	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/test/waitfor"
 )
@@ -34,6 +35,11 @@ const (
 	serviceNet = "10.96.0.0/16"
 	nodePort   = 30080
 	helloImage = "kiln.dev/hello:1"
+	// Images on registry hosts outside the list of internal/agent/mirror: containerd finds no
+	// certs.d directory of their own and takes _default's, which sends them to Kiln's registry.
+	farImage = "registry.example.com/team/app:2"
+	imageVol = "images.example.org/kiln-test/data:1"
+	gateway  = "10.253.0.1" // the host on the test's Docker network
 )
 
 func TestNodeImageRunsAPod(t *testing.T) {
@@ -42,6 +48,9 @@ func TestNodeImageRunsAPod(t *testing.T) {
 		version = v
 	}
 	image := nodeimage.Image(version)
+	if repo := os.Getenv("KILN_NODE_IMAGE_REPO"); repo != "" {
+		image = repo + ":" + version // an image built with scripts/node-image.sh's KILN_NODE_IMAGE_REPO
+	}
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker program: the node image needs a Docker engine: SKIPPED")
 	}
@@ -70,6 +79,13 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	run(t, build)
 	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), filepath.Join(files, "hello.tar"), helloImage, filepath.Join(dir, "hello")))
 
+	// Two more images, not imported: pulled from Kiln's registry, whose system namespace they are
+	// seeded into. The first is a pod's image; the second an image volume's (the same program at
+	// /tools/hello).
+	farTar, volTar := filepath.Join(dir, "far.tar"), filepath.Join(dir, "vol.tar")
+	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), farTar, farImage, filepath.Join(dir, "hello")))
+	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), "-d", "/tools", volTar, imageVol, filepath.Join(dir, "hello")))
+
 	name := "kiln-nodetest-" + randomHex(t, 4)
 	writeFiles(t, files, name)
 	step("image " + image + ", node " + name)
@@ -84,8 +100,10 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	// Its subnet named, not one Docker picks: Docker's default pools hand out whole /16s such as
 	// 172.30.0.0/16, the docker provider's pool, which test/e2e's docker clusters need meanwhile.
 	network := name + "-net"
-	run(t, exec.Command("docker", "network", "create", "--subnet", "10.253.0.0/24", "--gateway", "10.253.0.1", "--label", "kiln.dev/test=node", network))
+	run(t, exec.Command("docker", "network", "create", "--subnet", "10.253.0.0/24", "--gateway", gateway, "--label", "kiln.dev/test=node", network))
 	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
+	reg := startRegistry(t, filepath.Join(dir, "registry"), gateway+":0", farTar, volTar)
+	step("Kiln's registry at " + reg.URL + " with " + farImage + " and " + imageVol)
 	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--network", network, "--label", "kiln.dev/test=node"}, nodeimage.DockerRunArgs(profile)...)
 	run(t, exec.Command("docker", append(args, image)...))
 	t.Cleanup(func() {
@@ -109,6 +127,28 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	})
 	node.must("ctr -n k8s.io images import /kiln-test/hello.tar && cp /kiln-test/10-kiln.conflist /etc/cni/net.d/")
 	step("containerd ready, images imported")
+
+	// containerd's registry configuration as kiln-agent writes it (internal/agent/mirror): a
+	// hosts.toml per registry host of its list and _default, each sending pulls to Kiln's registry
+	// with the node's client certificate.
+	mroot := filepath.Join(dir, "mirror-root")
+	m := mirror.Mirror{URL: reg.URL, CAFile: "/etc/kiln/test-registry/ca.pem",
+		CertFile: "/etc/kiln/test-registry/node.pem", KeyFile: "/etc/kiln/test-registry/node-key.pem"}
+	for path, data := range map[string][]byte{m.CAFile: reg.CA, m.CertFile: reg.Cert, m.KeyFile: reg.Key} {
+		if err := os.MkdirAll(filepath.Join(mroot, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mroot, path), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mirror.Write(mroot, m); err != nil {
+		t.Fatal(err)
+	}
+	run(t, exec.Command("docker", "cp", mroot+"/.", name+":/"))
+	if _, err := node.sh("test -f /etc/containerd/certs.d/_default/hosts.toml && ! test -e /etc/containerd/certs.d/registry.example.com"); err != nil {
+		t.Fatalf("the mirror's files: %v", err)
+	}
 
 	// A control plane to register with: etcd and kube-apiserver in the node (loopback), with
 	// token authentication, and the controller-manager's EndpointSlice controller for Services.
@@ -210,6 +250,38 @@ func TestNodeImageRunsAPod(t *testing.T) {
 		return err
 	})
 	step("a pod resolved " + name + " through Docker's DNS")
+
+	// A pod whose image is on a registry host Kiln's mirror does not list runs, pulled from Kiln's
+	// registry through _default (/v2/team/app/manifests/2, the host dropped, as the registry
+	// stores names).
+	waitFor(t, 60*time.Second, "the pod of "+farImage+" Running", func() error {
+		out, err := node.kubectl("get", "pod", "faraway", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].state.waiting.message}")
+		if err == nil && !strings.HasPrefix(out, "Running") {
+			err = fmt.Errorf("phase %q", out)
+		}
+		return err
+	})
+	if !reg.asked("/v2/team/app/manifests/2", "registry.example.com") {
+		t.Errorf("Kiln's registry was not asked for %s as /v2/team/app/manifests/2?ns=registry.example.com; it was asked: %q", farImage, reg.requests())
+	}
+	step("a pod of " + farImage + " runs, pulled from Kiln's registry through _default")
+
+	// A pod with an image volume (Kubernetes' ImageVolume; containerd 2.1 or newer): the volume's
+	// image is pulled (pullPolicy Always) through _default too, and its files are in the pod.
+	waitFor(t, 60*time.Second, "the pod with the image volume Running", func() error {
+		out, err := node.kubectl("get", "pod", "withvolume", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].state.waiting.message}")
+		if err == nil && !strings.HasPrefix(out, "Running") {
+			err = fmt.Errorf("phase %q", out)
+		}
+		return err
+	})
+	if out, err := node.kubectl("exec", "withvolume", "--", "/volume/tools/hello", "once"); err != nil || !strings.Contains(out, "hello from withvolume") {
+		t.Errorf("the image volume's program: %v: %q", err, out)
+	}
+	if !reg.asked("/v2/kiln-test/data/manifests/1", "images.example.org") {
+		t.Errorf("Kiln's registry was not asked for the image volume's %s; it was asked: %q", imageVol, reg.requests())
+	}
+	step("a pod with the image volume " + imageVol + " runs its program")
 
 	// The pod's cgroups are under the node container's own, and the host kept its settings.
 	if _, err := node.sh(`test -d "/sys/fs/cgroup/memory$(cat ` + nodeimage.CgroupRootFile + `)/kubepods"`); err != nil {
@@ -353,6 +425,23 @@ spec:
   dnsPolicy: Default
   restartPolicy: Never
   containers: [{name: lookup, image: ` + helloImage + `, imagePullPolicy: Never, args: [lookup, ` + nodeName + `]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: faraway, namespace: default}
+spec:
+  nodeName: ` + nodeName + `
+  automountServiceAccountToken: false
+  containers: [{name: app, image: ` + farImage + `, imagePullPolicy: Always}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: withvolume, namespace: default}
+spec:
+  nodeName: ` + nodeName + `
+  automountServiceAccountToken: false
+  containers: [{name: hello, image: ` + helloImage + `, imagePullPolicy: Never, volumeMounts: [{name: data, mountPath: /volume}]}]
+  volumes: [{name: data, image: {reference: ` + imageVol + `, pullPolicy: Always}}]
 ---
 apiVersion: v1
 kind: Service

@@ -20,12 +20,16 @@ import (
 const CertsDir = "etc/containerd/certs.d"
 
 // Hosts are the registries whose hosts.toml sends every pull to Kiln's
-// registry. containerd 1.6 (Debian bookworm's) reads a file per registry
-// host and has no fallback for the others (_default came in 1.7): these
-// are the registries images are commonly named by, Kiln's own (kiln.dev)
-// among them, and _default for a newer containerd. A pod naming another
-// registry host is pulled from there, which a node without the internet
-// cannot reach.
+// registry. _default is containerd's (1.7 and later) for every registry
+// host without a directory of its own: with it, Kiln's node image
+// (containerd 2) sends an image on any registry host to Kiln's registry,
+// which drops the host from the name as for the others
+// (registry.example.com/team/app:2 is asked for as /v2/team/app/...). The
+// named hosts, the registries images are commonly named by and Kiln's own
+// (kiln.dev), are for a containerd 1.6 (Debian bookworm's, which a host
+// someone prepared may run), which reads a file per registry host and
+// ignores _default: there a pod naming another registry host is pulled
+// from that host, which a node without the internet cannot reach.
 var Hosts = []string{"_default", "docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", "ghcr.io", "quay.io",
 	"mcr.microsoft.com", "public.ecr.aws", "registry.gitlab.com", "kiln.dev"}
 
