@@ -105,11 +105,12 @@ kube-smoke: kube ## kube/internal's unit tests; for each version: etcd, apiserve
 	else echo "kube-smoke: kube/smoke/kubeadm-etcd.sh needs root (a mount namespace): SKIPPED" >&2; fi
 
 # node-image: Kiln's node image, kiln/node:VERSION for every version in KUBE_VERSIONS (see
-# docs/node-image.md): Debian bookworm from Debian's mirror by debootstrap (the base, shared by
-# every version, built once), then kiln-kube of that version, kiln-agent and the pause image Kiln
+# docs/node-image.md): Debian bookworm from Debian's mirror by debootstrap with containerd 2 built
+# from its Go module (scripts/containerd-build.sh; the base, shared by every version, built once),
+# then kiln-kube of that version, kiln-agent and the pause image Kiln
 # builds. Nothing is pulled. Each image carries the hash of its inputs: a second `make node-image`
 # with nothing changed does nothing. Needs root and Docker.
-node-image: kube ## build the node image kiln/node:VERSION for each KUBE_VERSIONS (Docker, root; first build ~2 min on top of make kube)
+node-image: kube ## build the node image kiln/node:VERSION for each KUBE_VERSIONS (Docker, root; first build ~2 min on top of make kube, and containerd from its Go module the first time, ~6 min of CPU)
 	for v in $(KUBE_VERSIONS); do GO=$(GO) scripts/node-image.sh $$v $(BIN)/kiln-kube-$$v || exit 1; done
 
 # system-images: the images every real cluster pulls from kilnd's registry, built from source
