@@ -49,8 +49,9 @@ if ! [ -x "$cached/ctr" ]; then
 	build() { (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 "$GO" build -trimpath "$@"); }
 	build -tags "$tags" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd" "$pkg/cmd/ctr"
 	build -tags "$tags no_grpc" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd-shim-runc-v2"
-	rm -rf "$cached"
-	mv "$tmp" "$cached"
+	# Another build of the same inputs may have finished meanwhile: its programs are the same.
+	mv -T "$tmp" "$cached" 2>/dev/null || { [ -x "$cached/ctr" ] && rm -rf "$tmp"; } ||
+		{ rm -rf "$cached" && mv -T "$tmp" "$cached"; }
 	echo "containerd-build: built containerd $version in $((SECONDS - t))s ($(du -sh "$cached" | cut -f1))"
 fi
 mkdir -p "$out"
