@@ -35,18 +35,14 @@ var systemImages = filepath.Join(repoRoot, "bin", "images")
 
 // startDocker starts kilnd --dev with args, seeding the system images, and
 // skips unless its docker provider is registered. Its machines run the node
-// image kiln/node:VERSION, or KILN_NODE_IMAGE_REPO:VERSION when that is set.
+// image kiln/node:VERSION, or KILN_NODE_IMAGE_REPO:VERSION when that is set
+// (startKilnd).
 func startDocker(t testing.TB, args ...string) *env {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): docker clusters SKIPPED", systemImages)
 	}
-	flags := []string{"--system-images", systemImages}
-	if repo := os.Getenv("KILN_NODE_IMAGE_REPO"); repo != "" {
-		// A node image built under another repository (scripts/node-image.sh's KILN_NODE_IMAGE_REPO).
-		flags = append(flags, "--docker-node-image", repo)
-	}
-	e := start(t, "kilnd", append(flags, args...)...)
+	e := start(t, "kilnd", append([]string{"--system-images", systemImages}, args...)...)
 	// Machines outlive kilnd by design; a test's must not outlive the test
 	// (a failed one leaves its clusters): everything of this kilnd's
 	// instance (its data dir's, as internal/daemon derives it) goes.

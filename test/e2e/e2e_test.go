@@ -134,6 +134,11 @@ func (e *env) startKilnd(name string, args ...string) {
 	if skipWhy == "" {
 		flags = append(flags, "--kube-binary", kubeBin)
 	}
+	if repo := os.Getenv("KILN_NODE_IMAGE_REPO"); repo != "" {
+		// A node image built under another repository (scripts/node-image.sh's
+		// KILN_NODE_IMAGE_REPO), at every start of this kilnd.
+		flags = append(flags, "--docker-node-image", repo)
+	}
 	k := kilndtest.Start(e.t, filepath.Join(binDir, "kilnd"), name, nil, append(flags, args...)...)
 	e.k, e.c = k, k.Client(kilndtest.Token(e.t, e.data))
 	e.t.Cleanup(func() {
