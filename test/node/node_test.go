@@ -80,10 +80,12 @@ func TestNodeImageRunsAPod(t *testing.T) {
 	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), filepath.Join(files, "hello.tar"), helloImage, filepath.Join(dir, "hello")))
 
 	// Two more images, not imported: pulled from Kiln's registry, whose system namespace they are
-	// seeded into. The first is a pod's image; the second an image volume's (the same program at
-	// /tools/hello).
+	// seeded into. The first is a pod's image (the same program at /app/hello); the second an
+	// image volume's (at /tools/hello). Each differs from helloImage: an image of the same digests
+	// is the same image to containerd, and the kubelet (1.36) then counts helloImage as pulled
+	// from the first's registry, which its pods' pullPolicy Never refuses ("not present").
 	farTar, volTar := filepath.Join(dir, "far.tar"), filepath.Join(dir, "vol.tar")
-	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), farTar, farImage, filepath.Join(dir, "hello")))
+	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), "-d", "/app", farTar, farImage, filepath.Join(dir, "hello")))
 	run(t, exec.Command(filepath.Join(repo, "scripts", "oci-archive.sh"), "-d", "/tools", volTar, imageVol, filepath.Join(dir, "hello")))
 
 	name := "kiln-nodetest-" + randomHex(t, 4)
