@@ -14,9 +14,17 @@
 # the shim: it speaks ttrpc). No cgo costs nothing a node uses: containerd applies seccomp
 # profiles through runc, which has its own libseccomp (Debian's runc).
 #
+# One change to containerd (images/containerd/overlay/): its CRI server marks a container exited
+# before its CRI logger has written the last lines of its output to the log file, so a client that
+# reads the log as soon as the container ended can find it empty (upstream's conformance spec
+# "Downward API should provide pod name, namespace and IP address as env vars" did, once, on a
+# loaded machine). cri-log-before-exit.patch makes closing a logger's pipe wait for the logger
+# (logged.go): applied with git apply to a copy of the module's file and compiled in with go build
+# -overlay, the module itself untouched.
+#
 # Cached: the programs are kept beside Go's build cache, under a key that hashes every input (this
-# script, images/containerd/go.mod and go.sum, the Go toolchain's version): a second build, or a
-# new clone, copies them in a second. A cold build compiles containerd and its ~700 packages:
+# script, images/containerd/go.mod and go.sum, the overlay, the Go toolchain's version): a second
+# build, or a new clone, copies them in a second. A cold build compiles containerd and its ~700 packages:
 # minutes of both cores (nice'd).
 set -euo pipefail
 
@@ -34,7 +42,7 @@ version=$(awk -v m="$pkg" '$1 == m { print $2; exit }' "$mod/go.mod")
 key=$({
 	echo "$version"
 	"$GO" version
-	cat "$0" "$mod/go.mod" "$mod/go.sum"
+	cat "$0" "$mod/go.mod" "$mod/go.sum" "$mod"/overlay/*
 } | sha256sum | cut -c1-16)
 cached=$(dirname "$("$GO" env GOCACHE)")/kiln/containerd-bin/$version-$key
 if ! [ -x "$cached/ctr" ]; then
@@ -46,9 +54,22 @@ if ! [ -x "$cached/ctr" ]; then
 	tags='urfave_cli_no_docs no_btrfs no_devmapper no_zfs'
 	# upstream's release builds stamp the version; the revision (a git commit) is not in the module
 	ldflags="-s -w -X $pkg/version.Version=$version -X $pkg/version.Revision=module"
-	build() { (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 "$GO" build -trimpath "$@"); }
+	# The overlay: the patched copy of the CRI server's container_start.go, and logged.go beside it.
+	src=$(cd "$mod" && GOFLAGS=-mod=readonly "$GO" mod download -json "$pkg" | awk -F'"' '$2 == "Dir" { print $4 }')
+	[ -d "$src" ] || { echo "containerd-build: $pkg $version is not in the module cache" >&2; exit 1; }
+	server=internal/cri/server
+	mkdir -p "$tmp/overlay/$server"
+	cp "$src/$server/container_start.go" "$tmp/overlay/$server/"
+	chmod u+w "$tmp/overlay/$server/container_start.go"
+	(cd "$tmp/overlay" && git apply --unsafe-paths "$mod/overlay/cri-log-before-exit.patch") ||
+		{ echo "containerd-build: overlay/cri-log-before-exit.patch does not apply to $pkg $version" >&2; exit 1; }
+	printf '{"Replace": {"%s": "%s", "%s": "%s"}}\n' \
+		"$src/$server/container_start.go" "$tmp/overlay/$server/container_start.go" \
+		"$src/$server/logged.go" "$mod/overlay/logged.go" >"$tmp/overlay.json"
+	build() { (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 "$GO" build -trimpath -overlay "$tmp/overlay.json" "$@"); }
 	build -tags "$tags" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd" "$pkg/cmd/ctr"
 	build -tags "$tags no_grpc" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd-shim-runc-v2"
+	rm -rf "$tmp/overlay" "$tmp/overlay.json"
 	# Another build of the same inputs may have finished meanwhile: its programs are the same.
 	mv -T "$tmp" "$cached" 2>/dev/null || { [ -x "$cached/ctr" ] && rm -rf "$tmp"; } ||
 		{ rm -rf "$cached" && mv -T "$tmp" "$cached"; }
