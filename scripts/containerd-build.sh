@@ -19,8 +19,9 @@
 # reads the log as soon as the container ended can find it empty (upstream's conformance spec
 # "Downward API should provide pod name, namespace and IP address as env vars" did, once, on a
 # loaded machine). cri-log-before-exit.patch makes closing a logger's pipe wait for the logger
-# (logged.go): applied with git apply to a copy of the module's file and compiled in with go build
-# -overlay, the module itself untouched.
+# (logged.go): applied with git apply to a copy of the module's source, which the build uses
+# through a replace in a copy of images/containerd/go.mod (go build -overlay refuses files in the
+# module cache), the module cache itself untouched.
 #
 # Cached: the programs are kept beside Go's build cache, under a key that hashes every input (this
 # script, images/containerd/go.mod and go.sum, the overlay, the Go toolchain's version): a second
@@ -57,19 +58,21 @@ if ! [ -x "$cached/ctr" ]; then
 	# The overlay: the patched copy of the CRI server's container_start.go, and logged.go beside it.
 	src=$(cd "$mod" && GOFLAGS=-mod=readonly "$GO" mod download -json "$pkg" | awk -F'"' '$2 == "Dir" { print $4 }')
 	[ -d "$src" ] || { echo "containerd-build: $pkg $version is not in the module cache" >&2; exit 1; }
-	server=internal/cri/server
-	mkdir -p "$tmp/overlay/$server"
-	cp "$src/$server/container_start.go" "$tmp/overlay/$server/"
-	chmod u+w "$tmp/overlay/$server/container_start.go"
-	(cd "$tmp/overlay" && git apply --unsafe-paths "$mod/overlay/cri-log-before-exit.patch") ||
+	# Go refuses an -overlay of files in the module cache, so the build is of a copy: the module's
+	# source patched in $tmp/src, and images/containerd's go.mod in $tmp/mod with a replace to it
+	# (the same module graph: the copy's go.mod is the module's own).
+	cp -r "$src" "$tmp/src"
+	chmod -R u+w "$tmp/src"
+	(cd "$tmp/src" && git apply --unsafe-paths "$mod/overlay/cri-log-before-exit.patch") ||
 		{ echo "containerd-build: overlay/cri-log-before-exit.patch does not apply to $pkg $version" >&2; exit 1; }
-	printf '{"Replace": {"%s": "%s", "%s": "%s"}}\n' \
-		"$src/$server/container_start.go" "$tmp/overlay/$server/container_start.go" \
-		"$src/$server/logged.go" "$mod/overlay/logged.go" >"$tmp/overlay.json"
-	build() { (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 "$GO" build -trimpath -overlay "$tmp/overlay.json" "$@"); }
+	cp "$mod/overlay/logged.go" "$tmp/src/internal/cri/server/"
+	mkdir -p "$tmp/mod"
+	cp "$mod/go.mod" "$mod/go.sum" "$tmp/mod/"
+	(cd "$tmp/mod" && "$GO" mod edit -replace "$pkg=$tmp/src")
+	build() { (cd "$tmp/mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 "$GO" build -trimpath "$@"); }
 	build -tags "$tags" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd" "$pkg/cmd/ctr"
 	build -tags "$tags no_grpc" -ldflags "$ldflags" -o "$tmp/" "$pkg/cmd/containerd-shim-runc-v2"
-	rm -rf "$tmp/overlay" "$tmp/overlay.json"
+	rm -rf "$tmp/src" "$tmp/mod"
 	# Another build of the same inputs may have finished meanwhile: its programs are the same.
 	mv -T "$tmp" "$cached" 2>/dev/null || { [ -x "$cached/ctr" ] && rm -rf "$tmp"; } ||
 		{ rm -rf "$cached" && mv -T "$tmp" "$cached"; }

@@ -1,6 +1,6 @@
 // Kiln's addition to containerd's CRI server (package
 // github.com/containerd/containerd/v2/internal/cri/server), compiled in by
-// scripts/containerd-build.sh through go build -overlay with
+// scripts/containerd-build.sh into a copy of the module's source, with
 // cri-log-before-exit.patch, which calls it.
 //
 // A container's output reaches its log file through a CRI logger: a pipe
