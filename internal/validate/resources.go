@@ -125,6 +125,10 @@ func CloudAccount(name string, a *v1.CloudAccount, catalog Catalog) []v1.Error {
 			e.invalid("credentials", "a credential name must not be empty")
 		}
 	}
+	// A PUT without credentials keeps the stored ones: nothing to check.
+	if a.Provider == v1.ProviderAzure && a.Credentials != nil {
+		e = append(e, AzureCredentials(a.Credentials)...)
+	}
 	e.quotas(a.Quotas)
 	return e
 }
