@@ -56,6 +56,28 @@ func Run(t *testing.T, p provider.Provider, opts ...Option) {
 	}
 }
 
+// Networks is the network part of the contract: EnsureNetwork and
+// DeleteNetwork. A provider whose machines are still to come (azure's
+// network part, azure.Network) is checked with RunNetworks.
+type Networks interface {
+	EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error)
+	DeleteNetwork(ctx context.Context, c provider.Cluster) error
+}
+
+// RunNetworks checks the rules of the contract that are about networks
+// alone: an ensure run twice finds what the first made, a delete succeeds
+// twice and when nothing was made.
+func RunNetworks(t *testing.T, n Networks, opts ...Option) {
+	t.Helper()
+	options = opts
+	t.Run("NetworkEnsureIsIdempotent", func(t *testing.T) { testNetwork(t, n) })
+	t.Run("DeleteOfNothingSucceeds", func(t *testing.T) {
+		if err := n.DeleteNetwork(t.Context(), cluster("nothing")); err != nil {
+			t.Errorf("DeleteNetwork of a missing network: %v", err)
+		}
+	})
+}
+
 // Option changes what Run does.
 type Option struct {
 	cluster   func(*provider.Cluster)
@@ -106,18 +128,20 @@ func cluster(name string) provider.Cluster {
 }
 
 // cleanup deletes everything of c when the test ends.
-func cleanup(t *testing.T, p provider.Provider, c provider.Cluster) {
+func cleanup(t *testing.T, p Networks, c provider.Cluster) {
 	t.Cleanup(func() {
 		// t.Context is cancelled before cleanups run.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		ms, err := p.ListMachines(ctx, c)
-		if err != nil {
-			t.Errorf("cleanup: list machines: %v", err)
-		}
-		for _, m := range ms {
-			if err := p.DeleteMachine(ctx, c, m.Name); err != nil {
-				t.Errorf("cleanup: delete machine %q: %v", m.Name, err)
+		if mp, ok := p.(provider.Provider); ok {
+			ms, err := mp.ListMachines(ctx, c)
+			if err != nil {
+				t.Errorf("cleanup: list machines: %v", err)
+			}
+			for _, m := range ms {
+				if err := mp.DeleteMachine(ctx, c, m.Name); err != nil {
+					t.Errorf("cleanup: delete machine %q: %v", m.Name, err)
+				}
 			}
 		}
 		if lbs, ok := p.(provider.LoadBalancers); ok {
@@ -131,7 +155,7 @@ func cleanup(t *testing.T, p provider.Provider, c provider.Cluster) {
 	})
 }
 
-func testNetwork(t *testing.T, p provider.Provider) {
+func testNetwork(t *testing.T, p Networks) {
 	ctx := t.Context()
 	c := cluster("network")
 	cleanup(t, p, c)
