@@ -241,6 +241,7 @@ func (a *app) cloudAccountCreateCommand() *cobra.Command {
 	var (
 		provider string
 		f        accountFlags
+		az       azureFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME --provider P [--credentials-file FILE] [--credential K=V ...] [--quota SPEC ...]",
@@ -250,6 +251,8 @@ is and the command fails (change it with 'kiln cloudaccount update').
 
 ` + credentialsHelp + `
 
+` + azureHelp + `
+
 ` + quotaHelp,
 		Example: `  kiln cloudaccount create acme --provider sim --credentials-file acme.yaml
   sops -d acme.enc.yaml | kiln ca create acme --provider sim --credentials-file -
@@ -257,11 +260,18 @@ is and the command fails (change it with 'kiln cloudaccount update').
 
   # acme.yaml (mode 0600):
   accessKeyId: AKEXAMPLE
-  secretAccessKey: simsk_…`,
+  secretAccessKey: simsk_…
+
+  kiln ca create contoso --provider azure --tenant 72f988bf-86f1-41af-91ab-2d7cd011db47 \
+    --subscription 00000000-0000-0000-0000-000000000000 --client-id 11111111-2222-3333-4444-555555555555 \
+    --client-secret-file contoso.secret`,
 		Args: exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			if provider == "" {
 				return usageErrorf("--provider is required, e.g. --provider sim")
+			}
+			if given := az.given(cmd); len(given) > 0 && provider != v1.ProviderAzure {
+				return usageErrorf("%s %s for --provider azure only", strings.Join(given, ", "), map[bool]string{true: "is", false: "are"}[len(given) == 1])
 			}
 			quotas, err := parseQuotas(f.quotas)
 			if err != nil {
@@ -269,6 +279,9 @@ is and the command fails (change it with 'kiln cloudaccount update').
 			}
 			creds, err := a.readCredentials(&f)
 			if err != nil {
+				return err
+			}
+			if creds, err = a.applyAzure(&az, creds); err != nil {
 				return err
 			}
 			c, s, err := a.client()
@@ -291,6 +304,7 @@ is and the command fails (change it with 'kiln cloudaccount update').
 	}
 	cmd.Flags().StringVar(&provider, "provider", "", "the provider, e.g. sim (required)")
 	f.register(cmd)
+	az.register(cmd)
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,47 @@ func TestCloudAccountUpdate(t *testing.T) {
 				t.Errorf("stdout shows credentials:\n%s", stdout)
 			}
 		})
+	}
+}
+
+// TestCloudAccountCreateAzure: the azure flags become the account's
+// credentials, winning over the file's; they are refused with another
+// provider.
+func TestCloudAccountCreateAzure(t *testing.T) {
+	dir := t.TempDir()
+	ca := dir + "/ca.pem"
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := dir + "/creds.yaml"
+	if err := os.WriteFile(file, []byte("tenant: from-the-file\nregion: westeurope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeAccounts{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	env := []string{"HOME=" + t.TempDir(), "KILN_SERVER=" + srv.URL, "KILN_TOKEN=tok"}
+	code, stdout, stderr := runCLI(t, env, "s3cret\n", "cloudaccount", "create", "acme", "--provider", "azure", "-o", "json",
+		"--credentials-file", file, "--tenant", "00000000-0000-4000-8000-00000000c1a0", "--subscription", "00000000-0000-4000-8000-00000000a2b0",
+		"--client-id", "kiln-app", "--client-secret-file", "-", "--endpoint", "https://127.0.0.1:8443", "--authority-host", "https://127.0.0.1:8443",
+		"--ca-file", ca)
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := &v1.CloudAccount{Name: "acme", Provider: "azure", Credentials: map[string]string{
+		"tenant": "00000000-0000-4000-8000-00000000c1a0", "subscription": "00000000-0000-4000-8000-00000000a2b0",
+		"clientId": "kiln-app", "clientSecret": "s3cret", "region": "westeurope",
+		"endpoint": "https://127.0.0.1:8443", "authorityHost": "https://127.0.0.1:8443",
+		"caBundle": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}
+	if diff := cmp.Diff(want, f.put); diff != "" {
+		t.Errorf("PUT body (-want +got):\n%s", diff)
+	}
+	if strings.Contains(stdout+stderr, "s3cret") {
+		t.Errorf("the output shows the secret:\n%s%s", stdout, stderr)
+	}
+
+	code, _, stderr = runCLI(t, env, "", "ca", "create", "acme", "--provider", "sim", "--tenant", "t", "--client-id", "c")
+	if code != ExitUsage || !strings.Contains(stderr, "--tenant, --client-id are for --provider azure only") {
+		t.Errorf("azure flags with --provider sim: exit %d, stderr:\n%s", code, stderr)
 	}
 }
