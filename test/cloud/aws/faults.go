@@ -1,12 +1,11 @@
 package aws
 
 import (
-	"crypto/subtle"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 // Faults are the failures the local AWS makes on purpose, as AWS makes
@@ -93,57 +92,42 @@ func matchCapacity(pairs []string, t, zone string) bool {
 	return false
 }
 
-// adminPrefix is where the local AWS's own API is: faults and spot
-// interruptions, for tests and the demo. It is no AWS API; it wants
-// "Authorization: Bearer SECRET" with the secret of one of its keys.
-const adminPrefix = "/_local/"
+// Faults returns the faults the server makes.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
 
-// serveAdmin answers the admin API:
+// admin is the local AWS's own API (localcloud.Admin), for tests and the
+// demo; it wants the secret of one of its keys:
 //
 //	GET  /_local/faults            the faults, as JSON
 //	PUT  /_local/faults            replace them
 //	POST /_local/interrupt?instance=ID   give a spot instance its notice
 //	GET  /_local/calls             calls by service:Action since start
-func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	ok := false
-	for _, c := range s.creds {
-		ok = ok || subtle.ConstantTimeCompare([]byte(token), []byte(c.SecretAccessKey)) == 1
+func (s *Server) admin() localcloud.Admin[Faults] {
+	return localcloud.Admin[Faults]{
+		Cloud: "the local AWS", Whose: "one of its keys",
+		Secrets: func() []string {
+			out := make([]string, 0, len(s.creds))
+			for _, c := range s.creds {
+				out = append(out, c.SecretAccessKey)
+			}
+			return out
+		},
+		Faults: s.Faults, SetFaults: s.SetFaults,
+		Routes: map[string]http.HandlerFunc{
+			"POST interrupt": func(w http.ResponseWriter, r *http.Request) {
+				if err := s.Interrupt(r.URL.Query().Get("instance")); err != nil {
+					http.Error(w, err.Error(), http.StatusNotFound)
+					return
+				}
+				w.WriteHeader(http.StatusNoContent)
+			},
+			"GET calls": func(w http.ResponseWriter, _ *http.Request) {
+				localcloud.WriteJSON(w, http.StatusOK, s.Calls())
+			},
+		},
 	}
-	if !ok {
-		http.Error(w, "the local AWS's admin API wants Authorization: Bearer SECRET, the secret of one of its keys", http.StatusUnauthorized)
-		return
-	}
-	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, adminPrefix) {
-	case "GET faults":
-		s.mu.Lock()
-		f := s.faults
-		s.mu.Unlock()
-		writeJSON(w, f)
-	case "PUT faults":
-		var f Faults
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			http.Error(w, "faults: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.SetFaults(f)
-		writeJSON(w, f)
-	case "POST interrupt":
-		if err := s.Interrupt(r.URL.Query().Get("instance")); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	case "GET calls":
-		writeJSON(w, s.Calls())
-	default:
-		http.Error(w, fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path), http.StatusNotFound)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
 }

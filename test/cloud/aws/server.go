@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 // The account every resource belongs to unless Options say another.
@@ -187,8 +189,8 @@ func (s *Server) Calls() map[string]int {
 // ServeHTTP answers one AWS request: its signature is checked, then it goes
 // to the service its signature's scope names.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, adminPrefix) {
-		s.serveAdmin(w, r)
+	if strings.HasPrefix(r.URL.Path, localcloud.AdminPrefix) {
+		s.admin().ServeHTTP(w, r)
 		return
 	}
 	id := newRequestID()

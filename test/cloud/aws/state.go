@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
+
+	"kiln.dev/kiln/internal/atomicfile"
 )
 
 // State is everything the local AWS holds, by service; it is what the
@@ -65,27 +66,7 @@ func (s *Server) save() error {
 	if s.opts.StatePath == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(s.st, "", " ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.opts.StatePath), ".state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), s.opts.StatePath)
+	return atomicfile.WriteJSON(s.opts.StatePath, s.st, 0o600)
 }
 
 // Duration is a time.Duration written as "1.5s" in JSON (faults, state).

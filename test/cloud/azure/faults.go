@@ -1,11 +1,10 @@
 package azure
 
 import (
-	"crypto/subtle"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
+
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 // Faults are the failures the local Azure makes on purpose, as Azure makes
@@ -75,46 +74,35 @@ func (s *Server) takeFailure(typ string) *armError {
 	return nil
 }
 
-// adminPrefix is where the local Azure's own API is, for tests and the
-// demo run against the command. It is no Azure API; it wants
-// "Authorization: Bearer SECRET" with the secret of one of its clients.
-const adminPrefix = "/_local/"
+// Faults returns the faults the server makes.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
 
-// serveAdmin answers the admin API:
+// admin is the local Azure's own API (localcloud.Admin), for tests and the
+// demo run against the command; it wants the secret of one of its clients:
 //
 //	GET  /_local/faults   the faults, as JSON
 //	PUT  /_local/faults   replace them
 //	GET  /_local/calls    {"calls":N,"throttled":M}, ARM calls since start
-func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	ok := false
-	for _, c := range s.clients {
-		ok = ok || subtle.ConstantTimeCompare([]byte(token), []byte(c.Secret)) == 1
-	}
-	if !ok {
-		http.Error(w, "the local Azure's admin API wants Authorization: Bearer SECRET, the secret of one of its clients", http.StatusUnauthorized)
-		return
-	}
-	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, adminPrefix) {
-	case "GET faults":
-		s.mu.Lock()
-		f := s.faults
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, f)
-	case "PUT faults":
-		var f Faults
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			http.Error(w, "faults: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.SetFaults(f)
-		writeJSON(w, http.StatusOK, f)
-	case "GET calls":
-		calls, throttled := s.Calls()
-		writeJSON(w, http.StatusOK, map[string]int{"calls": calls, "throttled": throttled})
-	default:
-		http.Error(w, fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path), http.StatusNotFound)
+func (s *Server) admin() localcloud.Admin[Faults] {
+	return localcloud.Admin[Faults]{
+		Cloud: "the local Azure", Whose: "one of its clients",
+		Secrets: func() []string {
+			out := make([]string, 0, len(s.clients))
+			for _, c := range s.clients {
+				out = append(out, c.Secret)
+			}
+			return out
+		},
+		Faults: s.Faults, SetFaults: s.SetFaults,
+		Routes: map[string]http.HandlerFunc{
+			"GET calls": func(w http.ResponseWriter, _ *http.Request) {
+				calls, throttled := s.Calls()
+				localcloud.WriteJSON(w, http.StatusOK, map[string]int{"calls": calls, "throttled": throttled})
+			},
+		},
 	}
 }

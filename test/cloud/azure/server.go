@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 // The tenant and subscription of a local Azure whose Options name none.
@@ -147,8 +149,8 @@ func New(opts Options) (*Server, error) {
 // ServeHTTP answers a request of Entra ID's (token, discovery) or of ARM's
 // (everything under /subscriptions).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, adminPrefix) {
-		s.serveAdmin(w, r)
+	if strings.HasPrefix(r.URL.Path, localcloud.AdminPrefix) {
+		s.admin().ServeHTTP(w, r)
 		return
 	}
 	if r.URL.Path == "/subscriptions" || strings.HasPrefix(r.URL.Path, "/subscriptions/") {

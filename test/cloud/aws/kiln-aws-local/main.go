@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 
 	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/test/cloud/aws"
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 const usage = `kiln-aws-local: a local AWS for tests (EC2, ELBv2, Auto Scaling, IAM, STS, Service Quotas, S3).
@@ -39,12 +39,6 @@ Point the AWS SDK or CLI at it:
 Flags:
 `
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kiln-aws-local:", err)
@@ -53,7 +47,7 @@ func main() {
 }
 
 func run() error {
-	var accounts, denies, regions stringList
+	var accounts, denies, regions localcloud.StringList
 	fs := flag.NewFlagSet("kiln-aws-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, 127.0.0.1:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -64,19 +58,8 @@ func run() error {
 	noMachines := fs.Bool("no-machines", false, "keep instances as records only: no container runs (no Docker needed)")
 	routeTraffic := fs.Bool("route-traffic", false, "carry traffic to addresses outside a VPC (pods') between its instances only as its route tables allow (iptables on this host: needs root)")
 	instancePort := fs.Int("instance-port", -1, "the port of each VPC's instance endpoint (IMDSv2 and every service, for the instances) at the VPC's gateway address; default the --listen port, 0 for none")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
-	}
-	if *listen == "" {
-		fs.Usage()
-		return errors.New("--listen is required")
 	}
 	creds, err := credentials(accounts, denies)
 	if err != nil {
@@ -113,17 +96,7 @@ func run() error {
 	defer s.Close()
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	log.Info("serving the local AWS", "endpoint", "http://"+ln.Addr().String(), "state", *state, "machines", !*noMachines)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return hs.Shutdown(sctx)
+	return localcloud.Serve(ctx, log, hs, ln)
 }
 
 // credentials builds the keys from --account KEY:SECRET and --deny
@@ -132,15 +105,15 @@ func credentials(accounts, denies []string) ([]aws.Credential, error) {
 	if len(accounts) == 0 {
 		accounts = []string{"AKIAKILNLOCAL:kiln-local-secret"}
 	}
+	pairs, err := localcloud.Pairs("account", "KEY:SECRET", accounts)
+	if err != nil {
+		return nil, err
+	}
 	var out []aws.Credential
 	index := map[string]int{}
-	for _, a := range accounts {
-		key, secret, ok := strings.Cut(a, ":")
-		if !ok || key == "" || secret == "" {
-			return nil, fmt.Errorf("--account %q: want KEY:SECRET", a)
-		}
-		index[key] = len(out)
-		out = append(out, aws.Credential{AccessKeyID: key, SecretAccessKey: secret})
+	for _, p := range pairs {
+		index[p[0]] = len(out)
+		out = append(out, aws.Credential{AccessKeyID: p[0], SecretAccessKey: p[1]})
 	}
 	for _, d := range denies {
 		key, action, ok := strings.Cut(d, ":")

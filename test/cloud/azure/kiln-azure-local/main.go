@@ -24,11 +24,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"kiln.dev/kiln/test/cloud/azure"
+	"kiln.dev/kiln/test/cloud/localcloud"
 )
 
 const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks).
@@ -44,12 +44,6 @@ DisableInstanceDiscovery set on the credential (docs/azure-local.md).
 Flags:
 `
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kiln-azure-local:", err)
@@ -58,7 +52,7 @@ func main() {
 }
 
 func run() error {
-	var clients, subs, regions stringList
+	var clients, subs, regions localcloud.StringList
 	fs := flag.NewFlagSet("kiln-azure-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -71,19 +65,8 @@ func run() error {
 	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
 	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
-	}
-	if *listen == "" {
-		fs.Usage()
-		return errors.New("--listen is required")
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -118,17 +101,7 @@ func run() error {
 	hs := &http.Server{Handler: s, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	log.Info("serving the local Azure (a test double)", "endpoint", "https://"+ln.Addr().String(), "tenant", *tenant, "state", *state)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.ServeTLS(ln, "", "") }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return hs.Shutdown(sctx)
+	return localcloud.Serve(ctx, log, hs, ln)
 }
 
 // parseClients reads --client ID:SECRET.
@@ -136,13 +109,13 @@ func parseClients(flags []string) ([]azure.Client, error) {
 	if len(flags) == 0 {
 		flags = []string{"kiln-local:kiln-local-secret"}
 	}
-	var out []azure.Client
-	for _, f := range flags {
-		id, secret, ok := strings.Cut(f, ":")
-		if !ok || id == "" || secret == "" {
-			return nil, fmt.Errorf("--client %q: want ID:SECRET", f)
-		}
-		out = append(out, azure.Client{ID: id, Secret: secret})
+	pairs, err := localcloud.Pairs("client", "ID:SECRET", flags)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]azure.Client, 0, len(pairs))
+	for _, p := range pairs {
+		out = append(out, azure.Client{ID: p[0], Secret: p[1]})
 	}
 	return out, nil
 }
