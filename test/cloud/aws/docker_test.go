@@ -65,7 +65,7 @@ func dockerOut(t *testing.T, args ...string) string {
 
 func TestDockerInstances(t *testing.T) {
 	a, m, im := dockerAWS(t)
-	if other := m.overlapping(t.Context(), netip.MustParsePrefix("10.213.1.0/24")); other != "" {
+	if other := m.Overlapping(t.Context(), netip.MustParsePrefix("10.213.1.0/24")); other != "" {
 		t.Skipf("the test's range 10.213.1.0/24 overlaps the Docker network %s", other)
 	}
 	sn := addSubnet(t, a, "subnet-0000000000000d0c1", "vpc-0000000000000d0c1", "10.213.1.0/24", "us-east-1a")

@@ -160,8 +160,10 @@ func (d *DockerMachines) writeChain(ctx context.Context, chain, br string, rules
 }
 
 // removeChains removes the chains (and FORWARD's jumps to them) of the
-// VPCs not in keep. Callers hold d.mu.
+// VPCs not in keep. It takes d.mu.
 func (d *DockerMachines) removeChains(ctx context.Context, keep map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	keepChains := map[string]bool{}
 	for vpc := range keep {
 		keepChains[d.chainOf(vpc)] = true

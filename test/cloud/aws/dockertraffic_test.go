@@ -26,7 +26,7 @@ func TestDockerRouteTraffic(t *testing.T) {
 		t.Skip("no iptables on this host")
 	}
 	a, m, im := dockerAWSWith(t, DockerOptions{RouteTraffic: true})
-	if other := m.overlapping(t.Context(), netip.MustParsePrefix("10.214.0.0/16")); other != "" {
+	if other := m.Overlapping(t.Context(), netip.MustParsePrefix("10.214.0.0/16")); other != "" {
 		t.Skipf("the test's range 10.214.0.0/16 overlaps the Docker network %s", other)
 	}
 	c := ec2.NewFromConfig(a.config(testKey))

@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"net/netip"
+
+	"kiln.dev/kiln/test/cloud/machines"
 )
 
 // Machines runs instances as machines (DockerMachines: containers of
@@ -46,7 +48,4 @@ type machineSpec struct {
 
 // machineState is a machine's state: running or not, and when it is
 // not, its exit code.
-type machineState struct {
-	Running  bool
-	ExitCode int
-}
+type machineState = machines.State
