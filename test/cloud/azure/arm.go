@@ -182,6 +182,12 @@ func (s *Server) arm(c *call) (reply, error) {
 	case t.ns == "":
 		return s.getSubscription(c)
 	}
+	if n := len(t.types); n >= 2 && len(t.names) == n-1 && t.group != "" {
+		parent := s.kinds[strings.ToLower(t.ns+"/"+strings.Join(t.types[:n-1], "/"))]
+		if a, ok := parent.actionOf(c.r.Method, t.types[n-1]); ok {
+			return s.act(c, parent, a)
+		}
+	}
 	k, ok := s.kinds[strings.ToLower(t.typ())]
 	if !ok {
 		return reply{}, badRequest("InvalidResourceType", "The resource type '%s' could not be found in the namespace '%s' for api version '%s'.",

@@ -14,6 +14,8 @@ type armError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Target is the parameter at fault, where ARM names one.
+	Target string `json:"target,omitempty"`
 	// RetryAfter, in seconds, is sent as Retry-After (throttling).
 	RetryAfter int `json:"-"`
 }

@@ -37,7 +37,7 @@ type operation struct {
 	Namespace  string `json:"namespace"`
 	Location   string `json:"location"`
 	APIVersion string `json:"apiVersion"`
-	// Action is "put" or "delete".
+	// Action is "put", "delete" or "action" (a virtual machine's start).
 	Action string `json:"action"`
 	// Type is the resource's type, Target its id.
 	Type   string `json:"type"`
@@ -53,6 +53,10 @@ type operation struct {
 	// Fail is the error the operation will end with (Faults.FailOperation,
 	// taken when it began).
 	Fail *armError `json:"fail,omitempty"`
+	// Wait is what a virtual machine's operation waits for its machine to
+	// be (running, stopped, deallocated, removed); with Options.Machines
+	// only the machine loop ends it.
+	Wait string `json:"wait,omitempty"`
 }
 
 func (op *operation) path(kind string) string {
@@ -80,7 +84,7 @@ func (s *Server) begin(c *call, action, typ, target, location string, resources 
 
 // settle ends op when its time has come. Callers hold s.mu.
 func (s *Server) settle(op *operation) {
-	if op.Status != statusInProgress {
+	if op.Status != statusInProgress || (op.Wait != "" && s.opts.Machines != nil) {
 		return
 	}
 	due := op.Polls >= s.opts.InProgressPolls
@@ -121,9 +125,13 @@ func (s *Server) end(op *operation) {
 				d.props()["provisioningState"] = op.Status
 			}
 		}
+	case op.Action == "action":
 	case op.Status == statusFailed: // a delete that failed leaves the resource as it was
 		s.setState(op.Target, statusSucceeded)
 	default:
+		if d, ok := s.st.Resources[key(op.Target)]; ok && strings.EqualFold(d.typ(), typeVM) {
+			s.vmRemoved(d)
+		}
 		s.remove(op.Target)
 	}
 }

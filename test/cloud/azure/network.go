@@ -15,8 +15,9 @@ import (
 // with their security rules (likewise), public IP addresses and NAT
 // gateways. What ARM checks is checked; the rest of a document is kept as
 // written. Simplified: no default security rules, no route tables, IPv4
-// only, and nothing that uses a subnet yet (network interfaces come with
-// compute), so subnets and networks delete freely.
+// only. A subnet (or its network) with network interfaces in it does not
+// delete (compute.go); a network's PUT that leaves out a subnet in use is
+// not refused, as ARM would.
 
 const (
 	typeVNet   = "Microsoft.Network/virtualNetworks"
@@ -42,8 +43,26 @@ func networkKinds() []*kind {
 		}
 	}
 	return []*kind{
-		{typ: typeVNet, check: checkVNet, checkChildren: checkSubnets, fill: guid},
-		{typ: typeSubnet, inlineProp: "subnets", check: checkSubnet},
+		{typ: typeVNet, check: checkVNet, checkChildren: checkSubnets, fill: guid,
+			inUse: func(s *Server, d doc) error {
+				for _, sn := range s.children(d.id(), &kind{typ: typeSubnet}) {
+					if err := s.subnetInUse(sn); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+		{typ: typeSubnet, inlineProp: "subnets", check: checkSubnet, fill: guid,
+			render: func(s *Server, d doc) {
+				var refs []any
+				for _, id := range s.subnetUsers(d.id()) {
+					refs = append(refs, map[string]any{"id": id})
+				}
+				if refs != nil {
+					d.props()["ipConfigurations"] = refs
+				}
+			},
+			inUse: func(s *Server, d doc) error { return s.subnetInUse(d) }},
 		{typ: typeNSG, checkChildren: checkRules, fill: guid,
 			render: backrefs("subnets", typeSubnet, "networkSecurityGroup"),
 			inUse:  inUseBy(typeSubnet, "networkSecurityGroup", "InUseNetworkSecurityGroupCannotBeDeleted", "Network security group")},
@@ -371,4 +390,26 @@ func inUseBy(typ, by, code, what string) func(*Server, doc) error {
 			"%s %s cannot be deleted because it is in use by the following resources: %s. In order to delete the %s, remove the association with the resource(s).",
 			what, d.id(), strings.Join(users, ", "), what)
 	}
+}
+
+// subnetUsers are the IP configurations in the subnet, by id.
+func (s *Server) subnetUsers(subnet string) []string {
+	var out []string
+	for _, nic := range s.ofType(typeNIC) {
+		for _, cfg := range ipConfigs(nic) {
+			if strings.EqualFold(refID(configProps(cfg)["subnet"]), subnet) {
+				out = append(out, fmt.Sprint(cfg["id"]))
+			}
+		}
+	}
+	return out
+}
+
+// subnetInUse refuses to delete a subnet that network interfaces use.
+func (s *Server) subnetInUse(sn doc) error {
+	if users := s.subnetUsers(sn.id()); len(users) > 0 {
+		return badRequest("InUseSubnetCannotBeDeleted",
+			"Subnet %s is in use by %s and cannot be deleted. In order to delete the subnet, delete all the resources within the subnet. See aka.ms/deletesubnet.", sn.name(), strings.Join(users, ", "))
+	}
+	return nil
 }

@@ -71,6 +71,25 @@ type kind struct {
 	render func(s *Server, d doc)
 	// inUse refuses a DELETE of a resource others still use.
 	inUse func(s *Server, d doc) error
+	// machine: the resource is a virtual machine, whose create and delete
+	// end when its machine has been made or removed (Options.Machines).
+	machine bool
+	// actions are what the resource answers under its id, by "METHOD
+	// name" (lower case): POST .../start, GET .../instanceView.
+	actions map[string]action
+}
+
+// action answers a call of one of a resource's actions; d is the
+// resource.
+type action func(s *Server, c *call, d doc) (reply, error)
+
+// actionOf is the kind's action called by method under name.
+func (k *kind) actionOf(method, name string) (action, bool) {
+	if k == nil {
+		return nil, false
+	}
+	a, ok := k.actions[method+" "+strings.ToLower(name)]
+	return a, ok
 }
 
 // last is the last part of the kind's type: subnets.
@@ -78,7 +97,7 @@ func (k *kind) last() string { return k.typ[strings.LastIndex(k.typ, "/")+1:] }
 
 func newKinds() map[string]*kind {
 	m := map[string]*kind{}
-	for _, k := range networkKinds() {
+	for _, k := range append(networkKinds(), computeKinds()...) {
 		m[strings.ToLower(k.typ)] = k
 	}
 	for _, k := range m {
@@ -167,7 +186,25 @@ func (s *Server) getResource(c *call, k *kind) (reply, error) {
 	if !ok {
 		return reply{}, s.notFound(k, id, g)
 	}
-	return reply{status: http.StatusOK, body: s.render(d)}, nil
+	out := s.render(d)
+	if k.typ == typeVM && strings.EqualFold(c.r.URL.Query().Get("$expand"), "instanceView") {
+		out.props()["instanceView"] = s.instanceView(d)
+	}
+	return reply{status: http.StatusOK, body: out}, nil
+}
+
+// act answers a call of a resource's action (a virtual machine's start).
+func (s *Server) act(c *call, k *kind, a action) (reply, error) {
+	g, err := s.groupOf(c)
+	if err != nil {
+		return reply{}, err
+	}
+	id := s.resourceID(c, k, g)
+	d, ok := s.st.Resources[key(id)]
+	if !ok {
+		return reply{}, s.notFound(k, id, g)
+	}
+	return a(s, c, d)
 }
 
 func (s *Server) notFound(k *kind, id string, group doc) error {
@@ -267,7 +304,10 @@ func (s *Server) putResource(c *call, k *kind) (reply, error) {
 		}
 	}
 	s.log.Info("resource written", "resource", id, "state", state)
-	s.begin(c, "put", k.typ, id, location, ids)
+	op := s.begin(c, "put", k.typ, id, location, ids)
+	if k.machine && old == nil {
+		op.Wait = powerRunning
+	}
 	return reply{status: status, body: s.render(d)}, nil
 }
 
@@ -419,7 +459,10 @@ func (s *Server) deleteResource(c *call, k *kind) (reply, error) {
 	s.log.Info("deleting resource", "resource", id)
 	s.setState(id, "Deleting")
 	s.dirty = true
-	s.begin(c, "delete", k.typ, d.id(), location, nil)
+	op := s.begin(c, "delete", k.typ, d.id(), location, nil)
+	if k.machine {
+		op.Wait = waitRemoved
+	}
 	return reply{status: http.StatusAccepted}, nil
 }
 

@@ -17,6 +17,7 @@
 package azure
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -72,6 +73,12 @@ type Options struct {
 	// OperationTime, when not 0, ends an operation that long after it
 	// began whether or not anyone polls it.
 	OperationTime time.Duration
+	// Machines runs the virtual machines (machines.Docker); nil keeps
+	// them as records, whose operations end as any other's.
+	Machines Machines
+	// Images are the node images' versions virtual machines may name
+	// without Machines (with Machines: the images it has).
+	Images []string
 	// Logger gets what the local Azure does; default discarded.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -98,6 +105,12 @@ type Server struct {
 	sinceThrottle int // ARM calls since the last one throttled
 	calls         int // ARM calls since New (throttled ones too)
 	throttled     int // ARM calls answered 429
+	// images are the node images by version (the sku of an image
+	// reference): their Docker references.
+	images map[string]string
+	// stop ends the machine loop; done is closed when it has.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New returns a local Azure, its state read from opts.StatePath when that
@@ -143,7 +156,29 @@ func New(opts Options) (*Server, error) {
 	}
 	s.st = st
 	s.ident = s.identityMux()
+	s.images = map[string]string{}
+	for _, v := range opts.Images {
+		s.images[v] = v
+	}
+	if opts.Machines != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		s.stop, s.done = stop, make(chan struct{})
+		go func() {
+			defer close(s.done)
+			s.machineLoop(ctx)
+		}()
+	}
 	return s, nil
+}
+
+// Close stops the machine loop (the machines keep running, as Azure's
+// virtual machines do when nobody calls).
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+		<-s.done
+	}
+	return nil
 }
 
 // ServeHTTP answers a request of Entra ID's (token, discovery) or of ARM's

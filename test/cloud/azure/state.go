@@ -27,6 +27,9 @@ type State struct {
 	// Operations are the long-running operations by id, kept so that a
 	// client's poller resumes across a restart.
 	Operations map[string]*operation `json:"operations"`
+	// Machines are the virtual machines' machines, by the virtual
+	// machine's key.
+	Machines map[string]*machine `json:"machines"`
 
 	key *rsa.PrivateKey
 }
@@ -52,6 +55,9 @@ func loadState(path string) (*State, error) {
 	}
 	if st.Operations == nil {
 		st.Operations = map[string]*operation{}
+	}
+	if st.Machines == nil {
+		st.Machines = map[string]*machine{}
 	}
 	if st.SigningKey == "" {
 		key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -7,6 +7,9 @@
 //	kiln-azure-local --listen 127.0.0.1:8443 --state /tmp/azure.json \
 //	    --ca-out /tmp/azure-ca.pem --client APP-ID:SECRET
 //
+// Virtual machines run as containers of Kiln's node image on the Docker
+// engine unless --no-machines is given.
+//
 // It serves TLS only (the SDK sends tokens over https only, and MSAL wants
 // an https authority): with --tls-cert and --tls-key, or a self-signed
 // certificate whose PEM --ca-out writes for clients to trust. It serves
@@ -27,8 +30,10 @@ import (
 	"syscall"
 	"time"
 
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/test/cloud/azure"
 	"kiln.dev/kiln/test/cloud/localcloud"
+	"kiln.dev/kiln/test/cloud/machines"
 )
 
 const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks).
@@ -65,6 +70,10 @@ func run() error {
 	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
 	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
+	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image kiln:kiln-node:VERSION:latest)")
+	noMachines := fs.Bool("no-machines", false, "keep virtual machines as records only: no container runs (no Docker needed)")
+	var images localcloud.StringList
+	fs.Var(&images, "image", "with --no-machines, a node image version virtual machines may name (repeatable)")
 	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
 	}
@@ -89,11 +98,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	s, err := azure.New(azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, Regions: regions, StatePath: *state,
-		InProgressPolls: *polls, OperationTime: *opTime, Logger: log})
+	opts := azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, Regions: regions, StatePath: *state,
+		InProgressPolls: *polls, OperationTime: *opTime, Images: images, Logger: log}
+	if !*noMachines {
+		identity := "mem" + fmt.Sprint(os.Getpid())
+		if *state != "" {
+			identity = machines.StateIdentity(*state)
+		}
+		m, err := azure.NewDockerMachines(ctx, identity, *image, log)
+		if err != nil {
+			return fmt.Errorf("%w (give --no-machines to run without Docker)", err)
+		}
+		defer m.Close()
+		opts.Machines = m
+	}
+	s, err := azure.New(opts)
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
