@@ -1,9 +1,9 @@
-// Package azure is the first part of the provider whose clusters run in
-// Microsoft Azure, made with the official SDK for Go (azcore, azidentity,
-// armresources, armnetwork) unmodified: the cluster's network, in the
-// layout Cluster API's Azure provider makes. Network is that part; a later
-// provider (machines, scale sets, load balancers, identities) uses it, and
-// only then is "azure" registered in kilnd.
+// Package azure is the provider whose clusters run in Microsoft Azure, made
+// with the official SDK for Go (azcore, azidentity, armresources,
+// armnetwork, armcompute) unmodified: the cluster's network, in the layout
+// Cluster API's Azure provider makes, and its machines as virtual machines.
+// Scale sets, load balancers and identities come next; only then is
+// "azure" registered in kilnd.
 //
 // Everything of a cluster is in a resource group of its own, named from its
 // project and name (GroupName) and tagged with its identity (TagCluster):
@@ -36,6 +36,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
@@ -81,19 +82,26 @@ type Options struct {
 	// a step's attempt; then the step is retried (and finds what the
 	// operation made). Default 20 minutes.
 	WaitTimeout time.Duration
+	// Versions are the Kubernetes versions machines install, oldest
+	// first: a cluster whose spec names none boots the newest.
+	Versions []string
+	// BootScript is what a machine boots with; default the node image's
+	// kiln-agent with the join files inline (bootscript.Inline).
+	BootScript BootScript
 	// Logger gets operator logs; default discarded.
 	Logger *slog.Logger
 }
 
-// Network makes and deletes clusters' networks in Azure: the part of the
-// azure provider that exists so far. It is safe for concurrent use.
-type Network struct {
+// Azure makes and deletes clusters' networks and machines in Azure: the
+// parts of the azure provider that exist so far (provider.Provider). It is
+// safe for concurrent use.
+type Azure struct {
 	opts Options
 	log  *slog.Logger
 }
 
 // New returns the network part of the azure provider.
-func New(opts Options) *Network {
+func New(opts Options) *Azure {
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 3
 	}
@@ -106,7 +114,10 @@ func New(opts Options) *Network {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Network{opts: opts, log: opts.Logger}
+	if opts.BootScript == nil {
+		opts.BootScript = inlineBoot
+	}
+	return &Azure{opts: opts, log: opts.Logger}
 }
 
 // clients are the SDK's clients for one account.
@@ -114,6 +125,7 @@ type clients struct {
 	account string
 	groups  *armresources.ResourceGroupsClient
 	net     *armnetwork.ClientFactory
+	compute *armcompute.ClientFactory
 }
 
 // Cloud is the cloud configuration of an account's credentials: public
@@ -137,7 +149,7 @@ func Cloud(cr map[string]string) cloud.Configuration {
 // what to set). Its credentials are checked as a PUT of the account checks
 // them (validate.AzureCredentials): an account written before a rule, or
 // by hand, is refused naming the field.
-func (n *Network) clientsFor(a *provider.Account) (*clients, error) {
+func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 	if a == nil {
 		return nil, failure.Terminal(v1.CodeInvalidCredentials, "the azure provider needs a cloud account: set spec.cloudAccount to an account of provider azure")
 	}
@@ -190,7 +202,11 @@ func (n *Network) clientsFor(a *provider.Account) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{account: a.Name, groups: groups, net: f}, nil
+	cf, err := armcompute.NewClientFactory(sub, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{account: a.Name, groups: groups, net: f, compute: cf}, nil
 }
 
 // cluster is what every method works with: the cluster, its identity,
@@ -203,7 +219,7 @@ type cluster struct {
 	api    *clients
 }
 
-func (n *Network) cluster(c provider.Cluster) (*cluster, error) {
+func (n *Azure) cluster(c provider.Cluster) (*cluster, error) {
 	if c.Project == "" || c.Name == "" {
 		return nil, failure.Terminal(v1.CodeInvalidParameter, "the azure provider needs a cluster's project and name")
 	}

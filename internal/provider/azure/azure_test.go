@@ -1,9 +1,13 @@
 package azure_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,13 +21,16 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/azure"
+	"kiln.dev/kiln/internal/provider/bootscript"
 	"kiln.dev/kiln/internal/provider/providertest"
 	azurelocal "kiln.dev/kiln/test/cloud/azure"
 )
@@ -111,8 +118,9 @@ func (l *local) setOnCall(f func(*http.Request)) {
 
 // clients are the test's own SDK clients, to look at what the provider made.
 type clients struct {
-	groups *armresources.ResourceGroupsClient
-	net    *armnetwork.ClientFactory
+	groups  *armresources.ResourceGroupsClient
+	net     *armnetwork.ClientFactory
+	compute *armcompute.ClientFactory
 }
 
 func (l *local) clients(t *testing.T) clients {
@@ -135,11 +143,26 @@ func (l *local) clients(t *testing.T) clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clients{groups: groups, net: f}
+	cf, err := armcompute.NewClientFactory(cr[v1.AzureSubscription], cred, &arm.ClientOptions{ClientOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients{groups: groups, net: f, compute: cf}
 }
 
-func newNetwork() *azure.Network {
-	return azure.New(azure.Options{PollFrequency: 100 * time.Millisecond})
+// version is the node image the local Azure has and machines boot.
+const version = "v1.36.3"
+
+func newNetwork() *azure.Azure {
+	return azure.New(azure.Options{PollFrequency: 100 * time.Millisecond, Versions: []string{version},
+		// The real custom data for a machine with bootstrap data; a script
+		// that joins nothing for the others.
+		BootScript: func(ctx context.Context, m bootscript.Machine) (string, error) {
+			if m.Bootstrap != nil {
+				return bootscript.Inline(m)
+			}
+			return "#!/bin/sh\necho join " + m.Name + "\n", nil
+		}})
 }
 
 func cluster(l *local, name string) provider.Cluster {
@@ -168,8 +191,60 @@ func wantFailure(t *testing.T, err error, code, target string, retryable bool, w
 }
 
 func TestContract(t *testing.T) {
-	l := newLocal(t, azurelocal.Options{})
-	providertest.RunNetworks(t, newNetwork(), providertest.WithAccount(l.account))
+	l := newLocal(t, azurelocal.Options{Images: []string{version}})
+	c := l.clients(t)
+	providertest.Run(t, newNetwork(), providertest.WithAccount(l.account), providertest.WithBootstrap(providertest.Bootstrap{
+		// The custom data the machine reads at its first boot.
+		Read: func(_ context.Context, _ provider.Cluster, m provider.Machine) (*provider.Bootstrap, error) {
+			script, ok := l.CustomData(m.ID)
+			if !ok {
+				return nil, fmt.Errorf("virtual machine %s has no custom data", m.ID)
+			}
+			return inlineFiles(string(script))
+		},
+		// The virtual machine and its interface as ARM answers them.
+		Viewable: func(ctx context.Context, _ provider.Cluster, m provider.Machine) ([]string, error) {
+			group := azure.GroupName("providertest", "boot")
+			vm, err := c.compute.NewVirtualMachinesClient().Get(ctx, group, m.Name, &armcompute.VirtualMachinesClientGetOptions{Expand: to(armcompute.InstanceViewTypesInstanceView)})
+			if err != nil {
+				return nil, err
+			}
+			nic, err := c.net.NewInterfacesClient().Get(ctx, group, m.Name+"-nic", nil)
+			if err != nil {
+				return nil, err
+			}
+			a, _ := json.Marshal(vm)
+			b, _ := json.Marshal(nic)
+			return []string{string(a), string(b)}, nil
+		},
+	}))
+}
+
+// inlineFiles reads the join files out of a bootscript.Inline script.
+func inlineFiles(script string) (*provider.Bootstrap, error) {
+	var b provider.Bootstrap
+	for line := range strings.Lines(script) {
+		enc, file, ok := strings.Cut(strings.TrimSpace(line), " | base64 -d > ")
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(enc, "echo "))
+		if err != nil {
+			return nil, err
+		}
+		switch file {
+		case nodeimage.CredentialsFile:
+			if err := json.Unmarshal(raw, &b.Credentials); err != nil {
+				return nil, err
+			}
+		case nodeimage.PassphraseFile:
+			b.Passphrase = strings.TrimSpace(string(raw))
+		}
+	}
+	if b.Passphrase == "" {
+		return nil, fmt.Errorf("the custom data holds no join files: %q", script)
+	}
+	return &b, nil
 }
 
 // TestEnsureTwice: the layout, its tags, and a second ensure that only

@@ -18,7 +18,7 @@ import (
 // public IP last), and waits until it is gone. A group that is not there
 // is done; one that is being deleted already (a worker died waiting) is
 // waited for; one of that name that is not the cluster's is left alone.
-func (n *Network) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
+func (n *Azure) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	c, err := n.cluster(pc)
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func (n *Network) DeleteNetwork(ctx context.Context, pc provider.Cluster) error 
 
 // gone waits until the cluster's group, being deleted by an earlier
 // attempt, is not there, for at most Options.WaitTimeout.
-func (n *Network) gone(ctx context.Context, c *cluster) error {
+func (n *Azure) gone(ctx context.Context, c *cluster) error {
 	deadline := time.Now().Add(n.opts.WaitTimeout)
 	for {
 		_, err := c.api.groups.Get(ctx, c.group, nil)

@@ -21,13 +21,13 @@ import (
 // ARM answers with the operation's outcome or a new one.
 //
 // It is called as await[T](ctx, n, c, what)(client.BeginX(...)).
-func await[T any](ctx context.Context, n *Network, c *cluster, what string) func(*runtime.Poller[T], error) (T, error) {
+func await[T any](ctx context.Context, n *Azure, c *cluster, what string) func(*runtime.Poller[T], error) (T, error) {
 	return func(p *runtime.Poller[T], err error) (T, error) {
 		return wait(ctx, n, c, what, p, err)
 	}
 }
 
-func wait[T any](ctx context.Context, n *Network, c *cluster, what string, p *runtime.Poller[T], err error) (T, error) {
+func wait[T any](ctx context.Context, n *Azure, c *cluster, what string, p *runtime.Poller[T], err error) (T, error) {
 	var zero T
 	if err != nil {
 		return zero, classify(err, c.api.account, "%s", what)

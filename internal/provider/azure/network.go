@@ -64,7 +64,7 @@ type vnet struct {
 // one per worker pool, each with its security group and the NAT gateway
 // for egress. What exists as it should is left alone (the second call
 // makes no write); what differs in what matters is written again.
-func (n *Network) EnsureNetwork(ctx context.Context, pc provider.Cluster) (provider.Network, error) {
+func (n *Azure) EnsureNetwork(ctx context.Context, pc provider.Cluster) (provider.Network, error) {
 	c, err := n.cluster(pc)
 	if err != nil {
 		return provider.Network{}, err
@@ -128,7 +128,7 @@ func nodeCIDR(nw v1.Network) (netip.Prefix, error) {
 // ensureGroup finds or makes the cluster's resource group, tagged with its
 // identity. A group of that name that is not the cluster's (another
 // cluster's id in its tag, or none) is never taken over.
-func (n *Network) ensureGroup(ctx context.Context, c *cluster) error {
+func (n *Azure) ensureGroup(ctx context.Context, c *cluster) error {
 	want := c.tags(partGroup)
 	got, err := c.api.groups.Get(ctx, c.group, nil)
 	switch {
@@ -180,7 +180,7 @@ func settled(s *armnetwork.ProvisioningState) bool {
 	return s != nil && *s == armnetwork.ProvisioningStateSucceeded
 }
 
-func (n *Network) ensurePublicIP(ctx context.Context, c *cluster) (string, error) {
+func (n *Azure) ensurePublicIP(ctx context.Context, c *cluster) (string, error) {
 	want := armnetwork.PublicIPAddress{Location: to(c.region), Tags: c.tags(partNATIP),
 		SKU: &armnetwork.PublicIPAddressSKU{Name: to(armnetwork.PublicIPAddressSKUNameStandard), Tier: to(armnetwork.PublicIPAddressSKUTierRegional)},
 		Properties: &armnetwork.PublicIPAddressPropertiesFormat{
@@ -209,7 +209,7 @@ func (n *Network) ensurePublicIP(ctx context.Context, c *cluster) (string, error
 	return deref(made.ID), err
 }
 
-func (n *Network) ensureNAT(ctx context.Context, c *cluster, pip string) (string, error) {
+func (n *Azure) ensureNAT(ctx context.Context, c *cluster, pip string) (string, error) {
 	want := armnetwork.NatGateway{Location: to(c.region), Tags: c.tags(partNAT),
 		SKU: &armnetwork.NatGatewaySKU{Name: to(armnetwork.NatGatewaySKUNameStandard)},
 		Properties: &armnetwork.NatGatewayPropertiesFormat{
@@ -256,7 +256,7 @@ func wantSubnets(spec v1.ClusterSpec) []subnetSpec {
 // each in the lowest part of the range no subnet uses, so a subnet keeps
 // its range for its life whatever pools come and go. Subnets of pools the
 // spec no longer has are left (their machines go first: a later part).
-func (n *Network) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v *vnet) error {
+func (n *Azure) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v *vnet) error {
 	api := c.api.net.NewVirtualNetworksClient()
 	wants := wantSubnets(c.Spec)
 	if len(wants) > subnetSlots {

@@ -70,7 +70,7 @@ func sameRules(have, want []*armnetwork.SecurityRule) bool {
 // ensureNSG finds or makes a network security group with its rules; one
 // whose rules differ from securityRules (a rule changed or added by hand)
 // is written again with them.
-func (n *Network) ensureNSG(ctx context.Context, c *cluster, name string) (string, error) {
+func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string, error) {
 	part := partNSGNode
 	if name == controlPlaneNSG {
 		part = partNSGControlPlane

@@ -58,7 +58,7 @@ func Run(t *testing.T, p provider.Provider, opts ...Option) {
 
 // Networks is the network part of the contract: EnsureNetwork and
 // DeleteNetwork. A provider whose machines are still to come (azure's
-// network part, azure.Network) is checked with RunNetworks.
+// network part before its machines came) is checked with RunNetworks.
 type Networks interface {
 	EnsureNetwork(ctx context.Context, c provider.Cluster) (provider.Network, error)
 	DeleteNetwork(ctx context.Context, c provider.Cluster) error

@@ -389,3 +389,17 @@ func powerAction(name, want string) action {
 		return reply{status: http.StatusAccepted}, nil
 	}
 }
+
+// CustomData is the decoded custom data of the virtual machine of id, as
+// the machine reads it at its first boot (the API never answers it): for
+// tests of what a machine gets.
+func (s *Server) CustomData(id string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.st.Resources[key(id)]
+	if !ok || !strings.EqualFold(d.typ(), typeVM) {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.DecodeString(str(sub(d.props(), "osProfile"), "customData"))
+	return b, err == nil
+}

@@ -1,0 +1,406 @@
+package azure
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+	"golang.org/x/crypto/ssh"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/failure"
+	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/bootscript"
+)
+
+// Machines are virtual machines in the cluster's group, each named as its
+// machine, on a network interface of its own (MACHINE-nic) in the subnet
+// of its role (the control plane's, or its pool's), booting the node
+// image of the cluster's Kubernetes version (the marketplace-style image
+// ImagePublisher:ImageOffer:VERSION:latest) with custom data that starts
+// its agent. Pools' scale sets come later (docs/provider-azure.md).
+
+// DefaultVMSize is the size of a machine whose spec names none.
+const DefaultVMSize = "Standard_D2s_v5"
+
+// The node images: publisher, offer; the sku is the Kubernetes version.
+const (
+	ImagePublisher = "kiln"
+	ImageOffer     = "kiln-node"
+)
+
+// Tags of a machine's virtual machine, beside the cluster's.
+const (
+	TagMachine  = "kiln.dev_machine"
+	TagRole     = "kiln.dev_role"
+	TagPool     = "kiln.dev_pool"
+	TagRevision = "kiln.dev_revision"
+	TagZone     = "kiln.dev_zone"
+	partMachine = "machine"
+	adminUser   = "kiln"
+)
+
+// BootScript is what a machine boots with (Options.BootScript): the
+// default starts the node image's kiln-agent with the join files in the
+// custom data (bootscript.Inline), which Azure never answers back through
+// its API (unlike EC2's user data) but keeps readable to root on the
+// machine; a staging blob that only the cluster's identity reads comes
+// with managed identities.
+type BootScript func(ctx context.Context, m bootscript.Machine) (string, error)
+
+func inlineBoot(_ context.Context, m bootscript.Machine) (string, error) { return bootscript.Inline(m) }
+
+// EnsureMachine finds the machine's virtual machine (started again when it
+// was stopped or deallocated), or makes its interface and it in the zone
+// the spec gives (the machine's, or its role's zones in turn by the
+// machine's number).
+func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider.MachineSpec) (provider.Machine, error) {
+	c, err := n.cluster(pc)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	vms := c.api.compute.NewVirtualMachinesClient()
+	got, err := vms.Get(ctx, c.group, m.Name, &armcompute.VirtualMachinesClientGetOptions{Expand: to(armcompute.InstanceViewTypesInstanceView)})
+	switch {
+	case err == nil:
+		if err := c.owns(got.Tags, "virtual machine "+m.Name); err != nil {
+			return provider.Machine{}, err
+		}
+		if err := n.startStopped(ctx, c, got.VirtualMachine); err != nil {
+			return provider.Machine{}, err
+		}
+		return n.machineOf(ctx, c, got.VirtualMachine)
+	case !notFound(err):
+		return provider.Machine{}, classify(err, c.api.account, "find the virtual machine of machine %s", m.Name)
+	}
+	subnet := controlPlaneName
+	if m.Role != v1.RoleControlPlane {
+		subnet = poolPrefix + m.Pool
+	}
+	sn, err := c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, subnet, nil)
+	if notFound(err) {
+		// The network (or the pool's subnet) is made first, as
+		// EnsureNetwork makes it.
+		if _, err := n.EnsureNetwork(ctx, pc); err != nil {
+			return provider.Machine{}, err
+		}
+		sn, err = c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, subnet, nil)
+	}
+	if notFound(err) {
+		e := failure.Terminal(v1.CodeInvalidParameter, "machine %s is of pool %q, which the spec of cluster %s does not have", m.Name, m.Pool, c.Name)
+		e.Target = "spec.workerPools"
+		return provider.Machine{}, e
+	}
+	if err != nil {
+		return provider.Machine{}, classify(err, c.api.account, "find the subnet %s of machine %s", subnet, m.Name)
+	}
+	nic, err := n.ensureNIC(ctx, c, m.Name+"-nic", deref(sn.ID))
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	vm, err := n.makeVM(ctx, c, m, nic)
+	if fe, ok := errors.AsType[*failure.Error](err); ok && !fe.Retryable {
+		// Refused for good: its interface goes too, leaving the cluster
+		// as it was.
+		if _, derr := await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, "delete the network interface of machine "+m.Name)(
+			c.api.net.NewInterfacesClient().BeginDelete(ctx, c.group, m.Name+"-nic", nil)); derr != nil {
+			n.log.Warn("could not delete the interface of a refused machine", "machine", m.Name, "err", derr)
+		}
+	}
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	return n.machineOf(ctx, c, vm)
+}
+
+// ensureNIC makes (or writes again) a machine's interface, with a dynamic
+// address in subnet.
+func (n *Azure) ensureNIC(ctx context.Context, c *cluster, name, subnet string) (string, error) {
+	made, err := await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("create the network interface %s of cluster %s", name, c.Name))(
+		c.api.net.NewInterfacesClient().BeginCreateOrUpdate(ctx, c.group, name, armnetwork.Interface{Location: to(c.region), Tags: c.tags(partMachine),
+			Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to("ipconfig1"),
+				Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Primary: to(true), Subnet: &armnetwork.Subnet{ID: to(subnet)},
+					PrivateIPAllocationMethod: to(armnetwork.IPAllocationMethodDynamic)}}}}}, nil))
+	if err != nil {
+		return "", err
+	}
+	return deref(made.ID), nil
+}
+
+// zoneOf is the zone of machine m: its own, or its role's zones in turn
+// by its number ("" when the spec names none: no zone).
+func zoneOf(spec v1.ClusterSpec, m provider.MachineSpec) string {
+	if m.Zone != "" {
+		return m.Zone
+	}
+	zones := spec.ControlPlane.Zones
+	if m.Role != v1.RoleControlPlane {
+		i := slices.IndexFunc(spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool })
+		zones = nil
+		if i >= 0 {
+			zones = spec.WorkerPools[i].Zones
+		}
+	}
+	if len(zones) == 0 {
+		return ""
+	}
+	num, _ := strconv.Atoi(m.Name[strings.LastIndexByte(m.Name, '-')+1:])
+	return zones[num%len(zones)]
+}
+
+// sizeTarget is the spec field that names m's size.
+func sizeTarget(spec v1.ClusterSpec, m provider.MachineSpec) string {
+	if m.Role == v1.RoleControlPlane {
+		return "spec.controlPlane.instanceType"
+	}
+	if i := slices.IndexFunc(spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); i >= 0 {
+		return fmt.Sprintf("spec.workerPools[%d].instanceType", i)
+	}
+	return "spec.workerPools"
+}
+
+// makeVM makes the machine's virtual machine on nic.
+func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, nic string) (armcompute.VirtualMachine, error) {
+	version := n.version(c)
+	script, err := n.opts.BootScript(ctx, bootscript.Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Pool: m.Pool, Bootstrap: m.Bootstrap})
+	if err != nil {
+		return armcompute.VirtualMachine{}, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the custom data of machine %s", m.Name)
+	}
+	key, err := unusableSSHKey()
+	if err != nil {
+		return armcompute.VirtualMachine{}, err
+	}
+	size := m.InstanceType
+	if size == "" {
+		size = DefaultVMSize
+	}
+	tags := c.tags(partMachine)
+	tags[TagMachine], tags[TagRole] = to(m.Name), to(m.Role)
+	if m.Pool != "" {
+		tags[TagPool] = to(m.Pool)
+	}
+	if m.Revision != "" {
+		tags[TagRevision] = to(m.Revision)
+	}
+	vm := armcompute.VirtualMachine{Location: to(c.region), Tags: tags,
+		Properties: &armcompute.VirtualMachineProperties{
+			HardwareProfile: &armcompute.HardwareProfile{VMSize: to(armcompute.VirtualMachineSizeTypes(size))},
+			StorageProfile: &armcompute.StorageProfile{
+				ImageReference: &armcompute.ImageReference{Publisher: to(ImagePublisher), Offer: to(ImageOffer), SKU: to(version), Version: to("latest")},
+				OSDisk:         &armcompute.OSDisk{CreateOption: to(armcompute.DiskCreateOptionTypesFromImage), DeleteOption: to(armcompute.DiskDeleteOptionTypesDelete)},
+			},
+			OSProfile: &armcompute.OSProfile{ComputerName: to(m.Name), AdminUsername: to(adminUser),
+				CustomData: to(base64.StdEncoding.EncodeToString([]byte(script))),
+				LinuxConfiguration: &armcompute.LinuxConfiguration{DisablePasswordAuthentication: to(true),
+					SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: to("/home/" + adminUser + "/.ssh/authorized_keys"), KeyData: to(key)}}}},
+			},
+			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to(nic),
+				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to(true), DeleteOption: to(armcompute.DeleteOptionsDelete)}}}},
+		}}
+	if zone := zoneOf(c.Spec, m); zone != "" {
+		vm.Zones = []*string{to(zone)}
+		tags[TagZone] = to(zone)
+	}
+	n.log.Info("creating virtual machine", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "size", size, "zone", deref(tags[TagZone]), "image", version)
+	made, err := await[armcompute.VirtualMachinesClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("create the virtual machine of machine %s (%s)", m.Name, size))(
+		c.api.compute.NewVirtualMachinesClient().BeginCreateOrUpdate(ctx, c.group, m.Name, vm, nil))
+	if err != nil {
+		return armcompute.VirtualMachine{}, machineError(err, c, m, version)
+	}
+	return made.VirtualMachine, nil
+}
+
+// machineError says what in the spec a refused virtual machine is about:
+// an image Azure does not have is the Kubernetes version; a size it does
+// not offer, the role's instance type.
+func machineError(err error, c *cluster, m provider.MachineSpec, version string) error {
+	code, msg, ok := APIError(err)
+	switch {
+	case ok && (code == "PlatformImageNotFound" || code == "ImageNotFound"):
+		e := failure.Terminal(v1.CodeUnsupportedVersion, "region %s has no node image %s:%s:%s for Kubernetes %s (%s); choose a version it has or publish the image there",
+			c.region, ImagePublisher, ImageOffer, version, version, msg)
+		e.Target, e.Err = "spec.kubernetesVersion", err
+		return e
+	case ok && (code == "InvalidParameter" && strings.Contains(msg, "VM size") || code == "SkuNotAvailable"):
+		e := failure.Terminal(v1.CodeInvalidParameter, "machine %s: Azure does not offer its size here: %s (%s); choose another %s", m.Name, msg, code, sizeTarget(c.Spec, m))
+		e.Target, e.Err = sizeTarget(c.Spec, m), err
+		return e
+	}
+	return err
+}
+
+// unusableSSHKey is a public key whose private half nobody keeps: Azure
+// wants a key (or a password) for a Linux machine's admin user, and no one
+// is to sign in over SSH.
+func unusableSSHKey() (string, error) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))), nil
+}
+
+// version is the Kubernetes version the cluster's machines boot: the
+// spec's, or the newest there are images of.
+func (n *Azure) version(c *cluster) string {
+	if v := c.Spec.KubernetesVersion; v != "" || len(n.opts.Versions) == 0 {
+		return v
+	}
+	return n.opts.Versions[len(n.opts.Versions)-1]
+}
+
+// startStopped starts a virtual machine that was powered off or
+// deallocated (a hibernated cluster's).
+func (n *Azure) startStopped(ctx context.Context, c *cluster, vm armcompute.VirtualMachine) error {
+	if power(vm) != "stopped" && power(vm) != "deallocated" {
+		return nil
+	}
+	n.log.Info("starting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", deref(vm.Name), "power", power(vm))
+	_, err := await[armcompute.VirtualMachinesClientStartResponse](ctx, n, c, fmt.Sprintf("start the virtual machine %s", deref(vm.Name)))(
+		c.api.compute.NewVirtualMachinesClient().BeginStart(ctx, c.group, deref(vm.Name), nil))
+	return err
+}
+
+// power is a virtual machine's power state from its instance view
+// (running, stopped, deallocated, ...); "" when it was not asked for.
+func power(vm armcompute.VirtualMachine) string {
+	if vm.Properties == nil || vm.Properties.InstanceView == nil {
+		return ""
+	}
+	for _, s := range vm.Properties.InstanceView.Statuses {
+		if p, ok := strings.CutPrefix(deref(s.Code), "PowerState/"); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// machineOf is the machine a virtual machine is, its address its primary
+// interface's.
+func (n *Azure) machineOf(ctx context.Context, c *cluster, vm armcompute.VirtualMachine) (provider.Machine, error) {
+	addrs, err := n.addresses(ctx, c)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	return machineOf(vm, addrs), nil
+}
+
+func machineOf(vm armcompute.VirtualMachine, addrs map[string]string) provider.Machine {
+	t := func(k string) string { return deref(vm.Tags[k]) }
+	out := provider.Machine{MachineSpec: provider.MachineSpec{Name: t(TagMachine), Role: t(TagRole), Pool: t(TagPool), Zone: t(TagZone), Revision: t(TagRevision)},
+		ID: deref(vm.ID)}
+	if p := vm.Properties; p != nil {
+		if p.HardwareProfile != nil {
+			out.InstanceType = string(deref(p.HardwareProfile.VMSize))
+		}
+		if p.NetworkProfile != nil {
+			for _, r := range p.NetworkProfile.NetworkInterfaces {
+				if out.Address == "" || (r.Properties != nil && deref(r.Properties.Primary)) {
+					out.Address = addrs[strings.ToLower(deref(r.ID))]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// addresses are the private addresses of the group's interfaces (their
+// primary IP configuration's), by lower-cased id.
+func (n *Azure) addresses(ctx context.Context, c *cluster) (map[string]string, error) {
+	out := map[string]string{}
+	pages := c.api.net.NewInterfacesClient().NewListPager(c.group, nil)
+	for pages.More() {
+		page, err := pages.NextPage(ctx)
+		if notFound(err) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, classify(err, c.api.account, "list the network interfaces of cluster %s", c.Name)
+		}
+		for _, nic := range page.Value {
+			if nic.Properties == nil {
+				continue
+			}
+			for _, cfg := range nic.Properties.IPConfigurations {
+				if p := cfg.Properties; p != nil && (deref(p.Primary) || len(nic.Properties.IPConfigurations) == 1) {
+					out[strings.ToLower(deref(nic.ID))] = deref(p.PrivateIPAddress)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// ListMachines returns the machines of the cluster: the virtual machines
+// of its group tagged with a machine and the cluster's id.
+func (n *Azure) ListMachines(ctx context.Context, pc provider.Cluster) ([]provider.Machine, error) {
+	c, err := n.cluster(pc)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := n.addresses(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.Machine
+	pages := c.api.compute.NewVirtualMachinesClient().NewListPager(c.group, nil)
+	for pages.More() {
+		page, err := pages.NextPage(ctx)
+		if notFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, classify(err, c.api.account, "list the virtual machines of cluster %s", c.Name)
+		}
+		for _, vm := range page.Value {
+			if deref(vm.Tags[TagMachine]) != "" && deref(vm.Tags[TagCluster]) == c.id {
+				out = append(out, machineOf(*vm, addrs))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b provider.Machine) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteMachine deletes the machine's virtual machine (its disk and
+// interface go with it) and an interface left by a create cut short; what
+// is not there is deleted already.
+func (n *Azure) DeleteMachine(ctx context.Context, pc provider.Cluster, name string) error {
+	c, err := n.cluster(pc)
+	if err != nil {
+		return err
+	}
+	vms := c.api.compute.NewVirtualMachinesClient()
+	got, err := vms.Get(ctx, c.group, name, nil)
+	switch {
+	case err == nil:
+		if err := c.owns(got.Tags, "virtual machine "+name); err != nil {
+			return err
+		}
+		n.log.Info("deleting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", name)
+		if _, err := await[armcompute.VirtualMachinesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the virtual machine of machine %s", name))(
+			vms.BeginDelete(ctx, c.group, name, nil)); err != nil && !notFound(err) {
+			return err
+		}
+	case !notFound(err):
+		return classify(err, c.api.account, "find the virtual machine of machine %s", name)
+	}
+	_, err = await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the network interface of machine %s", name))(
+		c.api.net.NewInterfacesClient().BeginDelete(ctx, c.group, name+"-nic", nil))
+	if notFound(err) {
+		return nil
+	}
+	return err
+}
