@@ -176,15 +176,24 @@ func parentID(id string) string {
 	return id[:strings.LastIndex(id, "/")]
 }
 
-func (s *Server) getResource(c *call, k *kind) (reply, error) {
+// lookup is the resource the call names, of kind k.
+func (s *Server) lookup(c *call, k *kind) (doc, error) {
 	g, err := s.groupOf(c)
 	if err != nil {
-		return reply{}, err
+		return nil, err
 	}
 	id := s.resourceID(c, k, g)
 	d, ok := s.st.Resources[key(id)]
 	if !ok {
-		return reply{}, s.notFound(k, id, g)
+		return nil, s.notFound(k, id, g)
+	}
+	return d, nil
+}
+
+func (s *Server) getResource(c *call, k *kind) (reply, error) {
+	d, err := s.lookup(c, k)
+	if err != nil {
+		return reply{}, err
 	}
 	out := s.render(d)
 	if k.typ == typeVM && strings.EqualFold(c.r.URL.Query().Get("$expand"), "instanceView") {
@@ -195,14 +204,9 @@ func (s *Server) getResource(c *call, k *kind) (reply, error) {
 
 // act answers a call of a resource's action (a virtual machine's start).
 func (s *Server) act(c *call, k *kind, a action) (reply, error) {
-	g, err := s.groupOf(c)
+	d, err := s.lookup(c, k)
 	if err != nil {
 		return reply{}, err
-	}
-	id := s.resourceID(c, k, g)
-	d, ok := s.st.Resources[key(id)]
-	if !ok {
-		return reply{}, s.notFound(k, id, g)
 	}
 	return a(s, c, d)
 }
