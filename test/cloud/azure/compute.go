@@ -74,7 +74,9 @@ func computeKinds() []*kind {
 				}
 				return nil
 			}},
+		vmssKind(),
 		{typ: typeVM, check: checkVM, fill: fillVM, render: renderVM, machine: true,
+			deleting: func(s *Server, d doc, _ *operation) { s.leaveScaleSet(d) },
 			actions: map[string]action{
 				"POST start":      powerAction("start", powerRunning),
 				"POST poweroff":   powerAction("powerOff", powerStopped),

@@ -57,6 +57,9 @@ type operation struct {
 	// be (running, stopped, deallocated, removed); with Options.Machines
 	// only the machine loop ends it.
 	Wait string `json:"wait,omitempty"`
+	// Members are other virtual machines the operation waits for, by key,
+	// and what for (a scale set's, made or deleted with it).
+	Members map[string]string `json:"members,omitempty"`
 }
 
 func (op *operation) path(kind string) string {
@@ -84,7 +87,7 @@ func (s *Server) begin(c *call, action, typ, target, location string, resources 
 
 // settle ends op when its time has come. Callers hold s.mu.
 func (s *Server) settle(op *operation) {
-	if op.Status != statusInProgress || (op.Wait != "" && s.opts.Machines != nil) {
+	if op.Status != statusInProgress || ((op.Wait != "" || len(op.Members) > 0) && s.opts.Machines != nil) {
 		return
 	}
 	due := op.Polls >= s.opts.InProgressPolls
@@ -126,13 +129,21 @@ func (s *Server) end(op *operation) {
 			}
 		}
 	case op.Action == "action":
-	case op.Status == statusFailed: // a delete that failed leaves the resource as it was
+	case op.Status == statusFailed && op.Action == "delete": // a delete that failed leaves the resource as it was
 		s.setState(op.Target, statusSucceeded)
 	default:
 		if d, ok := s.st.Resources[key(op.Target)]; ok && strings.EqualFold(d.typ(), typeVM) {
 			s.vmRemoved(d)
 		}
 		s.remove(op.Target)
+	}
+	// A scale set's virtual machines deleted with it, or by a lower
+	// capacity, go once their machines have.
+	for k, w := range op.Members {
+		if d, ok := s.st.Resources[k]; ok && w == waitRemoved && op.Status == statusSucceeded {
+			s.vmRemoved(d)
+			s.remove(d.id())
+		}
 	}
 }
 

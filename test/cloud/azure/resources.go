@@ -77,6 +77,11 @@ type kind struct {
 	// actions are what the resource answers under its id, by "METHOD
 	// name" (lower case): POST .../start, GET .../instanceView.
 	actions map[string]action
+	// written runs after a PUT stored the document and began its
+	// operation (a scale set makes or deletes its virtual machines);
+	// deleting after a DELETE began its operation.
+	written  func(s *Server, d, old doc, op *operation) error
+	deleting func(s *Server, d doc, op *operation)
 }
 
 // action answers a call of one of a resource's actions; d is the
@@ -312,6 +317,11 @@ func (s *Server) putResource(c *call, k *kind) (reply, error) {
 	if k.machine && old == nil {
 		op.Wait = powerRunning
 	}
+	if k.written != nil {
+		if err := k.written(s, d, old, op); err != nil {
+			return reply{}, err
+		}
+	}
 	return reply{status: status, body: s.render(d)}, nil
 }
 
@@ -466,6 +476,9 @@ func (s *Server) deleteResource(c *call, k *kind) (reply, error) {
 	op := s.begin(c, "delete", k.typ, d.id(), location, nil)
 	if k.machine {
 		op.Wait = waitRemoved
+	}
+	if k.deleting != nil {
+		k.deleting(s, d, op)
 	}
 	return reply{status: http.StatusAccepted}, nil
 }

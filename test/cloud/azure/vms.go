@@ -289,19 +289,30 @@ func (s *Server) machineSpec(d doc, m *machine) (machines.Spec, *armError) {
 // done what they waited for, or could not. Callers hold s.mu.
 func (s *Server) settleMachines() {
 	for _, op := range s.st.Operations {
-		if op.Status != statusInProgress || op.Wait == "" {
+		if op.Status != statusInProgress || (op.Wait == "" && len(op.Members) == 0) {
 			continue
 		}
-		m := s.st.Machines[key(op.Target)]
-		switch {
-		case m == nil:
-			s.end(op)
-		case m.Error != nil && op.Wait == powerRunning:
-			if op.Fail == nil {
-				op.Fail = m.Error
+		waits := map[string]string{}
+		for k, w := range op.Members {
+			waits[k] = w
+		}
+		if op.Wait != "" {
+			waits[key(op.Target)] = op.Wait
+		}
+		all := true
+		for k, w := range waits {
+			m := s.st.Machines[k]
+			switch {
+			case m == nil:
+			case m.Error != nil && w == powerRunning:
+				if op.Fail == nil {
+					op.Fail = m.Error
+				}
+			case !m.reached(w):
+				all = false
 			}
-			s.end(op)
-		case m.reached(op.Wait):
+		}
+		if all || op.Fail != nil {
 			s.end(op)
 		}
 	}
