@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -98,6 +99,8 @@ type Options struct {
 type Azure struct {
 	opts Options
 	log  *slog.Logger
+	// pools holds a lock per cluster's pool (poolLock).
+	pools sync.Map
 }
 
 // New returns the network part of the azure provider.

@@ -67,42 +67,27 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 	if err != nil {
 		return provider.Machine{}, err
 	}
-	vms := c.api.compute.NewVirtualMachinesClient()
-	got, err := vms.Get(ctx, c.group, m.Name, &armcompute.VirtualMachinesClientGetOptions{Expand: to(armcompute.InstanceViewTypesInstanceView)})
-	switch {
-	case err == nil:
-		if err := c.owns(got.Tags, "virtual machine "+m.Name); err != nil {
-			return provider.Machine{}, err
-		}
-		if err := n.startStopped(ctx, c, got.VirtualMachine); err != nil {
-			return provider.Machine{}, err
-		}
-		return n.machineOf(ctx, c, got.VirtualMachine)
-	case !notFound(err):
-		return provider.Machine{}, classify(err, c.api.account, "find the virtual machine of machine %s", m.Name)
-	}
-	subnet := controlPlaneName
-	if m.Role != v1.RoleControlPlane {
-		subnet = poolPrefix + m.Pool
-	}
-	sn, err := c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, subnet, nil)
-	if notFound(err) {
-		// The network (or the pool's subnet) is made first, as
-		// EnsureNetwork makes it.
-		if _, err := n.EnsureNetwork(ctx, pc); err != nil {
-			return provider.Machine{}, err
-		}
-		sn, err = c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, subnet, nil)
-	}
-	if notFound(err) {
-		e := failure.Terminal(v1.CodeInvalidParameter, "machine %s is of pool %q, which the spec of cluster %s does not have", m.Name, m.Pool, c.Name)
-		e.Target = "spec.workerPools"
-		return provider.Machine{}, e
-	}
+	got, found, err := n.findVM(ctx, c, m.Name)
 	if err != nil {
-		return provider.Machine{}, classify(err, c.api.account, "find the subnet %s of machine %s", subnet, m.Name)
+		return provider.Machine{}, err
 	}
-	nic, err := n.ensureNIC(ctx, c, m.Name+"-nic", deref(sn.ID))
+	if found {
+		if err := n.startStopped(ctx, c, got); err != nil {
+			return provider.Machine{}, err
+		}
+		return n.machineOf(ctx, c, got)
+	}
+	if m.Role != v1.RoleControlPlane && m.Pool != "" {
+		// A pool's machines are its scale set's (GrowPool); one that is
+		// gone is the set's to replace.
+		return provider.Machine{}, failure.Retryable(v1.CodeProviderError, nil,
+			"machine %s of pool %s is no virtual machine of cluster %s any more: the pool's scale set makes its replacement", m.Name, m.Pool, c.Name)
+	}
+	subnet, err := n.subnetFor(ctx, c, m)
+	if err != nil {
+		return provider.Machine{}, err
+	}
+	nic, err := n.ensureNIC(ctx, c, m.Name+"-nic", subnet)
 	if err != nil {
 		return provider.Machine{}, err
 	}
@@ -121,6 +106,31 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 	return n.machineOf(ctx, c, vm)
 }
 
+// subnetFor is the id of the subnet of m's role (the control plane's, or
+// its pool's), the network made first when it is missing.
+func (n *Azure) subnetFor(ctx context.Context, c *cluster, m provider.MachineSpec) (string, error) {
+	name := controlPlaneName
+	if m.Role != v1.RoleControlPlane {
+		name = poolPrefix + m.Pool
+	}
+	sn, err := c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, name, nil)
+	if notFound(err) {
+		if _, err := n.EnsureNetwork(ctx, c.Cluster); err != nil {
+			return "", err
+		}
+		sn, err = c.api.net.NewSubnetsClient().Get(ctx, c.group, vnetName, name, nil)
+	}
+	if notFound(err) {
+		e := failure.Terminal(v1.CodeInvalidParameter, "machine %s is of pool %q, which the spec of cluster %s does not have", m.Name, m.Pool, c.Name)
+		e.Target = "spec.workerPools"
+		return "", e
+	}
+	if err != nil {
+		return "", classify(err, c.api.account, "find the subnet %s of machine %s", name, m.Name)
+	}
+	return deref(sn.ID), nil
+}
+
 // ensureNIC makes (or writes again) a machine's interface, with a dynamic
 // address in subnet.
 func (n *Azure) ensureNIC(ctx context.Context, c *cluster, name, subnet string) (string, error) {
@@ -133,6 +143,41 @@ func (n *Azure) ensureNIC(ctx context.Context, c *cluster, name, subnet string) 
 		return "", err
 	}
 	return deref(made.ID), nil
+}
+
+// findVM finds machine name's virtual machine, with its instance view: the
+// one of that name (a control-plane machine's), or the one whose computer
+// name it is (a pool's). One of that name that is not the cluster's is an
+// error.
+func (n *Azure) findVM(ctx context.Context, c *cluster, name string) (armcompute.VirtualMachine, bool, error) {
+	vms := c.api.compute.NewVirtualMachinesClient()
+	expand := &armcompute.VirtualMachinesClientGetOptions{Expand: to(armcompute.InstanceViewTypesInstanceView)}
+	got, err := vms.Get(ctx, c.group, name, expand)
+	if notFound(err) {
+		all, lerr := n.groupVMs(ctx, c)
+		if lerr != nil {
+			return armcompute.VirtualMachine{}, false, lerr
+		}
+		i := slices.IndexFunc(all, func(vm armcompute.VirtualMachine) bool { return setOf(vm) != "" && computerName(vm) == name })
+		if i < 0 {
+			return armcompute.VirtualMachine{}, false, nil
+		}
+		got, err = vms.Get(ctx, c.group, deref(all[i].Name), expand)
+	}
+	if notFound(err) {
+		return armcompute.VirtualMachine{}, false, nil
+	}
+	if err != nil {
+		return armcompute.VirtualMachine{}, false, classify(err, c.api.account, "find the virtual machine of machine %s", name)
+	}
+	// A pool's scale set is the cluster's: its machines are too, tagged
+	// yet or not.
+	if !strings.HasPrefix(setOf(got.VirtualMachine), poolSetName("")) {
+		if err := c.owns(got.Tags, "virtual machine "+deref(got.Name)); err != nil {
+			return armcompute.VirtualMachine{}, false, err
+		}
+	}
+	return got.VirtualMachine, true, nil
 }
 
 // zoneOf is the zone of machine m: its own, or its role's zones in turn
@@ -344,10 +389,16 @@ func (n *Azure) addresses(ctx context.Context, c *cluster) (map[string]string, e
 }
 
 // ListMachines returns the machines of the cluster: the virtual machines
-// of its group tagged with a machine and the cluster's id.
+// of its group tagged with a machine and the cluster's id, and those of
+// its pools' scale sets (a new one not yet tagged counts, by its computer
+// name).
 func (n *Azure) ListMachines(ctx context.Context, pc provider.Cluster) ([]provider.Machine, error) {
 	c, err := n.cluster(pc)
 	if err != nil {
+		return nil, err
+	}
+	all, err := n.groupVMs(ctx, c)
+	if err != nil || len(all) == 0 {
 		return nil, err
 	}
 	addrs, err := n.addresses(ctx, c)
@@ -355,19 +406,15 @@ func (n *Azure) ListMachines(ctx context.Context, pc provider.Cluster) ([]provid
 		return nil, err
 	}
 	var out []provider.Machine
-	pages := c.api.compute.NewVirtualMachinesClient().NewListPager(c.group, nil)
-	for pages.More() {
-		page, err := pages.NextPage(ctx)
-		if notFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, classify(err, c.api.account, "list the virtual machines of cluster %s", c.Name)
-		}
-		for _, vm := range page.Value {
-			if deref(vm.Tags[TagMachine]) != "" && deref(vm.Tags[TagCluster]) == c.id {
-				out = append(out, machineOf(*vm, addrs))
-			}
+	for _, vm := range all {
+		pool, inPool := strings.CutPrefix(setOf(vm), poolSetName(""))
+		switch {
+		case deref(vm.Tags[TagMachine]) != "" && deref(vm.Tags[TagCluster]) == c.id:
+			out = append(out, machineOf(vm, addrs))
+		case inPool && vm.Tags[TagMachine] == nil:
+			m := machineOf(vm, addrs)
+			m.Name, m.Role, m.Pool = computerName(vm), v1.RoleWorker, pool
+			out = append(out, m)
 		}
 	}
 	slices.SortFunc(out, func(a, b provider.Machine) int { return strings.Compare(a.Name, b.Name) })
@@ -382,20 +429,16 @@ func (n *Azure) DeleteMachine(ctx context.Context, pc provider.Cluster, name str
 	if err != nil {
 		return err
 	}
-	vms := c.api.compute.NewVirtualMachinesClient()
-	got, err := vms.Get(ctx, c.group, name, nil)
-	switch {
-	case err == nil:
-		if err := c.owns(got.Tags, "virtual machine "+name); err != nil {
-			return err
-		}
-		n.log.Info("deleting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", name)
+	vm, found, err := n.findVM(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	if found {
+		n.log.Info("deleting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", name, "vm", deref(vm.Name))
 		if _, err := await[armcompute.VirtualMachinesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the virtual machine of machine %s", name))(
-			vms.BeginDelete(ctx, c.group, name, nil)); err != nil && !notFound(err) {
+			c.api.compute.NewVirtualMachinesClient().BeginDelete(ctx, c.group, deref(vm.Name), nil)); err != nil && !notFound(err) {
 			return err
 		}
-	case !notFound(err):
-		return classify(err, c.api.account, "find the virtual machine of machine %s", name)
 	}
 	_, err = await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the network interface of machine %s", name))(
 		c.api.net.NewInterfacesClient().BeginDelete(ctx, c.group, name+"-nic", nil))

@@ -2,6 +2,7 @@ package azure_test
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -27,16 +28,24 @@ func TestMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := map[string]provider.Machine{}
-	for _, s := range []provider.MachineSpec{
-		{Name: "m1-cp-0", Role: v1.RoleControlPlane}, {Name: "m1-cp-1", Role: v1.RoleControlPlane},
-		{Name: "m1-default-0", Role: v1.RoleWorker, Pool: "default", InstanceType: "Standard_D4s_v5"},
-	} {
+	for _, s := range []provider.MachineSpec{{Name: "m1-cp-0", Role: v1.RoleControlPlane}, {Name: "m1-cp-1", Role: v1.RoleControlPlane}} {
 		m, err := p.EnsureMachine(ctx, c, s)
 		if err != nil {
 			t.Fatalf("EnsureMachine(%s): %v", s.Name, err)
 		}
 		ms[s.Name] = m
 	}
+	pool := provider.MachineSpec{Role: v1.RoleWorker, Pool: "default", InstanceType: "Standard_D4s_v5", Revision: "r1"}
+	grown, err := p.GrowPool(ctx, c, pool, nil, 2)
+	if err != nil || len(grown) != 2 {
+		t.Fatalf("GrowPool(default, 2) = %+v, %v", grown, err)
+	}
+	for _, m := range grown {
+		if !strings.HasPrefix(m.Name, "default-") || len(m.Name) != len("default-")+6 || m.Revision != "r1" || m.Pool != "default" {
+			t.Errorf("pool machine %+v: want a name default-XXXXXX (its computer name), pool default, revision r1", m)
+		}
+	}
+	ms["m1-default-0"] = grown[0]
 	space := netip.MustParsePrefix(nw.CIDR)
 	for name, want := range map[string]struct{ zone, size string }{
 		"m1-cp-0": {"1", azure.DefaultVMSize}, "m1-cp-1": {"2", azure.DefaultVMSize}, "m1-default-0": {"2", "Standard_D4s_v5"},
@@ -71,32 +80,40 @@ func TestMachines(t *testing.T) {
 		t.Errorf("after its ensure, m1-cp-0's statuses are %v (%v); want it running again", iv.Statuses, err)
 	}
 
-	_, err = p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "m1-default-1", Role: v1.RoleWorker, Pool: "default", InstanceType: "Standard_Z1"})
-	wantFailure(t, err, v1.CodeInvalidParameter, "spec.workerPools[0].instanceType", false, "m1-default-1", "Standard_Z1")
+	big := pool
+	big.InstanceType = "Standard_Z1"
+	_, err = p.GrowPool(ctx, c, big, []string{grown[0].Name, grown[1].Name}, 1)
+	wantFailure(t, err, v1.CodeInvalidParameter, "spec.workerPools[0].instanceType", false, "Standard_Z1")
 	old := c
 	old.Spec.KubernetesVersion = "v1.30.0"
 	_, err = p.EnsureMachine(ctx, old, provider.MachineSpec{Name: "m1-cp-2", Role: v1.RoleControlPlane})
 	wantFailure(t, err, v1.CodeUnsupportedVersion, "spec.kubernetesVersion", false, "kiln:kiln-node:v1.30.0", "eastus")
-	_, err = p.EnsureMachine(ctx, c, provider.MachineSpec{Name: "m1-x-0", Role: v1.RoleWorker, Pool: "x"})
+	_, err = p.GrowPool(ctx, c, provider.MachineSpec{Role: v1.RoleWorker, Pool: "x"}, nil, 1)
 	wantFailure(t, err, v1.CodeInvalidParameter, "spec.workerPools", false, `pool "x"`)
-	if got, err := vms.Get(ctx, group, "m1-default-1", nil); err == nil {
+	if got, err := vms.Get(ctx, group, "m1-cp-2", nil); err == nil {
 		t.Errorf("a refused machine was kept: %v", got.ID)
 	}
-	for _, nic := range []string{"m1-default-1-nic", "m1-cp-2-nic"} {
+	for _, nic := range []string{"m1-cp-2-nic"} {
 		if _, err := l.clients(t).net.NewInterfacesClient().Get(ctx, group, nic, nil); err == nil {
 			t.Errorf("the interface %s of a refused machine was kept", nic)
 		}
 	}
 
-	if err := p.DeleteMachine(ctx, c, "m1-cp-1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.DeleteMachine(ctx, c, "m1-cp-1"); err != nil {
-		t.Errorf("DeleteMachine of a machine gone: %v", err)
+	for _, name := range []string{"m1-cp-1", grown[1].Name} {
+		if err := p.DeleteMachine(ctx, c, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.DeleteMachine(ctx, c, name); err != nil {
+			t.Errorf("DeleteMachine of a machine gone: %v", err)
+		}
 	}
 	list, err := p.ListMachines(ctx, c)
-	if err != nil || len(list) != 2 || list[0].Name != "m1-cp-0" || list[1].Name != "m1-default-0" {
-		t.Errorf("ListMachines = %+v, %v; want m1-cp-0 and m1-default-0", list, err)
+	if err != nil || len(list) != 2 || list[0].Name != grown[0].Name || list[1].Name != "m1-cp-0" {
+		t.Errorf("ListMachines = %+v, %v; want %s and m1-cp-0", list, err, grown[0].Name)
+	}
+	sets := l.clients(t).compute.NewVirtualMachineScaleSetsClient()
+	if set, err := sets.Get(ctx, group, "kiln-pool-default", nil); err != nil || *set.SKU.Capacity != 1 || *set.SKU.Name != "Standard_D4s_v5" {
+		t.Errorf("the pool's scale set after one machine's delete and a refused size: %v, %v; want capacity 1, Standard_D4s_v5", set.SKU, err)
 	}
 	if err := p.DeleteNetwork(ctx, c); err != nil {
 		t.Fatal(err)
