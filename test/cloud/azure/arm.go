@@ -182,6 +182,14 @@ func (s *Server) arm(c *call) (reply, error) {
 	case t.ns == "":
 		return s.getSubscription(c)
 	}
+	if t.group == "" && strings.EqualFold(t.ns, "Microsoft.Compute") {
+		switch {
+		case len(t.types) == 1 && len(t.names) == 0 && strings.EqualFold(t.types[0], "skus"):
+			return s.listSKUs(c)
+		case len(t.types) == 2 && len(t.names) == 1 && strings.EqualFold(t.types[0], "locations") && strings.EqualFold(t.types[1], "usages"):
+			return s.listUsages(c, t.names[0])
+		}
+	}
 	if n := len(t.types); n >= 2 && len(t.names) == n-1 && t.group != "" {
 		parent := s.kinds[strings.ToLower(t.ns+"/"+strings.Join(t.types[:n-1], "/"))]
 		if a, ok := parent.actionOf(c.r.Method, t.types[n-1]); ok {

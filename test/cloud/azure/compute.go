@@ -307,6 +307,9 @@ func checkVM(s *Server, d, _ doc) error {
 			return invalidParameter("zones", "The zone(s) '%s' for resource '%s' is not supported. The supported zones for location '%s' are '1,2,3'.", z, d.name(), d.location())
 		}
 	}
+	if err := s.checkCapacity(size, d.location(), stringList(d["zones"]), 1, d.id()); err != nil {
+		return err
+	}
 	nics := vmNICs(d)
 	if len(nics) == 0 {
 		return invalidParameter("networkProfile", "Required parameter 'networkProfile' is missing (null).")

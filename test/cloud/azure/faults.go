@@ -19,6 +19,19 @@ type Faults struct {
 	// Failed with the code and message, and the resource's
 	// provisioningState is Failed (a failed delete leaves the resource).
 	FailOperation []FailedOperation `json:"failOperation,omitempty"`
+	// CoresQuota is each region's quota of vCPUs of virtual machines (the
+	// usage "cores", Total Regional vCPUs), 0 meaning DefaultCoresQuota;
+	// FamilyCoresQuota the quota of a size family's vCPUs
+	// (standardDSv5Family), DefaultCoresQuota when not named. A virtual
+	// machine (or a scale set's capacity) beyond them is 409
+	// OperationNotAllowed, as Compute answers, and the usages say them.
+	CoresQuota       int            `json:"coresQuota,omitempty"`
+	FamilyCoresQuota map[string]int `json:"familyCoresQuota,omitempty"`
+	// SKURestrictions are sizes not offered to the subscription:
+	// "SIZE/REGION" (none in the region) or "SIZE/REGION/ZONE" (none in
+	// that zone). The resource SKUs list them as restrictions, and a
+	// virtual machine of one there is 409 SkuNotAvailable.
+	SKURestrictions []string `json:"skuRestrictions,omitempty"`
 }
 
 // FailedOperation is how the next long-running operation on a resource

@@ -112,7 +112,14 @@ func checkVMSS(s *Server, d, _ doc) error {
 			return invalidParameter("zones", "The zone(s) '%s' for resource '%s' is not supported. The supported zones for location '%s' are '1,2,3'.", z, d.name(), d.location())
 		}
 	}
-	return nil
+	want, _ := capacityOf(d)
+	live := 0
+	for _, vm := range s.members(d.id()) {
+		if vm.props()["provisioningState"] != "Deleting" {
+			live++
+		}
+	}
+	return s.checkCapacity(str(sku, "name"), d.location(), stringList(d["zones"]), want-live, "")
 }
 
 func fillVMSS(s *Server, d, old doc) {
