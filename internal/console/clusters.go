@@ -207,6 +207,7 @@ var providerHelp = map[string]string{
 	"local":  "nodes are processes on this machine with hollow kubelets: no container runs (scale tests, no Docker)",
 	"edge":   "hosts you prepare join with an installer (data-center or edge machines); kubeadm installs Kubernetes",
 	"aws":    "EC2 instances in a cloud account's VPC, through the AWS API",
+	"azure":  "virtual machines (a scale set per pool) in a cloud account's subscription, through Azure Resource Manager",
 	"sim":    "simulated machines, no Kubernetes: for tests and trying the API",
 }
 

@@ -80,6 +80,10 @@ type Config struct {
 	// agent gateway in the same process (role all), and agents told an
 	// address (--agent-advertise) the instances reach.
 	AWS bool
+	// Azure registers the azure provider (machines are virtual machines,
+	// a scale set per pool, made with the account a cluster names;
+	// docs/provider-azure.md), with the same needs as AWS.
+	Azure bool
 	// DefaultProvider is spec.provider of a cluster that names none:
 	// when empty, docker when the docker provider is registered (its
 	// nodes run containers), otherwise local.
@@ -418,6 +422,13 @@ func (d *Daemon) start(ctx context.Context) error {
 		providers["local"] = l
 	}
 	if err := d.addDocker(ctx, providers); err != nil {
+		d.stopAgents(ctx)
+		if d.local != nil {
+			d.local.Close()
+		}
+		return err
+	}
+	if err := d.addAzure(providers); err != nil {
 		d.stopAgents(ctx)
 		if d.local != nil {
 			d.local.Close()

@@ -20,7 +20,7 @@ const (
 
 // DefaultDistributions are the distributions of providers that install
 // one, when spec.distribution is empty.
-var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1.DistroLocal, "docker": v1.DistroKiln, "aws": v1.DistroKiln}
+var DefaultDistributions = map[string]string{"local": v1.DistroLocal, "edge": v1.DistroLocal, "docker": v1.DistroKiln, "aws": v1.DistroKiln, "azure": v1.DistroKiln}
 
 // DefaultCNIs are the pod networks of distributions that install one other
 // than DefaultCNI, when spec.network.cni is empty.

@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd", "kiln.dev/kiln/cmd/kiln-agent", "kiln.dev/kiln/cmd/kiln", "kiln.dev/kiln/test/cloud/aws/kiln-aws-local"); err != nil {
+	if err := kilndtest.Build(dir, "kiln.dev/kiln/cmd/kilnd", "kiln.dev/kiln/cmd/kiln-agent", "kiln.dev/kiln/cmd/kiln", "kiln.dev/kiln/test/cloud/aws/kiln-aws-local", "kiln.dev/kiln/test/cloud/azure/kiln-azure-local"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -2,8 +2,8 @@
 // with the official SDK for Go (azcore, azidentity, armresources,
 // armnetwork, armcompute) unmodified: the cluster's network, in the layout
 // Cluster API's Azure provider makes, and its machines as virtual machines.
-// Scale sets, load balancers and identities come next; only then is
-// "azure" registered in kilnd.
+// kilnd registers it with --azure (internal/daemon); load balancers and
+// identities come next.
 //
 // Everything of a cluster is in a resource group of its own, named from its
 // project and name (GroupName) and tagged with its identity (TagCluster):

@@ -447,3 +447,9 @@ func (n *Azure) DeleteMachine(ctx context.Context, pc provider.Cluster, name str
 	}
 	return err
 }
+
+// Distributions says what the machines install: the node image's
+// distribution (kiln-kube), at the versions there are images of.
+func (n *Azure) Distributions() map[string][]string {
+	return map[string][]string{v1.DistroKiln: slices.Clone(n.opts.Versions)}
+}

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider/azure"
+	azurelocal "kiln.dev/kiln/test/cloud/azure"
+	"kiln.dev/kiln/test/cloud/machines"
+	"kiln.dev/kiln/test/waitfor"
+)
+
+// The local Azure's application in these tests.
+const (
+	azureClient = "00000000-0000-4000-8000-0000000e2e01"
+	azureSecret = "kiln-e2e-azure-secret"
+)
+
+// localAzure is bin/kiln-azure-local run for a test, its virtual machines
+// containers of the node image.
+type localAzure struct {
+	url, state, log, ca string
+}
+
+// account is a cloud account of provider azure reaching the local Azure.
+func (a *localAzure) account(t testing.TB, name string) *v1.CloudAccount {
+	t.Helper()
+	ca, err := os.ReadFile(a.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &v1.CloudAccount{Name: name, Provider: azure.Name, Credentials: map[string]string{
+		v1.AzureTenant: azurelocal.DefaultTenant, v1.AzureSubscription: azurelocal.DefaultSubscription,
+		v1.AzureClientID: azureClient, v1.AzureClientSecret: azureSecret, v1.AzureRegion: "eastus",
+		v1.AzureEndpoint: a.url, v1.AzureAuthorityHost: a.url, v1.AzureCABundle: string(ca)}}
+}
+
+func startLocalAzure(t testing.TB) *localAzure {
+	t.Helper()
+	dir := t.TempDir()
+	a := &localAzure{state: filepath.Join(dir, "azure.json"), log: filepath.Join(dir, "azure.log"), ca: filepath.Join(dir, "ca.pem")}
+	port := strconv.Itoa(freePort(t))
+	addr := net.JoinHostPort("127.0.0.1", port)
+	a.url = "https://" + addr
+	logf, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "kiln-azure-local"), "--listen", addr, "--state", a.state, "--ca-out", a.ca,
+		"--client", azureClient+":"+azureSecret)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	identity := "label=" + azurelocal.LabelIdentity + "=" + machines.StateIdentity(a.state)
+	own(identity)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(a.log)
+			t.Logf("kiln-azure-local log:\n%s", tail(string(b), 60))
+		}
+		removeSelected(identity)
+	})
+	waitfor.Cond(t, "kiln-azure-local to listen on "+addr, 30*time.Second, func() (bool, error) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		_, serr := os.Stat(a.ca)
+		return err == nil && serr == nil, waitfor.NotYet(err)
+	})
+	return a
+}
+
+// A 1+2 cluster through the local Azure (issue 49): the control plane a
+// virtual machine, the workers a pool's scale set whose machines join as
+// their computer names; three Ready nodes, an app that serves, and a
+// delete that leaves no resource group and no machine.
+func TestAzureCluster(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
+		t.Skipf("no system images in %s (make system-images): azure clusters SKIPPED", systemImages)
+	}
+	if out, err := exec.Command("docker", "images", "-q", "kiln/node").Output(); err != nil || len(strings.TrimSpace(string(out))) == 0 {
+		t.Skipf("no node image on the Docker engine (make node-image): azure clusters SKIPPED (%v)", err)
+	}
+	host := dockerBridge(t)
+	port := strconv.Itoa(freePort(t))
+	a := startLocalAzure(t)
+	e := start(t, "kilnd", "--system-images", systemImages, "--azure",
+		"--agent-listen", net.JoinHostPort(host, port), "--agent-advertise", net.JoinHostPort(host, port))
+	ctx := t.Context()
+	if _, err := e.c.CreateCloudAccount(ctx, "default", a.account(t, "contoso")); err != nil {
+		t.Fatal(err)
+	}
+	archive := helloImage(t)
+	e.kiln("image", "push", archive, "hello:1")
+
+	cl := localCluster("az", 1, true, 2)
+	cl.Spec.Provider, cl.Spec.CloudAccount, cl.Spec.Region = azure.Name, "contoso", "eastus"
+	cl.Spec.Network.NodeCIDR = vpcRange(t).String()
+	op := e.create(cl)
+	t.Logf("cluster az (azure, 1+2) Succeeded in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
+
+	workers := e.readyWorkers("az", 3, 2)
+	for _, w := range workers {
+		if !strings.HasPrefix(w, "default-") {
+			t.Errorf("worker node %s is not named as a machine of the default pool's scale set (default-XXXXXX)", w)
+		}
+	}
+	ip := strings.TrimSpace(e.mustKubectl("az", "get", "node", workers[0], "-o", "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}"))
+	e.checkHello("az", workers, ip)
+
+	delID, err := e.c.DeleteCluster(ctx, "default", "az")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait("az", delID)
+	if out := docker(t, "ps", "-aq", "--filter", "label="+azurelocal.LabelIdentity+"="+machines.StateIdentity(a.state)); out != "" {
+		t.Errorf("after the delete, machines of the local Azure remain: %s", out)
+	}
+}
