@@ -21,7 +21,7 @@ import (
 // Without Machines a virtual machine is a record whose operations end as
 // any other's. Simplified: one IP configuration per interface is what the
 // machine gets (the primary's), no data disks, no availability sets, no
-// extensions; scale sets come later (docs/azure-local.md).
+// extensions. Scale sets make their virtual machines (vmss.go).
 
 const (
 	typeNIC = "Microsoft.Network/networkInterfaces"
