@@ -75,6 +75,9 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 		if err := n.startStopped(ctx, c, got); err != nil {
 			return provider.Machine{}, err
 		}
+		if err := n.joinAPIPoolIfThere(ctx, c, m); err != nil {
+			return provider.Machine{}, err
+		}
 		return n.machineOf(ctx, c, got)
 	}
 	if m.Role != v1.RoleControlPlane && m.Pool != "" {
@@ -101,6 +104,9 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 		}
 	}
 	if err != nil {
+		return provider.Machine{}, err
+	}
+	if err := n.joinAPIPoolIfThere(ctx, c, m); err != nil {
 		return provider.Machine{}, err
 	}
 	return n.machineOf(ctx, c, vm)
