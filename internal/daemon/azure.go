@@ -12,8 +12,8 @@ import (
 // machines are virtual machines (a scale set per pool) booting the node
 // image kiln:kiln-node:VERSION:latest and reaching this kilnd's agent
 // gateway at the address agents are told (--agent-advertise), so that
-// address must be one the machines reach. It has no load balancers yet:
-// a cluster's endpoint is its first control-plane machine.
+// address must be one the machines reach. A cluster's endpoint is its API
+// load balancer's public IP.
 func (d *Daemon) addAzure(providers provider.Registry) error {
 	if !d.cfg.Azure {
 		return nil

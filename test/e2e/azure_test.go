@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,8 +54,10 @@ func startLocalAzure(t testing.TB) *localAzure {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// --host-addresses: the load balancers' frontends are addresses of
+	// this host (lo), which forward.
 	cmd := exec.Command(filepath.Join(binDir, "kiln-azure-local"), "--listen", addr, "--state", a.state, "--ca-out", a.ca,
-		"--client", azureClient+":"+azureSecret)
+		"--client", azureClient+":"+azureSecret, "--host-addresses")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	identity := "label=" + azurelocal.LabelIdentity + "=" + machines.StateIdentity(a.state)
 	own(identity)
@@ -83,11 +86,15 @@ func startLocalAzure(t testing.TB) *localAzure {
 }
 
 // A 1+2 cluster through the local Azure (issue 49): the control plane a
-// virtual machine, the workers a pool's scale set whose machines join as
-// their computer names; three Ready nodes, an app that serves, and a
-// delete that leaves no resource group and no machine.
+// virtual machine behind the API's load balancer (its endpoint a public
+// IP), the workers a pool's scale set whose machines join as their
+// computer names; three Ready nodes, an app that serves, and a delete that
+// leaves no machine and no address of the load balancer on this host.
 func TestAzureCluster(t *testing.T) {
 	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the local Azure's load balancers put their frontends on lo")
+	}
 	if _, err := os.Stat(filepath.Join(systemImages, "coredns.tar")); err != nil {
 		t.Skipf("no system images in %s (make system-images): azure clusters SKIPPED", systemImages)
 	}
@@ -111,6 +118,14 @@ func TestAzureCluster(t *testing.T) {
 	cl.Spec.Network.NodeCIDR = vpcRange(t).String()
 	op := e.create(cl)
 	t.Logf("cluster az (azure, 1+2) Succeeded in %s", op.EndTime.Sub(op.StartTime).Round(time.Second))
+	got, err := e.c.GetCluster(ctx, "default", "az")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, err := netip.ParseAddrPort(got.Status.Endpoint)
+	if err != nil || endpoint.Port() != 6443 || netip.MustParsePrefix(cl.Spec.Network.NodeCIDR).Contains(endpoint.Addr()) {
+		t.Errorf("the cluster's endpoint %q: want the API load balancer's public IP and port 6443, not a machine's address", got.Status.Endpoint)
+	}
 
 	workers := e.readyWorkers("az", 3, 2)
 	for _, w := range workers {
@@ -129,4 +144,8 @@ func TestAzureCluster(t *testing.T) {
 	if out := docker(t, "ps", "-aq", "--filter", "label="+azurelocal.LabelIdentity+"="+machines.StateIdentity(a.state)); out != "" {
 		t.Errorf("after the delete, machines of the local Azure remain: %s", out)
 	}
+	waitfor.Cond(t, "the load balancer's address to leave lo", 15*time.Second, func() (bool, error) {
+		out, err := exec.Command("ip", "-o", "addr", "show", "dev", "lo").Output()
+		return err == nil && !strings.Contains(string(out), endpoint.Addr().String()+"/32"), nil
+	})
 }

@@ -2,8 +2,9 @@
 // with the official SDK for Go (azcore, azidentity, armresources,
 // armnetwork, armcompute) unmodified: the cluster's network, in the layout
 // Cluster API's Azure provider makes, and its machines as virtual machines.
-// kilnd registers it with --azure (internal/daemon); load balancers and
-// identities come next.
+// The API server's load balancer is a Standard load balancer on a public
+// IP (lb.go). kilnd registers it with --azure (internal/daemon); Services'
+// load balancers and managed identities come next.
 //
 // Everything of a cluster is in a resource group of its own, named from its
 // project and name (GroupName) and tagged with its identity (TagCluster):

@@ -26,7 +26,7 @@ import (
 // of its role (the control plane's, or its pool's), booting the node
 // image of the cluster's Kubernetes version (the marketplace-style image
 // ImagePublisher:ImageOffer:VERSION:latest) with custom data that starts
-// its agent. Pools' scale sets come later (docs/provider-azure.md).
+// its agent. A pool's machines are its scale set's (pools.go).
 
 // DefaultVMSize is the size of a machine whose spec names none.
 const DefaultVMSize = "Standard_D2s_v5"
@@ -75,6 +75,9 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 		if err := n.startStopped(ctx, c, got); err != nil {
 			return provider.Machine{}, err
 		}
+		if err := n.joinAPIPoolIfThere(ctx, c, m); err != nil {
+			return provider.Machine{}, err
+		}
 		return n.machineOf(ctx, c, got)
 	}
 	if m.Role != v1.RoleControlPlane && m.Pool != "" {
@@ -101,6 +104,9 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 		}
 	}
 	if err != nil {
+		return provider.Machine{}, err
+	}
+	if err := n.joinAPIPoolIfThere(ctx, c, m); err != nil {
 		return provider.Machine{}, err
 	}
 	return n.machineOf(ctx, c, vm)

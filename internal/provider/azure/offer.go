@@ -93,8 +93,8 @@ func (n *Azure) skus(ctx context.Context, c *clients, region string) (map[string
 
 // Describe signs in with the account and returns what Azure offers it in
 // region: the regions its virtual machine sizes are in, the region's zones
-// and the sizes the subscription may have there. It has no load balancers
-// yet.
+// and the sizes the subscription may have there; each cluster gets a load
+// balancer (the API's).
 func (n *Azure) Describe(ctx context.Context, a *provider.Account, region string) (provider.Offer, error) {
 	api, err := n.clientsFor(a)
 	if err != nil {
@@ -105,7 +105,7 @@ func (n *Azure) Describe(ctx context.Context, a *provider.Account, region string
 	if err != nil {
 		return provider.Offer{}, err
 	}
-	o := provider.Offer{Regions: regions, Zones: zones, DefaultInstanceType: DefaultVMSize, NodeNetwork: DefaultVNetCIDR}
+	o := provider.Offer{Regions: regions, Zones: zones, DefaultInstanceType: DefaultVMSize, NodeNetwork: DefaultVNetCIDR, LoadBalancers: true}
 	for _, s := range sizes {
 		if !s.restricted {
 			o.InstanceTypes = append(o.InstanceTypes, s.InstanceType)

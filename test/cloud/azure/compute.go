@@ -21,7 +21,7 @@ import (
 // Without Machines a virtual machine is a record whose operations end as
 // any other's. Simplified: one IP configuration per interface is what the
 // machine gets (the primary's), no data disks, no availability sets, no
-// extensions; scale sets come later (docs/azure-local.md).
+// extensions. Scale sets make their virtual machines (vmss.go).
 
 const (
 	typeNIC = "Microsoft.Network/networkInterfaces"
@@ -75,6 +75,7 @@ func computeKinds() []*kind {
 				return nil
 			}},
 		vmssKind(),
+		lbKind(),
 		{typ: typeVM, check: checkVM, fill: fillVM, render: renderVM, machine: true,
 			deleting: func(s *Server, d doc, _ *operation) { s.leaveScaleSet(d) },
 			actions: map[string]action{
@@ -149,18 +150,32 @@ func checkNIC(s *Server, d, _ doc) error {
 			}
 		}
 	}
+	if err := s.checkPoolRefs(d); err != nil {
+		return err
+	}
 	return s.checkRef(d.props()["networkSecurityGroup"], typeNSG, d.location(), d.id())
 }
 
-// addressUser names the interface other than nic that holds address a.
-func (s *Server) addressUser(a netip.Addr, nic string) string {
+// addressUser names the interface or load balancer other than by that
+// holds private address a.
+func (s *Server) addressUser(a netip.Addr, by string) string {
 	for _, o := range s.ofType(typeNIC) {
-		if strings.EqualFold(o.id(), nic) {
+		if strings.EqualFold(o.id(), by) {
 			continue
 		}
 		for _, cfg := range ipConfigs(o) {
 			if configProps(cfg)["privateIPAddress"] == a.String() {
 				return o.id()
+			}
+		}
+	}
+	for _, lb := range s.ofType(typeLB) {
+		if strings.EqualFold(lb.id(), by) {
+			continue
+		}
+		for _, f := range s.lbPart(lb, "frontendIPConfigurations") {
+			if sub(f, "properties")["privateIPAddress"] == a.String() {
+				return lb.id()
 			}
 		}
 	}

@@ -84,7 +84,7 @@ func checkRefusals(t *testing.T, a *testAzure, c clients, l layout) {
 			return err
 		}, http.StatusBadRequest, "LocationNotAvailableForResourceGroup"},
 		{"a type the local Azure does not have", func(ctx context.Context) error {
-			_, err := c.net.NewLoadBalancersClient().Get(ctx, group, "lb", nil)
+			_, err := c.net.NewApplicationGatewaysClient().Get(ctx, group, "agw", nil)
 			return err
 		}, http.StatusBadRequest, "InvalidResourceType"},
 		{"a token the local Azure did not issue", func(ctx context.Context) error {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,10 @@ type Options struct {
 	// Machines runs the virtual machines (machines.Docker); nil keeps
 	// them as records, whose operations end as any other's.
 	Machines Machines
+	// HostAddressLabel, when set, makes load balancers forward
+	// (lbrun.go): their frontends' addresses go on lo under this label
+	// ("lo:NAME", at most 15 characters; needs root).
+	HostAddressLabel string
 	// Images are the node images' versions virtual machines may name
 	// without Machines (with Machines: the images it has).
 	Images []string
@@ -108,9 +113,12 @@ type Server struct {
 	// images are the node images by version (the sku of an image
 	// reference): their Docker references.
 	images map[string]string
-	// stop ends the machine loop; done is closed when it has.
+	// stop ends the machine and load balancer loops; done is closed when
+	// they have.
 	stop context.CancelFunc
 	done chan struct{}
+	// fw is the load balancers' forwarding (HostAddressLabel).
+	fw forwarding
 }
 
 // New returns a local Azure, its state read from opts.StatePath when that
@@ -160,12 +168,20 @@ func New(opts Options) (*Server, error) {
 	for _, v := range opts.Images {
 		s.images[v] = v
 	}
-	if opts.Machines != nil {
+	s.fw = forwarding{proxies: map[netip.AddrPort]*runningRule{}, addrs: map[netip.Addr]bool{}}
+	if opts.Machines != nil || opts.HostAddressLabel != "" {
 		ctx, stop := context.WithCancel(context.Background())
 		s.stop, s.done = stop, make(chan struct{})
+		var wg sync.WaitGroup
+		if opts.Machines != nil {
+			wg.Go(func() { s.machineLoop(ctx) })
+		}
+		if opts.HostAddressLabel != "" {
+			wg.Go(func() { s.lbLoop(ctx) })
+		}
 		go func() {
-			defer close(s.done)
-			s.machineLoop(ctx)
+			wg.Wait()
+			close(s.done)
 		}()
 	}
 	return s, nil

@@ -35,8 +35,7 @@ func vmssKind() *kind {
 				s.setState(vm.id(), "Deleting")
 				s.waitFor(op, vm, waitRemoved)
 			}
-		},
-		inUse: nil}
+		}}
 }
 
 // vmssProfile is the scale set's virtualMachineProfile.

@@ -72,6 +72,7 @@ func run() error {
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image kiln:kiln-node:VERSION:latest)")
 	noMachines := fs.Bool("no-machines", false, "keep virtual machines as records only: no container runs (no Docker needed)")
+	hostAddresses := fs.Bool("host-addresses", false, "make load balancers forward: their frontends' addresses go on this host's lo (ip(8), needs root), taken off at exit")
 	var images localcloud.StringList
 	fs.Var(&images, "image", "with --no-machines, a node image version virtual machines may name (repeatable)")
 	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
@@ -111,6 +112,14 @@ func run() error {
 		}
 		defer m.Close()
 		opts.Machines = m
+	}
+	if *hostAddresses {
+		id := "mem" + fmt.Sprint(os.Getpid())
+		if *state != "" {
+			id = machines.StateIdentity(*state)
+		}
+		opts.HostAddressLabel = "lo:kaz" + id[:min(len(id), 8)]
+		defer azure.RemoveHostAddresses(context.Background(), opts.HostAddressLabel)
 	}
 	s, err := azure.New(opts)
 	if err != nil {
