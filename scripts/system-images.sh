@@ -22,6 +22,8 @@
 #                             metrics-server's own chart from its module as a subchart)
 #   OUT_DIR/metallb-VERSION.tgz  the metallb pack's chart (charts/metallb, with MetalLB's own chart
 #                             from its module as a subchart)
+#   OUT_DIR/traefik.tar       Traefik (the ingress pack's) as internal/sysimages.TraefikImage
+#   OUT_DIR/ingress-VERSION.tgz  the ingress pack's chart (charts/ingress, Kiln's own)
 #   OUT_DIR/kube-VERSION.tar  for each KILN_KUBE program (bin/kiln-kube-VERSION, made by make kube):
 #                             the kube image, kiln-kube of that Kubernetes version (it says which)
 #
@@ -287,6 +289,62 @@ kube_router() {
 }
 kube_router
 
+# traefik: Traefik (the ingress pack's), built from its Go module's source at the tag of TraefikImage
+# (./cmd/traefik), static, /usr/local/bin/traefik as the entrypoint. Its go.mod cannot be built as
+# it is here, so the source is copied out of the module cache and three replaces are added
+# (internal/sysimages and docs/system-images.md say why):
+# - github.com/abbot/go-http-auth, Traefik's fork, to TraefikGoHTTPAuth (the version v3.7.13 names
+#   is refused by the module proxy; only the basic and digest auth middlewares use it);
+# - github.com/traefik/traefik/dynamic/ext, a module nested in Traefik's repository that its module
+#   zip leaves out (./pkg/config/dynamic/ext), to a module written here with the two empty types
+#   Traefik's open-source build has in it (its dynamic configuration's extension points);
+# - github.com/go-acme/lego/v5 (ACME, for certificates from Let's Encrypt; a cluster's nodes reach
+#   no internet) to a copy without the DNS-01 providers in traefik_lego_without, whose SDKs the
+#   module proxy refuses: their imports and cases are taken out of its providers/dns registry.
+traefik_lego_without="alidns aliesa azion dnsimple edgedns edgeone huaweicloud oraclecloud regfish sakuracloud tencentcloud ucloud yandexcloud"
+traefik() {
+	local ref version auth inputs t src lego reg p
+	ref=$(ref TraefikImage)
+	auth=$(ref TraefikGoHTTPAuth)
+	version=${ref##*:}
+	inputs=$(go_inputs "$ref $auth $traefik_lego_without")
+	if up_to_date traefik "$ref" "$inputs"; then
+		return
+	fi
+	echo "system-images: building Traefik $version (the first time: many minutes, ~1,000 packages)"
+	t=$SECONDS
+	src=$(cd "$work" && "$GO" mod download -json "github.com/traefik/traefik/v3@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { echo "system-images: go mod download github.com/traefik/traefik/v3@$version failed" >&2; exit 1; }
+	cp -R "$src" "$work/traefik"
+	lego=$(sed -n 's/^[[:space:]]*github.com\/go-acme\/lego\/v5 \(v[^ ]*\)$/\1/p' "$work/traefik/go.mod")
+	[ -n "$lego" ] || { echo "system-images: Traefik $version's go.mod requires no github.com/go-acme/lego/v5" >&2; exit 1; }
+	src=$(cd "$work" && "$GO" mod download -json "github.com/go-acme/lego/v5@$lego" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { echo "system-images: go mod download github.com/go-acme/lego/v5@$lego failed" >&2; exit 1; }
+	cp -R "$src" "$work/lego"
+	chmod -R u+w "$work/traefik" "$work/lego"
+	reg=$work/lego/providers/dns/zz_gen_dns_providers.go
+	for p in $traefik_lego_without; do
+		grep -q "^	\"github.com/go-acme/lego/v5/providers/dns/$p\"\$" "$reg" ||
+			{ echo "system-images: lego $lego's $reg has no provider $p: change traefik_lego_without" >&2; exit 1; }
+		sed -i -e "\|^	\"github.com/go-acme/lego/v5/providers/dns/$p\"\$|d" \
+			-e "/^	case .*:\$/{N;/\n		return $p\.NewDNSProvider()\$/d}" "$reg"
+	done
+	mkdir -p "$work/traefik-ext"
+	printf 'module github.com/traefik/traefik/dynamic/ext\n\ngo 1.24.0\n' >"$work/traefik-ext/go.mod"
+	printf '// Package ext is the extension points of Traefik'"'"'s dynamic configuration: empty.\npackage ext\n\ntype HTTP struct{}\n\ntype Router struct{}\n' >"$work/traefik-ext/ext.go"
+	(cd "$work/traefik" && GOTOOLCHAIN=local "$GO" mod edit \
+		-replace "github.com/abbot/go-http-auth=github.com/containous/go-http-auth@$auth" \
+		-replace "github.com/traefik/traefik/dynamic/ext=../traefik-ext" \
+		-replace "github.com/go-acme/lego/v5=../lego" &&
+		GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 nice "$GO" build -trimpath \
+			-ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$version" -o "$work/traefik.bin/traefik" ./cmd/traefik)
+	"$repo/scripts/oci-archive.sh" -d /usr/local/bin -z "$work/traefik.tar" "$ref" "$work/traefik.bin/traefik"
+	mv "$work/traefik.tar" "$out/traefik.tar"
+	echo "$inputs" >"$out/.traefik.inputs"
+	echo "system-images: built $ref in $((SECONDS - t))s ($(du -h "$out/traefik.tar" | cut -f1))"
+}
+traefik
+
 # busybox: Debian's busybox-static (apt-get download; no container registry), /bin/busybox with
 # the applets the local-path pack's helper pods run as links (/bin/sh, mkdir, rm, chmod, ...).
 busybox() {
@@ -323,11 +381,12 @@ busybox() {
 }
 busybox
 
-# chart NAME MODULE@VERSION PATH: Kiln's chart charts/NAME packed as OUT_DIR/NAME-VERSION.tgz (the
+# chart NAME [MODULE@VERSION PATH]: Kiln's chart charts/NAME packed as OUT_DIR/NAME-VERSION.tgz (the
 # version its Chart.yaml says), with the upstream chart at PATH of MODULE's source (from the Go
-# module cache) as its subchart: kilnd seeds it as kiln.system/charts/NAME:VERSION.
+# module cache) as its subchart when one is named (the ingress chart is Kiln's own, with no
+# subchart: Traefik's module holds no chart): kilnd seeds it as kiln.system/charts/NAME:VERSION.
 chart() {
-	local name=$1 module=$2 sub=$3 version inputs dir
+	local name=$1 module=${2-} sub=${3-} version inputs dir
 	version=$(sed -n 's/^version: *//p' "$repo/charts/$name/Chart.yaml")
 	inputs=$({
 		echo "$name $module $sub"
@@ -338,15 +397,22 @@ chart() {
 		echo "system-images: $out/$name-$version.tgz is up to date (inputs $inputs)"
 		return
 	fi
-	dir=$(cd "$work" && "$GO" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[ -d "$dir/$sub" ] || { echo "system-images: $module has no $sub" >&2; exit 1; }
-	mkdir -p "$work/charts/$name/charts"
+	mkdir -p "$work/charts/$name"
 	cp -R "$repo/charts/$name/." "$work/charts/$name/"
-	cp -R "$dir/$sub" "$work/charts/$name/charts/"
+	if [ -n "$module" ]; then
+		dir=$(cd "$work" && "$GO" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[ -d "$dir/$sub" ] || { echo "system-images: $module has no $sub" >&2; exit 1; }
+		mkdir -p "$work/charts/$name/charts"
+		cp -R "$dir/$sub" "$work/charts/$name/charts/"
+	fi
 	chmod -R u+w "$work/charts/$name"
 	tar -C "$work/charts" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf "$out/$name-$version.tgz" "$name"
 	echo "$inputs" >"$out/.$name-chart.inputs"
-	echo "system-images: packed the chart $name $version with $module's $(basename "$sub") ($(du -h "$out/$name-$version.tgz" | cut -f1))"
+	if [ -n "$module" ]; then
+		echo "system-images: packed the chart $name $version with $module's $(basename "$sub") ($(du -h "$out/$name-$version.tgz" | cut -f1))"
+	else
+		echo "system-images: packed the chart $name $version ($(du -h "$out/$name-$version.tgz" | cut -f1))"
+	fi
 }
 lp=$(ref LocalPathImage)
 chart local-path "github.com/rancher/local-path-provisioner@${lp##*:}" deploy/chart/local-path-provisioner
@@ -354,6 +420,7 @@ ms=$(ref MetricsServerImage)
 chart metrics-server "sigs.k8s.io/metrics-server@${ms##*:}" charts/metrics-server
 mlb=$(ref MetalLBControllerImage)
 chart metallb "go.universe.tf/metallb@${mlb##*:}" charts/metallb
+chart ingress
 
 for k in ${kubes[@]+"${kubes[@]}"}; do
 	kube "$k"

@@ -76,6 +76,19 @@ const (
 	// kube-router pod network (spec.network.cni kube-router), run in
 	// firewall-only mode on Kiln's bridge network.
 	KubeRouterImage = "kiln.dev/kube-router:v2.1.0"
+	// TraefikImage is Traefik, built from its Go module
+	// (github.com/traefik/traefik/v3, ./cmd/traefik) at the tag: the
+	// ingress pack's (charts/ingress), the cluster's default IngressClass.
+	TraefikImage = "kiln.dev/traefik:v3.7.13"
+	// TraefikGoHTTPAuth is the version of github.com/containous/go-http-auth
+	// (Traefik's fork of github.com/abbot/go-http-auth, a replace in its
+	// go.mod) that Traefik is built with: the one v3.7.13 names
+	// (v0.4.1-0.20260804094822-b975dcaa8c48) is refused by the module proxy
+	// here, and this one, which Traefik v3.7.10 and before name, is served.
+	// Only the basicAuth and digestAuth middlewares use it, which the
+	// ingress pack's Traefik cannot be given: it has no provider of
+	// middlewares (no CRDs, no file).
+	TraefikGoHTTPAuth = "v0.4.1-0.20200324110947-a37a7636d23e"
 
 	// Registry is the registry host of every system image's name, and
 	// the imageRepository of a kubeadm configuration.

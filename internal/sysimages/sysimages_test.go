@@ -37,6 +37,7 @@ func TestPackChartsNameTheImages(t *testing.T) {
 		{"local-path", []string{LocalPathImage, BusyboxImage}, LocalPathImage},
 		{"metrics-server", []string{MetricsServerImage}, MetricsServerImage},
 		{"metallb", []string{MetalLBControllerImage, MetalLBSpeakerImage}, MetalLBControllerImage},
+		{"ingress", []string{TraefikImage}, TraefikImage},
 	} {
 		values, err := os.ReadFile("../../charts/" + c.chart + "/values.yaml")
 		if err != nil {
@@ -68,7 +69,8 @@ func TestTheScriptReadsTheNames(t *testing.T) {
 	}
 	for name, want := range map[string]string{"CoreDNSImage": CoreDNSImage, "DemoImage": DemoImage, "PauseImage": PauseImage, "CNIPluginsImage": CNIPluginsImage,
 		"LocalPathImage": LocalPathImage, "BusyboxImage": BusyboxImage, "MetricsServerImage": MetricsServerImage,
-		"MetalLBControllerImage": MetalLBControllerImage, "MetalLBSpeakerImage": MetalLBSpeakerImage, "MetalLBFRRK8s": MetalLBFRRK8s, "KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
+		"MetalLBControllerImage": MetalLBControllerImage, "MetalLBSpeakerImage": MetalLBSpeakerImage, "MetalLBFRRK8s": MetalLBFRRK8s,
+		"TraefikImage": TraefikImage, "TraefikGoHTTPAuth": TraefikGoHTTPAuth, "KubeImageRepositories": KubeImageRepositories, "Registry": Registry} {
 		re := regexp.MustCompile(`(?m)^\s*` + name + ` = "([^"]+)"$`)
 		if m := re.FindSubmatch(src); m == nil || string(m[1]) != want {
 			t.Errorf("sysimages.go has no line %s = %q the script can read", name, want)
