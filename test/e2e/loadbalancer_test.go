@@ -68,16 +68,25 @@ func (e *env) checkLoadBalancer(project, cluster string, lbs func() string) (kep
 }
 
 // waitServiceAddress waits, up to a minute, for Service name of cluster
-// ref to have an address in status.loadBalancer.ingress, and returns it;
-// while it waits, the Service's events say why not.
+// ref (namespace default) to have an address in status.loadBalancer.ingress,
+// and returns it; while it waits, the Service's events say why not.
 func (e *env) waitServiceAddress(ref, name string) string {
 	e.t.Helper()
+	return e.waitServiceAddressIn(ref, "default", name)
+}
+
+// waitServiceAddressIn is waitServiceAddress for a Service of namespace.
+// The address is the first ingress's ip, or its hostname when it has none
+// (a cloud's load balancer may have a name).
+func (e *env) waitServiceAddressIn(ref, namespace, name string) string {
+	e.t.Helper()
 	var ip string
-	waitfor.Cond(e.t, "an address for Service "+name, time.Minute, func() (bool, error) {
-		out, err := e.kubectl(ref, "get", "service", name, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	waitfor.Cond(e.t, "an address for Service "+namespace+"/"+name, time.Minute, func() (bool, error) {
+		out, err := e.kubectl(ref, "get", "service", name, "-n", namespace, "-o",
+			"jsonpath={.status.loadBalancer.ingress[0].ip}{.status.loadBalancer.ingress[0].hostname}")
 		ip = strings.TrimSpace(out)
 		if err != nil || ip == "" {
-			evs, _ := e.kubectl(ref, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", "jsonpath={.items[*].message}")
+			evs, _ := e.kubectl(ref, "get", "events", "-n", namespace, "--field-selector", "involvedObject.name="+name, "-o", "jsonpath={.items[*].message}")
 			return false, waitfor.NotYet(fmt.Errorf("%v: ingress %q; events: %s", err, ip, evs))
 		}
 		return true, nil

@@ -67,11 +67,13 @@ spec:
 `
 
 // TestProfilePacks (issue 25): a docker cluster made from a published
-// profile of four packs: Kiln's local-path storage and metrics-server, a
-// manifests pack and a chart pack (pushed with kiln chart push), has them
-// applied and Ready, the charts as Helm releases and the cluster's fields
-// in the manifests; a claim of the local-path class keeps a file a pod
-// wrote across the pod's replacement, and kubectl top nodes answers. Objects deleted or changed by hand are named by the
+// profile of five packs: Kiln's local-path storage, metrics-server and
+// ingress, a manifests pack and a chart pack (pushed with kiln chart
+// push), has them applied and Ready, the charts as Helm releases and the
+// cluster's fields in the manifests; a claim of the local-path class keeps
+// a file a pod wrote across the pod's replacement, kubectl top nodes
+// answers, and an Ingress routes two hosts to two Services through
+// Traefik's load balancer (issue 46, checkIngress). Objects deleted or changed by hand are named by the
 // ProfileDrift condition and put back by kiln cluster reconcile. Moving it to a version that changes a
 // value and drops the manifests pack upgrades the release and deletes the
 // pack's objects; moving it to a version whose new chart fails rolls the
@@ -101,9 +103,11 @@ func TestProfilePacks(t *testing.T) {
 	// order than web, in list order).
 	storage := v1.Pack{Name: "storage", Chart: "local-path", Version: "0.0.30", Namespace: "kiln-storage"}
 	metrics := v1.Pack{Name: "metrics", Chart: "metrics-server", Version: "0.8.0", Namespace: "kube-system", Order: 5}
-	put(1, web(2), storage, config, metrics)
-	put(2, storage, metrics, web(1))
-	put(3, storage, metrics, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20})
+	// Kiln's ingress pack (Traefik), last but for broken, and the same in every version.
+	ingress := ingressPack()
+	put(1, web(2), storage, config, metrics, ingress)
+	put(2, storage, metrics, web(1), ingress)
+	put(3, storage, metrics, web(3), v1.Pack{Name: "broken", Chart: "web", Version: "2.0.0-broken", Order: 20}, ingress)
 
 	if _, err := e.c.PutProfile(t.Context(), "default", &v1.Profile{Name: "base", Version: 1, KubernetesVersion: version}); !isAPIError(err, http.StatusConflict, v1.CodeConflict, "version") {
 		t.Errorf("a change of published version 1: %v, want a 409 Conflict on the version", err)
@@ -111,14 +115,14 @@ func TestProfilePacks(t *testing.T) {
 
 	cl.Spec.Profile = v1.ProfileRef{Name: "base", Version: 1}
 	op := e.create(cl)
-	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 4 pack(s)") {
+	if s := stepOf(op, "apply-profile"); s.State != v1.StepSucceeded || !strings.Contains(s.Message, "profile base:1 applied: 5 pack(s)") {
 		t.Errorf("apply-profile step: %+v", s)
 	}
 	got := e.cluster("stack")
 	p := got.Status.Profile
-	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 4 || p.Packs[0].Name != "storage" || p.Packs[1].Name != "config" ||
-		p.Packs[2].Name != "metrics" || p.Packs[3].Name != "web" {
-		t.Fatalf("status.profile = %+v, want storage, config, metrics, web (install order)", p)
+	if p == nil || p.Name != "base" || p.Version != 1 || len(p.Packs) != 5 || p.Packs[0].Name != "storage" || p.Packs[1].Name != "config" ||
+		p.Packs[2].Name != "metrics" || p.Packs[3].Name != "web" || p.Packs[4].Name != "ingress" {
+		t.Fatalf("status.profile = %+v, want storage, config, metrics, web, ingress (install order)", p)
 	}
 	for _, pk := range p.Packs {
 		if pk.State != v1.PackApplied || !pk.Ready {
@@ -138,6 +142,7 @@ func TestProfilePacks(t *testing.T) {
 	}
 	e.checkLocalPath("stack")
 	e.checkTopNodes("stack")
+	e.checkIngress("stack")
 
 	// Drift: a Deployment of the manifests pack deleted and the chart's
 	// scaled by hand are named by the condition; reconcile puts both back.
@@ -172,7 +177,7 @@ func TestProfilePacks(t *testing.T) {
 	}
 	e.wait("stack", opID)
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 3 || p.Packs[2].Name != "web" || p.Packs[2].Revision != reconciled.Packs[3].Revision+1 ||
+	if p.Version != 2 || len(p.Packs) != 4 || p.Packs[2].Name != "web" || p.Packs[2].Revision != reconciled.Packs[3].Revision+1 ||
 		p.Packs[0].Revision != reconciled.Packs[0].Revision || p.Packs[1].Revision != reconciled.Packs[2].Revision {
 		t.Errorf("after the move to version 2: %+v, want storage and metrics as they were (%+v, %+v) and web one revision on (from %+v)",
 			p, reconciled.Packs[0], reconciled.Packs[2], reconciled.Packs[3])
@@ -199,7 +204,7 @@ func TestProfilePacks(t *testing.T) {
 	}
 	moved := p
 	p = e.cluster("stack").Status.Profile
-	if p.Version != 2 || len(p.Packs) != 3 || p.Packs[2].Revision != moved.Packs[2].Revision {
+	if p.Version != 2 || len(p.Packs) != 4 || p.Packs[2].Revision != moved.Packs[2].Revision {
 		t.Errorf("status.profile after the failed move: %+v, want version 2 as it was", p)
 	}
 	if out := e.mustKubectl("stack", "get", "deployment", "web", "-n", "web", "-o", "jsonpath={.spec.replicas}"); out != "1" {
