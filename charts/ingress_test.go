@@ -112,6 +112,7 @@ func TestIngressChart(t *testing.T) {
 		"--entryPoints.web.address=:8000/tcp",
 		"--entryPoints.websecure.address=:8443/tcp",
 		"--ping.entryPoint=traefik",
+		"--log.noColor=true",
 	} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %s: %q", want, c.Args)
