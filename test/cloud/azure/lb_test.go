@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -174,7 +175,16 @@ func TestLoadBalancerForwards(t *testing.T) {
 		return seen["n1"] && seen["n2"], nil
 	})
 	probes[0].Close() // n1's probe stops answering
-	time.Sleep(3 * time.Second)
+	// Round robin answers from each in turn until the probe's verdict is
+	// in: then from n2 alone, four times running.
+	waitfor.Cond(t, "the frontend to answer from n2 alone once n1's probe fails", 15*time.Second, func() (bool, error) {
+		for range 4 {
+			if got, err := ask(); err != nil || got != "n2" {
+				return false, waitfor.NotYet(fmt.Errorf("answered %q, %v", got, err))
+			}
+		}
+		return true, nil
+	})
 	for range 6 {
 		if got, err := ask(); err != nil || got != "n2" {
 			t.Errorf("with n1's probe down: %q, %v; want n2 alone", got, err)
