@@ -37,6 +37,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -130,6 +131,9 @@ type clients struct {
 	groups  *armresources.ResourceGroupsClient
 	net     *armnetwork.ClientFactory
 	compute *armcompute.ClientFactory
+	// pipeline is the clients' pipeline, which resumes their pollers
+	// (resume).
+	pipeline runtime.Pipeline
 }
 
 // Cloud is the cloud configuration of an account's credentials: public
@@ -210,7 +214,11 @@ func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{account: a.Name, groups: groups, net: f, compute: cf}, nil
+	resumer, err := arm.NewClient("kiln.dev/kiln/internal/provider/azure", "v1.0.0", cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{account: a.Name, groups: groups, net: f, compute: cf, pipeline: resumer.Pipeline()}, nil
 }
 
 // cluster is what every method works with: the cluster, its identity,

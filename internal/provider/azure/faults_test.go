@@ -127,27 +127,39 @@ func TestKilledInTheMiddle(t *testing.T) {
 	checkOne(t, l, c)
 }
 
-// Throttling: every 4th ARM call is answered 429 with Retry-After; the
-// SDK waits and retries, the ensure converges, and the step hears how many
-// calls were retried.
+// Throttling (issue 49: "every 5th call throttled"): every 5th ARM call,
+// polls included, is answered 429 with Retry-After; the SDK waits and
+// retries, the ensure of the network, a control-plane machine and a pool's
+// machines converges, and the step hears how many calls were retried
+// (provider.CallRetries, which the plan's step message says).
 func TestThrottled(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, azurelocal.Options{})
-	l.SetFaults(azurelocal.Faults{ThrottleEvery: 4})
+	l := newLocal(t, azurelocal.Options{Images: []string{version}})
+	l.SetFaults(azurelocal.Faults{ThrottleEvery: 5})
 	n := newNetwork()
 	c := cluster(l, "c1")
 	ctx, retries := provider.WithCallRetries(t.Context())
 	nw, err := n.EnsureNetwork(ctx, c)
 	if err != nil {
-		t.Fatalf("a throttled ensure: %v", err)
+		t.Fatalf("a throttled ensure of the network: %v", err)
 	}
-	_, throttled := l.Calls()
-	if throttled == 0 || retries.Count() != throttled {
-		t.Errorf("%d calls throttled, %d retries counted; want some, all counted", throttled, retries.Count())
+	if _, err := n.EnsureMachine(ctx, c, provider.MachineSpec{Name: "c1-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatalf("a throttled ensure of a machine: %v", err)
+	}
+	if grown, err := n.GrowPool(ctx, c, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default"}, nil, 2); err != nil || len(grown) != 2 {
+		t.Fatalf("a throttled GrowPool = %v, %v; want 2 machines", grown, err)
+	}
+	calls, throttled := l.Calls()
+	t.Logf("%d ARM calls, %d throttled, %d retries counted", calls, throttled, retries.Count())
+	if throttled == 0 || retries.Count() != throttled || throttled < calls/5-1 {
+		t.Errorf("%d of %d calls throttled, %d retries counted; want every 5th throttled, all counted", throttled, calls, retries.Count())
 	}
 	l.SetFaults(azurelocal.Faults{})
 	checkLayout(t, l.clients(t), c, nw)
 	checkOne(t, l, c)
+	if ms, err := n.ListMachines(t.Context(), c); err != nil || len(ms) != 3 {
+		t.Errorf("ListMachines = %v, %v; want the control plane's machine and the pool's two", ms, err)
+	}
 }
 
 // Delete: the group and all in it, waited for; again, and of a cluster
