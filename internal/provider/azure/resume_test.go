@@ -57,8 +57,9 @@ func (c *memCheckpoint) kept() map[string]string {
 	return maps.Clone(c.m)
 }
 
-// countPUTs counts, from now on, the PUTs of ARM paths ending in suffix.
-func countPUTs(l *local, suffix string) func() int {
+// countPUTs counts, from now on, the PUTs of ARM paths ending in suffix,
+// calling each of then after each is answered.
+func countPUTs(l *local, suffix string, then ...func()) func() int {
 	var mu sync.Mutex
 	n := 0
 	l.setOnCall(func(r *http.Request) {
@@ -66,6 +67,9 @@ func countPUTs(l *local, suffix string) func() int {
 			mu.Lock()
 			n++
 			mu.Unlock()
+			for _, f := range then {
+				f()
+			}
 		}
 	})
 	return func() int {
@@ -75,47 +79,8 @@ func countPUTs(l *local, suffix string) func() int {
 	}
 }
 
-// A worker killed right after ARM answered the virtual network's PUT (its
-// resume token just kept in the step's checkpoint, before any poll) leaves
-// the operation running; the next attempt with the same checkpoint resumes
-// that poller instead of writing again: one PUT of the network, each part
-// once, and the checkpoint empty once the operation ended.
-func TestResumeNetworkAfterKill(t *testing.T) {
-	t.Parallel()
-	// Operations end only when polled (the local Azure's Go default): one
-	// nobody resumes stays Creating.
-	l := newLocal(t, azurelocal.Options{})
-	n := newNetwork()
-	c := cluster(l, "c1")
-	ctx, kill := context.WithCancel(t.Context())
-	cp := &memCheckpoint{killAt: "virtualNetworks/kiln-vnet", kill: kill}
-	puts := countPUTs(l, "/virtualNetworks/kiln-vnet")
-	if _, err := n.EnsureNetwork(provider.WithCheckpoint(ctx, cp), c); err == nil {
-		t.Fatal("the killed ensure succeeded; want it cut short")
-	}
-	if kept := cp.kept(); len(kept) != 1 || !strings.Contains(kept["virtualNetworks/kiln-vnet"], "asyncURL") {
-		t.Fatalf("after the kill the checkpoint holds %v; want the network's resume token alone", kept)
-	}
-	vn, err := l.clients(t).net.NewVirtualNetworksClient().Get(t.Context(), azure.GroupName("p", "c1"), "kiln-vnet", nil)
-	if err != nil || deref(vn.Properties.ProvisioningState) == "Succeeded" {
-		t.Fatalf("after the kill the network is %v (%v); want it there, still being made", vn.Properties, err)
-	}
-	nw, err := n.EnsureNetwork(provider.WithCheckpoint(t.Context(), cp), c)
-	if err != nil {
-		t.Fatalf("the ensure after the kill: %v", err)
-	}
-	if got := puts(); got != 1 {
-		t.Errorf("the network was PUT %d times; want once: the second attempt resumes the first's operation", got)
-	}
-	if kept := cp.kept(); len(kept) != 0 {
-		t.Errorf("after the operations ended the checkpoint holds %v; want nothing", kept)
-	}
-	checkLayout(t, l.clients(t), c, nw)
-	checkOne(t, l, c)
-}
-
-// The same for a pool's scale set: killed right after its PUT was
-// answered, the next GrowPool resumes the set's operation, waits for its
+// A pool's scale set, as TestKilledInTheMiddle's "resumed" network: killed
+// right after its PUT was answered and its token kept, the next GrowPool resumes the set's operation, waits for its
 // end, and finds its machines: one PUT of the set, one set, two machines.
 func TestResumePoolAfterKill(t *testing.T) {
 	t.Parallel()
