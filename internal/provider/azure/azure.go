@@ -12,7 +12,10 @@
 // it. Inside the group every resource has a fixed name, so an ensure run
 // again (a retried step, a kilnd restarted in the middle) finds what the
 // first made: ARM's PUT of a name is idempotent, and nothing can be made
-// twice. docs/provider-azure.md says what is made and why.
+// twice. Long-running operations keep their pollers' resume tokens in the
+// step's checkpoint (lro.go), so that the step run again resumes them
+// rather than writing again. docs/provider-azure.md says what is made and
+// why.
 //
 // A cloud account of provider azure holds the credentials (v1.Azure*
 // names): an application of a Microsoft Entra ID tenant and its client
