@@ -176,7 +176,7 @@ func (x *run) cancel(ctx context.Context, i int, running bool) error {
 	stepEv := x.newEvent("Warning", "StepCanceled", fmt.Sprintf("step %s: %s", s.Name, s.Message))
 	end := x.newEvent("Warning", "OperationCanceled", fmt.Sprintf(
 		"%s operation %s; the cluster is Canceled: a change (PUT, PATCH), a retry or a delete continues from here", x.op.Kind, msg))
-	if err := x.ops.FinishOperation(ctx, x.cl, x.op, x.fence, false, stepEv, end); err != nil {
+	if err := x.finishOperation(ctx, false, stepEv, end); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -56,7 +56,7 @@ func (x *run) fail(ctx context.Context, i int, fe *failure.Error) error {
 	if step != "" {
 		events = append([]*store.Event{x.newEvent("Warning", "StepFailed", fmt.Sprintf("step %s failed: %s", step, fe.Message))}, events...)
 	}
-	if err := x.ops.FinishOperation(ctx, x.cl, x.op, x.fence, false, events...); err != nil {
+	if err := x.finishOperation(ctx, false, events...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -155,7 +155,7 @@ func (x *run) succeed(ctx context.Context) error {
 	}
 	// The end event is written with the end itself: in the timeline exactly once.
 	end := x.newEvent("Normal", "OperationSucceeded", msg)
-	if err := x.ops.FinishOperation(ctx, x.cl, x.op, x.fence, deleting, end); err != nil {
+	if err := x.finishOperation(ctx, deleting, end); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -34,6 +34,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
+	return newEnvOn(t, st)
+}
+
+// newEnvOn is newEnv on an open store, closed at the test's end.
+func newEnvOn(t *testing.T, st store.Store) *env {
+	t.Helper()
 	t.Cleanup(func() { st.Close() })
 	if err := st.PutProject(t.Context(), &v1.Project{Name: project, ID: "/v1/projects/" + project}, store.Cond{}); err != nil {
 		t.Fatalf("put project: %v", err)

@@ -192,6 +192,8 @@ type run struct {
 	secrets      trust.SecretStore
 	events       EventStore
 
+	// progressMu guards progress and the saves a step's own goroutines
+	// make (Progress, its provider's checkpoint).
 	progressMu sync.Mutex
 	progress   map[string]string // node -> what it is doing, in the running step's message
 
@@ -433,6 +435,7 @@ func (x *run) runStep(ctx context.Context, i int, started bool) (*failure.Error,
 		if err == nil || errors.As(err, &skip) {
 			end := x.r.opts.Now().UTC()
 			s.State, s.EndTime, s.Message = v1.StepSucceeded, &end, x.note
+			x.dropCheckpoint(s.Name) // saved with the step's end below
 			if x.retried > 0 {
 				// What the provider's client absorbed (throttling, transient
 				// errors) is not an attempt of the step, but is shown.
@@ -530,6 +533,7 @@ func (x *run) attempt(ctx context.Context, log *slog.Logger, name string, fn fun
 		}
 	}()
 	ctx, retried := provider.WithCallRetries(ctx)
+	ctx = provider.WithCheckpoint(ctx, checkpoint{x: x, step: name})
 	defer func() {
 		if n := retried.Count(); n > 0 {
 			log.Info("the provider's client retried calls on its own", "calls", n)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,5 +240,35 @@ func TestLongPollIfNoneMatch(t *testing.T) {
 	}
 	if err := <-ch; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A step's checkpoint (what its provider keeps: resume tokens holding the
+// cloud's URLs) is in the store only: neither GET of the operation nor the
+// cluster's list of operations shows it.
+func TestOperationHidesCheckpoints(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	_, opID := h.createCluster("p", "c", minimal)
+	cl := h.startStep(opID)
+	op, err := h.store.GetOperation(t.Context(), opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "https://management.example/subscriptions/secret-sub/operations/resume-me"
+	op.Checkpoints = map[string]map[string]string{op.Steps[0].Name: {"virtualNetworks/kiln-vnet": token}}
+	if err := h.store.SaveOperation(t.Context(), op, cl.Lease.Fence(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.store.GetOperation(t.Context(), opID); err != nil || got.Checkpoints[op.Steps[0].Name]["virtualNetworks/kiln-vnet"] != token {
+		t.Fatalf("the stored operation's checkpoints: %v, %v; want the token kept", got.Checkpoints, err)
+	}
+	for _, path := range []string{"/v1/operations/" + opID, "/v1/projects/p/clusters/c/operations"} {
+		r := h.must(http.StatusOK, "GET", path, "")
+		for _, leak := range []string{"resume-me", "secret-sub", "kiln-vnet", "checkpoint"} {
+			if strings.Contains(strings.ToLower(string(r.body)), leak) {
+				t.Errorf("GET %s shows the step's checkpoint (%q): %s", path, leak, r.body)
+			}
+		}
 	}
 }

@@ -152,6 +152,11 @@ type Operation struct {
 	// Backup is the backup a backup operation takes or a restore
 	// operation puts back; set when it is begun.
 	Backup string
+	// Checkpoints are what running steps keep for their provider
+	// (provider.Checkpoint), by step name: stored with the steps, never
+	// in an API response (they may hold the cloud's URLs). The runner
+	// drops a step's when it succeeds.
+	Checkpoints map[string]map[string]string
 	// Audit, when set, is the audit entry of the request that begins the
 	// operation: BeginOperation inserts it in the same transaction (and
 	// sets its ID), so the change and its record commit together. It is

@@ -12,7 +12,10 @@
 // it. Inside the group every resource has a fixed name, so an ensure run
 // again (a retried step, a kilnd restarted in the middle) finds what the
 // first made: ARM's PUT of a name is idempotent, and nothing can be made
-// twice. docs/provider-azure.md says what is made and why.
+// twice. Long-running operations keep their pollers' resume tokens in the
+// step's checkpoint (lro.go), so that the step run again resumes them
+// rather than writing again. docs/provider-azure.md says what is made and
+// why.
 //
 // A cloud account of provider azure holds the credentials (v1.Azure*
 // names): an application of a Microsoft Entra ID tenant and its client
@@ -37,6 +40,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -130,6 +134,9 @@ type clients struct {
 	groups  *armresources.ResourceGroupsClient
 	net     *armnetwork.ClientFactory
 	compute *armcompute.ClientFactory
+	// pipeline is the clients' pipeline, which resumes their pollers
+	// (resume).
+	pipeline runtime.Pipeline
 }
 
 // Cloud is the cloud configuration of an account's credentials: public
@@ -210,7 +217,11 @@ func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{account: a.Name, groups: groups, net: f, compute: cf}, nil
+	resumer, err := arm.NewClient("kiln.dev/kiln/internal/provider/azure", "v1.0.0", cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{account: a.Name, groups: groups, net: f, compute: cf, pipeline: resumer.Pipeline()}, nil
 }
 
 // cluster is what every method works with: the cluster, its identity,

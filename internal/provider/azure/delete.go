@@ -23,6 +23,11 @@ func (n *Azure) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	if err != nil {
 		return err
 	}
+	key := "resourceGroups/" + c.group
+	what := fmt.Sprintf("delete the resource group %s of cluster %s", c.group, c.Name)
+	if err := resume[armresources.ResourceGroupsClientDeleteResponse](ctx, n, c, key, what); err != nil && !notFound(err) {
+		return err
+	}
 	got, err := c.api.groups.Get(ctx, c.group, nil)
 	switch {
 	case notFound(err):
@@ -38,8 +43,7 @@ func (n *Azure) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 		return n.gone(ctx, c)
 	}
 	n.log.Info("deleting resource group", "cluster", c.Project+"/"+c.Name, "group", c.group)
-	_, err = await[armresources.ResourceGroupsClientDeleteResponse](ctx, n, c,
-		fmt.Sprintf("delete the resource group %s of cluster %s", c.group, c.Name))(
+	_, err = await[armresources.ResourceGroupsClientDeleteResponse](ctx, n, c, key, what)(
 		c.api.groups.BeginDelete(ctx, c.group, nil))
 	if notFound(err) {
 		return nil

@@ -97,57 +97,100 @@ func TestFailedOperationThenConverges(t *testing.T) {
 }
 
 // A worker killed while ARM's operations run (its context cancelled right
-// after the virtual network's PUT was answered, before any poll) leaves them
-// running; the next ensure finds everything by name, writes again what
-// has not settled, and converges with each part made once.
+// after the virtual network's PUT reached ARM, before any poll) leaves them
+// running. Without a checkpoint ("by name") the next ensure finds
+// everything by name and writes again what has not settled: the network
+// PUT twice, each part made once. With the step's checkpoint ("resumed",
+// killed right after the network's resume token was kept) the next attempt
+// resumes that poller instead of writing again: one PUT of the network,
+// and the checkpoint empty once the operations ended.
 func TestKilledInTheMiddle(t *testing.T) {
-	t.Parallel()
-	l := newLocal(t, azurelocal.Options{InProgressPolls: 3})
-	n := newNetwork()
-	c := cluster(l, "c1")
-	ctx, kill := context.WithCancel(t.Context())
-	l.setOnCall(func(r *http.Request) {
-		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/virtualNetworks/") {
-			kill()
-		}
-	})
-	if _, err := n.EnsureNetwork(ctx, c); err == nil {
-		t.Fatal("the killed ensure succeeded; want it cut short")
+	const vnetKey = "virtualNetworks/kiln-vnet"
+	for _, tt := range []struct {
+		name       string
+		checkpoint bool
+		wantPUTs   int
+	}{
+		{name: "by name", wantPUTs: 2},
+		{name: "resumed", checkpoint: true, wantPUTs: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Operations end only when polled (the local Azure's Go
+			// default): one nobody polls stays Creating.
+			l := newLocal(t, azurelocal.Options{})
+			n := newNetwork()
+			c := cluster(l, "c1")
+			ctx, kill := context.WithCancel(t.Context())
+			cp := &memCheckpoint{}
+			if tt.checkpoint {
+				cp.killAt, cp.kill = vnetKey, kill
+				ctx = provider.WithCheckpoint(ctx, cp)
+			}
+			puts := countPUTs(l, "/"+vnetKey, func() {
+				if !tt.checkpoint {
+					kill()
+				}
+			})
+			if _, err := n.EnsureNetwork(ctx, c); err == nil {
+				t.Fatal("the killed ensure succeeded; want it cut short")
+			}
+			if kept := cp.kept(); tt.checkpoint && (len(kept) != 1 || !strings.Contains(kept[vnetKey], "asyncURL")) {
+				t.Fatalf("after the kill the checkpoint holds %v; want the network's resume token alone", kept)
+			}
+			vn, err := l.clients(t).net.NewVirtualNetworksClient().Get(t.Context(), azure.GroupName("p", "c1"), "kiln-vnet", nil)
+			if err != nil || deref(vn.Properties.ProvisioningState) == "Succeeded" {
+				t.Fatalf("after the kill the network is %v (%v); want it there, still being made", vn.Properties, err)
+			}
+			nw, err := n.EnsureNetwork(provider.WithCheckpoint(t.Context(), cp), c)
+			if err != nil {
+				t.Fatalf("the ensure after the kill: %v", err)
+			}
+			if got := puts(); got != tt.wantPUTs {
+				t.Errorf("the network was PUT %d times; want %d", got, tt.wantPUTs)
+			}
+			if kept := cp.kept(); len(kept) != 0 {
+				t.Errorf("after the operations ended the checkpoint holds %v; want nothing", kept)
+			}
+			checkLayout(t, l.clients(t), c, nw)
+			checkOne(t, l, c)
+		})
 	}
-	l.setOnCall(nil)
-	vn, err := l.clients(t).net.NewVirtualNetworksClient().Get(t.Context(), azure.GroupName("p", "c1"), "kiln-vnet", nil)
-	if err != nil || deref(vn.Properties.ProvisioningState) == "Succeeded" {
-		t.Fatalf("after the kill the network is %v (%v); want it there, still being made", vn.Properties, err)
-	}
-	nw, err := n.EnsureNetwork(t.Context(), c)
-	if err != nil {
-		t.Fatalf("the ensure after the kill: %v", err)
-	}
-	checkLayout(t, l.clients(t), c, nw)
-	checkOne(t, l, c)
 }
 
-// Throttling: every 4th ARM call is answered 429 with Retry-After; the
-// SDK waits and retries, the ensure converges, and the step hears how many
-// calls were retried.
+// Throttling (issue 49: "every 5th call throttled"): every 5th ARM call,
+// polls included, is answered 429 with Retry-After; the SDK waits and
+// retries, the ensure of the network, a control-plane machine and a pool's
+// machines converges, and the step hears how many calls were retried
+// (provider.CallRetries, which the plan's step message says).
 func TestThrottled(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, azurelocal.Options{})
-	l.SetFaults(azurelocal.Faults{ThrottleEvery: 4})
+	l := newLocal(t, azurelocal.Options{Images: []string{version}})
+	l.SetFaults(azurelocal.Faults{ThrottleEvery: 5})
 	n := newNetwork()
 	c := cluster(l, "c1")
 	ctx, retries := provider.WithCallRetries(t.Context())
 	nw, err := n.EnsureNetwork(ctx, c)
 	if err != nil {
-		t.Fatalf("a throttled ensure: %v", err)
+		t.Fatalf("a throttled ensure of the network: %v", err)
 	}
-	_, throttled := l.Calls()
-	if throttled == 0 || retries.Count() != throttled {
-		t.Errorf("%d calls throttled, %d retries counted; want some, all counted", throttled, retries.Count())
+	if _, err := n.EnsureMachine(ctx, c, provider.MachineSpec{Name: "c1-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatalf("a throttled ensure of a machine: %v", err)
+	}
+	if grown, err := n.GrowPool(ctx, c, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default"}, nil, 2); err != nil || len(grown) != 2 {
+		t.Fatalf("a throttled GrowPool = %v, %v; want 2 machines", grown, err)
+	}
+	calls, throttled := l.Calls()
+	t.Logf("%d ARM calls, %d throttled, %d retries counted", calls, throttled, retries.Count())
+	if throttled == 0 || retries.Count() != throttled || throttled < calls/5-1 {
+		t.Errorf("%d of %d calls throttled, %d retries counted; want every 5th throttled, all counted", throttled, calls, retries.Count())
 	}
 	l.SetFaults(azurelocal.Faults{})
 	checkLayout(t, l.clients(t), c, nw)
 	checkOne(t, l, c)
+	if ms, err := n.ListMachines(t.Context(), c); err != nil || len(ms) != 3 {
+		t.Errorf("ListMachines = %v, %v; want the control plane's machine and the pool's two", ms, err)
+	}
 }
 
 // Delete: the group and all in it, waited for; again, and of a cluster

@@ -51,11 +51,18 @@ func (n *Azure) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (pr
 			return provider.LoadBalancer{}, err
 		}
 	}
+	// Operations an earlier attempt began end first.
+	if err := resume[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, "publicIPAddresses/"+apiIPName, "create the public IP of cluster "+c.Name+"'s API"); err != nil {
+		return provider.LoadBalancer{}, err
+	}
+	if err := resume[armnetwork.LoadBalancersClientCreateOrUpdateResponse](ctx, n, c, "loadBalancers/"+apiLBName, "create the API load balancer of cluster "+c.Name); err != nil {
+		return provider.LoadBalancer{}, err
+	}
 	ips := c.api.net.NewPublicIPAddressesClient()
 	pip, err := ips.Get(ctx, c.group, apiIPName, nil)
 	if notFound(err) {
 		var made armnetwork.PublicIPAddressesClientCreateOrUpdateResponse
-		made, err = await[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, "create the public IP of cluster "+c.Name+"'s API")(
+		made, err = await[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, "publicIPAddresses/"+apiIPName, "create the public IP of cluster "+c.Name+"'s API")(
 			ips.BeginCreateOrUpdate(ctx, c.group, apiIPName, armnetwork.PublicIPAddress{Location: to(c.region), Tags: c.tags(partAPIIP),
 				SKU:        &armnetwork.PublicIPAddressSKU{Name: to(armnetwork.PublicIPAddressSKUNameStandard)},
 				Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to(armnetwork.IPAllocationMethodStatic)}}, nil))
@@ -71,7 +78,7 @@ func (n *Azure) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (pr
 		id := strings.TrimSuffix(deref(pip.ID), "/publicIPAddresses/"+apiIPName)
 		id = strings.TrimSuffix(id, "/providers/Microsoft.Network") + "/providers/Microsoft.Network/loadBalancers/" + apiLBName
 		n.log.Info("creating the API load balancer", "cluster", c.Project+"/"+c.Name, "group", c.group)
-		made, err := await[armnetwork.LoadBalancersClientCreateOrUpdateResponse](ctx, n, c, "create the API load balancer of cluster "+c.Name)(
+		made, err := await[armnetwork.LoadBalancersClientCreateOrUpdateResponse](ctx, n, c, "loadBalancers/"+apiLBName, "create the API load balancer of cluster "+c.Name)(
 			lbs.BeginCreateOrUpdate(ctx, c.group, apiLBName, armnetwork.LoadBalancer{Location: to(c.region), Tags: c.tags(partAPILB),
 				SKU: &armnetwork.LoadBalancerSKU{Name: to(armnetwork.LoadBalancerSKUNameStandard)},
 				Properties: &armnetwork.LoadBalancerPropertiesFormat{
@@ -172,7 +179,7 @@ func (n *Azure) setPool(ctx context.Context, c *cluster, name string, in bool) e
 	if !changed {
 		return nil
 	}
-	_, err = await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("update the API load balancer's pool with the network interface %s", name))(
+	_, err = await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, "networkInterfaces/"+name, fmt.Sprintf("update the API load balancer's pool with the network interface %s", name))(
 		nics.BeginCreateOrUpdate(ctx, c.group, name, got.Interface, nil))
 	return err
 }
@@ -208,14 +215,14 @@ func (n *Azure) DeleteLoadBalancer(ctx context.Context, pc provider.Cluster) err
 			}
 		}
 		n.log.Info("deleting the API load balancer", "cluster", c.Project+"/"+c.Name)
-		if _, err := await[armnetwork.LoadBalancersClientDeleteResponse](ctx, n, c, "delete the API load balancer of cluster "+c.Name)(
+		if _, err := await[armnetwork.LoadBalancersClientDeleteResponse](ctx, n, c, "loadBalancers/"+apiLBName, "delete the API load balancer of cluster "+c.Name)(
 			lbs.BeginDelete(ctx, c.group, apiLBName, nil)); err != nil && !notFound(err) {
 			return err
 		}
 	case !notFound(err):
 		return classify(err, c.api.account, "find the API load balancer of cluster %s", c.Name)
 	}
-	_, err = await[armnetwork.PublicIPAddressesClientDeleteResponse](ctx, n, c, "delete the public IP of cluster "+c.Name+"'s API")(
+	_, err = await[armnetwork.PublicIPAddressesClientDeleteResponse](ctx, n, c, "publicIPAddresses/"+apiIPName, "delete the public IP of cluster "+c.Name+"'s API")(
 		c.api.net.NewPublicIPAddressesClient().BeginDelete(ctx, c.group, apiIPName, nil))
 	if notFound(err) {
 		return nil

@@ -67,6 +67,15 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 	if err != nil {
 		return provider.Machine{}, err
 	}
+	// Operations an earlier attempt began on its interface and virtual
+	// machine end first.
+	nicKey, vmKey := "networkInterfaces/"+m.Name+"-nic", "virtualMachines/"+m.Name
+	if err := resume[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, nicKey, "create the network interface of machine "+m.Name); err != nil {
+		return provider.Machine{}, err
+	}
+	if err := resume[armcompute.VirtualMachinesClientCreateOrUpdateResponse](ctx, n, c, vmKey, "create the virtual machine of machine "+m.Name); err != nil {
+		return provider.Machine{}, machineError(err, c, m, n.version(c))
+	}
 	got, found, err := n.findVM(ctx, c, m.Name)
 	if err != nil {
 		return provider.Machine{}, err
@@ -98,7 +107,7 @@ func (n *Azure) EnsureMachine(ctx context.Context, pc provider.Cluster, m provid
 	if fe, ok := errors.AsType[*failure.Error](err); ok && !fe.Retryable {
 		// Refused for good: its interface goes too, leaving the cluster
 		// as it was.
-		if _, derr := await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, "delete the network interface of machine "+m.Name)(
+		if _, derr := await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, nicKey, "delete the network interface of machine "+m.Name)(
 			c.api.net.NewInterfacesClient().BeginDelete(ctx, c.group, m.Name+"-nic", nil)); derr != nil {
 			n.log.Warn("could not delete the interface of a refused machine", "machine", m.Name, "err", derr)
 		}
@@ -140,7 +149,7 @@ func (n *Azure) subnetFor(ctx context.Context, c *cluster, m provider.MachineSpe
 // ensureNIC makes (or writes again) a machine's interface, with a dynamic
 // address in subnet.
 func (n *Azure) ensureNIC(ctx context.Context, c *cluster, name, subnet string) (string, error) {
-	made, err := await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("create the network interface %s of cluster %s", name, c.Name))(
+	made, err := await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, "networkInterfaces/"+name, fmt.Sprintf("create the network interface %s of cluster %s", name, c.Name))(
 		c.api.net.NewInterfacesClient().BeginCreateOrUpdate(ctx, c.group, name, armnetwork.Interface{Location: to(c.region), Tags: c.tags(partMachine),
 			Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to("ipconfig1"),
 				Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Primary: to(true), Subnet: &armnetwork.Subnet{ID: to(subnet)},
@@ -261,7 +270,7 @@ func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, 
 		tags[TagZone] = to(zone)
 	}
 	n.log.Info("creating virtual machine", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "size", size, "zone", deref(tags[TagZone]), "image", version)
-	made, err := await[armcompute.VirtualMachinesClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("create the virtual machine of machine %s (%s)", m.Name, size))(
+	made, err := await[armcompute.VirtualMachinesClientCreateOrUpdateResponse](ctx, n, c, "virtualMachines/"+m.Name, fmt.Sprintf("create the virtual machine of machine %s (%s)", m.Name, size))(
 		c.api.compute.NewVirtualMachinesClient().BeginCreateOrUpdate(ctx, c.group, m.Name, vm, nil))
 	if err != nil {
 		return armcompute.VirtualMachine{}, machineError(err, c, m, version)
@@ -319,7 +328,7 @@ func (n *Azure) startStopped(ctx context.Context, c *cluster, vm armcompute.Virt
 		return nil
 	}
 	n.log.Info("starting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", deref(vm.Name), "power", power(vm))
-	_, err := await[armcompute.VirtualMachinesClientStartResponse](ctx, n, c, fmt.Sprintf("start the virtual machine %s", deref(vm.Name)))(
+	_, err := await[armcompute.VirtualMachinesClientStartResponse](ctx, n, c, "virtualMachines/"+deref(vm.Name), fmt.Sprintf("start the virtual machine %s", deref(vm.Name)))(
 		c.api.compute.NewVirtualMachinesClient().BeginStart(ctx, c.group, deref(vm.Name), nil))
 	return err
 }
@@ -441,12 +450,12 @@ func (n *Azure) DeleteMachine(ctx context.Context, pc provider.Cluster, name str
 	}
 	if found {
 		n.log.Info("deleting virtual machine", "cluster", c.Project+"/"+c.Name, "machine", name, "vm", deref(vm.Name))
-		if _, err := await[armcompute.VirtualMachinesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the virtual machine of machine %s", name))(
+		if _, err := await[armcompute.VirtualMachinesClientDeleteResponse](ctx, n, c, "virtualMachines/"+deref(vm.Name), fmt.Sprintf("delete the virtual machine of machine %s", name))(
 			c.api.compute.NewVirtualMachinesClient().BeginDelete(ctx, c.group, deref(vm.Name), nil)); err != nil && !notFound(err) {
 			return err
 		}
 	}
-	_, err = await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, fmt.Sprintf("delete the network interface of machine %s", name))(
+	_, err = await[armnetwork.InterfacesClientDeleteResponse](ctx, n, c, "networkInterfaces/"+name+"-nic", fmt.Sprintf("delete the network interface of machine %s", name))(
 		c.api.net.NewInterfacesClient().BeginDelete(ctx, c.group, name+"-nic", nil))
 	if notFound(err) {
 		return nil

@@ -187,6 +187,11 @@ func (n *Azure) ensurePublicIP(ctx context.Context, c *cluster) (string, error) 
 			PublicIPAllocationMethod: to(armnetwork.IPAllocationMethodStatic),
 			PublicIPAddressVersion:   to(armnetwork.IPVersionIPv4),
 		}}
+	key := "publicIPAddresses/" + natIPName
+	if err := resume[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, key,
+		fmt.Sprintf("create the NAT gateway's public IP %s of cluster %s", natIPName, c.Name)); err != nil {
+		return "", err
+	}
 	api := c.api.net.NewPublicIPAddressesClient()
 	got, err := api.Get(ctx, c.group, natIPName, nil)
 	switch {
@@ -203,7 +208,7 @@ func (n *Azure) ensurePublicIP(ctx context.Context, c *cluster) (string, error) 
 		want.Tags = mergeTags(p.Tags, want.Tags)
 	}
 	n.log.Info("creating public IP", "cluster", c.Project+"/"+c.Name, "group", c.group, "name", natIPName)
-	made, err := await[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c,
+	made, err := await[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, key,
 		fmt.Sprintf("create the NAT gateway's public IP %s of cluster %s", natIPName, c.Name))(
 		api.BeginCreateOrUpdate(ctx, c.group, natIPName, want, nil))
 	return deref(made.ID), err
@@ -216,6 +221,11 @@ func (n *Azure) ensureNAT(ctx context.Context, c *cluster, pip string) (string, 
 			IdleTimeoutInMinutes: to(int32(natIdleMinutes)),
 			PublicIPAddresses:    []*armnetwork.SubResource{{ID: to(pip)}},
 		}}
+	key := "natGateways/" + natName
+	if err := resume[armnetwork.NatGatewaysClientCreateOrUpdateResponse](ctx, n, c, key,
+		fmt.Sprintf("create the NAT gateway %s of cluster %s", natName, c.Name)); err != nil {
+		return "", err
+	}
 	api := c.api.net.NewNatGatewaysClient()
 	got, err := api.Get(ctx, c.group, natName, nil)
 	switch {
@@ -232,7 +242,7 @@ func (n *Azure) ensureNAT(ctx context.Context, c *cluster, pip string) (string, 
 		want.Tags = mergeTags(g.Tags, want.Tags)
 	}
 	n.log.Info("creating NAT gateway", "cluster", c.Project+"/"+c.Name, "group", c.group, "name", natName)
-	made, err := await[armnetwork.NatGatewaysClientCreateOrUpdateResponse](ctx, n, c,
+	made, err := await[armnetwork.NatGatewaysClientCreateOrUpdateResponse](ctx, n, c, key,
 		fmt.Sprintf("create the NAT gateway %s of cluster %s", natName, c.Name))(
 		api.BeginCreateOrUpdate(ctx, c.group, natName, want, nil))
 	return deref(made.ID), err
@@ -271,6 +281,20 @@ func (n *Azure) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v
 			NatGateway:           &armnetwork.SubResource{ID: to(v.nat)},
 		}}
 	}
+	// Operations an earlier attempt began on the network or its subnets
+	// end first: what they made is read below.
+	vnetKey := "virtualNetworks/" + vnetName
+	subnetKey := func(s subnetSpec) string { return vnetKey + "/subnets/" + s.name }
+	if err := resume[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](ctx, n, c, vnetKey,
+		fmt.Sprintf("write the virtual network %s of cluster %s", vnetName, c.Name)); err != nil {
+		return err
+	}
+	for _, s := range wants {
+		if err := resume[armnetwork.SubnetsClientCreateOrUpdateResponse](ctx, n, c, subnetKey(s),
+			fmt.Sprintf("write the subnet %s of cluster %s", s.name, c.Name)); err != nil {
+			return err
+		}
+	}
 	got, err := api.Get(ctx, c.group, vnetName, nil)
 	if notFound(err) {
 		var subnets []*armnetwork.Subnet
@@ -284,7 +308,7 @@ func (n *Azure) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v
 			subnets = append(subnets, subnet(s, p.String()))
 		}
 		n.log.Info("creating virtual network", "cluster", c.Project+"/"+c.Name, "group", c.group, "cidr", cidr, "subnets", len(subnets))
-		made, err := await[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](ctx, n, c,
+		made, err := await[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](ctx, n, c, vnetKey,
 			fmt.Sprintf("create the virtual network %s (%s) of cluster %s", vnetName, cidr, c.Name))(
 			api.BeginCreateOrUpdate(ctx, c.group, vnetName, armnetwork.VirtualNetwork{Location: to(c.region), Tags: c.tags(partVNet),
 				Properties: &armnetwork.VirtualNetworkPropertiesFormat{
@@ -322,7 +346,7 @@ func (n *Azure) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v
 			vn.Properties.AddressSpace = &armnetwork.AddressSpace{AddressPrefixes: prefixes}
 		}
 		n.log.Info("correcting virtual network", "cluster", c.Project+"/"+c.Name, "group", c.group)
-		made, err := await[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](ctx, n, c,
+		made, err := await[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](ctx, n, c, vnetKey,
 			fmt.Sprintf("correct the virtual network %s of cluster %s", vnetName, c.Name))(
 			api.BeginCreateOrUpdate(ctx, c.group, vnetName, vn, nil))
 		if err != nil {
@@ -365,7 +389,7 @@ func (n *Azure) ensureVNet(ctx context.Context, c *cluster, cidr netip.Prefix, v
 			prefix = p.String()
 		}
 		n.log.Info("writing subnet", "cluster", c.Project+"/"+c.Name, "group", c.group, "subnet", s.name, "prefix", prefix)
-		made, err := await[armnetwork.SubnetsClientCreateOrUpdateResponse](ctx, n, c,
+		made, err := await[armnetwork.SubnetsClientCreateOrUpdateResponse](ctx, n, c, subnetKey(s),
 			fmt.Sprintf("create the subnet %s (%s) of cluster %s", s.name, prefix, c.Name))(
 			subnets.BeginCreateOrUpdate(ctx, c.group, vnetName, s.name, *subnet(s, prefix), nil))
 		if err != nil {

@@ -65,6 +65,12 @@ func (n *Azure) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Ma
 		return nil, err
 	}
 	defer n.poolLock(c, m.Pool)()
+	// The set's operation an earlier attempt began ends first: its
+	// machines then count as they are.
+	setKey := "virtualMachineScaleSets/" + poolSetName(m.Pool)
+	if err := resume[armcompute.VirtualMachineScaleSetsClientCreateOrUpdateResponse](ctx, n, c, setKey, fmt.Sprintf("write pool %s's scale set", m.Pool)); err != nil {
+		return nil, machineError(err, c, m, n.version(c))
+	}
 	members, err := n.poolMembers(ctx, c, m.Pool)
 	if err != nil {
 		return nil, err
@@ -122,7 +128,7 @@ func (n *Azure) tagMember(ctx context.Context, c *cluster, vm armcompute.Virtual
 	if err != nil {
 		return vm, classify(err, c.api.account, "tag the virtual machine %s of pool %s", deref(vm.Name), m.Pool)
 	}
-	done, err := wait(ctx, n, c, "tag the virtual machine "+deref(vm.Name), got, nil)
+	done, err := wait(ctx, n, c, "virtualMachines/"+deref(vm.Name), "tag the virtual machine "+deref(vm.Name), got, nil)
 	if err != nil {
 		return vm, err
 	}
@@ -239,7 +245,7 @@ func (n *Azure) ensureScaleSet(ctx context.Context, c *cluster, m provider.Machi
 		}
 	}
 	n.log.Info("writing scale set", "cluster", c.Project+"/"+c.Name, "pool", m.Pool, "capacity", capacity, "size", size)
-	_, err = await[armcompute.VirtualMachineScaleSetsClientCreateOrUpdateResponse](ctx, n, c, fmt.Sprintf("raise pool %s's scale set to %d machines (%s)", m.Pool, capacity, size))(
+	_, err = await[armcompute.VirtualMachineScaleSetsClientCreateOrUpdateResponse](ctx, n, c, "virtualMachineScaleSets/"+poolSetName(m.Pool), fmt.Sprintf("raise pool %s's scale set to %d machines (%s)", m.Pool, capacity, size))(
 		c.api.compute.NewVirtualMachineScaleSetsClient().BeginCreateOrUpdate(ctx, c.group, poolSetName(m.Pool), set, nil))
 	if err != nil {
 		return machineError(err, c, m, version)

@@ -77,6 +77,11 @@ func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string,
 	}
 	want := armnetwork.SecurityGroup{Location: to(c.region), Tags: c.tags(part),
 		Properties: &armnetwork.SecurityGroupPropertiesFormat{SecurityRules: securityRules(name)}}
+	key := "networkSecurityGroups/" + name
+	if err := resume[armnetwork.SecurityGroupsClientCreateOrUpdateResponse](ctx, n, c, key,
+		fmt.Sprintf("create the network security group %s of cluster %s", name, c.Name)); err != nil {
+		return "", err
+	}
 	api := c.api.net.NewSecurityGroupsClient()
 	got, err := api.Get(ctx, c.group, name, nil)
 	switch {
@@ -92,7 +97,7 @@ func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string,
 		want.Tags = mergeTags(g.Tags, want.Tags)
 	}
 	n.log.Info("writing network security group", "cluster", c.Project+"/"+c.Name, "group", c.group, "name", name)
-	made, err := await[armnetwork.SecurityGroupsClientCreateOrUpdateResponse](ctx, n, c,
+	made, err := await[armnetwork.SecurityGroupsClientCreateOrUpdateResponse](ctx, n, c, key,
 		fmt.Sprintf("create the network security group %s of cluster %s", name, c.Name))(
 		api.BeginCreateOrUpdate(ctx, c.group, name, want, nil))
 	return deref(made.ID), err

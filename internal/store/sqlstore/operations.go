@@ -24,7 +24,7 @@ type opRow struct {
 }
 
 func encodeOperation(op *store.Operation) (opRow, error) {
-	steps, err := encodeSteps(op.Steps)
+	steps, err := encodeSteps(op.Steps, op.Checkpoints)
 	if err != nil {
 		return opRow{}, err
 	}
@@ -87,7 +87,7 @@ func scanOperation(r scanner) (*store.Operation, error) {
 		op.EndTime = &t
 	}
 	var err error
-	if op.Steps, err = decodeSteps(steps); err != nil {
+	if op.Steps, op.Checkpoints, err = decodeSteps(steps); err != nil {
 		return nil, fmt.Errorf("decode steps: %w", err)
 	}
 	if errJSON != "" {

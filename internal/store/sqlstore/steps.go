@@ -30,6 +30,9 @@ type storedStep struct {
 	DoneBy   string `json:"d,omitempty"`
 	// Failed are the step's failed attempts (v1.Step.FailedAttempts).
 	Failed []storedAttempt `json:"f,omitempty"`
+	// Checkpoint is what the step keeps for its provider
+	// (store.Operation.Checkpoints): in the store only.
+	Checkpoint map[string]string `json:"c,omitempty"`
 }
 
 type storedAttempt struct {
@@ -38,10 +41,15 @@ type storedAttempt struct {
 	Message string `json:"m,omitempty"`
 }
 
-func encodeSteps(steps []v1.Step) (string, error) {
+// encodeSteps encodes steps with each one's checkpoint of cps (by step
+// name; a checkpoint of no step is not kept).
+func encodeSteps(steps []v1.Step, cps map[string]map[string]string) (string, error) {
 	rows := storedSteps{Steps: make([]storedStep, len(steps))}
 	for i, s := range steps {
 		rows.Steps[i] = storedStep{Name: s.Name, State: s.State, Attempts: s.Attempts, Message: s.Message, DoneBy: s.DoneBy}
+		if cp := cps[s.Name]; len(cp) > 0 {
+			rows.Steps[i].Checkpoint = cp
+		}
 		for _, a := range s.FailedAttempts {
 			rows.Steps[i].Failed = append(rows.Steps[i].Failed, storedAttempt{Start: toNanos(a.StartTime), End: toNanos(a.EndTime), Message: a.Message})
 		}
@@ -57,29 +65,37 @@ func encodeSteps(steps []v1.Step) (string, error) {
 }
 
 // decodeSteps reads the steps column in either form: storedSteps, or the
-// API's (a JSON array) that rows written before it hold. No steps decode
-// as nil.
-func decodeSteps(col string) ([]v1.Step, error) {
+// API's (a JSON array) that rows written before it hold; and the steps'
+// checkpoints, by step name (nil when none has one). No steps decode as
+// nil.
+func decodeSteps(col string) ([]v1.Step, map[string]map[string]string, error) {
 	if strings.HasPrefix(col, "[") {
 		var steps []v1.Step
 		if err := json.Unmarshal([]byte(col), &steps); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(steps) == 0 {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return steps, nil
+		return steps, nil, nil
 	}
 	var rows storedSteps
 	if err := json.Unmarshal([]byte(col), &rows); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(rows.Steps) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	steps := make([]v1.Step, len(rows.Steps))
+	var cps map[string]map[string]string
 	for i, r := range rows.Steps {
 		steps[i] = v1.Step{Name: r.Name, State: r.State, Attempts: r.Attempts, Message: r.Message, DoneBy: r.DoneBy}
+		if len(r.Checkpoint) > 0 {
+			if cps == nil {
+				cps = map[string]map[string]string{}
+			}
+			cps[r.Name] = r.Checkpoint
+		}
 		for _, a := range r.Failed {
 			steps[i].FailedAttempts = append(steps[i].FailedAttempts, v1.Attempt{StartTime: fromNanos(a.Start), EndTime: fromNanos(a.End), Message: a.Message})
 		}
@@ -92,5 +108,5 @@ func decodeSteps(col string) ([]v1.Step, error) {
 			steps[i].EndTime = &t
 		}
 	}
-	return steps, nil
+	return steps, cps, nil
 }

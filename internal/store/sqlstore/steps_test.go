@@ -36,25 +36,32 @@ func TestStepsRoundTrip(t *testing.T) {
 				{StartTime: start.Add(-2 * time.Second), EndTime: start.Add(-time.Second), Message: "throttled"}}},
 		v1.Step{Name: "kept", State: v1.StepSucceeded, Attempts: 1, StartTime: &start, EndTime: &start, DoneBy: "op-1"},
 		v1.Step{Name: "pending", State: v1.StepPending})
-	col, err := encodeSteps(steps)
+	// The running step's checkpoint is kept; one of no step, or empty,
+	// is not.
+	cps := map[string]map[string]string{"running": {"virtualNetworks/kiln-vnet": `{"type":"AsyncOperation"}`},
+		"kept": {}, "gone": {"k": "v"}}
+	col, err := encodeSteps(steps, cps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeSteps(col)
+	got, gotCPs, err := decodeSteps(col)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, steps) {
 		t.Fatalf("steps changed through the store:\n got %+v\nwant %+v\n(column %s)", got, steps, col)
 	}
+	if want := map[string]map[string]string{"running": cps["running"]}; !reflect.DeepEqual(gotCPs, want) {
+		t.Errorf("checkpoints through the store: %v; want %v", gotCPs, want)
+	}
 
 	for _, empty := range [][]v1.Step{nil, {}} {
-		col, err := encodeSteps(empty)
+		col, err := encodeSteps(empty, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := decodeSteps(col); err != nil || got != nil {
-			t.Errorf("no steps (%q) decoded as %v, %v; want nil", col, got, err)
+		if got, cps, err := decodeSteps(col); err != nil || got != nil || cps != nil {
+			t.Errorf("no steps (%q) decoded as %v, %v, %v; want nil", col, got, cps, err)
 		}
 	}
 }
@@ -67,17 +74,17 @@ func TestStepsReadsTheAPIForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeSteps(string(old))
+	got, _, err := decodeSteps(string(old))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, steps) {
 		t.Fatalf("steps of an older row:\n got %+v\nwant %+v", got, steps)
 	}
-	if _, err := decodeSteps(`[{"name":`); err == nil {
+	if _, _, err := decodeSteps(`[{"name":`); err == nil {
 		t.Error("a broken column of the API's form decoded without an error")
 	}
-	if _, err := decodeSteps(`{"s":[{"n":1}]}`); err == nil {
+	if _, _, err := decodeSteps(`{"s":[{"n":1}]}`); err == nil {
 		t.Error("a broken column decoded without an error")
 	}
 }
@@ -85,7 +92,7 @@ func TestStepsReadsTheAPIForm(t *testing.T) {
 // A kilnd from before the short form (a replica not yet upgraded) must
 // fail to read it, not read steps without names.
 func TestStepsAreRefusedByAnOlderReader(t *testing.T) {
-	col, err := encodeSteps(createLikeSteps())
+	col, err := encodeSteps(createLikeSteps(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +110,7 @@ func TestStepsTakeAThirdLess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := encodeSteps(steps)
+	col, err := encodeSteps(steps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
