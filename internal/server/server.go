@@ -519,6 +519,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.credentials = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_cluster_credentials_issued_total", Help: "People's cluster credentials issued (kiln credential), by their role in the cluster's project.",
 	}, []string{"role"}))
+	for role := range roleGroups { // every role's series exists from the start, at 0, so rate() sees the first one
+		m.credentials.WithLabelValues(role)
+	}
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	return m

@@ -9,9 +9,10 @@ import (
 
 // metrics are the worker's Prometheus metrics.
 type metrics struct {
-	held   prometheus.Gauge
-	claims prometheus.Counter
-	lost   prometheus.Counter
+	held      prometheus.Gauge
+	claims    prometheus.Counter
+	lost      prometheus.Counter
+	takeovers prometheus.Counter
 }
 
 // newMetrics creates the worker's metrics and registers them with reg, if
@@ -25,11 +26,15 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 			Name: "kiln_worker_claims_total", Help: "Cluster leases claimed."}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kiln_worker_leases_lost_total", Help: "Runs cancelled because their lease was lost."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kiln_worker_lease_takeovers_total",
+			Help: "Cluster leases claimed from a holder whose lease had expired (it died or stopped renewing)."}),
 	}
 	if reg != nil {
 		m.held = register(reg, m.held, log)
 		m.claims = register(reg, m.claims, log)
 		m.lost = register(reg, m.lost, log)
+		m.takeovers = register(reg, m.takeovers, log)
 	}
 	return m
 }
