@@ -1,13 +1,7 @@
 package daemon
 
 import (
-	"bufio"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -62,18 +56,7 @@ func documentedMetrics(t *testing.T) map[string]string {
 // metrics, names and types, to docs/metrics.md's table, both ways.
 func TestMetricsDocumented(t *testing.T) {
 	ctx := t.Context()
-	d, err := Start(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", Dev: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := d.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	d, hc := startDaemon(t)
 	c := client.New(d.URL, d.Token, client.WithCA(d.CACert))
 
 	_, opID, err := c.CreateCluster(ctx, "default", simCluster("fine", 1, nil))
@@ -101,7 +84,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	types, body := scrape(t, d)
+	types, body := scrape(t, d, hc)
 	exposed := map[string]string{}
 	for name, typ := range types {
 		if strings.HasPrefix(name, "kiln_") {
@@ -128,29 +111,15 @@ func TestMetricsDocumented(t *testing.T) {
 
 // scrape reads d's /metrics as its admin, and returns each metric's type
 // (from its # TYPE line) and the whole text.
-func scrape(t *testing.T, d *Daemon) (map[string]string, string) {
+func scrape(t *testing.T, d *Daemon, hc *http.Client) (map[string]string, string) {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(d.CACert)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.URL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %v\n%s", resp.StatusCode, err, b)
+	code, b := adminGet(t, d, hc, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", code, b)
 	}
 	types := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
 			types[f[2]] = f[3]
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/backend/check/checktest"
 	"kiln.dev/kiln/internal/fleetmetrics"
 	"kiln.dev/kiln/internal/store"
-	"kiln.dev/kiln/internal/store/sqlite"
 )
-
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.PutProject(t.Context(), &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 // begin writes cluster name of provider in state with its operation, as
 // the frontend does, and returns it.
@@ -51,7 +37,7 @@ func begin(t *testing.T, st store.Store, name, provider, state string) *store.Cl
 // by state and provider, counts the ones waiting for a worker, and gives
 // the seconds left of the certificate a cluster's status records.
 func TestCollector(t *testing.T) {
-	st := openStore(t)
+	st := checktest.Store(t) // project p
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := fleetmetrics.New(fleetmetrics.Options{Store: st, Now: func() time.Time { return now }})
 

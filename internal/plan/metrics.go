@@ -2,12 +2,12 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/promreg"
 	"kiln.dev/kiln/internal/store"
 )
 
@@ -42,20 +42,14 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	return m
 }
 
-// register registers c with reg; a collector already registered there
-// (by another Runner of the same process) is shared.
+// register registers c with reg, sharing one already registered there
+// (by another Runner of the process); a refusal is logged, and c then
+// counts for nobody.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		log.Error("could not register plan metric; it will not be exported", "err", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	log.Error("could not register plan metric; it will not be exported", "err", err)
 	return c
 }
 

@@ -1,10 +1,11 @@
 package worker
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kiln.dev/kiln/internal/promreg"
 )
 
 // metrics are the worker's Prometheus metrics.
@@ -39,17 +40,12 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	return m
 }
 
+// register registers c with reg, sharing one already registered there;
+// a refusal is logged, and c then counts for nobody.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		log.Error("could not register worker metric; it will not be exported", "err", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	log.Error("could not register worker metric; it will not be exported", "err", err)
 	return c
 }
