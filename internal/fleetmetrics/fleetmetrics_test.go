@@ -21,7 +21,7 @@ import (
 
 // begin writes cluster name of provider in state with its operation, as
 // the frontend does, and returns it.
-func begin(t *testing.T, st store.Store, name, provider, state string) *store.Cluster {
+func begin(t testing.TB, st store.Store, name, provider, state string) *store.Cluster {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
 	cl := &store.Cluster{Project: "p", Name: name, Spec: v1.ClusterSpec{Provider: provider},
