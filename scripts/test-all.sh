@@ -4,7 +4,8 @@
 # then vets and runs all packages, including the crash tests that start real
 # kilnd processes and the end-to-end tests that bring up real Kubernetes
 # clusters with bin/kiln-kube (built by make test-all) and drive the web console
-# in Debian's chromium (installed when missing), and last runs every
+# in Debian's chromium (installed when missing), checks the alert rules with
+# Debian's promtool (installed when missing), and last runs every
 # fuzz target for 10 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,16 @@ if chromium_env=$(scripts/chromium.sh); then
 else
 	echo "test-all: chromium could not be found or installed: the console's browser tests will be SKIPPED" >&2
 fi
+
+# Debian's promtool for the alert rules' test (internal/daemon TestAlertRules), installed when missing.
+# KILN_PROMTOOL is always set here, so that test fails instead of skipping when promtool is missing.
+if promtool_env=$(scripts/promtool.sh); then
+	eval "$promtool_env"
+else
+	echo "test-all: promtool could not be found or installed: TestAlertRules will FAIL" >&2
+	KILN_PROMTOOL=missing
+fi
+export KILN_PROMTOOL
 
 # Debian's AWS CLI, which test/cloud/aws points at the local AWS (a second client beside the Go SDK).
 if ! command -v aws >/dev/null; then

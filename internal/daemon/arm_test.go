@@ -158,6 +158,27 @@ func startDaemon(t *testing.T) (*Daemon, *http.Client) {
 	return d, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 }
 
+// adminGet GETs path of d's API with hc as its admin, and returns the
+// status code and the body.
+func adminGet(t *testing.T, d *Daemon, hc *http.Client, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
 // TestEveryAPIRouteReachesTheAPI: kilnd's root handler hands every route
 // the API registers to the API, not to the console (which has every path
 // server.Paths does not claim), and GET /openapi.json answers the
@@ -172,22 +193,9 @@ func TestEveryAPIRouteReachesTheAPI(t *testing.T) {
 			t.Errorf("%s is registered by the API but kilnd's root serves the console there: add it to server.Paths", rt.Pattern)
 		}
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.URL+"/openapi.json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(b, server.OpenAPIDocument()) {
-		t.Errorf("GET /openapi.json on kilnd answered %s with %d bytes, not the document", resp.Status, len(b))
+	code, b := adminGet(t, d, hc, "/openapi.json")
+	if code != http.StatusOK || !bytes.Equal(b, server.OpenAPIDocument()) {
+		t.Errorf("GET /openapi.json on kilnd answered %d with %d bytes, not the document", code, len(b))
 	}
 }
 

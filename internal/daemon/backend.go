@@ -48,7 +48,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	owner := worker.DefaultOwner()
 	b.worker = worker.New(worker.Options{
 		Store:        d.Store,
-		Runner:       d.planRunner(providers, applier),
+		Runner:       d.planRunner(providers, applier, reg),
 		Owner:        owner,
 		LeaseTTL:     d.cfg.LeaseTTL,
 		Heartbeat:    d.cfg.Heartbeat,
@@ -76,10 +76,10 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 
 // planRunner is what the worker runs on a claimed cluster: its operation's
 // plan.
-func (d *Daemon) planRunner(providers provider.Registry, applier *packs.Applier) *plan.Runner {
+func (d *Daemon) planRunner(providers provider.Registry, applier *packs.Applier, reg prometheus.Registerer) *plan.Runner {
 	return plan.NewRunner(plan.Options{Store: d.Store, Providers: providers, Logger: d.log, Agents: d.agents(), Bootstrap: d.bootstrap(),
 		Drain: plan.Drain{Signal: worker.Draining, Err: worker.ErrDraining},
-		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL, Snapshots: d.snapshots,
+		Packs: applier, ComponentCertificateTTL: d.cfg.ComponentCertTTL, Snapshots: d.snapshots, Registerer: reg,
 		Diagnose: func(ctx context.Context, cl *store.Cluster, opID, reason string, kube plan.KubeReader) (string, error) {
 			got, err := diagnose.Gather(ctx, d.Store, diagnose.Request{Cluster: cl, Operation: opID, Reason: reason, Kube: kube})
 			if err != nil {

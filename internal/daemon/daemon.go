@@ -445,6 +445,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	if err := d.ensureAdmin(ctx); err != nil {
 		return err
 	}
+	d.registerMetrics(reg)
 	var handler http.Handler
 	if d.cfg.Role != RoleBackend {
 		f, h, err := d.newFrontend(ctx, providers, reg)

@@ -11,6 +11,7 @@ import (
 	"kiln.dev/kiln/internal/backend/retention"
 	"kiln.dev/kiln/internal/backend/shard"
 	"kiln.dev/kiln/internal/diagnose"
+	"kiln.dev/kiln/internal/fleetmetrics"
 	"kiln.dev/kiln/internal/gateway"
 	"kiln.dev/kiln/internal/plan"
 	"kiln.dev/kiln/internal/registry"
@@ -49,6 +50,7 @@ var (
 	_ registry.AuthStore        = store.Store(nil)
 	_ registry.Auditor          = store.Store(nil)
 	_ healthStore               = store.Store(nil)
+	_ fleetmetrics.Store        = store.Store(nil)
 
 	_ worker.Store                = store.Store(nil)
 	_ plan.OperationStore         = store.Store(nil)

@@ -150,6 +150,14 @@ func (g *Gateway) Handler() http.Handler {
 // Controller is the URL agents are told to reach this gateway at.
 func (g *Gateway) Controller() string { return g.opts.Controller }
 
+// Sessions is how many agents hold a session with this gateway now
+// (kiln_agent_sessions): one per node, a replaced session counted once.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
 // Notify wakes the session of node of cluster k in this process, if there
 // is one, to check its certificate and send the node's pending instructions
 // now. Run calls it for every instruction and certificate record written,

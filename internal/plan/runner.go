@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -90,6 +91,9 @@ type Options struct {
 	// Snapshots keeps backups' etcd snapshots; nil refuses backups and
 	// restores.
 	Snapshots *snapshots.Vault
+	// Registerer, when set, gets the operations' metrics (metrics.go):
+	// kiln_operation_duration_seconds and kiln_operation_failures_total.
+	Registerer prometheus.Registerer
 }
 
 // Drain is how a run learns that the process running it is stopping.
@@ -121,6 +125,7 @@ type Runner struct {
 	opts    Options
 	log     *slog.Logger
 	checker *dynamic.Checker
+	m       *metrics
 }
 
 // NewRunner returns a Runner with opts, defaults filled in.
@@ -164,7 +169,8 @@ func NewRunner(opts Options) *Runner {
 		opts.Drain.Err = errDraining
 	}
 	return &Runner{opts: opts, log: opts.Logger,
-		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers}}
+		checker: &dynamic.Checker{Store: opts.Store, Providers: opts.Providers},
+		m:       newMetrics(opts.Registerer, opts.Logger)}
 }
 
 // run is one Run of one claimed cluster.
@@ -234,7 +240,7 @@ func (r *Runner) Run(ctx context.Context, cl *store.Cluster) error {
 	if a != nil {
 		x.pc.Account = &provider.Account{Name: a.Name, Credentials: a.Credentials}
 	}
-	x.ops, x.instructions, x.secrets, x.events = st, st, st, st
+	x.ops, x.instructions, x.secrets, x.events = finishObserver{OperationStore: st, m: r.m}, st, st, st
 	x.nodeRecords = nodeEvents{NodeStore: st, x: x}
 	return x.execute(ctx)
 }

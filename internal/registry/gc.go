@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +103,37 @@ func (r *Registry) Collect(ctx context.Context) (Collected, error) {
 		r.log.Info("registry: garbage collected", "blobs", c.Blobs, "repositories", c.Repositories)
 	}
 	return c, nil
+}
+
+// StoredBytes is the size of every blob on disk (layers, configs and
+// manifests, each once however many repositories link it), what the
+// registry takes of DATA_DIR: the sum of the blob files' sizes, read from
+// the filesystem at each call.
+func (r *Registry) StoredBytes() (int64, error) {
+	var n int64
+	err := filepath.WalkDir(filepath.Join(r.opts.Dir, "docker/registry/v2/blobs"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // nothing pushed yet, or a blob collected while we walked
+			}
+			return err
+		}
+		if e.Type().IsRegular() {
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("registry: size of blobs: %w", err)
+	}
+	return n, nil
 }
 
 // countBlobs counts the blobs on disk.

@@ -644,3 +644,41 @@ func TestNodesFallBackToSystemImages(t *testing.T) {
 		t.Errorf("a tag no one has: %v, want MANIFEST_UNKNOWN", err)
 	}
 }
+
+// TestStoredBytes: the registry's size is its blobs', each once however
+// many repositories hold it.
+func TestStoredBytes(t *testing.T) {
+	e := newEnv(t, registry.Options{})
+	if n, err := e.reg.StoredBytes(); err != nil || n != 0 {
+		t.Fatalf("empty registry: %d bytes, %v; want 0", n, err)
+	}
+	img := randomImage(t)
+	e.mustPush("alice", "p/nginx:1.27", img)
+	manifest, err := img.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(len(manifest) + len(config))
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		size, err := l.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += size
+	}
+	if n, err := e.reg.StoredBytes(); err != nil || n != want {
+		t.Errorf("after a push: %d bytes, %v; want %d (manifest, config and layers)", n, err, want)
+	}
+	e.mustPush("alice", "p/again:1", img) // the same blobs under another name
+	if n, err := e.reg.StoredBytes(); err != nil || n != want {
+		t.Errorf("after the same image again: %d bytes, %v; want %d", n, err, want)
+	}
+}

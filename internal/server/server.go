@@ -8,7 +8,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"kiln.dev/kiln/internal/auth"
 	"kiln.dev/kiln/internal/oidc"
 	"kiln.dev/kiln/internal/priority"
+	"kiln.dev/kiln/internal/promreg"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
 	"kiln.dev/kiln/internal/validate"
@@ -519,6 +519,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.credentials = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_cluster_credentials_issued_total", Help: "People's cluster credentials issued (kiln credential), by their role in the cluster's project.",
 	}, []string{"role"}))
+	for role := range roleGroups { // every role's series exists from the start, at 0, so rate() sees the first one
+		m.credentials.WithLabelValues(role)
+	}
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	return m
@@ -527,12 +530,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // register registers c, or returns the collector already registered under
 // its name (two servers may share a registry).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	c, err := promreg.Register(reg, c)
+	if err != nil {
 		panic("server: register metrics: " + err.Error())
 	}
 	return c

@@ -68,6 +68,11 @@ type Lease struct {
 	Owner  string
 	Token  int64 // increases by one on every claim; never reused
 	Expiry time.Time
+	// TakenFrom is the owner whose lease the last claim took over because
+	// it had expired (its holder died or stopped renewing); "" when that
+	// claim found the lease free (released, or a new operation's). Set
+	// by ClaimCluster; writers' values are ignored.
+	TakenFrom string
 }
 
 // Fence returns the fence a holder of this lease writes with.
@@ -347,10 +352,41 @@ type Store interface {
 	Audit
 	Replicas
 	Pruner
+	Fleet
 
 	// Ping checks the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Fleet is what the metrics read of the whole store when they are
+// scraped: counts, each one query whatever the fleet's size, and the
+// certificate expiries the certificate check recorded. Every process
+// reading the same store reads the same numbers.
+type Fleet interface {
+	// CountClusters counts the clusters by provisioning state and
+	// provider, in one grouped query (served by an index).
+	CountClusters(ctx context.Context) ([]ClusterCount, error)
+	// CountWaiting counts the clusters with an operation waiting for a
+	// worker: Creating, Updating or Deleting with no live lease (free, or
+	// expired), what the next claims would take.
+	CountWaiting(ctx context.Context) (int, error)
+	// CertificateExpiries lists, by project and name, every cluster's
+	// earliest certificate expiry as the certificate check recorded it
+	// (status.certificates); clusters without one are left out.
+	CertificateExpiries(ctx context.Context) ([]CertificateExpiry, error)
+}
+
+// ClusterCount is how many clusters are in State of Provider.
+type ClusterCount struct {
+	State, Provider string
+	Count           int
+}
+
+// CertificateExpiry is when the first certificate of a cluster expires.
+type CertificateExpiry struct {
+	Key
+	NotAfter time.Time
 }
 
 // Projects are the tenants everything else is filed under.

@@ -208,6 +208,10 @@ func (w *Worker) claim(ctx context.Context) (*store.Cluster, error) {
 		return nil, err
 	}
 	w.m.claims.Inc()
+	if cl.Lease.TakenFrom != "" {
+		w.m.takeovers.Inc()
+		w.log.Warn("took over a lease that expired with its holder", "cluster", cl.Key().String(), "from", cl.Lease.TakenFrom)
+	}
 	if ctx.Err() != nil {
 		w.release(cl, w.log.With("cluster", cl.Key().String()))
 		return nil, ctx.Err()

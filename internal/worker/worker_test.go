@@ -217,6 +217,29 @@ func TestLeaseLossCancelsRun(t *testing.T) {
 	}
 }
 
+// TestLeaseTakeoverCounted: a worker claiming a lease whose holder died
+// (it expired, never released) counts a takeover; a fresh claim does not.
+func TestLeaseTakeoverCounted(t *testing.T) {
+	clk := &clock{}
+	st := openStore(t, clk)
+	create(t, st, "orphan", nil)
+	if _, err := st.ClaimCluster(t.Context(), "dead", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Hour)
+	create(t, st, "fresh", nil)
+	b := newBlocker()
+	reg := prometheus.NewRegistry()
+	start(t, worker.New(worker.Options{Store: st, Runner: b, Owner: "a", Poll: 5 * time.Millisecond,
+		Logger: logger(t), Registerer: reg}))
+	recv(t, "the first run to start", b.started)
+	recv(t, "the second run to start", b.started)
+	if got := gauge(t, reg, "kiln_worker_lease_takeovers_total"); got != 1 {
+		t.Errorf("kiln_worker_lease_takeovers_total = %v, want 1 (the dead holder's lease, not the fresh one)", got)
+	}
+	close(b.release)
+}
+
 func TestDrainHandsLeasesBack(t *testing.T) {
 	st := openStore(t, &clock{})
 	create(t, st, "c", nil)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,6 +83,9 @@ func Dialect(migrations fs.FS) sqlstore.Dialect {
 		SkipLocked:     " FOR UPDATE SKIP LOCKED",
 		WriteInWith:    true,
 		Constraint:     constraint,
+		JSONText: func(column string, keys ...string) string {
+			return "(" + column + "::jsonb #>> '{" + strings.Join(keys, ",") + "}')"
+		},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
@@ -107,6 +108,9 @@ func Dialect(migrations fs.FS) sqlstore.Dialect {
 		ForUpdate:  "",
 		SkipLocked: "",
 		Constraint: constraint,
+		JSONText: func(column string, keys ...string) string {
+			return "json_extract(" + column + ", '$." + strings.Join(keys, ".") + "')"
+		},
 		// One writer: the checkpoints of concurrent runs share commits.
 		GroupCommit: true,
 	}

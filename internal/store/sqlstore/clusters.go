@@ -15,7 +15,7 @@ import (
 	"kiln.dev/kiln/internal/store"
 )
 
-const clusterCols = `project, name, etag, spec, status, lease_owner, lease_token, lease_expiry, dequeues, uid`
+const clusterCols = `project, name, etag, spec, status, lease_owner, lease_token, lease_expiry, dequeues, uid, lease_taken_from`
 
 // active reports whether a cluster in this state has an operation running.
 func active(state string) bool {
@@ -29,7 +29,7 @@ func scanCluster(r scanner) (*store.Cluster, error) {
 	var spec, status string
 	var expiry int64
 	if err := r.Scan(&cl.Project, &cl.Name, &cl.ETag, &spec, &status,
-		&cl.Lease.Owner, &cl.Lease.Token, &expiry, &cl.Dequeues, &cl.UID); err != nil {
+		&cl.Lease.Owner, &cl.Lease.Token, &expiry, &cl.Dequeues, &cl.UID, &cl.Lease.TakenFrom); err != nil {
 		return nil, err
 	}
 	cl.Lease.Expiry = fromNanos(expiry)
@@ -161,7 +161,7 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 			}
 			if exists {
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, provider = ?, status = ?, provisioning_state = ?,
-					lease_owner = '', lease_expiry = 0, dequeues = 0 WHERE project = ? AND name = ?`),
+					lease_owner = '', lease_expiry = 0, dequeues = 0, lease_taken_from = '' WHERE project = ? AND name = ?`),
 					etag, string(spec), cl.Spec.Provider, string(status), cl.Status.ProvisioningState, k.Project, k.Name)
 				if err != nil {
 					return err

@@ -64,6 +64,10 @@ type Dialect struct {
 	SkipLocked string
 	// Constraint classifies an error from the driver, using its typed error.
 	Constraint func(error) Constraint
+	// JSONText is the SQL expression of the text at keys in the JSON of
+	// column (NULL where there is none): what the fleet's metrics read of
+	// a cluster's status without reading the rest of it.
+	JSONText func(column string, keys ...string) string
 	// GroupCommit: the database has one writer (SQLite), and the
 	// checkpoints of concurrent runs share transactions (groupcommit.go).
 	GroupCommit bool

@@ -14,7 +14,7 @@ import (
 )
 
 // Store is a new SQLite store with project p, closed when the test ends.
-func Store(t *testing.T) store.Store {
+func Store(t testing.TB) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"))
 	if err != nil {
