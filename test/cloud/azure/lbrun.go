@@ -160,7 +160,7 @@ func (s *Server) applyForwards(ctx context.Context, want []forward) error {
 		addrs[f.addr.Addr()] = true
 		if r, ok := fw.proxies[f.addr]; ok {
 			r.mu.Lock()
-			r.backends = f.backends
+			r.backends, r.probe = f.backends, f.probe // a NodePort changed moves both
 			r.mu.Unlock()
 			continue
 		}
@@ -179,8 +179,13 @@ func (s *Server) applyForwards(ctx context.Context, want []forward) error {
 		r := &runningRule{backends: f.backends, probe: f.probe}
 		r.p = lb.New(ln, r.get, s.log.With("frontend", f.addr.String()))
 		if f.probe > 0 {
-			probe := f.probe
 			r.p.CheckHealth(func(ctx context.Context, backend string) error {
+				r.mu.Lock()
+				probe := r.probe
+				r.mu.Unlock()
+				if probe == 0 { // the rule lost its probe: every member is tried
+					return nil
+				}
 				host, _, _ := net.SplitHostPort(backend)
 				return lb.Accepts()(ctx, net.JoinHostPort(host, fmt.Sprint(probe)))
 			}, f.interval)
