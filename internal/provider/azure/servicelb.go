@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+	"golang.org/x/sync/errgroup"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -127,14 +128,16 @@ func (n *Azure) EnsureServiceLoadBalancer(ctx context.Context, pc provider.Clust
 	if err != nil {
 		return nil, err
 	}
+	g, gctx := errgroup.WithContext(ctx)
 	for _, nsg := range []string{controlPlaneNSG, nodeNSG} {
 		var rules []*armnetwork.SecurityRule
 		if subnets[nsg] {
 			rules = serviceSecurityRules(s)
 		}
-		if err := n.setServiceRules(ctx, c, nsg, s.Name, rules); err != nil {
-			return nil, err
-		}
+		g.Go(func() error { return n.setServiceRules(gctx, c, nsg, s.Name, rules) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return []string{addr}, nil
 }
@@ -412,6 +415,7 @@ func lbKeys(lb armnetwork.LoadBalancer) []string {
 func (n *Azure) servicePoolMembers(ctx context.Context, c *cluster, nodes []string) (map[string]bool, error) {
 	pool := c.lbID(serviceLBName) + "/backendAddressPools/" + servicePool
 	nsgs := map[string]bool{}
+	var changed []*armnetwork.Interface
 	pages := c.api.net.NewInterfacesClient().NewListPager(c.group, nil)
 	for pages.More() {
 		page, err := pages.NextPage(ctx)
@@ -437,16 +441,22 @@ func (n *Azure) servicePoolMembers(ctx context.Context, c *cluster, nodes []stri
 					}
 				}
 			}
-			if !inPool(nic, pool, in) {
-				continue
-			}
-			n.log.Info("changing the pool of the load balancer of Services", "cluster", c.Project+"/"+c.Name, "interface", deref(nic.Name), "in", in)
-			if err := n.writeNIC(ctx, c, *nic); err != nil {
-				return nil, err
+			if inPool(nic, pool, in) {
+				changed = append(changed, nic)
 			}
 		}
 	}
-	return nsgs, nil
+	// Written side by side, as a pool of many nodes would take long one
+	// by one.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, nic := range changed {
+		g.Go(func() error {
+			n.log.Info("changing the pool of the load balancer of Services", "cluster", c.Project+"/"+c.Name, "interface", deref(nic.Name))
+			return n.writeNIC(gctx, c, *nic)
+		})
+	}
+	return nsgs, g.Wait()
 }
 
 // serviceSecurityRules are the security rules that let Service s's ports
