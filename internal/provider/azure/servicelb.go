@@ -95,14 +95,8 @@ func (n *Azure) EnsureServiceLoadBalancer(ctx context.Context, pc provider.Clust
 	if err != nil {
 		return nil, err
 	}
-	for _, port := range s.Ports {
-		if port.Protocol != "" && !strings.EqualFold(port.Protocol, "TCP") {
-			return nil, failure.Terminal(v1.CodeInvalidParameter,
-				"Service %s: port %d is %s; the azure provider's load balancers forward TCP only", s.Service, port.Port, port.Protocol)
-		}
-		if port.NodePort == 0 {
-			return nil, failure.Terminal(v1.CodeInvalidParameter, "Service %s: port %d has no NodePort to forward to", s.Service, port.Port)
-		}
+	if err := s.CheckTCP("the azure provider's load balancers"); err != nil {
+		return nil, err
 	}
 	defer n.lockOf(c, "service-lb")()
 	tags := mergeTags(c.tags(partServiceIP), map[string]*string{TagServiceName: to(s.Service), TagServiceLB: to(s.Name)})

@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -93,42 +92,15 @@ func TestLoadBalancerOfServices(t *testing.T) {
 	wantARMError(t, "deleting a public IP a frontend has", finish(ips.BeginDelete(ctx, group, "kubernetes-web", nil)), http.StatusBadRequest, "PublicIPAddressCannotBeDeleted")
 
 	if forwards {
-		serve := func(addr, answer string) {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ln.Close() })
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					_, _ = conn.Write([]byte(answer + "\n"))
-					conn.Close()
-				}
-			}()
-		}
 		nic := c.joinPool(t, "n1", sn, pool)
 		ip := *nic.Properties.IPConfigurations[0].Properties.PrivateIPAddress
-		serve(ip+":30080", "web")
-		serve(ip+":30090", "api")
-		serve(ip+":30091", "api moved")
-		ask := func(svc string) (string, error) {
-			conn, err := net.DialTimeout("tcp", net.JoinHostPort(*pips[svc].Properties.IPAddress, "80"), 2*time.Second)
-			if err != nil {
-				return "", err
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			return strings.TrimSpace(line), err
-		}
+		serveLine(t, ip+":30080", "web")
+		serveLine(t, ip+":30090", "api")
+		serveLine(t, ip+":30091", "api moved")
 		answers := func(svc, want string) {
 			t.Helper()
 			waitfor.Cond(t, svc+"'s frontend to answer "+want, 30*time.Second, func() (bool, error) {
-				got, err := ask(svc)
+				got, err := askLine(net.JoinHostPort(*pips[svc].Properties.IPAddress, "80"))
 				if err != nil {
 					return false, waitfor.NotYet(err)
 				}
