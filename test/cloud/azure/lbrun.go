@@ -23,7 +23,8 @@ import (
 // each load-balancing rule is a TCP proxy (internal/lb) on the frontend's
 // address and port to its pool's members' primary addresses at the
 // backend port, trying first those whose probe (a TCP connect to the
-// probe's port) answered last. An address no frontend has any more is
+// probe's port) answered last, and only those whose subnet's security
+// group lets the traffic in (nsgfilter.go). An address no frontend has any more is
 // taken off; RemoveHostAddresses takes off all of a label's.
 
 // lbTick is how often the load balancers' forwarding is brought to what
@@ -108,6 +109,10 @@ func (s *Server) forwards() []forward {
 					if slices.ContainsFunc(refList(cp["loadBalancerBackendAddressPools"]), func(ref any) bool {
 						return strings.EqualFold(refID(ref), refID(p["backendAddressPool"]))
 					}) && str(cp, "privateIPAddress") != "" {
+						// What the member's security group does not let in is dropped (nsgfilter.go).
+						if a, err := netip.ParseAddr(str(cp, "privateIPAddress")); err == nil && !s.admits(refID(cp["subnet"]), a, int(bport)) {
+							continue
+						}
 						f.backends = append(f.backends, net.JoinHostPort(str(cp, "privateIPAddress"), fmt.Sprint(int(bport))))
 					}
 				}

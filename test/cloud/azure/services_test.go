@@ -43,9 +43,10 @@ func servicesLB(name string, fronts map[string]string, port int32, backend map[s
 
 // TestLoadBalancerOfServices: one load balancer with a frontend per
 // Service, each on its public IP and the same port, forwarding to its own
-// NodePort of the pool's members; a NodePort moved moves the probe too; a
-// public IP a frontend has cannot be deleted (and says which frontend has
-// it) until the frontend is gone. The forwarding needs root and ip(8).
+// NodePort of the pool's members, once the members' security group lets
+// it in from the Internet; a NodePort moved moves the probe too; a public
+// IP a frontend has cannot be deleted (and says which frontend has it)
+// until the frontend is gone. The forwarding needs root and ip(8).
 func TestLoadBalancerOfServices(t *testing.T) {
 	t.Parallel()
 	forwards := os.Geteuid() == 0
@@ -66,10 +67,18 @@ func TestLoadBalancerOfServices(t *testing.T) {
 	c := newClients(t, a, a.credential(t, testClient.Secret))
 	ctx := t.Context()
 	c.makeGroup(t, group)
+	// The nodes' security group lets web's NodePort in from the Internet,
+	// not api's yet.
+	nsgs := c.net.NewSecurityGroupsClient()
+	nsg := done[armnetwork.SecurityGroupsClientCreateOrUpdateResponse](t, "create security group")(
+		nsgs.BeginCreateOrUpdate(ctx, group, "nodes-nsg", armnetwork.SecurityGroup{Location: to.Ptr("eastus"), Properties: &armnetwork.SecurityGroupPropertiesFormat{
+			SecurityRules: []*armnetwork.SecurityRule{{Name: to.Ptr("web"), Properties: rule(500, "30080")}}}}, nil))
+	nodes := subnet("nodes", "127.78.1.0/24")
+	nodes.Properties.NetworkSecurityGroup = &armnetwork.SecurityGroup{ID: nsg.ID}
 	v := done[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](t, "create network")(
 		c.net.NewVirtualNetworksClient().BeginCreateOrUpdate(ctx, group, "c1-vnet", armnetwork.VirtualNetwork{Location: to.Ptr("eastus"),
 			Properties: &armnetwork.VirtualNetworkPropertiesFormat{AddressSpace: &armnetwork.AddressSpace{AddressPrefixes: []*string{to.Ptr("127.78.0.0/16")}},
-				Subnets: []*armnetwork.Subnet{subnet("nodes", "127.78.1.0/24")}}}, nil))
+				Subnets: []*armnetwork.Subnet{nodes}}}, nil))
 	sn := *v.Properties.Subnets[0].ID
 	ips := c.net.NewPublicIPAddressesClient()
 	pips := map[string]armnetwork.PublicIPAddress{}
@@ -108,6 +117,13 @@ func TestLoadBalancerOfServices(t *testing.T) {
 			})
 		}
 		answers("web", "web")
+		// The pass that forwards web's forwards api's to no member: its
+		// security group keeps api's NodePort shut.
+		if got, err := askLine(net.JoinHostPort(*pips["api"].Properties.IPAddress, "80")); err == nil {
+			t.Errorf("api's frontend answered %q with its NodePort shut by the security group; want no member", got)
+		}
+		done[armnetwork.SecurityRulesClientCreateOrUpdateResponse](t, "open api's NodePorts")(
+			c.net.NewSecurityRulesClient().BeginCreateOrUpdate(ctx, group, "nodes-nsg", "api", armnetwork.SecurityRule{Properties: rule(501, "30090-30091")}, nil))
 		answers("api", "api")
 		// api's NodePort moves: its rule and probe follow.
 		done[armnetwork.LoadBalancersClientCreateOrUpdateResponse](t, "move api's NodePort")(lbs.BeginCreateOrUpdate(ctx, group, "kubernetes",
