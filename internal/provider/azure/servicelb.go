@@ -541,7 +541,7 @@ func (n *Azure) setServiceRules(ctx context.Context, c *cluster, nsg, lb string,
 		used[deref(r.Properties.Priority)] = true
 		keep = append(keep, r)
 	}
-	if len(mine) == 0 && len(rules) == 0 || sameRules(mine, rules) {
+	if sameRules(mine, rules) {
 		return nil
 	}
 	n.log.Info("writing the rules of Services' load balancers", "cluster", c.Project+"/"+c.Name, "group", c.group, "nsg", nsg, "lb", lb, "rules", len(rules))
