@@ -13,7 +13,9 @@ import (
 // image kiln:kiln-node:VERSION:latest and reaching this kilnd's agent
 // gateway at the address agents are told (--agent-advertise), so that
 // address must be one the machines reach. A cluster's endpoint is its API
-// load balancer's public IP.
+// load balancer's public IP. It has provider.ServiceLoadBalancers, so the
+// backend's service controller (servicelb) serves its clusters' Services of
+// type LoadBalancer with nothing more to register.
 func (d *Daemon) addAzure(providers provider.Registry) error {
 	if !d.cfg.Azure {
 		return nil

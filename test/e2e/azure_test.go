@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -10,6 +14,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider/azure"
@@ -88,8 +97,10 @@ func startLocalAzure(t testing.TB) *localAzure {
 // A 1+2 cluster through the local Azure (issue 49): the control plane a
 // virtual machine behind the API's load balancer (its endpoint a public
 // IP), the workers a pool's scale set whose machines join as their
-// computer names; three Ready nodes, an app that serves, and a delete that
-// leaves no machine and no address of the load balancer on this host.
+// computer names; three Ready nodes, an app that serves, a Service of type
+// LoadBalancer that answers on its public IP from this machine, and a
+// delete that leaves no machine and no address of a load balancer on this
+// host.
 func TestAzureCluster(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -135,6 +146,10 @@ func TestAzureCluster(t *testing.T) {
 	}
 	ip := strings.TrimSpace(e.mustKubectl("az", "get", "node", workers[0], "-o", "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}"))
 	e.checkHello("az", workers, ip)
+	// A Service of type LoadBalancer is a frontend of the cluster's load
+	// balancer of Services on a public IP of its own, reached from this
+	// machine (issue 46); hello-kept is left to the cluster's delete.
+	kept := e.checkLoadBalancer("default", "az", func() string { return a.serviceFrontends(t, "default", "az") })
 
 	delID, err := e.c.DeleteCluster(ctx, "default", "az")
 	if err != nil {
@@ -144,8 +159,43 @@ func TestAzureCluster(t *testing.T) {
 	if out := docker(t, "ps", "-aq", "--filter", "label="+azurelocal.LabelIdentity+"="+machines.StateIdentity(a.state)); out != "" {
 		t.Errorf("after the delete, machines of the local Azure remain: %s", out)
 	}
-	waitfor.Cond(t, "the load balancer's address to leave lo", 15*time.Second, func() (bool, error) {
+	waitfor.Cond(t, "the load balancers' addresses to leave lo", 15*time.Second, func() (bool, error) {
 		out, err := exec.Command("ip", "-o", "addr", "show", "dev", "lo").Output()
-		return err == nil && !strings.Contains(string(out), endpoint.Addr().String()+"/32"), nil
+		return err == nil && !strings.Contains(string(out), endpoint.Addr().String()+"/32") && !strings.Contains(string(out), kept+"/32"), nil
 	})
+}
+
+// serviceFrontends lists the frontends of cluster project/name's load
+// balancer of Services in the local Azure, a line each ("" for none), as
+// ARM answers them to the SDK.
+func (a *localAzure) serviceFrontends(t testing.TB, project, name string) string {
+	t.Helper()
+	acct := a.account(t, "e2e")
+	cr := acct.Credentials
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cr[v1.AzureCABundle]))
+	opts := azcore.ClientOptions{Cloud: azure.Cloud(cr),
+		Transport: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+	cred, err := azidentity.NewClientSecretCredential(cr[v1.AzureTenant], azureClient, azureSecret,
+		&azidentity.ClientSecretCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs, err := armnetwork.NewLoadBalancersClient(cr[v1.AzureSubscription], cred, &arm.ClientOptions{ClientOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := lbs.Get(t.Context(), azure.GroupName(project, name), "kubernetes", nil)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range lb.Properties.FrontendIPConfigurations {
+		out = append(out, *f.Name)
+	}
+	return strings.Join(out, "\n")
 }

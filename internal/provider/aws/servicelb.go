@@ -61,14 +61,8 @@ func (p *AWS) EnsureServiceLoadBalancer(ctx context.Context, pc provider.Cluster
 	if err != nil {
 		return nil, err
 	}
-	for _, port := range s.Ports {
-		if port.Protocol != "" && !strings.EqualFold(port.Protocol, "TCP") {
-			return nil, failure.Terminal(v1.CodeInvalidParameter,
-				"Service %s: port %d is %s; the aws provider's network load balancers forward TCP only", s.Service, port.Port, port.Protocol)
-		}
-		if port.NodePort == 0 {
-			return nil, failure.Terminal(v1.CodeInvalidParameter, "Service %s: port %d has no NodePort to forward to", s.Service, port.Port)
-		}
+	if err := s.CheckTCP("the aws provider's network load balancers"); err != nil {
+		return nil, err
 	}
 	lb, err := p.findServiceLB(ctx, c, s.Name)
 	if err != nil {

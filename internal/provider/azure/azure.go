@@ -3,8 +3,10 @@
 // armnetwork, armcompute) unmodified: the cluster's network, in the layout
 // Cluster API's Azure provider makes, and its machines as virtual machines.
 // The API server's load balancer is a Standard load balancer on a public
-// IP (lb.go). kilnd registers it with --azure (internal/daemon); Services'
-// load balancers and managed identities come next.
+// IP (lb.go); Services of type LoadBalancer get frontends of another,
+// "kubernetes", as cloud-provider-azure gives them (servicelb.go). kilnd
+// registers it with --azure (internal/daemon); managed identities come
+// next.
 //
 // Everything of a cluster is in a resource group of its own, named from its
 // project and name (GroupName) and tagged with its identity (TagCluster):
@@ -106,6 +108,10 @@ type Azure struct {
 	log  *slog.Logger
 	// pools holds a lock per cluster's pool (poolLock).
 	pools sync.Map
+	// locks holds a lock per cluster and shared resource that calls
+	// read, change and write back (lockOf: its Services' load balancer,
+	// its security groups).
+	locks sync.Map
 }
 
 // New returns the network part of the azure provider.

@@ -31,11 +31,13 @@ const (
 	probeEvery = 5 // seconds
 )
 
-// apiPoolID is the id of the API load balancer's pool in the cluster's
-// group.
-func (c *cluster) apiPoolID(sub string) string {
-	return "/subscriptions/" + sub + "/resourceGroups/" + c.group + "/providers/Microsoft.Network/loadBalancers/" + apiLBName + "/backendAddressPools/" + apiPool
+// lbID is the id of load balancer name in the cluster's group.
+func (c *cluster) lbID(name string) string {
+	return "/subscriptions/" + c.Account.Credentials[v1.AzureSubscription] + "/resourceGroups/" + c.group + "/providers/Microsoft.Network/loadBalancers/" + name
 }
+
+// apiPoolID is the id of the API load balancer's pool.
+func (c *cluster) apiPoolID() string { return c.lbID(apiLBName) + "/backendAddressPools/" + apiPool }
 
 // EnsureLoadBalancer finds or makes the API server's load balancer and its
 // public IP (the network made first when missing), puts the control-plane
@@ -51,32 +53,20 @@ func (n *Azure) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (pr
 			return provider.LoadBalancer{}, err
 		}
 	}
-	// Operations an earlier attempt began end first.
-	if err := resume[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, "publicIPAddresses/"+apiIPName, "create the public IP of cluster "+c.Name+"'s API"); err != nil {
-		return provider.LoadBalancer{}, err
-	}
+	// The load balancer's operation an earlier attempt began ends first
+	// (the public IP's: ensureStaticIP).
 	if err := resume[armnetwork.LoadBalancersClientCreateOrUpdateResponse](ctx, n, c, "loadBalancers/"+apiLBName, "create the API load balancer of cluster "+c.Name); err != nil {
 		return provider.LoadBalancer{}, err
 	}
-	ips := c.api.net.NewPublicIPAddressesClient()
-	pip, err := ips.Get(ctx, c.group, apiIPName, nil)
-	if notFound(err) {
-		var made armnetwork.PublicIPAddressesClientCreateOrUpdateResponse
-		made, err = await[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse](ctx, n, c, "publicIPAddresses/"+apiIPName, "create the public IP of cluster "+c.Name+"'s API")(
-			ips.BeginCreateOrUpdate(ctx, c.group, apiIPName, armnetwork.PublicIPAddress{Location: to(c.region), Tags: c.tags(partAPIIP),
-				SKU:        &armnetwork.PublicIPAddressSKU{Name: to(armnetwork.PublicIPAddressSKUNameStandard)},
-				Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to(armnetwork.IPAllocationMethodStatic)}}, nil))
-		pip.PublicIPAddress = made.PublicIPAddress
-	}
+	pip, err := n.ensureStaticIP(ctx, c, apiIPName, c.tags(partAPIIP), "the public IP of cluster "+c.Name+"'s API")
 	if err != nil {
-		return provider.LoadBalancer{}, classify(err, c.api.account, "find the public IP of cluster %s's API", c.Name)
+		return provider.LoadBalancer{}, err
 	}
 	lbs := c.api.net.NewLoadBalancersClient()
 	lb, err := lbs.Get(ctx, c.group, apiLBName, nil)
 	switch {
 	case notFound(err) || err == nil && !apiLBComplete(lb.LoadBalancer):
-		id := strings.TrimSuffix(deref(pip.ID), "/publicIPAddresses/"+apiIPName)
-		id = strings.TrimSuffix(id, "/providers/Microsoft.Network") + "/providers/Microsoft.Network/loadBalancers/" + apiLBName
+		id := c.lbID(apiLBName)
 		n.log.Info("creating the API load balancer", "cluster", c.Project+"/"+c.Name, "group", c.group)
 		made, err := await[armnetwork.LoadBalancersClientCreateOrUpdateResponse](ctx, n, c, "loadBalancers/"+apiLBName, "create the API load balancer of cluster "+c.Name)(
 			lbs.BeginCreateOrUpdate(ctx, c.group, apiLBName, armnetwork.LoadBalancer{Location: to(c.region), Tags: c.tags(partAPILB),
@@ -104,10 +94,7 @@ func (n *Azure) EnsureLoadBalancer(ctx context.Context, pc provider.Cluster) (pr
 	if err := n.joinAPIPool(ctx, c); err != nil {
 		return provider.LoadBalancer{}, err
 	}
-	addr := ""
-	if pip.Properties != nil {
-		addr = deref(pip.Properties.IPAddress)
-	}
+	addr := ipAddress(pip)
 	if addr == "" {
 		return provider.LoadBalancer{}, failure.Retryable(v1.CodeProviderError, nil, "the public IP %s of cluster %s's API has no address yet", apiIPName, c.Name)
 	}
@@ -134,7 +121,7 @@ func (n *Azure) joinAPIPool(ctx context.Context, c *cluster) error {
 		}
 		for _, ref := range vm.Properties.NetworkProfile.NetworkInterfaces {
 			id := deref(ref.ID)
-			if err := n.setPool(ctx, c, id[strings.LastIndexByte(id, '/')+1:], true); err != nil {
+			if err := n.setPool(ctx, c, id[strings.LastIndexByte(id, '/')+1:], c.apiPoolID(), true); err != nil {
 				return err
 			}
 		}
@@ -142,9 +129,9 @@ func (n *Azure) joinAPIPool(ctx context.Context, c *cluster) error {
 	return nil
 }
 
-// setPool puts interface name in the API load balancer's pool (in) or
-// takes it out, writing it only when that changes it.
-func (n *Azure) setPool(ctx context.Context, c *cluster, name string, in bool) error {
+// setPool puts interface name in the load balancer pool of id pool (in)
+// or takes it out, writing it only when that changes it.
+func (n *Azure) setPool(ctx context.Context, c *cluster, name, pool string, in bool) error {
 	nics := c.api.net.NewInterfacesClient()
 	got, err := nics.Get(ctx, c.group, name, nil)
 	if notFound(err) {
@@ -153,16 +140,36 @@ func (n *Azure) setPool(ctx context.Context, c *cluster, name string, in bool) e
 	if err != nil {
 		return classify(err, c.api.account, "find the network interface %s", name)
 	}
-	sub := c.Account.Credentials[v1.AzureSubscription]
+	if !inPool(&got.Interface, pool, in) {
+		return nil
+	}
+	return n.writeNIC(ctx, c, got.Interface)
+}
+
+// writeNIC writes an interface back (its load balancer pools changed).
+func (n *Azure) writeNIC(ctx context.Context, c *cluster, nic armnetwork.Interface) error {
+	name := deref(nic.Name)
+	_, err := await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, "networkInterfaces/"+name, fmt.Sprintf("update the load balancer pools of the network interface %s", name))(
+		c.api.net.NewInterfacesClient().BeginCreateOrUpdate(ctx, c.group, name, nic, nil))
+	return err
+}
+
+// inPool puts the interface's primary IP configuration in the load
+// balancer pool of id pool (in) or takes it out, and reports whether that
+// changed it.
+func inPool(nic *armnetwork.Interface, pool string, in bool) bool {
+	if nic.Properties == nil {
+		return false
+	}
 	changed := false
-	for _, cfg := range got.Properties.IPConfigurations {
-		if cfg.Properties == nil || !deref(cfg.Properties.Primary) && len(got.Properties.IPConfigurations) > 1 {
+	for _, cfg := range nic.Properties.IPConfigurations {
+		if cfg.Properties == nil || !deref(cfg.Properties.Primary) && len(nic.Properties.IPConfigurations) > 1 {
 			continue
 		}
 		var pools []*armnetwork.BackendAddressPool
 		has := false
 		for _, p := range cfg.Properties.LoadBalancerBackendAddressPools {
-			if sameID(deref(p.ID), c.apiPoolID(sub)) {
+			if sameID(deref(p.ID), pool) {
 				has = true
 				if !in {
 					changed = true
@@ -172,16 +179,36 @@ func (n *Azure) setPool(ctx context.Context, c *cluster, name string, in bool) e
 			pools = append(pools, p)
 		}
 		if in && !has {
-			pools, changed = append(pools, &armnetwork.BackendAddressPool{ID: to(c.apiPoolID(sub))}), true
+			pools, changed = append(pools, &armnetwork.BackendAddressPool{ID: to(pool)}), true
 		}
 		cfg.Properties.LoadBalancerBackendAddressPools = pools
 	}
-	if !changed {
+	return changed
+}
+
+// emptyPools takes every member out of the load balancer's pools (ARM
+// refuses to delete a load balancer whose pool has members).
+func (n *Azure) emptyPools(ctx context.Context, c *cluster, lb armnetwork.LoadBalancer) error {
+	if lb.Properties == nil {
 		return nil
 	}
-	_, err = await[armnetwork.InterfacesClientCreateOrUpdateResponse](ctx, n, c, "networkInterfaces/"+name, fmt.Sprintf("update the API load balancer's pool with the network interface %s", name))(
-		nics.BeginCreateOrUpdate(ctx, c.group, name, got.Interface, nil))
-	return err
+	for _, pool := range lb.Properties.BackendAddressPools {
+		if pool.Properties == nil {
+			continue
+		}
+		for _, member := range pool.Properties.BackendIPConfigurations {
+			id := deref(member.ID)
+			i := strings.Index(strings.ToLower(id), "/ipconfigurations/")
+			if i < 0 {
+				continue
+			}
+			nic := id[:i]
+			if err := n.setPool(ctx, c, nic[strings.LastIndexByte(nic, '/')+1:], deref(pool.ID), false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DeleteLoadBalancer takes the interfaces out of the API load balancer's
@@ -196,23 +223,8 @@ func (n *Azure) DeleteLoadBalancer(ctx context.Context, pc provider.Cluster) err
 	lb, err := lbs.Get(ctx, c.group, apiLBName, nil)
 	switch {
 	case err == nil:
-		if lb.Properties != nil {
-			for _, pool := range lb.Properties.BackendAddressPools {
-				if pool.Properties == nil {
-					continue
-				}
-				for _, member := range pool.Properties.BackendIPConfigurations {
-					id := deref(member.ID)
-					i := strings.Index(strings.ToLower(id), "/ipconfigurations/")
-					if i < 0 {
-						continue
-					}
-					nic := id[:i]
-					if err := n.setPool(ctx, c, nic[strings.LastIndexByte(nic, '/')+1:], false); err != nil {
-						return err
-					}
-				}
-			}
+		if err := n.emptyPools(ctx, c, lb.LoadBalancer); err != nil {
+			return err
 		}
 		n.log.Info("deleting the API load balancer", "cluster", c.Project+"/"+c.Name)
 		if _, err := await[armnetwork.LoadBalancersClientDeleteResponse](ctx, n, c, "loadBalancers/"+apiLBName, "delete the API load balancer of cluster "+c.Name)(
@@ -243,5 +255,5 @@ func (n *Azure) joinAPIPoolIfThere(ctx context.Context, c *cluster, m provider.M
 	case err != nil:
 		return classify(err, c.api.account, "find the API load balancer of cluster %s", c.Name)
 	}
-	return n.setPool(ctx, c, m.Name+"-nic", true)
+	return n.setPool(ctx, c, m.Name+"-nic", c.apiPoolID(), true)
 }

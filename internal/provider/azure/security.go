@@ -69,7 +69,8 @@ func sameRules(have, want []*armnetwork.SecurityRule) bool {
 
 // ensureNSG finds or makes a network security group with its rules; one
 // whose rules differ from securityRules (a rule changed or added by hand)
-// is written again with them.
+// is written again with them, and with the rules of Services' load
+// balancers it has.
 func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string, error) {
 	part := partNSGNode
 	if name == controlPlaneNSG {
@@ -77,6 +78,7 @@ func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string,
 	}
 	want := armnetwork.SecurityGroup{Location: to(c.region), Tags: c.tags(part),
 		Properties: &armnetwork.SecurityGroupPropertiesFormat{SecurityRules: securityRules(name)}}
+	defer n.lockOf(c, "nsg/"+name)()
 	key := "networkSecurityGroups/" + name
 	if err := resume[armnetwork.SecurityGroupsClientCreateOrUpdateResponse](ctx, n, c, key,
 		fmt.Sprintf("create the network security group %s of cluster %s", name, c.Name)); err != nil {
@@ -90,6 +92,9 @@ func (n *Azure) ensureNSG(ctx context.Context, c *cluster, name string) (string,
 		return "", classify(err, c.api.account, "find the network security group %s of cluster %s", name, c.Name)
 	default:
 		g := got.SecurityGroup
+		if g.Properties != nil { // the rules of Services' load balancers are theirs to keep (servicelb.go)
+			want.Properties.SecurityRules = append(want.Properties.SecurityRules, serviceRules(g.Properties.SecurityRules, "")...)
+		}
 		if g.Properties != nil && settled(g.Properties.ProvisioningState) && tagged(g.Tags, want.Tags) &&
 			sameRules(g.Properties.SecurityRules, want.Properties.SecurityRules) {
 			return deref(g.ID), nil

@@ -226,14 +226,21 @@ func (s *Server) poolUsers(pool string) []string {
 // lbOfPublicIP is the load balancer a public IP is a frontend of ("" for
 // none).
 func (s *Server) lbOfPublicIP(pip string) string {
-	for _, lb := range s.ofType(typeLB) {
-		for _, f := range s.lbPart(lb, "frontendIPConfigurations") {
+	lb, _ := s.frontendOfPublicIP(pip)
+	return lb
+}
+
+// frontendOfPublicIP is the load balancer and the frontend IP
+// configuration (ids) that have a public IP ("" for none).
+func (s *Server) frontendOfPublicIP(pip string) (lb, frontend string) {
+	for _, d := range s.ofType(typeLB) {
+		for _, f := range s.lbPart(d, "frontendIPConfigurations") {
 			if strings.EqualFold(refID(sub(f, "properties")["publicIPAddress"]), pip) {
-				return lb.id()
+				return d.id(), str(f, "id")
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // checkPoolRefs: the backend pools an interface's IP configurations join

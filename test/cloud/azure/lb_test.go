@@ -129,42 +129,15 @@ func TestLoadBalancerForwards(t *testing.T) {
 	lbd := done[armnetwork.LoadBalancersClientCreateOrUpdateResponse](t, "create load balancer")(c.net.NewLoadBalancersClient().BeginCreateOrUpdate(ctx, group, "api",
 		lbOf(group, "api", &armnetwork.FrontendIPConfigurationPropertiesFormat{PublicIPAddress: &armnetwork.PublicIPAddress{ID: pip.ID}}, 443, 8080, 8081), nil))
 	pool := *lbd.Properties.BackendAddressPools[0].ID
-	serve := func(addr, answer string) net.Listener {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = conn.Write([]byte(answer + "\n"))
-				conn.Close()
-			}
-		}()
-		return ln
-	}
 	var probes []net.Listener
 	for _, n := range []string{"n1", "n2"} {
 		nic := c.joinPool(t, n, sn, pool)
 		ip := *nic.Properties.IPConfigurations[0].Properties.PrivateIPAddress
-		serve(ip+":8080", n)
-		probes = append(probes, serve(ip+":8081", "ok"))
+		serveLine(t, ip+":8080", n)
+		probes = append(probes, serveLine(t, ip+":8081", "ok"))
 	}
 	front := net.JoinHostPort(*pip.Properties.IPAddress, "443")
-	ask := func() (string, error) {
-		conn, err := net.DialTimeout("tcp", front, 2*time.Second)
-		if err != nil {
-			return "", err
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		return strings.TrimSpace(line), err
-	}
+	ask := func() (string, error) { return askLine(front) }
 	seen := map[string]bool{}
 	waitfor.Cond(t, "the frontend "+front+" to answer from both members", 30*time.Second, func() (bool, error) {
 		got, err := ask()
@@ -190,4 +163,38 @@ func TestLoadBalancerForwards(t *testing.T) {
 			t.Errorf("with n1's probe down: %q, %v; want n2 alone", got, err)
 		}
 	}
+}
+
+// serveLine answers every connection to addr with a line, answer, until
+// the test ends or the listener it returns is closed.
+func serveLine(t *testing.T, addr, answer string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte(answer + "\n"))
+			conn.Close()
+		}
+	}()
+	return ln
+}
+
+// askLine is the line addr answers with.
+func askLine(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line), err
 }

@@ -23,7 +23,8 @@ import (
 // each load-balancing rule is a TCP proxy (internal/lb) on the frontend's
 // address and port to its pool's members' primary addresses at the
 // backend port, trying first those whose probe (a TCP connect to the
-// probe's port) answered last. An address no frontend has any more is
+// probe's port) answered last, and only those whose subnet's security
+// group lets the traffic in (nsgfilter.go). An address no frontend has any more is
 // taken off; RemoveHostAddresses takes off all of a label's.
 
 // lbTick is how often the load balancers' forwarding is brought to what
@@ -108,6 +109,10 @@ func (s *Server) forwards() []forward {
 					if slices.ContainsFunc(refList(cp["loadBalancerBackendAddressPools"]), func(ref any) bool {
 						return strings.EqualFold(refID(ref), refID(p["backendAddressPool"]))
 					}) && str(cp, "privateIPAddress") != "" {
+						// What the member's security group does not let in is dropped (nsgfilter.go).
+						if a, err := netip.ParseAddr(str(cp, "privateIPAddress")); err == nil && !s.admits(refID(cp["subnet"]), a, int(bport)) {
+							continue
+						}
 						f.backends = append(f.backends, net.JoinHostPort(str(cp, "privateIPAddress"), fmt.Sprint(int(bport))))
 					}
 				}
@@ -160,7 +165,7 @@ func (s *Server) applyForwards(ctx context.Context, want []forward) error {
 		addrs[f.addr.Addr()] = true
 		if r, ok := fw.proxies[f.addr]; ok {
 			r.mu.Lock()
-			r.backends = f.backends
+			r.backends, r.probe = f.backends, f.probe // a NodePort changed moves both
 			r.mu.Unlock()
 			continue
 		}
@@ -179,8 +184,13 @@ func (s *Server) applyForwards(ctx context.Context, want []forward) error {
 		r := &runningRule{backends: f.backends, probe: f.probe}
 		r.p = lb.New(ln, r.get, s.log.With("frontend", f.addr.String()))
 		if f.probe > 0 {
-			probe := f.probe
 			r.p.CheckHealth(func(ctx context.Context, backend string) error {
+				r.mu.Lock()
+				probe := r.probe
+				r.mu.Unlock()
+				if probe == 0 { // the rule lost its probe: every member is tried
+					return nil
+				}
 				host, _, _ := net.SplitHostPort(backend)
 				return lb.Accepts()(ctx, net.JoinHostPort(host, fmt.Sprint(probe)))
 			}, f.interval)

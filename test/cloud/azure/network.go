@@ -72,9 +72,16 @@ func networkKinds() []*kind {
 				if by := s.usedBy(typeNAT, "publicIpAddresses", d.id()); len(by) > 0 {
 					d.props()["natGateway"] = map[string]any{"id": by[0]}
 				}
+				if _, fe := s.frontendOfPublicIP(d.id()); fe != "" {
+					d.props()["ipConfiguration"] = map[string]any{"id": fe}
+				}
 			},
 			inUse: func(s *Server, d doc) error {
-				if by := s.usedBy(typeNAT, "publicIpAddresses", d.id()); len(by) > 0 {
+				by := s.usedBy(typeNAT, "publicIpAddresses", d.id())
+				if _, fe := s.frontendOfPublicIP(d.id()); fe != "" {
+					by = append(by, fe)
+				}
+				if len(by) > 0 {
 					return badRequest("PublicIPAddressCannotBeDeleted",
 						"Public IP address %s can not be deleted since it is still allocated to resource %s. In order to delete the public IP, disassociate/detach the Public IP address from the resource.", d.id(), by[0])
 				}
