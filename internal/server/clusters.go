@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/clusterstate"
+	"kiln.dev/kiln/internal/cost"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -21,7 +22,8 @@ import (
 // clusterOut is a cluster as the API answers it: with what its
 // distribution installs (status.installed), derived from its spec, and its
 // node counts and health (status.nodes, status.health) from its node
-// records as they are now (clusterstate). On an error reading the nodes it
+// records as they are now (clusterstate), and what it costs (status.cost,
+// internal/cost's estimate of its spec). On an error reading the nodes it
 // answers the cluster with the error: the counts are those of the spec
 // alone.
 func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster, error) {
@@ -57,6 +59,7 @@ func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.C
 		h.Since = was.Since
 	}
 	out.Status.Health = &h
+	out.Status.Cost = cost.Default().Estimate(&cl.Spec, cl.Status.ProvisioningState)
 	return out
 }
 
