@@ -25,6 +25,11 @@ type ClusterCost struct {
 	// Message names it.
 	Complete bool   `json:"complete"`
 	Message  string `json:"message,omitempty"`
+	// HibernatedPerHour is what the cluster would cost an hour hibernated
+	// (its disks and the parts kept), beside the running estimate of a
+	// cluster whose provider can hibernate it: PerHour less it is what
+	// hibernating would save. Absent otherwise.
+	HibernatedPerHour *float64 `json:"hibernatedPerHour,omitempty"`
 	// Items are what the figure adds up, in the order of the spec.
 	Items []CostItem `json:"items"`
 }

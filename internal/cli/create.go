@@ -325,7 +325,7 @@ func (a *app) validateCluster(cmd *cobra.Command, cl *v1.Cluster) error {
 		if res.Cost == nil {
 			return nil
 		}
-		fmt.Fprintf(w, "It would cost %s:\n", costLine(res.Cost))
+		fmt.Fprintf(w, "It would cost %s.\n", costLine(res.Cost))
 		return renderCostItems(w, res.Cost)
 	})
 }

@@ -124,6 +124,9 @@ func costLine(c *v1.ClusterCost) string {
 		s += " of " + c.Region
 	}
 	s += " as of " + c.PricesAsOf + ")"
+	if h := c.HibernatedPerHour; h != nil && *h < c.PerHour {
+		s += fmt.Sprintf("; hibernating it would save %s an hour", money(c.PerHour-*h))
+	}
 	if c.Message != "" {
 		s += "; " + c.Message
 	}

@@ -79,6 +79,7 @@ func sampleCluster() v1.Cluster {
 // COST/H and the cost line: an hour, a month, from which prices; "+"
 // where the table left a part out.
 func TestCostColumn(t *testing.T) {
+	hibernated := 0.1623
 	for _, tc := range []struct {
 		c         *v1.ClusterCost
 		col, line string
@@ -86,8 +87,9 @@ func TestCostColumn(t *testing.T) {
 		{nil, "", ""},
 		{&v1.ClusterCost{Currency: "USD", Complete: true, Basis: v1.CostRunning, PricesAsOf: "2026-12-01"}, "$0",
 			"$0 an hour, $0.00 a month (estimate; USD prices as of 2026-12-01)"},
-		{&v1.ClusterCost{Currency: "USD", PerHour: 0.42526, PerMonth: 310.44, Complete: true, Basis: v1.CostRunning, Region: "us-east-1", PricesAsOf: "2026-12-01"},
-			"$0.425", "$0.425 an hour, $310.44 a month (estimate; USD prices of us-east-1 as of 2026-12-01)"},
+		{&v1.ClusterCost{Currency: "USD", PerHour: 0.42526, PerMonth: 310.44, Complete: true, Basis: v1.CostRunning, Region: "us-east-1", PricesAsOf: "2026-12-01",
+			HibernatedPerHour: &hibernated},
+			"$0.425", "$0.425 an hour, $310.44 a month (estimate; USD prices of us-east-1 as of 2026-12-01); hibernating it would save $0.263 an hour"},
 		{&v1.ClusterCost{Currency: "USD", PerHour: 0.1587, PerMonth: 115.85, Basis: v1.CostHibernated, Region: "us-east-1", PricesAsOf: "2026-12-01",
 			Message: "pool gpu: no price in the table for g4 in us-east-1: left out"}, "$0.159+",
 			"$0.159+ an hour, $115.85 a month (estimate while hibernated: disks and kept parts only; USD prices of us-east-1 as of 2026-12-01); pool gpu: no price in the table for g4 in us-east-1: left out"},

@@ -59,8 +59,21 @@ func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.C
 		h.Since = was.Since
 	}
 	out.Status.Health = &h
-	out.Status.Cost = cost.Default().Estimate(&cl.Spec, cl.Status.ProvisioningState)
+	out.Status.Cost = s.estimate(&cl.Spec, cl.Status.ProvisioningState)
 	return out
+}
+
+// estimate is status.cost of a cluster of spec in state: the price table's
+// estimate, with what it would cost hibernated when it runs and its
+// provider can hibernate it (as hibernateCluster allows).
+func (s *Server) estimate(spec *v1.ClusterSpec, state string) *v1.ClusterCost {
+	c := cost.Default().Estimate(spec, state)
+	if _, ok := s.providers[spec.Provider].(provider.Stopper); c == nil || !ok || s.hostsJoin(spec.Provider) || c.Basis != v1.CostRunning {
+		return c
+	}
+	h := cost.Default().Estimate(spec, v1.StateHibernated).PerHour
+	c.HibernatedPerHour = &h
+	return c
 }
 
 // listClusters answers a page of clusters, their nodes read in one query

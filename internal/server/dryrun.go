@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	v1 "kiln.dev/kiln/api/v1"
-	"kiln.dev/kiln/internal/cost"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/store"
 )
@@ -53,7 +52,7 @@ func (s *Server) validateCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, v1.ClusterValidation{
 		Name: key.Name, ID: clusterPath(key.Project, key.Name), Spec: spec, Checks: rep.Checks,
-		Cost: cost.Default().Estimate(&spec, v1.StateSucceeded),
+		Cost: s.estimate(&spec, v1.StateSucceeded),
 	})
 	return nil
 }
