@@ -1,5 +1,7 @@
 package v1
 
+import "fmt"
+
 // ClusterCost is status.cost: what the cluster costs, estimated by the API
 // when it answers from the spec's machines and Kiln's price table
 // (docs/cost.md); not a bill. The dry run of a create answers it too.
@@ -59,4 +61,17 @@ type CostItem struct {
 	// Note says how a figure was reached where it is not plain (disks'
 	// size and price; a type without a price).
 	Note string `json:"note,omitempty"`
+}
+
+// Dollars is an amount an hour as every client shows it, so that the CLI's
+// COST/H and the console's figures agree: "$0" for nothing, three decimals
+// below $100 (a disk's fraction of a cent an hour shows), two above.
+func Dollars(x float64) string {
+	switch {
+	case x == 0:
+		return "$0"
+	case x < 100:
+		return fmt.Sprintf("$%.3f", x)
+	}
+	return fmt.Sprintf("$%.2f", x)
 }

@@ -76,23 +76,11 @@ func costPerHour(c *v1.ClusterCost) string {
 	if c == nil {
 		return ""
 	}
-	s := money(c.PerHour)
+	s := v1.Dollars(c.PerHour)
 	if !c.Complete {
 		s += "+"
 	}
 	return s
-}
-
-// money is dollars: "$0" for nothing, three decimals below $100 an hour
-// (a disk's cents matter), two above.
-func money(x float64) string {
-	switch {
-	case x == 0:
-		return "$0"
-	case x < 100:
-		return fmt.Sprintf("$%.3f", x)
-	}
-	return fmt.Sprintf("$%.2f", x)
 }
 
 // renderCostItems prints what an estimate adds up.
@@ -104,7 +92,7 @@ func renderCostItems(w io.Writer, c *v1.ClusterCost) error {
 		if it.Spot {
 			kind += " (spot)"
 		}
-		row(tw, it.Part, kind, strconv.Itoa(it.Count), money(it.UnitPerHour), money(it.PerHour), it.Note)
+		row(tw, it.Part, kind, strconv.Itoa(it.Count), v1.Dollars(it.UnitPerHour), v1.Dollars(it.PerHour), it.Note)
 	}
 	return tw.Flush()
 }
@@ -125,7 +113,7 @@ func costLine(c *v1.ClusterCost) string {
 	}
 	s += " as of " + c.PricesAsOf + ")"
 	if h := c.HibernatedPerHour; h != nil && *h < c.PerHour {
-		s += fmt.Sprintf("; hibernating it would save %s an hour", money(c.PerHour-*h))
+		s += fmt.Sprintf("; hibernating it would save %s an hour", v1.Dollars(c.PerHour-*h))
 	}
 	if c.Message != "" {
 		s += "; " + c.Message
