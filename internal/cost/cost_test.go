@@ -168,3 +168,13 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEstimate is the cost of status.cost in an answer: once per
+// cluster of every list page.
+func BenchmarkEstimate(b *testing.B) {
+	s := awsSpec()
+	s.WorkerPools = append(s.WorkerPools, v1.WorkerPool{Name: "spot", Size: 3, Spot: &v1.Spot{MaxPricePercent: 50}})
+	for b.Loop() {
+		cost.Default().Estimate(s, v1.StateSucceeded)
+	}
+}

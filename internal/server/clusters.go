@@ -65,10 +65,10 @@ func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.C
 
 // estimate is status.cost of a cluster of spec in state: the price table's
 // estimate, with what it would cost hibernated when it runs and its
-// provider can hibernate it (as hibernateCluster allows).
+// provider can hibernate it (canHibernate, as hibernateCluster asks).
 func (s *Server) estimate(spec *v1.ClusterSpec, state string) *v1.ClusterCost {
 	c := cost.Default().Estimate(spec, state)
-	if _, ok := s.providers[spec.Provider].(provider.Stopper); c == nil || !ok || s.hostsJoin(spec.Provider) || c.Basis != v1.CostRunning {
+	if c == nil || c.Basis != v1.CostRunning || !s.canHibernate(spec.Provider) {
 		return c
 	}
 	h := cost.Default().Estimate(spec, v1.StateHibernated).PerHour
