@@ -108,6 +108,13 @@ func TestCostPage(t *testing.T) {
 		}
 	}
 
+	// The cluster's page says it too.
+	big := clusters["default/big"].Status.Cost
+	if msg, ok := b.get("/projects/default/clusters/big").byID(t, "cluster-cost"); !ok ||
+		!strings.HasPrefix(msg, dollarsOf(big.PerHour)+" an hour, "+fmt.Sprintf("$%.2f", big.PerMonth)+" a month; hibernated, "+dollarsOf(*big.HibernatedPerHour)) {
+		t.Errorf("the cluster's page says it costs %q; the API %+v", msg, big)
+	}
+
 	// The CLI's COST/H is the page's figure.
 	for line := range strings.Lines(e.kiln("cluster", "list")) {
 		f := strings.Fields(line)
