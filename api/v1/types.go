@@ -277,6 +277,10 @@ type ClusterValidation struct {
 	ID     string      `json:"id"`
 	Spec   ClusterSpec `json:"spec"`
 	Checks []string    `json:"checks"`
+	// Cost is what the cluster would cost once made (status.cost's
+	// estimate of the spec); nil when the price table has no prices for
+	// its provider.
+	Cost *ClusterCost `json:"cost,omitempty"`
 }
 
 // ClusterSpec is the desired state. Field names are part of the API contract.
@@ -505,8 +509,12 @@ type ClusterStatus struct {
 	// CARotation is set while the cluster CA is being replaced (kiln
 	// cluster rotate-certs --ca): which phase, since when.
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	UpdatedAt  time.Time         `json:"updatedAt"`
+	// Cost is what the cluster costs an hour and a month, estimated from
+	// its spec and Kiln's price table when the API answers; nil for
+	// providers the table has no prices for (edge, attached).
+	Cost      *ClusterCost `json:"cost,omitempty"`
+	CreatedAt time.Time    `json:"createdAt"`
+	UpdatedAt time.Time    `json:"updatedAt"`
 }
 
 // ProfileStatus is status.profile: the profile version applied to the

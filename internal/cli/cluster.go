@@ -77,7 +77,15 @@ func (a *app) clusterGetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printCluster(cl)
+			return a.emit(cl, func(w io.Writer) error {
+				if err := renderClusters(w, []v1.Cluster{*cl}, a.now()); err != nil {
+					return err
+				}
+				if line := costLine(cl.Status.Cost); line != "" {
+					fmt.Fprintf(w, "Cost: %s\n", line)
+				}
+				return nil
+			})
 		}),
 	}
 }

@@ -322,7 +322,11 @@ func (a *app) validateCluster(cmd *cobra.Command, cl *v1.Cluster) error {
 		for _, check := range res.Checks {
 			fmt.Fprintf(w, "  checked: %s\n", check)
 		}
-		return nil
+		if res.Cost == nil {
+			return nil
+		}
+		fmt.Fprintf(w, "It would cost %s.\n", costLine(res.Cost))
+		return renderCostItems(w, res.Cost)
 	})
 }
 

@@ -56,18 +56,69 @@ func row(tw io.Writer, cols ...string) {
 
 // renderClusters prints the cluster table. HEALTH is status.health's
 // state; CONTROL-PLANE and WORKERS are nodes ready / nodes wanted, as the
-// API counts them (status.nodes).
+// API counts them (status.nodes); COST/H is status.cost's estimate an hour.
 func renderClusters(w io.Writer, clusters []v1.Cluster, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tPROVIDER\tVERSION\tSTATE\tHEALTH\tCONTROL-PLANE\tWORKERS\tENDPOINT\tAGE")
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tVERSION\tSTATE\tHEALTH\tCONTROL-PLANE\tWORKERS\tCOST/H\tENDPOINT\tAGE")
 	for _, c := range clusters {
 		n := c.Status.Nodes
 		row(tw, c.Name, c.Spec.Provider, c.Spec.KubernetesVersion, c.Status.ProvisioningState, healthState(c.Status.Health),
 			fmt.Sprintf("%d/%d", n.ControlPlaneReady, n.ControlPlaneWanted),
 			fmt.Sprintf("%d/%d", n.WorkersReady, n.WorkersWanted),
-			c.Status.Endpoint, age(c.Status.CreatedAt, now))
+			costPerHour(c.Status.Cost), c.Status.Endpoint, age(c.Status.CreatedAt, now))
 	}
 	return tw.Flush()
+}
+
+// costPerHour is an estimate's figure an hour ("$0.425"), with "+" when
+// it leaves out a part the price table has no price for; "" without one.
+func costPerHour(c *v1.ClusterCost) string {
+	if c == nil {
+		return ""
+	}
+	s := v1.Dollars(c.PerHour)
+	if !c.Complete {
+		s += "+"
+	}
+	return s
+}
+
+// renderCostItems prints what an estimate adds up.
+func renderCostItems(w io.Writer, c *v1.ClusterCost) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "PART\tINSTANCE-TYPE\tCOUNT\tEACH/H\tCOST/H\tNOTE")
+	for _, it := range c.Items {
+		kind := it.InstanceType
+		if it.Spot {
+			kind += " (spot)"
+		}
+		row(tw, it.Part, kind, strconv.Itoa(it.Count), v1.Dollars(it.UnitPerHour), v1.Dollars(it.PerHour), it.Note)
+	}
+	return tw.Flush()
+}
+
+// costLine says an estimate in a sentence: an hour, a month, on what
+// basis and from which prices; "" without one.
+func costLine(c *v1.ClusterCost) string {
+	if c == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%s an hour, $%.2f a month (estimate", costPerHour(c), c.PerMonth)
+	if c.Basis == v1.CostHibernated {
+		s += " while hibernated: disks and kept parts only"
+	}
+	s += fmt.Sprintf("; %s prices", c.Currency)
+	if c.Region != "" {
+		s += " of " + c.Region
+	}
+	s += " as of " + c.PricesAsOf + ")"
+	if h := c.HibernatedPerHour; h != nil && *h < c.PerHour {
+		s += fmt.Sprintf("; hibernating it would save %s an hour", v1.Dollars(c.PerHour-*h))
+	}
+	if c.Message != "" {
+		s += "; " + c.Message
+	}
+	return s
 }
 
 // healthState is h's state, "-" when the server said none.
@@ -256,6 +307,9 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	if h := c.Status.Health; h != nil {
 		fmt.Fprintf(tw, "Health:\t%s (%s): %s\n", h.State, h.Reason, h.Message)
 	}
+	if line := costLine(c.Status.Cost); line != "" {
+		fmt.Fprintf(tw, "Cost:\t%s\n", line)
+	}
 	if cs := c.Status.Certificates; cs != nil {
 		renewal := orDash(s.CertificateRenewal)
 		if renewal == "-" {
@@ -291,6 +345,13 @@ func renderDescribe(w io.Writer, d *describeView, now time.Time) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+
+	if c.Status.Cost != nil {
+		fmt.Fprintln(w, "\nCost:")
+		if err := renderCostItems(w, c.Status.Cost); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintln(w, "\nNodes:")

@@ -70,7 +70,37 @@ func sampleCluster() v1.Cluster {
 			UpdatedAt: t0.Add(time.Minute),
 			Installed: &v1.Installed{Distribution: v1.DistroLocal, Kubelet: v1.KubeletHollow, CNI: v1.CNINone,
 				Message: "Hollow nodes: no container runs."},
+			Cost: &v1.ClusterCost{Currency: "USD", Basis: v1.CostRunning, PricesAsOf: "2026-12-01", Complete: true,
+				Items: []v1.CostItem{{Part: "control plane", Count: 1}, {Part: "pool default", Count: 2}, {Part: "pool gpu", InstanceType: "g4", Count: 1}}},
 		},
+	}
+}
+
+// COST/H and the cost line: an hour, a month, from which prices; "+"
+// where the table left a part out.
+func TestCostColumn(t *testing.T) {
+	hibernated := 0.1623
+	for _, tc := range []struct {
+		c         *v1.ClusterCost
+		col, line string
+	}{
+		{nil, "", ""},
+		{&v1.ClusterCost{Currency: "USD", Complete: true, Basis: v1.CostRunning, PricesAsOf: "2026-12-01"}, "$0",
+			"$0 an hour, $0.00 a month (estimate; USD prices as of 2026-12-01)"},
+		{&v1.ClusterCost{Currency: "USD", PerHour: 0.42526, PerMonth: 310.44, Complete: true, Basis: v1.CostRunning, Region: "us-east-1", PricesAsOf: "2026-12-01",
+			HibernatedPerHour: &hibernated},
+			"$0.425", "$0.425 an hour, $310.44 a month (estimate; USD prices of us-east-1 as of 2026-12-01); hibernating it would save $0.263 an hour"},
+		{&v1.ClusterCost{Currency: "USD", PerHour: 0.1587, PerMonth: 115.85, Basis: v1.CostHibernated, Region: "us-east-1", PricesAsOf: "2026-12-01",
+			Message: "pool gpu: no price in the table for g4 in us-east-1: left out"}, "$0.159+",
+			"$0.159+ an hour, $115.85 a month (estimate while hibernated: disks and kept parts only; USD prices of us-east-1 as of 2026-12-01); pool gpu: no price in the table for g4 in us-east-1: left out"},
+		{&v1.ClusterCost{Currency: "USD", PerHour: 123.456, Complete: true}, "$123.46", ""},
+	} {
+		if got := costPerHour(tc.c); got != tc.col {
+			t.Errorf("COST/H of %+v = %q; want %q", tc.c, got, tc.col)
+		}
+		if got := costLine(tc.c); tc.line != "" && got != tc.line || tc.c == nil && got != "" {
+			t.Errorf("cost line of %+v = %q; want %q", tc.c, got, tc.line)
+		}
 	}
 }
 

@@ -184,8 +184,10 @@ type createForm struct {
 	// providers that offer it.
 	Distributions []distributionChoice
 	Versions      []string // every version a provider offers, for suggestions
-	// Checked says, after a dry run the API passed, what it checked.
+	// Checked says, after a dry run the API passed, what it checked, and
+	// Cost what the cluster would cost.
 	Checked []string
+	Cost    *v1.ClusterCost
 	// DefaultVersion is the version the API gives a cluster that names none.
 	DefaultVersion string
 	// FieldErrors maps a form field to the API's message about it.
@@ -318,7 +320,7 @@ func (c *Console) createCluster(w http.ResponseWriter, r *http.Request, s *sessi
 		if err != nil {
 			return err
 		}
-		f.Checked = res.Checks
+		f.Checked, f.Cost = res.Checks, res.Cost
 		return again(http.StatusOK, nil)
 	}
 	_, opID, err := c.client(r, s.token).CreateCluster(r.Context(), f.Project, cl)

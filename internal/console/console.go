@@ -153,6 +153,7 @@ func (c *Console) routes() http.Handler {
 	h("GET /clusters", c.clustersPage)
 	h("GET /clusters/live", c.clustersLive)
 	h("GET /clusters/new", c.createPage)
+	h("GET /cost", c.costPage)
 	h("POST /clusters/new", c.createCluster)
 
 	h("GET "+clusterPath, c.clusterPage)

@@ -86,6 +86,8 @@ var funcs = template.FuncMap{
 	"canConfigure": func(n v1.Node) bool { return n.State == v1.NodeApproved || n.State == v1.NodeConfigured },
 	"prechecks":    v1.PrecheckSummary, // a node's results counted as every client counts them
 	"checkClass":   precheckClass,
+	"dollars":      v1.Dollars,
+	"monthly":      func(x float64) string { return fmt.Sprintf("$%.2f", x) },
 }
 
 // precheckClass is the CSS class of a node's prechecks: bad when one

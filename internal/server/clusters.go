@@ -12,6 +12,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/clusterstate"
+	"kiln.dev/kiln/internal/cost"
 	"kiln.dev/kiln/internal/distro"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/store"
@@ -21,7 +22,8 @@ import (
 // clusterOut is a cluster as the API answers it: with what its
 // distribution installs (status.installed), derived from its spec, and its
 // node counts and health (status.nodes, status.health) from its node
-// records as they are now (clusterstate). On an error reading the nodes it
+// records as they are now (clusterstate), and what it costs (status.cost,
+// internal/cost's estimate of its spec). On an error reading the nodes it
 // answers the cluster with the error: the counts are those of the spec
 // alone.
 func (s *Server) clusterOut(ctx context.Context, cl *store.Cluster) (v1.Cluster, error) {
@@ -57,7 +59,21 @@ func (s *Server) clusterWithNodes(cl *store.Cluster, records []*store.Node) v1.C
 		h.Since = was.Since
 	}
 	out.Status.Health = &h
+	out.Status.Cost = s.estimate(&cl.Spec, cl.Status.ProvisioningState)
 	return out
+}
+
+// estimate is status.cost of a cluster of spec in state: the price table's
+// estimate, with what it would cost hibernated when it runs and its
+// provider can hibernate it (canHibernate, as hibernateCluster asks).
+func (s *Server) estimate(spec *v1.ClusterSpec, state string) *v1.ClusterCost {
+	c := cost.Default().Estimate(spec, state)
+	if c == nil || c.Basis != v1.CostRunning || !s.canHibernate(spec.Provider) {
+		return c
+	}
+	h := cost.Default().Estimate(spec, v1.StateHibernated).PerHour
+	c.HibernatedPerHour = &h
+	return c
 }
 
 // listClusters answers a page of clusters, their nodes read in one query

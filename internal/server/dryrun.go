@@ -12,7 +12,8 @@ import (
 // validateCluster is the dry run of a PUT (POST .../clusters/{c}/validate):
 // the body is checked as a PUT would check it, then against the world as
 // the validate-dynamic step would, and nothing is written. Every finding is
-// in the 400's details; 200 lists what was checked.
+// in the 400's details; 200 lists what was checked and what the cluster
+// would cost (internal/cost's estimate of the spec).
 func (s *Server) validateCluster(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(r)
 	if err != nil {
@@ -51,6 +52,7 @@ func (s *Server) validateCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, v1.ClusterValidation{
 		Name: key.Name, ID: clusterPath(key.Project, key.Name), Spec: spec, Checks: rep.Checks,
+		Cost: s.estimate(&spec, v1.StateSucceeded),
 	})
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // already, not Succeeded, or whose provider cannot stop machines.
 func (s *Server) hibernateCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.clusterAction(w, r, v1.KindHibernate, func(cl *store.Cluster) error {
-		if _, ok := s.providers[cl.Spec.Provider].(provider.Stopper); !ok || s.hostsJoin(cl.Spec.Provider) {
+		if !s.canHibernate(cl.Spec.Provider) {
 			return conflict(clusterRef(r), "cluster",
 				"cannot hibernate: the %s provider cannot stop machines and keep their disks", cl.Spec.Provider)
 		}
@@ -35,6 +35,14 @@ func (s *Server) hibernateCluster(w http.ResponseWriter, r *http.Request) error 
 				"is %s: only a cluster whose last operation succeeded can hibernate; retry or change it first", st)
 		}
 	})
+}
+
+// canHibernate reports whether clusters of the provider can hibernate: it
+// stops machines and keeps their disks, and its machines are not hosts
+// users brought.
+func (s *Server) canHibernate(name string) bool {
+	_, ok := s.providers[name].(provider.Stopper)
+	return ok && !s.hostsJoin(name)
 }
 
 // resumeCluster begins a resume operation (POST .../clusters/{c}/resume, no

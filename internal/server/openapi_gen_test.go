@@ -364,6 +364,7 @@ var enums = map[string][]string{
 	"ClusterStatus.provisioningState": {v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.StateSucceeded, v1.StateFailed, v1.StateCanceled, v1.StateHibernated},
 	"Step.state":                      {v1.StepPending, v1.StepRunning, v1.StepSucceeded, v1.StepFailed, v1.StepSkipped, v1.StepCanceled},
 	"JobStatus.phase":                 {v1.JobPending, v1.JobRunning, v1.JobSucceeded, v1.JobFailed},
+	"ClusterCost.basis":               {v1.CostRunning, v1.CostHibernated},
 	"OperationProperties.kind":        {v1.KindCreate, v1.KindUpdate, v1.KindDelete, v1.KindProvision, v1.KindReset, v1.KindRepair, v1.KindAutoscale, v1.KindHibernate, v1.KindResume},
 	"Node.state": {v1.NodeDiscovered, v1.NodePrecheckFailed, v1.NodeApproved, v1.NodeConfigured, v1.NodeProvisioning,
 		v1.NodeReady, v1.NodeNotReady, v1.NodeDeleting, v1.NodeFailed},

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/cost"
 	"kiln.dev/kiln/internal/provider/aws"
 	awslocal "kiln.dev/kiln/test/cloud/aws"
 	"kiln.dev/kiln/test/waitfor"
@@ -347,6 +349,26 @@ func TestAWSCluster(t *testing.T) {
 	}
 	if bastion != "public-subnet" || len(nodeZones) != 2 {
 		t.Errorf("bastion in a %q, nodes by zone %v; want the bastion public and nodes in 2 zones", bastion, nodeZones)
+	}
+	// What it costs (status.cost) is what the price table says of what AWS
+	// launched: each running instance (the bastion too) at its type's
+	// us-east-1 price with a disk, the load balancer and a NAT gateway per
+	// zone (docs/cost.md).
+	tab := cost.Default().Providers["aws"]
+	prices := tab.Regions["us-east-1"]
+	var launched float64
+	for _, r := range instances.Reservations {
+		for _, i := range r.Instances {
+			price, ok := cost.Default().OnDemand("aws", "us-east-1", string(i.InstanceType))
+			if !ok {
+				t.Errorf("instance %s is a %s, which the price table does not price", *i.InstanceId, i.InstanceType)
+			}
+			launched += price + tab.DiskGB*prices.DiskGBMonth/cost.Default().HoursPerMonth
+		}
+	}
+	launched += prices.Hourly["load balancer"] + float64(len(nodeZones))*prices.Hourly["NAT gateway"]
+	if c := got.Status.Cost; c == nil || math.Abs(c.PerHour-launched) > 1e-4 {
+		t.Errorf("status.cost: %+v; want %.4f an hour, what the table says of the instances AWS launched", c, launched)
 	}
 	if !strings.HasSuffix(got.Status.Endpoint, ":6443") {
 		t.Errorf("endpoint %q; want the load balancer on 6443", got.Status.Endpoint)

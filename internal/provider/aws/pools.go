@@ -18,6 +18,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/cost"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
 )
@@ -275,7 +276,7 @@ func (p *AWS) ensurePool(ctx context.Context, c *cluster, m provider.MachineSpec
 	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: &template, Version: awssdk.String(strconv.FormatInt(version, 10))}
 	var mixed *astypes.MixedInstancesPolicy
 	if pool.Spot != nil {
-		mixed, spec = spotPolicy(spec, m, pool.Spot, 0), nil
+		mixed, spec = spotPolicy(spec, m, pool.Spot, 0, c.api.region), nil
 	}
 	name := c.short(partPool + "-" + m.Pool)
 	g, err := p.group(ctx, c, name)
@@ -318,15 +319,15 @@ func (p *AWS) ensurePool(ctx context.Context, c *cluster, m provider.MachineSpec
 
 // spotPolicy is a spot pool's mixed instances policy: onDemand percent of
 // its instances on-demand (0, or 100 when spot capacity was refused and
-// the pool falls back), the rest spot at its max price.
-func spotPolicy(spec *astypes.LaunchTemplateSpecification, m provider.MachineSpec, spot *v1.Spot, onDemand int32) *astypes.MixedInstancesPolicy {
+// the pool falls back), the rest spot at its max price in region.
+func spotPolicy(spec *astypes.LaunchTemplateSpecification, m provider.MachineSpec, spot *v1.Spot, onDemand int32, region string) *astypes.MixedInstancesPolicy {
 	return &astypes.MixedInstancesPolicy{
 		LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec,
 			Overrides: []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(instanceType(m))}}},
 		InstancesDistribution: &astypes.InstancesDistribution{
 			OnDemandBaseCapacity: awssdk.Int32(0), OnDemandPercentageAboveBaseCapacity: &onDemand,
 			SpotAllocationStrategy: awssdk.String("price-capacity-optimized"),
-			SpotMaxPrice:           awssdk.String(spotMaxPrice(instanceType(m), spot.MaxPricePercent)),
+			SpotMaxPrice:           awssdk.String(spotMaxPrice(region, instanceType(m), spot.MaxPricePercent)),
 		},
 	}
 }
@@ -351,7 +352,7 @@ func (p *AWS) setOnDemand(ctx context.Context, c *cluster, g *astypes.AutoScalin
 	name, lt := awssdk.ToString(g.AutoScalingGroupName), mp.LaunchTemplate.LaunchTemplateSpecification
 	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: lt.LaunchTemplateId, Version: lt.Version} // AWS takes the id or the name, not both
 	_, err := c.api.asg.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: &name,
-		MixedInstancesPolicy: spotPolicy(spec, m, c.Spec.WorkerPools[i].Spot, onDemand)})
+		MixedInstancesPolicy: spotPolicy(spec, m, c.Spec.WorkerPools[i].Spot, onDemand, c.api.region)})
 	return classify(err, "", "set the share of on-demand instances of the Auto Scaling group %s to %d%%", name, onDemand)
 }
 
@@ -520,22 +521,13 @@ func tagOfGroup(g astypes.AutoScalingGroup, key string) string {
 	return ""
 }
 
-// onDemandPrice is the on-demand price, US dollars an hour (Linux,
-// us-east-1), of the instance types spot pools are priced against; a
-// spot pool of another type is capped at its on-demand price (AWS's
-// default).
-var onDemandPrice = map[string]float64{
-	"t3.micro": 0.0104, "t3.small": 0.0208, "t3.medium": 0.0416, "t3.large": 0.0832, "t3.xlarge": 0.1664,
-	"m5.large": 0.096, "m5.xlarge": 0.192, "m5.2xlarge": 0.384,
-	"c5.large": 0.085, "c5.xlarge": 0.17, "c5.2xlarge": 0.34,
-	"r5.large": 0.126, "r5.xlarge": 0.252,
-}
-
 // spotMaxPrice is maxPricePercent of the instance type's on-demand price
-// as AWS takes it ("0.0480"); "" (the on-demand price) when the type is
-// not in onDemandPrice or percent is 0.
-func spotMaxPrice(instanceType string, percent int) string {
-	price, ok := onDemandPrice[instanceType]
+// in region, Kiln's price table's (internal/cost; us-east-1's where the
+// table has none for region), as AWS takes it ("0.0480"); "" (the
+// on-demand price, AWS's default cap) when the table does not price the
+// type or percent is 0.
+func spotMaxPrice(region, instanceType string, percent int) string {
+	price, ok := cost.Default().OnDemand("aws", region, instanceType)
 	if !ok || percent <= 0 {
 		return ""
 	}

@@ -1,0 +1,97 @@
+package console
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+
+	v1 "kiln.dev/kiln/api/v1"
+)
+
+// costRow is a cluster on the cost page: its estimate (status.cost) and
+// what hibernating it would save.
+type costRow struct {
+	Project string
+	Cluster v1.Cluster
+	Cost    *v1.ClusterCost // nil: the price table has no prices for its provider
+	// Saving is what hibernating it would save an hour (0: nothing, or it
+	// cannot hibernate).
+	Saving float64
+}
+
+// costProject is a project's total.
+type costProject struct {
+	Name               string
+	Clusters, Unpriced int
+	PerHour, PerMonth  float64
+	Saving             float64 // an hour, were every cluster that can hibernated
+	Incomplete         bool    // an estimate left a part out
+}
+
+// costView is the cost page: by project, then every cluster, dearest
+// first.
+type costView struct {
+	Projects []costProject
+	Rows     []costRow
+	Total    costProject
+	AsOf     string // the price table's date
+}
+
+// costPage is GET /cost: what each cluster of the user's projects costs,
+// as the API estimates it, by project and by cluster, with what
+// hibernating the running ones would save.
+func (c *Console) costPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	api := c.client(r, s.token)
+	projects, err := api.ListProjects(r.Context())
+	if err != nil {
+		return err
+	}
+	v := &costView{Total: costProject{Name: "All projects"}}
+	for _, p := range projects {
+		cls, err := api.ListClusters(r.Context(), p.Name)
+		if err != nil {
+			return err
+		}
+		pt := costProject{Name: p.Name}
+		for _, cl := range cls {
+			row := costRow{Project: p.Name, Cluster: cl, Cost: cl.Status.Cost}
+			if co := row.Cost; co != nil && co.HibernatedPerHour != nil {
+				row.Saving = max(co.PerHour-*co.HibernatedPerHour, 0)
+			}
+			pt.add(row)
+			v.Total.add(row)
+			if row.Cost != nil {
+				v.AsOf = row.Cost.PricesAsOf
+			}
+			v.Rows = append(v.Rows, row)
+		}
+		v.Projects = append(v.Projects, pt)
+	}
+	slices.SortStableFunc(v.Rows, func(a, b costRow) int {
+		return cmp.Or(cmp.Compare(perHour(b), perHour(a)), cmp.Compare(a.Project, b.Project), cmp.Compare(a.Cluster.Name, b.Cluster.Name))
+	})
+	slices.SortStableFunc(v.Projects, func(a, b costProject) int {
+		return cmp.Or(cmp.Compare(b.PerHour, a.PerHour), cmp.Compare(a.Name, b.Name))
+	})
+	c.render(w, r, http.StatusOK, "cost.html", page{Title: "Cost", Session: s, Data: v})
+	return nil
+}
+
+func (p *costProject) add(r costRow) {
+	p.Clusters++
+	if r.Cost == nil {
+		p.Unpriced++
+		return
+	}
+	p.PerHour += r.Cost.PerHour
+	p.PerMonth += r.Cost.PerMonth
+	p.Saving += r.Saving
+	p.Incomplete = p.Incomplete || !r.Cost.Complete
+}
+
+func perHour(r costRow) float64 {
+	if r.Cost == nil {
+		return -1
+	}
+	return r.Cost.PerHour
+}
