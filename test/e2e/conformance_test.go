@@ -189,6 +189,15 @@ func TestConformance(t *testing.T) {
 		if runErr != nil && len(res.failed) == 0 {
 			t.Errorf("ginkgo failed with no failed spec: %v", runErr)
 		}
+		// The suite reaches the API through kilnd's load balancer: what it
+		// said about the connections it ended tells a reset's side.
+		var lbLines []string
+		for line := range strings.Lines(e.k.LogText()) {
+			if strings.Contains(line, "load balancer") {
+				lbLines = append(lbLines, strings.TrimSpace(line))
+			}
+		}
+		t.Logf("kilnd's load balancer lines (the last 30 of %d):\n%s", len(lbLines), strings.Join(lbLines[max(0, len(lbLines)-30):], "\n"))
 	}
 	if dst := os.Getenv("KILN_CONFORMANCE_RESULTS"); dst != "" && all {
 		writeConformanceResults(t, dst, res, took, procs)
