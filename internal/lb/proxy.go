@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -139,11 +140,11 @@ func (p *Proxy) handle(c net.Conn) {
 			return
 		}
 		defer p.untrack(bc)
-		if side, err := pipe(c, bc); err != nil && p.ctx.Err() == nil {
-			// What ended a connection early: a reset by the client or
-			// by the backend (an API server closing, a node gone) is
-			// what a client's "connection reset by peer" comes from.
-			p.log.Info("load balancer connection ended by an error", "client", c.RemoteAddr().String(),
+		if side, err := pipe(c, bc); p.ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+			// A connection reset by the client or by the backend (an API
+			// server closing, a node gone), passed on to the other: what
+			// a client's "connection reset by peer" may come from.
+			p.log.Info("load balancer connection reset", "client", c.RemoteAddr().String(),
 				"backend", b, "side", side, "err", err)
 		}
 		return
