@@ -375,6 +375,19 @@ type Fleet interface {
 	// earliest certificate expiry as the certificate check recorded it
 	// (status.certificates); clusters without one are left out.
 	CertificateExpiries(ctx context.Context) ([]CertificateExpiry, error)
+	// FleetSummary adds up the clusters and operations of the projects q
+	// names for the console's fleet page (v1.Fleet): grouped queries,
+	// none of which reads every row into Go, over the operations begun in
+	// the two weeks before q.Now.
+	FleetSummary(ctx context.Context, q FleetQuery) (*v1.Fleet, error)
+}
+
+// FleetQuery says what FleetSummary adds up: the clusters and operations
+// of Projects, or of every project when All; the windows end at Now.
+type FleetQuery struct {
+	All      bool
+	Projects []string
+	Now      time.Time
 }
 
 // ClusterCount is how many clusters are in State of Provider.

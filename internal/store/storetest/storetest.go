@@ -95,6 +95,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimTakenFrom", testClaimTakenFrom},
 		{"FleetCounts", testFleetCounts},
 		{"CertificateExpiries", testCertificateExpiries},
+		{"FleetSummary", testFleetSummary},
 		{"RenewLease", testRenewLease},
 		{"ReleaseLease", testReleaseLease},
 		{"FencedWrites", testFencedWrites},
