@@ -129,7 +129,7 @@ func testFleetSummary(e *env) {
 	e.project("q")
 	h := time.Hour
 	e.ranOp("p", "old", v1.KindCreate, v1.OpSucceeded, now.Add(-20*24*h), time.Minute, "") // before both weeks
-	e.ranOp("p", "e", v1.KindCreate, v1.OpSucceeded, now.Add(-10*24*h), time.Minute, "")    // the week before
+	e.ranOp("p", "e", v1.KindCreate, v1.OpSucceeded, now.Add(-10*24*h), time.Minute, "")   // the week before
 	e.ranOp("p", "b", v1.KindCreate, v1.OpSucceeded, now.Add(-3*24*h), 30*time.Second, "")
 	e.ranOp("q", "d", v1.KindCreate, v1.OpFailed, now.Add(-2*24*h), 5*time.Second, v1.CodeQuotaExceeded)
 	e.ranOp("q", "d", v1.KindUpdate, v1.OpFailed, now.Add(-3*h), 5*time.Second, v1.CodeProviderError)
