@@ -78,3 +78,9 @@ func (c *Client) ClusterUpgrades(ctx context.Context, project, name string) (*v1
 	}
 	return &out, nil
 }
+
+// Fleet reads the fleet at a glance (GET /v1/fleet) over the projects the
+// token has a role in.
+func (c *Client) Fleet(ctx context.Context) (*v1.Fleet, error) {
+	return get[v1.Fleet](ctx, c, "/v1/fleet")
+}

@@ -93,6 +93,11 @@ type DiagnosticsStore interface {
 	DeleteDiagnostics(ctx context.Context, id string) error
 }
 
+// FleetStore is what the fleet's sums (GET /v1/fleet) need.
+type FleetStore interface {
+	FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet, error)
+}
+
 // Pinger is what /readyz needs: whether the store answers.
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -115,6 +120,7 @@ type Store interface {
 	AuditStore
 	DiagnosticsStore
 	BackupStore
+	FleetStore
 	trust.SecretReader
 	Pinger
 }
@@ -139,9 +145,10 @@ type stores struct {
 	projectSecrets ProjectSecretStore
 	diagnostics    DiagnosticsStore
 	backups        BackupStore
+	fleet          FleetStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, fleet: st, profiles: st,
 		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }
