@@ -168,7 +168,7 @@ func tableRows(t *testing.T, p page, id string) []map[string]string {
 			heads = cells
 			continue
 		}
-		r := map[string]string{"data-cluster": attr(n, "data-cluster"), "data-project": attr(n, "data-project")}
+		r := map[string]string{"data-cluster": attr(n, "data-cluster"), "data-project": attr(n, "data-project"), "data-label": attr(n, "data-label")}
 		for i, c := range cells {
 			if i < len(heads) {
 				r[heads[i]] = c

@@ -47,6 +47,7 @@ var funcs = template.FuncMap{
 	"opDuration": opDuration,
 	"span":       span,
 	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"sub":        func(a, b float64) float64 { return a - b },
 	"plural":     plural,
 	"clusterURL": clusterURL,
 	"nodeURL": func(project, cluster, node string) string {
