@@ -26,7 +26,8 @@ type Fleet struct {
 	// status (an entry per combination there is).
 	Operations []FleetOperationCount `json:"operations"`
 	// Durations are how long the operations that succeeded took, by
-	// window and kind: begun in the window, start to end.
+	// window (the week and the week before) and kind: begun in the
+	// window, start to end.
 	Durations []FleetDuration `json:"durations"`
 	// Failures are the error codes of the operations begun in the last 7
 	// days that failed, most frequent first.

@@ -1,9 +1,12 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,11 +14,14 @@ import (
 	"kiln.dev/kiln/internal/store"
 )
 
-// FleetSummary adds up the fleet for the console's fleet page in four
-// grouped queries; each returns a row per group (a few hundred at most),
-// never a row per cluster or operation. The operations' queries read the
-// index operations_started (start_time, kind, status, end_time, project)
-// alone, but for the failures' error, read of the failed rows only.
+// FleetSummary adds up the fleet for the console's fleet page in grouped
+// queries, each of which returns a row per group (a few hundred at most),
+// never a row per cluster or operation, and reads an index in its order
+// (00025_fleet_summary.sql): clusters_fleet for the clusters, and
+// operations_kind (status, kind, duration, ...) for the operations'
+// counts and for each percentile of a kind's durations, its n-th entry in
+// duration order. Only the failures read rows: the failed ones', for
+// their error.
 func (s *Store) FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet, error) {
 	wrap := func(what string, err error) error { return fmt.Errorf("fleet summary: %s: %w", what, err) }
 	f := &v1.Fleet{Time: q.Now.UTC(), Clusters: []v1.FleetClusterCount{}, Operations: []v1.FleetOperationCount{},
@@ -33,7 +39,7 @@ func (s *Store) FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet
 	if f.Operations, err = s.fleetOperations(ctx, in, projects, day, week, prior); err != nil {
 		return nil, wrap("operations", err)
 	}
-	if f.Durations, err = s.fleetDurations(ctx, in, projects, day, week, prior); err != nil {
+	if f.Durations, err = s.fleetDurations(ctx, in, projects, f.Operations, week, prior); err != nil {
 		return nil, wrap("durations", err)
 	}
 	if f.Failures, err = s.fleetFailures(ctx, in, projects, week); err != nil {
@@ -65,29 +71,32 @@ func joinArgs(parts ...[]any) []any {
 }
 
 // fleetClusters counts the clusters by state, provider, Kubernetes version
-// and profile: the last two read from the spec in the database.
+// and profile, grouped in the order of clusters_fleet.
 func (s *Store) fleetClusters(ctx context.Context, in string, projects []any) ([]v1.FleetClusterCount, error) {
-	version := "COALESCE(" + s.d.JSONText("spec", "kubernetesVersion") + ", '')"
-	profile := "COALESCE(" + s.d.JSONText("spec", "profile", "name") + ", '')"
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT provisioning_state, provider, `+version+`, `+profile+`, COUNT(*)
-		FROM clusters WHERE 1 = 1`+in+` GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`), projects...)
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT provisioning_state, provider, kubernetes_version, profile, COUNT(*)
+		FROM clusters WHERE 1 = 1`+in+` GROUP BY kubernetes_version, profile, provider, provisioning_state`), projects...)
 	if err != nil {
 		return nil, err
 	}
-	return scanAll(rows, func(r *sql.Rows) (c v1.FleetClusterCount, err error) {
+	out, err := scanAll(rows, func(r *sql.Rows) (c v1.FleetClusterCount, err error) {
 		err = r.Scan(&c.State, &c.Provider, &c.KubernetesVersion, &c.Profile, &c.Count)
 		return c, err
 	})
+	slices.SortFunc(out, func(a, b v1.FleetClusterCount) int {
+		return cmp.Or(cmp.Compare(a.State, b.State), cmp.Compare(a.Provider, b.Provider),
+			cmp.Compare(a.KubernetesVersion, b.KubernetesVersion), cmp.Compare(a.Profile, b.Profile))
+	})
+	return out, err
 }
 
 // fleetOperations counts the operations begun in each window by kind and
-// status, in one pass over the two weeks.
+// status, in one pass over operations_kind in its order.
 func (s *Store) fleetOperations(ctx context.Context, in string, projects []any, day, week, prior int64) ([]v1.FleetOperationCount, error) {
 	rows, err := s.read.QueryContext(ctx, s.q(`SELECT kind, status,
 		SUM(CASE WHEN start_time >= ? THEN 1 ELSE 0 END),
 		SUM(CASE WHEN start_time >= ? THEN 1 ELSE 0 END),
 		SUM(CASE WHEN start_time < ? THEN 1 ELSE 0 END)
-		FROM operations WHERE start_time >= ?`+in+` GROUP BY kind, status ORDER BY kind, status`),
+		FROM operations WHERE start_time >= ?`+in+` GROUP BY status, kind`),
 		joinArgs([]any{day, week, week, prior}, projects)...)
 	if err != nil {
 		return nil, err
@@ -103,6 +112,7 @@ func (s *Store) fleetOperations(ctx context.Context, in string, projects []any, 
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(got, func(a, b counts) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.status, b.status)) })
 	out := []v1.FleetOperationCount{}
 	for _, c := range got {
 		for _, w := range []struct {
@@ -117,49 +127,42 @@ func (s *Store) fleetOperations(ctx context.Context, in string, projects []any, 
 	return out, nil
 }
 
-// fleetDurations finds the median and 95th percentile (nearest rank) of
-// the durations of each window's operations that succeeded, by kind: the
-// rows ranked in the database (window functions, which SQLite and
-// PostgreSQL both have), two rows a kind returned.
-func (s *Store) fleetDurations(ctx context.Context, in string, projects []any, day, week, prior int64) ([]v1.FleetDuration, error) {
-	ended := `SELECT CAST(? AS TEXT) AS w, kind, end_time - start_time AS d FROM operations
-		WHERE status = 'Succeeded' AND end_time > 0 AND start_time >= ? AND start_time < ?` + in
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT w, kind, n, rn, d FROM (
-			SELECT w, kind, d, ROW_NUMBER() OVER (PARTITION BY w, kind ORDER BY d) AS rn,
-				COUNT(*) OVER (PARTITION BY w, kind) AS n
-			FROM (`+ended+` UNION ALL `+ended+` UNION ALL `+ended+`) o
-		) r WHERE rn = (n * 50 + 99) / 100 OR rn = (n * 95 + 99) / 100 ORDER BY w, kind, rn`),
-		joinArgs([]any{v1.WindowDay, day, maxNanos}, projects, []any{v1.WindowWeek, week, maxNanos}, projects,
-			[]any{v1.WindowPriorWeek, prior, week}, projects)...)
-	if err != nil {
-		return nil, err
-	}
-	type rank struct {
-		w, kind string
-		n, rn   int
-		d       int64
-	}
-	got, err := scanAll(rows, func(r *sql.Rows) (x rank, err error) {
-		err = r.Scan(&x.w, &x.kind, &x.n, &x.rn, &x.d)
-		return x, err
-	})
-	if err != nil {
-		return nil, err
-	}
+// fleetDurations finds the median and the 95th percentile (nearest rank)
+// of the durations of the operations that succeeded in the last week and
+// the week before, by kind: of a kind's n that succeeded in a window
+// (counts, from fleetOperations), the percentile is the entry at its rank
+// in duration order, found in operations_kind without sorting anything.
+func (s *Store) fleetDurations(ctx context.Context, in string, projects []any, counts []v1.FleetOperationCount, week, prior int64) ([]v1.FleetDuration, error) {
+	query := s.q(`SELECT end_time - start_time FROM operations WHERE status = 'Succeeded' AND kind = ?
+		AND start_time >= ? AND start_time < ?` + in + ` ORDER BY end_time - start_time LIMIT 1 OFFSET ?`)
+	bounds := map[string][2]int64{v1.WindowWeek: {week, maxNanos}, v1.WindowPriorWeek: {prior, week}}
 	out := []v1.FleetDuration{}
-	for _, x := range got {
-		if len(out) == 0 || out[len(out)-1].Window != x.w || out[len(out)-1].Kind != x.kind {
-			out = append(out, v1.FleetDuration{Window: x.w, Kind: x.kind, Count: x.n})
+	for _, c := range counts {
+		b, ok := bounds[c.Window]
+		if !ok || c.Status != v1.OpSucceeded {
+			continue
 		}
-		d := &out[len(out)-1]
-		secs := time.Duration(x.d).Seconds()
-		if x.rn == (x.n*50+99)/100 {
-			d.P50 = secs
+		d := v1.FleetDuration{Window: c.Window, Kind: c.Kind, Count: c.Count}
+		for _, p := range []struct {
+			pct int
+			to  *float64
+		}{{50, &d.P50}, {95, &d.P95}} {
+			rank := (c.Count*p.pct + 99) / 100
+			var nanos int64
+			err := s.read.QueryRowContext(ctx, query, joinArgs([]any{c.Kind, b[0], b[1]}, projects, []any{rank - 1})...).Scan(&nanos)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // pruned since it was counted
+			}
+			if err != nil {
+				return nil, err
+			}
+			*p.to = time.Duration(nanos).Seconds()
 		}
-		if x.rn == (x.n*95+99)/100 {
-			d.P95 = secs
-		}
+		out = append(out, d)
 	}
+	slices.SortFunc(out, func(a, b v1.FleetDuration) int {
+		return cmp.Or(cmp.Compare(a.Window, b.Window), cmp.Compare(a.Kind, b.Kind))
+	})
 	return out, nil
 }
 

@@ -162,7 +162,6 @@ func testFleetSummary(e *env) {
 		{Window: v1.WindowWeek, Kind: v1.KindUpdate, Status: v1.OpFailed, Count: 1},
 	}, all.Operations)
 	diff(t, "durations", []v1.FleetDuration{
-		{Window: v1.WindowDay, Kind: v1.KindCreate, Count: 1, P50: 10, P95: 10},
 		{Window: v1.WindowPriorWeek, Kind: v1.KindCreate, Count: 1, P50: 60, P95: 60},
 		{Window: v1.WindowWeek, Kind: v1.KindCreate, Count: 2, P50: 10, P95: 30},
 	}, all.Durations)
