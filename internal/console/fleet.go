@@ -78,7 +78,7 @@ type barMarker struct {
 const (
 	barWidth  = 640.0
 	barPlotX  = 170.0 // labels end here (right-aligned)
-	barEnd    = 560.0 // the longest bar ends here; its label after it
+	barEnd    = 520.0 // the longest bar ends here; its label after it
 	barRowH   = 24.0
 	barH      = 16.0
 	barMinSeg = 2.0 // the narrowest segment drawn
