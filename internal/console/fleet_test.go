@@ -127,15 +127,7 @@ func TestFleetPage(t *testing.T) {
 	if live != "/fleet/live" {
 		t.Fatalf("the page's stream is %q", live)
 	}
-	sctx, stop := context.WithTimeout(ctx, 30*time.Second)
-	defer stop()
-	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, e.srv.URL+live, nil)
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := readEvents(resp.Body)
+	events := b.stream(live)
 	if ev := <-events; !strings.Contains(ev.fragments["fleet"], "5 clusters") {
 		t.Fatalf("first event: %+v", ev)
 	}
