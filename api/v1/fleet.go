@@ -32,6 +32,34 @@ type Fleet struct {
 	// Failures are the error codes of the operations begun in the last 7
 	// days that failed, most frequent first.
 	Failures []FleetFailure `json:"failures"`
+	// Autoscaled are the pools of the clusters the autoscaler changed
+	// most often in the last 7 days (at most FleetAutoscaledClusters
+	// clusters), each with what it did: nodes per pool over time.
+	Autoscaled []FleetPool `json:"autoscaled"`
+}
+
+// FleetAutoscaledClusters is how many clusters Fleet.Autoscaled shows.
+const FleetAutoscaledClusters = 10
+
+// FleetPool is a worker pool the autoscaler resized in the last 7 days,
+// with each resize, oldest first.
+type FleetPool struct {
+	Project string            `json:"project"`
+	Cluster string            `json:"cluster"`
+	Pool    string            `json:"pool"`
+	Changes []FleetPoolChange `json:"changes"`
+}
+
+// FleetPoolChange is one autoscale operation's resize of a pool: when it
+// began, the pool's size before and after, how the operation ended (or
+// InProgress), and why the autoscaler began it.
+type FleetPoolChange struct {
+	Operation string    `json:"operation"`
+	Time      time.Time `json:"time"`
+	From      int       `json:"from"`
+	To        int       `json:"to"`
+	Status    string    `json:"status"`
+	Reason    string    `json:"reason"`
 }
 
 // FleetClusterCount is how many clusters are in State with the other

@@ -154,6 +154,9 @@ type Operation struct {
 	// removes (v1.OperationProperties).
 	Reason string
 	Nodes  []string
+	// Pools are the pool sizes an autoscale operation changed, set when
+	// it is begun (v1.OperationProperties.Pools).
+	Pools []v1.PoolResize
 	// Backup is the backup a backup operation takes or a restore
 	// operation puts back; set when it is begun.
 	Backup string

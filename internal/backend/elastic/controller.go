@@ -255,12 +255,14 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 	next := *cl
 	next.Spec.WorkerPools = slices.Clone(cl.Spec.WorkerPools)
 	var remove []string
+	var pools []v1.PoolResize
 	for _, ch := range d.Changes {
 		i := slices.IndexFunc(next.Spec.WorkerPools, func(p v1.WorkerPool) bool { return p.Name == ch.Pool })
 		next.Spec.WorkerPools[i].Size = ch.To
 		remove = append(remove, ch.Remove...)
+		pools = append(pools, v1.PoolResize{Pool: ch.Pool, From: ch.From, To: ch.To})
 	}
-	op := &store.Operation{Kind: v1.KindAutoscale, Reason: d.Reason, Nodes: remove}
+	op := &store.Operation{Kind: v1.KindAutoscale, Reason: d.Reason, Nodes: remove, Pools: pools}
 	_, err := c.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
 		reason, verb := "AutoscaleUp", "growing"
 		if !d.Up() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,9 @@ func TestControllerAutoscales(t *testing.T) {
 	op, err := w.st.GetOperation(t.Context(), cl.Status.CurrentOperation)
 	if err != nil || op.Kind != v1.KindAutoscale || !strings.Contains(op.Reason, "pool default grows from 1 to 3") || op.Steps[0].Name != "a-step-of-autoscale" {
 		t.Fatalf("operation %+v, %v", op, err)
+	}
+	if want := []v1.PoolResize{{Pool: "default", From: 1, To: 3}}; !slices.Equal(op.Pools, want) {
+		t.Errorf("the operation's pools %+v, want %+v (the fleet page draws them)", op.Pools, want)
 	}
 	evs := w.events("c")
 	if last := evs[len(evs)-1]; last.Reason != "AutoscaleUp" || last.Operation != op.ID || last.Message != op.Reason {

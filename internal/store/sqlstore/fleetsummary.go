@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,7 +26,7 @@ import (
 func (s *Store) FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet, error) {
 	wrap := func(what string, err error) error { return fmt.Errorf("fleet summary: %s: %w", what, err) }
 	f := &v1.Fleet{Time: q.Now.UTC(), Clusters: []v1.FleetClusterCount{}, Operations: []v1.FleetOperationCount{},
-		Durations: []v1.FleetDuration{}, Failures: []v1.FleetFailure{}}
+		Durations: []v1.FleetDuration{}, Failures: []v1.FleetFailure{}, Autoscaled: []v1.FleetPool{}}
 	if !q.All && len(q.Projects) == 0 {
 		return f, nil
 	}
@@ -44,6 +45,9 @@ func (s *Store) FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet
 	}
 	if f.Failures, err = s.fleetFailures(ctx, in, projects, week); err != nil {
 		return nil, wrap("failures", err)
+	}
+	if f.Autoscaled, err = s.fleetAutoscaled(ctx, in, projects, week); err != nil {
+		return nil, wrap("autoscaled pools", err)
 	}
 	return f, nil
 }
@@ -210,6 +214,61 @@ func (s *Store) fleetFailures(ctx context.Context, in string, projects []any, we
 		last := &out[len(out)-1]
 		last.Operations = append(last.Operations, x.op)
 	}
+	return out, nil
+}
+
+// fleetAutoscaled reads the autoscale operations begun since week of the
+// FleetAutoscaledClusters clusters that had the most (found in
+// operations_kind), and makes each pool's changes of their pools column.
+func (s *Store) fleetAutoscaled(ctx context.Context, in string, projects []any, week int64) ([]v1.FleetPool, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT o.id, o.project, o.cluster, o.start_time, o.status, o.reason, o.pools
+		FROM operations o JOIN (
+			SELECT project, cluster, COUNT(*) AS n FROM operations
+			WHERE status IN ('InProgress', 'Succeeded', 'Failed', 'Canceled') AND kind = 'autoscale' AND start_time >= ?`+in+`
+			GROUP BY project, cluster ORDER BY n DESC, project, cluster LIMIT ?
+		) t ON o.project = t.project AND o.cluster = t.cluster
+		WHERE o.kind = 'autoscale' AND o.start_time >= ? AND o.pools <> ''
+		ORDER BY o.project, o.cluster, o.start_time, o.id`),
+		joinArgs([]any{week}, projects, []any{v1.FleetAutoscaledClusters, week})...)
+	if err != nil {
+		return nil, err
+	}
+	type resized struct {
+		project, cluster string
+		change           v1.FleetPoolChange
+		pools            []v1.PoolResize
+	}
+	got, err := scanAll(rows, func(r *sql.Rows) (x resized, err error) {
+		var start int64
+		var pools string
+		if err = r.Scan(&x.change.Operation, &x.project, &x.cluster, &start, &x.change.Status, &x.change.Reason, &pools); err != nil {
+			return x, err
+		}
+		x.change.Time = fromNanos(start).UTC()
+		return x, json.Unmarshal([]byte(pools), &x.pools)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []v1.FleetPool{}
+	at := map[[3]string]int{} // project, cluster, pool: its index in out
+	for _, x := range got {
+		for _, p := range x.pools {
+			k := [3]string{x.project, x.cluster, p.Pool}
+			i, ok := at[k]
+			if !ok {
+				i = len(out)
+				at[k] = i
+				out = append(out, v1.FleetPool{Project: x.project, Cluster: x.cluster, Pool: p.Pool})
+			}
+			ch := x.change
+			ch.From, ch.To = p.From, p.To
+			out[i].Changes = append(out[i].Changes, ch)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b v1.FleetPool) int {
+		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Pool, b.Pool))
+	})
 	return out, nil
 }
 

@@ -13,12 +13,12 @@ import (
 )
 
 const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
-	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes, backup`
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes, backup, pools`
 
 // opRow is an operation's columns as written.
 type opRow struct {
 	steps, errJSON, leftovers string
-	nodes                     string // JSON, written once
+	nodes, pools              string // JSON, written once
 	end                       int64
 	forced                    int64
 }
@@ -56,16 +56,28 @@ func encodeOperation(op *store.Operation) (opRow, error) {
 		}
 		r.nodes = string(n)
 	}
+	if len(op.Pools) > 0 {
+		p, err := json.Marshal(op.Pools)
+		if err != nil {
+			return opRow{}, err
+		}
+		r.pools = string(p)
+	}
 	return r, nil
 }
 
 func scanOperation(r scanner) (*store.Operation, error) {
 	op := new(store.Operation)
 	var start, end, forced, cancelAt int64
-	var steps, errJSON, leftovers, cancelBy, nodes string
+	var steps, errJSON, leftovers, cancelBy, nodes, pools string
 	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
-		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes, &op.Backup); err != nil {
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes, &op.Backup, &pools); err != nil {
 		return nil, err
+	}
+	if pools != "" {
+		if err := json.Unmarshal([]byte(pools), &op.Pools); err != nil {
+			return nil, fmt.Errorf("decode pools: %w", err)
+		}
 	}
 	if nodes != "" {
 		if err := json.Unmarshal([]byte(nodes), &op.Nodes); err != nil {
@@ -106,9 +118,9 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	}
 	// A new operation has no cancel request: only RequestCancel writes one.
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?, ?, ?)`),
 		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
-		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes, op.Backup)
+		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes, op.Backup, r.pools)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}

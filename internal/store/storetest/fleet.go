@@ -87,12 +87,13 @@ func testClaimTakenFrom(e *env) {
 	}
 }
 
-// ranOp begins an operation of kind on project/name begun at start and,
-// unless status is InProgress, ends it after took with status (and code,
-// when it failed), through the store's own calls.
-func (e *env) ranOp(project, name, kind, status string, start time.Time, took time.Duration, code string) *store.Operation {
+// ranOp begins an operation of kind (resizing pools) on project/name begun
+// at start and, unless status is InProgress, ends it after took with
+// status (and code, when it failed), through the store's own calls.
+func (e *env) ranOp(project, name, kind, status string, start time.Time, took time.Duration, code string, pools ...v1.PoolResize) *store.Operation {
 	e.t.Helper()
 	cl, op := e.newClusterOp(project, name, kind, v1.StateCreating)
+	op.Pools = pools
 	if kind != v1.KindCreate {
 		cl.Status.ProvisioningState = v1.StateUpdating
 	}
@@ -123,7 +124,7 @@ func testFleetSummary(e *env) {
 	none, err := s.FleetSummary(ctx, store.FleetQuery{All: true, Now: now})
 	wantErr(t, "FleetSummary of nothing", err, nil)
 	diff(t, "summary of nothing", &v1.Fleet{Time: now.UTC(), Clusters: []v1.FleetClusterCount{}, Operations: []v1.FleetOperationCount{},
-		Durations: []v1.FleetDuration{}, Failures: []v1.FleetFailure{}}, none)
+		Durations: []v1.FleetDuration{}, Failures: []v1.FleetFailure{}, Autoscaled: []v1.FleetPool{}}, none)
 
 	e.project("p")
 	e.project("q")
@@ -134,6 +135,8 @@ func testFleetSummary(e *env) {
 	e.ranOp("q", "d", v1.KindCreate, v1.OpFailed, now.Add(-2*24*h), 5*time.Second, v1.CodeQuotaExceeded)
 	e.ranOp("q", "d", v1.KindUpdate, v1.OpFailed, now.Add(-3*h), 5*time.Second, v1.CodeProviderError)
 	e.ranOp("p", "a", v1.KindCreate, v1.OpSucceeded, now.Add(-2*h), 10*time.Second, "")
+	up := e.ranOp("p", "a", v1.KindAutoscale, v1.OpSucceeded, now.Add(-5*h), 20*time.Second, "", v1.PoolResize{Pool: "default", From: 2, To: 3})
+	down := e.ranOp("p", "a", v1.KindAutoscale, v1.OpSucceeded, now.Add(-4*h), 40*time.Second, "", v1.PoolResize{Pool: "default", From: 3, To: 2})
 	c := e.ranOp("p", "c", v1.KindCreate, v1.OpFailed, now.Add(-h), 5*time.Second, v1.CodeQuotaExceeded)
 	g, gop := e.newClusterOp("q", "g", v1.KindCreate, v1.StateCreating)
 	g.Spec.Provider, g.Spec.KubernetesVersion, g.Spec.Profile = "edge", "v1.35.1", v1.ProfileRef{Name: "base", Version: 2}
@@ -151,6 +154,8 @@ func testFleetSummary(e *env) {
 		{State: v1.StateSucceeded, Provider: "sim", KubernetesVersion: "v1.36.3", Count: 4},
 	}, all.Clusters)
 	diff(t, "operations", []v1.FleetOperationCount{
+		{Window: v1.WindowDay, Kind: v1.KindAutoscale, Status: v1.OpSucceeded, Count: 2},
+		{Window: v1.WindowWeek, Kind: v1.KindAutoscale, Status: v1.OpSucceeded, Count: 2},
 		{Window: v1.WindowDay, Kind: v1.KindCreate, Status: v1.OpFailed, Count: 1},
 		{Window: v1.WindowWeek, Kind: v1.KindCreate, Status: v1.OpFailed, Count: 2},
 		{Window: v1.WindowDay, Kind: v1.KindCreate, Status: v1.OpInProgress, Count: 1},
@@ -163,8 +168,16 @@ func testFleetSummary(e *env) {
 	}, all.Operations)
 	diff(t, "durations", []v1.FleetDuration{
 		{Window: v1.WindowPriorWeek, Kind: v1.KindCreate, Count: 1, P50: 60, P95: 60},
+		{Window: v1.WindowWeek, Kind: v1.KindAutoscale, Count: 2, P50: 20, P95: 40},
 		{Window: v1.WindowWeek, Kind: v1.KindCreate, Count: 2, P50: 10, P95: 30},
 	}, all.Durations)
+	diff(t, "autoscaled pools", []v1.FleetPool{{Project: "p", Cluster: "a", Pool: "default", Changes: []v1.FleetPoolChange{
+		{Operation: up.ID, Time: now.Add(-5 * h).UTC(), From: 2, To: 3, Status: v1.OpSucceeded},
+		{Operation: down.ID, Time: now.Add(-4 * h).UTC(), From: 3, To: 2, Status: v1.OpSucceeded},
+	}}}, all.Autoscaled)
+	if got := e.getOp(up.ID).Pools; len(got) != 1 || got[0] != (v1.PoolResize{Pool: "default", From: 2, To: 3}) {
+		t.Errorf("the autoscale operation's pools as stored: %+v", got)
+	}
 	if len(all.Failures) != 2 || all.Failures[0].Code != v1.CodeQuotaExceeded || all.Failures[0].Count != 2 ||
 		all.Failures[1].Code != v1.CodeProviderError || all.Failures[1].Count != 1 {
 		t.Fatalf("failures %+v, want QuotaExceeded 2 then ProviderError 1", all.Failures)
@@ -182,7 +195,7 @@ func testFleetSummary(e *env) {
 		{State: v1.StateCreating, Provider: "edge", KubernetesVersion: "v1.35.1", Profile: "base", Count: 1},
 		{State: v1.StateFailed, Provider: "sim", KubernetesVersion: "v1.36.3", Count: 1},
 	}, q.Clusters)
-	if len(q.Failures) != 2 || q.Failures[0].Count != 1 || len(q.Durations) != 0 {
+	if len(q.Failures) != 2 || q.Failures[0].Count != 1 || len(q.Durations) != 0 || len(q.Autoscaled) != 0 {
 		t.Errorf("q's failures %+v and durations %+v, want one QuotaExceeded, one ProviderError and no durations", q.Failures, q.Durations)
 	}
 	nothing, err := s.FleetSummary(ctx, store.FleetQuery{Now: now})
