@@ -134,6 +134,7 @@ type fleetView struct {
 	Durations     barChart
 	Failures      barChart
 	FailureRows   []failureRow
+	Pools         poolChart
 }
 
 // failureRow is an error code of the last 7 days with its newest
@@ -226,6 +227,7 @@ func newFleetView(f *v1.Fleet) *fleetView {
 	}
 	v.Durations = durationChart(f)
 	v.Failures, v.FailureRows = failureChart(f)
+	v.Pools = newPoolChart(f)
 	return v
 }
 
@@ -349,7 +351,9 @@ func opChart(f *v1.Fleet, window, id, caption string, prior map[string]int) barC
 		for _, st := range ch.Keys {
 			if prior != nil && st == "The week before" {
 				row.Cells = append(row.Cells, barCell{Text: fmt.Sprint(prior[k])})
-				row.Markers = append(row.Markers, barMarker{X: float64(prior[k]), Title: fmt.Sprintf("%s the week before: %d", k, prior[k])})
+				if prior[k] > 0 {
+					row.Markers = append(row.Markers, barMarker{X: float64(prior[k]), Title: fmt.Sprintf("%s the week before: %d", k, prior[k])})
+				}
 				row.Title += fmt.Sprintf("; the week before %d", prior[k])
 				top = max(top, prior[k])
 				continue
@@ -445,4 +449,100 @@ func failureChart(f *v1.Fleet) (barChart, []failureRow) {
 	}
 	ch.layout(float64(top))
 	return ch, rows
+}
+
+// poolChart is each autoscaled pool's nodes over the last 7 days: a step
+// line a row, from its size before the autoscaler's first change of the
+// week to its size now, a dot at each change (titled with when, how and
+// why), on an axis of days.
+type poolChart struct {
+	ID, Caption   string
+	Width, Height float64
+	PlotX, End    float64
+	AxisY         float64
+	Rows          []poolLine
+	Ticks         []barMarker // X, and Title the day's label
+}
+
+// poolLine is one pool on the pool chart.
+type poolLine struct {
+	Project, Cluster, Pool, URL string
+	Y, TextY                    float64
+	Path                        string // the step line (SVG path data)
+	Points                      []poolPoint
+	Changes                     int
+	From, Now, Least, Most      int
+	Latest                      v1.FleetPoolChange
+	Title                       string
+}
+
+// poolPoint is a change on the line.
+type poolPoint struct {
+	X, Y         float64
+	Class, Title string
+}
+
+// The pool chart's geometry: a row's height and the room its line takes.
+const (
+	poolRowH  = 34.0
+	poolLineH = 24.0
+)
+
+// newPoolChart lays out f.Autoscaled over the 7 days before f.Time.
+func newPoolChart(f *v1.Fleet) poolChart {
+	ch := poolChart{ID: "pools", Caption: "Nodes per autoscaled pool over the last 7 days (the clusters the autoscaler changed most)",
+		Width: barWidth, PlotX: barPlotX, End: barEnd}
+	start := f.Time.Add(-7 * 24 * time.Hour)
+	span := float64(7 * 24 * time.Hour)
+	x := func(t time.Time) float64 {
+		return barPlotX + (barEnd-barPlotX)*min(max(float64(t.Sub(start))/span, 0), 1)
+	}
+	for i, p := range f.Autoscaled {
+		if len(p.Changes) == 0 {
+			continue
+		}
+		first, last := p.Changes[0], p.Changes[len(p.Changes)-1]
+		r := poolLine{Project: p.Project, Cluster: p.Cluster, Pool: p.Pool, URL: clusterURL(p.Project, p.Cluster),
+			Y: float64(i) * poolRowH, Changes: len(p.Changes), From: first.From, Now: last.To, Least: first.From, Most: first.From, Latest: last}
+		r.TextY = r.Y + poolRowH/2 + 4
+		for _, c := range p.Changes {
+			r.Least, r.Most = min(r.Least, c.From, c.To), max(r.Most, c.From, c.To)
+		}
+		top := r.Y + (poolRowH-poolLineH)/2
+		y := func(n int) float64 {
+			if r.Most == r.Least {
+				return top + poolLineH/2
+			}
+			return top + poolLineH*float64(r.Most-n)/float64(r.Most-r.Least)
+		}
+		path := fmt.Sprintf("M%.1f %.1f", barPlotX, y(first.From))
+		for _, c := range p.Changes {
+			cx := x(c.Time)
+			path += fmt.Sprintf(" H%.1f V%.1f", cx, y(c.To))
+			r.Points = append(r.Points, poolPoint{X: cx, Y: y(c.To), Class: stateClass(c.Status),
+				Title: fmt.Sprintf("%s: %d → %d nodes (%s)%s", when(c.Time), c.From, c.To, c.Status, because(c.Reason))})
+		}
+		r.Path = path + fmt.Sprintf(" H%.1f", barEnd)
+		r.Title = fmt.Sprintf("%s of %s: %d → %d nodes over %s, between %d and %d", p.Pool, p.Cluster, r.From, r.Now,
+			plural(r.Changes, "change"), r.Least, r.Most)
+		ch.Rows = append(ch.Rows, r)
+	}
+	ch.AxisY = float64(len(ch.Rows)) * poolRowH
+	ch.Height = ch.AxisY + tlAxis
+	for d := 0; d <= 7; d++ {
+		label := fmt.Sprintf("-%dd", 7-d)
+		if d == 7 {
+			label = "now"
+		}
+		ch.Ticks = append(ch.Ticks, barMarker{X: x(start.Add(time.Duration(d) * 24 * time.Hour)), Title: label})
+	}
+	return ch
+}
+
+// because is a reason as the end of a sentence: ": reason", or nothing.
+func because(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }

@@ -78,8 +78,9 @@ func BenchmarkFleetPage(b *testing.B) {
 		}
 		return rec.Body.String()
 	}
-	if body := get(); !strings.Contains(body, fmt.Sprintf("%d clusters</a> in all", benchClusters)) {
-		b.Fatalf("the page does not count %d clusters", benchClusters)
+	if body := get(); !strings.Contains(body, fmt.Sprintf("%d clusters</a> in all", benchClusters)) ||
+		strings.Count(body, `<tr data-label="`) < 40 || !strings.Contains(body, `id="pools-table"`) {
+		b.Fatalf("the page does not count %d clusters, or misses a table", benchClusters)
 	}
 	b.ResetTimer()
 	start = time.Now()
@@ -164,8 +165,8 @@ func seedFleet(ctx context.Context, path string, projects []string, now time.Tim
 		steps[i] = v1.Step{Name: fmt.Sprintf("step-%02d", i), State: v1.StepSucceeded, Attempts: 1, StartTime: &at, EndTime: &at}
 	}
 	stepsJSON, _ := json.Marshal(steps)
-	insOp, err := tx.PrepareContext(ctx, `INSERT INTO operations (id, project, cluster, kind, status, start_time, end_time, steps, error, cluster_uid)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	insOp, err := tx.PrepareContext(ctx, `INSERT INTO operations (id, project, cluster, kind, status, start_time, end_time, steps, error, cluster_uid,
+		reason, pools) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -187,11 +188,20 @@ func seedFleet(ctx context.Context, path string, projects []string, now time.Tim
 		case r < 10:
 			status, end = v1.OpInProgress, 0
 		}
+		reason, pools := "", ""
+		if kind == v1.KindAutoscale { // the busiest tenth of the clusters autoscale
+			c = clusters[rnd.IntN(len(clusters)/10)]
+			from := 1 + rnd.IntN(5)
+			to := max(from+rnd.IntN(3)-1, 1)
+			p, _ := json.Marshal([]v1.PoolResize{{Pool: "default", From: from, To: to}})
+			reason, pools = fmt.Sprintf("pool default from %d to %d: pods pending or nodes underused", from, to), string(p)
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
 		}
-		if _, err := insOp.ExecContext(ctx, id.String(), c.project, c.name, kind, status, begun.UnixNano(), end, string(stepsJSON), errJSON, c.uid); err != nil {
+		if _, err := insOp.ExecContext(ctx, id.String(), c.project, c.name, kind, status, begun.UnixNano(), end, string(stepsJSON), errJSON, c.uid,
+			reason, pools); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,9 @@ package console
 
 import (
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -12,7 +14,13 @@ import (
 // markers at its counts, durations overlaid, failures most frequent first,
 // and each table cell linked to the clusters it counts.
 func TestFleetCharts(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	f := &v1.Fleet{
+		Time: now,
+		Autoscaled: []v1.FleetPool{{Project: "p", Cluster: "c", Pool: "web", Changes: []v1.FleetPoolChange{
+			{Time: now.Add(-7 * 24 * time.Hour / 2), From: 2, To: 4, Status: v1.OpSucceeded, Reason: "2 pods pending"},
+			{Time: now.Add(-time.Hour), From: 4, To: 3, Status: v1.OpFailed},
+		}}},
 		Clusters: []v1.FleetClusterCount{
 			{State: v1.StateFailed, Provider: "aws", KubernetesVersion: "v1.36.3", Count: 2},
 			{State: v1.StateSucceeded, Provider: "aws", KubernetesVersion: "v1.36.3", Profile: "base", Count: 6},
@@ -90,6 +98,23 @@ func TestFleetCharts(t *testing.T) {
 	near("the week before's p50", d.Markers[0].X, barPlotX+plot/2)
 	if d.Cells[1].Text != "30s" || d.Cells[2].Text != "2m" || d.Cells[3].Text != "1m" || d.Cells[4].Text != "1m 30s" {
 		t.Errorf("durations' cells: %+v", d.Cells)
+	}
+
+	pools := v.Pools
+	if len(pools.Rows) != 1 || len(pools.Ticks) != 8 || pools.Ticks[7].Title != "now" {
+		t.Fatalf("the pool chart: %+v", pools)
+	}
+	pl := pools.Rows[0]
+	if pl.From != 2 || pl.Now != 3 || pl.Least != 2 || pl.Most != 4 || pl.Changes != 2 || pl.URL != "/projects/p/clusters/c" {
+		t.Errorf("the pool's line: %+v", pl)
+	}
+	near("the first change, half way", pl.Points[0].X, barPlotX+plot/2)
+	near("the first change's size, the line's top", pl.Points[0].Y, pl.Y+(poolRowH-poolLineH)/2)
+	if pl.Points[1].Class != "bad" || !strings.HasPrefix(pl.Path, "M170.0 ") || !strings.HasSuffix(pl.Path, "H520.0") {
+		t.Errorf("the failed change %+v, the path %q", pl.Points[1], pl.Path)
+	}
+	if !strings.Contains(pl.Points[0].Title, "2 → 4 nodes (Succeeded): 2 pods pending") {
+		t.Errorf("a change's title: %q", pl.Points[0].Title)
 	}
 
 	if len(v.FailureRows) != 2 || v.FailureRows[0].Code != v1.CodeQuotaExceeded {
