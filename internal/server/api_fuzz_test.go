@@ -31,6 +31,7 @@ var (
 		"/metrics",
 		"/openapi.json",
 		"/v1/whoami",
+		"/v1/fleet",
 		"/debug/pprof/goroutine",
 		"/v1/users",
 		"/v1/users/u",
