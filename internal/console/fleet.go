@@ -488,11 +488,17 @@ const (
 	poolLineH = 24.0
 )
 
-// newPoolChart lays out f.Autoscaled over the 7 days before f.Time.
+// newPoolChart lays out f.Autoscaled over the 7 days before f.Time,
+// rounded up to the hour: the chart is drawn the same, and the live page
+// sends it again, only when a pool changes or an hour has passed.
 func newPoolChart(f *v1.Fleet) poolChart {
 	ch := poolChart{ID: "pools", Caption: "Nodes per autoscaled pool over the last 7 days (the clusters the autoscaler changed most)",
 		Width: barWidth, PlotX: barPlotX, End: barEnd}
-	start := f.Time.Add(-7 * 24 * time.Hour)
+	end := f.Time.Truncate(time.Hour)
+	if end.Before(f.Time) {
+		end = end.Add(time.Hour)
+	}
+	start := end.Add(-7 * 24 * time.Hour)
 	span := float64(7 * 24 * time.Hour)
 	x := func(t time.Time) float64 {
 		return barPlotX + (barEnd-barPlotX)*min(max(float64(t.Sub(start))/span, 0), 1)
