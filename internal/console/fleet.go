@@ -152,7 +152,7 @@ type failedOp struct {
 }
 
 // fleetStates are the cluster states in the order the charts stack them.
-var fleetStates = []string{v1.StateSucceeded, v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.StateFailed, v1.StateCanceled}
+var fleetStates = []string{v1.StateSucceeded, v1.StateHibernated, v1.StateCreating, v1.StateUpdating, v1.StateDeleting, v1.StateFailed, v1.StateCanceled}
 
 // opStatuses are the operation results in the order the charts stack
 // them.
@@ -187,11 +187,9 @@ func (c *Console) loadFleet(ctx context.Context, r *http.Request, s *session) (*
 // newFleetView lays out the charts of f.
 func newFleetView(f *v1.Fleet) *fleetView {
 	v := &fleetView{}
-	for _, n := range f.Clusters {
-		v.Clusters += n.Count
-	}
 	byState := map[string]int{}
 	for _, n := range f.Clusters {
+		v.Clusters += n.Count
 		byState[n.State] += n.Count
 	}
 	states := ordered(fleetStates, byState)
