@@ -73,6 +73,7 @@ metric() {
 	echo "| API during a wave at 1,000 req/s: p99 GET cluster | under 20 ms | $(metric bench BenchmarkAPILatency get-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-get-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency get-p99-ratio)) |"
 	echo "| API during a wave at 1,000 req/s: p99 PUT cluster | under 50 ms | $(metric bench BenchmarkAPILatency put-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-put-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency put-p99-ratio)) |"
 	echo "| the console's fleet page for 10,000 clusters and 100,000 operations (SQLite), rendered on the server (issue 52) | under 300 ms | $(metric console BenchmarkFleetPage ms/page) ms |"
+	echo "| the same fleet page on PostgreSQL | (reported) | $(metric console BenchmarkFleetPagePostgres ms/page) ms |"
 	echo "| lease writes / raw single-row UPDATEs, SQLite | at least 0.5 | $(metric store/sqlite BenchmarkLeaseThroughput ratio) |"
 	echo "| lease writes / raw single-row UPDATEs, PostgreSQL | at least 0.5 | $(metric store/postgres BenchmarkLeaseThroughput ratio) |"
 	echo "| agent fan-in: kilnd RSS with 1,000 sessions heartbeating every 10 s | — | $(metric bench 'BenchmarkAgentFanIn/1000' kilnd-rss-MiB) MiB, $(metric bench 'BenchmarkAgentFanIn/1000' kilnd-KiB/session) KiB a session |"

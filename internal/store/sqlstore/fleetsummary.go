@@ -135,10 +135,14 @@ func (s *Store) fleetOperations(ctx context.Context, in string, projects []any, 
 // of the durations of the operations that succeeded in the last week and
 // the week before, by kind: of a kind's n that succeeded in a window
 // (counts, from fleetOperations), the percentile is the entry at its rank
-// in duration order, found in operations_kind without sorting anything.
+// in duration order, found in operations_kind without sorting anything:
+// walked from the shorter end (a 95th percentile from the longest).
 func (s *Store) fleetDurations(ctx context.Context, in string, projects []any, counts []v1.FleetOperationCount, week, prior int64) ([]v1.FleetDuration, error) {
-	query := s.q(`SELECT end_time - start_time FROM operations WHERE status = 'Succeeded' AND kind = ?
-		AND start_time >= ? AND start_time < ?` + in + ` ORDER BY end_time - start_time LIMIT 1 OFFSET ?`)
+	query := func(order string) string {
+		return s.q(`SELECT end_time - start_time FROM operations WHERE status = 'Succeeded' AND kind = ?
+		AND start_time >= ? AND start_time < ?` + in + ` ORDER BY end_time - start_time ` + order + ` LIMIT 1 OFFSET ?`)
+	}
+	asc, desc := query("ASC"), query("DESC")
 	bounds := map[string][2]int64{v1.WindowWeek: {week, maxNanos}, v1.WindowPriorWeek: {prior, week}}
 	out := []v1.FleetDuration{}
 	for _, c := range counts {
@@ -152,8 +156,12 @@ func (s *Store) fleetDurations(ctx context.Context, in string, projects []any, c
 			to  *float64
 		}{{50, &d.P50}, {95, &d.P95}} {
 			rank := (c.Count*p.pct + 99) / 100
+			q, skip := asc, rank-1
+			if rank > c.Count/2 {
+				q, skip = desc, c.Count-rank
+			}
 			var nanos int64
-			err := s.read.QueryRowContext(ctx, query, joinArgs([]any{c.Kind, b[0], b[1]}, projects, []any{rank - 1})...).Scan(&nanos)
+			err := s.read.QueryRowContext(ctx, q, joinArgs([]any{c.Kind, b[0], b[1]}, projects, []any{skip})...).Scan(&nanos)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // pruned since it was counted
 			}

@@ -137,6 +137,9 @@ func testFleetSummary(e *env) {
 	e.ranOp("p", "a", v1.KindCreate, v1.OpSucceeded, now.Add(-2*h), 10*time.Second, "")
 	up := e.ranOp("p", "a", v1.KindAutoscale, v1.OpSucceeded, now.Add(-5*h), 20*time.Second, "", v1.PoolResize{Pool: "default", From: 2, To: 3})
 	down := e.ranOp("p", "a", v1.KindAutoscale, v1.OpSucceeded, now.Add(-4*h), 40*time.Second, "", v1.PoolResize{Pool: "default", From: 3, To: 2})
+	for i := range 20 { // the week before: 20 repairs of 1 s to 20 s, the shortest last
+		e.ranOp("p", "r", v1.KindRepair, v1.OpSucceeded, now.Add(-9*24*h+time.Duration(i)*time.Minute), time.Duration(20-i)*time.Second, "")
+	}
 	c := e.ranOp("p", "c", v1.KindCreate, v1.OpFailed, now.Add(-h), 5*time.Second, v1.CodeQuotaExceeded)
 	g, gop := e.newClusterOp("q", "g", v1.KindCreate, v1.StateCreating)
 	g.Spec.Provider, g.Spec.KubernetesVersion, g.Spec.Profile = "edge", "v1.35.1", v1.ProfileRef{Name: "base", Version: 2}
@@ -151,7 +154,7 @@ func testFleetSummary(e *env) {
 	diff(t, "clusters", []v1.FleetClusterCount{
 		{State: v1.StateCreating, Provider: "edge", KubernetesVersion: "v1.35.1", Profile: "base", Count: 1},
 		{State: v1.StateFailed, Provider: "sim", KubernetesVersion: "v1.36.3", Count: 2},
-		{State: v1.StateSucceeded, Provider: "sim", KubernetesVersion: "v1.36.3", Count: 4},
+		{State: v1.StateSucceeded, Provider: "sim", KubernetesVersion: "v1.36.3", Count: 5},
 	}, all.Clusters)
 	diff(t, "operations", []v1.FleetOperationCount{
 		{Window: v1.WindowDay, Kind: v1.KindAutoscale, Status: v1.OpSucceeded, Count: 2},
@@ -163,11 +166,13 @@ func testFleetSummary(e *env) {
 		{Window: v1.WindowDay, Kind: v1.KindCreate, Status: v1.OpSucceeded, Count: 1},
 		{Window: v1.WindowWeek, Kind: v1.KindCreate, Status: v1.OpSucceeded, Count: 2},
 		{Window: v1.WindowPriorWeek, Kind: v1.KindCreate, Status: v1.OpSucceeded, Count: 1},
+		{Window: v1.WindowPriorWeek, Kind: v1.KindRepair, Status: v1.OpSucceeded, Count: 20},
 		{Window: v1.WindowDay, Kind: v1.KindUpdate, Status: v1.OpFailed, Count: 1},
 		{Window: v1.WindowWeek, Kind: v1.KindUpdate, Status: v1.OpFailed, Count: 1},
 	}, all.Operations)
 	diff(t, "durations", []v1.FleetDuration{
 		{Window: v1.WindowPriorWeek, Kind: v1.KindCreate, Count: 1, P50: 60, P95: 60},
+		{Window: v1.WindowPriorWeek, Kind: v1.KindRepair, Count: 20, P50: 10, P95: 19}, // ranks 10 and 19 of 20
 		{Window: v1.WindowWeek, Kind: v1.KindAutoscale, Count: 2, P50: 20, P95: 40},
 		{Window: v1.WindowWeek, Kind: v1.KindCreate, Count: 2, P50: 10, P95: 30},
 	}, all.Durations)
