@@ -46,6 +46,11 @@ const maxBody = 4 << 20
 type Client struct {
 	ID     string
 	Secret string
+	// Roles are the role assignments its service principal has from the
+	// start (made at New, those of an earlier start that are no longer
+	// here taken away). nil is Owner on every subscription (it may make
+	// resources and role assignments); empty but not nil is none.
+	Roles []RoleGrant
 }
 
 // Options configure a Server.
@@ -163,6 +168,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.st = st
+	if err := s.grantStartRoles(); err != nil {
+		return nil, err
+	}
 	s.ident = s.identityMux()
 	s.images = map[string]string{}
 	for _, v := range opts.Images {

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,10 +37,17 @@ import (
 	"kiln.dev/kiln/test/cloud/machines"
 )
 
-const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks).
+const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks, compute, managed identities, role assignments).
 
 Usage:
   kiln-azure-local --listen 127.0.0.1:PORT [--ca-out FILE | --tls-cert FILE --tls-key FILE] [flags]
+
+Every ARM call is checked against its caller's role assignments, as
+Azure's role-based access control checks it (403 AuthorizationFailed
+naming the action and the scope). Each client is Owner of every
+subscription unless --role says otherwise, e.g. --role kiln-local=Reader,
+--role app2=Contributor --role app2=User Access Administrator@/subscriptions/SUB/resourceGroups/rg1,
+or --role app3=none.
 
 Point the Azure SDK for Go at it with a cloud.Configuration whose
 ActiveDirectoryAuthorityHost and ResourceManager Endpoint and Audience are
@@ -57,7 +65,7 @@ func main() {
 }
 
 func run() error {
-	var clients, subs, regions localcloud.StringList
+	var clients, subs, regions, roles localcloud.StringList
 	fs := flag.NewFlagSet("kiln-azure-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -67,6 +75,7 @@ func run() error {
 	tenant := fs.String("tenant", azure.DefaultTenant, "the directory's tenant id")
 	fs.Var(&subs, "subscription", "a subscription id (repeatable; default "+azure.DefaultSubscription+")")
 	fs.Var(&clients, "client", "an application that may get tokens, ID:SECRET (repeatable; default kiln-local:kiln-local-secret)")
+	fs.Var(&roles, "role", "CLIENT=ROLE[@SCOPE]: a built-in role (Owner, Contributor, Reader, User Access Administrator, Network Contributor, ...) the client has at SCOPE (default: each subscription); repeatable. A client with no --role is Owner of every subscription; CLIENT=none gives it no role")
 	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
 	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
@@ -84,7 +93,7 @@ func run() error {
 	if *certFile == "" && *caOut == "" {
 		return errors.New("give --tls-cert and --tls-key, or --ca-out for a self-signed certificate: clients must trust it")
 	}
-	cs, err := parseClients(clients)
+	cs, err := parseClients(clients, roles)
 	if err != nil {
 		return err
 	}
@@ -136,8 +145,8 @@ func run() error {
 	return localcloud.Serve(ctx, log, hs, ln)
 }
 
-// parseClients reads --client ID:SECRET.
-func parseClients(flags []string) ([]azure.Client, error) {
+// parseClients reads --client ID:SECRET and their --role CLIENT=ROLE[@SCOPE].
+func parseClients(flags, roleFlags []string) ([]azure.Client, error) {
 	if len(flags) == 0 {
 		flags = []string{"kiln-local:kiln-local-secret"}
 	}
@@ -145,9 +154,31 @@ func parseClients(flags []string) ([]azure.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	roles := map[string][]azure.RoleGrant{}
+	for _, f := range roleFlags {
+		id, grant, ok := strings.Cut(f, "=")
+		if !ok || id == "" || grant == "" {
+			return nil, fmt.Errorf("--role %q: want CLIENT=ROLE[@SCOPE]", f)
+		}
+		if roles[id] == nil {
+			roles[id] = []azure.RoleGrant{}
+		}
+		if strings.EqualFold(grant, "none") {
+			continue
+		}
+		g, err := azure.ParseRoleGrant(grant)
+		if err != nil {
+			return nil, fmt.Errorf("--role %q: %w", f, err)
+		}
+		roles[id] = append(roles[id], g)
+	}
 	out := make([]azure.Client, 0, len(pairs))
 	for _, p := range pairs {
-		out = append(out, azure.Client{ID: p[0], Secret: p[1]})
+		out = append(out, azure.Client{ID: p[0], Secret: p[1], Roles: roles[p[0]]})
+		delete(roles, p[0])
+	}
+	for id := range roles {
+		return nil, fmt.Errorf("--role names client %s, which no --client is", id)
 	}
 	return out, nil
 }
