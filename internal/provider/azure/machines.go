@@ -238,6 +238,10 @@ func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, 
 	if err != nil {
 		return armcompute.VirtualMachine{}, err
 	}
+	identity, err := n.identityID(ctx, c)
+	if err != nil {
+		return armcompute.VirtualMachine{}, err
+	}
 	size := m.InstanceType
 	if size == "" {
 		size = DefaultVMSize
@@ -250,7 +254,7 @@ func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, 
 	if m.Revision != "" {
 		tags[TagRevision] = to(m.Revision)
 	}
-	vm := armcompute.VirtualMachine{Location: to(c.region), Tags: tags,
+	vm := armcompute.VirtualMachine{Location: to(c.region), Tags: tags, Identity: vmIdentity(identity),
 		Properties: &armcompute.VirtualMachineProperties{
 			HardwareProfile: &armcompute.HardwareProfile{VMSize: to(armcompute.VirtualMachineSizeTypes(size))},
 			StorageProfile: &armcompute.StorageProfile{

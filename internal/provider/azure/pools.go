@@ -208,6 +208,10 @@ func (n *Azure) ensureScaleSet(ctx context.Context, c *cluster, m provider.Machi
 	if err != nil {
 		return err
 	}
+	identity, err := n.identityID(ctx, c)
+	if err != nil {
+		return err
+	}
 	size := m.InstanceType
 	if size == "" {
 		size = DefaultVMSize
@@ -217,7 +221,7 @@ func (n *Azure) ensureScaleSet(ctx context.Context, c *cluster, m provider.Machi
 	if m.Revision != "" {
 		tags[TagRevision] = to(m.Revision)
 	}
-	set := armcompute.VirtualMachineScaleSet{Location: to(c.region), Tags: tags,
+	set := armcompute.VirtualMachineScaleSet{Location: to(c.region), Tags: tags, Identity: setIdentity(identity),
 		SKU: &armcompute.SKU{Name: to(size), Capacity: to(int64(capacity))},
 		Properties: &armcompute.VirtualMachineScaleSetProperties{
 			OrchestrationMode: to(armcompute.OrchestrationModeFlexible), PlatformFaultDomainCount: to[int32](1),
