@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/azure"
+	"kiln.dev/kiln/internal/store"
+	"kiln.dev/kiln/internal/store/sqlite"
+	"kiln.dev/kiln/internal/validate/dynamic"
 	azurelocal "kiln.dev/kiln/test/cloud/azure"
 )
 
@@ -259,4 +263,49 @@ func TestDryRunPermissions(t *testing.T) {
 	c.Account = accountOf(l, "contrib", contributorApp)
 	_, err := p.EnsureNetwork(ctx, c)
 	wantFailure(t, err, v1.CodeForbidden, "spec.cloudAccount", false, "Microsoft.Authorization/roleAssignments/write", `"contrib"`)
+}
+
+// TestValidateClusterPermissions: the dry run as ValidateCluster runs it
+// (the dynamic checker, kilnd's store, the provider against the local
+// Azure): an Owner's account may make what the cluster needs; a
+// Contributor's is a Forbidden detail on spec.cloudAccount naming
+// Microsoft.Authorization/roleAssignments/write.
+func TestValidateClusterPermissions(t *testing.T) {
+	t.Parallel()
+	l := newLocal(t, azurelocal.Options{Images: []string{version}, Clients: []azurelocal.Client{contributorApp}})
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.PutProject(ctx, &v1.Project{Name: "p", ID: "/v1/projects/p"}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*provider.Account{l.account, accountOf(l, "contrib", contributorApp)} {
+		if err := st.PutCloudAccount(ctx, &store.CloudAccount{Project: "p", CloudAccount: v1.CloudAccount{
+			Name: a.Name, Provider: azure.Name, Credentials: a.Credentials}}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checker := &dynamic.Checker{Store: st, Providers: provider.Registry{azure.Name: newNetwork()}}
+	spec := cluster(l, "v1").Spec
+	spec.KubernetesVersion, spec.Region, spec.CloudAccount = version, "eastus", l.account.Name
+	rep, err := checker.Cluster(ctx, "p", "v1", &spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 || !slices.ContainsFunc(rep.Checks, func(c string) bool { return strings.Contains(c, "may make what the cluster needs") }) {
+		t.Errorf("an Owner's dry run: findings %+v, checks %q; want none, and the account's permissions checked", rep.Findings, rep.Checks)
+	}
+	spec.CloudAccount = "contrib"
+	rep, err = checker.Cluster(ctx, "p", "v1", &spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Findings, func(f v1.Error) bool {
+		return f.Code == v1.CodeForbidden && f.Target == "spec.cloudAccount" && strings.Contains(f.Message, "Microsoft.Authorization/roleAssignments/write")
+	}) {
+		t.Errorf("a Contributor's dry run: findings %+v; want a Forbidden detail on spec.cloudAccount naming Microsoft.Authorization/roleAssignments/write", rep.Findings)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/msi/armmsi"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
@@ -303,6 +304,58 @@ func TestMatchAction(t *testing.T) {
 	} {
 		if got := matchAction(tc.pattern, tc.action); got != tc.want {
 			t.Errorf("matchAction(%q, %q) = %v; want %v", tc.pattern, tc.action, got, tc.want)
+		}
+	}
+}
+
+// A virtual machine carrying a user-assigned identity: answered with the
+// identity's principal; refused for an identity that is not there
+// (FailedIdentityOperation) and for a client that may write virtual
+// machines but not assign the identity (Virtual Machine Contributor:
+// LinkedAuthorizationFailed naming the linked action).
+func TestVirtualMachineIdentity(t *testing.T) {
+	t.Parallel()
+	vmc := Client{ID: "00000000-0000-4000-8000-00000000c0c0", Secret: "vmc-secret", Roles: []RoleGrant{{Role: "Virtual Machine Contributor"}}}
+	a := newTestAzure(t, Options{InProgressPolls: -1, Images: []string{testImage}, Clients: []Client{testClient, vmc}})
+	cred := a.credential(t, testClient.Secret)
+	c := newClients(t, a, cred)
+	ctx := t.Context()
+	c.makeGroup(t, group)
+	v := done[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](t, "create network")(
+		c.net.NewVirtualNetworksClient().BeginCreateOrUpdate(ctx, group, "c1-vnet", vnet(subnet("nodes", "10.0.1.0/24")), nil))
+	nic := c.makeNIC(t, "n1", *v.Properties.Subnets[0].ID)
+	id := must[armmsi.UserAssignedIdentitiesClientCreateOrUpdateResponse](t, "make an identity")(
+		a.authz(t, cred).identities.CreateOrUpdate(ctx, group, "kiln-id", armmsi.Identity{Location: to.Ptr("eastus")}, nil))
+	withIdentity := func(ident string) armcompute.VirtualMachine {
+		vm := vmOf(*nic.ID, testImage, "Standard_D2s_v5", "#!/bin/sh\n", true)
+		vm.Identity = &armcompute.VirtualMachineIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeUserAssigned),
+			UserAssignedIdentities: map[string]*armcompute.UserAssignedIdentitiesValue{ident: {}}}
+		return vm
+	}
+	vms := c.compute(t, a)
+	missing := *id.ID + "-nope"
+	err := finish(vms.BeginCreateOrUpdate(ctx, group, "vm1", withIdentity(missing), nil))
+	wantARMError(t, "a virtual machine naming an identity that is not there", err, http.StatusBadRequest, "FailedIdentityOperation")
+
+	other, err := armcompute.NewVirtualMachinesClient(DefaultSubscription, a.credentialOf(t, vmc), a.arm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = finish(other.BeginCreateOrUpdate(ctx, group, "vm1", withIdentity(*id.ID), nil))
+	wantARMError(t, "a Virtual Machine Contributor's virtual machine with an identity", err, http.StatusForbidden, "LinkedAuthorizationFailed")
+	if err == nil || !strings.Contains(err.Error(), "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action") {
+		t.Errorf("the refusal %v does not name the linked action", err)
+	}
+
+	done[armcompute.VirtualMachinesClientCreateOrUpdateResponse](t, "an Owner's virtual machine with the identity")(
+		vms.BeginCreateOrUpdate(ctx, group, "vm1", withIdentity(*id.ID), nil))
+	got := must[armcompute.VirtualMachinesClientGetResponse](t, "read the virtual machine")(vms.Get(ctx, group, "vm1", nil))
+	if got.Identity == nil || *got.Identity.Type != armcompute.ResourceIdentityTypeUserAssigned || len(got.Identity.UserAssignedIdentities) != 1 {
+		t.Fatalf("the virtual machine's identity = %+v; want the one given", got.Identity)
+	}
+	for k, val := range got.Identity.UserAssignedIdentities {
+		if !strings.EqualFold(k, *id.ID) || val == nil || *val.PrincipalID != *id.Properties.PrincipalID || *val.ClientID != *id.Properties.ClientID {
+			t.Errorf("the virtual machine carries %s %+v; want %s with its principal and client ids", k, val, *id.ID)
 		}
 	}
 }
