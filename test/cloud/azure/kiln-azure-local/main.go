@@ -46,7 +46,7 @@ Every ARM call is checked against its caller's role assignments, as
 Azure's role-based access control checks it (403 AuthorizationFailed
 naming the action and the scope). Each client is Owner of every
 subscription unless --role says otherwise, e.g. --role kiln-local=Reader,
---role app2=Contributor --role app2=User Access Administrator@/subscriptions/SUB/resourceGroups/rg1,
+--role app2=Contributor --role 'app2=User Access Administrator@/subscriptions/SUB/resourceGroups/rg1',
 or --role app3=none.
 
 Point the Azure SDK for Go at it with a cloud.Configuration whose
