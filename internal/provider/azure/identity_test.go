@@ -203,6 +203,9 @@ func TestIdentity(t *testing.T) {
 var (
 	readerApp      = azurelocal.Client{ID: "00000000-0000-4000-8000-0000000ead01", Secret: "reader-secret", Roles: []azurelocal.RoleGrant{{Role: "Reader"}}}
 	contributorApp = azurelocal.Client{ID: "00000000-0000-4000-8000-0000000c0b01", Secret: "contributor-secret", Roles: []azurelocal.RoleGrant{{Role: "Contributor"}}}
+	// A custom role that may do everything but write scale sets.
+	noSets    = azurelocal.Role{Name: "Kiln without scale sets", Actions: []string{"*"}, NotActions: []string{"Microsoft.Compute/virtualMachineScaleSets/write"}}
+	noSetsApp = azurelocal.Client{ID: "00000000-0000-4000-8000-0000000005e7", Secret: "no-sets-secret", Roles: []azurelocal.RoleGrant{{Role: noSets.Name}}}
 )
 
 func accountOf(l *local, name string, c azurelocal.Client) *provider.Account {
@@ -216,12 +219,13 @@ func accountOf(l *local, name string, c azurelocal.Client) *provider.Account {
 
 // TestDryRunPermissions: the dry run names the first action the
 // account's application may not perform (a Reader's: making the group; a
-// Contributor's: assigning the identity its roles), and finds nothing
-// for an Owner; a Contributor's create stops at the role assignment with
+// Contributor's: assigning the identity its roles; a custom role's
+// without scale sets: writing them), and finds nothing for an Owner; a Contributor's create stops at the role assignment with
 // the action named.
 func TestDryRunPermissions(t *testing.T) {
 	t.Parallel()
-	l := newLocal(t, azurelocal.Options{Images: []string{version}, Clients: []azurelocal.Client{readerApp, contributorApp}})
+	l := newLocal(t, azurelocal.Options{Images: []string{version}, Clients: []azurelocal.Client{readerApp, contributorApp, noSetsApp},
+		CustomRoles: []azurelocal.Role{noSets}})
 	p := newNetwork()
 	ctx := t.Context()
 	for _, tc := range []struct {
@@ -232,6 +236,7 @@ func TestDryRunPermissions(t *testing.T) {
 		{"Owner", "acme", azurelocal.Client{ID: clientID, Secret: secret}, ""},
 		{"Reader", "readonly", readerApp, "Microsoft.Resources/subscriptions/resourceGroups/write"},
 		{"Contributor", "contrib", contributorApp, "Microsoft.Authorization/roleAssignments/write"},
+		{"custom role", "nosets", noSetsApp, "Microsoft.Compute/virtualMachineScaleSets/write"},
 	} {
 		c := cluster(l, "d1")
 		c.Account = accountOf(l, tc.account, tc.app)

@@ -44,15 +44,12 @@ type RoleGrant struct {
 	Scope string
 }
 
-// ParseRoleGrant reads ROLE or ROLE@SCOPE.
+// ParseRoleGrant reads ROLE or ROLE@SCOPE (New checks that the role
+// is a built-in or custom one).
 func ParseRoleGrant(s string) (RoleGrant, error) {
 	role, scope, _ := strings.Cut(s, "@")
-	if _, ok := RoleByName(role); !ok {
-		var names []string
-		for _, r := range BuiltInRoles {
-			names = append(names, r.Name)
-		}
-		return RoleGrant{}, fmt.Errorf("no built-in role %q: one of %s", role, strings.Join(names, ", "))
+	if role == "" {
+		return RoleGrant{}, fmt.Errorf("%q names no role", s)
 	}
 	if scope != "" && !strings.HasPrefix(strings.ToLower(scope), "/subscriptions/") {
 		return RoleGrant{}, fmt.Errorf("role %s: scope %q is no /subscriptions/... id", role, scope)
@@ -64,6 +61,24 @@ func ParseRoleGrant(s string) (RoleGrant, error) {
 // on each subscription for a client that names none) and takes away those
 // an earlier start made that they no longer say.
 func (s *Server) grantStartRoles() error {
+	for _, r := range s.opts.CustomRoles {
+		if r.Name == "" || len(r.Actions) == 0 {
+			return fmt.Errorf("local azure: a custom role needs a name and actions (%+v)", r)
+		}
+		if b, ok := RoleByName(r.Name); ok {
+			return fmt.Errorf("local azure: custom role %q: the built-in role %s has that name", r.Name, b.ID)
+		}
+		r.Custom = true
+		if r.ID == "" {
+			r.ID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("kiln-azure-local:role:"+strings.ToLower(r.Name))).String()
+		}
+		if len(r.AssignableScopes) == 0 {
+			for _, sub := range s.opts.Subscriptions {
+				r.AssignableScopes = append(r.AssignableScopes, "/subscriptions/"+sub)
+			}
+		}
+		s.st.CustomRoles[key(r.ID)] = &r
+	}
 	want := map[string]doc{}
 	for _, c := range s.opts.Clients {
 		grants := c.Roles
@@ -71,9 +86,13 @@ func (s *Server) grantStartRoles() error {
 			grants = []RoleGrant{{Role: "Owner"}}
 		}
 		for _, g := range grants {
-			r, ok := RoleByName(g.Role)
+			r, ok := s.role(g.Role)
 			if !ok {
-				return fmt.Errorf("local azure: client %s: no built-in role %q", c.ID, g.Role)
+				var names []string
+				for _, r := range BuiltInRoles {
+					names = append(names, r.Name)
+				}
+				return fmt.Errorf("local azure: client %s: no role %q: one of %s, or a custom role", c.ID, g.Role, strings.Join(names, ", "))
 			}
 			scopes := []string{g.Scope}
 			if g.Scope == "" {
@@ -131,7 +150,7 @@ func (s *Server) rolesAt(principal, scope string) []Role {
 		if !strings.EqualFold(str(p, "principalId"), principal) || !covers(str(p, "scope"), scope) {
 			continue
 		}
-		if r, ok := roleOf(str(p, "roleDefinitionId")); ok && !seen[r.ID] {
+		if r, ok := s.roleOf(str(p, "roleDefinitionId")); ok && !seen[r.ID] {
 			seen[r.ID] = true
 			out = append(out, r)
 		}
@@ -259,27 +278,7 @@ func (s *Server) serveAuthorization(c *call, scope, rest string) (reply, error) 
 		}
 		return reply{status: http.StatusOK, body: map[string]any{"value": out}}, nil
 	case strings.EqualFold(what, "roleDefinitions"):
-		if c.r.Method != http.MethodGet {
-			return reply{}, methodNotAllowed(c)
-		}
-		if !s.allowed(c.who.ObjectID, "Microsoft.Authorization/roleDefinitions/read", scope) {
-			return reply{}, authorizationFailed(c.who, "Microsoft.Authorization/roleDefinitions/read", path)
-		}
-		if name != "" {
-			r, ok := RoleByName(name)
-			if !ok || !strings.EqualFold(r.ID, name) {
-				return reply{}, errorf(http.StatusNotFound, "RoleDefinitionDoesNotExist", "The specified role definition with ID '%s' does not exist.", name)
-			}
-			return reply{status: http.StatusOK, body: definitionDoc(r, s.canonicalSub(c.t.sub))}, nil
-		}
-		filter := roleNameFilter(c.r.URL.Query().Get("$filter"))
-		var out []doc
-		for _, r := range BuiltInRoles {
-			if filter == "" || strings.EqualFold(r.Name, filter) {
-				out = append(out, definitionDoc(r, s.canonicalSub(c.t.sub)))
-			}
-		}
-		return s.page(c, out), nil
+		return s.serveDefinitions(c, scope, name, path)
 	case strings.EqualFold(what, "roleAssignments"):
 		action := typeRoleAssignment + "/" + map[string]string{http.MethodGet: "read", http.MethodPut: "write", http.MethodDelete: "delete"}[c.r.Method]
 		if !strings.HasSuffix(action, "/") && !s.allowed(c.who.ObjectID, action, scope) {
@@ -394,9 +393,12 @@ func (s *Server) putAssignment(c *call, scope, id string, old doc) (reply, error
 		return reply{}, badRequest("InvalidRequestContent", "The request content was invalid and could not be deserialized: '%v'.", err)
 	}
 	p := in.Properties
-	r, ok := roleOf(p.RoleDefinitionID)
+	r, ok := s.roleOf(p.RoleDefinitionID)
 	if p.RoleDefinitionID == "" || !ok {
 		return reply{}, badRequest("RoleDefinitionDoesNotExist", "The specified role definition with ID '%s' does not exist.", p.RoleDefinitionID[strings.LastIndex(p.RoleDefinitionID, "/")+1:])
+	}
+	if !assignableAt(r, scope) {
+		return reply{}, badRequest("RoleAssignmentScopeNotAllowed", "The role '%s' may not be assigned at scope '%s': it is not within its assignable scopes %v.", r.Name, scope, r.AssignableScopes)
 	}
 	if !s.principalExists(p.PrincipalID) {
 		return reply{}, badRequest("PrincipalNotFound",
@@ -412,7 +414,7 @@ func (s *Server) putAssignment(c *call, scope, id string, old doc) (reply, error
 	for _, d := range s.st.RoleAssignments {
 		dp := d.props()
 		if covers(str(dp, "scope"), scope) && covers(scope, str(dp, "scope")) && strings.EqualFold(str(dp, "principalId"), p.PrincipalID) {
-			if g, _ := roleOf(str(dp, "roleDefinitionId")); g.ID == r.ID {
+			if g, _ := s.roleOf(str(dp, "roleDefinitionId")); g.ID == r.ID {
 				return reply{}, errorf(http.StatusConflict, "RoleAssignmentExists", "The role assignment already exists.")
 			}
 		}
@@ -472,3 +474,122 @@ func (s *Server) RoleAssignments() []map[string]any {
 
 // PrincipalID is the object id of a client's service principal.
 func PrincipalID(clientID string) string { return principalID(clientID) }
+
+// serveDefinitions answers role definitions at scope: the built-in ones
+// and the custom ones, read; custom ones written and deleted.
+func (s *Server) serveDefinitions(c *call, scope, name, path string) (reply, error) {
+	action := "Microsoft.Authorization/roleDefinitions/" + map[string]string{http.MethodGet: "read", http.MethodPut: "write", http.MethodDelete: "delete"}[c.r.Method]
+	if strings.HasSuffix(action, "/") || (name == "" && c.r.Method != http.MethodGet) {
+		return reply{}, methodNotAllowed(c)
+	}
+	if !s.allowed(c.who.ObjectID, action, scope) {
+		return reply{}, authorizationFailed(c.who, action, path)
+	}
+	sub := s.canonicalSub(c.t.sub)
+	if name == "" {
+		filter := roleNameFilter(c.r.URL.Query().Get("$filter"))
+		var out []doc
+		for _, r := range BuiltInRoles {
+			if filter == "" || strings.EqualFold(r.Name, filter) {
+				out = append(out, definitionDoc(r, sub))
+			}
+		}
+		for _, k := range slices.Sorted(mapKeys(s.st.CustomRoles)) {
+			r := s.st.CustomRoles[k]
+			if (filter == "" || strings.EqualFold(r.Name, filter)) && assignableAt(*r, scope) {
+				out = append(out, definitionDoc(*r, sub))
+			}
+		}
+		return s.page(c, out), nil
+	}
+	if _, err := uuid.Parse(name); err != nil {
+		return reply{}, badRequest("InvalidRoleDefinitionId", "The role definition ID '%s' is not valid. The role definition ID must be a GUID.", name)
+	}
+	r, exists := s.role(name)
+	if exists && !strings.EqualFold(r.ID, name) {
+		exists = false // a custom role's name that happens to be a GUID
+	}
+	switch c.r.Method {
+	case http.MethodGet:
+		if !exists {
+			return reply{}, errorf(http.StatusNotFound, "RoleDefinitionDoesNotExist", "The specified role definition with ID '%s' does not exist.", name)
+		}
+		return reply{status: http.StatusOK, body: definitionDoc(r, sub)}, nil
+	case http.MethodDelete:
+		if !exists {
+			return reply{status: http.StatusNoContent}, nil
+		}
+		if !r.Custom {
+			return reply{}, errorf(http.StatusForbidden, "AuthorizationFailed", "The built-in role '%s' cannot be deleted.", r.Name)
+		}
+		for _, d := range s.st.RoleAssignments {
+			if g, ok := s.roleOf(str(d.props(), "roleDefinitionId")); ok && g.ID == r.ID {
+				return reply{}, errorf(http.StatusConflict, "RoleDefinitionHasAssignments",
+					"There are existing role assignments referencing role (code: RoleDefinitionHasAssignments). Remove the role assignments of role '%s' first.", r.Name)
+			}
+		}
+		delete(s.st.CustomRoles, key(r.ID))
+		s.dirty = true
+		return reply{status: http.StatusOK, body: definitionDoc(r, sub)}, nil
+	}
+	return s.putDefinition(c, scope, name, r, exists)
+}
+
+// putDefinition creates or updates a custom role definition.
+func (s *Server) putDefinition(c *call, scope, name string, old Role, exists bool) (reply, error) {
+	if exists && !old.Custom {
+		return reply{}, errorf(http.StatusForbidden, "AuthorizationFailed", "The built-in role '%s' cannot be changed.", old.Name)
+	}
+	var in struct {
+		Properties struct {
+			RoleName         string   `json:"roleName"`
+			Description      string   `json:"description"`
+			Type             string   `json:"type"`
+			AssignableScopes []string `json:"assignableScopes"`
+			Permissions      []struct {
+				Actions, NotActions, DataActions, NotDataActions []string
+			} `json:"permissions"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(c.body, &in); err != nil {
+		return reply{}, badRequest("InvalidRequestContent", "The request content was invalid and could not be deserialized: '%v'.", err)
+	}
+	p := in.Properties
+	switch {
+	case p.RoleName == "":
+		return reply{}, badRequest("InvalidRoleDefinition", "The role definition must have a roleName.")
+	case len(p.AssignableScopes) == 0:
+		return reply{}, badRequest("InvalidRoleDefinition", "The role definition must have at least one assignable scope.")
+	case len(p.Permissions) != 1:
+		return reply{}, badRequest("InvalidRoleDefinition", "The role definition must have one permissions entry (it has %d).", len(p.Permissions))
+	}
+	if !slices.ContainsFunc(p.AssignableScopes, func(a string) bool { return covers(scope, a) }) {
+		return reply{}, badRequest("InvalidRoleDefinition", "The role definition's assignable scopes must be at or below the scope it is written at, '%s'.", scope)
+	}
+	for _, a := range p.AssignableScopes {
+		if err := s.scopeExists(a); err != nil {
+			return reply{}, err
+		}
+		if !s.allowed(c.who.ObjectID, "Microsoft.Authorization/roleDefinitions/write", a) {
+			return reply{}, authorizationFailed(c.who, "Microsoft.Authorization/roleDefinitions/write", a)
+		}
+	}
+	if other, ok := s.role(p.RoleName); ok && !strings.EqualFold(other.ID, name) {
+		return reply{}, errorf(http.StatusConflict, "RoleDefinitionWithSameNameExists", "A custom role with the same name already exists in this directory. Use a different name.")
+	}
+	perm := p.Permissions[0]
+	r := Role{ID: strings.ToLower(name), Name: p.RoleName, Description: p.Description, Actions: perm.Actions, NotActions: perm.NotActions,
+		DataActions: perm.DataActions, NotDataActions: perm.NotDataActions, AssignableScopes: p.AssignableScopes, Custom: true}
+	s.st.CustomRoles[key(r.ID)] = &r
+	s.dirty = true
+	s.log.Info("custom role written", "id", r.ID, "name", r.Name)
+	return reply{status: http.StatusCreated, body: definitionDoc(r, s.canonicalSub(c.t.sub))}, nil
+}
+
+// assignableAt reports whether role r may be assigned at scope.
+func assignableAt(r Role, scope string) bool {
+	if !r.Custom {
+		return true
+	}
+	return slices.ContainsFunc(r.AssignableScopes, func(a string) bool { return covers(a, scope) })
+}

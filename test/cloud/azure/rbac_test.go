@@ -278,7 +278,7 @@ func TestStartRolesAcrossRestart(t *testing.T) {
 	for _, ra := range a.RoleAssignments() {
 		p := ra["properties"].(map[string]any)
 		if p["principalId"] == pid {
-			r, _ := roleOf(p["roleDefinitionId"].(string))
+			r, _ := a.roleOf(p["roleDefinitionId"].(string))
 			roles = append(roles, r.Name)
 		}
 	}
@@ -357,5 +357,60 @@ func TestVirtualMachineIdentity(t *testing.T) {
 		if !strings.EqualFold(k, *id.ID) || val == nil || *val.PrincipalID != *id.Properties.PrincipalID || *val.ClientID != *id.Properties.ClientID {
 			t.Errorf("the virtual machine carries %s %+v; want %s with its principal and client ids", k, val, *id.ID)
 		}
+	}
+}
+
+// Custom roles: one of the start's (Options.CustomRoles) lets its holder
+// do everything but write scale sets; one made through ARM is listed,
+// assigned, refused a delete while assigned, and refused a name another
+// role has.
+func TestCustomRoles(t *testing.T) {
+	t.Parallel()
+	noSets := Role{Name: "Kiln without scale sets", Actions: []string{"*"}, NotActions: []string{"Microsoft.Compute/virtualMachineScaleSets/write"}}
+	limited := Client{ID: "00000000-0000-4000-8000-0000000005e7", Secret: "limited-secret", Roles: []RoleGrant{{Role: noSets.Name}}}
+	a := newTestAzure(t, Options{Clients: []Client{testClient, limited, readerClient}, CustomRoles: []Role{noSets}})
+	ctx := t.Context()
+	sub := "/subscriptions/" + DefaultSubscription
+	newClients(t, a, a.credential(t, testClient.Secret)).makeGroup(t, group)
+	lc := newClients(t, a, a.credentialOf(t, limited))
+	done[armnetwork.VirtualNetworksClientCreateOrUpdateResponse](t, "a network under the custom role")(
+		lc.net.NewVirtualNetworksClient().BeginCreateOrUpdate(ctx, group, "v1", vnetBody(), nil))
+	sets, err := armcompute.NewVirtualMachineScaleSetsClient(DefaultSubscription, a.credentialOf(t, limited), a.arm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = finish(sets.BeginCreateOrUpdate(ctx, group, "s1", armcompute.VirtualMachineScaleSet{Location: to.Ptr("eastus")}, nil))
+	wantAuthorizationFailed(t, "a scale set under the custom role", err, limited, "Microsoft.Compute/virtualMachineScaleSets/write",
+		sub+"/resourceGroups/"+group+"/providers/Microsoft.Compute/virtualMachineScaleSets/s1")
+
+	z := a.authz(t, a.credential(t, testClient.Secret))
+	id := uuid.NewString()
+	def := armauthorization.RoleDefinition{Properties: &armauthorization.RoleDefinitionProperties{RoleName: to.Ptr("Network reader"),
+		RoleType: to.Ptr("CustomRole"), AssignableScopes: []*string{to.Ptr(sub)},
+		Permissions: []*armauthorization.Permission{{Actions: []*string{to.Ptr("Microsoft.Network/*/read")}}}}}
+	made := must[armauthorization.RoleDefinitionsClientCreateOrUpdateResponse](t, "make a custom role")(z.definitions.CreateOrUpdate(ctx, sub, id, def, nil))
+	if *made.Properties.RoleType != "CustomRole" || *made.Name != id {
+		t.Errorf("custom role = %s %s; want CustomRole %s", *made.Name, *made.Properties.RoleType, id)
+	}
+	_, err = z.definitions.CreateOrUpdate(ctx, sub, uuid.NewString(), def, nil)
+	wantARMError(t, "a second role of that name", err, http.StatusConflict, "RoleDefinitionWithSameNameExists")
+	listed := 0
+	for pages := z.definitions.NewListPager(sub, nil); pages.More(); {
+		for _, d := range must[armauthorization.RoleDefinitionsClientListResponse](t, "list the roles")(pages.NextPage(ctx)).Value {
+			if *d.Properties.RoleType == "CustomRole" {
+				listed++
+			}
+		}
+	}
+	if listed != 2 {
+		t.Errorf("%d custom roles listed; want 2 (the start's and the one made)", listed)
+	}
+	must[armauthorization.RoleAssignmentsClientCreateResponse](t, "assign the custom role")(
+		z.assignments.Create(ctx, sub, uuid.NewString(), armauthorization.RoleAssignmentCreateParameters{Properties: &armauthorization.RoleAssignmentProperties{
+			RoleDefinitionID: to.Ptr(sub + "/providers/Microsoft.Authorization/roleDefinitions/" + id), PrincipalID: to.Ptr(PrincipalID(readerClient.ID))}}, nil))
+	_, err = z.definitions.Delete(ctx, sub, id, nil)
+	wantARMError(t, "deleting an assigned role", err, http.StatusConflict, "RoleDefinitionHasAssignments")
+	if !a.Allowed(PrincipalID(readerClient.ID), "Microsoft.Network/virtualNetworks/read", sub) {
+		t.Error("the custom role's holder may not read networks")
 	}
 }

@@ -2,6 +2,8 @@ package azure
 
 import (
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Azure's built-in roles the local Azure knows, with their real ids
@@ -13,15 +15,22 @@ import (
 // less that role's notActions (Azure's rule: a notAction takes away only
 // from its own role).
 
-// Role is a role definition.
+// Role is a role definition: a built-in one, or a custom one (Options'
+// CustomRoles, or made through ARM), whose JSON is also the shape
+// `az role definition create --role-definition` reads (Name, Actions,
+// NotActions, AssignableScopes, ...: Go matches the names without case).
 type Role struct {
-	ID             string
-	Name           string
-	Description    string
-	Actions        []string
-	NotActions     []string
-	DataActions    []string
-	NotDataActions []string
+	ID             string   `json:"id,omitempty"`
+	Name           string   `json:"name"`
+	Description    string   `json:"description,omitempty"`
+	Actions        []string `json:"actions,omitempty"`
+	NotActions     []string `json:"notActions,omitempty"`
+	DataActions    []string `json:"dataActions,omitempty"`
+	NotDataActions []string `json:"notDataActions,omitempty"`
+	// AssignableScopes are where a custom role may be assigned (at or
+	// below); a built-in one's is "/".
+	AssignableScopes []string `json:"assignableScopes,omitempty"`
+	Custom           bool     `json:"isCustom,omitempty"`
 }
 
 // The built-in roles' ids.
@@ -87,10 +96,28 @@ func RoleByName(name string) (Role, bool) {
 	return Role{}, false
 }
 
-// roleOf is the built-in role a roleDefinitionId names (its last
-// segment is the role's GUID, at whatever scope it is spelled).
-func roleOf(definitionID string) (Role, bool) {
-	return RoleByName(definitionID[strings.LastIndex(definitionID, "/")+1:])
+// role is the built-in or custom role of a name or id, without case.
+// Callers hold s.mu (or are New).
+func (s *Server) role(nameOrID string) (Role, bool) {
+	if r, ok := RoleByName(nameOrID); ok {
+		return r, true
+	}
+	for _, r := range s.st.CustomRoles {
+		if strings.EqualFold(r.Name, nameOrID) || strings.EqualFold(r.ID, nameOrID) {
+			return *r, true
+		}
+	}
+	return Role{}, false
+}
+
+// roleOf is the role a roleDefinitionId names (its last segment is the
+// role's GUID, at whatever scope it is spelled).
+func (s *Server) roleOf(definitionID string) (Role, bool) {
+	id := definitionID[strings.LastIndex(definitionID, "/")+1:]
+	if _, err := uuid.Parse(id); err != nil {
+		return Role{}, false
+	}
+	return s.role(id)
 }
 
 // allows reports whether the role lets its holder perform action: one of
@@ -159,8 +186,12 @@ func definitionDoc(r Role, sub string) doc {
 		}
 		return l
 	}
+	typ, scopes := "BuiltInRole", []string{"/"}
+	if r.Custom {
+		typ, scopes = "CustomRole", r.AssignableScopes
+	}
 	return doc{"id": prefix + "/providers/Microsoft.Authorization/roleDefinitions/" + r.ID, "name": r.ID, "type": "Microsoft.Authorization/roleDefinitions",
-		"properties": map[string]any{"roleName": r.Name, "type": "BuiltInRole", "description": r.Description, "assignableScopes": []string{"/"},
+		"properties": map[string]any{"roleName": r.Name, "type": typ, "description": r.Description, "assignableScopes": scopes,
 			"permissions": []any{map[string]any{"actions": or(r.Actions), "notActions": or(r.NotActions), "dataActions": or(r.DataActions), "notDataActions": or(r.NotDataActions)}},
 			"createdOn":   "2015-02-02T21:55:09.8806423Z", "updatedOn": "2024-01-01T00:00:00.0000000Z"}}
 }

@@ -62,6 +62,11 @@ type Options struct {
 	Subscriptions []string
 	// Clients are the applications that may get tokens; at least one.
 	Clients []Client
+	// CustomRoles are custom role definitions made at New (written
+	// again at each start; those made through ARM are kept), which
+	// Clients' Roles may name; a role with no AssignableScopes is
+	// assignable in every subscription.
+	CustomRoles []Role
 	// Regions the local Azure has, as ARM names them (eastus); default
 	// eastus, westus2 and westeurope.
 	Regions []string

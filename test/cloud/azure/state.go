@@ -36,6 +36,8 @@ type State struct {
 	// no resources of a group's (no list of a group's resources shows
 	// them) but go with their scope.
 	RoleAssignments map[string]doc `json:"roleAssignments"`
+	// CustomRoles are the custom role definitions, by lower-cased id.
+	CustomRoles map[string]*Role `json:"customRoles"`
 
 	key *rsa.PrivateKey
 }
@@ -67,6 +69,9 @@ func loadState(path string) (*State, error) {
 	}
 	if st.RoleAssignments == nil {
 		st.RoleAssignments = map[string]doc{}
+	}
+	if st.CustomRoles == nil {
+		st.CustomRoles = map[string]*Role{}
 	}
 	if st.SigningKey == "" {
 		key, err := rsa.GenerateKey(rand.Reader, 2048)

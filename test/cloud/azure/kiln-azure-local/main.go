@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,7 +48,10 @@ Azure's role-based access control checks it (403 AuthorizationFailed
 naming the action and the scope). Each client is Owner of every
 subscription unless --role says otherwise, e.g. --role kiln-local=Reader,
 --role app2=Contributor --role 'app2=User Access Administrator@/subscriptions/SUB/resourceGroups/rg1',
-or --role app3=none.
+or --role app3=none. --custom-role FILE defines a role of your own (az's
+role definition JSON: Name, Actions, NotActions, AssignableScopes), e.g.
+{"Name": "Kiln without scale sets", "Actions": ["*"], "NotActions":
+["Microsoft.Compute/virtualMachineScaleSets/write"]}, for --role to name.
 
 Point the Azure SDK for Go at it with a cloud.Configuration whose
 ActiveDirectoryAuthorityHost and ResourceManager Endpoint and Audience are
@@ -65,7 +69,7 @@ func main() {
 }
 
 func run() error {
-	var clients, subs, regions, roles localcloud.StringList
+	var clients, subs, regions, roles, customRoles localcloud.StringList
 	fs := flag.NewFlagSet("kiln-azure-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -76,6 +80,7 @@ func run() error {
 	fs.Var(&subs, "subscription", "a subscription id (repeatable; default "+azure.DefaultSubscription+")")
 	fs.Var(&clients, "client", "an application that may get tokens, ID:SECRET (repeatable; default kiln-local:kiln-local-secret)")
 	fs.Var(&roles, "role", "CLIENT=ROLE[@SCOPE]: a built-in role (Owner, Contributor, Reader, User Access Administrator, Network Contributor, ...) the client has at SCOPE (default: each subscription); repeatable. A client with no --role is Owner of every subscription; CLIENT=none gives it no role")
+	fs.Var(&customRoles, "custom-role", "FILE: a custom role definition, JSON as az role definition create --role-definition reads it ({\"Name\", \"Actions\", \"NotActions\", \"AssignableScopes\"}), which --role may name (repeatable)")
 	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
 	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
@@ -108,7 +113,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	opts := azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, Regions: regions, StatePath: *state,
+	custom, err := readCustomRoles(customRoles)
+	if err != nil {
+		return err
+	}
+	opts := azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, CustomRoles: custom, Regions: regions, StatePath: *state,
 		InProgressPolls: *polls, OperationTime: *opTime, Images: images, Logger: log}
 	if !*noMachines {
 		identity := "mem" + fmt.Sprint(os.Getpid())
@@ -179,6 +188,23 @@ func parseClients(flags, roleFlags []string) ([]azure.Client, error) {
 	}
 	for id := range roles {
 		return nil, fmt.Errorf("--role names client %s, which no --client is", id)
+	}
+	return out, nil
+}
+
+// readCustomRoles reads --custom-role FILE's definitions.
+func readCustomRoles(files []string) ([]azure.Role, error) {
+	var out []azure.Role
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--custom-role: %w", err)
+		}
+		var r azure.Role
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("--custom-role %s: %w", f, err)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
