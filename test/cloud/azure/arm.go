@@ -125,6 +125,7 @@ func (s *Server) serveARM(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	s.base = c.base
 	rep, err := s.arm(c)
 	if s.dirty {
 		s.dirty = false

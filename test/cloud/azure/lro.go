@@ -161,6 +161,7 @@ func (s *Server) remove(id string) {
 		delete(s.st.Resources, k)
 	}
 	s.dropAssignmentsUnder(id)
+	s.dropContainersUnder(id)
 	s.dirty = true
 }
 

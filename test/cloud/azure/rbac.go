@@ -324,6 +324,9 @@ func (s *Server) scopeExists(scope string) error {
 	if !t.isResource() {
 		return badRequest("InvalidScope", "The scope '%s' is not valid for this operation.", scope)
 	}
+	if _, ok := s.st.Containers[key(scope)]; ok {
+		return nil // a blob container (storage.go)
+	}
 	if _, ok := s.st.Resources[key(scope)]; !ok {
 		return resourceNotFound(t.typ(), t.names[len(t.names)-1], t.group)
 	}

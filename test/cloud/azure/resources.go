@@ -105,7 +105,7 @@ func (k *kind) last() string { return k.typ[strings.LastIndex(k.typ, "/")+1:] }
 
 func newKinds() map[string]*kind {
 	m := map[string]*kind{}
-	for _, k := range slices.Concat(networkKinds(), computeKinds(), identityKinds()) {
+	for _, k := range slices.Concat(networkKinds(), computeKinds(), identityKinds(), storageKinds()) {
 		m[strings.ToLower(k.typ)] = k
 	}
 	for _, k := range m {

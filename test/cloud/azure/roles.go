@@ -35,15 +35,16 @@ type Role struct {
 
 // The built-in roles' ids.
 const (
-	RoleOwner                     = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
-	RoleContributor               = "b24988ac-6180-42a0-ab88-20f7382dd24c"
-	RoleReader                    = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
-	RoleUserAccessAdministrator   = "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
-	RoleRBACAdministrator         = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"
-	RoleNetworkContributor        = "4d97b98b-1d4f-4787-a291-c67834d212e7"
-	RoleVirtualMachineContributor = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-	RoleManagedIdentityOperator   = "f1a07417-d97a-45cb-824c-7a7467783830"
-	RoleStorageBlobDataReader     = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+	RoleOwner                      = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+	RoleContributor                = "b24988ac-6180-42a0-ab88-20f7382dd24c"
+	RoleReader                     = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
+	RoleUserAccessAdministrator    = "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
+	RoleRBACAdministrator          = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"
+	RoleNetworkContributor         = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
+	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
+	RoleStorageBlobDataReader      = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 )
 
 // BuiltInRoles are the roles the local Azure has.
@@ -84,6 +85,12 @@ var BuiltInRoles = []Role{
 	{ID: RoleStorageBlobDataReader, Name: "Storage Blob Data Reader", Description: "Allows for read access to Azure Storage blob containers and data",
 		Actions:     []string{"Microsoft.Storage/storageAccounts/blobServices/containers/read", "Microsoft.Storage/storageAccounts/blobServices/generateUserDelegationKey/action"},
 		DataActions: []string{"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"}},
+	{ID: RoleStorageBlobDataContributor, Name: "Storage Blob Data Contributor", Description: "Allows for read, write and delete access to Azure Storage blob containers and data",
+		Actions: []string{"Microsoft.Storage/storageAccounts/blobServices/containers/delete", "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+			"Microsoft.Storage/storageAccounts/blobServices/containers/write", "Microsoft.Storage/storageAccounts/blobServices/generateUserDelegationKey/action"},
+		DataActions: []string{"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete", "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
+			"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write", "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/move/action",
+			"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"}},
 }
 
 // RoleByName is the built-in role of a name or id, without case.
@@ -122,6 +129,27 @@ func (s *Server) roleOf(definitionID string) (Role, bool) {
 
 // allows reports whether the role lets its holder perform action: one of
 // its actions matches and none of its notActions does.
+// allowsData reports whether the role's dataActions, less its
+// notDataActions, allow a data action (reading a blob).
+func (r Role) allowsData(action string) bool {
+	ok := false
+	for _, a := range r.DataActions {
+		if matchAction(a, action) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return false
+	}
+	for _, a := range r.NotDataActions {
+		if matchAction(a, action) {
+			return false
+		}
+	}
+	return true
+}
+
 func (r Role) allows(action string) bool {
 	ok := false
 	for _, a := range r.Actions {

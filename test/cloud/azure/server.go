@@ -91,6 +91,11 @@ type Options struct {
 	// (lbrun.go): their frontends' addresses go on lo under this label
 	// ("lo:NAME", at most 15 characters; needs root).
 	HostAddressLabel string
+	// InstancePort, with Machines, is the port of each virtual network's
+	// instance endpoint (imds.go: the instance metadata service and the
+	// Blob service) at its Docker network's gateway address; 0 serves
+	// none (its machines get no identity tokens).
+	InstancePort int
 	// Images are the node images' versions virtual machines may name
 	// without Machines (with Machines: the images it has).
 	Images []string
@@ -129,6 +134,11 @@ type Server struct {
 	done chan struct{}
 	// fw is the load balancers' forwarding (HostAddressLabel).
 	fw forwarding
+	// base is the scheme and host of the ARM call being answered (a
+	// storage account's endpoints are on it).
+	base string
+	// ie are the virtual networks' instance endpoints (imds.go).
+	ie *instanceEndpoints
 }
 
 // New returns a local Azure, its state read from opts.StatePath when that
@@ -181,6 +191,7 @@ func New(opts Options) (*Server, error) {
 	for _, v := range opts.Images {
 		s.images[v] = v
 	}
+	s.ie = newInstanceEndpoints()
 	s.fw = forwarding{proxies: map[netip.AddrPort]*runningRule{}, addrs: map[netip.Addr]bool{}}
 	if opts.Machines != nil || opts.HostAddressLabel != "" {
 		ctx, stop := context.WithCancel(context.Background())
@@ -207,6 +218,7 @@ func (s *Server) Close() error {
 		s.stop()
 		<-s.done
 	}
+	s.closeInstanceEndpoints()
 	return nil
 }
 
@@ -219,6 +231,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/subscriptions" || strings.HasPrefix(r.URL.Path, "/subscriptions/") {
 		s.serveARM(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, blobPrefix) {
+		s.serveBlob(w, r)
 		return
 	}
 	s.ident.ServeHTTP(w, r)

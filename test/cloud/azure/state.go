@@ -38,6 +38,9 @@ type State struct {
 	RoleAssignments map[string]doc `json:"roleAssignments"`
 	// CustomRoles are the custom role definitions, by lower-cased id.
 	CustomRoles map[string]*Role `json:"customRoles"`
+	// Containers are the Blob service's containers with their blobs, by
+	// lower-cased ARM id (storage.go).
+	Containers map[string]*blobContainer `json:"containers"`
 
 	key *rsa.PrivateKey
 }
@@ -69,6 +72,9 @@ func loadState(path string) (*State, error) {
 	}
 	if st.RoleAssignments == nil {
 		st.RoleAssignments = map[string]doc{}
+	}
+	if st.Containers == nil {
+		st.Containers = map[string]*blobContainer{}
 	}
 	if st.CustomRoles == nil {
 		st.CustomRoles = map[string]*Role{}

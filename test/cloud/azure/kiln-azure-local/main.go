@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,7 +39,7 @@ import (
 	"kiln.dev/kiln/test/cloud/machines"
 )
 
-const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks, compute, managed identities, role assignments).
+const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks, compute, managed identities, role assignments, storage accounts; the Blob service; the instance metadata service).
 
 Usage:
   kiln-azure-local --listen 127.0.0.1:PORT [--ca-out FILE | --tls-cert FILE --tls-key FILE] [flags]
@@ -86,6 +87,7 @@ func run() error {
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image kiln:kiln-node:VERSION:latest)")
 	noMachines := fs.Bool("no-machines", false, "keep virtual machines as records only: no container runs (no Docker needed)")
+	instancePort := fs.Int("instance-port", -1, "the port of each virtual network's instance endpoint (the instance metadata service, identity tokens, and the Blob service, for the virtual machines) at its Docker network's gateway address; default the --listen port, 0 for none")
 	hostAddresses := fs.Bool("host-addresses", false, "make load balancers forward: their frontends' addresses go on this host's lo (ip(8), needs root), taken off at exit")
 	var images localcloud.StringList
 	fs.Var(&images, "image", "with --no-machines, a node image version virtual machines may name (repeatable)")
@@ -130,6 +132,16 @@ func run() error {
 		}
 		defer m.Close()
 		opts.Machines = m
+		opts.InstancePort = *instancePort
+		if opts.InstancePort < 0 {
+			_, port, err := net.SplitHostPort(*listen)
+			if err != nil {
+				return fmt.Errorf("--listen %q: %w", *listen, err)
+			}
+			if opts.InstancePort, err = strconv.Atoi(port); err != nil || opts.InstancePort == 0 {
+				return fmt.Errorf("--listen %q: give a port, or --instance-port", *listen)
+			}
+		}
 	}
 	if *hostAddresses {
 		id := "mem" + fmt.Sprint(os.Getpid())
