@@ -32,9 +32,16 @@ const (
 	// AzureCABundle is PEM certificates to trust for both, instead of the
 	// system's roots; optional.
 	AzureCABundle = "caBundle"
+	// AzureStagingStorageAccount is the resource id of a storage account
+	// (/subscriptions/SUB/resourceGroups/GROUP/providers/
+	// Microsoft.Storage/storageAccounts/NAME) where the provider stages
+	// each cluster's join data in a container only the cluster's managed
+	// identity may read; optional: without it the machines' custom data
+	// carries the join data.
+	AzureStagingStorageAccount = "stagingStorageAccount"
 )
 
 // AzureCredentials are the credential names an account of provider azure
 // may have, required ones first.
 var AzureCredentials = []string{AzureTenant, AzureSubscription, AzureClientID, AzureClientSecret,
-	AzureRegion, AzureEndpoint, AzureAuthorityHost, AzureCABundle}
+	AzureRegion, AzureEndpoint, AzureAuthorityHost, AzureCABundle, AzureStagingStorageAccount}

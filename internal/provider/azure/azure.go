@@ -98,7 +98,9 @@ type Options struct {
 	// first: a cluster whose spec names none boots the newest.
 	Versions []string
 	// BootScript is what a machine boots with; default the node image's
-	// kiln-agent with the join files inline (bootscript.Inline).
+	// kiln-agent fetching the join files from the staging blob when the
+	// account names a staging storage account (bootscript.Staged), else
+	// with them inline (bootscript.Inline).
 	BootScript BootScript
 	// Logger gets operator logs; default discarded.
 	Logger *slog.Logger
@@ -133,7 +135,7 @@ func New(opts Options) *Azure {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.BootScript == nil {
-		opts.BootScript = inlineBoot
+		opts.BootScript = agentBoot
 	}
 	return &Azure{opts: opts, log: opts.Logger}
 }
@@ -153,6 +155,11 @@ type clients struct {
 	// pipeline is the clients' pipeline, which resumes their pollers
 	// (resume).
 	pipeline runtime.Pipeline
+	// resources reads resources by id (the staging storage account);
+	// cred and opts make the Blob service's clients (staging.go).
+	resources *armresources.Client
+	cred      azcore.TokenCredential
+	opts      azcore.ClientOptions
 }
 
 // Cloud is the cloud configuration of an account's credentials: public
@@ -241,6 +248,10 @@ func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	rc, err := armresources.NewClient(sub, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
 	resumer, err := arm.NewClient("kiln.dev/kiln/internal/provider/azure", "v1.0.0", cred, armOpts)
 	if err != nil {
 		return nil, err
@@ -250,7 +261,7 @@ func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 		endpoint = cloud.AzurePublic.Services[cloud.ResourceManager].Endpoint
 	}
 	return &clients{account: a.Name, groups: groups, net: f, compute: cf, identities: mf.NewUserAssignedIdentitiesClient(),
-		assignments: af.NewRoleAssignmentsClient(), endpoint: endpoint, pipeline: resumer.Pipeline()}, nil
+		assignments: af.NewRoleAssignmentsClient(), endpoint: endpoint, pipeline: resumer.Pipeline(), resources: rc, cred: cred, opts: opts}, nil
 }
 
 // cluster is what every method works with: the cluster, its identity,

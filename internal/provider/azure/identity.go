@@ -8,7 +8,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/msi/armmsi"
-	"github.com/google/uuid"
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
@@ -79,7 +78,7 @@ func (n *Azure) ensureIdentity(ctx context.Context, c *cluster) (string, error) 
 	}
 	principal := deref(id.Properties.PrincipalID)
 	for _, role := range NodeRoles {
-		if err := n.ensureAssignment(ctx, c, principal, role); err != nil {
+		if err := n.ensureAssignment(ctx, c, c.groupScope(), principal, role); err != nil {
 			return "", err
 		}
 	}
@@ -92,11 +91,11 @@ func (c *cluster) groupScope() string {
 	return "/subscriptions/" + c.Account.Credentials[v1.AzureSubscription] + "/resourceGroups/" + c.group
 }
 
-// ensureAssignment gives principal role at the cluster's group.
-func (n *Azure) ensureAssignment(ctx context.Context, c *cluster, principal, role string) error {
-	scope := c.groupScope()
+// ensureAssignment gives principal role at scope (the cluster's group, its
+// staging container).
+func (n *Azure) ensureAssignment(ctx context.Context, c *cluster, scope, principal, role string) error {
 	// One name per scope, role and principal: found again by it.
-	name := uuid.NewSHA1(uuid.NameSpaceURL, []byte("kiln.dev/role-assignment|"+strings.ToLower(scope)+"|"+role+"|"+principal)).String()
+	name := assignmentName(scope, role, principal)
 	api := c.api.assignments
 	got, err := api.Get(ctx, scope, name, nil)
 	switch {
@@ -131,14 +130,30 @@ func (n *Azure) ensureAssignment(ctx context.Context, c *cluster, principal, rol
 // roles) when it is not there: a cluster whose network an older kilnd
 // made has none.
 func (n *Azure) identityID(ctx context.Context, c *cluster) (string, error) {
+	id, err := n.identityOf(ctx, c)
+	return deref(id.ID), err
+}
+
+// identityOf is the cluster's managed identity, made (with its roles)
+// when it is not there.
+func (n *Azure) identityOf(ctx context.Context, c *cluster) (armmsi.Identity, error) {
 	got, err := c.api.identities.Get(ctx, c.group, IdentityName(c.Project, c.Name), nil)
 	switch {
 	case notFound(err):
-		return n.ensureIdentity(ctx, c)
+		if _, err := n.ensureIdentity(ctx, c); err != nil {
+			return armmsi.Identity{}, err
+		}
+		got, err = c.api.identities.Get(ctx, c.group, IdentityName(c.Project, c.Name), nil)
+		if err != nil {
+			return armmsi.Identity{}, classify(err, c.api.account, "find the managed identity of cluster %s", c.Name)
+		}
 	case err != nil:
-		return "", classify(err, c.api.account, "find the managed identity of cluster %s", c.Name)
+		return armmsi.Identity{}, classify(err, c.api.account, "find the managed identity of cluster %s", c.Name)
 	}
-	return deref(got.ID), nil
+	if got.Properties == nil || deref(got.Properties.PrincipalID) == "" {
+		return armmsi.Identity{}, failure.Retryable(v1.CodeProviderError, nil, "the managed identity of cluster %s has no principal yet; retrying", c.Name)
+	}
+	return got.Identity, nil
 }
 
 // vmIdentity is what a virtual machine carries: the cluster's identity.

@@ -157,6 +157,13 @@ func (n *Azure) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error,
 	if denied != nil {
 		findings = append(findings, *denied)
 	}
+	staging, err := n.stagingFinding(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if staging != nil {
+		findings = append(findings, *staging)
+	}
 	ps := parts(c.Spec)
 	for _, p := range ps {
 		s, ok := sizes[p.size]

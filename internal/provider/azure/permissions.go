@@ -124,6 +124,18 @@ func permitted(perms []*armauthorization.Permission, action string) bool {
 	return false
 }
 
+// permittedData is permitted for a data action (dataActions less
+// notDataActions).
+func permittedData(perms []*armauthorization.Permission, action string) bool {
+	for _, p := range perms {
+		if p == nil || !anyMatch(p.DataActions, action) || anyMatch(p.NotDataActions, action) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 func anyMatch(patterns []*string, action string) bool {
 	for _, p := range patterns {
 		if p != nil && matchAction(*p, action) {
