@@ -105,6 +105,22 @@ func (s *Server) instanceEnv(ctx context.Context, n machines.Network) ([]string,
 	return env, nil
 }
 
+// pruneInstanceEndpoints stops the endpoints of networks not in keep (by
+// resourceGuid): a network deleted, whose gateway address a later network
+// of the same range gets again.
+func (s *Server) pruneInstanceEndpoints(keep map[string]bool) {
+	s.ie.mu.Lock()
+	defer s.ie.mu.Unlock()
+	for id, hs := range s.ie.servers {
+		if !keep[id] {
+			_ = hs.Close()
+			delete(s.ie.servers, id)
+			delete(s.ie.env, id)
+			s.log.Info("stopped the instance endpoint", "vnet", id)
+		}
+	}
+}
+
 // closeInstanceEndpoints stops every network's endpoint.
 func (s *Server) closeInstanceEndpoints() {
 	s.ie.mu.Lock()

@@ -224,6 +224,7 @@ func (s *Server) machinesStep(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	s.pruneInstanceEndpoints(keep)
 	if err := mm.Prune(ctx, keep, nil); err != nil {
 		s.log.Warn("pruning the virtual networks' Docker networks failed", "err", err)
 	}
