@@ -52,15 +52,21 @@ type recordedPath struct {
 	// uninstall puts back.
 	Saved bool        `json:"saved,omitempty"`
 	Mode  fs.FileMode `json:"mode,omitempty"`
+	// Link is where it pointed, when it was a symbolic link.
+	Link string `json:"link,omitempty"`
+	// Parent: a directory an install's path is in, which an install may
+	// make but others may use too: removed only if empty.
+	Parent bool `json:"parent,omitempty"`
 }
 
 // createdPaths are what an install's commands and services create besides
 // its files (whose paths come from the plan): kubeadm's, the kubelet's,
-// containerd's, the CNI plugins', kiln-agent's services' and the links
-// to kiln-kube.
+// containerd's, the CNI plugins', kiln-agent's services' and the links to
+// kiln-kube. Each is the install's when the host did not have it: removed
+// whole by an uninstall.
 var createdPaths = []string{
-	"/etc/kubernetes", "/etc/cni", distrokubeadm.CNIConfigDir, "/etc/containerd", "/etc/kiln",
-	"/opt/kiln", "/opt/cni",
+	"/etc/kubernetes", distrokubeadm.CNIConfigDir, "/etc/kiln",
+	"/opt/kiln",
 	"/usr/local/bin/kubeadm", "/usr/local/bin/kubelet", "/usr/local/bin/kubectl",
 	"/var/lib/kubelet", "/var/lib/etcd", "/var/lib/containerd", "/var/lib/cni", "/var/lib/calico",
 	"/var/lib/kiln", distrokubeadm.PodNetworkState, "/var/lib/kiln-backup",
@@ -68,17 +74,18 @@ var createdPaths = []string{
 }
 
 // keptDirs are never removed, whatever the record says: the host's own
-// hierarchy, which a path's parents reach.
-var keptDirs = []string{"/", "/etc", "/opt", "/usr", "/usr/local", "/usr/local/bin", "/var", "/var/lib", "/var/log", "/run"}
+// hierarchy.
+var keptDirs = []string{"/", "/etc", "/usr", "/usr/local", "/var", "/var/lib", "/var/log", "/run"}
 
-// installPaths are the paths plan p may create or replace: its files,
-// what it fetches, the registry mirror's files and createdPaths, with
-// every parent directory.
-func installPaths(p *distrokubeadm.Plan) []string {
-	var paths []string
+// installPaths are the paths plan p may create or replace (leaves): its
+// files, what it fetches, the registry mirror's files and createdPaths;
+// and the directories they are in (parents), which are not leaves.
+func installPaths(p *distrokubeadm.Plan) (leaves, parents []string) {
 	add := func(p string) {
-		for p = path.Clean(p); !slices.Contains(keptDirs, p); p = path.Dir(p) {
-			paths = append(paths, p)
+		p = path.Clean(p)
+		leaves = append(leaves, p)
+		for p = path.Dir(p); !slices.Contains(keptDirs, p); p = path.Dir(p) {
+			parents = append(parents, p)
 		}
 	}
 	for _, f := range p.Files {
@@ -97,8 +104,11 @@ func installPaths(p *distrokubeadm.Plan) []string {
 	for _, c := range createdPaths {
 		add(c)
 	}
-	slices.Sort(paths)
-	return slices.Compact(paths)
+	slices.Sort(leaves)
+	leaves = slices.Compact(leaves)
+	slices.Sort(parents)
+	parents = slices.DeleteFunc(slices.Compact(parents), func(p string) bool { return slices.Contains(leaves, p) })
+	return leaves, parents
 }
 
 // loadRecord reads the record under root; nil without one.
@@ -141,11 +151,15 @@ func (e *Executor) record(p *distrokubeadm.Plan) error {
 		}
 	}
 	changed := first
-	for _, hp := range installPaths(p) {
+	// Every path looked at before any copy is made: the copies go under
+	// /var/lib/kiln, which is one of them.
+	var toSave []recordedPath
+	leaves, parents := installPaths(p)
+	for _, hp := range append(leaves, parents...) {
 		if slices.ContainsFunc(r.Paths, func(rp recordedPath) bool { return rp.Path == hp }) {
 			continue
 		}
-		rp := recordedPath{Path: hp}
+		rp := recordedPath{Path: hp, Parent: slices.Contains(parents, hp)}
 		st, err := os.Lstat(filepath.Join(root, hp))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -153,15 +167,23 @@ func (e *Executor) record(p *distrokubeadm.Plan) error {
 			return fmt.Errorf("record %s: %w", hp, err)
 		default:
 			rp.Existed, rp.Mode = true, st.Mode()
-			if st.Mode().IsRegular() {
-				if err := copyFile(filepath.Join(root, hp), filepath.Join(root, savedDir, hp), st.Mode().Perm()); err != nil {
+			if st.Mode()&fs.ModeSymlink != 0 {
+				if rp.Link, err = os.Readlink(filepath.Join(root, hp)); err != nil {
 					return fmt.Errorf("record %s: %w", hp, err)
 				}
+			}
+			if st.Mode().IsRegular() {
 				rp.Saved = true
+				toSave = append(toSave, rp)
 			}
 		}
 		r.Paths = append(r.Paths, rp)
 		changed = true
+	}
+	for _, rp := range toSave {
+		if err := copyFile(filepath.Join(root, rp.Path), filepath.Join(root, savedDir, rp.Path), rp.Mode.Perm()); err != nil {
+			return fmt.Errorf("record %s: %w", rp.Path, err)
+		}
 	}
 	if !changed {
 		return nil
