@@ -121,7 +121,7 @@ func (e *Executor) Uninstall(ctx context.Context, o UninstallOptions) error {
 	}
 
 	removed := rec.removed(o.KeepLogs)
-	if err := unmountUnder(root, append(slices.Clone(removed), "/run/containerd", "/run/netns"), say); err != nil {
+	if err := unmountUnder(root, append(slices.Clone(removed), kubernetesRunMounts...), say); err != nil {
 		return err
 	}
 	if ifs, err := net.Interfaces(); host && err == nil {
@@ -287,6 +287,15 @@ func selectLinks(now, before []string) []string {
 	return sel
 }
 
+// kubernetesRunMounts are where, under /run, containerd mounts for the
+// Kubernetes containers (its namespace k8s.io; a host's own containerd
+// keeps its containers in others) and the CNI's network namespaces.
+var kubernetesRunMounts = []string{
+	"/run/containerd/io.containerd.runtime.v2.task/k8s.io",
+	"/run/containerd/io.containerd.grpc.v1.cri/sandboxes",
+	"/run/netns/cni-*",
+}
+
 // unmountUnder unmounts every mount under dirs (host paths, under root),
 // the deepest first.
 func unmountUnder(root string, dirs []string, say func(string, ...any)) error {
@@ -314,8 +323,9 @@ func unmountUnder(root string, dirs []string, say func(string, ...any)) error {
 }
 
 // selectMounts are the mount points of mountinfo (/proc/PID/mountinfo's
-// text) at or under one of dirs, the deepest first, and of those at one
-// place the last mounted first.
+// text) at or under one of dirs (one that ends in * is a prefix of names:
+// /run/netns/cni-* is every mount there whose name begins with cni-), the
+// deepest first, and of those at one place the last mounted first.
 func selectMounts(mountinfo string, dirs []string) []string {
 	var sel []string
 	for line := range strings.Lines(mountinfo) {
@@ -325,6 +335,9 @@ func selectMounts(mountinfo string, dirs []string) []string {
 		}
 		mp := unescapeMountinfo(f[4])
 		if slices.ContainsFunc(dirs, func(d string) bool {
+			if p, ok := strings.CutSuffix(d, "*"); ok {
+				return strings.HasPrefix(mp, p)
+			}
 			d = path.Clean(d)
 			return d != "/" && (mp == d || strings.HasPrefix(mp, d+"/"))
 		}) {

@@ -20,12 +20,14 @@ func TestSelectMounts(t *testing.T) {
 300 41 0:90 / /var/lib/kubelet/pods/1b2c/volumes/kubernetes.io~projected/kube-api-access-x rw shared:50 - tmpfs tmpfs rw
 301 41 0:91 / /var/lib/kubelet/pods/1b2c/volumes/kubernetes.io~secret/my\040secret rw shared:51 - tmpfs tmpfs rw
 302 40 0:4 net:[4026532] /run/netns/cni-1234 rw shared:52 - nsfs nsfs rw
+307 40 0:4 net:[4026533] /run/netns/mine rw shared:57 - nsfs nsfs rw
+308 40 0:40 /netns /run/netns rw shared:58 - tmpfs tmpfs rw
 303 41 0:92 / /var/lib/kubeletx rw shared:53 - tmpfs tmpfs rw
 304 41 0:93 / /var/lib/kubelet rw shared:54 - tmpfs tmpfs rw
 305 41 0:94 / /var/lib/kubelet/pods/1b2c/volumes/kubernetes.io~projected/kube-api-access-x rw shared:55 - tmpfs tmpfs rw
 306 41 0:95 / /var/lib/mine rw shared:56 - tmpfs tmpfs rw
 `
-	got := selectMounts(mountinfo, []string{"/var/lib/kubelet", "/run/netns", "/var/lib/etcd/"})
+	got := selectMounts(mountinfo, []string{"/var/lib/kubelet", "/run/netns/cni-*", "/var/lib/etcd/"})
 	want := []string{
 		// The deepest first; of two at one place, the later mounted first.
 		"/var/lib/kubelet/pods/1b2c/volumes/kubernetes.io~projected/kube-api-access-x",
