@@ -71,6 +71,9 @@ var createdPaths = []string{
 	"/var/lib/kubelet", "/var/lib/etcd", "/var/lib/containerd", "/var/lib/cni", "/var/lib/calico",
 	"/var/lib/kiln", distrokubeadm.PodNetworkState, "/var/lib/kiln-backup",
 	"/var/log/kiln", "/var/log/pods", "/var/log/containers",
+	// The installs from the internet: the key of pkgs.k8s.io (the cilium
+	// CLI is under /var/lib/kiln).
+	distrokubeadm.AptKeyring,
 }
 
 // keptDirs are never removed, whatever the record says: the host's own
