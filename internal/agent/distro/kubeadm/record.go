@@ -42,6 +42,9 @@ type installRecord struct {
 	// IPForward is net.ipv4.ip_forward as it was ("0" or "1"); "" when it
 	// could not be read.
 	IPForward string `json:"ipForward,omitempty"`
+	// Mounts are the host's mount points (nil when they could not be
+	// read).
+	Mounts []string `json:"mounts,omitempty"`
 }
 
 // recordedPath is one path as the host had it.
@@ -151,6 +154,9 @@ func (e *Executor) record(p *distrokubeadm.Plan) error {
 		}
 		if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
 			r.IPForward = strings.TrimSpace(string(b))
+		}
+		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+			r.Mounts = mountPoints(string(b))
 		}
 	}
 	changed := first

@@ -124,6 +124,11 @@ func (e *Executor) Uninstall(ctx context.Context, o UninstallOptions) error {
 	if err := unmountUnder(root, append(slices.Clone(removed), kubernetesRunMounts...), say); err != nil {
 		return err
 	}
+	if host && rec.Mounts != nil {
+		if err := unmountNetnsDir(rec.Mounts, say); err != nil {
+			return err
+		}
+	}
 	if ifs, err := net.Interfaces(); host && err == nil {
 		var now []string
 		for _, i := range ifs {
@@ -322,18 +327,57 @@ func unmountUnder(root string, dirs []string, say func(string, ...any)) error {
 	return nil
 }
 
+// netnsDir is where containerd, as iproute2 does, keeps the network
+// namespaces of pods: it makes the directory a shared mount of itself.
+const netnsDir = "/run/netns"
+
+// unmountNetnsDir unmounts netnsDir when it is a mount point that was not
+// one before the install (before: the host's mount points then) and holds
+// no mount: containerd made it one.
+func unmountNetnsDir(before []string, say func(string, ...any)) error {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	now := mountPoints(string(info))
+	if slices.Contains(before, netnsDir) || !slices.Contains(now, netnsDir) ||
+		slices.ContainsFunc(now, func(m string) bool { return strings.HasPrefix(m, netnsDir+"/") }) {
+		return nil
+	}
+	say("unmounting %s (containerd made it a mount point)", netnsDir)
+	// It may be mounted on itself more than once.
+	n := 0
+	for _, m := range now {
+		if m == netnsDir {
+			n++
+		}
+	}
+	for range n {
+		if err := syscall.Unmount(netnsDir, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", netnsDir, err)
+		}
+	}
+	return nil
+}
+
+// mountPoints are the mount points of mountinfo, in its order.
+func mountPoints(mountinfo string) []string {
+	var mps []string
+	for line := range strings.Lines(mountinfo) {
+		if f := strings.Fields(line); len(f) >= 5 {
+			mps = append(mps, unescapeMountinfo(f[4]))
+		}
+	}
+	return mps
+}
+
 // selectMounts are the mount points of mountinfo (/proc/PID/mountinfo's
 // text) at or under one of dirs (one that ends in * is a prefix of names:
 // /run/netns/cni-* is every mount there whose name begins with cni-), the
 // deepest first, and of those at one place the last mounted first.
 func selectMounts(mountinfo string, dirs []string) []string {
 	var sel []string
-	for line := range strings.Lines(mountinfo) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
+	for _, mp := range mountPoints(mountinfo) {
 		if slices.ContainsFunc(dirs, func(d string) bool {
 			if p, ok := strings.CutSuffix(d, "*"); ok {
 				return strings.HasPrefix(mp, p)
