@@ -73,12 +73,13 @@ func TestBareHostsKubeadmUninstall(t *testing.T) {
 }
 
 // hostState is what the uninstall test compares, by section: the paths
-// under /etc, /var/lib, /var/log, /opt and /usr/local (type, mode, size of
+// under /etc, /var/lib, /var/log, /opt, /usr/local, /usr/libexec and
+// /lib/systemd/system (type, mode, size of
 // files, link targets), systemd's unit files, iptables-save and
 // ip6tables-save without counters, ip link, ip route (every table), the
 // mounts, the processes and IP forwarding.
 var hostState = map[string]string{
-	"files":     `find /etc /var/lib /var/log /opt /usr/local /lib/systemd/system -xdev \( -type d -printf '%p %M\n' \) -o -printf '%p %M %s %l\n' 2>/dev/null | sort`,
+	"files":     `find /etc /var/lib /var/log /opt /usr/local /usr/libexec /lib/systemd/system -xdev \( -type d -printf '%p %M\n' \) -o -printf '%p %M %s %l\n' 2>/dev/null | sort`,
 	"units":     `if [ -d /run/systemd/system ]; then systemctl list-unit-files --no-legend | sort; else echo "no systemd (PID 1: $(cat /proc/1/comm))"; fi`,
 	"iptables":  `for t in iptables ip6tables; do echo "== $t"; $t-save | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'; done`,
 	"links":     `ip -o link show | sed 's/^[0-9]*: //; s/ link\/.*//'`,

@@ -74,6 +74,9 @@ var createdPaths = []string{
 	"/var/lib/kubelet", "/var/lib/etcd", "/var/lib/containerd", "/var/lib/cni", "/var/lib/calico",
 	"/var/lib/kiln", distrokubeadm.PodNetworkState, "/var/lib/kiln-backup",
 	"/var/log/kiln", "/var/log/pods", "/var/log/containers",
+	// The kubelet's FlexVolume directory; containerd's opt plugin's and
+	// NRI's directories.
+	"/usr/libexec/kubernetes", "/opt/containerd", "/opt/nri", "/etc/nri",
 	// The installs from the internet: the key of pkgs.k8s.io (the cilium
 	// CLI is under /var/lib/kiln).
 	distrokubeadm.AptKeyring,
