@@ -52,9 +52,6 @@ func TestBareHostsKubeadmUninstall(t *testing.T) {
 		}
 	}
 
-	// What is mounted at /sys/fs/cgroup once installed (copies of it are
-	// stacked there on a cgroup v1 host; by what is not known yet).
-	t.Logf("installed host's mounts at /sys/fs/cgroup:\n%s", h.sh(`grep ' /sys/fs/cgroup ' /proc/self/mountinfo`))
 	out, err := h.exec("sh", "-c", "cd "+installerDir+" && ./kiln-agent uninstall")
 	if err == nil || !strings.Contains(out, "still a node of a Kubernetes cluster") || !strings.Contains(out, "kiln cluster reset") {
 		t.Fatalf("kiln-agent uninstall of a node that joined: %v, want a refusal saying what to do:\n%s", err, out)

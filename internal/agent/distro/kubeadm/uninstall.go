@@ -128,9 +128,6 @@ func (e *Executor) Uninstall(ctx context.Context, o UninstallOptions) error {
 		if err := unmountNetnsDir(rec.Mounts, say); err != nil {
 			return err
 		}
-		if err := unmountStacked(rec.Mounts, cgroupDir, say); err != nil {
-			return err
-		}
 	}
 	if ifs, err := net.Interfaces(); host && err == nil {
 		var now []string
@@ -361,60 +358,6 @@ func unmountNetnsDir(before []string, say func(string, ...any)) error {
 		}
 	}
 	return nil
-}
-
-// cgroupDir is where the cgroup hierarchies are mounted. On a host that is
-// a container with cgroup v1 (a bare host), the install leaves copies of the
-// whole /sys/fs/cgroup mounted over it (seen: two); what mounts them is not
-// known yet.
-const cgroupDir = "/sys/fs/cgroup"
-
-// unmountStacked unmounts, at and under dir, the mounts stacked over what
-// the host had (before: its mount points when the record was made): while
-// a mount point there is mounted more times than before, the deepest such
-// is unmounted (umount takes the topmost mount at a path).
-func unmountStacked(before []string, dir string, say func(string, ...any)) error {
-	count := func(mps []string) map[string]int {
-		n := map[string]int{}
-		for _, m := range mps {
-			if m == dir || strings.HasPrefix(m, dir+"/") {
-				n[m]++
-			}
-		}
-		return n
-	}
-	had := count(before)
-	for range 1000 {
-		info, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return err
-		}
-		var extra []string
-		for m, n := range count(mountPoints(string(info))) {
-			if n > had[m] {
-				extra = append(extra, m)
-			}
-		}
-		if len(extra) == 0 {
-			return nil
-		}
-		slices.SortFunc(extra, func(a, b string) int {
-			if d := strings.Count(b, "/") - strings.Count(a, "/"); d != 0 {
-				return d
-			}
-			return strings.Compare(a, b)
-		})
-		m := extra[0]
-		say("unmounting %s (mounted over what the host had there)", m)
-		err = syscall.Unmount(m, 0)
-		if errors.Is(err, syscall.EBUSY) {
-			err = syscall.Unmount(m, syscall.MNT_DETACH)
-		}
-		if err != nil {
-			return fmt.Errorf("unmount %s: %w", m, err)
-		}
-	}
-	return fmt.Errorf("mounts stacked under %s: still more than before after 1000 unmounts", dir)
 }
 
 // mountPoints are the mount points of mountinfo, in its order.
