@@ -26,9 +26,13 @@ func TestBareHostsKubeadmUninstall(t *testing.T) {
 		ControlPlane: v1.ControlPlane{Size: 1},
 	}})
 	h := bn.startHosts("u")[0]
-	before := h.state()
-
+	// The state is taken once the installer is copied in, before it runs:
+	// a docker cp into a running bare host leaves two copies of its
+	// /sys/fs/cgroup mounted over it (Docker mounts the container's volumes
+	// to copy, and the host's root is rshared: measured here, Docker
+	// 20.10), which is the test's doing, not the installer's.
 	h.copyInstaller(installer)
+	before := h.state()
 	h.startAgent(command)
 	e.waitNodes("ku", 1, func(n v1.Node) bool { return n.State == v1.NodeApproved })
 	e.configureHosts("ku", []*bareHost{h}, 1)
