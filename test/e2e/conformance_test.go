@@ -25,7 +25,7 @@ import (
 // results into FILE's results section (make conformance does both); any
 // other KILN_CONFORMANCE is a ginkgo focus of one's own. The suite's output
 // goes to KILN_CONFORMANCE_LOG (default: beside kilnd's data, removed
-// with it).
+// with it), and kilnd's own log beside it (the same name, .kilnd added).
 
 // curatedConformance is CI's part of the conformance set: specs of every
 // area an app team leans on, each quick (most under 20 s), all run in
@@ -198,6 +198,11 @@ func TestConformance(t *testing.T) {
 			}
 		}
 		t.Logf("kilnd's load balancer lines (the last 30 of %d):\n%s", len(lbLines), strings.Join(lbLines[max(0, len(lbLines)-30):], "\n"))
+	}
+	// kilnd's log beside the suite's: what kilnd's clients of the cluster
+	// (the packs, the service controller) said while the suite ran.
+	if err := os.WriteFile(logPath+".kilnd", []byte(e.k.LogText()), 0o644); err != nil {
+		t.Logf("kilnd's log: %v", err)
 	}
 	if dst := os.Getenv("KILN_CONFORMANCE_RESULTS"); dst != "" && all {
 		writeConformanceResults(t, dst, res, took, procs)
