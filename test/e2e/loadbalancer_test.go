@@ -30,8 +30,13 @@ func (e *env) checkLoadBalancer(project, cluster string, lbs func() string) (kep
 	e.mustKubectl(ref, "expose", "deployment", "hello", "--name", "hello-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
 	ip := e.waitServiceAddress(ref, "hello-lb")
 	got := time.Since(begin)
-	if got > 15*time.Second {
-		t.Errorf("Service hello-lb got its address %s after %s, over issue 46's 15 s", ip, got.Round(100*time.Millisecond))
+	// Issue 46's 15 s are the cluster's, from the Service's creation to the
+	// address the service controller gave it (its EnsuredLoadBalancer
+	// event; MetalLB's IPAllocated), both stamped by the servers: what the test sees adds kubectl's
+	// own start and its polls, seconds each on a loaded machine.
+	if took := e.serviceAddressTook(ref, "hello-lb"); took > 15*time.Second {
+		t.Errorf("Service hello-lb got its address %s %s after its creation (the test saw it after %s), over issue 46's 15 s",
+			ip, took, got.Round(100*time.Millisecond))
 	}
 	answers := func(port string) {
 		t.Helper()
@@ -92,6 +97,37 @@ func (e *env) waitServiceAddressIn(ref, namespace, name string) string {
 		return true, nil
 	})
 	return ip
+}
+
+// serviceAddressTook is how long Service name of cluster ref (namespace
+// default) waited for its load balancer: from its creationTimestamp to the
+// first EnsuredLoadBalancer event of Kubernetes' service controller
+// (Kiln's, for docker, aws and azure clusters) or IPAllocated event of
+// MetalLB's (edge clusters), both to the second.
+func (e *env) serviceAddressTook(ref, name string) time.Duration {
+	e.t.Helper()
+	created, err := e.kubectl(ref, "get", "service", name, "-o", "jsonpath={.metadata.creationTimestamp}")
+	if err != nil {
+		e.t.Fatalf("Service %s's creation time: %v", name, err)
+	}
+	var ensured string
+	waitfor.Cond(e.t, "the EnsuredLoadBalancer or IPAllocated event of Service "+name, time.Minute, func() (bool, error) {
+		out, err := e.kubectl(ref, "get", "events", "--field-selector", "involvedObject.name="+name,
+			"-o", `jsonpath={range .items[*]}{.reason} {.firstTimestamp}{"\n"}{end}`)
+		for line := range strings.Lines(out) {
+			reason, at, _ := strings.Cut(strings.TrimSpace(line), " ")
+			if (reason == "EnsuredLoadBalancer" || reason == "IPAllocated") && (ensured == "" || at < ensured) {
+				ensured = at
+			}
+		}
+		return err == nil && ensured != "", waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+	from, err1 := time.Parse(time.RFC3339, strings.TrimSpace(created))
+	to, err2 := time.Parse(time.RFC3339, ensured)
+	if err1 != nil || err2 != nil {
+		e.t.Fatalf("Service %s: creationTimestamp %q, EnsuredLoadBalancer at %q: %v %v", name, created, ensured, err1, err2)
+	}
+	return to.Sub(from)
 }
 
 // dockerLoadBalancers lists the cluster's Service load balancer
