@@ -50,3 +50,11 @@ func (s *Server) takeFailure(coll string) *FailedOperation {
 	}
 	return nil
 }
+
+// SetRunningPolls changes Options.RunningPolls for the operations begun
+// from now on and those still running.
+func (s *Server) SetRunningPolls(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.RunningPolls = n
+}
