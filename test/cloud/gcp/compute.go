@@ -24,6 +24,7 @@ import (
 //	/compute/v1/projects/P/regions/R/{subnetworks|routers|operations}[/NAME[/ACTION]]
 //	/compute/v1/projects/P/zones/Z/operations[/NAME[/wait]]
 //	/compute/v1/projects/P/global/{networks|firewalls|operations}[/NAME[/ACTION]]
+//	/compute/v1/projects/P/aggregated/{subnetworks|routers|operations}
 
 // doc is a resource as Compute answers it: kept as the client wrote it,
 // with what Compute fills in.
@@ -81,6 +82,12 @@ func parseCall(rest string) (*call, bool) {
 			return nil, false
 		}
 		c.scope, seg = "global", seg[1:]
+	case "aggregated":
+		if len(seg) != 2 {
+			return nil, false
+		}
+		c.scope, c.coll = "aggregated", seg[1]
+		return c, true
 	case "regions", "zones":
 		if len(seg) == 1 {
 			c.coll = seg[0]
@@ -148,6 +155,9 @@ func (s *Server) compute(c *call, r *http.Request) (any, int, error) {
 	if p := permission(c, r.Method); !allowed(a, c.project, p) {
 		return nil, 0, forbidden(p, c.path())
 	}
+	if c.scope == "aggregated" {
+		return s.aggregated(c, r)
+	}
 	if c.coll == "operations" {
 		return s.operations(c, r)
 	}
@@ -184,6 +194,8 @@ func permission(c *call, method string) string {
 		return "compute." + c.coll + ".list"
 	case c.coll == "": // a region or a zone
 		return "compute." + scopeKind + ".get"
+	case c.scope == "aggregated":
+		return "compute." + c.coll + ".list"
 	case c.coll == "operations":
 		coll = map[string]string{"global": "globalOperations", "regions": "regionOperations", "zones": "zoneOperations"}[scopeKind]
 	}
@@ -329,23 +341,9 @@ func list[V any](s *Server, c *call, r *http.Request, kind string, get func(stri
 	if q.Get("filter") != "" {
 		return nil, 0, invalid("Invalid value for field 'filter': '%s'. The local Compute Engine does not filter lists.", q.Get("filter"))
 	}
-	size := DefaultPageSize
-	if v := q.Get("maxResults"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > DefaultPageSize {
-			return nil, 0, invalid("Invalid value for field 'maxResults': '%s'. Must be less than or equal to 500", v)
-		}
-		if n > 0 {
-			size = n
-		}
-	}
-	start := 0
-	if t := q.Get("pageToken"); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		n, ok := strings.CutPrefix(string(b), "from:")
-		if start, err = strconv.Atoi(n); err != nil || !ok || start < 0 {
-			return nil, 0, invalid("Invalid value for field 'pageToken': '%s'. Invalid page token.", t)
-		}
+	start, size, err := page(r)
+	if err != nil {
+		return nil, 0, err
 	}
 	prefix := c.path() + "/"
 	var paths []string
@@ -366,7 +364,103 @@ func list[V any](s *Server, c *call, r *http.Request, kind string, get func(stri
 		out["items"] = items
 	}
 	if start+size < len(paths) {
-		out["nextPageToken"] = base64.RawURLEncoding.EncodeToString([]byte("from:" + strconv.Itoa(start+size)))
+		out["nextPageToken"] = pageToken(start + size)
 	}
 	return out, http.StatusOK, nil
+}
+
+// aggregated answers an aggregated list (projects/P/aggregated/COLL, what
+// gcloud's lists read): the regional collection's items of every region,
+// as {"items": {"regions/R": {"COLL": [...]}}}, paged as a list is over
+// them all in path order. A region with none is left out (Compute answers
+// it with a warning NO_RESULTS_ON_PAGE).
+func (s *Server) aggregated(c *call, r *http.Request) (any, int, error) {
+	if r.Method != http.MethodGet {
+		return nil, 0, methodNotAllowed(r)
+	}
+	if f := r.URL.Query().Get("filter"); f != "" {
+		return nil, 0, invalid("Invalid value for field 'filter': '%s'. The local Compute Engine does not filter lists.", f)
+	}
+	k, ok := kinds[c.coll]
+	if c.coll != "operations" && (!ok || k.scope != "regions") {
+		return nil, 0, errorf(http.StatusNotFound, "notFound", "The local Compute Engine has no aggregated list of %s", c.coll)
+	}
+	var paths []string
+	for p := range s.st.Resources {
+		if ok && inCollection(p, c.project, c.coll) {
+			paths = append(paths, p)
+		}
+	}
+	if c.coll == "operations" {
+		for p := range s.st.Operations {
+			if strings.HasPrefix(p, "projects/"+c.project+"/") {
+				paths = append(paths, p)
+			}
+		}
+	}
+	slices.Sort(paths)
+	start, size, err := page(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	items := map[string]any{}
+	for i := start; i < len(paths) && i < start+size; i++ {
+		d := s.st.Resources[paths[i]]
+		if op, ok := s.st.Operations[paths[i]]; ok {
+			d = op.Doc
+		}
+		rest := strings.TrimPrefix(paths[i], "projects/"+c.project+"/")
+		scope := rest[:strings.Index(rest, "/"+c.coll+"/")]
+		group, _ := items[scope].(map[string]any)
+		if group == nil {
+			group = map[string]any{}
+			items[scope] = group
+		}
+		list, _ := group[c.coll].([]doc)
+		group[c.coll] = append(list, d)
+	}
+	kind := "compute#operationAggregatedList"
+	if ok {
+		kind = k.kind + "AggregatedList"
+	}
+	out := map[string]any{"kind": kind, "id": c.path(), "selfLink": c.link(c.path()), "items": items}
+	if start+size < len(paths) {
+		out["nextPageToken"] = pageToken(start + size)
+	}
+	return out, http.StatusOK, nil
+}
+
+// inCollection reports whether path is a resource of coll in project.
+func inCollection(path, project, coll string) bool {
+	return strings.HasPrefix(path, "projects/"+project+"/") && strings.Contains(path, "/"+coll+"/")
+}
+
+// page reads a list's maxResults (at most 500, default 500) and pageToken
+// (where the page starts).
+func page(r *http.Request) (start, size int, err error) {
+	q := r.URL.Query()
+	size = DefaultPageSize
+	if v := q.Get("maxResults"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > DefaultPageSize {
+			return 0, 0, invalid("Invalid value for field 'maxResults': '%s'. Must be less than or equal to 500", v)
+		}
+		if n > 0 {
+			size = n
+		}
+	}
+	if t := q.Get("pageToken"); t != "" {
+		b, _ := base64.RawURLEncoding.DecodeString(t)
+		n, ok := strings.CutPrefix(string(b), "from:")
+		var err error
+		if start, err = strconv.Atoi(n); err != nil || !ok || start < 0 {
+			return 0, 0, invalid("Invalid value for field 'pageToken': '%s'. Invalid page token.", t)
+		}
+	}
+	return start, size, nil
+}
+
+// pageToken is the token of the page starting at start.
+func pageToken(start int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("from:" + strconv.Itoa(start)))
 }

@@ -197,7 +197,7 @@ func TestToken(t *testing.T) {
 		code      string
 	}{
 		{"signed by the key", assertion(t, k, nil), 200, ""},
-		{"audience another token endpoint", assertion(t, k, func(c jwt.MapClaims) { c["aud"] = "https://oauth2.googleapis.com/token" }), 400, "invalid_grant"},
+		{"audience another token endpoint", assertion(t, k, func(c jwt.MapClaims) { c["aud"] = "https://example.com/token" }), 400, "invalid_grant"},
 		{"issuer another account", assertion(t, k, func(c jwt.MapClaims) { c["iss"] = other }), 400, "invalid_grant"},
 		{"expired", assertion(t, k, func(c jwt.MapClaims) {
 			c["iat"], c["exp"] = time.Now().Add(-2*time.Hour).Unix(), time.Now().Add(-time.Hour).Unix()
@@ -504,4 +504,35 @@ func TestCatalog(t *testing.T) {
 	if l := e.ok(tok, "GET", p+"/zones", nil); len(l["items"].([]any)) != 6 {
 		t.Fatalf("zones: %v", l)
 	}
+}
+
+func TestAggregatedList(t *testing.T) {
+	e := start(t, Options{})
+	tok := e.token(owner)
+	p := DefaultProject
+	e.ok(tok, "POST", p+"/global/networks", custom)
+	for i, region := range []string{"us-central1", "europe-west1"} {
+		e.ok(tok, "POST", p+"/regions/"+region+"/subnetworks", map[string]any{"name": "s-" + region, "network": "global/networks/net1",
+			"ipCidrRange": []string{"10.0.0.0/24", "10.0.1.0/24"}[i]})
+	}
+	out := e.ok(tok, "GET", p+"/aggregated/subnetworks", nil)
+	items := out["items"].(map[string]any)
+	if out["kind"] != "compute#subnetworkAggregatedList" || len(items) != 2 {
+		t.Fatalf("aggregated: %v", out)
+	}
+	eu := items["regions/europe-west1"].(map[string]any)["subnetworks"].([]any)
+	if len(eu) != 1 || eu[0].(map[string]any)["name"] != "s-europe-west1" {
+		t.Fatalf("europe-west1's: %v", items["regions/europe-west1"])
+	}
+	// Paged over every region in path order.
+	first := e.ok(tok, "GET", p+"/aggregated/subnetworks?maxResults=1", nil)
+	if len(first["items"].(map[string]any)) != 1 || first["items"].(map[string]any)["regions/europe-west1"] == nil || first["nextPageToken"] == nil {
+		t.Fatalf("first page: %v", first)
+	}
+	second := e.ok(tok, "GET", p+"/aggregated/subnetworks?maxResults=1&pageToken="+url.QueryEscape(first["nextPageToken"].(string)), nil)
+	if second["items"].(map[string]any)["regions/us-central1"] == nil || second["nextPageToken"] != nil {
+		t.Fatalf("second page: %v", second)
+	}
+	status, body := e.do(tok, "GET", p+"/aggregated/networks", nil)
+	e.wantErr(status, body, "notFound", "aggregated list of networks")
 }

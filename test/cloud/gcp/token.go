@@ -37,6 +37,16 @@ const jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 // tokenLifetime is how long an access token is good, as Google's.
 const tokenLifetime = time.Hour
 
+// googleAudiences are Google's own token URLs, which Google takes as an
+// assertion's audience wherever the assertion is posted (gcloud's Python
+// auth library names https://oauth2.googleapis.com/token whatever the key's
+// token_uri says).
+var googleAudiences = []string{
+	"https://oauth2.googleapis.com/token",
+	"https://www.googleapis.com/oauth2/v4/token",
+	"https://accounts.google.com/o/oauth2/token",
+}
+
 // Scopes that reach Compute Engine.
 var computeScopes = []string{
 	"https://www.googleapis.com/auth/cloud-platform",
@@ -176,7 +186,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "Invalid JWT: the issuer is not the key's service account.")
 		return
 	}
-	if aud, _ := claims["aud"].(string); aud != baseURL(r)+TokenPath {
+	if aud, _ := claims["aud"].(string); aud != baseURL(r)+TokenPath && !slices.Contains(googleAudiences, aud) {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "Invalid JWT: Failed audience check. The right audience is "+baseURL(r)+TokenPath)
 		return
 	}
