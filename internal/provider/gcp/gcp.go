@@ -71,6 +71,13 @@ type Options struct {
 	// in; default 0.0.0.0/0 (a spec field for them is to come, for every
 	// provider).
 	APISourceRanges []string
+	// MaxRetries is how many times a call Google answered 429 is sent
+	// again (retries.go) before the step sees it; default 5, negative
+	// none.
+	MaxRetries int
+	// RetryBackoff is the first wait before a throttled call is sent
+	// again, doubled each time; default 1s.
+	RetryBackoff time.Duration
 	// WaitTimeout bounds the wait for one operation within a step's
 	// attempt; then the step is retried (and waits on the same operation,
 	// from the checkpoint). Default 20 minutes.
@@ -90,6 +97,12 @@ type GCP struct {
 func New(opts Options) *GCP {
 	if len(opts.APISourceRanges) == 0 {
 		opts.APISourceRanges = []string{"0.0.0.0/0"}
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 5
+	}
+	if opts.RetryBackoff == 0 {
+		opts.RetryBackoff = time.Second
 	}
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = 20 * time.Minute
@@ -161,6 +174,11 @@ func (g *GCP) clientsFor(ctx context.Context, a *provider.Account) (*clients, er
 		hc = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
 			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc = &http.Client{Transport: retrying{base: base, max: g.opts.MaxRetries, backoff: g.opts.RetryBackoff}}
 	// The key's real flow: a JWT signed with it, exchanged at its
 	// token_uri for access tokens (the 2-legged OAuth flow).
 	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, []byte(cr[v1.GCPServiceAccountKey]),

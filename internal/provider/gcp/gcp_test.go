@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/google/go-cmp/cmp"
@@ -475,4 +476,32 @@ func keyID(t *testing.T, a *provider.Account) string {
 		t.Fatal(msg)
 	}
 	return k.PrivateKeyID
+}
+
+// TestThrottled has every 5th Compute call answered 429
+// rateLimitExceeded (issue 50's "every 5th call rate-limited still
+// converges"): the ensure and the delete each succeed at their first
+// attempt, every throttled call sent again and counted in the step's
+// provider.CallRetries.
+func TestThrottled(t *testing.T) {
+	e := start(t)
+	e.g = New(Options{RetryBackoff: time.Millisecond})
+	a := e.account(owner)
+	pc := newCluster("web", a)
+	e.local.SetFaults(gcplocal.Faults{ThrottleEvery: 5})
+	ctx, retries := provider.WithCallRetries(t.Context())
+	if _, err := e.g.EnsureNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.g.DeleteNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.local.Throttled(); n < 4 || retries.Count() != n {
+		t.Fatalf("%d calls throttled, %d counted as retried", n, retries.Count())
+	}
+	// Throttled past the retries: the step sees a retryable Throttled.
+	e.g = New(Options{RetryBackoff: time.Millisecond, MaxRetries: -1})
+	e.local.SetFaults(gcplocal.Faults{ThrottleEvery: 1})
+	_, err := e.g.EnsureNetwork(t.Context(), pc)
+	wantFailure(t, err, v1.CodeThrottled, true, "", "throttled", "Queries per minute")
 }

@@ -144,6 +144,9 @@ func (s *Server) compute(c *call, r *http.Request) (any, int, error) {
 		return nil, 0, err
 	}
 	c.account = a
+	if err := s.throttle(); err != nil {
+		return nil, 0, err
+	}
 	if !s.projects[c.project] {
 		// Google answers 403 for a project the caller cannot see, which
 		// a project that is not there is to everyone.

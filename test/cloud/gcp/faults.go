@@ -12,6 +12,11 @@ type Faults struct {
 	// error (error.errors[].code and message, httpErrorStatusCode), and
 	// changes nothing.
 	FailOperations []FailedOperation `json:"failOperations,omitempty"`
+	// ThrottleEvery answers every Nth Compute call (reads of operations
+	// and waits included) 429 rateLimitExceeded, as Compute answers a
+	// project over its rate of API requests, before doing anything. 0
+	// never.
+	ThrottleEvery int `json:"throttleEvery,omitempty"`
 }
 
 // FailedOperation is how the next operation on a collection ends, e.g.
@@ -37,6 +42,30 @@ func (s *Server) SetFaults(f Faults) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = f
+	s.sinceThrottle = 0
+}
+
+// throttle counts a Compute call and refuses it when the faults say.
+// Callers hold s.mu.
+func (s *Server) throttle() error {
+	if s.faults.ThrottleEvery <= 0 {
+		return nil
+	}
+	s.sinceThrottle++
+	if s.sinceThrottle < s.faults.ThrottleEvery {
+		return nil
+	}
+	s.sinceThrottle = 0
+	s.throttled++
+	return errorf(http.StatusTooManyRequests, "rateLimitExceeded",
+		"Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'.")
+}
+
+// Throttled returns how many Compute calls the faults throttled since New.
+func (s *Server) Throttled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled
 }
 
 // takeFailure is the failure the next operation on coll is to end with,

@@ -115,6 +115,9 @@ type Server struct {
 	dirty  bool // st changed during this call: save it
 	faults Faults
 	calls  int // Compute calls since New
+	// sinceThrottle counts calls since the last one throttled;
+	// throttled those answered 429 (Faults.ThrottleEvery).
+	sinceThrottle, throttled int
 }
 
 // New returns a local Compute Engine, its state read from opts.StatePath

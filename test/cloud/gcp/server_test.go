@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -535,4 +536,21 @@ func TestAggregatedList(t *testing.T) {
 	}
 	status, body := e.do(tok, "GET", p+"/aggregated/networks", nil)
 	e.wantErr(status, body, "notFound", "aggregated list of networks")
+}
+
+func TestThrottle(t *testing.T) {
+	e := start(t, Options{})
+	tok := e.token(owner)
+	e.s.SetFaults(Faults{ThrottleEvery: 3})
+	var statuses []int
+	for range 6 {
+		status, out := e.do(tok, http.MethodGet, DefaultProject+"/global/networks", nil)
+		statuses = append(statuses, status)
+		if status == http.StatusTooManyRequests {
+			e.wantErr(status, out, "rateLimitExceeded", "Queries per minute")
+		}
+	}
+	if want := []int{200, 200, 429, 200, 200, 429}; !slices.Equal(statuses, want) || e.s.Throttled() != 2 {
+		t.Fatalf("statuses %v (throttled %d), want %v", statuses, e.s.Throttled(), want)
+	}
 }
