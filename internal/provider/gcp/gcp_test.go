@@ -20,6 +20,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
+	"kiln.dev/kiln/internal/provider/providertest"
 	"kiln.dev/kiln/internal/validate"
 	gcplocal "kiln.dev/kiln/test/cloud/gcp"
 	"kiln.dev/kiln/test/cloud/localcloud"
@@ -504,4 +505,11 @@ func TestThrottled(t *testing.T) {
 	e.local.SetFaults(gcplocal.Faults{ThrottleEvery: 1})
 	_, err := e.g.EnsureNetwork(t.Context(), pc)
 	wantFailure(t, err, v1.CodeThrottled, true, "", "throttled", "Queries per minute")
+}
+
+// TestContract runs the contract's rules about networks alone
+// (docs/provider-contract.md): the provider has no machines yet.
+func TestContract(t *testing.T) {
+	e := start(t)
+	providertest.RunNetworks(t, e.g, providertest.WithAccount(e.account(owner)))
 }
