@@ -5,7 +5,7 @@
 // Cluster API's GCP provider makes (network.go): a custom-mode VPC
 // network, a subnetwork in the cluster's region with secondary ranges for
 // pods and services, firewall rules, and a Cloud Router with Cloud NAT for
-// egress. Machines are not made yet, so the package does not implement
+// egress; and the dry run (offer.go). Machines are not made yet, so the package does not implement
 // provider.Provider and kilnd does not register it
 // (docs/provider-gcp.md says what is left).
 //
@@ -32,6 +32,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -40,6 +41,7 @@ import (
 	"cloud.google.com/go/auth/credentials"
 	"cloud.google.com/go/auth/httptransport"
 	compute "cloud.google.com/go/compute/apiv1"
+	"google.golang.org/api/cloudresourcemanager/v1"
 	"google.golang.org/api/option"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -123,15 +125,18 @@ type clients struct {
 	firewalls *compute.FirewallsClient
 	routers   *compute.RoutersClient
 	regions   *compute.RegionsClient
+	types     *compute.MachineTypesClient
+	// crm is Cloud Resource Manager's, for testIamPermissions (offer.go).
+	crm *cloudresourcemanager.Service
+	// closers are the clients made, closed by Close.
+	closers   []io.Closer
 	globalOps *compute.GlobalOperationsClient
 	regionOps *compute.RegionOperationsClient
 }
 
 func (c *clients) Close() {
-	for _, cl := range []interface{ Close() error }{c.networks, c.subnets, c.firewalls, c.routers, c.regions, c.globalOps, c.regionOps} {
-		if cl != nil {
-			_ = cl.Close()
-		}
+	for _, cl := range c.closers {
+		_ = cl.Close()
 	}
 }
 
@@ -204,24 +209,44 @@ func (g *GCP) clientsFor(ctx context.Context, a *provider.Account) (*clients, er
 	if c.networks, err = compute.NewNetworksRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.networks)
 	if c.subnets, err = compute.NewSubnetworksRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.subnets)
 	if c.firewalls, err = compute.NewFirewallsRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.firewalls)
 	if c.routers, err = compute.NewRoutersRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.routers)
 	if c.regions, err = compute.NewRegionsRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.regions)
+	if c.types, err = compute.NewMachineTypesRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.types)
+	// Cloud Resource Manager is at the account's endpoint too when it
+	// names one (the local Compute Engine answers testIamPermissions).
+	crmOpts := []option.ClientOption{option.WithHTTPClient(authed)}
+	if e := cr[v1.GCPEndpoint]; e != "" {
+		crmOpts = append(crmOpts, option.WithEndpoint(strings.TrimSuffix(e, "/")+"/"))
+	}
+	if c.crm, err = cloudresourcemanager.NewService(ctx, crmOpts...); err != nil {
 		return nil, err
 	}
 	if c.globalOps, err = compute.NewGlobalOperationsRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.globalOps)
 	if c.regionOps, err = compute.NewRegionOperationsRESTClient(ctx, opts...); err != nil {
 		return nil, err
 	}
+	c.closers = append(c.closers, c.regionOps)
 	ok = true
 	return c, nil
 }

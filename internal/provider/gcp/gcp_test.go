@@ -31,6 +31,9 @@ const (
 	owner    = "kiln@kiln-local.iam.gserviceaccount.com"
 	netAdmin = "netadmin@kiln-local.iam.gserviceaccount.com"
 	stranger = "kiln@other-project.iam.gserviceaccount.com"
+	// admins has the network admin's and the security admin's roles: what
+	// the provider needs, and no more.
+	admins = "admins@kiln-local.iam.gserviceaccount.com"
 )
 
 // env is a local Compute Engine in this process, over TLS on loopback,
@@ -51,6 +54,7 @@ func start(t *testing.T) *env {
 	t.Helper()
 	local, err := gcplocal.New(gcplocal.Options{Projects: []string{project, "other-project"}, ServiceAccounts: []gcplocal.ServiceAccount{
 		{Email: owner}, {Email: netAdmin, Roles: []string{"roles/compute.networkAdmin"}}, {Email: stranger},
+		{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin"}},
 	}})
 	if err != nil {
 		t.Fatal(err)
