@@ -64,6 +64,7 @@ func isAlreadyExists(err error) bool { return httpStatus(err) == http.StatusConf
 //	the token endpoint refusing the key         terminal InvalidCredentials (spec.cloudAccount)
 //	401                                         terminal InvalidCredentials (spec.cloudAccount)
 //	403 rateLimitExceeded, 429                  retryable Throttled
+//	403 accessNotConfigured (Compute not enabled)  terminal InvalidParameter (spec.cloudAccount)
 //	403 (a permission the account lacks)        terminal Forbidden (spec.cloudAccount), naming it
 //	an operation ended QUOTA_EXCEEDED, 403 quotaExceeded  terminal QuotaExceeded
 //	an operation ended with another error       retryable ProviderError (the next attempt writes again)
@@ -95,7 +96,7 @@ func classify(err error, account, format string, args ...any) error {
 	terminal := func(code, format string, args ...any) error {
 		e := failure.Terminal(code, format, args...)
 		e.Err = err
-		if code == v1.CodeInvalidCredentials || code == v1.CodeForbidden {
+		if code == v1.CodeInvalidCredentials || code == v1.CodeForbidden || reason == "accessNotConfigured" {
 			e.Target = "spec.cloudAccount"
 		}
 		return e
@@ -108,6 +109,8 @@ func classify(err error, account, format string, args ...any) error {
 		return terminal(v1.CodeInvalidCredentials, "%s: Compute Engine refused the token of cloud account %q: %s; check its credentials.%s", what, account, msg, v1.GCPServiceAccountKey)
 	case status == http.StatusTooManyRequests || reason == "rateLimitExceeded" || reason == "userRateLimitExceeded":
 		return failure.Retryable(v1.CodeThrottled, err, "%s: Compute Engine throttled the call: %s", what, msg)
+	case reason == "accessNotConfigured":
+		return terminal(v1.CodeInvalidParameter, "%s: the Compute Engine API is not enabled in the project of cloud account %q: %s", what, account, msg)
 	case reason == "quotaExceeded":
 		return terminal(v1.CodeQuotaExceeded, "%s: Compute Engine: %s", what, msg)
 	case status == http.StatusForbidden:

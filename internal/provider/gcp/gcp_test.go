@@ -34,6 +34,8 @@ const (
 	// admins has the network admin's and the security admin's roles: what
 	// the provider needs, and no more.
 	admins = "admins@kiln-local.iam.gserviceaccount.com"
+	// disabledSA's project has not enabled Compute.
+	disabledSA = "kiln@disabled-project.iam.gserviceaccount.com"
 )
 
 // env is a local Compute Engine in this process, over TLS on loopback,
@@ -52,10 +54,12 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	local, err := gcplocal.New(gcplocal.Options{Projects: []string{project, "other-project"}, ServiceAccounts: []gcplocal.ServiceAccount{
-		{Email: owner}, {Email: netAdmin, Roles: []string{"roles/compute.networkAdmin"}}, {Email: stranger},
-		{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin"}},
-	}})
+	local, err := gcplocal.New(gcplocal.Options{Projects: []string{project, "other-project", "disabled-project"},
+		ComputeDisabled: []string{"disabled-project"}, ServiceAccounts: []gcplocal.ServiceAccount{
+			{Email: owner}, {Email: netAdmin, Roles: []string{"roles/compute.networkAdmin"}}, {Email: stranger},
+			{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin"}},
+			{Email: disabledSA},
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +262,30 @@ func TestEnsureNetwork(t *testing.T) {
 	if err != nil || !slices.Equal(fw.GetSourceRanges(), []string{"203.0.113.0/24"}) || len(fw.GetAllowed()) != 1 || !slices.Equal(fw.GetAllowed()[0].GetPorts(), []string{"6443"}) {
 		t.Fatalf("the rule after the ensure: %v %v", fw, err)
 	}
+
+	// A NAT changed by hand (every subnetwork of the network) is patched
+	// back to the cluster's subnetwork alone.
+	op, err = api.routers.Patch(ctx, &computepb.PatchRouterRequest{Project: project, Region: "us-central1", Router: prefix + "-router", RouterResource: &computepb.Router{
+		Nats: []*computepb.RouterNat{{Name: proto.String(prefix + "-nat"), NatIpAllocateOption: proto.String("AUTO_ONLY"),
+			SourceSubnetworkIpRangesToNat: proto.String("ALL_SUBNETWORKS_ALL_IP_RANGES")}},
+	}})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mutations()
+	if _, err := e.g.EnsureNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mutations(); !cmp.Equal(got, map[string]int{"PATCH /regions/us-central1/routers/" + prefix + "-router": 1}) {
+		t.Fatalf("patching the NAT back: %v", got)
+	}
+	r, err = api.routers.Get(ctx, &computepb.GetRouterRequest{Project: project, Region: "us-central1", Router: prefix + "-router"})
+	if err != nil || r.GetNats()[0].GetSourceSubnetworkIpRangesToNat() != "LIST_OF_SUBNETWORKS" || r.GetNats()[0].GetSubnetworks()[0].GetName() != s.GetSelfLink() {
+		t.Fatalf("the NAT after the ensure: %v %v", r.GetNats(), err)
+	}
 }
 
 func TestDeleteNetwork(t *testing.T) {
@@ -456,6 +484,8 @@ func TestRefusals(t *testing.T) {
 		{"a network admin makes no firewall rules", e.account(netAdmin), nil, v1.CodeForbidden, false, "spec.cloudAccount",
 			[]string{`"gcp-netadmin"`, "Required 'compute.firewalls.create' permission"}},
 		{"a key of another project's account", otherProject, nil, v1.CodeForbidden, false, "spec.cloudAccount", []string{"compute.regions.get"}},
+		{"Compute not enabled in the project", computeOff(e), nil, v1.CodeInvalidParameter, false, "spec.cloudAccount",
+			[]string{"Compute Engine API is not enabled", "disabled-project"}},
 		{"a region not offered", good, func(c *provider.Cluster) { c.Spec.Region = "mars-north1" }, v1.CodeInvalidParameter, false, "spec.region",
 			[]string{`"mars-north1"`, "project kiln-local"}},
 		{"nodes overlapping pods", good, func(c *provider.Cluster) { c.Spec.Network.NodeCIDR = "10.244.0.0/20" }, v1.CodeInvalidParameter, false, "spec.network.nodeCIDR",
@@ -471,6 +501,13 @@ func TestRefusals(t *testing.T) {
 			wantFailure(t, err, tt.code, tt.retryable, tt.target, tt.words...)
 		})
 	}
+}
+
+// disabled2 is an account of a project whose Compute API is not enabled.
+func computeOff(e *env) *provider.Account {
+	a := e.account(disabledSA)
+	a.Credentials[v1.GCPProject] = "disabled-project"
+	return a
 }
 
 // keyID is the private_key_id of an account's key.

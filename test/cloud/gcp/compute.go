@@ -152,6 +152,10 @@ func (s *Server) compute(c *call, r *http.Request) (any, int, error) {
 		// a project that is not there is to everyone.
 		return nil, 0, forbidden("compute.projects.get", "projects/"+c.project)
 	}
+	if slices.Contains(s.opts.ComputeDisabled, c.project) {
+		return nil, 0, errorf(http.StatusForbidden, "accessNotConfigured",
+			"Compute Engine API has not been used in project %s before or it is disabled. Enable it by visiting https://console.developers.google.com/apis/api/compute.googleapis.com/overview?project=%s then retry.", c.project, c.project)
+	}
 	if err := s.checkScope(c); err != nil {
 		return nil, 0, err
 	}

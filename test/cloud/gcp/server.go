@@ -73,6 +73,10 @@ type Region struct {
 type Options struct {
 	// Projects the local Compute Engine has; default DefaultProject.
 	Projects []string
+	// ComputeDisabled are projects (of Projects) whose Compute Engine API
+	// is not enabled: every Compute call in them is 403
+	// accessNotConfigured, as Google answers.
+	ComputeDisabled []string
 	// Regions it offers; default DefaultRegions.
 	Regions []Region
 	// ServiceAccounts may get tokens; at least one.

@@ -436,6 +436,11 @@ func TestIAM(t *testing.T) {
 	status, out = e.do(admin, "GET", "no-such-project/global/networks", nil)
 	e.wantErr(status, out, "forbidden", "projects/no-such-project")
 
+	t.Run("Compute not enabled", func(t *testing.T) {
+		e := start(t, Options{ComputeDisabled: []string{"other-project"}})
+		status, out := e.do(e.token(other), "GET", "other-project/global/networks", nil)
+		e.wantErr(status, out, "accessNotConfigured", "Compute Engine API has not been used in project other-project")
+	})
 	t.Run("testIamPermissions", func(t *testing.T) {
 		ask := []string{"compute.networks.create", "compute.firewalls.create", "compute.routers.create"}
 		for _, tt := range []struct {

@@ -56,7 +56,7 @@ func main() {
 }
 
 func run() error {
-	var projects, accounts, roles localcloud.StringList
+	var projects, accounts, roles, disabled localcloud.StringList
 	fs := flag.NewFlagSet("kiln-gcp-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -67,6 +67,7 @@ func run() error {
 	fs.Var(&projects, "project", "a project id (repeatable; default "+gcp.DefaultProject+")")
 	fs.Var(&accounts, "service-account", "a service account that may get tokens, NAME@PROJECT.iam.gserviceaccount.com (repeatable; default kiln@PROJECT of the first project)")
 	fs.Var(&roles, "role", "EMAIL=ROLE: a predefined role the service account has in its project (roles/owner, roles/editor, roles/viewer, roles/compute.admin, roles/compute.networkAdmin, roles/compute.securityAdmin, roles/compute.viewer); repeatable; EMAIL=none gives it none")
+	fs.Var(&disabled, "compute-disabled", "a project whose Compute Engine API is not enabled: its calls answer 403 accessNotConfigured (repeatable)")
 	polls := fs.Int("running-polls", 0, "reads of an operation answered RUNNING before it is DONE")
 	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
@@ -94,7 +95,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	s, err := gcp.New(gcp.Options{Projects: projects, ServiceAccounts: sas, StatePath: *state, RunningPolls: *polls, Logger: log})
+	s, err := gcp.New(gcp.Options{Projects: projects, ComputeDisabled: disabled, ServiceAccounts: sas, StatePath: *state, RunningPolls: *polls, Logger: log})
 	if err != nil {
 		return err
 	}
