@@ -39,6 +39,7 @@ type call struct {
 	coll    string // networks, subnetworks, operations, ...; "" for the project or a region or zone itself
 	name    string // the resource; "" for a collection
 	action  string // what follows the name (wait, setLabels)
+	body    doc    // an insert's body, read before its permission is checked
 }
 
 // path is what the call names, under compute/v1.
@@ -159,8 +160,18 @@ func (s *Server) compute(c *call, r *http.Request) (any, int, error) {
 	if err := s.checkScope(c); err != nil {
 		return nil, 0, err
 	}
+	target := c.path()
+	if k, ok := kinds[c.coll]; ok && k.in(c) && c.name == "" && r.Method == http.MethodPost {
+		// Compute names the resource an insert would make.
+		if c.body, err = readBody(r); err != nil {
+			return nil, 0, err
+		}
+		if n, _ := c.body["name"].(string); n != "" {
+			target += "/" + n
+		}
+	}
 	if p := permission(c, r.Method); !allowed(a, c.project, p) {
-		return nil, 0, forbidden(p, c.path())
+		return nil, 0, forbidden(p, target)
 	}
 	if c.scope == "aggregated" {
 		return s.aggregated(c, r)
@@ -237,10 +248,7 @@ func (s *Server) resource(c *call, k *kind, r *http.Request) (any, int, error) {
 	case c.name == "" && r.Method == http.MethodGet:
 		return list(s, c, r, k.kind+"List", func(p string) (doc, bool) { d, ok := s.st.Resources[p]; return d, ok }, s.st.Resources)
 	case c.name == "" && r.Method == http.MethodPost:
-		body, err := readBody(r)
-		if err != nil {
-			return nil, 0, err
-		}
+		body := c.body
 		n, _ := body["name"].(string)
 		if !name.MatchString(n) {
 			return nil, 0, invalid("Invalid value for field 'resource.name': '%s'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'", n)

@@ -426,7 +426,7 @@ func TestIAM(t *testing.T) {
 	admin, na, viewer, stranger := e.token(owner), e.token(netAd), e.token("viewer@kiln-local.iam.gserviceaccount.com"), e.token(other)
 	e.ok(na, "POST", p+"/global/networks", custom) // a network admin makes networks
 	status, out := e.do(na, "POST", p+"/global/firewalls", map[string]any{"name": "fw", "network": "global/networks/net1", "allowed": []any{map[string]any{"IPProtocol": "all"}}})
-	e.wantErr(status, out, "forbidden", "Required 'compute.firewalls.create' permission for 'projects/kiln-local/global/firewalls'")
+	e.wantErr(status, out, "forbidden", "Required 'compute.firewalls.create' permission for 'projects/kiln-local/global/firewalls/fw'")
 	status, out = e.do(viewer, "DELETE", p+"/global/networks/net1", nil)
 	e.wantErr(status, out, "forbidden", "Required 'compute.networks.delete' permission for 'projects/kiln-local/global/networks/net1'")
 	e.ok(viewer, "GET", p+"/global/networks/net1", nil)
