@@ -105,7 +105,7 @@ func (s *Server) regionDocs(c *call) map[string]doc {
 			zones = append(zones, c.link("projects/"+c.project+"/zones/"+rg.Name+"-"+z))
 		}
 		for _, m := range slices.Sorted(maps.Keys(Quotas)) {
-			quotas = append(quotas, map[string]any{"metric": m, "limit": Quotas[m], "usage": s.usage(c.project, rg.Name, m)})
+			quotas = append(quotas, map[string]any{"metric": m, "limit": s.quota(m), "usage": s.usage(c.project, rg.Name, m)})
 		}
 		out[p] = doc{"kind": "compute#region", "name": rg.Name, "id": catalogID(p), "selfLink": c.link(p), "status": "UP",
 			"description": rg.Name, "zones": zones, "quotas": quotas}
@@ -115,7 +115,10 @@ func (s *Server) regionDocs(c *call) map[string]doc {
 
 // usage is how much of a regional quota the project uses.
 func (s *Server) usage(project, region, metric string) int {
-	coll := map[string]string{"SUBNETWORKS": "subnetworks", "ROUTERS": "routers"}[metric]
+	if metric == "CPUS" {
+		return s.cpus(project, region)
+	}
+	coll := map[string]string{"SUBNETWORKS": "subnetworks", "ROUTERS": "routers", "INSTANCE_GROUP_MANAGERS": "instanceGroupManagers"}[metric]
 	if coll == "" {
 		return 0
 	}

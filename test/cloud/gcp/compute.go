@@ -123,6 +123,7 @@ func (s *Server) serveCompute(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.calls++
 	s.dirty = false
+	s.pending = pending{}
 	v, status, err := s.compute(c, r)
 	if err == nil && s.dirty {
 		err = s.save()
@@ -220,6 +221,8 @@ func permission(c *call, method string) string {
 	verb := "get"
 	switch {
 	case c.action == "wait":
+	case actionVerbs[c.action] != "":
+		verb = actionVerbs[c.action]
 	case c.action != "":
 		verb = c.action
 	case c.name == "" && method == http.MethodGet:
@@ -234,6 +237,10 @@ func permission(c *call, method string) string {
 	return "compute." + coll + "." + verb
 }
 
+// actionVerbs are the permissions' verbs of methods that are not named
+// as their permission: a group's resize is compute.instanceGroupManagers.update.
+var actionVerbs = map[string]string{"resize": "update", "deleteInstances": "update", "listManagedInstances": "get"}
+
 func methodNotAllowed(r *http.Request) *apiError {
 	return errorf(http.StatusMethodNotAllowed, "httpMethodNotAllowed", "The local Compute Engine does not answer %s %s", r.Method, r.URL.Path)
 }
@@ -244,6 +251,9 @@ var name = regexp.MustCompile(`^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$`)
 // resource answers a collection of kind k or one of its resources.
 func (s *Server) resource(c *call, k *kind, r *http.Request) (any, int, error) {
 	path := c.path()
+	if c.name != "" && c.action != "" {
+		return s.action(c, r)
+	}
 	switch {
 	case c.name == "" && r.Method == http.MethodGet:
 		return list(s, c, r, k.kind+"List", func(p string) (doc, bool) { d, ok := s.st.Resources[p]; return d, ok }, s.st.Resources)
@@ -266,6 +276,9 @@ func (s *Server) resource(c *call, k *kind, r *http.Request) (any, int, error) {
 		body["kind"], body["id"], body["selfLink"] = k.kind, id, c.link(path)
 		body["creationTimestamp"] = stamp(s.opts.Now().UTC())
 		fail := s.takeFailure(c.coll)
+		if fail == nil && k.admit != nil {
+			fail = k.admit(s, c, body)
+		}
 		if fail == nil {
 			s.st.Resources[path] = body
 			if k.inserted != nil {
@@ -397,7 +410,7 @@ func (s *Server) aggregated(c *call, r *http.Request) (any, int, error) {
 		return nil, 0, invalid("Invalid value for field 'filter': '%s'. The local Compute Engine does not filter lists.", f)
 	}
 	k, ok := kinds[c.coll]
-	if c.coll != "operations" && (!ok || k.scope != "regions") {
+	if c.coll != "operations" && (!ok || k.scope == "global") {
 		return nil, 0, errorf(http.StatusNotFound, "notFound", "The local Compute Engine has no aggregated list of %s", c.coll)
 	}
 	var paths []string

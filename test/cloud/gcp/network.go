@@ -29,6 +29,9 @@ type kind struct {
 	// inserted and deleted keep other resources' views (a network's
 	// subnetworks) in step.
 	inserted, deleted func(s *Server, c *call, d doc)
+	// admit, when set, is how an insert's operation ends when Compute
+	// would not make it after all (a quota): nil to make it.
+	admit func(s *Server, c *call, d doc) *FailedOperation
 }
 
 // in reports whether the call's scope is the kind's.
@@ -48,6 +51,12 @@ var kinds = func() map[string]*kind {
 			inUse: subnetworkInUse, inserted: subnetworkInserted, deleted: subnetworkDeleted},
 		{coll: "firewalls", kind: "compute#firewall", noun: "firewall", scope: "global", prepare: prepareFirewall},
 		{coll: "routers", kind: "compute#router", noun: "router", scope: "regions", prepare: prepareRouter},
+		{coll: "instances", kind: "compute#instance", noun: "instance", scope: "zones", prepare: prepareInstance,
+			inserted: instanceInserted, deleted: instanceDeleted, admit: admitInstance},
+		{coll: "instanceTemplates", kind: "compute#instanceTemplate", noun: "instance template", scope: "global",
+			prepare: prepareTemplate, inUse: templateInUse},
+		{coll: "instanceGroupManagers", kind: "compute#instanceGroupManager", noun: "instance group manager", scope: "regions",
+			prepare: prepareGroup, inserted: groupInserted, deleted: groupDeleted, admit: admitGroup},
 	} {
 		m[k.coll] = k
 	}
@@ -191,13 +200,16 @@ func prepareNetwork(s *Server, c *call, d, old doc) error {
 	return nil
 }
 
-// networkInUse names a subnetwork, firewall rule or router on the
-// network c names.
+// networkInUse names a subnetwork, firewall rule, router or instance on
+// the network c names.
 func networkInUse(s *Server, c *call) string {
 	var users []string
 	for p, d := range s.st.Resources {
 		if (strings.Contains(p, "/subnetworks/") || strings.Contains(p, "/firewalls/") || strings.Contains(p, "/routers/")) &&
 			strings.HasPrefix(p, "projects/"+c.project+"/") && refPath(c, str(d, "network"), "global", "networks") == c.path() {
+			users = append(users, p)
+		}
+		if isInstance(p) && strings.HasPrefix(p, "projects/"+c.project+"/") && slices.Contains(instanceRefs(c, d, "network"), c.path()) {
 			users = append(users, p)
 		}
 	}
@@ -332,8 +344,19 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// subnetworkInUse names a router whose NAT lists the subnetwork c names.
+// subnetworkInUse names an instance on the subnetwork c names, or a
+// router whose NAT lists it.
 func subnetworkInUse(s *Server, c *call) string {
+	var users []string
+	for p, d := range s.st.Resources {
+		if isInstance(p) && strings.HasPrefix(p, "projects/"+c.project+"/") && slices.Contains(instanceRefs(c, d, "subnetwork"), c.path()) {
+			users = append(users, p)
+		}
+	}
+	if len(users) > 0 {
+		slices.Sort(users)
+		return users[0]
+	}
 	for p, d := range s.st.Resources {
 		if !strings.HasPrefix(p, "projects/"+c.project+"/regions/"+c.region()+"/routers/") {
 			continue

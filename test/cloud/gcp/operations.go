@@ -21,6 +21,37 @@ import (
 type operation struct {
 	Doc   doc `json:"doc"`
 	Reads int `json:"reads"`
+	// Then are the statuses instances take when the operation ends, by
+	// their paths (an insert's PROVISIONING instance is RUNNING then).
+	Then map[string]string `json:"then,omitempty"`
+	// Waits are the instances whose machines the operation waits for
+	// (with Options.Machines), and for what: running, stopped, removed.
+	// Reads do not end it while any is left; the machine loop does.
+	Waits map[string]string `json:"waits,omitempty"`
+}
+
+// pending is what the hooks of one call give its operation (Then and
+// Waits), taken by newOperation.
+type pending struct {
+	then, waits map[string]string
+}
+
+// after has the call's operation set the instance at path to status when
+// it ends, and, with Options.Machines, wait until its machine is as
+// wait says ("" for no wait). Callers hold s.mu.
+func (s *Server) after(path, status, wait string) {
+	if s.pending.then == nil {
+		s.pending.then = map[string]string{}
+	}
+	if status != "" {
+		s.pending.then[path] = status
+	}
+	if wait != "" && s.opts.Machines != nil {
+		if s.pending.waits == nil {
+			s.pending.waits = map[string]string{}
+		}
+		s.pending.waits[path] = wait
+	}
 }
 
 // newOperation records an operation of kind opType ("insert", "delete",
@@ -50,9 +81,14 @@ func (s *Server) newOperation(c *call, opType, target string, targetID any, fail
 		d["httpErrorStatusCode"] = fail.status()
 		d["httpErrorMessage"] = strings.ToUpper(http.StatusText(fail.status()))
 	}
-	s.st.Operations[path] = &operation{Doc: d}
-	if s.opts.RunningPolls < 0 {
-		s.finish(d)
+	op := &operation{Doc: d}
+	if fail == nil {
+		op.Then, op.Waits = s.pending.then, s.pending.waits
+	}
+	s.pending = pending{}
+	s.st.Operations[path] = op
+	if s.opts.RunningPolls < 0 && len(op.Waits) == 0 {
+		s.finish(op)
 	}
 	return maps.Clone(d)
 }
@@ -60,12 +96,21 @@ func (s *Server) newOperation(c *call, opType, target string, targetID any, fail
 // opIDBase makes operations' ids look as Compute's (large numbers).
 const opIDBase = 7_000_000_000_000_000_000
 
-// finish ends an operation: DONE, with its end time.
-func (s *Server) finish(d doc) {
+// finish ends an operation: DONE, with its end time; the instances it
+// changes take their statuses.
+func (s *Server) finish(op *operation) {
+	d := op.Doc
 	if d["status"] == "DONE" {
 		return
 	}
-	d["status"], d["progress"], d["endTime"] = "DONE", 100, stamp(s.opts.Now().UTC())
+	now := stamp(s.opts.Now().UTC())
+	d["status"], d["progress"], d["endTime"] = "DONE", 100, now
+	for p, status := range op.Then {
+		if inst, ok := s.st.Resources[p]; ok {
+			setStatus(inst, status, now)
+		}
+	}
+	op.Then = nil
 }
 
 // readOperation is a read of an operation: it counts toward its end.
@@ -77,8 +122,8 @@ func (s *Server) readOperation(c *call, wait bool) (doc, error) {
 		return nil, notFound(c.path())
 	}
 	op.Reads++
-	if wait || op.Reads > s.opts.RunningPolls {
-		s.finish(op.Doc)
+	if (wait || op.Reads > s.opts.RunningPolls) && len(op.Waits) == 0 {
+		s.finish(op)
 	}
 	s.dirty = true
 	return maps.Clone(op.Doc), nil

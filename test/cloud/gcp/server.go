@@ -20,6 +20,7 @@
 package gcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,17 @@ type Options struct {
 	// before it is DONE: 0 answers DONE at the first read (the SDK's
 	// op.Wait reads at once, then sleeps a second between reads).
 	RunningPolls int
+	// Machines runs the instances (machines.Docker: containers of Kiln's
+	// node image, a Docker network per subnetwork); nil keeps instances
+	// as records only, their statuses following their operations.
+	Machines Machines
+	// Quotas replace the regional quotas' limits (Quotas) named, for
+	// every region.
+	Quotas map[string]float64
+	// Images are the node images' versions instances may boot without
+	// Machines (with Machines: the images it has); none accepts any
+	// image without Machines.
+	Images []string
 	// Logger gets what the local Compute Engine does; default discarded.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -122,6 +134,14 @@ type Server struct {
 	// sinceThrottle counts calls since the last one throttled;
 	// throttled those answered 429 (Faults.ThrottleEvery).
 	sinceThrottle, throttled int
+	// pending is what the call's hooks give its operation.
+	pending pending
+	// images are the node images by version (Docker references with
+	// Machines).
+	images map[string]string
+	// stop ends the machine loop; done is closed when it has.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New returns a local Compute Engine, its state read from opts.StatePath
@@ -172,7 +192,39 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.st = st
+	s.images = map[string]string{}
+	for _, v := range opts.Images {
+		s.images[v] = v
+	}
+	if opts.Machines != nil {
+		// The images first, so that the first insert finds them.
+		ctx, cancel := context.WithTimeout(context.Background(), machineTimeout)
+		imgs, err := opts.Machines.Images(ctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("listing the node images failed", "err", err)
+		}
+		for _, im := range imgs {
+			s.images[im.Version] = im.Ref
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		s.stop, s.done = stop, make(chan struct{})
+		go func() {
+			defer close(s.done)
+			s.machineLoop(ctx)
+		}()
+	}
 	return s, nil
+}
+
+// Close stops the machine loop (the machines keep running, as Compute's
+// instances do when nobody calls).
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+		<-s.done
+	}
+	return nil
 }
 
 // projectID is a project id as Google Cloud allows it.

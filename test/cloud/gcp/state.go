@@ -31,6 +31,9 @@ type State struct {
 	// (projects/P/global/operations/NAME), kept so that a client waits
 	// on one across a restart.
 	Operations map[string]*operation `json:"operations"`
+	// Machines are the instances' machines (with Options.Machines), by
+	// the instances' paths.
+	Machines map[string]*machine `json:"machines,omitempty"`
 	// Seq numbers resources' ids and operations' names.
 	Seq uint64 `json:"seq"`
 
@@ -72,6 +75,9 @@ func loadState(path string) (*State, error) {
 	}
 	if st.Operations == nil {
 		st.Operations = map[string]*operation{}
+	}
+	if st.Machines == nil {
+		st.Machines = map[string]*machine{}
 	}
 	if st.SigningKey == "" {
 		pemKey, _, err := newRSAKey()

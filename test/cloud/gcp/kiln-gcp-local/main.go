@@ -1,7 +1,8 @@
 // Command kiln-gcp-local serves the local Compute Engine (package
 // test/cloud/gcp): a stateful test double of Google's OAuth 2.0 token
 // endpoint for service-account keys and of the Compute Engine REST API
-// (networks, subnetworks, firewalls, routers with Cloud NAT, operations),
+// (networks, subnetworks, firewalls, routers with Cloud NAT, instances,
+// instance templates, regional managed instance groups, operations),
 // which the Go client cloud.google.com/go/compute reaches through
 // option.WithEndpoint. It never calls Google.
 //
@@ -29,11 +30,17 @@ import (
 	"syscall"
 	"time"
 
+	"kiln.dev/kiln/internal/nodeimage"
 	"kiln.dev/kiln/test/cloud/gcp"
 	"kiln.dev/kiln/test/cloud/localcloud"
+	"kiln.dev/kiln/test/cloud/machines"
 )
 
-const usage = `kiln-gcp-local: a local Compute Engine for tests (the OAuth 2.0 token endpoint of service-account keys; Compute Engine's REST API: projects, regions, zones, machine types, networks, subnetworks, firewalls, routers with Cloud NAT, operations; Cloud Resource Manager's testIamPermissions). A test double: it never calls Google.
+const usage = `kiln-gcp-local: a local Compute Engine for tests (the OAuth 2.0 token endpoint of service-account keys; Compute Engine's REST API: projects, regions, zones, machine types, networks, subnetworks, firewalls, routers with Cloud NAT, instances, instance templates, regional managed instance groups, operations; Cloud Resource Manager's testIamPermissions). A test double: it never calls Google.
+
+Instances run as containers of Kiln's node image on the Docker engine
+(DOCKER_HOST), their startup-script run at the first boot; --no-machines
+keeps them as records only.
 
 Usage:
   kiln-gcp-local --listen 127.0.0.1:PORT [--ca-out FILE | --tls-cert FILE --tls-key FILE] --key-out FILE [flags]
@@ -69,6 +76,10 @@ func run() error {
 	fs.Var(&roles, "role", "EMAIL=ROLE: a predefined role the service account has in its project (roles/owner, roles/editor, roles/viewer, roles/compute.admin, roles/compute.networkAdmin, roles/compute.securityAdmin, roles/compute.viewer); repeatable; EMAIL=none gives it none")
 	fs.Var(&disabled, "compute-disabled", "a project whose Compute Engine API is not enabled: its calls answer 403 accessNotConfigured (repeatable)")
 	polls := fs.Int("running-polls", 0, "reads of an operation answered RUNNING before it is DONE")
+	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image projects/P/global/images/kiln-node-VERSION, dots made dashes)")
+	noMachines := fs.Bool("no-machines", false, "keep instances as records only: no container runs (no Docker needed)")
+	var images localcloud.StringList
+	fs.Var(&images, "image", "with --no-machines, a node image version instances may boot (repeatable; none: any image)")
 	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
 	}
@@ -95,10 +106,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	s, err := gcp.New(gcp.Options{Projects: projects, ComputeDisabled: disabled, ServiceAccounts: sas, StatePath: *state, RunningPolls: *polls, Logger: log})
+	opts := gcp.Options{Projects: projects, ComputeDisabled: disabled, ServiceAccounts: sas, StatePath: *state, RunningPolls: *polls,
+		Images: images, Logger: log}
+	if !*noMachines {
+		identity := "mem" + fmt.Sprint(os.Getpid())
+		if *state != "" {
+			identity = machines.StateIdentity(*state)
+		}
+		m, err := gcp.NewDockerMachines(ctx, identity, *image, log)
+		if err != nil {
+			return fmt.Errorf("%w (give --no-machines to run without Docker)", err)
+		}
+		defer m.Close()
+		opts.Machines = m
+	}
+	s, err := gcp.New(opts)
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
