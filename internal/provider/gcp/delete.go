@@ -9,8 +9,9 @@ import (
 	"kiln.dev/kiln/internal/provider"
 )
 
-// DeleteNetwork deletes the cluster's network parts in the reverse of
-// their making: the router (and its NAT), the firewall rules, the
+// DeleteNetwork deletes what is left of the cluster's machines (its pools'
+// groups and templates, instances labelled with it), then its network
+// parts in the reverse of their making: the router (and its NAT), the firewall rules, the
 // subnetwork, the network. A part that is not there is done (a delete run
 // again, one never made, one someone deleted by hand); a part of that name
 // that is not the cluster's is left alone. Compute refuses to delete a
@@ -22,6 +23,10 @@ func (g *GCP) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 		return err
 	}
 	defer c.api.Close()
+	// The machines first: Compute keeps a subnetwork an instance uses.
+	if err := g.deleteMachines(ctx, c); err != nil {
+		return err
+	}
 	p, region := c.api.project, c.region
 	router := c.prefix + suffixRouter
 	if err := g.deletePart(ctx, c, "routers/"+region+"/"+router, "regions/"+region, "router "+router,

@@ -5,9 +5,11 @@
 // Cluster API's GCP provider makes (network.go): a custom-mode VPC
 // network, a subnetwork in the cluster's region with secondary ranges for
 // pods and services, firewall rules, and a Cloud Router with Cloud NAT for
-// egress; and the dry run (offer.go). Machines are not made yet, so the package does not implement
-// provider.Provider and kilnd does not register it
-// (docs/provider-gcp.md says what is left).
+// egress; the control plane's machines as instances across the spec's
+// zones (machines.go); each worker pool a regional managed instance group
+// from an instance template (pools.go, provider.Pools); and the dry run
+// (offer.go). It implements provider.Provider; kilnd does not register it
+// yet (docs/provider-gcp.md says what is left).
 //
 // Everything of a cluster is named from its project and name (Prefix): a
 // Compute name is unique in the Google Cloud project, so an ensure run
@@ -36,6 +38,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/auth/credentials"
@@ -84,18 +87,31 @@ type Options struct {
 	// attempt; then the step is retried (and waits on the same operation,
 	// from the checkpoint). Default 20 minutes.
 	WaitTimeout time.Duration
+	// Versions are the Kubernetes versions machines install, oldest
+	// first: there is a node image of each (ImageName). A spec that
+	// names none gets the newest.
+	Versions []string
+	// ImageProject is the project the node images are in; default the
+	// account's.
+	ImageProject string
+	// BootScript is what a machine boots with (its startup-script);
+	// default the node image's kiln-agent with the join files inline
+	// (bootscript.Inline).
+	BootScript BootScript
 	// Logger gets operator logs; default discarded.
 	Logger *slog.Logger
 }
 
-// GCP makes and deletes clusters' networks in Google Cloud. It is safe
-// for concurrent use.
+// GCP makes and deletes clusters' networks and machines in Google Cloud.
+// It is safe for concurrent use.
 type GCP struct {
 	opts Options
 	log  *slog.Logger
+	// pools serialise the calls on one pool's group (poolLock).
+	pools sync.Map
 }
 
-// New returns the gcp provider's network part.
+// New returns the gcp provider.
 func New(opts Options) *GCP {
 	if len(opts.APISourceRanges) == 0 {
 		opts.APISourceRanges = []string{"0.0.0.0/0"}
@@ -111,6 +127,9 @@ func New(opts Options) *GCP {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BootScript == nil {
+		opts.BootScript = agentBoot
 	}
 	return &GCP{opts: opts, log: opts.Logger}
 }
@@ -132,6 +151,10 @@ type clients struct {
 	closers   []io.Closer
 	globalOps *compute.GlobalOperationsClient
 	regionOps *compute.RegionOperationsClient
+	zoneOps   *compute.ZoneOperationsClient
+	instances *compute.InstancesClient
+	templates *compute.InstanceTemplatesClient
+	groups    *compute.RegionInstanceGroupManagersClient
 }
 
 func (c *clients) Close() {
@@ -247,6 +270,22 @@ func (g *GCP) clientsFor(ctx context.Context, a *provider.Account) (*clients, er
 		return nil, err
 	}
 	c.closers = append(c.closers, c.regionOps)
+	if c.zoneOps, err = compute.NewZoneOperationsRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.zoneOps)
+	if c.instances, err = compute.NewInstancesRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.instances)
+	if c.templates, err = compute.NewInstanceTemplatesRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.templates)
+	if c.groups, err = compute.NewRegionInstanceGroupManagersRESTClient(ctx, opts...); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.groups)
 	ok = true
 	return c, nil
 }

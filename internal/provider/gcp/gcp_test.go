@@ -20,7 +20,7 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/providertest"
+	"kiln.dev/kiln/internal/provider/bootscript"
 	"kiln.dev/kiln/internal/validate"
 	gcplocal "kiln.dev/kiln/test/cloud/gcp"
 	"kiln.dev/kiln/test/cloud/localcloud"
@@ -36,6 +36,8 @@ const (
 	admins = "admins@kiln-local.iam.gserviceaccount.com"
 	// disabledSA's project has not enabled Compute.
 	disabledSA = "kiln@disabled-project.iam.gserviceaccount.com"
+	// version is the Kubernetes version the machines boot.
+	version = "v1.36.3"
 )
 
 // env is a local Compute Engine in this process, over TLS on loopback,
@@ -52,14 +54,18 @@ type env struct {
 	calls map[string]int // "METHOD /compute/v1/..." mutations, and waits on operations
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T, edit ...func(*gcplocal.Options)) *env {
 	t.Helper()
-	local, err := gcplocal.New(gcplocal.Options{Projects: []string{project, "other-project", "disabled-project"},
+	opts := gcplocal.Options{Projects: []string{project, "other-project", "disabled-project"},
 		ComputeDisabled: []string{"disabled-project"}, ServiceAccounts: []gcplocal.ServiceAccount{
 			{Email: owner}, {Email: netAdmin, Roles: []string{"roles/compute.networkAdmin"}}, {Email: stranger},
 			{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin"}},
 			{Email: disabledSA},
-		}})
+		}}
+	for _, f := range edit {
+		f(&opts)
+	}
+	local, err := gcplocal.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +86,15 @@ func start(t *testing.T) *env {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	e.url, e.ca = srv.URL, string(caPEM)
-	e.g = New(Options{APISourceRanges: []string{"203.0.113.0/24"}})
+	e.g = New(Options{APISourceRanges: []string{"203.0.113.0/24"}, Versions: []string{version},
+		// The real startup-script for a machine with bootstrap data; a
+		// script that joins nothing for the others.
+		BootScript: func(ctx context.Context, m bootscript.Machine) (string, error) {
+			if m.Bootstrap != nil {
+				return bootscript.Inline(m)
+			}
+			return "#!/bin/sh\necho join " + m.Named() + "\n", nil
+		}})
 	return e
 }
 
@@ -546,11 +560,4 @@ func TestThrottled(t *testing.T) {
 	e.local.SetFaults(gcplocal.Faults{ThrottleEvery: 1})
 	_, err := e.g.EnsureNetwork(t.Context(), pc)
 	wantFailure(t, err, v1.CodeThrottled, true, "", "throttled", "Queries per minute")
-}
-
-// TestContract runs the contract's rules about networks alone
-// (docs/provider-contract.md): the provider has no machines yet.
-func TestContract(t *testing.T) {
-	e := start(t)
-	providertest.RunNetworks(t, e.g, providertest.WithAccount(e.account(owner)))
 }

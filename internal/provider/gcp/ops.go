@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -24,6 +25,10 @@ import (
 // timeout) first waits on that very operation (resume, through the
 // operations' /wait), and only then reads the resource by name: nothing is
 // written twice.
+
+// resumePause is the pause between waits on an operation that Compute
+// answered still RUNNING.
+const resumePause = 500 * time.Millisecond
 
 // opFailed is an operation that ended with errors: Compute's code of its
 // first error (QUOTA_EXCEEDED, RESOURCE_NOT_READY, ...), its message, and
@@ -116,6 +121,8 @@ func (g *GCP) resume(ctx context.Context, c *cluster, key string) error {
 		var err error
 		if region, ok := strings.CutPrefix(scope, "regions/"); ok {
 			op, err = c.api.regionOps.Wait(wctx, &computepb.WaitRegionOperationRequest{Project: c.api.project, Region: region, Operation: name})
+		} else if zone, ok := strings.CutPrefix(scope, "zones/"); ok {
+			op, err = c.api.zoneOps.Wait(wctx, &computepb.WaitZoneOperationRequest{Project: c.api.project, Zone: zone, Operation: name})
 		} else {
 			op, err = c.api.globalOps.Wait(wctx, &computepb.WaitGlobalOperationRequest{Project: c.api.project, Operation: name})
 		}
@@ -130,6 +137,14 @@ func (g *GCP) resume(ctx context.Context, c *cluster, key string) error {
 		case err != nil:
 			return err
 		case op.GetStatus() != computepb.Operation_DONE:
+			// Compute's /wait answers after a while when the
+			// operation runs on; asked again after a pause.
+			t := time.NewTimer(resumePause)
+			select {
+			case <-wctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
 			continue
 		}
 		g.forget(ctx, key)
