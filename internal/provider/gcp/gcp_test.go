@@ -31,8 +31,8 @@ const (
 	owner    = "kiln@kiln-local.iam.gserviceaccount.com"
 	netAdmin = "netadmin@kiln-local.iam.gserviceaccount.com"
 	stranger = "kiln@other-project.iam.gserviceaccount.com"
-	// admins has the network admin's and the security admin's roles: what
-	// the provider needs, and no more.
+	// admins has the network admin's, the security admin's and the
+	// instance admin's roles: what the provider needs, and no more.
 	admins = "admins@kiln-local.iam.gserviceaccount.com"
 	// disabledSA's project has not enabled Compute.
 	disabledSA = "kiln@disabled-project.iam.gserviceaccount.com"
@@ -59,7 +59,7 @@ func start(t *testing.T, edit ...func(*gcplocal.Options)) *env {
 	opts := gcplocal.Options{Projects: []string{project, "other-project", "disabled-project"},
 		ComputeDisabled: []string{"disabled-project"}, ServiceAccounts: []gcplocal.ServiceAccount{
 			{Email: owner}, {Email: netAdmin, Roles: []string{"roles/compute.networkAdmin"}}, {Email: stranger},
-			{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin"}},
+			{Email: admins, Roles: []string{"roles/compute.networkAdmin", "roles/compute.securityAdmin", "roles/compute.instanceAdmin.v1"}},
 			{Email: disabledSA},
 		}}
 	for _, f := range edit {

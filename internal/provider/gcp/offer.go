@@ -31,6 +31,12 @@ var NeededPermissions = []string{
 	"compute.subnetworks.get", "compute.subnetworks.create", "compute.regionOperations.get",
 	"compute.firewalls.get", "compute.firewalls.create", "compute.networks.updatePolicy", "compute.firewalls.update",
 	"compute.routers.get", "compute.routers.create", "compute.routers.update",
+	"compute.zoneOperations.get", "compute.subnetworks.use", "compute.images.useReadOnly",
+	"compute.instances.list", "compute.instances.get", "compute.instances.create", "compute.instances.setMetadata",
+	"compute.instances.setLabels", "compute.instances.setTags", "compute.instances.start", "compute.instances.stop",
+	"compute.instanceTemplates.get", "compute.instanceTemplates.list", "compute.instanceTemplates.create", "compute.instanceTemplates.useReadOnly",
+	"compute.instanceGroupManagers.get", "compute.instanceGroupManagers.list", "compute.instanceGroupManagers.create", "compute.instanceGroupManagers.update",
+	"compute.instanceGroupManagers.delete", "compute.instanceTemplates.delete", "compute.instances.delete",
 	"compute.routers.delete", "compute.firewalls.delete", "compute.subnetworks.delete", "compute.networks.delete",
 }
 
@@ -218,7 +224,7 @@ func permissionFinding(ctx context.Context, c *cluster) (*v1.Error, error) {
 		more = fmt.Sprintf(" (and %d more)", len(missing)-1)
 	}
 	return &v1.Error{Code: v1.CodeForbidden, Target: "spec.cloudAccount", Message: fmt.Sprintf(
-		"the service account %s of cloud account %q lacks the permission %s%s on project %s; grant it a role that has them (roles/compute.networkAdmin and roles/compute.securityAdmin together do)",
+		"the service account %s of cloud account %q lacks the permission %s%s on project %s; grant it a role that has them (roles/compute.networkAdmin, roles/compute.securityAdmin and roles/compute.instanceAdmin.v1 together do)",
 		c.api.email, c.Account.Name, missing[0], more, c.api.project)}, nil
 }
 

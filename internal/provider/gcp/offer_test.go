@@ -49,9 +49,9 @@ func TestDryRun(t *testing.T) {
 		words        []string
 	}{
 		{"all offered, room for it", cluster(owned, nil), "", "", nil},
-		{"a network and a security admin", cluster(e.account(admins), nil), "", "", nil},
+		{"a network, a security and an instance admin", cluster(e.account(admins), nil), "", "", nil},
 		{"a network admin", cluster(na, nil), v1.CodeForbidden, "spec.cloudAccount",
-			[]string{netAdmin, `"gcp-netadmin"`, "compute.firewalls.create", "(and 2 more)"}},
+			[]string{netAdmin, `"gcp-netadmin"`, "compute.firewalls.create", "(and 22 more)"}},
 		{"a type not offered in a zone", cluster(owned, func(s *v1.ClusterSpec) {
 			s.ControlPlane.InstanceType, s.ControlPlane.Zones = "n2-standard-2", []string{"us-central1-c"}
 		}), v1.CodeInvalidParameter, "spec.controlPlane.instanceType", []string{"n2-standard-2", "us-central1-c"}},

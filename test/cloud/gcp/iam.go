@@ -36,6 +36,13 @@ var roles = map[string][]string{
 		"compute.firewalls.*", "compute.networks.get", "compute.networks.list", "compute.networks.updatePolicy",
 		"compute.globalOperations.*", "compute.projects.get", "resourcemanager.projects.get",
 	},
+	"roles/compute.instanceAdmin.v1": {
+		"compute.instances.*", "compute.instanceTemplates.*", "compute.instanceGroupManagers.*", "compute.instanceGroups.*",
+		"compute.images.get", "compute.images.list", "compute.images.useReadOnly",
+		"compute.subnetworks.get", "compute.subnetworks.list", "compute.subnetworks.use", "compute.networks.get", "compute.networks.list",
+		"compute.globalOperations.*", "compute.regionOperations.*", "compute.zoneOperations.*",
+		"compute.projects.get", "compute.regions.*", "compute.zones.*", "compute.machineTypes.*", "resourcemanager.projects.get",
+	},
 	"roles/compute.viewer": {"compute.*.get", "compute.*.list"},
 }
 

@@ -73,7 +73,7 @@ func run() error {
 	keyOut := fs.String("key-out", "", "write a key file of the first --service-account here (JSON, as gcloud iam service-accounts keys create writes it)")
 	fs.Var(&projects, "project", "a project id (repeatable; default "+gcp.DefaultProject+")")
 	fs.Var(&accounts, "service-account", "a service account that may get tokens, NAME@PROJECT.iam.gserviceaccount.com (repeatable; default kiln@PROJECT of the first project)")
-	fs.Var(&roles, "role", "EMAIL=ROLE: a predefined role the service account has in its project (roles/owner, roles/editor, roles/viewer, roles/compute.admin, roles/compute.networkAdmin, roles/compute.securityAdmin, roles/compute.viewer); repeatable; EMAIL=none gives it none")
+	fs.Var(&roles, "role", "EMAIL=ROLE: a predefined role the service account has in its project (roles/owner, roles/editor, roles/viewer, roles/compute.admin, roles/compute.networkAdmin, roles/compute.securityAdmin, roles/compute.instanceAdmin.v1, roles/compute.viewer); repeatable; EMAIL=none gives it none")
 	fs.Var(&disabled, "compute-disabled", "a project whose Compute Engine API is not enabled: its calls answer 403 accessNotConfigured (repeatable)")
 	polls := fs.Int("running-polls", 0, "reads of an operation answered RUNNING before it is DONE")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image projects/P/global/images/kiln-node-VERSION, dots made dashes)")
