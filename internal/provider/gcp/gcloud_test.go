@@ -9,10 +9,12 @@ import (
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/provider"
 )
 
 // TestGcloudLists has Google's own CLI, a second client beside the Go SDK,
-// list what EnsureNetwork made in the local Compute Engine: gcloud signs
+// list what EnsureNetwork, EnsureMachine and GrowPool made in the local
+// Compute Engine: gcloud signs
 // in with the account's key (its JWT exchanged at the key's token_uri, the
 // double's), trusts the double's certificate, and reads Compute through
 // api_endpoint_overrides/compute (its lists are aggregated lists). Skipped
@@ -25,7 +27,15 @@ func TestGcloudLists(t *testing.T) {
 	e := start(t)
 	a := e.account(owner)
 	pc := newCluster("web", a)
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1}}
 	if _, err := e.g.EnsureNetwork(t.Context(), pc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.g.EnsureMachine(t.Context(), pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := e.g.GrowPool(t.Context(), pc, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default", Revision: "r1"}, nil, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -75,6 +85,9 @@ func TestGcloudLists(t *testing.T) {
 		{[]string{"compute", "networks", "subnets", "list"}, []string{p + "-nodes"}},
 		{[]string{"compute", "firewall-rules", "list"}, []string{p + "-api", p + "-health", p + "-internal"}},
 		{[]string{"compute", "routers", "list"}, []string{p + "-router"}},
+		{[]string{"compute", "instances", "list"}, []string{p + "-cp-0", pool[0].Name}},
+		{[]string{"compute", "instance-templates", "list"}, []string{e.g.templateName(&cluster{Cluster: pc, prefix: p, api: &clients{project: project}}, provider.MachineSpec{Pool: "default", Revision: "r1"})}},
+		{[]string{"compute", "instance-groups", "managed", "list"}, []string{p + "-default"}},
 	} {
 		if got := names(tt.args...); !slices.Equal(got, tt.want) {
 			t.Errorf("gcloud %v: %v, want %v", tt.args, got, tt.want)

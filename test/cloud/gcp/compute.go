@@ -183,6 +183,14 @@ func (s *Server) compute(c *call, r *http.Request) (any, int, error) {
 	if k, ok := kinds[c.coll]; ok && k.in(c) {
 		return s.resource(c, k, r)
 	}
+	if c.coll == "instanceGroups" && strings.HasPrefix(c.scope, "regions/") {
+		return s.instanceGroups(c, r)
+	}
+	if c.coll == "autoscalers" && c.name == "" && r.Method == http.MethodGet && c.scope != "global" {
+		// The local Compute Engine has no autoscalers: its lists are
+		// empty (gcloud's group lists read them).
+		return list(s, c, r, "compute#autoscalerList", func(string) (doc, bool) { return nil, false }, map[string]doc{})
+	}
 	return s.catalog(c, r)
 }
 
@@ -410,7 +418,9 @@ func (s *Server) aggregated(c *call, r *http.Request) (any, int, error) {
 		return nil, 0, invalid("Invalid value for field 'filter': '%s'. The local Compute Engine does not filter lists.", f)
 	}
 	k, ok := kinds[c.coll]
-	if c.coll != "operations" && (!ok || k.scope == "global") {
+	// Compute aggregates its regional and zonal kinds, and instance
+	// templates (global and regional); not networks nor firewalls.
+	if c.coll != "operations" && (!ok || (k.scope == "global" && c.coll != "instanceTemplates")) {
 		return nil, 0, errorf(http.StatusNotFound, "notFound", "The local Compute Engine has no aggregated list of %s", c.coll)
 	}
 	var paths []string

@@ -362,3 +362,39 @@ func slicesSorted[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// instanceGroups answers the regional instance groups, read-only: each
+// managed group's (its instanceGroup), as gcloud reads them beside the
+// groups' managers.
+func (s *Server) instanceGroups(c *call, r *http.Request) (any, int, error) {
+	if r.Method != http.MethodGet || c.action != "" {
+		return nil, 0, methodNotAllowed(r)
+	}
+	all := map[string]doc{}
+	prefix := "projects/" + c.project + "/" + c.scope + "/instanceGroupManagers/"
+	for p, g := range s.st.Resources {
+		n, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		path := "projects/" + c.project + "/" + c.scope + "/instanceGroups/" + n
+		d := doc{"kind": "compute#instanceGroup", "name": n, "id": str(g, "id"), "selfLink": c.link(path),
+			"creationTimestamp": g["creationTimestamp"], "region": g["region"], "size": len(s.members(p)),
+			"fingerprint": g["fingerprint"], "description": "This instance group is controlled by Regional Instance Group Manager '" + n + "'."}
+		tpl := s.st.Resources[refPath(c, str(g, "instanceTemplate"), "global", "instanceTemplates")]
+		if props, _ := tpl["properties"].(map[string]any); props != nil {
+			if nics, _ := objects(props, "networkInterfaces"); len(nics) > 0 {
+				d["network"], d["subnetwork"] = nics[0]["network"], nics[0]["subnetwork"]
+			}
+		}
+		all[path] = d
+	}
+	if c.name != "" {
+		d, ok := all[c.path()]
+		if !ok {
+			return nil, 0, notFound(c.path())
+		}
+		return d, http.StatusOK, nil
+	}
+	return list(s, c, r, "compute#regionInstanceGroupList", func(p string) (doc, bool) { d, ok := all[p]; return d, ok }, all)
+}

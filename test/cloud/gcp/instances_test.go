@@ -155,6 +155,12 @@ func TestGroups(t *testing.T) {
 	if g := e.ok(tok, "GET", p+"/regions/us-central1/instanceGroupManagers/pool", nil); len(e.members(tok, "pool")) != 5 || g["targetSize"] != float64(5) {
 		t.Fatalf("resized to 5: %v, %v", e.members(tok, "pool"), g["targetSize"])
 	}
+	if ig := e.ok(tok, "GET", p+"/regions/us-central1/instanceGroups/pool", nil); ig["size"] != float64(5) || !strings.HasSuffix(ig["subnetwork"].(string), "/subnetworks/nodes") {
+		t.Fatalf("the group's instance group: %v", ig)
+	}
+	if l := e.ok(tok, "GET", p+"/aggregated/instanceTemplates", nil); len(l["items"].(map[string]any)["global"].(map[string]any)["instanceTemplates"].([]any)) != 1 {
+		t.Fatalf("aggregated templates: %v", l["items"])
+	}
 	e.ok(tok, "POST", p+"/regions/us-central1/instanceGroupManagers/pool/resize?size=2", nil)
 	got = e.members(tok, "pool")
 	if len(got) != 2 {
