@@ -206,7 +206,7 @@ func (g *GCP) clientsFor(ctx context.Context, a *provider.Account) (*clients, er
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	hc = &http.Client{Transport: retrying{base: base, max: g.opts.MaxRetries, backoff: g.opts.RetryBackoff}}
+	hc = &http.Client{Transport: retrying{base: base, max: g.opts.MaxRetries, backoff: g.opts.RetryBackoff, ctx: ctx}}
 	// The key's real flow: a JWT signed with it, exchanged at its
 	// token_uri for access tokens (the 2-legged OAuth flow).
 	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, []byte(cr[v1.GCPServiceAccountKey]),

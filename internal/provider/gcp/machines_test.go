@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
@@ -336,5 +337,39 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	}
 	if err := e.g.DeleteNetwork(ctx, web); err != nil {
 		t.Fatalf("a delete of nothing: %v", err)
+	}
+}
+
+// TestThrottledMachines: every 5th call answered 429, a control-plane
+// machine, a pool of two, a machine's delete and the cluster's delete all
+// succeed at their first attempt, each throttled call sent again and
+// counted.
+func TestThrottledMachines(t *testing.T) {
+	e := start(t)
+	e.g = New(Options{RetryBackoff: time.Millisecond, Versions: e.g.opts.Versions, BootScript: e.g.opts.BootScript})
+	a := e.account(owner)
+	pc := newCluster("web", a)
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 2}}
+	e.local.SetFaults(gcplocal.Faults{ThrottleEvery: 5})
+	ctx, retries := provider.WithCallRetries(t.Context())
+	if _, err := e.g.EnsureMachine(ctx, pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := e.g.GrowPool(ctx, pc, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default"}, nil, 2)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("GrowPool: %+v, %v", ms, err)
+	}
+	if err := e.g.DeleteMachine(ctx, pc, ms[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.g.DeleteNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.local.Throttled(); n < 5 || retries.Count() != n {
+		t.Fatalf("%d calls throttled, %d counted as retried", n, retries.Count())
+	}
+	e.local.SetFaults(gcplocal.Faults{})
+	if got := labelled(t, e.clients(a), "web"); len(got) != 0 {
+		t.Fatalf("instances after the delete: %v", got)
 	}
 }

@@ -133,7 +133,8 @@ func parts(spec v1.ClusterSpec) []part {
 // (testIamPermissions on the project: the first it lacks is named); the
 // region is offered; each part's zones are the region's and its machine
 // type is offered in each of them (in every zone of the region when it
-// names none); the region's CPUS quota has room for every machine. Each
+// names none); the region's CPUS quota has room for every machine, and
+// its INSTANCE_GROUP_MANAGERS quota for a group per pool. Each
 // finding names the spec's field.
 func (g *GCP) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, error) {
 	c, err := g.cluster(ctx, pc)
@@ -198,6 +199,12 @@ func (g *GCP) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error, e
 		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: largest.at, Message: fmt.Sprintf(
 			"the cluster needs %d vCPUs in region %s and the project's CPUS quota there has room for %.0f (limit %.0f, %.0f in use): %.0f more; ask Google Cloud for a higher quota or make a smaller cluster",
 			cpus, c.region, q.GetLimit()-q.GetUsage(), q.GetLimit(), q.GetUsage(), float64(cpus)-(q.GetLimit()-q.GetUsage()))})
+	}
+	// A regional managed instance group per pool.
+	if q, ok := cat.quotas["INSTANCE_GROUP_MANAGERS"]; ok && float64(len(c.Spec.WorkerPools)) > q.GetLimit()-q.GetUsage() {
+		findings = append(findings, v1.Error{Code: v1.CodeQuotaExceeded, Target: "spec.workerPools", Message: fmt.Sprintf(
+			"the cluster's %d worker pools are each a managed instance group in region %s and the project's INSTANCE_GROUP_MANAGERS quota there has room for %.0f (limit %.0f, %.0f in use); ask Google Cloud for a higher quota or use fewer pools",
+			len(c.Spec.WorkerPools), c.region, q.GetLimit()-q.GetUsage(), q.GetLimit(), q.GetUsage())})
 	}
 	return findings, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/provider"
+	gcplocal "kiln.dev/kiln/test/cloud/gcp"
 )
 
 func TestDescribe(t *testing.T) {
@@ -87,5 +88,27 @@ func TestDryRun(t *testing.T) {
 	}
 	if got := e.mutations(); len(got) != 0 {
 		t.Fatalf("the dry run wrote %v", got)
+	}
+}
+
+// TestDryRunGroupQuota: a pool is a managed instance group, counted
+// against the region's INSTANCE_GROUP_MANAGERS quota before anything is
+// made.
+func TestDryRunGroupQuota(t *testing.T) {
+	e := start(t, func(o *gcplocal.Options) { o.Quotas = map[string]float64{"INSTANCE_GROUP_MANAGERS": 1} })
+	pc := newCluster("dry", e.account(owner))
+	pc.Spec.ControlPlane = v1.ControlPlane{Size: 1}
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "a", Size: 1}}
+	if got, err := e.g.Preflight(t.Context(), pc); err != nil || len(got) != 0 {
+		t.Fatalf("one pool, room for one group: %v, %v", got, err)
+	}
+	pc.Spec.WorkerPools = append(pc.Spec.WorkerPools, v1.WorkerPool{Name: "b", Size: 1})
+	got, err := e.g.Preflight(t.Context(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Code != v1.CodeQuotaExceeded || got[0].Target != "spec.workerPools" ||
+		!strings.Contains(got[0].Message, "INSTANCE_GROUP_MANAGERS quota there has room for 1") {
+		t.Fatalf("two pools, room for one group: %v", got)
 	}
 }

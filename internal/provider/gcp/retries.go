@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,16 +17,27 @@ import (
 // counted in the step's message (provider.Retried). The Go client retries
 // only reads, and only on 503 and 504; the step sees a call throttled more
 // than max times as a retryable Throttled.
+//
+// ctx is the context of the provider's call the clients were made for
+// (clientsFor): a request that carries none of its own gets it. The Go
+// client's list iterators (instances' aggregatedList, a group's
+// listManagedInstances, ...) send their requests without their
+// context (v1.75.0: no WithContext), which would leave them uncancelled
+// and their retries uncounted.
 type retrying struct {
 	base    http.RoundTripper
 	max     int
 	backoff time.Duration
+	ctx     context.Context
 }
 
 // maxBackoff bounds the wait between two sends of a throttled call.
 const maxBackoff = 30 * time.Second
 
 func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Context().Done() == nil && t.ctx != nil {
+		req = req.WithContext(t.ctx)
+	}
 	wait := t.backoff
 	for attempt := 0; ; attempt++ {
 		resp, err := t.base.RoundTrip(req)
