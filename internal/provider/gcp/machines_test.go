@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"kiln.dev/kiln/internal/provider"
 	"kiln.dev/kiln/internal/provider/providertest"
 	gcplocal "kiln.dev/kiln/test/cloud/gcp"
+	"kiln.dev/kiln/test/cloud/machines"
 )
 
 // TestContract runs the whole provider contract (docs/provider-contract.md)
@@ -371,5 +373,97 @@ func TestThrottledMachines(t *testing.T) {
 	e.local.SetFaults(gcplocal.Faults{})
 	if got := labelled(t, e.clients(a), "web"); len(got) != 0 {
 		t.Fatalf("instances after the delete: %v", got)
+	}
+}
+
+// runner is a machine runner in memory (the local Compute Engine's
+// Options.Machines, as machines.Docker runs node-image containers).
+type runner struct {
+	mu      sync.Mutex
+	specs   map[string]machines.Spec
+	running map[string]bool
+}
+
+func (r *runner) Images(context.Context) ([]machines.Image, error) {
+	return []machines.Image{{Version: version, Ref: "kiln/node:" + version}}, nil
+}
+
+func (r *runner) Create(_ context.Context, m machines.Spec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.specs[m.ID], r.running[m.ID] = m, true
+	return nil
+}
+
+func (r *runner) Start(_ context.Context, id string) error { r.set(id, true); return nil }
+func (r *runner) Stop(_ context.Context, id string) error  { r.set(id, false); return nil }
+
+func (r *runner) set(id string, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[id] = running
+}
+
+func (r *runner) Remove(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.specs, id)
+	delete(r.running, id)
+	return nil
+}
+
+func (r *runner) States(context.Context) (map[string]machines.State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]machines.State{}
+	for id := range r.specs {
+		out[id] = machines.State{Running: r.running[id]}
+	}
+	return out, nil
+}
+
+func (r *runner) Prune(context.Context, map[string]bool, func()) error { return nil }
+
+// hostnames are the machines the runner runs, by hostname, with their
+// boot scripts.
+func (r *runner) hostnames() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]string{}
+	for _, s := range r.specs {
+		out[s.Hostname] = string(s.UserData)
+	}
+	return out
+}
+
+// TestMachinesRun: with a machine runner under the local Compute Engine
+// (what kiln-gcp-local does with Docker), Compute's operations end only
+// when the machines run or are gone; the provider waits on them, and a
+// machine of each instance runs with the instance's startup-script.
+func TestMachinesRun(t *testing.T) {
+	r := &runner{specs: map[string]machines.Spec{}, running: map[string]bool{}}
+	e := start(t, func(o *gcplocal.Options) { o.Machines = r })
+	t.Cleanup(func() { _ = e.local.Close() })
+	a := e.account(owner)
+	pc := newCluster("web", a)
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1}}
+	ctx := t.Context()
+	cp, err := e.g.EnsureMachine(ctx, pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := e.g.GrowPool(ctx, pc, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default"}, nil, 1)
+	if err != nil || len(pool) != 1 {
+		t.Fatalf("GrowPool: %+v, %v", pool, err)
+	}
+	got := r.hostnames()
+	if len(got) != 2 || got[Prefix("p1", "web")+"-cp-0"] != "#!/bin/sh\necho join web-cp-0\n" || got[pool[0].Name] != "#!/bin/sh\necho join of pool default\n" {
+		t.Fatalf("the machines run: %v (control plane %s, pool %s)", got, cp.Name, pool[0].Name)
+	}
+	if err := e.g.DeleteNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.hostnames(); len(got) != 0 {
+		t.Fatalf("machines after the delete: %v", got)
 	}
 }
