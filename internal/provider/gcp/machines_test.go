@@ -467,3 +467,39 @@ func TestMachinesRun(t *testing.T) {
 		t.Fatalf("machines after the delete: %v", got)
 	}
 }
+
+// TestMachineOperationFails: an instance's or a group's operation that
+// ends in another error than a quota is a retryable ProviderError with
+// Compute's code and message, and the next attempt makes it.
+func TestMachineOperationFails(t *testing.T) {
+	e := start(t)
+	a := e.account(owner)
+	pc := newCluster("web", a)
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1}}
+	ctx := provider.WithCheckpoint(t.Context(), &memCheckpoint{})
+	if _, err := e.g.EnsureNetwork(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	msg := "The zone 'projects/kiln-local/zones/us-central1-a' does not have enough resources available to fulfill the request."
+	e.local.SetFaults(gcplocal.Faults{FailOperations: []gcplocal.FailedOperation{
+		{Collection: "instances", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", Message: msg},
+		{Collection: "instanceGroupManagers", Code: "RESOURCE_NOT_READY", Message: "The resource is not ready"},
+	}})
+	cp := provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane}
+	_, err := e.g.EnsureMachine(ctx, pc, cp)
+	wantFailure(t, err, v1.CodeProviderError, true, "", "ZONE_RESOURCE_POOL_EXHAUSTED", msg)
+	spec := provider.MachineSpec{Role: v1.RoleWorker, Pool: "default"}
+	_, err = e.g.GrowPool(ctx, pc, spec, nil, 1)
+	wantFailure(t, err, v1.CodeProviderError, true, "", "RESOURCE_NOT_READY")
+	e.mutations()
+	if _, err := e.g.EnsureMachine(ctx, pc, cp); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := e.g.GrowPool(ctx, pc, spec, nil, 1); err != nil || len(ms) != 1 {
+		t.Fatalf("GrowPool again: %+v, %v", ms, err)
+	}
+	got := e.mutations()
+	if got["POST /zones/us-central1-a/instances"] != 1 || got["POST /regions/us-central1/instanceGroupManagers"] != 1 || got["POST /global/instanceTemplates"] != 0 {
+		t.Fatalf("the next attempts wrote %v; want one instance and one group (the template was made)", got)
+	}
+}
