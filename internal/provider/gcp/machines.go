@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,35 +249,44 @@ func (g *GCP) EnsureMachine(ctx context.Context, pc provider.Cluster, m provider
 }
 
 // zones are the zones of m's role as the spec names them, else the
-// region's.
+// region's; a zone the region does not have is terminal InvalidParameter
+// on the role's zones (the dry run says so before anything is made).
 func (g *GCP) zones(ctx context.Context, c *cluster, m provider.MachineSpec) ([]string, error) {
-	zones := c.Spec.ControlPlane.Zones
+	zones, target := c.Spec.ControlPlane.Zones, "spec.controlPlane.zones"
 	if m.Role != v1.RoleControlPlane {
-		zones = nil
+		zones, target = nil, "spec.workerPools"
 		if i := slices.IndexFunc(c.Spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); i >= 0 {
-			zones = c.Spec.WorkerPools[i].Zones
+			zones, target = c.Spec.WorkerPools[i].Zones, fmt.Sprintf("spec.workerPools[%d].zones", i)
 		}
 	}
-	if len(zones) > 0 {
-		return zones, nil
+	if m.Zone != "" {
+		zones = []string{m.Zone}
 	}
 	r, err := c.api.regions.Get(ctx, &computepb.GetRegionRequest{Project: c.api.project, Region: c.region})
 	if err != nil {
 		return nil, classify(err, c.api.account, "read region %s of project %s", c.region, c.api.project)
 	}
+	var have []string
 	for _, z := range r.GetZones() {
-		zones = append(zones, lastSegment(z))
+		have = append(have, lastSegment(z))
 	}
-	slices.Sort(zones)
-	return zones, nil
+	slices.Sort(have)
+	for _, z := range zones {
+		if !slices.Contains(have, z) {
+			e := failure.Terminal(v1.CodeInvalidParameter, "zone %s is not in region %s; its zones are %s", z, c.region, strings.Join(have, ", "))
+			e.Target = target
+			return nil, e
+		}
+	}
+	if len(zones) > 0 {
+		return zones, nil
+	}
+	return have, nil
 }
 
 // zoneOf is machine m's zone: its own, or its role's zones in turn by
 // its number.
 func (g *GCP) zoneOf(ctx context.Context, c *cluster, m provider.MachineSpec) (string, error) {
-	if m.Zone != "" {
-		return m.Zone, nil
-	}
 	zones, err := g.zones(ctx, c, m)
 	if err != nil || len(zones) == 0 {
 		return "", err
@@ -392,7 +402,11 @@ func (g *GCP) machineError(err error, c *cluster, m provider.MachineSpec) error 
 // startStopped starts an instance that was stopped (a hibernated
 // cluster's).
 func (g *GCP) startStopped(ctx context.Context, c *cluster, in *computepb.Instance) error {
-	if in.GetStatus() != "TERMINATED" && in.GetStatus() != "STOPPING" {
+	switch in.GetStatus() {
+	case "STOPPING":
+		return failure.Retryable(v1.CodeProviderError, nil, "the instance %s is stopping; it is started again once stopped", in.GetName())
+	case "TERMINATED":
+	default:
 		return nil
 	}
 	zone := lastSegment(in.GetZone())

@@ -503,3 +503,21 @@ func TestMachineOperationFails(t *testing.T) {
 		t.Fatalf("the next attempts wrote %v; want one instance and one group (the template was made)", got)
 	}
 }
+
+// TestMachineZoneRefused: a control-plane zone outside the cluster's
+// region is refused naming the field, before anything is made.
+func TestMachineZoneRefused(t *testing.T) {
+	e := start(t)
+	a := e.account(owner)
+	pc := newCluster("web", a)
+	pc.Spec.ControlPlane = v1.ControlPlane{Size: 1, Zones: []string{"europe-west1-b"}}
+	if _, err := e.g.EnsureNetwork(t.Context(), pc); err != nil {
+		t.Fatal(err)
+	}
+	e.mutations()
+	_, err := e.g.EnsureMachine(t.Context(), pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane})
+	wantFailure(t, err, v1.CodeInvalidParameter, false, "spec.controlPlane.zones", "europe-west1-b", "us-central1-a, us-central1-b, us-central1-c")
+	if got := e.mutations(); len(got) != 0 {
+		t.Fatalf("a refused machine wrote %v", got)
+	}
+}

@@ -240,6 +240,9 @@ func (g *GCP) ensureGroup(ctx context.Context, c *cluster, m provider.MachineSpe
 // the pool no more.
 func (g *GCP) deleteMember(ctx context.Context, c *cluster, in *computepb.Instance, group string) error {
 	key := "instanceGroupManagers/" + c.region + "/" + group
+	if err := g.resume(ctx, c, key); err != nil && !isNotFound(err) {
+		return classify(err, c.api.account, "delete the instance %s of the group %s", in.GetName(), group)
+	}
 	g.log.Info("deleting instance through its group", "cluster", c.Project+"/"+c.Name, "instance", in.GetName(), "group", group)
 	op, err := c.api.groups.DeleteInstances(ctx, &computepb.DeleteInstancesRegionInstanceGroupManagerRequest{Project: c.api.project, Region: c.region,
 		InstanceGroupManager: group, RegionInstanceGroupManagersDeleteInstancesRequestResource: &computepb.RegionInstanceGroupManagersDeleteInstancesRequest{
