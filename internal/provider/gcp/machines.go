@@ -295,6 +295,35 @@ func (g *GCP) zoneOf(ctx context.Context, c *cluster, m provider.MachineSpec) (s
 	return zones[num%len(zones)], nil
 }
 
+// typeTarget is the spec field that names m's machine type.
+func typeTarget(spec v1.ClusterSpec, m provider.MachineSpec) string {
+	if m.Role == v1.RoleControlPlane {
+		return "spec.controlPlane.instanceType"
+	}
+	if i := slices.IndexFunc(spec.WorkerPools, func(wp v1.WorkerPool) bool { return wp.Name == m.Pool }); i >= 0 {
+		return fmt.Sprintf("spec.workerPools[%d].instanceType", i)
+	}
+	return "spec.workerPools"
+}
+
+// checkType refuses a machine type Compute does not offer in one of
+// zones, naming the spec's field, before anything is made of it.
+func (g *GCP) checkType(ctx context.Context, c *cluster, m provider.MachineSpec, typ string, zones []string) error {
+	for _, z := range zones {
+		_, err := c.api.types.Get(ctx, &computepb.GetMachineTypeRequest{Project: c.api.project, Zone: z, MachineType: typ})
+		if isNotFound(err) {
+			e := failure.Terminal(v1.CodeInvalidParameter, "Compute does not offer machine type %s in zone %s to project %s; choose another %s, or zones where it is offered",
+				typ, z, c.api.project, typeTarget(c.Spec, m))
+			e.Target, e.Err = typeTarget(c.Spec, m), err
+			return e
+		}
+		if err != nil {
+			return classify(err, c.api.account, "read machine type %s in zone %s", typ, z)
+		}
+	}
+	return nil
+}
+
 // subnetwork is the URL of the cluster's subnetwork, the network made
 // first when it is missing.
 func (g *GCP) subnetwork(ctx context.Context, c *cluster) (string, error) {
@@ -370,6 +399,9 @@ func (g *GCP) makeInstance(ctx context.Context, c *cluster, m provider.MachineSp
 	}
 	p, err := g.properties(ctx, c, m)
 	if err != nil {
+		return err
+	}
+	if err := g.checkType(ctx, c, m, p.GetMachineType(), []string{zone}); err != nil {
 		return err
 	}
 	g.log.Info("creating instance", "cluster", c.Project+"/"+c.Name, "machine", m.Name, "instance", name, "zone", zone, "type", p.GetMachineType(), "image", g.image(c))

@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -504,9 +505,10 @@ func TestMachineOperationFails(t *testing.T) {
 	}
 }
 
-// TestMachineZoneRefused: a control-plane zone outside the cluster's
-// region is refused naming the field, before anything is made.
-func TestMachineZoneRefused(t *testing.T) {
+// TestMachineRefusals: a control-plane zone outside the cluster's region,
+// a machine type a zone is not offered, are refused naming the field,
+// before anything is made.
+func TestMachineRefusals(t *testing.T) {
 	e := start(t)
 	a := e.account(owner)
 	pc := newCluster("web", a)
@@ -517,7 +519,15 @@ func TestMachineZoneRefused(t *testing.T) {
 	e.mutations()
 	_, err := e.g.EnsureMachine(t.Context(), pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane})
 	wantFailure(t, err, v1.CodeInvalidParameter, false, "spec.controlPlane.zones", "europe-west1-b", "us-central1-a, us-central1-b, us-central1-c")
-	if got := e.mutations(); len(got) != 0 {
-		t.Fatalf("a refused machine wrote %v", got)
+	pc.Spec.ControlPlane = v1.ControlPlane{Size: 1, InstanceType: "n2-standard-2", Zones: []string{"us-central1-c"}}
+	_, err = e.g.EnsureMachine(t.Context(), pc, provider.MachineSpec{Name: "web-cp-0", Role: v1.RoleControlPlane, InstanceType: "n2-standard-2"})
+	wantFailure(t, err, v1.CodeInvalidParameter, false, "spec.controlPlane.instanceType", "n2-standard-2", "us-central1-c")
+	pc.Spec.WorkerPools = []v1.WorkerPool{{Name: "default", Size: 1, InstanceType: "n2-standard-4"}}
+	_, err = e.g.GrowPool(t.Context(), pc, provider.MachineSpec{Role: v1.RoleWorker, Pool: "default", InstanceType: "n2-standard-4"}, nil, 1)
+	wantFailure(t, err, v1.CodeInvalidParameter, false, "spec.workerPools[0].instanceType", "n2-standard-4", "us-central1-c")
+	got := e.mutations()
+	maps.DeleteFunc(got, func(call string, _ int) bool { return strings.HasSuffix(call, "/listManagedInstances") }) // a read
+	if len(got) != 0 {
+		t.Fatalf("refused machines wrote %v", got)
 	}
 }

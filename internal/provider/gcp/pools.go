@@ -83,6 +83,17 @@ func (g *GCP) GrowPool(ctx context.Context, pc provider.Cluster, m provider.Mach
 		return out
 	}
 	if need := add - len(fresh()); need > 0 {
+		zones, err := g.zones(ctx, c, m)
+		if err != nil {
+			return nil, err
+		}
+		typ := m.InstanceType
+		if typ == "" {
+			typ = DefaultMachineType
+		}
+		if err := g.checkType(ctx, c, m, typ, zones); err != nil {
+			return nil, err
+		}
 		tpl, err := g.ensureTemplate(ctx, c, m)
 		if err != nil {
 			return nil, err
