@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,7 +79,8 @@ func run() error {
 	polls := fs.Int("running-polls", 0, "reads of an operation answered RUNNING before it is DONE")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image projects/P/global/images/kiln-node-VERSION, dots made dashes)")
 	noMachines := fs.Bool("no-machines", false, "keep instances as records only: no container runs (no Docker needed)")
-	var images localcloud.StringList
+	var images, quotas localcloud.StringList
+	fs.Var(&quotas, "quota", "METRIC=LIMIT: a regional quota's limit in every region (CPUS, IN_USE_ADDRESSES, INSTANCE_GROUP_MANAGERS, SUBNETWORKS, ROUTERS); repeatable")
 	fs.Var(&images, "image", "with --no-machines, a node image version instances may boot (repeatable; none: any image)")
 	if done, err := localcloud.Parse(fs, usage, os.Args[1:], listen); done || err != nil {
 		return err
@@ -106,8 +108,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	limits, err := parseQuotas(quotas)
+	if err != nil {
+		return err
+	}
 	opts := gcp.Options{Projects: projects, ComputeDisabled: disabled, ServiceAccounts: sas, StatePath: *state, RunningPolls: *polls,
-		Images: images, Logger: log}
+		Images: images, Quotas: limits, Logger: log}
 	if !*noMachines {
 		identity := "mem" + fmt.Sprint(os.Getpid())
 		if *state != "" {
@@ -146,6 +152,20 @@ func run() error {
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	log.Info("serving the local Compute Engine (a test double)", "endpoint", base, "projects", strings.Join(projects, ","), "state", *state)
 	return localcloud.Serve(ctx, log, hs, ln)
+}
+
+// parseQuotas reads --quota METRIC=LIMIT.
+func parseQuotas(flags []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, f := range flags {
+		metric, v, ok := strings.Cut(f, "=")
+		limit, err := strconv.ParseFloat(v, 64)
+		if _, known := gcp.Quotas[metric]; !ok || err != nil || limit < 0 || !known {
+			return nil, fmt.Errorf("--quota %q: want METRIC=LIMIT, METRIC one of CPUS, IN_USE_ADDRESSES, INSTANCE_GROUP_MANAGERS, SUBNETWORKS, ROUTERS", f)
+		}
+		out[metric] = limit
+	}
+	return out, nil
 }
 
 // serviceAccounts reads --service-account EMAIL and their --role EMAIL=ROLE.
