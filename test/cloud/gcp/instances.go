@@ -2,6 +2,7 @@ package gcp
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -300,11 +301,10 @@ func (s *Server) allocate(subPath string, sub doc, want string) (netip.Addr, err
 		}
 	}
 	first := p.Addr().Next().Next()
-	last := first
-	for a := p.Addr(); p.Contains(a); a = a.Next() {
-		last = a
-	}
-	last = last.Prev() // the second-to-last is kept too
+	b := p.Addr().As4()
+	n := binary.BigEndian.Uint32(b[:]) | (1<<(32-p.Bits()) - 1) // the range's last address
+	binary.BigEndian.PutUint32(b[:], n)
+	last := netip.AddrFrom4(b).Prev() // the second-to-last is kept too
 	if want != "" {
 		a, err := netip.ParseAddr(want)
 		if err != nil || !p.Contains(a) || a.Less(first) || !a.Less(last) {

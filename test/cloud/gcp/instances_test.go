@@ -324,3 +324,39 @@ func TestMachineRunner(t *testing.T) {
 	status, out := e.do(tok, "POST", p+"/zones/us-central1-a/instances", b)
 	e.wantErr(status, out, "notFound", "global/images/kiln-node-v9-9-9")
 }
+
+// TestAddresses: an instance's address is the first free one of its
+// subnetwork's range but the two first and the two last, as Compute keeps
+// them; a full range refuses the next.
+func TestAddresses(t *testing.T) {
+	e := start(t, Options{})
+	tok := e.token(owner)
+	p := DefaultProject
+	e.ok(tok, "POST", p+"/global/networks", custom)
+	e.ok(tok, "POST", p+"/regions/us-central1/subnetworks", map[string]any{"name": "small", "network": "global/networks/net1", "ipCidrRange": "10.9.0.0/29"})
+	body := func(name, ip string) map[string]any {
+		b := instanceBody(name, "zones/us-central1-a/machineTypes/e2-medium")
+		nic := map[string]any{"subnetwork": "regions/us-central1/subnetworks/small"}
+		if ip != "" {
+			nic["networkIP"] = ip
+		}
+		b["networkInterfaces"] = []any{nic}
+		return b
+	}
+	status, out := e.do(tok, "POST", p+"/zones/us-central1-a/instances", body("last", "10.9.0.6"))
+	e.wantErr(status, out, "invalid", "not in the subnetwork's usable range 10.9.0.0/29")
+	e.ok(tok, "POST", p+"/zones/us-central1-a/instances", body("fixed", "10.9.0.4"))
+	status, out = e.do(tok, "POST", p+"/zones/us-central1-a/instances", body("again", "10.9.0.4"))
+	e.wantErr(status, out, "invalid", "IP '10.9.0.4' is already being used")
+	var got []string
+	for _, n := range []string{"i1", "i2", "i3"} {
+		e.ok(tok, "POST", p+"/zones/us-central1-a/instances", body(n, ""))
+		in := e.ok(tok, "GET", p+"/zones/us-central1-a/instances/"+n, nil)
+		got = append(got, in["networkInterfaces"].([]any)[0].(map[string]any)["networkIP"].(string))
+	}
+	if !slices.Equal(got, []string{"10.9.0.2", "10.9.0.3", "10.9.0.5"}) {
+		t.Fatalf("addresses %v; want 10.9.0.2, .3 and .5 (.4 taken)", got)
+	}
+	status, out = e.do(tok, "POST", p+"/zones/us-central1-a/instances", body("i4", ""))
+	e.wantErr(status, out, "ipSpaceExhausted", "IP space of 'projects/kiln-local/regions/us-central1/subnetworks/small' is exhausted")
+}
