@@ -183,11 +183,21 @@ func groupOf(in *computepb.Instance) string {
 	return ""
 }
 
+// resourcePath is a Compute URL's resource path
+// (projects/P/zones/Z/instances/N): an ID that does not change with the
+// endpoint it was read at.
+func resourcePath(link string) string {
+	if _, p, ok := strings.Cut(link, "/compute/v1/"); ok {
+		return p
+	}
+	return link
+}
+
 // machineOf is the machine an instance is.
 func machineOf(in *computepb.Instance) provider.Machine {
 	l := in.GetLabels()
 	m := provider.Machine{MachineSpec: provider.MachineSpec{Name: machineName(in), Role: l[LabelRole], Pool: l[LabelPool],
-		Revision: l[LabelRevision], Zone: lastSegment(in.GetZone()), InstanceType: lastSegment(in.GetMachineType())}, ID: in.GetSelfLink()}
+		Revision: l[LabelRevision], Zone: lastSegment(in.GetZone()), InstanceType: lastSegment(in.GetMachineType())}, ID: resourcePath(in.GetSelfLink())}
 	if nics := in.GetNetworkInterfaces(); len(nics) > 0 {
 		m.Address = nics[0].GetNetworkIP()
 	}
