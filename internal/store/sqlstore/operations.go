@@ -430,8 +430,9 @@ func (s *Store) notWritten(ctx context.Context, q rowQuerier, op *store.Operatio
 }
 
 // FinishOperation ends an operation: in one fenced transaction it writes op
-// (terminal; EndTime set to now when nil), appends events, writes cl.Status
-// or deletes the cluster and its nodes, and releases the lease. With
+// (terminal; EndTime set to now when nil), appends events, keeps the
+// cluster's cost intervals (recordCost, at EndTime), writes cl.Status or
+// deletes the cluster and its nodes, and releases the lease. With
 // deleteCluster, cl may be nil. On success cl.ETag is the new etag.
 func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error {
 	k := store.Key{Project: op.Project, Name: op.Cluster}
@@ -466,6 +467,9 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		}
 		if err := s.insertEvents(ctx, tx, op.ClusterUID, events); err != nil {
 			return err
+		}
+		if err := s.recordCost(ctx, tx, cl, op, deleteCluster, toNanos(*op.EndTime)); err != nil {
+			return fmt.Errorf("record the cost interval: %w", err)
 		}
 		if deleteCluster {
 			return s.deleteCluster(ctx, tx, k)

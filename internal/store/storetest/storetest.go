@@ -96,6 +96,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FleetCounts", testFleetCounts},
 		{"CertificateExpiries", testCertificateExpiries},
 		{"FleetSummary", testFleetSummary},
+		{"CostHistory", testCostHistory},
 		{"RenewLease", testRenewLease},
 		{"ReleaseLease", testReleaseLease},
 		{"FencedWrites", testFencedWrites},
