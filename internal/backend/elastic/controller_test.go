@@ -26,6 +26,7 @@ type world struct {
 	state     State
 	submits   []string
 	submitErr error
+	readErr   error // what Observe answers
 }
 
 func newWorld(t *testing.T) *world {
@@ -41,7 +42,7 @@ func newWorld(t *testing.T) *world {
 	w.c = NewController(Options{
 		Store:   st,
 		Watched: func(string) bool { return true },
-		Observe: func(context.Context, *store.Cluster) (State, error) { return w.state, nil },
+		Observe: func(context.Context, *store.Cluster) (State, error) { return w.state, w.readErr },
 		Submit: func(_ context.Context, _ *store.Cluster, j v1.Job) error {
 			if w.submitErr != nil {
 				return w.submitErr
