@@ -122,9 +122,10 @@ func stateClass(state string) string {
 }
 
 // conditionClass is stateClass for a condition: a condition that says
-// something is wrong when True (ProfileDrift) is a warning then.
+// something is wrong when True (ProfileDrift; Idle, which costs money
+// for nothing) is a warning then.
 func conditionClass(c v1.Condition) string {
-	if c.Type == v1.ConditionProfileDrift {
+	if c.Type == v1.ConditionProfileDrift || c.Type == v1.ConditionIdle {
 		if c.Status == "True" {
 			return "warn"
 		}

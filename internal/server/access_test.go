@@ -30,6 +30,7 @@ var required = map[string]string{
 	"GET /debug/pprof/{profile}": "owner",
 	"GET /v1/projects":           "anyone",
 	"GET /v1/fleet":              "anyone",
+	"GET /v1/cost":               "anyone",
 
 	"GET /v1/users":                          "owner",
 	"PUT /v1/users/{user}":                   "owner",

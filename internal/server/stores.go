@@ -98,6 +98,11 @@ type FleetStore interface {
 	FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet, error)
 }
 
+// CostStore is what the cost history (GET /v1/cost) needs.
+type CostStore interface {
+	CostHistory(ctx context.Context, q store.CostQuery) (*v1.CostHistory, error)
+}
+
 // Pinger is what /readyz needs: whether the store answers.
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -121,6 +126,7 @@ type Store interface {
 	DiagnosticsStore
 	BackupStore
 	FleetStore
+	CostStore
 	trust.SecretReader
 	Pinger
 }
@@ -146,9 +152,10 @@ type stores struct {
 	diagnostics    DiagnosticsStore
 	backups        BackupStore
 	fleet          FleetStore
+	costs          CostStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, fleet: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, fleet: st, costs: st, profiles: st,
 		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }
