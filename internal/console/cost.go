@@ -53,6 +53,7 @@ type costView struct {
 	// clusters' states by uid (a row whose uid is not there is deleted).
 	History *v1.CostHistory
 	States  map[string]string
+	Deleted int // the deleted clusters of History
 }
 
 // costPage is GET /cost: what each cluster of the user's projects costs,
@@ -104,6 +105,11 @@ func (c *Console) costPage(w http.ResponseWriter, r *http.Request, s *session) e
 	slices.SortStableFunc(v.Idle, func(a, b costRow) int {
 		return cmp.Or(cmp.Compare(b.Saving, a.Saving), a.IdleSince.Compare(b.IdleSince), cmp.Compare(a.Project, b.Project), cmp.Compare(a.Cluster.Name, b.Cluster.Name))
 	})
+	for _, h := range history.Clusters {
+		if h.Deleted {
+			v.Deleted++
+		}
+	}
 	c.render(w, r, http.StatusOK, "cost.html", page{Title: "Cost", Session: s, Data: v})
 	return nil
 }

@@ -237,7 +237,8 @@ func TestCostPageHistoryAndIdle(t *testing.T) {
 		}
 	}
 	prows := tableRows(t, p, "cost-history-projects")
-	if len(prows) != 2 || prows[0]["data-project"] != "default" || prows[0]["Clusters"] != "3" || prows[0]["Deleted"] != "1" {
+	if len(prows) != 2 || prows[0]["data-project"] != "default" || prows[0]["Clusters"] != "3" || prows[0]["Deleted"] != "1" ||
+		prows[1]["data-project"] != "All projects" || prows[1]["Clusters"] != "3" || prows[1]["Deleted"] != "1" {
 		t.Errorf("the last 30 days by project: %v; want default's 3 clusters, 1 deleted, then every project's", prows)
 	}
 }
