@@ -8,11 +8,13 @@
 -- it, found by its end (cost_intervals_ended). The window's query reads
 -- cost_intervals_window: what ends after the window begins, by project.
 -- per_hour is the estimate's (status.cost.perHour), complete 1 or 0.
+-- cluster_uid has the default collation, as clusters.uid, which the
+-- window's query joins it to (two collations would not compare).
 -- Kept column for column in step with the other store's migrations.
 
 -- +goose Up
 CREATE TABLE cost_intervals (
-    cluster_uid text COLLATE "C" NOT NULL,
+    cluster_uid text   NOT NULL,
     start_time  bigint NOT NULL,
     end_time    bigint NOT NULL DEFAULT 0,
     project     text COLLATE "C" NOT NULL,
