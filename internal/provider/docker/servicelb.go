@@ -54,14 +54,14 @@ func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Clust
 		return nil, err
 	}
 	d.mu.Lock()
-	all, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: d.clusterFilter(c)})
+	all, err := d.clusterContainers(ctx, c)
 	if err != nil {
 		d.mu.Unlock()
-		return nil, engineError(err, "cannot list the containers of cluster %s", c.Name)
+		return nil, err
 	}
-	if i := slices.IndexFunc(all.Items, func(ct container.Summary) bool { return ct.Labels[LabelServiceLB] == s.Name }); i >= 0 {
+	if i := slices.IndexFunc(all, func(ct container.Summary) bool { return ct.Labels[LabelServiceLB] == s.Name }); i >= 0 {
 		d.mu.Unlock()
-		ct := all.Items[i]
+		ct := all[i]
 		if err := d.writeServiceLB(ctx, ct.ID, s, cfg); err != nil {
 			return nil, err
 		}
@@ -74,7 +74,7 @@ func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Clust
 		}
 		return []string{ct.Labels[LabelAddress]}, nil
 	}
-	id, addr, err := d.createServiceLB(ctx, c, s, cfg, all.Items)
+	id, addr, err := d.createServiceLB(ctx, c, s, cfg, all)
 	d.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -219,11 +219,18 @@ func (d *Docker) serviceLBs(ctx context.Context, c provider.Cluster, name string
 // usedAddresses are the addresses of every container of the cluster on
 // its network: machines and Service load balancers.
 func (d *Docker) usedAddresses(ctx context.Context, c provider.Cluster) (map[netip.Addr]bool, error) {
+	all, err := d.clusterContainers(ctx, c)
+	return addressesOf(all), err
+}
+
+// clusterContainers lists every container of the cluster, running or not:
+// machines and Service load balancers.
+func (d *Docker) clusterContainers(ctx context.Context, c provider.Cluster) ([]container.Summary, error) {
 	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: d.clusterFilter(c)})
 	if err != nil {
 		return nil, engineError(err, "cannot list the containers of cluster %s", c.Name)
 	}
-	return addressesOf(res.Items), nil
+	return res.Items, nil
 }
 
 // addressesOf are the addresses the containers' labels give them.
