@@ -27,7 +27,7 @@ fi
 
 # Go micro-benchmarks of the hot paths.
 go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -timeout 30m \
-	./internal/store/... ./internal/daemon/... ./internal/backend/elastic/... ./internal/server/ | tee "$out"
+	./internal/store/... ./internal/daemon/... ./internal/backend/elastic/... ./internal/server/ ./internal/console/ | tee "$out"
 # kilnd as a process under load from this one (test/bench): the API's latency during a wave against a
 # bare net/http reference, the fleet wave, the agent fan-in. One test process each, so that one's
 # leftovers (10,000 agents' memory being collected) do not disturb the next one's load generator.
@@ -72,6 +72,8 @@ metric() {
 	echo "| kilnd's store per cluster after the wave of 10,000 (docs/benchmarks.md, the store per cluster) | (reported) | $(metric bench 'BenchmarkFleetWave/10000' store-KiB/cluster) KiB |"
 	echo "| API during a wave at 1,000 req/s: p99 GET cluster | under 20 ms | $(metric bench BenchmarkAPILatency get-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-get-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency get-p99-ratio)) |"
 	echo "| API during a wave at 1,000 req/s: p99 PUT cluster | under 50 ms | $(metric bench BenchmarkAPILatency put-p99-ms) ms (reference $(metric bench BenchmarkAPILatency ref-put-p99-ms) ms, ratio $(metric bench BenchmarkAPILatency put-p99-ratio)) |"
+	echo "| the console's fleet page for 10,000 clusters and 100,000 operations (SQLite), rendered on the server (issue 52) | under 300 ms | $(metric console BenchmarkFleetPage ms/page) ms |"
+	echo "| the same fleet page on PostgreSQL | (reported) | $(metric console BenchmarkFleetPagePostgres ms/page) ms |"
 	echo "| lease writes / raw single-row UPDATEs, SQLite | at least 0.5 | $(metric store/sqlite BenchmarkLeaseThroughput ratio) |"
 	echo "| lease writes / raw single-row UPDATEs, PostgreSQL | at least 0.5 | $(metric store/postgres BenchmarkLeaseThroughput ratio) |"
 	echo "| agent fan-in: kilnd RSS with 1,000 sessions heartbeating every 10 s | — | $(metric bench 'BenchmarkAgentFanIn/1000' kilnd-rss-MiB) MiB, $(metric bench 'BenchmarkAgentFanIn/1000' kilnd-KiB/session) KiB a session |"

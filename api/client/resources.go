@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
@@ -77,4 +78,20 @@ func (c *Client) ClusterUpgrades(ctx context.Context, project, name string) (*v1
 		return nil, err
 	}
 	return &out, nil
+}
+
+// Fleet reads the fleet at a glance (GET /v1/fleet) over the projects the
+// token has a role in.
+func (c *Client) Fleet(ctx context.Context) (*v1.Fleet, error) {
+	return get[v1.Fleet](ctx, c, "/v1/fleet")
+}
+
+// CostHistory reads what each cluster of the projects the token has a role
+// in cost over the last days (GET /v1/cost; 0: the server's 30).
+func (c *Client) CostHistory(ctx context.Context, days int) (*v1.CostHistory, error) {
+	path := "/v1/cost"
+	if days > 0 {
+		path += "?days=" + strconv.Itoa(days)
+	}
+	return get[v1.CostHistory](ctx, c, path)
 }

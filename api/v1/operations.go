@@ -46,9 +46,19 @@ type OperationProperties struct {
 	// Nodes are the nodes a scale-down chose to remove (an autoscale
 	// operation's underused nodes), in the order they go.
 	Nodes []string `json:"nodes,omitempty"`
+	// Pools are the pools an autoscale operation resized, each from its
+	// size before to its new one.
+	Pools []PoolResize `json:"pools,omitempty"`
 	// Backup is the backup a backup operation takes, or a restore
 	// operation puts back (of Target, or of RestoreFrom's cluster).
 	Backup string `json:"backup,omitempty"`
+}
+
+// PoolResize is a worker pool's new size.
+type PoolResize struct {
+	Pool string `json:"pool"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
 }
 
 // CancelRequest is a request to cancel an operation.

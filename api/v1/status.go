@@ -154,4 +154,41 @@ const (
 	// kubeconfig it was attached with may not apply it; only on attached
 	// clusters: Kiln's own always have it.
 	ConditionAccessBindings = "AccessBindings"
+	// ConditionIdle is True while the elastic loop has seen no pod running
+	// outside the system namespaces (kube-system, kube-public,
+	// kube-node-lease, kiln-system) and no job of Kiln's running in the
+	// cluster, since its lastTransitionTime: the signal spec.idleStop
+	// hibernates on. False while one runs; Unknown when the loop could
+	// not read the cluster's Kubernetes. Only on running (Succeeded)
+	// clusters of providers whose nodes run agents, read every few
+	// minutes; IdleSince says since when a cluster has been idle.
+	ConditionIdle = "Idle"
 )
+
+// Idle condition reasons.
+const (
+	IdleNoWorkload  = "NoWorkload"
+	IdleWorkload    = "Workload"
+	IdleNotObserved = "NotObserved"
+	IdleMessage     = "no pod running outside the system namespaces and no job of Kiln's running"
+)
+
+// IdleSince is since when the cluster of st has been idle: its Idle
+// condition's lastTransitionTime, or the end of its last change
+// (status.updatedAt) when that is later (a cluster woken from hibernation
+// is idle from then, not from before it slept). False when it is not
+// running or not idle (or not known to be).
+func IdleSince(st *ClusterStatus) (time.Time, bool) {
+	if st.ProvisioningState != StateSucceeded {
+		return time.Time{}, false
+	}
+	for _, c := range st.Conditions {
+		if c.Type == ConditionIdle && c.Status == "True" {
+			if st.UpdatedAt.After(c.LastTransitionTime) {
+				return st.UpdatedAt, true
+			}
+			return c.LastTransitionTime, true
+		}
+	}
+	return time.Time{}, false
+}

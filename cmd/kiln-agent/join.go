@@ -5,18 +5,20 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"kiln.dev/kiln/internal/agent"
+	"kiln.dev/kiln/internal/agent/azjoin"
 	"kiln.dev/kiln/internal/agent/s3join"
 )
 
 // joinFlags are the flags of join, and of run when it joins first.
 type joinFlags struct {
 	controller, credentials, passphrase, dataDir, nodeName, root, bind, hostname string
-	joinFrom, joinRegion                                                         string
+	joinFrom, joinRegion, joinIdentity                                           string
 	privateRoot                                                                  bool
 	clockOffset                                                                  time.Duration
 
@@ -43,8 +45,11 @@ func (f *joinFlags) register(cmd *cobra.Command, credentialsUsage string) {
 	fl.StringVar(&f.hostname, "hostname", "", "the host's name, reported in its facts and checked (default: the system's)")
 	fl.BoolVar(&f.privateRoot, "private-root", false, privateRootUsage)
 	fl.StringVar(&f.joinFrom, "join-from", "", "s3://BUCKET/KEY: fetch the credentials and passphrase files (written to --credentials and\n"+
-		"--passphrase) from this S3 staging location with the instance role's credentials (IMDSv2) before joining")
+		"--passphrase) from this S3 staging location with the instance role's credentials (IMDSv2) before joining;\n"+
+		"https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB: from this Azure blob with a token of the virtual\n"+
+		"machine's managed identity (--join-identity) from the instance metadata service")
 	fl.StringVar(&f.joinRegion, "join-region", "", "the region of the --join-from bucket (default: the instance's)")
+	fl.StringVar(&f.joinIdentity, "join-identity", "", "the client id of the managed identity that reads the --join-from blob (default: the virtual machine's only one)")
 	// A test hook (docs/agent.md): the host's clock as the agent reads it,
 	// skewed, so that a test breaks the time-skew precheck without
 	// changing a machine's clock. Hidden from --help: no user needs it.
@@ -71,6 +76,9 @@ func (f *joinFlags) fetch(ctx context.Context, log *slog.Logger) error {
 		return nil
 	}
 	log.Info("fetching the join files", "from", f.joinFrom)
+	if strings.HasPrefix(f.joinFrom, "https://") {
+		return azjoin.Fetch(ctx, azjoin.Options{URL: f.joinFrom, ClientID: f.joinIdentity, CredentialsFile: f.credentials, PassphraseFile: f.passphrase, Logger: log})
+	}
 	return s3join.Fetch(ctx, s3join.Options{URL: f.joinFrom, Region: f.joinRegion, CredentialsFile: f.credentials, PassphraseFile: f.passphrase, Logger: log})
 }
 

@@ -74,7 +74,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newPrecheckCommand(stdout, stderr), newVersionCommand(stdout))
-	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr), newPodNetworkCommand(stderr), newProxyCommand(stderr))
+	root.AddCommand(newJoinCommand(stdout, stderr), newRunCommand(stdout, stderr), newPodNetworkCommand(stderr), newProxyCommand(stderr),
+		newUninstallCommand(stdout, stderr))
 	return root
 }
 

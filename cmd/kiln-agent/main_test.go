@@ -129,7 +129,30 @@ func TestCommands(t *testing.T) {
 	for _, c := range newRootCommand(nil, nil).Commands() {
 		names = append(names, c.Name())
 	}
-	if got := strings.Join(names, " "); got != "join pod-network precheck proxy run version" {
+	if got := strings.Join(names, " "); got != "join pod-network precheck proxy run uninstall version" {
 		t.Errorf("commands: %s", got)
+	}
+}
+
+// uninstall says what it removes and what it keeps, and refuses a host that
+// is still a node of a cluster, saying how to take it out.
+func TestUninstallCommand(t *testing.T) {
+	code, out, _ := runAgent(t, "uninstall", "--help")
+	for _, want := range []string{"kubeadm reset", "iptables", "unmounts", "/etc/kiln", "install-record.json",
+		"No package is removed", "--force", "--keep-logs", "--data-dir"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("uninstall --help (exit %d) does not say %q:\n%s", code, want, out)
+		}
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc/kiln"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/kiln/kubeadm-done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAgent(t, "uninstall", "--root", root, "--data-dir", filepath.Join(root, "agent"))
+	if code != exitError || !strings.Contains(errOut, "still a node of a Kubernetes cluster") || !strings.Contains(errOut, "kiln cluster reset") {
+		t.Errorf("uninstall of a node: exit %d, stdout %q, stderr %q; want a refusal saying what to do", code, out, errOut)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,7 +19,7 @@ import (
 // as the load balancer of a Service of type LoadBalancer
 // (docs/provider-docker.md).
 func newProxyCommand(stderr io.Writer) *cobra.Command {
-	var config, listen string
+	var config, initial, listen string
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Forward TCP ports to backends (a Service's load balancer on docker clusters)",
@@ -25,6 +27,8 @@ func newProxyCommand(stderr io.Writer) *cobra.Command {
 			"and forwards each connection to one of the port's backends, round-robin, those that accepted a\n" +
 			"connection at the last check (every second) first. SIGHUP reads the file again: new ports open,\n" +
 			"dropped ones close, the others forward to their new backends while their open connections stay.\n" +
+			"--initial is the configuration to start with while the file does not exist (the docker provider\n" +
+			"starts a Service's load balancer with it, so nothing is copied into the container first).\n" +
 			"It runs until SIGTERM or SIGINT.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -33,6 +37,9 @@ func newProxyCommand(stderr io.Writer) *cobra.Command {
 			}
 			log := newLogger(stderr)
 			c, err := lb.ReadConfig(config)
+			if errors.Is(err, fs.ErrNotExist) && initial != "" {
+				c, err = lb.ParseConfig("--initial", []byte(initial))
+			}
 			if err != nil {
 				return err
 			}
@@ -64,6 +71,7 @@ func newProxyCommand(stderr io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the JSON file of ports and backends")
+	cmd.Flags().StringVar(&initial, "initial", "", "the JSON configuration to start with while the --config file does not exist")
 	cmd.Flags().StringVar(&listen, "listen", "", "the address to listen on (default every address)")
 	return cmd
 }

@@ -21,7 +21,7 @@ flags win over the same names in --credentials-file.`
 type azureFlags struct {
 	tenant, subscription, clientID, region string
 	secretFile, endpoint, authorityHost    string
-	caFile                                 string
+	caFile, staging                        string
 }
 
 func (f *azureFlags) register(cmd *cobra.Command) {
@@ -34,13 +34,14 @@ func (f *azureFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.endpoint, "endpoint", "", "azure: Azure Resource Manager's https URL, for another cloud than public Azure")
 	fl.StringVar(&f.authorityHost, "authority-host", "", "azure: Microsoft Entra ID's https URL, for another cloud than public Azure")
 	fl.StringVar(&f.caFile, "ca-file", "", "azure: PEM certificates to trust for both, instead of the system's")
+	fl.StringVar(&f.staging, "staging-storage-account", "", "azure: a storage account's resource id where each cluster's join data is staged for its managed identity alone\n(/subscriptions/SUB/resourceGroups/GROUP/providers/Microsoft.Storage/storageAccounts/NAME); without it, custom data carries it")
 }
 
 // given names the azure flags given, for a usage error with another
 // provider.
 func (f *azureFlags) given(cmd *cobra.Command) []string {
 	var out []string
-	for _, n := range []string{"tenant", "subscription", "client-id", "client-secret-file", "azure-region", "endpoint", "authority-host", "ca-file"} {
+	for _, n := range []string{"tenant", "subscription", "client-id", "client-secret-file", "azure-region", "endpoint", "authority-host", "ca-file", "staging-storage-account"} {
 		if cmd.Flags().Changed(n) {
 			out = append(out, "--"+n)
 		}
@@ -64,6 +65,7 @@ func (a *app) applyAzure(f *azureFlags, creds map[string]string) (map[string]str
 	set(v1.AzureRegion, f.region)
 	set(v1.AzureEndpoint, f.endpoint)
 	set(v1.AzureAuthorityHost, f.authorityHost)
+	set(v1.AzureStagingStorageAccount, f.staging)
 	if f.secretFile != "" {
 		data, err := a.readInput(f.secretFile, "client secret file")
 		if err != nil {

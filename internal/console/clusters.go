@@ -32,6 +32,31 @@ type clustersView struct {
 	CanCreate bool
 	Total     int // before the search
 	Matching  int // after the search; more than len(Rows) when cut at maxClusterRows
+	// Filters are the list's exact filters (state, provider, version,
+	// profile: the fleet page's links), those set.
+	Filters []clusterFilter
+}
+
+// clusterFilter keeps the clusters whose field Name is Value exactly;
+// profile "-" keeps those without a profile.
+type clusterFilter struct{ Name, Value string }
+
+// clusterFilterNames are the list's exact filters, as URL parameters.
+var clusterFilterNames = []string{"state", "provider", "version", "profile"}
+
+// keeps reports whether cl passes f.
+func (f clusterFilter) keeps(cl *v1.Cluster) bool {
+	switch f.Name {
+	case "state":
+		return cl.Status.ProvisioningState == f.Value
+	case "provider":
+		return cl.Spec.Provider == f.Value
+	case "version":
+		return cl.Spec.KubernetesVersion == f.Value
+	case "profile":
+		return cl.Spec.Profile.Name == f.Value || f.Value == "-" && cl.Spec.Profile.Name == ""
+	}
+	return true
 }
 
 // maxClusterRows is the most clusters the list shows: a fleet's list is
@@ -63,6 +88,11 @@ func (c *Console) loadClusters(ctx context.Context, r *http.Request, s *session,
 	if !slices.Contains(clusterSorts, v.Sort) {
 		v.Sort = "name"
 	}
+	for _, name := range clusterFilterNames {
+		if value := q.Get(name); value != "" {
+			v.Filters = append(v.Filters, clusterFilter{Name: name, Value: value})
+		}
+	}
 	for _, p := range projects {
 		v.Projects = append(v.Projects, p.Name)
 		if s.Can(p.Name, v1.RoleOperator) {
@@ -77,7 +107,7 @@ func (c *Console) loadClusters(ctx context.Context, r *http.Request, s *session,
 		}
 		for _, cl := range cls {
 			v.Total++
-			if !matches(v.Query, cl.Name, p.Name, cl.Status.ProvisioningState, cl.Spec.Provider, cl.Spec.KubernetesVersion) {
+			if !v.keeps(&cl) || !matches(v.Query, cl.Name, p.Name, cl.Status.ProvisioningState, cl.Spec.Provider, cl.Spec.KubernetesVersion) {
 				continue
 			}
 			v.Rows = append(v.Rows, clusterRow{Project: p.Name, Cluster: cl})
@@ -94,7 +124,17 @@ func (c *Console) loadClusters(ctx context.Context, r *http.Request, s *session,
 	return v, nil
 }
 
-// query is the list's search, filter and sort as URL parameters.
+// keeps reports whether cl passes every filter.
+func (v *clustersView) keeps(cl *v1.Cluster) bool {
+	for _, f := range v.Filters {
+		if !f.keeps(cl) {
+			return false
+		}
+	}
+	return true
+}
+
+// query is the list's search, filters and sort as URL parameters.
 func (v *clustersView) query() url.Values {
 	q := url.Values{"sort": {v.Sort}}
 	if v.Query != "" {
@@ -102,6 +142,9 @@ func (v *clustersView) query() url.Values {
 	}
 	if v.Project != "" {
 		q.Set("project", v.Project)
+	}
+	for _, f := range v.Filters {
+		q.Set(f.Name, f.Value)
 	}
 	return q
 }

@@ -1,14 +1,12 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/net/html"
 
@@ -135,15 +133,7 @@ func TestClustersList(t *testing.T) {
 	if live != "/clusters/live?q=sim&sort=name" {
 		t.Fatalf("the list's stream is %q", live)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+live, nil)
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := readEvents(resp.Body)
+	events := b.stream(live)
 	if ev := <-events; !strings.Contains(ev.fragments["clusters"], `data-cluster="alpha"`) || strings.Contains(ev.fragments["clusters"], `data-cluster="beta"`) {
 		t.Errorf("first list event: %+v", ev)
 	}

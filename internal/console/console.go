@@ -154,6 +154,8 @@ func (c *Console) routes() http.Handler {
 	h("GET /clusters/live", c.clustersLive)
 	h("GET /clusters/new", c.createPage)
 	h("GET /cost", c.costPage)
+	h("GET /fleet", c.fleetPage)
+	h("GET /fleet/live", c.fleetLive)
 	h("POST /clusters/new", c.createCluster)
 
 	h("GET "+clusterPath, c.clusterPage)

@@ -2,11 +2,17 @@ package console
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	v1 "kiln.dev/kiln/api/v1"
 )
+
+// idleFlagAfter is how long a running cluster has been idle (its Idle
+// condition, v1.IdleSince) before the cost page flags it.
+const idleFlagAfter = time.Hour
 
 // costRow is a cluster on the cost page: its estimate (status.cost) and
 // what hibernating it would save.
@@ -17,6 +23,11 @@ type costRow struct {
 	// Saving is what hibernating it would save an hour (0: nothing, or it
 	// cannot hibernate).
 	Saving float64
+	// IdleSince is since when it has been idle, when that is at least
+	// idleFlagAfter (zero otherwise).
+	IdleSince time.Time
+	// Idle is how long, rounded for people.
+	Idle string
 }
 
 // costProject is a project's total.
@@ -35,6 +46,14 @@ type costView struct {
 	Rows     []costRow
 	Total    costProject
 	AsOf     string // the price table's date
+	// Idle are the running clusters flagged idle, what hibernating them
+	// would save first.
+	Idle []costRow
+	// History is the last 30 days (GET /v1/cost); States are the live
+	// clusters' states by uid (a row whose uid is not there is deleted).
+	History *v1.CostHistory
+	States  map[string]string
+	Deleted int // the deleted clusters of History
 }
 
 // costPage is GET /cost: what each cluster of the user's projects costs,
@@ -46,7 +65,12 @@ func (c *Console) costPage(w http.ResponseWriter, r *http.Request, s *session) e
 	if err != nil {
 		return err
 	}
-	v := &costView{Total: costProject{Name: "All projects"}}
+	history, err := api.CostHistory(r.Context(), 0)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	v := &costView{Total: costProject{Name: "All projects"}, History: history, States: map[string]string{}}
 	for _, p := range projects {
 		cls, err := api.ListClusters(r.Context(), p.Name)
 		if err != nil {
@@ -57,6 +81,11 @@ func (c *Console) costPage(w http.ResponseWriter, r *http.Request, s *session) e
 			row := costRow{Project: p.Name, Cluster: cl, Cost: cl.Status.Cost}
 			if co := row.Cost; co != nil && co.HibernatedPerHour != nil {
 				row.Saving = max(co.PerHour-*co.HibernatedPerHour, 0)
+			}
+			v.States[cl.UID] = cl.Status.ProvisioningState
+			if since, ok := v1.IdleSince(&cl.Status); ok && now.Sub(since) >= idleFlagAfter {
+				row.IdleSince, row.Idle = since, idleFor(now.Sub(since))
+				v.Idle = append(v.Idle, row)
 			}
 			pt.add(row)
 			v.Total.add(row)
@@ -73,6 +102,14 @@ func (c *Console) costPage(w http.ResponseWriter, r *http.Request, s *session) e
 	slices.SortStableFunc(v.Projects, func(a, b costProject) int {
 		return cmp.Or(cmp.Compare(b.PerHour, a.PerHour), cmp.Compare(a.Name, b.Name))
 	})
+	slices.SortStableFunc(v.Idle, func(a, b costRow) int {
+		return cmp.Or(cmp.Compare(b.Saving, a.Saving), a.IdleSince.Compare(b.IdleSince), cmp.Compare(a.Project, b.Project), cmp.Compare(a.Cluster.Name, b.Cluster.Name))
+	})
+	for _, h := range history.Clusters {
+		if h.Deleted {
+			v.Deleted++
+		}
+	}
 	c.render(w, r, http.StatusOK, "cost.html", page{Title: "Cost", Session: s, Data: v})
 	return nil
 }
@@ -94,4 +131,16 @@ func perHour(r costRow) float64 {
 		return -1
 	}
 	return r.Cost.PerHour
+}
+
+// idleFor is how long a cluster has been idle: hours under two days, days
+// after.
+func idleFor(d time.Duration) string {
+	if h := int(d.Hours()); h < 48 {
+		if h == 1 {
+			return "1 hour"
+		}
+		return fmt.Sprintf("%d hours", h)
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/net/html"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/store"
 )
 
 // The cost page says what the API estimates (status.cost), cluster by
@@ -104,7 +106,7 @@ func TestCostPage(t *testing.T) {
 	}
 	for _, id := range []string{"cost-history", "cost-idle"} {
 		if _, ok := p.byID(t, id); !ok {
-			t.Errorf("the page does not say what it cannot show (#%s)", id)
+			t.Errorf("the page has no section #%s", id)
 		}
 	}
 
@@ -132,6 +134,112 @@ func TestCostPage(t *testing.T) {
 		"controlPlane": {"1"}, "workers": {"2"}, "nodeApproval": {"auto"}, "dryRun": {"1"}})
 	if msg, ok := d.byID(t, "dry-run-cost"); !ok || !strings.Contains(msg, "It would cost $0.178 an hour, $130.10 a month") {
 		t.Errorf("the dry run's cost: %q", msg)
+	}
+}
+
+// The cost page's last 30 days are the API's (GET /v1/cost): every
+// cluster that had an estimate in force, a deleted one marked and counted
+// for the hours it ran, each project's clusters; and the running clusters
+// idle for an hour (their Idle condition) are flagged with what
+// hibernating them would save, a busy one is not.
+func TestCostPageHistoryAndIdle(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := t.Context()
+	spec := v1.ClusterSpec{Provider: "sim", ControlPlane: v1.ControlPlane{Size: 1}, WorkerPools: []v1.WorkerPool{{Name: "w", Size: 1}}}
+	for _, name := range []string{"idle", "busy", "gone"} {
+		e.createCluster(name, spec)
+	}
+	for _, name := range []string{"idle", "busy", "gone"} {
+		e.wait(name)
+	}
+	goneUID := e.cluster("gone").UID
+	op, err := e.api.DeleteCluster(ctx, "default", "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := e.api.WaitOperation(wctx, op, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// What the elastic loop writes: idle for three hours since a change
+	// four hours ago; busy.
+	now := time.Now().UTC()
+	for name, status := range map[string]string{"idle": "True", "busy": "False"} {
+		cl, err := e.store.GetCluster(ctx, store.Key{Project: "default", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.Status.UpdatedAt = now.Add(-4 * time.Hour)
+		cl.Status.Conditions = append(cl.Status.Conditions, v1.Condition{Type: v1.ConditionIdle, Status: status,
+			LastTransitionTime: now.Add(-3 * time.Hour)})
+		if err := e.store.PutClusterStatus(ctx, cl, store.Cond{IfMatch: cl.ETag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b := e.browser()
+	b.login(ownerToken)
+	p := b.get("/cost")
+	if p.status != 200 {
+		t.Fatalf("GET /cost: %d\n%s", p.status, p.body)
+	}
+	history, err := e.api.CostHistory(ctx, 0) // after the page: open intervals only grew
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	idle := e.cluster("idle").Status.Cost
+	idleRows := tableRows(t, p, "cost-idle-clusters")
+	if len(idleRows) != 1 || idleRows[0]["data-cluster"] != "default/idle" {
+		t.Fatalf("idle clusters %v, want default/idle alone", idleRows)
+	}
+	if r := idleRows[0]; r["Idle for"] != "3 hours" || r["Hibernating would save"] != dollarsOf(idle.PerHour-*idle.HibernatedPerHour)+" an hour" ||
+		r["Per hour"] != dollarsOf(idle.PerHour) {
+		t.Errorf("the idle cluster's row %v; the API: %v an hour, %v hibernated", r, idle.PerHour, *idle.HibernatedPerHour)
+	}
+	for _, r := range tableRows(t, p, "cost-clusters") {
+		want := "—"
+		if r["data-cluster"] == "default/idle" {
+			want = "idle 3 hours"
+		}
+		if r["Idle"] != want {
+			t.Errorf("%s: Idle %q, want %q", r["data-cluster"], r["Idle"], want)
+		}
+	}
+
+	byUID := map[string]v1.ClusterCostHistory{}
+	for _, c := range history.Clusters {
+		byUID[c.UID] = c
+	}
+	rows := tableRows(t, p, "cost-history-clusters")
+	if len(rows) != 3 || len(history.Clusters) != 3 {
+		t.Fatalf("the last 30 days: %d rows, the API %d clusters; want idle, busy and the deleted gone", len(rows), len(history.Clusters))
+	}
+	for _, r := range rows {
+		c, ok := byUID[r["data-uid"]]
+		if !ok {
+			t.Errorf("row %v is no cluster of the API's", r)
+			continue
+		}
+		total, err := strconv.ParseFloat(r["data-total"], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.UID == goneUID:
+			if r["State"] != "Deleted" || r["link"] != "" || total != c.Total || r["Last 30 days"] != fmt.Sprintf("$%.2f", c.Total) || c.Total <= 0 {
+				t.Errorf("the deleted cluster's row %v (total %v); want it marked, unlinked, at the API's %v", r, total, c.Total)
+			}
+		case r["State"] != v1.StateSucceeded || r["link"] == "" || total > c.Total || total <= 0:
+			t.Errorf("%s: row %v (total %v); want it running, linked, at most the API's later %v", c.Name, r, total, c.Total)
+		}
+	}
+	prows := tableRows(t, p, "cost-history-projects")
+	if len(prows) != 2 || prows[0]["data-project"] != "default" || prows[0]["Clusters"] != "3" || prows[0]["Deleted"] != "1" ||
+		prows[1]["data-project"] != "All projects" || prows[1]["Clusters"] != "3" || prows[1]["Deleted"] != "1" {
+		t.Errorf("the last 30 days by project: %v; want default's 3 clusters, 1 deleted, then every project's", prows)
 	}
 }
 
@@ -168,7 +276,14 @@ func tableRows(t *testing.T, p page, id string) []map[string]string {
 			heads = cells
 			continue
 		}
-		r := map[string]string{"data-cluster": attr(n, "data-cluster"), "data-project": attr(n, "data-project")}
+		r := map[string]string{"data-cluster": attr(n, "data-cluster"), "data-project": attr(n, "data-project"), "data-label": attr(n, "data-label"),
+			"data-uid": attr(n, "data-uid"), "data-total": attr(n, "data-total"), "link": ""}
+		for a := range n.Descendants() {
+			if a.Type == html.ElementNode && a.Data == "a" {
+				r["link"] = attr(a, "href")
+				break
+			}
+		}
 		for i, c := range cells {
 			if i < len(heads) {
 				r[heads[i]] = c

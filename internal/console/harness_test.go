@@ -179,6 +179,25 @@ type page struct {
 	landed string
 }
 
+// stream opens the live stream at path (for 30 s at most) and returns its
+// events; the test's end closes it.
+func (b *browser) stream(path string) <-chan event {
+	t := b.e.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.e.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return readEvents(resp.Body)
+}
+
 func (b *browser) get(path string) page {
 	b.e.t.Helper()
 	return b.send(http.MethodGet, path, nil)

@@ -108,26 +108,34 @@ func (c *Console) liveContext(r *http.Request) (context.Context, context.CancelF
 	return ctx, cancel
 }
 
-// clustersLive streams the clusters list (with the page's q, project and
-// sort), re-read every LiveInterval.
+// clustersLive streams the clusters list (with the page's q, project,
+// filters and sort), re-read every LiveInterval.
 func (c *Console) clustersLive(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.pollFragment(w, r, s, "clusters.html", "clusters", func(ctx context.Context) (any, error) {
+		return c.loadClusters(ctx, r, s, r.URL.Query())
+	})
+}
+
+// pollFragment streams one fragment of a page, its data read by load
+// every LiveInterval and sent when its HTML changed.
+func (c *Console) pollFragment(w http.ResponseWriter, r *http.Request, s *session, pageName, name string, load func(context.Context) (any, error)) error {
 	ctx, cancel := c.liveContext(r)
 	defer cancel()
 	st := newStream(w)
 	var sent string
 	for {
-		v, err := c.loadClusters(ctx, r, s, r.URL.Query())
+		v, err := load(ctx)
 		if c.streamError(st, err, "") {
 			return nil
 		}
-		html, err := c.fragment("clusters.html", "clusters", page{Session: s, Data: v})
+		html, err := c.fragment(pageName, name, page{Session: s, Data: v})
 		if err != nil {
-			c.log.ErrorContext(ctx, "console fragment failed", "fragment", "clusters", "err", err)
+			c.log.ErrorContext(ctx, "console fragment failed", "fragment", name, "err", err)
 			return nil
 		}
 		if html != sent {
 			sent = html
-			if st.send("fragments", map[string]string{"clusters": html}) != nil {
+			if st.send("fragments", map[string]string{name: html}) != nil {
 				return nil
 			}
 		} else if st.ping() != nil {

@@ -47,6 +47,7 @@ var funcs = template.FuncMap{
 	"opDuration": opDuration,
 	"span":       span,
 	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"sub":        func(a, b float64) float64 { return a - b },
 	"plural":     plural,
 	"clusterURL": clusterURL,
 	"nodeURL": func(project, cluster, node string) string {
@@ -121,9 +122,10 @@ func stateClass(state string) string {
 }
 
 // conditionClass is stateClass for a condition: a condition that says
-// something is wrong when True (ProfileDrift) is a warning then.
+// something is wrong when True (ProfileDrift; Idle, which costs money
+// for nothing) is a warning then.
 func conditionClass(c v1.Condition) string {
-	if c.Type == v1.ConditionProfileDrift {
+	if c.Type == v1.ConditionProfileDrift || c.Type == v1.ConditionIdle {
 		if c.Status == "True" {
 			return "warn"
 		}

@@ -65,7 +65,7 @@ func (d *Daemon) newBackend(providers provider.Registry, reg *prometheus.Registr
 	b.checks = []check.Periodic{c.health(), c.elastic(), c.profiles(applier), c.certificates(), c.backups(), c.policies(), c.lbPools()}
 	keep := d.cfg.Retention
 	b.pruner = retention.New(retention.Options{Store: d.Store, Events: keep.Events, Audit: keep.Audit, Tokens: keep.Tokens,
-		Operations: keep.Operations, Instructions: keep.Instructions, Logger: d.log.With("part", "retention")})
+		Operations: keep.Operations, Instructions: keep.Instructions, CostIntervals: keep.CostIntervals, Logger: d.log.With("part", "retention")})
 	b.services = servicelb.New(servicelb.Options{Store: d.Store, Writer: d.Store, Accounts: d.Store, Providers: providers, Shard: b.replicas,
 		Logger: d.log.With("part", "service-lb"),
 		RESTConfig: func(ctx context.Context, cl *store.Cluster) (*rest.Config, error) {

@@ -647,14 +647,17 @@ type Retention struct {
 	// Operations: an operation after it ended (a live cluster's last one
 	// is kept); Instructions: a node's instruction after its result came.
 	Operations, Instructions time.Duration
+	// CostIntervals: a cluster's cost interval after it ended (at least
+	// retention.MinCostIntervals, 31 days).
+	CostIntervals time.Duration
 }
 
-// DefaultRetention keeps events and operations 90 days, the audit log 400
-// days (over a year, for yearly reviews), tokens 30 days past their end
-// and instructions (their params carry node keys, sealed) 30 days past
-// their result.
+// DefaultRetention keeps events and operations 90 days, the audit log and
+// cost intervals 400 days (over a year, for yearly reviews), tokens 30
+// days past their end and instructions (their params carry node keys,
+// sealed) 30 days past their result.
 var DefaultRetention = Retention{Events: 90 * 24 * time.Hour, Audit: 400 * 24 * time.Hour, Tokens: 30 * 24 * time.Hour,
-	Operations: 90 * 24 * time.Hour, Instructions: 30 * 24 * time.Hour}
+	Operations: 90 * 24 * time.Hour, Instructions: 30 * 24 * time.Hour, CostIntervals: 400 * 24 * time.Hour}
 
 // silence is how long an installed node's agent may go without a
 // heartbeat before the node counts as down (two heartbeat intervals),

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -139,7 +140,13 @@ func (p *Proxy) handle(c net.Conn) {
 			return
 		}
 		defer p.untrack(bc)
-		pipe(c, bc)
+		if side, err := pipe(c, bc); p.ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+			// A connection reset by the client or by the backend (an API
+			// server closing, a node gone), passed on to the other: what
+			// a client's "connection reset by peer" may come from.
+			p.log.Info("load balancer connection reset", "client", c.RemoteAddr().String(),
+				"backend", b, "side", side, "err", err)
+		}
 		return
 	}
 	p.log.Warn("no backend accepted a load balancer connection", "backends", bs)
@@ -147,23 +154,33 @@ func (p *Proxy) handle(c net.Conn) {
 
 // pipe copies both ways until both sides are done. A side that ends cleanly
 // is half-closed on the other connection (TLS close_notify and HTTP/2 rely
-// on it); an error ends both.
-func pipe(a, b net.Conn) {
-	errc := make(chan error, 2)
-	cp := func(dst, src net.Conn) {
+// on it); an error ends both. It returns the first error, if any, and the
+// direction it was copying: "to client" (from b to a) or "to backend".
+func pipe(a, b net.Conn) (side string, err error) {
+	type result struct {
+		side string
+		err  error
+	}
+	res := make(chan result, 2)
+	cp := func(side string, dst, src net.Conn) {
 		_, err := io.Copy(dst, src)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
 			err = cw.CloseWrite()
 		}
-		errc <- err
+		res <- result{side, err}
 	}
-	go cp(a, b)
-	go cp(b, a)
-	if err := <-errc; err != nil {
+	go cp("to client", a, b)
+	go cp("to backend", b, a)
+	first := <-res
+	if first.err != nil {
 		a.Close()
 		b.Close()
 	}
-	<-errc
+	second := <-res
+	if first.err == nil && second.err != nil {
+		first = second
+	}
+	return first.side, first.err
 }
 
 // Close stops listening, ends every connection and waits for Serve to

@@ -39,13 +39,18 @@ func (e *ConfigError) Error() string {
 	return e.Path + ": " + e.Field + ": " + e.Problem
 }
 
-// ReadConfig reads a Config from a JSON file and checks it; a file that
-// cannot be used is a *ConfigError.
+// ReadConfig reads a Config from a JSON file and checks it (ParseConfig).
 func ReadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, err
 	}
+	return ParseConfig(path, b)
+}
+
+// ParseConfig checks the JSON Config b (from path, which errors name); one
+// that cannot be used is a *ConfigError.
+func ParseConfig(path string, b []byte) (Config, error) {
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, &ConfigError{Path: path, Problem: err.Error()}

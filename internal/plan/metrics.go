@@ -36,21 +36,10 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 		}, []string{"kind", "code"}),
 	}
 	if reg != nil {
-		m.duration = register(reg, m.duration, log)
-		m.failures = register(reg, m.failures, log)
+		m.duration = promreg.OrLog(reg, m.duration, log, "plan")
+		m.failures = promreg.OrLog(reg, m.failures, log, "plan")
 	}
 	return m
-}
-
-// register registers c with reg, sharing one already registered there
-// (by another Runner of the process); a refusal is logged, and c then
-// counts for nobody.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
-	c, err := promreg.Register(reg, c)
-	if err != nil {
-		log.Error("could not register plan metric; it will not be exported", "err", err)
-	}
-	return c
 }
 
 // ended observes op, which has just ended.

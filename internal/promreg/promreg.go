@@ -6,6 +6,7 @@ package promreg
 
 import (
 	"errors"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,4 +25,15 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 		}
 	}
 	return c, err
+}
+
+// OrLog is Register for a part that works on without its metrics: a
+// refusal is logged, naming the part, and the collector returned is
+// counted with but not exported.
+func OrLog[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger, part string) C {
+	c, err := Register(reg, c)
+	if err != nil {
+		log.Error("could not register a "+part+" metric; it will not be exported", "err", err)
+	}
+	return c
 }

@@ -29,6 +29,8 @@ var required = map[string]string{
 	"POST /v1/auth/oidc":         "public",
 	"GET /debug/pprof/{profile}": "owner",
 	"GET /v1/projects":           "anyone",
+	"GET /v1/fleet":              "anyone",
+	"GET /v1/cost":               "anyone",
 
 	"GET /v1/users":                          "owner",
 	"PUT /v1/users/{user}":                   "owner",

@@ -31,6 +31,8 @@ var (
 		"/metrics",
 		"/openapi.json",
 		"/v1/whoami",
+		"/v1/fleet",
+		"/v1/cost",
 		"/debug/pprof/goroutine",
 		"/v1/users",
 		"/v1/users/u",

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -60,5 +61,82 @@ func TestClusterCost(t *testing.T) {
 	local, _ := h.createCluster("p", "l", `{"spec": {"provider": "local", "controlPlane": {"size": 1}, "workerPools": [{"name": "default", "size": 1}]}}`)
 	if c := local.Status.Cost; c == nil || c.PerHour != 0 || !c.Complete || len(c.Items) != 2 {
 		t.Errorf("a local cluster's cost: %+v; want 0 with its machines listed", c)
+	}
+}
+
+// GET /v1/cost answers the store's cost history over the last 30 days (or
+// ?days=): each cluster's intervals at the estimate status.cost said, its
+// total what they add up to, a deleted cluster kept and marked, a viewer
+// seeing only the projects they are in; days out of 1 to 31 is refused.
+func TestCostHistory(t *testing.T) {
+	h := newHarness(t, nil)
+	h.project("p")
+	h.project("q")
+	const body = `{"spec": {"provider": "sim", "controlPlane": {"size": 1}, "workerPools": [{"name": "w", "size": 1}]}}`
+	_, opC := h.createCluster("p", "c", body)
+	h.finish(h.claim(), opC, v1.OpSucceeded, nil)
+	_, opD := h.createCluster("q", "d", body)
+	h.finish(h.claim(), opD, v1.OpSucceeded, nil)
+	running := h.cluster("p", "c").Status.Cost
+	uid := h.cluster("p", "c").UID
+
+	// p/c is deleted.
+	r := h.must(http.StatusAccepted, "DELETE", "/v1/projects/p/clusters/c", "")
+	var deleting v1.Cluster
+	r.decode(t, &deleting)
+	cl := h.claim()
+	op, err := h.store.GetOperation(t.Context(), deleting.Status.CurrentOperation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Status = v1.OpSucceeded
+	for i := range op.Steps {
+		op.Steps[i].State = v1.StepSucceeded
+	}
+	if err := h.store.FinishOperation(t.Context(), nil, op, cl.Lease.Fence(), true); err != nil {
+		t.Fatal(err)
+	}
+
+	var all v1.CostHistory
+	h.must(http.StatusOK, "GET", "/v1/cost", "").decode(t, &all)
+	if all.Days != 30 || all.To.Sub(all.From) != 30*24*time.Hour || all.Currency != "USD" {
+		t.Errorf("the window: %d days from %s to %s in %q; want the last 30 in USD", all.Days, all.From, all.To, all.Currency)
+	}
+	byName := map[string]v1.ClusterCostHistory{}
+	var sum float64
+	for _, c := range all.Clusters {
+		byName[c.Project+"/"+c.Name] = c
+		var total float64
+		for _, iv := range c.Intervals {
+			total += iv.Cost
+			if iv.PerHour != running.PerHour || iv.Basis != v1.CostRunning || iv.Cost != iv.PerHour*iv.Hours {
+				t.Errorf("%s/%s: interval %+v; want status.cost's %v an hour, running", c.Project, c.Name, iv, running.PerHour)
+			}
+		}
+		if c.Total != total || len(c.Intervals) != 1 {
+			t.Errorf("%s/%s: total %v of %d intervals; they add up to %v", c.Project, c.Name, c.Total, len(c.Intervals), total)
+		}
+		sum += c.Total
+	}
+	if c := byName["p/c"]; !c.Deleted || c.UID != uid || c.Intervals[0].Open {
+		t.Errorf("the deleted p/c: %+v; want it marked deleted, its interval ended", c)
+	}
+	if d := byName["q/d"]; d.Deleted || !d.Intervals[0].Open || !d.Intervals[0].To.Equal(all.To) {
+		t.Errorf("the live q/d: %+v; want its interval in force to the window's end", d)
+	}
+	if len(all.Clusters) != 2 || len(all.Projects) != 2 || math.Abs(all.Total-sum) > 1e-12 {
+		t.Errorf("the owner's answer: %d clusters, %d projects, total %v (the clusters' %v)", len(all.Clusters), len(all.Projects), all.Total, sum)
+	}
+
+	viewer := "Authorization: Bearer " + h.tokenFor("val", "q", v1.RoleViewer)
+	var mine v1.CostHistory
+	h.must(http.StatusOK, "GET", "/v1/cost?days=7", "", viewer).decode(t, &mine)
+	if mine.Days != 7 || len(mine.Clusters) != 1 || mine.Clusters[0].Name != "d" || len(mine.Projects) != 1 || mine.Projects[0].Project != "q" {
+		t.Errorf("a viewer of q, 7 days: %d days, %+v", mine.Days, mine.Clusters)
+	}
+	for _, days := range []string{"0", "32", "x"} {
+		if e := h.must(http.StatusBadRequest, "GET", "/v1/cost?days="+days, "").errorBody(t); e.Target != "days" {
+			t.Errorf("days=%s: %+v", days, e)
+		}
 	}
 }

@@ -98,6 +98,10 @@ func apiRoutes() []apiRoute {
 		{pattern: "DELETE /v1/users/{user}/tokens/{token}", summary: "Revoke a token.", codes: map[int]*apiBody{204: noBody}},
 		{pattern: "GET /v1/audit", summary: "The audit log, newest first.", query: append([]string{"project", "actor", "action", "result", "since", "until"}, pageQuery...), codes: map[int]*apiBody{200: pageOf[v1.AuditEntry]()}},
 
+		{pattern: "GET /v1/fleet", summary: "The fleet at a glance, over the projects the caller has a role in: clusters by state, provider, version and profile; operations of the last day, week and the week before by kind and result; durations (p50, p95); the last week's failure codes.",
+			codes: map[int]*apiBody{200: oneOf[v1.Fleet]()}},
+		{pattern: "GET /v1/cost", summary: "What the cost estimate said each cluster of the caller's projects cost over the last days (30 unless days says, at most 31), by cluster (deleted ones too) and by project, from the store's cost intervals; an estimate's history, not a bill.",
+			query: []string{"days"}, codes: map[int]*apiBody{200: oneOf[v1.CostHistory]()}},
 		{pattern: "GET /v1/projects", summary: "List projects.", query: pageQuery, codes: map[int]*apiBody{200: pageOf[v1.Project]()}},
 		{pattern: "PUT " + project, summary: "Create or replace a project.", in: oneOf[v1.Project](), codes: map[int]*apiBody{200: oneOf[v1.Project](), 201: oneOf[v1.Project]()}},
 		{pattern: "GET " + project, summary: "Get a project.", codes: map[int]*apiBody{200: oneOf[v1.Project]()}},
@@ -387,6 +391,7 @@ var paramDocs = map[string]string{
 	"arch":      "amd64 or arm64",
 	"since":     "an RFC 3339 time", "until": "an RFC 3339 time",
 	"tail": "the last N lines", "component": "the agent component whose lines to show",
+	"days": "how many days back the window begins (1 to 31; 30 when absent)",
 }
 
 func generateOpenAPI(t testing.TB) []byte {

@@ -40,6 +40,7 @@ func operationOut(op *store.Operation) v1.Operation {
 			Reason:          op.Reason,
 			Backup:          op.Backup,
 			Nodes:           op.Nodes,
+			Pools:           op.Pools,
 		},
 	}
 }

@@ -57,7 +57,7 @@ func TestCloudAccountCredentialsNeverReturned(t *testing.T) {
 	// A replace without credentials keeps the stored ones.
 	bodies = append(bodies, h.must(http.StatusOK, "PUT", path, `{"provider": "local"}`))
 	bodies = append(bodies, h.must(http.StatusBadRequest, "PUT", path,
-		`{"provider": "gcp", "credentials": {"apiKey": "`+secret+`"}}`))
+		`{"provider": "nimbus", "credentials": {"apiKey": "`+secret+`"}}`))
 	bodies = append(bodies, h.must(http.StatusBadRequest, "PUT", path,
 		`{"provider": "sim", "credentials": {"apiKey": "`+secret+`"}, "extra": 1}`))
 	for i, r := range bodies {

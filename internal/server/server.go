@@ -344,6 +344,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/audit", "", owners(), s.listAudit)
 
 	const project = "/v1/projects/{project}"
+	s.handle("GET /v1/fleet", "", anyone(), s.getFleet)
+	s.handle("GET /v1/cost", "", anyone(), s.getCost)
 	s.handle("GET /v1/projects", "project", anyone(), s.listProjects)
 	s.handle("PUT "+project, "project", owners(), s.putProject)
 	s.handle("GET "+project, "project", inProject(v1.RoleViewer), s.getProject)

@@ -93,6 +93,16 @@ type DiagnosticsStore interface {
 	DeleteDiagnostics(ctx context.Context, id string) error
 }
 
+// FleetStore is what the fleet's sums (GET /v1/fleet) need.
+type FleetStore interface {
+	FleetSummary(ctx context.Context, q store.FleetQuery) (*v1.Fleet, error)
+}
+
+// CostStore is what the cost history (GET /v1/cost) needs.
+type CostStore interface {
+	CostHistory(ctx context.Context, q store.CostQuery) (*v1.CostHistory, error)
+}
+
 // Pinger is what /readyz needs: whether the store answers.
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -115,6 +125,8 @@ type Store interface {
 	AuditStore
 	DiagnosticsStore
 	BackupStore
+	FleetStore
+	CostStore
 	trust.SecretReader
 	Pinger
 }
@@ -139,9 +151,11 @@ type stores struct {
 	projectSecrets ProjectSecretStore
 	diagnostics    DiagnosticsStore
 	backups        BackupStore
+	fleet          FleetStore
+	costs          CostStore
 }
 
 func storesOf(st Store) stores {
-	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, profiles: st,
+	return stores{projects: st, clusters: st, operations: st, nodes: st, accounts: st, projectSecrets: st, diagnostics: st, backups: st, fleet: st, costs: st, profiles: st,
 		jobs: st, events: st, identity: st, audits: st, secrets: st, pinger: st}
 }

@@ -154,6 +154,9 @@ type Operation struct {
 	// removes (v1.OperationProperties).
 	Reason string
 	Nodes  []string
+	// Pools are the pool sizes an autoscale operation changed, set when
+	// it is begun (v1.OperationProperties.Pools).
+	Pools []v1.PoolResize
 	// Backup is the backup a backup operation takes or a restore
 	// operation puts back; set when it is begun.
 	Backup string
@@ -353,6 +356,7 @@ type Store interface {
 	Replicas
 	Pruner
 	Fleet
+	CostRecord
 
 	// Ping checks the database answers (for /readyz).
 	Ping(ctx context.Context) error
@@ -375,6 +379,44 @@ type Fleet interface {
 	// earliest certificate expiry as the certificate check recorded it
 	// (status.certificates); clusters without one are left out.
 	CertificateExpiries(ctx context.Context) ([]CertificateExpiry, error)
+	// FleetSummary adds up the clusters and operations of the projects q
+	// names for the console's fleet page (v1.Fleet): grouped queries,
+	// none of which reads every row into Go, over the operations begun in
+	// the two weeks before q.Now.
+	FleetSummary(ctx context.Context, q FleetQuery) (*v1.Fleet, error)
+}
+
+// FleetQuery says what FleetSummary adds up: the clusters and operations
+// of Projects, or of every project when All; the windows end at Now.
+type FleetQuery struct {
+	All      bool
+	Projects []string
+	Now      time.Time
+}
+
+// CostRecord is the record of what each cluster's estimate (status.cost)
+// said over time: cost intervals, kept after the cluster is deleted until
+// retention prunes them. FinishOperation writes them, in the transaction
+// that ends an operation: when the operation leaves the cluster with an
+// estimate other than the one in force (from its spec and state, by
+// internal/cost), the interval in force ends and one begins, now; a
+// cluster's first begins when its first operation began (a create's
+// machines are made during it); a delete that finishes ends the one in
+// force. A cluster whose provider the price table does not price has
+// none.
+type CostRecord interface {
+	// CostHistory adds up the intervals of the projects q names that were
+	// in force during [q.From, q.To), each cut to the window, by cluster
+	// (deleted ones marked) and by project, dearest first.
+	CostHistory(ctx context.Context, q CostQuery) (*v1.CostHistory, error)
+}
+
+// CostQuery says what CostHistory adds up: the clusters of Projects, or
+// of every project when All, over [From, To).
+type CostQuery struct {
+	All      bool
+	Projects []string
+	From, To time.Time
 }
 
 // ClusterCount is how many clusters are in State of Provider.
@@ -733,11 +775,14 @@ type Cutoffs struct {
 	// of a cluster an operation runs on (a step run again finds the
 	// instructions it issued by id).
 	Instructions time.Time
+	// CostIntervals: cost intervals that ended before this (one in force
+	// stays).
+	CostIntervals time.Time
 }
 
 // Pruned counts what a Prune deleted.
 type Pruned struct {
-	Events, Audit, Tokens, Operations, Instructions int64
+	Events, Audit, Tokens, Operations, Instructions, CostIntervals int64
 }
 
 // CheckEachCluster calls check with every cluster f selects, going on past a

@@ -15,6 +15,9 @@ import (
 // guid is how Microsoft Entra ID and Azure write their ids.
 var guid = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// storageAccountID is a storage account's resource id.
+var storageAccountID = regexp.MustCompile(`^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]{1,90}/providers/Microsoft\.Storage/storageAccounts/[a-z0-9]{3,24}$`)
+
 // MaxCABundle bounds an account's caBundle.
 const MaxCABundle = 64 << 10
 
@@ -53,6 +56,9 @@ func AzureCredentials(creds map[string]string) []v1.Error {
 		if u, err := url.Parse(v); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" {
 			e.invalid(at(k), "%q must be an https URL such as https://management.example.com (Azure sends its tokens over https only); leave it out for public Azure", v)
 		}
+	}
+	if v := creds[v1.AzureStagingStorageAccount]; v != "" && !storageAccountID.MatchString(v) {
+		e.invalid(at(v1.AzureStagingStorageAccount), "%q must be a storage account's resource id, /subscriptions/SUBSCRIPTION/resourceGroups/GROUP/providers/Microsoft.Storage/storageAccounts/NAME (az storage account show --query id)", v)
 	}
 	if b := creds[v1.AzureCABundle]; b != "" {
 		if msg := caBundle(b); msg != "" {

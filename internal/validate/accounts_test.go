@@ -84,6 +84,9 @@ func TestAzureAccount(t *testing.T) {
 			invalid("credentials.caBundle", "the CA bundle must be PEM certificates (-----BEGIN CERTIFICATE-----), one or more")}},
 		{name: "unknown credential", creds: map[string]string{"accessKeyId": "AK"}, want: []v1.Error{
 			invalid("credentials.accessKeyId", "the azure provider has no credential \"accessKeyId\"; it takes "+strings.Join(v1.AzureCredentials, ", "))}},
+		{name: "staging storage account", creds: map[string]string{v1.AzureStagingStorageAccount: "/subscriptions/00000000-0000-4000-8000-00000000a2b0/resourceGroups/kiln-staging/providers/Microsoft.Storage/storageAccounts/kilnstaging"}},
+		{name: "staging storage account by name", creds: map[string]string{v1.AzureStagingStorageAccount: "kilnstaging"}, want: []v1.Error{
+			invalid("credentials.stagingStorageAccount", `"kilnstaging" must be a storage account's resource id, /subscriptions/SUBSCRIPTION/resourceGroups/GROUP/providers/Microsoft.Storage/storageAccounts/NAME (az storage account show --query id)`)}},
 		{name: "region", creds: map[string]string{v1.AzureRegion: "East US"}, want: []v1.Error{
 			invalid("credentials.region", `"East US" must be a region as Azure names it, such as eastus`)}},
 	}

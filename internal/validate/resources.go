@@ -129,6 +129,9 @@ func CloudAccount(name string, a *v1.CloudAccount, catalog Catalog) []v1.Error {
 	if a.Provider == v1.ProviderAzure && a.Credentials != nil {
 		e = append(e, AzureCredentials(a.Credentials)...)
 	}
+	if a.Provider == v1.ProviderGCP && a.Credentials != nil {
+		e = append(e, GCPCredentials(a.Credentials)...)
+	}
 	e.quotas(a.Quotas)
 	return e
 }

@@ -32,20 +32,10 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 			Help: "Cluster leases claimed from a holder whose lease had expired (it died or stopped renewing)."}),
 	}
 	if reg != nil {
-		m.held = register(reg, m.held, log)
-		m.claims = register(reg, m.claims, log)
-		m.lost = register(reg, m.lost, log)
-		m.takeovers = register(reg, m.takeovers, log)
+		m.held = promreg.OrLog(reg, m.held, log, "worker")
+		m.claims = promreg.OrLog(reg, m.claims, log, "worker")
+		m.lost = promreg.OrLog(reg, m.lost, log, "worker")
+		m.takeovers = promreg.OrLog(reg, m.takeovers, log, "worker")
 	}
 	return m
-}
-
-// register registers c with reg, sharing one already registered there;
-// a refusal is logged, and c then counts for nobody.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
-	c, err := promreg.Register(reg, c)
-	if err != nil {
-		log.Error("could not register worker metric; it will not be exported", "err", err)
-	}
-	return c
 }

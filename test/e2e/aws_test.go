@@ -215,9 +215,7 @@ func vpcRange(t testing.TB) netip.Prefix {
 	vpcRanges.Lock()
 	defer vpcRanges.Unlock()
 	taken := slices.Clone(vpcRanges.given)
-	ids := strings.Fields(docker(t, "network", "ls", "-q"))
-	out := docker(t, append([]string{"network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}"}, ids...)...)
-	for _, s := range strings.Fields(out) {
+	for _, s := range strings.Fields(dockerSubnets(t)) {
 		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
 			taken = append(taken, p.Masked())
 		}
@@ -230,6 +228,27 @@ func vpcRange(t testing.TB) netip.Prefix {
 	}
 	t.Fatalf("no /16 of %s is free of Docker networks for a VPC (taken: %v); remove leftover networks (docker network ls)", vpcPool, taken)
 	return netip.Prefix{}
+}
+
+// dockerSubnets are the subnets of the engine's networks. Tests beside
+// this one make and remove networks all the time: a network listed and
+// gone before it was inspected makes it ask again (the engine answers "No
+// such network" or "network ID not found"; it failed TestAWSCluster in CI).
+func dockerSubnets(t testing.TB) string {
+	t.Helper()
+	var out []byte
+	var err error
+	for range 5 {
+		ids := strings.Fields(docker(t, "network", "ls", "-q"))
+		out, err = exec.Command("docker", append([]string{"network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}"}, ids...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "No such network") && !strings.Contains(string(out), "not found") {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("docker network inspect: %v: %s", err, out)
+	}
+	return string(out)
 }
 
 // nextPrefix is the first address after p.

@@ -144,6 +144,7 @@ func TestAzureCluster(t *testing.T) {
 			t.Errorf("worker node %s is not named as a machine of the default pool's scale set (default-XXXXXX)", w)
 		}
 	}
+	checkIdentityToken(t, a)
 	ip := strings.TrimSpace(e.mustKubectl("az", "get", "node", workers[0], "-o", "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}"))
 	e.checkHello("az", workers, ip)
 	// A Service of type LoadBalancer is a frontend of the cluster's load
@@ -198,4 +199,24 @@ func (a *localAzure) serviceFrontends(t testing.TB, project, name string) string
 		out = append(out, *f.Name)
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkIdentityToken asks the instance metadata service, from inside one
+// of the local Azure's virtual machines (a node-image container, where
+// its environment says the endpoint: AZURE_POD_IDENTITY_AUTHORITY_HOST),
+// for a token of the machine's managed identity (the cluster's), as
+// kiln-agent does for a staging blob: bash's /dev/tcp, since the node
+// image has no HTTP client.
+func checkIdentityToken(t *testing.T, a *localAzure) {
+	t.Helper()
+	ids := strings.Fields(docker(t, "ps", "-q", "--filter", "label="+azurelocal.LabelIdentity+"="+machines.StateIdentity(a.state)))
+	if len(ids) == 0 {
+		t.Fatal("no machine of the local Azure runs")
+	}
+	script := `h=${AZURE_POD_IDENTITY_AUTHORITY_HOST#http://}; exec 3<>/dev/tcp/${h%:*}/${h#*:}; ` +
+		`printf 'GET /metadata/identity/oauth2/token?api-version=2018-02-01&resource=https://storage.azure.com/ HTTP/1.0\r\nMetadata: true\r\n\r\n' >&3; cat <&3`
+	out := docker(t, "exec", ids[0], "bash", "-c", script)
+	if !strings.Contains(out, " 200 OK") || !strings.Contains(out, `"token_type":"Bearer"`) || !strings.Contains(out, `"access_token":"`) {
+		t.Errorf("the instance metadata service, asked from machine %s for its identity's token, answered:\n%s", ids[0], tail(out, 20))
+	}
 }

@@ -30,8 +30,15 @@ func (e *env) checkLoadBalancer(project, cluster string, lbs func() string) (kep
 	e.mustKubectl(ref, "expose", "deployment", "hello", "--name", "hello-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "8080")
 	ip := e.waitServiceAddress(ref, "hello-lb")
 	got := time.Since(begin)
-	if got > 15*time.Second {
-		t.Errorf("Service hello-lb got its address %s after %s, over issue 46's 15 s", ip, got.Round(100*time.Millisecond))
+	// Issue 46's 15 s are the cluster's, from the Service's creation to the
+	// address the service controller gave it (its EnsuredLoadBalancer
+	// event; MetalLB's IPAllocated), both stamped by the servers: what the test sees adds kubectl's
+	// own start and its polls, seconds each on a loaded machine.
+	took, events := e.serviceAddressTook(ref, "hello-lb")
+	t.Logf("Service hello-lb: its address %s after its creation by the servers' stamps (%s)", took, events)
+	if took > 15*time.Second {
+		t.Errorf("Service hello-lb got its address %s %s after its creation (the test saw it after %s), over issue 46's 15 s",
+			ip, took, got.Round(100*time.Millisecond))
 	}
 	answers := func(port string) {
 		t.Helper()
@@ -92,6 +99,51 @@ func (e *env) waitServiceAddressIn(ref, namespace, name string) string {
 		return true, nil
 	})
 	return ip
+}
+
+// serviceAddressTook is how long Service name of cluster ref (namespace
+// default) waited for its load balancer: from its creationTimestamp to the
+// first EnsuredLoadBalancer event of Kubernetes' service controller
+// (Kiln's, for docker, aws and azure clusters) or IPAllocated event of
+// MetalLB's (edge clusters), both to the second (an event's firstTimestamp,
+// or its eventTime when it was recorded through events.k8s.io). It also
+// returns the Service's events with their times, for the log.
+func (e *env) serviceAddressTook(ref, name string) (time.Duration, string) {
+	e.t.Helper()
+	created, err := e.kubectl(ref, "get", "service", name, "-o", "jsonpath={.metadata.creationTimestamp}")
+	if err != nil {
+		e.t.Fatalf("Service %s's creation time: %v", name, err)
+	}
+	from, err := time.Parse(time.RFC3339, strings.TrimSpace(created))
+	if err != nil {
+		e.t.Fatalf("Service %s: creationTimestamp %q: %v", name, created, err)
+	}
+	var ensured time.Time
+	var seen []string
+	waitfor.Cond(e.t, "the EnsuredLoadBalancer or IPAllocated event of Service "+name, time.Minute, func() (bool, error) {
+		out, err := e.kubectl(ref, "get", "events", "--field-selector", "involvedObject.name="+name,
+			"-o", `jsonpath={range .items[*]}{.reason} {.firstTimestamp} {.eventTime}{"\n"}{end}`)
+		seen = seen[:0]
+		for line := range strings.Lines(out) {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339, f[1])
+			if err != nil && len(f) > 2 {
+				at, err = time.Parse(time.RFC3339, f[2])
+			}
+			if err != nil {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s +%s", f[0], at.Sub(from)))
+			if (f[0] == "EnsuredLoadBalancer" || f[0] == "IPAllocated") && (ensured.IsZero() || at.Before(ensured)) {
+				ensured = at
+			}
+		}
+		return err == nil && !ensured.IsZero(), waitfor.NotYet(fmt.Errorf("%v: %q", err, out))
+	})
+	return ensured.Sub(from), strings.Join(seen, ", ")
 }
 
 // dockerLoadBalancers lists the cluster's Service load balancer

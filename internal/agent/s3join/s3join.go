@@ -10,14 +10,11 @@ package s3join
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "kiln.dev/kiln/api/v1"
+	"kiln.dev/kiln/internal/agent/joinfiles"
 )
 
 // Options say what to fetch and where to write it.
@@ -90,7 +88,7 @@ func Fetch(ctx context.Context, o Options) error {
 			b, err = get(ctx, md, region, bucket, key)
 		}
 		if err == nil {
-			return write(o, b)
+			return joinfiles.Write(o.CredentialsFile, o.PassphraseFile, b)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return &FetchError{URL: o.URL, Err: err}
@@ -118,32 +116,9 @@ func get(ctx context.Context, md *imds.Client, region, bucket, key string) (v1.J
 		return v1.JoinBundle{}, err
 	}
 	defer out.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(out.Body, 1<<20))
+	raw, err := io.ReadAll(io.LimitReader(out.Body, joinfiles.MaxBundle))
 	if err != nil {
 		return v1.JoinBundle{}, err
 	}
-	var b v1.JoinBundle
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return v1.JoinBundle{}, fmt.Errorf("the object is no join bundle: %w", err)
-	}
-	if b.Credentials.ID == "" || b.Passphrase == "" {
-		return v1.JoinBundle{}, errors.New("the join bundle has no credential or no passphrase")
-	}
-	return b, nil
-}
-
-func write(o Options, b v1.JoinBundle) error {
-	creds, err := json.MarshalIndent(b.Credentials, "", "  ")
-	if err != nil {
-		return err
-	}
-	for path, data := range map[string][]byte{o.CredentialsFile: append(creds, '\n'), o.PassphraseFile: []byte(b.Passphrase + "\n")} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
-	return nil
+	return joinfiles.Parse(raw)
 }

@@ -54,6 +54,9 @@ type Options struct {
 	// for spec.idleStop).
 	CanStop  func(provider string) bool
 	Cooldown time.Duration // DefaultCooldown when zero
+	// IdleEvery is how often a cluster read only for its Idle condition
+	// is read; DefaultIdleEvery when zero.
+	IdleEvery time.Duration
 }
 
 // Controller is the elastic loop: every Interval, for each Succeeded
@@ -76,6 +79,7 @@ type Controller struct {
 type memory struct {
 	underused map[string]time.Time
 	idleSince time.Time // zero while busy
+	read      time.Time // when the cluster's Kubernetes was last read
 	blocked   []string  // the last Blocked said in events
 	seen      bool      // in the current pass
 }
@@ -85,6 +89,9 @@ func NewController(opts Options) *Controller {
 	opts.Base = opts.WithDefaults(DefaultInterval)
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = DefaultCooldown
+	}
+	if opts.IdleEvery <= 0 {
+		opts.IdleEvery = DefaultIdleEvery
 	}
 	return &Controller{opts: opts, clusters: map[string]*memory{},
 		acts: opts.Acts(opts.Store)}
@@ -135,13 +142,15 @@ func (c *Controller) memoryOf(cl *store.Cluster) *memory {
 	return m
 }
 
-// Check judges one cluster as read, and acts on what it finds.
-func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
+// Check judges one cluster as read, and acts on what it finds; last, it
+// writes the cluster's Idle condition from what it read (every cluster's,
+// those it has nothing else to do with every IdleEvery).
+func (c *Controller) Check(ctx context.Context, cl *store.Cluster) (err error) {
 	if cl.Status.ProvisioningState != v1.StateSucceeded || !c.opts.Watched(cl.Spec.Provider) {
 		return nil
 	}
 	var jobs []*store.Job // those that have not ended
-	err := store.Each(func(pg store.Page) ([]*store.Job, string, error) { return c.opts.Store.ListJobs(ctx, cl.Key(), pg) },
+	err = store.Each(func(pg store.Page) ([]*store.Job, string, error) { return c.opts.Store.ListJobs(ctx, cl.Key(), pg) },
 		func(j *store.Job) error {
 			if !j.Status.Ended() {
 				jobs = append(jobs, j)
@@ -151,20 +160,35 @@ func (c *Controller) Check(ctx context.Context, cl *store.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("list jobs: %w", err)
 	}
-	if !Autoscaled(&cl.Spec) && cl.Spec.IdleStop == nil && len(jobs) == 0 {
+	m := c.memoryOf(cl)
+	now := c.opts.Now()
+	if idleOnly(cl, jobs) && !m.read.IsZero() && now.Sub(m.read) < c.opts.IdleEvery {
 		return nil
 	}
-	m := c.memoryOf(cl)
+	m.read = now
 	st, err := c.opts.Observe(ctx, cl)
 	if err != nil {
+		if werr := c.markIdle(ctx, cl, idleCondition("", false), now); werr != nil {
+			c.opts.Logger.Warn("could not write the Idle condition", "cluster", cl.Key().String(), "err", werr)
+		}
+		if idleOnly(cl, jobs) {
+			// Read for its Idle condition alone: Unknown says it.
+			c.opts.Logger.Debug("idle: could not read the cluster's Kubernetes", "cluster", cl.Key().String(), "err", err)
+			return nil
+		}
 		return fmt.Errorf("read the cluster's Kubernetes: %w", err)
 	}
-	now := c.opts.Now()
+	b := busy(st, jobs)
+	defer func() {
+		if werr := c.markIdle(ctx, cl, idleCondition(b, true), now); err == nil && werr != nil {
+			err = fmt.Errorf("write the Idle condition: %w", werr)
+		}
+	}()
 	if err := c.syncJobs(ctx, cl, jobs, st.Jobs, now); err != nil {
 		return err
 	}
 	if cl.Spec.IdleStop != nil {
-		if stopped, err := c.idleStop(ctx, cl, m, busy(st, jobs), now); stopped || err != nil {
+		if stopped, err := c.idleStop(ctx, cl, m, b, now); stopped || err != nil {
 			return err
 		}
 	}
@@ -255,12 +279,14 @@ func (c *Controller) begin(ctx context.Context, cl *store.Cluster, d Decision, n
 	next := *cl
 	next.Spec.WorkerPools = slices.Clone(cl.Spec.WorkerPools)
 	var remove []string
+	var pools []v1.PoolResize
 	for _, ch := range d.Changes {
 		i := slices.IndexFunc(next.Spec.WorkerPools, func(p v1.WorkerPool) bool { return p.Name == ch.Pool })
 		next.Spec.WorkerPools[i].Size = ch.To
 		remove = append(remove, ch.Remove...)
+		pools = append(pools, v1.PoolResize{Pool: ch.Pool, From: ch.From, To: ch.To})
 	}
-	op := &store.Operation{Kind: v1.KindAutoscale, Reason: d.Reason, Nodes: remove}
+	op := &store.Operation{Kind: v1.KindAutoscale, Reason: d.Reason, Nodes: remove, Pools: pools}
 	_, err := c.acts.Begin(ctx, &next, cl.ETag, op, now, func() {
 		reason, verb := "AutoscaleUp", "growing"
 		if !d.Up() {

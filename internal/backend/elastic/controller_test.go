@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ type world struct {
 	state     State
 	submits   []string
 	submitErr error
+	readErr   error // what Observe answers
 }
 
 func newWorld(t *testing.T) *world {
@@ -40,7 +42,7 @@ func newWorld(t *testing.T) *world {
 	w.c = NewController(Options{
 		Store:   st,
 		Watched: func(string) bool { return true },
-		Observe: func(context.Context, *store.Cluster) (State, error) { return w.state, nil },
+		Observe: func(context.Context, *store.Cluster) (State, error) { return w.state, w.readErr },
 		Submit: func(_ context.Context, _ *store.Cluster, j v1.Job) error {
 			if w.submitErr != nil {
 				return w.submitErr
@@ -117,6 +119,9 @@ func TestControllerAutoscales(t *testing.T) {
 	op, err := w.st.GetOperation(t.Context(), cl.Status.CurrentOperation)
 	if err != nil || op.Kind != v1.KindAutoscale || !strings.Contains(op.Reason, "pool default grows from 1 to 3") || op.Steps[0].Name != "a-step-of-autoscale" {
 		t.Fatalf("operation %+v, %v", op, err)
+	}
+	if want := []v1.PoolResize{{Pool: "default", From: 1, To: 3}}; !slices.Equal(op.Pools, want) {
+		t.Errorf("the operation's pools %+v, want %+v (the fleet page draws them)", op.Pools, want)
 	}
 	evs := w.events("c")
 	if last := evs[len(evs)-1]; last.Reason != "AutoscaleUp" || last.Operation != op.ID || last.Message != op.Reason {

@@ -1,6 +1,6 @@
 // Package retention deletes what Kiln has kept long enough: events, audit
-// entries, ended operations and answered instructions past their
-// retention, and the records of tokens that expired or were revoked a
+// entries, ended operations, answered instructions and ended cost
+// intervals past their retention, and the records of tokens that expired or were revoked a
 // while ago (console sessions make one a day per user). A backend runs it; several may, since a prune deletes only what is
 // past its cutoff.
 package retention
@@ -32,11 +32,20 @@ type Options struct {
 	// Instructions: a node's instruction goes this long after its result
 	// came, unless an operation runs on its cluster.
 	Instructions time.Duration
+	// CostIntervals: a cluster's cost interval (the estimate in force,
+	// store.CostRecord) goes this long after it ended; never sooner than
+	// MinCostIntervals, which the cost page's last 30 days need.
+	CostIntervals time.Duration
 	// Interval is how often it prunes; 0 means an hour.
 	Interval time.Duration
 	Logger   *slog.Logger     // nil discards
 	Now      func() time.Time // nil means time.Now
 }
+
+// MinCostIntervals is the shortest a cost interval is kept after it
+// ended: the cost page adds up the last 30 days, and a day more keeps the
+// window's first day whole whenever a prune runs.
+const MinCostIntervals = 31 * 24 * time.Hour
 
 // Pruner prunes the store every Interval.
 type Pruner struct {
@@ -51,6 +60,9 @@ func New(opts Options) *Pruner {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.CostIntervals > 0 {
+		opts.CostIntervals = max(opts.CostIntervals, MinCostIntervals)
 	}
 	p := &Pruner{opts: opts, log: opts.Logger}
 	if p.log == nil {
@@ -69,7 +81,7 @@ func (p *Pruner) Cutoffs() store.Cutoffs {
 		return now.Add(-d)
 	}
 	return store.Cutoffs{Events: before(p.opts.Events), Audit: before(p.opts.Audit), Tokens: before(p.opts.Tokens),
-		Operations: before(p.opts.Operations), Instructions: before(p.opts.Instructions)}
+		Operations: before(p.opts.Operations), Instructions: before(p.opts.Instructions), CostIntervals: before(p.opts.CostIntervals)}
 }
 
 // Prune prunes once and logs what it deleted.
@@ -82,7 +94,7 @@ func (p *Pruner) Prune(ctx context.Context) (store.Pruned, error) {
 	if got != (store.Pruned{}) {
 		p.log.InfoContext(ctx, "pruned what outlived its retention",
 			"events", got.Events, "audit", got.Audit, "tokens", got.Tokens,
-			"operations", got.Operations, "instructions", got.Instructions)
+			"operations", got.Operations, "instructions", got.Instructions, "cost intervals", got.CostIntervals)
 	}
 	return got, err
 }

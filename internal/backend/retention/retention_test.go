@@ -72,3 +72,28 @@ func TestCutoffs(t *testing.T) {
 		t.Errorf("Cutoffs = %+v, want %+v", got, want)
 	}
 }
+
+// A cost interval is kept at least retention.MinCostIntervals after it
+// ended, whatever shorter retention is asked, for the cost page's last 30
+// days; a longer one is kept as asked.
+func TestCostIntervalsCutoff(t *testing.T) {
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name       string
+		keep, want time.Duration
+	}{
+		{"shorter than 31 days", 7 * day, 31 * day},
+		{"longer", 400 * day, 400 * day},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := retention.New(retention.Options{CostIntervals: tc.keep, Now: func() time.Time { return now }})
+			if got, want := p.Cutoffs().CostIntervals, now.Add(-tc.want); !got.Equal(want) {
+				t.Errorf("cost intervals kept %s asked: cutoff %s, want %s", tc.keep, got, want)
+			}
+		})
+	}
+	if got := retention.New(retention.Options{Now: func() time.Time { return now }}).Cutoffs().CostIntervals; !got.IsZero() {
+		t.Errorf("no retention asked: cutoff %s, want none (kept forever)", got)
+	}
+}

@@ -1,5 +1,10 @@
 package kubeadm
 
+import (
+	"slices"
+	"strings"
+)
+
 // Step names of the reset plan, in order.
 const (
 	StepStopServices = "stop-services"
@@ -17,6 +22,25 @@ const CNIConfigDir = "/etc/cni/net.d"
 // tunl0 is not one: the kernel's ipip module owns it.
 var cniLinks = []string{"cni0", "kiln0", "vxlan.calico", "vxlan-v6.calico", "cilium_host", "cilium_vxlan", "cilium_geneve", "kube-ipvs0"}
 
+// CNILinks are the network devices a reset removes by name: what the CNIs
+// an install runs create on a node.
+func CNILinks() []string { return slices.Clone(cniLinks) }
+
+// kubernetesRuleMarks are what marks a line of iptables-save as
+// Kubernetes's or a CNI's (removeKubernetesRules says whose).
+var kubernetesRuleMarks = []string{"KUBE-", "CNI-", "cali-", "cali:", "CILIUM", "cilium", "kiln pod network"}
+
+// IsKubernetesRule reports whether line, one line of iptables-save's
+// output (a chain's declaration or a rule), is one a reset removes.
+func IsKubernetesRule(line string) bool {
+	for _, m := range kubernetesRuleMarks {
+		if strings.Contains(line, m) {
+			return true
+		}
+	}
+	return false
+}
+
 // removeKubernetesRules drops, from every iptables table, the chains and
 // rules of kube-proxy and the kubelet (KUBE-*), the CNI plugins (CNI-*),
 // Calico (cali-*, comments cali:), Cilium (CILIUM_*, comments cilium-*) and
@@ -26,11 +50,24 @@ var cniLinks = []string{"cni0", "kiln0", "vxlan.calico", "vxlan-v6.calico", "cil
 // is k3s's cleanup, not the iptables -F that kubeadm's documentation shows,
 // which would also flush the host's own firewall (and, with a DROP policy,
 // lock the host out).
-const removeKubernetesRules = `set -e
+var removeKubernetesRules = `set -e
 for t in iptables ip6tables iptables-legacy ip6tables-legacy; do
   command -v "$t-save" >/dev/null 2>&1 || continue
-  "$t-save" | grep -v -e KUBE- -e CNI- -e cali- -e cali: -e CILIUM -e cilium -e 'kiln pod network' | "$t-restore"
+  "$t-save" | grep -v` + grepMarks() + ` | "$t-restore"
 done`
+
+// grepMarks is kubernetesRuleMarks as grep's -e arguments, quoted where
+// they hold a space.
+func grepMarks() string {
+	var b strings.Builder
+	for _, m := range kubernetesRuleMarks {
+		if strings.Contains(m, " ") {
+			m = "'" + m + "'"
+		}
+		b.WriteString(" -e " + m)
+	}
+	return b.String()
+}
 
 const removeLinks = `set -e
 for l in "$@"; do

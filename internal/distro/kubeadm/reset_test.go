@@ -76,3 +76,28 @@ func TestResetRemovesWhatInstallWrites(t *testing.T) {
 		}
 	}
 }
+
+// The rules a reset (and an uninstall) removes are Kubernetes's, the CNIs'
+// and Kiln's pod network's, by chain and comment; the host's own stay.
+func TestIsKubernetesRule(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want bool
+	}{
+		{":KUBE-SERVICES - [0:0]", true},
+		{"-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES", true},
+		{"-A POSTROUTING -s 10.244.1.0/24 ! -d 10.244.0.0/16 -m comment --comment \"kiln pod network\" -j MASQUERADE", true},
+		{"-A CNI-HOSTPORT-DNAT -p tcp -j DNAT", true},
+		{"-A cali-FORWARD -m comment --comment \"cali:vjrMJCRpqwy5oRoX\" -j MARK", true},
+		{":CILIUM_FORWARD - [0:0]", true},
+		{"-A DOCKER_OUTPUT -d 127.0.0.11/32 -p udp -m udp --dport 53 -j DNAT --to-destination 127.0.0.11:45141", false},
+		{"-A INPUT -p tcp --dport 22 -j ACCEPT", false},
+		{":INPUT ACCEPT [0:0]", false},
+		{"*nat", false},
+		{"COMMIT", false},
+	} {
+		if got := kubeadm.IsKubernetesRule(tt.line); got != tt.want {
+			t.Errorf("IsKubernetesRule(%q) = %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}

@@ -4,9 +4,11 @@
 // Cluster API's Azure provider makes, and its machines as virtual machines.
 // The API server's load balancer is a Standard load balancer on a public
 // IP (lb.go); Services of type LoadBalancer get frontends of another,
-// "kubernetes", as cloud-provider-azure gives them (servicelb.go). kilnd
-// registers it with --azure (internal/daemon); managed identities come
-// next.
+// "kubernetes", as cloud-provider-azure gives them (servicelb.go). Each
+// cluster has a user-assigned managed identity its machines carry, with
+// the least roles at its group (identity.go), and the dry run names an
+// action the account may not perform (permissions.go). kilnd registers it
+// with --azure (internal/daemon).
 //
 // Everything of a cluster is in a resource group of its own, named from its
 // project and name (GroupName) and tagged with its identity (TagCluster):
@@ -44,7 +46,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/msi/armmsi"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
@@ -94,7 +98,9 @@ type Options struct {
 	// first: a cluster whose spec names none boots the newest.
 	Versions []string
 	// BootScript is what a machine boots with; default the node image's
-	// kiln-agent with the join files inline (bootscript.Inline).
+	// kiln-agent fetching the join files from the staging blob when the
+	// account names a staging storage account (bootscript.Staged), else
+	// with them inline (bootscript.Inline).
 	BootScript BootScript
 	// Logger gets operator logs; default discarded.
 	Logger *slog.Logger
@@ -129,7 +135,7 @@ func New(opts Options) *Azure {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.BootScript == nil {
-		opts.BootScript = inlineBoot
+		opts.BootScript = agentBoot
 	}
 	return &Azure{opts: opts, log: opts.Logger}
 }
@@ -140,9 +146,20 @@ type clients struct {
 	groups  *armresources.ResourceGroupsClient
 	net     *armnetwork.ClientFactory
 	compute *armcompute.ClientFactory
+	// identities and assignments are the cluster's managed identity's
+	// (identity.go).
+	identities  *armmsi.UserAssignedIdentitiesClient
+	assignments *armauthorization.RoleAssignmentsClient
+	// endpoint is Resource Manager's URL (the dry run's raw reads).
+	endpoint string
 	// pipeline is the clients' pipeline, which resumes their pollers
 	// (resume).
 	pipeline runtime.Pipeline
+	// resources reads resources by id (the staging storage account);
+	// cred and opts make the Blob service's clients (staging.go).
+	resources *armresources.Client
+	cred      azcore.TokenCredential
+	opts      azcore.ClientOptions
 }
 
 // Cloud is the cloud configuration of an account's credentials: public
@@ -223,11 +240,28 @@ func (n *Azure) clientsFor(a *provider.Account) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	mf, err := armmsi.NewClientFactory(sub, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	af, err := armauthorization.NewClientFactory(sub, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := armresources.NewClient(sub, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
 	resumer, err := arm.NewClient("kiln.dev/kiln/internal/provider/azure", "v1.0.0", cred, armOpts)
 	if err != nil {
 		return nil, err
 	}
-	return &clients{account: a.Name, groups: groups, net: f, compute: cf, pipeline: resumer.Pipeline()}, nil
+	endpoint := opts.Cloud.Services[cloud.ResourceManager].Endpoint
+	if endpoint == "" {
+		endpoint = cloud.AzurePublic.Services[cloud.ResourceManager].Endpoint
+	}
+	return &clients{account: a.Name, groups: groups, net: f, compute: cf, identities: mf.NewUserAssignedIdentitiesClient(),
+		assignments: af.NewRoleAssignmentsClient(), endpoint: endpoint, pipeline: resumer.Pipeline(), resources: rc, cred: cred, opts: opts}, nil
 }
 
 // cluster is what every method works with: the cluster, its identity,

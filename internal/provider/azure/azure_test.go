@@ -54,7 +54,9 @@ type local struct {
 
 func newLocal(t *testing.T, opts azurelocal.Options) *local {
 	t.Helper()
-	opts.Clients = []azurelocal.Client{{ID: clientID, Secret: secret}}
+	// The account's application (Owner of the subscription), and any
+	// other the test names.
+	opts.Clients = append([]azurelocal.Client{{ID: clientID, Secret: secret}}, opts.Clients...)
 	opts.StatePath = filepath.Join(t.TempDir(), "azure.json")
 	if opts.InProgressPolls == 0 {
 		opts.InProgressPolls = -1 // the first poll answers the end: fast tests
@@ -264,9 +266,10 @@ func TestEnsureTwice(t *testing.T) {
 		t.Errorf("network %+v in group %s; want kiln-vnet, 10.0.0.0/16 in kiln-p_c1", nw, group)
 	}
 	// 2 security groups, the public IP, the NAT gateway, the network with
-	// its subnets; the group's PUT is not a long-running operation.
-	if w := l.writes(); w[http.MethodPut] != 6 || len(w) != 1 {
-		t.Errorf("the first ensure wrote %v; want 6 PUTs", w)
+	// its subnets, the managed identity and its 2 role assignments; the
+	// group's PUT is not a long-running operation.
+	if w := l.writes(); w[http.MethodPut] != 9 || len(w) != 1 {
+		t.Errorf("the first ensure wrote %v; want 9 PUTs", w)
 	}
 	checkLayout(t, l.clients(t), c, nw)
 

@@ -18,6 +18,7 @@ import (
 // public IP last), and waits until it is gone. A group that is not there
 // is done; one that is being deleted already (a worker died waiting) is
 // waited for; one of that name that is not the cluster's is left alone.
+// The cluster's staging container (its join data) is deleted before.
 func (n *Azure) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	c, err := n.cluster(pc)
 	if err != nil {
@@ -31,13 +32,18 @@ func (n *Azure) DeleteNetwork(ctx context.Context, pc provider.Cluster) error {
 	got, err := c.api.groups.Get(ctx, c.group, nil)
 	switch {
 	case notFound(err):
-		return nil
+		return n.unstage(ctx, c)
 	case err != nil:
 		return classify(err, c.api.account, "find the resource group %s of cluster %s", c.group, c.Name)
 	}
 	if err := c.owns(got.Tags, "resource group "+c.group); err != nil {
 		n.log.Warn("not deleting a resource group that is not the cluster's", "cluster", c.Project+"/"+c.Name, "group", c.group, "err", err)
 		return nil
+	}
+	// The staging container first: its identity's assignment is found by
+	// the identity, which goes with the group.
+	if err := n.unstage(ctx, c); err != nil {
+		return err
 	}
 	if got.Properties != nil && deref(got.Properties.ProvisioningState) == "Deleting" {
 		return n.gone(ctx, c)

@@ -150,7 +150,7 @@ func classify(err error, account, format string, args ...any) error {
 		e.Target, e.Err = "spec.cloudAccount", err
 		return e
 	case code == "AuthorizationFailed" || code == "LinkedAuthorizationFailed" || status == http.StatusForbidden:
-		e := failure.Terminal(v1.CodeForbidden, "%s: the application of cloud account %q lacks a role: %s (%s); give it Contributor on the subscription", what, account, msg, code)
+		e := failure.Terminal(v1.CodeForbidden, "%s: the application of cloud account %q lacks a role: %s (%s); give it Contributor and User Access Administrator (or Owner) on the subscription", what, account, msg, code)
 		e.Target, e.Err = "spec.cloudAccount", err
 		return e
 	case code == "MissingSubscriptionRegistration":

@@ -49,14 +49,13 @@ const (
 )
 
 // BootScript is what a machine boots with (Options.BootScript): the
-// default starts the node image's kiln-agent with the join files in the
-// custom data (bootscript.Inline), which Azure never answers back through
-// its API (unlike EC2's user data) but keeps readable to root on the
-// machine; a staging blob that only the cluster's identity reads comes
-// with managed identities.
+// default (agentBoot) starts the node image's kiln-agent, which fetches
+// the join files from the cluster's staging blob as its managed identity
+// when the account names a staging storage account (m.JoinFrom,
+// staging.go), else finds them in the custom data (bootscript.Inline),
+// which Azure never answers back through its API (unlike EC2's user data)
+// but keeps readable to root on the machine.
 type BootScript func(ctx context.Context, m bootscript.Machine) (string, error)
-
-func inlineBoot(_ context.Context, m bootscript.Machine) (string, error) { return bootscript.Inline(m) }
 
 // EnsureMachine finds the machine's virtual machine (started again when it
 // was stopped or deallocated), or makes its interface and it in the zone
@@ -230,11 +229,19 @@ func sizeTarget(spec v1.ClusterSpec, m provider.MachineSpec) string {
 // makeVM makes the machine's virtual machine on nic.
 func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, nic string) (armcompute.VirtualMachine, error) {
 	version := n.version(c)
-	script, err := n.opts.BootScript(ctx, bootscript.Machine{Project: c.Project, Cluster: c.Name, Name: m.Name, Pool: m.Pool, Bootstrap: m.Bootstrap})
+	bm, err := n.bootMachine(ctx, c, m)
+	if err != nil {
+		return armcompute.VirtualMachine{}, err
+	}
+	script, err := n.opts.BootScript(ctx, bm)
 	if err != nil {
 		return armcompute.VirtualMachine{}, failure.Retryable(v1.CodeProviderError, err, "cannot prepare the custom data of machine %s", m.Name)
 	}
 	key, err := unusableSSHKey()
+	if err != nil {
+		return armcompute.VirtualMachine{}, err
+	}
+	identity, err := n.identityID(ctx, c)
 	if err != nil {
 		return armcompute.VirtualMachine{}, err
 	}
@@ -250,7 +257,7 @@ func (n *Azure) makeVM(ctx context.Context, c *cluster, m provider.MachineSpec, 
 	if m.Revision != "" {
 		tags[TagRevision] = to(m.Revision)
 	}
-	vm := armcompute.VirtualMachine{Location: to(c.region), Tags: tags,
+	vm := armcompute.VirtualMachine{Location: to(c.region), Tags: tags, Identity: vmIdentity(identity),
 		Properties: &armcompute.VirtualMachineProperties{
 			HardwareProfile: &armcompute.HardwareProfile{VMSize: to(armcompute.VirtualMachineSizeTypes(size))},
 			StorageProfile: &armcompute.StorageProfile{

@@ -76,10 +76,11 @@ func (n *Azure) EnsureNetwork(ctx context.Context, pc provider.Cluster) (provide
 	if err := n.ensureGroup(ctx, c); err != nil {
 		return provider.Network{}, err
 	}
-	// The security groups and the public IP depend on nothing but the
-	// group: made side by side.
+	// The security groups, the public IP and the identity depend on
+	// nothing but the group: made side by side.
 	var cpNSG, nodesNSG, pip string
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { _, err = n.ensureIdentity(gctx, c); return err })
 	g.Go(func() (err error) { cpNSG, err = n.ensureNSG(gctx, c, controlPlaneNSG); return err })
 	g.Go(func() (err error) { nodesNSG, err = n.ensureNSG(gctx, c, nodeNSG); return err })
 	g.Go(func() (err error) { pip, err = n.ensurePublicIP(gctx, c); return err })

@@ -133,7 +133,9 @@ func parts(spec v1.ClusterSpec) []part {
 }
 
 // Preflight checks, before anything is made, what ARO-RP's dynamic
-// validation checks that Compute can answer: each size the cluster uses is
+// validation checks that Azure can answer: the account's application may
+// perform every action the cluster needs (permissions.go: the first it
+// may not is named); each size the cluster uses is
 // offered to the subscription in the region and in the zones its machines
 // go to (resource SKUs' restrictions), and the region's vCPU quotas, in
 // all and by size family (Compute's usages), have room for the machines
@@ -148,6 +150,20 @@ func (n *Azure) Preflight(ctx context.Context, pc provider.Cluster) ([]v1.Error,
 		return nil, err
 	}
 	var findings []v1.Error
+	denied, err := n.permissionFinding(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if denied != nil {
+		findings = append(findings, *denied)
+	}
+	staging, err := n.stagingFinding(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if staging != nil {
+		findings = append(findings, *staging)
+	}
 	ps := parts(c.Spec)
 	for _, p := range ps {
 		s, ok := sizes[p.size]

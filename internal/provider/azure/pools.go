@@ -15,7 +15,6 @@ import (
 	v1 "kiln.dev/kiln/api/v1"
 	"kiln.dev/kiln/internal/failure"
 	"kiln.dev/kiln/internal/provider"
-	"kiln.dev/kiln/internal/provider/bootscript"
 )
 
 // A worker pool is a virtual machine scale set in flexible orchestration
@@ -200,11 +199,19 @@ func (n *Azure) ensureScaleSet(ctx context.Context, c *cluster, m provider.Machi
 		return err
 	}
 	version := n.version(c)
-	script, err := n.opts.BootScript(ctx, bootscript.Machine{Project: c.Project, Cluster: c.Name, Pool: m.Pool, Bootstrap: m.Bootstrap})
+	bm, err := n.bootMachine(ctx, c, provider.MachineSpec{Pool: m.Pool, Bootstrap: m.Bootstrap})
+	if err != nil {
+		return err
+	}
+	script, err := n.opts.BootScript(ctx, bm)
 	if err != nil {
 		return failure.Retryable(v1.CodeProviderError, err, "cannot prepare the custom data of pool %s", m.Pool)
 	}
 	key, err := unusableSSHKey()
+	if err != nil {
+		return err
+	}
+	identity, err := n.identityID(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -217,7 +224,7 @@ func (n *Azure) ensureScaleSet(ctx context.Context, c *cluster, m provider.Machi
 	if m.Revision != "" {
 		tags[TagRevision] = to(m.Revision)
 	}
-	set := armcompute.VirtualMachineScaleSet{Location: to(c.region), Tags: tags,
+	set := armcompute.VirtualMachineScaleSet{Location: to(c.region), Tags: tags, Identity: setIdentity(identity),
 		SKU: &armcompute.SKU{Name: to(size), Capacity: to(int64(capacity))},
 		Properties: &armcompute.VirtualMachineScaleSetProperties{
 			OrchestrationMode: to(armcompute.OrchestrationModeFlexible), PlatformFaultDomainCount: to[int32](1),

@@ -99,30 +99,19 @@ func (n *Azure) EnsureServiceLoadBalancer(ctx context.Context, pc provider.Clust
 		return nil, err
 	}
 	defer n.lockOf(c, "service-lb")()
-	tags := mergeTags(c.tags(partServiceIP), map[string]*string{TagServiceName: to(s.Service), TagServiceLB: to(s.Name)})
-	pip, err := n.ensureStaticIP(ctx, c, serviceIPPre+s.Name, tags, "the public IP of Service "+s.Service)
+	// The security rules need only the nodes' subnets: they are written
+	// beside the frontend (public IP, then the load balancer, then its
+	// pool's members, each of which names the one before).
+	changed, subnets, err := n.servicePoolChanges(ctx, c, s.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	addr := ipAddress(pip)
-	if addr == "" {
-		return nil, failure.Retryable(v1.CodeProviderError, nil, "the public IP %s of Service %s has no address yet", serviceIPPre+s.Name, s.Service)
-	}
-	lb, err := n.serviceLB(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	want := c.withService(lb, s, deref(pip.ID))
-	if lb == nil || !sameLB(*lb, want) {
-		if err := n.writeServiceLB(ctx, c, want, "give Service "+s.Service+" its frontend"); err != nil {
-			return nil, err
-		}
-	}
-	subnets, err := n.servicePoolMembers(ctx, c, s.Nodes)
-	if err != nil {
-		return nil, err
-	}
+	var addr string
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		addr, err = n.ensureServiceFrontend(gctx, c, s, changed)
+		return err
+	})
 	for _, nsg := range []string{controlPlaneNSG, nodeNSG} {
 		var rules []*armnetwork.SecurityRule
 		if subnets[nsg] {
@@ -134,6 +123,43 @@ func (n *Azure) EnsureServiceLoadBalancer(ctx context.Context, pc provider.Clust
 		return nil, err
 	}
 	return []string{addr}, nil
+}
+
+// ensureServiceFrontend gives Service s its public IP and its frontend,
+// probes and rules in the cluster's load balancer of Services, then writes
+// the interfaces whose pool membership changes (changed); it returns the
+// IP's address.
+func (n *Azure) ensureServiceFrontend(ctx context.Context, c *cluster, s provider.ServiceLoadBalancer, changed []*armnetwork.Interface) (string, error) {
+	tags := mergeTags(c.tags(partServiceIP), map[string]*string{TagServiceName: to(s.Service), TagServiceLB: to(s.Name)})
+	pip, err := n.ensureStaticIP(ctx, c, serviceIPPre+s.Name, tags, "the public IP of Service "+s.Service)
+	if err != nil {
+		return "", err
+	}
+	addr := ipAddress(pip)
+	if addr == "" {
+		return "", failure.Retryable(v1.CodeProviderError, nil, "the public IP %s of Service %s has no address yet", serviceIPPre+s.Name, s.Service)
+	}
+	lb, err := n.serviceLB(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	want := c.withService(lb, s, deref(pip.ID))
+	if lb == nil || !sameLB(*lb, want) {
+		if err := n.writeServiceLB(ctx, c, want, "give Service "+s.Service+" its frontend"); err != nil {
+			return "", err
+		}
+	}
+	// Written side by side, as a pool of many nodes would take long one
+	// by one.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, nic := range changed {
+		g.Go(func() error {
+			n.log.Info("changing the pool of the load balancer of Services", "cluster", c.Project+"/"+c.Name, "interface", deref(nic.Name))
+			return n.writeNIC(gctx, c, *nic)
+		})
+	}
+	return addr, g.Wait()
 }
 
 // ServiceLoadBalancer returns the address of the public IP of the Service
@@ -402,11 +428,11 @@ func lbKeys(lb armnetwork.LoadBalancer) []string {
 	return out
 }
 
-// servicePoolMembers puts the interfaces whose primary address is one of
-// nodes in the pool of the load balancer of Services, and takes the
-// others out, writing only those that change. It returns the security
-// groups of the subnets the members are in.
-func (n *Azure) servicePoolMembers(ctx context.Context, c *cluster, nodes []string) (map[string]bool, error) {
+// servicePoolChanges are the interfaces to write so that those whose
+// primary address is one of nodes are in the pool of the load balancer of
+// Services and the others out (inPool has changed them; only those that
+// change), and the security groups of the subnets the members are in.
+func (n *Azure) servicePoolChanges(ctx context.Context, c *cluster, nodes []string) ([]*armnetwork.Interface, map[string]bool, error) {
 	pool := c.lbID(serviceLBName) + "/backendAddressPools/" + servicePool
 	nsgs := map[string]bool{}
 	var changed []*armnetwork.Interface
@@ -414,7 +440,7 @@ func (n *Azure) servicePoolMembers(ctx context.Context, c *cluster, nodes []stri
 	for pages.More() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, classify(err, c.api.account, "list the network interfaces of cluster %s", c.Name)
+			return nil, nil, classify(err, c.api.account, "list the network interfaces of cluster %s", c.Name)
 		}
 		for _, nic := range page.Value {
 			if nic.Properties == nil || deref(nic.Properties.ProvisioningState) == armnetwork.ProvisioningStateDeleting {
@@ -440,17 +466,7 @@ func (n *Azure) servicePoolMembers(ctx context.Context, c *cluster, nodes []stri
 			}
 		}
 	}
-	// Written side by side, as a pool of many nodes would take long one
-	// by one.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, nic := range changed {
-		g.Go(func() error {
-			n.log.Info("changing the pool of the load balancer of Services", "cluster", c.Project+"/"+c.Name, "interface", deref(nic.Name))
-			return n.writeNIC(gctx, c, *nic)
-		})
-	}
-	return nsgs, g.Wait()
+	return changed, nsgs, nil
 }
 
 // serviceSecurityRules are the security rules that let Service s's ports

@@ -22,6 +22,11 @@ type Machine struct {
 	Name, Pool string
 	// Bootstrap is what its agent joins with (MachineSpec.Bootstrap).
 	Bootstrap *provider.Bootstrap
+	// JoinFrom, when set, is where the agent fetches the join files
+	// (kiln-agent --join-from: a staging blob) instead of the script
+	// carrying them; JoinIdentity is the managed identity it fetches
+	// them as (--join-identity: its client id).
+	JoinFrom, JoinIdentity string
 }
 
 // Named names m in errors: a pool's machines have no name of their own.
@@ -65,6 +70,20 @@ func Inline(m Machine, flags ...string) (string, error) {
 	fmt.Fprintf(&s, "exec kiln-agent run --data-dir %s --distribution %s --kube-binary %s%s --credentials %s --passphrase %s --node-name %s\n",
 		nodeimage.AgentDataDir, v1.DistroKiln, nodeimage.KubeBinaryDir, joinFlags(flags), nodeimage.CredentialsFile, nodeimage.PassphraseFile, node)
 	return s.String(), nil
+}
+
+// Staged is a boot script that holds no secret: kiln-agent fetches the
+// join files from m.JoinFrom as m.JoinIdentity (kiln-agent --join-from,
+// --join-identity) and runs with them and the extra agent flags.
+func Staged(m Machine, flags ...string) string {
+	var s strings.Builder
+	node := Head(&s, m, ", the join files from "+m.JoinFrom)
+	if m.JoinIdentity != "" {
+		flags = append([]string{"--join-identity", m.JoinIdentity}, flags...)
+	}
+	fmt.Fprintf(&s, "exec kiln-agent run --data-dir %s --distribution %s --kube-binary %s --join-from %s%s --credentials %s --passphrase %s --node-name %s\n",
+		nodeimage.AgentDataDir, v1.DistroKiln, nodeimage.KubeBinaryDir, m.JoinFrom, joinFlags(flags), nodeimage.CredentialsFile, nodeimage.PassphraseFile, node)
+	return s.String()
 }
 
 func joinFlags(flags []string) string {

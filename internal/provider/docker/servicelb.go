@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,11 @@ var _ provider.ServiceLoadBalancers = (*Docker)(nil)
 
 // EnsureServiceLoadBalancer makes the Service load balancer s (a container,
 // started) or gives the one of its name s's ports and nodes, and returns
-// its address.
+// its address. A new one starts with its configuration on its command
+// line (nothing is copied into a container not yet started, which costs
+// the engine a mount of its file system); a change is written to its file
+// and signalled. Choosing the address and creating the container are
+// serialised with the other changes of this process; starting is not.
 func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Cluster, s provider.ServiceLoadBalancer) ([]string, error) {
 	if err := checkCluster(c); err != nil {
 		return nil, err
@@ -49,13 +54,14 @@ func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Clust
 		return nil, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	found, err := d.serviceLBs(ctx, c, s.Name)
+	all, err := d.clusterContainers(ctx, c)
 	if err != nil {
+		d.mu.Unlock()
 		return nil, err
 	}
-	if len(found) > 0 {
-		ct := found[0]
+	if i := slices.IndexFunc(all, func(ct container.Summary) bool { return ct.Labels[LabelServiceLB] == s.Name }); i >= 0 {
+		d.mu.Unlock()
+		ct := all[i]
 		if err := d.writeServiceLB(ctx, ct.ID, s, cfg); err != nil {
 			return nil, err
 		}
@@ -68,33 +74,41 @@ func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Clust
 		}
 		return []string{ct.Labels[LabelAddress]}, nil
 	}
+	id, addr, err := d.createServiceLB(ctx, c, s, cfg, all)
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return nil, engineError(err, "cannot start the load balancer of Service %s", s.Service)
+	}
+	return []string{addr.String()}, nil
+}
 
+// createServiceLB creates the container (not started) of the Service load
+// balancer s, with the proxy's configuration cfg, at the highest address
+// of the cluster's network that none of the cluster's containers (have)
+// holds. Callers hold d.mu.
+func (d *Docker) createServiceLB(ctx context.Context, c provider.Cluster, s provider.ServiceLoadBalancer, cfg []byte, have []container.Summary) (string, netip.Addr, error) {
 	n, err := d.ensureNetwork(ctx, c)
 	if err != nil {
-		return nil, err
+		return "", netip.Addr{}, err
 	}
-	image := d.image(d.version(c))
-	if _, err := d.cli.ImageInspect(ctx, image); err != nil {
-		return nil, engineError(err, "the load balancer of Service %s runs the node image %s, which the Docker engine does not have", s.Service, image)
-	}
-	used, err := d.usedAddresses(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	addr, ok := lastFreeAddress(n.Subnet, used)
+	addr, ok := lastFreeAddress(n.Subnet, addressesOf(have))
 	if !ok {
-		return nil, failure.Terminal(v1.CodeQuotaExceeded, "the network %s of cluster %s has no free address for the load balancer of Service %s", n.Subnet, c.Name, s.Service)
+		return "", netip.Addr{}, failure.Terminal(v1.CodeQuotaExceeded, "the network %s of cluster %s has no free address for the load balancer of Service %s", n.Subnet, c.Name, s.Service)
 	}
 	labels := d.clusterLabels(c)
 	labels[LabelServiceLB], labels[LabelService], labels[LabelAddress] = s.Name, s.Service, addr.String()
 	name := d.containerName(c, "lb-"+s.Name)
+	image := d.image(d.version(c))
 	d.log.Info("creating Service load balancer", "cluster", c.Project+"/"+c.Name, "service", s.Service, "container", name, "address", addr)
 	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
 			Image:      image,
 			Entrypoint: []string{nodeimage.AgentPath},
-			Cmd:        []string{"proxy", "--config", serviceLBConfig},
+			Cmd:        []string{"proxy", "--config", serviceLBConfig, "--initial", string(cfg)},
 			Labels:     labels,
 		},
 		HostConfig: &container.HostConfig{
@@ -107,16 +121,13 @@ func (d *Docker) EnsureServiceLoadBalancer(ctx context.Context, c provider.Clust
 			n.Name: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: addr}},
 		}},
 	})
-	if err != nil {
-		return nil, engineError(err, "cannot create the load balancer container %s of Service %s", name, s.Service)
+	switch {
+	case notFound(err):
+		return "", netip.Addr{}, engineError(err, "the load balancer of Service %s runs the node image %s, which the Docker engine does not have", s.Service, image)
+	case err != nil:
+		return "", netip.Addr{}, engineError(err, "cannot create the load balancer container %s of Service %s", name, s.Service)
 	}
-	if err := d.writeServiceLB(ctx, res.ID, s, cfg); err != nil {
-		return nil, err
-	}
-	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		return nil, engineError(err, "cannot start the load balancer of Service %s", s.Service)
-	}
-	return []string{addr.String()}, nil
+	return res.ID, addr, nil
 }
 
 // serviceLBFile is the proxy's configuration of s.
@@ -208,17 +219,29 @@ func (d *Docker) serviceLBs(ctx context.Context, c provider.Cluster, name string
 // usedAddresses are the addresses of every container of the cluster on
 // its network: machines and Service load balancers.
 func (d *Docker) usedAddresses(ctx context.Context, c provider.Cluster) (map[netip.Addr]bool, error) {
+	all, err := d.clusterContainers(ctx, c)
+	return addressesOf(all), err
+}
+
+// clusterContainers lists every container of the cluster, running or not:
+// machines and Service load balancers.
+func (d *Docker) clusterContainers(ctx context.Context, c provider.Cluster) ([]container.Summary, error) {
 	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: d.clusterFilter(c)})
 	if err != nil {
 		return nil, engineError(err, "cannot list the containers of cluster %s", c.Name)
 	}
+	return res.Items, nil
+}
+
+// addressesOf are the addresses the containers' labels give them.
+func addressesOf(cts []container.Summary) map[netip.Addr]bool {
 	used := map[netip.Addr]bool{}
-	for _, s := range res.Items {
-		if a, err := netip.ParseAddr(s.Labels[LabelAddress]); err == nil {
+	for _, ct := range cts {
+		if a, err := netip.ParseAddr(ct.Labels[LabelAddress]); err == nil {
 			used[a] = true
 		}
 	}
-	return used, nil
+	return used
 }
 
 // lastFreeAddress is the highest address of p that is not in used, below

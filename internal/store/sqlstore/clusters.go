@@ -160,9 +160,11 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				return s.conflict(ctx, tx, k, uid, oldStatus, oldState)
 			}
 			if exists {
-				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, provider = ?, status = ?, provisioning_state = ?,
-					lease_owner = '', lease_expiry = 0, dequeues = 0, lease_taken_from = '' WHERE project = ? AND name = ?`),
-					etag, string(spec), cl.Spec.Provider, string(status), cl.Status.ProvisioningState, k.Project, k.Name)
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET etag = ?, spec = ?, provider = ?, kubernetes_version = ?, profile = ?,
+					status = ?, provisioning_state = ?, lease_owner = '', lease_expiry = 0, dequeues = 0, lease_taken_from = ''
+					WHERE project = ? AND name = ?`),
+					etag, string(spec), cl.Spec.Provider, cl.Spec.KubernetesVersion, cl.Spec.Profile.Name,
+					string(status), cl.Status.ProvisioningState, k.Project, k.Name)
 				if err != nil {
 					return err
 				}
@@ -170,7 +172,7 @@ func (s *Store) beginOperation(ctx context.Context, cl *store.Cluster, op *store
 				if uid, err = newUID(); err != nil {
 					return err
 				}
-				if err := s.insertCluster(ctx, tx, k, uid, etag, string(spec), cl.Spec.Provider, string(status), cl.Status.ProvisioningState, &token); err != nil {
+				if err := s.insertCluster(ctx, tx, k, uid, etag, string(spec), &cl.Spec, string(status), cl.Status.ProvisioningState, &token); err != nil {
 					return err
 				}
 			}
@@ -230,15 +232,15 @@ func newUID() (string, error) {
 	return id.String(), nil
 }
 
-func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, uid, etag, spec, provider, status, state string, token *int64) error {
+func (s *Store) insertCluster(ctx context.Context, tx *sql.Tx, k store.Key, uid, etag, spec string, sp *v1.ClusterSpec, status, state string, token *int64) error {
 	err := tx.QueryRowContext(ctx, s.q(`SELECT lease_token FROM lease_tombstones WHERE project = ? AND name = ?`),
 		k.Project, k.Name).Scan(token)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, provider, status, provisioning_state,
-		lease_owner, lease_token, lease_expiry, dequeues, uid) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, ?)`),
-		k.Project, k.Name, etag, spec, provider, status, state, *token, uid)
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (project, name, etag, spec, provider, kubernetes_version, profile, status,
+		provisioning_state, lease_owner, lease_token, lease_expiry, dequeues, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, ?)`),
+		k.Project, k.Name, etag, spec, sp.Provider, sp.KubernetesVersion, sp.Profile.Name, status, state, *token, uid)
 	switch s.constraint(err) {
 	case ForeignKey:
 		return fmt.Errorf("project %s: %w", k.Project, store.ErrNotFound)

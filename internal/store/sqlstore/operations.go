@@ -13,12 +13,12 @@ import (
 )
 
 const operationCols = `id, project, cluster, kind, status, start_time, end_time, steps, error,
-	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes, backup`
+	retry_of, forced, leftovers, cancel_requested_at, cancel_requested_by, cluster_uid, reason, nodes, backup, pools`
 
 // opRow is an operation's columns as written.
 type opRow struct {
 	steps, errJSON, leftovers string
-	nodes                     string // JSON, written once
+	nodes, pools              string // JSON, written once
 	end                       int64
 	forced                    int64
 }
@@ -56,16 +56,28 @@ func encodeOperation(op *store.Operation) (opRow, error) {
 		}
 		r.nodes = string(n)
 	}
+	if len(op.Pools) > 0 {
+		p, err := json.Marshal(op.Pools)
+		if err != nil {
+			return opRow{}, err
+		}
+		r.pools = string(p)
+	}
 	return r, nil
 }
 
 func scanOperation(r scanner) (*store.Operation, error) {
 	op := new(store.Operation)
 	var start, end, forced, cancelAt int64
-	var steps, errJSON, leftovers, cancelBy, nodes string
+	var steps, errJSON, leftovers, cancelBy, nodes, pools string
 	if err := r.Scan(&op.ID, &op.Project, &op.Cluster, &op.Kind, &op.Status, &start, &end, &steps, &errJSON,
-		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes, &op.Backup); err != nil {
+		&op.RetryOf, &forced, &leftovers, &cancelAt, &cancelBy, &op.ClusterUID, &op.Reason, &nodes, &op.Backup, &pools); err != nil {
 		return nil, err
+	}
+	if pools != "" {
+		if err := json.Unmarshal([]byte(pools), &op.Pools); err != nil {
+			return nil, fmt.Errorf("decode pools: %w", err)
+		}
 	}
 	if nodes != "" {
 		if err := json.Unmarshal([]byte(nodes), &op.Nodes); err != nil {
@@ -106,9 +118,9 @@ func (s *Store) insertOperation(ctx context.Context, tx *sql.Tx, op *store.Opera
 	}
 	// A new operation has no cancel request: only RequestCancel writes one.
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO operations (`+operationCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?, ?, ?, ?, ?)`),
 		op.ID, op.Project, op.Cluster, op.Kind, op.Status, toNanos(op.StartTime), r.end, r.steps, r.errJSON,
-		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes, op.Backup)
+		op.RetryOf, r.forced, r.leftovers, op.ClusterUID, op.Reason, r.nodes, op.Backup, r.pools)
 	if s.constraint(err) == Unique {
 		return fmt.Errorf("operation %s: %w", op.ID, store.ErrExists)
 	}
@@ -418,8 +430,9 @@ func (s *Store) notWritten(ctx context.Context, q rowQuerier, op *store.Operatio
 }
 
 // FinishOperation ends an operation: in one fenced transaction it writes op
-// (terminal; EndTime set to now when nil), appends events, writes cl.Status
-// or deletes the cluster and its nodes, and releases the lease. With
+// (terminal; EndTime set to now when nil), appends events, keeps the
+// cluster's cost intervals (recordCost, at EndTime), writes cl.Status or
+// deletes the cluster and its nodes, and releases the lease. With
 // deleteCluster, cl may be nil. On success cl.ETag is the new etag.
 func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *store.Operation, f store.Fence, deleteCluster bool, events ...*store.Event) error {
 	k := store.Key{Project: op.Project, Name: op.Cluster}
@@ -454,6 +467,9 @@ func (s *Store) FinishOperation(ctx context.Context, cl *store.Cluster, op *stor
 		}
 		if err := s.insertEvents(ctx, tx, op.ClusterUID, events); err != nil {
 			return err
+		}
+		if err := s.recordCost(ctx, tx, cl, op, deleteCluster, toNanos(*op.EndTime)); err != nil {
+			return fmt.Errorf("record the cost interval: %w", err)
 		}
 		if deleteCluster {
 			return s.deleteCluster(ctx, tx, k)

@@ -39,8 +39,8 @@ const pruneInstructions = `DELETE FROM instructions WHERE id IN (SELECT i.id FRO
 		AND c.` + claimableStates + `)
 	LIMIT ?)`
 
-// Prune deletes events, audit entries, ended operations and answered
-// instructions older than their cutoffs, and tokens that expired or were
+// Prune deletes events, audit entries, ended operations, answered
+// instructions and ended cost intervals older than their cutoffs, and tokens that expired or were
 // revoked before theirs, a batch at a time.
 //
 // Events go in id order (pruneEvents): a pass stops at a batch of the
@@ -68,6 +68,10 @@ func (s *Store) Prune(ctx context.Context, c store.Cutoffs) (store.Pruned, error
 			pruneOperations, []any{toNanos(c.Operations), pruneBatch}},
 		{"instructions", !c.Instructions.IsZero(), &out.Instructions,
 			pruneInstructions, []any{toNanos(c.Instructions), pruneBatch}},
+		{"cost intervals", !c.CostIntervals.IsZero(), &out.CostIntervals,
+			`DELETE FROM cost_intervals WHERE (cluster_uid, start_time) IN (SELECT cluster_uid, start_time FROM cost_intervals
+				WHERE end_time > 0 AND end_time < ? LIMIT ?)`,
+			[]any{toNanos(c.CostIntervals), pruneBatch}},
 	} {
 		if !p.on {
 			continue

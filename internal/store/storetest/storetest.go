@@ -95,6 +95,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimTakenFrom", testClaimTakenFrom},
 		{"FleetCounts", testFleetCounts},
 		{"CertificateExpiries", testCertificateExpiries},
+		{"FleetSummary", testFleetSummary},
+		{"CostHistory", testCostHistory},
 		{"RenewLease", testRenewLease},
 		{"ReleaseLease", testReleaseLease},
 		{"FencedWrites", testFencedWrites},

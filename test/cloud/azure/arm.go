@@ -125,6 +125,7 @@ func (s *Server) serveARM(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	s.base = c.base
 	rep, err := s.arm(c)
 	if s.dirty {
 		s.dirty = false
@@ -155,6 +156,20 @@ func (s *Server) arm(c *call) (reply, error) {
 	if c.apiVersion == "" {
 		return reply{}, badRequest("MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests.")
 	}
+	if scope, rest, ok := authorizationPath(c.r.URL.Path); ok {
+		t, ok := parseTarget(scope)
+		if !ok || t.sub == "" {
+			return reply{}, badRequest("InvalidScope", "The scope '%s' is not valid for this operation.", scope)
+		}
+		c.t = t
+		if err := s.throttle(c); err != nil {
+			return reply{}, err
+		}
+		if !s.hasSubscription(t.sub) {
+			return reply{}, errorf(http.StatusNotFound, "SubscriptionNotFound", "The subscription '%s' could not be found.", t.sub)
+		}
+		return s.serveAuthorization(c, scope, rest)
+	}
 	t, ok := parseTarget(c.r.URL.Path)
 	if !ok {
 		return reply{}, errorf(http.StatusNotFound, "NotFound", "The requested resource path '%s' was not found.", c.r.URL.Path)
@@ -169,6 +184,9 @@ func (s *Server) arm(c *call) (reply, error) {
 	}
 	if !s.hasSubscription(t.sub) {
 		return reply{}, errorf(http.StatusNotFound, "SubscriptionNotFound", "The subscription '%s' could not be found.", t.sub)
+	}
+	if err := s.authorize(c); err != nil {
+		return reply{}, err
 	}
 	switch {
 	case t.opID != "":

@@ -288,6 +288,9 @@ func invalidParameter(target, format string, args ...any) *armError {
 // custom data that decodes, zones 1 to 3, and interfaces that exist in
 // its region and no other machine has.
 func checkVM(s *Server, d, _ doc) error {
+	if err := s.checkIdentities(d); err != nil {
+		return err
+	}
 	p := d.props()
 	size := str(sub(p, "hardwareProfile"), "vmSize")
 	if _, ok := sizeOf(size); !ok {

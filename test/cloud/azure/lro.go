@@ -155,11 +155,13 @@ func (s *Server) setState(id, state string) {
 }
 
 // remove deletes id and everything under it (a group's resources, a
-// network's subnets).
+// network's subnets), and the role assignments at those scopes.
 func (s *Server) remove(id string) {
 	for _, k := range s.under(id) {
 		delete(s.st.Resources, k)
 	}
+	s.dropAssignmentsUnder(id)
+	s.dropContainersUnder(id)
 	s.dirty = true
 }
 

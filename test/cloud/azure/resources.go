@@ -74,6 +74,9 @@ type kind struct {
 	// machine: the resource is a virtual machine, whose create and delete
 	// end when its machine has been made or removed (Options.Machines).
 	machine bool
+	// sync: ARM writes and deletes the resource at once, with no
+	// long-running operation (a managed identity).
+	sync bool
 	// actions are what the resource answers under its id, by "METHOD
 	// name" (lower case): POST .../start, GET .../instanceView.
 	actions map[string]action
@@ -102,7 +105,7 @@ func (k *kind) last() string { return k.typ[strings.LastIndex(k.typ, "/")+1:] }
 
 func newKinds() map[string]*kind {
 	m := map[string]*kind{}
-	for _, k := range append(networkKinds(), computeKinds()...) {
+	for _, k := range slices.Concat(networkKinds(), computeKinds(), identityKinds(), storageKinds()) {
 		m[strings.ToLower(k.typ)] = k
 	}
 	for _, k := range m {
@@ -133,6 +136,7 @@ func (s *Server) render(d doc) doc {
 	if k.render != nil {
 		k.render(s, out)
 	}
+	s.renderIdentities(out)
 	return out
 }
 
@@ -285,6 +289,9 @@ func (s *Server) putResource(c *call, k *kind) (reply, error) {
 	if err := s.checkPut(k, d, parent, kids); err != nil {
 		return reply{}, err
 	}
+	if k.sync {
+		return s.putSync(k, d, old), nil
+	}
 
 	state, status := "Creating", http.StatusCreated
 	if old != nil {
@@ -331,7 +338,7 @@ func compose(k *kind, id, location string, in, old doc) doc {
 	d := doc{"id": id, "name": id[strings.LastIndex(id, "/")+1:], "type": k.typ}
 	if k.parent == nil {
 		d["location"] = location
-		for _, f := range []string{"tags", "sku", "zones", "extendedLocation"} {
+		for _, f := range []string{"tags", "sku", "zones", "extendedLocation", "identity"} {
 			if v, ok := in[f]; ok && v != nil {
 				d[f] = v
 			}
@@ -465,6 +472,11 @@ func (s *Server) deleteResource(c *call, k *kind) (reply, error) {
 		if err := k.inUse(s, d); err != nil {
 			return reply{}, err
 		}
+	}
+	if k.sync {
+		s.log.Info("resource deleted", "resource", id)
+		s.remove(id)
+		return reply{status: http.StatusOK}, nil
 	}
 	location := d.location()
 	if k.parent != nil {

@@ -46,6 +46,11 @@ const maxBody = 4 << 20
 type Client struct {
 	ID     string
 	Secret string
+	// Roles are the role assignments its service principal has from the
+	// start (made at New, those of an earlier start that are no longer
+	// here taken away). nil is Owner on every subscription (it may make
+	// resources and role assignments); empty but not nil is none.
+	Roles []RoleGrant
 }
 
 // Options configure a Server.
@@ -57,6 +62,11 @@ type Options struct {
 	Subscriptions []string
 	// Clients are the applications that may get tokens; at least one.
 	Clients []Client
+	// CustomRoles are custom role definitions made at New (written
+	// again at each start; those made through ARM are kept), which
+	// Clients' Roles may name; a role with no AssignableScopes is
+	// assignable in every subscription.
+	CustomRoles []Role
 	// Regions the local Azure has, as ARM names them (eastus); default
 	// eastus, westus2 and westeurope.
 	Regions []string
@@ -81,6 +91,11 @@ type Options struct {
 	// (lbrun.go): their frontends' addresses go on lo under this label
 	// ("lo:NAME", at most 15 characters; needs root).
 	HostAddressLabel string
+	// InstancePort, with Machines, is the port of each virtual network's
+	// instance endpoint (imds.go: the instance metadata service and the
+	// Blob service) at its Docker network's gateway address; 0 serves
+	// none (its machines get no identity tokens).
+	InstancePort int
 	// Images are the node images' versions virtual machines may name
 	// without Machines (with Machines: the images it has).
 	Images []string
@@ -119,6 +134,11 @@ type Server struct {
 	done chan struct{}
 	// fw is the load balancers' forwarding (HostAddressLabel).
 	fw forwarding
+	// base is the scheme and host of the ARM call being answered (a
+	// storage account's endpoints are on it).
+	base string
+	// ie are the virtual networks' instance endpoints (imds.go).
+	ie *instanceEndpoints
 }
 
 // New returns a local Azure, its state read from opts.StatePath when that
@@ -163,11 +183,15 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.st = st
+	if err := s.grantStartRoles(); err != nil {
+		return nil, err
+	}
 	s.ident = s.identityMux()
 	s.images = map[string]string{}
 	for _, v := range opts.Images {
 		s.images[v] = v
 	}
+	s.ie = newInstanceEndpoints()
 	s.fw = forwarding{proxies: map[netip.AddrPort]*runningRule{}, addrs: map[netip.Addr]bool{}}
 	if opts.Machines != nil || opts.HostAddressLabel != "" {
 		ctx, stop := context.WithCancel(context.Background())
@@ -194,6 +218,7 @@ func (s *Server) Close() error {
 		s.stop()
 		<-s.done
 	}
+	s.closeInstanceEndpoints()
 	return nil
 }
 
@@ -206,6 +231,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/subscriptions" || strings.HasPrefix(r.URL.Path, "/subscriptions/") {
 		s.serveARM(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, blobPrefix) {
+		s.serveBlob(w, r)
 		return
 	}
 	s.ident.ServeHTTP(w, r)

@@ -30,6 +30,17 @@ type State struct {
 	// Machines are the virtual machines' machines, by the virtual
 	// machine's key.
 	Machines map[string]*machine `json:"machines"`
+	// RoleAssignments are Microsoft.Authorization's role assignments by
+	// lower-cased id (SCOPE/providers/Microsoft.Authorization/
+	// roleAssignments/GUID): kept apart from resources, since they are
+	// no resources of a group's (no list of a group's resources shows
+	// them) but go with their scope.
+	RoleAssignments map[string]doc `json:"roleAssignments"`
+	// CustomRoles are the custom role definitions, by lower-cased id.
+	CustomRoles map[string]*Role `json:"customRoles"`
+	// Containers are the Blob service's containers with their blobs, by
+	// lower-cased ARM id (storage.go).
+	Containers map[string]*blobContainer `json:"containers"`
 
 	key *rsa.PrivateKey
 }
@@ -58,6 +69,15 @@ func loadState(path string) (*State, error) {
 	}
 	if st.Machines == nil {
 		st.Machines = map[string]*machine{}
+	}
+	if st.RoleAssignments == nil {
+		st.RoleAssignments = map[string]doc{}
+	}
+	if st.Containers == nil {
+		st.Containers = map[string]*blobContainer{}
+	}
+	if st.CustomRoles == nil {
+		st.CustomRoles = map[string]*Role{}
 	}
 	if st.SigningKey == "" {
 		key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -199,7 +200,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			"The provided value for scope %s is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI).", r.PostForm.Get("scope"))
 		return
 	}
-	if !s.audienceOK(resource, r) {
+	if !s.audienceOK(resource, r) && !slices.Contains(storageAudiences, strings.TrimSuffix(strings.ToLower(resource), "/")) {
 		s.writeEntraError(w, http.StatusBadRequest, "invalid_resource", 500011,
 			"The resource principal named %s was not found in the tenant named %s. This can happen if the application has not been installed by the administrator of the tenant or consented to by any user in the tenant. You might have sent your authentication request to the wrong tenant.", resource, s.opts.Tenant)
 		return

@@ -134,12 +134,19 @@ func (s *Server) machinesStep(ctx context.Context) {
 		}
 	}
 	steps := s.machineSteps()
+	nets := s.madeNetworks()
 	keep := map[string]bool{}
 	for _, v := range s.ofType(typeVNet) {
 		keep[str(v.props(), "resourceGuid")] = true
 	}
 	s.mu.Unlock()
 
+	// The endpoints of networks with machines (after a restart, too).
+	for _, n := range nets {
+		if _, err := s.instanceEnv(ctx, n); err != nil {
+			s.log.Warn("the instance endpoint could not start", "vnet", n.ID, "err", err)
+		}
+	}
 	states, err := mm.States(ctx)
 	if err != nil {
 		s.log.Warn("listing the machines failed", "err", err)
@@ -156,7 +163,12 @@ func (s *Server) machinesStep(ctx context.Context) {
 				st.remove = false
 			}
 		case st.create != nil:
-			if err := mm.Create(ctx, *st.create); err != nil {
+			env, err := s.instanceEnv(ctx, st.create.Network)
+			if err == nil {
+				st.create.Env = append(st.create.Env, env...)
+				err = mm.Create(ctx, *st.create)
+			}
+			if err != nil {
 				s.log.Error("making a machine failed", "machine", st.id, "err", err)
 				st.err = errorf(http.StatusOK, "AllocationFailed", "Allocation failed: the local Azure could not make the machine of virtual machine %s: %v", st.key, err)
 			}
@@ -212,9 +224,25 @@ func (s *Server) machinesStep(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	s.pruneInstanceEndpoints(keep)
 	if err := mm.Prune(ctx, keep, nil); err != nil {
 		s.log.Warn("pruning the virtual networks' Docker networks failed", "err", err)
 	}
+}
+
+// madeNetworks are the networks of the machines made. Callers hold s.mu.
+func (s *Server) madeNetworks() map[string]machines.Network {
+	out := map[string]machines.Network{}
+	for k, m := range s.st.Machines {
+		d, ok := s.st.Resources[k]
+		if !ok || !m.Made || m.Gone {
+			continue
+		}
+		if spec, err := s.machineSpec(d, m); err == nil {
+			out[spec.Network.ID] = spec.Network
+		}
+	}
+	return out
 }
 
 // machineSteps decides each machine's step. Callers hold s.mu.

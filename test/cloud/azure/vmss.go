@@ -67,6 +67,9 @@ func nicConfig(d doc) (cfg, ip map[string]any) {
 // and a capacity, a node image, an admin user, an interface configuration
 // in an existing subnet of the scale set's region, zones 1 to 3.
 func checkVMSS(s *Server, d, _ doc) error {
+	if err := s.checkIdentities(d); err != nil {
+		return err
+	}
 	p := d.props()
 	if !strings.EqualFold(str(p, "orchestrationMode"), "Flexible") {
 		return invalidParameter("orchestrationMode", "The local Azure has scale sets in Flexible orchestration mode only (orchestrationMode is %q).", str(p, "orchestrationMode"))
@@ -240,6 +243,10 @@ func (s *Server) addMember(d doc, zones []string, n int) (doc, error) {
 		}}
 	if len(zones) > 0 {
 		vm["zones"] = []any{zones[n%len(zones)]}
+	}
+	if id, ok := d["identity"]; ok {
+		// The set's identities are its virtual machines'.
+		vm["identity"] = clone(doc{"i": id})["i"]
 	}
 	s.store(s.kinds[strings.ToLower(typeVM)], vm, nil, "Creating")
 	s.log.Info("scale set made a virtual machine", "vmss", d.id(), "vm", vm.id(), "computerName", osp["computerName"])

@@ -125,7 +125,7 @@ func (x *containers) podNetwork(ctx context.Context, p distrolocal.InstallParams
 	if err := holdPods(ctx, kubelet, p.Endpoint, root, n); err != nil {
 		return "", agent.Retryable(v1.CodeInternal, err, "%v", err)
 	}
-	c := NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr}
+	c := NetworkConfig{Node: p.Node.Name, Endpoint: p.Endpoint, ClusterCIDR: p.PodCIDR, NodeCIDR: cidr, ServiceCIDR: p.ServiceCIDR}
 	if err := SetUp(ctx, root, x.run, c); err != nil {
 		return "", agent.Retryable(v1.CodeInternal, err, "set up the pod network: %v", err)
 	}
@@ -133,7 +133,7 @@ func (x *containers) podNetwork(ctx context.Context, p distrolocal.InstallParams
 	return "pods get addresses of " + cidr + " (the node takes pods once every other node routes to them)", nil
 }
 
-// Resume makes the pod network's masquerade rule and routes again (a
+// Resume makes the pod network's rules and routes again (a
 // restarted node has a new network namespace) and keeps the routes.
 func (x *containers) Resume(root string) error {
 	c, err := Load(root)

@@ -29,6 +29,12 @@ import (
 // via that node's address, all nodes being on one network (the cluster's
 // Docker network). Pods reach pods of other nodes by their own addresses;
 // what leaves the pod ranges is masqueraded behind the node's address.
+// What is sent to the Service range and was not translated to a Service's
+// endpoint (a ClusterIP's port no Service has, an address no Service holds)
+// is refused on the node, as kube-proxy's nftables mode does: in iptables
+// mode it would leave by the default route, and a network that answers
+// every address (a transparent proxy) would make a port a Service dropped
+// still connect.
 
 // routeProto marks the routes the pod network adds (ip route ... proto 77),
 // so that it finds and removes only its own.
@@ -36,6 +42,10 @@ const routeProto = "77"
 
 // masqueradeComment names the node's masquerade rule.
 const masqueradeComment = "kiln pod network: leaving the pod ranges"
+
+// serviceRejectComment names the node's rules that refuse what is sent to
+// the Service range and no Service took.
+const serviceRejectComment = "kiln pod network: no Service there"
 
 // RouteSyncInterval is how often the routes are brought up to date with the
 // nodes; a node that joins is reached by pods of the others within it.
@@ -54,6 +64,9 @@ type NetworkConfig struct {
 	// ClusterCIDR is the cluster's pod range; NodeCIDR this node's part.
 	ClusterCIDR string `json:"clusterCIDR"`
 	NodeCIDR    string `json:"nodeCIDR"`
+	// ServiceCIDR is the cluster's Service range (none in the records of
+	// agents before it: no reject rules).
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
 }
 
 // RunFunc runs a program and returns its combined output: exec, or a
@@ -72,7 +85,7 @@ func RunCommand(ctx context.Context, name string, args ...string) ([]byte, error
 // nodeCIDR: a bridge (the pods' gateway, hairpin for a Service answered by
 // the pod that asked), host-local addresses, hostPort mappings. No ipMasq:
 // the bridge plugin would masquerade pod traffic to other nodes' pods too;
-// the node's one rule (ensureMasquerade) keeps pod addresses within the
+// the node's masquerade rule (ensureRules) keeps pod addresses within the
 // cluster.
 func cniConfig(nodeCIDR string) string {
 	return fmt.Sprintf(`{
@@ -96,18 +109,50 @@ func masqueradeRule(c NetworkConfig) []string {
 		"-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}
 }
 
-// iptablesArgs puts the action flag (-C, -A, -D) before the chain.
+// serviceRejectRules are the iptables rules (filter, without the action
+// flag) that refuse what the node forwards or sends to the Service range
+// after kube-proxy's translation (nat PREROUTING and OUTPUT come before
+// filter FORWARD and OUTPUT): an address still in the range was no
+// Service's port. None without a Service range.
+func serviceRejectRules(c NetworkConfig) [][]string {
+	if c.ServiceCIDR == "" {
+		return nil
+	}
+	var rules [][]string
+	for _, chain := range []string{"FORWARD", "OUTPUT"} {
+		rules = append(rules, []string{"-t", "filter", chain, "-d", c.ServiceCIDR,
+			"-m", "comment", "--comment", serviceRejectComment, "-j", "REJECT"})
+	}
+	return rules
+}
+
+// nodeRules are the node's rules of the pod network, each with the
+// action that adds it: the masquerade rule appended, the reject rules
+// first in their chains.
+func nodeRules(c NetworkConfig) (rules [][]string, add []string) {
+	rules = append([][]string{masqueradeRule(c)}, serviceRejectRules(c)...)
+	add = []string{"-A"}
+	for range rules[1:] {
+		add = append(add, "-I")
+	}
+	return rules, add
+}
+
+// iptablesArgs puts the action flag (-C, -A, -I, -D) before the chain.
 func iptablesArgs(action string, rule []string) []string {
 	return append([]string{rule[0], rule[1], action}, rule[2:]...)
 }
 
-func ensureMasquerade(ctx context.Context, run RunFunc, c NetworkConfig) error {
-	rule := masqueradeRule(c)
-	if _, err := run(ctx, "iptables", iptablesArgs("-C", rule)...); err == nil {
-		return nil
-	}
-	if _, err := run(ctx, "iptables", iptablesArgs("-A", rule)...); err != nil {
-		return fmt.Errorf("masquerade rule: %w", err)
+// ensureRules adds the node's rules that are missing (nodeRules).
+func ensureRules(ctx context.Context, run RunFunc, c NetworkConfig) error {
+	rules, add := nodeRules(c)
+	for i, rule := range rules {
+		if _, err := run(ctx, "iptables", iptablesArgs("-C", rule)...); err == nil {
+			continue
+		}
+		if _, err := run(ctx, "iptables", iptablesArgs(add[i], rule)...); err != nil {
+			return fmt.Errorf("pod network rule (%s): %w", strings.Join(rule, " "), err)
+		}
 	}
 	return nil
 }
@@ -307,12 +352,12 @@ func (pn *Routes) Stop() {
 	}
 }
 
-// sync makes one pass: the masquerade rule is there, and the routes are
+// sync makes one pass: the node's rules are there, and the routes are
 // those the nodes ask for; with Node, the node records them and becomes
 // available once every other node routes to it. It returns how many routes
 // there are.
 func (pn *Routes) sync(ctx context.Context, c NetworkConfig, st *netState) (int, error) {
-	if err := ensureMasquerade(ctx, pn.Run, c); err != nil {
+	if err := ensureRules(ctx, pn.Run, c); err != nil {
 		return 0, err
 	}
 	client, err := pn.Client()
@@ -406,13 +451,13 @@ func (pn *Routes) announce(ctx context.Context, c NetworkConfig, nodes []wireNod
 	return nil
 }
 
-// SetUp writes the node's CNI configuration and its masquerade rule, and
+// SetUp writes the node's CNI configuration and its rules (nodeRules), and
 // records c for the executor's Resume.
 func SetUp(ctx context.Context, root string, run RunFunc, c NetworkConfig) error {
 	if err := atomicfile.WriteMkdirAll(filepath.Join(root, FileCNI), []byte(cniConfig(c.NodeCIDR)), 0o644); err != nil {
 		return fmt.Errorf("CNI configuration: %w", err)
 	}
-	if err := ensureMasquerade(ctx, run, c); err != nil {
+	if err := ensureRules(ctx, run, c); err != nil {
 		return err
 	}
 	b, err := json.Marshal(c)
@@ -444,7 +489,7 @@ func Load(root string) (NetworkConfig, error) {
 }
 
 // TearDown removes what the pod network added to the node: its
-// routes, its masquerade rule and its CNI configuration. Errors of rules or
+// routes, its rules and its CNI configuration. Errors of rules or
 // routes already gone are not errors.
 func TearDown(ctx context.Context, root string, run RunFunc) error {
 	c, err := Load(root)
@@ -459,10 +504,12 @@ func TearDown(ctx context.Context, root string, run RunFunc) error {
 			_, _ = run(ctx, "ip", "-4", "route", "del", cidr, "proto", routeProto)
 		}
 	}
-	rule := masqueradeRule(c)
-	for {
-		if _, err := run(ctx, "iptables", iptablesArgs("-D", rule)...); err != nil {
-			break
+	rules, _ := nodeRules(c)
+	for _, rule := range rules {
+		for {
+			if _, err := run(ctx, "iptables", iptablesArgs("-D", rule)...); err != nil {
+				break
+			}
 		}
 	}
 	var errs []error

@@ -57,6 +57,8 @@ func (h *fakeHost) run(_ context.Context, name string, args ...string) ([]byte, 
 			}
 		case "-A":
 			h.rules = append(h.rules, rule)
+		case "-I": // first in its chain: the fake keeps one list, first
+			h.rules = append([]string{rule}, h.rules...)
 		case "-D":
 			if i < 0 {
 				return nil, errors.New("iptables: Bad rule")
@@ -277,7 +279,9 @@ func (a *nodesAPI) watch(w http.ResponseWriter, r *http.Request) {
 // The routes follow the nodes: one per other node with a pod range, via
 // its InternalIP; a node that leaves loses its route, one whose address
 // changes gets the new one; the node's own range and nodes without a range
-// get none. The masquerade rule is added once.
+// get none. The masquerade rule is added once, and so are the rules that
+// refuse what is sent to the Service range and no Service took, first in
+// filter FORWARD and OUTPUT.
 func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 	api := &nodesAPI{}
 	srv := httptest.NewTLSServer(api.handler())
@@ -285,7 +289,8 @@ func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 	host := newFakeHost()
 	client := func() (*http.Client, error) { return srv.Client(), nil }
 	pn := &Routes{Log: slog.New(slog.DiscardHandler), Run: host.run, Every: time.Hour, Client: client, Node: client}
-	c := NetworkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24"}
+	c := NetworkConfig{Node: "w0", Endpoint: strings.TrimPrefix(srv.URL, "https://"), ClusterCIDR: "10.244.0.0/16", NodeCIDR: "10.244.1.0/24",
+		ServiceCIDR: "10.96.0.0/12"}
 
 	sync := func(want map[string]string) {
 		t.Helper()
@@ -300,9 +305,13 @@ func TestPodNetworkRoutesFollowTheNodes(t *testing.T) {
 		if ann, _ := api.get("w0"); ann[PodRoutesAnnotation] != routesValue(want) {
 			t.Errorf("annotation %s = %q, want %q", PodRoutesAnnotation, ann[PodRoutesAnnotation], routesValue(want))
 		}
-		wantRule := "-t nat POSTROUTING -s 10.244.1.0/24 ! -d 10.244.0.0/16 -m comment --comment " + masqueradeComment + " -j MASQUERADE"
-		if len(rules) != 1 || rules[0] != wantRule {
-			t.Errorf("rules %q, want only %q", rules, wantRule)
+		wantRules := []string{
+			"-t filter OUTPUT -d 10.96.0.0/12 -m comment --comment " + serviceRejectComment + " -j REJECT",
+			"-t filter FORWARD -d 10.96.0.0/12 -m comment --comment " + serviceRejectComment + " -j REJECT",
+			"-t nat POSTROUTING -s 10.244.1.0/24 ! -d 10.244.0.0/16 -m comment --comment " + masqueradeComment + " -j MASQUERADE",
+		}
+		if !slices.Equal(rules, wantRules) {
+			t.Errorf("rules %q, want only %q", rules, wantRules)
 		}
 	}
 	api.set([3]string{"cp0", "10.244.0.0/24", "172.30.0.2"}, [3]string{"w0", "10.244.1.0/24", "172.30.0.3"},

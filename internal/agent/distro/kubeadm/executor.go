@@ -153,6 +153,14 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 	}
 	log.Info("running plan", "plan", p.Summary)
 	start := time.Now()
+	if in.Kind == v1.InstructionInstall {
+		// What the host had before, for kiln-agent uninstall (record.go).
+		if err := e.record(p); err != nil {
+			fe := agent.Retryable(v1.CodeInternal, err, "step %s: record what the host had before the install: %v", distrokubeadm.StepWriteFiles, err)
+			report.Progress(distrokubeadm.StepWriteFiles, v1.StepFailed, fe.Message)
+			return fe
+		}
+	}
 	if err := e.run(ctx, p, report, log); err != nil {
 		return err
 	}

@@ -294,3 +294,51 @@ func (s *services) save() error {
 	}
 	return atomicfile.WriteJSON(path, recs, 0o600)
 }
+
+// adopt supervises the recorded services still running, so that a plan's
+// stop commands stop them, and starts the ones named in start that are not
+// (an uninstall: containerd, which kubeadm reset asks to remove the
+// containers); the others are forgotten. It returns the services it
+// supervises.
+func (s *services) adopt(start ...string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(s.root, servicesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var recs []serviceRecord
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return nil, fmt.Errorf("%s: %w", servicesFile, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	var errs []error
+	for _, rec := range recs {
+		if _, ok := s.running[rec.Name]; ok {
+			names = append(names, rec.Name)
+			continue
+		}
+		if !proc.Alive(rec.PID, rec.Start) {
+			if !slices.Contains(start, rec.Name) {
+				continue
+			}
+			if err := s.spawn(&rec); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		s.watch(rec)
+		names = append(names, rec.Name)
+	}
+	return names, errors.Join(append(errs, s.save())...)
+}
+
+// names are the services supervised.
+func (s *services) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.running))
+}

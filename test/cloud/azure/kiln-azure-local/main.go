@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,10 +39,20 @@ import (
 	"kiln.dev/kiln/test/cloud/machines"
 )
 
-const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks).
+const usage = `kiln-azure-local: a local Azure for tests (Entra ID's client credentials, Resource Manager: resource groups, networks, compute, managed identities, role assignments, storage accounts; the Blob service; the instance metadata service).
 
 Usage:
   kiln-azure-local --listen 127.0.0.1:PORT [--ca-out FILE | --tls-cert FILE --tls-key FILE] [flags]
+
+Every ARM call is checked against its caller's role assignments, as
+Azure's role-based access control checks it (403 AuthorizationFailed
+naming the action and the scope). Each client is Owner of every
+subscription unless --role says otherwise, e.g. --role kiln-local=Reader,
+--role app2=Contributor --role 'app2=User Access Administrator@/subscriptions/SUB/resourceGroups/rg1',
+or --role app3=none. --custom-role FILE defines a role of your own (az's
+role definition JSON: Name, Actions, NotActions, AssignableScopes), e.g.
+{"Name": "Kiln without scale sets", "Actions": ["*"], "NotActions":
+["Microsoft.Compute/virtualMachineScaleSets/write"]}, for --role to name.
 
 Point the Azure SDK for Go at it with a cloud.Configuration whose
 ActiveDirectoryAuthorityHost and ResourceManager Endpoint and Audience are
@@ -57,7 +70,7 @@ func main() {
 }
 
 func run() error {
-	var clients, subs, regions localcloud.StringList
+	var clients, subs, regions, roles, customRoles localcloud.StringList
 	fs := flag.NewFlagSet("kiln-azure-local", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to serve on, HOST:PORT (required)")
 	state := fs.String("state", "", "state file, kept across restarts (default: in memory only)")
@@ -67,11 +80,14 @@ func run() error {
 	tenant := fs.String("tenant", azure.DefaultTenant, "the directory's tenant id")
 	fs.Var(&subs, "subscription", "a subscription id (repeatable; default "+azure.DefaultSubscription+")")
 	fs.Var(&clients, "client", "an application that may get tokens, ID:SECRET (repeatable; default kiln-local:kiln-local-secret)")
+	fs.Var(&roles, "role", "CLIENT=ROLE[@SCOPE]: a built-in role (Owner, Contributor, Reader, User Access Administrator, Network Contributor, ...) the client has at SCOPE (default: each subscription); repeatable. A client with no --role is Owner of every subscription; CLIENT=none gives it no role")
+	fs.Var(&customRoles, "custom-role", "FILE: a custom role definition, JSON as az role definition create --role-definition reads it ({\"Name\", \"Actions\", \"NotActions\", \"AssignableScopes\"}), which --role may name (repeatable)")
 	fs.Var(&regions, "region", "a region (repeatable; default eastus, westus2, westeurope)")
 	polls := fs.Int("in-progress-polls", 1, "polls of an operation's status answered InProgress before it ends (0: none)")
 	opTime := fs.Duration("operation-time", 10*time.Second, "end an operation this long after it began even if nobody polls it (0: only polls end operations)")
 	image := fs.String("node-image", nodeimage.Repository, "the Docker repository of the node images (tag VERSION is the image kiln:kiln-node:VERSION:latest)")
 	noMachines := fs.Bool("no-machines", false, "keep virtual machines as records only: no container runs (no Docker needed)")
+	instancePort := fs.Int("instance-port", -1, "the port of each virtual network's instance endpoint (the instance metadata service, identity tokens, and the Blob service, for the virtual machines) at its Docker network's gateway address; default the --listen port, 0 for none")
 	hostAddresses := fs.Bool("host-addresses", false, "make load balancers forward: their frontends' addresses go on this host's lo (ip(8), needs root), taken off at exit")
 	var images localcloud.StringList
 	fs.Var(&images, "image", "with --no-machines, a node image version virtual machines may name (repeatable)")
@@ -84,7 +100,7 @@ func run() error {
 	if *certFile == "" && *caOut == "" {
 		return errors.New("give --tls-cert and --tls-key, or --ca-out for a self-signed certificate: clients must trust it")
 	}
-	cs, err := parseClients(clients)
+	cs, err := parseClients(clients, roles)
 	if err != nil {
 		return err
 	}
@@ -99,7 +115,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	opts := azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, Regions: regions, StatePath: *state,
+	custom, err := readCustomRoles(customRoles)
+	if err != nil {
+		return err
+	}
+	opts := azure.Options{Tenant: *tenant, Subscriptions: subs, Clients: cs, CustomRoles: custom, Regions: regions, StatePath: *state,
 		InProgressPolls: *polls, OperationTime: *opTime, Images: images, Logger: log}
 	if !*noMachines {
 		identity := "mem" + fmt.Sprint(os.Getpid())
@@ -112,6 +132,16 @@ func run() error {
 		}
 		defer m.Close()
 		opts.Machines = m
+		opts.InstancePort = *instancePort
+		if opts.InstancePort < 0 {
+			_, port, err := net.SplitHostPort(*listen)
+			if err != nil {
+				return fmt.Errorf("--listen %q: %w", *listen, err)
+			}
+			if opts.InstancePort, err = strconv.Atoi(port); err != nil || opts.InstancePort == 0 {
+				return fmt.Errorf("--listen %q: give a port, or --instance-port", *listen)
+			}
+		}
 	}
 	if *hostAddresses {
 		id := "mem" + fmt.Sprint(os.Getpid())
@@ -136,8 +166,8 @@ func run() error {
 	return localcloud.Serve(ctx, log, hs, ln)
 }
 
-// parseClients reads --client ID:SECRET.
-func parseClients(flags []string) ([]azure.Client, error) {
+// parseClients reads --client ID:SECRET and their --role CLIENT=ROLE[@SCOPE].
+func parseClients(flags, roleFlags []string) ([]azure.Client, error) {
 	if len(flags) == 0 {
 		flags = []string{"kiln-local:kiln-local-secret"}
 	}
@@ -145,9 +175,48 @@ func parseClients(flags []string) ([]azure.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	roles := map[string][]azure.RoleGrant{}
+	for _, f := range roleFlags {
+		id, grant, ok := strings.Cut(f, "=")
+		if !ok || id == "" || grant == "" {
+			return nil, fmt.Errorf("--role %q: want CLIENT=ROLE[@SCOPE]", f)
+		}
+		if roles[id] == nil {
+			roles[id] = []azure.RoleGrant{}
+		}
+		if strings.EqualFold(grant, "none") {
+			continue
+		}
+		g, err := azure.ParseRoleGrant(grant)
+		if err != nil {
+			return nil, fmt.Errorf("--role %q: %w", f, err)
+		}
+		roles[id] = append(roles[id], g)
+	}
 	out := make([]azure.Client, 0, len(pairs))
 	for _, p := range pairs {
-		out = append(out, azure.Client{ID: p[0], Secret: p[1]})
+		out = append(out, azure.Client{ID: p[0], Secret: p[1], Roles: roles[p[0]]})
+		delete(roles, p[0])
+	}
+	for id := range roles {
+		return nil, fmt.Errorf("--role names client %s, which no --client is", id)
+	}
+	return out, nil
+}
+
+// readCustomRoles reads --custom-role FILE's definitions.
+func readCustomRoles(files []string) ([]azure.Role, error) {
+	var out []azure.Role
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--custom-role: %w", err)
+		}
+		var r azure.Role
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("--custom-role %s: %w", f, err)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
