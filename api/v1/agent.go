@@ -198,6 +198,12 @@ type CertificateBody struct {
 const (
 	InstructionInstall = "install" // install Kubernetes in the node's role (params: the distribution's)
 	InstructionReset   = "reset"   // stop and remove everything Kubernetes on the node
+	// InstructionUploadCerts has an installed kubeadm control-plane node
+	// upload the cluster's shared certificates again (kubeadm's
+	// kubeadm-certs Secret, encrypted with the cluster's certificate key),
+	// so that a control-plane node added to a provisioned cluster can join
+	// (params: the distribution's plan).
+	InstructionUploadCerts = "upload-certs"
 )
 
 // Instruction asks an agent to act. Its ID is unique; an agent runs an id at

@@ -28,6 +28,7 @@ const (
 	StepDeleteLoadBalancer         = "delete-load-balancer"
 	StepDeleteNetwork              = "delete-network"
 	StepCheckNodeConfiguration     = "check-node-configuration"
+	StepRefreshJoinMaterial        = "refresh-join-material"
 	StepResetNodes                 = "reset-nodes"
 	StepRemoveNodes                = "remove-nodes"
 	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
@@ -145,10 +146,16 @@ var (
 	// hostProvisionSteps installs Kubernetes on the configured hosts, then
 	// kube-router's policy controller when the spec names that pod
 	// network, then MetalLB when the spec names a load balancer pool, then
-	// the cluster's profile.
+	// the cluster's profile. On a cluster provisioned already it joins the
+	// hosts configured since (the installed ones are left as they are):
+	// refresh-join-material makes them a fresh bootstrap token and, for
+	// control-plane hosts, has an installed control-plane node upload the
+	// shared certificates again; they then join one at a time (control
+	// plane: each etcd member added by kubeadm) or all at once (workers).
 	hostProvisionSteps = []string{
 		StepValidateDynamic,
 		StepCheckNodeConfiguration,
+		StepRefreshJoinMaterial,
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,

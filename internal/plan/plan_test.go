@@ -96,7 +96,7 @@ func TestStepsForHosts(t *testing.T) {
 	}{
 		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
 		{v1.KindUpdate, []string{"validate-dynamic"}},
-		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-access", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "refresh-join-material", "install-control-plane", "install-workers", "wait-nodes-ready", "install-access", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
 		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindReconcile, []string{"install-access", "apply-profile"}},

@@ -43,6 +43,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepDeleteLoadBalancer:          x.deleteLoadBalancer,
 		StepDeleteNetwork:               x.deleteNetwork,
 		StepCheckNodeConfiguration:      mach.CheckNodeConfiguration,
+		StepRefreshJoinMaterial:         inst.RefreshJoinMaterial,
 		StepResetNodes:                  mach.ResetNodes,
 		StepRemoveNodes:                 mach.RemoveNodes,
 		StepReplaceUnhealthyNodes:       mach.ReplaceUnhealthyNodes,

@@ -118,7 +118,7 @@ func apiRoutes() []apiRoute {
 		{pattern: "DELETE " + cluster, summary: "Start a cluster's delete.", query: []string{"force"}, async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/validate", summary: "Dry run of a PUT: writes nothing.", in: oneOf[v1.Cluster](), codes: map[int]*apiBody{200: oneOf[v1.ClusterValidation]()}},
 		{pattern: "GET " + cluster + "/upgrades", summary: "The versions the cluster can be upgraded to.", codes: map[int]*apiBody{200: oneOf[v1.ClusterUpgrades]()}},
-		{pattern: "POST " + cluster + "/provision", summary: "Edge clusters: install Kubernetes on the configured hosts.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
+		{pattern: "POST " + cluster + "/provision", summary: "Edge clusters: install Kubernetes on the configured hosts, or join those configured since to a provisioned cluster.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/reset", summary: "Edge clusters: tear Kubernetes down, keep the cluster.", async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},
 		{pattern: "POST " + cluster + "/rotate-certificates", summary: "Give every node new Kubernetes certificates of the cluster CA, one node at a time, control plane first; with ca begin or finish, replace the cluster CA with an overlap where both are trusted.",
 			in: oneOf[v1.RotateCertificatesRequest](), inOpt: true, async: true, codes: map[int]*apiBody{202: oneOf[v1.Cluster]()}},

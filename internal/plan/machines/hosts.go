@@ -18,19 +18,29 @@ import (
 )
 
 // hostTargets are the configured hosts of a role as the install steps
-// take them, by name: the first control-plane host founds etcd.
+// take them: those installed already (Ready or NotReady: an earlier
+// provision's) first, then the others, each by name. The first
+// control-plane host founds etcd, so on a cluster provisioned already it is
+// one of its installed hosts, never a host added since (which joins).
 func (w Work) hostTargets(ctx context.Context, role string) ([]provider.MachineSpec, error) {
 	nodes, err := w.r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []provider.MachineSpec
+	var installed, added []provider.MachineSpec
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		if n := nodes[name]; validate.Configured(n.Node) && n.Role == role {
-			out = append(out, provider.MachineSpec{Name: name, Role: role})
+		n := nodes[name]
+		if !validate.Configured(n.Node) || n.Role != role {
+			continue
+		}
+		m := provider.MachineSpec{Name: name, Role: role}
+		if n.State == v1.NodeReady || n.State == v1.NodeNotReady {
+			installed = append(installed, m)
+		} else {
+			added = append(added, m)
 		}
 	}
-	return out, nil
+	return append(installed, added...), nil
 }
 
 // ControlPlaneTargets are the control-plane nodes to install: the
@@ -65,7 +75,8 @@ func (w Work) HostEndpoint(ctx context.Context) (string, error) {
 }
 
 // CheckNodeConfiguration refuses to provision hosts that do not make the
-// configuration the spec asks for. The API checked it when provisioning
+// configuration the spec asks for, and, on a cluster provisioned already,
+// hosts added that cannot join it (validate.HostsAdded). The API checked it when provisioning
 // was asked for; hosts may have changed since.
 func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 	nodes, err := s.r.Nodes(ctx)
@@ -76,6 +87,10 @@ func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		all = append(all, nodes[name].Node)
 	}
+	added, e := validate.HostsAdded(all)
+	if e != nil {
+		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
+	}
 	h := validate.HostsOf(all)
 	if e := validate.HostCounts(&s.cl.Spec, h); e != nil {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
@@ -84,7 +99,7 @@ func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
 	}
 	s.r.Log().Info("hosts match the configuration", "configuration", validate.Configuration(&s.cl.Spec),
-		"controlPlane", h.ControlPlanes, "workers", h.Workers)
+		"controlPlane", h.ControlPlanes, "workers", h.Workers, "joining", strings.Join(added, ", "))
 	return nil
 }
 
