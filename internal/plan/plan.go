@@ -29,6 +29,7 @@ const (
 	StepDeleteNetwork              = "delete-network"
 	StepCheckNodeConfiguration     = "check-node-configuration"
 	StepRefreshJoinMaterial        = "refresh-join-material"
+	StepDrainNodes                 = "drain-nodes"
 	StepResetNodes                 = "reset-nodes"
 	StepRemoveNodes                = "remove-nodes"
 	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
@@ -168,6 +169,12 @@ var (
 	// hosts from the cluster; the cluster, its settings and its activation
 	// material stay, so hosts can join again.
 	hostResetSteps = []string{StepResetNodes, StepRemoveNodes}
+	// hostRemoveNodeSteps take some hosts (the operation's Nodes) out of
+	// a cluster that stays: drained through the cluster's API, Kubernetes
+	// torn down on them (kubeadm reset: a control-plane host's etcd
+	// member goes with it), their Node objects and records removed, so
+	// that each host can join a cluster again.
+	hostRemoveNodeSteps = []string{StepDrainNodes, StepResetNodes, StepRemoveNodes}
 	// hostDeleteSteps leaves the hosts as a reset does; the cluster record
 	// and its secrets go with the operation's end.
 	hostDeleteSteps = []string{StepResetNodes, StepRemoveNodes}
@@ -190,6 +197,8 @@ func StepsFor(kind string, hosts bool) []string {
 		s = hostProvisionSteps
 	case v1.KindReset:
 		s = hostResetSteps
+	case v1.KindRemoveNode:
+		s = hostRemoveNodeSteps
 	case v1.KindDelete:
 		s = hostDeleteSteps
 	case v1.KindReconcile, v1.KindRotateCertificates, v1.KindRotateCA, v1.KindFinishCARotation, v1.KindBackup, v1.KindRestore:

@@ -44,6 +44,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepDeleteNetwork:               x.deleteNetwork,
 		StepCheckNodeConfiguration:      mach.CheckNodeConfiguration,
 		StepRefreshJoinMaterial:         inst.RefreshJoinMaterial,
+		StepDrainNodes:                  mach.DrainNodes,
 		StepResetNodes:                  mach.ResetNodes,
 		StepRemoveNodes:                 mach.RemoveNodes,
 		StepReplaceUnhealthyNodes:       mach.ReplaceUnhealthyNodes,

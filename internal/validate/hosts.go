@@ -242,3 +242,55 @@ func HostsAdded(nodes []v1.Node) ([]string, *v1.Error) {
 	}
 	return added, nil
 }
+
+// NodeRemoval checks the removal of host name (one of nodes) from a
+// cluster made of hosts users bring that stays: nil when it may go,
+// otherwise a NodeCountMismatch that says why not, on nodes/NAME.role for
+// a control-plane host and nodes/NAME for a worker. A host with no
+// Kubernetes installed may always go. Refused: an installed control-plane
+// host whose removal would leave no etcd member (reset or delete the
+// cluster instead) or an even number of them, or that is the cluster's
+// endpoint (the first installed control-plane host, by name); the last
+// installed worker of a dedicated control plane.
+func NodeRemoval(spec *v1.ClusterSpec, nodes []v1.Node, name string) *v1.Error {
+	var target *v1.Node
+	var cps []string
+	workers := 0
+	for i, n := range nodes {
+		if n.Name == name {
+			target = &nodes[i]
+		}
+		switch {
+		case !Installed(n):
+		case n.Role == v1.RoleControlPlane:
+			cps = append(cps, n.Name)
+		case n.Role == v1.RoleWorker:
+			workers++
+		}
+	}
+	if target == nil || !Installed(*target) {
+		return nil
+	}
+	slices.Sort(cps)
+	if target.Role == v1.RoleControlPlane {
+		left := len(cps) - 1
+		switch {
+		case left == 0:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("removing %s would leave no control-plane node (no etcd member): reset the cluster (kiln cluster reset) or delete it instead", name)}
+		case left%2 == 0:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("removing %s would leave %d etcd members, an even number, which tolerates no more failures than %d: "+
+					"the control plane shrinks two nodes at a time (5 -> 3 -> 1), which one removal cannot do", name, left, left-1)}
+		case cps[0] == name:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("%s is the cluster's API endpoint (its first control-plane node): kubeconfigs and nodes reach the cluster through it", name)}
+		}
+		return nil
+	}
+	if spec.ControlPlane.Dedicated && workers == 1 {
+		return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name,
+			Message: fmt.Sprintf("%s is the last worker of a dedicated control plane, which needs at least 1: add a worker first (kiln cluster provision joins it)", name)}
+	}
+	return nil
+}

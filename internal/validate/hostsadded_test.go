@@ -48,3 +48,40 @@ func TestHostsAdded(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeRemoval(t *testing.T) {
+	n := func(name, state, role string) v1.Node { return v1.Node{Name: name, State: state, Role: role} }
+	cp, w := v1.RoleControlPlane, v1.RoleWorker
+	three := []v1.Node{n("a", v1.NodeReady, cp), n("b", v1.NodeReady, cp), n("c", v1.NodeNotReady, cp),
+		n("w1", v1.NodeReady, w), n("w2", v1.NodeReady, w), n("w3", v1.NodeConfigured, w)}
+	tests := []struct {
+		name, node string
+		nodes      []v1.Node
+		dedicated  bool
+		target     string // "" for allowed
+	}{
+		{name: "a worker of two", node: "w1", nodes: three, dedicated: true},
+		{name: "the last installed worker of a dedicated control plane", node: "w1", dedicated: true,
+			nodes: []v1.Node{n("a", v1.NodeReady, cp), n("w1", v1.NodeReady, w), n("w2", v1.NodeConfigured, w)}, target: "nodes/w1"},
+		{name: "the last worker of a converged control plane", node: "w1",
+			nodes: []v1.Node{n("a", v1.NodeReady, cp), n("w1", v1.NodeReady, w)}},
+		{name: "a host with nothing installed", node: "w3", nodes: three, dedicated: true},
+		{name: "3 to 2 control-plane nodes", node: "b", nodes: three, target: "nodes/b.role"},
+		{name: "the only control-plane node", node: "a", nodes: []v1.Node{n("a", v1.NodeReady, cp)}, target: "nodes/a.role"},
+		{name: "4 to 3, not the endpoint", node: "d", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp))},
+		{name: "4 to 3, the endpoint", node: "a", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp)), target: "nodes/a.role"},
+		{name: "a control-plane host with nothing installed", node: "e", nodes: append(slices.Clone(three), n("e", v1.NodeConfigured, cp))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &v1.ClusterSpec{ControlPlane: v1.ControlPlane{Size: 3, Dedicated: tt.dedicated}}
+			e := NodeRemoval(spec, tt.nodes, tt.node)
+			switch {
+			case tt.target == "" && e != nil:
+				t.Errorf("refused: %+v", e)
+			case tt.target != "" && (e == nil || e.Code != v1.CodeNodeCountMismatch || e.Target != tt.target):
+				t.Errorf("error %+v, want NodeCountMismatch on %s", e, tt.target)
+			}
+		})
+	}
+}

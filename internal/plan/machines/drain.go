@@ -90,11 +90,18 @@ func (w Work) drainAndRemove(ctx context.Context, doomed []Member) error {
 func (w Work) drain(ctx context.Context, kc *kubeapi.Client, m Member) (kubeapi.DrainStatus, error) {
 	pool, i := w.poolOf(m.Pool)
 	timeout, field := validate.DrainTimeout(v1.WorkerPool{}), "the default drain timeout: the pool is gone from the spec"
+	if m.Pool == "" {
+		field = "the default drain timeout: a host of an edge cluster is in no pool"
+	}
 	if pool != nil {
 		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
 	}
 	w.r.Log().Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
-	w.r.EventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
+	of := " of pool " + m.Pool
+	if m.Pool == "" {
+		of = ""
+	}
+	w.r.EventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s%s (timeout %s)", m.Name, of, timeout))
 	w.r.Progress(ctx, m.Name, "cordoned, draining")
 	// A drain may stop at any moment for a cancel: the node stays
 	// cordoned, with what was evicted gone, and a later change drains it
