@@ -287,3 +287,54 @@ func TestRefreshJoinMaterialSkipped(t *testing.T) {
 		})
 	}
 }
+
+// The hosts added join through the endpoint the cluster recorded
+// (status.endpoint), even when an installed control-plane host sorts before
+// the one it names.
+func TestEdgeKubeadmJoinKeepsRecordedEndpoint(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	sp := edgeSpec()
+	sp.Distribution, sp.KubernetesVersion = v1.DistroKubeadm, "v1.35.4"
+	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"}
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	k := store.Key{Project: project, Name: "c"}
+	cl, err := e.st.GetCluster(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.Endpoint = "192.0.2.9:6443"
+	if err := e.st.PutClusterStatus(t.Context(), cl, store.Cond{IfMatch: cl.ETag}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []struct{ name, state, role, addr string }{
+		{"host-0", v1.NodeReady, v1.RoleControlPlane, "192.0.2.1"},
+		{"host-m", v1.NodeReady, v1.RoleControlPlane, "192.0.2.9"},
+		{"host-x", v1.NodeConfigured, v1.RoleWorker, "192.0.2.11"},
+	} {
+		n := &store.Node{Project: project, Node: v1.Node{Name: h.name, Cluster: "c", State: h.state, Role: h.role,
+			Address: h.addr, Interface: "eth0", Facts: &v1.NodeFacts{Arch: "amd64"}}}
+		if err := e.st.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := e.beginSteps("c", v1.KindProvision, sp, []string{plan.StepInstallWorkers})
+	agents := &kubeadmAgents{plans: map[string]*kubeadm.Plan{}}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { agents.run(ctx, e, []string{"host-0", "host-m", "host-x"}) })
+	e.runOnce(e.runner())
+	stop()
+	wg.Wait()
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	p := agents.plans["host-x"]
+	if p == nil {
+		t.Fatalf("host-x got no plan; installed %v", agents.order)
+	}
+	if cfg := file(p, kubeadm.KubeadmConfigPath).Content; !strings.Contains(cfg, `apiServerEndpoint: "192.0.2.9:6443"`) {
+		t.Errorf("host-x does not join through the recorded endpoint 192.0.2.9:6443:\n%s", cfg)
+	}
+}

@@ -45,7 +45,7 @@ func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) error {
 		if !found {
 			return toAPIError(store.ErrNotFound, refOf(r, "node"))
 		}
-		if e := validate.NodeRemoval(&cl.Spec, all, name); e != nil {
+		if e := validate.NodeRemoval(&cl.Spec, cl.Status.Endpoint, all, name); e != nil {
 			return &apiError{status: http.StatusConflict, body: *e}
 		}
 		return nil

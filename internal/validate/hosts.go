@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -250,11 +251,13 @@ func HostsAdded(nodes []v1.Node) ([]string, *v1.Error) {
 // Kubernetes installed may always go. Refused: an installed control-plane
 // host whose removal would leave no etcd member (reset or delete the
 // cluster instead) or an even number of them, or that is the cluster's
-// endpoint (the first installed control-plane host, by name); the last
-// installed worker of a dedicated control plane.
-func NodeRemoval(spec *v1.ClusterSpec, nodes []v1.Node, name string) *v1.Error {
+// endpoint (the installed control-plane host whose address:6443 is
+// endpoint, status.endpoint; without one, the first installed by name);
+// the last installed worker of a dedicated control plane.
+func NodeRemoval(spec *v1.ClusterSpec, endpoint string, nodes []v1.Node, name string) *v1.Error {
 	var target *v1.Node
 	var cps []string
+	endpointHost := ""
 	workers := 0
 	for i, n := range nodes {
 		if n.Name == name {
@@ -264,6 +267,9 @@ func NodeRemoval(spec *v1.ClusterSpec, nodes []v1.Node, name string) *v1.Error {
 		case !Installed(n):
 		case n.Role == v1.RoleControlPlane:
 			cps = append(cps, n.Name)
+			if endpoint != "" && net.JoinHostPort(n.Address, "6443") == endpoint {
+				endpointHost = n.Name
+			}
 		case n.Role == v1.RoleWorker:
 			workers++
 		}
@@ -272,6 +278,9 @@ func NodeRemoval(spec *v1.ClusterSpec, nodes []v1.Node, name string) *v1.Error {
 		return nil
 	}
 	slices.Sort(cps)
+	if endpointHost == "" && len(cps) > 0 {
+		endpointHost = cps[0]
+	}
 	if target.Role == v1.RoleControlPlane {
 		left := len(cps) - 1
 		switch {
@@ -282,7 +291,7 @@ func NodeRemoval(spec *v1.ClusterSpec, nodes []v1.Node, name string) *v1.Error {
 			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
 				Message: fmt.Sprintf("removing %s would leave %d etcd members, an even number, which tolerates no more failures than %d: "+
 					"the control plane shrinks two nodes at a time (5 -> 3 -> 1), which one removal cannot do", name, left, left-1)}
-		case cps[0] == name:
+		case endpointHost == name:
 			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
 				Message: fmt.Sprintf("%s is the cluster's API endpoint (its first control-plane node): kubeconfigs and nodes reach the cluster through it", name)}
 		}

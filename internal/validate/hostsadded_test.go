@@ -2,6 +2,7 @@ package validate
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -50,7 +51,9 @@ func TestHostsAdded(t *testing.T) {
 }
 
 func TestNodeRemoval(t *testing.T) {
-	n := func(name, state, role string) v1.Node { return v1.Node{Name: name, State: state, Role: role} }
+	n := func(name, state, role string) v1.Node {
+		return v1.Node{Name: name, State: state, Role: role, Address: "192.0.2." + strconv.Itoa(int(name[len(name)-1]))}
+	}
 	cp, w := v1.RoleControlPlane, v1.RoleWorker
 	three := []v1.Node{n("a", v1.NodeReady, cp), n("b", v1.NodeReady, cp), n("c", v1.NodeNotReady, cp),
 		n("w1", v1.NodeReady, w), n("w2", v1.NodeReady, w), n("w3", v1.NodeConfigured, w)}
@@ -58,6 +61,7 @@ func TestNodeRemoval(t *testing.T) {
 		name, node string
 		nodes      []v1.Node
 		dedicated  bool
+		endpoint   string
 		target     string // "" for allowed
 	}{
 		{name: "a worker of two", node: "w1", nodes: three, dedicated: true},
@@ -70,12 +74,16 @@ func TestNodeRemoval(t *testing.T) {
 		{name: "the only control-plane node", node: "a", nodes: []v1.Node{n("a", v1.NodeReady, cp)}, target: "nodes/a.role"},
 		{name: "4 to 3, not the endpoint", node: "d", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp))},
 		{name: "4 to 3, the endpoint", node: "a", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp)), target: "nodes/a.role"},
+		{name: "4 to 3, the recorded endpoint", node: "d", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp)),
+			endpoint: "192.0.2.100:6443", target: "nodes/d.role"},
+		{name: "4 to 3, the first by name when another is the endpoint", node: "a", nodes: append(slices.Clone(three), n("d", v1.NodeReady, cp)),
+			endpoint: "192.0.2.100:6443"},
 		{name: "a control-plane host with nothing installed", node: "e", nodes: append(slices.Clone(three), n("e", v1.NodeConfigured, cp))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := &v1.ClusterSpec{ControlPlane: v1.ControlPlane{Size: 3, Dedicated: tt.dedicated}}
-			e := NodeRemoval(spec, tt.nodes, tt.node)
+			e := NodeRemoval(spec, tt.endpoint, tt.nodes, tt.node)
 			switch {
 			case tt.target == "" && e != nil:
 				t.Errorf("refused: %+v", e)

@@ -19,7 +19,8 @@ import (
 
 // hostTargets are the configured hosts of a role as the install steps
 // take them: those installed already (Ready or NotReady: an earlier
-// provision's) first, then the others, each by name. The first
+// provision's) first, the one the recorded endpoint (status.endpoint)
+// names leading them, then the others, each by name. The first
 // control-plane host founds etcd, so on a cluster provisioned already it is
 // one of its installed hosts, never a host added since (which joins).
 func (w Work) hostTargets(ctx context.Context, role string) ([]provider.MachineSpec, error) {
@@ -38,6 +39,15 @@ func (w Work) hostTargets(ctx context.Context, role string) ([]provider.MachineS
 			installed = append(installed, m)
 		} else {
 			added = append(added, m)
+		}
+	}
+	// The host the cluster's recorded endpoint names stays first, even
+	// when a host added since (and installed) sorts before it.
+	if ep := w.cl.Status.Endpoint; ep != "" {
+		if i := slices.IndexFunc(installed, func(m provider.MachineSpec) bool {
+			return net.JoinHostPort(nodes[m.Name].Address, "6443") == ep
+		}); i > 0 {
+			installed = append(append([]provider.MachineSpec{installed[i]}, installed[:i]...), installed[i+1:]...)
 		}
 	}
 	return append(installed, added...), nil
