@@ -33,6 +33,10 @@ import (
 //
 // It is idempotent: a member the cluster no longer has is done, and a node
 // that left before (no etcd recorded) only checks that.
+//
+// Sent to a control-plane node that stays, for the member of another node
+// (one whose machine is gone, which cannot leave by itself), it removes
+// that member through the members that stay and stops nothing.
 
 // Steps of an etcd-leave, reported through Reporter.Progress.
 const (
@@ -57,18 +61,20 @@ func (e *Executor) leave(ctx context.Context, in v1.Instruction, report agent.Re
 		return etcdsnap.Fail(report, StepRemoveEtcdMember, err)
 	}
 	etcd := slices.IndexFunc(all, func(s spec) bool { return s.name == Etcd })
-	if etcd >= 0 {
-		if name := argValue(all[etcd].args, "--name"); name != p.Member {
-			return etcdsnap.Fail(report, StepRemoveEtcdMember, failure.Terminal(v1.CodeInvalidParameter,
-				"this node's etcd member is %q, not %q: the instruction is for another node", name, p.Member))
-		}
-	}
 	httpc, err := fileClient(e.Root, distrolocal.FileAPIServerEtcdCert, distrolocal.FileAPIServerEtcdKey)
 	if err != nil {
 		return etcdsnap.Fail(report, StepRemoveEtcdMember, agent.Retryable(v1.CodeInternal, err,
 			"etcd client certificate of the node: %v", err))
 	}
 	members := etcdmember.Client{HTTP: httpc, Endpoints: p.Through}
+	if etcd >= 0 && argValue(all[etcd].args, "--name") != p.Member {
+		// Another node's member, whose machine is gone: removed through
+		// the members that stay, and nothing here stops.
+		e.Logger.Info("removing the etcd member of a node that is gone", "instruction", in.ID, "member", p.Member, "through", p.Through)
+		return etcdsnap.RunStep(ctx, report, StepRemoveEtcdMember, func() (string, error) {
+			return removeMember(ctx, members, p, func() {})
+		})
+	}
 	e.Logger.Info("leaving the control plane", "instruction", in.ID, "member", p.Member, "through", p.Through)
 
 	if err := etcdsnap.RunStep(ctx, report, StepStopAPIServer, func() (string, error) {
@@ -80,15 +86,7 @@ func (e *Executor) leave(ctx context.Context, in v1.Instruction, report agent.Re
 		return err
 	}
 	if err := etcdsnap.RunStep(ctx, report, StepRemoveEtcdMember, func() (string, error) {
-		removed, err := members.Leave(ctx, p.Member)
-		if err != nil {
-			e.startAPIAgain(all)
-			return "", leaveFailure(p, err)
-		}
-		if !removed {
-			return fmt.Sprintf("member %s was not in the cluster: removed before", p.Member), nil
-		}
-		return fmt.Sprintf("member %s removed through %s", p.Member, strings.Join(p.Through, ", ")), nil
+		return removeMember(ctx, members, p, func() { e.startAPIAgain(all) })
 	}); err != nil {
 		return err
 	}
@@ -112,6 +110,20 @@ func (e *Executor) leave(ctx context.Context, in v1.Instruction, report agent.Re
 		}
 		return "etcd stopped and its data dir removed; the kubelet runs on", nil
 	})
+}
+
+// removeMember removes p's member through the members that stay and
+// says so; undo runs when the removal failed.
+func removeMember(ctx context.Context, members etcdmember.Client, p v1.EtcdLeaveParams, undo func()) (string, error) {
+	removed, err := members.Leave(ctx, p.Member)
+	if err != nil {
+		undo()
+		return "", leaveFailure(p, err)
+	}
+	if !removed {
+		return fmt.Sprintf("member %s was not in the cluster: removed before", p.Member), nil
+	}
+	return fmt.Sprintf("member %s removed through %s", p.Member, strings.Join(p.Through, ", ")), nil
 }
 
 // recorded is what the last install on this root runs (nil when nothing

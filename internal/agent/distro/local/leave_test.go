@@ -205,17 +205,39 @@ func TestLeaveRefused(t *testing.T) {
 	}
 }
 
-// Params for another node's member are refused before anything stops.
-func TestLeaveOtherMember(t *testing.T) {
-	g := &gateway{members: map[uint64]string{1: "c-cp-0", 3: "c-cp-2"}}
-	e, url := leaveNode(t, g)
+// Sent to a node that stays for another node's member (its machine is
+// gone), a leave removes that member and stops nothing here.
+func TestLeaveDepartedMember(t *testing.T) {
+	g := &gateway{members: map[uint64]string{1: "c-cp-0", 2: "c-cp-1", 3: "c-cp-2"}}
+	e, url := leaveNode(t, g) // this node's member is c-cp-2
 	raw, _ := json.Marshal(v1.EtcdLeaveParams{Member: "c-cp-1", Through: []string{url}})
+	rec := &recorder{}
+	if err := e.Execute(t.Context(), v1.Instruction{ID: "x", Kind: v1.InstructionEtcdLeave, Params: raw}, rec); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if g.has("c-cp-1") || !g.has("c-cp-2") {
+		t.Errorf("members %v, want c-cp-1 removed and this node's kept", g.members)
+	}
+	steps, _ := rec.final()
+	if diff := cmp.Diff([]string{StepRemoveEtcdMember}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	left, err := loadSpecs(filepath.Join(e.Root, specsFile))
+	if err != nil || len(left) != 2 {
+		t.Errorf("recorded components %+v, %v: want them as they were", left, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.Root, dirEtcd)); err != nil {
+		t.Errorf("etcd's data dir: %v, want it kept", err)
+	}
+}
+
+// Params without a member or without members that stay are terminal.
+func TestLeaveBadParams(t *testing.T) {
+	e, _ := leaveNode(t, &gateway{})
+	raw, _ := json.Marshal(v1.EtcdLeaveParams{Member: "c-cp-2"})
 	err := e.Execute(t.Context(), v1.Instruction{ID: "x", Kind: v1.InstructionEtcdLeave, Params: raw}, &recorder{})
 	var fe *failure.Error
 	if !errors.As(err, &fe) || fe.Retryable || fe.Code != v1.CodeInvalidParameter {
 		t.Fatalf("leave = %v, want a terminal InvalidParameter", err)
-	}
-	if !g.has("c-cp-2") {
-		t.Error("member c-cp-2 was removed")
 	}
 }
