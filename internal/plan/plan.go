@@ -19,6 +19,7 @@ const (
 	StepWaitNodesRegistered        = "wait-nodes-registered"
 	StepApproveNodes               = "approve-nodes"
 	StepInstallControlPlane        = "install-control-plane"
+	StepShrinkControlPlane         = "shrink-control-plane"
 	StepEnsureWorkerMachines       = "ensure-worker-machines"
 	StepInstallWorkers             = "install-workers"
 	StepWaitNodesReady             = "wait-nodes-ready"
@@ -63,7 +64,9 @@ var createSteps = []string{
 
 // updateSteps reconciles the machines with the spec: it creates what is
 // missing (scale up; new control-plane members join etcd one at a time,
-// each healthy before the next), upgrades the control plane in place one
+// each healthy before the next), removes the control-plane nodes beyond
+// its size (one at a time, highest number first: each etcd member removed
+// before its node is drained and its machine deleted), upgrades the control plane in place one
 // node at a time, replaces the workers made for other pool settings or
 // another Kubernetes version within each pool's rollout bounds, removes the
 // newest surplus machines (scale down) and waits until every node is Ready;
@@ -72,6 +75,7 @@ var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
 	StepInstallControlPlane,
+	StepShrinkControlPlane,
 	StepUpgradeControlPlane,
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,

@@ -36,6 +36,7 @@ func TestSteps(t *testing.T) {
 			"validate-dynamic",
 			"ensure-control-plane-machines",
 			"install-control-plane",
+			"shrink-control-plane",
 			"upgrade-control-plane",
 			"ensure-worker-machines",
 			"install-workers",

@@ -34,6 +34,7 @@ func (x *run) stepFunc(name string) func(context.Context) error {
 		StepWaitNodesRegistered:         mach.WaitNodesRegistered,
 		StepApproveNodes:                mach.ApproveNodes,
 		StepInstallControlPlane:         inst.InstallControlPlane,
+		StepShrinkControlPlane:          mach.ShrinkControlPlane,
 		StepEnsureWorkerMachines:        mach.EnsureWorkerMachines,
 		StepInstallWorkers:              inst.InstallWorkers,
 		StepWaitNodesReady:              inst.WaitNodesReady,

@@ -91,7 +91,7 @@ func (w Work) drain(ctx context.Context, kc *kubeapi.Client, m Member) (kubeapi.
 	pool, i := w.poolOf(m.Pool)
 	timeout, field := validate.DrainTimeout(v1.WorkerPool{}), "the default drain timeout: the pool is gone from the spec"
 	if m.Pool == "" {
-		field = "the default drain timeout: a host of an edge cluster is in no pool"
+		field = "the default drain timeout: the node is in no pool (a control-plane node, or a host of an edge cluster)"
 	}
 	if pool != nil {
 		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
