@@ -250,6 +250,13 @@ func (w Work) removeMember(ctx context.Context, m Member, rec *store.Node, first
 			return err
 		}
 		_, err := w.r.AskPart(ctx, rec, v1.InstructionEtcdLeave, "", params)
+		if err != nil && ctx.Err() == nil && rec.State != v1.NodeDeleting {
+			// The node serves the API again (its agent started it again):
+			// it shows the state it had until the step's retry.
+			if serr := w.r.SetNodeState(ctx, m.Name, rec.State, rec.Message); serr != nil {
+				w.r.Log().Info("could not show the node's state again after its leave failed", "node", m.Name, "err", serr)
+			}
+		}
 		return err
 	}
 	n, err := w.r.NodeRecords().GetNode(ctx, w.cl.Key(), first)
