@@ -53,6 +53,12 @@ func (s Steps) ShrinkControlPlane(ctx context.Context) error {
 	if len(leaving) == 0 && len(done) == 0 {
 		return step.Skipped("the control plane has no node beyond spec.controlPlane.size (%d)", size)
 	}
+	if len(leaving) > 0 && !validate.CanShrinkControlPlane(&s.cl.Spec) {
+		// The API refuses such a spec; one written before it did is refused here.
+		return failure.Terminal(v1.CodeInvalidParameter, "the control plane of a cluster of the %s distribution on the %s provider does not shrink "+
+			"by spec.controlPlane.size: set it back to %d and remove its control-plane hosts one at a time with `kiln node remove`",
+			s.cl.Spec.Distribution, s.cl.Spec.Provider, size+len(leaving))
+	}
 	if !s.r.UsesAgents() {
 		return s.w.shrinkWithoutKubernetes(ctx, cp, leaving, done)
 	}
