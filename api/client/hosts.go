@@ -23,6 +23,19 @@ func (c *Client) ResetCluster(ctx context.Context, project, name string) (*v1.Cl
 	return c.clusterAction(ctx, project, name, "reset")
 }
 
+// RemoveNode takes one host out of an edge cluster that stays (DELETE
+// .../nodes/{node}): drained, Kubernetes torn down on it, its records
+// removed. It returns the cluster and the remove-node operation's id.
+func (c *Client) RemoveNode(ctx context.Context, project, cluster, node string) (*v1.Cluster, string, error) {
+	var out v1.Cluster
+	h, err := c.do(ctx, http.MethodDelete, nodePath(project, cluster, node), nil, conditions{}, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	fillETag(&out, h)
+	return &out, clusterOperation(&out, h), nil
+}
+
 func (c *Client) clusterAction(ctx context.Context, project, name, action string) (*v1.Cluster, string, error) {
 	var out v1.Cluster
 	h, err := c.do(ctx, http.MethodPost, clusterPath(project, name)+"/"+action, nil, conditions{}, &out)

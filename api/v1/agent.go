@@ -198,7 +198,27 @@ type CertificateBody struct {
 const (
 	InstructionInstall = "install" // install Kubernetes in the node's role (params: the distribution's)
 	InstructionReset   = "reset"   // stop and remove everything Kubernetes on the node
+	// InstructionUploadCerts has an installed kubeadm control-plane node
+	// upload the cluster's shared certificates again (kubeadm's
+	// kubeadm-certs Secret, encrypted with the cluster's certificate key),
+	// so that a control-plane node added to a provisioned cluster can join
+	// (params: the distribution's plan).
+	InstructionUploadCerts = "upload-certs"
+	// InstructionEtcdLeave has a control-plane node leave the control
+	// plane as it shrinks (params EtcdLeaveParams): its API server and the
+	// components that use it stop, its etcd member is removed through the
+	// members that stay, then its etcd stops; the kubelet runs on.
+	InstructionEtcdLeave = "etcd-leave"
 )
+
+// EtcdLeaveParams are an etcd-leave instruction's params.
+type EtcdLeaveParams struct {
+	// Member is the node's etcd member's name (the node's name).
+	Member string `json:"member"`
+	// Through are the client URLs of the members that stay
+	// (https://address:2379), asked in order until one answers.
+	Through []string `json:"through"`
+}
 
 // Instruction asks an agent to act. Its ID is unique; an agent runs an id at
 // most once to completion and reports its result until acknowledged.

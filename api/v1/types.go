@@ -34,7 +34,10 @@ const (
 	KindDelete    = "delete"
 	KindProvision = "provision" // edge: install Kubernetes on the configured hosts
 	KindReset     = "reset"     // edge: tear Kubernetes down, keep the cluster and its activation
-	KindRepair    = "repair"    // the health check replaces worker nodes unhealthy for too long
+	// KindRemoveNode takes hosts (the operation's nodes) out of an edge
+	// cluster that stays: drained, reset, their records removed.
+	KindRemoveNode = "remove-node"
+	KindRepair     = "repair" // the health check replaces worker nodes unhealthy for too long
 	// KindAutoscale is the autoscaler's change of autoscaled pools' sizes:
 	// OperationProperties.Reason says why, Nodes which nodes a scale-down
 	// removes.

@@ -315,9 +315,12 @@ API, respecting PodDisruptionBudgets, within the pool's drain timeout
 out fails the operation, naming the pods left and what blocks them; the
 node stays cordoned.
 
---control-plane grows the control plane to 3 or 5 nodes instead: the new
-members join etcd one at a time, each healthy before the next. It never
-shrinks.`,
+--control-plane sets the size of the control plane instead, 1, 3 or 5
+nodes. Growing, the new members join etcd one at a time, each healthy
+before the next. Shrinking, the nodes with the highest numbers leave one at
+a time (never the first): each one's etcd member is removed while the others
+keep quorum, then the node is drained and its machine deleted. Clusters of
+hosts (edge, kubeadm) shrink with kiln node remove instead.`,
 		Example: "  kiln cluster scale dev --size 5 --wait\n  kiln cluster scale dev --pool gpu --size 0\n  kiln cluster scale dev --size 1 --drain-timeout 10m --wait\n  kiln cluster scale dev --control-plane 3 --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -359,7 +362,7 @@ shrinks.`,
 	cmd.Flags().StringVar(&poolName, "pool", "default", "worker pool to scale")
 	cmd.Flags().IntVar(&size, "size", 0, "new number of machines in the pool")
 	cmd.Flags().StringVar(&drainTimeout, "drain-timeout", "", "set the pool's drain timeout too, e.g. 90s or 10m")
-	cmd.Flags().IntVar(&controlPlane, "control-plane", 0, "new number of control-plane nodes (3 or 5; it never shrinks)")
+	cmd.Flags().IntVar(&controlPlane, "control-plane", 0, "new number of control-plane nodes (1, 3 or 5; it grows or shrinks one etcd member at a time)")
 	waitFlag(cmd, &wait, "")
 	return cmd
 }

@@ -34,8 +34,17 @@ configuration the spec asks for:
   converged multi control plane    3 control-plane hosts, no workers
   dedicated multi control plane    3 control-plane hosts and at least 1 worker
 
-Otherwise nothing starts and the error says what is missing. With --wait it
-follows the operation step by step and exits 0 only if it succeeded.`,
+Otherwise nothing starts and the error says what is missing.
+
+On a cluster provisioned already it joins the hosts configured since and
+leaves the installed ones as they are: workers, and control-plane hosts one
+at a time (raise spec.controlPlane.size with kiln cluster scale
+--control-plane first). Refused, nothing started: no host configured since,
+a host added whose prechecks failed, or control-plane hosts that would leave
+an even number of etcd members (1 -> 3 at once, not 1 -> 2).
+
+With --wait it follows the operation step by step and exits 0 only if it
+succeeded.`,
 		Example: "  kiln node list edge1\n  kiln node configure edge1 host-a --role control-plane\n  kiln cluster provision edge1 --wait",
 		Args:    exactArgs("NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {

@@ -18,10 +18,11 @@ func (a *app) nodeCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "node",
 		Aliases: []string{"nodes"},
-		Short:   "Inspect, approve and configure the nodes of a cluster",
-		Example: "  kiln node list dev\n  kiln node get dev dev-cp-0 -o yaml\n  kiln node approve edge1 edge1-host-a\n  kiln node logs dev dev-cp-0 --follow",
+		Short:   "Inspect, approve, configure and remove the nodes of a cluster",
+		Example: "  kiln node list dev\n  kiln node get dev dev-cp-0 -o yaml\n  kiln node approve edge1 edge1-host-a\n  kiln node logs dev dev-cp-0 --follow\n  kiln node remove edge1 edge1-host-c --yes --wait",
 	})
-	cmd.AddCommand(a.nodeListCommand(), a.nodeGetCommand(), a.nodeApproveCommand(), a.nodeConfigureCommand(), a.nodeLogsCommand())
+	cmd.AddCommand(a.nodeListCommand(), a.nodeGetCommand(), a.nodeApproveCommand(), a.nodeConfigureCommand(), a.nodeLogsCommand(),
+		a.nodeRemoveCommand())
 	return cmd
 }
 
@@ -143,6 +144,52 @@ failed checks; fix the host and run the agent again.`,
 			return a.emit(n, func(w io.Writer) error { return renderNodes(w, []v1.Node{*n}, a.now()) })
 		}),
 	}
+}
+
+func (a *app) nodeRemoveCommand() *cobra.Command {
+	var wait, yes bool
+	cmd := &cobra.Command{
+		Use:   "remove CLUSTER NODE",
+		Short: "Take a host out of an edge cluster: drain it, tear Kubernetes down on it, remove its node",
+		Long: `remove takes one host out of an edge cluster that stays. A remove-node
+operation drains the node through the cluster's API (PodDisruptionBudgets
+respected, within the default drain timeout), has the host's agent tear
+Kubernetes down (kubeadm reset), deletes its Node object and Kiln's node
+record, and refuses its node certificate. The host can then join a cluster
+again, this one or another, with that cluster's installer command
+(kiln-agent join --force, as after kiln cluster reset).
+
+Refused, nothing started: a node that is not an edge cluster's, the last
+worker of a dedicated control plane, and a control-plane node whose removal
+would leave no etcd member or an even number of them, or that is the
+cluster's endpoint. A host with nothing installed is only removed. On a
+terminal it asks first unless --yes is given. With --wait it follows the
+operation step by step and exits 0 only if it succeeded.`,
+		Example: "  kiln node remove edge1 edge1-host-c --yes --wait",
+		Args:    exactArgs("CLUSTER", "NODE"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			c, s, err := a.client()
+			if err != nil {
+				return err
+			}
+			q := fmt.Sprintf("Drain node %q, tear Kubernetes down on its host and remove it from cluster %q in project %q?", args[1], args[0], s.Project)
+			if err := a.confirmUnless(yes, q); err != nil {
+				return err
+			}
+			out, opID, err := c.RemoveNode(cmd.Context(), s.Project, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if !wait {
+				fmt.Fprintf(a.stderr, "Removing node %q from cluster %q (operation %s). Follow it with: kiln operation watch %s\n", args[1], args[0], opID, opID)
+				return a.printCluster(out)
+			}
+			return a.waitAndPrintCluster(cmd, c, s.Project, args[0], opID)
+		}),
+	}
+	waitFlag(cmd, &wait, "")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
 }
 
 func (a *app) nodeConfigureCommand() *cobra.Command {

@@ -68,8 +68,8 @@ func TestWaitConvention(t *testing.T) {
 		"kiln cluster create", "kiln cluster delete", "kiln cluster edit", "kiln cluster hibernate",
 		"kiln cluster provision", "kiln cluster reconcile", "kiln cluster reset", "kiln cluster restore",
 		"kiln cluster resume", "kiln cluster retry", "kiln cluster rotate-certs", "kiln cluster scale",
-		"kiln cluster set-profile", "kiln cluster upgrade", "kiln job run", "kiln operation cancel",
-		"kiln pool add", "kiln pool autoscale", "kiln pool remove",
+		"kiln cluster set-profile", "kiln cluster upgrade", "kiln job run", "kiln node remove",
+		"kiln operation cancel", "kiln pool add", "kiln pool autoscale", "kiln pool remove",
 	}
 	var got []string
 	eachCommand(New(nil, nil, nil, nil), func(c *cobra.Command) {

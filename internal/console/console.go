@@ -183,6 +183,7 @@ func (c *Console) routes() http.Handler {
 	h("GET "+nodePath+"/logs/live", c.nodeLogsLive)
 	h("POST "+nodePath+"/approve", c.approveNode)
 	h("POST "+nodePath+"/configure", c.configureNode)
+	h("POST "+nodePath+"/remove", c.removeNode)
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

@@ -73,6 +73,9 @@ type nodeView struct {
 	Node             v1.Node
 	Events           []v1.Event // the node's, newest first
 	CanOperate       bool
+	// HostsJoin: the cluster is made of hosts that join (edge): a host
+	// can be removed from it.
+	HostsJoin bool
 	// Log is the log's filter, as the page's form and its stream take it.
 	Log logFilter
 }
@@ -145,7 +148,12 @@ func (c *Console) loadNode(ctx context.Context, r *http.Request, s *session) (*n
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator), Log: parseLogFilter(r.URL.Query())}
+	cl, err := api.GetCluster(ctx, project, cluster)
+	if err != nil {
+		return nil, err
+	}
+	v := &nodeView{Project: project, Cluster: cluster, Node: *n, CanOperate: s.Can(project, v1.RoleOperator), Log: parseLogFilter(r.URL.Query()),
+		HostsJoin: c.hostsJoin != nil && c.hostsJoin(cl.Spec.Provider)}
 	for i := len(events) - 1; i >= 0 && len(v.Events) < maxNodeEvents; i-- {
 		if events[i].Node == n.Name {
 			v.Events = append(v.Events, events[i])
@@ -168,6 +176,19 @@ func (c *Console) approveNode(w http.ResponseWriter, r *http.Request, s *session
 	project, cluster, node := r.PathValue("project"), r.PathValue("cluster"), r.PathValue("node")
 	_, err := c.client(r, s.token).ApproveNode(r.Context(), project, cluster, node)
 	return c.acted(w, r, s, err, nodesURL(project, cluster), fmt.Sprintf("Approved node %s.", node))
+}
+
+// removeNode takes a host out of an edge cluster (kiln node remove): the
+// form's confirm must be the node's name.
+func (c *Console) removeNode(w http.ResponseWriter, r *http.Request, s *session) error {
+	project, cluster, node := r.PathValue("project"), r.PathValue("cluster"), r.PathValue("node")
+	if strings.TrimSpace(r.PostFormValue("confirm")) != node {
+		refused(w, r, nodesURL(project, cluster)+"/"+url.PathEscape(node), http.StatusBadRequest, &v1.Error{Code: v1.CodeInvalidParameter, Target: "confirm",
+			Message: fmt.Sprintf("Type the node's name, %s, to confirm that its host is to be removed.", node)})
+		return nil
+	}
+	_, opID, err := c.client(r, s.token).RemoveNode(r.Context(), project, cluster, node)
+	return c.acted(w, r, s, err, nodesURL(project, cluster), fmt.Sprintf("Removing node %s from the cluster (operation %s).", node, opID))
 }
 
 func (c *Console) configureNode(w http.ResponseWriter, r *http.Request, s *session) error {

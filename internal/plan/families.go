@@ -346,6 +346,10 @@ func (m machinesRun) Order(ctx context.Context, n *store.Node, kind, doing strin
 	return m.x.installs().Order(ctx, n, kind, doing, params)
 }
 
+func (m machinesRun) AskPart(ctx context.Context, n *store.Node, kind, part string, params func() (json.RawMessage, error)) (*store.Instruction, error) {
+	return m.x.installs().AskPart(ctx, n, kind, part, params)
+}
+
 func (m machinesRun) SetNodeState(ctx context.Context, name, state, msg string) error {
 	return m.x.installs().SetNodeState(ctx, name, state, msg)
 }

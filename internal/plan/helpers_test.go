@@ -82,10 +82,17 @@ func (e *env) begin(name, kind string, sp v1.ClusterSpec) *store.Operation {
 // beginSteps starts an operation of kind with the given steps.
 func (e *env) beginSteps(name, kind string, sp v1.ClusterSpec, steps []string) *store.Operation {
 	e.t.Helper()
+	return e.beginStepsOn(name, kind, sp, steps, nil)
+}
+
+// beginStepsOn is beginSteps for an operation on some nodes (its Nodes).
+func (e *env) beginStepsOn(name, kind string, sp v1.ClusterSpec, steps, nodes []string) *store.Operation {
+	e.t.Helper()
 	ctx := e.t.Context()
 	state := map[string]string{v1.KindCreate: v1.StateCreating, v1.KindUpdate: v1.StateUpdating, v1.KindDelete: v1.StateDeleting,
 		v1.KindProvision: v1.StateUpdating, v1.KindReset: v1.StateUpdating, v1.KindRepair: v1.StateUpdating,
-		v1.KindAutoscale: v1.StateUpdating, v1.KindHibernate: v1.StateUpdating, v1.KindResume: v1.StateUpdating}[kind]
+		v1.KindAutoscale: v1.StateUpdating, v1.KindHibernate: v1.StateUpdating, v1.KindResume: v1.StateUpdating,
+		v1.KindRemoveNode: v1.StateUpdating}[kind]
 	cl, err := e.st.GetCluster(ctx, store.Key{Project: project, Name: name})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -98,7 +105,7 @@ func (e *env) beginSteps(name, kind string, sp v1.ClusterSpec, steps []string) *
 		e.t.Fatal(err)
 	}
 	op := &store.Operation{ID: id.String(), Project: project, Cluster: name, Kind: kind,
-		Status: v1.OpInProgress, StartTime: time.Now().UTC()}
+		Status: v1.OpInProgress, StartTime: time.Now().UTC(), Nodes: nodes}
 	for _, s := range steps {
 		op.Steps = append(op.Steps, v1.Step{Name: s, State: v1.StepPending})
 	}

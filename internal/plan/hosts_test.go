@@ -1,8 +1,12 @@
 package plan_test
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -139,5 +143,85 @@ func TestEdgeResetRemovesHosts(t *testing.T) {
 	}
 	if _, err := e.st.GetClusterSecret(t.Context(), cl.Key(), trust.SecretPassphraseHash); err != nil {
 		t.Errorf("the activation passphrase is gone after a reset: %v", err)
+	}
+}
+
+// The removal of one host (remove-node, the operation's Nodes) resets and
+// removes that host only; the others and the cluster stay as they are.
+func TestEdgeRemoveNodeResetsOnlyItsHost(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	e.beginHosts(v1.KindCreate)
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeReady, v1.RoleControlPlane)
+	e.host("host-b", v1.NodeReady, v1.RoleWorker)
+	e.host("host-c", v1.NodeReady, v1.RoleWorker)
+	op := e.beginStepsOn("c", v1.KindRemoveNode, edgeSpec(), []string{plan.StepResetNodes}, []string{"host-c"})
+
+	var mu sync.Mutex
+	var resets []string
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		k := store.Key{Project: project, Name: "c"}
+		for ctx.Err() == nil {
+			for _, h := range []string{"host-a", "host-b", "host-c"} {
+				pending, _ := e.st.ListInstructions(ctx, k, h, true)
+				for _, in := range pending {
+					mu.Lock()
+					resets = append(resets, h+" "+in.Kind)
+					mu.Unlock()
+					_ = e.st.SetInstructionResult(ctx, in.ID, v1.InstructionResult{Instruction: in.ID, State: v1.StepSucceeded})
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	e.runOnce(e.runner())
+	stop()
+	wg.Wait()
+
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	if want := []string{"host-c " + v1.InstructionReset}; !slices.Equal(resets, want) {
+		t.Errorf("instructions %v, want %v", resets, want)
+	}
+}
+
+// A host with nothing installed is removed at once: nothing to drain or
+// reset, no Node object to delete; the other hosts stay.
+func TestEdgeRemoveNodeNotInstalled(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	e.beginHosts(v1.KindCreate)
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeReady, v1.RoleControlPlane)
+	e.host("host-b", v1.NodeReady, v1.RoleWorker)
+	e.host("host-c", v1.NodeConfigured, v1.RoleWorker)
+	op := e.beginStepsOn("c", v1.KindRemoveNode, edgeSpec(), plan.StepsFor(v1.KindRemoveNode, true), []string{"host-c"})
+	e.runOnce(e.runner())
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	want := map[string]string{plan.StepDrainNodes: v1.StepSkipped, plan.StepResetNodes: v1.StepSkipped, plan.StepRemoveNodes: v1.StepSucceeded}
+	if diff := cmp.Diff(want, stepStates(got)); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	var left []string
+	for name := range e.nodes("c") {
+		left = append(left, name)
+	}
+	slices.Sort(left)
+	if want := []string{"host-a", "host-b"}; !slices.Equal(left, want) {
+		t.Errorf("nodes after the removal %v, want %v", left, want)
+	}
+	if cl := e.cluster("c"); cl.Status.ProvisioningState != v1.StateSucceeded {
+		t.Errorf("cluster %s after the removal, want Succeeded", cl.Status.ProvisioningState)
 	}
 }

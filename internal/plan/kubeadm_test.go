@@ -168,3 +168,173 @@ func TestEdgeKubeadmProvision(t *testing.T) {
 		}
 	}
 }
+
+// A kubeadm cluster provisioned already grows: the hosts configured since
+// join it (control plane one at a time, then workers), the installed hosts
+// are left as they are, and a control-plane host added is never the one
+// that runs kubeadm init, even when its name sorts before the installed
+// control plane's.
+func TestEdgeKubeadmGrowJoinsAddedHosts(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	sp := edgeSpec()
+	sp.Distribution, sp.KubernetesVersion = v1.DistroKubeadm, "v1.35.4"
+	sp.ControlPlane.Size = 3
+	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"}
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+
+	hosts := []struct{ name, state, role, addr string }{
+		{"host-a", v1.NodeConfigured, v1.RoleControlPlane, "192.0.2.1"},
+		{"host-b", v1.NodeConfigured, v1.RoleControlPlane, "192.0.2.2"},
+		{"host-m", v1.NodeReady, v1.RoleControlPlane, "192.0.2.9"}, // the installed control plane
+		{"host-w", v1.NodeReady, v1.RoleWorker, "192.0.2.10"},
+		{"host-x", v1.NodeConfigured, v1.RoleWorker, "192.0.2.11"},
+	}
+	var names []string
+	for _, h := range hosts {
+		n := &store.Node{Project: project, Node: v1.Node{Name: h.name, Cluster: "c", State: h.state, Role: h.role,
+			Address: h.addr, Interface: "eth0", Facts: &v1.NodeFacts{Arch: "amd64"}}}
+		if err := e.st.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.name)
+	}
+	op := e.beginSteps("c", v1.KindProvision, sp,
+		[]string{plan.StepCheckNodeConfiguration, plan.StepInstallControlPlane, plan.StepInstallWorkers})
+	agents := &kubeadmAgents{plans: map[string]*kubeadm.Plan{}}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { agents.run(ctx, e, names) })
+	e.runOnce(e.runner())
+	stop()
+	wg.Wait()
+
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded; steps %v", got.Status, got.Error, stepStates(got))
+	}
+	if len(agents.bad) > 0 {
+		t.Fatalf("instructions that are not kubeadm installs: %v", agents.bad)
+	}
+	if want := []string{"host-a", "host-b", "host-x"}; !slices.Equal(agents.order, want) {
+		t.Fatalf("install order %v, want %v (the added control plane one by one, then the added worker; the installed hosts left)", agents.order, want)
+	}
+	for _, h := range agents.order {
+		p := agents.plans[h]
+		if slices.Contains(p.Steps(), kubeadm.StepKubeadmInit) || !slices.Contains(p.Steps(), kubeadm.StepKubeadmJoin) {
+			t.Errorf("%s steps %v, want kubeadm join and no init", h, p.Steps())
+		}
+		if f := file(p, kubeadm.ClusterCAKey); f != nil {
+			t.Errorf("%s, a host that joins, is given the cluster CA key", h)
+		}
+		if cfg := file(p, kubeadm.KubeadmConfigPath).Content; !strings.Contains(cfg, `apiServerEndpoint: "192.0.2.9:6443"`) {
+			t.Errorf("%s does not join through the installed control plane (192.0.2.9):\n%s", h, cfg)
+		}
+	}
+}
+
+// On a cluster provisioned already, check-node-configuration refuses
+// control-plane hosts added that would leave an even number of etcd
+// members, before anything is installed.
+func TestEdgeGrowRefusesEvenControlPlane(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	sp := edgeSpec()
+	sp.ControlPlane.Size = 1
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	e.host("host-a", v1.NodeReady, v1.RoleControlPlane)
+	e.host("host-b", v1.NodeConfigured, v1.RoleControlPlane)
+	op := e.beginSteps("c", v1.KindProvision, sp, plan.StepsFor(v1.KindProvision, true))
+	e.runOnce(e.runner())
+
+	got := e.op(op.ID)
+	if got.Status != v1.OpFailed || got.Error.Code != v1.CodeNodeCountMismatch || got.Error.Target != "nodes/host-b.role" {
+		t.Fatalf("operation %s %+v, want Failed with NodeCountMismatch on nodes/host-b.role", got.Status, got.Error)
+	}
+	if s := stepStates(got); s[plan.StepCheckNodeConfiguration] != v1.StepFailed || s[plan.StepRefreshJoinMaterial] != v1.StepPending {
+		t.Errorf("steps = %v, want check-node-configuration Failed and nothing after it run", s)
+	}
+}
+
+// refresh-join-material has nothing to do on a first provision (kubeadm
+// init makes the token) nor on another distribution's cluster.
+func TestRefreshJoinMaterialSkipped(t *testing.T) {
+	for _, tt := range []struct {
+		name, distribution, state string
+	}{
+		{"first provision", v1.DistroKubeadm, v1.NodeConfigured},
+		{"local distribution", v1.DistroLocal, v1.NodeReady},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+			sp := edgeSpec()
+			sp.Distribution = tt.distribution
+			if tt.distribution == v1.DistroKubeadm {
+				sp.KubernetesVersion = "v1.35.4"
+			}
+			e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+			e.runOnce(e.runner())
+			e.host("host-a", tt.state, v1.RoleControlPlane)
+			e.host("host-b", v1.NodeConfigured, v1.RoleWorker)
+			op := e.beginSteps("c", v1.KindProvision, sp, []string{plan.StepRefreshJoinMaterial})
+			e.runOnce(e.runner())
+			got := e.op(op.ID)
+			if got.Status != v1.OpSucceeded || stepStates(got)[plan.StepRefreshJoinMaterial] != v1.StepSkipped {
+				t.Errorf("operation %s %+v, steps %v; want refresh-join-material Skipped", got.Status, got.Error, stepStates(got))
+			}
+		})
+	}
+}
+
+// The hosts added join through the endpoint the cluster recorded
+// (status.endpoint), even when an installed control-plane host sorts before
+// the one it names.
+func TestEdgeKubeadmJoinKeepsRecordedEndpoint(t *testing.T) {
+	e := newEnv(t)
+	e.reg["edge"] = edge.Edge{Versions: distro.Versions()}
+	sp := edgeSpec()
+	sp.Distribution, sp.KubernetesVersion = v1.DistroKubeadm, "v1.35.4"
+	sp.Network = v1.Network{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", CNI: "calico"}
+	e.beginSteps("c", v1.KindCreate, sp, plan.StepsFor(v1.KindCreate, true))
+	e.runOnce(e.runner())
+	k := store.Key{Project: project, Name: "c"}
+	cl, err := e.st.GetCluster(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.Endpoint = "192.0.2.9:6443"
+	if err := e.st.PutClusterStatus(t.Context(), cl, store.Cond{IfMatch: cl.ETag}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []struct{ name, state, role, addr string }{
+		{"host-0", v1.NodeReady, v1.RoleControlPlane, "192.0.2.1"},
+		{"host-m", v1.NodeReady, v1.RoleControlPlane, "192.0.2.9"},
+		{"host-x", v1.NodeConfigured, v1.RoleWorker, "192.0.2.11"},
+	} {
+		n := &store.Node{Project: project, Node: v1.Node{Name: h.name, Cluster: "c", State: h.state, Role: h.role,
+			Address: h.addr, Interface: "eth0", Facts: &v1.NodeFacts{Arch: "amd64"}}}
+		if err := e.st.PutNode(t.Context(), n, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := e.beginSteps("c", v1.KindProvision, sp, []string{plan.StepInstallWorkers})
+	agents := &kubeadmAgents{plans: map[string]*kubeadm.Plan{}}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { agents.run(ctx, e, []string{"host-0", "host-m", "host-x"}) })
+	e.runOnce(e.runner())
+	stop()
+	wg.Wait()
+	if got := e.op(op.ID); got.Status != v1.OpSucceeded {
+		t.Fatalf("operation %s %+v, want Succeeded", got.Status, got.Error)
+	}
+	p := agents.plans["host-x"]
+	if p == nil {
+		t.Fatalf("host-x got no plan; installed %v", agents.order)
+	}
+	if cfg := file(p, kubeadm.KubeadmConfigPath).Content; !strings.Contains(cfg, `apiServerEndpoint: "192.0.2.9:6443"`) {
+		t.Errorf("host-x does not join through the recorded endpoint 192.0.2.9:6443:\n%s", cfg)
+	}
+}

@@ -19,6 +19,7 @@ const (
 	StepWaitNodesRegistered        = "wait-nodes-registered"
 	StepApproveNodes               = "approve-nodes"
 	StepInstallControlPlane        = "install-control-plane"
+	StepShrinkControlPlane         = "shrink-control-plane"
 	StepEnsureWorkerMachines       = "ensure-worker-machines"
 	StepInstallWorkers             = "install-workers"
 	StepWaitNodesReady             = "wait-nodes-ready"
@@ -28,6 +29,8 @@ const (
 	StepDeleteLoadBalancer         = "delete-load-balancer"
 	StepDeleteNetwork              = "delete-network"
 	StepCheckNodeConfiguration     = "check-node-configuration"
+	StepRefreshJoinMaterial        = "refresh-join-material"
+	StepDrainNodes                 = "drain-nodes"
 	StepResetNodes                 = "reset-nodes"
 	StepRemoveNodes                = "remove-nodes"
 	StepReplaceUnhealthyNodes      = "replace-unhealthy-nodes"
@@ -61,7 +64,9 @@ var createSteps = []string{
 
 // updateSteps reconciles the machines with the spec: it creates what is
 // missing (scale up; new control-plane members join etcd one at a time,
-// each healthy before the next), upgrades the control plane in place one
+// each healthy before the next), removes the control-plane nodes beyond
+// its size (one at a time, highest number first: each etcd member removed
+// before its node is drained and its machine deleted), upgrades the control plane in place one
 // node at a time, replaces the workers made for other pool settings or
 // another Kubernetes version within each pool's rollout bounds, removes the
 // newest surplus machines (scale down) and waits until every node is Ready;
@@ -70,6 +75,7 @@ var updateSteps = []string{
 	StepValidateDynamic,
 	StepEnsureControlPlaneMachines,
 	StepInstallControlPlane,
+	StepShrinkControlPlane,
 	StepUpgradeControlPlane,
 	StepEnsureWorkerMachines,
 	StepInstallWorkers,
@@ -145,10 +151,16 @@ var (
 	// hostProvisionSteps installs Kubernetes on the configured hosts, then
 	// kube-router's policy controller when the spec names that pod
 	// network, then MetalLB when the spec names a load balancer pool, then
-	// the cluster's profile.
+	// the cluster's profile. On a cluster provisioned already it joins the
+	// hosts configured since (the installed ones are left as they are):
+	// refresh-join-material makes them a fresh bootstrap token and, for
+	// control-plane hosts, has an installed control-plane node upload the
+	// shared certificates again; they then join one at a time (control
+	// plane: each etcd member added by kubeadm) or all at once (workers).
 	hostProvisionSteps = []string{
 		StepValidateDynamic,
 		StepCheckNodeConfiguration,
+		StepRefreshJoinMaterial,
 		StepInstallControlPlane,
 		StepInstallWorkers,
 		StepWaitNodesReady,
@@ -161,6 +173,12 @@ var (
 	// hosts from the cluster; the cluster, its settings and its activation
 	// material stay, so hosts can join again.
 	hostResetSteps = []string{StepResetNodes, StepRemoveNodes}
+	// hostRemoveNodeSteps take some hosts (the operation's Nodes) out of
+	// a cluster that stays: drained through the cluster's API, Kubernetes
+	// torn down on them (kubeadm reset: a control-plane host's etcd
+	// member goes with it), their Node objects and records removed, so
+	// that each host can join a cluster again.
+	hostRemoveNodeSteps = []string{StepDrainNodes, StepResetNodes, StepRemoveNodes}
 	// hostDeleteSteps leaves the hosts as a reset does; the cluster record
 	// and its secrets go with the operation's end.
 	hostDeleteSteps = []string{StepResetNodes, StepRemoveNodes}
@@ -183,6 +201,8 @@ func StepsFor(kind string, hosts bool) []string {
 		s = hostProvisionSteps
 	case v1.KindReset:
 		s = hostResetSteps
+	case v1.KindRemoveNode:
+		s = hostRemoveNodeSteps
 	case v1.KindDelete:
 		s = hostDeleteSteps
 	case v1.KindReconcile, v1.KindRotateCertificates, v1.KindRotateCA, v1.KindFinishCARotation, v1.KindBackup, v1.KindRestore:

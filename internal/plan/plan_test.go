@@ -36,6 +36,7 @@ func TestSteps(t *testing.T) {
 			"validate-dynamic",
 			"ensure-control-plane-machines",
 			"install-control-plane",
+			"shrink-control-plane",
 			"upgrade-control-plane",
 			"ensure-worker-machines",
 			"install-workers",
@@ -96,8 +97,9 @@ func TestStepsForHosts(t *testing.T) {
 	}{
 		{v1.KindCreate, []string{"validate-dynamic", "ensure-cluster-pki"}},
 		{v1.KindUpdate, []string{"validate-dynamic"}},
-		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "install-control-plane", "install-workers", "wait-nodes-ready", "install-access", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
+		{v1.KindProvision, []string{"validate-dynamic", "check-node-configuration", "refresh-join-material", "install-control-plane", "install-workers", "wait-nodes-ready", "install-access", "install-network-policy", "install-service-load-balancers", "apply-profile"}},
 		{v1.KindReset, []string{"reset-nodes", "remove-nodes"}},
+		{v1.KindRemoveNode, []string{"drain-nodes", "reset-nodes", "remove-nodes"}},
 		{v1.KindDelete, []string{"reset-nodes", "remove-nodes"}},
 		{v1.KindReconcile, []string{"install-access", "apply-profile"}},
 		{v1.KindRotateCertificates, []string{"renew-certificates"}},
@@ -113,6 +115,9 @@ func TestStepsForHosts(t *testing.T) {
 	}
 	if got := StepsFor(v1.KindProvision, false); got != nil {
 		t.Errorf("machine clusters have a provision plan: %v", got)
+	}
+	if got := StepsFor(v1.KindRemoveNode, false); got != nil {
+		t.Errorf("machine clusters have a remove-node plan: %v", got)
 	}
 }
 

@@ -83,6 +83,7 @@ var required = map[string]string{
 	"POST /v1/projects/{project}/clusters/{cluster}/activation":                      "admin",
 	"DELETE /v1/projects/{project}/clusters/{cluster}/activation":                    "admin",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes/{node}":                     "viewer",
+	"DELETE /v1/projects/{project}/clusters/{cluster}/nodes/{node}":                  "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/nodes/{node}/approve":            "operator",
 	"POST /v1/projects/{project}/clusters/{cluster}/nodes/{node}/configure":          "operator",
 	"GET /v1/projects/{project}/clusters/{cluster}/nodes/{node}/logs":                "viewer",

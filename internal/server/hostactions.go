@@ -16,8 +16,11 @@ import (
 // 202 with a provision operation, or 409 when the hosts do not make the
 // configuration the spec asks for (NodeCountMismatch, saying what is
 // missing), when spec.network.loadBalancerPool is not on their subnet
-// (InvalidParameter on the field), when the cluster is provisioned already, or while another
-// operation runs.
+// (InvalidParameter on the field), or while another operation runs. On a
+// cluster provisioned already it joins the hosts configured since: 409
+// when there are none, when one of them failed its prechecks (on
+// nodes/NAME.prechecks) or when the control-plane hosts added would leave
+// an even number of etcd members (NodeCountMismatch on nodes/NAME.role).
 func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.hostAction(w, r, v1.KindProvision, func(ctx context.Context, cl *store.Cluster) error {
 		nodes, err := s.allNodes(ctx, cl.Key())
@@ -25,12 +28,21 @@ func (s *Server) provisionCluster(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 		all := make([]v1.Node, len(nodes))
+		var installed string
 		for i, n := range nodes {
-			if (n.State == v1.NodeReady || n.State == v1.NodeNotReady) && cl.Status.ProvisioningState == v1.StateSucceeded {
-				return conflict(keyRef(cl.Key()), "cluster",
-					"is provisioned already (node %s is %s); reset it (kiln cluster reset) to provision it again", n.Name, n.State)
+			if validate.Installed(n.Node) && installed == "" {
+				installed = fmt.Sprintf("node %s is %s", n.Name, n.State)
 			}
 			all[i] = n.Node
+		}
+		added, e := validate.HostsAdded(all)
+		if e != nil {
+			return &apiError{status: http.StatusConflict, body: *e}
+		}
+		if installed != "" && len(added) == 0 && cl.Status.ProvisioningState == v1.StateSucceeded {
+			return conflict(keyRef(cl.Key()), "nodes",
+				"is provisioned already (%s) and no host was configured since: approve and configure a host that joined to add it "+
+					"(kiln node configure CLUSTER NODE --role ...), or reset the cluster (kiln cluster reset) to provision it again", installed)
 		}
 		if e := validate.HostCounts(&cl.Spec, validate.HostsOf(all)); e != nil {
 			return &apiError{status: http.StatusConflict, body: *e}

@@ -376,6 +376,7 @@ func (s *Server) routes() {
 	s.handle("GET "+cluster+"/installer", "cluster", audited(inProject(v1.RoleAdmin)), s.getInstaller)
 	s.handle("GET "+cluster+"/nodes", "cluster", viewer, s.listNodes)
 	s.handle("GET "+cluster+"/nodes/{node}", "node", viewer, s.getNode)
+	s.handle("DELETE "+cluster+"/nodes/{node}", "node", operator, s.removeNode)
 	s.handle("POST "+cluster+"/nodes/{node}/approve", "node", operator, s.approveNode)
 	s.handle("POST "+cluster+"/nodes/{node}/configure", "node", operator, s.configureNode)
 	s.handle("GET "+cluster+"/nodes/{node}/logs", "node", viewer, s.nodeLogs)

@@ -2,7 +2,9 @@ package validate
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	v1 "kiln.dev/kiln/api/v1"
@@ -178,4 +180,126 @@ func hostSubnet(n v1.Node, addr netip.Addr) (netip.Prefix, bool) {
 		}
 	}
 	return netip.Prefix{}, false
+}
+
+// Installed reports whether a host has Kubernetes installed by an earlier
+// provision that finished on it (Ready or NotReady).
+func Installed(n v1.Node) bool { return n.State == v1.NodeReady || n.State == v1.NodeNotReady }
+
+// HostsAdded checks the hosts configured on a cluster that has Kubernetes
+// installed already (a host Ready or NotReady) before a provision joins
+// them, and names them (by name; nil when nothing is installed yet, which
+// is a first provision). A host added is one with a role that is not
+// installed. Refused, the cluster unchanged:
+//   - a host added whose prechecks failed (its agent reported a failed
+//     check after it was approved): Conflict on nodes/NAME.prechecks;
+//   - control-plane hosts added that would leave an even number of etcd
+//     members once they joined (2 tolerate no more failures than 1, 4 no
+//     more than 3): NodeCountMismatch on nodes/NAME.role, NAME the last
+//     added control-plane host.
+func HostsAdded(nodes []v1.Node) ([]string, *v1.Error) {
+	sorted := slices.SortedFunc(slices.Values(nodes), func(a, b v1.Node) int { return strings.Compare(a.Name, b.Name) })
+	var installedCPs, added, addedCPs []string
+	installed := false
+	for _, n := range sorted {
+		switch {
+		case Installed(n):
+			installed = true
+			if n.Role == v1.RoleControlPlane {
+				installedCPs = append(installedCPs, n.Name)
+			}
+		case Configured(n):
+			added = append(added, n.Name)
+			if n.Role == v1.RoleControlPlane {
+				addedCPs = append(addedCPs, n.Name)
+			}
+		}
+	}
+	if !installed {
+		return nil, nil
+	}
+	for _, n := range sorted {
+		if Installed(n) || !Configured(n) {
+			continue
+		}
+		var failed []string
+		for _, p := range n.Prechecks {
+			if p.Result == v1.PrecheckFail {
+				failed = append(failed, p.Name)
+			}
+		}
+		if len(failed) > 0 {
+			return added, &v1.Error{Code: v1.CodeConflict, Target: "nodes/" + n.Name + ".prechecks",
+				Message: fmt.Sprintf("host %s cannot join the cluster: its prechecks failed (%s); fix the host and run its agent again, "+
+					"or remove it from the cluster", n.Name, strings.Join(failed, ", "))}
+		}
+	}
+	if total := len(installedCPs) + len(addedCPs); len(addedCPs) > 0 && total%2 == 0 {
+		last := addedCPs[len(addedCPs)-1]
+		return added, &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + last + ".role",
+			Message: fmt.Sprintf("adding %s to the control plane (%s) would leave %d etcd members, an even number, which tolerates "+
+				"no more failures than %d: add control-plane hosts so that the count stays odd (1, 3 or 5), or configure %s as a worker",
+				hostsN(len(addedCPs)), strings.Join(addedCPs, ", "), total, total-1, last)}
+	}
+	return added, nil
+}
+
+// NodeRemoval checks the removal of host name (one of nodes) from a
+// cluster made of hosts users bring that stays: nil when it may go,
+// otherwise a NodeCountMismatch that says why not, on nodes/NAME.role for
+// a control-plane host and nodes/NAME for a worker. A host with no
+// Kubernetes installed may always go. Refused: an installed control-plane
+// host whose removal would leave no etcd member (reset or delete the
+// cluster instead) or an even number of them, or that is the cluster's
+// endpoint (the installed control-plane host whose address:6443 is
+// endpoint, status.endpoint; without one, the first installed by name);
+// the last installed worker of a dedicated control plane.
+func NodeRemoval(spec *v1.ClusterSpec, endpoint string, nodes []v1.Node, name string) *v1.Error {
+	var target *v1.Node
+	var cps []string
+	endpointHost := ""
+	workers := 0
+	for i, n := range nodes {
+		if n.Name == name {
+			target = &nodes[i]
+		}
+		switch {
+		case !Installed(n):
+		case n.Role == v1.RoleControlPlane:
+			cps = append(cps, n.Name)
+			if endpoint != "" && net.JoinHostPort(n.Address, "6443") == endpoint {
+				endpointHost = n.Name
+			}
+		case n.Role == v1.RoleWorker:
+			workers++
+		}
+	}
+	if target == nil || !Installed(*target) {
+		return nil
+	}
+	slices.Sort(cps)
+	if endpointHost == "" && len(cps) > 0 {
+		endpointHost = cps[0]
+	}
+	if target.Role == v1.RoleControlPlane {
+		left := len(cps) - 1
+		switch {
+		case left == 0:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("removing %s would leave no control-plane node (no etcd member): reset the cluster (kiln cluster reset) or delete it instead", name)}
+		case left%2 == 0:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("removing %s would leave %d etcd members, an even number, which tolerates no more failures than %d: "+
+					"the control plane shrinks two nodes at a time (5 -> 3 -> 1), which one removal cannot do", name, left, left-1)}
+		case endpointHost == name:
+			return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name + ".role",
+				Message: fmt.Sprintf("%s is the cluster's API endpoint (its first control-plane node): kubeconfigs and nodes reach the cluster through it", name)}
+		}
+		return nil
+	}
+	if spec.ControlPlane.Dedicated && workers == 1 {
+		return &v1.Error{Code: v1.CodeNodeCountMismatch, Target: "nodes/" + name,
+			Message: fmt.Sprintf("%s is the last worker of a dedicated control plane, which needs at least 1: add a worker first (kiln cluster provision joins it)", name)}
+	}
+	return nil
 }

@@ -14,7 +14,8 @@ import (
 
 // Update checks a change of an existing cluster's spec (both after
 // defaults): the fields a cluster is built on cannot change, and the
-// control plane only grows. It returns every failure; nil means the change
+// control plane shrinks only where Kiln makes the machines
+// (CanShrinkControlPlane). It returns every failure; nil means the change
 // is allowed.
 func Update(old, next *v1.ClusterSpec) []v1.Error {
 	var e errs
@@ -44,9 +45,10 @@ func Update(old, next *v1.ClusterSpec) []v1.Error {
 		}
 	}
 	// A size that is not 1, 3 or 5 is refused by Cluster already.
-	if next.ControlPlane.Size < old.ControlPlane.Size && slices.Contains(ControlPlaneSizes, next.ControlPlane.Size) {
-		e.invalid("spec.controlPlane.size", "the control plane cannot shrink from %d to %d machines: etcd members are only added; keep %d or grow to %d",
-			old.ControlPlane.Size, next.ControlPlane.Size, old.ControlPlane.Size, nextSize(old.ControlPlane.Size))
+	if next.ControlPlane.Size < old.ControlPlane.Size && slices.Contains(ControlPlaneSizes, next.ControlPlane.Size) && !CanShrinkControlPlane(old) {
+		e.invalid("spec.controlPlane.size", "spec.controlPlane.size cannot go down from %d to %d on a cluster of %s: its control-plane nodes are hosts, "+
+			"which leave one at a time with `kiln node remove` (its etcd member first); keep %d",
+			old.ControlPlane.Size, next.ControlPlane.Size, hostsOf(old), old.ControlPlane.Size)
 	}
 	e.versionChange(old.KubernetesVersion, next.KubernetesVersion)
 	return e
@@ -151,12 +153,25 @@ func show(v any) string {
 	return strings.TrimSpace(b.String())
 }
 
-// nextSize is the control-plane size after n, or n when it is the largest.
-func nextSize(n int) int {
-	for _, s := range ControlPlaneSizes {
-		if s > n {
-			return s
-		}
+// ProviderEdge is the provider of hosts that people bring
+// (internal/provider/edge).
+const ProviderEdge = "edge"
+
+// CanShrinkControlPlane says whether a smaller spec.controlPlane.size is
+// carried out by the update operation (its step shrink-control-plane, one
+// etcd member removed at a time): for clusters whose machines Kiln makes,
+// which install the local distribution's components (the local and kiln
+// distributions). A cluster of the kubeadm distribution, or of hosts people
+// bring (edge), has no such step: its hosts leave with `kiln node remove`.
+func CanShrinkControlPlane(spec *v1.ClusterSpec) bool {
+	return spec.Distribution != v1.DistroKubeadm && spec.Provider != ProviderEdge
+}
+
+// hostsOf names, for a message, what a cluster that cannot shrink its
+// control plane is made of.
+func hostsOf(spec *v1.ClusterSpec) string {
+	if spec.Distribution == v1.DistroKubeadm {
+		return "the kubeadm distribution"
 	}
-	return n
+	return "the " + spec.Provider + " provider"
 }

@@ -72,12 +72,25 @@ func TestUpdate(t *testing.T) {
 			want: []v1.Error{immutable("spec.proxy", `spec.proxy cannot change after the cluster is created (it is {"httpProxy":"http://p:3128","httpsProxy":"","noProxy":"","rootCA":"<PEM>"}); create a new cluster for a different value`)}},
 		{name: "dedicated control plane", edit: func(s *v1.ClusterSpec) { s.ControlPlane.Dedicated = true },
 			want: []v1.Error{immutable("spec.controlPlane.dedicated", `spec.controlPlane.dedicated cannot change after the cluster is created (it is false); create a new cluster for a different value`)}},
-		{name: "control plane shrinks", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 5 },
-			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
-			want: []v1.Error{invalid("spec.controlPlane.size", "the control plane cannot shrink from 5 to 3 machines: etcd members are only added; keep 5 or grow to 5")}},
-		{name: "control plane shrinks from 3", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
-			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 1 },
-			want: []v1.Error{invalid("spec.controlPlane.size", "the control plane cannot shrink from 3 to 1 machines: etcd members are only added; keep 3 or grow to 5")}},
+		{name: "control plane shrinks from 5 to 3", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 5 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 }},
+		{name: "control plane shrinks from 5 to 1", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 5 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 1 }},
+		{name: "control plane shrinks from 3 to 1", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
+			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 1 }},
+		{name: "kiln distribution's control plane shrinks", old: func(s *v1.ClusterSpec) {
+			s.Provider, s.Distribution, s.ControlPlane.Size = "docker", v1.DistroKiln, 5
+		}, edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 }},
+		{name: "kubeadm's control plane does not shrink", old: func(s *v1.ClusterSpec) {
+			s.Provider, s.Distribution, s.ControlPlane.Size = "edge", v1.DistroKubeadm, 3
+		}, edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 1 },
+			want: []v1.Error{invalid("spec.controlPlane.size", "spec.controlPlane.size cannot go down from 3 to 1 on a cluster of the kubeadm distribution: "+
+				"its control-plane nodes are hosts, which leave one at a time with `kiln node remove` (its etcd member first); keep 3")}},
+		{name: "edge hosts' control plane does not shrink", old: func(s *v1.ClusterSpec) {
+			s.Provider, s.Distribution, s.ControlPlane.Size = "edge", v1.DistroLocal, 5
+		}, edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
+			want: []v1.Error{invalid("spec.controlPlane.size", "spec.controlPlane.size cannot go down from 5 to 3 on a cluster of the edge provider: "+
+				"its control-plane nodes are hosts, which leave one at a time with `kiln node remove` (its etcd member first); keep 5")}},
 		{name: "an invalid size is left to Cluster", old: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 3 },
 			edit: func(s *v1.ClusterSpec) { s.ControlPlane.Size = 2 }},
 	}

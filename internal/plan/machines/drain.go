@@ -90,11 +90,14 @@ func (w Work) drainAndRemove(ctx context.Context, doomed []Member) error {
 func (w Work) drain(ctx context.Context, kc *kubeapi.Client, m Member) (kubeapi.DrainStatus, error) {
 	pool, i := w.poolOf(m.Pool)
 	timeout, field := validate.DrainTimeout(v1.WorkerPool{}), "the default drain timeout: the pool is gone from the spec"
+	if m.Pool == "" {
+		field = "the default drain timeout: the node is in no pool (a control-plane node, or a host of an edge cluster)"
+	}
 	if pool != nil {
 		timeout, field = validate.DrainTimeout(*pool), fmt.Sprintf("spec.workerPools[%d].drainTimeout", i)
 	}
 	w.r.Log().Info("draining node", "node", m.Name, "pool", m.Pool, "timeout", timeout)
-	w.r.EventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s of pool %s (timeout %s)", m.Name, m.Pool, timeout))
+	w.r.EventOn(ctx, "Normal", "NodeDraining", m.Name, fmt.Sprintf("draining node %s%s (timeout %s)", m.Name, ofPool(m.Pool), timeout))
 	w.r.Progress(ctx, m.Name, "cordoned, draining")
 	// A drain may stop at any moment for a cancel: the node stays
 	// cordoned, with what was evicted gone, and a later change drains it
@@ -176,11 +179,20 @@ func drainFailure(target string, m Member, timeout time.Duration, field string, 
 	return &failure.Error{
 		Code:   v1.CodeDrainTimeout,
 		Target: target,
-		Message: fmt.Sprintf("node %s of pool %s was not drained within %s (%s): %s left: %s. The node stays cordoned and was not removed; %s",
-			m.Name, m.Pool, timeout, field, pods(len(left)), strings.Join(parts, "; "), what),
+		Message: fmt.Sprintf("node %s%s was not drained within %s (%s): %s left: %s. The node stays cordoned and was not removed; %s",
+			m.Name, ofPool(m.Pool), timeout, field, pods(len(left)), strings.Join(parts, "; "), what),
 		Details: details,
 		Err:     de,
 	}
+}
+
+// ofPool says " of pool NAME" of a node in a pool, nothing of a host of an
+// edge cluster (in no pool).
+func ofPool(pool string) string {
+	if pool == "" {
+		return ""
+	}
+	return " of pool " + pool
 }
 
 // pods says "1 pod", "2 pods".

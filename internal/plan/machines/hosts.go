@@ -18,19 +18,39 @@ import (
 )
 
 // hostTargets are the configured hosts of a role as the install steps
-// take them, by name: the first control-plane host founds etcd.
+// take them: those installed already (Ready or NotReady: an earlier
+// provision's) first, the one the recorded endpoint (status.endpoint)
+// names leading them, then the others, each by name. The first
+// control-plane host founds etcd, so on a cluster provisioned already it is
+// one of its installed hosts, never a host added since (which joins).
 func (w Work) hostTargets(ctx context.Context, role string) ([]provider.MachineSpec, error) {
 	nodes, err := w.r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []provider.MachineSpec
+	var installed, added []provider.MachineSpec
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		if n := nodes[name]; validate.Configured(n.Node) && n.Role == role {
-			out = append(out, provider.MachineSpec{Name: name, Role: role})
+		n := nodes[name]
+		if !validate.Configured(n.Node) || n.Role != role {
+			continue
+		}
+		m := provider.MachineSpec{Name: name, Role: role}
+		if n.State == v1.NodeReady || n.State == v1.NodeNotReady {
+			installed = append(installed, m)
+		} else {
+			added = append(added, m)
 		}
 	}
-	return out, nil
+	// The host the cluster's recorded endpoint names stays first, even
+	// when a host added since (and installed) sorts before it.
+	if ep := w.cl.Status.Endpoint; ep != "" {
+		if i := slices.IndexFunc(installed, func(m provider.MachineSpec) bool {
+			return net.JoinHostPort(nodes[m.Name].Address, "6443") == ep
+		}); i > 0 {
+			installed = append(append([]provider.MachineSpec{installed[i]}, installed[:i]...), installed[i+1:]...)
+		}
+	}
+	return append(installed, added...), nil
 }
 
 // ControlPlaneTargets are the control-plane nodes to install: the
@@ -65,7 +85,8 @@ func (w Work) HostEndpoint(ctx context.Context) (string, error) {
 }
 
 // CheckNodeConfiguration refuses to provision hosts that do not make the
-// configuration the spec asks for. The API checked it when provisioning
+// configuration the spec asks for, and, on a cluster provisioned already,
+// hosts added that cannot join it (validate.HostsAdded). The API checked it when provisioning
 // was asked for; hosts may have changed since.
 func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 	nodes, err := s.r.Nodes(ctx)
@@ -76,6 +97,10 @@ func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		all = append(all, nodes[name].Node)
 	}
+	added, e := validate.HostsAdded(all)
+	if e != nil {
+		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
+	}
 	h := validate.HostsOf(all)
 	if e := validate.HostCounts(&s.cl.Spec, h); e != nil {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
@@ -84,12 +109,13 @@ func (s Steps) CheckNodeConfiguration(ctx context.Context) error {
 		return &failure.Error{Code: e.Code, Target: e.Target, Message: e.Message}
 	}
 	s.r.Log().Info("hosts match the configuration", "configuration", validate.Configuration(&s.cl.Spec),
-		"controlPlane", h.ControlPlanes, "workers", h.Workers)
+		"controlPlane", h.ControlPlanes, "workers", h.Workers, "joining", strings.Join(added, ", "))
 	return nil
 }
 
 // ResetNodes has every host that Kubernetes was installed on tear it down
-// (the distribution's reset instruction), all at once.
+// (the distribution's reset instruction), all at once; in the removal of
+// some hosts (the operation's Nodes), those hosts only.
 func (s Steps) ResetNodes(ctx context.Context) error {
 	nodes, err := s.r.Nodes(ctx)
 	if err != nil {
@@ -97,6 +123,9 @@ func (s Steps) ResetNodes(ctx context.Context) error {
 	}
 	var installed []string
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		if len(s.op.Nodes) > 0 && !slices.Contains(s.op.Nodes, name) {
+			continue
+		}
 		switch nodes[name].State {
 		case v1.NodeProvisioning, v1.NodeReady, v1.NodeNotReady, v1.NodeFailed:
 			installed = append(installed, name)
@@ -119,7 +148,85 @@ func (s Steps) ResetNodes(ctx context.Context) error {
 
 // RemoveNodes removes every host from the cluster: its record goes and its
 // node certificate is refused, so the host must join again (the installer's
-// command with --force, or a fresh data directory).
+// command with --force, or a fresh data directory). In the removal of some
+// hosts (the operation's Nodes) it removes those only, their Node objects
+// in Kubernetes first (the cluster stays).
 func (s Steps) RemoveNodes(ctx context.Context) error {
-	return s.w.removeMachines(ctx, func(string, string) bool { return true })
+	if len(s.op.Nodes) == 0 {
+		return s.w.removeMachines(ctx, func(string, string) bool { return true })
+	}
+	nodes, err := s.r.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	// A host that never went past CONFIGURED has no Node object; one
+	// whose record is gone (a step run again) may still have it.
+	neverInstalled := func(name string) bool {
+		n := nodes[name]
+		return n != nil && (n.State == v1.NodeDiscovered || n.State == v1.NodeApproved || n.State == v1.NodeConfigured || n.State == v1.NodePrecheckFailed)
+	}
+	var kc NodeDeleter
+	if s.r.UsesAgents() && slices.ContainsFunc(s.op.Nodes, func(name string) bool { return !neverInstalled(name) }) {
+		c, err := s.r.KubeClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		kc = c
+	}
+	for _, name := range s.op.Nodes {
+		deleter := kc
+		if neverInstalled(name) {
+			deleter = nil
+		}
+		if err := s.w.RemoveNode(ctx, name, false, nodes[name] != nil, deleter); err != nil {
+			return err
+		}
+		s.r.Progress(ctx, name, "removed")
+	}
+	s.r.Note("removed " + strings.Join(s.op.Nodes, ", ") + " from the cluster; each host can join a cluster again")
+	return nil
+}
+
+// DrainNodes (drain-nodes) cordons and drains, one at a time, the hosts
+// the operation removes (its Nodes) that have Kubernetes installed,
+// through the cluster's API within the default drain timeout
+// (validate.DefaultDrainTimeout): every pod but DaemonSet and mirror pods
+// evicted, PodDisruptionBudgets respected. A drain that times out fails
+// the operation with DrainTimeout naming the pods left; the host stays
+// cordoned and nothing of it is removed.
+func (s Steps) DrainNodes(ctx context.Context) error {
+	nodes, err := s.r.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var doomed []Member
+	for _, name := range s.op.Nodes {
+		if n := nodes[name]; n != nil && (validate.Installed(n.Node) || n.State == v1.NodeFailed) {
+			doomed = append(doomed, Member{Name: name})
+		}
+	}
+	if len(doomed) == 0 || !s.r.UsesAgents() {
+		return step.Skipped("no host to remove has Kubernetes installed")
+	}
+	kc, err := s.r.KubeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	var done []string
+	for _, m := range doomed {
+		if s.r.Canceling() {
+			return step.ErrCancelRequested
+		}
+		st, err := s.w.drain(ctx, kc, m)
+		if err != nil {
+			return err
+		}
+		what := drainSummary(st)
+		s.r.EventOn(ctx, "Normal", "NodeDrained", m.Name, fmt.Sprintf("node %s drained (%s); removing it from the cluster", m.Name, what))
+		done = append(done, fmt.Sprintf("%s (%s)", m.Name, what))
+	}
+	s.r.Note("drained " + strings.Join(done, ", "))
+	return nil
 }

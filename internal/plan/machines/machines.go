@@ -2,7 +2,8 @@
 // machines made (ensure-control-plane-machines, ensure-worker-machines) and
 // their nodes brought to be registered and approved (wait-nodes-registered,
 // approve-nodes); pools scaled (remove-surplus-machines, newest first, each
-// node drained), rolled out (roll-out-workers) and the control plane
+// node drained) and the control plane shrunk (shrink-control-plane, one
+// etcd member at a time), rolled out (roll-out-workers) and the control plane
 // upgraded in place (upgrade-control-plane); machines deleted, forcibly too
 // (delete-worker-machines, delete-control-plane-machines); the hosts users
 // bring checked, reset and removed (check-node-configuration, reset-nodes,
@@ -76,6 +77,10 @@ type Run interface {
 	// with doing as its message.
 	Instructions(ctx context.Context, node string) ([]*store.Instruction, error)
 	Order(ctx context.Context, n *store.Node, kind, doing string, params func() (json.RawMessage, error)) (*store.Instruction, error)
+	// AskPart issues one of kind to n and waits for its result, leaving
+	// the node's state as it is; part tells a step's instructions to one
+	// node apart ("" for its only one).
+	AskPart(ctx context.Context, n *store.Node, kind, part string, params func() (json.RawMessage, error)) (*store.Instruction, error)
 	// SetNodeState writes a node's state and message.
 	SetNodeState(ctx context.Context, name, state, msg string) error
 }

@@ -183,3 +183,15 @@ func TestPoolRevision(t *testing.T) {
 		}
 	}
 }
+
+// A host of an edge cluster is in no pool: its drain's failure says so,
+// not "of pool ".
+func TestDrainFailureOfAHost(t *testing.T) {
+	de := &kubeapi.DrainError{Node: "edge1-w", Timeout: time.Minute, Status: kubeapi.DrainStatus{Left: []kubeapi.PodState{
+		{PodRef: kubeapi.PodRef{Namespace: "default", Name: "web-1"}, Evicted: true}}}}
+	fe := drainFailure("/v1/projects/p/clusters/edge1/nodes/edge1-w", Member{Name: "edge1-w"}, time.Minute,
+		"the default drain timeout: the node is in no pool (a control-plane node, or a host of an edge cluster)", de)
+	if want := "node edge1-w was not drained within 1m0s (the default drain timeout: the node is in no pool (a control-plane node, or a host of an edge cluster)): 1 pod left"; !strings.Contains(fe.Message, want) {
+		t.Errorf("message %q\ndoes not say %q", fe.Message, want)
+	}
+}

@@ -123,8 +123,8 @@ func (e *Executor) argv(argv []string) ([]string, error) {
 
 var _ agent.Executor = (*Executor)(nil)
 
-// Execute runs an install, reset, etcd-snapshot or etcd-restore
-// instruction (backup.go). Its errors are *failure.Error: params that are
+// Execute runs an install, reset, upload-certs (a plan, as an install's
+// params are), etcd-snapshot or etcd-restore instruction (backup.go). Its errors are *failure.Error: params that are
 // not a plan are terminal (InvalidParameter); a command's failure is
 // described at fail.
 func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.Reporter) error {
@@ -137,11 +137,11 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 		return e.snapshot(ctx, in, report)
 	case v1.InstructionEtcdRestore:
 		return e.restore(ctx, in, report)
-	case v1.InstructionInstall:
+	case v1.InstructionInstall, v1.InstructionUploadCerts:
 		var err error
 		if p, err = distrokubeadm.ParsePlan(in.Params); err != nil {
 			report.Progress(in.Kind, v1.StepFailed, err.Error())
-			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "params", Message: "the install instruction's params are refused", Err: err}
+			return &failure.Error{Code: v1.CodeInvalidParameter, Target: "params", Message: "the " + in.Kind + " instruction's params are refused", Err: err}
 		}
 	case v1.InstructionReset:
 		p = distrokubeadm.ResetPlan()

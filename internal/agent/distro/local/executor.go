@@ -90,8 +90,8 @@ func (e *Executor) init() {
 	})
 }
 
-// Execute runs an install, reset, etcd-snapshot or etcd-restore
-// instruction. Its errors are *failure.Error: bad params are terminal; a
+// Execute runs an install, reset, etcd-snapshot, etcd-restore or
+// etcd-leave instruction. Its errors are *failure.Error: bad params are terminal; a
 // component that does not become healthy in time is retryable (wrapping
 // agent.ErrRetryable) and its message carries the last lines of the
 // component's log.
@@ -135,6 +135,8 @@ func (e *Executor) Execute(ctx context.Context, in v1.Instruction, report agent.
 		return e.snapshot(ctx, in, report)
 	case v1.InstructionEtcdRestore:
 		return e.restore(ctx, in, report)
+	case v1.InstructionEtcdLeave:
+		return e.leave(ctx, in, report)
 	default:
 		return failure.Terminal(v1.CodeInvalidParameter, "the local distribution does not know instruction kind %q", in.Kind)
 	}
