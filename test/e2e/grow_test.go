@@ -18,8 +18,7 @@ import (
 // joined with kubeadm join --control-plane after refresh-join-material
 // made a fresh token and had the first host upload the certificates);
 // then a worker removed (drained, kubeadm reset, its Node and record gone)
-// and that host registered into another cluster. Written for issue 51;
-// not run yet where it was written (no Docker for it there).
+// and that host registered into another cluster (issue 51).
 func TestBareHostsKubeadmGrowShrink(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
