@@ -447,8 +447,8 @@ func TestDockerCARotation(t *testing.T) {
 		t.Errorf("a kubeconfig from before the CA rotation works after its finish: %s", out)
 	}
 	after := e.kubeconfigFile("dca", "after")
-	out := e.kubectlWith(after, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-	if strings.Count(out, " True") != 2 {
+	out := e.kubectlWith(after, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`)
+	if strings.Count(out, " True ") != 2 {
 		t.Errorf("nodes after the CA rotation: %q, want 2 Ready", out)
 	}
 	waitfor.Cond(t, "CoreDNS to run after the CA rotation", 3*time.Minute, func() (bool, error) {

@@ -18,7 +18,8 @@ import (
 // the load balancer the API stays up while the other control-plane nodes
 // serve. A node installed
 // since since is not installed again: a retry resumes at the node that
-// failed. It returns the nodes it installed.
+// failed. It returns the nodes it installed, once every node of the
+// cluster is Ready.
 func (w Work) RollNodes(ctx context.Context, since time.Time, doing string) ([]string, error) {
 	groups, err := w.NodeGroups(ctx)
 	if err != nil {
@@ -63,7 +64,17 @@ func (w Work) RollNodes(ctx context.Context, since time.Time, doing string) ([]s
 			installed = append(installed, m.Name)
 		}
 	}
-	return installed, nil
+	if len(installed) == 0 {
+		return installed, nil
+	}
+	// A node installed early may have turned NotReady while the later
+	// ones restarted (its kubelet's first status after a restart can
+	// come late): the roll ends with every node Ready again.
+	var all []provider.MachineSpec
+	for _, group := range groups {
+		all = append(all, group...)
+	}
+	return installed, w.KubernetesReady(ctx, all)
 }
 
 // NodeGroups are the cluster's control-plane nodes and its workers, in
