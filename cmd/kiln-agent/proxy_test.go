@@ -37,7 +37,9 @@ func TestProxyInitial(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan int, 1)
 		var errOut bytes.Buffer
-		go func() { done <- run(ctx, append([]string{"proxy", "--listen", "127.0.0.1"}, args...), io.Discard, &errOut) }()
+		go func() {
+			done <- run(ctx, append([]string{"proxy", "--listen", "127.0.0.1"}, args...), io.Discard, &errOut)
+		}()
 		t.Cleanup(func() { cancel(); <-done })
 		waitfor.Cond(t, fmt.Sprintf("the proxy on port %d to answer %q", port, want), 10*time.Second, func() (bool, error) {
 			select {

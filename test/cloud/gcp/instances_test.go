@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kiln.dev/kiln/test/cloud/machines"
+	"kiln.dev/kiln/test/waitfor"
 )
 
 // network makes net1 and its subnetwork nodes (10.0.0.0/24) in
@@ -298,16 +299,12 @@ func TestMachineRunner(t *testing.T) {
 		t.Fatalf("insert: %d %v", status, op)
 	}
 	path := strings.TrimPrefix(op["selfLink"].(string), e.srv.URL+computePrefix)
-	deadline := time.Now().Add(10 * time.Second)
 	var done map[string]any
-	for {
+	waitfor.Cond(t, "the insert's operation to be DONE", 10*time.Second, func() (bool, error) {
 		_, done = e.do(tok, "GET", path, nil)
-		if done["status"] == "DONE" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the machine loop's tick
-	}
-	if done["status"] != "DONE" || done["error"] != nil {
+		return done["status"] == "DONE", nil
+	})
+	if done["error"] != nil {
 		t.Fatalf("the insert's operation: %v", done)
 	}
 	in := e.ok(tok, "GET", p+"/zones/us-central1-a/instances/cp-0", nil)
